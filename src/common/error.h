@@ -1,0 +1,31 @@
+/* Error objects: every fallible function returns a negative value and fills
+ * a struct gantry_error with errno and a message; callers add context on the
+ * way up and only the top level prints. Modelled on crun's libcrun_error_t. */
+#ifndef GANTRY_COMMON_ERROR_H
+#define GANTRY_COMMON_ERROR_H
+
+#include <stdarg.h>
+
+struct gantry_error {
+	int status; /* errno, or 0 when the failure has no errno */
+	char *msg;
+};
+
+typedef struct gantry_error *gantry_error_t;
+
+/* Fill *err (if err is non-NULL and empty) and return -1. */
+int gantry_error(gantry_error_t *err, int status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Same as gantry_error with status = errno. */
+int gantry_error_errno(gantry_error_t *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Prefix "<context>: " to an existing error; returns -1. */
+int gantry_error_prefix(gantry_error_t *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* "msg" or "msg: strerror(status)"; the string lives as long as the error. */
+const char *gantry_error_str(gantry_error_t err);
+void gantry_error_free(gantry_error_t *err);
+/* Print "gantry: <msg>" on stderr and free the error. */
+void gantry_error_print(gantry_error_t *err);
+
+#endif

@@ -1,0 +1,56 @@
+/* Small shared helpers: checked allocation and GCC cleanup attributes, in the
+ * style of crun (cleanup_free, cleanup_close). */
+#ifndef GANTRY_COMMON_UTIL_H
+#define GANTRY_COMMON_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b)     ((a) < (b) ? (a) : (b))
+#define MAX(a, b)     ((a) > (b) ? (a) : (b))
+#define ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
+#define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))
+
+#define KiB (1024ULL)
+#define MiB (1024ULL * KiB)
+#define GiB (1024ULL * MiB)
+
+/* Allocation failure aborts with a message; nothing else aborts. */
+void *xmalloc(size_t size);
+void *xzalloc(size_t size);
+void *xrealloc(void *p, size_t size);
+char *xstrdup(const char *s);
+int xasprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void cleanup_freep(void *p);
+void cleanup_closep(int *fd);
+void cleanup_fclosep(void *f);
+
+#define cleanup_free   __attribute__((cleanup(cleanup_freep)))
+#define cleanup_close  __attribute__((cleanup(cleanup_closep)))
+#define cleanup_fclose __attribute__((cleanup(cleanup_fclosep)))
+
+/* Hand ownership out of a cleanup variable. */
+#define steal_pointer(pp)                                                                          \
+	({                                                                                         \
+		__typeof__(*(pp)) _p = *(pp);                                                      \
+		*(pp) = NULL;                                                                      \
+		_p;                                                                                \
+	})
+#define steal_fd(fdp)                                                                              \
+	({                                                                                         \
+		int _fd = *(fdp);                                                                  \
+		*(fdp) = -1;                                                                       \
+		_fd;                                                                               \
+	})
+
+/* Parse a decimal unsigned integer that must fit in max; -1 on junk. */
+int parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+/* Read/write the whole buffer, retrying on EINTR and short transfers. */
+int read_full(int fd, void *buf, size_t len);
+int write_full(int fd, const void *buf, size_t len);
+
+#endif

@@ -1,0 +1,44 @@
+/* Guest physical memory: anonymous MAP_NORESERVE mappings faulted lazily.
+ * RAM sits below the 32-bit MMIO hole, and whatever does not fit there is
+ * placed from 4 GiB up. Every guest-supplied address is translated through
+ * guest_ptr(), which refuses ranges that leave a region or overflow. */
+#ifndef GANTRY_VMM_MEMORY_H
+#define GANTRY_VMM_MEMORY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define GUEST_MEM_HOLE_START 0xc0000000ULL  /* 3 GiB: MMIO devices, IOAPIC, LAPIC */
+#define GUEST_MEM_HIGH_START 0x100000000ULL /* 4 GiB */
+#define GUEST_MEM_MAX_REGIONS 2
+
+struct guest_region {
+	uint64_t gpa;
+	uint64_t size;
+	uint8_t *hva;
+};
+
+struct guest_mem {
+	struct guest_region regions[GUEST_MEM_MAX_REGIONS];
+	unsigned int nr_regions;
+	uint64_t ram_size; /* total bytes of RAM */
+	bool mapped;       /* regions were mmap()ed by guest_mem_init */
+};
+
+/* Map size bytes of guest RAM. */
+int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err);
+/* Describe a caller-owned buffer as guest RAM at gpa 0 (tests, fuzzers). */
+void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size);
+void guest_mem_destroy(struct guest_mem *m);
+
+/* Host address of [gpa, gpa + len) when that range lies wholly inside one
+ * RAM region; NULL otherwise (including len == 0 at the end of a region is
+ * allowed, a range that wraps around is not). */
+void *guest_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len);
+
+/* Top of RAM below the MMIO hole (exclusive). */
+uint64_t guest_mem_low_top(const struct guest_mem *m);
+
+#endif
