@@ -1,1 +1,42 @@
-int main(void) { return 0; }
+/* gantry: the command-line entry point and its dispatch table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "common/util.h"
+
+static const struct command {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *summary;
+} commands[] = {
+	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "Usage: gantry COMMAND [FLAGS] [ARGS]\n\n"
+		     "Gantry runs Linux microVMs on KVM.\n\nCommands:\n");
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nRun `gantry COMMAND -help` for a command's flags.\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "-help") == 0 ||
+	    strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].fn(argc - 2, argv + 2);
+	}
+	fprintf(stderr, "gantry: unknown command `%s` (see gantry -help)\n", argv[1]);
+	return 2;
+}

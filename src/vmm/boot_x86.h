@@ -50,7 +50,7 @@ struct boot_image {
 	uint32_t cmdline_size;    /* longest command line without the NUL */
 };
 
-struct boot_e820_entry {
+struct boot_e820 {
 	uint64_t addr;
 	uint64_t size;
 	uint32_t type; /* 1 = RAM, 2 = reserved */
@@ -69,7 +69,7 @@ int boot_load_initrd(struct guest_mem *m, const struct boot_image *k, const void
 		     size_t len, uint64_t *gpa_out, gantry_error_t *err);
 
 /* The e820 map for m: RAM 0..EBDA, RAM 1 MiB..low top, RAM from 4 GiB. */
-unsigned int boot_e820_build(const struct guest_mem *m, struct boot_e820_entry *out,
+unsigned int boot_e820_build(const struct guest_mem *m, struct boot_e820 *out,
 			     unsigned int max);
 
 /* Write the zero page at BOOT_ZERO_PAGE (setup header, loader type,

@@ -1,0 +1,7 @@
+/* One entry point per subcommand, one file each (src/cli/<name>.c). */
+#ifndef GANTRY_CLI_COMMANDS_H
+#define GANTRY_CLI_COMMANDS_H
+
+int cmd_run(int argc, char **argv);
+
+#endif

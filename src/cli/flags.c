@@ -1,0 +1,96 @@
+/* Go-style flag parsing (see flags.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/flags.h"
+#include "common/util.h"
+
+static const struct flag *flag_find(const struct flag *flags, const char *name, size_t len)
+{
+	for (const struct flag *f = flags; f->name; f++) {
+		if (strlen(f->name) == len && strncmp(f->name, name, len) == 0)
+			return f;
+	}
+	return NULL;
+}
+
+static int flag_set(const char *cmd, const struct flag *f, const char *value,
+		    gantry_error_t *err)
+{
+	uint64_t n;
+
+	switch (f->kind) {
+	case FLAG_BOOL:
+		if (value == NULL || strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+			*(bool *)f->target = true;
+		else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+			*(bool *)f->target = false;
+		else
+			return gantry_error(err, 0, "%s: -%s=%s: want true or false", cmd,
+					    f->name, value);
+		return 0;
+	case FLAG_STRING:
+		*(const char **)f->target = value;
+		return 0;
+	case FLAG_UINT:
+		if (parse_u64(value, f->max ? f->max : UINT64_MAX, &n) < 0)
+			return gantry_error(err, 0, "%s: -%s %s: not a number%s", cmd, f->name,
+					    value, f->max ? " in range" : "");
+		*(uint64_t *)f->target = n;
+		return 0;
+	case FLAG_FUNC:
+		if (f->fn(f->target, value, err) < 0)
+			return gantry_error_prefix(err, "%s: -%s", cmd, f->name);
+		return 0;
+	}
+	return -1;
+}
+
+int flags_parse(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
+		bool *dashdash, gantry_error_t *err)
+{
+	int i;
+
+	*dashdash = false;
+	for (i = 0; i < argc; i++) {
+		const char *a = argv[i], *name, *eq;
+		const struct flag *f;
+
+		if (strcmp(a, "--") == 0) {
+			*dashdash = true;
+			i++;
+			break;
+		}
+		if (a[0] != '-' || a[1] == '\0')
+			break;
+		name = a + 1 + (a[1] == '-');
+		eq = strchr(name, '=');
+		f = flag_find(flags, name, eq ? (size_t)(eq - name) : strlen(name));
+		if (f == NULL)
+			return gantry_error(err, 0, "%s: unknown flag `%s` (see gantry %s -help)",
+					    cmd, a, cmd);
+		if (eq)
+			eq++;
+		else if (f->kind != FLAG_BOOL) {
+			if (i + 1 >= argc)
+				return gantry_error(err, 0, "%s: -%s needs a value", cmd,
+						    f->name);
+			eq = argv[++i];
+		}
+		if (flag_set(cmd, f, eq, err) < 0)
+			return -1;
+	}
+	*rest = i;
+	return 0;
+}
+
+void flags_usage(FILE *out, const struct flag *flags)
+{
+	for (const struct flag *f = flags; f->name; f++) {
+		char left[48];
+
+		snprintf(left, sizeof(left), "-%s%s%s", f->name, f->arg ? " " : "",
+			 f->arg ? f->arg : "");
+		fprintf(out, "  %-22s %s\n", left, f->help);
+	}
+}

@@ -1,0 +1,37 @@
+/* Go-style command-line flags, as the reference CLI takes them: `-name value`,
+ * `-name=value`, `--name` spellings alike; booleans as `-name`,
+ * `-name=true|false`; a bare `--` ends the flags. */
+#ifndef GANTRY_CLI_FLAGS_H
+#define GANTRY_CLI_FLAGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/error.h"
+
+enum flag_kind {
+	FLAG_BOOL,
+	FLAG_STRING,
+	FLAG_UINT,
+	FLAG_FUNC, /* repeatable: fn(opaque, value) */
+};
+
+struct flag {
+	const char *name;
+	enum flag_kind kind;
+	void *target; /* bool*, const char**, uint64_t*, or opaque for FLAG_FUNC */
+	int (*fn)(void *opaque, const char *value, gantry_error_t *err);
+	const char *arg;  /* placeholder shown in help, e.g. "PATH" */
+	const char *help;
+	uint64_t max; /* FLAG_UINT upper bound (0 = none) */
+};
+
+/* Parse argv[0..argc) against flags; on success *rest is the index of the
+ * first positional argument (after `--` if present) and *dashdash tells
+ * whether `--` was seen. Errors name the flag. */
+int flags_parse(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
+		bool *dashdash, gantry_error_t *err);
+void flags_usage(FILE *out, const struct flag *flags);
+
+#endif

@@ -1,0 +1,240 @@
+/* virtio-blk (virtio 1.x, section 5.2): read, write, flush and get-id on a
+ * host file. Every request's sector range is checked against the capacity;
+ * a read-only disk answers writes with an I/O error. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/virtio_blk.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "virtio/devices.h"
+
+#define BLK_SECTOR      512ULL
+#define BLK_HDR_SIZE    16
+#define BLK_SEG_MAX     (VIRTQ_MAX_CHAIN - 2) /* minus header and status */
+#define BLK_REQ_MAX     (4 * MiB)             /* largest transfer we accept */
+
+struct virtio_blk {
+	struct virtio_dev dev;
+	int fd;
+	bool ro;
+	uint64_t capacity; /* sectors */
+	char id[VIRTIO_BLK_ID_BYTES];
+	struct virtio_blk_config config;
+};
+
+struct blk_req_hdr {
+	uint32_t type;
+	uint32_t reserved;
+	uint64_t sector;
+};
+
+/* Gather the data buffers of e, skipping skip bytes at the front of the
+ * readable part (OUT) or leaving the trailing status byte (IN). */
+static unsigned int blk_data_iov(const struct virtq_elem *e, bool in, struct iovec *out,
+				 uint64_t *total)
+{
+	unsigned int first = in ? e->nr_out : 0;
+	unsigned int last = in ? e->nr_out + e->nr_in : e->nr_out;
+	uint64_t skip = in ? 0 : BLK_HDR_SIZE;
+	uint64_t limit = in ? e->in_len - 1 : e->out_len - BLK_HDR_SIZE;
+	unsigned int n = 0;
+
+	*total = 0;
+	for (unsigned int i = first; i < last && *total < limit; i++) {
+		uint8_t *base = e->iov[i].iov_base;
+		uint64_t len = e->iov[i].iov_len;
+
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		base += skip;
+		len -= skip;
+		skip = 0;
+		len = MIN(len, limit - *total);
+		out[n].iov_base = base;
+		out[n].iov_len = len;
+		*total += len;
+		n++;
+	}
+	return n;
+}
+
+static bool blk_range_ok(const struct virtio_blk *b, uint64_t sector, uint64_t bytes)
+{
+	uint64_t sectors = bytes / BLK_SECTOR;
+
+	if (bytes % BLK_SECTOR || bytes > BLK_REQ_MAX)
+		return false;
+	return sector <= b->capacity && sectors <= b->capacity - sector;
+}
+
+static int blk_rw(struct virtio_blk *b, const struct iovec *iov, unsigned int n, uint64_t off,
+		  bool write)
+{
+	unsigned int i = 0;
+	struct iovec cur[VIRTQ_MAX_CHAIN];
+
+	memcpy(cur, iov, n * sizeof(*iov));
+	while (i < n) {
+		ssize_t r = write ? pwritev(b->fd, &cur[i], (int)(n - i), (off_t)off)
+				  : preadv(b->fd, &cur[i], (int)(n - i), (off_t)off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		off += (uint64_t)r;
+		while (r > 0 && i < n) {
+			if ((size_t)r >= cur[i].iov_len) {
+				r -= (ssize_t)cur[i].iov_len;
+				i++;
+			} else {
+				cur[i].iov_base = (uint8_t *)cur[i].iov_base + r;
+				cur[i].iov_len -= (size_t)r;
+				r = 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Serve one request; returns the status byte and sets *written. */
+static uint8_t blk_serve(struct virtio_blk *b, const struct virtq_elem *e, uint32_t *written)
+{
+	struct blk_req_hdr hdr;
+	struct iovec iov[VIRTQ_MAX_CHAIN];
+	uint64_t total;
+	unsigned int n;
+
+	*written = 0;
+	if (virtq_elem_read(e, 0, &hdr, sizeof(hdr)) != sizeof(hdr))
+		return VIRTIO_BLK_S_IOERR;
+
+	switch (hdr.type) {
+	case VIRTIO_BLK_T_IN:
+		n = blk_data_iov(e, true, iov, &total);
+		if (!blk_range_ok(b, hdr.sector, total))
+			return VIRTIO_BLK_S_IOERR;
+		if (blk_rw(b, iov, n, hdr.sector * BLK_SECTOR, false) < 0)
+			return VIRTIO_BLK_S_IOERR;
+		*written = (uint32_t)total;
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_OUT:
+		if (b->ro)
+			return VIRTIO_BLK_S_IOERR;
+		n = blk_data_iov(e, false, iov, &total);
+		if (!blk_range_ok(b, hdr.sector, total))
+			return VIRTIO_BLK_S_IOERR;
+		return blk_rw(b, iov, n, hdr.sector * BLK_SECTOR, true) < 0 ? VIRTIO_BLK_S_IOERR
+									   : VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_FLUSH:
+		if (!b->ro && fdatasync(b->fd) < 0)
+			return VIRTIO_BLK_S_IOERR;
+		return VIRTIO_BLK_S_OK;
+	case VIRTIO_BLK_T_GET_ID:
+		*written = (uint32_t)virtq_elem_write(e, 0, b->id, MIN(sizeof(b->id),
+								      e->in_len - 1));
+		return VIRTIO_BLK_S_OK;
+	default:
+		return VIRTIO_BLK_S_UNSUPP;
+	}
+}
+
+static void blk_queue_notify(struct virtio_dev *d, unsigned int q)
+{
+	struct virtio_blk *b = d->priv;
+	struct virtq *vq = &d->vqs[q];
+	struct virtq_elem e;
+	bool pushed = false;
+	int r;
+
+	while ((r = virtq_pop(vq, &e)) != VIRTQ_EMPTY) {
+		uint32_t written = 0;
+		uint8_t status;
+
+		if (r == VIRTQ_BROKEN) {
+			virtio_dev_needs_reset(d);
+			break;
+		}
+		if (r == VIRTQ_BAD_CHAIN || e.nr_in == 0 || e.out_len < BLK_HDR_SIZE) {
+			/* Nowhere sane to put a status byte: hand the buffers back. */
+			virtq_push(vq, e.head, 0);
+			pushed = true;
+			continue;
+		}
+		status = blk_serve(b, &e, &written);
+		virtq_elem_write(&e, e.in_len - 1, &status, 1);
+		virtq_push(vq, e.head, written + 1);
+		pushed = true;
+	}
+	if (pushed)
+		virtio_dev_signal(d, vq);
+}
+
+static void blk_destroy(struct virtio_dev *d)
+{
+	struct virtio_blk *b = d->priv;
+
+	if (b->fd >= 0)
+		close(b->fd);
+	virtio_dev_destroy(d);
+	free(b);
+}
+
+static const struct virtio_dev_ops blk_ops = {
+	.name = "virtio-blk",
+	.device_id = 2, /* VIRTIO_ID_BLOCK */
+	.num_queues = 1,
+	.queue_notify = blk_queue_notify,
+	.destroy = blk_destroy,
+};
+
+struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *path, bool ro,
+				     gantry_error_t *err)
+{
+	cleanup_close int fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	struct virtio_blk *b;
+	uint64_t features;
+	struct stat st;
+	off_t size;
+
+	if (fd < 0)
+		return gantry_error_errno(err, "disk `%s`", path), NULL;
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "disk `%s`", path), NULL;
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+		return gantry_error(err, 0, "disk `%s` is not a file or block device", path), NULL;
+	/* One writer at a time; readers may share a read-only image. */
+	if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0)
+		return gantry_error(err, 0, "disk `%s` is in use by another VM", path), NULL;
+	size = lseek(fd, 0, SEEK_END);
+	if (size < 0)
+		return gantry_error_errno(err, "disk `%s`: size", path), NULL;
+	if ((uint64_t)size < BLK_SECTOR)
+		return gantry_error(err, 0, "disk `%s` is smaller than one 512-byte sector", path),
+		       NULL;
+
+	b = xzalloc(sizeof(*b));
+	b->fd = steal_fd(&fd);
+	b->ro = ro;
+	b->capacity = (uint64_t)size / BLK_SECTOR;
+	snprintf(b->id, sizeof(b->id), "gantry%llx",
+		 (unsigned long long)((uint64_t)st.st_dev << 32 ^ st.st_ino));
+	b->config.capacity = b->capacity;
+	b->config.seg_max = BLK_SEG_MAX;
+	b->config.size_max = BLK_REQ_MAX;
+	b->config.blk_size = BLK_SECTOR;
+
+	features = (1ULL << VIRTIO_BLK_F_SEG_MAX) | (1ULL << VIRTIO_BLK_F_SIZE_MAX) |
+		   (1ULL << VIRTIO_BLK_F_BLK_SIZE) | (1ULL << VIRTIO_BLK_F_FLUSH);
+	if (ro)
+		features |= 1ULL << VIRTIO_BLK_F_RO;
+	virtio_dev_init(&b->dev, &blk_ops, b, mem, features, &b->config, sizeof(b->config));
+	return &b->dev;
+}

@@ -1,0 +1,44 @@
+/* 16550A UART at COM1 (0x3f8, IRQ 4): the guest console. Output goes to a
+ * file descriptor line by line; input, when attached, comes from another. */
+#ifndef GANTRY_VMM_SERIAL_H
+#define GANTRY_VMM_SERIAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define SERIAL_COM1_BASE 0x3f8
+#define SERIAL_COM1_IRQ  4
+#define SERIAL_RX_FIFO   64
+#define SERIAL_OUT_BUF   4096
+
+struct vm;
+
+struct serial {
+	pthread_mutex_t lock;
+	struct vm *vm; /* NULL in tests: no interrupt line */
+	int out_fd;
+	char out[SERIAL_OUT_BUF];
+	size_t out_len;
+
+	uint8_t ier, lcr, mcr, scr, fcr, dll, dlm;
+	bool thr_pending; /* THR-empty interrupt not yet seen through IIR */
+	uint8_t rx[SERIAL_RX_FIFO];
+	unsigned int rx_head, rx_count;
+	int irq_level;
+};
+
+void serial_init(struct serial *s, struct vm *vm, int out_fd);
+/* Register the UART's ports on vm's port bus. */
+int serial_attach(struct serial *s, gantry_error_t *err);
+/* Bus access handler (exposed for tests). */
+void serial_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool is_write);
+/* Queue console input; returns how many bytes fit. */
+size_t serial_input(struct serial *s, const uint8_t *buf, size_t len);
+/* Write out any partial line. */
+void serial_flush(struct serial *s);
+
+#endif

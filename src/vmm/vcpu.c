@@ -1,0 +1,367 @@
+/* vCPUs: CPUID, 64-bit boot register state for the BSP, LAPIC LINT setup,
+ * one thread per vCPU and the exit loop that routes port I/O and MMIO to the
+ * buses. Application processors wait for INIT/SIPI in the in-kernel LAPIC. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "vmm/boot_x86.h"
+#include "vmm/vm.h"
+
+#define VCPU_KICK_SIGNAL SIGUSR1
+
+#define CPUID_1_ECX_HYPERVISOR (1U << 31)
+#define MSR_IA32_MISC_ENABLE   0x1a0
+#define MISC_ENABLE_FAST_STRING 1ULL
+
+#define X86_CR0_PE 0x1ULL
+#define X86_CR0_ET 0x10ULL
+#define X86_CR0_NE 0x20ULL
+#define X86_CR0_PG 0x80000000ULL
+#define X86_CR4_PAE 0x20ULL
+#define EFER_LME 0x100ULL
+#define EFER_LMA 0x400ULL
+
+#define APIC_LVT0 0x350
+#define APIC_LVT1 0x360
+#define APIC_MODE_NMI    0x4
+#define APIC_MODE_EXTINT 0x7
+
+struct vcpu {
+	struct vm *vm;
+	unsigned int index;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	bool started;
+};
+
+static void vcpu_kick_handler(int sig)
+{
+	(void)sig;
+}
+
+static int cpuid_fetch(struct vm *vm, gantry_error_t *err)
+{
+	unsigned int nent = 128;
+
+	for (;;) {
+		struct kvm_cpuid2 *c = xzalloc(sizeof(*c) + nent * sizeof(c->entries[0]));
+
+		c->nent = nent;
+		if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0) {
+			vm->cpuid = c;
+			return 0;
+		}
+		free(c);
+		if (errno != E2BIG || nent >= 4096)
+			return gantry_error_errno(err, "KVM_GET_SUPPORTED_CPUID");
+		nent *= 2;
+	}
+}
+
+/* KVM's supported set, plus this vCPU's APIC ID and the hypervisor bit. */
+static int vcpu_set_cpuid(struct vcpu *v, gantry_error_t *err)
+{
+	const struct kvm_cpuid2 *src = v->vm->cpuid;
+	size_t size = sizeof(*src) + src->nent * sizeof(src->entries[0]);
+	cleanup_free struct kvm_cpuid2 *c = xmalloc(size);
+
+	memcpy(c, src, size);
+	for (unsigned int i = 0; i < c->nent; i++) {
+		struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		switch (e->function) {
+		case 1:
+			e->ebx = (e->ebx & 0x00ffffffU) | (v->index << 24);
+			e->ecx |= CPUID_1_ECX_HYPERVISOR;
+			break;
+		case 0xb:
+		case 0x1f:
+			e->edx = v->index; /* x2APIC ID */
+			break;
+		}
+	}
+	if (ioctl(v->fd, KVM_SET_CPUID2, c) < 0)
+		return gantry_error_errno(err, "vCPU %u: KVM_SET_CPUID2", v->index);
+	return 0;
+}
+
+static int vcpu_set_lint(struct vcpu *v, gantry_error_t *err)
+{
+	struct kvm_lapic_state lapic;
+	uint32_t *lvt0, *lvt1;
+
+	if (ioctl(v->fd, KVM_GET_LAPIC, &lapic) < 0)
+		return gantry_error_errno(err, "vCPU %u: KVM_GET_LAPIC", v->index);
+	lvt0 = (uint32_t *)&lapic.regs[APIC_LVT0];
+	lvt1 = (uint32_t *)&lapic.regs[APIC_LVT1];
+	*lvt0 = (*lvt0 & ~0x700U) | (APIC_MODE_EXTINT << 8);
+	*lvt1 = (*lvt1 & ~0x700U) | (APIC_MODE_NMI << 8);
+	if (ioctl(v->fd, KVM_SET_LAPIC, &lapic) < 0)
+		return gantry_error_errno(err, "vCPU %u: KVM_SET_LAPIC", v->index);
+	return 0;
+}
+
+static void segment(struct kvm_segment *s, uint16_t sel, uint8_t type, bool code)
+{
+	*s = (struct kvm_segment){
+		.base = 0,
+		.limit = 0xffffffff,
+		.selector = sel,
+		.type = type,
+		.present = 1,
+		.s = 1,
+		.l = code,
+		.db = !code,
+		.g = 1,
+	};
+}
+
+/* Long mode, flat segments, identity paging: the state the 64-bit boot
+ * protocol asks for, with rsi pointing at the zero page. */
+static int vcpu_set_boot_state(struct vcpu *v, uint64_t entry, gantry_error_t *err)
+{
+	struct kvm_sregs sregs;
+	struct kvm_regs regs = { 0 };
+	struct kvm_fpu fpu = { 0 };
+	struct {
+		struct kvm_msrs hdr;
+		struct kvm_msr_entry e[1];
+	} msrs = { .hdr.nmsrs = 1, .e[0] = { .index = MSR_IA32_MISC_ENABLE,
+					     .data = MISC_ENABLE_FAST_STRING } };
+
+	if (ioctl(v->fd, KVM_GET_SREGS, &sregs) < 0)
+		return gantry_error_errno(err, "KVM_GET_SREGS");
+	segment(&sregs.cs, BOOT_GDT_CODE, 0xb, true);
+	segment(&sregs.ds, BOOT_GDT_DATA, 0x3, false);
+	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
+	sregs.tr = (struct kvm_segment){ .selector = BOOT_GDT_TSS, .limit = 0xfffff,
+					 .type = 0xb, .present = 1 };
+	sregs.gdt.base = BOOT_GDT_ADDR;
+	sregs.gdt.limit = 5 * 8 - 1;
+	sregs.idt.base = 0;
+	sregs.idt.limit = 0;
+	sregs.cr0 = X86_CR0_PE | X86_CR0_ET | X86_CR0_NE | X86_CR0_PG;
+	sregs.cr3 = BOOT_PML4_ADDR;
+	sregs.cr4 = X86_CR4_PAE;
+	sregs.efer = EFER_LME | EFER_LMA;
+	if (ioctl(v->fd, KVM_SET_SREGS, &sregs) < 0)
+		return gantry_error_errno(err, "KVM_SET_SREGS");
+
+	regs.rflags = 0x2;
+	regs.rip = entry;
+	regs.rsi = BOOT_ZERO_PAGE;
+	regs.rsp = regs.rbp = BOOT_STACK_TOP;
+	if (ioctl(v->fd, KVM_SET_REGS, &regs) < 0)
+		return gantry_error_errno(err, "KVM_SET_REGS");
+
+	fpu.fcw = 0x37f;
+	fpu.mxcsr = 0x1f80;
+	if (ioctl(v->fd, KVM_SET_FPU, &fpu) < 0)
+		return gantry_error_errno(err, "KVM_SET_FPU");
+	if (ioctl(v->fd, KVM_SET_MSRS, &msrs) != 1)
+		return gantry_error_errno(err, "KVM_SET_MSRS");
+	return 0;
+}
+
+int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err)
+{
+	struct sigaction sa = { .sa_handler = vcpu_kick_handler };
+
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(VCPU_KICK_SIGNAL, &sa, NULL) < 0)
+		return gantry_error_errno(err, "sigaction");
+	if (cpuid_fetch(vm, err) < 0)
+		return -1;
+
+	vm->vcpus = xzalloc(vm->nr_vcpus * sizeof(*vm->vcpus));
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		vm->vcpus[i].fd = -1;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		void *run;
+
+		v->vm = vm;
+		v->index = i;
+		v->fd = ioctl(vm->vm_fd, KVM_CREATE_VCPU, (unsigned long)i);
+		if (v->fd < 0)
+			return gantry_error_errno(err, "KVM_CREATE_VCPU %u", i);
+		run = mmap(NULL, (size_t)vm->vcpu_mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   v->fd, 0);
+		if (run == MAP_FAILED)
+			return gantry_error_errno(err, "mmap vCPU %u", i);
+		v->run = run;
+		if (vcpu_set_cpuid(v, err) < 0 || vcpu_set_lint(v, err) < 0)
+			return -1;
+		if (i == 0 && vcpu_set_boot_state(v, entry, err) < 0)
+			return gantry_error_prefix(err, "boot vCPU");
+	}
+	return 0;
+}
+
+static void vcpu_handle_io(struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+	uint8_t *data = (uint8_t *)run + run->io.data_offset;
+	bool out = run->io.direction == KVM_EXIT_IO_OUT;
+
+	atomic_fetch_add(&v->vm->stats.io_exits, 1);
+	for (uint32_t i = 0; i < run->io.count; i++, data += run->io.size) {
+		if (!bus_dispatch(&v->vm->pio, run->io.port, data, run->io.size, out)) {
+			/* Nothing there: reads float high, writes vanish. */
+			atomic_fetch_add(&v->vm->stats.unhandled, 1);
+			if (!out)
+				memset(data, 0xff, run->io.size);
+		}
+	}
+}
+
+static void vcpu_handle_mmio(struct vcpu *v)
+{
+	struct kvm_run *run = v->run;
+
+	atomic_fetch_add(&v->vm->stats.mmio_exits, 1);
+	if (run->mmio.len > sizeof(run->mmio.data))
+		return;
+	if (!bus_dispatch(&v->vm->mmio, run->mmio.phys_addr, run->mmio.data, run->mmio.len,
+			  run->mmio.is_write)) {
+		atomic_fetch_add(&v->vm->stats.unhandled, 1);
+		if (!run->mmio.is_write)
+			memset(run->mmio.data, 0xff, run->mmio.len);
+	}
+}
+
+static void vcpu_handle_system_event(struct vcpu *v)
+{
+	switch (v->run->system_event.type) {
+	case KVM_SYSTEM_EVENT_SHUTDOWN:
+		vm_request_end(v->vm, VM_END_SHUTDOWN, 0, "guest shut down");
+		break;
+	case KVM_SYSTEM_EVENT_RESET:
+		vm_request_end(v->vm, VM_END_RESET, 0, "guest reset");
+		break;
+	default:
+		vm_request_end(v->vm, VM_END_FAILURE, -1, "guest crashed (system event %u)",
+			       v->run->system_event.type);
+	}
+}
+
+static void *vcpu_thread(void *arg)
+{
+	struct vcpu *v = arg;
+	struct vm *vm = v->vm;
+	char name[16];
+
+	snprintf(name, sizeof(name), "vcpu%u", v->index);
+	pthread_setname_np(pthread_self(), name);
+
+	while (atomic_load(&vm->ending) == 0) {
+		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			vm_request_end(vm, VM_END_FAILURE, -1, "vCPU %u: KVM_RUN: %s", v->index,
+				       strerror(errno));
+			break;
+		}
+		atomic_fetch_add(&vm->stats.exits, 1);
+		switch (v->run->exit_reason) {
+		case KVM_EXIT_IO:
+			vcpu_handle_io(v);
+			break;
+		case KVM_EXIT_MMIO:
+			vcpu_handle_mmio(v);
+			break;
+		case KVM_EXIT_INTR:
+			break;
+		case KVM_EXIT_SHUTDOWN:
+			/* A triple fault: how x86 resets when all else fails. */
+			vm_request_end(vm, VM_END_RESET, 0, "guest triple fault (reset)");
+			break;
+		case KVM_EXIT_SYSTEM_EVENT:
+			vcpu_handle_system_event(v);
+			break;
+		case KVM_EXIT_HLT:
+			vm_request_end(vm, VM_END_SHUTDOWN, 0, "guest halted");
+			break;
+		case KVM_EXIT_FAIL_ENTRY:
+			vm_request_end(vm, VM_END_FAILURE, -1,
+				       "vCPU %u: entry failed (hardware reason %#llx)", v->index,
+				       (unsigned long long)v->run->fail_entry
+					       .hardware_entry_failure_reason);
+			break;
+		case KVM_EXIT_INTERNAL_ERROR:
+			vm_request_end(vm, VM_END_FAILURE, -1, "vCPU %u: KVM internal error %u",
+				       v->index, v->run->internal.suberror);
+			break;
+		default:
+			vm_request_end(vm, VM_END_FAILURE, -1, "vCPU %u: unexpected exit %u",
+				       v->index, v->run->exit_reason);
+		}
+	}
+	return NULL;
+}
+
+int vcpus_start(struct vm *vm, gantry_error_t *err)
+{
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		int r = pthread_create(&v->thread, NULL, vcpu_thread, v);
+
+		if (r != 0) {
+			vm_request_end(vm, VM_END_FAILURE, -1, "cannot start vCPU thread");
+			return gantry_error(err, r, "cannot start vCPU %u", i);
+		}
+		v->started = true;
+	}
+	return 0;
+}
+
+void vcpus_wait(struct vm *vm)
+{
+	uint64_t v;
+
+	while (read(vm->end_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *c = &vm->vcpus[i];
+
+		if (!c->started)
+			continue;
+		c->run->immediate_exit = 1;
+		pthread_kill(c->thread, VCPU_KICK_SIGNAL);
+	}
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *c = &vm->vcpus[i];
+
+		if (!c->started)
+			continue;
+		/* A vCPU may have been between its check and KVM_RUN: kick until joined. */
+		while (pthread_tryjoin_np(c->thread, NULL) == EBUSY) {
+			pthread_kill(c->thread, VCPU_KICK_SIGNAL);
+			usleep(1000);
+		}
+		c->started = false;
+	}
+}
+
+void vcpus_destroy(struct vm *vm)
+{
+	if (vm->vcpus == NULL)
+		return;
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		if (v->run)
+			munmap(v->run, (size_t)vm->vcpu_mmap_size);
+		if (v->fd >= 0)
+			close(v->fd);
+	}
+	free(vm->vcpus);
+	vm->vcpus = NULL;
+}

@@ -1,0 +1,87 @@
+/* One KVM virtual machine: its fds, RAM, vCPU threads, exit buses and the
+ * way it ends. kvm.c owns VM creation and the end of the VM; vcpu.c owns the
+ * vCPUs and their exit loop. */
+#ifndef GANTRY_VMM_VM_H
+#define GANTRY_VMM_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "vmm/bus.h"
+#include "vmm/ioloop.h"
+#include "vmm/memory.h"
+
+#define VM_TSS_ADDR          0xfffbd000ULL
+#define VM_IDENTITY_MAP_ADDR 0xfffbc000ULL
+
+/* How the guest ended the VM. */
+enum vm_end {
+	VM_END_NONE = 0,
+	VM_END_EXIT,     /* gantry-init wrote its status to the exit port */
+	VM_END_RESET,    /* reset request: i8042 0xfe, 0xcf9, triple fault */
+	VM_END_SHUTDOWN, /* KVM system event shutdown */
+	VM_END_FAILURE,  /* the VMM could not go on (KVM error, bad state) */
+};
+
+struct vm_stats {
+	atomic_ulong exits;
+	atomic_ulong io_exits;
+	atomic_ulong mmio_exits;
+	atomic_ulong unhandled;
+};
+
+struct vcpu;
+
+struct vm {
+	int kvm_fd;
+	int vm_fd;
+	int vcpu_mmap_size;
+	struct guest_mem mem;
+	struct bus pio;
+	struct bus mmio;
+	struct ioloop io;
+	unsigned int nr_vcpus;
+	struct vcpu *vcpus;
+	struct kvm_cpuid2 *cpuid;
+
+	/* The end of the VM: first writer wins, then every vCPU is kicked. */
+	atomic_int ending;
+	enum vm_end end;
+	int exit_status;
+	char end_reason[160];
+	int end_fd; /* eventfd the main thread waits on */
+
+	struct vm_stats stats;
+};
+
+/* Open /dev/kvm (or $GANTRY_KVM_DEVICE), check the capabilities we rely on,
+ * create the VM with in-kernel irqchip and PIT, and map mem_bytes of RAM. */
+int vm_create(struct vm *vm, uint64_t mem_bytes, unsigned int nr_vcpus, gantry_error_t *err);
+void vm_destroy(struct vm *vm);
+
+/* Most vCPUs this host and KVM allow (also capped by the MP table). */
+unsigned int vm_max_vcpus(void);
+
+/* Assert or deassert an interrupt line (GSI). */
+int vm_irq_line(struct vm *vm, unsigned int gsi, int level);
+/* An eventfd that raises gsi in the kernel when written (irqfd). */
+int vm_irqfd(struct vm *vm, unsigned int gsi, gantry_error_t *err);
+/* An eventfd that KVM signals on a 4-byte write of datamatch at addr. */
+int vm_ioeventfd(struct vm *vm, uint64_t addr, uint32_t datamatch, gantry_error_t *err);
+
+/* End the VM (any thread): records how and why, kicks every vCPU. */
+void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* vcpu.c */
+int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err);
+int vcpus_start(struct vm *vm, gantry_error_t *err);
+/* Wait for the end, stop every vCPU thread and join it. */
+void vcpus_wait(struct vm *vm);
+void vcpus_destroy(struct vm *vm);
+
+#endif

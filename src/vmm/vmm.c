@@ -1,0 +1,307 @@
+/* Assemble and run a microVM (see vmm.h). */
+#include <errno.h>
+#include <linux/virtio_mmio.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "virtio/devices.h"
+#include "vmm/boot_x86.h"
+#include "vmm/mptable.h"
+#include "vmm/serial.h"
+#include "vmm/sysdev.h"
+#include "vmm/vm.h"
+#include "vmm/vmm.h"
+
+/* Interrupt lines free for virtio-mmio devices: ISA IRQs the MP table routes
+ * edge-triggered to the IO-APIC, minus the PIT (0), the cascade (2), COM1 (4)
+ * and the RTC (8). */
+static const unsigned int virtio_irqs[] = { 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 3 };
+#define VMM_MAX_DEVICES ARRAY_SIZE(virtio_irqs)
+
+/* Quiet, probe-free boot on hardware we fully describe. */
+static const char default_cmdline[] = "console=ttyS0 reboot=k panic=-1 pci=off nomodule "
+				      "tsc=reliable no_timer_check io_delay=none "
+				      "8250.nr_uarts=1 quiet";
+
+struct queue_watch {
+	struct virtio_dev *dev;
+	unsigned int queue;
+};
+
+struct vmm {
+	struct vm vm;
+	struct serial serial;
+	struct virtio_dev *devs[VMM_MAX_DEVICES];
+	int ioeventfds[VMM_MAX_DEVICES][VIRTIO_MAX_QUEUES];
+	struct queue_watch watches[VMM_MAX_DEVICES][VIRTIO_MAX_QUEUES];
+	unsigned int nr_devs;
+	char *cmdline;
+	int console_fd;
+};
+
+struct mapped_file {
+	void *data;
+	size_t len;
+};
+
+static int map_file(const char *what, const char *path, struct mapped_file *f,
+		    gantry_error_t *err)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+
+	f->data = NULL;
+	f->len = 0;
+	if (fd < 0)
+		return gantry_error_errno(err, "%s `%s`", what, path);
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "%s `%s`", what, path);
+	if (!S_ISREG(st.st_mode))
+		return gantry_error(err, 0, "%s `%s` is not a regular file", what, path);
+	if (st.st_size == 0)
+		return gantry_error(err, 0, "%s `%s` is empty", what, path);
+	f->data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (f->data == MAP_FAILED) {
+		f->data = NULL;
+		return gantry_error_errno(err, "%s `%s`: mmap", what, path);
+	}
+	f->len = (size_t)st.st_size;
+	return 0;
+}
+
+static void unmap_file(struct mapped_file *f)
+{
+	if (f->data)
+		munmap(f->data, f->len);
+	f->data = NULL;
+}
+
+static uint64_t host_ram_bytes(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES);
+	long page = sysconf(_SC_PAGESIZE);
+
+	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
+{
+	unsigned int max_cpus = vm_max_vcpus();
+	uint64_t host_mib = host_ram_bytes() / MiB;
+	struct stat st;
+
+	if (cfg->kernel == NULL)
+		return gantry_error(err, 0, "run: -kernel PATH is required");
+	if (stat(cfg->kernel, &st) < 0)
+		return gantry_error_errno(err, "kernel `%s`", cfg->kernel);
+	if (cfg->initrd && stat(cfg->initrd, &st) < 0)
+		return gantry_error_errno(err, "initrd `%s`", cfg->initrd);
+	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
+		if (stat(cfg->disks[i].path, &st) < 0)
+			return gantry_error_errno(err, "disk `%s`", cfg->disks[i].path);
+	}
+	if (cfg->cpus == 0 || cfg->cpus > max_cpus)
+		return gantry_error(err, 0, "-cpus %u: this host allows 1 to %u", cfg->cpus,
+				    max_cpus);
+	if (cfg->mem_mib < VMM_MIN_MEM_MIB)
+		return gantry_error(err, 0, "-mem %llu: at least %u MiB is needed",
+				    (unsigned long long)cfg->mem_mib, VMM_MIN_MEM_MIB);
+	if (cfg->mem_mib > VMM_MAX_MEM_MIB || cfg->mem_mib > host_mib)
+		return gantry_error(err, 0, "-mem %llu: this host has %llu MiB of RAM",
+				    (unsigned long long)cfg->mem_mib,
+				    (unsigned long long)host_mib);
+	if (cfg->nr_disks + 1 > VMM_MAX_DEVICES)
+		return gantry_error(err, 0, "too many devices (at most %zu disks)",
+				    VMM_MAX_DEVICES - 1);
+	return 0;
+}
+
+static void vmm_queue_kick(void *opaque, int fd, unsigned int events)
+{
+	struct queue_watch *w = opaque;
+	uint64_t n;
+
+	(void)events;
+	if (read(fd, &n, sizeof(n)) == sizeof(n))
+		virtio_dev_notify(w->dev, w->queue);
+}
+
+/* Place a device in the MMIO hole, wire its interrupt through an irqfd and
+ * each queue's notify register through an ioeventfd, and declare it on the
+ * kernel command line. */
+static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t *err)
+{
+	unsigned int i = v->nr_devs;
+	char *decl, *cmdline;
+
+	if (i >= VMM_MAX_DEVICES) {
+		d->ops->destroy(d);
+		return gantry_error(err, 0, "too many devices");
+	}
+	v->devs[v->nr_devs++] = d;
+	d->base = VMM_MMIO_BASE + (uint64_t)i * VIRTIO_MMIO_SIZE;
+	d->irq = virtio_irqs[i];
+	d->irqfd = vm_irqfd(&v->vm, d->irq, err);
+	if (d->irqfd < 0)
+		return -1;
+	for (unsigned int q = 0; q < d->ops->num_queues; q++) {
+		struct queue_watch *w = &v->watches[i][q];
+		int fd = vm_ioeventfd(&v->vm, d->base + VIRTIO_MMIO_QUEUE_NOTIFY, q, err);
+
+		if (fd < 0)
+			return -1;
+		v->ioeventfds[i][q] = fd;
+		*w = (struct queue_watch){ d, q };
+		if (ioloop_add(&v->vm.io, fd, vmm_queue_kick, w, err) < 0)
+			return -1;
+	}
+	if (bus_register(&v->vm.mmio, d->base, VIRTIO_MMIO_SIZE, virtio_mmio_access, d,
+			 d->ops->name, err) < 0)
+		return -1;
+	xasprintf(&decl, " virtio_mmio.device=4K@%#llx:%u", (unsigned long long)d->base, d->irq);
+	xasprintf(&cmdline, "%s%s", v->cmdline, decl);
+	free(decl);
+	free(v->cmdline);
+	v->cmdline = cmdline;
+	return 0;
+}
+
+static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+{
+	struct mapped_file kernel = { 0 }, initrd = { 0 };
+	struct boot_image img;
+	uint64_t initrd_gpa = 0;
+	char *full;
+	int r = -1;
+
+	if (map_file("kernel", cfg->kernel, &kernel, err) < 0)
+		goto out;
+	if (cfg->initrd && map_file("initrd", cfg->initrd, &initrd, err) < 0)
+		goto out;
+	if (vm_create(&v->vm, cfg->mem_mib * MiB, cfg->cpus, err) < 0)
+		goto out;
+	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
+		gantry_error_prefix(err, "`%s`", cfg->kernel);
+		goto out;
+	}
+	if (initrd.data &&
+	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
+		goto out;
+
+	serial_init(&v->serial, &v->vm, v->console_fd);
+	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
+		goto out;
+
+	v->cmdline = xstrdup(default_cmdline);
+	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
+		struct virtio_dev *d = virtio_blk_create(&v->vm.mem, cfg->disks[i].path,
+							 cfg->disks[i].ro, err);
+
+		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
+			goto out;
+	}
+	if (vmm_attach_virtio(v, virtio_rng_create(&v->vm.mem), err) < 0)
+		goto out;
+
+	/* The user's arguments come last so they override ours. */
+	xasprintf(&full, "%s%s%s", v->cmdline, cfg->append ? " " : "",
+		  cfg->append ? cfg->append : "");
+	free(v->cmdline);
+	v->cmdline = full;
+
+	if (boot_setup_zero_page(&v->vm.mem, &img, v->cmdline, initrd_gpa, initrd.len, err) < 0)
+		goto out;
+	if (boot_setup_page_tables(&v->vm.mem, err) < 0)
+		goto out;
+	if (mptable_write(&v->vm.mem, BOOT_MPTABLE_ADDR, cfg->cpus, err) < 0)
+		goto out;
+	if (vcpus_create(&v->vm, img.entry, err) < 0)
+		goto out;
+	r = 0;
+out:
+	unmap_file(&kernel);
+	unmap_file(&initrd);
+	return r;
+}
+
+static void vmm_teardown(struct vmm *v)
+{
+	ioloop_stop(&v->vm.io);
+	for (unsigned int i = 0; i < v->nr_devs; i++) {
+		for (unsigned int q = 0; q < v->devs[i]->ops->num_queues; q++) {
+			if (v->ioeventfds[i][q] >= 0)
+				close(v->ioeventfds[i][q]);
+		}
+		v->devs[i]->ops->destroy(v->devs[i]);
+	}
+	vm_destroy(&v->vm);
+	free(v->cmdline);
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
+{
+	struct vmm v;
+	cleanup_close int console_fd = -1;
+	double t0 = now_ms(), t_run;
+	int r = -1;
+
+	memset(&v, 0, sizeof(v));
+	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));
+	v.console_fd = STDOUT_FILENO;
+	if (vmm_validate(cfg, err) < 0)
+		return -1;
+	if (cfg->console) {
+		console_fd = open(cfg->console, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (console_fd < 0)
+			return gantry_error_errno(err, "console `%s`", cfg->console);
+		v.console_fd = console_fd;
+	}
+	if (vmm_setup(&v, cfg, err) < 0)
+		goto out;
+	if (ioloop_start(&v.vm.io, err) < 0)
+		goto out;
+	t_run = now_ms();
+	if (vcpus_start(&v.vm, err) < 0)
+		goto out;
+	vcpus_wait(&v.vm);
+	serial_flush(&v.serial);
+
+	if (cfg->timing)
+		fprintf(stderr,
+			"gantry: setup %.1f ms, guest ran %.1f ms; vm exits to userspace: "
+			"%lu (io %lu, mmio %lu, unclaimed %lu); %s\n",
+			t_run - t0, now_ms() - t_run, atomic_load(&v.vm.stats.exits),
+			atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
+			atomic_load(&v.vm.stats.unhandled), v.vm.end_reason);
+	switch (v.vm.end) {
+	case VM_END_EXIT:
+		*status = v.vm.exit_status;
+		r = 0;
+		break;
+	case VM_END_RESET:
+	case VM_END_SHUTDOWN:
+		*status = 0;
+		r = 0;
+		break;
+	default:
+		gantry_error(err, 0, "VM failed: %s", v.vm.end_reason);
+		break;
+	}
+out:
+	vmm_teardown(&v);
+	return r;
+}

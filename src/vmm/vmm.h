@@ -1,0 +1,43 @@
+/* Boot one microVM from a kernel, an optional initrd and disks, run it until
+ * the guest ends it, and say how it ended. This is `gantry run`, and the
+ * engine every sandbox will be built on. */
+#ifndef GANTRY_VMM_VMM_H
+#define GANTRY_VMM_VMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+#define VMM_MAX_DISKS    8
+#define VMM_MIN_MEM_MIB  32
+#define VMM_MAX_MEM_MIB  (1024ULL * 1024) /* 1 TiB */
+#define VMM_DEFAULT_MEM  512
+#define VMM_MMIO_BASE    0xd0000000ULL
+
+struct vmm_disk {
+	const char *path;
+	bool ro;
+};
+
+struct vmm_config {
+	const char *kernel;
+	const char *initrd;
+	const char *append;
+	const char *console; /* file for the serial console; NULL = stdout */
+	struct vmm_disk disks[VMM_MAX_DISKS];
+	unsigned int nr_disks;
+	unsigned int cpus;
+	uint64_t mem_mib;
+	bool timing; /* print boot timing and exit counts on stderr */
+};
+
+/* Check the config against this host before touching KVM: files exist and
+ * are what they claim, CPU and memory sizes are possible. */
+int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err);
+
+/* Boot and run. On success *status is what `gantry run` exits with: the
+ * status the guest reported, or 0 when it reset or shut down. */
+int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err);
+
+#endif
