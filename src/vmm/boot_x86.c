@@ -73,27 +73,27 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, struct 
 	Elf64_Phdr ph;
 
 	if (len < sizeof(eh))
-		return gantry_error(err, EINVAL, "ELF header is truncated (file is %zu bytes)",
+		return gantry_error(err, 0, "ELF header is truncated (file is %zu bytes)",
 				    len);
 	memcpy(&eh, img, sizeof(eh));
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64)
-		return gantry_error(err, EINVAL, "ELF class %u is not ELFCLASS64",
+		return gantry_error(err, 0, "ELF class %u is not ELFCLASS64",
 				    eh.e_ident[EI_CLASS]);
 	if (eh.e_ident[EI_DATA] != ELFDATA2LSB)
-		return gantry_error(err, EINVAL, "ELF data encoding %u is not little-endian",
+		return gantry_error(err, 0, "ELF data encoding %u is not little-endian",
 				    eh.e_ident[EI_DATA]);
 	if (eh.e_machine != EM_X86_64)
-		return gantry_error(err, EINVAL, "ELF machine %u is not x86-64", eh.e_machine);
+		return gantry_error(err, 0, "ELF machine %u is not x86-64", eh.e_machine);
 	if (eh.e_type != ET_EXEC)
-		return gantry_error(err, EINVAL, "ELF type %u is not an executable", eh.e_type);
+		return gantry_error(err, 0, "ELF type %u is not an executable", eh.e_type);
 	if (eh.e_phentsize != sizeof(Elf64_Phdr))
-		return gantry_error(err, EINVAL, "ELF e_phentsize %u is not %zu", eh.e_phentsize,
+		return gantry_error(err, 0, "ELF e_phentsize %u is not %zu", eh.e_phentsize,
 				    sizeof(Elf64_Phdr));
 	if (eh.e_phnum == 0 || eh.e_phnum > ELF_MAX_PHNUM)
-		return gantry_error(err, EINVAL, "ELF e_phnum %u is not between 1 and %u",
+		return gantry_error(err, 0, "ELF e_phnum %u is not between 1 and %u",
 				    eh.e_phnum, ELF_MAX_PHNUM);
 	if (!range_in_file(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(ph), len))
-		return gantry_error(err, EINVAL,
+		return gantry_error(err, 0,
 				    "ELF program headers (e_phoff 0x%llx) lie outside the file",
 				    (unsigned long long)eh.e_phoff);
 
@@ -113,7 +113,7 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, struct 
 			    (unsigned long long)ph.p_filesz, (unsigned long long)ph.p_memsz);
 		/* Below 1 MiB lie the zero page, page tables and MP table. */
 		if (ph.p_paddr < BOOT_HIGH_RAM || guest_ptr(m, ph.p_paddr, ph.p_memsz) == NULL)
-			return gantry_error(err, EINVAL,
+			return gantry_error(err, 0,
 					    "ELF program header %u: segment at 0x%llx (0x%llx "
 					    "bytes) lies outside guest RAM above 1 MiB",
 					    i, (unsigned long long)ph.p_paddr,
@@ -124,9 +124,9 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, struct 
 		nload++;
 	}
 	if (nload == 0)
-		return gantry_error(err, EINVAL, "ELF file has no PT_LOAD segment");
+		return gantry_error(err, 0, "ELF file has no PT_LOAD segment");
 	if (!entry_loaded)
-		return gantry_error(err, EINVAL,
+		return gantry_error(err, 0,
 				    "ELF entry point 0x%llx lies outside every PT_LOAD segment",
 				    (unsigned long long)eh.e_entry);
 
@@ -160,18 +160,18 @@ static int load_bzimage(struct guest_mem *m, const uint8_t *img, size_t len, str
 	size_t hdr_len;
 
 	if (len < BZ_HDR_OFFSET + sizeof(hdr))
-		return gantry_error(err, EINVAL,
+		return gantry_error(err, 0,
 				    "bzImage setup header is truncated (file is %zu bytes)", len);
 	memcpy(&hdr, img + BZ_HDR_OFFSET, sizeof(hdr));
 	if (hdr.version < BZ_MIN_VERSION)
-		return gantry_error(err, EINVAL, "bzImage boot protocol %u.%02u is older than 2.12",
+		return gantry_error(err, 0, "bzImage boot protocol %u.%02u is older than 2.12",
 				    hdr.version >> 8, hdr.version & 0xff);
 	if (!(hdr.xloadflags & XLF_KERNEL_64))
-		return gantry_error(err, EINVAL,
+		return gantry_error(err, 0,
 				    "bzImage has no 64-bit entry point (xloadflags 0x%x)",
 				    hdr.xloadflags);
 	if (!(hdr.loadflags & LOADED_HIGH))
-		return gantry_error(err, EINVAL, "bzImage is not loaded high (loadflags 0x%x)",
+		return gantry_error(err, 0, "bzImage is not loaded high (loadflags 0x%x)",
 				    hdr.loadflags);
 
 	sects = hdr.setup_sects ? hdr.setup_sects : BZ_DEFAULT_SECTS;
@@ -240,7 +240,7 @@ int boot_load_kernel(struct guest_mem *m, const void *img, size_t len, struct bo
 	else if (is_bzimage(p, len))
 		ret = load_bzimage(m, p, len, out, err);
 	else
-		ret = gantry_error(err, EINVAL, "not a vmlinux ELF or bzImage");
+		ret = gantry_error(err, 0, "not a vmlinux ELF or bzImage");
 	if (ret < 0)
 		return gantry_error_prefix(err, "kernel image");
 	return 0;
@@ -255,9 +255,9 @@ int boot_load_initrd(struct guest_mem *m, const struct boot_image *k, const void
 	void *dst;
 
 	if (len == 0)
-		return gantry_error(err, EINVAL, "initrd is empty");
+		return gantry_error(err, 0, "initrd is empty");
 	if (len > top || ALIGN_DOWN(top - len, PAGE_SIZE) < bottom)
-		return gantry_error(err, ENOMEM,
+		return gantry_error(err, 0,
 				    "initrd of %llu MiB does not fit in guest memory between "
 				    "0x%llx (past the kernel) and 0x%llx",
 				    (unsigned long long)((len + MiB - 1) / MiB),
@@ -265,7 +265,7 @@ int boot_load_initrd(struct guest_mem *m, const struct boot_image *k, const void
 	gpa = ALIGN_DOWN(top - len, PAGE_SIZE);
 	dst = guest_ptr(m, gpa, len);
 	if (dst == NULL)
-		return gantry_error(err, ENOMEM, "initrd at 0x%llx lies outside guest RAM",
+		return gantry_error(err, 0, "initrd at 0x%llx lies outside guest RAM",
 				    (unsigned long long)gpa);
 	memcpy(dst, initrd, len);
 	*gpa_out = gpa;
@@ -307,7 +307,7 @@ int boot_setup_zero_page(struct guest_mem *m, const struct boot_image *k, const 
 	zp = guest_ptr(m, BOOT_ZERO_PAGE, sizeof(bp));
 	cl = guest_ptr(m, BOOT_CMDLINE_ADDR, cmdlen + 1);
 	if (zp == NULL || cl == NULL)
-		return gantry_error(err, ENOMEM, "guest RAM too small for the zero page");
+		return gantry_error(err, 0, "guest RAM too small for the zero page");
 
 	memset(&bp, 0, sizeof(bp));
 	if (k->format == BOOT_FORMAT_BZIMAGE)
@@ -358,7 +358,7 @@ int boot_setup_page_tables(struct guest_mem *m, gantry_error_t *err)
 	unsigned int i;
 
 	if (gdt == NULL || pml4 == NULL || pdpt == NULL || pd == NULL)
-		return gantry_error(err, ENOMEM, "guest RAM too small for the boot page tables");
+		return gantry_error(err, 0, "guest RAM too small for the boot page tables");
 
 	memcpy(gdt, boot_gdt, sizeof(boot_gdt));
 

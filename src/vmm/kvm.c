@@ -85,16 +85,19 @@ static int vm_map_memory(struct vm *vm, gantry_error_t *err)
 	return 0;
 }
 
-int vm_create(struct vm *vm, uint64_t mem_bytes, unsigned int nr_vcpus, gantry_error_t *err)
+void vm_init(struct vm *vm, unsigned int nr_vcpus)
 {
-	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
-	uint64_t map_addr = VM_IDENTITY_MAP_ADDR;
-	int version;
-
 	memset(vm, 0, sizeof(*vm));
 	vm->kvm_fd = vm->vm_fd = vm->end_fd = -1;
 	vm->io.epfd = vm->io.stopfd = -1;
 	vm->nr_vcpus = nr_vcpus;
+}
+
+int vm_create(struct vm *vm, gantry_error_t *err)
+{
+	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+	uint64_t map_addr = VM_IDENTITY_MAP_ADDR;
+	int version;
 
 	vm->kvm_fd = open(kvm_device(), O_RDWR | O_CLOEXEC);
 	if (vm->kvm_fd < 0) {
@@ -138,8 +141,6 @@ int vm_create(struct vm *vm, uint64_t mem_bytes, unsigned int nr_vcpus, gantry_e
 	vm->end_fd = eventfd(0, EFD_CLOEXEC);
 	if (vm->end_fd < 0)
 		return gantry_error_errno(err, "eventfd");
-	if (guest_mem_init(&vm->mem, mem_bytes, err) < 0)
-		return -1;
 	if (vm_map_memory(vm, err) < 0)
 		return -1;
 	return ioloop_init(&vm->io, err);

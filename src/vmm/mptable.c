@@ -156,12 +156,12 @@ int mptable_write(struct guest_mem *m, uint64_t gpa, unsigned int ncpus, gantry_
 	void *dst;
 
 	if (ncpus == 0 || ncpus > MPTABLE_MAX_CPUS)
-		return gantry_error(err, EINVAL, "MP table: %u vCPUs is not between 1 and %u",
+		return gantry_error(err, 0, "MP table: %u vCPUs is not between 1 and %u",
 				    ncpus, MPTABLE_MAX_CPUS);
 	size = mptable_size(ncpus);
 	dst = guest_ptr(m, gpa, size);
 	if (dst == NULL || gpa + cfg_off > UINT32_MAX)
-		return gantry_error(err, ENOMEM,
+		return gantry_error(err, 0,
 				    "MP table: %zu bytes at 0x%llx do not fit in guest RAM", size,
 				    (unsigned long long)gpa);
 

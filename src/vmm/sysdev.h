@@ -5,11 +5,7 @@
 #define GANTRY_VMM_SYSDEV_H
 
 #include "common/error.h"
-
-/* A write of a status byte (or a 16/32-bit value whose low byte is the
- * status) ends the VM with that status. Chosen outside every legacy PC
- * device range; see src/guest/poweroff.c for the guest side. */
-#define GANTRY_EXIT_PORT 0x0501
+#include "proto/exit_port.h"
 
 #define I8042_DATA_PORT    0x60
 #define I8042_COMMAND_PORT 0x64

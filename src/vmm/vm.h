@@ -58,9 +58,12 @@ struct vm {
 	struct vm_stats stats;
 };
 
+/* Empty VM for nr_vcpus; the caller then sets up vm->mem (guest_mem_init)
+ * and loads the guest into it before vm_create. */
+void vm_init(struct vm *vm, unsigned int nr_vcpus);
 /* Open /dev/kvm (or $GANTRY_KVM_DEVICE), check the capabilities we rely on,
- * create the VM with in-kernel irqchip and PIT, and map mem_bytes of RAM. */
-int vm_create(struct vm *vm, uint64_t mem_bytes, unsigned int nr_vcpus, gantry_error_t *err);
+ * create the VM with in-kernel irqchip and PIT, and give it vm->mem. */
+int vm_create(struct vm *vm, gantry_error_t *err);
 void vm_destroy(struct vm *vm);
 
 /* Most vCPUs this host and KVM allow (also capped by the MP table). */

@@ -184,14 +184,18 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 		goto out;
 	if (cfg->initrd && map_file("initrd", cfg->initrd, &initrd, err) < 0)
 		goto out;
-	if (vm_create(&v->vm, cfg->mem_mib * MiB, cfg->cpus, err) < 0)
+	/* Load the guest before opening KVM: a bad image is bad input, whatever
+	 * this host's KVM can do. */
+	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
 		goto out;
 	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
-		gantry_error_prefix(err, "`%s`", cfg->kernel);
+		gantry_error_prefix(err, "%s", cfg->kernel);
 		goto out;
 	}
 	if (initrd.data &&
 	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
+		goto out;
+	if (vm_create(&v->vm, err) < 0)
 		goto out;
 
 	serial_init(&v->serial, &v->vm, v->console_fd);
@@ -260,6 +264,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	int r = -1;
 
 	memset(&v, 0, sizeof(v));
+	vm_init(&v.vm, cfg->cpus);
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));
 	v.console_fd = STDOUT_FILENO;
 	if (vmm_validate(cfg, err) < 0)

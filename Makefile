@@ -1,0 +1,58 @@
+# The two commands the README opens with, and the steps behind them.
+# Meson and Ninja do the real building; this file only sequences the steps.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+KERNEL_DIR  = $(BUILD)/kernel
+KVMHOST     = tests/harness/kvmhost
+PYTEST      = /usr/bin/python3 -m pytest -q -rs
+
+.PHONY: all deps build kernel demo check unit asan fuzz e2e bench clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+kernel: deps
+	@sh kernel/build.sh $(KERNEL_DIR) >/dev/null
+
+demo: build kernel
+	@sh scripts/demo.sh $(BUILD)
+
+unit: build
+	meson test -C $(BUILD) --print-errorlogs
+
+asan: deps
+	@test -f $(ASAN_BUILD)/build.ninja || \
+		meson setup $(ASAN_BUILD) -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C $(ASAN_BUILD)
+	meson test -C $(ASAN_BUILD) --print-errorlogs
+
+fuzz: deps
+	@test -f $(FUZZ_BUILD)/build.ninja || CC=clang meson setup $(FUZZ_BUILD) \
+		-Dfuzzing=true -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C $(FUZZ_BUILD)
+	sh tests/fuzz/run-corpus.sh $(FUZZ_BUILD)
+
+# End-to-end: CLI checks on this host, then everything that boots a guest in
+# one nested KVM host boot when this machine has no usable /dev/kvm.
+e2e: build kernel
+	$(PYTEST) tests/e2e/test_run_cli.py
+	$(KVMHOST) --results $(BUILD)/e2e-results -- $(PYTEST) tests/e2e
+
+check: unit asan fuzz e2e
+	@echo "gantry: all checks passed"
+
+bench: build kernel
+	bench/boot/run
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
