@@ -14,8 +14,7 @@ static const struct flag *flag_find(const struct flag *flags, const char *name, 
 	return NULL;
 }
 
-static int flag_set(const char *cmd, const struct flag *f, const char *value,
-		    gantry_error_t *err)
+static int flag_set(const char *cmd, const struct flag *f, const char *value, gantry_error_t *err)
 {
 	uint64_t n;
 
@@ -26,8 +25,8 @@ static int flag_set(const char *cmd, const struct flag *f, const char *value,
 		else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
 			*(bool *)f->target = false;
 		else
-			return gantry_error(err, 0, "%s: -%s=%s: want true or false", cmd,
-					    f->name, value);
+			return gantry_error(err, 0, "%s: -%s=%s: want true or false", cmd, f->name,
+					    value);
 		return 0;
 	case FLAG_STRING:
 		*(const char **)f->target = value;
@@ -73,8 +72,7 @@ int flags_parse(const char *cmd, const struct flag *flags, int argc, char **argv
 			eq++;
 		else if (f->kind != FLAG_BOOL) {
 			if (i + 1 >= argc)
-				return gantry_error(err, 0, "%s: -%s needs a value", cmd,
-						    f->name);
+				return gantry_error(err, 0, "%s: -%s needs a value", cmd, f->name);
 			eq = argv[++i];
 		}
 		if (flag_set(cmd, f, eq, err) < 0)

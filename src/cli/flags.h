@@ -22,7 +22,7 @@ struct flag {
 	enum flag_kind kind;
 	void *target; /* bool*, const char**, uint64_t*, or opaque for FLAG_FUNC */
 	int (*fn)(void *opaque, const char *value, gantry_error_t *err);
-	const char *arg;  /* placeholder shown in help, e.g. "PATH" */
+	const char *arg; /* placeholder shown in help, e.g. "PATH" */
 	const char *help;
 	uint64_t max; /* FLAG_UINT upper bound (0 = none) */
 };

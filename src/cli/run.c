@@ -35,7 +35,8 @@ static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 static void run_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
-		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append ARGS]\n"
+		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
+		"ARGS]\n"
 		"                  [-cpus N] [-mem MiB] [-console PATH]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
@@ -56,13 +57,18 @@ int cmd_run(int argc, char **argv)
 	const char *timing = getenv("GANTRY_BOOT_TIMING");
 	int rest, status = 0, r;
 	const struct flag flags[] = {
-		{ "kernel", FLAG_STRING, &cfg.kernel, NULL, "PATH", "kernel: vmlinux ELF or bzImage", 0 },
-		{ "initrd", FLAG_STRING, &cfg.initrd, NULL, "PATH", "initial ramdisk (cpio archive)", 0 },
-		{ "disk", FLAG_FUNC, &cfg, add_disk, "PATH[,ro]", "virtio-blk disk (repeatable)", 0 },
-		{ "append", FLAG_STRING, &cfg.append, NULL, "ARGS", "extra kernel command line", 0 },
+		{ "kernel", FLAG_STRING, &cfg.kernel, NULL, "PATH",
+		  "kernel: vmlinux ELF or bzImage", 0 },
+		{ "initrd", FLAG_STRING, &cfg.initrd, NULL, "PATH",
+		  "initial ramdisk (cpio archive)", 0 },
+		{ "disk", FLAG_FUNC, &cfg, add_disk, "PATH[,ro]", "virtio-blk disk (repeatable)",
+		  0 },
+		{ "append", FLAG_STRING, &cfg.append, NULL, "ARGS", "extra kernel command line",
+		  0 },
 		{ "cpus", FLAG_UINT, &cpus, NULL, "N", "vCPUs (default 1)", 1024 },
 		{ "mem", FLAG_UINT, &cfg.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
-		{ "console", FLAG_STRING, &cfg.console, NULL, "PATH", "write the console to PATH", 0 },
+		{ "console", FLAG_STRING, &cfg.console, NULL, "PATH", "write the console to PATH",
+		  0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};

@@ -7,11 +7,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define MIN(a, b)     ((a) < (b) ? (a) : (b))
-#define MAX(a, b)     ((a) > (b) ? (a) : (b))
-#define ALIGN_UP(x, a)   (((x) + ((a) - 1)) & ~((__typeof__(x))(a) - 1))
-#define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a) - 1))
+#define ARRAY_SIZE(a)	 (sizeof(a) / sizeof((a)[0]))
+#define MIN(a, b)	 ((a) < (b) ? (a) : (b))
+#define MAX(a, b)	 ((a) > (b) ? (a) : (b))
+#define ALIGN_UP(x, a)	 (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+#define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a)-1))
 
 #define KiB (1024ULL)
 #define MiB (1024ULL * KiB)

@@ -13,10 +13,10 @@
 #include "common/util.h"
 #include "virtio/devices.h"
 
-#define BLK_SECTOR      512ULL
-#define BLK_HDR_SIZE    16
-#define BLK_SEG_MAX     (VIRTQ_MAX_CHAIN - 2) /* minus header and status */
-#define BLK_REQ_MAX     (4 * MiB)             /* largest transfer we accept */
+#define BLK_SECTOR   512ULL
+#define BLK_HDR_SIZE 16
+#define BLK_SEG_MAX  (VIRTQ_MAX_CHAIN - 2) /* minus header and status */
+#define BLK_REQ_MAX  (4 * MiB)		   /* largest transfer we accept */
 
 struct virtio_blk {
 	struct virtio_dev dev;
@@ -132,14 +132,14 @@ static uint8_t blk_serve(struct virtio_blk *b, const struct virtq_elem *e, uint3
 		if (!blk_range_ok(b, hdr.sector, total))
 			return VIRTIO_BLK_S_IOERR;
 		return blk_rw(b, iov, n, hdr.sector * BLK_SECTOR, true) < 0 ? VIRTIO_BLK_S_IOERR
-									   : VIRTIO_BLK_S_OK;
+									    : VIRTIO_BLK_S_OK;
 	case VIRTIO_BLK_T_FLUSH:
 		if (!b->ro && fdatasync(b->fd) < 0)
 			return VIRTIO_BLK_S_IOERR;
 		return VIRTIO_BLK_S_OK;
 	case VIRTIO_BLK_T_GET_ID:
-		*written = (uint32_t)virtq_elem_write(e, 0, b->id, MIN(sizeof(b->id),
-								      e->in_len - 1));
+		*written =
+			(uint32_t)virtq_elem_write(e, 0, b->id, MIN(sizeof(b->id), e->in_len - 1));
 		return VIRTIO_BLK_S_OK;
 	default:
 		return VIRTIO_BLK_S_UNSUPP;

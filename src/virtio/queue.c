@@ -76,7 +76,9 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *e)
 	}
 	vq->last_avail++;
 
+	/* The lengths sit after iov[]: clear them too, not just the counts. */
 	memset(e, 0, offsetof(struct virtq_elem, iov));
+	e->out_len = e->in_len = 0;
 	e->head = head;
 	idx = head;
 	for (;;) {
@@ -139,8 +141,8 @@ bool virtq_wants_interrupt(const struct virtq *vq)
 	return !(ld16(vq->avail) & VRING_AVAIL_F_NO_INTERRUPT);
 }
 
-static size_t iov_copy(const struct iovec *iov, unsigned int n, uint64_t off, void *buf,
-		       size_t len, bool to_iov)
+static size_t iov_copy(const struct iovec *iov, unsigned int n, uint64_t off, void *buf, size_t len,
+		       bool to_iov)
 {
 	size_t done = 0;
 

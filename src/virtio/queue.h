@@ -12,7 +12,7 @@
 
 #include "vmm/memory.h"
 
-#define VIRTQ_MAX_SIZE  256 /* QueueNumMax we offer */
+#define VIRTQ_MAX_SIZE	256 /* QueueNumMax we offer */
 #define VIRTQ_MAX_CHAIN 128 /* descriptors per request */
 
 enum virtq_pop_result {

@@ -50,12 +50,12 @@ static_assert(BOOT_PD_ADDR + PD_PAGES * PAGE_SIZE <= BOOT_CMDLINE_ADDR,
 /* Index i of the GDT: null, null, 64-bit code, data, TSS (and the TSS
  * descriptor's upper half, which is zero). */
 static const uint64_t boot_gdt[] = {
-    0x0000000000000000ULL, /* null */
-    0x0000000000000000ULL, /* unused, as in the kernel's boot GDT */
-    0x00af9b000000ffffULL, /* BOOT_GDT_CODE: present, DPL 0, code r/x, L, G */
-    0x00cf93000000ffffULL, /* BOOT_GDT_DATA: present, DPL 0, data r/w, D/B, G */
-    0x0080890000000000ULL, /* BOOT_GDT_TSS: present, available 64-bit TSS, G */
-    0x0000000000000000ULL, /* TSS base bits 63:32 */
+	0x0000000000000000ULL, /* null */
+	0x0000000000000000ULL, /* unused, as in the kernel's boot GDT */
+	0x00af9b000000ffffULL, /* BOOT_GDT_CODE: present, DPL 0, code r/x, L, G */
+	0x00cf93000000ffffULL, /* BOOT_GDT_DATA: present, DPL 0, data r/w, D/B, G */
+	0x0080890000000000ULL, /* BOOT_GDT_TSS: present, available 64-bit TSS, G */
+	0x0000000000000000ULL, /* TSS base bits 63:32 */
 };
 
 static bool range_in_file(uint64_t off, uint64_t size, size_t len)
@@ -73,12 +73,10 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, struct 
 	Elf64_Phdr ph;
 
 	if (len < sizeof(eh))
-		return gantry_error(err, 0, "ELF header is truncated (file is %zu bytes)",
-				    len);
+		return gantry_error(err, 0, "ELF header is truncated (file is %zu bytes)", len);
 	memcpy(&eh, img, sizeof(eh));
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64)
-		return gantry_error(err, 0, "ELF class %u is not ELFCLASS64",
-				    eh.e_ident[EI_CLASS]);
+		return gantry_error(err, 0, "ELF class %u is not ELFCLASS64", eh.e_ident[EI_CLASS]);
 	if (eh.e_ident[EI_DATA] != ELFDATA2LSB)
 		return gantry_error(err, 0, "ELF data encoding %u is not little-endian",
 				    eh.e_ident[EI_DATA]);
@@ -90,8 +88,8 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, struct 
 		return gantry_error(err, 0, "ELF e_phentsize %u is not %zu", eh.e_phentsize,
 				    sizeof(Elf64_Phdr));
 	if (eh.e_phnum == 0 || eh.e_phnum > ELF_MAX_PHNUM)
-		return gantry_error(err, 0, "ELF e_phnum %u is not between 1 and %u",
-				    eh.e_phnum, ELF_MAX_PHNUM);
+		return gantry_error(err, 0, "ELF e_phnum %u is not between 1 and %u", eh.e_phnum,
+				    ELF_MAX_PHNUM);
 	if (!range_in_file(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(ph), len))
 		return gantry_error(err, 0,
 				    "ELF program headers (e_phoff 0x%llx) lie outside the file",
@@ -104,13 +102,13 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, struct 
 			continue;
 		if (!range_in_file(ph.p_offset, ph.p_filesz, len))
 			return gantry_error(
-			    err, EINVAL,
-			    "ELF program header %u: segment data lies outside the file", i);
+				err, EINVAL,
+				"ELF program header %u: segment data lies outside the file", i);
 		if (ph.p_filesz > ph.p_memsz)
 			return gantry_error(
-			    err, EINVAL,
-			    "ELF program header %u: p_filesz 0x%llx exceeds p_memsz 0x%llx", i,
-			    (unsigned long long)ph.p_filesz, (unsigned long long)ph.p_memsz);
+				err, EINVAL,
+				"ELF program header %u: p_filesz 0x%llx exceeds p_memsz 0x%llx", i,
+				(unsigned long long)ph.p_filesz, (unsigned long long)ph.p_memsz);
 		/* Below 1 MiB lie the zero page, page tables and MP table. */
 		if (ph.p_paddr < BOOT_HIGH_RAM || guest_ptr(m, ph.p_paddr, ph.p_memsz) == NULL)
 			return gantry_error(err, 0,
@@ -160,15 +158,14 @@ static int load_bzimage(struct guest_mem *m, const uint8_t *img, size_t len, str
 	size_t hdr_len;
 
 	if (len < BZ_HDR_OFFSET + sizeof(hdr))
-		return gantry_error(err, 0,
-				    "bzImage setup header is truncated (file is %zu bytes)", len);
+		return gantry_error(err, 0, "bzImage setup header is truncated (file is %zu bytes)",
+				    len);
 	memcpy(&hdr, img + BZ_HDR_OFFSET, sizeof(hdr));
 	if (hdr.version < BZ_MIN_VERSION)
 		return gantry_error(err, 0, "bzImage boot protocol %u.%02u is older than 2.12",
 				    hdr.version >> 8, hdr.version & 0xff);
 	if (!(hdr.xloadflags & XLF_KERNEL_64))
-		return gantry_error(err, 0,
-				    "bzImage has no 64-bit entry point (xloadflags 0x%x)",
+		return gantry_error(err, 0, "bzImage has no 64-bit entry point (xloadflags 0x%x)",
 				    hdr.xloadflags);
 	if (!(hdr.loadflags & LOADED_HIGH))
 		return gantry_error(err, 0, "bzImage is not loaded high (loadflags 0x%x)",
@@ -178,8 +175,9 @@ static int load_bzimage(struct guest_mem *m, const uint8_t *img, size_t len, str
 	pm_off = (uint64_t)(sects + 1) * BZ_SECTOR;
 	if (pm_off >= len)
 		return gantry_error(
-		    err, EINVAL, "bzImage setup_sects %u puts the kernel past the end of the file",
-		    hdr.setup_sects);
+			err, EINVAL,
+			"bzImage setup_sects %u puts the kernel past the end of the file",
+			hdr.setup_sects);
 	payload = len - pm_off;
 
 	if (hdr.relocatable_kernel == 0) {
@@ -188,18 +186,19 @@ static int load_bzimage(struct guest_mem *m, const uint8_t *img, size_t len, str
 		uint32_t a = hdr.kernel_alignment;
 
 		if (a == 0 || (a & (a - 1)) != 0)
-			return gantry_error(
-			    err, EINVAL, "bzImage kernel_alignment 0x%x is not a power of two", a);
+			return gantry_error(err, EINVAL,
+					    "bzImage kernel_alignment 0x%x is not a power of two",
+					    a);
 		load = ALIGN_UP(BOOT_BZIMAGE_LOAD, (uint64_t)a);
 	}
 	size = MAX((uint64_t)hdr.init_size, payload);
 	if (load < BOOT_HIGH_RAM || load > low_top || size > low_top - load ||
 	    guest_ptr(m, load, size) == NULL)
 		return gantry_error(
-		    err, EINVAL,
-		    "bzImage needs 0x%llx bytes at 0x%llx, outside low guest RAM (0x%llx)",
-		    (unsigned long long)size, (unsigned long long)load,
-		    (unsigned long long)low_top);
+			err, EINVAL,
+			"bzImage needs 0x%llx bytes at 0x%llx, outside low guest RAM (0x%llx)",
+			(unsigned long long)size, (unsigned long long)load,
+			(unsigned long long)low_top);
 
 	memcpy(guest_ptr(m, load, payload), img + pm_off, payload);
 
@@ -272,20 +271,17 @@ int boot_load_initrd(struct guest_mem *m, const struct boot_image *k, const void
 	return 0;
 }
 
-unsigned int boot_e820_build(const struct guest_mem *m, struct boot_e820 *out,
-			     unsigned int max)
+unsigned int boot_e820_build(const struct guest_mem *m, struct boot_e820 *out, unsigned int max)
 {
 	uint64_t low_top = guest_mem_low_top(m);
 	unsigned int i, n = 0;
 
 	if (n < max && low_top > 0)
-		out[n++] = (struct boot_e820){0, MIN(low_top, BOOT_EBDA_START), E820_RAM};
+		out[n++] = (struct boot_e820){ 0, MIN(low_top, BOOT_EBDA_START), E820_RAM };
 	if (n < max && low_top > BOOT_HIGH_RAM)
-		out[n++] =
-		    (struct boot_e820){BOOT_HIGH_RAM, low_top - BOOT_HIGH_RAM, E820_RAM};
+		out[n++] = (struct boot_e820){ BOOT_HIGH_RAM, low_top - BOOT_HIGH_RAM, E820_RAM };
 	for (i = 1; i < m->nr_regions && n < max; i++)
-		out[n++] =
-		    (struct boot_e820){m->regions[i].gpa, m->regions[i].size, E820_RAM};
+		out[n++] = (struct boot_e820){ m->regions[i].gpa, m->regions[i].size, E820_RAM };
 	return n;
 }
 
@@ -302,8 +298,9 @@ int boot_setup_zero_page(struct guest_mem *m, const struct boot_image *k, const 
 
 	if (cmdlen > cmdmax)
 		return gantry_error(
-		    err, E2BIG, "kernel command line is %zu bytes, longer than the limit of %zu",
-		    cmdlen, cmdmax);
+			err, E2BIG,
+			"kernel command line is %zu bytes, longer than the limit of %zu", cmdlen,
+			cmdmax);
 	zp = guest_ptr(m, BOOT_ZERO_PAGE, sizeof(bp));
 	cl = guest_ptr(m, BOOT_CMDLINE_ADDR, cmdlen + 1);
 	if (zp == NULL || cl == NULL)

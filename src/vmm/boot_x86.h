@@ -12,18 +12,18 @@
 #include "vmm/memory.h"
 
 /* Fixed low-memory layout (guest physical addresses). */
-#define BOOT_GDT_ADDR     0x500ULL
-#define BOOT_ZERO_PAGE    0x7000ULL
-#define BOOT_STACK_TOP    0x8ff0ULL
-#define BOOT_PML4_ADDR    0x9000ULL /* PDPT at +0x1000, 4 PDs after it */
-#define BOOT_PDPT_ADDR    0xa000ULL
-#define BOOT_PD_ADDR      0xb000ULL
+#define BOOT_GDT_ADDR	  0x500ULL
+#define BOOT_ZERO_PAGE	  0x7000ULL
+#define BOOT_STACK_TOP	  0x8ff0ULL
+#define BOOT_PML4_ADDR	  0x9000ULL /* PDPT at +0x1000, 4 PDs after it */
+#define BOOT_PDPT_ADDR	  0xa000ULL
+#define BOOT_PD_ADDR	  0xb000ULL
 #define BOOT_IDENTITY_MAP (4ULL << 30) /* identity-mapped with 2 MiB pages */
 #define BOOT_CMDLINE_ADDR 0x20000ULL
 #define BOOT_CMDLINE_MAX  2048 /* x86 COMMAND_LINE_SIZE, including the NUL */
 #define BOOT_MPTABLE_ADDR 0xf0000ULL
-#define BOOT_EBDA_START   0x9fc00ULL /* low RAM ends here in the e820 map */
-#define BOOT_HIGH_RAM     0x100000ULL /* 1 MiB */
+#define BOOT_EBDA_START	  0x9fc00ULL   /* low RAM ends here in the e820 map */
+#define BOOT_HIGH_RAM	  0x100000ULL  /* 1 MiB */
 #define BOOT_BZIMAGE_LOAD 0x1000000ULL /* bzImage load address if it states none */
 
 /* GDT selectors the 64-bit boot protocol expects (__BOOT_CS / __BOOT_DS). */
@@ -40,14 +40,14 @@ enum boot_format {
 
 struct boot_image {
 	enum boot_format format;
-	uint64_t entry;      /* 64-bit entry point, guest physical */
+	uint64_t entry;	     /* 64-bit entry point, guest physical */
 	uint64_t kernel_end; /* first byte past the loaded kernel image */
 	/* bzImage only: the setup header bytes (from file offset 0x1f1) to copy
 	 * into the zero page, and the fields the loader reads from it. */
 	uint8_t setup_header[0x290 - 0x1f1];
 	size_t setup_header_len;
 	uint32_t initrd_addr_max; /* highest byte an initrd may occupy */
-	uint32_t cmdline_size;    /* longest command line without the NUL */
+	uint32_t cmdline_size;	  /* longest command line without the NUL */
 };
 
 struct boot_e820 {
@@ -69,8 +69,7 @@ int boot_load_initrd(struct guest_mem *m, const struct boot_image *k, const void
 		     size_t len, uint64_t *gpa_out, gantry_error_t *err);
 
 /* The e820 map for m: RAM 0..EBDA, RAM 1 MiB..low top, RAM from 4 GiB. */
-unsigned int boot_e820_build(const struct guest_mem *m, struct boot_e820 *out,
-			     unsigned int max);
+unsigned int boot_e820_build(const struct guest_mem *m, struct boot_e820 *out, unsigned int max);
 
 /* Write the zero page at BOOT_ZERO_PAGE (setup header, loader type,
  * command line pointer and size, initrd address and size, e820 table) and the

@@ -24,7 +24,8 @@ static const char *kvm_device(void)
 static bool kvm_is_pvm(void)
 {
 	return access("/sys/module/kvm_pvm", F_OK) == 0 &&
-	       access("/sys/module/kvm_intel", F_OK) != 0 && access("/sys/module/kvm_amd", F_OK) != 0;
+	       access("/sys/module/kvm_intel", F_OK) != 0 &&
+	       access("/sys/module/kvm_amd", F_OK) != 0;
 }
 
 static int kvm_check_caps(int kvm_fd, gantry_error_t *err)
@@ -111,11 +112,12 @@ int vm_create(struct vm *vm, gantry_error_t *err)
 					  kvm_device());
 	}
 	if (kvm_is_pvm() && getenv("GANTRY_KVM_DEVICE") == NULL)
-		return gantry_error(err, 0,
-				    "%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
-				    "run under tests/harness/kvmhost (a nested KVM host), "
-				    "see docs/testing.md",
-				    kvm_device());
+		return gantry_error(
+			err, 0,
+			"%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
+			"run under tests/harness/kvmhost (a nested KVM host), "
+			"see docs/testing.md",
+			kvm_device());
 	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version != KVM_API_VERSION)
 		return gantry_error(err, 0, "KVM API version %d, want %d", version,

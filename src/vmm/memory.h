@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 
-#define GUEST_MEM_HOLE_START 0xc0000000ULL  /* 3 GiB: MMIO devices, IOAPIC, LAPIC */
-#define GUEST_MEM_HIGH_START 0x100000000ULL /* 4 GiB */
+#define GUEST_MEM_HOLE_START  0xc0000000ULL  /* 3 GiB: MMIO devices, IOAPIC, LAPIC */
+#define GUEST_MEM_HIGH_START  0x100000000ULL /* 4 GiB */
 #define GUEST_MEM_MAX_REGIONS 2
 
 struct guest_region {
@@ -24,7 +24,7 @@ struct guest_mem {
 	struct guest_region regions[GUEST_MEM_MAX_REGIONS];
 	unsigned int nr_regions;
 	uint64_t ram_size; /* total bytes of RAM */
-	bool mapped;       /* regions were mmap()ed by guest_mem_init */
+	bool mapped;	   /* regions were mmap()ed by guest_mem_init */
 };
 
 /* Map size bytes of guest RAM. */

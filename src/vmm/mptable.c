@@ -102,16 +102,16 @@ static_assert(sizeof(struct mp_intsrc) == 8, "MP interrupt entry is 8 bytes");
 
 /* The 8259 PIC's output on every LAPIC's LINT0, NMI on LINT1. */
 static const struct mp_intsrc local_ints[] = {
-    {.type = MP_ENTRY_LOCALINT,
-     .irq_type = MP_INT_EXTINT,
-     .src_bus = MP_ISA_BUS,
-     .dst_apic = MP_ALL_LAPICS,
-     .dst_pin = 0},
-    {.type = MP_ENTRY_LOCALINT,
-     .irq_type = MP_INT_NMI,
-     .src_bus = MP_ISA_BUS,
-     .dst_apic = MP_ALL_LAPICS,
-     .dst_pin = 1},
+	{ .type = MP_ENTRY_LOCALINT,
+	  .irq_type = MP_INT_EXTINT,
+	  .src_bus = MP_ISA_BUS,
+	  .dst_apic = MP_ALL_LAPICS,
+	  .dst_pin = 0 },
+	{ .type = MP_ENTRY_LOCALINT,
+	  .irq_type = MP_INT_NMI,
+	  .src_bus = MP_ISA_BUS,
+	  .dst_apic = MP_ALL_LAPICS,
+	  .dst_pin = 1 },
 };
 #define MP_LOCAL_INTS ARRAY_SIZE(local_ints)
 
@@ -156,14 +156,13 @@ int mptable_write(struct guest_mem *m, uint64_t gpa, unsigned int ncpus, gantry_
 	void *dst;
 
 	if (ncpus == 0 || ncpus > MPTABLE_MAX_CPUS)
-		return gantry_error(err, 0, "MP table: %u vCPUs is not between 1 and %u",
-				    ncpus, MPTABLE_MAX_CPUS);
+		return gantry_error(err, 0, "MP table: %u vCPUs is not between 1 and %u", ncpus,
+				    MPTABLE_MAX_CPUS);
 	size = mptable_size(ncpus);
 	dst = guest_ptr(m, gpa, size);
 	if (dst == NULL || gpa + cfg_off > UINT32_MAX)
-		return gantry_error(err, 0,
-				    "MP table: %zu bytes at 0x%llx do not fit in guest RAM", size,
-				    (unsigned long long)gpa);
+		return gantry_error(err, 0, "MP table: %zu bytes at 0x%llx do not fit in guest RAM",
+				    size, (unsigned long long)gpa);
 
 	buf = xzalloc(size);
 
@@ -186,38 +185,38 @@ int mptable_write(struct guest_mem *m, uint64_t gpa, unsigned int ncpus, gantry_
 
 	for (i = 0; i < ncpus; i++) {
 		struct mp_processor cpu = {
-		    .type = MP_ENTRY_PROCESSOR,
-		    .lapic_id = (uint8_t)i,
-		    .lapic_version = MP_LAPIC_VERSION,
-		    .flags = MP_CPU_ENABLED | (i == 0 ? MP_CPU_BSP : 0),
-		    .signature = MP_CPU_SIGNATURE,
-		    .features = MP_CPU_FEATURES,
+			.type = MP_ENTRY_PROCESSOR,
+			.lapic_id = (uint8_t)i,
+			.lapic_version = MP_LAPIC_VERSION,
+			.flags = MP_CPU_ENABLED | (i == 0 ? MP_CPU_BSP : 0),
+			.signature = MP_CPU_SIGNATURE,
+			.features = MP_CPU_FEATURES,
 		};
 
 		put(buf, &off, &cpu, sizeof(cpu));
 	}
 
-	bus = (struct mp_bus){.type = MP_ENTRY_BUS, .bus_id = MP_ISA_BUS};
+	bus = (struct mp_bus){ .type = MP_ENTRY_BUS, .bus_id = MP_ISA_BUS };
 	memcpy(bus.bus_type, "ISA   ", sizeof(bus.bus_type));
 	put(buf, &off, &bus, sizeof(bus));
 
 	ioapic = (struct mp_ioapic){
-	    .type = MP_ENTRY_IOAPIC,
-	    .id = ioapic_id,
-	    .version = MP_IOAPIC_VERSION,
-	    .flags = MP_IOAPIC_ENABLED,
-	    .addr = MPTABLE_IOAPIC_ADDR,
+		.type = MP_ENTRY_IOAPIC,
+		.id = ioapic_id,
+		.version = MP_IOAPIC_VERSION,
+		.flags = MP_IOAPIC_ENABLED,
+		.addr = MPTABLE_IOAPIC_ADDR,
 	};
 	put(buf, &off, &ioapic, sizeof(ioapic));
 
 	for (i = 0; i < MPTABLE_ISA_IRQS; i++) {
 		struct mp_intsrc irq = {
-		    .type = MP_ENTRY_IOINT,
-		    .irq_type = MP_INT_INT,
-		    .src_bus = MP_ISA_BUS,
-		    .src_irq = (uint8_t)i,
-		    .dst_apic = ioapic_id,
-		    .dst_pin = (uint8_t)(i == 0 ? MP_IRQ0_PIN : i),
+			.type = MP_ENTRY_IOINT,
+			.irq_type = MP_INT_INT,
+			.src_bus = MP_ISA_BUS,
+			.src_irq = (uint8_t)i,
+			.dst_apic = ioapic_id,
+			.dst_pin = (uint8_t)(i == 0 ? MP_IRQ0_PIN : i),
 		};
 
 		put(buf, &off, &irq, sizeof(irq));
@@ -227,7 +226,7 @@ int mptable_write(struct guest_mem *m, uint64_t gpa, unsigned int ncpus, gantry_
 	assert(off == size);
 
 	buf[cfg_off + offsetof(struct mp_config, checksum)] =
-	    checksum(buf + cfg_off, size - cfg_off);
+		checksum(buf + cfg_off, size - cfg_off);
 	buf[offsetof(struct mp_floating, checksum)] = checksum(buf, sizeof(fp));
 
 	memcpy(dst, buf, size);

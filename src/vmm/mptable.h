@@ -9,7 +9,7 @@
 #include "common/error.h"
 #include "vmm/memory.h"
 
-#define MPTABLE_MAX_CPUS 254 /* 8-bit APIC IDs; the IO-APIC takes the next one */
+#define MPTABLE_MAX_CPUS    254 /* 8-bit APIC IDs; the IO-APIC takes the next one */
 #define MPTABLE_IOAPIC_ADDR 0xfec00000U
 #define MPTABLE_LAPIC_ADDR  0xfee00000U
 #define MPTABLE_ISA_IRQS    16

@@ -18,27 +18,27 @@
 #define UART_MSR 6
 #define UART_SCR 7
 
-#define UART_IER_RDI  0x01
-#define UART_IER_THRI 0x02
-#define UART_IIR_NONE 0x01
-#define UART_IIR_THRI 0x02
-#define UART_IIR_RDI  0x04
-#define UART_IIR_FIFO 0xc0
-#define UART_FCR_ENABLE   0x01
+#define UART_IER_RDI	  0x01
+#define UART_IER_THRI	  0x02
+#define UART_IIR_NONE	  0x01
+#define UART_IIR_THRI	  0x02
+#define UART_IIR_RDI	  0x04
+#define UART_IIR_FIFO	  0xc0
+#define UART_FCR_ENABLE	  0x01
 #define UART_FCR_CLEAR_RX 0x02
-#define UART_LCR_DLAB 0x80
-#define UART_MCR_DTR  0x01
-#define UART_MCR_RTS  0x02
-#define UART_MCR_OUT1 0x04
-#define UART_MCR_OUT2 0x08
-#define UART_MCR_LOOP 0x10
-#define UART_LSR_DR   0x01
-#define UART_LSR_THRE 0x20
-#define UART_LSR_TEMT 0x40
-#define UART_MSR_CTS  0x10
-#define UART_MSR_DSR  0x20
-#define UART_MSR_RI   0x40
-#define UART_MSR_DCD  0x80
+#define UART_LCR_DLAB	  0x80
+#define UART_MCR_DTR	  0x01
+#define UART_MCR_RTS	  0x02
+#define UART_MCR_OUT1	  0x04
+#define UART_MCR_OUT2	  0x08
+#define UART_MCR_LOOP	  0x10
+#define UART_LSR_DR	  0x01
+#define UART_LSR_THRE	  0x20
+#define UART_LSR_TEMT	  0x40
+#define UART_MSR_CTS	  0x10
+#define UART_MSR_DSR	  0x20
+#define UART_MSR_RI	  0x40
+#define UART_MSR_DCD	  0x80
 
 void serial_init(struct serial *s, struct vm *vm, int out_fd)
 {

@@ -11,9 +11,9 @@
 #include "common/error.h"
 
 #define SERIAL_COM1_BASE 0x3f8
-#define SERIAL_COM1_IRQ  4
-#define SERIAL_RX_FIFO   64
-#define SERIAL_OUT_BUF   4096
+#define SERIAL_COM1_IRQ	 4
+#define SERIAL_RX_FIFO	 64
+#define SERIAL_OUT_BUF	 4096
 
 struct vm;
 

@@ -31,8 +31,7 @@ static void reset_control_access(void *opaque, uint64_t off, uint8_t *data, uint
 		vm_request_end(vm, VM_END_RESET, 0, "guest reset (0xcf9)");
 }
 
-static void exit_port_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len,
-			     bool is_write)
+static void exit_port_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool is_write)
 {
 	struct vm *vm = opaque;
 
@@ -44,8 +43,7 @@ static void exit_port_access(void *opaque, uint64_t off, uint8_t *data, uint32_t
 	vm_request_end(vm, VM_END_EXIT, data[0], "guest exited with status %u", data[0]);
 }
 
-static void io_delay_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len,
-			    bool is_write)
+static void io_delay_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool is_write)
 {
 	(void)opaque;
 	(void)off;
@@ -57,11 +55,10 @@ int sysdev_attach(struct vm *vm, gantry_error_t *err)
 {
 	if (bus_register(&vm->pio, I8042_DATA_PORT, 5, i8042_access, vm, "i8042", err) < 0)
 		return -1;
-	if (bus_register(&vm->pio, RESET_CONTROL_PORT, 1, reset_control_access, vm,
-			 "reset-control", err) < 0)
+	if (bus_register(&vm->pio, RESET_CONTROL_PORT, 1, reset_control_access, vm, "reset-control",
+			 err) < 0)
 		return -1;
 	if (bus_register(&vm->pio, IO_DELAY_PORT, 1, io_delay_access, vm, "io-delay", err) < 0)
 		return -1;
-	return bus_register(&vm->pio, GANTRY_EXIT_PORT, 4, exit_port_access, vm, "exit-port",
-			    err);
+	return bus_register(&vm->pio, GANTRY_EXIT_PORT, 4, exit_port_access, vm, "exit-port", err);
 }

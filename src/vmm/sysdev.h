@@ -7,12 +7,12 @@
 #include "common/error.h"
 #include "proto/exit_port.h"
 
-#define I8042_DATA_PORT    0x60
+#define I8042_DATA_PORT	   0x60
 #define I8042_COMMAND_PORT 0x64
-#define I8042_CMD_RESET    0xfe
+#define I8042_CMD_RESET	   0xfe
 #define RESET_CONTROL_PORT 0xcf9
 #define RESET_CONTROL_RST  0x04
-#define IO_DELAY_PORT      0x80
+#define IO_DELAY_PORT	   0x80
 
 struct vm;
 

@@ -15,21 +15,21 @@
 
 #define VCPU_KICK_SIGNAL SIGUSR1
 
-#define CPUID_1_ECX_HYPERVISOR (1U << 31)
-#define MSR_IA32_MISC_ENABLE   0x1a0
+#define CPUID_1_ECX_HYPERVISOR	(1U << 31)
+#define MSR_IA32_MISC_ENABLE	0x1a0
 #define MISC_ENABLE_FAST_STRING 1ULL
 
-#define X86_CR0_PE 0x1ULL
-#define X86_CR0_ET 0x10ULL
-#define X86_CR0_NE 0x20ULL
-#define X86_CR0_PG 0x80000000ULL
+#define X86_CR0_PE  0x1ULL
+#define X86_CR0_ET  0x10ULL
+#define X86_CR0_NE  0x20ULL
+#define X86_CR0_PG  0x80000000ULL
 #define X86_CR4_PAE 0x20ULL
-#define EFER_LME 0x100ULL
-#define EFER_LMA 0x400ULL
+#define EFER_LME    0x100ULL
+#define EFER_LMA    0x400ULL
 
-#define APIC_LVT0 0x350
-#define APIC_LVT1 0x360
-#define APIC_MODE_NMI    0x4
+#define APIC_LVT0	 0x350
+#define APIC_LVT1	 0x360
+#define APIC_MODE_NMI	 0x4
 #define APIC_MODE_EXTINT 0x7
 
 struct vcpu {
@@ -133,16 +133,17 @@ static int vcpu_set_boot_state(struct vcpu *v, uint64_t entry, gantry_error_t *e
 	struct {
 		struct kvm_msrs hdr;
 		struct kvm_msr_entry e[1];
-	} msrs = { .hdr.nmsrs = 1, .e[0] = { .index = MSR_IA32_MISC_ENABLE,
-					     .data = MISC_ENABLE_FAST_STRING } };
+	} msrs = { .hdr.nmsrs = 1,
+		   .e[0] = { .index = MSR_IA32_MISC_ENABLE, .data = MISC_ENABLE_FAST_STRING } };
 
 	if (ioctl(v->fd, KVM_GET_SREGS, &sregs) < 0)
 		return gantry_error_errno(err, "KVM_GET_SREGS");
 	segment(&sregs.cs, BOOT_GDT_CODE, 0xb, true);
 	segment(&sregs.ds, BOOT_GDT_DATA, 0x3, false);
 	sregs.es = sregs.fs = sregs.gs = sregs.ss = sregs.ds;
-	sregs.tr = (struct kvm_segment){ .selector = BOOT_GDT_TSS, .limit = 0xfffff,
-					 .type = 0xb, .present = 1 };
+	sregs.tr = (struct kvm_segment){
+		.selector = BOOT_GDT_TSS, .limit = 0xfffff, .type = 0xb, .present = 1
+	};
 	sregs.gdt.base = BOOT_GDT_ADDR;
 	sregs.gdt.limit = 5 * 8 - 1;
 	sregs.idt.base = 0;
@@ -292,8 +293,8 @@ static void *vcpu_thread(void *arg)
 		case KVM_EXIT_FAIL_ENTRY:
 			vm_request_end(vm, VM_END_FAILURE, -1,
 				       "vCPU %u: entry failed (hardware reason %#llx)", v->index,
-				       (unsigned long long)v->run->fail_entry
-					       .hardware_entry_failure_reason);
+				       (unsigned long long)
+					       v->run->fail_entry.hardware_entry_failure_reason);
 			break;
 		case KVM_EXIT_INTERNAL_ERROR:
 			vm_request_end(vm, VM_END_FAILURE, -1, "vCPU %u: KVM internal error %u",

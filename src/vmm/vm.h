@@ -15,16 +15,16 @@
 #include "vmm/ioloop.h"
 #include "vmm/memory.h"
 
-#define VM_TSS_ADDR          0xfffbd000ULL
+#define VM_TSS_ADDR	     0xfffbd000ULL
 #define VM_IDENTITY_MAP_ADDR 0xfffbc000ULL
 
 /* How the guest ended the VM. */
 enum vm_end {
 	VM_END_NONE = 0,
-	VM_END_EXIT,     /* gantry-init wrote its status to the exit port */
-	VM_END_RESET,    /* reset request: i8042 0xfe, 0xcf9, triple fault */
+	VM_END_EXIT,	 /* gantry-init wrote its status to the exit port */
+	VM_END_RESET,	 /* reset request: i8042 0xfe, 0xcf9, triple fault */
 	VM_END_SHUTDOWN, /* KVM system event shutdown */
-	VM_END_FAILURE,  /* the VMM could not go on (KVM error, bad state) */
+	VM_END_FAILURE,	 /* the VMM could not go on (KVM error, bad state) */
 };
 
 struct vm_stats {

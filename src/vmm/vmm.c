@@ -50,8 +50,7 @@ struct mapped_file {
 	size_t len;
 };
 
-static int map_file(const char *what, const char *path, struct mapped_file *f,
-		    gantry_error_t *err)
+static int map_file(const char *what, const char *path, struct mapped_file *f, gantry_error_t *err)
 {
 	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -114,8 +113,7 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 				    (unsigned long long)cfg->mem_mib, VMM_MIN_MEM_MIB);
 	if (cfg->mem_mib > VMM_MAX_MEM_MIB || cfg->mem_mib > host_mib)
 		return gantry_error(err, 0, "-mem %llu: this host has %llu MiB of RAM",
-				    (unsigned long long)cfg->mem_mib,
-				    (unsigned long long)host_mib);
+				    (unsigned long long)cfg->mem_mib, (unsigned long long)host_mib);
 	if (cfg->nr_disks + 1 > VMM_MAX_DEVICES)
 		return gantry_error(err, 0, "too many devices (at most %zu disks)",
 				    VMM_MAX_DEVICES - 1);
@@ -204,8 +202,8 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 
 	v->cmdline = xstrdup(default_cmdline);
 	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
-		struct virtio_dev *d = virtio_blk_create(&v->vm.mem, cfg->disks[i].path,
-							 cfg->disks[i].ro, err);
+		struct virtio_dev *d =
+			virtio_blk_create(&v->vm.mem, cfg->disks[i].path, cfg->disks[i].ro, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
 			goto out;

@@ -9,11 +9,11 @@
 
 #include "common/error.h"
 
-#define VMM_MAX_DISKS    8
-#define VMM_MIN_MEM_MIB  32
-#define VMM_MAX_MEM_MIB  (1024ULL * 1024) /* 1 TiB */
-#define VMM_DEFAULT_MEM  512
-#define VMM_MMIO_BASE    0xd0000000ULL
+#define VMM_MAX_DISKS	8
+#define VMM_MIN_MEM_MIB 32
+#define VMM_MAX_MEM_MIB (1024ULL * 1024) /* 1 TiB */
+#define VMM_DEFAULT_MEM 512
+#define VMM_MMIO_BASE	0xd0000000ULL
 
 struct vmm_disk {
 	const char *path;

@@ -100,18 +100,18 @@ static void make_elf(struct elf_image *e)
 	e->eh.e_phentsize = sizeof(Elf64_Phdr);
 	e->eh.e_phnum = 2;
 
-	e->ph[0] = (Elf64_Phdr){.p_type = PT_LOAD,
-				.p_offset = ELF_DATA_OFF,
-				.p_vaddr = 0xffffffff80000000ULL + ELF_SEG0_PADDR,
-				.p_paddr = ELF_SEG0_PADDR,
-				.p_filesz = ELF_SEG0_FILESZ,
-				.p_memsz = ELF_SEG0_MEMSZ};
-	e->ph[1] = (Elf64_Phdr){.p_type = PT_LOAD,
-				.p_offset = ELF_DATA_OFF + ELF_SEG0_FILESZ,
-				.p_vaddr = 0xffffffff80000000ULL + ELF_SEG1_PADDR,
-				.p_paddr = ELF_SEG1_PADDR,
-				.p_filesz = ELF_SEG1_FILESZ,
-				.p_memsz = ELF_SEG1_MEMSZ};
+	e->ph[0] = (Elf64_Phdr){ .p_type = PT_LOAD,
+				 .p_offset = ELF_DATA_OFF,
+				 .p_vaddr = 0xffffffff80000000ULL + ELF_SEG0_PADDR,
+				 .p_paddr = ELF_SEG0_PADDR,
+				 .p_filesz = ELF_SEG0_FILESZ,
+				 .p_memsz = ELF_SEG0_MEMSZ };
+	e->ph[1] = (Elf64_Phdr){ .p_type = PT_LOAD,
+				 .p_offset = ELF_DATA_OFF + ELF_SEG0_FILESZ,
+				 .p_vaddr = 0xffffffff80000000ULL + ELF_SEG1_PADDR,
+				 .p_paddr = ELF_SEG1_PADDR,
+				 .p_filesz = ELF_SEG1_FILESZ,
+				 .p_memsz = ELF_SEG1_MEMSZ };
 	for (i = 0; i < sizeof(e->data); i++)
 		e->data[i] = (uint8_t)(i + 1);
 }
@@ -452,10 +452,10 @@ static void test_initrd_placement(void **state)
 {
 	struct guest *g = *state;
 	struct boot_image k = {
-	    .format = BOOT_FORMAT_ELF,
-	    .kernel_end = 0x202000,
-	    .initrd_addr_max = 0xffffffff,
-	    .cmdline_size = BOOT_CMDLINE_MAX - 1,
+		.format = BOOT_FORMAT_ELF,
+		.kernel_end = 0x202000,
+		.initrd_addr_max = 0xffffffff,
+		.cmdline_size = BOOT_CMDLINE_MAX - 1,
 	};
 	cleanup_free uint8_t *rd = xmalloc(GUEST_SIZE);
 	gantry_error_t err = NULL;
@@ -670,10 +670,10 @@ static void test_cmdline_too_long(void **state)
 {
 	struct guest *g = *state;
 	struct boot_image k = {
-	    .format = BOOT_FORMAT_ELF,
-	    .kernel_end = 0x202000,
-	    .initrd_addr_max = 0xffffffff,
-	    .cmdline_size = BOOT_CMDLINE_MAX - 1,
+		.format = BOOT_FORMAT_ELF,
+		.kernel_end = 0x202000,
+		.initrd_addr_max = 0xffffffff,
+		.cmdline_size = BOOT_CMDLINE_MAX - 1,
 	};
 	char *line = xmalloc(BOOT_CMDLINE_MAX + 1);
 	gantry_error_t err = NULL;
@@ -748,7 +748,7 @@ static void test_too_small_guest(void **state)
 	uint8_t *buf = xzalloc(0x8000);
 	gantry_error_t err = NULL;
 	struct guest_mem m;
-	struct boot_image k = {.cmdline_size = 255};
+	struct boot_image k = { .cmdline_size = 255 };
 
 	(void)state;
 	guest_mem_init_buffer(&m, buf, 0x8000);
@@ -760,19 +760,22 @@ static void test_too_small_guest(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_elf_load, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_elf_malformed, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_bzimage_load, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_bzimage_placement, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_bzimage_malformed, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_not_a_kernel, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_initrd_placement, guest_setup, guest_teardown),
-	    cmocka_unit_test(test_e820),
-	    cmocka_unit_test_setup_teardown(test_zero_page_elf, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_zero_page_bzimage, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_cmdline_too_long, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_page_tables, guest_setup, guest_teardown),
-	    cmocka_unit_test(test_too_small_guest),
+		cmocka_unit_test_setup_teardown(test_elf_load, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_elf_malformed, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_bzimage_load, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_bzimage_placement, guest_setup,
+						guest_teardown),
+		cmocka_unit_test_setup_teardown(test_bzimage_malformed, guest_setup,
+						guest_teardown),
+		cmocka_unit_test_setup_teardown(test_not_a_kernel, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_initrd_placement, guest_setup, guest_teardown),
+		cmocka_unit_test(test_e820),
+		cmocka_unit_test_setup_teardown(test_zero_page_elf, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_zero_page_bzimage, guest_setup,
+						guest_teardown),
+		cmocka_unit_test_setup_teardown(test_cmdline_too_long, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_page_tables, guest_setup, guest_teardown),
+		cmocka_unit_test(test_too_small_guest),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

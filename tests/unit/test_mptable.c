@@ -225,12 +225,12 @@ static void test_does_not_fit(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test_setup_teardown(test_one_cpu, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_two_cpus, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_eight_cpus, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_max_cpus, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_bad_cpu_count, guest_setup, guest_teardown),
-	    cmocka_unit_test_setup_teardown(test_does_not_fit, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_one_cpu, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_two_cpus, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_eight_cpus, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_max_cpus, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_bad_cpu_count, guest_setup, guest_teardown),
+		cmocka_unit_test_setup_teardown(test_does_not_fit, guest_setup, guest_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
