@@ -40,6 +40,11 @@ int ioloop_add(struct ioloop *l, int fd, ioloop_fn fn, void *opaque, gantry_erro
 	return 0;
 }
 
+void ioloop_remove(struct ioloop *l, int fd)
+{
+	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+}
+
 static void *ioloop_thread(void *arg)
 {
 	struct ioloop *l = arg;

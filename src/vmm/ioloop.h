@@ -28,6 +28,8 @@ struct ioloop {
 int ioloop_init(struct ioloop *l, gantry_error_t *err);
 /* Call fn(opaque, fd, events) on the loop thread whenever fd is readable. */
 int ioloop_add(struct ioloop *l, int fd, ioloop_fn fn, void *opaque, gantry_error_t *err);
+/* Stop watching fd (from a callback too); the watch is freed at destroy. */
+void ioloop_remove(struct ioloop *l, int fd);
 int ioloop_start(struct ioloop *l, gantry_error_t *err);
 /* Stop and join the thread; watched fds stay open (their owners close them). */
 void ioloop_stop(struct ioloop *l);

@@ -130,6 +130,21 @@ static void vmm_queue_kick(void *opaque, int fd, unsigned int events)
 		virtio_dev_notify(w->dev, w->queue);
 }
 
+/* Console input from a terminal; a full receive FIFO drops keystrokes. */
+static void vmm_console_input(void *opaque, int fd, unsigned int events)
+{
+	struct vmm *v = opaque;
+	uint8_t buf[SERIAL_RX_FIFO];
+	ssize_t n;
+
+	(void)events;
+	n = read(fd, buf, sizeof(buf));
+	if (n > 0)
+		serial_input(&v->serial, buf, (size_t)n);
+	else if (n == 0 || errno != EINTR)
+		ioloop_remove(&v->vm.io, fd); /* hung up: stop polling it */
+}
+
 /* Place a device in the MMIO hole, wire its interrupt through an irqfd and
  * each queue's notify register through an ioeventfd, and declare it on the
  * kernel command line. */
@@ -198,6 +213,9 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 
 	serial_init(&v->serial, &v->vm, v->console_fd);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
+		goto out;
+	if (isatty(STDIN_FILENO) &&
+	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
 		goto out;
 
 	v->cmdline = xstrdup(default_cmdline);
