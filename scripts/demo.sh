@@ -5,7 +5,8 @@
 set -eu
 build=${1:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
-work=$(mktemp -d)
+# Under the build directory: the nested host sees the host tree, not its /tmp.
+work=$(mktemp -d "$top/$build/demo.XXXXXX")
 trap 'rm -rf "$work"' EXIT INT TERM
 
 mkdir -p "$work/root/bin" "$work/root/dev" "$work/root/proc" "$work/root/sys"
@@ -30,5 +31,5 @@ INIT
 chmod +x "$work/root/init"
 (cd "$work/root" && find . | cpio -o -H newc --quiet) > "$work/demo.cpio"
 
-"$top/tests/harness/kvmhost" -- "$top/$build/gantry" run \
-	-kernel "$top/$build/kernel/vmlinux" -initrd "$work/demo.cpio" -cpus 2 -mem 256
+KVMHOST_FORCE_NESTED=${KVMHOST_FORCE_NESTED:-1} "$top/tests/harness/kvmhost" -- "$top/$build/gantry" run \
+	-kernel "$top/$build/kernel/vmlinux" -initrd "$work/demo.cpio" -cpus 1 -mem 256

@@ -10,6 +10,7 @@ libcmocka-dev python3 python3-pytest
 linux-source bc flex bison libelf-dev libssl-dev xz-utils
 qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
 erofs-utils e2fsprogs
+libarchive-dev libjansson-dev zstd
 "
 
 missing=""
