@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Write the seed corpora for the libFuzzer targets (standard library only).
+
+    tests/fuzz/mkcorpus.py [OUT_DIR]    # default: corpus/ next to this file
+
+The layouts mirror the headers of fuzz_virtq.c and fuzz_mmio.c: change
+them together. Output is deterministic, so rerunning rewrites the same files.
+"""
+import os
+import struct
+import sys
+
+# virtio 1.x split ring and virtio-mmio constants (uapi headers).
+F_NEXT, F_WRITE, F_INDIRECT = 1, 2, 4
+MMIO = {
+    "magic": 0x000, "version": 0x004, "device_id": 0x008, "vendor": 0x00c,
+    "dev_features": 0x010, "dev_features_sel": 0x014,
+    "drv_features": 0x020, "drv_features_sel": 0x024,
+    "queue_sel": 0x030, "queue_num_max": 0x034, "queue_num": 0x038,
+    "queue_ready": 0x044, "queue_notify": 0x050,
+    "isr": 0x060, "isr_ack": 0x064, "status": 0x070,
+    "desc_lo": 0x080, "desc_hi": 0x084, "avail_lo": 0x090, "avail_hi": 0x094,
+    "used_lo": 0x0a0, "used_hi": 0x0a4, "config": 0x100,
+}
+S_ACK, S_DRIVER, S_FEATURES_OK, S_DRIVER_OK = 1, 2, 8, 4
+BLK_T_IN, BLK_T_OUT, BLK_T_FLUSH, BLK_T_GET_ID = 0, 1, 4, 8
+
+
+def desc(addr, length, flags=0, nxt=0):
+    return struct.pack("<QIHH", addr, length, flags, nxt)
+
+
+# ---- fuzz_virtq: 8-byte header, then RAM from gpa 0 ----------------------
+V_AVAIL, V_DESC = 0x0000, 0x0400
+V_FEED, V_MISALIGN, V_REUSE = 1, 2, 4
+
+
+def virtq_input(log2num, descs, ring, avail_idx, start=0, flags=0,
+                misalign=0, roff=0, wlen=16, avail_flags=0, raw_size=None):
+    num = 1 << log2num
+    sel = (0x80 | raw_size) if raw_size is not None else log2num
+    hdr = struct.pack("<BHBBHB", sel, start, flags, misalign, roff, wlen)
+    ram = bytearray(V_DESC + 16 * max(num, len(descs)))
+    # Something recognisable in the data area, before the rings go in.
+    for i in range(0x100, 0x300):
+        ram[i] = i & 0xff
+    struct.pack_into("<HH", ram, V_AVAIL, avail_flags, avail_idx & 0xffff)
+    for slot, head in ring.items():
+        struct.pack_into("<H", ram, V_AVAIL + 4 + 2 * (slot % num), head)
+    for i, d in descs.items():
+        ram[V_DESC + 16 * i:V_DESC + 16 * i + 16] = d
+    return hdr + bytes(ram)
+
+
+def virtq_seeds():
+    s = {}
+    s["empty"] = virtq_input(4, {}, {}, 0)
+    s["single"] = virtq_input(3, {0: desc(0x100, 32)}, {0: 0}, 1)
+    s["chain-out-in"] = virtq_input(4, {
+        2: desc(0x100, 16, F_NEXT, 5),
+        5: desc(0x180, 64, F_NEXT | F_WRITE, 7),
+        7: desc(0x1c0, 1, F_WRITE),
+    }, {0: 2}, 1, roff=8, wlen=70)
+    s["three-reuse"] = virtq_input(3, {
+        0: desc(0x100, 8), 1: desc(0x200, 8, F_WRITE), 4: desc(0x110, 8, F_NEXT, 1),
+    }, {0: 0, 1: 4, 2: 1}, 3, flags=V_REUSE)
+    s["loop"] = virtq_input(3, {
+        0: desc(0x100, 8, F_NEXT, 1), 1: desc(0x100, 8, F_NEXT, 0), 2: desc(0x100, 8),
+    }, {0: 0, 1: 2}, 2)
+    s["self-loop"] = virtq_input(3, {3: desc(0x100, 8, F_NEXT, 3)}, {0: 3}, 1)
+    s["indirect"] = virtq_input(3, {0: desc(0x100, 32, F_INDIRECT)}, {0: 0}, 1)
+    s["next-oob"] = virtq_input(3, {0: desc(0x100, 8, F_NEXT, 8)}, {0: 0}, 1)
+    s["head-oob"] = virtq_input(3, {0: desc(0x100, 8)}, {0: 9, 1: 0}, 2)
+    s["avail-jump"] = virtq_input(3, {0: desc(0x100, 8)}, {}, 13)
+    s["wrap"] = virtq_input(3, {0: desc(0x100, 8), 1: desc(0x108, 8, F_WRITE)},
+                            {65534: 0, 65535: 1, 0: 0}, 1, start=65534)
+    s["read-after-write"] = virtq_input(3, {
+        0: desc(0x100, 8, F_WRITE | F_NEXT, 1), 1: desc(0x108, 8),
+    }, {0: 0}, 1)
+    s["ram-edges"] = virtq_input(3, {
+        0: desc(0x1ff0, 0x20), 1: desc(0xfffffffffffffff0, 0x20, F_WRITE),
+        2: desc(0x1ff0, 0x10, F_WRITE), 3: desc(0x100, 0),
+    }, {0: 0, 1: 1, 2: 2, 3: 3}, 4)
+    s["feed"] = virtq_input(2, {0: desc(0x100, 8, F_NEXT, 1), 1: desc(0x200, 4, F_WRITE)},
+                            {0: 0, 1: 0, 2: 0, 3: 0}, 1, flags=V_FEED, wlen=3)
+    s["misaligned"] = virtq_input(3, {0: desc(0x100, 8)}, {0: 0}, 1,
+                                  flags=V_MISALIGN, misalign=0x08)
+    s["bad-size"] = virtq_input(3, {0: desc(0x100, 8)}, {0: 0}, 1, raw_size=3)
+    long_chain = {i: desc(0x100 + i, 1, F_NEXT, i + 1) for i in range(129)}
+    long_chain[129] = desc(0x100, 1)
+    s["chain-129"] = virtq_input(8, long_chain, {0: 0, 1: 1}, 2)
+    return s
+
+
+# ---- fuzz_mmio: flags byte, then 12-byte ops ------------------------------
+OP_READ, OP_WRITE, OP_RAM, OP_NOTIFY, OP_UP = 0, 1, 2, 3, 4
+BLK, RNG = 0, 1
+M_DESC, M_AVAIL, M_USED, RNG_BASE = 0x0000, 0x1000, 0x2000, 0x8000
+
+
+class Ops:
+    def __init__(self, flags=0):
+        self.out = bytearray([flags])
+
+    def op(self, kind, dev, size, off, val):
+        self.out += struct.pack("<BBHQ", kind | dev << 4, size, off, val)
+        return self
+
+    def rd(self, dev, reg, width=4):
+        return self.op(OP_READ, dev, width.bit_length() - 1, MMIO.get(reg, reg), 0)
+
+    def wr(self, dev, reg, val, width=4):
+        return self.op(OP_WRITE, dev, width.bit_length() - 1, MMIO.get(reg, reg), val)
+
+    def ram(self, gpa, data):
+        for i in range(0, len(data), 8):
+            chunk = data[i:i + 8]
+            val = int.from_bytes(chunk.ljust(8, b"\0"), "little")
+            self.op(OP_RAM, 0, len(chunk) - 1, gpa + i, val)
+        return self
+
+    def up(self, dev, log2num):
+        return self.op(OP_UP, dev, log2num, 0, 0)
+
+    def notify(self, dev, q=0, ioeventfd=False):
+        return self.op(OP_NOTIFY, dev, 1 if ioeventfd else 0, 0, q)
+
+    def offer(self, dev, slot, head):
+        base = RNG_BASE if dev == RNG else 0
+        self.ram(base + M_AVAIL + 4 + 2 * slot, struct.pack("<H", head))
+        return self.ram(base + M_AVAIL + 2, struct.pack("<H", slot + 1))
+
+    def blk_req(self, slot, head, rtype, sector, data_len, data_in, gpa):
+        """Header at gpa, data at gpa + 0x100, status at gpa + 0x80."""
+        self.ram(gpa, struct.pack("<IIQ", rtype, 0, sector))
+        descs = [desc(gpa, 16, F_NEXT, head + 1)]
+        if data_len:
+            descs.append(desc(gpa + 0x100, data_len,
+                              F_NEXT | (F_WRITE if data_in else 0), head + 2))
+        descs.append(desc(gpa + 0x80, 1, F_WRITE))
+        for i, d in enumerate(descs):
+            self.ram(M_DESC + 16 * (head + i), d)
+        return self.offer(BLK, slot, head)
+
+    def bytes(self):
+        return bytes(self.out)
+
+
+def mmio_seeds():
+    s = {}
+    probe = Ops()
+    for dev in (BLK, RNG):
+        for reg in ("magic", "version", "device_id", "vendor", "queue_num_max", "status"):
+            probe.rd(dev, reg)
+        probe.rd(dev, "config", 8).rd(dev, 0x108, 4).rd(dev, 0x13c, 4).rd(dev, 0x1, 4)
+        probe.rd(dev, "magic", 2).rd(dev, "magic", 8)
+    s["probe"] = probe.bytes()
+
+    # A driver bringing up virtio-blk register by register, then reading.
+    manual = Ops()
+    manual.wr(BLK, "status", S_ACK).wr(BLK, "status", S_ACK | S_DRIVER)
+    manual.wr(BLK, "dev_features_sel", 1).rd(BLK, "dev_features")
+    manual.wr(BLK, "drv_features_sel", 1).wr(BLK, "drv_features", 1)
+    manual.wr(BLK, "status", S_ACK | S_DRIVER | S_FEATURES_OK).rd(BLK, "status")
+    manual.wr(BLK, "queue_sel", 0).wr(BLK, "queue_num", 8)
+    manual.wr(BLK, "desc_lo", M_DESC).wr(BLK, "avail_lo", M_AVAIL).wr(BLK, "used_lo", M_USED)
+    manual.wr(BLK, "queue_ready", 1).rd(BLK, "queue_ready")
+    manual.wr(BLK, "status", S_ACK | S_DRIVER | S_FEATURES_OK | S_DRIVER_OK)
+    manual.blk_req(0, 0, BLK_T_IN, 1, 512, True, 0x3000).notify(BLK)
+    manual.rd(BLK, "isr").wr(BLK, "isr_ack", 1)
+    s["blk-manual-in"] = manual.bytes()
+
+    s["blk-in"] = Ops().up(BLK, 4).blk_req(0, 0, BLK_T_IN, 2, 1024, True, 0x3000) \
+        .notify(BLK).bytes()
+    s["blk-out"] = Ops().up(BLK, 4).ram(0x3100, b"\xc3" * 64) \
+        .blk_req(0, 0, BLK_T_OUT, 3, 512, False, 0x3000).notify(BLK).bytes()
+    s["blk-out-ro"] = Ops(flags=1).up(BLK, 4) \
+        .blk_req(0, 0, BLK_T_OUT, 3, 512, False, 0x3000).notify(BLK).bytes()
+    s["blk-flush-getid"] = Ops().up(BLK, 3) \
+        .blk_req(0, 0, BLK_T_FLUSH, 0, 0, False, 0x3000) \
+        .blk_req(1, 3, BLK_T_GET_ID, 0, 20, True, 0x4000).notify(BLK, ioeventfd=True).bytes()
+    s["blk-range"] = Ops().up(BLK, 4).blk_req(0, 0, BLK_T_IN, 7, 1024, True, 0x3000) \
+        .blk_req(1, 4, 0x99, 0, 512, True, 0x4000).notify(BLK).bytes()
+
+    hostile = Ops().up(BLK, 4)
+    hostile.ram(M_DESC + 16 * 9, desc(0x3000, 16, F_NEXT, 9))
+    hostile.offer(BLK, 0, 9)
+    hostile.blk_req(1, 0, BLK_T_IN, 0, 512, True, 0x3000).notify(BLK)
+    hostile.offer(BLK, 2, 200).notify(BLK).rd(BLK, "status").wr(BLK, "status", 0)
+    s["blk-hostile"] = hostile.bytes()
+
+    rng = Ops().up(RNG, 2)
+    rng.ram(RNG_BASE + M_DESC, desc(0xb000, 64, F_WRITE))
+    rng.offer(RNG, 0, 0).notify(RNG).rd(RNG, "isr").wr(RNG, "isr_ack", 1)
+    s["rng"] = rng.bytes()
+
+    both = Ops().up(BLK, 8).up(RNG, 8)
+    both.ram(RNG_BASE + M_DESC, desc(0x3100, 0x100, F_WRITE))
+    both.offer(RNG, 0, 0)
+    both.blk_req(0, 0, BLK_T_IN, 0, 512, True, 0x3000)
+    both.notify(RNG).notify(BLK).notify(BLK, 5).wr(BLK, "queue_sel", 7).rd(BLK, "queue_ready")
+    s["both"] = both.bytes()
+    return s
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
+    for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds())):
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        for seed, data in sorted(seeds.items()):
+            with open(os.path.join(d, seed), "wb") as f:
+                f.write(data)
+        print(f"{name}: {len(seeds)} seeds in {d}")
+
+
+if __name__ == "__main__":
+    main()

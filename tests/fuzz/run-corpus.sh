@@ -1,0 +1,51 @@
+#!/bin/sh
+# Replay the committed seed corpora through each libFuzzer target, then fuzz
+# each one for a short, bounded time. Exits non-zero on the first crash and
+# leaves the crashing input where it says. New inputs go to a temporary
+# directory, never into the committed corpus.
+#
+#   tests/fuzz/run-corpus.sh BUILD_DIR
+#   FUZZ_TIME=120 tests/fuzz/run-corpus.sh BUILD_DIR    # fuzz longer
+set -eu
+
+build=${1:?usage: run-corpus.sh BUILD_DIR (configured with -Dfuzzing=true)}
+here=$(cd "$(dirname "$0")" && pwd)
+time=${FUZZ_TIME:-20}
+runs=${FUZZ_RUNS:-5000000}
+work=$(mktemp -d "${TMPDIR:-/tmp}/gantry-fuzz.XXXXXX")
+
+fail() {
+	echo "$1" >&2
+	echo "logs and crashing inputs kept in $work" >&2
+	exit 1
+}
+
+# target and the largest input it reads (its header plus RAM image or ops).
+for spec in virtq:8200 mmio:6145; do
+	t=${spec%%:*}
+	max_len=${spec#*:}
+	bin=$build/tests/fuzz/fuzz_$t
+	corpus=$here/corpus/$t
+	[ -x "$bin" ] || fail "fuzz_$t: not built in $build (meson setup with -Dfuzzing=true)"
+	n=$(find "$corpus" -type f | wc -l)
+	[ "$n" -gt 0 ] || fail "fuzz_$t: no seeds in $corpus"
+
+	# Given files, libFuzzer runs each input once.
+	if ! "$bin" -artifact_prefix="$work/$t-" "$corpus"/* >"$work/$t-replay.log" 2>&1; then
+		tail -n 40 "$work/$t-replay.log" >&2
+		fail "fuzz_$t: crash replaying the corpus"
+	fi
+	replayed=$(grep -c '^Executed ' "$work/$t-replay.log" || true)
+	[ "$replayed" -eq "$n" ] || fail "fuzz_$t: replayed $replayed of $n inputs"
+
+	mkdir "$work/$t-new"
+	if ! "$bin" -max_total_time="$time" -runs="$runs" -max_len="$max_len" \
+		-artifact_prefix="$work/$t-" -print_final_stats=1 \
+		"$work/$t-new" "$corpus" >"$work/$t-fuzz.log" 2>&1; then
+		tail -n 40 "$work/$t-fuzz.log" >&2
+		fail "fuzz_$t: crash while fuzzing"
+	fi
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$t-fuzz.log")
+	echo "fuzz_$t: replayed $replayed corpus inputs; fuzzed ${time}s, ${execs:-?} execs, no crash"
+done
+rm -rf "$work"
