@@ -43,6 +43,7 @@ struct vmm {
 	unsigned int nr_devs;
 	char *cmdline;
 	int console_fd;
+	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
 };
 
 struct mapped_file {
@@ -185,6 +186,14 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 	return 0;
 }
 
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
 {
 	struct mapped_file kernel = { 0 }, initrd = { 0 };
@@ -208,8 +217,10 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	if (initrd.data &&
 	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
 		goto out;
+	v->t_loaded = now_ms();
 	if (vm_create(&v->vm, err) < 0)
 		goto out;
+	v->t_kvm = now_ms();
 
 	serial_init(&v->serial, &v->vm, v->console_fd);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
@@ -264,13 +275,6 @@ static void vmm_teardown(struct vmm *v)
 	free(v->cmdline);
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 {
@@ -303,9 +307,10 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 
 	if (cfg->timing)
 		fprintf(stderr,
-			"gantry: setup %.1f ms, guest ran %.1f ms; vm exits to userspace: "
-			"%lu (io %lu, mmio %lu, unclaimed %lu); %s\n",
-			t_run - t0, now_ms() - t_run, atomic_load(&v.vm.stats.exits),
+			"gantry: setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
+			"vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s\n",
+			t_run - t0, v.t_loaded - t0, v.t_kvm - v.t_loaded, t_run - v.t_kvm,
+			now_ms() - t_run, atomic_load(&v.vm.stats.exits),
 			atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
 			atomic_load(&v.vm.stats.unhandled), v.vm.end_reason);
 	switch (v.vm.end) {
