@@ -146,35 +146,22 @@ static uint8_t blk_serve(struct virtio_blk *b, const struct virtq_elem *e, uint3
 	}
 }
 
+static uint32_t blk_serve_elem(struct virtio_dev *d, const struct virtq_elem *e)
+{
+	uint32_t written = 0;
+	uint8_t status;
+
+	/* Nowhere sane to put a status byte: hand the buffers back. */
+	if (e->nr_in == 0 || e->out_len < BLK_HDR_SIZE)
+		return 0;
+	status = blk_serve(d->priv, e, &written);
+	virtq_elem_write(e, e->in_len - 1, &status, 1);
+	return written + 1;
+}
+
 static void blk_queue_notify(struct virtio_dev *d, unsigned int q)
 {
-	struct virtio_blk *b = d->priv;
-	struct virtq *vq = &d->vqs[q];
-	struct virtq_elem e;
-	bool pushed = false;
-	int r;
-
-	while ((r = virtq_pop(vq, &e)) != VIRTQ_EMPTY) {
-		uint32_t written = 0;
-		uint8_t status;
-
-		if (r == VIRTQ_BROKEN) {
-			virtio_dev_needs_reset(d);
-			break;
-		}
-		if (r == VIRTQ_BAD_CHAIN || e.nr_in == 0 || e.out_len < BLK_HDR_SIZE) {
-			/* Nowhere sane to put a status byte: hand the buffers back. */
-			virtq_push(vq, e.head, 0);
-			pushed = true;
-			continue;
-		}
-		status = blk_serve(b, &e, &written);
-		virtq_elem_write(&e, e.in_len - 1, &status, 1);
-		virtq_push(vq, e.head, written + 1);
-		pushed = true;
-	}
-	if (pushed)
-		virtio_dev_signal(d, vq);
+	virtio_dev_serve_queue(d, q, blk_serve_elem);
 }
 
 static void blk_destroy(struct virtio_dev *d)

@@ -52,6 +52,25 @@ void virtio_dev_signal(struct virtio_dev *d, struct virtq *vq)
 		virtio_raise(d, VIRTIO_MMIO_INT_VRING);
 }
 
+void virtio_dev_serve_queue(struct virtio_dev *d, unsigned int q, virtio_serve_fn serve)
+{
+	struct virtq *vq = &d->vqs[q];
+	struct virtq_elem e;
+	bool pushed = false;
+	int r;
+
+	while ((r = virtq_pop(vq, &e)) != VIRTQ_EMPTY) {
+		if (r == VIRTQ_BROKEN) {
+			virtio_dev_needs_reset(d);
+			break;
+		}
+		virtq_push(vq, e.head, r == VIRTQ_ELEM ? serve(d, &e) : 0);
+		pushed = true;
+	}
+	if (pushed)
+		virtio_dev_signal(d, vq);
+}
+
 void virtio_dev_needs_reset(struct virtio_dev *d)
 {
 	if (d->status & VIRTIO_CONFIG_S_NEEDS_RESET)

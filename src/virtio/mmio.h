@@ -71,6 +71,12 @@ void virtio_dev_destroy(struct virtio_dev *d);
 void virtio_mmio_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool is_write);
 /* Run queue q's notify handler under the device lock (ioeventfd path). */
 void virtio_dev_notify(struct virtio_dev *d, unsigned int q);
+/* Serve every request available on queue q: serve() handles one well-formed
+ * request and returns the bytes it wrote into the driver's buffers. Malformed
+ * chains go back to the driver unserved, a broken ring flags the device as
+ * needing reset, and the driver is interrupted once at the end. */
+typedef uint32_t (*virtio_serve_fn)(struct virtio_dev *d, const struct virtq_elem *e);
+void virtio_dev_serve_queue(struct virtio_dev *d, unsigned int q, virtio_serve_fn serve);
 /* After pushing used buffers on vq: interrupt the driver if it wants one. */
 void virtio_dev_signal(struct virtio_dev *d, struct virtq *vq);
 /* The device is in a state it cannot continue from. */

@@ -10,33 +10,25 @@ struct virtio_rng {
 	struct virtio_dev dev;
 };
 
+static uint32_t rng_serve_elem(struct virtio_dev *d, const struct virtq_elem *e)
+{
+	uint32_t written = 0;
+
+	(void)d;
+	for (unsigned int i = e->nr_out; i < e->nr_out + e->nr_in; i++) {
+		size_t want = MIN(e->iov[i].iov_len, RNG_REQ_MAX - written);
+		ssize_t got = want ? getrandom(e->iov[i].iov_base, want, 0) : 0;
+
+		if (got <= 0)
+			break;
+		written += (uint32_t)got;
+	}
+	return written;
+}
+
 static void rng_queue_notify(struct virtio_dev *d, unsigned int q)
 {
-	struct virtq *vq = &d->vqs[q];
-	struct virtq_elem e;
-	bool pushed = false;
-	int r;
-
-	while ((r = virtq_pop(vq, &e)) != VIRTQ_EMPTY) {
-		uint32_t written = 0;
-
-		if (r == VIRTQ_BROKEN) {
-			virtio_dev_needs_reset(d);
-			break;
-		}
-		for (unsigned int i = e.nr_out; r == VIRTQ_ELEM && i < e.nr_out + e.nr_in; i++) {
-			size_t want = MIN(e.iov[i].iov_len, RNG_REQ_MAX - written);
-			ssize_t got = want ? getrandom(e.iov[i].iov_base, want, 0) : 0;
-
-			if (got <= 0)
-				break;
-			written += (uint32_t)got;
-		}
-		virtq_push(vq, e.head, written);
-		pushed = true;
-	}
-	if (pushed)
-		virtio_dev_signal(d, vq);
+	virtio_dev_serve_queue(d, q, rng_serve_elem);
 }
 
 static void rng_destroy(struct virtio_dev *d)
