@@ -158,6 +158,8 @@ build() {
 	chmod 644 "$stage"/*
 	mv -T "$stage" "$keydir"
 	stage=
+	# Let waiting invocations reuse the entry while the tree is deleted.
+	exec 9>&-
 	rm -rf -- "$work"
 	work=
 }
@@ -204,6 +206,6 @@ main() {
 	finish
 }
 
-# On one line, so that bash has read all it will run before it starts.
+# One compound command, so that bash has read all it will run before it starts.
 # shellcheck disable=SC2317
-main "$@"; exit
+{ main "$@"; exit; }

@@ -31,5 +31,5 @@ INIT
 chmod +x "$work/root/init"
 (cd "$work/root" && find . | cpio -o -H newc --quiet) > "$work/demo.cpio"
 
-KVMHOST_FORCE_NESTED=${KVMHOST_FORCE_NESTED:-1} "$top/tests/harness/kvmhost" -- "$top/$build/gantry" run \
+"$top/tests/harness/kvmhost" -- "$top/$build/gantry" run \
 	-kernel "$top/$build/kernel/vmlinux" -initrd "$work/demo.cpio" -cpus 1 -mem 256
