@@ -22,7 +22,7 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD)
 
 kernel: deps
-	@sh kernel/build.sh $(KERNEL_DIR) >/dev/null
+	@bash kernel/build.sh $(KERNEL_DIR) >/dev/null
 
 demo: build kernel
 	@sh scripts/demo.sh $(BUILD)
