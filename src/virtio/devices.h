@@ -14,4 +14,12 @@ struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *pa
 /* virtio-rng fed by getrandom(2). */
 struct virtio_dev *virtio_rng_create(const struct guest_mem *mem);
 
+struct ioloop;
+/* virtio-vsock for guest_cid: a guest connect to host port P reaches the Unix
+ * socket <dir>/P.sock; host clients reach guest ports through
+ * <dir>/vsock.sock ("CONNECT <port>\n", answered "OK <hostport>\n"). Its
+ * sockets are served on loop's thread; destroy it with that thread stopped. */
+struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloop *loop,
+				       uint64_t guest_cid, const char *dir, gantry_error_t *err);
+
 #endif

@@ -120,9 +120,19 @@ static void virtio_set_status(struct virtio_dev *d, uint32_t v)
 		    !(d->driver_features & (1ULL << VIRTIO_F_VERSION_1_BIT)))
 			v &= ~(uint32_t)VIRTIO_CONFIG_S_FEATURES_OK;
 	}
+	bool was_ok = virtio_dev_driver_ok(d);
+
 	/* The driver may not clear bits except by reset; NEEDS_RESET is ours. */
 	d->status = (v & 0xff & ~(uint32_t)VIRTIO_CONFIG_S_NEEDS_RESET) |
 		    (d->status & VIRTIO_CONFIG_S_NEEDS_RESET);
+	/* Buffers a driver queued before DRIVER_OK were not served when it
+	 * kicked; serve them now rather than leave the driver waiting. */
+	if (!was_ok && virtio_dev_driver_ok(d)) {
+		for (unsigned int q = 0; q < d->ops->num_queues; q++) {
+			if (d->vqs[q].ready)
+				d->ops->queue_notify(d, q);
+		}
+	}
 }
 
 static uint32_t virtio_reg_read(struct virtio_dev *d, uint64_t off)

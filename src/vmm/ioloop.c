@@ -8,11 +8,14 @@
 #include "common/util.h"
 #include "vmm/ioloop.h"
 
+#define IOLOOP_BATCH 32 /* events handled per epoll_wait */
+
 int ioloop_init(struct ioloop *l, gantry_error_t *err)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 
 	*l = (struct ioloop){ .epfd = -1, .stopfd = -1 };
+	pthread_mutex_init(&l->lock, NULL);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0)
 		return gantry_error_errno(err, "epoll_create1");
@@ -24,57 +27,137 @@ int ioloop_init(struct ioloop *l, gantry_error_t *err)
 	return 0;
 }
 
-int ioloop_add(struct ioloop *l, int fd, ioloop_fn fn, void *opaque, gantry_error_t *err)
+int ioloop_add_events(struct ioloop *l, int fd, unsigned int events, ioloop_fn fn, void *opaque,
+		      gantry_error_t *err)
 {
 	struct ioloop_watch *w = xmalloc(sizeof(*w));
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = events, .data.ptr = w };
 
-	*w = (struct ioloop_watch){ fd, fn, opaque };
-	ev.data.ptr = w;
+	w->fd = fd;
+	w->fn = fn;
+	w->opaque = opaque;
+	atomic_init(&w->dead, false);
+	pthread_mutex_lock(&l->lock);
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		int e = errno;
+
+		pthread_mutex_unlock(&l->lock);
 		free(w);
-		return gantry_error_errno(err, "epoll_ctl add fd %d", fd);
+		return gantry_error(err, e, "epoll_ctl add fd %d", fd);
 	}
 	l->watches = xrealloc(l->watches, (l->nr_watches + 1) * sizeof(*l->watches));
 	l->watches[l->nr_watches++] = w;
+	pthread_mutex_unlock(&l->lock);
 	return 0;
+}
+
+int ioloop_add(struct ioloop *l, int fd, ioloop_fn fn, void *opaque, gantry_error_t *err)
+{
+	return ioloop_add_events(l, fd, EPOLLIN, fn, opaque, err);
+}
+
+/* Free the dead watches; only when no batch of events can still name them. */
+static void ioloop_sweep(struct ioloop *l)
+{
+	unsigned int kept = 0;
+
+	for (unsigned int i = 0; i < l->nr_watches; i++) {
+		if (atomic_load(&l->watches[i]->dead))
+			free(l->watches[i]);
+		else
+			l->watches[kept++] = l->watches[i];
+	}
+	l->nr_watches = kept;
 }
 
 void ioloop_remove(struct ioloop *l, int fd)
 {
-	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_lock(&l->lock);
+	for (unsigned int i = 0; i < l->nr_watches; i++) {
+		struct ioloop_watch *w = l->watches[i];
+
+		if (w->fd != fd || atomic_load(&w->dead))
+			continue;
+		epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+		atomic_store(&w->dead, true);
+		/* A thread blocked in epoll_wait may yet return it: free it later. */
+		if (!l->running && !l->dispatching)
+			ioloop_sweep(l);
+		break;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* Handle one batch; returns false when the loop was asked to stop. */
+static bool ioloop_dispatch(struct ioloop *l, const struct epoll_event *evs, int n)
+{
+	bool go_on = true;
+
+	pthread_mutex_lock(&l->lock);
+	l->dispatching = true;
+	pthread_mutex_unlock(&l->lock);
+	for (int i = 0; i < n; i++) {
+		struct ioloop_watch *w = evs[i].data.ptr;
+
+		if (w == NULL) {
+			go_on = false;
+			continue;
+		}
+		if (!atomic_load(&w->dead))
+			w->fn(w->opaque, w->fd, evs[i].events);
+	}
+	pthread_mutex_lock(&l->lock);
+	l->dispatching = false;
+	ioloop_sweep(l);
+	pthread_mutex_unlock(&l->lock);
+	return go_on;
 }
 
 static void *ioloop_thread(void *arg)
 {
 	struct ioloop *l = arg;
-	struct epoll_event evs[32];
+	struct epoll_event evs[IOLOOP_BATCH];
 
 	for (;;) {
 		int n = epoll_wait(l->epfd, evs, ARRAY_SIZE(evs), -1);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
+		if (n < 0 || !ioloop_dispatch(l, evs, n))
 			break;
-		for (int i = 0; i < n; i++) {
-			struct ioloop_watch *w = evs[i].data.ptr;
-
-			if (w == NULL)
-				return NULL;
-			w->fn(w->opaque, w->fd, evs[i].events);
-		}
 	}
 	return NULL;
 }
 
+int ioloop_run_once(struct ioloop *l, int timeout_ms)
+{
+	struct epoll_event evs[IOLOOP_BATCH];
+	int n = epoll_wait(l->epfd, evs, ARRAY_SIZE(evs), timeout_ms);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : -1;
+	if (!ioloop_dispatch(l, evs, n)) {
+		uint64_t v;
+
+		(void)!read(l->stopfd, &v, sizeof(v)); /* a stale stop request */
+	}
+	return n;
+}
+
 int ioloop_start(struct ioloop *l, gantry_error_t *err)
 {
-	int r = pthread_create(&l->thread, NULL, ioloop_thread, l);
+	int r;
 
-	if (r != 0)
-		return gantry_error(err, r, "cannot start the I/O thread");
+	pthread_mutex_lock(&l->lock);
 	l->running = true;
+	pthread_mutex_unlock(&l->lock);
+	r = pthread_create(&l->thread, NULL, ioloop_thread, l);
+	if (r != 0) {
+		pthread_mutex_lock(&l->lock);
+		l->running = false;
+		pthread_mutex_unlock(&l->lock);
+		return gantry_error(err, r, "cannot start the I/O thread");
+	}
 	return 0;
 }
 
@@ -86,7 +169,11 @@ void ioloop_stop(struct ioloop *l)
 		return;
 	(void)!write(l->stopfd, &one, sizeof(one));
 	pthread_join(l->thread, NULL);
+	(void)!read(l->stopfd, &one, sizeof(one));
+	pthread_mutex_lock(&l->lock);
 	l->running = false;
+	ioloop_sweep(l);
+	pthread_mutex_unlock(&l->lock);
 }
 
 void ioloop_destroy(struct ioloop *l)
@@ -102,4 +189,5 @@ void ioloop_destroy(struct ioloop *l)
 	if (l->stopfd >= 0)
 		close(l->stopfd);
 	l->epfd = l->stopfd = -1;
+	pthread_mutex_destroy(&l->lock);
 }
