@@ -20,8 +20,9 @@ fail() {
 	exit 1
 }
 
-# target and the largest input it reads (its header plus RAM image or ops).
-for spec in virtq:8200 mmio:6145; do
+# target and the largest input it reads (its header plus RAM image or ops;
+# vsock's payloads beyond the input are a pattern).
+for spec in virtq:8200 mmio:6145 vsock:16384; do
 	t=${spec%%:*}
 	max_len=${spec#*:}
 	bin=$build/tests/fuzz/fuzz_$t
