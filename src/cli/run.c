@@ -37,12 +37,15 @@ static void run_usage(FILE *out, const struct flag *flags)
 	fprintf(out,
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
-		"                  [-cpus N] [-mem MiB] [-console PATH]\n\n"
+		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
 		"(exit status 0) or by writing its status to Gantry's exit port, which\n"
-		"gantry-init does; that status is returned.\n\nFlags:\n");
+		"gantry-init does; that status is returned. With -vsock DIR, a guest\n"
+		"connection to host port P reaches the Unix socket DIR/P.sock, and a host\n"
+		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n\n"
+		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
 		     "GANTRY_KVM_DEVICE overrides /dev/kvm.\n");
@@ -69,6 +72,8 @@ int cmd_run(int argc, char **argv)
 		{ "mem", FLAG_UINT, &cfg.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
 		{ "console", FLAG_STRING, &cfg.console, NULL, "PATH", "write the console to PATH",
 		  0 },
+		{ "vsock", FLAG_STRING, &cfg.vsock_dir, NULL, "DIR",
+		  "virtio-vsock, guest CID 3: guest port P reaches DIR/P.sock", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};

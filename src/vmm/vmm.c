@@ -115,7 +115,9 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 	if (cfg->mem_mib > VMM_MAX_MEM_MIB || cfg->mem_mib > host_mib)
 		return gantry_error(err, 0, "-mem %llu: this host has %llu MiB of RAM",
 				    (unsigned long long)cfg->mem_mib, (unsigned long long)host_mib);
-	if (cfg->nr_disks + 1 > VMM_MAX_DEVICES)
+	if (cfg->vsock_dir && (stat(cfg->vsock_dir, &st) < 0 || !S_ISDIR(st.st_mode)))
+		return gantry_error(err, 0, "-vsock %s: not a directory", cfg->vsock_dir);
+	if (cfg->nr_disks + 2 > VMM_MAX_DEVICES)
 		return gantry_error(err, 0, "too many devices (at most %zu disks)",
 				    VMM_MAX_DEVICES - 1);
 	return 0;
@@ -239,6 +241,13 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	}
 	if (vmm_attach_virtio(v, virtio_rng_create(&v->vm.mem), err) < 0)
 		goto out;
+	if (cfg->vsock_dir) {
+		struct virtio_dev *d = virtio_vsock_create(&v->vm.mem, &v->vm.io, VMM_GUEST_CID,
+							   cfg->vsock_dir, err);
+
+		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
+			goto out;
+	}
 
 	/* The user's arguments come last so they override ours. */
 	xasprintf(&full, "%s%s%s", v->cmdline, cfg->append ? " " : "",

@@ -14,6 +14,7 @@
 #define VMM_MAX_MEM_MIB (1024ULL * 1024) /* 1 TiB */
 #define VMM_DEFAULT_MEM 512
 #define VMM_MMIO_BASE	0xd0000000ULL
+#define VMM_GUEST_CID	3
 
 struct vmm_disk {
 	const char *path;
@@ -25,6 +26,7 @@ struct vmm_config {
 	const char *initrd;
 	const char *append;
 	const char *console; /* file for the serial console; NULL = stdout */
+	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
 	struct vmm_disk disks[VMM_MAX_DISKS];
 	unsigned int nr_disks;
 	unsigned int cpus;
