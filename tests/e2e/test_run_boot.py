@@ -1,0 +1,123 @@
+"""`gantry run` boots real guests: the test init reports what it sees on the
+console, and the host checks it. Every test here needs KVM."""
+
+import hashlib
+import re
+
+import pytest
+
+from conftest import BOOTED
+
+pytestmark = pytest.mark.kvm
+
+EXITS = re.compile(r"vm exits to userspace: (\d+) \(io (\d+), mmio (\d+), unclaimed (\d+)\)")
+
+
+def booted(r, status=0):
+    assert BOOTED in r.stdout, r
+    assert r.returncode == status, r
+
+
+def disk(path, data=b"", size=1 << 20):
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+    return path
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def test_initramfs_boots(boot):
+    r = boot(env={"GANTRY_BOOT_TIMING": None})
+    booted(r)
+    assert r.stderr == "", r
+
+
+def test_exit_status_is_returned(boot):
+    booted(boot(tests=["exit:42"]), 42)
+
+
+def test_reset_exits_zero(boot):
+    r = boot(tests=["exit:7", "reset"])
+    booted(r, 0)
+    assert "reset" in r.stderr, r
+
+
+def test_bzimage_boots(boot, bzimage):
+    booted(boot(kernel=bzimage, tests=["exit:3"]), 3)
+
+
+def test_erofs_root_on_virtio_blk(boot, erofs_root):
+    r = boot(
+        "-disk",
+        f"{erofs_root},ro",
+        initrd=False,
+        append="root=/dev/vda rootfstype=erofs ro init=/init",
+        tests=["exit:5"],
+    )
+    booted(r, 5)
+
+
+def test_two_cpus_online(boot):
+    r = boot("-cpus", "2", tests=["smp"])
+    booted(r)
+    assert r.value("cpus-online") == "0-1", r
+
+
+def test_disk_write_reaches_host_file(boot, tmp_path):
+    img = disk(tmp_path / "rw.img")
+    r = boot("-disk", img, tests=["write:vda:4100:gantry-was-here", "read:vda:4100:15"])
+    booted(r)
+    assert "wrote" in r.lines(), r
+    assert r.value("read") == "gantry-was-here", r
+    with open(img, "rb") as f:
+        f.seek(4100)
+        assert f.read(15) == b"gantry-was-here"
+    assert (tmp_path / "rw.img").stat().st_size == 1 << 20
+
+
+def test_read_only_disk_refuses_writes(boot, tmp_path):
+    img = disk(tmp_path / "ro.img", b"original")
+    before = digest(img)
+    r = boot("-disk", f"{img},ro", tests=["ro:vda", "read:vda:0:8"])
+    booted(r)
+    refusal = r.value("ro")
+    assert refusal is not None and refusal != "ok", r
+    assert r.value("read") == "original", r
+    assert digest(img) == before
+
+
+def test_disks_keep_their_order(boot, tmp_path):
+    a = disk(tmp_path / "a.img", b"first-disk")
+    b = disk(tmp_path / "b.img", b"second-disk")
+    r = boot("-disk", a, "-disk", f"{b},ro", tests=["read:vda:0:10", "read:vdb:0:11", "serial:vda"])
+    booted(r)
+    reads = [line for line in r.lines() if line.startswith("read: ")]
+    assert reads == ["read: first-disk", "read: second-disk"], r
+    assert (r.value("serial") or "").startswith("gantry"), r
+
+
+def test_virtio_rng(boot):
+    r = boot(tests=["rng"])
+    booted(r)
+    assert r.value("rng") == "ok", r
+
+
+def test_console_to_file(boot, tmp_path):
+    console = tmp_path / "console.log"
+    r = boot("-console", console, tests=["exit:9"])
+    assert r.returncode == 9, r
+    assert BOOTED not in r.stdout, r
+    assert BOOTED in console.read_text(errors="replace")
+
+
+def test_boot_timing_counts_exits(boot):
+    r = boot()
+    booted(r)
+    m = EXITS.search(r.stderr)
+    assert m, r
+    total, io, mmio, unclaimed = map(int, m.groups())
+    assert total > 0 and io + mmio <= total, r
