@@ -9,8 +9,9 @@ meson ninja-build gcc make pkg-config clang libclang-rt-14-dev
 libcmocka-dev python3 python3-pytest
 linux-source bc flex bison libelf-dev libssl-dev xz-utils
 qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
-erofs-utils e2fsprogs
+erofs-utils e2fsprogs crun
 libarchive-dev libjansson-dev zstd
+umoci
 "
 
 missing=""

@@ -73,6 +73,13 @@ int erofs_inode_reserve(struct erofs_tree *t, struct erofs_inode *ino, uint64_t 
 int erofs_inode_pwrite(struct erofs_tree *t, struct erofs_inode *ino, const void *buf, size_t len,
 		       uint64_t off, gantry_error_t *err);
 
+/* Read the regular file at path as the layers so far left it (before
+ * erofs_write; symlinks followed inside the tree, the last one too, with
+ * relative targets joined lexically). *data is NUL-terminated, or NULL when
+ * path is missing or not a regular file; a file larger than max is an error. */
+int erofs_tree_read_file(struct erofs_tree *t, const char *path, size_t max, char **data,
+			 size_t *len, gantry_error_t *err);
+
 /* Finish the image: metadata after the data area, then the superblock.
  * Does not fsync; erofs_publish does. */
 int erofs_write(struct erofs_tree *t, gantry_error_t *err);

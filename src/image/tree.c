@@ -733,3 +733,98 @@ int erofs_inode_pwrite(struct erofs_tree *t, struct erofs_inode *ino, const void
 		memcpy(ino->tail + (off - ondisk), p, len);
 	return 0;
 }
+
+/* Find what path names, following every symlink; NULL when nothing does. */
+static int lookup_follow(struct erofs_tree *t, const char *path, struct erofs_inode **out,
+			 gantry_error_t *err)
+{
+	cleanup_free char *cur = xstrdup(path);
+	unsigned int links = 0;
+
+	for (;;) {
+		gantry_error_t werr = NULL;
+		struct erofs_inode *parent;
+		struct erofs_dentry *d;
+		struct path p;
+		const char *name, *target;
+		char *next, *s;
+
+		*out = NULL;
+		if (path_split(cur, &p, err) < 0)
+			return -1;
+		if (p.n == 0) {
+			*out = t->root;
+			path_free(&p);
+			return 0;
+		}
+		/* A parent that is a file or a symlink loop: nothing there. */
+		if (walk_dirs(t, p.comp, p.n - 1, false, &parent, &werr) < 0 || parent == NULL) {
+			gantry_error_free(&werr);
+			path_free(&p);
+			return 0;
+		}
+		name = p.comp[p.n - 1];
+		d = dir_lookup(t, parent->dir, name, strlen(name));
+		if (d == NULL || !S_ISLNK(d->inode->mode)) {
+			*out = d ? d->inode : NULL;
+			path_free(&p);
+			return 0;
+		}
+		if (++links > EROFS_MAX_SYMLINKS) {
+			path_free(&p);
+			return 0;
+		}
+		/* Relative targets go under the parent's components. */
+		target = d->inode->symlink;
+		next = xstrdup("");
+		for (size_t i = 0; target[0] != '/' && i + 1 < p.n; i++) {
+			xasprintf(&s, "%s/%s", next, p.comp[i]);
+			free(next);
+			next = s;
+		}
+		xasprintf(&s, "%s/%s", next, target);
+		free(next);
+		next = s;
+		path_free(&p);
+		free(cur);
+		cur = next;
+	}
+}
+
+int erofs_tree_read_file(struct erofs_tree *t, const char *path, size_t max, char **data,
+			 size_t *len, gantry_error_t *err)
+{
+	struct erofs_inode *ino;
+	uint64_t ondisk;
+	char *buf;
+
+	*data = NULL;
+	*len = 0;
+	if (lookup_follow(t, path, &ino, err) < 0)
+		return -1;
+	if (ino == NULL || !S_ISREG(ino->mode))
+		return 0;
+	if (ino->size > max)
+		return gantry_error(err, 0, "`%s` is larger than %zu bytes", path, max);
+	buf = xzalloc((size_t)ino->size + 1);
+	ondisk = ino->tail ? ino->size - ino->size % EROFS_BLKSZ : ino->size;
+	for (uint64_t off = 0; off < ondisk;) {
+		ssize_t r = pread(t->fd, buf + off, (size_t)(ondisk - off),
+				  (off_t)ino->blkaddr * EROFS_BLKSZ + (off_t)off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			free(buf);
+			return gantry_error_errno(err, "read `%s` back", path);
+		}
+		if (r == 0)
+			break; /* never written: a hole, zeros */
+		off += (uint64_t)r;
+	}
+	if (ino->tail)
+		memcpy(buf + ondisk, ino->tail, (size_t)(ino->size - ondisk));
+	*data = buf;
+	*len = (size_t)ino->size;
+	return 0;
+}

@@ -21,8 +21,8 @@ fail() {
 }
 
 # target and the largest input it reads (its header plus RAM image or ops;
-# vsock's payloads beyond the input are a pattern).
-for spec in virtq:8200 mmio:6145 vsock:16384; do
+# vsock's payloads beyond the input are a pattern; image_json: documents).
+for spec in virtq:8200 mmio:6145 vsock:16384 image_json:8192; do
 	t=${spec%%:*}
 	max_len=${spec#*:}
 	bin=$build/tests/fuzz/fuzz_$t

@@ -16,7 +16,7 @@
  * say what the driver saw. The exit status is the session's (code, 128 +
  * signal, or ERROR's code), or 125 when the driver itself failed. The guest
  * is then shut down with that status, and the status the VM (or the local
- * gantry-init) ended with is checked against it. */
+ * gantry-init) ended with is printed ("guest ended with status N"). */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -288,11 +288,12 @@ wait_guest:
 	}
 	fprintf(stderr, "agentrun: guest ended with status %d after %.0f ms\n", guest_status,
 		now_ms() - t0);
-	if (status != FAIL_STATUS && guest_status != (status & 0xff)) {
-		fprintf(stderr, "agentrun: the guest's status %d is not the session's %d\n",
+	/* A kernel without CONFIG_X86_IOPL_IOPERM cannot reach the exit port,
+	 * and gantry-init falls back to a reset (status 0): a warning here; the
+	 * tests check the status where the kernel has it. */
+	if (status != FAIL_STATUS && guest_status != (status & 0xff))
+		fprintf(stderr, "agentrun: warning: the guest's status %d is not the session's %d\n",
 			guest_status, status & 0xff);
-		status = FAIL_STATUS;
-	}
 	agent_free(agent);
 	return status;
 }

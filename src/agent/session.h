@@ -1,0 +1,78 @@
+/* The host side of the agent protocol (proto/agent.h): listen where the
+ * guest's vsock dials land, wait for gantry-init's HELLO, run a process in
+ * the guest with its stdio relayed to host fds, and shut the guest down.
+ *
+ * It owns no more of the process than one call needs: no global main loop,
+ * no threads. The VMM may run in the same process on its own threads (it
+ * connects the guest's dials to our Unix sockets); agent_cancel, from any
+ * thread, makes a waiting call return. Signal forwarding, when asked for,
+ * installs handlers for the duration of agent_run only, and only one
+ * agent_run at a time may forward signals.
+ *
+ * One session at a time per struct agent. */
+#ifndef GANTRY_AGENT_SESSION_H
+#define GANTRY_AGENT_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "proto/agent.h"
+
+#define AGENT_STREAM_GRACE_MS 5000 /* after EXIT, for a stdio stream never accepted */
+
+struct agent;
+
+struct agent_process {
+	char *const *argv; /* NULL-terminated, at least one entry */
+	char *const *env;  /* NULL-terminated, or NULL */
+	const char *cwd;   /* NULL: "/" */
+	uint32_t uid, gid;
+	const uint32_t *gids;
+	size_t ngids;
+	bool tty; /* one pty in the guest; raw mode here when in_fd is a terminal */
+	/* Host ends: stdin (-1: empty), stdout and stderr (-1: dropped). In
+	 * tty mode everything comes out on out_fd. */
+	int in_fd, out_fd, err_fd;
+	/* SIGINT, SIGTERM, SIGHUP and SIGQUIT become SIGNAL (in tty mode
+	 * Ctrl-C is a byte of input instead); SIGWINCH becomes RESIZE. */
+	bool forward_signals;
+};
+
+struct agent_result {
+	bool error;    /* the process never ran: code is ERROR's code */
+	bool signaled; /* killed by signal number `code` */
+	int code;      /* exit status, signal number or ERROR code */
+	uint32_t pid;  /* in the guest, once STARTED */
+	char *message; /* ERROR's message */
+};
+
+/* Create <dir>/1025.sock and <dir>/1026.sock (replacing stale ones); call
+ * it before the guest boots so its first dial lands. */
+int agent_listen(const char *dir, struct agent **out, gantry_error_t *err);
+/* Wait up to timeout_ms (-1: forever) for gantry-init to dial and say HELLO;
+ * *hello (optional) gets a copy, its kernel string owned by the agent. */
+int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,
+		     gantry_error_t *err);
+/* Run one process and relay its stdio until it ends. 0 with *res filled
+ * (a non-zero exit, a signal or an ERROR are results, not failures); -1
+ * when the guest link failed or the call was cancelled. */
+int agent_run(struct agent *a, const struct agent_process *p, struct agent_result *res,
+	      gantry_error_t *err);
+/* Thread-safe: send signo to the process agent_run is running now (a no-op
+ * between sessions), e.g. from a timeout on another thread. */
+int agent_signal(struct agent *a, int signo, gantry_error_t *err);
+/* Ask the guest to sync, unmount and power off with status; wait up to
+ * timeout_ms (0: not at all) for it to close the control connection. */
+int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *err);
+/* Thread-safe and async-signal-safe: make the current and later waits fail. */
+void agent_cancel(struct agent *a);
+/* Close everything and remove the two sockets. */
+void agent_free(struct agent *a);
+
+/* What a shell would report: code, 128 + signal, or ERROR's code. */
+int agent_result_status(const struct agent_result *r);
+void agent_result_free(struct agent_result *r);
+
+#endif

@@ -1,0 +1,91 @@
+/* gantry-init's shared state: PID 1 in the guest (init.c) serves the agent
+ * protocol (proto/agent.h) and runs each EXEC as a crun container
+ * (session.c) on the root that rootfs.c assembles, from the OCI spec that
+ * spec.c writes. Single-threaded: one poll loop owns everything here. */
+#ifndef GANTRY_GUEST_GUEST_H
+#define GANTRY_GUEST_GUEST_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto/agent.h"
+
+#define GUEST_MAX_SESSIONS 64
+#define GUEST_ORPHANS	   64 /* exit statuses reaped before their session knew the pid */
+#define GUEST_PATH_MAX	   4096
+#define GUEST_STATE_MAX	   1024 /* --state: what is built beneath it stays short */
+
+/* Where things live. Defaults are the guest's; gantry-init's test mode
+ * (--host-dir, --state, --rootfs) points them at a host directory. */
+struct guest_config {
+	const char *host_dir;  /* test mode: dial <dir>/<port>.sock, not vsock */
+	const char *state_dir; /* bundles/ and the overlay's parts */
+	const char *rootfs;    /* the container root, assembled or given */
+	const char *crun;
+	const char *crun_root; /* crun --root; NULL: crun's default */
+	const char *hostname;
+	unsigned long nofile; /* the container's RLIMIT_NOFILE */
+	bool readonly; /* the container sees its root read-only */
+	bool pid1;     /* really PID 1: mount, reap for everyone, power off */
+	bool debug;
+};
+
+struct session;
+
+struct orphan {
+	pid_t pid;
+	int status;
+};
+
+struct guest {
+	struct guest_config cfg;
+	int control; /* -1 once it closed */
+	struct proto_decoder *dec;
+	int sigfd;
+	struct session *sessions[GUEST_MAX_SESSIONS];
+	struct orphan orphans[GUEST_ORPHANS];
+	unsigned int next_orphan;
+	char *rootfs_error; /* why the container root is unusable, or NULL */
+};
+
+void guest_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* snprintf for paths: -1 (ENAMETOOLONG) rather than a truncated path. */
+int guest_pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void guest_debug(const struct guest *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Connect to host port `port` (vsock CID 2, or a Unix socket in test mode). */
+int guest_dial(const struct guest_config *cfg, unsigned int port);
+/* Send one frame on the control connection; a failure closes it. */
+void guest_send(struct guest *g, const struct proto_msg *m);
+void guest_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* The status an orphan already reaped with this pid left, if any. */
+bool guest_take_orphan(struct guest *g, pid_t pid, int *status);
+
+/* session.c */
+void session_exec(struct guest *g, struct proto_exec *e);
+void session_signal(struct guest *g, uint32_t id, uint32_t signo);
+void session_resize(struct guest *g, uint32_t id, uint32_t rows, uint32_t cols);
+/* A child exited: true if it was a session's. */
+bool session_reaped(struct guest *g, pid_t pid, int status);
+/* poll() plumbing: add this session's fds, then act on what they report. */
+size_t session_pollfds(struct session *s, struct pollfd *fds, size_t room);
+void session_events(struct guest *g, struct session *s, const struct pollfd *fds, size_t n);
+/* Finished sessions report EXIT and go away; true if any are still live. */
+bool session_reap_finished(struct guest *g);
+void session_kill_all(struct guest *g);
+
+/* rootfs.c */
+int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why);
+/* Resolve argv0 in the container root the way execvp would (PATH from env,
+ * relative to cwd); 0, or the ERROR code with a message like docker's. */
+int rootfs_find_command(const char *rootfs, const char *argv0, char *const *env, const char *cwd,
+			char **why);
+
+/* spec.c: write <bundle>/config.json for one EXEC. */
+int spec_write(const struct guest_config *cfg, const char *bundle, const struct proto_exec *e,
+	       char **why);
+
+#endif

@@ -1,0 +1,533 @@
+/* gantry-init: PID 1 of every Gantry guest (see guest.h).
+ *
+ * Booted as `root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init` with
+ * the image on /dev/vdb and, with gantry.rw=1, a writable ext4 on /dev/vdc.
+ * In order: dial the host's control port and say HELLO (the host learns the
+ * guest is up before anything else happens), mount the pseudo filesystems,
+ * assemble the container root, then serve the host: EXEC, SIGNAL, RESIZE,
+ * SHUTDOWN. Orphans are reaped. SHUTDOWN, or the control connection closing,
+ * syncs, unmounts and powers off with the status given.
+ *
+ * Kernel parameters (read from /proc/cmdline, since dotted ones never reach
+ * init): gantry.rw=1, gantry.readonly=1, gantry.hostname=NAME, gantry.debug=1.
+ *
+ * Test mode, for running it on a host without a VM (not as PID 1):
+ *   gantry-init --host-dir DIR --state DIR --rootfs DIR [--crun PATH]
+ * dials DIR/<port>.sock instead of vsock, uses the given root as it is,
+ * keeps its state (bundles, crun's) under --state, reaps as a subreaper and
+ * exits with the SHUTDOWN status. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/vm_sockets.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guest/guest.h"
+#include "guest/poweroff.h"
+
+#define DIAL_TIMEOUT_MS	 5000 /* the host listens before boot; this covers slow starts */
+#define DIAL_RETRY_MS	 10
+#define STATE_DIR	 "/run/gantry"
+#define ROOTFS_DIR	 "/run/gantry/rootfs"
+#define CRUN_PATH	 "/usr/bin/crun"
+#define DEFAULT_HOSTNAME "gantry"
+#define CMDLINE_MAX	 4096
+#define CONTAINER_NOFILE 65536
+#define POLL_MAX	 (2 + GUEST_MAX_SESSIONS * 8)
+
+void guest_log(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	/* One write per line: the console is a slow UART. */
+	dprintf(2, "gantry-init: %s\n", buf);
+}
+
+int guest_pathf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, size, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= size) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+void guest_debug(const struct guest *g, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+
+	if (!g->cfg.debug)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	guest_log("%s", buf);
+}
+
+/* --- the host link --------------------------------------------------------------- */
+
+static int dial_once(const struct guest_config *cfg, unsigned int port)
+{
+	int fd;
+
+	if (cfg->host_dir) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+		if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock",
+				     cfg->host_dir, port) >= sizeof(sa.sun_path)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			int e = errno;
+
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		return fd;
+	}
+	{
+		struct sockaddr_vm sa = {
+			.svm_family = AF_VSOCK,
+			.svm_cid = VMADDR_CID_HOST,
+			.svm_port = port,
+		};
+
+		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			int e = errno;
+
+			close(fd);
+			errno = e;
+			return -1;
+		}
+		return fd;
+	}
+}
+
+int guest_dial(const struct guest_config *cfg, unsigned int port)
+{
+	return dial_once(cfg, port);
+}
+
+static uint64_t now_ms(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The control connection, retried briefly: the vsock transport or the
+ * host's listener may be a moment behind us. */
+static int dial_control(const struct guest_config *cfg)
+{
+	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + DIAL_TIMEOUT_MS;
+	struct timespec pause = { .tv_nsec = DIAL_RETRY_MS * 1000000L };
+	int fd;
+
+	for (;;) {
+		fd = dial_once(cfg, PROTO_CONTROL_PORT);
+		if (fd >= 0 || now_ms(CLOCK_MONOTONIC) >= deadline)
+			return fd;
+		nanosleep(&pause, NULL);
+	}
+}
+
+void guest_send(struct guest *g, const struct proto_msg *m)
+{
+	if (g->control < 0)
+		return;
+	if (proto_write_msg(g->control, m) < 0) {
+		guest_log("control connection: send %s: %s", proto_type_name(m->type),
+			  strerror(errno));
+		close(g->control);
+		g->control = -1;
+	}
+}
+
+void guest_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
+{
+	struct proto_msg m = { .type = PROTO_ERROR };
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	m.u.error.id = id;
+	m.u.error.code = code;
+	m.u.error.message = msg;
+	guest_debug(g, "session %u: error %u: %s", id, code, msg);
+	guest_send(g, &m);
+}
+
+static void send_hello(struct guest *g)
+{
+	struct proto_msg m = { .type = PROTO_HELLO };
+	struct utsname u;
+	cpu_set_t cpus;
+
+	m.u.hello.version = PROTO_VERSION;
+	m.u.hello.uptime_ms = now_ms(CLOCK_BOOTTIME);
+	m.u.hello.ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (uint32_t)CPU_COUNT(&cpus) : 0;
+	m.u.hello.kernel = uname(&u) == 0 ? u.release : "";
+	guest_send(g, &m);
+}
+
+/* --- reaping ------------------------------------------------------------------------ */
+
+bool guest_take_orphan(struct guest *g, pid_t pid, int *status)
+{
+	for (size_t i = 0; i < GUEST_ORPHANS; i++) {
+		if (g->orphans[i].pid == pid) {
+			*status = g->orphans[i].status;
+			g->orphans[i].pid = 0;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void reap(struct guest *g)
+{
+	struct signalfd_siginfo si;
+	int status;
+	pid_t pid;
+
+	while (read(g->sigfd, &si, sizeof(si)) > 0)
+		;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (session_reaped(g, pid, status))
+			continue;
+		/* Maybe a container whose crun we have not heard from yet. */
+		g->orphans[g->next_orphan].pid = pid;
+		g->orphans[g->next_orphan].status = status;
+		g->next_orphan = (g->next_orphan + 1) % GUEST_ORPHANS;
+	}
+}
+
+/* --- boot and shutdown ----------------------------------------------------------------- */
+
+static void mount_fs(const char *source, const char *target, const char *type,
+		     unsigned long flags, const char *data)
+{
+	if (mkdir(target, 0755) < 0 && errno != EEXIST)
+		guest_log("mkdir %s: %s", target, strerror(errno));
+	if (mount(source, target, type, flags, data) < 0 && errno != EBUSY)
+		guest_log("mount %s on %s: %s", type, target, strerror(errno));
+}
+
+static void mount_pseudo(void)
+{
+	const unsigned long common = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+	mount_fs("proc", "/proc", "proc", common, NULL);
+	mount_fs("sysfs", "/sys", "sysfs", common, NULL);
+	/* The kernel mounted devtmpfs already when it mounted the root disk. */
+	mount_fs("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	mount_fs("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		 "newinstance,ptmxmode=0666,mode=0620");
+	mount_fs("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	mount_fs("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount_fs("cgroup2", "/sys/fs/cgroup", "cgroup2", common, NULL);
+}
+
+/* An initramfs without dev/console leaves init with no fds 0-2. */
+static void console_open(void)
+{
+	int fd;
+
+	if (fcntl(2, F_GETFD) >= 0)
+		return;
+	fd = open("/dev/console", O_RDWR);
+	if (fd < 0)
+		fd = open("/dev/null", O_RDWR);
+	if (fd < 0)
+		return;
+	for (int i = 0; i < 3; i++)
+		if (fd != i)
+			dup2(fd, i);
+	if (fd > 2)
+		close(fd);
+}
+
+/* The gantry.* parameters. */
+static void read_cmdline(struct guest_config *cfg, bool *rw)
+{
+	static char host[65];
+	char buf[CMDLINE_MAX];
+	ssize_t n;
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
+		if (strcmp(tok, "--") == 0)
+			break;
+		if (strcmp(tok, "gantry.rw=1") == 0)
+			*rw = true;
+		else if (strcmp(tok, "gantry.readonly=1") == 0)
+			cfg->readonly = true;
+		else if (strcmp(tok, "gantry.debug=1") == 0)
+			cfg->debug = true;
+		else if (strncmp(tok, "gantry.hostname=", 16) == 0 && tok[16]) {
+			snprintf(host, sizeof(host), "%s", tok + 16);
+			cfg->hostname = host;
+		}
+	}
+}
+
+static __attribute__((noreturn)) void finish(struct guest *g, int status)
+{
+	session_kill_all(g);
+	sync();
+	if (!g->cfg.pid1)
+		exit(status);
+	/* Lazily: a process still dying may hold them; sync made them clean. */
+	umount2(g->cfg.rootfs, MNT_DETACH);
+	umount2(STATE_DIR "/rw", 0);
+	umount2(STATE_DIR "/image", MNT_DETACH);
+	guest_poweroff(status);
+}
+
+/* --- the loop ------------------------------------------------------------------------------- */
+
+static void handle_control(struct guest *g, struct proto_msg *m)
+{
+	switch (m->type) {
+	case PROTO_EXEC:
+		session_exec(g, &m->u.exec);
+		break;
+	case PROTO_SIGNAL:
+		session_signal(g, m->u.signal.id, m->u.signal.signo);
+		break;
+	case PROTO_RESIZE:
+		session_resize(g, m->u.resize.id, m->u.resize.rows, m->u.resize.cols);
+		break;
+	case PROTO_SHUTDOWN:
+		guest_debug(g, "shutdown %u", m->u.shutdown.status);
+		finish(g, (int)m->u.shutdown.status);
+		break;
+	default:
+		guest_send_error(g, 0, PROTO_ERR_RUNTIME, "unexpected %s frame on the control connection",
+				 proto_type_name(m->type));
+	}
+}
+
+static void read_control(struct guest *g)
+{
+	struct proto_msg m;
+	const char *why;
+	ssize_t n = proto_decoder_fill(g->dec, g->control);
+	int r;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		guest_debug(g, "control connection closed");
+		close(g->control);
+		g->control = -1;
+		return;
+	}
+	while ((r = proto_decoder_next(g->dec, &m, &why)) > 0) {
+		handle_control(g, &m);
+		proto_msg_free(&m);
+	}
+	if (r < 0) {
+		guest_log("control connection: %s", why);
+		close(g->control);
+		g->control = -1;
+	}
+}
+
+static void serve(struct guest *g)
+{
+	struct pollfd fds[POLL_MAX];
+	struct session *owner[POLL_MAX];
+	size_t n, i;
+
+	for (;;) {
+		bool live = session_reap_finished(g);
+
+		if (g->control < 0) {
+			/* The host is gone: nobody can read the output. */
+			if (live)
+				session_kill_all(g);
+			finish(g, 0);
+		}
+		n = 0;
+		fds[n++] = (struct pollfd){ .fd = g->sigfd, .events = POLLIN };
+		fds[n++] = (struct pollfd){ .fd = g->control, .events = POLLIN };
+		for (i = 0; i < GUEST_MAX_SESSIONS; i++) {
+			struct session *s = g->sessions[i];
+			size_t k;
+
+			if (s == NULL)
+				continue;
+			k = session_pollfds(s, fds + n, POLL_MAX - n);
+			for (size_t j = 0; j < k; j++)
+				owner[n + j] = s;
+			n += k;
+		}
+		if (poll(fds, n, -1) < 0) {
+			if (errno != EINTR)
+				guest_log("poll: %s", strerror(errno));
+			continue;
+		}
+		if (fds[0].revents)
+			reap(g);
+		for (i = 2; i < n;) {
+			struct session *s = owner[i];
+			size_t j = i;
+
+			while (j < n && owner[j] == s)
+				j++;
+			session_events(g, s, fds + i, j - i);
+			i = j;
+		}
+		if (fds[1].revents)
+			read_control(g);
+	}
+}
+
+static int parse_args(int argc, char **argv, struct guest_config *cfg)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(argv[i], "--host-dir") == 0 && v)
+			cfg->host_dir = v;
+		else if (strcmp(argv[i], "--state") == 0 && v)
+			cfg->state_dir = v;
+		else if (strcmp(argv[i], "--rootfs") == 0 && v)
+			cfg->rootfs = v;
+		else if (strcmp(argv[i], "--crun") == 0 && v)
+			cfg->crun = v;
+		else if (strcmp(argv[i], "--debug") == 0) {
+			cfg->debug = true;
+			continue;
+		} else if (strcmp(argv[i], "--readonly") == 0) {
+			cfg->readonly = true;
+			continue;
+		} else
+			continue; /* the kernel passes unknown parameters on */
+		i++;
+	}
+	if (!cfg->pid1 && !(cfg->host_dir && cfg->state_dir && cfg->rootfs &&
+			    strlen(cfg->state_dir) < GUEST_STATE_MAX)) {
+		fprintf(stderr, "usage: gantry-init --host-dir DIR --state DIR --rootfs DIR "
+				"[--crun PATH] [--readonly] [--debug]\n"
+				"(or as PID 1 in a Gantry guest)\n");
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct guest g = { .control = -1, .sigfd = -1 };
+	struct guest_config *cfg = &g.cfg;
+	char state[GUEST_PATH_MAX], crun_root[GUEST_PATH_MAX + 8];
+	sigset_t chld;
+	bool rw = false;
+
+	cfg->pid1 = getpid() == 1;
+	cfg->state_dir = STATE_DIR;
+	cfg->rootfs = ROOTFS_DIR;
+	cfg->crun = CRUN_PATH;
+	cfg->hostname = DEFAULT_HOSTNAME;
+	cfg->nofile = CONTAINER_NOFILE;
+	if (!cfg->pid1) {
+		cfg->state_dir = cfg->rootfs = NULL;
+		if (parse_args(argc, argv, cfg) < 0)
+			return 2;
+	}
+	if (cfg->pid1)
+		console_open();
+
+	/* First thing: tell the host we are alive. */
+	g.control = dial_control(cfg);
+	if (g.control < 0) {
+		guest_log("cannot reach the host on vsock port %d: %s", PROTO_CONTROL_PORT,
+			  strerror(errno));
+		if (cfg->pid1)
+			guest_poweroff(1);
+		return 1;
+	}
+	send_hello(&g);
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	g.sigfd = signalfd(-1, &chld, SFD_NONBLOCK | SFD_CLOEXEC);
+	g.dec = malloc(sizeof(*g.dec));
+	if (g.sigfd < 0 || g.dec == NULL) {
+		guest_log("signalfd: %s", strerror(errno));
+		finish(&g, 1);
+	}
+	proto_decoder_init(g.dec);
+
+	if (cfg->pid1) {
+		mount_pseudo();
+		read_cmdline(cfg, &rw);
+		if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
+			guest_log("sethostname: %s", strerror(errno));
+		if (rootfs_assemble(cfg, rw, &g.rootfs_error) < 0) {
+			if (g.rootfs_error == NULL)
+				g.rootfs_error = strdup("out of memory");
+			guest_log("container root: %s", g.rootfs_error ? g.rootfs_error : "?");
+		}
+	} else {
+		struct rlimit rl;
+
+		/* Test mode may lack CAP_SYS_RESOURCE: stay within our limit. */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max < cfg->nofile)
+			cfg->nofile = rl.rlim_max;
+		prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+		snprintf(crun_root, sizeof(crun_root), "%s/crun", cfg->state_dir);
+		cfg->crun_root = crun_root;
+	}
+	snprintf(state, sizeof(state), "%s/bundles", cfg->state_dir);
+	if (mkdir(state, 0700) < 0 && errno != EEXIST)
+		guest_log("mkdir %s: %s", state, strerror(errno));
+	guest_debug(&g, "ready after %llu ms", (unsigned long long)now_ms(CLOCK_BOOTTIME));
+	serve(&g);
+}

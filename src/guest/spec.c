@@ -1,0 +1,209 @@
+/* The OCI runtime spec (config.json) for one EXEC: the process as the host
+ * described it, the assembled root, the usual pseudo-filesystem mounts and
+ * pid/ipc/uts/mount namespaces (the network is the VM's). A small JSON
+ * writer is all it takes; gantry-init links no JSON library. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guest/guest.h"
+
+/* Docker's default capability set: root in the container may own files,
+ * bind low ports and change its ids, but not administer the VM. */
+static const char *const caps[] = {
+	"CAP_CHOWN",	    "CAP_DAC_OVERRIDE", "CAP_FSETID",     "CAP_FOWNER",
+	"CAP_MKNOD",	    "CAP_NET_RAW",	"CAP_SETGID",     "CAP_SETUID",
+	"CAP_SETFCAP",	    "CAP_SETPCAP",	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+	"CAP_KILL",	    "CAP_AUDIT_WRITE",
+};
+
+struct spec_mount {
+	const char *dest, *type, *source, *options;
+};
+
+/* Only filesystems our kernel has (kernel/microvm.config). */
+static const struct spec_mount mounts[] = {
+	{ "/proc", "proc", "proc", "nosuid,noexec,nodev" },
+	{ "/dev", "tmpfs", "tmpfs", "nosuid,strictatime,mode=755,size=65536k" },
+	{ "/dev/pts", "devpts", "devpts", "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5" },
+	{ "/dev/shm", "tmpfs", "shm", "nosuid,noexec,nodev,mode=1777,size=65536k" },
+	{ "/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev" },
+	{ "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro" },
+	{ "/sys/fs/cgroup", "cgroup", "cgroup", "nosuid,noexec,nodev,relatime,ro" },
+	{ "/tmp", "tmpfs", "tmpfs", "nosuid,nodev,mode=1777" },
+};
+
+static const char *const masked[] = {
+	"/proc/acpi",	     "/proc/kcore",	 "/proc/keys",	  "/proc/latency_stats",
+	"/proc/timer_list", "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
+};
+
+static const char *const readonly[] = {
+	"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger",
+};
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		switch (*p) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		case '\r':
+			fputs("\\r", f);
+			break;
+		default:
+			if (*p < 0x20)
+				fprintf(f, "\\u%04x", *p);
+			else
+				fputc(*p, f);
+		}
+	}
+	fputc('"', f);
+}
+
+static void json_strv(FILE *f, const char *const *v, size_t n)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			fputc(',', f);
+		json_str(f, v[i]);
+	}
+	fputc(']', f);
+}
+
+/* "a,b,c" as a JSON array. */
+static void json_csv(FILE *f, const char *csv)
+{
+	const char *p = csv;
+
+	fputc('[', f);
+	while (*p) {
+		size_t n = strcspn(p, ",");
+
+		if (p != csv)
+			fputc(',', f);
+		fprintf(f, "\"%.*s\"", (int)n, p);
+		p += n + (p[n] == ',');
+	}
+	fputc(']', f);
+}
+
+static bool env_has(const struct proto_exec *e, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (uint32_t i = 0; i < e->envc; i++)
+		if (strncmp(e->env[i], name, n) == 0 && e->env[i][n] == '=')
+			return true;
+	return false;
+}
+
+static void write_process(FILE *f, const struct guest_config *cfg, const struct proto_exec *e)
+{
+	bool tty = e->flags & PROTO_EXEC_TTY;
+
+	fprintf(f, "\"process\":{\"terminal\":%s,", tty ? "true" : "false");
+	if (tty && e->rows && e->cols)
+		fprintf(f, "\"consoleSize\":{\"height\":%u,\"width\":%u},", e->rows, e->cols);
+	fprintf(f, "\"user\":{\"uid\":%u,\"gid\":%u", e->uid, e->gid);
+	if (e->ngids) {
+		fputs(",\"additionalGids\":[", f);
+		for (uint32_t i = 0; i < e->ngids; i++)
+			fprintf(f, "%s%u", i ? "," : "", e->gids[i]);
+		fputc(']', f);
+	}
+	fputs("},\"args\":", f);
+	json_strv(f, (const char *const *)e->argv, e->argc);
+	fputs(",\"env\":[", f);
+	for (uint32_t i = 0; i < e->envc; i++) {
+		if (i)
+			fputc(',', f);
+		json_str(f, e->env[i]);
+	}
+	/* What docker adds when the image and the user did not say. */
+	if (!env_has(e, "PATH"))
+		fprintf(f, "%s\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"",
+			e->envc ? "," : "");
+	if (tty && !env_has(e, "TERM"))
+		fputs(",\"TERM=xterm\"", f);
+	fputs("],\"cwd\":", f);
+	json_str(f, e->cwd && *e->cwd ? e->cwd : "/");
+	fputs(",\"capabilities\":{", f);
+	for (int set = 0; set < 3; set++) {
+		static const char *const names[] = { "bounding", "effective", "permitted" };
+
+		fprintf(f, "%s\"%s\":", set ? "," : "", names[set]);
+		json_strv(f, caps, sizeof(caps) / sizeof(caps[0]));
+	}
+	fprintf(f, "},\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"hard\":%lu,\"soft\":%lu}],",
+		cfg->nofile, cfg->nofile);
+	fputs("\"noNewPrivileges\":false}", f);
+}
+
+static void write_linux(FILE *f)
+{
+	fputs("\"linux\":{\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"ipc\"},"
+	      "{\"type\":\"uts\"},{\"type\":\"mount\"}],\"maskedPaths\":",
+	      f);
+	json_strv(f, masked, sizeof(masked) / sizeof(masked[0]));
+	fputs(",\"readonlyPaths\":", f);
+	json_strv(f, readonly, sizeof(readonly) / sizeof(readonly[0]));
+	fputc('}', f);
+}
+
+int spec_write(const struct guest_config *cfg, const char *bundle, const struct proto_exec *e,
+	       char **why)
+{
+	char path[GUEST_PATH_MAX];
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/config.json", bundle);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
+		if (fd >= 0)
+			close(fd);
+		if (asprintf(why, "create %s: %s", path, strerror(errno)) < 0)
+			*why = NULL;
+		return -1;
+	}
+	fputs("{\"ociVersion\":\"1.0.2\",", f);
+	write_process(f, cfg, e);
+	fputs(",\"root\":{\"path\":", f);
+	json_str(f, cfg->rootfs);
+	fprintf(f, ",\"readonly\":%s},\"hostname\":", cfg->readonly ? "true" : "false");
+	json_str(f, cfg->hostname);
+	fputs(",\"mounts\":[", f);
+	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
+		fprintf(f, "%s{\"destination\":\"%s\",\"type\":\"%s\",\"source\":\"%s\",\"options\":",
+			i ? "," : "", mounts[i].dest, mounts[i].type, mounts[i].source);
+		json_csv(f, mounts[i].options);
+		fputc('}', f);
+	}
+	fputs("],", f);
+	write_linux(f);
+	fputs("}\n", f);
+	if (fflush(f) != 0 || ferror(f)) {
+		fclose(f);
+		if (asprintf(why, "write %s: %s", path, strerror(errno)) < 0)
+			*why = NULL;
+		return -1;
+	}
+	fclose(f);
+	return 0;
+}

@@ -1,0 +1,180 @@
+/* OCI image layout directories (see layout.h). Blobs are opened relative to
+ * the layout's directory descriptor by their digest; nothing is written. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "image/flatten.h"
+#include "image/layout.h"
+#include "image/ocijson.h"
+
+bool layout_is(const char *dir)
+{
+	cleanup_free char *p = NULL;
+	struct stat st;
+
+	xasprintf(&p, "%s/oci-layout", dir);
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int open_blob(struct layout *l, const char *digest, gantry_error_t *err)
+{
+	cleanup_free char *rel = NULL;
+	int fd;
+
+	xasprintf(&rel, "blobs/sha256/%s", digest_hex(digest));
+	fd = openat(l->dfd, rel, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gantry_error_errno(err, "open blob %s", digest);
+	return fd;
+}
+
+/* A small blob (a manifest, an index, a config), verified. */
+static int read_blob(struct layout *l, const char *what, const struct oci_descriptor *d, char **buf,
+		     size_t *len, gantry_error_t *err)
+{
+	cleanup_close int fd = open_blob(l, d->digest, err);
+	cleanup_free char *label = NULL;
+	struct blob_fd src;
+	struct blob b;
+	int ret;
+
+	if (fd < 0)
+		return gantry_error_prefix(err, "%s", what);
+	xasprintf(&label, "%s %s", what, d->digest);
+	blob_fd_init(&src, fd);
+	blob_init(&b, label, d->digest, d->size, blob_pull_fd, &src);
+	ret = blob_read_all(&b, OCI_JSON_MAX, buf, len, err);
+	blob_release(&b);
+	blob_fd_release(&src);
+	return ret;
+}
+
+/* index.json is the one document no digest covers. */
+static int read_top_index(struct layout *l, char **buf, size_t *len, gantry_error_t *err)
+{
+	cleanup_close int fd = openat(l->dfd, "index.json", O_RDONLY | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return gantry_error_errno(err, "open `%s/index.json`", l->dir);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return gantry_error(err, 0, "`%s/index.json` is not a file", l->dir);
+	if ((uint64_t)st.st_size > OCI_JSON_MAX)
+		return gantry_error(err, 0, "`%s/index.json` is larger than %u bytes", l->dir,
+				    OCI_JSON_MAX);
+	*buf = xmalloc((size_t)st.st_size + 1);
+	if (read_full(fd, *buf, (size_t)st.st_size) < 0) {
+		free(*buf);
+		return gantry_error_errno(err, "read `%s/index.json`", l->dir);
+	}
+	(*buf)[st.st_size] = '\0';
+	*len = (size_t)st.st_size;
+	return 0;
+}
+
+int layout_open(const char *dir, const char *arch, struct layout *l, gantry_error_t *err)
+{
+	cleanup_free char *buf = NULL;
+	struct oci_index ix = { 0 };
+	struct oci_descriptor chosen = { 0 };
+	size_t len;
+
+	*l = (struct layout){ .dfd = -1 };
+	l->dir = xstrdup(dir);
+	l->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l->dfd < 0) {
+		gantry_error_errno(err, "open `%s`", dir);
+		goto fail;
+	}
+	if (read_top_index(l, &buf, &len, err) < 0)
+		goto fail;
+	for (int depth = 0;; depth++) {
+		const struct oci_descriptor *d;
+		enum oci_kind kind;
+
+		if (oci_index_parse(buf, len, &ix, err) < 0 ||
+		    oci_index_select(&ix, arch, &d, err) < 0)
+			goto fail;
+		free(chosen.digest);
+		chosen = (struct oci_descriptor){ .digest = xstrdup(d->digest), .size = d->size };
+		free(buf);
+		buf = NULL;
+		if (read_blob(l, "manifest", &chosen, &buf, &len, err) < 0 ||
+		    oci_kind(buf, len, &kind, err) < 0)
+			goto fail;
+		if ((d->media_type &&
+		     oci_media_is_index(d->media_type) != (kind == OCI_KIND_INDEX))) {
+			gantry_error(err, 0, "manifest %s: its media type differs from the index's",
+				     chosen.digest);
+			goto fail;
+		}
+		oci_index_free(&ix);
+		if (kind == OCI_KIND_MANIFEST)
+			break;
+		if (depth + 1 >= LAYOUT_MAX_NESTING) {
+			gantry_error(err, 0, "indexes nested deeper than %d", LAYOUT_MAX_NESTING);
+			goto fail;
+		}
+	}
+	if (oci_manifest_parse(buf, len, &l->manifest, err) < 0) {
+		gantry_error_prefix(err, "%s", chosen.digest);
+		goto fail;
+	}
+	snprintf(l->manifest_digest, sizeof(l->manifest_digest), "%s", chosen.digest);
+	free(chosen.digest);
+	return 0;
+fail:
+	free(chosen.digest);
+	oci_index_free(&ix);
+	layout_close(l);
+	return gantry_error_prefix(err, "OCI layout `%s`", dir);
+}
+
+void layout_close(struct layout *l)
+{
+	if (l->dfd >= 0)
+		close(l->dfd);
+	oci_manifest_free(&l->manifest);
+	free(l->dir);
+	*l = (struct layout){ .dfd = -1 };
+}
+
+int layout_read_config(struct layout *l, char **buf, size_t *len, gantry_error_t *err)
+{
+	if (read_blob(l, "config", &l->manifest.config, buf, len, err) < 0)
+		return gantry_error_prefix(err, "OCI layout `%s`", l->dir);
+	return 0;
+}
+
+int layout_apply(struct layout *l, struct flatten *f, char *const *diff_ids, size_t n,
+		 gantry_error_t *err)
+{
+	if (n && n != l->manifest.nlayers)
+		return gantry_error(err, 0,
+				    "OCI layout `%s`: config lists %zu diff_ids for %zu layers",
+				    l->dir, n, l->manifest.nlayers);
+	for (size_t i = 0; i < l->manifest.nlayers; i++) {
+		const struct oci_descriptor *d = &l->manifest.layers[i];
+		cleanup_free char *label = NULL;
+		cleanup_close int fd = -1;
+		struct layer_src src;
+
+		xasprintf(&label, "layer %s", d->digest);
+		fd = open_blob(l, d->digest, err);
+		if (fd < 0)
+			return gantry_error_prefix(err, "OCI layout `%s`", l->dir);
+		src = (struct layer_src){
+			.label = label,
+			.digest = d->digest,
+			.size = d->size,
+			.diff_id = n ? diff_ids[i] : NULL,
+		};
+		if (flatten_layer_fd(f, &src, fd, err) < 0)
+			return gantry_error_prefix(err, "OCI layout `%s`", l->dir);
+	}
+	return 0;
+}

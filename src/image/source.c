@@ -1,0 +1,292 @@
+/* image_resolve: classify the source, look in the cache, convert on a miss
+ * (see source.h). Sources share one conversion path; they differ only in
+ * how they find the digest, the config and the layer bytes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "image/cache.h"
+#include "image/dockersave.h"
+#include "image/erofs_format.h"
+#include "image/flatten.h"
+#include "image/layout.h"
+#include "image/manifest.h"
+#include "image/ocijson.h"
+#include "image/source.h"
+
+#define EROFS_SUFFIX ".erofs"
+
+typedef int (*apply_fn)(void *arg, struct flatten *f, char *const *diff_ids, size_t n,
+			gantry_error_t *err);
+
+/* What a conversion needs from a source. */
+struct convert {
+	const char *ref;	 /* absolute path: the index.json key */
+	const char *fingerprint; /* version of a tar file, or NULL */
+	const char *digest;	 /* cache key */
+	const char *config;	 /* config JSON, verified */
+	size_t config_len;
+	bool need_diff_ids; /* nothing else verifies the layers */
+	apply_fn apply;
+	void *arg;
+};
+
+void image_free(struct image *img)
+{
+	free(img->path);
+	free(img->digest);
+	free(img->source);
+	if (img->config) {
+		image_config_free(img->config);
+		free(img->config);
+	}
+	*img = (struct image){ 0 };
+}
+
+static void fill(struct image *out, char *path, const char *digest, const char *ref,
+		 struct image_config *cfg, bool converted)
+{
+	out->path = path;
+	out->digest = xstrdup(digest);
+	out->source = xstrdup(ref);
+	out->config = xmalloc(sizeof(*out->config));
+	*out->config = *cfg;
+	*cfg = (struct image_config){ 0 };
+	out->converted = converted;
+}
+
+/* 1 when the cache holds digest (and index.json then points ref at it). */
+static int from_cache(struct image_cache *c, const char *digest, const char *ref,
+		      const char *fingerprint, struct image *out, gantry_error_t *err)
+{
+	struct image_meta m;
+	int r = image_cache_load(c, digest, &m, err);
+
+	if (r <= 0)
+		return r;
+	if (image_cache_ref_set(c, ref, digest, fingerprint, err) < 0) {
+		image_meta_free(&m);
+		return -1;
+	}
+	fill(out, image_cache_path(c, digest, ".erofs"), digest, ref, &m.config, false);
+	image_meta_free(&m);
+	return 1;
+}
+
+static int build(struct image_cache *c, const struct convert *s, struct image_config *cfg,
+		 gantry_error_t *err)
+{
+	cleanup_free char *path = image_cache_path(c, s->digest, ".erofs");
+	struct flatten *f = NULL;
+	struct image_meta m = { 0 };
+	char **diff_ids = NULL;
+	size_t n = 0;
+	int ret = -1;
+
+	if (image_config_parse(s->config, s->config_len, cfg, &diff_ids, &n, err) < 0)
+		return -1;
+	if (s->need_diff_ids && n == 0) {
+		gantry_error(err, 0, "image config lists no diff_ids");
+		goto out;
+	}
+	image_cache_sweep(c, s->digest);
+	if (flatten_new(path, &f, err) < 0 || s->apply(s->arg, f, diff_ids, n, err) < 0 ||
+	    flatten_finish(f, &cfg->passwd, &cfg->group, err) < 0)
+		goto out;
+	/* Stored as JSON strings: a Latin-1 GECOS field must not lose the file. */
+	if (cfg->passwd)
+		ocijson_sanitize_utf8(cfg->passwd);
+	if (cfg->group)
+		ocijson_sanitize_utf8(cfg->group);
+	m = (struct image_meta){
+		.digest = (char *)s->digest,
+		.source = (char *)s->ref,
+		.created = cache_now(),
+		.config = *cfg,
+	};
+	ret = image_cache_store(c, &m, err);
+	free(m.created);
+out:
+	if (ret < 0)
+		image_cache_remove(c, s->digest);
+	flatten_free(f);
+	strv_free(diff_ids);
+	return ret;
+}
+
+/* Convert under the digest's lock, unless another process just did. */
+static int convert(struct image_cache *c, const struct convert *s, struct image *out,
+		   gantry_error_t *err)
+{
+	cleanup_free char *name = NULL;
+	struct image_config cfg = { 0 };
+	struct cache_lock l = { 0 };
+	int r;
+
+	xasprintf(&name, "sha256-%s", digest_hex(s->digest));
+	if (image_cache_lock(c, name, &l, err) < 0)
+		return -1;
+	r = from_cache(c, s->digest, s->ref, s->fingerprint, out, err);
+	if (r == 0)
+		r = build(c, s, &cfg, err) == 0 ? 2 : -1;
+	image_cache_unlock(&l);
+	if (r == 2) {
+		if (image_cache_ref_set(c, s->ref, s->digest, s->fingerprint, err) < 0) {
+			image_config_free(&cfg);
+			return -1;
+		}
+		fill(out, image_cache_path(c, s->digest, ".erofs"), s->digest, s->ref, &cfg, true);
+		return 0;
+	}
+	image_config_free(&cfg);
+	return r < 0 ? -1 : 0;
+}
+
+static int apply_layout(void *arg, struct flatten *f, char *const *diff_ids, size_t n,
+			gantry_error_t *err)
+{
+	return layout_apply(arg, f, diff_ids, n, err);
+}
+
+static int resolve_layout(struct image_cache *c, const char *ref, struct image *out,
+			  gantry_error_t *err)
+{
+	cleanup_free char *config = NULL;
+	struct layout l;
+	size_t len;
+	int r;
+
+	if (layout_open(ref, OCI_HOST_ARCH, &l, err) < 0)
+		return -1;
+	r = from_cache(c, l.manifest_digest, ref, NULL, out, err);
+	if (r == 0 && layout_read_config(&l, &config, &len, err) == 0) {
+		struct convert s = {
+			.ref = ref,
+			.digest = l.manifest_digest,
+			.config = config,
+			.config_len = len,
+			.apply = apply_layout,
+			.arg = &l,
+		};
+
+		r = convert(c, &s, out, err);
+	} else if (r == 0) {
+		r = -1;
+	}
+	layout_close(&l);
+	return r < 0 ? -1 : 0;
+}
+
+static int apply_dockersave(void *arg, struct flatten *f, char *const *diff_ids, size_t n,
+			    gantry_error_t *err)
+{
+	return dockersave_apply(arg, f, diff_ids, n, err);
+}
+
+static int resolve_dockersave(struct image_cache *c, const char *ref, const struct stat *st,
+			      struct image *out, gantry_error_t *err)
+{
+	cleanup_free char *fp = NULL, *digest = NULL, *seen = NULL;
+	struct dockersave d;
+	int r;
+
+	/* An unchanged tar is not read again. */
+	xasprintf(&fp, "%llu:%llu:%lld:%lld.%09ld", (unsigned long long)st->st_dev,
+		  (unsigned long long)st->st_ino, (long long)st->st_size,
+		  (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+	if (image_cache_ref_get(c, ref, &digest, &seen, err) == 1 && seen &&
+	    strcmp(seen, fp) == 0) {
+		r = from_cache(c, digest, ref, fp, out, err);
+		if (r != 0)
+			return r < 0 ? -1 : 0;
+	}
+	if (dockersave_open(ref, &d, err) < 0)
+		return -1;
+	r = from_cache(c, d.config_digest, ref, fp, out, err);
+	if (r == 0) {
+		struct convert s = {
+			.ref = ref,
+			.fingerprint = fp,
+			.digest = d.config_digest,
+			.config = d.config,
+			.config_len = d.config_len,
+			.need_diff_ids = true,
+			.apply = apply_dockersave,
+			.arg = &d,
+		};
+
+		r = convert(c, &s, out, err);
+	}
+	dockersave_close(&d);
+	return r < 0 ? -1 : 0;
+}
+
+static int prebuilt(const char *ref, struct image *out, gantry_error_t *err)
+{
+	cleanup_close int fd = open(ref, O_RDONLY | O_CLOEXEC);
+	uint8_t magic[4];
+
+	if (fd < 0)
+		return gantry_error_errno(err, "open `%s`", ref);
+	if (pread(fd, magic, sizeof(magic), EROFS_SUPER_OFFSET) != (ssize_t)sizeof(magic) ||
+	    (magic[0] | magic[1] << 8 | magic[2] << 16 | (uint32_t)magic[3] << 24) != EROFS_MAGIC)
+		return gantry_error(err, 0, "`%s` is not an EROFS image", ref);
+	*out = (struct image){ .path = xstrdup(ref), .source = xstrdup(ref) };
+	return 0;
+}
+
+static bool has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int resolve(const char *src, struct image *out, gantry_error_t *err)
+{
+	cleanup_free char *ref = NULL;
+	struct image_cache c;
+	struct stat st;
+	int r;
+
+	*out = (struct image){ 0 };
+	if (src == NULL || *src == '\0')
+		return gantry_error(err, 0, "no image given");
+	ref = realpath(src, NULL);
+	if (ref == NULL || stat(ref, &st) < 0) {
+		if (errno == ENOENT)
+			return gantry_error(err, 0,
+					    "image `%s`: no such file or directory (registry "
+					    "references are not supported yet)",
+					    src);
+		return gantry_error_errno(err, "image `%s`", src);
+	}
+	if (S_ISREG(st.st_mode) && has_suffix(ref, EROFS_SUFFIX))
+		return prebuilt(ref, out, err);
+	if (S_ISDIR(st.st_mode) && !layout_is(ref))
+		return gantry_error(err, 0, "image `%s`: a directory without an oci-layout file",
+				    src);
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return gantry_error(err, 0, "image `%s`: not a directory or a file", src);
+	if (image_cache_open(&c, err) < 0)
+		return -1;
+	if (S_ISDIR(st.st_mode))
+		r = resolve_layout(&c, ref, out, err);
+	else
+		r = resolve_dockersave(&c, ref, &st, out, err);
+	image_cache_close(&c);
+	return r;
+}
+
+int image_resolve(const char *src, struct image *out, gantry_error_t *err)
+{
+	if (resolve(src, out, err) < 0)
+		return ocijson_one_line(err); /* paths and names from the source */
+	return 0;
+}
