@@ -8,7 +8,7 @@ KERNEL_DIR  = $(BUILD)/kernel
 KVMHOST     = tests/harness/kvmhost
 PYTEST      = /usr/bin/python3 -m pytest -q -rs
 
-.PHONY: all deps build kernel demo check unit asan fuzz e2e bench clean
+.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench clean
 
 all: build
 
@@ -23,6 +23,13 @@ build: deps $(BUILD)/build.ninja
 
 kernel: deps
 	@bash kernel/build.sh $(KERNEL_DIR) >/dev/null
+
+# What `gantry exec` boots, beside the binary: build/assets/.
+assets: build kernel
+	@mkdir -p $(BUILD)/assets
+	@ln -f $(KERNEL_DIR)/vmlinux $(BUILD)/assets/vmlinux
+	@bash sysroot/build.sh $(BUILD)/src/guest/gantry-init $(BUILD)/assets/sysroot.erofs >/dev/null
+	@bash images/default/build.sh $(BUILD)/assets/default-image >/dev/null
 
 demo: build kernel
 	@sh scripts/demo.sh $(BUILD)

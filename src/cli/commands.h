@@ -3,5 +3,6 @@
 #define GANTRY_CLI_COMMANDS_H
 
 int cmd_run(int argc, char **argv);
+int cmd_exec(int argc, char **argv);
 
 #endif

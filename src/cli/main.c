@@ -10,6 +10,7 @@ static const struct command {
 	int (*fn)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
+	{ "exec", cmd_exec, "run a command in a fresh microVM on an image" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 };
 

@@ -53,7 +53,7 @@ static void run_usage(FILE *out, const struct flag *flags)
 
 int cmd_run(int argc, char **argv)
 {
-	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM };
+	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true };
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
 	bool help = false, dashdash;

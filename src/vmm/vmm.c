@@ -227,7 +227,7 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	serial_init(&v->serial, &v->vm, v->console_fd);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
 		goto out;
-	if (isatty(STDIN_FILENO) &&
+	if (cfg->console_input && isatty(STDIN_FILENO) &&
 	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
 		goto out;
 
@@ -295,7 +295,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	memset(&v, 0, sizeof(v));
 	vm_init(&v.vm, cfg->cpus);
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));
-	v.console_fd = STDOUT_FILENO;
+	v.console_fd = cfg->console_fd > 0 ? cfg->console_fd : STDOUT_FILENO;
 	if (vmm_validate(cfg, err) < 0)
 		return -1;
 	if (cfg->console) {

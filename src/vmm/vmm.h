@@ -26,6 +26,8 @@ struct vmm_config {
 	const char *initrd;
 	const char *append;
 	const char *console; /* file for the serial console; NULL = stdout */
+	int console_fd;	       /* > 0: write the console to this fd instead */
+	bool console_input;    /* feed a terminal on stdin to the console */
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
 	struct vmm_disk disks[VMM_MAX_DISKS];
 	unsigned int nr_disks;

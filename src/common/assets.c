@@ -1,0 +1,48 @@
+/* Locating the guest assets (see assets.h). */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/assets.h"
+#include "common/util.h"
+
+static int assets_dir(char **out, gantry_error_t *err)
+{
+	const char *env = getenv("GANTRY_ASSETS");
+	char self[PATH_MAX];
+	ssize_t n;
+
+	if (env && *env) {
+		*out = xstrdup(env);
+		return 0;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n < 0)
+		return gantry_error_errno(err, "cannot find the gantry binary");
+	self[n] = '\0';
+	xasprintf(out, "%s/assets", dirname(self));
+	return 0;
+}
+
+int assets_path(const char *name, char **out, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	struct stat st;
+
+	if (assets_dir(&dir, err) < 0)
+		return -1;
+	xasprintf(out, "%s/%s", dir, name);
+	if (stat(*out, &st) < 0) {
+		gantry_error_errno(err, "guest asset `%s` (build it with `make assets`, or set "
+					"GANTRY_ASSETS)",
+				   *out);
+		free(*out);
+		*out = NULL;
+		return -1;
+	}
+	return 0;
+}
