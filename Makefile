@@ -31,7 +31,7 @@ assets: build kernel
 	@bash sysroot/build.sh $(BUILD)/src/guest/gantry-init $(BUILD)/assets/sysroot.erofs >/dev/null
 	@bash images/default/build.sh $(BUILD)/assets/default-image >/dev/null
 
-demo: build kernel
+demo: assets
 	@sh scripts/demo.sh $(BUILD)
 
 unit: build
