@@ -51,7 +51,7 @@ fuzz: deps
 
 # End-to-end: CLI checks on this host, then everything that boots a guest in
 # one nested KVM host boot when this machine has no usable /dev/kvm.
-e2e: build kernel
+e2e: assets
 	$(PYTEST) tests/e2e/test_run_cli.py
 	$(KVMHOST) --results $(BUILD)/e2e-results -- $(PYTEST) tests/e2e
 
