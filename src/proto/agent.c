@@ -384,7 +384,7 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 	case PROTO_STDIN:
 	case PROTO_STDOUT:
 	case PROTO_STDERR:
-		if (m->u.data.len == 0)
+		if (m->u.data.len == 0 || m->u.data.len > PROTO_MAX_DATA)
 			return -1;
 		proto_put_bytes(&w, m->u.data.data, m->u.data.len);
 		break;
