@@ -52,7 +52,7 @@ inputs() {
 	for d in "${deps[@]}"; do
 		printf '%s %s\n' "$d" "$(sha256sum <"$d" | cut -d' ' -f1)"
 	done
-	mkfs.erofs --help 2>&1 | head -n 1
+	mkfs.erofs --help 2>&1 | sed -n 1p # sed reads it all: no SIGPIPE under pipefail
 }
 key=$(inputs | sha256sum | cut -d' ' -f1)
 if [ -f "$out" ] && [ -f "$out.inputs" ] && [ "$(cat "$out.inputs")" = "$key" ]; then
