@@ -36,7 +36,7 @@ struct agent {
 	struct proto_decoder *dec;
 	int cancel[2];
 	uint32_t next_id;
-	_Atomic uint32_t running; /* the session agent_run serves, or 0 */
+	_Atomic uint32_t running;  /* the session agent_run serves, or 0 */
 	pthread_mutex_t send_lock; /* control writes: agent_signal may come from any thread */
 	char *kernel;
 };
@@ -196,7 +196,8 @@ static int control_next(struct agent *a, struct proto_msg *m, uint64_t deadline,
 		if (n < 0)
 			return gantry_error_errno(err, "guest control connection");
 		if (n == 0)
-			return gantry_error(err, ECONNRESET, "the guest closed the control connection");
+			return gantry_error(err, ECONNRESET,
+					    "the guest closed the control connection");
 	}
 }
 
@@ -227,7 +228,8 @@ int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,
 	if (control_next(a, &m, deadline, err) < 0)
 		return gantry_error_prefix(err, "waiting for the guest's HELLO");
 	if (m.type != PROTO_HELLO) {
-		gantry_error(err, EPROTO, "the guest sent %s before HELLO", proto_type_name(m.type));
+		gantry_error(err, EPROTO, "the guest sent %s before HELLO",
+			     proto_type_name(m.type));
 		proto_msg_free(&m);
 		return -1;
 	}
@@ -694,17 +696,20 @@ static int relay(struct run *r, bool signals, gantry_error_t *err)
 		if (r->a->control >= 0)
 			fds[P_CONTROL] = (struct pollfd){ .fd = r->a->control, .events = POLLIN };
 		if (r->stream < 0 && !r->stream_closed)
-			fds[P_LISTEN] = (struct pollfd){ .fd = r->a->stdio_listen, .events = POLLIN };
+			fds[P_LISTEN] =
+				(struct pollfd){ .fd = r->a->stdio_listen, .events = POLLIN };
 		if (r->stream >= 0)
-			fds[P_STREAM] = (struct pollfd){ .fd = r->stream,
-							 .events = POLLIN | (r->olen ? POLLOUT : 0) };
+			fds[P_STREAM] =
+				(struct pollfd){ .fd = r->stream,
+						 .events = POLLIN | (r->olen ? POLLOUT : 0) };
 		if (r->stream_ok && !r->in_done && r->olen == 0 && !r->done)
 			fds[P_STDIN] = (struct pollfd){ .fd = p->in_fd, .events = POLLIN };
 		if (signals)
 			fds[P_SIGNAL] = (struct pollfd){ .fd = sig_pipe[0], .events = POLLIN };
 		if (r->done && !r->stream_ok)
-			timeout = (int)(AGENT_STREAM_GRACE_MS - MIN(now_ms() - r->done_at,
-								   (uint64_t)AGENT_STREAM_GRACE_MS));
+			timeout =
+				(int)(AGENT_STREAM_GRACE_MS -
+				      MIN(now_ms() - r->done_at, (uint64_t)AGENT_STREAM_GRACE_MS));
 		n = poll(fds, P_N, timeout);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -804,8 +809,8 @@ int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *
 		if (r < 0)
 			return -1;
 		if (r == 0)
-			return gantry_error(err, ETIMEDOUT, "the guest did not power off within %d ms",
-					    timeout_ms);
+			return gantry_error(err, ETIMEDOUT,
+					    "the guest did not power off within %d ms", timeout_ms);
 		n = read(a->control, buf, sizeof(buf));
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -27,8 +27,8 @@ struct guest_config {
 	const char *crun_root; /* crun --root; NULL: crun's default */
 	const char *hostname;
 	unsigned long nofile; /* the container's RLIMIT_NOFILE */
-	bool readonly; /* the container sees its root read-only */
-	bool pid1;     /* really PID 1: mount, reap for everyone, power off */
+	bool readonly;	      /* the container sees its root read-only */
+	bool pid1;	      /* really PID 1: mount, reap for everyone, power off */
 	bool debug;
 };
 

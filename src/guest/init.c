@@ -80,6 +80,15 @@ int guest_pathf(char *buf, size_t size, const char *fmt, ...)
 	return 0;
 }
 
+static uint64_t now_ms(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* With gantry.debug=1 (or --debug): what happened when, in uptime ms. */
 void guest_debug(const struct guest *g, const char *fmt, ...)
 {
 	char buf[1024];
@@ -90,7 +99,7 @@ void guest_debug(const struct guest *g, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	guest_log("%s", buf);
+	guest_log("[%llu] %s", (unsigned long long)now_ms(CLOCK_BOOTTIME), buf);
 }
 
 /* --- the host link --------------------------------------------------------------- */
@@ -102,8 +111,8 @@ static int dial_once(const struct guest_config *cfg, unsigned int port)
 	if (cfg->host_dir) {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
-		if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock",
-				     cfg->host_dir, port) >= sizeof(sa.sun_path)) {
+		if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock", cfg->host_dir,
+				     port) >= sizeof(sa.sun_path)) {
 			errno = ENAMETOOLONG;
 			return -1;
 		}
@@ -139,14 +148,6 @@ static int dial_once(const struct guest_config *cfg, unsigned int port)
 int guest_dial(const struct guest_config *cfg, unsigned int port)
 {
 	return dial_once(cfg, port);
-}
-
-static uint64_t now_ms(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* The control connection, retried briefly: the vsock transport or the
@@ -201,7 +202,8 @@ static void send_hello(struct guest *g)
 
 	m.u.hello.version = PROTO_VERSION;
 	m.u.hello.uptime_ms = now_ms(CLOCK_BOOTTIME);
-	m.u.hello.ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (uint32_t)CPU_COUNT(&cpus) : 0;
+	m.u.hello.ncpus =
+		sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (uint32_t)CPU_COUNT(&cpus) : 0;
 	m.u.hello.kernel = uname(&u) == 0 ? u.release : "";
 	guest_send(g, &m);
 }
@@ -240,8 +242,8 @@ static void reap(struct guest *g)
 
 /* --- boot and shutdown ----------------------------------------------------------------- */
 
-static void mount_fs(const char *source, const char *target, const char *type,
-		     unsigned long flags, const char *data)
+static void mount_fs(const char *source, const char *target, const char *type, unsigned long flags,
+		     const char *data)
 {
 	if (mkdir(target, 0755) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", target, strerror(errno));
@@ -346,7 +348,8 @@ static void handle_control(struct guest *g, struct proto_msg *m)
 		finish(g, (int)m->u.shutdown.status);
 		break;
 	default:
-		guest_send_error(g, 0, PROTO_ERR_RUNTIME, "unexpected %s frame on the control connection",
+		guest_send_error(g, 0, PROTO_ERR_RUNTIME,
+				 "unexpected %s frame on the control connection",
 				 proto_type_name(m->type));
 	}
 }
@@ -528,6 +531,6 @@ int main(int argc, char **argv)
 	snprintf(state, sizeof(state), "%s/bundles", cfg->state_dir);
 	if (mkdir(state, 0700) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", state, strerror(errno));
-	guest_debug(&g, "ready after %llu ms", (unsigned long long)now_ms(CLOCK_BOOTTIME));
+	guest_debug(&g, "ready");
 	serve(&g);
 }

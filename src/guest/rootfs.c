@@ -16,8 +16,8 @@
 
 #include "guest/guest.h"
 
-#define IMAGE_DEV   "/dev/vdb"
-#define RWLAYER_DEV "/dev/vdc"
+#define IMAGE_DEV    "/dev/vdb"
+#define RWLAYER_DEV  "/dev/vdc"
 #define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 static int fail(char **why, const char *what, const char *path)
@@ -77,8 +77,8 @@ int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why)
 		return fail(why, "mkdir", upper);
 	if (mkdir(work, 0700) < 0 && errno != EEXIST)
 		return fail(why, "mkdir", work);
-	guest_pathf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,index=off,xino=off", image,
-		 upper, work);
+	guest_pathf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,index=off,xino=off",
+		    image, upper, work);
 	if (mount("overlay", cfg->rootfs, "overlay", 0, opts) < 0)
 		return fail(why, "mount overlay on", cfg->rootfs);
 	return 0;

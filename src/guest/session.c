@@ -114,6 +114,16 @@ static void session_free(struct guest *g, struct session *s)
 
 /* --- starting --------------------------------------------------------------- */
 
+/* crun's environment (the container's comes from the spec). crun re-execs
+ * itself from a sealed copy unless it runs from a read-only filesystem and
+ * this variable says it may trust that: the system root is read-only EROFS,
+ * so the copy (a second dynamic load of crun, per exec) buys nothing. */
+static char *const crun_env[] = {
+	"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
+	"_LIBCONTAINER_CLONED_BINARY=1",
+	NULL,
+};
+
 /* The child between fork and exec: the parent's blocked SIGCHLD and ignored
  * SIGPIPE must not reach crun or the container. */
 static void child_exec(const char *path, char *const argv[], int in, int out, int err)
@@ -125,7 +135,7 @@ static void child_exec(const char *path, char *const argv[], int in, int out, in
 	signal(SIGPIPE, SIG_DFL);
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(125);
-	execv(path, argv);
+	execve(path, argv, crun_env);
 	_exit(127);
 }
 
@@ -268,6 +278,7 @@ void session_exec(struct guest *g, struct proto_exec *e)
 	size_t slot;
 	int code;
 
+	guest_debug(g, "session %u: exec %s", e->id, e->argv[0]);
 	if (session_find(g, e->id)) {
 		guest_send_error(g, e->id, PROTO_ERR_RUNTIME, "session %u already exists", e->id);
 		return;
@@ -418,7 +429,8 @@ static int receive_master(struct session *s)
 
 static void apply_winsize(struct session *s)
 {
-	struct winsize ws = { .ws_row = (unsigned short)s->rows, .ws_col = (unsigned short)s->cols };
+	struct winsize ws = { .ws_row = (unsigned short)s->rows,
+			      .ws_col = (unsigned short)s->cols };
 
 	if (s->master >= 0 && s->rows && s->cols)
 		ioctl(s->master, TIOCSWINSZ, &ws);
@@ -725,8 +737,7 @@ size_t session_pollfds(struct session *s, struct pollfd *fds, size_t room)
 		fds[i] = (struct pollfd){ .fd = -1 };
 	if (s->stream >= 0) {
 		fds[PFD_STREAM].fd = s->stream;
-		fds[PFD_STREAM].events = (s->in_len == 0 ? POLLIN : 0) |
-					 (s->out_len ? POLLOUT : 0);
+		fds[PFD_STREAM].events = (s->in_len == 0 ? POLLIN : 0) | (s->out_len ? POLLOUT : 0);
 	}
 	if (s->in_w >= 0 && s->in_len) {
 		fds[PFD_IN].fd = s->in_w;

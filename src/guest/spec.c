@@ -14,10 +14,10 @@
 /* Docker's default capability set: root in the container may own files,
  * bind low ports and change its ids, but not administer the VM. */
 static const char *const caps[] = {
-	"CAP_CHOWN",	    "CAP_DAC_OVERRIDE", "CAP_FSETID",     "CAP_FOWNER",
-	"CAP_MKNOD",	    "CAP_NET_RAW",	"CAP_SETGID",     "CAP_SETUID",
-	"CAP_SETFCAP",	    "CAP_SETPCAP",	"CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
-	"CAP_KILL",	    "CAP_AUDIT_WRITE",
+	"CAP_CHOWN",   "CAP_DAC_OVERRIDE", "CAP_FSETID",	   "CAP_FOWNER",
+	"CAP_MKNOD",   "CAP_NET_RAW",	   "CAP_SETGID",	   "CAP_SETUID",
+	"CAP_SETFCAP", "CAP_SETPCAP",	   "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT",
+	"CAP_KILL",    "CAP_AUDIT_WRITE",
 };
 
 struct spec_mount {
@@ -28,7 +28,8 @@ struct spec_mount {
 static const struct spec_mount mounts[] = {
 	{ "/proc", "proc", "proc", "nosuid,noexec,nodev" },
 	{ "/dev", "tmpfs", "tmpfs", "nosuid,strictatime,mode=755,size=65536k" },
-	{ "/dev/pts", "devpts", "devpts", "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5" },
+	{ "/dev/pts", "devpts", "devpts",
+	  "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620,gid=5" },
 	{ "/dev/shm", "tmpfs", "shm", "nosuid,noexec,nodev,mode=1777,size=65536k" },
 	{ "/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev" },
 	{ "/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro" },
@@ -37,7 +38,7 @@ static const struct spec_mount mounts[] = {
 };
 
 static const char *const masked[] = {
-	"/proc/acpi",	     "/proc/kcore",	 "/proc/keys",	  "/proc/latency_stats",
+	"/proc/acpi",	    "/proc/kcore",	 "/proc/keys",	  "/proc/latency_stats",
 	"/proc/timer_list", "/proc/sched_debug", "/sys/firmware", "/proc/scsi",
 };
 
@@ -137,7 +138,8 @@ static void write_process(FILE *f, const struct guest_config *cfg, const struct 
 	}
 	/* What docker adds when the image and the user did not say. */
 	if (!env_has(e, "PATH"))
-		fprintf(f, "%s\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"",
+		fprintf(f,
+			"%s\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"",
 			e->envc ? "," : "");
 	if (tty && !env_has(e, "TERM"))
 		fputs(",\"TERM=xterm\"", f);
@@ -190,7 +192,8 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 	json_str(f, cfg->hostname);
 	fputs(",\"mounts\":[", f);
 	for (size_t i = 0; i < sizeof(mounts) / sizeof(mounts[0]); i++) {
-		fprintf(f, "%s{\"destination\":\"%s\",\"type\":\"%s\",\"source\":\"%s\",\"options\":",
+		fprintf(f,
+			"%s{\"destination\":\"%s\",\"type\":\"%s\",\"source\":\"%s\",\"options\":",
 			i ? "," : "", mounts[i].dest, mounts[i].type, mounts[i].source);
 		json_csv(f, mounts[i].options);
 		fputc('}', f);

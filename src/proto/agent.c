@@ -401,7 +401,8 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 
 static int decode_exec(struct proto_reader *r, struct proto_exec *e)
 {
-	if (proto_get_u32(r, &e->id) < 0 || proto_get_strv(r, PROTO_MAX_STRV, &e->argv, &e->argc) < 0 ||
+	if (proto_get_u32(r, &e->id) < 0 ||
+	    proto_get_strv(r, PROTO_MAX_STRV, &e->argv, &e->argc) < 0 ||
 	    proto_get_strv(r, PROTO_MAX_STRV, &e->env, &e->envc) < 0 ||
 	    proto_get_str(r, PROTO_MAX_STRING, &e->cwd) < 0 || proto_get_u32(r, &e->uid) < 0 ||
 	    proto_get_u32(r, &e->gid) < 0 || proto_get_u32(r, &e->ngids) < 0)
@@ -449,7 +450,7 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		return decode_exec(r, &m->u.exec);
 	case PROTO_STARTED:
 		return proto_get_u32(r, &m->u.started.id) < 0 ? -1
-							       : proto_get_u32(r, &m->u.started.pid);
+							      : proto_get_u32(r, &m->u.started.pid);
 	case PROTO_EXIT:
 		if (proto_get_u32(r, &m->u.exit.id) < 0 || proto_get_u32(r, &v) < 0 ||
 		    proto_get_u32(r, &m->u.exit.code) < 0)
@@ -462,18 +463,21 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 			return reader_fail(r, "EXIT code out of range");
 		return 0;
 	case PROTO_ERROR:
-		if (proto_get_u32(r, &m->u.error.id) < 0 || proto_get_u32(r, &m->u.error.code) < 0 ||
+		if (proto_get_u32(r, &m->u.error.id) < 0 ||
+		    proto_get_u32(r, &m->u.error.code) < 0 ||
 		    proto_get_str(r, PROTO_MAX_STRING, &m->u.error.message) < 0)
 			return -1;
 		return 0;
 	case PROTO_SIGNAL:
-		if (proto_get_u32(r, &m->u.signal.id) < 0 || proto_get_u32(r, &m->u.signal.signo) < 0)
+		if (proto_get_u32(r, &m->u.signal.id) < 0 ||
+		    proto_get_u32(r, &m->u.signal.signo) < 0)
 			return -1;
 		if (m->u.signal.signo == 0 || m->u.signal.signo > PROTO_MAX_SIGNAL)
 			return reader_fail(r, "bad signal number");
 		return 0;
 	case PROTO_RESIZE:
-		if (proto_get_u32(r, &m->u.resize.id) < 0 || proto_get_u32(r, &m->u.resize.rows) < 0 ||
+		if (proto_get_u32(r, &m->u.resize.id) < 0 ||
+		    proto_get_u32(r, &m->u.resize.rows) < 0 ||
 		    proto_get_u32(r, &m->u.resize.cols) < 0)
 			return -1;
 		return 0;

@@ -54,14 +54,14 @@
 #define PROTO_CONTROL_PORT 1025
 #define PROTO_STDIO_PORT   1026
 
-#define PROTO_HDR_SIZE	   8
-#define PROTO_MAX_CONTROL  (64 * 1024) /* body of any frame */
-#define PROTO_MAX_DATA	   (32 * 1024) /* body of a STDIN/STDOUT/STDERR frame */
-#define PROTO_MAX_FRAME	   (PROTO_HDR_SIZE + PROTO_MAX_CONTROL)
-#define PROTO_MAX_STRING   (32 * 1024) /* one string */
-#define PROTO_MAX_STRV	   4096	       /* strings in one array */
-#define PROTO_MAX_GIDS	   256	       /* supplementary groups */
-#define PROTO_MAX_SIGNAL   64
+#define PROTO_HDR_SIZE	  8
+#define PROTO_MAX_CONTROL (64 * 1024) /* body of any frame */
+#define PROTO_MAX_DATA	  (32 * 1024) /* body of a STDIN/STDOUT/STDERR frame */
+#define PROTO_MAX_FRAME	  (PROTO_HDR_SIZE + PROTO_MAX_CONTROL)
+#define PROTO_MAX_STRING  (32 * 1024) /* one string */
+#define PROTO_MAX_STRV	  4096	      /* strings in one array */
+#define PROTO_MAX_GIDS	  256	      /* supplementary groups */
+#define PROTO_MAX_SIGNAL  64
 
 /* Exit codes for ERROR, as docker and shells use them. */
 #define PROTO_ERR_RUNTIME   125
@@ -235,7 +235,8 @@ size_t proto_decoder_push(struct proto_decoder *d, const void *data, size_t len)
 /* One read() from fd into the free space: >0 bytes, 0 EOF, -1 errno. */
 ssize_t proto_decoder_fill(struct proto_decoder *d, int fd);
 /* 1: *m holds the next frame (its data stays valid until bytes are next
- * added: space, push or fill); 0: more bytes needed; -1: malformed, *why says how (the stream is then useless). */
+ * added: space, push or fill); 0: more bytes needed; -1: malformed, *why says how (the stream is
+ * then useless). */
 int proto_decoder_next(struct proto_decoder *d, struct proto_msg *m, const char **why);
 /* Bytes buffered but not yet a whole frame. */
 size_t proto_decoder_pending(const struct proto_decoder *d);

@@ -244,7 +244,9 @@ int main(int argc, char **argv)
 	}
 	if (agent_wait_hello(agent, hello_timeout, &hello, &err) < 0)
 		goto fail;
-	fprintf(stderr, "agentrun: HELLO after %.0f ms: protocol %u, guest uptime %llu ms, %u cpus, kernel %s\n",
+	fprintf(stderr,
+		"agentrun: HELLO after %.0f ms: protocol %u, guest uptime %llu ms, %u cpus, kernel "
+		"%s\n",
 		now_ms() - t0, hello.version, (unsigned long long)hello.uptime_ms, hello.ncpus,
 		hello.kernel);
 	if (killer.signo) {
@@ -264,7 +266,11 @@ int main(int argc, char **argv)
 		gantry_error_print(&err);
 	goto wait_guest;
 fail:
-	gantry_error_print(&err);
+	/* When the VM failed, its error is the story; ours is "cancelled". */
+	if (vm_started && err && err->status == ECANCELED)
+		gantry_error_free(&err);
+	else
+		gantry_error_print(&err);
 	status = FAIL_STATUS;
 	if (agent)
 		agent_cancel(agent);
@@ -292,7 +298,8 @@ wait_guest:
 	 * and gantry-init falls back to a reset (status 0): a warning here; the
 	 * tests check the status where the kernel has it. */
 	if (status != FAIL_STATUS && guest_status != (status & 0xff))
-		fprintf(stderr, "agentrun: warning: the guest's status %d is not the session's %d\n",
+		fprintf(stderr,
+			"agentrun: warning: the guest's status %d is not the session's %d\n",
 			guest_status, status & 0xff);
 	agent_free(agent);
 	return status;
