@@ -5,6 +5,7 @@ import hashlib
 import os
 import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -70,11 +71,15 @@ def test_sigterm_reaches_the_process(gantry, gexec, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
+    # A guest that never says "ready" must fail the test, not hang it.
+    watchdog = threading.Timer(boot_timeout(), p.kill)
+    watchdog.start()
     try:
         assert p.stdout.readline() == b"ready\n"
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=boot_timeout())
     finally:
+        watchdog.cancel()
         p.kill()
     assert p.returncode == 7, err
     assert out == b"got-term\n"
