@@ -111,7 +111,7 @@ int vm_create(struct vm *vm, gantry_error_t *err)
 		return gantry_error_errno(err, "cannot open %s (is your user in group kvm?)",
 					  kvm_device());
 	}
-	if (kvm_is_pvm() && getenv("GANTRY_KVM_DEVICE") == NULL)
+	if (kvm_is_pvm() && strcmp(kvm_device(), "/dev/kvm") == 0)
 		return gantry_error(
 			err, 0,
 			"%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
