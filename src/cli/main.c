@@ -17,7 +17,7 @@ static const struct command {
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: gantry COMMAND [FLAGS] [ARGS]\n\n"
-		     "Gantry runs Linux microVMs on KVM.\n\nCommands:\n");
+		     "Gantry runs OCI images in Linux microVMs on KVM.\n\nCommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun `gantry COMMAND -help` for a command's flags.\n");
