@@ -53,7 +53,7 @@ fuzz: deps
 # one nested KVM host boot when this machine has no usable /dev/kvm.
 e2e: assets
 	$(PYTEST) tests/e2e/test_run_cli.py
-	$(KVMHOST) --results $(BUILD)/e2e-results -- $(PYTEST) tests/e2e
+	$(KVMHOST) --results $(BUILD)/e2e-results --timeout 1800 --retry-frozen 1 -- $(PYTEST) tests/e2e
 
 check: unit asan fuzz e2e
 	@echo "gantry: all checks passed"

@@ -1,6 +1,6 @@
-/* How the guest ends its VM (see src/proto/exit_port.h): sync, report the
- * exit status on Gantry's exit port, and fall back to a reset, which also
- * ends the VM, if the port cannot be reached. */
+/* How the guest ends its VM (see src/proto/exit_port.h): drain the console,
+ * sync, leave the exit status in Gantry's status register and reset. Under
+ * another VMM the status is lost and the reset still ends the VM. */
 #ifndef GANTRY_GUEST_POWEROFF_H
 #define GANTRY_GUEST_POWEROFF_H
 

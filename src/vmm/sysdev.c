@@ -1,4 +1,4 @@
-/* Reset and exit ports (see sysdev.h). */
+/* Reset and exit ports, status register (see sysdev.h). */
 #include <string.h>
 
 #include "vmm/sysdev.h"
@@ -43,6 +43,24 @@ static void exit_port_access(void *opaque, uint64_t off, uint8_t *data, uint32_t
 	vm_request_end(vm, VM_END_EXIT, data[0], "guest exited with status %u", data[0]);
 }
 
+static void status_mmio_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len,
+			       bool is_write)
+{
+	struct vm *vm = opaque;
+
+	if (off != 0) {
+		if (!is_write)
+			memset(data, 0, len);
+		return;
+	}
+	if (is_write)
+		atomic_store(&vm->guest_status, data[0]);
+	else {
+		memset(data, 0, len);
+		data[0] = (uint8_t)atomic_load(&vm->guest_status);
+	}
+}
+
 static void io_delay_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool is_write)
 {
 	(void)opaque;
@@ -59,6 +77,9 @@ int sysdev_attach(struct vm *vm, gantry_error_t *err)
 			 err) < 0)
 		return -1;
 	if (bus_register(&vm->pio, IO_DELAY_PORT, 1, io_delay_access, vm, "io-delay", err) < 0)
+		return -1;
+	if (bus_register(&vm->mmio, GANTRY_STATUS_MMIO, GANTRY_STATUS_MMIO_SIZE, status_mmio_access, vm,
+			 "status", err) < 0)
 		return -1;
 	return bus_register(&vm->pio, GANTRY_EXIT_PORT, 4, exit_port_access, vm, "exit-port", err);
 }

@@ -1,6 +1,7 @@
 /* The few legacy ports through which a guest ends the VM: the i8042 reset
  * line (0xfe to port 0x64), the PCI reset control register (0xcf9), and
- * Gantry's exit port, where gantry-init reports its exit status. */
+ * Gantry's exit port; and Gantry's status register, where our inits leave
+ * their exit status before they reset (see proto/exit_port.h). */
 #ifndef GANTRY_VMM_SYSDEV_H
 #define GANTRY_VMM_SYSDEV_H
 

@@ -21,7 +21,7 @@
 /* How the guest ended the VM. */
 enum vm_end {
 	VM_END_NONE = 0,
-	VM_END_EXIT,	 /* gantry-init wrote its status to the exit port */
+	VM_END_EXIT,	 /* the guest wrote its status to the exit port */
 	VM_END_RESET,	 /* reset request: i8042 0xfe, 0xcf9, triple fault */
 	VM_END_SHUTDOWN, /* KVM system event shutdown */
 	VM_END_FAILURE,	 /* the VMM could not go on (KVM error, bad state) */
@@ -52,6 +52,8 @@ struct vm {
 	atomic_int ending;
 	enum vm_end end;
 	int exit_status;
+	/* Last byte written to the status register (0 when none). */
+	atomic_int guest_status;
 	char end_reason[160];
 	int end_fd; /* eventfd the main thread waits on */
 

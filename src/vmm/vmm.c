@@ -329,7 +329,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 		break;
 	case VM_END_RESET:
 	case VM_END_SHUTDOWN:
-		*status = 0;
+		*status = atomic_load(&v.vm.guest_status);
 		r = 0;
 		break;
 	default:
