@@ -11,7 +11,8 @@ linux-source bc flex bison libelf-dev libssl-dev xz-utils
 qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
 erofs-utils e2fsprogs crun
 libarchive-dev libjansson-dev zstd
-umoci
+umoci tmux debootstrap
+docker-registry skopeo apache2-utils libcurl4-openssl-dev
 "
 
 missing=""
