@@ -572,9 +572,9 @@ static int status_error(struct registry *r, struct registry_resp *s, const char 
 			     r->creds.source, says);
 	else if (s->status == 401)
 		gantry_error(err, 0,
-			     "%s: authentication required (HTTP 401%s): run `gantry image "
-			     "login %s`",
-			     r->name, says, r->name);
+			     "%s: authentication required (HTTP 401): run `gantry image login "
+			     "%s`",
+			     r->name, r->name);
 	else if (s->status == 403)
 		gantry_error(err, 0, "%s: access denied (HTTP 403%s)", what, says);
 	else
