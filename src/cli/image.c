@@ -90,8 +90,9 @@ static int image_pull(int argc, char **argv)
 	bool help = false;
 	int npos, r;
 	const struct flag flags[] = {
-		{ "platform", FLAG_STRING, &o.platform, NULL, "OS/ARCH[/VARIANT]",
-		  "platform of a multi-platform image (default: this host's)", 0 },
+		{ "platform", FLAG_STRING, &o.platform, NULL, "P",
+		  "linux/ARCH[/VARIANT] to take from a multi-platform image\n"
+		  "                         (default: this host's)", 0 },
 		{ "insecure", FLAG_BOOL, &o.insecure, NULL, NULL,
 		  "plain HTTP to this registry (loopback registries always use it)", 0 },
 		HELP_FLAG(&help),
