@@ -22,8 +22,10 @@ int platform_parse(const char *s, struct platform *p, gantry_error_t *err)
 		s = "linux/" OCI_HOST_ARCH;
 	n = sscanf(s, "%63[a-z0-9_]/%63[a-z0-9_]/%63[a-z0-9_]", os, p->arch, p->variant);
 	snprintf(back, sizeof(back), "%s/%s%s%s", os, p->arch, n == 3 ? "/" : "", p->variant);
-	if (strlen(s) >= PLATFORM_MAX || n < 2 || strcmp(back, s) != 0)
-		return gantry_error(err, 0, "platform `%.64s`: want linux/ARCH[/VARIANT]", s);
+	if (strlen(s) >= PLATFORM_MAX || n < 2 || strcmp(back, s) != 0) {
+		gantry_error(err, 0, "platform `%.64s`: want linux/ARCH[/VARIANT]", s);
+		return ocijson_one_line(err); /* the user's text */
+	}
 	if (strcmp(os, "linux") != 0)
 		return gantry_error(err, 0, "platform `%s`: Gantry runs linux images only", s);
 	snprintf(p->str, sizeof(p->str), "%s", s);
