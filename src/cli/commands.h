@@ -4,5 +4,6 @@
 
 int cmd_run(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
+int cmd_image(int argc, char **argv);
 
 #endif

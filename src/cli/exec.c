@@ -111,10 +111,11 @@ static void exec_usage(FILE *out, const struct flag *flags)
 	fprintf(out, "Usage: gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD ARG...]\n\n"
 		     "Boot a fresh microVM on an image, run CMD in it (else the image's Entrypoint\n"
 		     "and Cmd, else /bin/sh) with the terminal relayed, and return its exit status.\n"
-		     "SRC is an OCI image layout directory, a docker-save tar or a .erofs image;\n"
-		     "without -image, Gantry's built-in busybox image. Exit status: the process's\n"
-		     "own, 128+N for signal N, 127 when the command is not in the image, 125 when\n"
-		     "the VM itself failed.\n\nFlags:\n");
+		     "SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
+		     "a registry reference (pulled on first use, then taken from the cache; see\n"
+		     "gantry image -help); without -image, Gantry's built-in busybox image.\n"
+		     "Exit status: the process's own, 128+N for signal N, 127 when the command\n"
+		     "is not in the image, 125 when the VM itself failed.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -135,7 +136,8 @@ int cmd_exec(int argc, char **argv)
 	bool help = false, show_console = false, dashdash, vm_started = false;
 	int rest, status = EXEC_VM_FAILED;
 	const struct flag flags[] = {
-		{ "image", FLAG_STRING, &image_src, NULL, "SRC", "image (default: built-in busybox)", 0 },
+		{ "image", FLAG_STRING, &image_src, NULL, "SRC",
+		  "image: path or registry reference (default: built-in busybox)", 0 },
 		{ "cpus", FLAG_UINT, &cpus, NULL, "N", "vCPUs (default 1)", 1024 },
 		{ "mem", FLAG_UINT, &vm.cfg.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },

@@ -11,6 +11,7 @@ static const struct command {
 	const char *summary;
 } commands[] = {
 	{ "exec", cmd_exec, "run a command in a fresh microVM on an image" },
+	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 };
 

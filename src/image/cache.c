@@ -3,8 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
@@ -12,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/util.h"
 #include "image/cache.h"
 #include "image/digest.h"
@@ -23,55 +22,23 @@
 /* Our own JSON files are small; a bigger one is not ours. */
 #define CACHE_JSON_MAX (16u << 20)
 
-static int mkdir_p(char *path, gantry_error_t *err)
-{
-	struct stat st;
-
-	if (stat(path, &st) == 0) {
-		if (!S_ISDIR(st.st_mode))
-			return gantry_error(err, ENOTDIR, "image cache `%s`", path);
-		return 0;
-	}
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-			gantry_error_errno(err, "create `%s`", path);
-			*p = '/';
-			return -1;
-		}
-		*p = '/';
-	}
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return gantry_error_errno(err, "create `%s`", path);
-	return 0;
-}
-
 int image_cache_open(struct image_cache *c, gantry_error_t *err)
 {
-	const char *images = getenv("GANTRY_IMAGES"), *home = getenv("GANTRY_HOME");
-	char *dir;
+	const char *images = getenv("GANTRY_IMAGES");
+	char *dir, *home;
 
 	*c = (struct image_cache){ 0 };
 	if (images && *images) {
 		dir = xstrdup(images);
-	} else if (home && *home) {
-		xasprintf(&dir, "%s/images", home);
 	} else {
-		const char *h = getenv("HOME");
-		struct passwd *pw;
-
-		if ((h == NULL || *h == '\0') && (pw = getpwuid(getuid())) != NULL)
-			h = pw->pw_dir;
-		if (h == NULL || *h == '\0')
-			return gantry_error(err, 0,
-					    "image cache: set HOME, GANTRY_HOME or GANTRY_IMAGES");
-		xasprintf(&dir, "%s/.gantry/images", h);
+		if (gantry_home(&home, err) < 0)
+			return gantry_error_prefix(err, "image cache");
+		xasprintf(&dir, "%s/images", home);
+		free(home);
 	}
 	if (mkdir_p(dir, err) < 0) {
 		free(dir);
-		return -1;
+		return gantry_error_prefix(err, "image cache");
 	}
 	c->dir = dir;
 	return 0;
@@ -91,10 +58,8 @@ char *image_cache_path(const struct image_cache *c, const char *digest, const ch
 	return p;
 }
 
-/* A lock file exists only while held: the holder unlinks it before it lets
- * go, so a waiter that wakes up on an unlinked file tries again. */
-int image_cache_lock(const struct image_cache *c, const char *name, struct cache_lock *l,
-		     gantry_error_t *err)
+static int lock_take(const struct image_cache *c, const char *name, struct cache_lock *l,
+		     bool wait, gantry_error_t *err)
 {
 	char *path;
 
@@ -108,7 +73,12 @@ int image_cache_lock(const struct image_cache *c, const char *name, struct cache
 			free(path);
 			return -1;
 		}
-		while (flock(fd, LOCK_EX) < 0) {
+		while (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0) {
+			if (errno == EWOULDBLOCK && !wait) {
+				close(fd);
+				free(path);
+				return 1;
+			}
 			if (errno != EINTR) {
 				gantry_error_errno(err, "lock `%s`", path);
 				close(fd);
@@ -124,6 +94,20 @@ int image_cache_lock(const struct image_cache *c, const char *name, struct cache
 		}
 		close(fd);
 	}
+}
+
+/* A lock file exists only while held: the holder unlinks it before it lets
+ * go, so a waiter that wakes up on an unlinked file tries again. */
+int image_cache_lock(const struct image_cache *c, const char *name, struct cache_lock *l,
+		     gantry_error_t *err)
+{
+	return lock_take(c, name, l, true, err);
+}
+
+int image_cache_trylock(const struct image_cache *c, const char *name, struct cache_lock *l,
+			gantry_error_t *err)
+{
+	return lock_take(c, name, l, false, err);
 }
 
 void image_cache_unlock(struct cache_lock *l)
@@ -150,27 +134,7 @@ char *cache_now(void)
 
 int cache_write_atomic(const char *path, const char *data, size_t len, gantry_error_t *err)
 {
-	cleanup_free char *tmp = NULL, *copy = xstrdup(path);
-	cleanup_close int fd = -1, dfd = -1;
-
-	xasprintf(&tmp, "%s.tmp-XXXXXX", path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return gantry_error_errno(err, "create `%s`", tmp);
-	if (write_full(fd, data, len) < 0 || fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-		gantry_error_errno(err, "write `%s`", tmp);
-		unlink(tmp);
-		return -1;
-	}
-	if (rename(tmp, path) < 0) {
-		gantry_error_errno(err, "rename `%s` to `%s`", tmp, path);
-		unlink(tmp);
-		return -1;
-	}
-	dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0 || fsync(dfd) < 0)
-		return gantry_error_errno(err, "sync directory of `%s`", path);
-	return 0;
+	return write_file_atomic(path, data, len, 0644, err);
 }
 
 static int write_json(const char *path, json_t *j, gantry_error_t *err)
@@ -188,31 +152,17 @@ static int write_json(const char *path, json_t *j, gantry_error_t *err)
 /* NULL with *missing when the file is not there. */
 static json_t *read_json(const char *path, bool *missing, gantry_error_t *err)
 {
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
 	cleanup_free char *buf = NULL;
-	struct stat st;
-	json_t *j;
+	size_t len;
 
 	*missing = false;
-	if (fd < 0) {
-		if (errno == ENOENT) {
-			*missing = true;
-			return NULL;
-		}
-		gantry_error_errno(err, "open `%s`", path);
+	if (read_file_max(path, CACHE_JSON_MAX, &buf, &len, err) < 0)
+		return NULL;
+	if (buf == NULL) {
+		*missing = true;
 		return NULL;
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > CACHE_JSON_MAX) {
-		gantry_error(err, 0, "`%s` is not a cache file", path);
-		return NULL;
-	}
-	buf = xmalloc((size_t)st.st_size + 1);
-	if (read_full(fd, buf, (size_t)st.st_size) < 0) {
-		gantry_error_errno(err, "read `%s`", path);
-		return NULL;
-	}
-	j = ocijson_load(buf, (size_t)st.st_size, path, err);
-	return j;
+	return ocijson_load(buf, len, path, err);
 }
 
 void image_meta_free(struct image_meta *m)
@@ -376,6 +326,45 @@ int image_cache_ref_set(const struct image_cache *c, const char *ref, const char
 	json_object_set_new(json_object_get(j, "refs"), ref, e);
 	xasprintf(&path, "%s/%s", c->dir, INDEX_FILE);
 	ret = write_json(path, j, err);
+	json_decref(j);
+	image_cache_unlock(&l);
+	return ret;
+}
+
+json_t *image_cache_refs(const struct image_cache *c)
+{
+	json_t *j = index_load(c), *refs = json_incref(json_object_get(j, "refs"));
+
+	json_decref(j);
+	return refs;
+}
+
+int image_cache_refs_drop(const struct image_cache *c, const char *ref, const char *digest,
+			  size_t *dropped, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	struct cache_lock l = { 0 };
+	const char *key;
+	json_t *j, *refs, *e, *tmp;
+	int ret = 0;
+
+	*dropped = 0;
+	if (image_cache_lock(c, "index", &l, err) < 0)
+		return -1;
+	j = index_load(c);
+	refs = json_object_get(j, "refs");
+	json_object_foreach_safe(refs, tmp, key, e)
+	{
+		const char *d = json_string_value(json_object_get(e, "digest"));
+
+		if ((ref && strcmp(key, ref) == 0) || (digest && d && strcmp(d, digest) == 0)) {
+			json_object_del(refs, key);
+			(*dropped)++;
+		}
+	}
+	xasprintf(&path, "%s/%s", c->dir, INDEX_FILE);
+	if (*dropped)
+		ret = write_json(path, j, err);
 	json_decref(j);
 	image_cache_unlock(&l);
 	return ret;

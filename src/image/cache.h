@@ -4,7 +4,9 @@
  *
  *   sha256-<hex>.erofs   the flattened image, keyed by its manifest digest
  *   sha256-<hex>.json    our metadata: digest, source, created, config
- *   index.json           source reference -> digest (and a fingerprint)
+ *   index.json           source reference -> digest, and a fingerprint: the
+ *                        file version of a tar, the platform of a registry
+ *                        reference
  *
  * Every file is written to a temporary name, fsynced and renamed, so a
  * reader sees all of an entry or none of it; the .json goes last and marks
@@ -15,6 +17,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include <jansson.h>
 
 #include "common/error.h"
 #include "image/config.h"
@@ -36,6 +40,9 @@ struct cache_lock {
 /* Exclusive lock named name ("sha256-<hex>", "index"), waiting for it. */
 int image_cache_lock(const struct image_cache *c, const char *name, struct cache_lock *l,
 		     gantry_error_t *err);
+/* The same without waiting: 1 when another process holds it. */
+int image_cache_trylock(const struct image_cache *c, const char *name, struct cache_lock *l,
+			gantry_error_t *err);
 void image_cache_unlock(struct cache_lock *l);
 
 struct image_meta {
@@ -66,6 +73,14 @@ int image_cache_ref_get(const struct image_cache *c, const char *ref, char **dig
  * version so an unchanged tar need not be read again. */
 int image_cache_ref_set(const struct image_cache *c, const char *ref, const char *digest,
 			const char *fingerprint, gantry_error_t *err);
+
+/* index.json's "refs" object: ref -> {"digest", "fingerprint", "updated"};
+ * the caller owns the reference. */
+json_t *image_cache_refs(const struct image_cache *c);
+/* Drop the entry ref (may be NULL) and every entry pointing at digest (may
+ * be NULL); *dropped counts them. */
+int image_cache_refs_drop(const struct image_cache *c, const char *ref, const char *digest,
+			  size_t *dropped, gantry_error_t *err);
 
 /* Write path atomically: temp file, fsync, rename, fsync the directory. */
 int cache_write_atomic(const char *path, const char *data, size_t len, gantry_error_t *err);

@@ -164,6 +164,17 @@ static bool is_image_entry(const struct oci_descriptor *d)
 int oci_index_select(const struct oci_index *ix, const char *arch,
 		     const struct oci_descriptor **out, gantry_error_t *err)
 {
+	return oci_index_select_variant(ix, arch, NULL, out, err);
+}
+
+static bool variant_fits(const struct oci_descriptor *d, const char *variant)
+{
+	return variant == NULL || (d->variant && strcmp(d->variant, variant) == 0);
+}
+
+int oci_index_select_variant(const struct oci_index *ix, const char *arch, const char *variant,
+			     const struct oci_descriptor **out, gantry_error_t *err)
+{
 	const struct oci_descriptor *only = NULL;
 	size_t images = 0, off = 0;
 	char list[512] = "";
@@ -176,7 +187,7 @@ int oci_index_select(const struct oci_index *ix, const char *arch,
 		images++;
 		only = d;
 		if (d->os && strcmp(d->os, "linux") == 0 && d->architecture &&
-		    strcmp(d->architecture, arch) == 0) {
+		    strcmp(d->architecture, arch) == 0 && variant_fits(d, variant)) {
 			*out = d;
 			return 0;
 		}
@@ -185,7 +196,8 @@ int oci_index_select(const struct oci_index *ix, const char *arch,
 		/* An entry without a platform is whatever the layout holds. */
 		if (only->os == NULL ||
 		    (strcmp(only->os, "linux") == 0 &&
-		     (only->architecture == NULL || strcmp(only->architecture, arch) == 0))) {
+		     (only->architecture == NULL ||
+		      (strcmp(only->architecture, arch) == 0 && variant_fits(only, variant))))) {
 			*out = only;
 			return 0;
 		}
@@ -205,7 +217,8 @@ int oci_index_select(const struct oci_index *ix, const char *arch,
 		off += (size_t)n;
 		shown++;
 	}
-	gantry_error(err, 0, "no image for linux/%s (the index has %s)", arch, list);
+	gantry_error(err, 0, "no image for linux/%s%s%s (the index has %s)", arch,
+		     variant ? "/" : "", variant ? variant : "", list);
 	return ocijson_one_line(err);
 }
 

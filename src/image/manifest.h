@@ -70,6 +70,9 @@ void oci_index_free(struct oci_index *ix);
  * the platforms there are when none fits. */
 int oci_index_select(const struct oci_index *ix, const char *arch,
 		     const struct oci_descriptor **out, gantry_error_t *err);
+/* The same, with the variant ("v8") required when not NULL. */
+int oci_index_select_variant(const struct oci_index *ix, const char *arch, const char *variant,
+			     const struct oci_descriptor **out, gantry_error_t *err);
 int oci_manifest_parse(const char *buf, size_t len, struct oci_manifest *out, gantry_error_t *err);
 void oci_manifest_free(struct oci_manifest *m);
 bool oci_media_is_index(const char *mt);

@@ -18,6 +18,8 @@
 #include "image/layout.h"
 #include "image/manifest.h"
 #include "image/ocijson.h"
+#include "image/pull.h"
+#include "image/reference.h"
 #include "image/source.h"
 
 #define EROFS_SUFFIX ".erofs"
@@ -241,6 +243,72 @@ static int prebuilt(const char *ref, struct image *out, gantry_error_t *err)
 	return 0;
 }
 
+static int apply_pull(void *arg, struct flatten *f, char *const *diff_ids, size_t n,
+		      gantry_error_t *err)
+{
+	return pull_apply(arg, f, diff_ids, n, err);
+}
+
+/* From the registry: fetch the manifest (a tag is resolved again), then
+ * the cache or a conversion that streams the layers. */
+static int pull_convert(struct image_cache *c, const struct image_ref *ref,
+			const struct image_resolve_opts *o, const char *platform,
+			struct image *out, gantry_error_t *err)
+{
+	const struct pull_opts po = { o->platform, o->insecure ? ref->registry : NULL,
+				      o->progress };
+	cleanup_free char *config = NULL;
+	struct pull p;
+	size_t len;
+	int r;
+
+	if (pull_open(ref, &po, &p, err) < 0)
+		return -1;
+	r = from_cache(c, p.manifest_digest, p.name, platform, out, err);
+	if (r == 0 && pull_read_config(&p, &config, &len, err) == 0) {
+		struct convert s = {
+			.ref = p.name,
+			.fingerprint = platform,
+			.digest = p.manifest_digest,
+			.config = config,
+			.config_len = len,
+			.apply = apply_pull,
+			.arg = &p,
+		};
+
+		r = convert(c, &s, out, err);
+	} else if (r == 0) {
+		r = -1;
+	}
+	pull_close(&p);
+	return r < 0 ? -1 : 0;
+}
+
+/* A registry reference: the cache's entry for it (index.json's fingerprint
+ * is the platform) unless a pull is asked for, else the registry. */
+static int resolve_registry(struct image_cache *c, const char *src,
+			    const struct image_resolve_opts *o, struct image *out,
+			    gantry_error_t *err)
+{
+	cleanup_free char *name = NULL, *digest = NULL, *fp = NULL;
+	struct platform plat;
+	struct image_ref ref;
+	int r = 0;
+
+	if (platform_parse(o->platform, &plat, err) < 0)
+		return -1;
+	if (image_ref_parse(src, &ref, err) < 0)
+		return gantry_error_prefix(err, "image `%s`", src);
+	name = image_ref_string(&ref);
+	if (!o->pull && image_cache_ref_get(c, name, &digest, &fp, err) == 1 && fp &&
+	    strcmp(fp, plat.str) == 0)
+		r = from_cache(c, digest, name, fp, out, err);
+	if (r == 0)
+		r = pull_convert(c, &ref, o, plat.str, out, err);
+	image_ref_free(&ref);
+	return r < 0 ? -1 : 0;
+}
+
 static bool has_suffix(const char *s, const char *suffix)
 {
 	size_t n = strlen(s), m = strlen(suffix);
@@ -248,7 +316,30 @@ static bool has_suffix(const char *s, const char *suffix)
 	return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-static int resolve(const char *src, struct image *out, gantry_error_t *err)
+/* What can only be a file name is never taken for a registry reference. */
+static bool looks_like_path(const char *s)
+{
+	return s[0] == '/' || s[0] == '.' || s[0] == '~' || has_suffix(s, ".tar") ||
+	       has_suffix(s, EROFS_SUFFIX);
+}
+
+static int resolve_path(struct image_cache *c, const char *src, const char *ref,
+			const struct stat *st, struct image *out, gantry_error_t *err)
+{
+	if (S_ISREG(st->st_mode) && has_suffix(ref, EROFS_SUFFIX))
+		return prebuilt(ref, out, err);
+	if (S_ISDIR(st->st_mode) && !layout_is(ref))
+		return gantry_error(err, 0, "image `%s`: a directory without an oci-layout file",
+				    src);
+	if (!S_ISDIR(st->st_mode) && !S_ISREG(st->st_mode))
+		return gantry_error(err, 0, "image `%s`: not a directory or a file", src);
+	if (S_ISDIR(st->st_mode))
+		return resolve_layout(c, ref, out, err);
+	return resolve_dockersave(c, ref, st, out, err);
+}
+
+static int resolve(const char *src, const struct image_resolve_opts *o, struct image *out,
+		   gantry_error_t *err)
 {
 	cleanup_free char *ref = NULL;
 	struct image_cache c;
@@ -260,33 +351,34 @@ static int resolve(const char *src, struct image *out, gantry_error_t *err)
 		return gantry_error(err, 0, "no image given");
 	ref = realpath(src, NULL);
 	if (ref == NULL || stat(ref, &st) < 0) {
-		if (errno == ENOENT)
-			return gantry_error(err, 0,
-					    "image `%s`: no such file or directory (registry "
-					    "references are not supported yet)",
-					    src);
-		return gantry_error_errno(err, "image `%s`", src);
+		if (errno != ENOENT)
+			return gantry_error_errno(err, "image `%s`", src);
+		if (looks_like_path(src))
+			return gantry_error(err, 0, "image `%s`: no such file or directory", src);
+		free(ref);
+		ref = NULL;
 	}
-	if (S_ISREG(st.st_mode) && has_suffix(ref, EROFS_SUFFIX))
-		return prebuilt(ref, out, err);
-	if (S_ISDIR(st.st_mode) && !layout_is(ref))
-		return gantry_error(err, 0, "image `%s`: a directory without an oci-layout file",
-				    src);
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-		return gantry_error(err, 0, "image `%s`: not a directory or a file", src);
 	if (image_cache_open(&c, err) < 0)
 		return -1;
-	if (S_ISDIR(st.st_mode))
-		r = resolve_layout(&c, ref, out, err);
+	if (ref)
+		r = resolve_path(&c, src, ref, &st, out, err);
 	else
-		r = resolve_dockersave(&c, ref, &st, out, err);
+		r = resolve_registry(&c, src, o, out, err);
 	image_cache_close(&c);
 	return r;
 }
 
-int image_resolve(const char *src, struct image *out, gantry_error_t *err)
+int image_resolve_with(const char *src, const struct image_resolve_opts *o, struct image *out,
+		       gantry_error_t *err)
 {
-	if (resolve(src, out, err) < 0)
+	if (resolve(src, o, out, err) < 0)
 		return ocijson_one_line(err); /* paths and names from the source */
 	return 0;
+}
+
+int image_resolve(const char *src, struct image *out, gantry_error_t *err)
+{
+	const struct image_resolve_opts o = { 0 };
+
+	return image_resolve_with(src, &o, out, err);
 }

@@ -1,7 +1,8 @@
 /* Image sources to a runnable image: `-image SRC` names an OCI image layout
- * directory, a docker-save tar or a prebuilt .erofs (registry references
- * come later). The first use converts the image into the cache (see
- * cache.h); later uses find it there by digest. */
+ * directory, a docker-save tar or a prebuilt .erofs, or, when no such path
+ * exists, a registry reference (reference.h). The first use converts the
+ * image into the cache (see cache.h); later uses find it there by digest,
+ * and a reference the cache's index.json lists is not resolved again. */
 #ifndef GANTRY_IMAGE_SOURCE_H
 #define GANTRY_IMAGE_SOURCE_H
 
@@ -24,9 +25,18 @@ struct image {
 	bool converted;
 };
 
+struct image_resolve_opts {
+	const char *platform; /* registry images: "linux/ARCH[/VARIANT]", NULL: the host's */
+	bool insecure;	      /* plain HTTP to this reference's registry */
+	bool pull;	      /* resolve a registry tag again even when cached */
+	bool progress;	      /* per-layer progress on a terminal */
+};
+
 /* Resolve src, converting on first use. Errors are one line that names
  * the source and, for a bad blob, the blob. */
 int image_resolve(const char *src, struct image *out, gantry_error_t *err);
+int image_resolve_with(const char *src, const struct image_resolve_opts *o, struct image *out,
+		       gantry_error_t *err);
 void image_free(struct image *img);
 
 #endif

@@ -64,6 +64,10 @@ static void fuzz_index(const char *buf, size_t len)
 		check(d >= ix.manifests && d < ix.manifests + ix.n && !d->attestation);
 	else
 		one_line(&err);
+	if (oci_index_select_variant(&ix, "arm64", "v8", &d, &err) == 0)
+		check(d >= ix.manifests && d < ix.manifests + ix.n && !d->attestation);
+	else
+		one_line(&err);
 	oci_index_free(&ix);
 }
 

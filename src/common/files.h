@@ -1,0 +1,24 @@
+/* Gantry's state directory and files written whole: $GANTRY_HOME, else
+ * ~/.gantry, and writes that a reader sees all of or none of. */
+#ifndef GANTRY_COMMON_FILES_H
+#define GANTRY_COMMON_FILES_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+/* $GANTRY_HOME, else $HOME/.gantry (the passwd entry's home without
+ * HOME); not created. *out is malloc()ed. */
+int gantry_home(char **out, gantry_error_t *err);
+/* mkdir -p with mode 0700 for every directory it creates. */
+int mkdir_p(const char *path, gantry_error_t *err);
+/* Write path atomically with mode: temp file beside it, fsync, rename,
+ * fsync the directory. No temporary file is left on failure. */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
+		      gantry_error_t *err);
+/* Read a whole regular file of at most max bytes, NUL-terminated; 0 with
+ * *out NULL when it does not exist. */
+int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err);
+
+#endif

@@ -1,0 +1,394 @@
+/* Registry credentials (see creds.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/util.h"
+#include "image/creds.h"
+#include "image/ocijson.h"
+#include "image/reference.h"
+
+#define HELPER_PREFIX "docker-credential-"
+
+extern char **environ;
+
+void creds_free(struct registry_creds *c)
+{
+	if (c->pass)
+		explicit_bzero(c->pass, strlen(c->pass));
+	free(c->user);
+	free(c->pass);
+	free(c->source);
+	*c = (struct registry_creds){ 0 };
+}
+
+char *creds_basic(const char *user, const char *pass)
+{
+	cleanup_free char *plain = NULL;
+	size_t n;
+	char *out;
+
+	n = (size_t)xasprintf(&plain, "%s:%s", user, pass);
+	out = xmalloc(4 * ((n + 2) / 3) + 1);
+	EVP_EncodeBlock((unsigned char *)out, (unsigned char *)plain, (int)n);
+	explicit_bzero(plain, n);
+	return out;
+}
+
+/* "user:pass" from base64; 0 on success. */
+static int basic_decode(const char *b64, struct registry_creds *c)
+{
+	size_t n = strlen(b64), pad = 0;
+	cleanup_free char *plain = NULL;
+	char *colon;
+	int len;
+
+	if (n == 0 || n % 4 != 0)
+		return -1;
+	plain = xmalloc(n / 4 * 3 + 1);
+	len = EVP_DecodeBlock((unsigned char *)plain, (const unsigned char *)b64, (int)n);
+	if (len < 0)
+		return -1;
+	pad = (b64[n - 1] == '=') + (b64[n - 2] == '=');
+	plain[len - (int)pad] = '\0';
+	colon = strchr(plain, ':');
+	if (colon == NULL || (size_t)(len - (int)pad) != strlen(plain))
+		return -1;
+	*colon = '\0';
+	c->user = xstrdup(plain);
+	c->pass = xstrdup(colon + 1);
+	explicit_bzero(plain, (size_t)len);
+	return 0;
+}
+
+static char *docker_config_path(void)
+{
+	const char *dir = getenv("DOCKER_CONFIG"), *home = getenv("HOME");
+	char *p;
+
+	if (dir && *dir)
+		xasprintf(&p, "%s/config.json", dir);
+	else if (home && *home)
+		xasprintf(&p, "%s/.docker/config.json", home);
+	else
+		return NULL;
+	return p;
+}
+
+int creds_file(char **path, gantry_error_t *err)
+{
+	cleanup_free char *home = NULL;
+
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	xasprintf(path, "%s/%s", home, CREDS_FILE);
+	return 0;
+}
+
+/* The JSON object in path, NULL when there is no file. */
+static int load_json(const char *path, json_t **out, gantry_error_t *err)
+{
+	cleanup_free char *buf = NULL;
+	size_t len;
+
+	*out = NULL;
+	if (path == NULL || read_file_max(path, CREDS_JSON_MAX, &buf, &len, err) < 0)
+		return path ? -1 : 0;
+	if (buf == NULL)
+		return 0;
+	*out = ocijson_load(buf, len, path, err);
+	if (*out == NULL)
+		return -1;
+	if (!json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return gantry_error(err, 0, "`%s` is not a JSON object", path);
+	}
+	return 0;
+}
+
+/* The member of obj whose key names registry. */
+static json_t *member_for(json_t *obj, const char *registry)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(obj, key, v)
+	{
+		cleanup_free char *norm = registry_normalize(key);
+
+		if (norm && strcmp(norm, registry) == 0)
+			return v;
+	}
+	return NULL;
+}
+
+/* Run a credential helper: `docker-credential-NAME get` with the server on
+ * stdin, JSON on stdout. 1 with c filled, 0 when it has nothing. */
+static int helper_get(const char *name, const char *registry, struct registry_creds *c)
+{
+	cleanup_free char *prog = NULL, *server = NULL, *out = NULL;
+	int in[2], op[2], status;
+	posix_spawn_file_actions_t fa;
+	char *argv[3];
+	size_t len = 0;
+	json_t *j;
+	pid_t pid;
+	ssize_t r;
+
+	xasprintf(&prog, HELPER_PREFIX "%s", name);
+	server = xstrdup(strcmp(registry, REF_DOCKER_HUB) == 0 ? CREDS_HUB_KEY : registry);
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return 0;
+	if (pipe2(op, O_CLOEXEC) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return 0;
+	}
+	/* Written before the helper runs: a short write to an empty pipe. */
+	r = write(in[1], server, strlen(server));
+	close(in[1]);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, op[1], 1);
+	argv[0] = prog;
+	argv[1] = "get";
+	argv[2] = NULL;
+	status = r < 0 ? -1 : posix_spawnp(&pid, prog, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(in[0]);
+	close(op[1]);
+	if (status != 0) {
+		close(op[0]);
+		return 0;
+	}
+	out = xmalloc(CREDS_JSON_MAX + 1);
+	while (len < CREDS_JSON_MAX && (r = read(op[0], out + len, CREDS_JSON_MAX - len)) != 0) {
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			break;
+		len += (size_t)r;
+	}
+	close(op[0]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return 0;
+	j = json_loadb(out, len, 0, NULL);
+	explicit_bzero(out, len);
+	if (json_is_string(json_object_get(j, "Username")) &&
+	    json_is_string(json_object_get(j, "Secret")) &&
+	    strcmp(json_string_value(json_object_get(j, "Username")), "<token>") != 0) {
+		c->user = xstrdup(json_string_value(json_object_get(j, "Username")));
+		c->pass = xstrdup(json_string_value(json_object_get(j, "Secret")));
+		xasprintf(&c->source, "credential helper %s", prog);
+	}
+	json_decref(j);
+	return c->user != NULL;
+}
+
+/* An auths entry: {"auth": base64} or {"username", "password"}. */
+static int auths_get(json_t *auths, const char *registry, const char *what, const char *path,
+		     struct registry_creds *c)
+{
+	json_t *e = member_for(auths, registry);
+	const char *auth = json_string_value(json_object_get(e, "auth"));
+	const char *u = json_string_value(json_object_get(e, "username"));
+	const char *p = json_string_value(json_object_get(e, "password"));
+
+	if (auth && *auth && basic_decode(auth, c) == 0) {
+		/* decoded */
+	} else if (u && p) {
+		c->user = xstrdup(u);
+		c->pass = xstrdup(p);
+	} else {
+		return 0;
+	}
+	xasprintf(&c->source, "%s `%s`", what, path);
+	return 1;
+}
+
+static int docker_lookup(const char *registry, struct registry_creds *c, gantry_error_t *err)
+{
+	cleanup_free char *path = docker_config_path();
+	json_t *cfg, *helper;
+	const char *store;
+	int r = 0;
+
+	if (load_json(path, &cfg, err) < 0)
+		return gantry_error_prefix(err, "Docker config");
+	if (cfg == NULL)
+		return 0;
+	helper = member_for(json_object_get(cfg, "credHelpers"), registry);
+	store = json_string_value(json_object_get(cfg, "credsStore"));
+	if (json_is_string(helper))
+		r = helper_get(json_string_value(helper), registry, c);
+	if (r == 0 && store && *store)
+		r = helper_get(store, registry, c);
+	if (r == 0)
+		r = auths_get(json_object_get(cfg, "auths"), registry, "Docker config", path, c);
+	json_decref(cfg);
+	return r;
+}
+
+/* Our file must be ours alone. */
+static int own_load(json_t **out, char **path, gantry_error_t *err)
+{
+	struct stat st;
+
+	if (creds_file(path, err) < 0)
+		return -1;
+	if (stat(*path, &st) == 0 && (st.st_mode & 077))
+		return gantry_error(err, 0, "`%s` is readable by other users: chmod 600 it",
+				    *path);
+	return load_json(*path, out, err);
+}
+
+int creds_lookup(const char *registry, struct registry_creds *out, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	json_t *own;
+	int r;
+
+	*out = (struct registry_creds){ 0 };
+	r = docker_lookup(registry, out, err);
+	if (r != 0)
+		return r;
+	if (own_load(&own, &path, err) < 0)
+		return -1;
+	r = own ? auths_get(json_object_get(own, "auths"), registry, "Gantry credentials",
+			    path, out)
+		: 0;
+	json_decref(own);
+	return r;
+}
+
+int creds_source(const char *registry, char **source, gantry_error_t *err)
+{
+	struct registry_creds c;
+	int r = creds_lookup(registry, &c, err);
+
+	*source = r == 1 ? steal_pointer(&c.source) : NULL;
+	creds_free(&c);
+	return r < 0 ? -1 : 0;
+}
+
+static void add_keys(json_t *obj, char ***v, size_t *n)
+{
+	const char *key;
+	json_t *val;
+
+	json_object_foreach(obj, key, val)
+	{
+		char *norm = registry_normalize(key);
+		bool seen = false;
+
+		for (size_t i = 0; norm && i < *n; i++)
+			seen = seen || strcmp((*v)[i], norm) == 0;
+		if (norm == NULL || seen) {
+			free(norm);
+			continue;
+		}
+		*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+		(*v)[(*n)++] = norm;
+		(*v)[*n] = NULL;
+	}
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int creds_registries(char ***out, size_t *n, gantry_error_t *err)
+{
+	cleanup_free char *dpath = docker_config_path(), *opath = NULL;
+	json_t *docker = NULL, *own = NULL;
+
+	*out = xzalloc(sizeof(**out));
+	*n = 0;
+	if (load_json(dpath, &docker, err) < 0 || own_load(&own, &opath, err) < 0) {
+		json_decref(docker);
+		strv_free(*out);
+		*out = NULL;
+		return -1;
+	}
+	add_keys(json_object_get(docker, "auths"), out, n);
+	add_keys(json_object_get(docker, "credHelpers"), out, n);
+	add_keys(json_object_get(own, "auths"), out, n);
+	qsort(*out, *n, sizeof(**out), cmp_str);
+	json_decref(docker);
+	json_decref(own);
+	return 0;
+}
+
+static int own_save(const char *path, json_t *j, gantry_error_t *err)
+{
+	cleanup_free char *dir = xstrdup(path);
+	char *s, *slash = strrchr(dir, '/');
+	int ret;
+
+	if (slash) {
+		*slash = '\0';
+		if (mkdir_p(dir, err) < 0)
+			return -1;
+	}
+	s = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (s == NULL)
+		return gantry_error(err, 0, "encode `%s`", path);
+	ret = write_file_atomic(path, s, strlen(s), 0600, err);
+	explicit_bzero(s, strlen(s));
+	free(s);
+	return ret;
+}
+
+int creds_store(const char *registry, const char *user, const char *pass, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL, *auth = creds_basic(user, pass);
+	json_t *j, *auths;
+	int ret;
+
+	if (own_load(&j, &path, err) < 0)
+		return -1;
+	if (j == NULL)
+		j = json_object();
+	auths = json_object_get(j, "auths");
+	if (!json_is_object(auths)) {
+		auths = json_object();
+		json_object_set_new(j, "auths", auths);
+	}
+	json_object_set_new(auths, registry, json_pack("{s:s}", "auth", auth));
+	ret = own_save(path, j, err);
+	json_decref(j);
+	explicit_bzero(auth, strlen(auth));
+	return ret;
+}
+
+int creds_erase(const char *registry, bool *removed, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	json_t *j, *auths;
+	int ret = 0;
+
+	*removed = false;
+	if (own_load(&j, &path, err) < 0)
+		return -1;
+	auths = json_object_get(j, "auths");
+	if (json_is_object(auths) && json_object_get(auths, registry)) {
+		json_object_del(auths, registry);
+		*removed = true;
+		ret = own_save(path, j, err);
+	}
+	json_decref(j);
+	return ret;
+}

@@ -1,0 +1,660 @@
+/* Distribution API v2 over libcurl (see registry.h). One easy handle per
+ * registry on a multi handle: the multi interface lets registry_pull run
+ * the transfer only as far as the reader needs. */
+#include <ctype.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/util.h"
+#include "image/ocijson.h"
+#include "image/reference.h"
+#include "image/registry.h"
+
+#define USER_AGENT "gantry/0.1"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int registry_open(const char *registry, const char *repository, const char *insecure,
+		  struct registry *r, gantry_error_t *err)
+{
+	const char *host = registry_api_host(registry);
+
+	pthread_once(&curl_once, curl_init_once);
+	*r = (struct registry){ .insecure = insecure };
+	r->name = xstrdup(registry);
+	r->repository = xstrdup(repository);
+	xasprintf(&r->base, "%s://%s", registry_plain_http(host, insecure) ? "http" : "https",
+		  host);
+	r->multi = curl_multi_init();
+	r->easy = curl_easy_init();
+	if (r->multi == NULL || r->easy == NULL) {
+		registry_close(r);
+		return gantry_error(err, 0, "registry %s: cannot set up libcurl", registry);
+	}
+	return 0;
+}
+
+void registry_close(struct registry *r)
+{
+	if (r->easy)
+		curl_easy_cleanup(r->easy);
+	if (r->multi)
+		curl_multi_cleanup(r->multi);
+	creds_free(&r->creds);
+	free(r->name);
+	free(r->repository);
+	free(r->base);
+	if (r->authz)
+		explicit_bzero(r->authz, strlen(r->authz));
+	free(r->authz);
+	*r = (struct registry){ 0 };
+}
+
+void registry_set_creds(struct registry *r, const char *user, const char *pass)
+{
+	creds_free(&r->creds);
+	r->creds.user = xstrdup(user);
+	r->creds.pass = xstrdup(pass);
+	r->creds.source = xstrdup("the given credentials");
+	r->creds_loaded = true;
+}
+
+/* ---- one HTTP exchange ---- */
+
+static void resp_reset_headers(struct registry_resp *s)
+{
+	free(s->content_type);
+	free(s->docker_digest);
+	free(s->challenge);
+	s->content_type = s->docker_digest = s->challenge = NULL;
+	s->length = -1;
+	s->headers_done = false;
+}
+
+static char *header_value(const char *line, size_t n, const char *name)
+{
+	size_t k = strlen(name);
+	const char *v, *end = line + n;
+
+	if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
+		return NULL;
+	for (v = line + k + 1; v < end && (*v == ' ' || *v == '\t'); v++)
+		;
+	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+		end--;
+	return strndup(v, (size_t)(end - v));
+}
+
+static size_t on_header(char *line, size_t size, size_t n, void *arg)
+{
+	struct registry_resp *s = arg;
+	char *v;
+
+	n *= size;
+	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		const char *sp = memchr(line, ' ', n);
+
+		resp_reset_headers(s);
+		s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+	} else if (n <= 2 && (line[0] == '\r' || line[0] == '\n')) {
+		s->headers_done = s->status >= 200;
+	} else if ((v = header_value(line, n, "Content-Type"))) {
+		free(s->content_type);
+		s->content_type = v;
+	} else if ((v = header_value(line, n, "Docker-Content-Digest"))) {
+		free(s->docker_digest);
+		s->docker_digest = v;
+	} else if ((v = header_value(line, n, "WWW-Authenticate"))) {
+		free(s->challenge);
+		s->challenge = v;
+	} else if ((v = header_value(line, n, "Content-Length"))) {
+		s->length = strtoll(v, NULL, 10);
+		free(v);
+	}
+	return n;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct registry_resp *s = arg;
+	bool ok = s->status >= 200 && s->status < 300;
+
+	n *= size;
+	if (!ok && s->len + n > REGISTRY_ERROR_BODY_MAX) {
+		s->overflow = true; /* only the start of an error body is kept */
+		return n;
+	}
+	if (ok && s->len > 0 && s->len + n > REGISTRY_STREAM_BUF) {
+		s->paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	if (s->len + n + 1 > s->cap) {
+		s->cap = MAX(s->cap * 2, s->len + n + 1);
+		s->buf = xrealloc(s->buf, s->cap);
+	}
+	memcpy(s->buf + s->len, data, n);
+	s->len += n;
+	s->buf[s->len] = '\0';
+	return n;
+}
+
+static int resp_step(struct registry_resp *s, gantry_error_t *err)
+{
+	CURLM *m = s->reg->multi;
+	CURLMsg *msg;
+	int running, q;
+	CURLMcode mc = curl_multi_perform(m, &running);
+
+	if (mc != CURLM_OK)
+		return gantry_error(err, 0, "libcurl: %s", curl_multi_strerror(mc));
+	while ((msg = curl_multi_info_read(m, &q)) != NULL) {
+		if (msg->msg == CURLMSG_DONE) {
+			s->done = true;
+			s->result = msg->data.result;
+		}
+	}
+	return 0;
+}
+
+enum resp_until {
+	UNTIL_HEADERS,
+	UNTIL_DATA,
+	UNTIL_DONE, /* the whole body buffered, or as much as is kept */
+};
+
+static bool resp_ready(const struct registry_resp *s, enum resp_until until)
+{
+	switch (until) {
+	case UNTIL_HEADERS:
+		return s->headers_done;
+	case UNTIL_DATA:
+		return s->len > 0;
+	case UNTIL_DONE:
+		return s->paused || s->overflow;
+	}
+	return true;
+}
+
+static int resp_wait(struct registry_resp *s, enum resp_until until, gantry_error_t *err)
+{
+	for (;;) {
+		if (resp_step(s, err) < 0)
+			return -1;
+		if (s->done || resp_ready(s, until))
+			return 0;
+		curl_multi_poll(s->reg->multi, NULL, 0, 1000, NULL);
+	}
+}
+
+static int transfer_error(struct registry_resp *s, const char *url, gantry_error_t *err)
+{
+	return gantry_error(err, 0, "GET %s: %s", url,
+			    s->errbuf[0] ? s->errbuf : curl_easy_strerror(s->result));
+}
+
+void registry_resp_end(struct registry_resp *s)
+{
+	if (s->started) {
+		curl_multi_remove_handle(s->reg->multi, s->reg->easy);
+		s->started = false;
+	}
+	resp_reset_headers(s);
+	free(s->buf);
+	s->buf = NULL;
+	s->len = s->cap = 0;
+	s->handed = s->paused = s->done = s->overflow = false;
+}
+
+/* Send GET url and wait for the final response's headers. */
+static int resp_start(struct registry_resp *s, const char *url, const char *accept,
+		      const char *authz, gantry_error_t *err)
+{
+	CURL *h = s->reg->easy;
+	struct curl_slist *hdrs = NULL;
+	cleanup_free char *acc = NULL;
+	int ret;
+
+	curl_easy_reset(h);
+	s->status = 0;
+	s->errbuf[0] = '\0';
+	s->length = -1;
+	if (accept) {
+		xasprintf(&acc, "Accept: %s", accept);
+		hdrs = curl_slist_append(hdrs, acc);
+	}
+	if (authz)
+		hdrs = curl_slist_append(hdrs, authz);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, USER_AGENT);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)REGISTRY_CONNECT_SECONDS);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)REGISTRY_STALL_SECONDS);
+	curl_easy_setopt(h, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, s->errbuf);
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024L);
+	if (curl_multi_add_handle(s->reg->multi, h) != CURLM_OK) {
+		curl_slist_free_all(hdrs);
+		return gantry_error(err, 0, "GET %s: cannot start", url);
+	}
+	s->started = true;
+	ret = resp_wait(s, UNTIL_HEADERS, err);
+	/* libcurl has sent the headers by now and keeps no pointer to them. */
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	curl_slist_free_all(hdrs);
+	if (ret < 0)
+		return -1;
+	if (!s->headers_done)
+		return transfer_error(s, url, err);
+	return 0;
+}
+
+ssize_t registry_pull(void *arg, const void **buf, gantry_error_t *err)
+{
+	struct registry_resp *s = arg;
+
+	if (s->handed) {
+		s->len = 0;
+		s->handed = false;
+		if (s->paused) {
+			s->paused = false;
+			curl_easy_pause(s->reg->easy, CURLPAUSE_CONT);
+		}
+	}
+	if (s->len == 0 && !s->done && resp_wait(s, UNTIL_DATA, err) < 0)
+		return -1;
+	if (s->len == 0) {
+		if (s->result != CURLE_OK) {
+			char *url = NULL;
+
+			curl_easy_getinfo(s->reg->easy, CURLINFO_EFFECTIVE_URL, &url);
+			return transfer_error(s, url ? url : "?", err);
+		}
+		return 0;
+	}
+	*buf = s->buf;
+	s->handed = true;
+	return (ssize_t)s->len;
+}
+
+/* ---- URLs ---- */
+
+/* scheme and host[:port] of url; 0 on success. */
+static int url_origin(const char *url, char **scheme, char **hostport)
+{
+	CURLU *u = curl_url();
+	char *host = NULL, *port = NULL;
+	int ret = -1;
+
+	*scheme = *hostport = NULL;
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_SCHEME, scheme, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+		if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
+			xasprintf(hostport, "%s:%s", host, port);
+		else
+			*hostport = xstrdup(host);
+		ret = 0;
+	}
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return ret;
+}
+
+/* Credentials go only to the registry's own scheme, host and port. */
+static bool same_origin(const struct registry *r, const char *url)
+{
+	size_t n = strlen(r->base);
+
+	return strncmp(url, r->base, n) == 0 && (url[n] == '/' || url[n] == '\0');
+}
+
+/* https anywhere; plain http only to hosts that may have it. */
+static int check_url(const struct registry *r, const char *url, const char *what,
+		     gantry_error_t *err)
+{
+	char *scheme, *host;
+	int ret = 0;
+
+	if (url_origin(url, &scheme, &host) < 0)
+		ret = gantry_error(err, 0, "%s: bad URL", what);
+	else if (strcasecmp(scheme, "https") != 0 &&
+		 !(strcasecmp(scheme, "http") == 0 && registry_plain_http(host, r->insecure)))
+		ret = gantry_error(err, 0,
+				   "%s: refusing %s to %s (plain HTTP only for loopback "
+				   "registries and those in " REF_INSECURE_ENV ")",
+				   what, scheme, host);
+	curl_free(scheme);
+	free(host);
+	return ret;
+}
+
+/* ---- authentication ---- */
+
+struct challenge {
+	char scheme[16];
+	char *realm, *service, *scope;
+};
+
+static void challenge_free(struct challenge *c)
+{
+	free(c->realm);
+	free(c->service);
+	free(c->scope);
+}
+
+/* `Bearer realm="...",service="...",scope="..."`; quoted values may hold
+ * commas and backslash escapes. */
+static void challenge_parse(const char *h, struct challenge *c)
+{
+	const char *p = h;
+	size_t n = 0;
+
+	*c = (struct challenge){ 0 };
+	while (*p && !isspace((unsigned char)*p) && n + 1 < sizeof(c->scheme))
+		c->scheme[n++] = *p++;
+	while (*p) {
+		char key[16], *val = xmalloc(strlen(p) + 1), **dst = NULL;
+		size_t k = 0, v = 0;
+
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		while (*p && *p != '=' && *p != ',' && k + 1 < sizeof(key))
+			key[k++] = (char)tolower((unsigned char)*p++);
+		key[k] = '\0';
+		if (*p == '=')
+			p++;
+		if (*p == '"') {
+			for (p++; *p && *p != '"'; p++) {
+				if (*p == '\\' && p[1])
+					p++;
+				val[v++] = *p;
+			}
+			if (*p == '"')
+				p++;
+		} else {
+			while (*p && *p != ',' && *p != ' ')
+				val[v++] = *p++;
+		}
+		val[v] = '\0';
+		if (strcmp(key, "realm") == 0)
+			dst = &c->realm;
+		else if (strcmp(key, "service") == 0)
+			dst = &c->service;
+		else if (strcmp(key, "scope") == 0)
+			dst = &c->scope;
+		if (dst && *dst == NULL)
+			*dst = val;
+		else
+			free(val);
+	}
+}
+
+static int load_creds(struct registry *r, gantry_error_t *err)
+{
+	if (r->creds_loaded)
+		return 0;
+	if (creds_lookup(r->name, &r->creds, err) < 0)
+		return -1;
+	r->creds_loaded = true;
+	return 0;
+}
+
+static char *basic_header(const struct registry_creds *c)
+{
+	cleanup_free char *b64 = creds_basic(c->user, c->pass);
+	char *h;
+
+	xasprintf(&h, "Authorization: Basic %s", b64);
+	explicit_bzero(b64, strlen(b64));
+	return h;
+}
+
+static void set_authz(struct registry *r, char *h)
+{
+	if (r->authz)
+		explicit_bzero(r->authz, strlen(r->authz));
+	free(r->authz);
+	r->authz = h;
+}
+
+static char *token_url(const struct registry *r, const struct challenge *c, bool ping)
+{
+	CURL *h = r->easy;
+	char *svc = c->service ? curl_easy_escape(h, c->service, 0) : NULL;
+	char *scope = NULL, *url, *own = NULL;
+
+	if (c->scope)
+		scope = curl_easy_escape(h, c->scope, 0);
+	else if (!ping) {
+		xasprintf(&own, "repository:%s:pull", r->repository);
+		scope = curl_easy_escape(h, own, 0);
+	}
+	xasprintf(&url, "%s%sservice=%s%s%s", c->realm, strchr(c->realm, '?') ? "&" : "?",
+		  svc ? svc : "", scope ? "&scope=" : "", scope ? scope : "");
+	curl_free(svc);
+	curl_free(scope);
+	free(own);
+	return url;
+}
+
+static int token_fetch(struct registry *r, const struct challenge *c, bool ping,
+		       gantry_error_t *err)
+{
+	cleanup_free char *url = NULL, *basic = NULL, *authz = NULL;
+	struct registry_resp s = { .reg = r };
+	json_t *j = NULL;
+	const char *tok;
+	int ret = -1;
+
+	if (c->realm == NULL)
+		return gantry_error(err, 0, "registry %s: Bearer challenge without a realm",
+				    r->name);
+	if (check_url(r, c->realm, "token realm", err) < 0)
+		return -1;
+	url = token_url(r, c, ping);
+	if (r->creds.user)
+		basic = basic_header(&r->creds);
+	if (resp_start(&s, url, NULL, basic, err) < 0)
+		goto out;
+	if (resp_wait(&s, UNTIL_DONE, err) < 0)
+		goto out;
+	if (s.paused) {
+		ret = gantry_error(err, 0, "%s: the token service's answer is too large", r->name);
+		goto out;
+	}
+	if (s.result != CURLE_OK && s.status == 200) {
+		ret = transfer_error(&s, c->realm, err);
+		goto out;
+	}
+	if (s.status == 401 || s.status == 403) {
+		ret = gantry_error(err, 0, "%s: wrong credentials (HTTP %ld from the token service)",
+				   r->name, s.status);
+		goto out;
+	}
+	if (s.status != 200) {
+		ret = gantry_error(err, 0, "%s: token service answered HTTP %ld", r->name,
+				   s.status);
+		goto out;
+	}
+	j = json_loadb(s.buf ? s.buf : "", s.len, 0, NULL);
+	tok = json_string_value(json_object_get(j, "token"));
+	if (tok == NULL || *tok == '\0')
+		tok = json_string_value(json_object_get(j, "access_token"));
+	if (tok == NULL || *tok == '\0' || strpbrk(tok, "\r\n")) {
+		ret = gantry_error(err, 0, "%s: the token service sent no token", r->name);
+		goto out;
+	}
+	xasprintf(&authz, "Authorization: Bearer %s", tok);
+	set_authz(r, steal_pointer(&authz));
+	ret = 0;
+out:
+	json_decref(j);
+	if (s.buf)
+		explicit_bzero(s.buf, s.len);
+	registry_resp_end(&s);
+	return ret;
+}
+
+/* Answer a 401's challenge: a Bearer token, or Basic credentials. */
+static int authenticate(struct registry *r, const char *challenge, bool ping, gantry_error_t *err)
+{
+	struct challenge c;
+	int ret;
+
+	if (load_creds(r, err) < 0)
+		return -1;
+	challenge_parse(challenge ? challenge : "", &c);
+	if (strcasecmp(c.scheme, "Bearer") == 0) {
+		ret = token_fetch(r, &c, ping, err);
+	} else if (strcasecmp(c.scheme, "Basic") == 0) {
+		if (r->creds.user == NULL)
+			ret = gantry_error(err, 0,
+					   "%s: authentication required (HTTP 401): run `gantry "
+					   "image login %s`",
+					   r->name, r->name);
+		else {
+			set_authz(r, basic_header(&r->creds));
+			ret = 0;
+		}
+	} else {
+		ret = gantry_error(err, 0, "%s: HTTP 401 with an unknown challenge `%.40s`",
+				   r->name, challenge ? challenge : "");
+		ocijson_one_line(err);
+	}
+	challenge_free(&c);
+	return ret;
+}
+
+/* ---- requests ---- */
+
+/* The registry's own words from an error body: {"errors":[{"code","message"}]}. */
+static char *registry_says(const struct registry_resp *s)
+{
+	json_t *j = s->buf ? json_loadb(s->buf, s->len, 0, NULL) : NULL;
+	json_t *e = json_array_get(json_object_get(j, "errors"), 0);
+	const char *msg = json_string_value(json_object_get(e, "message"));
+	char *out = NULL;
+
+	if (msg && *msg)
+		xasprintf(&out, ": %.200s", msg);
+	json_decref(j);
+	return out ? out : xstrdup("");
+}
+
+static int status_error(struct registry *r, struct registry_resp *s, const char *what,
+			gantry_error_t *err)
+{
+	cleanup_free char *says = registry_says(s);
+
+	if (s->status == 404)
+		gantry_error(err, 0, "%s not found (HTTP 404%s)", what, says);
+	else if (s->status == 401 && r->creds.user)
+		gantry_error(err, 0, "%s: wrong credentials from %s (HTTP 401%s)", r->name,
+			     r->creds.source, says);
+	else if (s->status == 401)
+		gantry_error(err, 0,
+			     "%s: authentication required (HTTP 401): run `gantry image login "
+			     "%s`",
+			     r->name, r->name);
+	else if (s->status == 403)
+		gantry_error(err, 0, "%s: access denied (HTTP 403%s)", what, says);
+	else
+		gantry_error(err, 0, "%s: HTTP %ld%s", what, s->status, says);
+	return ocijson_one_line(err);
+}
+
+static bool is_redirect(long status)
+{
+	return status == 301 || status == 302 || status == 303 || status == 307 ||
+	       status == 308;
+}
+
+static int request(struct registry *r, const char *path, const char *accept, const char *what,
+		   bool ping, struct registry_resp *s, gantry_error_t *err)
+{
+	cleanup_free char *url = NULL;
+	bool authed = r->authz != NULL;
+	int hops = 0;
+
+	*s = (struct registry_resp){ .reg = r, .length = -1 };
+	xasprintf(&url, "%s%s", r->base, path);
+	for (;;) {
+		bool own = same_origin(r, url);
+		char *next = NULL;
+
+		if (resp_start(s, url, accept, own ? r->authz : NULL, err) < 0)
+			goto fail;
+		if (s->status == 401 && own && !authed) {
+			cleanup_free char *ch = s->challenge ? xstrdup(s->challenge) : NULL;
+
+			registry_resp_end(s);
+			if (authenticate(r, ch, ping, err) < 0)
+				return -1;
+			authed = true;
+			continue;
+		}
+		if (!is_redirect(s->status))
+			break;
+		if (++hops > REGISTRY_MAX_REDIRECTS) {
+			gantry_error(err, 0, "%s: more than %d redirects (a redirect loop?)", what,
+				     REGISTRY_MAX_REDIRECTS);
+			goto fail;
+		}
+		curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &next);
+		if (next == NULL) {
+			gantry_error(err, 0, "%s: HTTP %ld without a Location", what, s->status);
+			goto fail;
+		}
+		free(url);
+		url = xstrdup(next);
+		registry_resp_end(s);
+		if (check_url(r, url, what, err) < 0)
+			return -1;
+	}
+	if (s->status >= 200 && s->status < 300)
+		return 0;
+	/* Read what the registry said (a bounded error body). */
+	if (resp_wait(s, UNTIL_DONE, err) == 0)
+		status_error(r, s, what, err);
+fail:
+	registry_resp_end(s);
+	return -1;
+}
+
+int registry_get(struct registry *r, const char *kind, const char *object, const char *accept,
+		 const char *what, struct registry_resp *resp, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+
+	xasprintf(&path, "/v2/%s/%s/%s", r->repository, kind, object);
+	return request(r, path, accept, what, false, resp, err);
+}
+
+int registry_ping(struct registry *r, gantry_error_t *err)
+{
+	struct registry_resp s;
+
+	if (request(r, "/v2/", NULL, r->name, true, &s, err) < 0)
+		return -1;
+	registry_resp_end(&s);
+	return 0;
+}
