@@ -50,11 +50,11 @@ fuzz: deps
 	sh tests/fuzz/run-corpus.sh $(FUZZ_BUILD)
 
 # End-to-end: what needs no KVM (CLI errors, the agent protocol, registry
-# pulls) on this host, then every test marked kvm in one nested KVM host boot
-# when this machine has no usable /dev/kvm.
+# pulls) on this host, then the tests marked kvm, one test file per KVM test
+# host (a nested one when this machine has no usable /dev/kvm).
 e2e: assets
 	$(PYTEST) -m "not kvm" tests/e2e
-	$(KVMHOST) --results $(BUILD)/e2e-results --timeout 1800 --retry-frozen 1 -- $(PYTEST) -m kvm tests/e2e
+	tests/e2e/run-kvm $(BUILD)/e2e-results
 
 check: unit asan fuzz e2e
 	@echo "gantry: all checks passed"
