@@ -50,9 +50,12 @@ fuzz: deps
 	sh tests/fuzz/run-corpus.sh $(FUZZ_BUILD)
 
 # End-to-end: CLI checks on this host, then everything that boots a guest in
-# one nested KVM host boot when this machine has no usable /dev/kvm.
+# one nested KVM host boot when this machine has no usable /dev/kvm. Images
+# that need root and network to make are made (once, cached) before it boots,
+# since its root is read-only.
 e2e: assets
 	$(PYTEST) tests/e2e/test_run_cli.py
+	tests/e2e/images/debian-minbase.sh >/dev/null
 	$(KVMHOST) --results $(BUILD)/e2e-results --timeout 1800 --retry-frozen 1 -- $(PYTEST) tests/e2e
 
 check: unit asan fuzz e2e
