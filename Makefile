@@ -8,7 +8,7 @@ KERNEL_DIR  = $(BUILD)/kernel
 KVMHOST     = tests/harness/kvmhost
 PYTEST      = /usr/bin/python3 -m pytest -q -rs
 
-.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench clean
+.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench bench-boot bench-exec bench-pull clean
 
 all: build
 
@@ -61,8 +61,15 @@ e2e: assets
 check: unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
-bench: build kernel
+# Each prints its figures and ends with one JSON line (bench/README.md).
+bench: bench-boot bench-exec bench-pull
+
+bench-boot: build kernel
 	bench/boot/run
+bench-exec: assets
+	bench/exec/run
+bench-pull: build
+	bench/pull/run
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
