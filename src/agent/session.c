@@ -392,6 +392,7 @@ struct run {
 	bool out_dead, err_dead; /* the host fd refused a write */
 	bool done;		 /* EXIT or ERROR arrived */
 	uint64_t done_at;
+	unsigned int interrupts; /* SIGINTs forwarded without a terminal */
 	uint8_t obuf[PROTO_HDR_SIZE + PROTO_MAX_DATA + 4 * (PROTO_HDR_SIZE + 4)];
 	size_t olen, ooff;
 };
@@ -709,6 +710,15 @@ static int handle_signals(struct run *r, gantry_error_t *err)
 			m.type = PROTO_SIGNAL;
 			m.u.signal.id = r->id;
 			m.u.signal.signo = sigs[i];
+			/* Without a terminal, Ctrl-C is a forwarded SIGINT, which a
+			 * container's PID 1 ignores unless it handles it: the
+			 * third one kills the process. */
+			if (sigs[i] == SIGINT && !r->p->tty &&
+			    ++r->interrupts == AGENT_INTERRUPTS_TO_KILL) {
+				fprintf(stderr, "gantry: interrupted %u times: killing the process\n",
+					r->interrupts);
+				m.u.signal.signo = SIGKILL;
+			}
 		}
 		if (send_control(r->a, &m, err) < 0)
 			return -1;

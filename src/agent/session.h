@@ -21,6 +21,7 @@
 #include "proto/agent.h"
 
 #define AGENT_STREAM_GRACE_MS 5000 /* after EXIT, for a stdio stream never accepted */
+#define AGENT_INTERRUPTS_TO_KILL 3 /* SIGINTs without a terminal before SIGKILL */
 
 struct agent;
 

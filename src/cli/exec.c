@@ -115,7 +115,8 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		     "a registry reference (pulled on first use, then taken from the cache; see\n"
 		     "gantry image -help); without -image, Gantry's built-in busybox image.\n"
 		     "Exit status: the process's own, 128+N for signal N, 127 when the command\n"
-		     "is not in the image, 125 when the VM itself failed.\n\nFlags:\n");
+		     "is not in the image, 125 when the VM itself failed. Signals go to the\n"
+		     "process; without a terminal the third Ctrl-C kills it.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
