@@ -9,6 +9,7 @@
  * the guest, never our memory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/vm_sockets.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -30,7 +31,8 @@
 #define AGENT_BACKLOG 16
 
 struct agent {
-	char *ctl_path, *stdio_path;
+	char *ctl_path, *stdio_path; /* what errors name */
+	bool unix_paths;	     /* sockets to remove at the end */
 	int ctl_listen, stdio_listen;
 	int control;
 	struct proto_decoder *dec;
@@ -90,7 +92,23 @@ static int listen_unix(const char *path, gantry_error_t *err)
 	return steal_fd(&fd);
 }
 
-int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
+static int listen_vsock(unsigned int port, gantry_error_t *err)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK,
+				  .svm_cid = VMADDR_CID_ANY,
+				  .svm_port = port };
+	cleanup_close int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return gantry_error_errno(err, "vsock socket (is vhost_vsock loaded?)");
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return gantry_error_errno(err, "bind vsock port %u", port);
+	if (listen(fd, AGENT_BACKLOG) < 0)
+		return gantry_error_errno(err, "listen on vsock port %u", port);
+	return steal_fd(&fd);
+}
+
+static struct agent *agent_new(gantry_error_t *err)
 {
 	struct agent *a = xzalloc(sizeof(*a));
 
@@ -99,16 +117,48 @@ int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
 	pthread_mutex_init(&a->send_lock, NULL);
 	a->dec = xmalloc(sizeof(*a->dec));
 	proto_decoder_init(a->dec);
-	xasprintf(&a->ctl_path, "%s/%d.sock", dir, PROTO_CONTROL_PORT);
-	xasprintf(&a->stdio_path, "%s/%d.sock", dir, PROTO_STDIO_PORT);
 	if (pipe2(a->cancel, O_CLOEXEC | O_NONBLOCK) < 0) {
 		gantry_error_errno(err, "pipe");
-		goto fail;
+		agent_free(a);
+		return NULL;
 	}
+	return a;
+}
+
+int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
+{
+	struct agent *a = agent_new(err);
+
+	if (a == NULL)
+		return -1;
+	a->unix_paths = true;
+	xasprintf(&a->ctl_path, "%s/%d.sock", dir, PROTO_CONTROL_PORT);
+	xasprintf(&a->stdio_path, "%s/%d.sock", dir, PROTO_STDIO_PORT);
 	a->ctl_listen = listen_unix(a->ctl_path, err);
 	if (a->ctl_listen < 0)
 		goto fail;
 	a->stdio_listen = listen_unix(a->stdio_path, err);
+	if (a->stdio_listen < 0)
+		goto fail;
+	*out = a;
+	return 0;
+fail:
+	agent_free(a);
+	return -1;
+}
+
+int agent_listen_vsock(struct agent **out, gantry_error_t *err)
+{
+	struct agent *a = agent_new(err);
+
+	if (a == NULL)
+		return -1;
+	xasprintf(&a->ctl_path, "vsock port %d", PROTO_CONTROL_PORT);
+	xasprintf(&a->stdio_path, "vsock port %d", PROTO_STDIO_PORT);
+	a->ctl_listen = listen_vsock(PROTO_CONTROL_PORT, err);
+	if (a->ctl_listen < 0)
+		goto fail;
+	a->stdio_listen = listen_vsock(PROTO_STDIO_PORT, err);
 	if (a->stdio_listen < 0)
 		goto fail;
 	*out = a;
@@ -129,9 +179,9 @@ void agent_free(struct agent *a)
 {
 	if (a == NULL)
 		return;
-	if (a->ctl_listen >= 0)
+	if (a->unix_paths && a->ctl_listen >= 0)
 		unlink(a->ctl_path);
-	if (a->stdio_listen >= 0)
+	if (a->unix_paths && a->stdio_listen >= 0)
 		unlink(a->stdio_path);
 	close_fd(&a->ctl_listen);
 	close_fd(&a->stdio_listen);

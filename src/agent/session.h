@@ -52,6 +52,10 @@ struct agent_result {
 /* Create <dir>/1025.sock and <dir>/1026.sock (replacing stale ones); call
  * it before the guest boots so its first dial lands. */
 int agent_listen(const char *dir, struct agent **out, gantry_error_t *err);
+/* The same on this host's own vsock (ports 1025 and 1026, any CID), for a
+ * guest whose VMM has an in-kernel vsock device (vhost-vsock): bench/exec's
+ * QEMU side. */
+int agent_listen_vsock(struct agent **out, gantry_error_t *err);
 /* Wait up to timeout_ms (-1: forever) for gantry-init to dial and say HELLO;
  * *hello (optional) gets a copy, its kernel string owned by the agent. */
 int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,

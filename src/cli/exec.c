@@ -131,7 +131,7 @@ int cmd_exec(int argc, char **argv)
 	struct agent_process proc;
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
-	const char *image_src = NULL;
+	const char *image_src = NULL, *timing;
 	char **pargv = NULL;
 	uint64_t cpus = 1;
 	bool help = false, show_console = false, dashdash, vm_started = false;
@@ -188,6 +188,8 @@ int cmd_exec(int argc, char **argv)
 	vm.cfg.nr_disks = 2;
 	vm.cfg.append = "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init";
 	vm.cfg.vsock_dir = rundir;
+	timing = getenv("GANTRY_BOOT_TIMING");
+	vm.cfg.timing = timing && *timing && strcmp(timing, "0") != 0;
 	if (show_console)
 		vm.cfg.console_fd = STDERR_FILENO;
 	else
