@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "vmm/memory.h"
@@ -58,6 +59,28 @@ void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)
 	m->regions[0].hva = buf;
 	m->nr_regions = 1;
 	m->ram_size = size;
+}
+
+bool guest_mem_map_file(struct guest_mem *m, uint64_t gpa, int fd, uint64_t off, uint64_t len)
+{
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	void *hva, *p;
+
+	if (!m->mapped || len == 0 || (gpa | off | len) & (page - 1))
+		return false;
+	hva = guest_ptr(m, gpa, len);
+	if (hva == NULL)
+		return false;
+	p = mmap(hva, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)off);
+	if (p == MAP_FAILED) {
+		/* MAP_FIXED failed before replacing anything, or left a hole:
+		 * put anonymous zeroed RAM back either way. */
+		mmap(hva, len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+		return false;
+	}
+	madvise(p, len, MADV_DONTDUMP);
+	return true;
 }
 
 void guest_mem_destroy(struct guest_mem *m)
