@@ -51,6 +51,13 @@ struct agent_result {
 /* Create <dir>/1025.sock and <dir>/1026.sock (replacing stale ones); call
  * it before the guest boots so its first dial lands. */
 int agent_listen(const char *dir, struct agent **out, gantry_error_t *err);
+/* A session link to a sandbox supervisor (src/sandbox) on fd, which it
+ * takes: agent_run as above, the supervisor relaying control frames and
+ * passing each stdio stream along (SCM_RIGHTS with its STREAM frame). */
+int agent_attach(int fd, struct agent **out, gantry_error_t *err);
+/* After HELLO: hand the control connection and the stdio listener to a
+ * caller that serves many sessions itself (the supervisor). */
+int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_error_t *err);
 /* Wait up to timeout_ms (-1: forever) for gantry-init to dial and say HELLO;
  * *hello (optional) gets a copy, its kernel string owned by the agent. */
 int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,
