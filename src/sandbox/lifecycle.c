@@ -233,8 +233,8 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 		return -1;
 	if (stat(dir, &st) == 0)
 		return gantry_error(err, 0,
-				    "sandbox `%s` already exists (gantry resume %s, or gantry "
-				    "delete %s)",
+				    "sandbox name `%s` is taken: it exists (gantry resume %s, or "
+				    "gantry delete %s)",
 				    o->name, o->name, o->name);
 	if (sandbox_dirs_make(err) < 0 || describe(o, &sb, err) < 0)
 		goto fail;
