@@ -1,0 +1,310 @@
+/* Unit tests for src/sandbox: names, sandbox.json round trips, the
+ * lifetime lock and stale clean-up, writable-layer pairing, and the control
+ * socket's peer check and request/answer framing. No VM boots here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/util.h"
+#include "sandbox/ctl.h"
+#include "sandbox/rwlayer.h"
+#include "sandbox/state.h"
+
+static char home[64];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(home, sizeof(home), "/tmp/gantry-sbtest.XXXXXX");
+	assert_non_null(mkdtemp(home));
+	setenv("GANTRY_HOME", home, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	nftw(home, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static void test_names(void **state)
+{
+	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "-" };
+	static const char *const bad[] = { "", ".", "..", "a/b", "a b", "~new", "ä", "a\n" };
+	char long_name[SANDBOX_NAME_MAX + 2];
+	gantry_error_t err = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		assert_true(sandbox_name_valid(good[i]));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_false(sandbox_name_valid(bad[i]));
+	memset(long_name, 'x', sizeof(long_name));
+	long_name[SANDBOX_NAME_MAX] = '\0';
+	assert_true(sandbox_name_valid(long_name));
+	long_name[SANDBOX_NAME_MAX] = 'x';
+	long_name[SANDBOX_NAME_MAX + 1] = '\0';
+	assert_false(sandbox_name_valid(long_name));
+	/* The error is one line, control characters and all. */
+	assert_int_equal(sandbox_name_check("a\nb", &err), -1);
+	assert_null(strchr(gantry_error_str(err), '\n'));
+	gantry_error_free(&err);
+}
+
+static void make_dir(const char *name, char **dir)
+{
+	gantry_error_t err = NULL;
+
+	assert_int_equal(sandbox_dirs_make(&err), 0);
+	assert_int_equal(sandbox_dir(name, dir, &err), 0);
+	assert_int_equal(mkdir(*dir, 0700), 0);
+}
+
+static void test_json_round_trip(void **state)
+{
+	cleanup_free char *dir = NULL, *buf = NULL;
+	struct sandbox sb = { 0 }, back;
+	gantry_error_t err = NULL;
+	json_t *j;
+
+	(void)state;
+	make_dir("rt", &dir);
+	sb.name = xstrdup("rt");
+	sb.image = xstrdup("docker.io/library/alpine:3");
+	sb.image_digest = xstrdup("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	sb.image_path = xstrdup("/cache/x.erofs");
+	sb.config = xzalloc(sizeof(*sb.config));
+	sb.config->user = xstrdup("nobody");
+	sb.config->working_dir = xstrdup("/srv");
+	sb.cpus = 2;
+	sb.mem_mib = 1024;
+	sb.disk_mib = 128;
+	sb.writable = true;
+	sb.rwlayer = xstrdup("/layers/rt.ext4");
+	sb.rwlayer_managed = true;
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = 4242;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_string_equal(back.name, "rt");
+	assert_string_equal(back.image_digest, sb.image_digest);
+	assert_string_equal(back.image_path, "/cache/x.erofs");
+	assert_string_equal(back.config->user, "nobody");
+	assert_string_equal(back.config->working_dir, "/srv");
+	assert_int_equal(back.cpus, 2);
+	assert_int_equal(back.mem_mib, 1024);
+	assert_int_equal(back.disk_mib, 128);
+	assert_true(back.writable && back.rwlayer_managed);
+	assert_string_equal(back.rwlayer, "/layers/rt.ext4");
+	assert_int_equal(back.state, SANDBOX_RUNNING);
+	assert_int_equal(back.pid, 4242);
+	assert_string_equal(sandbox_image_id(&back), sb.image_digest);
+	sandbox_free(&back);
+	sandbox_free(&sb);
+
+	/* The field image prune reads. */
+	xasprintf(&buf, "%s/%s", dir, SANDBOX_JSON);
+	j = json_load_file(buf, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "image_digest")),
+			    "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	json_decref(j);
+}
+
+static void test_load_refuses_junk(void **state)
+{
+	cleanup_free char *dir = NULL, *path = NULL;
+	struct sandbox sb;
+	gantry_error_t err = NULL;
+	static const char *const docs[] = {
+		"{",
+		"[]",
+		"{\"name\":\"x\"}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/p\",\"state\":\"odd\",\"cpus\":1,"
+		"\"mem_mib\":1,\"disk_mib\":1}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/p\",\"state\":\"stopped\",\"cpus\":-1,"
+		"\"mem_mib\":1,\"disk_mib\":1}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/p\",\"state\":\"stopped\",\"cpus\":1,"
+		"\"mem_mib\":1,\"disk_mib\":1,\"writable\":true}",
+	};
+
+	(void)state;
+	make_dir("junk", &dir);
+	assert_int_equal(sandbox_load(dir, &sb, &err), -1);
+	assert_int_equal(err->status, ENOENT);
+	gantry_error_free(&err);
+	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+		FILE *f = fopen(path, "w");
+
+		fputs(docs[i], f);
+		fclose(f);
+		assert_int_equal(sandbox_load(dir, &sb, &err), -1);
+		assert_non_null(err);
+		gantry_error_free(&err);
+	}
+}
+
+static void test_lock_and_stale_cleanup(void **state)
+{
+	cleanup_free char *dir = NULL, *sock = NULL;
+	struct sandbox sb = { 0 }, back;
+	gantry_error_t err = NULL;
+	int fd, fd2;
+
+	(void)state;
+	make_dir("lk", &dir);
+	sb.name = xstrdup("lk");
+	sb.image = xstrdup("i");
+	sb.image_path = xstrdup("/p");
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = 99999;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	xasprintf(&sock, "%s/%s", dir, SANDBOX_CTL);
+	close(open(sock, O_CREAT | O_WRONLY, 0600));
+
+	/* Held: running, and clean-up leaves it alone. */
+	assert_int_equal(sandbox_lock(dir, true, &fd, &err), 1);
+	assert_true(sandbox_is_running(dir));
+	assert_int_equal(sandbox_lock(dir, true, &fd2, &err), 0);
+	sandbox_cleanup_stale(dir, &sb);
+	assert_int_equal(sb.state, SANDBOX_RUNNING);
+	assert_int_equal(access(sock, F_OK), 0);
+	close(fd);
+
+	/* Released without a stop: a crash, recorded, and its socket gone. */
+	assert_false(sandbox_is_running(dir));
+	sandbox_cleanup_stale(dir, &sb);
+	assert_int_equal(sb.state, SANDBOX_CRASHED);
+	assert_non_null(sb.reason);
+	assert_int_equal(access(sock, F_OK), -1);
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_int_equal(back.state, SANDBOX_CRASHED);
+	assert_int_equal(back.pid, 0);
+	sandbox_free(&back);
+	sandbox_free(&sb);
+}
+
+static void test_rwlayer_pairing(void **state)
+{
+	cleanup_free char *layer = NULL;
+	gantry_error_t err = NULL;
+	int fd;
+
+	(void)state;
+	xasprintf(&layer, "%s/layer.ext4", home);
+	close(open(layer, O_CREAT | O_WRONLY, 0600));
+	/* A layer with no sidecar is not attached... */
+	assert_int_equal(rwlayer_pair(layer, "sha256:aa", false, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "refusing"));
+	gantry_error_free(&err);
+	/* ...unless just made; then it is paired for good. */
+	assert_int_equal(rwlayer_pair(layer, "sha256:aa", true, &err), 0);
+	assert_int_equal(rwlayer_pair(layer, "sha256:aa", false, &err), 0);
+	assert_int_equal(rwlayer_pair(layer, "sha256:bb", true, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "another image"));
+	gantry_error_free(&err);
+
+	assert_false(rwlayer_in_use(layer));
+	fd = open(layer, O_RDWR);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	assert_true(rwlayer_in_use(layer));
+	close(fd);
+	assert_false(rwlayer_in_use(layer));
+	rwlayer_remove(layer);
+	assert_int_equal(access(layer, F_OK), -1);
+}
+
+static void test_rwlayer_create(void **state)
+{
+	cleanup_free char *layer = NULL;
+	gantry_error_t err = NULL;
+	struct stat st;
+
+	(void)state;
+	if (access("/usr/sbin/mke2fs", X_OK) < 0 && access("/sbin/mke2fs", X_OK) < 0)
+		skip();
+	xasprintf(&layer, "%s/new.ext4", home);
+	assert_int_equal(rwlayer_create(layer, 1, &err), -1); /* too small */
+	gantry_error_free(&err);
+	assert_int_equal(rwlayer_create(layer, RWLAYER_MIN_MIB, &err), 0);
+	assert_int_equal(stat(layer, &st), 0);
+	assert_int_equal(st.st_size, RWLAYER_MIN_MIB * MiB);
+	free(layer);
+	xasprintf(&layer, "%s/new.ext4.new", home);
+	assert_int_equal(access(layer, F_OK), -1);
+}
+
+
+static void test_ctl_round_trip(void **state)
+{
+	int sv[2];
+	json_t *reply = NULL;
+	gantry_error_t err = NULL;
+	char line[256];
+	const char answer[] = "{\"ok\":true,\"pid\":7}\n{\"not\":\"read\"}\n";
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_true(ctl_peer_ok(sv[0]));
+	assert_int_equal(write(sv[1], answer, sizeof(answer) - 1), (ssize_t)sizeof(answer) - 1);
+	assert_int_equal(ctl_call(sv[0], CTL_OP_STATUS, 1000, &reply, &err), 0);
+	assert_int_equal(json_integer_value(json_object_get(reply, "pid")), 7);
+	json_decref(reply);
+	/* The request went out as one line... */
+	assert_int_equal(ctl_read_line(sv[1], line, sizeof(line), 1000, &err), 0);
+	assert_string_equal(line, "{\"op\":\"status\"}");
+	/* ...and nothing past the answer's newline was consumed. */
+	assert_int_equal(ctl_read_line(sv[0], line, sizeof(line), 1000, &err), 0);
+	assert_string_equal(line, "{\"not\":\"read\"}");
+
+	/* A refusal is an error carrying the supervisor's words. */
+	assert_int_equal(write(sv[1], "{\"ok\":false,\"error\":\"permission denied\"}\n", 41), 41);
+	assert_int_equal(ctl_call(sv[0], CTL_OP_EXEC, 1000, NULL, &err), -1);
+	assert_string_equal(gantry_error_str(err), "permission denied");
+	gantry_error_free(&err);
+	close(sv[1]);
+	assert_int_equal(ctl_call(sv[0], CTL_OP_STOP, 1000, NULL, &err), -1);
+	gantry_error_free(&err);
+	close(sv[0]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test_setup_teardown(test_json_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load_refuses_junk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_and_stale_cleanup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rwlayer_pairing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
+		cmocka_unit_test(test_ctl_round_trip),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
