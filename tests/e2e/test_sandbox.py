@@ -260,11 +260,15 @@ def test_ctl_sock_refuses_another_user(gantry, assets, images):
         for p in (home, home / "h", home / "h" / "sandboxes", d):
             p.chmod(0o711)
         sock.chmod(0o666)
+        # The supervisor may refuse before the request is even sent.
         client = (
-            "import socket,sys\n"
+            "import socket\n"
             "s=socket.socket(socket.AF_UNIX)\n"
             f"s.connect({str(sock)!r})\n"
-            "s.sendall(b'{\"op\":\"status\"}\\n')\n"
+            "try:\n"
+            "    s.sendall(b'{\"op\":\"status\"}\\n')\n"
+            "except OSError:\n"
+            "    pass\n"
             "print(s.recv(4096).decode().strip())\n"
         )
         r = subprocess.run(
