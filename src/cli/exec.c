@@ -100,11 +100,12 @@ static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 static void exec_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out, "Usage: gantry exec NAME [-- CMD ARG...]\n"
-		     "       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD ARG...]\n\n"
+		     "       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD...]\n\n"
 		     "With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		     "long-lived container; many sessions may run at once.\n"
-		     "Without: boot a fresh microVM on an image, run CMD in it (else the image's Entrypoint\n"
-		     "and Cmd, else /bin/sh) with the terminal relayed, and return its exit status.\n"
+		     "Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
+		     "Entrypoint and Cmd, else /bin/sh) with the terminal relayed, and return its\n"
+		     "exit status.\n"
 		     "SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
 		     "a registry reference (pulled on first use, then taken from the cache; see\n"
 		     "gantry image -help); without -image, Gantry's built-in busybox image.\n"

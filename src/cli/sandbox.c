@@ -152,14 +152,13 @@ static void ls_json(const struct sandbox *v, size_t n)
 
 	for (size_t i = 0; i < n; i++) {
 		json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:I,s:I,s:b}", "name", v[i].name, "state",
-				      sandbox_state_name(v[i].state), "pid", (int)v[i].pid,
-				      "image", v[i].image, "cpus", (json_int_t)v[i].cpus,
-				      "mem_mib", (json_int_t)v[i].mem_mib, "writable",
-				      v[i].writable);
+				      sandbox_state_name(v[i].state), "pid", (int)v[i].pid, "image",
+				      v[i].image, "cpus", (json_int_t)v[i].cpus, "mem_mib",
+				      (json_int_t)v[i].mem_mib, "writable", v[i].writable);
 
-		json_object_set_new(o, "image_digest", v[i].image_digest ?
-							       json_string(v[i].image_digest) :
-							       json_null());
+		json_object_set_new(o, "image_digest",
+				    v[i].image_digest ? json_string(v[i].image_digest)
+						      : json_null());
 		json_object_set_new(o, "rwlayer",
 				    v[i].rwlayer ? json_string(v[i].rwlayer) : json_null());
 		json_object_set_new(o, "reason",

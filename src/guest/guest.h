@@ -15,8 +15,8 @@
 #define GUEST_MAX_SESSIONS 64
 #define GUEST_ORPHANS	   64 /* exit statuses reaped before their session knew the pid */
 #define GUEST_PATH_MAX	   4096
-#define GUEST_STATE_MAX	   1024 /* --state: what is built beneath it stays short */
-#define GUEST_CONTAINER	   "gantry" /* the long-lived container's crun name */
+#define GUEST_STATE_MAX	   1024			/* --state: what is built beneath it stays short */
+#define GUEST_CONTAINER	   "gantry"		/* the long-lived container's crun name */
 #define GUEST_PAUSE_PATH   "/dev/.gantry-pause" /* where its init is bound */
 #define GUEST_PAUSE_ARG	   "--pause"
 
@@ -98,7 +98,7 @@ int rootfs_find_command(const char *rootfs, const char *argv0, char *const *env,
 int spec_write(const struct guest_config *cfg, const char *bundle, const struct proto_exec *e,
 	       bool pause, char **why);
 /* The process object alone, for crun exec --process. */
-int spec_write_process(const struct guest_config *cfg, const char *path,
-		       const struct proto_exec *e, char **why);
+int spec_write_process(const struct guest_config *cfg, const char *path, const struct proto_exec *e,
+		       char **why);
 
 #endif

@@ -910,8 +910,7 @@ void session_container_start(struct guest *g)
 	int devnull, status;
 	pid_t crun;
 
-	if (guest_pathf(s.bundle, sizeof(s.bundle), "%s/bundles/container", g->cfg.state_dir) <
-		    0 ||
+	if (guest_pathf(s.bundle, sizeof(s.bundle), "%s/bundles/container", g->cfg.state_dir) < 0 ||
 	    (mkdir(s.bundle, 0700) < 0 && errno != EEXIST))
 		return container_failed(g, "mkdir %s", s.bundle);
 	if (spec_write(&g->cfg, s.bundle, &e, true, &why) < 0) {

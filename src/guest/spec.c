@@ -195,8 +195,8 @@ static int spec_close(FILE *f, const char *path, char **why)
 	return 0;
 }
 
-int spec_write_process(const struct guest_config *cfg, const char *path,
-		       const struct proto_exec *e, char **why)
+int spec_write_process(const struct guest_config *cfg, const char *path, const struct proto_exec *e,
+		       char **why)
 {
 	FILE *f = spec_create(path, why);
 
@@ -234,8 +234,9 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 	/* The pause process is gantry-init itself, bound into the container's
 	 * own /dev tmpfs so that nothing shows in the container root. */
 	if (pause)
-		fprintf(f, ",{\"destination\":\"%s\",\"type\":\"bind\",\"source\":\"%s\","
-			   "\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
+		fprintf(f,
+			",{\"destination\":\"%s\",\"type\":\"bind\",\"source\":\"%s\","
+			"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
 			GUEST_PAUSE_PATH, cfg->self);
 	fputs("],", f);
 	write_linux(f);

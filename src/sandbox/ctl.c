@@ -101,7 +101,8 @@ int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t 
 		if (k < 0)
 			return gantry_error_errno(err, "read the control socket");
 		if (k == 0)
-			return gantry_error(err, ECONNRESET, "the supervisor closed the connection");
+			return gantry_error(err, ECONNRESET,
+					    "the supervisor closed the connection");
 		if (buf[n] == '\n') {
 			buf[n] = '\0';
 			return 0;

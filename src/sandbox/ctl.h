@@ -16,10 +16,10 @@
 
 #include "common/error.h"
 
-#define CTL_LINE_MAX	  (64 * 1024)
-#define CTL_OP_STATUS	  "status"
-#define CTL_OP_STOP	  "stop"
-#define CTL_OP_EXEC	  "exec"
+#define CTL_LINE_MAX	    (64 * 1024)
+#define CTL_OP_STATUS	    "status"
+#define CTL_OP_STOP	    "stop"
+#define CTL_OP_EXEC	    "exec"
 #define CTL_STOP_TIMEOUT_MS 60000
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */

@@ -311,14 +311,14 @@ static int wait_gone(const char *dir, uint64_t deadline)
 	return 0;
 }
 
-static int stop_running(const char *name, const char *dir, struct sandbox *sb,
-			gantry_error_t *err)
+static int stop_running(const char *name, const char *dir, struct sandbox *sb, gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + STOP_WAIT_MS;
 	cleanup_close int fd = -1;
 	gantry_error_t cerr = NULL;
 
-	if (ctl_connect(dir, &fd, &cerr) == 0 && ctl_call(fd, CTL_OP_STOP, STOP_WAIT_MS, NULL, &cerr) == 0 &&
+	if (ctl_connect(dir, &fd, &cerr) == 0 &&
+	    ctl_call(fd, CTL_OP_STOP, STOP_WAIT_MS, NULL, &cerr) == 0 &&
 	    wait_gone(dir, deadline) == 0) {
 		gantry_error_free(&cerr);
 		return 0;

@@ -159,7 +159,8 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	    ocijson_string(j, "created", false, &sb->created, err) < 0 ||
 	    ocijson_string(j, "state", true, &state, err) < 0 ||
 	    ocijson_string(j, "reason", false, &sb->reason, err) < 0 ||
-	    get_u64(j, "cpus", &sb->cpus, err) < 0 || get_u64(j, "mem_mib", &sb->mem_mib, err) < 0 ||
+	    get_u64(j, "cpus", &sb->cpus, err) < 0 ||
+	    get_u64(j, "mem_mib", &sb->mem_mib, err) < 0 ||
 	    get_u64(j, "disk_mib", &sb->disk_mib, err) < 0)
 		goto out;
 	if (state_parse(state, &sb->state) < 0) {

@@ -34,9 +34,9 @@ enum sandbox_state {
 
 struct sandbox {
 	char *name;
-	char *image;	    /* the source as the user gave it */
-	char *image_digest; /* "sha256:..." (NULL for a prebuilt .erofs) */
-	char *image_path;   /* the EROFS image attached as /dev/vdb */
+	char *image;		     /* the source as the user gave it */
+	char *image_digest;	     /* "sha256:..." (NULL for a prebuilt .erofs) */
+	char *image_path;	     /* the EROFS image attached as /dev/vdb */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;

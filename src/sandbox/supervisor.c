@@ -134,7 +134,8 @@ static void client_drop(struct sup *s, struct client *c)
 
 static void reply(struct client *c, bool ok, const char *error)
 {
-	json_t *j = ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b,s:s}", "ok", 0, "error", error);
+	json_t *j =
+		ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b,s:s}", "ok", 0, "error", error);
 
 	ctl_send_json(c->fd, j, NULL);
 	json_decref(j);
@@ -512,7 +513,8 @@ static int setup(struct sup *s, gantry_error_t *err)
 	int lock, n;
 	sigset_t set;
 
-	if (sandbox_dir(s->name, &s->dir, err) < 0 || assets_path(ASSET_KERNEL, &s->kernel, err) < 0 ||
+	if (sandbox_dir(s->name, &s->dir, err) < 0 ||
+	    assets_path(ASSET_KERNEL, &s->kernel, err) < 0 ||
 	    assets_path(ASSET_SYSROOT, &s->sysroot, err) < 0)
 		return -1;
 	if (chdir(s->dir) < 0)
@@ -522,7 +524,8 @@ static int setup(struct sup *s, gantry_error_t *err)
 	(void)lock; /* held until we exit */
 	if (sandbox_load(".", &s->sb, err) < 0)
 		return -1;
-	if (s->sb.writable && (rwlayer_pair(s->sb.rwlayer, sandbox_image_id(&s->sb), false, err) < 0))
+	if (s->sb.writable &&
+	    (rwlayer_pair(s->sb.rwlayer, sandbox_image_id(&s->sb), false, err) < 0))
 		return -1;
 
 	remove_sockets();
@@ -546,7 +549,8 @@ static int setup(struct sup *s, gantry_error_t *err)
 		.vsock_dir = ".",
 		.cpus = (unsigned int)s->sb.cpus,
 		.mem_mib = s->sb.mem_mib,
-		.timing = getenv("GANTRY_BOOT_TIMING") && strcmp(getenv("GANTRY_BOOT_TIMING"), "1") == 0,
+		.timing = getenv("GANTRY_BOOT_TIMING") &&
+			  strcmp(getenv("GANTRY_BOOT_TIMING"), "1") == 0,
 	};
 	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sysroot, true };
 	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sb.image_path, true };
@@ -775,9 +779,8 @@ int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
 
 		if (now >= deadline) {
 			close(p[0]);
-			return gantry_error(err, 0,
-					    "sandbox `%s` was not ready in %d s (see %s)", name,
-					    SUP_READY_TIMEOUT_MS / 1000, log);
+			return gantry_error(err, 0, "sandbox `%s` was not ready in %d s (see %s)",
+					    name, SUP_READY_TIMEOUT_MS / 1000, log);
 		}
 		r = poll(&pf, 1, (int)(deadline - now));
 		if (r < 0 && errno == EINTR)

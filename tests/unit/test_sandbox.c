@@ -20,7 +20,9 @@
 
 #include <cmocka.h>
 
+#include "agent/session.h"
 #include "common/util.h"
+#include "proto/agent.h"
 #include "sandbox/ctl.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/state.h"
@@ -96,7 +98,8 @@ static void test_json_round_trip(void **state)
 	make_dir("rt", &dir);
 	sb.name = xstrdup("rt");
 	sb.image = xstrdup("docker.io/library/alpine:3");
-	sb.image_digest = xstrdup("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	sb.image_digest =
+		xstrdup("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 	sb.image_path = xstrdup("/cache/x.erofs");
 	sb.config = xzalloc(sizeof(*sb.config));
 	sb.config->user = xstrdup("nobody");
@@ -131,8 +134,9 @@ static void test_json_round_trip(void **state)
 	xasprintf(&buf, "%s/%s", dir, SANDBOX_JSON);
 	j = json_load_file(buf, 0, NULL);
 	assert_non_null(j);
-	assert_string_equal(json_string_value(json_object_get(j, "image_digest")),
-			    "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	assert_string_equal(
+		json_string_value(json_object_get(j, "image_digest")),
+		"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
 	json_decref(j);
 }
 
@@ -145,11 +149,14 @@ static void test_load_refuses_junk(void **state)
 		"{",
 		"[]",
 		"{\"name\":\"x\"}",
-		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/p\",\"state\":\"odd\",\"cpus\":1,"
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"odd\",\"cpus\":1,"
 		"\"mem_mib\":1,\"disk_mib\":1}",
-		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/p\",\"state\":\"stopped\",\"cpus\":-1,"
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"stopped\",\"cpus\":-1,"
 		"\"mem_mib\":1,\"disk_mib\":1}",
-		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/p\",\"state\":\"stopped\",\"cpus\":1,"
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"stopped\",\"cpus\":1,"
 		"\"mem_mib\":1,\"disk_mib\":1,\"writable\":true}",
 	};
 
@@ -260,7 +267,6 @@ static void test_rwlayer_create(void **state)
 	assert_int_equal(access(layer, F_OK), -1);
 }
 
-
 static void test_ctl_round_trip(void **state)
 {
 	int sv[2];
@@ -294,6 +300,100 @@ static void test_ctl_round_trip(void **state)
 	close(sv[0]);
 }
 
+/* A fake supervisor on a thread: the other end of an agent_attach link. It
+ * answers EXEC with STARTED, passes a stdio stream (SCM_RIGHTS) with its
+ * STREAM frame, writes output on it and reports EXIT 5. */
+static void *fake_supervisor(void *arg)
+{
+	int fd = *(int *)arg, sv[2];
+	uint8_t *buf = xmalloc(PROTO_MAX_FRAME);
+	struct proto_msg m, out = { .type = PROTO_STARTED };
+	uint8_t frame[64];
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = frame };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	const char *why;
+	uint32_t id;
+
+	assert_int_equal(proto_read_msg(fd, buf, &m, &why), 1);
+	assert_int_equal(m.type, PROTO_EXEC);
+	assert_string_equal(m.u.exec.argv[0], "hello");
+	id = m.u.exec.id;
+	proto_msg_free(&m);
+	out.u.started.id = id;
+	out.u.started.pid = 42;
+	assert_int_equal(proto_write_msg(fd, &out), 0);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	out = (struct proto_msg){ .type = PROTO_STREAM };
+	out.u.stream.id = id;
+	iov.iov_len = (size_t)proto_encode(&out, frame, sizeof(frame));
+	memset(&ctl, 0, sizeof(ctl));
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &sv[1], sizeof(int));
+	assert_true(sendmsg(fd, &msg, 0) > 0);
+	close(sv[1]);
+
+	/* The guest's side of the stream: stdin's EOF arrives, output goes. */
+	assert_int_equal(proto_read_msg(sv[0], buf, &m, &why), 1);
+	assert_int_equal(m.type, PROTO_EOF);
+	out = (struct proto_msg){ .type = PROTO_STDOUT };
+	out.u.data.data = (const uint8_t *)"hi\n";
+	out.u.data.len = 3;
+	assert_int_equal(proto_write_msg(sv[0], &out), 0);
+	for (uint32_t i = 1; i <= 2; i++) {
+		out = (struct proto_msg){ .type = PROTO_EOF };
+		out.u.eof.fd = i;
+		assert_int_equal(proto_write_msg(sv[0], &out), 0);
+	}
+	close(sv[0]);
+	out = (struct proto_msg){ .type = PROTO_EXIT };
+	out.u.exit.id = id;
+	out.u.exit.code = 5;
+	assert_int_equal(proto_write_msg(fd, &out), 0);
+	free(buf);
+	return NULL;
+}
+
+static void test_session_through_supervisor(void **state)
+{
+	char *argv[] = { "hello", NULL };
+	struct agent_process p = { .argv = argv, .in_fd = -1, .err_fd = -1 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	struct agent *a;
+	pthread_t t;
+	int sv[2], out[2];
+	char got[16] = { 0 };
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(pipe(out), 0);
+	p.out_fd = out[1];
+	assert_int_equal(pthread_create(&t, NULL, fake_supervisor, &sv[1]), 0);
+	assert_int_equal(agent_attach(sv[0], &a, &err), 0);
+	assert_int_equal(agent_run(a, &p, &res, &err), 0);
+	assert_int_equal(res.pid, 42);
+	assert_int_equal(agent_result_status(&res), 5);
+	close(out[1]);
+	assert_int_equal(read(out[0], got, sizeof(got)), 3);
+	assert_string_equal(got, "hi\n");
+	pthread_join(t, NULL);
+	agent_result_free(&res);
+	agent_free(a);
+	close(out[0]);
+	close(sv[1]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +404,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rwlayer_pairing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
 		cmocka_unit_test(test_ctl_round_trip),
+		cmocka_unit_test(test_session_through_supervisor),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
