@@ -9,6 +9,7 @@
  * the guest, never our memory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/vm_sockets.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,7 +32,8 @@
 #define AGENT_PASSED  8 /* stdio streams handed over but not yet claimed */
 
 struct agent {
-	char *ctl_path, *stdio_path;
+	char *ctl_path, *stdio_path; /* what errors name */
+	bool unix_paths;	     /* sockets to remove at the end */
 	int ctl_listen, stdio_listen;
 	int control;
 	struct proto_decoder *dec;
@@ -96,7 +98,23 @@ static int listen_unix(const char *path, gantry_error_t *err)
 	return steal_fd(&fd);
 }
 
-int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
+static int listen_vsock(unsigned int port, gantry_error_t *err)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK,
+				  .svm_cid = VMADDR_CID_ANY,
+				  .svm_port = port };
+	cleanup_close int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return gantry_error_errno(err, "vsock socket (is vhost_vsock loaded?)");
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return gantry_error_errno(err, "bind vsock port %u", port);
+	if (listen(fd, AGENT_BACKLOG) < 0)
+		return gantry_error_errno(err, "listen on vsock port %u", port);
+	return steal_fd(&fd);
+}
+
+static struct agent *agent_new(gantry_error_t *err)
 {
 	struct agent *a = xzalloc(sizeof(*a));
 
@@ -105,12 +123,23 @@ int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
 	pthread_mutex_init(&a->send_lock, NULL);
 	a->dec = xmalloc(sizeof(*a->dec));
 	proto_decoder_init(a->dec);
-	xasprintf(&a->ctl_path, "%s/%d.sock", dir, PROTO_CONTROL_PORT);
-	xasprintf(&a->stdio_path, "%s/%d.sock", dir, PROTO_STDIO_PORT);
 	if (pipe2(a->cancel, O_CLOEXEC | O_NONBLOCK) < 0) {
 		gantry_error_errno(err, "pipe");
-		goto fail;
+		agent_free(a);
+		return NULL;
 	}
+	return a;
+}
+
+int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
+{
+	struct agent *a = agent_new(err);
+
+	if (a == NULL)
+		return -1;
+	a->unix_paths = true;
+	xasprintf(&a->ctl_path, "%s/%d.sock", dir, PROTO_CONTROL_PORT);
+	xasprintf(&a->stdio_path, "%s/%d.sock", dir, PROTO_STDIO_PORT);
 	a->ctl_listen = listen_unix(a->ctl_path, err);
 	if (a->ctl_listen < 0)
 		goto fail;
@@ -126,19 +155,11 @@ fail:
 
 int agent_attach(int fd, struct agent **out, gantry_error_t *err)
 {
-	struct agent *a = xzalloc(sizeof(*a));
+	struct agent *a = agent_new(err);
 
-	a->ctl_listen = a->stdio_listen = -1;
-	a->cancel[0] = a->cancel[1] = -1;
+	if (a == NULL)
+		return -1;
 	a->remote = true;
-	pthread_mutex_init(&a->send_lock, NULL);
-	a->dec = xmalloc(sizeof(*a->dec));
-	proto_decoder_init(a->dec);
-	if (pipe2(a->cancel, O_CLOEXEC | O_NONBLOCK) < 0) {
-		a->control = -1;
-		agent_free(a);
-		return gantry_error_errno(err, "pipe");
-	}
 	a->control = fd;
 	*out = a;
 	return 0;
@@ -155,6 +176,27 @@ int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_err
 	return 0;
 }
 
+int agent_listen_vsock(struct agent **out, gantry_error_t *err)
+{
+	struct agent *a = agent_new(err);
+
+	if (a == NULL)
+		return -1;
+	xasprintf(&a->ctl_path, "vsock port %d", PROTO_CONTROL_PORT);
+	xasprintf(&a->stdio_path, "vsock port %d", PROTO_STDIO_PORT);
+	a->ctl_listen = listen_vsock(PROTO_CONTROL_PORT, err);
+	if (a->ctl_listen < 0)
+		goto fail;
+	a->stdio_listen = listen_vsock(PROTO_STDIO_PORT, err);
+	if (a->stdio_listen < 0)
+		goto fail;
+	*out = a;
+	return 0;
+fail:
+	agent_free(a);
+	return -1;
+}
+
 void agent_cancel(struct agent *a)
 {
 	char c = 1;
@@ -166,9 +208,9 @@ void agent_free(struct agent *a)
 {
 	if (a == NULL)
 		return;
-	if (a->ctl_listen >= 0)
+	if (a->unix_paths && a->ctl_listen >= 0)
 		unlink(a->ctl_path);
-	if (a->stdio_listen >= 0)
+	if (a->unix_paths && a->stdio_listen >= 0)
 		unlink(a->stdio_path);
 	close_fd(&a->ctl_listen);
 	close_fd(&a->stdio_listen);
@@ -381,6 +423,7 @@ struct run {
 	bool out_dead, err_dead; /* the host fd refused a write */
 	bool done;		 /* EXIT or ERROR arrived */
 	uint64_t done_at;
+	unsigned int interrupts; /* SIGINTs forwarded without a terminal */
 	uint8_t obuf[PROTO_HDR_SIZE + PROTO_MAX_DATA + 4 * (PROTO_HDR_SIZE + 4)];
 	size_t olen, ooff;
 };
@@ -773,6 +816,15 @@ static int handle_signals(struct run *r, gantry_error_t *err)
 			m.type = PROTO_SIGNAL;
 			m.u.signal.id = r->id;
 			m.u.signal.signo = sigs[i];
+			/* Without a terminal, Ctrl-C is a forwarded SIGINT, which a
+			 * container's PID 1 ignores unless it handles it: the
+			 * third one kills the process. */
+			if (sigs[i] == SIGINT && !r->p->tty &&
+			    ++r->interrupts == AGENT_INTERRUPTS_TO_KILL) {
+				fprintf(stderr, "gantry: interrupted %u times: killing the process\n",
+					r->interrupts);
+				m.u.signal.signo = SIGKILL;
+			}
 		}
 		if (send_control(r->a, &m, err) < 0)
 			return -1;

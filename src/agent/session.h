@@ -21,6 +21,7 @@
 #include "proto/agent.h"
 
 #define AGENT_STREAM_GRACE_MS 5000 /* after EXIT, for a stdio stream never accepted */
+#define AGENT_INTERRUPTS_TO_KILL 3 /* SIGINTs without a terminal before SIGKILL */
 
 struct agent;
 
@@ -58,6 +59,10 @@ int agent_attach(int fd, struct agent **out, gantry_error_t *err);
 /* After HELLO: hand the control connection and the stdio listener to a
  * caller that serves many sessions itself (the supervisor). */
 int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_error_t *err);
+/* The same on this host's own vsock (ports 1025 and 1026, any CID), for a
+ * guest whose VMM has an in-kernel vsock device (vhost-vsock): bench/exec's
+ * QEMU side. */
+int agent_listen_vsock(struct agent **out, gantry_error_t *err);
 /* Wait up to timeout_ms (-1: forever) for gantry-init to dial and say HELLO;
  * *hello (optional) gets a copy, its kernel string owned by the agent. */
 int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,

@@ -110,7 +110,8 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		     "a registry reference (pulled on first use, then taken from the cache; see\n"
 		     "gantry image -help); without -image, Gantry's built-in busybox image.\n"
 		     "Exit status: the process's own, 128+N for signal N, 127 when the command\n"
-		     "is not in the image, 125 when the VM itself failed.\n\nFlags:\n");
+		     "is not in the image, 125 when the VM itself failed. Signals go to the\n"
+		     "process; without a terminal the third Ctrl-C kills it.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -124,7 +125,7 @@ int cmd_exec(int argc, char **argv)
 	struct sandbox_process proc = { 0 };
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
-	const char *image_src = NULL;
+	const char *image_src = NULL, *timing;
 	uint64_t cpus = 1;
 	bool help = false, show_console = false, dashdash, vm_started = false;
 	int rest, status = EXEC_VM_FAILED;
@@ -190,6 +191,8 @@ int cmd_exec(int argc, char **argv)
 	vm.cfg.nr_disks = 2;
 	vm.cfg.append = "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init";
 	vm.cfg.vsock_dir = rundir;
+	timing = getenv("GANTRY_BOOT_TIMING");
+	vm.cfg.timing = timing && *timing && strcmp(timing, "0") != 0;
 	if (show_console)
 		vm.cfg.console_fd = STDERR_FILENO;
 	else

@@ -1,4 +1,5 @@
 /* Go-style flag parsing (see flags.h). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,9 +33,14 @@ static int flag_set(const char *cmd, const struct flag *f, const char *value, ga
 		*(const char **)f->target = value;
 		return 0;
 	case FLAG_UINT:
-		if (parse_u64(value, f->max ? f->max : UINT64_MAX, &n) < 0)
-			return gantry_error(err, 0, "%s: -%s %s: not a number%s", cmd, f->name,
-					    value, f->max ? " in range" : "");
+		switch (parse_u64(value, f->max ? f->max : UINT64_MAX, &n)) {
+		case -1:
+			return gantry_error(err, 0, "%s: -%s %s: not a whole number", cmd, f->name,
+					    value);
+		case -2:
+			return gantry_error(err, 0, "%s: -%s %s: too large (at most %" PRIu64 ")",
+					    cmd, f->name, value, f->max ? f->max : UINT64_MAX);
+		}
 		*(uint64_t *)f->target = n;
 		return 0;
 	case FLAG_FUNC:

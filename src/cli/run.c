@@ -41,8 +41,9 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
-		"(exit status 0) or by writing its status to Gantry's exit port, which\n"
-		"gantry-init does; that status is returned. With -vsock DIR, a guest\n"
+		"(exit status: the last byte written to Gantry's status register, else 0)\n"
+		"or by writing its status to Gantry's exit port; that status is returned.\n"
+		"gantry-init writes the status register and resets. With -vsock DIR, a guest\n"
 		"connection to host port P reaches the Unix socket DIR/P.sock, and a host\n"
 		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n\n"
 		"Flags:\n");

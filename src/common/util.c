@@ -93,11 +93,11 @@ int parse_u64(const char *s, uint64_t max, uint64_t *out)
 		if (*s < '0' || *s > '9')
 			return -1;
 		if (v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			return -1;
+			return -2;
 		v = v * 10 + (uint64_t)(*s - '0');
 	}
 	if (v > max)
-		return -1;
+		return -2;
 	*out = v;
 	return 0;
 }

@@ -46,7 +46,8 @@ void cleanup_fclosep(void *f);
 		_fd;                                                                               \
 	})
 
-/* Parse a decimal unsigned integer that must fit in max; -1 on junk. */
+/* Parse a decimal unsigned integer: 0, or -1 when s is not one, -2 when it
+ * is larger than max. */
 int parse_u64(const char *s, uint64_t max, uint64_t *out);
 
 /* Read/write the whole buffer, retrying on EINTR and short transfers. */

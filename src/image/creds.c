@@ -1,12 +1,19 @@
 /* Registry credentials (see creds.h). */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -132,19 +139,98 @@ static json_t *member_for(json_t *obj, const char *registry)
 	return NULL;
 }
 
+/* A helper's name is part of a program name looked up in PATH: no
+ * slashes, nothing a shell or a path would read. */
+static bool helper_name_valid(const char *name)
+{
+	if (*name == '\0' || strlen(name) > CREDS_HELPER_NAME_MAX)
+		return false;
+	for (const char *p = name; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-')
+			return false;
+	return true;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The helper's output until EOF, CREDS_JSON_MAX bytes or the deadline;
+ * false when the deadline passed. */
+static bool helper_read(int fd, char *out, size_t *len, int64_t deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	ssize_t r;
+
+	while (*len < CREDS_JSON_MAX) {
+		int64_t left = deadline - now_ms();
+
+		if (left <= 0)
+			return false;
+		r = poll(&pfd, 1, (int)left);
+		if (r == 0 || (r < 0 && errno == EINTR))
+			continue;
+		if (r < 0)
+			return true;
+		r = read(fd, out + *len, CREDS_JSON_MAX - *len);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r <= 0)
+			return true;
+		*len += (size_t)r;
+	}
+	return true;
+}
+
+/* The helper's exit status, killing it once the deadline passes; false
+ * when it had to be killed. */
+static bool helper_wait(pid_t pid, int *status, int64_t deadline)
+{
+	pid_t w;
+
+	while ((w = waitpid(pid, status, WNOHANG)) == 0 && now_ms() < deadline) {
+		struct timespec nap = { 0, 10 * 1000 * 1000 };
+
+		nanosleep(&nap, NULL);
+	}
+	if (w == pid)
+		return true;
+	if (w == 0)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return w != 0;
+}
+
 /* Run a credential helper: `docker-credential-NAME get` with the server on
- * stdin, JSON on stdout. 1 with c filled, 0 when it has nothing. */
-static int helper_get(const char *name, const char *registry, struct registry_creds *c)
+ * stdin, JSON on stdout, stderr to /dev/null (a helper may print what it
+ * read). 1 with c filled, 0 when it has nothing, -1 on a bad name or a
+ * helper that does not answer in time. */
+static int helper_get(const char *name, const char *registry, struct registry_creds *c,
+		      gantry_error_t *err)
 {
 	cleanup_free char *prog = NULL, *server = NULL, *out = NULL;
 	int in[2], op[2], status;
 	posix_spawn_file_actions_t fa;
+	int64_t deadline;
+	bool in_time;
 	char *argv[3];
 	size_t len = 0;
 	json_t *j;
 	pid_t pid;
 	ssize_t r;
 
+	if (!helper_name_valid(name)) {
+		gantry_error(err, 0,
+			     "credential helper `%.64s`: a name of letters, digits, `.`, "
+			     "`_` and `-` only",
+			     name);
+		return ocijson_one_line(err);
+	}
 	xasprintf(&prog, HELPER_PREFIX "%s", name);
 	server = xstrdup(strcmp(registry, REF_DOCKER_HUB) == 0 ? CREDS_HUB_KEY : registry);
 	if (pipe2(in, O_CLOEXEC) < 0)
@@ -160,6 +246,7 @@ static int helper_get(const char *name, const char *registry, struct registry_cr
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, op[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
 	argv[0] = prog;
 	argv[1] = "get";
 	argv[2] = NULL;
@@ -172,16 +259,15 @@ static int helper_get(const char *name, const char *registry, struct registry_cr
 		return 0;
 	}
 	out = xmalloc(CREDS_JSON_MAX + 1);
-	while (len < CREDS_JSON_MAX && (r = read(op[0], out + len, CREDS_JSON_MAX - len)) != 0) {
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		len += (size_t)r;
-	}
+	deadline = now_ms() + CREDS_HELPER_SECONDS * 1000;
+	in_time = helper_read(op[0], out, &len, deadline);
 	close(op[0]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	in_time = helper_wait(pid, &status, in_time ? deadline : 0) && in_time;
+	if (!in_time) {
+		explicit_bzero(out, len);
+		return gantry_error(err, 0, "credential helper %s: no answer in %d seconds", prog,
+				    CREDS_HELPER_SECONDS);
+	}
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return 0;
 	j = json_loadb(out, len, 0, NULL);
@@ -232,9 +318,13 @@ static int docker_lookup(const char *registry, struct registry_creds *c, gantry_
 	helper = member_for(json_object_get(cfg, "credHelpers"), registry);
 	store = json_string_value(json_object_get(cfg, "credsStore"));
 	if (json_is_string(helper))
-		r = helper_get(json_string_value(helper), registry, c);
+		r = helper_get(json_string_value(helper), registry, c, err);
 	if (r == 0 && store && *store)
-		r = helper_get(store, registry, c);
+		r = helper_get(store, registry, c, err);
+	if (r < 0) {
+		json_decref(cfg);
+		return gantry_error_prefix(err, "Docker config `%s`", path);
+	}
 	if (r == 0)
 		r = auths_get(json_object_get(cfg, "auths"), registry, "Docker config", path, c);
 	json_decref(cfg);
@@ -352,12 +442,87 @@ static int own_save(const char *path, json_t *j, gantry_error_t *err)
 	return ret;
 }
 
+/* Hold an exclusive lock on "<path>.lock" (the file itself is replaced
+ * on every save, so it cannot carry the lock). */
+static int own_lock(const char *path, int *fd, gantry_error_t *err)
+{
+	cleanup_free char *dir = xstrdup(path), *lock = NULL;
+	char *slash = strrchr(dir, '/');
+
+	if (slash) {
+		*slash = '\0';
+		if (mkdir_p(dir, err) < 0)
+			return -1;
+	}
+	xasprintf(&lock, "%s.lock", path);
+	*fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (*fd < 0)
+		return gantry_error_errno(err, "open `%s`", lock);
+	while (flock(*fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			gantry_error_errno(err, "lock `%s`", lock);
+			close(*fd);
+			*fd = -1;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Under the lock no save is under way: any "<file>.tmp-XXXXXX" is what a
+ * killed save left. */
+static void remove_stale_tmp(const char *path)
+{
+	cleanup_free char *dir = xstrdup(path), *prefix = NULL;
+	char *slash = strrchr(dir, '/');
+	struct dirent *e;
+	DIR *d;
+
+	if (slash == NULL)
+		return;
+	*slash = '\0';
+	xasprintf(&prefix, "%s.tmp-", slash + 1);
+	d = opendir(dir);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL)
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+			unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+}
+
+/* Remove every auths key that names registry ("https://host/v1/", "HOST"). */
+static bool del_all(json_t *auths, const char *registry)
+{
+	bool removed = false;
+	const char *key;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(auths, tmp, key, v)
+	{
+		cleanup_free char *norm = registry_normalize(key);
+
+		if (norm && strcmp(norm, registry) == 0) {
+			json_object_del(auths, key);
+			removed = true;
+		}
+	}
+	return removed;
+}
+
 int creds_store(const char *registry, const char *user, const char *pass, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *auth = creds_basic(user, pass);
+	cleanup_close int lock = -1;
 	json_t *j, *auths;
 	int ret;
 
+	if (creds_file(&path, err) < 0 || own_lock(path, &lock, err) < 0)
+		return -1;
+	remove_stale_tmp(path);
+	free(path);
+	path = NULL;
 	if (own_load(&j, &path, err) < 0)
 		return -1;
 	if (j == NULL)
@@ -367,6 +532,7 @@ int creds_store(const char *registry, const char *user, const char *pass, gantry
 		auths = json_object();
 		json_object_set_new(j, "auths", auths);
 	}
+	del_all(auths, registry);
 	json_object_set_new(auths, registry, json_pack("{s:s}", "auth", auth));
 	ret = own_save(path, j, err);
 	json_decref(j);
@@ -377,15 +543,20 @@ int creds_store(const char *registry, const char *user, const char *pass, gantry
 int creds_erase(const char *registry, bool *removed, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL;
+	cleanup_close int lock = -1;
 	json_t *j, *auths;
 	int ret = 0;
 
 	*removed = false;
+	if (creds_file(&path, err) < 0 || own_lock(path, &lock, err) < 0)
+		return -1;
+	remove_stale_tmp(path);
+	free(path);
+	path = NULL;
 	if (own_load(&j, &path, err) < 0)
 		return -1;
 	auths = json_object_get(j, "auths");
-	if (json_is_object(auths) && json_object_get(auths, registry)) {
-		json_object_del(auths, registry);
+	if (json_is_object(auths) && del_all(auths, registry)) {
 		*removed = true;
 		ret = own_save(path, j, err);
 	}

@@ -17,6 +17,10 @@
 #define CREDS_JSON_MAX (1u << 20)
 /* Docker's key for Docker Hub in config.json and for its helpers. */
 #define CREDS_HUB_KEY "https://index.docker.io/v1/"
+/* A credential helper that has not answered by then is killed. */
+#define CREDS_HELPER_SECONDS 30
+/* docker-credential-NAME: NAME at most this long. */
+#define CREDS_HELPER_NAME_MAX 64
 
 struct registry_creds {
 	char *user;
@@ -36,8 +40,10 @@ int creds_source(const char *registry, char **source, gantry_error_t *err);
  * normalized, sorted, without repeats; NULL-terminated. */
 int creds_registries(char ***out, size_t *n, gantry_error_t *err);
 
-/* Our own file: store (0600, atomically) and erase. *removed says whether
- * there was an entry. */
+/* Our own file: store (0600, atomically) and erase, each under a lock on
+ * "credentials.json.lock" and removing what a killed save left. Every key
+ * that names registry is replaced or removed; *removed says whether there
+ * was one. */
 int creds_store(const char *registry, const char *user, const char *pass, gantry_error_t *err);
 int creds_erase(const char *registry, bool *removed, gantry_error_t *err);
 /* Path of our own file; caller frees. */

@@ -1,4 +1,5 @@
 /* Registry images (see pull.h). */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,6 +81,7 @@ static int resolve_manifest(struct pull *p, gantry_error_t *err)
 	const struct oci_descriptor *want = NULL;
 	const char *object = image_ref_object(&p->ref);
 	char digest[DIGEST_STR_MAX];
+	bool named = false; /* the index entry named its platform */
 	size_t len;
 
 	for (int depth = 0;; depth++) {
@@ -98,6 +100,8 @@ static int resolve_manifest(struct pull *p, gantry_error_t *err)
 				break;
 			}
 			memcpy(p->manifest_digest, digest, sizeof(digest));
+			/* An index entry named its platform; a lone manifest did not. */
+			p->platform_unchecked = !named;
 			free(chosen.digest);
 			return 0;
 		}
@@ -115,12 +119,60 @@ static int resolve_manifest(struct pull *p, gantry_error_t *err)
 		}
 		free(chosen.digest);
 		chosen = (struct oci_descriptor){ .digest = xstrdup(d->digest), .size = d->size };
+		named = d->architecture != NULL;
 		oci_index_free(&ix);
 		want = &chosen;
 		object = chosen.digest;
 	}
 	free(chosen.digest);
 	return -1;
+}
+
+/* The config's platform against the one asked for, where no index
+ * entry vouched for it: "image is linux/arm64, not linux/amd64". */
+static int check_platform(const struct pull *p, const char *buf, size_t len, gantry_error_t *err)
+{
+	json_t *j = json_loadb(buf, len, 0, NULL);
+	const char *os = json_string_value(json_object_get(j, "os"));
+	const char *arch = json_string_value(json_object_get(j, "architecture"));
+	const char *variant = json_string_value(json_object_get(j, "variant"));
+	const char *want = p->platform.variant;
+	bool ok = true;
+
+	if (os && strcmp(os, "linux") != 0)
+		ok = false;
+	if (arch && strcmp(arch, p->platform.arch) != 0)
+		ok = false;
+	/* arm64 without a variant is v8. */
+	if (arch && ok && want[0] && !(variant ? strcmp(variant, want) == 0 :
+					       strcmp(arch, "arm64") == 0 && strcmp(want, "v8") == 0))
+		ok = false;
+	if (!ok) {
+		gantry_error(err, 0, "image is %.32s/%.32s%s%.32s, not %s", os ? os : "linux",
+			     arch ? arch : "?", variant ? "/" : "", variant ? variant : "",
+			     p->platform.str);
+		ocijson_one_line(err);
+	}
+	json_decref(j);
+	return ok ? 0 : -1;
+}
+
+static int read_config(struct pull *p, char **buf, size_t *len, gantry_error_t *err)
+{
+	const struct oci_descriptor *d = &p->manifest.config;
+	cleanup_free char *what = NULL;
+	struct registry_resp resp;
+	struct blob b;
+	int ret;
+
+	xasprintf(&what, "config %s", d->digest);
+	if (registry_get(&p->reg, "blobs", d->digest, NULL, what, &resp, err) < 0)
+		return -1;
+	blob_init(&b, what, d->digest, d->size, registry_pull, &resp);
+	ret = blob_read_all(&b, OCI_JSON_MAX, buf, len, err);
+	blob_release(&b);
+	registry_resp_end(&resp);
+	return ret;
 }
 
 int pull_open(const struct image_ref *ref, const struct pull_opts *o, struct pull *p,
@@ -137,7 +189,10 @@ int pull_open(const struct image_ref *ref, const struct pull_opts *o, struct pul
 	};
 	p->name = image_ref_string(ref);
 	if (registry_open(ref->registry, ref->repository, o->insecure, &p->reg, err) < 0 ||
-	    resolve_manifest(p, err) < 0) {
+	    resolve_manifest(p, err) < 0 ||
+	    (p->platform_unchecked &&
+	     (read_config(p, &p->config, &p->config_len, err) < 0 ||
+	      check_platform(p, p->config, p->config_len, err) < 0))) {
 		gantry_error_prefix(err, "image `%s`", p->name);
 		pull_close(p);
 		return -1;
@@ -151,25 +206,18 @@ void pull_close(struct pull *p)
 	oci_manifest_free(&p->manifest);
 	image_ref_free(&p->ref);
 	free(p->name);
+	free(p->config);
 	*p = (struct pull){ 0 };
 }
 
 int pull_read_config(struct pull *p, char **buf, size_t *len, gantry_error_t *err)
 {
-	const struct oci_descriptor *d = &p->manifest.config;
-	cleanup_free char *what = NULL;
-	struct registry_resp resp;
-	struct blob b;
-	int ret;
-
-	xasprintf(&what, "config %s", d->digest);
-	if (registry_get(&p->reg, "blobs", d->digest, NULL, what, &resp, err) < 0)
-		return gantry_error_prefix(err, "image `%s`", p->name);
-	blob_init(&b, what, d->digest, d->size, registry_pull, &resp);
-	ret = blob_read_all(&b, OCI_JSON_MAX, buf, len, err);
-	blob_release(&b);
-	registry_resp_end(&resp);
-	if (ret < 0)
+	if (p->config) {
+		*buf = steal_pointer(&p->config);
+		*len = p->config_len;
+		return 0;
+	}
+	if (read_config(p, buf, len, err) < 0)
 		return gantry_error_prefix(err, "image `%s`", p->name);
 	return 0;
 }

@@ -42,11 +42,15 @@ struct pull {
 	bool progress;
 	char manifest_digest[DIGEST_STR_MAX];
 	struct oci_manifest manifest;
+	bool platform_unchecked; /* no index entry named the platform */
+	char *config;		 /* read early to check the platform, or NULL */
+	size_t config_len;
 };
 
 /* "linux/amd64", "linux/arm64/v8"; NULL or "" is this host's. */
 int platform_parse(const char *s, struct platform *p, gantry_error_t *err);
-/* Parse ref and find its platform manifest. */
+/* Parse ref and find its platform manifest; a manifest that no index
+ * entry placed is checked against the platform by its config. */
 int pull_open(const struct image_ref *ref, const struct pull_opts *o, struct pull *p,
 	      gantry_error_t *err);
 void pull_close(struct pull *p);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/util.h"
 #include "image/digest.h"
@@ -131,8 +132,8 @@ static bool host_valid(const char *s, size_t n)
 
 static bool is_hub(const char *host)
 {
-	return strcmp(host, REF_DOCKER_HUB) == 0 || strcmp(host, "index.docker.io") == 0 ||
-	       strcmp(host, REF_DOCKER_HUB_API) == 0;
+	return strcasecmp(host, REF_DOCKER_HUB) == 0 || strcasecmp(host, "index.docker.io") == 0 ||
+	       strcasecmp(host, REF_DOCKER_HUB_API) == 0;
 }
 
 /* Docker's rule: the first component names a registry when it has a dot,
@@ -166,6 +167,9 @@ static int split_name(char *name, struct image_ref *out, gantry_error_t *err)
 			return gantry_error(err, 0, "invalid registry `%.*s`",
 					    (int)(slash - name), name);
 		*slash = '\0';
+		/* Host names are case-insensitive: one cache key, one login. */
+		for (char *c = name; *c; c++)
+			*c = (char)tolower((unsigned char)*c);
 		out->registry = xstrdup(is_hub(name) ? REF_DOCKER_HUB : name);
 		path = slash + 1;
 	} else {

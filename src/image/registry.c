@@ -196,9 +196,36 @@ static int resp_wait(struct registry_resp *s, enum resp_until until, gantry_erro
 	}
 }
 
+/* url as errors show it: scheme://host/path. A signed URL's query (a
+ * blob store's signature) and any user:password stay out of messages. */
+static char *url_shown(const char *url)
+{
+	CURLU *u = curl_url();
+	char *s = NULL, *out;
+
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
+		out = xstrdup(s);
+	} else {
+		/* Not a URL curl can parse: keep what precedes any query. */
+		out = strndup(url, strcspn(url, "?#@"));
+		if (out == NULL)
+			abort();
+	}
+	curl_free(s);
+	curl_url_cleanup(u);
+	return out;
+}
+
 static int transfer_error(struct registry_resp *s, const char *url, gantry_error_t *err)
 {
-	return gantry_error(err, 0, "GET %s: %s", url,
+	cleanup_free char *shown = url_shown(url);
+
+	return gantry_error(err, 0, "GET %s: %s", shown,
 			    s->errbuf[0] ? s->errbuf : curl_easy_strerror(s->result));
 }
 
@@ -251,8 +278,10 @@ static int resp_start(struct registry_resp *s, const char *url, const char *acce
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, s->errbuf);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024L);
 	if (curl_multi_add_handle(s->reg->multi, h) != CURLM_OK) {
+		cleanup_free char *shown = url_shown(url);
+
 		curl_slist_free_all(hdrs);
-		return gantry_error(err, 0, "GET %s: cannot start", url);
+		return gantry_error(err, 0, "GET %s: cannot start", shown);
 	}
 	s->started = true;
 	ret = resp_wait(s, UNTIL_HEADERS, err);
@@ -485,9 +514,17 @@ static int token_fetch(struct registry *r, const struct challenge *c, bool ping,
 		ret = transfer_error(&s, c->realm, err);
 		goto out;
 	}
+	if ((s.status == 401 || s.status == 403) && r->creds.user == NULL) {
+		ret = gantry_error(err, 0,
+				   "%s: authentication required (HTTP %ld from the token service): "
+				   "run `gantry image login %s`",
+				   r->name, s.status, r->name);
+		goto out;
+	}
 	if (s.status == 401 || s.status == 403) {
-		ret = gantry_error(err, 0, "%s: wrong credentials (HTTP %ld from the token service)",
-				   r->name, s.status);
+		ret = gantry_error(err, 0,
+				   "%s: wrong credentials from %s (HTTP %ld from the token service)",
+				   r->name, r->creds.source, s.status);
 		goto out;
 	}
 	if (s.status != 200) {
@@ -592,7 +629,7 @@ static int request(struct registry *r, const char *path, const char *accept, con
 		   bool ping, struct registry_resp *s, gantry_error_t *err)
 {
 	cleanup_free char *url = NULL;
-	bool authed = r->authz != NULL;
+	bool retried = false; /* one fresh authentication per request */
 	int hops = 0;
 
 	*s = (struct registry_resp){ .reg = r, .length = -1 };
@@ -603,13 +640,16 @@ static int request(struct registry *r, const char *path, const char *accept, con
 
 		if (resp_start(s, url, accept, own ? r->authz : NULL, err) < 0)
 			goto fail;
-		if (s->status == 401 && own && !authed) {
+		if (s->status == 401 && own && !retried) {
+			/* No token yet, or one that expired or lacks this scope:
+			 * answer the new challenge and ask once more. */
 			cleanup_free char *ch = s->challenge ? xstrdup(s->challenge) : NULL;
 
 			registry_resp_end(s);
+			set_authz(r, NULL);
 			if (authenticate(r, ch, ping, err) < 0)
 				return -1;
-			authed = true;
+			retried = true;
 			continue;
 		}
 		if (!is_redirect(s->status))

@@ -42,6 +42,7 @@ def boot_timeout():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "kvm: boots a guest; needs KVM (tests/harness/kvmhost)")
+    config.addinivalue_line("markers", "smp: boots a guest with several vCPUs; needs a host with 2 CPUs")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -127,6 +127,16 @@ class Layout:
         d["platform"] = {"os": "linux", "architecture": arch}
         return d
 
+    def manifest(self, tag):
+        """The manifest (parsed) that tag names; an index's first entry."""
+        desc = next(m for m in self.index["manifests"]
+                    if m["annotations"]["org.opencontainers.image.ref.name"] == tag)
+        doc = json.loads((self.path / "blobs" / "sha256" / desc["digest"][7:]).read_bytes())
+        if "manifests" in doc:
+            d = doc["manifests"][0]["digest"]
+            doc = json.loads((self.path / "blobs" / "sha256" / d[7:]).read_bytes())
+        return doc
+
     def multi(self, manifests):
         return self.blob({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": manifests},
                          OCI_INDEX)
@@ -161,6 +171,7 @@ class TokenService:
         self.x5c = base64.b64encode(der).decode()
         self.port = free_port()
         self.requests = []
+        self.deny_anonymous = False  # 401 for callers without credentials
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -204,6 +215,10 @@ class TokenService:
                         self.end_headers()
                         return
                     account = user
+                if not account and svc.deny_anonymous:
+                    self.send_response(401)
+                    self.end_headers()
+                    return
                 svc.requests.append({"account": account, "scope": q.get("scope", [])})
                 # Anonymous callers get a token that grants nothing.
                 scopes = q.get("scope", []) if account else []
@@ -311,17 +326,31 @@ class Registry:
 class FaultProxy:
     """Forwards to a registry, except where `fault` says otherwise:
     "truncate" (blob bodies cut in half, connection closed), "big-manifest"
-    (a 5 MiB manifest), "redirect-loop" (blobs redirect to themselves),
-    "redirect-host" (blobs redirect to the same proxy under another host
-    name, `localhost`), "corrupt" (the last bytes of gzip blobs, the
-    layers, changed). Every request's Authorization header is recorded
-    with the host it was sent to."""
+    (a 5 MiB manifest with a Content-Length), "big-manifest-stream" (the
+    same without one: the body ends when the connection closes),
+    "redirect-loop" (blobs redirect to themselves), "redirect-host" (blobs
+    redirect to the same proxy under another host name, `localhost`),
+    "corrupt" (the last bytes of gzip blobs, the layers, changed),
+    "signed-truncate" (blobs redirect to a signed URL, `?sig=...`, whose
+    body is cut in half), "reauth" (the first blob request is answered 401
+    with `challenge`, as when a token expires), "slow" (blob answers wait
+    `delay` seconds). Blob faults touch only the blobs in `targets` when
+    it is given. Every request's Authorization header is recorded with the
+    host it was sent to; `times` has (path, start, end) per request."""
 
-    def __init__(self, upstream, fault, upstream_auth=None):
+    SECRET = "s3cr3t-signature"
+
+    def __init__(self, upstream, fault, upstream_auth=None, targets=None, challenge=None,
+                 delay=0):
         self.upstream, self.fault, self.upstream_auth = upstream, fault, upstream_auth
+        self.targets = set(targets) if targets is not None else None
+        self.challenge, self.delay = challenge, delay
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.seen = []
+        self.times = []
+        self.lock = threading.Lock()
+        self.reauth_done = False
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -343,10 +372,54 @@ class FaultProxy:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _truncated(self, headers, body):
+                self.send_response(200)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+
             def do_GET(self):
+                start = time.monotonic()
+                try:
+                    self._get()
+                finally:
+                    with proxy.lock:
+                        proxy.times.append((self.path, start, time.monotonic()))
+
+            def _get(self):
                 proxy.seen.append((self.headers.get("Host"), self.path,
                                    self.headers.get("Authorization")))
-                blob = "/blobs/" in self.path
+                path, _, query = self.path.partition("?")
+                blob = "/blobs/" in path
+                if blob and proxy.targets is not None:
+                    blob = path.rsplit("/", 1)[1] in proxy.targets
+                if proxy.fault == "reauth" and blob:
+                    with proxy.lock:
+                        first, proxy.reauth_done = not proxy.reauth_done, True
+                    if first:
+                        return self._send(401, {"WWW-Authenticate": proxy.challenge,
+                                                "Content-Type": "application/json"},
+                                          b'{"errors":[{"code":"UNAUTHORIZED"}]}')
+                if proxy.fault == "slow" and blob:
+                    time.sleep(proxy.delay)
+                if proxy.fault == "signed-truncate" and blob and not query:
+                    return self._send(307, {"Location": f"http://localhost:{proxy.port}{path}"
+                                            f"?sig={proxy.SECRET}#frag"}, b"")
+                if proxy.fault == "big-manifest-stream" and "/manifests/" in path:
+                    self.send_response(200)
+                    self.send_header("Content-Type", OCI_MANIFEST)
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(b'{"schemaVersion":2,"pad":"')
+                    for _ in range(5):
+                        self.wfile.write(b"x" * (1 << 20))
+                    self.wfile.write(b'"}')
+                    self.close_connection = True
+                    return
                 if proxy.fault == "redirect-loop" and blob:
                     return self._send(307, {"Location": self.path}, b"")
                 if (proxy.fault == "redirect-host" and blob and
@@ -356,7 +429,7 @@ class FaultProxy:
                 if proxy.fault == "big-manifest" and "/manifests/" in self.path:
                     body = b'{"schemaVersion":2,"pad":"' + b"x" * (5 << 20) + b'"}'
                     return self._send(200, {"Content-Type": OCI_MANIFEST}, body)
-                req = urllib.request.Request(f"http://{proxy.upstream}{self.path}")
+                req = urllib.request.Request(f"http://{proxy.upstream}{path}")
                 for k in ("Accept", "Authorization"):
                     if self.headers.get(k):
                         req.add_header(k, self.headers[k])
@@ -375,16 +448,9 @@ class FaultProxy:
                                                 "transfer-encoding")}
                 if proxy.fault == "corrupt" and blob and body[:2] == b"\x1f\x8b":
                     body = body[:-4] + bytes(b ^ 0xff for b in body[-4:])
-                if proxy.fault == "truncate" and blob and status == 200 and len(body) > 1:
-                    self.send_response(200)
-                    for k, v in headers.items():
-                        self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body[: len(body) // 2])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
+                if ((proxy.fault == "truncate" or (proxy.fault == "signed-truncate" and query))
+                        and blob and status == 200 and len(body) > 1):
+                    return self._truncated(headers, body)
                 self._send(status, headers, body)
 
         return Handler

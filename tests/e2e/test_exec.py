@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -83,6 +84,31 @@ def test_sigterm_reaches_the_process(gantry, gexec, tmp_path):
         p.kill()
     assert p.returncode == 7, err
     assert out == b"got-term\n"
+
+
+def test_third_interrupt_kills_a_pid1_without_handlers(gantry, tmp_path):
+    # sleep as the container's PID 1 ignores SIGINT; the third one is SIGKILL.
+    env = dict(os.environ, GANTRY_IMAGES=str(tmp_path / "images"))
+    p = subprocess.Popen(
+        [str(gantry), "exec", "--", "sh", "-c", "echo ready; exec sleep 1000"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    watchdog = threading.Timer(boot_timeout(), p.kill)
+    watchdog.start()
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        for _ in range(3):
+            p.send_signal(signal.SIGINT)
+            time.sleep(0.5)
+        out, err = p.communicate(timeout=boot_timeout())
+    finally:
+        watchdog.cancel()
+        p.kill()
+    assert p.returncode == 128 + 9, err
+    assert b"interrupted 3 times: killing the process" in err
 
 
 def test_stdout_and_stderr_stay_apart(gexec):

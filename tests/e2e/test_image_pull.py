@@ -8,6 +8,7 @@ import base64
 import hashlib
 import json
 import os
+import platform
 import random
 import shutil
 import signal
@@ -21,6 +22,8 @@ import registry as R
 from conftest import build_dir
 
 USER, PASSWORD = "alice", "correct horse"
+HOST_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+FOREIGN_ARCH = "amd64" if HOST_ARCH == "arm64" else "arm64"
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -35,7 +38,8 @@ def tools():
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
     """multi: amd64 (gzip + zstd + plain layers) and arm64; arm: arm64 only;
-    big: three 8 MiB layers of noise, for the kill test."""
+    big: three 8 MiB layers of noise, for the kill test; foreign: a lone
+    manifest (no index) for the architecture this host is not."""
     L = R.Layout(tmp_path_factory.mktemp("layout"))
     amd = L.image([
         ({"etc/": ("dir",), "etc/hello": b"hello from gzip\n", "bin/": ("dir",)}, "gzip"),
@@ -46,6 +50,7 @@ def layout(tmp_path_factory):
     arm = L.image([({"etc/arch": b"arm64\n"}, "gzip")], arch="arm64")
     L.tag(L.multi([amd, arm]), "multi")
     L.tag(L.multi([arm]), "arm")
+    L.tag(L.image([({"etc/arch": b"foreign\n"}, "gzip")], arch=FOREIGN_ARCH), "foreign")
     rnd = random.Random(7)
     L.tag(L.image([({f"data/{i}": rnd.randbytes(8 << 20)}, "gzip") for i in range(3)]), "big")
     busybox = Path("/bin/busybox")
@@ -73,6 +78,7 @@ def _registry(tmp_path_factory, layout, auth=None, users=None):
 def anon(tmp_path_factory, layout):
     reg = _registry(tmp_path_factory, layout)
     reg.push(layout.path, "big", "test/big:1")
+    reg.push(layout.path, "foreign", "test/foreign:1")
     if (layout.path / "index.json").read_text().count('"busybox"'):
         reg.push(layout.path, "busybox", "test/busybox:1")
     yield reg
@@ -243,6 +249,38 @@ def test_auth(request, g, kind):
                                                          "linux/arm64", ref))
 
 
+def test_token_service_refusing_anonymous_asks_for_login(g, token):
+    token.token.deny_anonymous = True
+    try:
+        line = one_error_line(g("image", "pull", f"{token.host}/test/multi:1"))
+    finally:
+        token.token.deny_anonymous = False
+    assert "authentication required" in line and f"gantry image login {token.host}" in line
+    assert "wrong credentials" not in line
+    assert g.entries() == [] and g.leftovers() == []
+
+
+def test_reauthenticates_when_a_held_token_is_refused(g, token):
+    """The registry refuses the token mid-pull (expired, or without the
+    scope): a fresh token is fetched and the request is made once more."""
+    challenge = (f'Bearer realm="{token.token.realm}",service="gantry-test-registry",'
+                 'scope="repository:test/multi:pull",error="invalid_token"')
+    proxy = R.FaultProxy(token.host, "reauth", challenge=challenge)
+    try:
+        g("image", "login", proxy.host, "-u", USER, "--password-stdin",
+          input=PASSWORD + "\n", check=True)
+        before = len(token.token.requests)
+        _, digest = pull(g, f"{proxy.host}/test/multi:1")
+    finally:
+        proxy.stop()
+    fsck(g.erofs(digest))
+    assert proxy.reauth_done
+    tokens = [r for r in token.token.requests[before:] if r["account"] == USER]
+    assert len(tokens) == 2, tokens
+    blobs = [p for _, p, a in proxy.seen if "/blobs/" in p]
+    assert blobs[0] == blobs[1]
+
+
 def test_wrong_stored_credentials(g, basic):
     creds = base64.b64encode(f"{USER}:nope".encode()).decode()
     (g.home / "docker").mkdir(parents=True)
@@ -257,7 +295,7 @@ def test_docker_credential_helper(g, basic, tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     helper = bindir / "docker-credential-gantrytest"
-    helper.write_text("#!/bin/sh\nread server\n"
+    helper.write_text("#!/bin/sh\nread server\necho helper noise >&2\n"
                       f"echo '{{\"ServerURL\":\"'$server'\",\"Username\":\"{USER}\","
                       f"\"Secret\":\"{PASSWORD}\"}}'\n")
     helper.chmod(0o755)
@@ -267,7 +305,18 @@ def test_docker_credential_helper(g, basic, tmp_path):
     g.env["PATH"] = f"{bindir}:{g.env['PATH']}"
     out = g("image", "credentials", check=True).stdout
     assert basic.host in out and "docker-credential-gantrytest" in out
-    pull(g, f"{basic.host}/test/multi:1")
+    p = g("image", "pull", f"{basic.host}/test/multi:1")
+    assert p.returncode == 0, p.stderr
+    assert "helper noise" not in p.stderr
+
+
+def test_credential_helper_name_must_be_a_plain_name(g, basic, tmp_path):
+    (g.home / "docker").mkdir(parents=True)
+    (g.home / "docker" / "config.json").write_text(json.dumps(
+        {"credHelpers": {basic.host: "../../bin/evil"}}))
+    line = one_error_line(g("image", "pull", f"{basic.host}/test/multi:1"))
+    assert "credential helper `../../bin/evil`" in line, line
+    assert g.entries() == [] and g.leftovers() == []
 
 
 def test_login_has_no_password_flag(g, basic):
@@ -311,6 +360,27 @@ def test_bad_reference(g, anon, ref, words):
     _nothing_left(g)
 
 
+def test_single_platform_image_for_another_architecture(g, anon, tmp_path):
+    ref = f"{anon.host}/test/foreign:1"
+    line = one_error_line(g("image", "pull", ref))
+    assert f"image is linux/{FOREIGN_ARCH}, not linux/{HOST_ARCH}" in line, line
+    _nothing_left(g)
+    line = one_error_line(g("image", "pull", "-platform", f"linux/{FOREIGN_ARCH}/v7", ref))
+    assert f"not linux/{FOREIGN_ARCH}/v7" in line, line
+    _, digest = pull(g, ref, "-platform", f"linux/{FOREIGN_ARCH}")
+    # Cached for the other platform: still refused for this one, by exec too.
+    line = one_error_line(g("image", "pull", ref))
+    assert f"image is linux/{FOREIGN_ARCH}, not linux/{HOST_ARCH}" in line, line
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    for name in ("vmlinux", "sysroot.erofs"):
+        (assets / name).write_bytes(b"")
+    g.env["GANTRY_ASSETS"] = str(assets)
+    line = one_error_line(g("exec", "-image", ref, "--", "true"))
+    assert f"image is linux/{FOREIGN_ARCH}, not linux/{HOST_ARCH}" in line, line
+    assert g.digests() == [digest]
+
+
 def test_bad_platform_and_reference_syntax(g, anon):
     assert "platform" in one_error_line(g("image", "pull", "-platform", "windows/amd64",
                                           f"{anon.host}/test/multi:1"))
@@ -319,18 +389,45 @@ def test_bad_platform_and_reference_syntax(g, anon):
     _nothing_left(g)
 
 
-@pytest.mark.parametrize("fault,words", [
-    ("truncate", "bytes remaining to read"),
-    ("big-manifest", "more than the 4194304"),
-    ("redirect-loop", "redirect loop"),
+def _blobs(layout, tag, which):
+    m = layout.manifest(tag)
+    if which == "config":
+        return [m["config"]["digest"]]
+    return [d["digest"] for d in m["layers"]]
+
+
+@pytest.mark.parametrize("fault,tag,blobs,words", [
+    # A layer cut short while it is streamed into the image.
+    ("truncate", "big", "layers", "layer sha256:"),
+    ("truncate", "multi", "config", "config sha256:"),
+    ("big-manifest", "multi", None, "more than the 4194304"),
+    # No Content-Length: the cap is enforced on what arrives.
+    ("big-manifest-stream", "multi", None, "more than the 4194304 bytes allowed"),
+    ("redirect-loop", "multi", None, "redirect loop"),
 ])
-def test_faults(g, anon, fault, words):
-    proxy = R.FaultProxy(anon.host, fault)
+def test_faults(g, anon, layout, fault, tag, blobs, words):
+    targets = _blobs(layout, tag, blobs) if blobs else None
+    proxy = R.FaultProxy(anon.host, fault, targets=targets)
+    try:
+        line = one_error_line(g("image", "pull", f"{proxy.host}/test/{tag}:1", timeout=120))
+    finally:
+        proxy.stop()
+    assert words in line, line
+    if fault == "truncate":
+        assert "bytes remaining to read" in line, line
+        assert any(p.rsplit("/", 1)[1] in targets for _, p, _ in proxy.seen
+                   if "/blobs/" in p)
+    _nothing_left(g)
+
+
+def test_signed_url_stays_out_of_errors(g, anon, layout):
+    proxy = R.FaultProxy(anon.host, "signed-truncate", targets=_blobs(layout, "multi", "layers"))
     try:
         line = one_error_line(g("image", "pull", f"{proxy.host}/test/multi:1", timeout=120))
     finally:
         proxy.stop()
-    assert words in line, line
+    assert f"localhost:{proxy.port}/v2/test/multi/blobs/sha256:" in line, line
+    assert R.FaultProxy.SECRET not in line and "sig=" not in line and "#" not in line, line
     _nothing_left(g)
 
 
@@ -399,16 +496,30 @@ def test_sigkill_during_pull_leaves_a_consistent_cache(g, anon):
     assert g.leftovers() == [] and g.entries() == []
 
 
-def test_concurrent_pulls_convert_once(g, anon):
-    ref = f"{anon.host}/test/big:1"
-    procs = [subprocess.Popen([str(g.bin), "image", "pull", ref], env=g.env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(3)]
-    outs = [p.communicate(timeout=300) for p in procs]
+def test_concurrent_pulls_convert_once(g, anon, layout):
+    """Layers are slow: every pull has its config, and so is at the
+    conversion, before the first layer arrives; the layers are fetched once."""
+    layers = _blobs(layout, "big", "layers")
+    config = _blobs(layout, "big", "config")[0]
+    proxy = R.FaultProxy(anon.host, "slow", targets=layers, delay=1.5)
+    try:
+        ref = f"{proxy.host}/test/big:1"
+        procs = [subprocess.Popen([str(g.bin), "image", "pull", ref], env=g.env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for _ in range(3)]
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        proxy.stop()
     assert all(p.returncode == 0 for p in procs), outs
     assert sum(1 for out, _ in outs if "(cached)" not in out) == 1, outs
     assert len({out.split()[1] for out, _ in outs}) == 1
     assert g.leftovers() == []
+    configs = [t for t in proxy.times if t[0].endswith(config)]
+    fetched = [t for t in proxy.times if t[0].rsplit("/", 1)[1] in layers]
+    assert len(configs) == 3, proxy.times
+    assert sorted(t[0] for t in fetched) == sorted(f"/v2/test/big/blobs/{d}" for d in layers)
+    first_layer_done = min(end for _, _, end in fetched)
+    assert all(start < first_layer_done for _, start, _ in configs), proxy.times
 
 
 # ---- running ----

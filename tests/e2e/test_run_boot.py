@@ -61,6 +61,7 @@ def test_erofs_root_on_virtio_blk(boot, erofs_root):
     booted(r, 5)
 
 
+@pytest.mark.smp
 def test_two_cpus_online(boot):
     r = boot("-cpus", "2", tests=["smp"])
     booted(r)

@@ -4,11 +4,15 @@
     tests/fuzz/mkcorpus.py [OUT_DIR]    # default: corpus/ next to this file
 
 The layouts mirror the headers of fuzz_virtq.c and fuzz_mmio.c: change
-them together. Output is deterministic, so rerunning rewrites the same files.
+them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
+and mtimes). Output is deterministic, so rerunning rewrites the same files.
 """
+import gzip
+import io
 import os
 import struct
 import sys
+import tarfile
 
 # virtio 1.x split ring and virtio-mmio constants (uapi headers).
 F_NEXT, F_WRITE, F_INDIRECT = 1, 2, 4
@@ -203,10 +207,84 @@ def mmio_seeds():
     return s
 
 
+# ---- fuzz_layer: one OCI layer, a tar (some gzip'd) ----------------------
+def tar_bytes(entries, fmt=tarfile.GNU_FORMAT, gz=False):
+    """entries: (name, kind, arg, extra) with kind file/dir/sym/link/chr/fifo;
+    fixed owners and mtimes, so the bytes are the same every time."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tf:
+        for name, kind, arg, *extra in entries:
+            ti = tarfile.TarInfo(name)
+            ti.mtime, ti.uid, ti.gid, ti.mode = 1700000000, 0, 0, 0o644
+            data = None
+            if kind == "file":
+                data = arg
+                ti.size = len(data)
+            elif kind == "dir":
+                ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            elif kind == "sym":
+                ti.type, ti.linkname = tarfile.SYMTYPE, arg
+            elif kind == "link":
+                ti.type, ti.linkname = tarfile.LNKTYPE, arg
+            elif kind == "chr":
+                ti.type, ti.devmajor, ti.devminor = tarfile.CHRTYPE, 1, 3
+            elif kind == "fifo":
+                ti.type = tarfile.FIFOTYPE
+            if extra:
+                ti.pax_headers = extra[0]
+            tf.addfile(ti, io.BytesIO(data) if data is not None else None)
+    raw = buf.getvalue()
+    return gzip.compress(raw, mtime=0) if gz else raw
+
+
+def layer_seeds():
+    passwd = b"root:x:0:0:root:/root:/bin/sh\ntester:x:1000:1000::/home/tester:/bin/sh\n"
+    basic = [("etc/", "dir", None), ("etc/passwd", "file", passwd),
+             ("bin/", "dir", None), ("bin/busybox", "file", b"\x7fELF" + bytes(5000)),
+             ("bin/sh", "sym", "busybox"), ("bin/ls", "link", "bin/busybox"),
+             ("usr/lib/x", "file", b"x" * 4097), ("dev/null", "chr", None),
+             ("run/fifo", "fifo", None)]
+    s = {}
+    s["basic"] = tar_bytes(basic)
+    s["basic.gz"] = tar_bytes(basic, gz=True)
+    s["whiteouts"] = tar_bytes([
+        ("a/", "dir", None), ("a/keep", "file", b"k"), ("a/gone", "file", b"g"),
+        ("a/.wh.gone", "file", b""), ("b/", "dir", None), ("b/old", "file", b"o"),
+        ("b/.wh..wh..opq", "file", b""), ("b/new", "file", b"n"),
+        ("c/.wh..wh.plnk", "dir", None), (".wh.missing", "file", b"")])
+    long_dir = "/".join(["d" * 100] * 3)
+    s["long-names-gnu"] = tar_bytes([(long_dir + "/" + "f" * 200, "file", b"long"),
+                                     ("l" * 150, "sym", "t" * 300),
+                                     ("h" * 120, "link", long_dir + "/" + "f" * 200)])
+    s["long-names-pax"] = tar_bytes([(long_dir + "/" + "p" * 255, "file", b"pax"),
+                                     ("s" * 200, "sym", "/" + "u" * 1000)],
+                                    fmt=tarfile.PAX_FORMAT)
+    s["xattrs-pax"] = tar_bytes([
+        ("f", "file", b"data", {"SCHILY.xattr.user.a": "1",
+                                "SCHILY.xattr.security.capability": "\x01\x00\x00\x02",
+                                "SCHILY.xattr.trusted.overlay.opaque": "y",
+                                "SCHILY.xattr.system.nfs4_acl": "z"}),
+        ("d/", "dir", None, {"SCHILY.xattr.user.dir": "v" * 300})], fmt=tarfile.PAX_FORMAT)
+    s["escapes"] = tar_bytes([
+        ("../../etc/passwd", "file", passwd), ("/abs/file", "file", b"a"),
+        ("up", "sym", "../../.."), ("up/through", "file", b"t"),
+        ("abs", "sym", "/etc"), ("abs/x", "file", b"x"), ("./././y", "file", b"y")])
+    s["symlink-loop"] = tar_bytes([("loop", "sym", "loop"), ("loop/z", "file", b"z")])
+    s["replace"] = tar_bytes([
+        ("x", "file", b"file"), ("x/", "dir", None), ("x/child", "file", b"c"),
+        ("x", "file", b"file again"), ("y/", "dir", None), ("y", "sym", "x"),
+        ("h1", "file", b"h"), ("h2", "link", "h1"), ("h1", "file", b"new")])
+    s["hardlink-missing"] = tar_bytes([("h3", "link", "nowhere")])
+    s["empty"] = b""
+    s["end-only"] = bytes(1024)
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
-    for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds())):
+    for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
+                        ("layer", layer_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -18,33 +18,7 @@
 #include "vmm/boot_x86.h"
 
 #define GUEST_SIZE (64 * MiB)
-#define GARBAGE	   0xcc
-
-struct guest {
-	uint8_t *buf;
-	struct guest_mem mem;
-};
-
-static int guest_setup(void **state)
-{
-	struct guest *g = xzalloc(sizeof(*g));
-
-	g->buf = xmalloc(GUEST_SIZE);
-	/* Not zero, so zero-fill and page-table clearing are visible. */
-	memset(g->buf, GARBAGE, GUEST_SIZE);
-	guest_mem_init_buffer(&g->mem, g->buf, GUEST_SIZE);
-	*state = g;
-	return 0;
-}
-
-static int guest_teardown(void **state)
-{
-	struct guest *g = *state;
-
-	free(g->buf);
-	free(g);
-	return 0;
-}
+#include "guest.h"
 
 static void expect_error(int ret, gantry_error_t *err, const char *needle)
 {
@@ -53,14 +27,6 @@ static void expect_error(int ret, gantry_error_t *err, const char *needle)
 	if (strstr((*err)->msg, needle) == NULL)
 		fail_msg("error \"%s\" does not mention \"%s\"", (*err)->msg, needle);
 	gantry_error_free(err);
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
 }
 
 /* ---- crafted ELF ---- */

@@ -63,6 +63,12 @@ static void test_references(void **state)
 	canonical("ghcr.io/o/r@" D1, "ghcr.io/o/r@" D1);
 	canonical("ghcr.io/o/r:t@" D1, "ghcr.io/o/r:t@" D1);
 	canonical("a__b/c-d--e/f.g", "docker.io/a__b/c-d--e/f.g:latest");
+	/* Host names are case-insensitive; the repository is not. */
+	canonical("GHCR.io/o/r", "ghcr.io/o/r:latest");
+	canonical("LocalHost:5000/app", "localhost:5000/app:latest");
+	canonical("Docker.IO/busybox", "docker.io/library/busybox:latest");
+	canonical("Index.Docker.io/user/app:v1", "docker.io/user/app:v1");
+	canonical("Registry-1.Docker.IO/user/app", "docker.io/user/app:latest");
 
 	refused("", "empty");
 	refused("Busybox", "lowercase");
@@ -138,6 +144,15 @@ static void test_platforms(void **state)
 	gantry_error_free(&err);
 }
 
+static void rm_file(const char *dir, const char *name)
+{
+	char *p;
+
+	xasprintf(&p, "%s/%s", dir, name);
+	unlink(p);
+	free(p);
+}
+
 static void test_own_credentials(void **state)
 {
 	char dir[] = "/tmp/gantry-creds.XXXXXX", *path;
@@ -170,6 +185,77 @@ static void test_own_credentials(void **state)
 	gantry_error_free(&err);
 	unlink(path);
 	free(path);
+	rm_file(dir, "credentials.json.lock");
+	rmdir(dir);
+}
+
+static void write_text(const char *dir, const char *name, const char *text, mode_t mode)
+{
+	char *p;
+	FILE *f;
+
+	xasprintf(&p, "%s/%s", dir, name);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(p, mode);
+	free(p);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+	struct stat st;
+	char *p;
+	bool r;
+
+	xasprintf(&p, "%s/%s", dir, name);
+	r = stat(p, &st) == 0;
+	free(p);
+	return r;
+}
+
+/* Logout removes every key naming the registry, login replaces them all,
+ * and both remove what a killed save left. */
+static void test_own_credentials_keys(void **state)
+{
+	char dir[] = "/tmp/gantry-creds.XXXXXX";
+	struct registry_creds c;
+	gantry_error_t err = NULL;
+	bool removed;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	setenv("GANTRY_HOME", dir, 1);
+	setenv("DOCKER_CONFIG", dir, 1);
+	write_text(dir, "credentials.json",
+		   "{\"auths\":{\"https://Reg.LAN/v1/\":{\"auth\":\"dTE6cDE=\"},"
+		   "\"reg.lan\":{\"auth\":\"dTI6cDI=\"},\"other.lan\":{\"auth\":\"dTM6cDM=\"}}}",
+		   0600);
+	write_text(dir, "credentials.json.tmp-Ab12Cd", "{}", 0600);
+	assert_int_equal(creds_store("reg.lan", "u4", "p4", &err), 0);
+	assert_false(exists(dir, "credentials.json.tmp-Ab12Cd"));
+	assert_int_equal(creds_lookup("reg.lan", &c, &err), 1);
+	assert_string_equal(c.user, "u4");
+	creds_free(&c);
+
+	write_text(dir, "credentials.json",
+		   "{\"auths\":{\"https://Reg.LAN/v1/\":{\"auth\":\"dTE6cDE=\"},"
+		   "\"reg.lan\":{\"auth\":\"dTI6cDI=\"},\"other.lan\":{\"auth\":\"dTM6cDM=\"}}}",
+		   0600);
+	write_text(dir, "credentials.json.tmp-Zz9999", "{}", 0600);
+	assert_int_equal(creds_erase("reg.lan", &removed, &err), 0);
+	assert_true(removed);
+	assert_false(exists(dir, "credentials.json.tmp-Zz9999"));
+	assert_int_equal(creds_lookup("reg.lan", &c, &err), 0);
+	assert_int_equal(creds_lookup("other.lan", &c, &err), 1);
+	assert_string_equal(c.user, "u3");
+	creds_free(&c);
+	assert_int_equal(creds_erase("reg.lan", &removed, &err), 0);
+	assert_false(removed);
+
+	rm_file(dir, "credentials.json");
+	rm_file(dir, "credentials.json.lock");
 	rmdir(dir);
 }
 
@@ -180,6 +266,7 @@ int main(void)
 		cmocka_unit_test(test_object_and_hosts),
 		cmocka_unit_test(test_platforms),
 		cmocka_unit_test(test_own_credentials),
+		cmocka_unit_test(test_own_credentials_keys),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

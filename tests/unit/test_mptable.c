@@ -14,54 +14,13 @@
 #include "vmm/mptable.h"
 
 #define GUEST_SIZE (2 * MiB)
-#define GARBAGE	   0xcc
+#include "guest.h"
 
 /* Spec 1.4 sizes and entry types. */
 #define FP_SIZE	     16
 #define CFG_HDR_SIZE 44
 #define CPU_SIZE     20
 #define ENTRY_SIZE   8
-
-struct guest {
-	uint8_t *buf;
-	struct guest_mem mem;
-};
-
-static int guest_setup(void **state)
-{
-	struct guest *g = xzalloc(sizeof(*g));
-
-	g->buf = xmalloc(GUEST_SIZE);
-	memset(g->buf, GARBAGE, GUEST_SIZE);
-	guest_mem_init_buffer(&g->mem, g->buf, GUEST_SIZE);
-	*state = g;
-	return 0;
-}
-
-static int guest_teardown(void **state)
-{
-	struct guest *g = *state;
-
-	free(g->buf);
-	free(g);
-	return 0;
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
 
 static uint8_t byte_sum(const uint8_t *p, size_t len)
 {

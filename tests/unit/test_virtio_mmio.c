@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "virtio/devices.h"
 #include "virtio/mmio.h"
+#include "guest.h"
 
 #define RAM_SIZE     (1 * MiB)
 #define DESC_GPA     0x1000ULL
@@ -73,27 +74,6 @@ static uint32_t rd(struct fx *f, uint64_t off)
 static void wr(struct fx *f, uint64_t off, uint32_t v)
 {
 	virtio_mmio_access(f->d, off, (uint8_t *)&v, 4, true);
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
 }
 
 static uint16_t used_idx(struct fx *f)

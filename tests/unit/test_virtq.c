@@ -13,6 +13,7 @@
 
 #include "common/util.h"
 #include "virtio/queue.h"
+#include "guest.h"
 
 #define RAM_SIZE  (1 * MiB)
 #define DESC_GPA  0x1000ULL
@@ -28,27 +29,6 @@ struct ring {
 	uint16_t avail_idx; /* driver's shadow of avail->idx */
 	struct virtq_elem e;
 };
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint16_t rd16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
 
 static void set_desc(struct ring *r, unsigned int i, uint64_t addr, uint32_t len, uint16_t flags,
 		     uint16_t next)

@@ -7,6 +7,9 @@
  *          vsock Unix sockets in DIR, console to DIR/console.log)
  *   local: agentrun -dir DIR -init GANTRY_INIT -rootfs ROOT [options] -- CMD...
  *          runs gantry-init in its test mode (needs root and crun)
+ *   vsock: agentrun -vsock [options] -- CMD...
+ *          listens on this host's vsock for a guest that another VMM boots
+ *          with vhost-vsock (bench/exec's QEMU side)
  *
  * options: -t (tty)  -e NAME=VALUE  -w CWD  -u UID[:GID[:G1,G2...]]
  *          -signal MS:SIGNO (send SIGNAL after MS ms)  -forward (forward our
@@ -77,8 +80,8 @@ static void *killer_main(void *opaque)
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: agentrun -dir DIR (-kernel K -disk PATH[,ro]... [-append A] [-mem M] "
-		"[-cpus N] | -init PATH -rootfs DIR)\n"
+		"usage: agentrun (-dir DIR (-kernel K -disk PATH[,ro]... [-append A] [-mem M] "
+		"[-cpus N] | -init PATH -rootfs DIR) | -vsock)\n"
 		"       [-t] [-e K=V]... [-w CWD] [-u UID[:GID[:G,...]]] [-signal MS:SIGNO] "
 		"[-forward] [-no-stdin] [-hello-timeout MS] [-debug] -- CMD...\n");
 	return 2;
@@ -147,7 +150,7 @@ int main(int argc, char **argv)
 	struct agent *agent = NULL;
 	char console[4096], state[4096];
 	int nenv = 0, hello_timeout = 60000, status = FAIL_STATUS, i, guest_status = -1;
-	bool debug = false, with_vm, vm_started = false;
+	bool debug = false, with_vm, vm_started = false, vsock = false;
 	uint64_t u;
 	pid_t init_pid = -1;
 	double t0 = now_ms();
@@ -168,6 +171,9 @@ int main(int argc, char **argv)
 			continue;
 		} else if (strcmp(a, "-debug") == 0) {
 			debug = true;
+			continue;
+		} else if (strcmp(a, "-vsock") == 0) {
+			vsock = true;
 			continue;
 		}
 		if (v == NULL)
@@ -207,23 +213,25 @@ int main(int argc, char **argv)
 		else
 			return usage();
 	}
-	if (i >= argc - 1 || dir == NULL)
+	if (i >= argc - 1 || (dir == NULL) != vsock)
 		return usage();
 	with_vm = vm.cfg.kernel != NULL;
-	if (with_vm == (init != NULL) || (init && !rootfs))
+	if ((!vsock && with_vm == (init != NULL)) || (vsock && (with_vm || init)) ||
+	    (init && !rootfs))
 		return usage();
 	p.argv = argv + i + 1;
 	p.env = env;
-	dir = realpath(dir, NULL);
-	if (dir == NULL) {
+	if (!vsock && (dir = realpath(dir, NULL)) == NULL) {
 		perror("agentrun: -dir");
 		return FAIL_STATUS;
 	}
 
-	if (agent_listen(dir, &agent, &err) < 0)
+	if ((vsock ? agent_listen_vsock(&agent, &err) : agent_listen(dir, &agent, &err)) < 0)
 		goto fail;
 	vm.agent = agent;
-	if (with_vm) {
+	if (vsock) {
+		/* The guest is another VMM's: nothing to start here. */
+	} else if (with_vm) {
 		snprintf(console, sizeof(console), "%s/console.log", dir);
 		vm.cfg.console = console;
 		vm.cfg.vsock_dir = dir;
@@ -297,7 +305,7 @@ wait_guest:
 	/* A kernel without CONFIG_X86_IOPL_IOPERM cannot reach the exit port,
 	 * and gantry-init falls back to a reset (status 0): a warning here; the
 	 * tests check the status where the kernel has it. */
-	if (status != FAIL_STATUS && guest_status != (status & 0xff))
+	if (status != FAIL_STATUS && !vsock && guest_status != (status & 0xff))
 		fprintf(stderr,
 			"agentrun: warning: the guest's status %d is not the session's %d\n",
 			guest_status, status & 0xff);
