@@ -29,6 +29,7 @@
 #include "common/util.h"
 
 #define AGENT_BACKLOG 16
+#define AGENT_PASSED  8 /* stdio streams handed over but not yet claimed */
 
 struct agent {
 	char *ctl_path, *stdio_path; /* what errors name */
@@ -41,6 +42,11 @@ struct agent {
 	_Atomic uint32_t running;  /* the session agent_run serves, or 0 */
 	pthread_mutex_t send_lock; /* control writes: agent_signal may come from any thread */
 	char *kernel;
+	/* Attached to a sandbox supervisor: streams arrive on the control
+	 * connection as passed fds, in the order of their STREAM frames. */
+	bool remote;
+	int passed[AGENT_PASSED];
+	size_t npassed;
 };
 
 static uint64_t now_ms(void)
@@ -147,6 +153,29 @@ fail:
 	return -1;
 }
 
+int agent_attach(int fd, struct agent **out, gantry_error_t *err)
+{
+	struct agent *a = agent_new(err);
+
+	if (a == NULL)
+		return -1;
+	a->remote = true;
+	a->control = fd;
+	*out = a;
+	return 0;
+}
+
+int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_error_t *err)
+{
+	if (a->control < 0)
+		return gantry_error(err, ENOTCONN, "the guest agent is not connected");
+	if (proto_decoder_pending(a->dec))
+		return gantry_error(err, EPROTO, "the guest sent more than HELLO unasked");
+	*control = steal_fd(&a->control);
+	*stdio_listen = steal_fd(&a->stdio_listen);
+	return 0;
+}
+
 int agent_listen_vsock(struct agent **out, gantry_error_t *err)
 {
 	struct agent *a = agent_new(err);
@@ -188,6 +217,8 @@ void agent_free(struct agent *a)
 	close_fd(&a->control);
 	close_fd(&a->cancel[0]);
 	close_fd(&a->cancel[1]);
+	for (size_t i = 0; i < a->npassed; i++)
+		close(a->passed[i]);
 	free(a->ctl_path);
 	free(a->stdio_path);
 	free(a->kernel);
@@ -640,6 +671,31 @@ static void read_stdin(struct run *r)
 	r->ooff = 0;
 }
 
+/* A supervisor's STREAM frame: the guest's stdio stream for session id
+ * came with it, its own STREAM frame already read. */
+static int stream_passed(struct run *r, uint32_t id)
+{
+	int fd;
+
+	if (r->a->npassed == 0)
+		return -1;
+	fd = r->a->passed[0];
+	memmove(r->a->passed, r->a->passed + 1, --r->a->npassed * sizeof(int));
+	if (id != r->id || r->stream >= 0 || r->stream_closed) {
+		close(fd);
+		return 0;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	r->stream = fd;
+	r->stream_ok = true;
+	proto_decoder_init(r->sdec);
+	if (r->p->in_fd < 0) {
+		queue_eof(r, 0);
+		r->in_done = true;
+	}
+	return 0;
+}
+
 static int control_frames(struct run *r, gantry_error_t *err)
 {
 	struct proto_msg m;
@@ -647,7 +703,13 @@ static int control_frames(struct run *r, gantry_error_t *err)
 	int k;
 
 	while ((k = proto_decoder_next(r->a->dec, &m, &why)) > 0) {
-		if (m.type == PROTO_STARTED && m.u.started.id == r->id) {
+		if (m.type == PROTO_STREAM && r->a->remote) {
+			if (stream_passed(r, m.u.stream.id) < 0) {
+				proto_msg_free(&m);
+				return gantry_error(err, EPROTO,
+						    "STREAM without its stream from the sandbox");
+			}
+		} else if (m.type == PROTO_STARTED && m.u.started.id == r->id) {
 			r->res->pid = m.u.started.pid;
 		} else if (m.type == PROTO_EXIT && m.u.exit.id == r->id && !r->done) {
 			r->res->signaled = m.u.exit.signaled;
@@ -670,9 +732,53 @@ static int control_frames(struct run *r, gantry_error_t *err)
 	return 0;
 }
 
+/* Like proto_decoder_fill, but keeping the fds a supervisor passes along. */
+static ssize_t control_fill(struct agent *a)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(AGENT_PASSED * sizeof(int))];
+	} ctl;
+	struct iovec iov;
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	uint8_t *p;
+	ssize_t n;
+
+	if (!a->remote)
+		return proto_decoder_fill(a->dec, a->control);
+	iov.iov_len = proto_decoder_space(a->dec, &p);
+	iov.iov_base = p;
+	if (iov.iov_len == 0) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	n = recvmsg(a->control, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		size_t nfd;
+		int fds[AGENT_PASSED];
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(fds, CMSG_DATA(c), MIN(nfd, (size_t)AGENT_PASSED) * sizeof(int));
+		for (size_t i = 0; i < nfd && i < AGENT_PASSED; i++) {
+			if (a->npassed < AGENT_PASSED)
+				a->passed[a->npassed++] = fds[i];
+			else
+				close(fds[i]);
+		}
+	}
+	proto_decoder_commit(a->dec, (size_t)n);
+	return n;
+}
+
 static int read_control(struct run *r, gantry_error_t *err)
 {
-	ssize_t n = proto_decoder_fill(r->a->dec, r->a->control);
+	ssize_t n = control_fill(r->a);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
@@ -755,7 +861,7 @@ static int relay(struct run *r, bool signals, gantry_error_t *err)
 		fds[P_CANCEL] = (struct pollfd){ .fd = r->a->cancel[0], .events = POLLIN };
 		if (r->a->control >= 0)
 			fds[P_CONTROL] = (struct pollfd){ .fd = r->a->control, .events = POLLIN };
-		if (r->stream < 0 && !r->stream_closed)
+		if (r->stream < 0 && !r->stream_closed && r->a->stdio_listen >= 0)
 			fds[P_LISTEN] =
 				(struct pollfd){ .fd = r->a->stdio_listen, .events = POLLIN };
 		if (r->stream >= 0)

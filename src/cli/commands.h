@@ -5,5 +5,11 @@
 int cmd_run(int argc, char **argv);
 int cmd_exec(int argc, char **argv);
 int cmd_image(int argc, char **argv);
+int cmd_start(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_resume(int argc, char **argv);
+int cmd_delete(int argc, char **argv);
+int cmd_supervisor(int argc, char **argv); /* hidden: the per-sandbox supervisor */
 
 #endif

@@ -1,7 +1,8 @@
-/* `gantry exec`: one-shot. Boot a fresh microVM on an image, run one process
+/* `gantry exec`: one-shot, boot a fresh microVM on an image, run one process
  * in it with the terminal relayed, return the process's exit status, and
- * leave nothing behind. (`gantry exec NAME` into a persistent sandbox comes
- * with the sandbox lifecycle.) */
+ * leave nothing behind; or `gantry exec NAME`, a session in a running
+ * persistent sandbox (src/sandbox/lifecycle.c). Both relay the terminal,
+ * signals and exit status through agent_run (src/agent/session.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -17,6 +18,8 @@
 #include "common/assets.h"
 #include "common/util.h"
 #include "image/source.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/process.h"
 #include "vmm/vmm.h"
 
 #define EXEC_VM_FAILED	   125 /* the VM or Gantry failed, not the process */
@@ -76,41 +79,33 @@ static void console_tail(const char *path)
 	}
 }
 
-/* The process to run: the image's Entrypoint and Cmd (the user's command
- * replaces Cmd), Env, WorkingDir and User. */
-static int exec_process(const struct image *img, char **user_args, size_t nuser,
-			struct agent_process *p, struct image_user *user, char ***argv,
-			gantry_error_t *err)
+/* `gantry exec NAME [-- CMD...]`. */
+static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 {
-	static char *const no_env[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-					"/sbin:/bin",
-					NULL };
+	struct agent_result res = { 0 };
+	gantry_error_t err = NULL;
+	int status;
 
-	image_config_argv(img->config, user_args, nuser, argv);
-	memset(p, 0, sizeof(*p));
-	p->argv = *argv;
-	p->env = img->config ? img->config->env : no_env;
-	p->cwd = img->config && img->config->working_dir[0] ? img->config->working_dir : "/";
-	memset(user, 0, sizeof(*user));
-	if (img->config && image_config_user(img->config, NULL, user, err) < 0)
-		return -1;
-	p->uid = user->uid;
-	p->gid = user->gid;
-	p->gids = user->groups;
-	p->ngids = user->ngroups;
-	p->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-	p->in_fd = STDIN_FILENO;
-	p->out_fd = STDOUT_FILENO;
-	p->err_fd = STDERR_FILENO;
-	p->forward_signals = true;
-	return 0;
+	if (sandbox_exec(name, args, nargs, &res, &err) < 0) {
+		gantry_error_print(&err);
+		return EXEC_VM_FAILED;
+	}
+	status = agent_result_status(&res);
+	if (res.error)
+		fprintf(stderr, "gantry: exec: %s\n", res.message ? res.message : "cannot run");
+	agent_result_free(&res);
+	return status;
 }
 
 static void exec_usage(FILE *out, const struct flag *flags)
 {
-	fprintf(out, "Usage: gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD ARG...]\n\n"
-		     "Boot a fresh microVM on an image, run CMD in it (else the image's Entrypoint\n"
-		     "and Cmd, else /bin/sh) with the terminal relayed, and return its exit status.\n"
+	fprintf(out, "Usage: gantry exec NAME [-- CMD ARG...]\n"
+		     "       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD...]\n\n"
+		     "With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
+		     "long-lived container; many sessions may run at once.\n"
+		     "Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
+		     "Entrypoint and Cmd, else /bin/sh) with the terminal relayed, and return its\n"
+		     "exit status.\n"
 		     "SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
 		     "a registry reference (pulled on first use, then taken from the cache; see\n"
 		     "gantry image -help); without -image, Gantry's built-in busybox image.\n"
@@ -127,12 +122,10 @@ int cmd_exec(int argc, char **argv)
 			  *console = NULL;
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
 	struct image img = { 0 };
-	struct image_user user = { 0 };
-	struct agent_process proc;
+	struct sandbox_process proc = { 0 };
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
 	const char *image_src = NULL, *timing;
-	char **pargv = NULL;
 	uint64_t cpus = 1;
 	bool help = false, show_console = false, dashdash, vm_started = false;
 	int rest, status = EXEC_VM_FAILED;
@@ -155,10 +148,20 @@ int cmd_exec(int argc, char **argv)
 		return 0;
 	}
 	if (!dashdash && rest < argc) {
-		fprintf(stderr, "gantry: exec: unexpected argument `%s` (put the command after --; "
-				"persistent sandboxes are not available yet)\n",
-			argv[rest]);
-		return 2;
+		if (rest > 0) {
+			fprintf(stderr, "gantry: exec: flags are for a fresh microVM, not for the "
+					"sandbox `%s` (gantry exec NAME -- CMD)\n",
+				argv[rest]);
+			return 2;
+		}
+		if (rest + 1 < argc && strcmp(argv[rest + 1], "--") != 0) {
+			fprintf(stderr, "gantry: exec: unexpected argument `%s` (put the command "
+					"after --)\n",
+				argv[rest + 1]);
+			return 2;
+		}
+		return exec_sandbox(argv[rest], argv + rest + 2,
+				    rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0);
 	}
 	vm.cfg.cpus = (unsigned int)cpus;
 
@@ -172,7 +175,7 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (image_resolve(image_src, &img, &err) < 0)
 		goto fail;
-	if (exec_process(&img, argv + rest, (size_t)(argc - rest), &proc, &user, &pargv, &err) < 0)
+	if (sandbox_process_init(&proc, img.config, argv + rest, (size_t)(argc - rest), &err) < 0)
 		goto fail;
 
 	if (mkdtemp(rundir) == NULL) {
@@ -203,7 +206,7 @@ int cmd_exec(int argc, char **argv)
 	vm_started = true;
 
 	if (agent_wait_hello(vm.agent, EXEC_HELLO_TIMEOUT, NULL, &err) < 0 ||
-	    agent_run(vm.agent, &proc, &res, &err) < 0)
+	    agent_run(vm.agent, &proc.p, &res, &err) < 0)
 		goto fail;
 	status = agent_result_status(&res);
 	if (res.error)
@@ -238,8 +241,7 @@ out:
 	if (rundir[strlen(rundir) - 1] != 'X')
 		nftw(rundir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	agent_result_free(&res);
-	image_user_free(&user);
-	free(pargv);
+	sandbox_process_free(&proc);
 	image_free(&img);
 	return status;
 }

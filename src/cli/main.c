@@ -4,15 +4,22 @@
 
 #include "cli/commands.h"
 #include "common/util.h"
+#include "sandbox/supervisor.h"
 
 static const struct command {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *summary;
 } commands[] = {
-	{ "exec", cmd_exec, "run a command in a fresh microVM on an image" },
+	{ "start", cmd_start, "create and boot a persistent sandbox" },
+	{ "exec", cmd_exec, "run a command in a sandbox, or in a fresh microVM" },
+	{ "ls", cmd_ls, "list sandboxes" },
+	{ "stop", cmd_stop, "stop a sandbox, keeping its files" },
+	{ "resume", cmd_resume, "boot a stopped sandbox again" },
+	{ "delete", cmd_delete, "stop and remove a sandbox" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
+	{ SUPERVISOR_ROLE, cmd_supervisor, NULL },
 };
 
 static void usage(FILE *out)
@@ -20,7 +27,8 @@ static void usage(FILE *out)
 	fprintf(out, "Usage: gantry COMMAND [FLAGS] [ARGS]\n\n"
 		     "Gantry runs OCI images in Linux microVMs on KVM.\n\nCommands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+		if (commands[i].summary)
+			fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nRun `gantry COMMAND -help` for a command's flags.\n");
 }
 

@@ -15,7 +15,10 @@
 #define GUEST_MAX_SESSIONS 64
 #define GUEST_ORPHANS	   64 /* exit statuses reaped before their session knew the pid */
 #define GUEST_PATH_MAX	   4096
-#define GUEST_STATE_MAX	   1024 /* --state: what is built beneath it stays short */
+#define GUEST_STATE_MAX	   1024			/* --state: what is built beneath it stays short */
+#define GUEST_CONTAINER	   "gantry"		/* the long-lived container's crun name */
+#define GUEST_PAUSE_PATH   "/dev/.gantry-pause" /* where its init is bound */
+#define GUEST_PAUSE_ARG	   "--pause"
 
 /* Where things live. Defaults are the guest's; gantry-init's test mode
  * (--host-dir, --state, --rootfs) points them at a host directory. */
@@ -29,6 +32,8 @@ struct guest_config {
 	unsigned long nofile; /* the container's RLIMIT_NOFILE */
 	bool readonly;	      /* the container sees its root read-only */
 	bool pid1;	      /* really PID 1: mount, reap for everyone, power off */
+	bool persist;	      /* one long-lived container; each EXEC is a crun exec */
+	const char *self;     /* gantry-init's own path, the pause process */
 	bool debug;
 };
 
@@ -48,6 +53,7 @@ struct guest {
 	struct orphan orphans[GUEST_ORPHANS];
 	unsigned int next_orphan;
 	char *rootfs_error; /* why the container root is unusable, or NULL */
+	pid_t container;    /* persist: the long-lived container's init */
 };
 
 void guest_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -76,6 +82,9 @@ void session_events(struct guest *g, struct session *s, const struct pollfd *fds
 /* Finished sessions report EXIT and go away; true if any are still live. */
 bool session_reap_finished(struct guest *g);
 void session_kill_all(struct guest *g);
+/* persist: start the long-lived container every EXEC joins; on failure
+ * g->rootfs_error says why. */
+void session_container_start(struct guest *g);
 
 /* rootfs.c */
 int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why);
@@ -84,8 +93,12 @@ int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why);
 int rootfs_find_command(const char *rootfs, const char *argv0, char *const *env, const char *cwd,
 			char **why);
 
-/* spec.c: write <bundle>/config.json for one EXEC. */
+/* spec.c: write <bundle>/config.json for one EXEC (pause: for the
+ * long-lived container, whose init is gantry-init --pause). */
 int spec_write(const struct guest_config *cfg, const char *bundle, const struct proto_exec *e,
-	       char **why);
+	       bool pause, char **why);
+/* The process object alone, for crun exec --process. */
+int spec_write_process(const struct guest_config *cfg, const char *path, const struct proto_exec *e,
+		       char **why);
 
 #endif

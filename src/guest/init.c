@@ -9,7 +9,9 @@
  * syncs, unmounts and powers off with the status given.
  *
  * Kernel parameters (read from /proc/cmdline, since dotted ones never reach
- * init): gantry.rw=1, gantry.readonly=1, gantry.hostname=NAME, gantry.debug=1.
+ * init): gantry.rw=1, gantry.readonly=1, gantry.hostname=NAME, gantry.debug=1,
+ * gantry.persist=1 (a persistent sandbox: one long-lived container whose
+ * init is `gantry-init --pause`, and each EXEC a `crun exec` into it).
  *
  * Test mode, for running it on a host without a VM (not as PID 1):
  *   gantry-init --host-dir DIR --state DIR --rootfs DIR [--crun PATH]
@@ -309,6 +311,8 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 			cfg->readonly = true;
 		else if (strcmp(tok, "gantry.debug=1") == 0)
 			cfg->debug = true;
+		else if (strcmp(tok, "gantry.persist=1") == 0)
+			cfg->persist = true;
 		else if (strncmp(tok, "gantry.hostname=", 16) == 0 && tok[16]) {
 			snprintf(host, sizeof(host), "%s", tok + 16);
 			cfg->hostname = host;
@@ -463,6 +467,25 @@ static int parse_args(int argc, char **argv, struct guest_config *cfg)
 	return 0;
 }
 
+/* The long-lived container's init (gantry.persist=1): hold the namespaces
+ * open, reap what is orphaned inside, end on SIGTERM or SIGINT. */
+static int pause_main(void)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	for (;;) {
+		int s = sigwaitinfo(&all, NULL);
+
+		if (s == SIGCHLD)
+			while (waitpid(-1, NULL, WNOHANG) > 0)
+				;
+		else if (s == SIGTERM || s == SIGINT)
+			return 0;
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static struct guest g = { .control = -1, .sigfd = -1 };
@@ -471,7 +494,10 @@ int main(int argc, char **argv)
 	sigset_t chld;
 	bool rw = false;
 
+	if (argc == 2 && strcmp(argv[1], GUEST_PAUSE_ARG) == 0)
+		return pause_main();
 	cfg->pid1 = getpid() == 1;
+	cfg->self = "/sbin/gantry-init";
 	cfg->state_dir = STATE_DIR;
 	cfg->rootfs = ROOTFS_DIR;
 	cfg->crun = CRUN_PATH;
@@ -531,6 +557,8 @@ int main(int argc, char **argv)
 	snprintf(state, sizeof(state), "%s/bundles", cfg->state_dir);
 	if (mkdir(state, 0700) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", state, strerror(errno));
+	if (cfg->persist && g.rootfs_error == NULL)
+		session_container_start(&g);
 	guest_debug(&g, "ready");
 	serve(&g);
 }

@@ -77,7 +77,8 @@ static void set_nonblock(int fd)
 
 static void rm_bundle(struct session *s)
 {
-	static const char *const files[] = { "config.json", "pid", "crun.log", "console.sock" };
+	static const char *const files[] = { "config.json", "process.json", "pid", "crun.log",
+					     "console.sock" };
 	char path[GUEST_PATH_MAX + 32];
 
 	if (s->bundle[0] == '\0')
@@ -207,8 +208,8 @@ fail:
 static int start_crun(struct guest *g, struct session *s, char **why)
 {
 	char pidfile[GUEST_PATH_MAX + 8], log[GUEST_PATH_MAX + 16], sock[GUEST_PATH_MAX + 32],
-		croot[GUEST_PATH_MAX + 8];
-	const char *argv[16];
+		croot[GUEST_PATH_MAX + 8], process[GUEST_PATH_MAX + 24];
+	const char *argv[20];
 	int child[3] = { -1, -1, -1 }, devnull = -1;
 	size_t n = 0;
 
@@ -220,20 +221,29 @@ static int start_crun(struct guest *g, struct session *s, char **why)
 		guest_pathf(croot, sizeof(croot), "--root=%s", g->cfg.crun_root);
 		argv[n++] = croot;
 	}
-	/* One container per VM session; the VM is the resource boundary. */
+	/* The VM is the resource boundary: no cgroups of crun's own. */
 	argv[n++] = "--cgroup-manager=disabled";
-	argv[n++] = "run";
-	argv[n++] = "--detach";
-	argv[n++] = "--no-new-keyring";
-	argv[n++] = "--bundle";
-	argv[n++] = s->bundle;
+	if (g->cfg.persist) {
+		/* A process in the sandbox's one long-lived container. */
+		guest_pathf(process, sizeof(process), "--process=%s/process.json", s->bundle);
+		argv[n++] = "exec";
+		argv[n++] = "--detach";
+		argv[n++] = process;
+	} else {
+		/* One container per session. */
+		argv[n++] = "run";
+		argv[n++] = "--detach";
+		argv[n++] = "--no-new-keyring";
+		argv[n++] = "--bundle";
+		argv[n++] = s->bundle;
+	}
 	argv[n++] = "--pid-file";
 	argv[n++] = pidfile;
 	if (s->tty) {
 		guest_pathf(sock, sizeof(sock), "--console-socket=%s/console.sock", s->bundle);
 		argv[n++] = sock;
 	}
-	argv[n++] = s->name;
+	argv[n++] = g->cfg.persist ? GUEST_CONTAINER : s->name;
 	argv[n] = NULL;
 
 	if (s->tty) {
@@ -325,8 +335,15 @@ void session_exec(struct guest *g, struct proto_exec *e)
 		s->bundle[0] = '\0';
 		goto fail;
 	}
-	if (spec_write(&g->cfg, s->bundle, e, &why) < 0)
+	if (g->cfg.persist) {
+		char process[GUEST_PATH_MAX + 16];
+
+		guest_pathf(process, sizeof(process), "%s/process.json", s->bundle);
+		if (spec_write_process(&g->cfg, process, e, &why) < 0)
+			goto fail;
+	} else if (spec_write(&g->cfg, s->bundle, e, false, &why) < 0) {
 		goto fail;
+	}
 	/* The stream first, so no output can be lost to a missing peer. */
 	s->stream = guest_dial(&g->cfg, PROTO_STDIO_PORT);
 	if (s->stream < 0) {
@@ -848,7 +865,7 @@ bool session_reap_finished(struct guest *g)
 			continue;
 		}
 		report_exit(g, s);
-		if (s->pid > 0)
+		if (s->pid > 0 && !g->cfg.persist)
 			crun_delete(g, s);
 		session_free(g, s);
 	}
@@ -863,4 +880,82 @@ void session_kill_all(struct guest *g)
 		if (s && s->pid > 0 && !s->exited)
 			kill(s->pid, SIGKILL);
 	}
+	/* Its init's death takes every process in its namespace along. */
+	if (g->container > 0)
+		kill(g->container, SIGKILL);
+}
+
+/* --- the long-lived container ------------------------------------------------------------ */
+
+static void container_failed(struct guest *g, const char *fmt, const char *arg)
+{
+	free(g->rootfs_error);
+	if (asprintf(&g->rootfs_error, fmt, arg) < 0)
+		g->rootfs_error = NULL;
+	if (g->rootfs_error == NULL)
+		g->rootfs_error = strdup("cannot start the container");
+	guest_log("container: %s", g->rootfs_error ? g->rootfs_error : "?");
+}
+
+void session_container_start(struct guest *g)
+{
+	static char *pause_argv[] = { GUEST_PAUSE_PATH, GUEST_PAUSE_ARG, NULL };
+	static char *no_env[] = { NULL };
+	struct proto_exec e = { .argv = pause_argv, .argc = 2, .env = no_env, .cwd = "/" };
+	struct session s = { .name = GUEST_CONTAINER };
+	char pidfile[GUEST_PATH_MAX + 8], log[GUEST_PATH_MAX + 16], croot[GUEST_PATH_MAX + 8];
+	const char *argv[16];
+	char *why = NULL, *pid;
+	size_t n = 0;
+	int devnull, status;
+	pid_t crun;
+
+	if (guest_pathf(s.bundle, sizeof(s.bundle), "%s/bundles/container", g->cfg.state_dir) < 0 ||
+	    (mkdir(s.bundle, 0700) < 0 && errno != EEXIST))
+		return container_failed(g, "mkdir %s", s.bundle);
+	if (spec_write(&g->cfg, s.bundle, &e, true, &why) < 0) {
+		container_failed(g, "%s", why ? why : "cannot write its spec");
+		free(why);
+		return;
+	}
+	guest_pathf(pidfile, sizeof(pidfile), "%s/pid", s.bundle);
+	guest_pathf(log, sizeof(log), "--log=%s/crun.log", s.bundle);
+	argv[n++] = "crun";
+	argv[n++] = log;
+	if (g->cfg.crun_root) {
+		guest_pathf(croot, sizeof(croot), "--root=%s", g->cfg.crun_root);
+		argv[n++] = croot;
+	}
+	argv[n++] = "--cgroup-manager=disabled";
+	argv[n++] = "run";
+	argv[n++] = "--detach";
+	argv[n++] = "--no-new-keyring";
+	argv[n++] = "--bundle";
+	argv[n++] = s.bundle;
+	argv[n++] = "--pid-file";
+	argv[n++] = pidfile;
+	argv[n++] = GUEST_CONTAINER;
+	argv[n] = NULL;
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return container_failed(g, "open /dev/null: %s", strerror(errno));
+	crun = spawn(g->cfg.crun, (char *const *)argv, devnull, devnull, devnull);
+	close(devnull);
+	if (crun < 0)
+		return container_failed(g, "fork: %s", strerror(errno));
+	/* SIGCHLD is blocked for the signalfd; a targeted wait still works. */
+	while (waitpid(crun, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		why = crun_reason(&s);
+		container_failed(g, "crun: %s", why && *why ? why : "cannot start the container");
+		free(why);
+		return;
+	}
+	pid = read_small(pidfile, 32);
+	g->container = pid ? (pid_t)strtol(pid, NULL, 10) : 0;
+	free(pid);
+	if (g->container <= 0)
+		return container_failed(g, "%s", "crun wrote no pid file for the container");
+	guest_debug(g, "container: init pid %d", (int)g->container);
 }

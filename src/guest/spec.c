@@ -114,11 +114,12 @@ static bool env_has(const struct proto_exec *e, const char *name)
 	return false;
 }
 
+/* The OCI process object: config.json's "process", or crun exec's --process. */
 static void write_process(FILE *f, const struct guest_config *cfg, const struct proto_exec *e)
 {
 	bool tty = e->flags & PROTO_EXEC_TTY;
 
-	fprintf(f, "\"process\":{\"terminal\":%s,", tty ? "true" : "false");
+	fprintf(f, "{\"terminal\":%s,", tty ? "true" : "false");
 	if (tty && e->rows && e->cols)
 		fprintf(f, "\"consoleSize\":{\"height\":%u,\"width\":%u},", e->rows, e->cols);
 	fprintf(f, "\"user\":{\"uid\":%u,\"gid\":%u", e->uid, e->gid);
@@ -168,23 +169,55 @@ static void write_linux(FILE *f)
 	fputc('}', f);
 }
 
-int spec_write(const struct guest_config *cfg, const char *bundle, const struct proto_exec *e,
-	       char **why)
+static FILE *spec_create(const char *path, char **why)
 {
-	char path[GUEST_PATH_MAX];
-	FILE *f;
-	int fd;
+	FILE *f = NULL;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 
-	snprintf(path, sizeof(path), "%s/config.json", bundle);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0 || (f = fdopen(fd, "w")) == NULL) {
 		if (fd >= 0)
 			close(fd);
 		if (asprintf(why, "create %s: %s", path, strerror(errno)) < 0)
 			*why = NULL;
+	}
+	return f;
+}
+
+static int spec_close(FILE *f, const char *path, char **why)
+{
+	if (fflush(f) != 0 || ferror(f)) {
+		fclose(f);
+		if (asprintf(why, "write %s: %s", path, strerror(errno)) < 0)
+			*why = NULL;
 		return -1;
 	}
-	fputs("{\"ociVersion\":\"1.0.2\",", f);
+	fclose(f);
+	return 0;
+}
+
+int spec_write_process(const struct guest_config *cfg, const char *path, const struct proto_exec *e,
+		       char **why)
+{
+	FILE *f = spec_create(path, why);
+
+	if (f == NULL)
+		return -1;
+	write_process(f, cfg, e);
+	fputc('\n', f);
+	return spec_close(f, path, why);
+}
+
+int spec_write(const struct guest_config *cfg, const char *bundle, const struct proto_exec *e,
+	       bool pause, char **why)
+{
+	char path[GUEST_PATH_MAX];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/config.json", bundle);
+	f = spec_create(path, why);
+	if (f == NULL)
+		return -1;
+	fputs("{\"ociVersion\":\"1.0.2\",\"process\":", f);
 	write_process(f, cfg, e);
 	fputs(",\"root\":{\"path\":", f);
 	json_str(f, cfg->rootfs);
@@ -198,15 +231,15 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 		json_csv(f, mounts[i].options);
 		fputc('}', f);
 	}
+	/* The pause process is gantry-init itself, bound into the container's
+	 * own /dev tmpfs so that nothing shows in the container root. */
+	if (pause)
+		fprintf(f,
+			",{\"destination\":\"%s\",\"type\":\"bind\",\"source\":\"%s\","
+			"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
+			GUEST_PAUSE_PATH, cfg->self);
 	fputs("],", f);
 	write_linux(f);
 	fputs("}\n", f);
-	if (fflush(f) != 0 || ferror(f)) {
-		fclose(f);
-		if (asprintf(why, "write %s: %s", path, strerror(errno)) < 0)
-			*why = NULL;
-		return -1;
-	}
-	fclose(f);
-	return 0;
+	return spec_close(f, path, why);
 }

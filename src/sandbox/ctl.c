@@ -1,0 +1,147 @@
+/* The control socket's wire format and its client side (see ctl.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "sandbox/ctl.h"
+#include "sandbox/state.h"
+
+int ctl_listen(const char *path, gantry_error_t *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	cleanup_close int fd = -1;
+	mode_t old;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return gantry_error(err, ENAMETOOLONG, "socket path `%s`", path);
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return gantry_error_errno(err, "socket");
+	if (unlink(path) < 0 && errno != ENOENT)
+		return gantry_error_errno(err, "remove stale `%s`", path);
+	old = umask(0177);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0)
+		return gantry_error_errno(err, "bind `%s`", path);
+	if (chmod(path, 0600) < 0 || listen(fd, 64) < 0)
+		return gantry_error_errno(err, "listen `%s`", path);
+	return steal_fd(&fd);
+}
+
+bool ctl_peer_ok(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return false;
+	return cred.uid == geteuid();
+}
+
+int ctl_connect(const char *dir, int *out, gantry_error_t *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	cleanup_close int dfd = -1, fd = -1;
+
+	/* Through the directory's fd: sun_path holds only 108 bytes. */
+	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return gantry_error_errno(err, "open `%s`", dir);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, SANDBOX_CTL);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return gantry_error_errno(err, "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return gantry_error_errno(err, "connect `%s/%s`", dir, SANDBOX_CTL);
+	*out = steal_fd(&fd);
+	return 0;
+}
+
+int ctl_send_json(int fd, json_t *j, gantry_error_t *err)
+{
+	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+	cleanup_free char *line = NULL;
+
+	if (text == NULL)
+		return gantry_error(err, ENOMEM, "encode a control message");
+	xasprintf(&line, "%s\n", text);
+	if (send(fd, line, strlen(line), MSG_NOSIGNAL) != (ssize_t)strlen(line))
+		return gantry_error_errno(err, "send on the control socket");
+	return 0;
+}
+
+int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t *err)
+{
+	size_t n = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+		int r = poll(&p, 1, timeout_ms);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return gantry_error_errno(err, "poll");
+		if (r == 0)
+			return gantry_error(err, ETIMEDOUT, "no answer on the control socket");
+		k = read(fd, buf + n, 1);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return gantry_error_errno(err, "read the control socket");
+		if (k == 0)
+			return gantry_error(err, ECONNRESET,
+					    "the supervisor closed the connection");
+		if (buf[n] == '\n') {
+			buf[n] = '\0';
+			return 0;
+		}
+		if (++n == cap)
+			return gantry_error(err, EMSGSIZE, "control answer too long");
+	}
+}
+
+int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_error_t *err)
+{
+	cleanup_free char *line = xmalloc(CTL_LINE_MAX);
+	json_error_t jerr;
+	json_t *req = json_pack("{s:s}", "op", op), *j;
+
+	if (reply)
+		*reply = NULL;
+	if (ctl_send_json(fd, req, err) < 0) {
+		json_decref(req);
+		return -1;
+	}
+	json_decref(req);
+	if (ctl_read_line(fd, line, CTL_LINE_MAX, timeout_ms, err) < 0)
+		return -1;
+	j = json_loads(line, 0, &jerr);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return gantry_error(err, EPROTO, "bad answer on the control socket");
+	}
+	if (!json_is_true(json_object_get(j, "ok"))) {
+		const char *e = json_string_value(json_object_get(j, "error"));
+
+		gantry_error(err, 0, "%s", e ? e : "refused");
+		json_decref(j);
+		return -1;
+	}
+	if (reply)
+		*reply = j;
+	else
+		json_decref(j);
+	return 0;
+}

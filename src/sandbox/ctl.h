@@ -1,0 +1,41 @@
+/* ctl.sock: how commands reach a running sandbox's supervisor. A Unix
+ * socket (mode 0600, in the sandbox's 0700 directory) whose server also
+ * refuses any peer whose UID (SO_PEERCRED) is not its own.
+ *
+ * A connection starts with one request line, JSON, at most CTL_LINE_MAX
+ * bytes: {"op":"status"|"stop"|"exec"}; the supervisor answers one line,
+ * {"ok":true,...} or {"ok":false,"error":"..."}. After an "exec" answered
+ * ok, the connection carries agent frames (proto/agent.h) for one session:
+ * EXEC, SIGNAL, RESIZE from the client; STARTED, EXIT, ERROR and STREAM from
+ * the supervisor, STREAM with the guest's stdio stream attached as an fd. */
+#ifndef GANTRY_SANDBOX_CTL_H
+#define GANTRY_SANDBOX_CTL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "common/error.h"
+
+#define CTL_LINE_MAX	    (64 * 1024)
+#define CTL_OP_STATUS	    "status"
+#define CTL_OP_STOP	    "stop"
+#define CTL_OP_EXEC	    "exec"
+#define CTL_STOP_TIMEOUT_MS 60000
+
+/* Listen on path (relative to the supervisor's directory), mode 0600. */
+int ctl_listen(const char *path, gantry_error_t *err);
+/* Whether the peer on fd runs as our UID. */
+bool ctl_peer_ok(int fd);
+/* Connect to <dir>/ctl.sock however long dir is; ENOENT or ECONNREFUSED
+ * in the error when no supervisor listens there. */
+int ctl_connect(const char *dir, int *fd, gantry_error_t *err);
+/* Send {"op": op}, read the one-line answer (timeout_ms, -1: forever);
+ * *reply (optional) gets it. An answer with ok false is an error. */
+int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_error_t *err);
+/* Read one line (without the newline, NUL-terminated) byte by byte, so
+ * nothing after it is consumed. */
+int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t *err);
+/* Write one JSON value and a newline. */
+int ctl_send_json(int fd, json_t *j, gantry_error_t *err);
+
+#endif

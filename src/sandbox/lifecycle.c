@@ -1,0 +1,482 @@
+/* The sandbox lifecycle (see lifecycle.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/assets.h"
+#include "common/util.h"
+#include "image/source.h"
+#include "sandbox/ctl.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/process.h"
+#include "sandbox/rwlayer.h"
+#include "sandbox/supervisor.h"
+#include "vmm/vmm.h"
+
+#define STOP_WAIT_MS (CTL_STOP_TIMEOUT_MS + 10000)
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void rfc3339_now(char **out)
+{
+	char buf[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	*out = xstrdup(buf);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static void rm_tree(const char *path)
+{
+	nftw(path, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+/* The sandbox's directory and state, checked to exist; stale leftovers of
+ * a supervisor that died are cleaned on the way. */
+static int open_sandbox(const char *name, char **dir, struct sandbox *sb, gantry_error_t *err)
+{
+	if (sandbox_name_check(name, err) < 0 || sandbox_dir(name, dir, err) < 0)
+		return -1;
+	if (sandbox_load(*dir, sb, err) < 0) {
+		if (*err && (*err)->status == ENOENT) {
+			gantry_error_free(err);
+			return gantry_error(err, 0, "no sandbox named `%s` (see gantry ls)", name);
+		}
+		return -1;
+	}
+	if (!sandbox_is_running(*dir))
+		sandbox_cleanup_stale(*dir, sb);
+	return 0;
+}
+
+/* Refuse a layer another VM holds, or one paired with another image. */
+static int rwlayer_check(const struct sandbox *sb, gantry_error_t *err)
+{
+	if (!sb->writable)
+		return 0;
+	if (rwlayer_in_use(sb->rwlayer))
+		return gantry_error(err, 0, "writable layer `%s` is in use by a running sandbox",
+				    sb->rwlayer);
+	return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), false, err);
+}
+
+static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
+{
+	long host = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t max = MIN((uint64_t)(host > 0 ? host : 1), (uint64_t)SANDBOX_MAX_CPUS);
+
+	if (sandbox_name_check(o->name, err) < 0)
+		return -1;
+	if (o->cpus < 1 || o->cpus > max)
+		return gantry_error(err, 0, "-cpus %llu: this host allows 1 to %llu",
+				    (unsigned long long)o->cpus, (unsigned long long)max);
+	if (o->mem_mib < VMM_MIN_MEM_MIB || o->mem_mib > VMM_MAX_MEM_MIB)
+		return gantry_error(err, 0, "-mem %llu: want %d MiB to 1 TiB",
+				    (unsigned long long)o->mem_mib, VMM_MIN_MEM_MIB);
+	if (o->disk_mib < RWLAYER_MIN_MIB || o->disk_mib > RWLAYER_MAX_MIB)
+		return gantry_error(err, 0, "-disk-size %llu: want %d to %d MiB",
+				    (unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,
+				    RWLAYER_MAX_MIB);
+	if (o->rwlayer && !o->writable)
+		return gantry_error(err, 0, "-rwlayer needs a writable root (not with -rw=false)");
+	if (o->rwlayer && *o->rwlayer == '\0')
+		return gantry_error(err, 0, "-rwlayer: empty path");
+	return 0;
+}
+
+/* The user's -rwlayer as an absolute path (its directory must exist). */
+static int rwlayer_abs(const char *path, char **out, gantry_error_t *err)
+{
+	cleanup_free char *copy = xstrdup(path), *dir = NULL;
+	char *slash = strrchr(copy, '/');
+	const char *base = slash ? slash + 1 : copy;
+	char real[PATH_MAX];
+
+	if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return gantry_error(err, 0, "-rwlayer `%s`: not a file name", path);
+	if (slash == copy)
+		dir = xstrdup("/");
+	else if (slash) {
+		*slash = '\0';
+		dir = xstrdup(copy);
+	} else {
+		dir = xstrdup(".");
+	}
+	if (realpath(dir, real) == NULL)
+		return gantry_error_errno(err, "-rwlayer `%s`", path);
+	xasprintf(out, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+	return 0;
+}
+
+static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+{
+	cleanup_free char *default_image = NULL;
+	struct image img = { 0 };
+	const char *src = o->image;
+	struct stat st;
+
+	if (src == NULL) {
+		if (assets_path(ASSET_DEFAULT_IMAGE, &default_image, err) < 0)
+			return -1;
+		src = default_image;
+	}
+	if (image_resolve(src, &img, err) < 0)
+		return -1;
+	sb->name = xstrdup(o->name);
+	sb->image = xstrdup(o->image ? o->image : "(built-in)");
+	sb->image_digest = steal_pointer(&img.digest);
+	sb->image_path = steal_pointer(&img.path);
+	sb->config = steal_pointer(&img.config);
+	image_free(&img);
+	sb->cpus = o->cpus;
+	sb->mem_mib = o->mem_mib;
+	sb->disk_mib = o->disk_mib;
+	sb->writable = o->writable;
+	sb->state = SANDBOX_CREATING;
+	rfc3339_now(&sb->created);
+	if (o->writable && o->rwlayer) {
+		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0)
+			return -1;
+		if (stat(sb->rwlayer, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
+			return gantry_error(err, 0, "-rwlayer `%s` is not a file", o->rwlayer);
+	} else if (o->writable) {
+		sb->rwlayer_managed = true;
+		if (sandbox_rwlayer_default(o->name, &sb->rwlayer, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* Claim the name: a directory made aside, then renamed into place, so
+ * exactly one of racing creates gets it and nobody sees half a sandbox. */
+static int claim(const struct sandbox *sb, const char *dir, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL, *tmp = NULL;
+
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		return -1;
+	/* '~' is not allowed in names: listing never shows it. */
+	xasprintf(&tmp, "%s/~new-XXXXXX", parent);
+	if (mkdtemp(tmp) == NULL)
+		return gantry_error_errno(err, "create a directory in `%s`", parent);
+	if (sandbox_save(tmp, sb, err) < 0) {
+		rm_tree(tmp);
+		return -1;
+	}
+	if (rename(tmp, dir) < 0) {
+		int e = errno;
+
+		rm_tree(tmp);
+		if (e == EEXIST || e == ENOTEMPTY)
+			return gantry_error(err, 0, "sandbox name `%s` is taken", sb->name);
+		errno = e;
+		return gantry_error_errno(err, "create `%s`", dir);
+	}
+	return 0;
+}
+
+static int prepare_rwlayer(struct sandbox *sb, gantry_error_t *err)
+{
+	struct stat st;
+
+	if (!sb->writable)
+		return 0;
+	if (!sb->rwlayer_managed && stat(sb->rwlayer, &st) == 0) {
+		if (rwlayer_in_use(sb->rwlayer))
+			return gantry_error(err, 0,
+					    "writable layer `%s` is in use by a running sandbox",
+					    sb->rwlayer);
+		return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), false, err);
+	}
+	/* Ours, or the user's not made yet. A managed one left by a crash
+	 * while creating belongs to us now: we hold the name. */
+	if (sb->rwlayer_managed)
+		rwlayer_remove(sb->rwlayer);
+	if (rwlayer_create(sb->rwlayer, sb->disk_mib, err) < 0)
+		return -1;
+	return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), true, err);
+}
+
+int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 };
+	bool claimed = false, layer_made = false;
+	struct stat st;
+
+	if (validate_opts(o, err) < 0 || sandbox_dir(o->name, &dir, err) < 0)
+		return -1;
+	if (stat(dir, &st) == 0)
+		return gantry_error(err, 0,
+				    "sandbox name `%s` is taken: it exists (gantry resume %s, or "
+				    "gantry delete %s)",
+				    o->name, o->name, o->name);
+	if (sandbox_dirs_make(err) < 0 || describe(o, &sb, err) < 0)
+		goto fail;
+	{
+		/* The VM's limits are checked before anything is made. */
+		struct vmm_config cfg = { .cpus = (unsigned int)sb.cpus, .mem_mib = sb.mem_mib };
+		cleanup_free char *kernel = NULL;
+
+		if (assets_path(ASSET_KERNEL, &kernel, err) < 0)
+			goto fail;
+		cfg.kernel = kernel;
+		if (vmm_validate(&cfg, err) < 0)
+			goto fail;
+	}
+	if (claim(&sb, dir, err) < 0)
+		goto fail;
+	claimed = true;
+	if (prepare_rwlayer(&sb, err) < 0)
+		goto fail;
+	layer_made = true;
+	sb.state = SANDBOX_STOPPED;
+	if (sandbox_save(dir, &sb, err) < 0 || supervisor_spawn(sb.name, dir, err) < 0)
+		goto fail;
+	sandbox_free(&sb);
+	return 0;
+fail:
+	if (claimed) {
+		if (layer_made && sb.rwlayer_managed)
+			rwlayer_remove(sb.rwlayer);
+		rm_tree(dir);
+	}
+	sandbox_free(&sb);
+	return gantry_error_prefix(err, "start `%s`", o->name);
+}
+
+int sandbox_resume(const char *name, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 };
+	int r = -1;
+
+	if (open_sandbox(name, &dir, &sb, err) < 0)
+		return -1;
+	if (sandbox_is_running(dir)) {
+		gantry_error(err, 0, "sandbox `%s` is already running", name);
+		goto out;
+	}
+	if (sb.state == SANDBOX_CREATING) {
+		gantry_error(err, 0, "sandbox `%s` is still being created", name);
+		goto out;
+	}
+	if (access(sb.image_path, R_OK) < 0) {
+		gantry_error_errno(err, "its image `%s`", sb.image_path);
+		goto out;
+	}
+	if (rwlayer_check(&sb, err) < 0 || supervisor_spawn(name, dir, err) < 0)
+		goto out;
+	r = 0;
+out:
+	sandbox_free(&sb);
+	return r < 0 ? gantry_error_prefix(err, "resume `%s`", name) : 0;
+}
+
+/* Wait for the lifetime lock to be free: the supervisor has exited. */
+static int wait_gone(const char *dir, uint64_t deadline)
+{
+	struct timespec pause = { .tv_nsec = 10 * 1000000L };
+
+	while (sandbox_is_running(dir)) {
+		if (now_ms() >= deadline)
+			return -1;
+		nanosleep(&pause, NULL);
+	}
+	return 0;
+}
+
+static int stop_running(const char *name, const char *dir, struct sandbox *sb, gantry_error_t *err)
+{
+	uint64_t deadline = now_ms() + STOP_WAIT_MS;
+	cleanup_close int fd = -1;
+	gantry_error_t cerr = NULL;
+
+	if (ctl_connect(dir, &fd, &cerr) == 0 &&
+	    ctl_call(fd, CTL_OP_STOP, STOP_WAIT_MS, NULL, &cerr) == 0 &&
+	    wait_gone(dir, deadline) == 0) {
+		gantry_error_free(&cerr);
+		return 0;
+	}
+	/* A supervisor that does not answer: end it. */
+	gantry_error_free(&cerr);
+	if (sandbox_load(dir, sb, NULL) == 0 && sb->pid > 0 && sandbox_is_running(dir)) {
+		kill((pid_t)sb->pid, SIGTERM);
+		if (wait_gone(dir, now_ms() + 10000) < 0) {
+			kill((pid_t)sb->pid, SIGKILL);
+			wait_gone(dir, now_ms() + 5000);
+		}
+	}
+	if (sandbox_is_running(dir))
+		return gantry_error(err, 0, "sandbox `%s` did not stop", name);
+	return 0;
+}
+
+int sandbox_stop(const char *name, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 };
+	int r;
+
+	if (open_sandbox(name, &dir, &sb, err) < 0)
+		return -1;
+	sandbox_free(&sb);
+	if (!sandbox_is_running(dir))
+		return gantry_error(err, 0, "sandbox `%s` is not running", name);
+	r = stop_running(name, dir, &sb, err);
+	sandbox_free(&sb);
+	return r;
+}
+
+int sandbox_delete(const char *name, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL, *parent = NULL, *tmp = NULL;
+	cleanup_close int lock = -1;
+	struct sandbox sb = { 0 }, again = { 0 };
+
+	if (open_sandbox(name, &dir, &sb, err) < 0)
+		return -1;
+	if (sandbox_is_running(dir) && stop_running(name, dir, &again, err) < 0)
+		goto fail;
+	sandbox_free(&again);
+	/* Hold the lock so a racing resume cannot boot what we remove. */
+	if (sandbox_lock(dir, true, &lock, err) != 1) {
+		gantry_error(err, 0, "sandbox `%s` is busy (being resumed?)", name);
+		goto fail;
+	}
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		goto fail;
+	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
+	if (rename(dir, tmp) < 0) {
+		gantry_error_errno(err, "remove `%s`", dir);
+		goto fail;
+	}
+	if (sb.writable && sb.rwlayer_managed)
+		rwlayer_remove(sb.rwlayer);
+	rm_tree(tmp);
+	sandbox_free(&sb);
+	return 0;
+fail:
+	sandbox_free(&sb);
+	sandbox_free(&again);
+	return -1;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct sandbox *)a)->name, ((const struct sandbox *)b)->name);
+}
+
+int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL;
+	struct sandbox *v = NULL;
+	struct dirent *e;
+	size_t cap = 0;
+	DIR *d;
+
+	*out = NULL;
+	*n = 0;
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		return -1;
+	d = opendir(parent);
+	if (d == NULL)
+		return errno == ENOENT ? 0 : gantry_error_errno(err, "open `%s`", parent);
+	while ((e = readdir(d)) != NULL) {
+		cleanup_free char *dir = NULL;
+		struct sandbox sb;
+
+		if (!sandbox_name_valid(e->d_name))
+			continue;
+		xasprintf(&dir, "%s/%s", parent, e->d_name);
+		if (sandbox_load(dir, &sb, NULL) < 0)
+			continue; /* being deleted, or not ours */
+		if (sandbox_is_running(dir)) {
+			sb.state = SANDBOX_RUNNING;
+		} else {
+			sandbox_cleanup_stale(dir, &sb);
+			if (sb.state == SANDBOX_RUNNING)
+				sb.state = SANDBOX_CRASHED; /* cleaned by someone else */
+			sb.pid = 0;
+		}
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 8;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		v[(*n)++] = sb;
+	}
+	closedir(d);
+	if (*n)
+		qsort(v, *n, sizeof(*v), by_name);
+	*out = v;
+	return 0;
+}
+
+void sandbox_list_free(struct sandbox *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		sandbox_free(&v[i]);
+	free(v);
+}
+
+int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent_result *res,
+		 gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 };
+	struct sandbox_process sp = { 0 };
+	struct agent *a = NULL;
+	int fd = -1, r = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (open_sandbox(name, &dir, &sb, err) < 0)
+		return -1;
+	if (!sandbox_is_running(dir)) {
+		gantry_error(err, 0, "sandbox `%s` is %s (gantry resume %s)", name,
+			     sb.state == SANDBOX_CRASHED ? "not running: it crashed" : "stopped",
+			     name);
+		goto out;
+	}
+	if (sandbox_process_init(&sp, sb.config, args, nargs, err) < 0)
+		goto out;
+	if (ctl_connect(dir, &fd, err) < 0 || ctl_call(fd, CTL_OP_EXEC, 30000, NULL, err) < 0) {
+		gantry_error_prefix(err, "sandbox `%s`", name);
+		goto out;
+	}
+	if (agent_attach(fd, &a, err) < 0)
+		goto out;
+	fd = -1;
+	r = agent_run(a, &sp.p, res, err);
+out:
+	if (fd >= 0)
+		close(fd);
+	agent_free(a);
+	sandbox_process_free(&sp);
+	sandbox_free(&sb);
+	return r;
+}

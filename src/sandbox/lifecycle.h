@@ -1,0 +1,49 @@
+/* Persistent sandboxes, for every front end (the CLI now; the dashboard and
+ * the HTTP API later): create and boot, resume, stop, delete, list, and run
+ * a session in a running one. Each call validates its input first and
+ * leaves other sandboxes, the image cache and users' files alone. */
+#ifndef GANTRY_SANDBOX_LIFECYCLE_H
+#define GANTRY_SANDBOX_LIFECYCLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agent/session.h"
+#include "common/error.h"
+#include "sandbox/state.h"
+
+#define SANDBOX_DEFAULT_CPUS 1
+#define SANDBOX_MAX_CPUS     251
+
+struct sandbox_opts {
+	const char *name;
+	const char *image; /* NULL: the built-in image */
+	uint64_t cpus, mem_mib, disk_mib;
+	bool writable;
+	const char *rwlayer; /* NULL: Gantry's own, rwlayers/<name>.ext4 */
+};
+
+/* `gantry start`: create the sandbox and boot it; returns once its guest
+ * agent and ctl.sock accept work. Exactly one of racing creates of a name
+ * wins. A first boot that fails leaves nothing behind. */
+int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err);
+/* Boot a stopped (or crashed) sandbox from its sandbox.json. */
+int sandbox_resume(const char *name, gantry_error_t *err);
+/* Ask the guest to sync and power off; returns when the supervisor is gone. */
+int sandbox_stop(const char *name, gantry_error_t *err);
+/* Stop if running, then remove its state and its Gantry-managed writable
+ * layer (never a -rwlayer the user gave, nor images). */
+int sandbox_delete(const char *name, gantry_error_t *err);
+
+/* Every sandbox, by name; each entry's state is the live one. */
+int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err);
+void sandbox_list_free(struct sandbox *v, size_t n);
+
+/* `gantry exec NAME`: run args (none: the image's Entrypoint and Cmd, else
+ * /bin/sh) in the sandbox's container with this process's terminal. 0 with
+ * *res filled, -1 when the sandbox or the link failed. */
+int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent_result *res,
+		 gantry_error_t *err);
+
+#endif

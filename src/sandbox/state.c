@@ -1,0 +1,278 @@
+/* sandbox.json, names, paths and the lifetime lock (see state.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/util.h"
+#include "image/ocijson.h"
+#include "sandbox/state.h"
+
+#define SANDBOX_JSON_MAX (4u << 20)
+
+/* What the supervisor and the VMM leave in the directory while running. */
+static const char *const run_sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock" };
+
+static const char *const state_names[] = {
+	[SANDBOX_CREATING] = "creating",
+	[SANDBOX_RUNNING] = "running",
+	[SANDBOX_STOPPED] = "stopped",
+	[SANDBOX_CRASHED] = "crashed",
+};
+
+bool sandbox_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > SANDBOX_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return false;
+	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+	       n;
+}
+
+int sandbox_name_check(const char *name, gantry_error_t *err)
+{
+	char shown[SANDBOX_NAME_MAX + 8];
+	size_t i;
+
+	if (sandbox_name_valid(name))
+		return 0;
+	/* Quote at most a line's worth, without control characters. */
+	for (i = 0; name[i] && i < SANDBOX_NAME_MAX + 1; i++)
+		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
+	shown[i] = '\0';
+	return gantry_error(err, 0,
+			    "invalid sandbox name `%s%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
+			    "(not . or ..)",
+			    shown, name[i] ? "..." : "", SANDBOX_NAME_MAX);
+}
+
+const char *sandbox_state_name(enum sandbox_state s)
+{
+	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
+}
+
+static int state_parse(const char *s, enum sandbox_state *out)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(state_names); i++) {
+		if (strcmp(s, state_names[i]) == 0) {
+			*out = (enum sandbox_state)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int sandbox_dir(const char *name, char **out, gantry_error_t *err)
+{
+	cleanup_free char *home = NULL;
+
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	if (name)
+		xasprintf(out, "%s/%s/%s", home, SANDBOXES_SUBDIR, name);
+	else
+		xasprintf(out, "%s/%s", home, SANDBOXES_SUBDIR);
+	return 0;
+}
+
+int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err)
+{
+	cleanup_free char *home = NULL;
+
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	xasprintf(out, "%s/%s/%s.ext4", home, RWLAYERS_SUBDIR, name);
+	return 0;
+}
+
+int sandbox_dirs_make(gantry_error_t *err)
+{
+	cleanup_free char *home = NULL, *a = NULL, *b = NULL;
+
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	xasprintf(&a, "%s/%s", home, SANDBOXES_SUBDIR);
+	xasprintf(&b, "%s/%s", home, RWLAYERS_SUBDIR);
+	if (mkdir_p(a, err) < 0 || mkdir_p(b, err) < 0)
+		return -1;
+	return 0;
+}
+
+const char *sandbox_image_id(const struct sandbox *sb)
+{
+	return sb->image_digest ? sb->image_digest : sb->image_path;
+}
+
+void sandbox_free(struct sandbox *sb)
+{
+	free(sb->name);
+	free(sb->image);
+	free(sb->image_digest);
+	free(sb->image_path);
+	if (sb->config) {
+		image_config_free(sb->config);
+		free(sb->config);
+	}
+	free(sb->rwlayer);
+	free(sb->created);
+	free(sb->reason);
+	memset(sb, 0, sizeof(*sb));
+}
+
+static int get_u64(json_t *j, const char *key, uint64_t *out, gantry_error_t *err)
+{
+	json_t *v = json_object_get(j, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return gantry_error(err, 0, "field `%s`: want a number", key);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL, *buf = NULL, *state = NULL;
+	size_t len;
+	json_t *j, *cfg;
+	int ret = -1;
+
+	memset(sb, 0, sizeof(*sb));
+	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
+	if (read_file_max(path, SANDBOX_JSON_MAX, &buf, &len, err) < 0)
+		return -1;
+	if (buf == NULL)
+		return gantry_error(err, ENOENT, "`%s`", path);
+	j = ocijson_load(buf, len, path, err);
+	if (j == NULL)
+		return -1;
+	if (ocijson_string(j, "name", true, &sb->name, err) < 0 ||
+	    ocijson_string(j, "image", true, &sb->image, err) < 0 ||
+	    ocijson_string(j, "image_digest", false, &sb->image_digest, err) < 0 ||
+	    ocijson_string(j, "image_path", true, &sb->image_path, err) < 0 ||
+	    ocijson_string(j, "rwlayer", false, &sb->rwlayer, err) < 0 ||
+	    ocijson_string(j, "created", false, &sb->created, err) < 0 ||
+	    ocijson_string(j, "state", true, &state, err) < 0 ||
+	    ocijson_string(j, "reason", false, &sb->reason, err) < 0 ||
+	    get_u64(j, "cpus", &sb->cpus, err) < 0 ||
+	    get_u64(j, "mem_mib", &sb->mem_mib, err) < 0 ||
+	    get_u64(j, "disk_mib", &sb->disk_mib, err) < 0)
+		goto out;
+	if (state_parse(state, &sb->state) < 0) {
+		gantry_error(err, 0, "field `state`: unknown state");
+		goto out;
+	}
+	sb->writable = json_is_true(json_object_get(j, "writable"));
+	sb->rwlayer_managed = json_is_true(json_object_get(j, "rwlayer_managed"));
+	sb->pid = (long)json_integer_value(json_object_get(j, "pid"));
+	if (sb->writable && sb->rwlayer == NULL) {
+		gantry_error(err, 0, "writable without a field `rwlayer`");
+		goto out;
+	}
+	cfg = json_object_get(j, "image_config");
+	if (cfg && !json_is_null(cfg)) {
+		sb->config = xzalloc(sizeof(*sb->config));
+		if (image_config_from_json(cfg, sb->config, err) < 0)
+			goto out;
+	}
+	ret = 0;
+out:
+	json_decref(j);
+	if (ret < 0) {
+		sandbox_free(sb);
+		gantry_error_prefix(err, "`%s`", path);
+	}
+	return ret;
+}
+
+static void set_str(json_t *j, const char *key, const char *v)
+{
+	if (v)
+		json_object_set_new(j, key, json_string(v));
+}
+
+int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL, *text = NULL;
+	json_t *j = json_object();
+	int r;
+
+	set_str(j, "name", sb->name);
+	set_str(j, "image", sb->image);
+	set_str(j, "image_digest", sb->image_digest);
+	set_str(j, "image_path", sb->image_path);
+	json_object_set_new(j, "image_config",
+			    sb->config ? image_config_to_json(sb->config) : json_null());
+	json_object_set_new(j, "cpus", json_integer((json_int_t)sb->cpus));
+	json_object_set_new(j, "mem_mib", json_integer((json_int_t)sb->mem_mib));
+	json_object_set_new(j, "disk_mib", json_integer((json_int_t)sb->disk_mib));
+	json_object_set_new(j, "writable", json_boolean(sb->writable));
+	set_str(j, "rwlayer", sb->rwlayer);
+	json_object_set_new(j, "rwlayer_managed", json_boolean(sb->rwlayer_managed));
+	set_str(j, "created", sb->created);
+	set_str(j, "state", sandbox_state_name(sb->state));
+	set_str(j, "reason", sb->reason);
+	if (sb->pid > 0)
+		json_object_set_new(j, "pid", json_integer(sb->pid));
+	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (text == NULL)
+		return gantry_error(err, ENOMEM, "encode `%s`", SANDBOX_JSON);
+	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
+	r = write_file_atomic(path, text, strlen(text), 0600, err);
+	return r;
+}
+
+int sandbox_lock(const char *dir, bool exclusive, int *fd, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	cleanup_close int lfd = -1;
+
+	*fd = -1;
+	xasprintf(&path, "%s/%s", dir, SANDBOX_LOCK);
+	lfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lfd < 0)
+		return gantry_error_errno(err, "open `%s`", path);
+	if (flock(lfd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			return 0;
+		return gantry_error_errno(err, "lock `%s`", path);
+	}
+	*fd = steal_fd(&lfd);
+	return 1;
+}
+
+bool sandbox_is_running(const char *dir)
+{
+	int fd, r = sandbox_lock(dir, false, &fd, NULL);
+
+	if (r == 1)
+		close(fd);
+	return r == 0;
+}
+
+void sandbox_cleanup_stale(const char *dir, struct sandbox *sb)
+{
+	cleanup_close int fd = -1;
+
+	if (sandbox_lock(dir, true, &fd, NULL) != 1)
+		return; /* running (or being changed by someone else) */
+	for (size_t i = 0; i < ARRAY_SIZE(run_sockets); i++) {
+		cleanup_free char *p = NULL;
+
+		xasprintf(&p, "%s/%s", dir, run_sockets[i]);
+		unlink(p);
+	}
+	if (sb->state != SANDBOX_RUNNING)
+		return;
+	sb->state = SANDBOX_CRASHED;
+	sb->pid = 0;
+	free(sb->reason);
+	sb->reason = xstrdup("its supervisor ended without stopping it (killed?)");
+	sandbox_save(dir, sb, NULL);
+}

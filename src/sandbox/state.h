@@ -1,0 +1,78 @@
+/* A sandbox's state on disk: $GANTRY_HOME/sandboxes/<name>/ (mode 0700)
+ * holding sandbox.json (written atomically), the lifetime lock its
+ * supervisor holds while it runs, ctl.sock, daemon.log and console.log;
+ * its Gantry-managed writable layer is $GANTRY_HOME/rwlayers/<name>.ext4.
+ *
+ * "running" is never trusted from the file alone: a sandbox runs exactly
+ * while its lock is held, so a supervisor that died (SIGKILL, crash) shows
+ * as crashed, and the next command cleans up after it. */
+#ifndef GANTRY_SANDBOX_STATE_H
+#define GANTRY_SANDBOX_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "image/config.h"
+
+#define SANDBOX_NAME_MAX 64
+#define SANDBOX_JSON	 "sandbox.json"
+#define SANDBOX_LOCK	 "lock"
+#define SANDBOX_CTL	 "ctl.sock"
+#define SANDBOX_LOG	 "daemon.log"
+#define SANDBOX_CONSOLE	 "console.log"
+#define SANDBOXES_SUBDIR "sandboxes"
+#define RWLAYERS_SUBDIR	 "rwlayers"
+
+enum sandbox_state {
+	SANDBOX_CREATING, /* being made by `gantry start` */
+	SANDBOX_RUNNING,
+	SANDBOX_STOPPED,
+	SANDBOX_CRASHED, /* ended without being stopped; reason says how */
+};
+
+struct sandbox {
+	char *name;
+	char *image;		     /* the source as the user gave it */
+	char *image_digest;	     /* "sha256:..." (NULL for a prebuilt .erofs) */
+	char *image_path;	     /* the EROFS image attached as /dev/vdb */
+	struct image_config *config; /* NULL for a prebuilt .erofs */
+	uint64_t cpus, mem_mib, disk_mib;
+	bool writable;
+	char *rwlayer;	      /* NULL with writable = false */
+	bool rwlayer_managed; /* made by Gantry, deleted with the sandbox */
+	char *created;	      /* RFC 3339, UTC */
+	enum sandbox_state state;
+	char *reason; /* crashed: why */
+	long pid;     /* the supervisor's, while running */
+};
+
+bool sandbox_name_valid(const char *name);
+/* One line naming what is wrong with name. */
+int sandbox_name_check(const char *name, gantry_error_t *err);
+const char *sandbox_state_name(enum sandbox_state s);
+
+/* $GANTRY_HOME/sandboxes/<name> (name may be NULL: the parent), and the
+ * writable layer Gantry manages for name. Not created. */
+int sandbox_dir(const char *name, char **out, gantry_error_t *err);
+int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err);
+/* Create $GANTRY_HOME/sandboxes and rwlayers (0700) when missing. */
+int sandbox_dirs_make(gantry_error_t *err);
+
+/* Read <dir>/sandbox.json; ENOENT in the error when there is none. */
+int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err);
+int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err);
+void sandbox_free(struct sandbox *sb);
+/* The identity a writable layer is paired with. */
+const char *sandbox_image_id(const struct sandbox *sb);
+
+/* flock <dir>/lock: 1 with *fd held, 0 when another holds it, -1 error. */
+int sandbox_lock(const char *dir, bool exclusive, int *fd, gantry_error_t *err);
+/* Whether a supervisor holds the lock now. */
+bool sandbox_is_running(const char *dir);
+/* After a supervisor that died: record the crash and remove its sockets,
+ * under the lock (nothing when it runs or the file says it stopped). */
+void sandbox_cleanup_stale(const char *dir, struct sandbox *sb);
+
+#endif

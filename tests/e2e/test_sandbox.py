@@ -1,0 +1,299 @@
+"""Persistent sandboxes: `gantry start`, `exec NAME`, `ls`, `stop`, `resume`,
+`delete` on the built-in image (needs KVM and the assets from `make assets`).
+
+Every test keeps its state in its own GANTRY_HOME and deletes what it starts.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import boot_timeout, build_dir
+
+pytestmark = pytest.mark.kvm
+
+
+class Gantry:
+    def __init__(self, binary, home, images):
+        self.binary = str(binary)
+        self.home = Path(home)
+        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images))
+
+    def run(self, *args, input=None, timeout=None, check=False):
+        r = subprocess.run(
+            [self.binary, *map(str, args)],
+            env=self.env,
+            input=input,
+            stdin=None if input is not None else subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout or boot_timeout() * 2,
+        )
+        if check:
+            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
+        return r
+
+    def popen(self, *args, **kw):
+        return subprocess.Popen([self.binary, *map(str, args)], env=self.env, **kw)
+
+    def ls(self):
+        r = self.run("ls", "--json", check=True)
+        return {s["name"]: s for s in json.loads(r.stdout)}
+
+    def sh(self, name, script, **kw):
+        return self.run("exec", name, "--", "sh", "-c", script, **kw)
+
+    def cleanup(self):
+        for name in self.ls():
+            self.run("delete", name)
+
+
+@pytest.fixture(scope="module")
+def assets():
+    assets = build_dir() / "assets"
+    for name in ("vmlinux", "sysroot.erofs", "default-image"):
+        if not (assets / name).exists():
+            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
+    if shutil.which("mke2fs") is None and not Path("/usr/sbin/mke2fs").exists():
+        pytest.skip("mke2fs not found: apt-get install e2fsprogs")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    return tmp_path_factory.mktemp("images")
+
+
+@pytest.fixture
+def g(gantry, assets, images, tmp_path):
+    gt = Gantry(gantry, tmp_path / "home", images)
+    yield gt
+    gt.cleanup()
+
+
+def one_line(r):
+    lines = r.stderr.decode(errors="replace").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gantry: "), lines
+    return lines[0]
+
+
+def test_files_survive_stop_and_resume(g):
+    g.run("start", "keep", check=True)
+    s = g.ls()["keep"]
+    assert s["state"] == "running" and s["pid"] > 0 and s["writable"], s
+    assert (g.home / "sandboxes" / "keep" / "ctl.sock").exists()
+    assert (g.home / "rwlayers" / "keep.ext4").exists()
+    r = g.sh("keep", "echo kept > /data.txt && mkdir -p /root/d && echo two > /root/d/f && sync")
+    assert r.returncode == 0, r.stderr
+    # The one long-lived container: a process started in one session is
+    # seen from the next.
+    g.sh("keep", "sleep 300 >/dev/null 2>&1 </dev/null &", check=True)
+    r = g.sh("keep", "ps -o args | grep -c '^sleep 300'")
+    assert r.stdout.strip() == b"1", r
+
+    g.run("stop", "keep", check=True)
+    s = g.ls()["keep"]
+    assert s["state"] == "stopped" and s["pid"] == 0, s
+    assert not (g.home / "sandboxes" / "keep" / "ctl.sock").exists()
+    r = g.run("exec", "keep", "--", "true")
+    assert r.returncode == 125
+    assert "stopped" in one_line(r)
+
+    g.run("resume", "keep", check=True)
+    assert g.ls()["keep"]["state"] == "running"
+    r = g.sh("keep", "cat /data.txt /root/d/f")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"kept\ntwo\n"
+    # Stop ended every process.
+    r = g.sh("keep", "ps -o args | grep -c '^sleep 300'")
+    assert r.stdout.strip() == b"0", r
+
+
+def test_exec_status_streams_and_signals(g):
+    g.run("start", "st", "-rw=false", check=True)
+    r = g.sh("st", "echo out; echo err >&2; exit 3")
+    assert (r.returncode, r.stdout, r.stderr) == (3, b"out\n", b"err\n")
+    r = g.run("exec", "st", "--", "no-such-command")
+    assert r.returncode == 127
+    assert "no-such-command" in one_line(r)
+    r = g.sh("st", 'sh -c "kill -TERM \\$\\$"; exit $?')
+    assert r.returncode == 128 + 15
+    script = 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 1; done'
+    p = g.popen("exec", "st", "--", "sh", "-c", script, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watchdog = threading.Timer(boot_timeout(), p.kill)
+    watchdog.start()
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=boot_timeout())
+    finally:
+        watchdog.cancel()
+        p.kill()
+    assert p.returncode == 7, err
+    assert out == b"got-term\n"
+
+
+def test_read_only_root(g):
+    g.run("start", "ro", "-rw=false", check=True)
+    s = g.ls()["ro"]
+    assert not s["writable"] and s["rwlayer"] is None, s
+    assert not (g.home / "rwlayers" / "ro.ext4").exists()
+    r = g.sh("ro", "touch /x")
+    assert r.returncode != 0
+    assert b"Read-only file system" in r.stderr, r.stderr
+    # /tmp is its own tmpfs, still writable.
+    g.sh("ro", "touch /tmp/x", check=True)
+
+
+def test_eight_concurrent_sessions_of_5mb(g):
+    g.run("start", "many", check=True)
+    n = 8
+    inputs = [os.urandom(5 * 1024 * 1024) for _ in range(n)]
+    results = [None] * n
+
+    def one(i):
+        results[i] = g.run("exec", "many", "--", "cat", input=inputs[i],
+                           timeout=boot_timeout() * 4)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, r in enumerate(results):
+        assert r.returncode == 0, (i, r.stderr[-500:])
+        assert hashlib.sha256(r.stdout).hexdigest() == hashlib.sha256(inputs[i]).hexdigest(), i
+
+
+def test_supervisor_sigkill_then_resume(g):
+    g.run("start", "k", check=True)
+    g.sh("k", "echo before-kill > /mark && sync", check=True)
+    pid = g.ls()["k"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.time() + 30
+    while Path(f"/proc/{pid}").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    s = g.ls()["k"]
+    assert s["state"] == "crashed" and s["reason"], s
+    # The next command cleaned the stale sockets.
+    assert not (g.home / "sandboxes" / "k" / "ctl.sock").exists()
+    assert not (g.home / "sandboxes" / "k" / "1025.sock").exists()
+    r = g.run("exec", "k", "--", "true")
+    assert r.returncode == 125
+    assert "crashed" in one_line(r)
+    text = g.run("ls").stdout.decode()
+    assert "k: crashed:" in text, text
+    g.run("resume", "k", check=True)
+    r = g.sh("k", "cat /mark")
+    assert r.stdout == b"before-kill\n", r
+
+
+def test_racing_starts_one_wins(g):
+    procs = [g.popen("start", "race", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=boot_timeout() * 2) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes[0] == 0 and codes[1] != 0, (codes, outs)
+    loser = outs[[p.returncode for p in procs].index(codes[1])][1].decode()
+    assert "taken" in loser and len(loser.strip().splitlines()) == 1, loser
+    assert g.ls()["race"]["state"] == "running"
+    g.run("exec", "race", "--", "true", check=True)
+
+
+def test_delete_removes_exactly_its_own(g, tmp_path, images):
+    user_layer = tmp_path / "mine.ext4"
+    g.run("start", "own", check=True)
+    g.run("start", "usr", "-rwlayer", user_layer, "-disk-size", "64", check=True)
+    g.sh("usr", "echo on-user-layer > /f && sync", check=True)
+    cache_before = sorted(p.name for p in Path(images).iterdir())
+
+    # A user's layer in use by one sandbox is refused to another.
+    r = g.run("start", "usr2", "-rwlayer", user_layer)
+    assert r.returncode != 0 and "in use" in one_line(r)
+    assert "usr2" not in g.ls()
+
+    g.run("delete", "own", check=True)
+    g.run("delete", "usr", check=True)
+    assert g.ls() == {}
+    assert not (g.home / "sandboxes" / "own").exists()
+    assert not (g.home / "sandboxes" / "usr").exists()
+    assert not (g.home / "rwlayers" / "own.ext4").exists()
+    assert not (g.home / "rwlayers" / "own.ext4.image").exists()
+    assert user_layer.exists(), "delete removed a -rwlayer the user gave"
+    assert sorted(p.name for p in Path(images).iterdir()) == cache_before
+    assert list((g.home / "sandboxes").iterdir()) == []
+
+    # The user's layer comes back with its files in a new sandbox.
+    g.run("start", "again", "-rwlayer", user_layer, check=True)
+    assert g.sh("again", "cat /f").stdout == b"on-user-layer\n"
+
+
+def test_full_disk_is_enospc_and_the_sandbox_lives(g):
+    g.run("start", "full", "-disk-size", "64", check=True)
+    r = g.sh("full", "dd if=/dev/zero of=/big bs=1M count=200 2>&1; sync")
+    assert b"No space left on device" in r.stdout, r
+    r = g.sh("full", "rm /big && echo alive")
+    assert r.returncode == 0 and r.stdout == b"alive\n", r
+    assert g.ls()["full"]["state"] == "running"
+
+
+def test_ctl_sock_refuses_another_user(gantry, assets, images):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to connect as another user")
+    # A home every user may traverse, so only the peer check can refuse.
+    home = Path(tempfile.mkdtemp(prefix="gantry-peer-"))
+    g = Gantry(gantry, home / "h", images)
+    try:
+        g.run("start", "peer", "-rw=false", check=True)
+        d = home / "h" / "sandboxes" / "peer"
+        sock = d / "ctl.sock"
+        assert (d.stat().st_mode & 0o777) == 0o700
+        assert (sock.stat().st_mode & 0o777) == 0o600
+        for p in (home, home / "h", home / "h" / "sandboxes", d):
+            p.chmod(0o711)
+        sock.chmod(0o666)
+        # The supervisor may refuse before the request is even sent.
+        client = (
+            "import socket\n"
+            "s=socket.socket(socket.AF_UNIX)\n"
+            f"s.connect({str(sock)!r})\n"
+            "try:\n"
+            "    s.sendall(b'{\"op\":\"status\"}\\n')\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print(s.recv(4096).decode().strip())\n"
+        )
+        r = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "/usr/bin/python3", "-c", client],
+            capture_output=True, timeout=30,
+        )
+        assert r.returncode == 0, r.stderr
+        answer = json.loads(r.stdout)
+        assert answer == {"ok": False, "error": "permission denied"}, answer
+        # The same request as the owner is served.
+        r = subprocess.run(["/usr/bin/python3", "-c", client], capture_output=True, timeout=30)
+        assert json.loads(r.stdout)["ok"] is True, r
+    finally:
+        g.cleanup()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_bad_input_is_one_line(g):
+    for args in (["start", "a/b"], ["start", ".."], ["start", "x" * 65],
+                 ["start", "x", "-cpus", "0"], ["start", "x", "-disk-size", "1"],
+                 ["start", "x", "-rw=false", "-rwlayer", "/tmp/l"],
+                 ["exec", "nosuch", "--", "true"], ["stop", "nosuch"],
+                 ["resume", "nosuch"], ["delete", "nosuch"]):
+        r = g.run(*args)
+        assert r.returncode != 0, args
+        one_line(r)
+    assert g.ls() == {}

@@ -1,0 +1,411 @@
+/* Unit tests for src/sandbox: names, sandbox.json round trips, the
+ * lifetime lock and stale clean-up, writable-layer pairing, and the control
+ * socket's peer check and request/answer framing. No VM boots here. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "agent/session.h"
+#include "common/util.h"
+#include "proto/agent.h"
+#include "sandbox/ctl.h"
+#include "sandbox/rwlayer.h"
+#include "sandbox/state.h"
+
+static char home[64];
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(home, sizeof(home), "/tmp/gantry-sbtest.XXXXXX");
+	assert_non_null(mkdtemp(home));
+	setenv("GANTRY_HOME", home, 1);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	nftw(home, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static void test_names(void **state)
+{
+	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "-" };
+	static const char *const bad[] = { "", ".", "..", "a/b", "a b", "~new", "ä", "a\n" };
+	char long_name[SANDBOX_NAME_MAX + 2];
+	gantry_error_t err = NULL;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		assert_true(sandbox_name_valid(good[i]));
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		assert_false(sandbox_name_valid(bad[i]));
+	memset(long_name, 'x', sizeof(long_name));
+	long_name[SANDBOX_NAME_MAX] = '\0';
+	assert_true(sandbox_name_valid(long_name));
+	long_name[SANDBOX_NAME_MAX] = 'x';
+	long_name[SANDBOX_NAME_MAX + 1] = '\0';
+	assert_false(sandbox_name_valid(long_name));
+	/* The error is one line, control characters and all. */
+	assert_int_equal(sandbox_name_check("a\nb", &err), -1);
+	assert_null(strchr(gantry_error_str(err), '\n'));
+	gantry_error_free(&err);
+}
+
+static void make_dir(const char *name, char **dir)
+{
+	gantry_error_t err = NULL;
+
+	assert_int_equal(sandbox_dirs_make(&err), 0);
+	assert_int_equal(sandbox_dir(name, dir, &err), 0);
+	assert_int_equal(mkdir(*dir, 0700), 0);
+}
+
+static void test_json_round_trip(void **state)
+{
+	cleanup_free char *dir = NULL, *buf = NULL;
+	struct sandbox sb = { 0 }, back;
+	gantry_error_t err = NULL;
+	json_t *j;
+
+	(void)state;
+	make_dir("rt", &dir);
+	sb.name = xstrdup("rt");
+	sb.image = xstrdup("docker.io/library/alpine:3");
+	sb.image_digest =
+		xstrdup("sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	sb.image_path = xstrdup("/cache/x.erofs");
+	sb.config = xzalloc(sizeof(*sb.config));
+	sb.config->user = xstrdup("nobody");
+	sb.config->working_dir = xstrdup("/srv");
+	sb.cpus = 2;
+	sb.mem_mib = 1024;
+	sb.disk_mib = 128;
+	sb.writable = true;
+	sb.rwlayer = xstrdup("/layers/rt.ext4");
+	sb.rwlayer_managed = true;
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = 4242;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_string_equal(back.name, "rt");
+	assert_string_equal(back.image_digest, sb.image_digest);
+	assert_string_equal(back.image_path, "/cache/x.erofs");
+	assert_string_equal(back.config->user, "nobody");
+	assert_string_equal(back.config->working_dir, "/srv");
+	assert_int_equal(back.cpus, 2);
+	assert_int_equal(back.mem_mib, 1024);
+	assert_int_equal(back.disk_mib, 128);
+	assert_true(back.writable && back.rwlayer_managed);
+	assert_string_equal(back.rwlayer, "/layers/rt.ext4");
+	assert_int_equal(back.state, SANDBOX_RUNNING);
+	assert_int_equal(back.pid, 4242);
+	assert_string_equal(sandbox_image_id(&back), sb.image_digest);
+	sandbox_free(&back);
+	sandbox_free(&sb);
+
+	/* The field image prune reads. */
+	xasprintf(&buf, "%s/%s", dir, SANDBOX_JSON);
+	j = json_load_file(buf, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(
+		json_string_value(json_object_get(j, "image_digest")),
+		"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+	json_decref(j);
+}
+
+static void test_load_refuses_junk(void **state)
+{
+	cleanup_free char *dir = NULL, *path = NULL;
+	struct sandbox sb;
+	gantry_error_t err = NULL;
+	static const char *const docs[] = {
+		"{",
+		"[]",
+		"{\"name\":\"x\"}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"odd\",\"cpus\":1,"
+		"\"mem_mib\":1,\"disk_mib\":1}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"stopped\",\"cpus\":-1,"
+		"\"mem_mib\":1,\"disk_mib\":1}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"stopped\",\"cpus\":1,"
+		"\"mem_mib\":1,\"disk_mib\":1,\"writable\":true}",
+	};
+
+	(void)state;
+	make_dir("junk", &dir);
+	assert_int_equal(sandbox_load(dir, &sb, &err), -1);
+	assert_int_equal(err->status, ENOENT);
+	gantry_error_free(&err);
+	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
+	for (size_t i = 0; i < ARRAY_SIZE(docs); i++) {
+		FILE *f = fopen(path, "w");
+
+		fputs(docs[i], f);
+		fclose(f);
+		assert_int_equal(sandbox_load(dir, &sb, &err), -1);
+		assert_non_null(err);
+		gantry_error_free(&err);
+	}
+}
+
+static void test_lock_and_stale_cleanup(void **state)
+{
+	cleanup_free char *dir = NULL, *sock = NULL;
+	struct sandbox sb = { 0 }, back;
+	gantry_error_t err = NULL;
+	int fd, fd2;
+
+	(void)state;
+	make_dir("lk", &dir);
+	sb.name = xstrdup("lk");
+	sb.image = xstrdup("i");
+	sb.image_path = xstrdup("/p");
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = 99999;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	xasprintf(&sock, "%s/%s", dir, SANDBOX_CTL);
+	close(open(sock, O_CREAT | O_WRONLY, 0600));
+
+	/* Held: running, and clean-up leaves it alone. */
+	assert_int_equal(sandbox_lock(dir, true, &fd, &err), 1);
+	assert_true(sandbox_is_running(dir));
+	assert_int_equal(sandbox_lock(dir, true, &fd2, &err), 0);
+	sandbox_cleanup_stale(dir, &sb);
+	assert_int_equal(sb.state, SANDBOX_RUNNING);
+	assert_int_equal(access(sock, F_OK), 0);
+	close(fd);
+
+	/* Released without a stop: a crash, recorded, and its socket gone. */
+	assert_false(sandbox_is_running(dir));
+	sandbox_cleanup_stale(dir, &sb);
+	assert_int_equal(sb.state, SANDBOX_CRASHED);
+	assert_non_null(sb.reason);
+	assert_int_equal(access(sock, F_OK), -1);
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_int_equal(back.state, SANDBOX_CRASHED);
+	assert_int_equal(back.pid, 0);
+	sandbox_free(&back);
+	sandbox_free(&sb);
+}
+
+static void test_rwlayer_pairing(void **state)
+{
+	cleanup_free char *layer = NULL;
+	gantry_error_t err = NULL;
+	int fd;
+
+	(void)state;
+	xasprintf(&layer, "%s/layer.ext4", home);
+	close(open(layer, O_CREAT | O_WRONLY, 0600));
+	/* A layer with no sidecar is not attached... */
+	assert_int_equal(rwlayer_pair(layer, "sha256:aa", false, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "refusing"));
+	gantry_error_free(&err);
+	/* ...unless just made; then it is paired for good. */
+	assert_int_equal(rwlayer_pair(layer, "sha256:aa", true, &err), 0);
+	assert_int_equal(rwlayer_pair(layer, "sha256:aa", false, &err), 0);
+	assert_int_equal(rwlayer_pair(layer, "sha256:bb", true, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "another image"));
+	gantry_error_free(&err);
+
+	assert_false(rwlayer_in_use(layer));
+	fd = open(layer, O_RDWR);
+	assert_int_equal(flock(fd, LOCK_EX), 0);
+	assert_true(rwlayer_in_use(layer));
+	close(fd);
+	assert_false(rwlayer_in_use(layer));
+	rwlayer_remove(layer);
+	assert_int_equal(access(layer, F_OK), -1);
+}
+
+static void test_rwlayer_create(void **state)
+{
+	cleanup_free char *layer = NULL;
+	gantry_error_t err = NULL;
+	struct stat st;
+
+	(void)state;
+	if (access("/usr/sbin/mke2fs", X_OK) < 0 && access("/sbin/mke2fs", X_OK) < 0)
+		skip();
+	xasprintf(&layer, "%s/new.ext4", home);
+	assert_int_equal(rwlayer_create(layer, 1, &err), -1); /* too small */
+	gantry_error_free(&err);
+	assert_int_equal(rwlayer_create(layer, RWLAYER_MIN_MIB, &err), 0);
+	assert_int_equal(stat(layer, &st), 0);
+	assert_int_equal(st.st_size, RWLAYER_MIN_MIB * MiB);
+	free(layer);
+	xasprintf(&layer, "%s/new.ext4.new", home);
+	assert_int_equal(access(layer, F_OK), -1);
+}
+
+static void test_ctl_round_trip(void **state)
+{
+	int sv[2];
+	json_t *reply = NULL;
+	gantry_error_t err = NULL;
+	char line[256];
+	const char answer[] = "{\"ok\":true,\"pid\":7}\n{\"not\":\"read\"}\n";
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	assert_true(ctl_peer_ok(sv[0]));
+	assert_int_equal(write(sv[1], answer, sizeof(answer) - 1), (ssize_t)sizeof(answer) - 1);
+	assert_int_equal(ctl_call(sv[0], CTL_OP_STATUS, 1000, &reply, &err), 0);
+	assert_int_equal(json_integer_value(json_object_get(reply, "pid")), 7);
+	json_decref(reply);
+	/* The request went out as one line... */
+	assert_int_equal(ctl_read_line(sv[1], line, sizeof(line), 1000, &err), 0);
+	assert_string_equal(line, "{\"op\":\"status\"}");
+	/* ...and nothing past the answer's newline was consumed. */
+	assert_int_equal(ctl_read_line(sv[0], line, sizeof(line), 1000, &err), 0);
+	assert_string_equal(line, "{\"not\":\"read\"}");
+
+	/* A refusal is an error carrying the supervisor's words. */
+	assert_int_equal(write(sv[1], "{\"ok\":false,\"error\":\"permission denied\"}\n", 41), 41);
+	assert_int_equal(ctl_call(sv[0], CTL_OP_EXEC, 1000, NULL, &err), -1);
+	assert_string_equal(gantry_error_str(err), "permission denied");
+	gantry_error_free(&err);
+	close(sv[1]);
+	assert_int_equal(ctl_call(sv[0], CTL_OP_STOP, 1000, NULL, &err), -1);
+	gantry_error_free(&err);
+	close(sv[0]);
+}
+
+/* A fake supervisor on a thread: the other end of an agent_attach link. It
+ * answers EXEC with STARTED, passes a stdio stream (SCM_RIGHTS) with its
+ * STREAM frame, writes output on it and reports EXIT 5. */
+static void *fake_supervisor(void *arg)
+{
+	int fd = *(int *)arg, sv[2];
+	uint8_t *buf = xmalloc(PROTO_MAX_FRAME);
+	struct proto_msg m, out = { .type = PROTO_STARTED };
+	uint8_t frame[64];
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = frame };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	const char *why;
+	uint32_t id;
+
+	assert_int_equal(proto_read_msg(fd, buf, &m, &why), 1);
+	assert_int_equal(m.type, PROTO_EXEC);
+	assert_string_equal(m.u.exec.argv[0], "hello");
+	id = m.u.exec.id;
+	proto_msg_free(&m);
+	out.u.started.id = id;
+	out.u.started.pid = 42;
+	assert_int_equal(proto_write_msg(fd, &out), 0);
+
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	out = (struct proto_msg){ .type = PROTO_STREAM };
+	out.u.stream.id = id;
+	iov.iov_len = (size_t)proto_encode(&out, frame, sizeof(frame));
+	memset(&ctl, 0, sizeof(ctl));
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &sv[1], sizeof(int));
+	assert_true(sendmsg(fd, &msg, 0) > 0);
+	close(sv[1]);
+
+	/* The guest's side of the stream: stdin's EOF arrives, output goes. */
+	assert_int_equal(proto_read_msg(sv[0], buf, &m, &why), 1);
+	assert_int_equal(m.type, PROTO_EOF);
+	out = (struct proto_msg){ .type = PROTO_STDOUT };
+	out.u.data.data = (const uint8_t *)"hi\n";
+	out.u.data.len = 3;
+	assert_int_equal(proto_write_msg(sv[0], &out), 0);
+	for (uint32_t i = 1; i <= 2; i++) {
+		out = (struct proto_msg){ .type = PROTO_EOF };
+		out.u.eof.fd = i;
+		assert_int_equal(proto_write_msg(sv[0], &out), 0);
+	}
+	close(sv[0]);
+	out = (struct proto_msg){ .type = PROTO_EXIT };
+	out.u.exit.id = id;
+	out.u.exit.code = 5;
+	assert_int_equal(proto_write_msg(fd, &out), 0);
+	free(buf);
+	return NULL;
+}
+
+static void test_session_through_supervisor(void **state)
+{
+	char *argv[] = { "hello", NULL };
+	struct agent_process p = { .argv = argv, .in_fd = -1, .err_fd = -1 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	struct agent *a;
+	pthread_t t;
+	int sv[2], out[2];
+	char got[16] = { 0 };
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	assert_int_equal(pipe(out), 0);
+	p.out_fd = out[1];
+	assert_int_equal(pthread_create(&t, NULL, fake_supervisor, &sv[1]), 0);
+	assert_int_equal(agent_attach(sv[0], &a, &err), 0);
+	assert_int_equal(agent_run(a, &p, &res, &err), 0);
+	assert_int_equal(res.pid, 42);
+	assert_int_equal(agent_result_status(&res), 5);
+	close(out[1]);
+	assert_int_equal(read(out[0], got, sizeof(got)), 3);
+	assert_string_equal(got, "hi\n");
+	pthread_join(t, NULL);
+	agent_result_free(&res);
+	agent_free(a);
+	close(out[0]);
+	close(sv[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_names),
+		cmocka_unit_test_setup_teardown(test_json_round_trip, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load_refuses_junk, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_and_stale_cleanup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rwlayer_pairing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
+		cmocka_unit_test(test_ctl_round_trip),
+		cmocka_unit_test(test_session_through_supervisor),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
