@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "agent/session.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 
 #define AGENT_BACKLOG 16
@@ -80,22 +81,7 @@ static void close_fd(int *fd)
 
 static int listen_unix(const char *path, gantry_error_t *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	cleanup_close int fd = -1;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return gantry_error(err, ENAMETOOLONG, "socket path `%s`", path);
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return gantry_error_errno(err, "socket");
-	if (unlink(path) < 0 && errno != ENOENT)
-		return gantry_error_errno(err, "remove stale `%s`", path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return gantry_error_errno(err, "bind `%s`", path);
-	if (listen(fd, AGENT_BACKLOG) < 0)
-		return gantry_error_errno(err, "listen `%s`", path);
-	return steal_fd(&fd);
+	return unix_listen(path, AGENT_BACKLOG, err);
 }
 
 static int listen_vsock(unsigned int port, gantry_error_t *err)
@@ -541,21 +527,12 @@ static void stream_end(struct run *r)
 
 static void flush_stream(struct run *r)
 {
-	while (r->stream >= 0 && r->ooff < r->olen) {
-		ssize_t n = send(r->stream, r->obuf + r->ooff, r->olen - r->ooff,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+	int sent = r->stream < 0 ? 1 : proto_send_pending(r->stream, r->obuf, r->olen, &r->ooff);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0) {
-			stream_end(r);
-			return;
-		}
-		r->ooff += (size_t)n;
-	}
-	r->olen = r->ooff = 0;
+	if (sent < 0)
+		stream_end(r);
+	else if (sent > 0)
+		r->olen = r->ooff = 0;
 }
 
 static void accept_stream(struct run *r)

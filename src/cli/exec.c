@@ -5,7 +5,6 @@
  * signals and exit status through agent_run (src/agent/session.c). */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "agent/session.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/files.h"
 #include "common/assets.h"
 #include "common/util.h"
 #include "image/source.h"
@@ -44,15 +44,6 @@ static void *exec_vm_thread(void *arg)
 	/* The guest is gone: whatever waits on it must stop waiting. */
 	agent_cancel(vm->agent);
 	return NULL;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
 }
 
 static void console_tail(const char *path)
@@ -239,7 +230,7 @@ out:
 	if (vm.agent)
 		agent_free(vm.agent);
 	if (rundir[strlen(rundir) - 1] != 'X')
-		nftw(rundir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+		rm_tree(rundir);
 	agent_result_free(&res);
 	sandbox_process_free(&proc);
 	image_free(&img);

@@ -1,6 +1,7 @@
 /* Gantry's state directory and atomic files (see files.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <libgen.h>
 #include <pwd.h>
 #include <stdint.h>
@@ -104,4 +105,18 @@ int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_
 	(*out)[st.st_size] = '\0';
 	*len = (size_t)st.st_size;
 	return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+void rm_tree(const char *path)
+{
+	nftw(path, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }

@@ -19,6 +19,8 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 		      gantry_error_t *err);
 /* Read a whole regular file of at most max bytes, NUL-terminated; 0 with
  * *out NULL when it does not exist. */
+/* Remove path and everything below it, not following symlinks; best effort. */
+void rm_tree(const char *path);
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err);
 
 #endif

@@ -106,10 +106,23 @@ void guest_debug(const struct guest *g, const char *fmt, ...)
 
 /* --- the host link --------------------------------------------------------------- */
 
+/* A connected stream socket of family to sa, or -1 with errno. */
+static int connect_to(int family, const void *sa, socklen_t len)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && connect(fd, sa, len) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 static int dial_once(const struct guest_config *cfg, unsigned int port)
 {
-	int fd;
-
 	if (cfg->host_dir) {
 		struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
@@ -118,15 +131,7 @@ static int dial_once(const struct guest_config *cfg, unsigned int port)
 			errno = ENAMETOOLONG;
 			return -1;
 		}
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			int e = errno;
-
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		return fd;
+		return connect_to(AF_UNIX, &sa, sizeof(sa));
 	}
 	{
 		struct sockaddr_vm sa = {
@@ -135,15 +140,7 @@ static int dial_once(const struct guest_config *cfg, unsigned int port)
 			.svm_port = port,
 		};
 
-		fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			int e = errno;
-
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		return fd;
+		return connect_to(AF_VSOCK, &sa, sizeof(sa));
 	}
 }
 

@@ -205,22 +205,40 @@ fail:
 	return -1;
 }
 
+/* A crun command line being built, its global options first. */
+struct crun_cmd {
+	const char *argv[24];
+	size_t n;
+	char log[GUEST_PATH_MAX + 16], root[GUEST_PATH_MAX + 8], pidfile[GUEST_PATH_MAX + 8];
+};
+
+/* "crun [--log=BUNDLE/crun.log] [--root=ROOT]", and the pid file's path in
+ * the bundle; bundle NULL: neither log nor pid file. */
+static void crun_cmd_init(struct crun_cmd *c, const struct guest *g, const char *bundle)
+{
+	c->n = 0;
+	c->argv[c->n++] = "crun";
+	if (bundle) {
+		guest_pathf(c->pidfile, sizeof(c->pidfile), "%s/pid", bundle);
+		guest_pathf(c->log, sizeof(c->log), "--log=%s/crun.log", bundle);
+		c->argv[c->n++] = c->log;
+	}
+	if (g->cfg.crun_root) {
+		guest_pathf(c->root, sizeof(c->root), "--root=%s", g->cfg.crun_root);
+		c->argv[c->n++] = c->root;
+	}
+}
+
 static int start_crun(struct guest *g, struct session *s, char **why)
 {
-	char pidfile[GUEST_PATH_MAX + 8], log[GUEST_PATH_MAX + 16], sock[GUEST_PATH_MAX + 32],
-		croot[GUEST_PATH_MAX + 8], process[GUEST_PATH_MAX + 24];
-	const char *argv[20];
+	char sock[GUEST_PATH_MAX + 32], process[GUEST_PATH_MAX + 24];
+	struct crun_cmd c;
+	const char **argv = c.argv;
 	int child[3] = { -1, -1, -1 }, devnull = -1;
-	size_t n = 0;
+	size_t n;
 
-	guest_pathf(pidfile, sizeof(pidfile), "%s/pid", s->bundle);
-	guest_pathf(log, sizeof(log), "--log=%s/crun.log", s->bundle);
-	argv[n++] = "crun";
-	argv[n++] = log;
-	if (g->cfg.crun_root) {
-		guest_pathf(croot, sizeof(croot), "--root=%s", g->cfg.crun_root);
-		argv[n++] = croot;
-	}
+	crun_cmd_init(&c, g, s->bundle);
+	n = c.n;
 	/* The VM is the resource boundary: no cgroups of crun's own. */
 	argv[n++] = "--cgroup-manager=disabled";
 	if (g->cfg.persist) {
@@ -238,7 +256,7 @@ static int start_crun(struct guest *g, struct session *s, char **why)
 		argv[n++] = s->bundle;
 	}
 	argv[n++] = "--pid-file";
-	argv[n++] = pidfile;
+	argv[n++] = c.pidfile;
 	if (s->tty) {
 		guest_pathf(sock, sizeof(sock), "--console-socket=%s/console.sock", s->bundle);
 		argv[n++] = sock;
@@ -594,21 +612,13 @@ static void send_eof_marker(struct session *s, uint32_t fd)
 
 static void flush_out(struct session *s)
 {
-	while (s->stream >= 0 && s->out_off < s->out_len) {
-		ssize_t n = send(s->stream, s->out_buf + s->out_off, s->out_len - s->out_off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+	int sent = s->stream < 0 ? 1
+				 : proto_send_pending(s->stream, s->out_buf, s->out_len, &s->out_off);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0) {
-			stream_gone(s);
-			return;
-		}
-		s->out_off += (size_t)n;
-	}
-	s->out_len = s->out_off = 0;
+	if (sent < 0)
+		stream_gone(s);
+	else if (sent > 0)
+		s->out_len = s->out_off = 0;
 }
 
 static void close_output(struct session *s, int *fd, uint32_t which)
@@ -827,18 +837,15 @@ static void report_exit(struct guest *g, struct session *s)
  * background; nobody waits for it. */
 static void crun_delete(struct guest *g, struct session *s)
 {
-	char croot[GUEST_PATH_MAX + 8];
-	const char *argv[8];
-	size_t n = 0;
+	struct crun_cmd c;
+	const char **argv = c.argv;
+	size_t n;
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 
 	if (devnull < 0)
 		return;
-	argv[n++] = "crun";
-	if (g->cfg.crun_root) {
-		guest_pathf(croot, sizeof(croot), "--root=%s", g->cfg.crun_root);
-		argv[n++] = croot;
-	}
+	crun_cmd_init(&c, g, NULL);
+	n = c.n;
 	argv[n++] = "delete";
 	argv[n++] = "--force";
 	argv[n++] = s->name;
@@ -903,10 +910,10 @@ void session_container_start(struct guest *g)
 	static char *no_env[] = { NULL };
 	struct proto_exec e = { .argv = pause_argv, .argc = 2, .env = no_env, .cwd = "/" };
 	struct session s = { .name = GUEST_CONTAINER };
-	char pidfile[GUEST_PATH_MAX + 8], log[GUEST_PATH_MAX + 16], croot[GUEST_PATH_MAX + 8];
-	const char *argv[16];
+	struct crun_cmd c;
+	const char **argv = c.argv;
 	char *why = NULL, *pid;
-	size_t n = 0;
+	size_t n;
 	int devnull, status;
 	pid_t crun;
 
@@ -918,14 +925,8 @@ void session_container_start(struct guest *g)
 		free(why);
 		return;
 	}
-	guest_pathf(pidfile, sizeof(pidfile), "%s/pid", s.bundle);
-	guest_pathf(log, sizeof(log), "--log=%s/crun.log", s.bundle);
-	argv[n++] = "crun";
-	argv[n++] = log;
-	if (g->cfg.crun_root) {
-		guest_pathf(croot, sizeof(croot), "--root=%s", g->cfg.crun_root);
-		argv[n++] = croot;
-	}
+	crun_cmd_init(&c, g, s.bundle);
+	n = c.n;
 	argv[n++] = "--cgroup-manager=disabled";
 	argv[n++] = "run";
 	argv[n++] = "--detach";
@@ -933,7 +934,7 @@ void session_container_start(struct guest *g)
 	argv[n++] = "--bundle";
 	argv[n++] = s.bundle;
 	argv[n++] = "--pid-file";
-	argv[n++] = pidfile;
+	argv[n++] = c.pidfile;
 	argv[n++] = GUEST_CONTAINER;
 	argv[n] = NULL;
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -952,7 +953,7 @@ void session_container_start(struct guest *g)
 		free(why);
 		return;
 	}
-	pid = read_small(pidfile, 32);
+	pid = read_small(c.pidfile, 32);
 	g->container = pid ? (pid_t)strtol(pid, NULL, 10) : 0;
 	free(pid);
 	if (g->container <= 0)

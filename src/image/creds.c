@@ -511,6 +511,18 @@ static bool del_all(json_t *auths, const char *registry)
 	return removed;
 }
 
+/* Lock our credentials file, drop temporary files a killed writer left, and
+ * load it (*j NULL when there is none yet); *path is where to save it. */
+static int own_open_locked(int *lock, json_t **j, char **path, gantry_error_t *err)
+{
+	cleanup_free char *file = NULL;
+
+	if (creds_file(&file, err) < 0 || own_lock(file, lock, err) < 0)
+		return -1;
+	remove_stale_tmp(file);
+	return own_load(j, path, err);
+}
+
 int creds_store(const char *registry, const char *user, const char *pass, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *auth = creds_basic(user, pass);
@@ -518,12 +530,7 @@ int creds_store(const char *registry, const char *user, const char *pass, gantry
 	json_t *j, *auths;
 	int ret;
 
-	if (creds_file(&path, err) < 0 || own_lock(path, &lock, err) < 0)
-		return -1;
-	remove_stale_tmp(path);
-	free(path);
-	path = NULL;
-	if (own_load(&j, &path, err) < 0)
+	if (own_open_locked(&lock, &j, &path, err) < 0)
 		return -1;
 	if (j == NULL)
 		j = json_object();
@@ -548,12 +555,7 @@ int creds_erase(const char *registry, bool *removed, gantry_error_t *err)
 	int ret = 0;
 
 	*removed = false;
-	if (creds_file(&path, err) < 0 || own_lock(path, &lock, err) < 0)
-		return -1;
-	remove_stale_tmp(path);
-	free(path);
-	path = NULL;
-	if (own_load(&j, &path, err) < 0)
+	if (own_open_locked(&lock, &j, &path, err) < 0)
 		return -1;
 	auths = json_object_get(j, "auths");
 	if (json_is_object(auths) && del_all(auths, registry)) {

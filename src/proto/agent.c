@@ -622,6 +622,22 @@ int proto_read_msg(int fd, void *buf, struct proto_msg *m, const char **why)
 	return 1;
 }
 
+int proto_send_pending(int fd, const uint8_t *buf, size_t len, size_t *off)
+{
+	while (*off < len) {
+		ssize_t n = send(fd, buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			return -1;
+		*off += (size_t)n;
+	}
+	return 1;
+}
+
 int proto_write_msg(int fd, const struct proto_msg *m)
 {
 	uint8_t *buf = malloc(PROTO_MAX_FRAME);

@@ -217,6 +217,10 @@ int proto_read_msg(int fd, void *buf, struct proto_msg *m, const char **why);
 /* Blocking: encode and write one frame (MSG_NOSIGNAL on sockets). 0 or -1
  * with errno (EMSGSIZE when it does not fit a frame). */
 int proto_write_msg(int fd, const struct proto_msg *m);
+/* Send what is left of buf, from *off to len, on a non-blocking stream
+ * socket, advancing *off: 1 when all of it went, 0 when the socket is full
+ * (call again once it is writable), -1 when the peer is gone. */
+int proto_send_pending(int fd, const uint8_t *buf, size_t len, size_t *off);
 
 /* Incremental decoder for event loops: bytes go in as they arrive, whole
  * frames come out. A header is checked as soon as it is complete. */

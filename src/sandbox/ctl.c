@@ -9,33 +9,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "sandbox/ctl.h"
 #include "sandbox/state.h"
 
 int ctl_listen(const char *path, gantry_error_t *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	cleanup_close int fd = -1;
-	mode_t old;
-	int r;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return gantry_error(err, ENAMETOOLONG, "socket path `%s`", path);
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return gantry_error_errno(err, "socket");
-	if (unlink(path) < 0 && errno != ENOENT)
-		return gantry_error_errno(err, "remove stale `%s`", path);
-	old = umask(0177);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (r < 0)
-		return gantry_error_errno(err, "bind `%s`", path);
-	if (chmod(path, 0600) < 0 || listen(fd, 64) < 0)
-		return gantry_error_errno(err, "listen `%s`", path);
-	return steal_fd(&fd);
+	return unix_listen(path, 64, err);
 }
 
 bool ctl_peer_ok(int fd)

@@ -2,7 +2,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/assets.h"
 #include "common/util.h"
 #include "image/source.h"
@@ -42,19 +42,6 @@ static void rfc3339_now(char **out)
 	*out = xstrdup(buf);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
-}
 
 /* The sandbox's directory and state, checked to exist; stale leftovers of
  * a supervisor that died are cleaned on the way. */

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/unixsock.h"
 #include "virtio/devices.h"
 #include "virtio/vsock.h"
 #include "vmm/ioloop.h"
@@ -1006,32 +1007,10 @@ static const struct virtio_dev_ops vsock_ops = {
 
 static int vsock_listen(struct virtio_vsock *vs, gantry_error_t *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct stat st;
-
-	vs->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	vs->listen_fd = unix_listen(vs->listen_path, VSOCK_BACKLOG, err);
 	if (vs->listen_fd < 0)
-		return gantry_error_errno(err, "socket");
-	strcpy(sa.sun_path, vs->listen_path);
-	/* A socket left by a VMM that died; anything else stays and fails bind. */
-	if (lstat(vs->listen_path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(vs->listen_path);
-	/* Linux creates the socket file with the socket's own mode: 0600 from
-	 * the start, whatever the umask. */
-	if (fchmod(vs->listen_fd, 0600) < 0)
-		return gantry_error_errno(err, "fchmod `%s`", vs->listen_path);
-	if (bind(vs->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(vs->listen_fd);
-		vs->listen_fd = -1; /* not ours to unlink */
-		return gantry_error(err, e, "bind `%s`", vs->listen_path);
-	}
+		return -1;
 	vs->bound = true;
-	if (chmod(vs->listen_path, 0600) < 0)
-		return gantry_error_errno(err, "chmod `%s`", vs->listen_path);
-	if (listen(vs->listen_fd, VSOCK_BACKLOG) < 0)
-		return gantry_error_errno(err, "listen `%s`", vs->listen_path);
 	return 0;
 }
 

@@ -1,0 +1,39 @@
+/* Listening Unix sockets (see unixsock.h). */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/unixsock.h"
+#include "common/util.h"
+
+int unix_listen(const char *path, int backlog, gantry_error_t *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	cleanup_close int fd = -1;
+	struct stat st;
+	mode_t old;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return gantry_error(err, ENAMETOOLONG, "socket path `%s` is too long", path);
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return gantry_error_errno(err, "socket");
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(path) < 0)
+		return gantry_error_errno(err, "remove stale `%s`", path);
+	old = umask(0177);
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0)
+		return gantry_error_errno(err, "bind `%s`", path);
+	if (chmod(path, 0600) < 0 || listen(fd, backlog) < 0) {
+		r = errno;
+		unlink(path);
+		return gantry_error(err, r, "listen `%s`", path);
+	}
+	return steal_fd(&fd);
+}

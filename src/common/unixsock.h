@@ -1,0 +1,13 @@
+/* Listening Unix sockets for the host side: the agent's ports, a VMM's vsock
+ * bridge, a sandbox's ctl.sock. */
+#ifndef GANTRY_COMMON_UNIXSOCK_H
+#define GANTRY_COMMON_UNIXSOCK_H
+
+#include "common/error.h"
+
+/* A non-blocking, close-on-exec stream socket listening at path, mode 0600
+ * from the moment it exists. A socket left at path (by a process that died)
+ * is replaced; anything else there makes it fail. */
+int unix_listen(const char *path, int backlog, gantry_error_t *err);
+
+#endif
