@@ -167,9 +167,12 @@ static int split_name(char *name, struct image_ref *out, gantry_error_t *err)
 			return gantry_error(err, 0, "invalid registry `%.*s`",
 					    (int)(slash - name), name);
 		*slash = '\0';
-		/* Host names are case-insensitive: one cache key, one login. */
-		for (char *c = name; *c; c++)
-			*c = (char)tolower((unsigned char)*c);
+		/* Host names are case-insensitive: one cache key, one login. A
+		 * first component that names a registry only because it has
+		 * capitals (Docker's rule) keeps them, or it would not any more. */
+		if (strpbrk(name, ".:") || strcasecmp(name, "localhost") == 0)
+			for (char *c = name; *c; c++)
+				*c = (char)tolower((unsigned char)*c);
 		out->registry = xstrdup(is_hub(name) ? REF_DOCKER_HUB : name);
 		path = slash + 1;
 	} else {

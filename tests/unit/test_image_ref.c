@@ -65,6 +65,9 @@ static void test_references(void **state)
 	canonical("a__b/c-d--e/f.g", "docker.io/a__b/c-d--e/f.g:latest");
 	/* Host names are case-insensitive; the repository is not. */
 	canonical("GHCR.io/o/r", "ghcr.io/o/r:latest");
+	/* A registry only by its capitals keeps them, so it stays a registry. */
+	canonical("usoB0/a/b:t", "usoB0/a/b:t");
+	canonical("LocalHost/x", "localhost/x:latest");
 	canonical("LocalHost:5000/app", "localhost:5000/app:latest");
 	canonical("Docker.IO/busybox", "docker.io/library/busybox:latest");
 	canonical("Index.Docker.io/user/app:v1", "docker.io/user/app:v1");
