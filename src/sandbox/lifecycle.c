@@ -403,14 +403,12 @@ int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 		xasprintf(&dir, "%s/%s", parent, e->d_name);
 		if (sandbox_load(dir, &sb, NULL) < 0)
 			continue; /* being deleted, or not ours */
-		if (sandbox_is_running(dir)) {
+		if (sandbox_is_running(dir))
 			sb.state = SANDBOX_RUNNING;
-		} else {
+		else
 			sandbox_cleanup_stale(dir, &sb);
-			if (sb.state == SANDBOX_RUNNING)
-				sb.state = SANDBOX_CRASHED; /* cleaned by someone else */
+		if (sb.state != SANDBOX_RUNNING)
 			sb.pid = 0;
-		}
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 8;
 			v = xrealloc(v, cap * sizeof(*v));

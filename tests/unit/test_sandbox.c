@@ -217,6 +217,49 @@ static void test_lock_and_stale_cleanup(void **state)
 	sandbox_free(&sb);
 }
 
+/* A supervisor that writes "stopped" after a command read "running" is
+ * not recorded as crashed: clean-up rereads the file under the lock. */
+static void test_stale_cleanup_rereads(void **state)
+{
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 }, back;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	make_dir("rr", &dir);
+	sb.name = xstrdup("rr");
+	sb.image = xstrdup("i");
+	sb.image_path = xstrdup("/p");
+	sb.state = SANDBOX_STOPPED;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	sb.state = SANDBOX_RUNNING; /* what the command read before */
+	sb.pid = 99999;
+	sandbox_cleanup_stale(dir, &sb);
+	assert_int_equal(sb.state, SANDBOX_STOPPED);
+	assert_null(sb.reason);
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_int_equal(back.state, SANDBOX_STOPPED);
+	assert_null(back.reason);
+	sandbox_free(&back);
+
+	/* A crashed one being resumed (its supervisor holds the lock) shows as
+	 * running, not crashed. */
+	sb.state = SANDBOX_CRASHED;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	{
+		int fd;
+
+		assert_int_equal(sandbox_lock(dir, true, &fd, &err), 1);
+		sandbox_cleanup_stale(dir, &sb);
+		assert_int_equal(sb.state, SANDBOX_RUNNING);
+		close(fd);
+	}
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_int_equal(back.state, SANDBOX_CRASHED);
+	sandbox_free(&back);
+	sandbox_free(&sb);
+}
+
 static void test_rwlayer_pairing(void **state)
 {
 	cleanup_free char *layer = NULL;
@@ -401,6 +444,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_json_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_refuses_junk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_and_stale_cleanup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_cleanup_rereads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_pairing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
 		cmocka_unit_test(test_ctl_round_trip),
