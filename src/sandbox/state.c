@@ -29,7 +29,9 @@ bool sandbox_name_valid(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (n == 0 || n > SANDBOX_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+	/* A leading '-' would read as a flag to every command taking NAME. */
+	if (n == 0 || n > SANDBOX_NAME_MAX || name[0] == '-' || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0)
 		return false;
 	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
 	       n;
@@ -46,9 +48,12 @@ int sandbox_name_check(const char *name, gantry_error_t *err)
 	for (i = 0; name[i] && i < SANDBOX_NAME_MAX + 1; i++)
 		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
 	shown[i] = '\0';
+	if (name[0] == '-')
+		return gantry_error(err, 0, "invalid sandbox name `%s%s`: names may not start with '-'",
+				    shown, name[i] ? "..." : "");
 	return gantry_error(err, 0,
 			    "invalid sandbox name `%s%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
-			    "(not . or ..)",
+			    "(not . or .., no leading -)",
 			    shown, name[i] ? "..." : "", SANDBOX_NAME_MAX);
 }
 

@@ -296,4 +296,7 @@ def test_bad_input_is_one_line(g):
         r = g.run(*args)
         assert r.returncode != 0, args
         one_line(r)
+    # A name every command would read as a flag is refused up front.
+    r = g.run("start", "--", "-x")
+    assert r.returncode != 0 and "may not start with '-'" in one_line(r)
     assert g.ls() == {}

@@ -56,8 +56,8 @@ static int teardown(void **state)
 
 static void test_names(void **state)
 {
-	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "-" };
-	static const char *const bad[] = { "", ".", "..", "a/b", "a b", "~new", "ä", "a\n" };
+	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "a-" };
+	static const char *const bad[] = { "", ".", "..", "a/b", "a b", "~new", "ä", "a\n", "-", "-x" };
 	char long_name[SANDBOX_NAME_MAX + 2];
 	gantry_error_t err = NULL;
 
@@ -75,6 +75,9 @@ static void test_names(void **state)
 	/* The error is one line, control characters and all. */
 	assert_int_equal(sandbox_name_check("a\nb", &err), -1);
 	assert_null(strchr(gantry_error_str(err), '\n'));
+	gantry_error_free(&err);
+	assert_int_equal(sandbox_name_check("-x", &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "may not start with '-'"));
 	gantry_error_free(&err);
 }
 
