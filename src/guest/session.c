@@ -914,8 +914,8 @@ void session_container_start(struct guest *g)
 	const char **argv = c.argv;
 	char *why = NULL, *pid;
 	size_t n;
-	int devnull, status;
-	pid_t crun;
+	int devnull, status = 0;
+	pid_t crun, w;
 
 	if (guest_pathf(s.bundle, sizeof(s.bundle), "%s/bundles/container", g->cfg.state_dir) < 0 ||
 	    (mkdir(s.bundle, 0700) < 0 && errno != EEXIST))
@@ -945,8 +945,10 @@ void session_container_start(struct guest *g)
 	if (crun < 0)
 		return container_failed(g, "fork: %s", strerror(errno));
 	/* SIGCHLD is blocked for the signalfd; a targeted wait still works. */
-	while (waitpid(crun, &status, 0) < 0 && errno == EINTR)
+	while ((w = waitpid(crun, &status, 0)) < 0 && errno == EINTR)
 		;
+	if (w < 0)
+		return container_failed(g, "wait for crun: %s", strerror(errno));
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		why = crun_reason(&s);
 		container_failed(g, "crun: %s", why && *why ? why : "cannot start the container");
