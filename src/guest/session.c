@@ -323,6 +323,12 @@ void session_exec(struct guest *g, struct proto_exec *e)
 				 g->rootfs_error);
 		return;
 	}
+	if (g->cfg.persist && g->container <= 0) {
+		/* It started (else rootfs_error says why) and has died since. */
+		guest_send_error(g, e->id, PROTO_ERR_RUNTIME,
+				 "the sandbox's container is gone; stop and resume it");
+		return;
+	}
 	code = rootfs_find_command(g->cfg.rootfs, e->argv[0], e->env, e->cwd, &why);
 	if (code) {
 		guest_send_error(g, e->id, (uint32_t)code, "%s", why ? why : "cannot run");

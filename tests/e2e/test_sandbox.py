@@ -139,6 +139,11 @@ def test_exec_status_streams_and_signals(g):
         p.kill()
     assert p.returncode == 7, err
     assert out == b"got-term\n"
+    # A session signalling the container's init does not end the sandbox.
+    g.sh("st", "kill -TERM 1; kill -INT 1; kill -HUP 1", check=True)
+    time.sleep(0.5)
+    r = g.sh("st", "echo still-here")
+    assert (r.returncode, r.stdout) == (0, b"still-here\n"), r
 
 
 def test_read_only_root(g):
