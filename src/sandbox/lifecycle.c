@@ -120,6 +120,29 @@ static int rwlayer_abs(const char *path, char **out, gantry_error_t *err)
 	return 0;
 }
 
+/* A -rwlayer among the layers Gantry manages (itself, or through a link)
+ * could be removed by the sandbox that layer belongs to. */
+static int rwlayer_outside_managed(const char *path, const char *given, gantry_error_t *err)
+{
+	cleanup_free char *home = NULL, *managed = NULL;
+	char real[PATH_MAX], mreal[PATH_MAX];
+	const char *p = realpath(path, real) ? real : path;
+	size_t n;
+
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	xasprintf(&managed, "%s/%s", home, RWLAYERS_SUBDIR);
+	if (realpath(managed, mreal) == NULL)
+		return 0;
+	n = strlen(mreal);
+	if (strncmp(p, mreal, n) == 0 && (p[n] == '/' || p[n] == '\0'))
+		return gantry_error(err, 0,
+				    "-rwlayer `%s` is in `%s`, where Gantry keeps the layers it "
+				    "manages: use a path outside it",
+				    given, mreal);
+	return 0;
+}
+
 static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
 {
 	cleanup_free char *default_image = NULL;
@@ -147,7 +170,8 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->state = SANDBOX_CREATING;
 	rfc3339_now(&sb->created);
 	if (o->writable && o->rwlayer) {
-		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0)
+		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0 ||
+		    rwlayer_outside_managed(sb->rwlayer, o->rwlayer, err) < 0)
 			return -1;
 		if (stat(sb->rwlayer, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 			return gantry_error(err, 0, "-rwlayer `%s` is not a file", o->rwlayer);

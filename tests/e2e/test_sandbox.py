@@ -301,6 +301,16 @@ def test_bad_input_is_one_line(g):
         r = g.run(*args)
         assert r.returncode != 0, args
         one_line(r)
+    # A -rwlayer among Gantry's own layers, or a link to one, is refused.
+    managed = g.home / "rwlayers"
+    managed.mkdir(parents=True, exist_ok=True)
+    (managed / "other.ext4").write_bytes(b"")
+    link = g.home / "link.ext4"
+    link.symlink_to(managed / "other.ext4")
+    for layer in (managed / "new.ext4", managed / "other.ext4", link):
+        r = g.run("start", "x", "-rwlayer", layer)
+        assert r.returncode != 0 and "where Gantry keeps" in one_line(r), layer
+    assert (managed / "other.ext4").exists()
     # A name every command would read as a flag is refused up front.
     r = g.run("start", "--", "-x")
     assert r.returncode != 0 and "may not start with '-'" in one_line(r)
