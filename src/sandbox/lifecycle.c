@@ -22,7 +22,8 @@
 #include "sandbox/supervisor.h"
 #include "vmm/vmm.h"
 
-#define STOP_WAIT_MS (CTL_STOP_TIMEOUT_MS + 10000)
+#define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
+#define SANDBOX_LOG_TAIL 20 /* lines of a log quoted by a failed first boot */
 
 static uint64_t now_ms(void)
 {
@@ -183,6 +184,52 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	return 0;
 }
 
+/* Append the last lines of the log a failed first boot's error points to
+ * (the console's when it names it, else the supervisor's), each on a line
+ * of its own: the directory holding them is about to be removed. */
+static void error_add_log_tail(gantry_error_t *err, const char *dir)
+{
+	const char *log = strstr(gantry_error_str(*err), SANDBOX_CONSOLE) ? SANDBOX_CONSOLE
+									  : SANDBOX_LOG;
+	cleanup_free char *path = NULL, *line = NULL, *msg = NULL;
+	char *lines[SANDBOX_LOG_TAIL] = { 0 };
+	size_t cap = 0, n = 0;
+	FILE *f;
+	ssize_t got;
+
+	if (*err == NULL)
+		return;
+	xasprintf(&path, "%s/%s", dir, log);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return;
+	while ((got = getline(&line, &cap, f)) > 0) {
+		while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+			line[--got] = '\0';
+		for (ssize_t i = 0; i < got; i++)
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				line[i] = ' ';
+		free(lines[n % SANDBOX_LOG_TAIL]);
+		lines[n % SANDBOX_LOG_TAIL] = xstrdup(line);
+		n++;
+	}
+	fclose(f);
+	if (n == 0)
+		return;
+	xasprintf(&msg, "%s\nlast lines of its %s (removed with it):", gantry_error_str(*err), log);
+	for (size_t i = n > SANDBOX_LOG_TAIL ? n - SANDBOX_LOG_TAIL : 0; i < n; i++) {
+		char *more;
+
+		xasprintf(&more, "%s\n  %s", msg, lines[i % SANDBOX_LOG_TAIL]);
+		free(msg);
+		msg = more;
+	}
+	for (size_t i = 0; i < SANDBOX_LOG_TAIL; i++)
+		free(lines[i]);
+	gantry_error_free(err);
+	gantry_error(err, 0, "%s", msg);
+}
+
 /* Claim the name: a directory made aside, then renamed into place, so
  * exactly one of racing creates gets it and nobody sees half a sandbox. */
 static int claim(const struct sandbox *sb, const char *dir, gantry_error_t *err)
@@ -211,7 +258,9 @@ static int claim(const struct sandbox *sb, const char *dir, gantry_error_t *err)
 	return 0;
 }
 
-static int prepare_rwlayer(struct sandbox *sb, gantry_error_t *err)
+/* *created: whether this call made the layer file (then it is ours to
+ * remove should the start fail). */
+static int prepare_rwlayer(struct sandbox *sb, bool *created, gantry_error_t *err)
 {
 	struct stat st;
 
@@ -230,6 +279,7 @@ static int prepare_rwlayer(struct sandbox *sb, gantry_error_t *err)
 		rwlayer_remove(sb->rwlayer);
 	if (rwlayer_create(sb->rwlayer, sb->disk_mib, err) < 0)
 		return -1;
+	*created = true;
 	return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), true, err);
 }
 
@@ -237,7 +287,7 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
-	bool claimed = false, layer_made = false;
+	bool claimed = false, layer_made = false, spawned = false;
 	struct stat st;
 
 	if (validate_opts(o, err) < 0 || sandbox_dir(o->name, &dir, err) < 0)
@@ -263,17 +313,22 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 	if (claim(&sb, dir, err) < 0)
 		goto fail;
 	claimed = true;
-	if (prepare_rwlayer(&sb, err) < 0)
+	if (prepare_rwlayer(&sb, &layer_made, err) < 0)
 		goto fail;
-	layer_made = true;
 	sb.state = SANDBOX_STOPPED;
-	if (sandbox_save(dir, &sb, err) < 0 || supervisor_spawn(sb.name, dir, err) < 0)
+	if (sandbox_save(dir, &sb, err) < 0)
+		goto fail;
+	spawned = true;
+	if (supervisor_spawn(sb.name, dir, err) < 0)
 		goto fail;
 	sandbox_free(&sb);
 	return 0;
 fail:
 	if (claimed) {
-		if (layer_made && sb.rwlayer_managed)
+		/* The logs the error points to go with the directory: quote them. */
+		if (spawned)
+			error_add_log_tail(err, dir);
+		if (layer_made)
 			rwlayer_remove(sb.rwlayer);
 		rm_tree(dir);
 	}

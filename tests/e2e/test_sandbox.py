@@ -241,6 +241,30 @@ def test_delete_removes_exactly_its_own(g, tmp_path, images):
     assert g.sh("again", "cat /f").stdout == b"on-user-layer\n"
 
 
+def test_failed_first_boot_quotes_its_log_and_leaves_nothing(g, tmp_path):
+    # A sysroot that is no file system: the guest kernel cannot mount it.
+    assets = build_dir() / "assets"
+    broken = tmp_path / "assets"
+    broken.mkdir()
+    for name in ("vmlinux", "default-image"):
+        (broken / name).symlink_to(assets / name)
+    with open(broken / "sysroot.erofs", "wb") as f:
+        f.truncate(1 << 20)
+    layer = tmp_path / "made-by-start.ext4"
+    r = subprocess.run([g.binary, "start", "bad", "-rwlayer", str(layer)],
+                       env=dict(g.env, GANTRY_ASSETS=str(broken)), stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=boot_timeout() * 2)
+    assert r.returncode != 0
+    err = r.stderr.decode(errors="replace")
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("gantry: start `bad`: "), err
+    # The log it points to is removed with the sandbox: its tail is quoted.
+    assert "last lines of its" in err and len(lines) > 2, err
+    assert not layer.exists() and not Path(f"{layer}.image").exists()
+    assert g.ls() == {}
+    assert list((g.home / "sandboxes").iterdir()) == []
+
+
 def test_full_disk_is_enospc_and_the_sandbox_lives(g):
     g.run("start", "full", "-disk-size", "64", check=True)
     r = g.sh("full", "dd if=/dev/zero of=/big bs=1M count=200 2>&1; sync")
