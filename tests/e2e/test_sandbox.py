@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -211,6 +212,25 @@ def test_racing_starts_one_wins(g):
     assert "taken" in loser and len(loser.strip().splitlines()) == 1, loser
     assert g.ls()["race"]["state"] == "running"
     g.run("exec", "race", "--", "true", check=True)
+
+
+def test_silent_ctl_client_is_dropped(g):
+    g.run("start", "quiet", "-rw=false", check=True)
+    dfd = os.open(g.home / "sandboxes" / "quiet", os.O_RDONLY | os.O_DIRECTORY)
+    idle = socket.socket(socket.AF_UNIX)
+    try:
+        # A path short enough for sun_path however deep the home is.
+        began = time.monotonic()
+        idle.connect(f"/proc/self/fd/{dfd}/ctl.sock")
+        idle.settimeout(60)
+        # Others are served meanwhile.
+        g.run("exec", "quiet", "--", "true", check=True)
+        assert idle.recv(1) == b""
+        assert 8 < time.monotonic() - began < 40
+    finally:
+        idle.close()
+        os.close(dfd)
+    assert g.ls()["quiet"]["state"] == "running"
 
 
 def test_delete_removes_exactly_its_own(g, tmp_path, images):
