@@ -169,6 +169,7 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->disk_mib = o->disk_mib;
 	sb->writable = o->writable;
 	sb->state = SANDBOX_CREATING;
+	sb->pid = (long)getpid(); /* the creator, until its supervisor runs */
 	rfc3339_now(&sb->created);
 	if (o->writable && o->rwlayer) {
 		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0 ||
@@ -313,10 +314,9 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 	if (claim(&sb, dir, err) < 0)
 		goto fail;
 	claimed = true;
+	/* "creating" (with our pid) until the supervisor saves "running": a
+	 * delete meanwhile is refused. */
 	if (prepare_rwlayer(&sb, &layer_made, err) < 0)
-		goto fail;
-	sb.state = SANDBOX_STOPPED;
-	if (sandbox_save(dir, &sb, err) < 0)
 		goto fail;
 	spawned = true;
 	if (supervisor_spawn(sb.name, dir, err) < 0)
@@ -336,6 +336,14 @@ fail:
 	return gantry_error_prefix(err, "start `%s`", o->name);
 }
 
+/* Whether a `gantry start` is still making this sandbox. */
+static bool creator_alive(const struct sandbox *sb)
+{
+	if (sb->state != SANDBOX_CREATING || sb->pid <= 0 || sb->pid == (long)getpid())
+		return false;
+	return kill((pid_t)sb->pid, 0) == 0 || errno == EPERM;
+}
+
 int sandbox_resume(const char *name, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
@@ -349,7 +357,13 @@ int sandbox_resume(const char *name, gantry_error_t *err)
 		goto out;
 	}
 	if (sb.state == SANDBOX_CREATING) {
-		gantry_error(err, 0, "sandbox `%s` is still being created", name);
+		if (creator_alive(&sb))
+			gantry_error(err, 0, "sandbox `%s` is still being created", name);
+		else
+			gantry_error(err, 0,
+				     "sandbox `%s` was never fully created (its start was "
+				     "interrupted): gantry delete %s",
+				     name, name);
 		goto out;
 	}
 	if (access(sb.image_path, R_OK) < 0) {
@@ -427,6 +441,11 @@ int sandbox_delete(const char *name, gantry_error_t *err)
 
 	if (open_sandbox(name, &dir, &sb, err) < 0)
 		return -1;
+	if (creator_alive(&sb)) {
+		gantry_error(err, 0, "sandbox `%s` is being created (by process %ld); try again",
+			     name, sb.pid);
+		goto fail;
+	}
 	if (sandbox_is_running(dir) && stop_running(name, dir, &again, err) < 0)
 		goto fail;
 	sandbox_free(&again);
@@ -437,13 +456,15 @@ int sandbox_delete(const char *name, gantry_error_t *err)
 	}
 	if (sandbox_dir(NULL, &parent, err) < 0)
 		goto fail;
+	/* While we hold the name: once the directory is gone, a new start of
+	 * it may make a layer of the same path. */
+	if (sb.writable && sb.rwlayer_managed)
+		rwlayer_remove(sb.rwlayer);
 	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
 	if (rename(dir, tmp) < 0) {
 		gantry_error_errno(err, "remove `%s`", dir);
 		goto fail;
 	}
-	if (sb.writable && sb.rwlayer_managed)
-		rwlayer_remove(sb.rwlayer);
 	rm_tree(tmp);
 	sandbox_free(&sb);
 	return 0;

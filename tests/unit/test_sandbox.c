@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +25,7 @@
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/ctl.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/state.h"
 
@@ -263,6 +265,48 @@ static void test_stale_cleanup_rereads(void **state)
 	sandbox_free(&sb);
 }
 
+/* A sandbox a live `gantry start` is still making is not deleted under it;
+ * one whose start died is, managed layer first. */
+static void test_delete_while_creating(void **state)
+{
+	cleanup_free char *dir = NULL, *layer = NULL;
+	struct sandbox sb = { 0 };
+	gantry_error_t err = NULL;
+	pid_t dead;
+
+	(void)state;
+	make_dir("mk", &dir);
+	assert_int_equal(sandbox_rwlayer_default("mk", &layer, &err), 0);
+	close(open(layer, O_CREAT | O_WRONLY, 0600));
+	sb.name = xstrdup("mk");
+	sb.image = xstrdup("i");
+	sb.image_path = xstrdup("/p");
+	sb.writable = sb.rwlayer_managed = true;
+	sb.rwlayer = xstrdup(layer);
+	sb.state = SANDBOX_CREATING;
+	sb.pid = (long)getppid();
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	assert_int_equal(sandbox_delete("mk", &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "being created"));
+	gantry_error_free(&err);
+	assert_int_equal(access(dir, F_OK), 0);
+	assert_int_equal(access(layer, F_OK), 0);
+
+	dead = fork();
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	sb.pid = (long)dead;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	assert_int_equal(sandbox_resume("mk", &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "never fully created"));
+	gantry_error_free(&err);
+	assert_int_equal(sandbox_delete("mk", &err), 0);
+	assert_int_equal(access(dir, F_OK), -1);
+	assert_int_equal(access(layer, F_OK), -1);
+	sandbox_free(&sb);
+}
+
 static void test_rwlayer_pairing(void **state)
 {
 	cleanup_free char *layer = NULL;
@@ -448,6 +492,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_load_refuses_junk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_and_stale_cleanup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_cleanup_rereads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delete_while_creating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_pairing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
 		cmocka_unit_test(test_ctl_round_trip),
