@@ -49,7 +49,8 @@ int sandbox_name_check(const char *name, gantry_error_t *err)
 		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
 	shown[i] = '\0';
 	if (name[0] == '-')
-		return gantry_error(err, 0, "invalid sandbox name `%s%s`: names may not start with '-'",
+		return gantry_error(err, 0,
+				    "invalid sandbox name `%s%s`: names may not start with '-'",
 				    shown, name[i] ? "..." : "");
 	return gantry_error(err, 0,
 			    "invalid sandbox name `%s%s`: use 1 to %d of A-Z a-z 0-9 . _ - "

@@ -59,7 +59,8 @@ static int teardown(void **state)
 static void test_names(void **state)
 {
 	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "a-" };
-	static const char *const bad[] = { "", ".", "..", "a/b", "a b", "~new", "ä", "a\n", "-", "-x" };
+	static const char *const bad[] = { "",	   ".", "..",  "a/b", "a b",
+					   "~new", "ä", "a\n", "-",   "-x" };
 	char long_name[SANDBOX_NAME_MAX + 2];
 	gantry_error_t err = NULL;
 
