@@ -190,16 +190,16 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
  * of its own: the directory holding them is about to be removed. */
 static void error_add_log_tail(gantry_error_t *err, const char *dir)
 {
-	const char *log =
-		strstr(gantry_error_str(*err), SANDBOX_CONSOLE) ? SANDBOX_CONSOLE : SANDBOX_LOG;
 	cleanup_free char *path = NULL, *line = NULL, *msg = NULL;
 	char *lines[SANDBOX_LOG_TAIL] = { 0 };
 	size_t cap = 0, n = 0;
+	const char *log;
 	FILE *f;
 	ssize_t got;
 
-	if (*err == NULL)
+	if (err == NULL || *err == NULL)
 		return;
+	log = strstr(gantry_error_str(*err), SANDBOX_CONSOLE) ? SANDBOX_CONSOLE : SANDBOX_LOG;
 	xasprintf(&path, "%s/%s", dir, log);
 	f = fopen(path, "re");
 	if (f == NULL)
