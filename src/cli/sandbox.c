@@ -25,7 +25,8 @@ static void start_usage(FILE *out, const struct flag *flags)
 		     "Create the persistent sandbox NAME and boot it: one long-lived container on\n"
 		     "the image, with a writable layer that keeps its files across stop and\n"
 		     "resume. Returns once `gantry exec NAME` can run commands in it.\n"
-		     "NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or ..). SRC as for gantry exec.\n\n"
+		     "NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or .., not starting with -).\n"
+		     "SRC as for gantry exec.\n\n"
 		     "Flags:\n");
 	flags_usage(out, flags);
 }

@@ -53,7 +53,7 @@ struct guest {
 	struct orphan orphans[GUEST_ORPHANS];
 	unsigned int next_orphan;
 	char *rootfs_error; /* why the container root is unusable, or NULL */
-	pid_t container;    /* persist: the long-lived container's init */
+	pid_t container;    /* persist: the long-lived container's init; 0 once it died */
 };
 
 void guest_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

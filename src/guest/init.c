@@ -230,6 +230,12 @@ static void reap(struct guest *g)
 	while (read(g->sigfd, &si, sizeof(si)) > 0)
 		;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		if (g->container > 0 && pid == g->container) {
+			/* Every later EXEC is refused (see session_exec). */
+			guest_log("container: its init ended (status 0x%x)", (unsigned)status);
+			g->container = 0;
+			continue;
+		}
 		if (session_reaped(g, pid, status))
 			continue;
 		/* Maybe a container whose crun we have not heard from yet. */
@@ -465,21 +471,18 @@ static int parse_args(int argc, char **argv, struct guest_config *cfg)
 }
 
 /* The long-lived container's init (gantry.persist=1): hold the namespaces
- * open, reap what is orphaned inside, end on SIGTERM or SIGINT. */
-static int pause_main(void)
+ * open and reap what is orphaned inside. Every other signal (a session's
+ * `kill 1`) is taken and ignored: the guest ends it with SIGKILL. */
+static __attribute__((noreturn)) void pause_main(void)
 {
 	sigset_t all;
 
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	for (;;) {
-		int s = sigwaitinfo(&all, NULL);
-
-		if (s == SIGCHLD)
+		if (sigwaitinfo(&all, NULL) == SIGCHLD)
 			while (waitpid(-1, NULL, WNOHANG) > 0)
 				;
-		else if (s == SIGTERM || s == SIGINT)
-			return 0;
 	}
 }
 
@@ -492,7 +495,7 @@ int main(int argc, char **argv)
 	bool rw = false;
 
 	if (argc == 2 && strcmp(argv[1], GUEST_PAUSE_ARG) == 0)
-		return pause_main();
+		pause_main();
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";
 	cfg->state_dir = STATE_DIR;

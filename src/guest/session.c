@@ -323,6 +323,12 @@ void session_exec(struct guest *g, struct proto_exec *e)
 				 g->rootfs_error);
 		return;
 	}
+	if (g->cfg.persist && g->container <= 0) {
+		/* It started (else rootfs_error says why) and has died since. */
+		guest_send_error(g, e->id, PROTO_ERR_RUNTIME,
+				 "the sandbox's container is gone; stop and resume it");
+		return;
+	}
 	code = rootfs_find_command(g->cfg.rootfs, e->argv[0], e->env, e->cwd, &why);
 	if (code) {
 		guest_send_error(g, e->id, (uint32_t)code, "%s", why ? why : "cannot run");
@@ -914,8 +920,8 @@ void session_container_start(struct guest *g)
 	const char **argv = c.argv;
 	char *why = NULL, *pid;
 	size_t n;
-	int devnull, status;
-	pid_t crun;
+	int devnull, status = 0;
+	pid_t crun, w;
 
 	if (guest_pathf(s.bundle, sizeof(s.bundle), "%s/bundles/container", g->cfg.state_dir) < 0 ||
 	    (mkdir(s.bundle, 0700) < 0 && errno != EEXIST))
@@ -945,8 +951,10 @@ void session_container_start(struct guest *g)
 	if (crun < 0)
 		return container_failed(g, "fork: %s", strerror(errno));
 	/* SIGCHLD is blocked for the signalfd; a targeted wait still works. */
-	while (waitpid(crun, &status, 0) < 0 && errno == EINTR)
+	while ((w = waitpid(crun, &status, 0)) < 0 && errno == EINTR)
 		;
+	if (w < 0)
+		return container_failed(g, "wait for crun: %s", strerror(errno));
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		why = crun_reason(&s);
 		container_failed(g, "crun: %s", why && *why ? why : "cannot start the container");

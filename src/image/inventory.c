@@ -13,6 +13,7 @@
 #include "image/inventory.h"
 #include "image/ocijson.h"
 #include "image/reference.h"
+#include "sandbox/state.h"
 
 #define ENTRY_PREFIX "sha256-"
 #define LOCK_PREFIX  ".lock-"
@@ -185,7 +186,8 @@ int sandbox_digests(char ***digests, char ***names, size_t *n, gantry_error_t *e
 	while ((e = readdir(d)) != NULL) {
 		cleanup_free char *path = NULL, *digest = NULL;
 
-		if (e->d_name[0] == '.')
+		/* Not "." or "..", nor one being created or deleted (~...). */
+		if (!sandbox_name_valid(e->d_name))
 			continue;
 		xasprintf(&path, "%s/%s/%s", dir, e->d_name, SANDBOX_FILE);
 		if (sandbox_digest(path, &digest, err) < 0) {

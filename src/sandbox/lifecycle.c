@@ -22,7 +22,8 @@
 #include "sandbox/supervisor.h"
 #include "vmm/vmm.h"
 
-#define STOP_WAIT_MS (CTL_STOP_TIMEOUT_MS + 10000)
+#define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
+#define SANDBOX_LOG_TAIL 20 /* lines of a log quoted by a failed first boot */
 
 static uint64_t now_ms(void)
 {
@@ -120,6 +121,29 @@ static int rwlayer_abs(const char *path, char **out, gantry_error_t *err)
 	return 0;
 }
 
+/* A -rwlayer among the layers Gantry manages (itself, or through a link)
+ * could be removed by the sandbox that layer belongs to. */
+static int rwlayer_outside_managed(const char *path, const char *given, gantry_error_t *err)
+{
+	cleanup_free char *home = NULL, *managed = NULL;
+	char real[PATH_MAX], mreal[PATH_MAX];
+	const char *p = realpath(path, real) ? real : path;
+	size_t n;
+
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	xasprintf(&managed, "%s/%s", home, RWLAYERS_SUBDIR);
+	if (realpath(managed, mreal) == NULL)
+		return 0;
+	n = strlen(mreal);
+	if (strncmp(p, mreal, n) == 0 && (p[n] == '/' || p[n] == '\0'))
+		return gantry_error(err, 0,
+				    "-rwlayer `%s` is in `%s`, where Gantry keeps the layers it "
+				    "manages: use a path outside it",
+				    given, mreal);
+	return 0;
+}
+
 static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
 {
 	cleanup_free char *default_image = NULL;
@@ -145,9 +169,11 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->disk_mib = o->disk_mib;
 	sb->writable = o->writable;
 	sb->state = SANDBOX_CREATING;
+	sb->pid = (long)getpid(); /* the creator, until its supervisor runs */
 	rfc3339_now(&sb->created);
 	if (o->writable && o->rwlayer) {
-		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0)
+		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0 ||
+		    rwlayer_outside_managed(sb->rwlayer, o->rwlayer, err) < 0)
 			return -1;
 		if (stat(sb->rwlayer, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
 			return gantry_error(err, 0, "-rwlayer `%s` is not a file", o->rwlayer);
@@ -157,6 +183,52 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 			return -1;
 	}
 	return 0;
+}
+
+/* Append the last lines of the log a failed first boot's error points to
+ * (the console's when it names it, else the supervisor's), each on a line
+ * of its own: the directory holding them is about to be removed. */
+static void error_add_log_tail(gantry_error_t *err, const char *dir)
+{
+	cleanup_free char *path = NULL, *line = NULL, *msg = NULL;
+	char *lines[SANDBOX_LOG_TAIL] = { 0 };
+	size_t cap = 0, n = 0;
+	const char *log;
+	FILE *f;
+	ssize_t got;
+
+	if (err == NULL || *err == NULL)
+		return;
+	log = strstr(gantry_error_str(*err), SANDBOX_CONSOLE) ? SANDBOX_CONSOLE : SANDBOX_LOG;
+	xasprintf(&path, "%s/%s", dir, log);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return;
+	while ((got = getline(&line, &cap, f)) > 0) {
+		while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+			line[--got] = '\0';
+		for (ssize_t i = 0; i < got; i++)
+			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+				line[i] = ' ';
+		free(lines[n % SANDBOX_LOG_TAIL]);
+		lines[n % SANDBOX_LOG_TAIL] = xstrdup(line);
+		n++;
+	}
+	fclose(f);
+	if (n == 0)
+		return;
+	xasprintf(&msg, "%s\nlast lines of its %s (removed with it):", gantry_error_str(*err), log);
+	for (size_t i = n > SANDBOX_LOG_TAIL ? n - SANDBOX_LOG_TAIL : 0; i < n; i++) {
+		char *more;
+
+		xasprintf(&more, "%s\n  %s", msg, lines[i % SANDBOX_LOG_TAIL]);
+		free(msg);
+		msg = more;
+	}
+	for (size_t i = 0; i < SANDBOX_LOG_TAIL; i++)
+		free(lines[i]);
+	gantry_error_free(err);
+	gantry_error(err, 0, "%s", msg);
 }
 
 /* Claim the name: a directory made aside, then renamed into place, so
@@ -187,7 +259,9 @@ static int claim(const struct sandbox *sb, const char *dir, gantry_error_t *err)
 	return 0;
 }
 
-static int prepare_rwlayer(struct sandbox *sb, gantry_error_t *err)
+/* *created: whether this call made the layer file (then it is ours to
+ * remove should the start fail). */
+static int prepare_rwlayer(struct sandbox *sb, bool *created, gantry_error_t *err)
 {
 	struct stat st;
 
@@ -206,6 +280,7 @@ static int prepare_rwlayer(struct sandbox *sb, gantry_error_t *err)
 		rwlayer_remove(sb->rwlayer);
 	if (rwlayer_create(sb->rwlayer, sb->disk_mib, err) < 0)
 		return -1;
+	*created = true;
 	return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), true, err);
 }
 
@@ -213,7 +288,7 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
-	bool claimed = false, layer_made = false;
+	bool claimed = false, layer_made = false, spawned = false;
 	struct stat st;
 
 	if (validate_opts(o, err) < 0 || sandbox_dir(o->name, &dir, err) < 0)
@@ -239,22 +314,34 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 	if (claim(&sb, dir, err) < 0)
 		goto fail;
 	claimed = true;
-	if (prepare_rwlayer(&sb, err) < 0)
+	/* "creating" (with our pid) until the supervisor saves "running": a
+	 * delete meanwhile is refused. */
+	if (prepare_rwlayer(&sb, &layer_made, err) < 0)
 		goto fail;
-	layer_made = true;
-	sb.state = SANDBOX_STOPPED;
-	if (sandbox_save(dir, &sb, err) < 0 || supervisor_spawn(sb.name, dir, err) < 0)
+	spawned = true;
+	if (supervisor_spawn(sb.name, dir, err) < 0)
 		goto fail;
 	sandbox_free(&sb);
 	return 0;
 fail:
 	if (claimed) {
-		if (layer_made && sb.rwlayer_managed)
+		/* The logs the error points to go with the directory: quote them. */
+		if (spawned)
+			error_add_log_tail(err, dir);
+		if (layer_made)
 			rwlayer_remove(sb.rwlayer);
 		rm_tree(dir);
 	}
 	sandbox_free(&sb);
 	return gantry_error_prefix(err, "start `%s`", o->name);
+}
+
+/* Whether a `gantry start` is still making this sandbox. */
+static bool creator_alive(const struct sandbox *sb)
+{
+	if (sb->state != SANDBOX_CREATING || sb->pid <= 0 || sb->pid == (long)getpid())
+		return false;
+	return kill((pid_t)sb->pid, 0) == 0 || errno == EPERM;
 }
 
 int sandbox_resume(const char *name, gantry_error_t *err)
@@ -270,7 +357,13 @@ int sandbox_resume(const char *name, gantry_error_t *err)
 		goto out;
 	}
 	if (sb.state == SANDBOX_CREATING) {
-		gantry_error(err, 0, "sandbox `%s` is still being created", name);
+		if (creator_alive(&sb))
+			gantry_error(err, 0, "sandbox `%s` is still being created", name);
+		else
+			gantry_error(err, 0,
+				     "sandbox `%s` was never fully created (its start was "
+				     "interrupted): gantry delete %s",
+				     name, name);
 		goto out;
 	}
 	if (access(sb.image_path, R_OK) < 0) {
@@ -348,6 +441,11 @@ int sandbox_delete(const char *name, gantry_error_t *err)
 
 	if (open_sandbox(name, &dir, &sb, err) < 0)
 		return -1;
+	if (creator_alive(&sb)) {
+		gantry_error(err, 0, "sandbox `%s` is being created (by process %ld); try again",
+			     name, sb.pid);
+		goto fail;
+	}
 	if (sandbox_is_running(dir) && stop_running(name, dir, &again, err) < 0)
 		goto fail;
 	sandbox_free(&again);
@@ -358,13 +456,15 @@ int sandbox_delete(const char *name, gantry_error_t *err)
 	}
 	if (sandbox_dir(NULL, &parent, err) < 0)
 		goto fail;
+	/* While we hold the name: once the directory is gone, a new start of
+	 * it may make a layer of the same path. */
+	if (sb.writable && sb.rwlayer_managed)
+		rwlayer_remove(sb.rwlayer);
 	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
 	if (rename(dir, tmp) < 0) {
 		gantry_error_errno(err, "remove `%s`", dir);
 		goto fail;
 	}
-	if (sb.writable && sb.rwlayer_managed)
-		rwlayer_remove(sb.rwlayer);
 	rm_tree(tmp);
 	sandbox_free(&sb);
 	return 0;
@@ -403,14 +503,12 @@ int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 		xasprintf(&dir, "%s/%s", parent, e->d_name);
 		if (sandbox_load(dir, &sb, NULL) < 0)
 			continue; /* being deleted, or not ours */
-		if (sandbox_is_running(dir)) {
+		if (sandbox_is_running(dir))
 			sb.state = SANDBOX_RUNNING;
-		} else {
+		else
 			sandbox_cleanup_stale(dir, &sb);
-			if (sb.state == SANDBOX_RUNNING)
-				sb.state = SANDBOX_CRASHED; /* cleaned by someone else */
+		if (sb.state != SANDBOX_RUNNING)
 			sb.pid = 0;
-		}
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 8;
 			v = xrealloc(v, cap * sizeof(*v));

@@ -26,7 +26,8 @@ struct sandbox_opts {
 
 /* `gantry start`: create the sandbox and boot it; returns once its guest
  * agent and ctl.sock accept work. Exactly one of racing creates of a name
- * wins. A first boot that fails leaves nothing behind. */
+ * wins. A first boot that fails leaves nothing behind (nor a -rwlayer file
+ * it made); its error quotes the tail of the log that says why. */
 int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err);
 /* Boot a stopped (or crashed) sandbox from its sandbox.json. */
 int sandbox_resume(const char *name, gantry_error_t *err);

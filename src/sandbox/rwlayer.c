@@ -28,9 +28,9 @@ static const char *mke2fs_path(void)
 static int run_mke2fs(const char *path, gantry_error_t *err)
 {
 	char out[RWLAYER_MKE2FS_OUT];
-	int pipefd[2], status;
+	int pipefd[2], status = 0;
 	ssize_t n, got = 0;
-	pid_t pid;
+	pid_t pid, w;
 
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return gantry_error_errno(err, "pipe");
@@ -57,8 +57,10 @@ static int run_mke2fs(const char *path, gantry_error_t *err)
 		got += n;
 	close(pipefd[0]);
 	out[got] = '\0';
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+	while ((w = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
 		;
+	if (w < 0)
+		return gantry_error_errno(err, "wait for mke2fs");
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 		return 0;
 	for (char *p = out; *p; p++)

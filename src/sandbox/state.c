@@ -29,7 +29,9 @@ bool sandbox_name_valid(const char *name)
 {
 	size_t n = strlen(name);
 
-	if (n == 0 || n > SANDBOX_NAME_MAX || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+	/* A leading '-' would read as a flag to every command taking NAME. */
+	if (n == 0 || n > SANDBOX_NAME_MAX || name[0] == '-' || strcmp(name, ".") == 0 ||
+	    strcmp(name, "..") == 0)
 		return false;
 	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
 	       n;
@@ -46,9 +48,13 @@ int sandbox_name_check(const char *name, gantry_error_t *err)
 	for (i = 0; name[i] && i < SANDBOX_NAME_MAX + 1; i++)
 		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
 	shown[i] = '\0';
+	if (name[0] == '-')
+		return gantry_error(err, 0,
+				    "invalid sandbox name `%s%s`: names may not start with '-'",
+				    shown, name[i] ? "..." : "");
 	return gantry_error(err, 0,
 			    "invalid sandbox name `%s%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
-			    "(not . or ..)",
+			    "(not . or .., no leading -)",
 			    shown, name[i] ? "..." : "", SANDBOX_NAME_MAX);
 }
 
@@ -256,17 +262,39 @@ bool sandbox_is_running(const char *dir)
 	return r == 0;
 }
 
+/* Other commands hold the lock only a moment (to look, or to remove). */
+#define SANDBOX_LOOK_WAIT_MS 250
+
 void sandbox_cleanup_stale(const char *dir, struct sandbox *sb)
 {
+	struct timespec pause = { .tv_nsec = 10 * 1000000L };
 	cleanup_close int fd = -1;
+	struct sandbox now;
+	int r;
 
-	if (sandbox_lock(dir, true, &fd, NULL) != 1)
-		return; /* running (or being changed by someone else) */
+	for (int waited = 0;; waited += 10) {
+		r = sandbox_lock(dir, true, &fd, NULL);
+		if (r != 0 || waited >= SANDBOX_LOOK_WAIT_MS)
+			break;
+		nanosleep(&pause, NULL);
+	}
+	if (r == 0) {
+		/* A supervisor holds it: running, or booting (a resume). */
+		sb->state = SANDBOX_RUNNING;
+		return;
+	}
+	if (r < 0)
+		return;
 	for (size_t i = 0; i < ARRAY_SIZE(run_sockets); i++) {
 		cleanup_free char *p = NULL;
 
 		xasprintf(&p, "%s/%s", dir, run_sockets[i]);
 		unlink(p);
+	}
+	/* The supervisor may have written "stopped" after sb was read. */
+	if (sandbox_load(dir, &now, NULL) == 0) {
+		sandbox_free(sb);
+		*sb = now;
 	}
 	if (sb->state != SANDBOX_RUNNING)
 		return;

@@ -71,8 +71,9 @@ const char *sandbox_image_id(const struct sandbox *sb);
 int sandbox_lock(const char *dir, bool exclusive, int *fd, gantry_error_t *err);
 /* Whether a supervisor holds the lock now. */
 bool sandbox_is_running(const char *dir);
-/* After a supervisor that died: record the crash and remove its sockets,
- * under the lock (nothing when it runs or the file says it stopped). */
+/* Make sb the sandbox's live state: running while a supervisor holds the
+ * lock; otherwise sandbox.json as reloaded under the lock, with a supervisor
+ * that died recorded as a crash and its sockets removed. */
 void sandbox_cleanup_stale(const char *dir, struct sandbox *sb);
 
 #endif

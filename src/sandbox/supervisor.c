@@ -41,6 +41,7 @@
 #define SUP_CONSOLE_SCAN     (64 * 1024)
 #define SUP_LOG_ROTATE	     (1u << 20)
 #define SUP_APPEND_MAX	     512
+#define SUP_REQUEST_MS	     10000 /* for a ctl client's request line */
 
 struct client {
 	int fd;
@@ -50,7 +51,8 @@ struct client {
 	size_t len;
 	struct proto_decoder *dec;
 	uint32_t client_id, guest_id;
-	bool done; /* EXIT or ERROR went to it */
+	bool done;	   /* EXIT or ERROR went to it */
+	uint64_t deadline; /* its request line is due by then; 0: none due */
 };
 
 struct sup {
@@ -132,14 +134,20 @@ static void client_drop(struct sup *s, struct client *c)
 	free(c);
 }
 
-static void reply(struct client *c, bool ok, const char *error)
+/* A client that does not read its answers is not waited for: its socket
+ * is non-blocking, and a reply that does not fit fails (then drop it). */
+static int reply(struct client *c, bool ok, const char *error)
 {
 	json_t *j =
 		ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b,s:s}", "ok", 0, "error", error);
+	int r = ctl_send_json(c->fd, j, NULL);
 
-	ctl_send_json(c->fd, j, NULL);
 	json_decref(j);
+	return r;
 }
+
+/* Drop c, hanging up on its session like a terminal on its process. */
+static void client_hangup(struct sup *s, struct client *c);
 
 static void send_guest(struct sup *s, const struct proto_msg *m)
 {
@@ -174,11 +182,16 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 		json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid",
 				      (int)getpid(), "state", s->stopping ? "stopping" : "running");
 
-		ctl_send_json(c->fd, r, NULL);
+		if (ctl_send_json(c->fd, r, NULL) < 0) {
+			client_drop(s, c);
+		} else {
+			c->len = 0;
+			c->deadline = now_ms() + SUP_REQUEST_MS;
+		}
 		json_decref(r);
-		c->len = 0;
 	} else if (strcmp(op, CTL_OP_STOP) == 0) {
 		c->stop_waiter = true;
+		c->deadline = 0;
 		begin_stop(s, "asked to");
 	} else if (strcmp(op, CTL_OP_EXEC) == 0) {
 		if (s->stopping) {
@@ -186,11 +199,13 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 			client_drop(s, c);
 		} else {
 			c->session = true;
+			c->deadline = 0;
 			c->dec = xmalloc(sizeof(*c->dec));
 			proto_decoder_init(c->dec);
 			if (rest)
 				proto_decoder_push(c->dec, c->line + end + 1, rest);
-			reply(c, true, NULL);
+			if (reply(c, true, NULL) < 0)
+				client_drop(s, c);
 		}
 	} else {
 		reply(c, false, "unknown op");
@@ -267,24 +282,27 @@ static void client_event(struct sup *s, struct client *c)
 		if (k < 0)
 			drop = true;
 	}
-	if (n <= 0 || drop) {
-		/* Like a terminal hanging up on its process. */
-		if (c->guest_id && !c->done) {
-			struct proto_msg m = { .type = PROTO_SIGNAL };
+	if (n <= 0 || drop)
+		client_hangup(s, c);
+}
 
-			m.u.signal.id = c->guest_id;
-			m.u.signal.signo = SIGHUP;
-			send_guest(s, &m);
-		}
-		client_drop(s, c);
+static void client_hangup(struct sup *s, struct client *c)
+{
+	if (c->guest_id && !c->done) {
+		struct proto_msg m = { .type = PROTO_SIGNAL };
+
+		m.u.signal.id = c->guest_id;
+		m.u.signal.signo = SIGHUP;
+		send_guest(s, &m);
 	}
+	client_drop(s, c);
 }
 
 static void accept_client(struct sup *s)
 {
 	struct client *c;
 	size_t slot;
-	int fd = accept4(s->ctl_listen, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(s->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 	if (fd < 0)
 		return;
@@ -305,6 +323,7 @@ static void accept_client(struct sup *s)
 	c = xzalloc(sizeof(*c));
 	c->fd = fd;
 	c->line = xmalloc(CTL_LINE_MAX);
+	c->deadline = now_ms() + SUP_REQUEST_MS;
 	s->clients[slot] = c;
 }
 
@@ -353,7 +372,7 @@ static void guest_frames(struct sup *s)
 				m.u.error.id = c->client_id;
 			c->done = m.type != PROTO_STARTED;
 			if (proto_write_msg(c->fd, &m) < 0)
-				client_drop(s, c);
+				client_hangup(s, c);
 		}
 		proto_msg_free(&m);
 	}
@@ -365,7 +384,7 @@ static void guest_frames(struct sup *s)
 }
 
 /* Hand a guest stdio stream to its session's client, with our STREAM. */
-static void pass_stream(struct client *c, int fd)
+static int pass_stream(struct client *c, int fd)
 {
 	union {
 		struct cmsghdr h;
@@ -381,7 +400,7 @@ static void pass_stream(struct client *c, int fd)
 	m.u.stream.id = c->client_id;
 	len = proto_encode(&m, frame, sizeof(frame));
 	if (len < 0)
-		return;
+		return -1;
 	iov.iov_len = (size_t)len;
 	memset(&ctl, 0, sizeof(ctl));
 	msg.msg_control = ctl.buf;
@@ -391,7 +410,7 @@ static void pass_stream(struct client *c, int fd)
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	(void)!sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+	return sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
 }
 
 static void accept_stream(struct sup *s)
@@ -414,8 +433,10 @@ static void accept_stream(struct sup *s)
 		return;
 	}
 	c = client_by_guest_id(s, m.u.stream.id);
-	if (c)
-		pass_stream(c, fd);
+	if (c && pass_stream(c, fd) < 0) {
+		sup_log("a session's client did not take its stdio stream: dropped");
+		client_hangup(s, c);
+	}
 	close(fd);
 }
 
@@ -607,19 +628,29 @@ static __attribute__((noreturn)) void serve(struct sup *s)
 		fds[F_CONTROL] = (struct pollfd){ .fd = s->control, .events = POLLIN };
 		fds[F_STDIO] = (struct pollfd){ .fd = s->stdio_listen, .events = POLLIN };
 		fds[F_CTL] = (struct pollfd){ .fd = s->ctl_listen, .events = POLLIN };
+		uint64_t now = now_ms(), wake = UINT64_MAX;
+
 		for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
-			if (s->clients[i] == NULL)
+			struct client *c = s->clients[i];
+
+			if (c == NULL)
 				continue;
-			owner[n] = s->clients[i];
-			fds[n++] = (struct pollfd){ .fd = s->clients[i]->fd, .events = POLLIN };
+			if (c->deadline && now >= c->deadline) {
+				client_drop(s, c); /* no request line in time */
+				continue;
+			}
+			if (c->deadline)
+				wake = MIN(wake, c->deadline);
+			owner[n] = c;
+			fds[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
 		}
 		if (s->stopping) {
-			uint64_t now = now_ms();
-
 			if (now >= s->stop_deadline)
 				finish(s, true);
-			timeout = (int)(s->stop_deadline - now);
+			wake = MIN(wake, s->stop_deadline);
 		}
+		if (wake != UINT64_MAX)
+			timeout = (int)(wake - now);
 		if (poll(fds, n, timeout) < 0) {
 			if (errno != EINTR)
 				sup_log("poll: %s", strerror(errno));

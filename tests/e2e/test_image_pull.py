@@ -467,6 +467,14 @@ def test_rm_and_prune(g, anon):
     assert g.digests() == [amd]
     assert g.refs() == [f"{anon.host}/test/multi:1"]
     (box / "sandbox.json").unlink()
+    # So does one whose name starts with a dot.
+    dot = g.home / "sandboxes" / ".dev"
+    dot.mkdir()
+    (dot / "sandbox.json").write_text(json.dumps({"name": ".dev", "image_digest": amd}))
+    assert "used by sandbox `.dev`" in one_error_line(g("image", "rm", amd))
+    g("image", "prune", check=True)
+    assert g.digests() == [amd]
+    (dot / "sandbox.json").unlink()
     g("image", "prune", check=True)
     assert g.digests() == [] and g.entries() == []
 

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -139,6 +140,11 @@ def test_exec_status_streams_and_signals(g):
         p.kill()
     assert p.returncode == 7, err
     assert out == b"got-term\n"
+    # A session signalling the container's init does not end the sandbox.
+    g.sh("st", "kill -TERM 1; kill -INT 1; kill -HUP 1", check=True)
+    time.sleep(0.5)
+    r = g.sh("st", "echo still-here")
+    assert (r.returncode, r.stdout) == (0, b"still-here\n"), r
 
 
 def test_read_only_root(g):
@@ -208,6 +214,25 @@ def test_racing_starts_one_wins(g):
     g.run("exec", "race", "--", "true", check=True)
 
 
+def test_silent_ctl_client_is_dropped(g):
+    g.run("start", "quiet", "-rw=false", check=True)
+    dfd = os.open(g.home / "sandboxes" / "quiet", os.O_RDONLY | os.O_DIRECTORY)
+    idle = socket.socket(socket.AF_UNIX)
+    try:
+        # A path short enough for sun_path however deep the home is.
+        began = time.monotonic()
+        idle.connect(f"/proc/self/fd/{dfd}/ctl.sock")
+        idle.settimeout(60)
+        # Others are served meanwhile.
+        g.run("exec", "quiet", "--", "true", check=True)
+        assert idle.recv(1) == b""
+        assert 8 < time.monotonic() - began < 40
+    finally:
+        idle.close()
+        os.close(dfd)
+    assert g.ls()["quiet"]["state"] == "running"
+
+
 def test_delete_removes_exactly_its_own(g, tmp_path, images):
     user_layer = tmp_path / "mine.ext4"
     g.run("start", "own", check=True)
@@ -234,6 +259,30 @@ def test_delete_removes_exactly_its_own(g, tmp_path, images):
     # The user's layer comes back with its files in a new sandbox.
     g.run("start", "again", "-rwlayer", user_layer, check=True)
     assert g.sh("again", "cat /f").stdout == b"on-user-layer\n"
+
+
+def test_failed_first_boot_quotes_its_log_and_leaves_nothing(g, tmp_path):
+    # A sysroot that is no file system: the guest kernel cannot mount it.
+    assets = build_dir() / "assets"
+    broken = tmp_path / "assets"
+    broken.mkdir()
+    for name in ("vmlinux", "default-image"):
+        (broken / name).symlink_to(assets / name)
+    with open(broken / "sysroot.erofs", "wb") as f:
+        f.truncate(1 << 20)
+    layer = tmp_path / "made-by-start.ext4"
+    r = subprocess.run([g.binary, "start", "bad", "-rwlayer", str(layer)],
+                       env=dict(g.env, GANTRY_ASSETS=str(broken)), stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=boot_timeout() * 2)
+    assert r.returncode != 0
+    err = r.stderr.decode(errors="replace")
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("gantry: start `bad`: "), err
+    # The log it points to is removed with the sandbox: its tail is quoted.
+    assert "last lines of its" in err and len(lines) > 2, err
+    assert not layer.exists() and not Path(f"{layer}.image").exists()
+    assert g.ls() == {}
+    assert list((g.home / "sandboxes").iterdir()) == []
 
 
 def test_full_disk_is_enospc_and_the_sandbox_lives(g):
@@ -296,4 +345,17 @@ def test_bad_input_is_one_line(g):
         r = g.run(*args)
         assert r.returncode != 0, args
         one_line(r)
+    # A -rwlayer among Gantry's own layers, or a link to one, is refused.
+    managed = g.home / "rwlayers"
+    managed.mkdir(parents=True, exist_ok=True)
+    (managed / "other.ext4").write_bytes(b"")
+    link = g.home / "link.ext4"
+    link.symlink_to(managed / "other.ext4")
+    for layer in (managed / "new.ext4", managed / "other.ext4", link):
+        r = g.run("start", "x", "-rwlayer", layer)
+        assert r.returncode != 0 and "where Gantry keeps" in one_line(r), layer
+    assert (managed / "other.ext4").exists()
+    # A name every command would read as a flag is refused up front.
+    r = g.run("start", "--", "-x")
+    assert r.returncode != 0 and "may not start with '-'" in one_line(r)
     assert g.ls() == {}

@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +25,7 @@
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/ctl.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/state.h"
 
@@ -56,8 +58,9 @@ static int teardown(void **state)
 
 static void test_names(void **state)
 {
-	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "-" };
-	static const char *const bad[] = { "", ".", "..", "a/b", "a b", "~new", "ä", "a\n" };
+	static const char *const good[] = { "a", "A.b_c-9", "..a", ".x", "a..", "a-" };
+	static const char *const bad[] = { "",	   ".", "..",  "a/b", "a b",
+					   "~new", "ä", "a\n", "-",   "-x" };
 	char long_name[SANDBOX_NAME_MAX + 2];
 	gantry_error_t err = NULL;
 
@@ -75,6 +78,9 @@ static void test_names(void **state)
 	/* The error is one line, control characters and all. */
 	assert_int_equal(sandbox_name_check("a\nb", &err), -1);
 	assert_null(strchr(gantry_error_str(err), '\n'));
+	gantry_error_free(&err);
+	assert_int_equal(sandbox_name_check("-x", &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "may not start with '-'"));
 	gantry_error_free(&err);
 }
 
@@ -214,6 +220,91 @@ static void test_lock_and_stale_cleanup(void **state)
 	assert_int_equal(back.state, SANDBOX_CRASHED);
 	assert_int_equal(back.pid, 0);
 	sandbox_free(&back);
+	sandbox_free(&sb);
+}
+
+/* A supervisor that writes "stopped" after a command read "running" is
+ * not recorded as crashed: clean-up rereads the file under the lock. */
+static void test_stale_cleanup_rereads(void **state)
+{
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 }, back;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	make_dir("rr", &dir);
+	sb.name = xstrdup("rr");
+	sb.image = xstrdup("i");
+	sb.image_path = xstrdup("/p");
+	sb.state = SANDBOX_STOPPED;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	sb.state = SANDBOX_RUNNING; /* what the command read before */
+	sb.pid = 99999;
+	sandbox_cleanup_stale(dir, &sb);
+	assert_int_equal(sb.state, SANDBOX_STOPPED);
+	assert_null(sb.reason);
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_int_equal(back.state, SANDBOX_STOPPED);
+	assert_null(back.reason);
+	sandbox_free(&back);
+
+	/* A crashed one being resumed (its supervisor holds the lock) shows as
+	 * running, not crashed. */
+	sb.state = SANDBOX_CRASHED;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	{
+		int fd;
+
+		assert_int_equal(sandbox_lock(dir, true, &fd, &err), 1);
+		sandbox_cleanup_stale(dir, &sb);
+		assert_int_equal(sb.state, SANDBOX_RUNNING);
+		close(fd);
+	}
+	assert_int_equal(sandbox_load(dir, &back, &err), 0);
+	assert_int_equal(back.state, SANDBOX_CRASHED);
+	sandbox_free(&back);
+	sandbox_free(&sb);
+}
+
+/* A sandbox a live `gantry start` is still making is not deleted under it;
+ * one whose start died is, managed layer first. */
+static void test_delete_while_creating(void **state)
+{
+	cleanup_free char *dir = NULL, *layer = NULL;
+	struct sandbox sb = { 0 };
+	gantry_error_t err = NULL;
+	pid_t dead;
+
+	(void)state;
+	make_dir("mk", &dir);
+	assert_int_equal(sandbox_rwlayer_default("mk", &layer, &err), 0);
+	close(open(layer, O_CREAT | O_WRONLY, 0600));
+	sb.name = xstrdup("mk");
+	sb.image = xstrdup("i");
+	sb.image_path = xstrdup("/p");
+	sb.writable = sb.rwlayer_managed = true;
+	sb.rwlayer = xstrdup(layer);
+	sb.state = SANDBOX_CREATING;
+	sb.pid = (long)getppid();
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	assert_int_equal(sandbox_delete("mk", &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "being created"));
+	gantry_error_free(&err);
+	assert_int_equal(access(dir, F_OK), 0);
+	assert_int_equal(access(layer, F_OK), 0);
+
+	dead = fork();
+	if (dead == 0)
+		_exit(0);
+	assert_int_equal(waitpid(dead, NULL, 0), dead);
+	sb.pid = (long)dead;
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	assert_int_equal(sandbox_resume("mk", &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "never fully created"));
+	gantry_error_free(&err);
+	assert_int_equal(sandbox_delete("mk", &err), 0);
+	assert_int_equal(access(dir, F_OK), -1);
+	assert_int_equal(access(layer, F_OK), -1);
 	sandbox_free(&sb);
 }
 
@@ -401,6 +492,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_json_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_refuses_junk, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lock_and_stale_cleanup, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_cleanup_rereads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_delete_while_creating, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_pairing, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
 		cmocka_unit_test(test_ctl_round_trip),
