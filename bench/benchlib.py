@@ -38,13 +38,18 @@ def gantry_cmdline(bench):
     return "".join(re.findall(r"\"([^\"]*)\"", m.group(1)))
 
 
-def reexec_under_kvmhost(script, results, budget, env=None):
+def reexec_under_kvmhost(script, results, budget, env=None, retries=1):
     """Run script again, with the same arguments, under tests/harness/kvmhost.
     budget bounds the whole run, so that a nested host that stops making
-    progress ends it too (each sample's own timeout runs inside that host)."""
+    progress ends it too (each sample's own timeout runs inside that host).
+    The nested host gets two CPUs, as any real host has more than one: the
+    VMM's I/O thread and QEMU's helper threads run beside the guest's vCPU
+    (BENCH_HOST_CPUS changes it). A frozen nested host (QEMU-TCG does that
+    now and then) gets `retries` fresh starts."""
     kvmhost = REPO / "tests" / "harness" / "kvmhost"
-    # A frozen nested host (QEMU-TCG does that now and then) gets one fresh retry.
-    cmd = [str(kvmhost), "--timeout", str(int(budget)), "--retry-frozen", "1"]
+    cpus = os.environ.get("BENCH_HOST_CPUS", "2")
+    cmd = [str(kvmhost), "--timeout", str(int(budget)), "--smp", cpus,
+           "--retry-frozen", str(retries)]
     if results:
         cmd += ["--results", results]
     cmd += ["--", sys.executable, str(Path(script).resolve()), *sys.argv[1:]]
