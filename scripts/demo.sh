@@ -7,7 +7,7 @@ set -eu
 build=${1:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
 
-exec "$top/tests/harness/kvmhost" -- "$top/$build/gantry" exec -cpus 2 -mem 256 -- sh -c '
+exec "$top/tests/harness/kvmhost" --smp 2 --retry-frozen 1 -- "$top/$build/gantry" exec -cpus 2 -mem 256 -- sh -c '
 echo
 echo "Hello from a container in a Gantry microVM."
 echo "  kernel:  $(uname -sr)"
