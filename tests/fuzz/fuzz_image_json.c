@@ -21,13 +21,7 @@
 /* Specs longer than this are not interesting. */
 #define SPEC_MAX 64
 
-#define check(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__);          \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static void one_line(gantry_error_t *err)
 {

@@ -13,13 +13,7 @@
 #include "image/pull.h"
 #include "image/reference.h"
 
-#define check(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__);          \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static void one_line(gantry_error_t *err)
 {

@@ -21,13 +21,7 @@
 /* /etc/passwd as flatten_finish reads it. */
 #define ETC_MAX (1u << 20)
 
-#define check(cond)                                                                                \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "check failed: %s (line %d)\n", #cond, __LINE__);          \
-			abort();                                                                   \
-		}                                                                                  \
-	} while (0)
+#include "check.h"
 
 static void one_line(gantry_error_t *err)
 {

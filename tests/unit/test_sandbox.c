@@ -3,7 +3,6 @@
  * socket's peer check and request/answer framing. No VM boots here. */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -25,20 +24,12 @@
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/ctl.h"
+#include "common/files.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/state.h"
 
 static char home[64];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
 
 static int setup(void **state)
 {
@@ -52,7 +43,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	nftw(home, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	rm_tree(home);
 	return 0;
 }
 
