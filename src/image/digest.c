@@ -1,5 +1,4 @@
 /* sha256 digests and verified blob streams (see digest.h). */
-#include <archive.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -8,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "image/lazylib.h"
 #include "image/digest.h"
 
 bool digest_valid(const char *d)
@@ -222,11 +222,11 @@ ssize_t blob_pull_archive(void *arg, const void **buf, gantry_error_t *err)
 	size_t len;
 	int r;
 
-	r = archive_read_data_block(s->a, buf, &len, &off);
+	r = sym_archive_read_data_block(s->a, buf, &len, &off);
 	if (r == ARCHIVE_EOF)
 		return 0;
 	if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-		const char *msg = archive_error_string(s->a);
+		const char *msg = sym_archive_error_string(s->a);
 
 		return gantry_error(err, 0, "read: %s", msg ? msg : "libarchive error");
 	}

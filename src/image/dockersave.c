@@ -1,10 +1,9 @@
 /* docker-save tars read in place (see dockersave.h). */
-#include <archive.h>
-#include <archive_entry.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "common/util.h"
+#include "image/lazylib.h"
 #include "image/dockersave.h"
 #include "image/flatten.h"
 
@@ -12,20 +11,23 @@
 
 static struct archive *tar_open(const char *path, gantry_error_t *err)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a;
 
+	if (lazy_archive(err) < 0)
+		return NULL;
+	a = sym_archive_read_new();
 	if (a == NULL) {
 		gantry_error(err, 0, "libarchive reader");
 		return NULL;
 	}
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_format_tar(a);
-	if (archive_read_open_filename(a, path, TAR_READ_BLOCK) != ARCHIVE_OK) {
-		const char *msg = archive_error_string(a);
+	sym_archive_read_support_filter_gzip(a);
+	sym_archive_read_support_filter_zstd(a);
+	sym_archive_read_support_format_tar(a);
+	if (sym_archive_read_open_filename(a, path, TAR_READ_BLOCK) != ARCHIVE_OK) {
+		const char *msg = sym_archive_error_string(a);
 
 		gantry_error(err, 0, "open: %s", msg ? msg : "not a tar");
-		archive_read_free(a);
+		sym_archive_read_free(a);
 		return NULL;
 	}
 	return a;
@@ -35,17 +37,17 @@ static struct archive *tar_open(const char *path, gantry_error_t *err)
 static int tar_next(struct archive *a, const char **name, struct archive_entry **e,
 		    gantry_error_t *err)
 {
-	int r = archive_read_next_header(a, e);
+	int r = sym_archive_read_next_header(a, e);
 	const char *n;
 
 	if (r == ARCHIVE_EOF)
 		return 0;
 	if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-		const char *msg = archive_error_string(a);
+		const char *msg = sym_archive_error_string(a);
 
 		return gantry_error(err, 0, "read: %s", msg ? msg : "libarchive error");
 	}
-	n = archive_entry_pathname(*e);
+	n = sym_archive_entry_pathname(*e);
 	if (n == NULL)
 		n = "";
 	while (n[0] == '.' && n[1] == '/')
@@ -63,9 +65,9 @@ static bool same_member(const char *entry, const char *want)
 
 static int check_member(struct archive_entry *e, const char *name, gantry_error_t *err)
 {
-	if (archive_entry_filetype(e) != AE_IFREG || archive_entry_hardlink(e))
+	if (sym_archive_entry_filetype(e) != AE_IFREG || sym_archive_entry_hardlink(e))
 		return gantry_error(err, 0, "member `%s` is not a regular file", name);
-	if (archive_entry_sparse_count(e) > 0)
+	if (sym_archive_entry_sparse_count(e) > 0)
 		return gantry_error(err, 0, "member `%s` is sparse", name);
 	return 0;
 }
@@ -107,12 +109,12 @@ static int read_member(const char *path, const char *want, const char *digest, c
 			break;
 		}
 		xasprintf(&label, "`%s`", want);
-		blob_init(&b, label, digest, archive_entry_size(e), blob_pull_archive, &src);
+		blob_init(&b, label, digest, sym_archive_entry_size(e), blob_pull_archive, &src);
 		r = blob_read_all(&b, OCI_JSON_MAX, buf, len, err) < 0 ? -1 : 1;
 		blob_release(&b);
 		break;
 	}
-	archive_read_free(a);
+	sym_archive_read_free(a);
 	if (r == 0)
 		return gantry_error(err, 0, "no `%s` in the tar", want);
 	return r < 0 ? -1 : 0;
@@ -177,7 +179,7 @@ static int apply_pass(struct dockersave *d, struct flatten *f, char *const *diff
 		src = (struct layer_src){
 			.label = label,
 			.digest = name_digest(want, "", digest) ? digest : NULL,
-			.size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1,
+			.size = sym_archive_entry_size_is_set(e) ? sym_archive_entry_size(e) : -1,
 			.diff_id = diff_ids[*next],
 		};
 		if (flatten_layer_archive(f, &src, a, err) < 0) {
@@ -186,7 +188,7 @@ static int apply_pass(struct dockersave *d, struct flatten *f, char *const *diff
 		}
 		(*next)++;
 	}
-	archive_read_free(a);
+	sym_archive_read_free(a);
 	return r < 0 ? -1 : 0;
 }
 

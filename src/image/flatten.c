@@ -6,7 +6,6 @@
  * one reads tar from the outer one's output, which its callback hashes
  * against the diff_id. No byte is copied between them and nothing touches
  * the host filesystem but the image file. */
-#include <archive.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "image/lazylib.h"
 #include "image/config.h"
 #include "image/erofs.h"
 #include "image/flatten.h"
@@ -72,7 +72,7 @@ static la_ssize_t outer_read(struct archive *a, void *arg, const void **buf)
 	ssize_t n = blob_read(b, buf);
 
 	if (n < 0) {
-		archive_set_error(a, EIO, "%s", b->err ? b->err->msg : "read failed");
+		sym_archive_set_error(a, EIO, "%s", b->err ? b->err->msg : "read failed");
 		return -1;
 	}
 	return n;
@@ -88,7 +88,7 @@ static ssize_t outer_next(struct pipeline *p, const void **buf)
 
 		if (p->outer_eof)
 			return 0;
-		r = archive_read_data_block(p->outer, buf, &len, &off);
+		r = sym_archive_read_data_block(p->outer, buf, &len, &off);
 		if (r == ARCHIVE_EOF) {
 			p->outer_eof = true;
 			return 0;
@@ -109,9 +109,9 @@ static la_ssize_t inner_read(struct archive *a, void *arg, const void **buf)
 	ssize_t n = outer_next(p, buf);
 
 	if (n < 0) {
-		const char *msg = archive_error_string(p->outer);
+		const char *msg = sym_archive_error_string(p->outer);
 
-		archive_set_error(a, archive_errno(p->outer), "%s",
+		sym_archive_set_error(a, sym_archive_errno(p->outer), "%s",
 				  msg ? msg : "corrupt or truncated compressed data");
 		return -1;
 	}
@@ -120,7 +120,7 @@ static la_ssize_t inner_read(struct archive *a, void *arg, const void **buf)
 
 static int outer_fail(struct archive *a, gantry_error_t *err)
 {
-	const char *msg = archive_error_string(a);
+	const char *msg = sym_archive_error_string(a);
 
 	return gantry_error(err, 0, "read layer: %s", msg ? msg : "unknown libarchive error");
 }
@@ -131,18 +131,20 @@ static int outer_open(struct pipeline *p, gantry_error_t *err)
 	struct archive_entry *e;
 	int r;
 
-	p->outer = archive_read_new();
+	if (lazy_archive(err) < 0)
+		return -1;
+	p->outer = sym_archive_read_new();
 	if (p->outer == NULL)
 		return gantry_error(err, 0, "libarchive reader");
 	/* Only what OCI layers use: no filter that runs an external program. */
-	archive_read_support_filter_gzip(p->outer);
-	archive_read_support_filter_zstd(p->outer);
-	archive_read_support_format_raw(p->outer);
-	archive_read_support_format_empty(p->outer);
-	if (archive_read_open(p->outer, p->blob, NULL, outer_read, NULL) != ARCHIVE_OK)
+	sym_archive_read_support_filter_gzip(p->outer);
+	sym_archive_read_support_filter_zstd(p->outer);
+	sym_archive_read_support_format_raw(p->outer);
+	sym_archive_read_support_format_empty(p->outer);
+	if (sym_archive_read_open(p->outer, p->blob, NULL, outer_read, NULL) != ARCHIVE_OK)
 		return outer_fail(p->outer, err);
-	p->plain = archive_filter_count(p->outer) == 1;
-	r = archive_read_next_header(p->outer, &e);
+	p->plain = sym_archive_filter_count(p->outer) == 1;
+	r = sym_archive_read_next_header(p->outer, &e);
 	if (r == ARCHIVE_EOF) {
 		p->outer_eof = true;
 		return 0;
@@ -161,19 +163,19 @@ static int apply_tar(struct flatten *f, struct pipeline *p, gantry_error_t *err)
 
 	if (outer_open(p, err) < 0)
 		return -1;
-	inner = archive_read_new();
+	inner = sym_archive_read_new();
 	if (inner == NULL)
 		return gantry_error(err, 0, "libarchive reader");
-	archive_read_support_format_tar(inner);
-	archive_read_support_format_empty(inner);
-	if (archive_read_open(inner, p, NULL, inner_read, NULL) != ARCHIVE_OK) {
-		const char *msg = archive_error_string(inner);
+	sym_archive_read_support_format_tar(inner);
+	sym_archive_read_support_format_empty(inner);
+	if (sym_archive_read_open(inner, p, NULL, inner_read, NULL) != ARCHIVE_OK) {
+		const char *msg = sym_archive_error_string(inner);
 
 		ret = gantry_error(err, 0, "read layer: %s", msg ? msg : "not a tar");
 	} else {
 		ret = layer_apply(f->tree, inner, err);
 	}
-	archive_read_free(inner);
+	sym_archive_read_free(inner);
 	if (ret < 0)
 		return -1;
 	/* The tar ends before its blob may: hash the rest (padding, trailers),
@@ -224,7 +226,7 @@ int flatten_layer(struct flatten *f, const struct layer_src *l, blob_pull_fn pul
 	ret = 0;
 out:
 	if (p.outer)
-		archive_read_free(p.outer);
+		sym_archive_read_free(p.outer);
 	gantry_error_free(&aerr);
 	sha256_release(&p.diff);
 	blob_release(&blob);

@@ -1,7 +1,5 @@
 /* OCI layer tar streams into an erofs_tree (see layer.h). The tree applies
  * the path rules; this file maps tar entries and whiteouts onto it. */
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "common/util.h"
+#include "image/lazylib.h"
 #include "image/layer.h"
 
 #define LAYER_READ_BLOCK (128u * 1024u)
@@ -21,7 +20,7 @@
 
 static int archive_fail(gantry_error_t *err, struct archive *a, const char *what)
 {
-	const char *msg = archive_error_string(a);
+	const char *msg = sym_archive_error_string(a);
 
 	return gantry_error(err, 0, "%s: %s", what, msg ? msg : "unknown libarchive error");
 }
@@ -49,7 +48,7 @@ static int copy_data(struct erofs_tree *t, struct archive *a, struct archive_ent
 		const void *buf;
 		size_t len;
 		la_int64_t off;
-		int r = archive_read_data_block(a, &buf, &len, &off);
+		int r = sym_archive_read_data_block(a, &buf, &len, &off);
 
 		if (r == ARCHIVE_EOF)
 			break;
@@ -62,7 +61,7 @@ static int copy_data(struct erofs_tree *t, struct archive *a, struct archive_ent
 		total += len;
 	}
 	/* Sparse entries carry less data than their size; the holes read as 0. */
-	if (archive_entry_sparse_count(e) == 0 && total != size)
+	if (sym_archive_entry_sparse_count(e) == 0 && total != size)
 		return gantry_error(err, 0, "%llu bytes of data for a size of %llu",
 				    (unsigned long long)total, (unsigned long long)size);
 	return 0;
@@ -70,20 +69,20 @@ static int copy_data(struct erofs_tree *t, struct archive *a, struct archive_ent
 
 static int entry_attr(struct archive_entry *e, struct erofs_attr *attr, gantry_error_t *err)
 {
-	la_int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
-	long nsec = archive_entry_mtime_nsec(e);
+	la_int64_t uid = sym_archive_entry_uid(e), gid = sym_archive_entry_gid(e);
+	long nsec = sym_archive_entry_mtime_nsec(e);
 
 	if (uid < 0 || uid > UINT32_MAX || gid < 0 || gid > UINT32_MAX)
 		return gantry_error(err, 0, "uid %lld or gid %lld out of range", (long long)uid,
 				    (long long)gid);
 	*attr = (struct erofs_attr){
-		.mode = (uint32_t)archive_entry_filetype(e) | (archive_entry_perm(e) & 07777),
+		.mode = (uint32_t)sym_archive_entry_filetype(e) | (sym_archive_entry_perm(e) & 07777),
 		.uid = (uint32_t)uid,
 		.gid = (uint32_t)gid,
-		.mtime = archive_entry_mtime_is_set(e) ? archive_entry_mtime(e) : 0,
+		.mtime = sym_archive_entry_mtime_is_set(e) ? sym_archive_entry_mtime(e) : 0,
 		.mtime_nsec = nsec >= 0 && nsec < 1000000000 ? (uint32_t)nsec : 0,
-		.rdev_major = (uint32_t)archive_entry_rdevmajor(e),
-		.rdev_minor = (uint32_t)archive_entry_rdevminor(e),
+		.rdev_major = (uint32_t)sym_archive_entry_rdevmajor(e),
+		.rdev_minor = (uint32_t)sym_archive_entry_rdevminor(e),
 	};
 	return 0;
 }
@@ -102,8 +101,8 @@ static int apply_xattrs(struct erofs_tree *t, struct archive_entry *e, struct er
 	size_t n = 0, cap = 0;
 	struct xa x;
 
-	archive_entry_xattr_reset(e);
-	while (archive_entry_xattr_next(e, &x.name, &x.value, &x.size) == ARCHIVE_OK) {
+	sym_archive_entry_xattr_reset(e);
+	while (sym_archive_entry_xattr_next(e, &x.name, &x.value, &x.size) == ARCHIVE_OK) {
 		size_t i;
 
 		for (i = 0; i < n && strcmp(v[i].name, x.name) != 0; i++)
@@ -151,7 +150,7 @@ static int apply_whiteout(struct erofs_tree *t, const char *path, bool *done, ga
 static int apply_entry(struct erofs_tree *t, struct archive *a, struct archive_entry *e,
 		       const char *path, gantry_error_t *err)
 {
-	const char *link = archive_entry_hardlink(e);
+	const char *link = sym_archive_entry_hardlink(e);
 	struct erofs_inode *ino;
 	struct erofs_attr attr;
 	uint64_t size;
@@ -164,15 +163,15 @@ static int apply_entry(struct erofs_tree *t, struct archive *a, struct archive_e
 	if (link)
 		return erofs_tree_link(t, path, link, err);
 	if (entry_attr(e, &attr, err) < 0 ||
-	    erofs_tree_add(t, path, &attr, S_ISLNK(attr.mode) ? archive_entry_symlink(e) : NULL,
+	    erofs_tree_add(t, path, &attr, S_ISLNK(attr.mode) ? sym_archive_entry_symlink(e) : NULL,
 			   &ino, err) < 0)
 		return -1;
 	if (apply_xattrs(t, e, ino, err) < 0)
 		return -1;
 	if (!S_ISREG(attr.mode))
 		return 0;
-	size = archive_entry_size_is_set(e) && archive_entry_size(e) > 0
-		       ? (uint64_t)archive_entry_size(e)
+	size = sym_archive_entry_size_is_set(e) && sym_archive_entry_size(e) > 0
+		       ? (uint64_t)sym_archive_entry_size(e)
 		       : 0;
 	if (erofs_inode_reserve(t, ino, size, err) < 0)
 		return -1;
@@ -185,7 +184,7 @@ int layer_apply(struct erofs_tree *t, struct archive *a, gantry_error_t *err)
 
 	erofs_tree_begin_layer(t);
 	for (;;) {
-		int r = archive_read_next_header(a, &e);
+		int r = sym_archive_read_next_header(a, &e);
 		const char *path;
 
 		if (r == ARCHIVE_EOF)
@@ -195,7 +194,7 @@ int layer_apply(struct erofs_tree *t, struct archive *a, gantry_error_t *err)
 			sanitize(err);
 			return -1;
 		}
-		path = archive_entry_pathname(e);
+		path = sym_archive_entry_pathname(e);
 		if (path == NULL) {
 			gantry_error(err, 0, "read layer: entry without a path");
 			return -1;
@@ -210,23 +209,26 @@ int layer_apply(struct erofs_tree *t, struct archive *a, gantry_error_t *err)
 
 int layer_apply_fd(struct erofs_tree *t, int fd, gantry_error_t *err)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a;
 	int ret = -1;
 
+	if (lazy_archive(err) < 0)
+		return -1;
+	a = sym_archive_read_new();
 	if (a == NULL)
 		return gantry_error(err, 0, "libarchive reader");
 	/* Only what OCI layers use: no filter that runs an external program. */
-	archive_read_support_filter_gzip(a);
-	archive_read_support_filter_zstd(a);
-	archive_read_support_format_tar(a);
-	archive_read_support_format_empty(a);
-	if (archive_read_open_fd(a, fd, LAYER_READ_BLOCK) != ARCHIVE_OK) {
+	sym_archive_read_support_filter_gzip(a);
+	sym_archive_read_support_filter_zstd(a);
+	sym_archive_read_support_format_tar(a);
+	sym_archive_read_support_format_empty(a);
+	if (sym_archive_read_open_fd(a, fd, LAYER_READ_BLOCK) != ARCHIVE_OK) {
 		archive_fail(err, a, "open layer");
 		sanitize(err);
 	} else {
 		ret = layer_apply(t, a, err);
 	}
-	archive_read_free(a);
+	sym_archive_read_free(a);
 	return ret;
 }
 

@@ -2,41 +2,34 @@
  * registry on a multi handle: the multi interface lets registry_pull run
  * the transfer only as far as the reader needs. */
 #include <ctype.h>
-#include <curl/curl.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/util.h"
+#include "image/lazylib.h"
 #include "image/ocijson.h"
 #include "image/reference.h"
 #include "image/registry.h"
 
 #define USER_AGENT "gantry/0.1"
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 int registry_open(const char *registry, const char *repository, const char *insecure,
 		  struct registry *r, gantry_error_t *err)
 {
 	const char *host = registry_api_host(registry);
 
-	pthread_once(&curl_once, curl_init_once);
+	if (lazy_curl(err) < 0)
+		return -1;
 	*r = (struct registry){ .insecure = insecure };
 	r->name = xstrdup(registry);
 	r->repository = xstrdup(repository);
 	xasprintf(&r->base, "%s://%s", registry_plain_http(host, insecure) ? "http" : "https",
 		  host);
-	r->multi = curl_multi_init();
-	r->easy = curl_easy_init();
+	r->multi = sym_curl_multi_init();
+	r->easy = sym_curl_easy_init();
 	if (r->multi == NULL || r->easy == NULL) {
 		registry_close(r);
 		return gantry_error(err, 0, "registry %s: cannot set up libcurl", registry);
@@ -47,9 +40,9 @@ int registry_open(const char *registry, const char *repository, const char *inse
 void registry_close(struct registry *r)
 {
 	if (r->easy)
-		curl_easy_cleanup(r->easy);
+		sym_curl_easy_cleanup(r->easy);
 	if (r->multi)
-		curl_multi_cleanup(r->multi);
+		sym_curl_multi_cleanup(r->multi);
 	creds_free(&r->creds);
 	free(r->name);
 	free(r->repository);
@@ -153,11 +146,11 @@ static int resp_step(struct registry_resp *s, gantry_error_t *err)
 	CURLM *m = s->reg->multi;
 	CURLMsg *msg;
 	int running, q;
-	CURLMcode mc = curl_multi_perform(m, &running);
+	CURLMcode mc = sym_curl_multi_perform(m, &running);
 
 	if (mc != CURLM_OK)
-		return gantry_error(err, 0, "libcurl: %s", curl_multi_strerror(mc));
-	while ((msg = curl_multi_info_read(m, &q)) != NULL) {
+		return gantry_error(err, 0, "libcurl: %s", sym_curl_multi_strerror(mc));
+	while ((msg = sym_curl_multi_info_read(m, &q)) != NULL) {
 		if (msg->msg == CURLMSG_DONE) {
 			s->done = true;
 			s->result = msg->data.result;
@@ -192,7 +185,7 @@ static int resp_wait(struct registry_resp *s, enum resp_until until, gantry_erro
 			return -1;
 		if (s->done || resp_ready(s, until))
 			return 0;
-		curl_multi_poll(s->reg->multi, NULL, 0, 1000, NULL);
+		sym_curl_multi_poll(s->reg->multi, NULL, 0, 1000, NULL);
 	}
 }
 
@@ -200,15 +193,15 @@ static int resp_wait(struct registry_resp *s, enum resp_until until, gantry_erro
  * blob store's signature) and any user:password stay out of messages. */
 static char *url_shown(const char *url)
 {
-	CURLU *u = curl_url();
+	CURLU *u = sym_curl_url();
 	char *s = NULL, *out;
 
-	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
-	    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
+	if (u && sym_curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    sym_curl_url_set(u, CURLUPART_QUERY, NULL, 0) == CURLUE_OK &&
+	    sym_curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
+	    sym_curl_url_set(u, CURLUPART_USER, NULL, 0) == CURLUE_OK &&
+	    sym_curl_url_set(u, CURLUPART_PASSWORD, NULL, 0) == CURLUE_OK &&
+	    sym_curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
 		out = xstrdup(s);
 	} else {
 		/* Not a URL curl can parse: keep what precedes any query. */
@@ -216,8 +209,8 @@ static char *url_shown(const char *url)
 		if (out == NULL)
 			abort();
 	}
-	curl_free(s);
-	curl_url_cleanup(u);
+	sym_curl_free(s);
+	sym_curl_url_cleanup(u);
 	return out;
 }
 
@@ -226,13 +219,13 @@ static int transfer_error(struct registry_resp *s, const char *url, gantry_error
 	cleanup_free char *shown = url_shown(url);
 
 	return gantry_error(err, 0, "GET %s: %s", shown,
-			    s->errbuf[0] ? s->errbuf : curl_easy_strerror(s->result));
+			    s->errbuf[0] ? s->errbuf : sym_curl_easy_strerror(s->result));
 }
 
 void registry_resp_end(struct registry_resp *s)
 {
 	if (s->started) {
-		curl_multi_remove_handle(s->reg->multi, s->reg->easy);
+		sym_curl_multi_remove_handle(s->reg->multi, s->reg->easy);
 		s->started = false;
 	}
 	resp_reset_headers(s);
@@ -251,43 +244,43 @@ static int resp_start(struct registry_resp *s, const char *url, const char *acce
 	cleanup_free char *acc = NULL;
 	int ret;
 
-	curl_easy_reset(h);
+	sym_curl_easy_reset(h);
 	s->status = 0;
 	s->errbuf[0] = '\0';
 	s->length = -1;
 	if (accept) {
 		xasprintf(&acc, "Accept: %s", accept);
-		hdrs = curl_slist_append(hdrs, acc);
+		hdrs = sym_curl_slist_append(hdrs, acc);
 	}
 	if (authz)
-		hdrs = curl_slist_append(hdrs, authz);
-	curl_easy_setopt(h, CURLOPT_URL, url);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, USER_AGENT);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)REGISTRY_CONNECT_SECONDS);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)REGISTRY_STALL_SECONDS);
-	curl_easy_setopt(h, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, s->errbuf);
-	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024L);
-	if (curl_multi_add_handle(s->reg->multi, h) != CURLM_OK) {
+		hdrs = sym_curl_slist_append(hdrs, authz);
+	sym_curl_easy_setopt(h, CURLOPT_URL, url);
+	sym_curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	sym_curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	sym_curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	sym_curl_easy_setopt(h, CURLOPT_USERAGENT, USER_AGENT);
+	sym_curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)REGISTRY_CONNECT_SECONDS);
+	sym_curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	sym_curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)REGISTRY_STALL_SECONDS);
+	sym_curl_easy_setopt(h, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+	sym_curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	sym_curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	sym_curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
+	sym_curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	sym_curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+	sym_curl_easy_setopt(h, CURLOPT_ERRORBUFFER, s->errbuf);
+	sym_curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L * 1024L);
+	if (sym_curl_multi_add_handle(s->reg->multi, h) != CURLM_OK) {
 		cleanup_free char *shown = url_shown(url);
 
-		curl_slist_free_all(hdrs);
+		sym_curl_slist_free_all(hdrs);
 		return gantry_error(err, 0, "GET %s: cannot start", shown);
 	}
 	s->started = true;
 	ret = resp_wait(s, UNTIL_HEADERS, err);
 	/* libcurl has sent the headers by now and keeps no pointer to them. */
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-	curl_slist_free_all(hdrs);
+	sym_curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+	sym_curl_slist_free_all(hdrs);
 	if (ret < 0)
 		return -1;
 	if (!s->headers_done)
@@ -304,7 +297,7 @@ ssize_t registry_pull(void *arg, const void **buf, gantry_error_t *err)
 		s->handed = false;
 		if (s->paused) {
 			s->paused = false;
-			curl_easy_pause(s->reg->easy, CURLPAUSE_CONT);
+			sym_curl_easy_pause(s->reg->easy, CURLPAUSE_CONT);
 		}
 	}
 	if (s->len == 0 && !s->done && resp_wait(s, UNTIL_DATA, err) < 0)
@@ -313,7 +306,7 @@ ssize_t registry_pull(void *arg, const void **buf, gantry_error_t *err)
 		if (s->result != CURLE_OK) {
 			char *url = NULL;
 
-			curl_easy_getinfo(s->reg->easy, CURLINFO_EFFECTIVE_URL, &url);
+			sym_curl_easy_getinfo(s->reg->easy, CURLINFO_EFFECTIVE_URL, &url);
 			return transfer_error(s, url ? url : "?", err);
 		}
 		return 0;
@@ -328,23 +321,23 @@ ssize_t registry_pull(void *arg, const void **buf, gantry_error_t *err)
 /* scheme and host[:port] of url; 0 on success. */
 static int url_origin(const char *url, char **scheme, char **hostport)
 {
-	CURLU *u = curl_url();
+	CURLU *u = sym_curl_url();
 	char *host = NULL, *port = NULL;
 	int ret = -1;
 
 	*scheme = *hostport = NULL;
-	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_SCHEME, scheme, 0) == CURLUE_OK &&
-	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
-		if (curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
+	if (u && sym_curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    sym_curl_url_get(u, CURLUPART_SCHEME, scheme, 0) == CURLUE_OK &&
+	    sym_curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+		if (sym_curl_url_get(u, CURLUPART_PORT, &port, 0) == CURLUE_OK)
 			xasprintf(hostport, "%s:%s", host, port);
 		else
 			*hostport = xstrdup(host);
 		ret = 0;
 	}
-	curl_free(host);
-	curl_free(port);
-	curl_url_cleanup(u);
+	sym_curl_free(host);
+	sym_curl_free(port);
+	sym_curl_url_cleanup(u);
 	return ret;
 }
 
@@ -371,7 +364,7 @@ static int check_url(const struct registry *r, const char *url, const char *what
 				   "%s: refusing %s to %s (plain HTTP only for loopback "
 				   "registries and those in " REF_INSECURE_ENV ")",
 				   what, scheme, host);
-	curl_free(scheme);
+	sym_curl_free(scheme);
 	free(host);
 	return ret;
 }
@@ -468,19 +461,19 @@ static void set_authz(struct registry *r, char *h)
 static char *token_url(const struct registry *r, const struct challenge *c, bool ping)
 {
 	CURL *h = r->easy;
-	char *svc = c->service ? curl_easy_escape(h, c->service, 0) : NULL;
+	char *svc = c->service ? sym_curl_easy_escape(h, c->service, 0) : NULL;
 	char *scope = NULL, *url, *own = NULL;
 
 	if (c->scope)
-		scope = curl_easy_escape(h, c->scope, 0);
+		scope = sym_curl_easy_escape(h, c->scope, 0);
 	else if (!ping) {
 		xasprintf(&own, "repository:%s:pull", r->repository);
-		scope = curl_easy_escape(h, own, 0);
+		scope = sym_curl_easy_escape(h, own, 0);
 	}
 	xasprintf(&url, "%s%sservice=%s%s%s", c->realm, strchr(c->realm, '?') ? "&" : "?",
 		  svc ? svc : "", scope ? "&scope=" : "", scope ? scope : "");
-	curl_free(svc);
-	curl_free(scope);
+	sym_curl_free(svc);
+	sym_curl_free(scope);
 	free(own);
 	return url;
 }
@@ -659,7 +652,7 @@ static int request(struct registry *r, const char *path, const char *accept, con
 				     REGISTRY_MAX_REDIRECTS);
 			goto fail;
 		}
-		curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &next);
+		sym_curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &next);
 		if (next == NULL) {
 			gantry_error(err, 0, "%s: HTTP %ld without a Location", what, s->status);
 			goto fail;
