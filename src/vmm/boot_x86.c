@@ -63,27 +63,17 @@ static bool range_in_file(uint64_t off, uint64_t size, size_t len)
 	return off <= len && size <= len - off;
 }
 
-/* One PT_LOAD (already checked): the whole pages of its file data are mapped
- * from fd when the file and guest addresses agree modulo the page size, the
- * partial pages at either end are copied, the rest up to p_memsz zeroed. */
-static void load_segment(struct guest_mem *m, const uint8_t *img, const Elf64_Phdr *ph, int fd)
+/* One PT_LOAD (already checked): its file data copied, the rest up to
+ * p_memsz zeroed. */
+static void load_segment(struct guest_mem *m, const uint8_t *img, const Elf64_Phdr *ph)
 {
 	uint8_t *dst = guest_ptr(m, ph->p_paddr, ph->p_memsz);
-	const uint8_t *src = img + ph->p_offset;
-	uint64_t head = (PAGE_SIZE - ph->p_paddr % PAGE_SIZE) % PAGE_SIZE, body = 0;
 
-	if (fd >= 0 && ph->p_paddr % PAGE_SIZE == ph->p_offset % PAGE_SIZE && head < ph->p_filesz)
-		body = ALIGN_DOWN(ph->p_filesz - head, PAGE_SIZE);
-	if (body && guest_mem_map_file(m, ph->p_paddr + head, fd, ph->p_offset + head, body)) {
-		memcpy(dst, src, head);
-		memcpy(dst + head + body, src + head + body, ph->p_filesz - head - body);
-	} else {
-		memcpy(dst, src, ph->p_filesz);
-	}
+	memcpy(dst, img + ph->p_offset, ph->p_filesz);
 	memset(dst + ph->p_filesz, 0, ph->p_memsz - ph->p_filesz);
 }
 
-static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, int fd,
+static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len,
 		    struct boot_image *out, gantry_error_t *err)
 {
 	bool entry_loaded = false;
@@ -151,7 +141,7 @@ static int load_elf(struct guest_mem *m, const uint8_t *img, size_t len, int fd,
 	for (i = 0; i < eh.e_phnum; i++) {
 		memcpy(&ph, img + eh.e_phoff + i * sizeof(ph), sizeof(ph));
 		if (ph.p_type == PT_LOAD)
-			load_segment(m, img, &ph, fd);
+			load_segment(m, img, &ph);
 	}
 
 	out->format = BOOT_FORMAT_ELF;
@@ -245,18 +235,12 @@ static bool is_bzimage(const uint8_t *img, size_t len)
 int boot_load_kernel(struct guest_mem *m, const void *img, size_t len, struct boot_image *out,
 		     gantry_error_t *err)
 {
-	return boot_load_kernel_file(m, img, len, -1, out, err);
-}
-
-int boot_load_kernel_file(struct guest_mem *m, const void *img, size_t len, int fd,
-			  struct boot_image *out, gantry_error_t *err)
-{
 	const uint8_t *p = img;
 	int ret;
 
 	memset(out, 0, sizeof(*out));
 	if (len >= SELFMAG && memcmp(p, ELFMAG, SELFMAG) == 0)
-		ret = load_elf(m, p, len, fd, out, err);
+		ret = load_elf(m, p, len, out, err);
 	else if (is_bzimage(p, len))
 		ret = load_bzimage(m, p, len, out, err);
 	else

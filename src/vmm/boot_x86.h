@@ -62,12 +62,6 @@ struct boot_e820 {
  * RAM before use; a malformed image fails with a message naming the field. */
 int boot_load_kernel(struct guest_mem *m, const void *img, size_t len, struct boot_image *out,
 		     gantry_error_t *err);
-/* The same, where img is the contents of the file fd: whole pages of ELF
- * segments are then mapped from the file copy-on-write rather than copied
- * (see guest_mem_map_file). */
-int boot_load_kernel_file(struct guest_mem *m, const void *img, size_t len, int fd,
-			  struct boot_image *out, gantry_error_t *err);
-
 /* Copy an initrd to the highest page-aligned address below both the
  * kernel's initrd_addr_max and the top of low RAM, and above kernel_end. */
 int boot_load_initrd(struct guest_mem *m, const struct boot_image *k, const void *initrd,

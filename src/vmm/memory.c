@@ -7,18 +7,31 @@
 #include "common/util.h"
 #include "vmm/memory.h"
 
+/* Guest RAM on 2 MiB boundaries: KVM maps a guest 2 MiB page with one
+ * nested page table entry only when the host address is aligned like the
+ * guest one and the host page behind it is a huge page (THP). */
+#define RAM_ALIGN (2u * MiB)
+
 static void *map_ram(uint64_t size)
 {
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint64_t span = size + RAM_ALIGN;
+	uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *start;
+	uintptr_t skip;
 
 	if (p == MAP_FAILED)
 		return NULL;
+	skip = (RAM_ALIGN - (uintptr_t)p % RAM_ALIGN) % RAM_ALIGN;
+	start = p + skip;
+	if (skip)
+		munmap(p, skip);
+	munmap(start + size, span - skip - size);
 	/* Guest RAM is worth huge pages when the host offers them. */
-	madvise(p, size, MADV_HUGEPAGE);
+	madvise(start, size, MADV_HUGEPAGE);
 	/* Keep guest memory out of core dumps of the VMM. */
-	madvise(p, size, MADV_DONTDUMP);
-	return p;
+	madvise(start, size, MADV_DONTDUMP);
+	return start;
 }
 
 int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err)
@@ -59,28 +72,6 @@ void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)
 	m->regions[0].hva = buf;
 	m->nr_regions = 1;
 	m->ram_size = size;
-}
-
-bool guest_mem_map_file(struct guest_mem *m, uint64_t gpa, int fd, uint64_t off, uint64_t len)
-{
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
-	void *hva, *p;
-
-	if (!m->mapped || len == 0 || (gpa | off | len) & (page - 1))
-		return false;
-	hva = guest_ptr(m, gpa, len);
-	if (hva == NULL)
-		return false;
-	p = mmap(hva, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)off);
-	if (p == MAP_FAILED) {
-		/* MAP_FIXED failed before replacing anything, or left a hole:
-		 * put anonymous zeroed RAM back either way. */
-		mmap(hva, len, PROT_READ | PROT_WRITE,
-		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-		return false;
-	}
-	madvise(p, len, MADV_DONTDUMP);
-	return true;
 }
 
 void guest_mem_destroy(struct guest_mem *m)

@@ -38,14 +38,6 @@ void guest_mem_destroy(struct guest_mem *m);
  * allowed, a range that wraps around is not). */
 void *guest_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len);
 
-/* Back [gpa, gpa + len) of mmap()ed guest RAM with the file's pages from
- * off, copy-on-write (MAP_PRIVATE), instead of copying them: the guest's
- * first touch of a page faults it in from the page cache. gpa, off and len
- * must be page-aligned and the range must lie in one region; false (and
- * nothing changed) otherwise or when the mapping fails. The file must not be
- * rewritten in place while the VM runs. */
-bool guest_mem_map_file(struct guest_mem *m, uint64_t gpa, int fd, uint64_t off, uint64_t len);
-
 /* Top of RAM below the MMIO hole (exclusive). */
 uint64_t guest_mem_low_top(const struct guest_mem *m);
 

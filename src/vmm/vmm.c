@@ -49,7 +49,6 @@ struct vmm {
 struct mapped_file {
 	void *data;
 	size_t len;
-	int fd;
 };
 
 static int map_file(const char *what, const char *path, struct mapped_file *f, gantry_error_t *err)
@@ -59,7 +58,6 @@ static int map_file(const char *what, const char *path, struct mapped_file *f, g
 
 	f->data = NULL;
 	f->len = 0;
-	f->fd = -1;
 	if (fd < 0)
 		return gantry_error_errno(err, "%s `%s`", what, path);
 	if (fstat(fd, &st) < 0)
@@ -74,7 +72,6 @@ static int map_file(const char *what, const char *path, struct mapped_file *f, g
 		return gantry_error_errno(err, "%s `%s`: mmap", what, path);
 	}
 	f->len = (size_t)st.st_size;
-	f->fd = steal_fd(&fd);
 	return 0;
 }
 
@@ -83,9 +80,6 @@ static void unmap_file(struct mapped_file *f)
 	if (f->data)
 		munmap(f->data, f->len);
 	f->data = NULL;
-	if (f->fd >= 0)
-		close(f->fd);
-	f->fd = -1;
 }
 
 static uint64_t host_ram_bytes(void)
@@ -204,7 +198,7 @@ static double now_ms(void)
 
 static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
 {
-	struct mapped_file kernel = { .fd = -1 }, initrd = { .fd = -1 };
+	struct mapped_file kernel = { 0 }, initrd = { 0 };
 	struct boot_image img;
 	uint64_t initrd_gpa = 0;
 	char *full;
@@ -218,7 +212,7 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	 * this host's KVM can do. */
 	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
 		goto out;
-	if (boot_load_kernel_file(&v->vm.mem, kernel.data, kernel.len, kernel.fd, &img, err) < 0) {
+	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
 		gantry_error_prefix(err, "%s", cfg->kernel);
 		goto out;
 	}
