@@ -117,6 +117,17 @@ static struct agent *agent_new(gantry_error_t *err)
 	return a;
 }
 
+/* Both listeners opened (a's paths name them), or a freed. */
+static int agent_listening(struct agent *a, struct agent **out)
+{
+	if (a->ctl_listen < 0 || a->stdio_listen < 0) {
+		agent_free(a);
+		return -1;
+	}
+	*out = a;
+	return 0;
+}
+
 int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
 {
 	struct agent *a = agent_new(err);
@@ -127,16 +138,9 @@ int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
 	xasprintf(&a->ctl_path, "%s/%d.sock", dir, PROTO_CONTROL_PORT);
 	xasprintf(&a->stdio_path, "%s/%d.sock", dir, PROTO_STDIO_PORT);
 	a->ctl_listen = listen_unix(a->ctl_path, err);
-	if (a->ctl_listen < 0)
-		goto fail;
-	a->stdio_listen = listen_unix(a->stdio_path, err);
-	if (a->stdio_listen < 0)
-		goto fail;
-	*out = a;
-	return 0;
-fail:
-	agent_free(a);
-	return -1;
+	if (a->ctl_listen >= 0)
+		a->stdio_listen = listen_unix(a->stdio_path, err);
+	return agent_listening(a, out);
 }
 
 int agent_attach(int fd, struct agent **out, gantry_error_t *err)
@@ -171,16 +175,9 @@ int agent_listen_vsock(struct agent **out, gantry_error_t *err)
 	xasprintf(&a->ctl_path, "vsock port %d", PROTO_CONTROL_PORT);
 	xasprintf(&a->stdio_path, "vsock port %d", PROTO_STDIO_PORT);
 	a->ctl_listen = listen_vsock(PROTO_CONTROL_PORT, err);
-	if (a->ctl_listen < 0)
-		goto fail;
-	a->stdio_listen = listen_vsock(PROTO_STDIO_PORT, err);
-	if (a->stdio_listen < 0)
-		goto fail;
-	*out = a;
-	return 0;
-fail:
-	agent_free(a);
-	return -1;
+	if (a->ctl_listen >= 0)
+		a->stdio_listen = listen_vsock(PROTO_STDIO_PORT, err);
+	return agent_listening(a, out);
 }
 
 void agent_cancel(struct agent *a)

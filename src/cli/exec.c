@@ -46,28 +46,19 @@ static void *exec_vm_thread(void *arg)
 	return NULL;
 }
 
+/* The guest's own words are shown sanitised: a hostile guest must not
+ * drive the user's terminal with escape sequences. */
 static void console_tail(const char *path)
 {
-	cleanup_fclose FILE *f = fopen(path, "r");
-	char *lines[EXEC_CONSOLE_TAIL] = { 0 };
-	char *line = NULL;
-	size_t cap = 0, n = 0;
+	char **lines;
+	size_t n = read_tail_lines(path, EXEC_CONSOLE_TAIL, &lines);
 
-	if (f == NULL)
-		return;
-	while (getline(&line, &cap, f) > 0) {
-		free(lines[n % EXEC_CONSOLE_TAIL]);
-		lines[n % EXEC_CONSOLE_TAIL] = xstrdup(line);
-		n++;
-	}
-	free(line);
 	if (n == 0)
 		return;
 	fprintf(stderr, "gantry: last lines of the guest console:\n");
-	for (size_t i = n > EXEC_CONSOLE_TAIL ? n - EXEC_CONSOLE_TAIL : 0; i < n; i++) {
-		fprintf(stderr, "  %s", lines[i % EXEC_CONSOLE_TAIL]);
-		free(lines[i % EXEC_CONSOLE_TAIL]);
-	}
+	for (size_t i = 0; i < n; i++)
+		fprintf(stderr, "  %s\n", lines[i]);
+	free_lines(lines, n);
 }
 
 /* `gantry exec NAME [-- CMD...]`. */

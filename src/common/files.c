@@ -107,6 +107,46 @@ int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_
 	return 0;
 }
 
+size_t read_tail_lines(const char *path, size_t max, char ***out)
+{
+	cleanup_fclose FILE *f = fopen(path, "re");
+	cleanup_free char *line = NULL;
+	char **ring, **lines;
+	size_t cap = 0, n = 0, first, i;
+	ssize_t got;
+
+	*out = NULL;
+	if (f == NULL || max == 0)
+		return 0;
+	ring = xzalloc(max * sizeof(*ring));
+	while ((got = getline(&line, &cap, f)) > 0) {
+		while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+			line[--got] = '\0';
+		for (ssize_t j = 0; j < got; j++)
+			if ((unsigned char)line[j] < 0x20 || line[j] == 0x7f)
+				line[j] = ' ';
+		free(ring[n % max]);
+		ring[n % max] = xstrdup(line);
+		n++;
+	}
+	/* Oldest first. */
+	first = n > max ? n % max : 0;
+	n = MIN(n, max);
+	lines = xzalloc((n ? n : 1) * sizeof(*lines));
+	for (i = 0; i < n; i++)
+		lines[i] = ring[(first + i) % max];
+	free(ring);
+	*out = lines;
+	return n;
+}
+
+void free_lines(char **lines, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(lines[i]);
+	free(lines);
+}
+
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st;

@@ -1,4 +1,4 @@
-/* Listening Unix sockets (see unixsock.h). */
+/* Listening Unix sockets and descriptor passing (see unixsock.h). */
 #include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -36,4 +36,25 @@ int unix_listen(const char *path, int backlog, gantry_error_t *err)
 		return gantry_error(err, r, "listen `%s`", path);
 	}
 	return steal_fd(&fd);
+}
+
+ssize_t unix_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	memset(&ctl, 0, sizeof(ctl));
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof(ctl.buf);
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &msg, flags);
 }

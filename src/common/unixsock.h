@@ -1,7 +1,10 @@
 /* Listening Unix sockets for the host side: the agent's ports, a VMM's vsock
- * bridge, a sandbox's ctl.sock. */
+ * bridge, a sandbox's ctl.sock; and passing a descriptor over one. */
 #ifndef GANTRY_COMMON_UNIXSOCK_H
 #define GANTRY_COMMON_UNIXSOCK_H
+
+#include <stddef.h>
+#include <sys/types.h>
 
 #include "common/error.h"
 
@@ -9,5 +12,9 @@
  * from the moment it exists. A socket left at path (by a process that died)
  * is replaced; anything else there makes it fail. */
 int unix_listen(const char *path, int backlog, gantry_error_t *err);
+
+/* sendmsg() of len bytes from buf with fd attached (SCM_RIGHTS); flags as
+ * for sendmsg. Returns what sendmsg returns. */
+ssize_t unix_send_fd(int sock, const void *buf, size_t len, int fd, int flags);
 
 #endif

@@ -190,43 +190,27 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
  * of its own: the directory holding them is about to be removed. */
 static void error_add_log_tail(gantry_error_t *err, const char *dir)
 {
-	cleanup_free char *path = NULL, *line = NULL, *msg = NULL;
-	char *lines[SANDBOX_LOG_TAIL] = { 0 };
-	size_t cap = 0, n = 0;
+	cleanup_free char *path = NULL, *msg = NULL;
 	const char *log;
-	FILE *f;
-	ssize_t got;
+	char **lines;
+	size_t n;
 
 	if (err == NULL || *err == NULL)
 		return;
 	log = strstr(gantry_error_str(*err), SANDBOX_CONSOLE) ? SANDBOX_CONSOLE : SANDBOX_LOG;
 	xasprintf(&path, "%s/%s", dir, log);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return;
-	while ((got = getline(&line, &cap, f)) > 0) {
-		while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
-			line[--got] = '\0';
-		for (ssize_t i = 0; i < got; i++)
-			if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
-				line[i] = ' ';
-		free(lines[n % SANDBOX_LOG_TAIL]);
-		lines[n % SANDBOX_LOG_TAIL] = xstrdup(line);
-		n++;
-	}
-	fclose(f);
+	n = read_tail_lines(path, SANDBOX_LOG_TAIL, &lines);
 	if (n == 0)
 		return;
 	xasprintf(&msg, "%s\nlast lines of its %s (removed with it):", gantry_error_str(*err), log);
-	for (size_t i = n > SANDBOX_LOG_TAIL ? n - SANDBOX_LOG_TAIL : 0; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		char *more;
 
-		xasprintf(&more, "%s\n  %s", msg, lines[i % SANDBOX_LOG_TAIL]);
+		xasprintf(&more, "%s\n  %s", msg, lines[i]);
 		free(msg);
 		msg = more;
 	}
-	for (size_t i = 0; i < SANDBOX_LOG_TAIL; i++)
-		free(lines[i]);
+	free_lines(lines, n);
 	gantry_error_free(err);
 	gantry_error(err, 0, "%s", msg);
 }

@@ -25,6 +25,7 @@
 
 #include "agent/session.h"
 #include "common/assets.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "sandbox/ctl.h"
 #include "sandbox/rwlayer.h"
@@ -386,31 +387,16 @@ static void guest_frames(struct sup *s)
 /* Hand a guest stdio stream to its session's client, with our STREAM. */
 static int pass_stream(struct client *c, int fd)
 {
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
 	struct proto_msg m = { .type = PROTO_STREAM };
 	uint8_t frame[PROTO_HDR_SIZE + 8];
-	struct iovec iov = { .iov_base = frame };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
 	ssize_t len;
 
 	m.u.stream.id = c->client_id;
 	len = proto_encode(&m, frame, sizeof(frame));
 	if (len < 0)
 		return -1;
-	iov.iov_len = (size_t)len;
-	memset(&ctl, 0, sizeof(ctl));
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof(ctl.buf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
+	return unix_send_fd(c->fd, frame, (size_t)len, fd, MSG_NOSIGNAL | MSG_DONTWAIT) == len ? 0
+												 : -1;
 }
 
 static void accept_stream(struct sup *s)

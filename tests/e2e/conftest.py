@@ -12,10 +12,12 @@ Tests that boot a guest carry the `kvm` marker and skip, with the reason,
 unless they run under tests/harness/kvmhost (which sets KVMHOST).
 """
 
+import contextlib
 import os
 import shutil
 import struct
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,20 @@ def build_dir():
 
 def boot_timeout():
     return float(os.environ.get("GANTRY_E2E_TIMEOUT", "120"))
+
+
+@contextlib.contextmanager
+def killed_after(p, seconds=None):
+    """Run the block with process p killed after seconds (boot_timeout() by
+    default), and killed at the end in any case: a guest that never answers
+    fails the test instead of hanging it."""
+    watchdog = threading.Timer(seconds or boot_timeout(), p.kill)
+    watchdog.start()
+    try:
+        yield p
+    finally:
+        watchdog.cancel()
+        p.kill()
 
 
 def pytest_configure(config):

@@ -5,12 +5,11 @@ import hashlib
 import os
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import boot_timeout, build_dir, killed_after
 
 pytestmark = pytest.mark.kvm
 
@@ -72,16 +71,10 @@ def test_sigterm_reaches_the_process(gantry, gexec, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    # A guest that never says "ready" must fail the test, not hang it.
-    watchdog = threading.Timer(boot_timeout(), p.kill)
-    watchdog.start()
-    try:
+    with killed_after(p):
         assert p.stdout.readline() == b"ready\n"
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=boot_timeout())
-    finally:
-        watchdog.cancel()
-        p.kill()
     assert p.returncode == 7, err
     assert out == b"got-term\n"
 
@@ -96,17 +89,12 @@ def test_third_interrupt_kills_a_pid1_without_handlers(gantry, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    watchdog = threading.Timer(boot_timeout(), p.kill)
-    watchdog.start()
-    try:
+    with killed_after(p):
         assert p.stdout.readline() == b"ready\n"
         for _ in range(3):
             p.send_signal(signal.SIGINT)
             time.sleep(0.5)
         out, err = p.communicate(timeout=boot_timeout())
-    finally:
-        watchdog.cancel()
-        p.kill()
     assert p.returncode == 128 + 9, err
     assert b"interrupted 3 times: killing the process" in err
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import boot_timeout, build_dir, killed_after
 
 pytestmark = pytest.mark.kvm
 
@@ -129,15 +129,10 @@ def test_exec_status_streams_and_signals(g):
     script = 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 1; done'
     p = g.popen("exec", "st", "--", "sh", "-c", script, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    watchdog = threading.Timer(boot_timeout(), p.kill)
-    watchdog.start()
-    try:
+    with killed_after(p):
         assert p.stdout.readline() == b"ready\n"
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=boot_timeout())
-    finally:
-        watchdog.cancel()
-        p.kill()
     assert p.returncode == 7, err
     assert out == b"got-term\n"
     # A session signalling the container's init does not end the sandbox.

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "agent/session.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/ctl.h"
@@ -391,13 +392,7 @@ static void *fake_supervisor(void *arg)
 	uint8_t *buf = xmalloc(PROTO_MAX_FRAME);
 	struct proto_msg m, out = { .type = PROTO_STARTED };
 	uint8_t frame[64];
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} ctl;
-	struct iovec iov = { .iov_base = frame };
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	struct cmsghdr *cm;
+	ssize_t len;
 	const char *why;
 	uint32_t id;
 
@@ -413,16 +408,9 @@ static void *fake_supervisor(void *arg)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	out = (struct proto_msg){ .type = PROTO_STREAM };
 	out.u.stream.id = id;
-	iov.iov_len = (size_t)proto_encode(&out, frame, sizeof(frame));
-	memset(&ctl, 0, sizeof(ctl));
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof(ctl.buf);
-	cm = CMSG_FIRSTHDR(&msg);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &sv[1], sizeof(int));
-	assert_true(sendmsg(fd, &msg, 0) > 0);
+	len = proto_encode(&out, frame, sizeof(frame));
+	assert_true(len > 0);
+	assert_int_equal(unix_send_fd(fd, frame, (size_t)len, sv[1], 0), len);
 	close(sv[1]);
 
 	/* The guest's side of the stream: stdin's EOF arrives, output goes. */
