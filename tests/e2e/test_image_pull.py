@@ -441,6 +441,32 @@ def test_blob_digest_mismatch(g, anon):
     _nothing_left(g)
 
 
+def _library_path(soname):
+    p = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        if line.strip().startswith(soname + " ") and "=>" in line:
+            return line.split("=>", 1)[1].strip()
+    return None
+
+
+@pytest.mark.parametrize("soname,package", [("libcurl.so.4", "libcurl4"),
+                                            ("libarchive.so.13", "libarchive13")])
+def test_missing_library_is_one_line(g, anon, soname, package):
+    # gantry loads libcurl and libarchive only when it needs them; with one
+    # missing (hidden under /dev/null in a mount namespace of our own) a pull
+    # fails with one line naming it and its package, and leaves nothing.
+    path = _library_path(soname)
+    if os.geteuid() != 0 or shutil.which("unshare") is None or path is None:
+        pytest.skip(f"hiding {soname} needs root, unshare and the library in ldconfig's cache")
+    script = 'mount --bind /dev/null "$1" && shift && exec "$@"'
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", path, str(g.bin), "image",
+                        "pull", f"{anon.host}/test/multi:1"],
+                       env=g.env, capture_output=True, text=True, timeout=300)
+    line = one_error_line(p)
+    assert f"cannot load {soname} (apt-get install {package})" in line, line
+    _nothing_left(g)
+
+
 # ---- rm and prune ----
 
 def test_rm_and_prune(g, anon):
