@@ -50,14 +50,6 @@ struct agent {
 	size_t npassed;
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static uint64_t deadline_of(int timeout_ms)
 {
 	return timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;

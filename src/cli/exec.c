@@ -26,6 +26,7 @@
 #define EXEC_HELLO_TIMEOUT 120000
 #define EXEC_SHUTDOWN_MS   30000
 #define EXEC_CONSOLE_TAIL  20
+#define EXEC_APPEND	   "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init"
 
 struct exec_vm {
 	struct vmm_config cfg;
@@ -108,6 +109,8 @@ int cmd_exec(int argc, char **argv)
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
 	const char *image_src = NULL, *timing;
+	/* GANTRY_BOOT_TIMING milestones, ms from the start of cmd_exec */
+	double t0 = now_ms_frac(), t_image = 0, t_hello = 0, t_done = 0;
 	uint64_t cpus = 1;
 	bool help = false, show_console = false, dashdash, vm_started = false;
 	int rest, status = EXEC_VM_FAILED;
@@ -157,6 +160,7 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (image_resolve(image_src, &img, &err) < 0)
 		goto fail;
+	t_image = now_ms_frac() - t0;
 	if (sandbox_process_init(&proc, img.config, argv + rest, (size_t)(argc - rest), &err) < 0)
 		goto fail;
 
@@ -171,10 +175,11 @@ int cmd_exec(int argc, char **argv)
 	vm.cfg.disks[0] = (struct vmm_disk){ sysroot, true };
 	vm.cfg.disks[1] = (struct vmm_disk){ img.path, true };
 	vm.cfg.nr_disks = 2;
-	vm.cfg.append = "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init";
 	vm.cfg.vsock_dir = rundir;
 	timing = getenv("GANTRY_BOOT_TIMING");
 	vm.cfg.timing = timing && *timing && strcmp(timing, "0") != 0;
+	/* With timing, gantry-init logs its milestones on the console too. */
+	vm.cfg.append = vm.cfg.timing ? EXEC_APPEND " gantry.debug=1" : EXEC_APPEND;
 	if (show_console)
 		vm.cfg.console_fd = STDERR_FILENO;
 	else
@@ -187,9 +192,12 @@ int cmd_exec(int argc, char **argv)
 	}
 	vm_started = true;
 
-	if (agent_wait_hello(vm.agent, EXEC_HELLO_TIMEOUT, NULL, &err) < 0 ||
-	    agent_run(vm.agent, &proc.p, &res, &err) < 0)
+	if (agent_wait_hello(vm.agent, EXEC_HELLO_TIMEOUT, NULL, &err) < 0)
 		goto fail;
+	t_hello = now_ms_frac() - t0;
+	if (agent_run(vm.agent, &proc.p, &res, &err) < 0)
+		goto fail;
+	t_done = now_ms_frac() - t0;
 	status = agent_result_status(&res);
 	if (res.error)
 		fprintf(stderr, "gantry: exec: %s\n", res.message ? res.message : "cannot run");
@@ -217,6 +225,11 @@ out:
 	if (vm_started) {
 		pthread_join(vm.thread, NULL);
 		gantry_error_free(&vm.err);
+		if (vm.cfg.timing)
+			fprintf(stderr,
+				"gantry: exec: image ready %.1f ms, guest HELLO %.1f ms, command "
+				"done %.1f ms, VM gone %.1f ms\n",
+				t_image, t_hello, t_done, now_ms_frac() - t0);
 	}
 	if (vm.agent)
 		agent_free(vm.agent);

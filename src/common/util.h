@@ -54,4 +54,9 @@ int parse_u64(const char *s, uint64_t max, uint64_t *out);
 int read_full(int fd, void *buf, size_t len);
 int write_full(int fd, const void *buf, size_t len);
 
+/* CLOCK_MONOTONIC in milliseconds: whole ones for deadlines, fractional
+ * ones for timings. */
+uint64_t now_ms(void);
+double now_ms_frac(void);
+
 #endif

@@ -151,14 +151,6 @@ static bool helper_name_valid(const char *name)
 	return true;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The helper's output until EOF, CREDS_JSON_MAX bytes or the deadline;
  * false when the deadline passed. */
 static bool helper_read(int fd, char *out, size_t *len, int64_t deadline)
@@ -167,7 +159,7 @@ static bool helper_read(int fd, char *out, size_t *len, int64_t deadline)
 	ssize_t r;
 
 	while (*len < CREDS_JSON_MAX) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - (int64_t)now_ms();
 
 		if (left <= 0)
 			return false;
@@ -192,7 +184,7 @@ static bool helper_wait(pid_t pid, int *status, int64_t deadline)
 {
 	pid_t w;
 
-	while ((w = waitpid(pid, status, WNOHANG)) == 0 && now_ms() < deadline) {
+	while ((w = waitpid(pid, status, WNOHANG)) == 0 && (int64_t)now_ms() < deadline) {
 		struct timespec nap = { 0, 10 * 1000 * 1000 };
 
 		nanosleep(&nap, NULL);
@@ -259,7 +251,7 @@ static int helper_get(const char *name, const char *registry, struct registry_cr
 		return 0;
 	}
 	out = xmalloc(CREDS_JSON_MAX + 1);
-	deadline = now_ms() + CREDS_HELPER_SECONDS * 1000;
+	deadline = (int64_t)now_ms() + CREDS_HELPER_SECONDS * 1000;
 	in_time = helper_read(op[0], out, &len, deadline);
 	close(op[0]);
 	in_time = helper_wait(pid, &status, in_time ? deadline : 0) && in_time;

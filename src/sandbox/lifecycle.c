@@ -25,14 +25,6 @@
 #define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
 #define SANDBOX_LOG_TAIL 20 /* lines of a log quoted by a failed first boot */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void rfc3339_now(char **out)
 {
 	char buf[32];

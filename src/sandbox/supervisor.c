@@ -97,14 +97,6 @@ static void sup_log(const char *fmt, ...)
 		(int)getpid(), msg);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void *vm_thread(void *arg)
 {
 	struct sup *s = arg;

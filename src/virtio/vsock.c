@@ -169,14 +169,6 @@ static void link_del(struct link *n)
 	link_init(n);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* Wake the loop: it frees dead connections and resumes an RX fill. */
 static void vsock_kick(struct virtio_vsock *vs)
 {

@@ -188,14 +188,6 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 	return 0;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
 {
 	struct mapped_file kernel = { 0 }, initrd = { 0 };
@@ -219,10 +211,10 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	if (initrd.data &&
 	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
 		goto out;
-	v->t_loaded = now_ms();
+	v->t_loaded = now_ms_frac();
 	if (vm_create(&v->vm, err) < 0)
 		goto out;
-	v->t_kvm = now_ms();
+	v->t_kvm = now_ms_frac();
 
 	serial_init(&v->serial, &v->vm, v->console_fd);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
@@ -289,7 +281,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 {
 	struct vmm v;
 	cleanup_close int console_fd = -1;
-	double t0 = now_ms(), t_run;
+	double t0 = now_ms_frac(), t_run;
 	int r = -1;
 
 	memset(&v, 0, sizeof(v));
@@ -308,7 +300,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 		goto out;
 	if (ioloop_start(&v.vm.io, err) < 0)
 		goto out;
-	t_run = now_ms();
+	t_run = now_ms_frac();
 	if (vcpus_start(&v.vm, err) < 0)
 		goto out;
 	vcpus_wait(&v.vm);
@@ -319,7 +311,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 			"gantry: setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
 			"vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s\n",
 			t_run - t0, v.t_loaded - t0, v.t_kvm - v.t_loaded, t_run - v.t_kvm,
-			now_ms() - t_run, atomic_load(&v.vm.stats.exits),
+			now_ms_frac() - t_run, atomic_load(&v.vm.stats.exits),
 			atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
 			atomic_load(&v.vm.stats.unhandled), v.vm.end_reason);
 	switch (v.vm.end) {

@@ -127,14 +127,6 @@ static void print_console_tail(const char *dir)
 	fprintf(stderr, "agentrun: --- console tail ---\n%s\nagentrun: ---\n", buf);
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1000 + (double)ts.tv_nsec / 1e6;
-}
-
 int main(int argc, char **argv)
 {
 	static struct vm_thread vm;
@@ -153,7 +145,7 @@ int main(int argc, char **argv)
 	bool debug = false, with_vm, vm_started = false, vsock = false;
 	uint64_t u;
 	pid_t init_pid = -1;
-	double t0 = now_ms();
+	double t0 = now_ms_frac();
 
 	vm.cfg.cpus = 1;
 	vm.cfg.mem_mib = VMM_DEFAULT_MEM;
@@ -255,7 +247,7 @@ int main(int argc, char **argv)
 	fprintf(stderr,
 		"agentrun: HELLO after %.0f ms: protocol %u, guest uptime %llu ms, %u cpus, kernel "
 		"%s\n",
-		now_ms() - t0, hello.version, (unsigned long long)hello.uptime_ms, hello.ncpus,
+		now_ms_frac() - t0, hello.version, (unsigned long long)hello.uptime_ms, hello.ncpus,
 		hello.kernel);
 	if (killer.signo) {
 		killer.agent = agent;
@@ -301,7 +293,7 @@ wait_guest:
 			guest_status = WEXITSTATUS(ws);
 	}
 	fprintf(stderr, "agentrun: guest ended with status %d after %.0f ms\n", guest_status,
-		now_ms() - t0);
+		now_ms_frac() - t0);
 	/* A kernel without CONFIG_X86_IOPL_IOPERM cannot reach the exit port,
 	 * and gantry-init falls back to a reset (status 0): a warning here; the
 	 * tests check the status where the kernel has it. */
