@@ -257,7 +257,7 @@ static int control_next(struct agent *a, struct proto_msg *m, uint64_t deadline,
 	}
 }
 
-int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,
+int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 		     gantry_error_t *err)
 {
 	uint64_t deadline = deadline_of(timeout_ms);
@@ -302,7 +302,20 @@ int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,
 		hello->kernel = a->kernel;
 	}
 	proto_msg_free(&m);
-	return 0;
+
+	if (control_next(a, &m, deadline, err) < 0)
+		return gantry_error_prefix(err, "waiting for the guest to be ready");
+	if (m.type != PROTO_READY) {
+		gantry_error(err, EPROTO, "the guest sent %s before READY",
+			     proto_type_name(m.type));
+	} else if (m.u.ready.message && *m.u.ready.message) {
+		gantry_error(err, 0, "the guest cannot run processes: %s", m.u.ready.message);
+	} else {
+		proto_msg_free(&m);
+		return 0;
+	}
+	proto_msg_free(&m);
+	return -1;
 }
 
 /* --- signals -------------------------------------------------------------------------- */

@@ -63,9 +63,11 @@ int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_err
  * guest whose VMM has an in-kernel vsock device (vhost-vsock): bench/exec's
  * QEMU side. */
 int agent_listen_vsock(struct agent **out, gantry_error_t *err);
-/* Wait up to timeout_ms (-1: forever) for gantry-init to dial and say HELLO;
- * *hello (optional) gets a copy, its kernel string owned by the agent. */
-int agent_wait_hello(struct agent *a, int timeout_ms, struct proto_hello *hello,
+/* Wait up to timeout_ms (-1: forever) for gantry-init to dial, say HELLO and
+ * then READY; *hello (optional) gets a copy of HELLO, its kernel string owned
+ * by the agent. A READY with a message (the container root or a sandbox's
+ * container could not be set up) fails with that message. */
+int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 		     gantry_error_t *err);
 /* Run one process and relay its stdio until it ends. 0 with *res filled
  * (a non-zero exit, a signal or an ERROR are results, not failures); -1

@@ -6,9 +6,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "agent/session.h"
@@ -23,13 +26,14 @@
 #include "vmm/vmm.h"
 
 #define EXEC_VM_FAILED	   125 /* the VM or Gantry failed, not the process */
-#define EXEC_HELLO_TIMEOUT 120000
-#define EXEC_SHUTDOWN_MS   30000
+#define EXEC_READY_TIMEOUT 120000
 #define EXEC_CONSOLE_TAIL  20
 #define EXEC_APPEND	   "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init"
 
 struct exec_vm {
 	struct vmm_config cfg;
+	int stop_fd;	    /* written to end the VM */
+	atomic_bool ended; /* vmm_run returned (before the agent is cancelled) */
 	struct agent *agent;
 	pthread_t thread;
 	int status;
@@ -42,9 +46,17 @@ static void *exec_vm_thread(void *arg)
 	struct exec_vm *vm = arg;
 
 	vm->rc = vmm_run(&vm->cfg, &vm->status, &vm->err);
+	atomic_store(&vm->ended, true);
 	/* The guest is gone: whatever waits on it must stop waiting. */
 	agent_cancel(vm->agent);
 	return NULL;
+}
+
+static void stop_vm(struct exec_vm *vm)
+{
+	uint64_t one = 1;
+
+	(void)!write(vm->stop_fd, &one, sizeof(one));
 }
 
 /* The guest's own words are shown sanitised: a hostile guest must not
@@ -100,7 +112,7 @@ static void exec_usage(FILE *out, const struct flag *flags)
 
 int cmd_exec(int argc, char **argv)
 {
-	struct exec_vm vm = { .cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM } };
+	struct exec_vm vm = { .cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM }, .stop_fd = -1 };
 	cleanup_free char *kernel = NULL, *sysroot = NULL, *default_image = NULL,
 			  *console = NULL;
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
@@ -110,7 +122,7 @@ int cmd_exec(int argc, char **argv)
 	gantry_error_t err = NULL;
 	const char *image_src = NULL, *timing;
 	/* GANTRY_BOOT_TIMING milestones, ms from the start of cmd_exec */
-	double t0 = now_ms_frac(), t_image = 0, t_hello = 0, t_done = 0;
+	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
 	uint64_t cpus = 1;
 	bool help = false, show_console = false, dashdash, vm_started = false;
 	int rest, status = EXEC_VM_FAILED;
@@ -176,6 +188,11 @@ int cmd_exec(int argc, char **argv)
 	vm.cfg.disks[1] = (struct vmm_disk){ img.path, true };
 	vm.cfg.nr_disks = 2;
 	vm.cfg.vsock_dir = rundir;
+	vm.cfg.stop_fd = vm.stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm.stop_fd < 0) {
+		gantry_error_errno(&err, "eventfd");
+		goto fail;
+	}
 	timing = getenv("GANTRY_BOOT_TIMING");
 	vm.cfg.timing = timing && *timing && strcmp(timing, "0") != 0;
 	/* With timing, gantry-init logs its milestones on the console too. */
@@ -192,21 +209,30 @@ int cmd_exec(int argc, char **argv)
 	}
 	vm_started = true;
 
-	if (agent_wait_hello(vm.agent, EXEC_HELLO_TIMEOUT, NULL, &err) < 0)
+	if (agent_wait_ready(vm.agent, EXEC_READY_TIMEOUT, NULL, &err) < 0)
 		goto fail;
-	t_hello = now_ms_frac() - t0;
+	t_ready = now_ms_frac() - t0;
 	if (agent_run(vm.agent, &proc.p, &res, &err) < 0)
 		goto fail;
 	t_done = now_ms_frac() - t0;
 	status = agent_result_status(&res);
 	if (res.error)
 		fprintf(stderr, "gantry: exec: %s\n", res.message ? res.message : "cannot run");
-	agent_shutdown(vm.agent, status, EXEC_SHUTDOWN_MS, NULL);
+	/* The status and every byte of output are here, and the guest has
+	 * nothing to save (both its disks are read-only; the container's
+	 * writable layer is guest memory): end the VM now rather than wait
+	 * for the guest to power itself off. */
+	stop_vm(&vm);
 	goto out;
 
 fail:
 	status = EXEC_VM_FAILED;
 	if (vm_started) {
+		bool ended_itself = atomic_load(&vm.ended);
+
+		/* A guest that is still up (it did not get ready in time, or its
+		 * agent broke) is ended here. */
+		stop_vm(&vm);
 		pthread_join(vm.thread, NULL);
 		vm_started = false;
 		if (vm.rc < 0) {
@@ -214,7 +240,8 @@ fail:
 			gantry_error_print(&vm.err);
 		} else {
 			gantry_error_print(&err);
-			fprintf(stderr, "gantry: the VM ended before the command finished\n");
+			if (ended_itself)
+				fprintf(stderr, "gantry: the VM ended before the command finished\n");
 		}
 		if (!show_console)
 			console_tail(console);
@@ -227,12 +254,14 @@ out:
 		gantry_error_free(&vm.err);
 		if (vm.cfg.timing)
 			fprintf(stderr,
-				"gantry: exec: image ready %.1f ms, guest HELLO %.1f ms, command "
+				"gantry: exec: image ready %.1f ms, guest ready %.1f ms, command "
 				"done %.1f ms, VM gone %.1f ms\n",
-				t_image, t_hello, t_done, now_ms_frac() - t0);
+				t_image, t_ready, t_done, now_ms_frac() - t0);
 	}
 	if (vm.agent)
 		agent_free(vm.agent);
+	if (vm.stop_fd >= 0)
+		close(vm.stop_fd);
 	if (rundir[strlen(rundir) - 1] != 'X')
 		rm_tree(rundir);
 	agent_result_free(&res);

@@ -4,8 +4,8 @@
  * the image on /dev/vdb and, with gantry.rw=1, a writable ext4 on /dev/vdc.
  * In order: dial the host's control port and say HELLO (the host learns the
  * guest is up before anything else happens), mount the pseudo filesystems,
- * assemble the container root, then serve the host: EXEC, SIGNAL, RESIZE,
- * SHUTDOWN. Orphans are reaped. SHUTDOWN, or the control connection closing,
+ * assemble the container root (in a sandbox, start its container), say READY
+ * (or why not), then serve the host: EXEC, SIGNAL, RESIZE, SHUTDOWN. Orphans are reaped. SHUTDOWN, or the control connection closing,
  * syncs, unmounts and powers off with the status given.
  *
  * Kernel parameters (read from /proc/cmdline, since dotted ones never reach
@@ -204,6 +204,19 @@ static void send_hello(struct guest *g)
 	m.u.hello.ncpus =
 		sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (uint32_t)CPU_COUNT(&cpus) : 0;
 	m.u.hello.kernel = uname(&u) == 0 ? u.release : "";
+	guest_send(g, &m);
+}
+
+/* READY: empty when processes can run, else why not (within a frame). */
+static void send_ready(struct guest *g)
+{
+	struct proto_msg m = { .type = PROTO_READY };
+	char why[1024];
+
+	if (g->rootfs_error) {
+		snprintf(why, sizeof(why), "%s", g->rootfs_error);
+		m.u.ready.message = why;
+	}
 	guest_send(g, &m);
 }
 
@@ -560,5 +573,6 @@ int main(int argc, char **argv)
 	if (cfg->persist && g.rootfs_error == NULL)
 		session_container_start(&g);
 	guest_debug(&g, "ready");
+	send_ready(&g);
 	serve(&g);
 }

@@ -302,7 +302,7 @@ void session_exec(struct guest *g, struct proto_exec *e)
 {
 	struct session *s = NULL;
 	struct proto_msg hello = { .type = PROTO_STREAM };
-	char *why = NULL;
+	char *why = NULL, root[32];
 	size_t slot;
 	int code;
 
@@ -329,7 +329,13 @@ void session_exec(struct guest *g, struct proto_exec *e)
 				 "the sandbox's container is gone; stop and resume it");
 		return;
 	}
-	code = rootfs_find_command(g->cfg.rootfs, e->argv[0], e->env, e->cwd, &why);
+	/* Look the command up as the container sees its files: in a sandbox
+	 * that is its long-lived container's root and mounts (a file it made
+	 * on a tmpfs of its own included), through /proc/PID/root. */
+	if (g->cfg.persist)
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)g->container);
+	code = rootfs_find_command(g->cfg.persist ? root : g->cfg.rootfs, e->argv[0], e->env,
+				   e->cwd, &why);
 	if (code) {
 		guest_send_error(g, e->id, (uint32_t)code, "%s", why ? why : "cannot run");
 		free(why);

@@ -243,6 +243,7 @@ size_t proto_max_body(uint16_t type)
 	case PROTO_SIGNAL:
 	case PROTO_RESIZE:
 	case PROTO_SHUTDOWN:
+	case PROTO_READY:
 	case PROTO_STREAM:
 	case PROTO_EOF:
 		return PROTO_MAX_CONTROL;
@@ -274,6 +275,8 @@ const char *proto_type_name(uint16_t type)
 		return "RESIZE";
 	case PROTO_SHUTDOWN:
 		return "SHUTDOWN";
+	case PROTO_READY:
+		return "READY";
 	case PROTO_STREAM:
 		return "STREAM";
 	case PROTO_STDIN:
@@ -361,6 +364,9 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 		proto_put_u32(&w, m->u.error.id);
 		proto_put_u32(&w, m->u.error.code);
 		proto_put_str(&w, m->u.error.message);
+		break;
+	case PROTO_READY:
+		proto_put_str(&w, m->u.ready.message);
 		break;
 	case PROTO_SIGNAL:
 		if (m->u.signal.signo == 0 || m->u.signal.signo > PROTO_MAX_SIGNAL)
@@ -468,6 +474,8 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		    proto_get_str(r, PROTO_MAX_STRING, &m->u.error.message) < 0)
 			return -1;
 		return 0;
+	case PROTO_READY:
+		return proto_get_str(r, PROTO_MAX_STRING, &m->u.ready.message);
 	case PROTO_SIGNAL:
 		if (proto_get_u32(r, &m->u.signal.id) < 0 ||
 		    proto_get_u32(r, &m->u.signal.signo) < 0)
@@ -555,6 +563,9 @@ void proto_msg_free(struct proto_msg *m)
 		break;
 	case PROTO_ERROR:
 		free(m->u.error.message);
+		break;
+	case PROTO_READY:
+		free(m->u.ready.message);
 		break;
 	default:
 		break;

@@ -4,9 +4,9 @@
  *
  * Connections (both dialled by the guest, so the host only listens):
  *  - control: gantry-init connects to host port PROTO_CONTROL_PORT as soon as
- *    it runs and sends HELLO. The host sends EXEC, SIGNAL, RESIZE, SHUTDOWN;
- *    the guest answers STARTED, EXIT, ERROR. Exit status travels here, never
- *    in a byte stream.
+ *    it runs and sends HELLO, then READY once it can run processes. The host
+ *    sends EXEC, SIGNAL, RESIZE, SHUTDOWN; the guest answers STARTED, EXIT,
+ *    ERROR. Exit status travels here, never in a byte stream.
  *  - stdio: one stream per process. The guest connects to host port
  *    PROTO_STDIO_PORT, sends STREAM naming the session id, then STDOUT and
  *    STDERR data frames (one output stream, STDOUT, with a tty) and an EOF
@@ -23,6 +23,9 @@
  *
  * Messages (direction, body):
  *   HELLO     g->h  version u32, uptime_ms u64, ncpus u32, kernel str
+ *   READY     g->h  message str: empty once the container root is assembled
+ *                   (in a sandbox: once its long-lived container runs), else
+ *                   why it cannot be; sent once, right after HELLO's work
  *   EXEC      h->g  id u32, argv strv, env strv, cwd str, uid u32, gid u32,
  *                   gids u32-list, flags u32 (PROTO_EXEC_TTY), rows u32, cols u32
  *   STARTED   g->h  id u32, pid u32 (in the guest's namespace)
@@ -50,7 +53,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define PROTO_VERSION	   1
+#define PROTO_VERSION	   2
 #define PROTO_CONTROL_PORT 1025
 #define PROTO_STDIO_PORT   1026
 
@@ -80,6 +83,7 @@ enum proto_type {
 	PROTO_SIGNAL = 6,
 	PROTO_RESIZE = 7,
 	PROTO_SHUTDOWN = 8,
+	PROTO_READY = 9,
 	PROTO_STREAM = 16,
 	PROTO_STDIN = 17,
 	PROTO_STDOUT = 18,
@@ -132,6 +136,9 @@ struct proto_msg {
 		} started;
 		struct proto_exit exit;
 		struct proto_error error;
+		struct {
+			char *message;
+		} ready;
 		struct {
 			uint32_t id, signo;
 		} signal;

@@ -34,7 +34,7 @@
 #include "vmm/vmm.h"
 
 #define SUP_MAX_CLIENTS	     256
-#define SUP_HELLO_TIMEOUT_MS 180000
+#define SUP_AGENT_TIMEOUT_MS 180000
 #define SUP_READY_TIMEOUT_MS 300000 /* nested test hosts boot slowly */
 #define SUP_STREAM_READ_MS   5000
 #define SUP_LOCK_WAIT_MS     3000
@@ -573,7 +573,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 	if (pthread_create(&s->thread, NULL, vm_thread, s) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
 	s->thread_on = true;
-	if (agent_wait_hello(s->agent, SUP_HELLO_TIMEOUT_MS, NULL, err) < 0) {
+	if (agent_wait_ready(s->agent, SUP_AGENT_TIMEOUT_MS, NULL, err) < 0) {
 		if (s->vm_rc < 0) {
 			gantry_error_free(err);
 			return gantry_error(err, 0, "%s", gantry_error_str(s->vm_err));

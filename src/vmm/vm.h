@@ -24,6 +24,7 @@ enum vm_end {
 	VM_END_EXIT,	 /* the guest wrote its status to the exit port */
 	VM_END_RESET,	 /* reset request: i8042 0xfe, 0xcf9, triple fault */
 	VM_END_SHUTDOWN, /* KVM system event shutdown */
+	VM_END_STOP,	 /* the host asked (vmm_config.stop_fd) */
 	VM_END_FAILURE,	 /* the VMM could not go on (KVM error, bad state) */
 };
 

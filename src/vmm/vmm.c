@@ -148,6 +148,15 @@ static void vmm_console_input(void *opaque, int fd, unsigned int events)
 		ioloop_remove(&v->vm.io, fd); /* hung up: stop polling it */
 }
 
+static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
+{
+	struct vmm *v = opaque;
+
+	(void)fd;
+	(void)events;
+	vm_request_end(&v->vm, VM_END_STOP, 0, "stopped by its host");
+}
+
 /* Place a device in the MMIO hole, wire its interrupt through an irqfd and
  * each queue's notify register through an ioeventfd, and declare it on the
  * kernel command line. */
@@ -218,6 +227,8 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 
 	serial_init(&v->serial, &v->vm, v->console_fd);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
+		goto out;
+	if (cfg->stop_fd > 0 && ioloop_add(&v->vm.io, cfg->stop_fd, vmm_stop_requested, v, err) < 0)
 		goto out;
 	if (cfg->console_input && isatty(STDIN_FILENO) &&
 	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
@@ -321,6 +332,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 		break;
 	case VM_END_RESET:
 	case VM_END_SHUTDOWN:
+	case VM_END_STOP:
 		*status = atomic_load(&v.vm.guest_status);
 		r = 0;
 		break;

@@ -34,6 +34,10 @@ struct vmm_config {
 	unsigned int cpus;
 	uint64_t mem_mib;
 	bool timing; /* print boot timing and exit counts on stderr */
+	/* > 0: the VM ends, without asking the guest, once this fd turns
+	 * readable (an eventfd its owner writes). Only for a guest with nothing
+	 * left to lose: no writable disk whose writes are still in its cache. */
+	int stop_fd;
 };
 
 /* Check the config against this host before touching KVM: files exist and

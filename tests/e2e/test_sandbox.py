@@ -126,6 +126,11 @@ def test_exec_status_streams_and_signals(g):
     assert "no-such-command" in one_line(r)
     r = g.sh("st", 'sh -c "kill -TERM \\$\\$"; exit $?')
     assert r.returncode == 128 + 15
+    # The command is looked up as the container sees its files: a script it
+    # wrote to its own /tmp (a tmpfs of its mount namespace, not the guest's).
+    g.sh("st", "printf '#!/bin/sh\\necho from-tmp\\n' >/tmp/hi && chmod +x /tmp/hi", check=True)
+    r = g.run("exec", "st", "--", "/tmp/hi")
+    assert (r.returncode, r.stdout) == (0, b"from-tmp\n"), r
     script = 'trap "echo got-term; exit 7" TERM; echo ready; while :; do sleep 1; done'
     p = g.popen("exec", "st", "--", "sh", "-c", script, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -32,6 +32,7 @@ enum script {
 	GUEST_HANG_UP,	 /* closes the control connection after EXEC */
 	GUEST_OLD,	 /* HELLO with another protocol version */
 	GUEST_SILENT,	 /* connects and says nothing */
+	GUEST_UNREADY,	 /* HELLO, then READY saying why it cannot run anything */
 };
 
 struct guest {
@@ -127,6 +128,12 @@ static void *guest_main(void *opaque)
 					 .ncpus = 2,
 					 .kernel = "fake" } });
 	if (g->script == GUEST_OLD) {
+		close(c);
+		return NULL;
+	}
+	send_msg(c, (struct proto_msg){ .type = PROTO_READY,
+					.u.ready.message = g->script == GUEST_UNREADY ? "no root" : NULL });
+	if (g->script == GUEST_UNREADY) {
 		close(c);
 		return NULL;
 	}
@@ -242,8 +249,8 @@ static void hello(struct fixture *f)
 	struct proto_hello h;
 	gantry_error_t err = NULL;
 
-	if (agent_wait_hello(f->agent, 5000, &h, &err) < 0)
-		fail_msg("agent_wait_hello: %s", gantry_error_str(err));
+	if (agent_wait_ready(f->agent, 5000, &h, &err) < 0)
+		fail_msg("agent_wait_ready: %s", gantry_error_str(err));
 	assert_int_equal(h.version, PROTO_VERSION);
 	assert_int_equal(h.uptime_ms, 123);
 	assert_int_equal(h.ncpus, 2);
@@ -429,8 +436,19 @@ static void test_version_mismatch(void **state)
 	gantry_error_t err = NULL;
 
 	start_guest(f, GUEST_OLD);
-	assert_int_equal(agent_wait_hello(f->agent, 5000, NULL, &err), -1);
+	assert_int_equal(agent_wait_ready(f->agent, 5000, NULL, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "protocol version 99"));
+	gantry_error_free(&err);
+}
+
+static void test_not_ready(void **state)
+{
+	struct fixture *f = *state;
+	gantry_error_t err = NULL;
+
+	start_guest(f, GUEST_UNREADY);
+	assert_int_equal(agent_wait_ready(f->agent, 5000, NULL, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "cannot run processes: no root"));
 	gantry_error_free(&err);
 }
 
@@ -440,12 +458,12 @@ static void test_hello_timeout(void **state)
 	gantry_error_t err = NULL;
 
 	/* Nobody dials. */
-	assert_int_equal(agent_wait_hello(f->agent, 50, NULL, &err), -1);
+	assert_int_equal(agent_wait_ready(f->agent, 50, NULL, &err), -1);
 	assert_int_equal(err->status, ETIMEDOUT);
 	gantry_error_free(&err);
 	/* A guest that connects but never says HELLO. */
 	start_guest(f, GUEST_SILENT);
-	assert_int_equal(agent_wait_hello(f->agent, 100, NULL, &err), -1);
+	assert_int_equal(agent_wait_ready(f->agent, 100, NULL, &err), -1);
 	assert_int_equal(err->status, ETIMEDOUT);
 	gantry_error_free(&err);
 	agent_free(f->agent); /* hangs up on the silent guest */
@@ -468,7 +486,7 @@ static void test_cancel(void **state)
 	pthread_t t;
 
 	pthread_create(&t, NULL, cancel_later, f->agent);
-	assert_int_equal(agent_wait_hello(f->agent, -1, NULL, &err), -1);
+	assert_int_equal(agent_wait_ready(f->agent, -1, NULL, &err), -1);
 	assert_int_equal(err->status, ECANCELED);
 	gantry_error_free(&err);
 	pthread_join(t, NULL);
@@ -502,6 +520,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_stale_stream_is_skipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_guest_hangs_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_version_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_not_ready, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hello_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
 		cmocka_unit_test(test_listen_errors),

@@ -85,6 +85,26 @@ static void test_hello(void **state)
 	incremental_same(n, PROTO_HELLO);
 }
 
+/* READY: an empty message (ready) and one saying why not. */
+static void test_ready(void **state)
+{
+	struct proto_msg m = { .type = PROTO_READY }, out;
+	size_t n;
+
+	(void)state;
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_int_equal(out.type, PROTO_READY);
+	assert_string_equal(out.u.ready.message, "");
+	proto_msg_free(&out);
+	m.u.ready.message = "container root: mount overlay: ENOSPC";
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_string_equal(out.u.ready.message, m.u.ready.message);
+	proto_msg_free(&out);
+	incremental_same(n, PROTO_READY);
+}
+
 static void test_exec(void **state)
 {
 	char *argv[] = { "sh", "-c", "echo \"hi\" there", NULL };
@@ -587,6 +607,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hello),
+		cmocka_unit_test(test_ready),
 		cmocka_unit_test(test_exec),
 		cmocka_unit_test(test_small_messages),
 		cmocka_unit_test(test_exit_status),

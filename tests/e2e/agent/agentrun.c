@@ -242,7 +242,7 @@ int main(int argc, char **argv)
 			_exit(127);
 		}
 	}
-	if (agent_wait_hello(agent, hello_timeout, &hello, &err) < 0)
+	if (agent_wait_ready(agent, hello_timeout, &hello, &err) < 0)
 		goto fail;
 	fprintf(stderr,
 		"agentrun: HELLO after %.0f ms: protocol %u, guest uptime %llu ms, %u cpus, kernel "
