@@ -14,6 +14,8 @@
  * options: -t (tty)  -e NAME=VALUE  -w CWD  -u UID[:GID[:G1,G2...]]
  *          -signal MS:SIGNO (send SIGNAL after MS ms)  -forward (forward our
  *          signals)  -no-stdin  -hello-timeout MS  -debug
+ *          -no-shutdown (-vsock only: exit once the session has ended, as
+ *          `gantry exec` does, leaving the VM for its VMM's owner to end)
  *
  * The command's stdout and stderr are ours; "agentrun: ..." lines on stderr
  * say what the driver saw. The exit status is the session's (code, 128 +
@@ -83,7 +85,7 @@ static int usage(void)
 		"usage: agentrun (-dir DIR (-kernel K -disk PATH[,ro]... [-append A] [-mem M] "
 		"[-cpus N] | -init PATH -rootfs DIR) | -vsock)\n"
 		"       [-t] [-e K=V]... [-w CWD] [-u UID[:GID[:G,...]]] [-signal MS:SIGNO] "
-		"[-forward] [-no-stdin] [-hello-timeout MS] [-debug] -- CMD...\n");
+		"[-forward] [-no-stdin] [-hello-timeout MS] [-debug] [-no-shutdown] -- CMD...\n");
 	return 2;
 }
 
@@ -142,7 +144,7 @@ int main(int argc, char **argv)
 	struct agent *agent = NULL;
 	char console[4096], state[4096];
 	int nenv = 0, hello_timeout = 60000, status = FAIL_STATUS, i, guest_status = -1;
-	bool debug = false, with_vm, vm_started = false, vsock = false;
+	bool debug = false, with_vm, vm_started = false, vsock = false, shutdown = true;
 	uint64_t u;
 	pid_t init_pid = -1;
 	double t0 = now_ms_frac();
@@ -166,6 +168,9 @@ int main(int argc, char **argv)
 			continue;
 		} else if (strcmp(a, "-vsock") == 0) {
 			vsock = true;
+			continue;
+		} else if (strcmp(a, "-no-shutdown") == 0) {
+			shutdown = false;
 			continue;
 		}
 		if (v == NULL)
@@ -205,7 +210,7 @@ int main(int argc, char **argv)
 		else
 			return usage();
 	}
-	if (i >= argc - 1 || (dir == NULL) != vsock)
+	if (i >= argc - 1 || (dir == NULL) != vsock || (!shutdown && !vsock))
 		return usage();
 	with_vm = vm.cfg.kernel != NULL;
 	if ((!vsock && with_vm == (init != NULL)) || (vsock && (with_vm || init)) ||
@@ -262,7 +267,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "agentrun: pid %u %s %d\n", res.pid,
 			res.signaled ? "killed by signal" : "exited with", res.code);
 	agent_result_free(&res);
-	if (agent_shutdown(agent, status & 0xff, 30000, &err) < 0)
+	if (shutdown && agent_shutdown(agent, status & 0xff, 30000, &err) < 0)
 		gantry_error_print(&err);
 	goto wait_guest;
 fail:
