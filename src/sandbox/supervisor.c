@@ -511,6 +511,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 {
 	int lock, n;
 	sigset_t set;
+	const char *timing;
 
 	if (sandbox_dir(s->name, &s->dir, err) < 0 ||
 	    assets_path(ASSET_KERNEL, &s->kernel, err) < 0 ||
@@ -535,10 +536,14 @@ static int setup(struct sup *s, gantry_error_t *err)
 	if (s->ctl_listen < 0)
 		return -1;
 
+	timing = getenv("GANTRY_BOOT_TIMING");
+	timing = timing && strcmp(timing, "1") == 0 ? timing : NULL;
+	/* With timing, gantry-init logs its milestones on the console too. */
 	n = snprintf(s->append, sizeof(s->append),
 		     "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init gantry.persist=1 "
-		     "gantry.hostname=%s %s",
-		     s->sb.name, s->sb.writable ? "gantry.rw=1" : "gantry.readonly=1");
+		     "gantry.hostname=%s %s%s",
+		     s->sb.name, s->sb.writable ? "gantry.rw=1" : "gantry.readonly=1",
+		     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(s->append))
 		return gantry_error(err, 0, "kernel command line too long");
 	s->cfg = (struct vmm_config){
@@ -548,8 +553,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 		.vsock_dir = ".",
 		.cpus = (unsigned int)s->sb.cpus,
 		.mem_mib = s->sb.mem_mib,
-		.timing = getenv("GANTRY_BOOT_TIMING") &&
-			  strcmp(getenv("GANTRY_BOOT_TIMING"), "1") == 0,
+		.timing = timing != NULL,
 	};
 	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sysroot, true };
 	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sb.image_path, true };
