@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <linux/virtio_mmio.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -44,9 +43,7 @@ struct vmm {
 	unsigned int nr_devs;
 	char *cmdline;
 	int console_fd;
-	/* set-up milestones for GANTRY_BOOT_TIMING: the kernel's load and the
-	 * machine's making start together at t_setup */
-	double t_setup, t_loaded, t_kvm, t_machine;
+	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
 };
 
 struct mapped_file {
@@ -200,71 +197,42 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 	return 0;
 }
 
-/* Copying the kernel (and initrd) into guest RAM is the longest part of
- * set-up: fresh huge pages are zeroed before the copy fills them. It runs on
- * a thread of its own while the VM and its devices are made. */
-struct loader {
-	struct guest_mem *mem;
-	const struct vmm_config *cfg;
-	const struct mapped_file *kernel, *initrd;
+static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+{
+	struct mapped_file kernel = { 0 }, initrd = { 0 };
 	struct boot_image img;
-	uint64_t initrd_gpa;
-	double t_done;
-	gantry_error_t err;
-	int rc;
-};
+	uint64_t initrd_gpa = 0;
+	char *full;
+	int r = -1;
 
-static void *loader_thread(void *arg)
-{
-	struct loader *l = arg;
-
-	l->rc = -1;
-	if (boot_load_kernel(l->mem, l->kernel->data, l->kernel->len, &l->img, &l->err) < 0) {
-		gantry_error_prefix(&l->err, "%s", l->cfg->kernel);
-		return NULL;
+	if (map_file("kernel", cfg->kernel, &kernel, err) < 0)
+		goto out;
+	if (cfg->initrd && map_file("initrd", cfg->initrd, &initrd, err) < 0)
+		goto out;
+	/* Load the guest before opening KVM: a bad image is bad input, whatever
+	 * this host's KVM can do. */
+	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
+		goto out;
+	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
+		gantry_error_prefix(err, "%s", cfg->kernel);
+		goto out;
 	}
-	if (l->initrd->data && boot_load_initrd(l->mem, &l->img, l->initrd->data, l->initrd->len,
-						&l->initrd_gpa, &l->err) < 0)
-		return NULL;
-	l->t_done = now_ms_frac();
-	l->rc = 0;
-	return NULL;
-}
-
-/* The loader's failure wins over any other: a bad image is bad input,
- * whatever this host's KVM can do. */
-static int loader_failed(struct loader *l, gantry_error_t *err)
-{
-	if (err) {
-		gantry_error_free(err);
-		*err = steal_pointer(&l->err);
-	}
-	gantry_error_free(&l->err);
-	return -1;
-}
-
-static int loader_join(struct loader *l, pthread_t thread, int made, gantry_error_t *err)
-{
-	pthread_join(thread, NULL);
-	return l->rc < 0 ? loader_failed(l, err) : made;
-}
-
-/* The VM, its console, system devices and virtio devices (the guest's
- * memory is being filled meanwhile). */
-static int vmm_make_machine(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
-{
+	if (initrd.data &&
+	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
+		goto out;
+	v->t_loaded = now_ms_frac();
 	if (vm_create(&v->vm, err) < 0)
-		return -1;
+		goto out;
 	v->t_kvm = now_ms_frac();
 
 	serial_init(&v->serial, &v->vm, v->console_fd);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
-		return -1;
+		goto out;
 	if (cfg->stop_fd > 0 && ioloop_add(&v->vm.io, cfg->stop_fd, vmm_stop_requested, v, err) < 0)
-		return -1;
+		goto out;
 	if (cfg->console_input && isatty(STDIN_FILENO) &&
 	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
-		return -1;
+		goto out;
 
 	v->cmdline = xstrdup(default_cmdline);
 	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
@@ -272,58 +240,17 @@ static int vmm_make_machine(struct vmm *v, const struct vmm_config *cfg, gantry_
 			virtio_blk_create(&v->vm.mem, cfg->disks[i].path, cfg->disks[i].ro, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
-			return -1;
+			goto out;
 	}
 	if (vmm_attach_virtio(v, virtio_rng_create(&v->vm.mem), err) < 0)
-		return -1;
+		goto out;
 	if (cfg->vsock_dir) {
 		struct virtio_dev *d = virtio_vsock_create(&v->vm.mem, &v->vm.io, VMM_GUEST_CID,
 							   cfg->vsock_dir, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
-{
-	struct mapped_file kernel = { 0 }, initrd = { 0 };
-	struct boot_image img;
-	struct loader loader = { 0 };
-	pthread_t loader_tid;
-	bool loading = false;
-	uint64_t initrd_gpa = 0;
-	char *full;
-	int r = -1, made;
-
-	if (map_file("kernel", cfg->kernel, &kernel, err) < 0)
-		goto out;
-	if (cfg->initrd && map_file("initrd", cfg->initrd, &initrd, err) < 0)
-		goto out;
-	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
-		goto out;
-	loader = (struct loader){ .mem = &v->vm.mem, .cfg = cfg, .kernel = &kernel,
-				  .initrd = &initrd };
-	v->t_setup = now_ms_frac();
-	if (pthread_create(&loader_tid, NULL, loader_thread, &loader) != 0) {
-		loader_thread(&loader);
-		if (loader.rc < 0) {
-			loader_failed(&loader, err);
 			goto out;
-		}
-	} else {
-		loading = true;
 	}
-	made = vmm_make_machine(v, cfg, err);
-	v->t_machine = now_ms_frac();
-	if (loading)
-		made = loader_join(&loader, loader_tid, made, err);
-	if (made < 0)
-		goto out;
-	img = loader.img;
-	initrd_gpa = loader.initrd_gpa;
-	v->t_loaded = loader.t_done;
 
 	/* The user's arguments come last so they override ours. */
 	xasprintf(&full, "%s%s%s", v->cmdline, cfg->append ? " " : "",
@@ -392,10 +319,9 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 
 	if (cfg->timing)
 		fprintf(stderr,
-			"gantry: setup %.1f ms (kernel load %.1f, alongside it KVM %.1f and devices "
-			"%.1f), guest ran %.1f ms; "
+			"gantry: setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
 			"vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s\n",
-			t_run - t0, v.t_loaded - v.t_setup, v.t_kvm - v.t_setup, v.t_machine - v.t_kvm,
+			t_run - t0, v.t_loaded - t0, v.t_kvm - v.t_loaded, t_run - v.t_kvm,
 			now_ms_frac() - t_run, atomic_load(&v.vm.stats.exits),
 			atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
 			atomic_load(&v.vm.stats.unhandled), v.vm.end_reason);
