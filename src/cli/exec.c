@@ -120,7 +120,7 @@ int cmd_exec(int argc, char **argv)
 	struct sandbox_process proc = { 0 };
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
-	const char *image_src = NULL, *timing;
+	const char *image_src = NULL;
 	/* GANTRY_BOOT_TIMING milestones, ms from the start of cmd_exec */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
 	uint64_t cpus = 1;
@@ -193,8 +193,7 @@ int cmd_exec(int argc, char **argv)
 		gantry_error_errno(&err, "eventfd");
 		goto fail;
 	}
-	timing = getenv("GANTRY_BOOT_TIMING");
-	vm.cfg.timing = timing && *timing && strcmp(timing, "0") != 0;
+	vm.cfg.timing = vmm_timing_requested();
 	/* With timing, gantry-init logs its milestones on the console too. */
 	vm.cfg.append = vm.cfg.timing ? EXEC_APPEND " gantry.debug=1" : EXEC_APPEND;
 	if (show_console)

@@ -58,7 +58,6 @@ int cmd_run(int argc, char **argv)
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
 	bool help = false, dashdash;
-	const char *timing = getenv("GANTRY_BOOT_TIMING");
 	int rest, status = 0, r;
 	const struct flag flags[] = {
 		{ "kernel", FLAG_STRING, &cfg.kernel, NULL, "PATH",
@@ -92,7 +91,7 @@ int cmd_run(int argc, char **argv)
 		return 2;
 	}
 	cfg.cpus = (unsigned int)cpus;
-	cfg.timing = timing && *timing && strcmp(timing, "0") != 0;
+	cfg.timing = vmm_timing_requested();
 	r = vmm_run(&cfg, &status, &err);
 	for (unsigned int i = 0; i < cfg.nr_disks; i++)
 		free((char *)cfg.disks[i].path);

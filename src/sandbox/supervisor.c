@@ -511,7 +511,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 {
 	int lock, n;
 	sigset_t set;
-	const char *timing;
+	bool timing = vmm_timing_requested();
 
 	if (sandbox_dir(s->name, &s->dir, err) < 0 ||
 	    assets_path(ASSET_KERNEL, &s->kernel, err) < 0 ||
@@ -536,8 +536,6 @@ static int setup(struct sup *s, gantry_error_t *err)
 	if (s->ctl_listen < 0)
 		return -1;
 
-	timing = getenv("GANTRY_BOOT_TIMING");
-	timing = timing && strcmp(timing, "1") == 0 ? timing : NULL;
 	/* With timing, gantry-init logs its milestones on the console too. */
 	n = snprintf(s->append, sizeof(s->append),
 		     "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init gantry.persist=1 "
@@ -553,7 +551,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 		.vsock_dir = ".",
 		.cpus = (unsigned int)s->sb.cpus,
 		.mem_mib = s->sb.mem_mib,
-		.timing = timing != NULL,
+		.timing = timing,
 	};
 	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sysroot, true };
 	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sb.image_path, true };

@@ -3,6 +3,7 @@
 #include <linux/virtio_mmio.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -88,6 +89,13 @@ static uint64_t host_ram_bytes(void)
 	long page = sysconf(_SC_PAGESIZE);
 
 	return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+}
+
+bool vmm_timing_requested(void)
+{
+	const char *v = getenv("GANTRY_BOOT_TIMING");
+
+	return v && *v && strcmp(v, "0") != 0;
 }
 
 int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)

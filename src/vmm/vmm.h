@@ -40,6 +40,10 @@ struct vmm_config {
 	int stop_fd;
 };
 
+/* GANTRY_BOOT_TIMING set, and not to "" or "0": what vmm_config.timing
+ * should be for `run`, `exec` and a sandbox's supervisor alike. */
+bool vmm_timing_requested(void);
+
 /* Check the config against this host before touching KVM: files exist and
  * are what they claim, CPU and memory sizes are possible. */
 int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err);
