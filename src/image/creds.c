@@ -153,17 +153,17 @@ static bool helper_name_valid(const char *name)
 
 /* The helper's output until EOF, CREDS_JSON_MAX bytes or the deadline;
  * false when the deadline passed. */
-static bool helper_read(int fd, char *out, size_t *len, int64_t deadline)
+static bool helper_read(int fd, char *out, size_t *len, uint64_t deadline)
 {
 	struct pollfd pfd = { .fd = fd, .events = POLLIN };
 	ssize_t r;
 
 	while (*len < CREDS_JSON_MAX) {
-		int64_t left = deadline - (int64_t)now_ms();
+		uint64_t now = now_ms();
 
-		if (left <= 0)
+		if (now >= deadline)
 			return false;
-		r = poll(&pfd, 1, (int)left);
+		r = poll(&pfd, 1, (int)(deadline - now));
 		if (r == 0 || (r < 0 && errno == EINTR))
 			continue;
 		if (r < 0)
@@ -180,11 +180,11 @@ static bool helper_read(int fd, char *out, size_t *len, int64_t deadline)
 
 /* The helper's exit status, killing it once the deadline passes; false
  * when it had to be killed. */
-static bool helper_wait(pid_t pid, int *status, int64_t deadline)
+static bool helper_wait(pid_t pid, int *status, uint64_t deadline)
 {
 	pid_t w;
 
-	while ((w = waitpid(pid, status, WNOHANG)) == 0 && (int64_t)now_ms() < deadline) {
+	while ((w = waitpid(pid, status, WNOHANG)) == 0 && now_ms() < deadline) {
 		struct timespec nap = { 0, 10 * 1000 * 1000 };
 
 		nanosleep(&nap, NULL);
@@ -208,7 +208,7 @@ static int helper_get(const char *name, const char *registry, struct registry_cr
 	cleanup_free char *prog = NULL, *server = NULL, *out = NULL;
 	int in[2], op[2], status;
 	posix_spawn_file_actions_t fa;
-	int64_t deadline;
+	uint64_t deadline;
 	bool in_time;
 	char *argv[3];
 	size_t len = 0;
@@ -251,7 +251,7 @@ static int helper_get(const char *name, const char *registry, struct registry_cr
 		return 0;
 	}
 	out = xmalloc(CREDS_JSON_MAX + 1);
-	deadline = (int64_t)now_ms() + CREDS_HELPER_SECONDS * 1000;
+	deadline = now_ms() + CREDS_HELPER_SECONDS * 1000;
 	in_time = helper_read(op[0], out, &len, deadline);
 	close(op[0]);
 	in_time = helper_wait(pid, &status, in_time ? deadline : 0) && in_time;
