@@ -5,8 +5,9 @@
  * In order: dial the host's control port and say HELLO (the host learns the
  * guest is up before anything else happens), mount the pseudo filesystems,
  * assemble the container root (in a sandbox, start its container), say READY
- * (or why not), then serve the host: EXEC, SIGNAL, RESIZE, SHUTDOWN. Orphans are reaped. SHUTDOWN, or the control connection closing,
- * syncs, unmounts and powers off with the status given.
+ * (or why not), then serve the host: EXEC, SIGNAL, RESIZE, SHUTDOWN. Orphans
+ * are reaped. SHUTDOWN, or the control connection closing, syncs, unmounts
+ * and powers off with the status given.
  *
  * Kernel parameters (read from /proc/cmdline, since dotted ones never reach
  * init): gantry.rw=1, gantry.readonly=1, gantry.hostname=NAME, gantry.debug=1,

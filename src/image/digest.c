@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "image/lazylib.h"
 #include "image/digest.h"
+#include "image/lazylib.h"
 
 bool digest_valid(const char *d)
 {

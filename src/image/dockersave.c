@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "image/lazylib.h"
 #include "image/dockersave.h"
 #include "image/flatten.h"
+#include "image/lazylib.h"
 
 #define TAR_READ_BLOCK (256u * 1024u)
 

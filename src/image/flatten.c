@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "image/lazylib.h"
 #include "image/config.h"
 #include "image/erofs.h"
 #include "image/flatten.h"
 #include "image/layer.h"
+#include "image/lazylib.h"
 
 struct flatten {
 	char *path;

@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include "common/util.h"
-#include "image/lazylib.h"
 #include "image/layer.h"
+#include "image/lazylib.h"
 
 #define LAYER_READ_BLOCK (128u * 1024u)
 /* Error messages carry names from the layer: keep them to one short line. */

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include "common/util.h"
 #include "vmm/memory.h"

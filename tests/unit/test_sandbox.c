@@ -85,6 +85,15 @@ static void make_dir(const char *name, char **dir)
 	assert_int_equal(mkdir(*dir, 0700), 0);
 }
 
+/* A sandbox directory and the least of a sandbox.json's fields. */
+static void make_sandbox(const char *name, char **dir, struct sandbox *sb)
+{
+	make_dir(name, dir);
+	sb->name = xstrdup(name);
+	sb->image = xstrdup("i");
+	sb->image_path = xstrdup("/p");
+}
+
 static void test_json_round_trip(void **state)
 {
 	cleanup_free char *dir = NULL, *buf = NULL;
@@ -183,10 +192,7 @@ static void test_lock_and_stale_cleanup(void **state)
 	int fd, fd2;
 
 	(void)state;
-	make_dir("lk", &dir);
-	sb.name = xstrdup("lk");
-	sb.image = xstrdup("i");
-	sb.image_path = xstrdup("/p");
+	make_sandbox("lk", &dir, &sb);
 	sb.state = SANDBOX_RUNNING;
 	sb.pid = 99999;
 	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
@@ -224,10 +230,7 @@ static void test_stale_cleanup_rereads(void **state)
 	gantry_error_t err = NULL;
 
 	(void)state;
-	make_dir("rr", &dir);
-	sb.name = xstrdup("rr");
-	sb.image = xstrdup("i");
-	sb.image_path = xstrdup("/p");
+	make_sandbox("rr", &dir, &sb);
 	sb.state = SANDBOX_STOPPED;
 	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
 	sb.state = SANDBOX_RUNNING; /* what the command read before */
@@ -268,12 +271,9 @@ static void test_delete_while_creating(void **state)
 	pid_t dead;
 
 	(void)state;
-	make_dir("mk", &dir);
+	make_sandbox("mk", &dir, &sb);
 	assert_int_equal(sandbox_rwlayer_default("mk", &layer, &err), 0);
 	close(open(layer, O_CREAT | O_WRONLY, 0600));
-	sb.name = xstrdup("mk");
-	sb.image = xstrdup("i");
-	sb.image_path = xstrdup("/p");
 	sb.writable = sb.rwlayer_managed = true;
 	sb.rwlayer = xstrdup(layer);
 	sb.state = SANDBOX_CREATING;
