@@ -76,6 +76,32 @@ static int read_top_index(struct layout *l, char **buf, size_t *len, gantry_erro
 	return 0;
 }
 
+int layout_peek(const char *dir, const char *arch, char digest[DIGEST_STR_MAX])
+{
+	cleanup_free char *buf = NULL;
+	struct oci_index ix = { 0 };
+	const struct oci_descriptor *d;
+	struct layout l = { .dir = (char *)dir };
+	gantry_error_t err = { 0 };
+	size_t len;
+	int r = 0;
+
+	l.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (l.dfd < 0)
+		return 0;
+	if (read_top_index(&l, &buf, &len, &err) == 0 &&
+	    oci_index_parse(buf, len, &ix, &err) == 0 &&
+	    oci_index_select(&ix, arch, &d, &err) == 0 && d->media_type &&
+	    !oci_media_is_index(d->media_type)) {
+		snprintf(digest, DIGEST_STR_MAX, "%s", d->digest);
+		r = 1;
+	}
+	gantry_error_free(&err);
+	oci_index_free(&ix);
+	close(l.dfd);
+	return r;
+}
+
 int layout_open(const char *dir, const char *arch, struct layout *l, gantry_error_t *err)
 {
 	cleanup_free char *buf = NULL;

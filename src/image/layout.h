@@ -26,6 +26,11 @@ struct layout {
 
 /* Whether dir holds an oci-layout file. */
 bool layout_is(const char *dir);
+/* The digest of the platform manifest for linux/arch when index.json names
+ * it directly (1), read from index.json alone: nothing is hashed, so a cache
+ * lookup by that digest costs no blob read. 0 when that takes more (a nested
+ * index, no media type) or index.json is bad: layout_open() says what. */
+int layout_peek(const char *dir, const char *arch, char digest[DIGEST_STR_MAX]);
 /* Read index.json and the platform manifest for linux/arch. */
 int layout_open(const char *dir, const char *arch, struct layout *l, gantry_error_t *err);
 void layout_close(struct layout *l);

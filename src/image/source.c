@@ -160,10 +160,18 @@ static int resolve_layout(struct image_cache *c, const char *ref, struct image *
 			  gantry_error_t *err)
 {
 	cleanup_free char *config = NULL;
+	char digest[DIGEST_STR_MAX];
 	struct layout l;
 	size_t len;
 	int r;
 
+	/* Already converted: the digest in index.json is the cache key, and
+	 * the cache holds what that digest names, verified when it was made. */
+	if (layout_peek(ref, OCI_HOST_ARCH, digest) == 1) {
+		r = from_cache(c, digest, ref, NULL, out, err);
+		if (r != 0)
+			return r < 0 ? -1 : 0;
+	}
 	if (layout_open(ref, OCI_HOST_ARCH, &l, err) < 0)
 		return -1;
 	r = from_cache(c, l.manifest_digest, ref, NULL, out, err);

@@ -23,6 +23,7 @@
 #include "erofs/layers.h"
 #include "erofs/reader.h"
 #include "image/digest.h"
+#include "image/layout.h"
 #include "image/manifest.h"
 #include "image/ocijson.h"
 #include "image/source.h"
@@ -126,7 +127,8 @@ static void test_cache_hit(void **state)
 	struct desc m, layers[2];
 	struct image a, b;
 	struct stat s1, s2;
-	char *layout = basic_layout(state, &m, layers, NULL), *index;
+	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob;
+	char digest[DIGEST_STR_MAX];
 	json_t *j;
 	json_error_t je;
 
@@ -141,6 +143,18 @@ static void test_cache_hit(void **state)
 	assert_string_equal(b.config->user, "app");
 	assert_non_null(b.config->passwd);
 	assert_string_equal(a.config->passwd, b.config->passwd);
+	image_free(&b);
+
+	/* A hit needs index.json alone: the digest it names is the cache key,
+	 * so no blob is read (nor hashed) any more. */
+	assert_int_equal(layout_peek(layout, OCI_HOST_ARCH, digest), 1);
+	assert_string_equal(digest, m.digest);
+	xasprintf(&blob, "%s/blobs/sha256/%s", layout, digest_hex(m.digest));
+	assert_int_equal(unlink(blob), 0);
+	free(blob);
+	resolve_ok(layout, &b);
+	assert_false(b.converted);
+	assert_string_equal(b.digest, m.digest);
 
 	/* index.json maps the layout to the digest. */
 	xasprintf(&index, "%s/index.json", c->cache);
@@ -353,7 +367,7 @@ static void test_multi_platform_index(void **state)
 	static const struct tent x86[] = { { "arch", 'f', .data = "amd64" } };
 	static const struct tent s390[] = { { "arch", 'f', .data = "s390x" } };
 	struct desc ms[3], la[3], nested;
-	char *layout = at(state, "layout"), *arch, *s;
+	char *layout = at(state, "layout"), *arch, *s, digest[DIGEST_STR_MAX];
 	struct image img;
 	json_t *list = json_array(), *ix;
 
@@ -391,6 +405,8 @@ static void test_multi_platform_index(void **state)
 	free(s);
 	json_decref(ix);
 	write_index(layout, &nested, (const char *const[]){ NULL }, 1, OCI_MT_INDEX);
+	/* index.json alone does not name the platform manifest here. */
+	assert_int_equal(layout_peek(layout, OCI_HOST_ARCH, digest), 0);
 	resolve_ok(layout, &img);
 	assert_string_equal(img.digest, ms[1].digest);
 	arch = image_file(img.path, "arch");
