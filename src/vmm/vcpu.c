@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -14,6 +15,12 @@
 #include "vmm/vm.h"
 
 #define VCPU_KICK_SIGNAL SIGUSR1
+
+/* The guest profile: every PROFILE_PERIOD_US a timer interrupts the vCPU's
+ * KVM_RUN and its instruction pointer is noted, at most PROFILE_MAX_SAMPLES
+ * per vCPU (some 17 minutes). */
+#define PROFILE_PERIOD_US   2000
+#define PROFILE_MAX_SAMPLES (512U * 1024)
 
 #define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
 #define CPUID_1_ECX_HYPERVISOR	(1U << 31)
@@ -40,6 +47,12 @@ struct vcpu {
 	struct kvm_run *run;
 	pthread_t thread;
 	bool started;
+	/* The profile: ms since the vCPUs started, and the guest's RIP. */
+	struct profile_sample {
+		float ms;
+		uint64_t rip;
+	} *samples;
+	size_t nr_samples, max_samples;
 };
 
 static void vcpu_kick_handler(int sig)
@@ -263,21 +276,87 @@ static void vcpu_handle_system_event(struct vcpu *v)
 	}
 }
 
+/* A timer that kicks this thread out of KVM_RUN every PROFILE_PERIOD_US. */
+static bool profile_timer(timer_t *t)
+{
+	struct sigevent sev = { .sigev_notify = SIGEV_THREAD_ID, .sigev_signo = VCPU_KICK_SIGNAL };
+	struct itimerspec its = {
+		.it_interval = { 0, PROFILE_PERIOD_US * 1000L },
+		.it_value = { 0, PROFILE_PERIOD_US * 1000L },
+	};
+
+	sev._sigev_un._tid = gettid();
+	if (timer_create(CLOCK_MONOTONIC, &sev, t) < 0)
+		return false;
+	if (timer_settime(*t, 0, &its, NULL) < 0) {
+		timer_delete(*t);
+		return false;
+	}
+	return true;
+}
+
+static void profile_sample(struct vcpu *v)
+{
+	struct kvm_regs regs;
+
+	if (v->nr_samples == PROFILE_MAX_SAMPLES || ioctl(v->fd, KVM_GET_REGS, &regs) < 0)
+		return;
+	if (v->nr_samples == v->max_samples) {
+		v->max_samples = v->max_samples ? 2 * v->max_samples : 4096;
+		v->samples = xrealloc(v->samples, v->max_samples * sizeof(*v->samples));
+	}
+	v->samples[v->nr_samples++] = (struct profile_sample){
+		.ms = (float)(now_ms_frac() - v->vm->t_start),
+		.rip = regs.rip,
+	};
+}
+
+/* "ms vcpu rip" lines, vCPU by vCPU; scripts/guest-profile reads them. */
+static void profile_write(struct vm *vm)
+{
+	FILE *f = fopen(vm->profile, "we");
+
+	if (f == NULL) {
+		fprintf(stderr, "gantry: guest profile `%s`: %s\n", vm->profile, strerror(errno));
+		return;
+	}
+	fprintf(f, "# gantry guest profile: ms since the vCPUs started, vCPU, instruction "
+		   "pointer; one sample every %d us\n",
+		PROFILE_PERIOD_US);
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		const struct vcpu *v = &vm->vcpus[i];
+
+		for (size_t j = 0; j < v->nr_samples; j++)
+			fprintf(f, "%.1f %u %#llx\n", v->samples[j].ms, i,
+				(unsigned long long)v->samples[j].rip);
+	}
+	if (fclose(f) != 0)
+		fprintf(stderr, "gantry: guest profile `%s`: %s\n", vm->profile, strerror(errno));
+}
+
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
 	struct vm *vm = v->vm;
+	bool profiling = false;
 	char name[16];
+	timer_t timer;
 
 	snprintf(name, sizeof(name), "vcpu%u", v->index);
 	pthread_setname_np(pthread_self(), name);
+	if (vm->profile)
+		profiling = profile_timer(&timer);
 
 	while (atomic_load(&vm->ending) == 0) {
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
-			if (errno == EINTR || errno == EAGAIN)
+			int e = errno;
+
+			if (e == EINTR && profiling)
+				profile_sample(v);
+			if (e == EINTR || e == EAGAIN)
 				continue;
 			vm_request_end(vm, VM_END_FAILURE, -1, "vCPU %u: KVM_RUN: %s", v->index,
-				       strerror(errno));
+				       strerror(e));
 			break;
 		}
 		atomic_fetch_add(&vm->stats.exits, 1);
@@ -315,11 +394,14 @@ static void *vcpu_thread(void *arg)
 				       v->index, v->run->exit_reason);
 		}
 	}
+	if (profiling)
+		timer_delete(timer);
 	return NULL;
 }
 
 int vcpus_start(struct vm *vm, gantry_error_t *err)
 {
+	vm->t_start = now_ms_frac();
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 		int r = pthread_create(&v->thread, NULL, vcpu_thread, v);
@@ -359,6 +441,8 @@ void vcpus_wait(struct vm *vm)
 		}
 		c->started = false;
 	}
+	if (vm->profile)
+		profile_write(vm);
 }
 
 void vcpus_destroy(struct vm *vm)
@@ -372,6 +456,7 @@ void vcpus_destroy(struct vm *vm)
 			munmap(v->run, (size_t)vm->vcpu_mmap_size);
 		if (v->fd >= 0)
 			close(v->fd);
+		free(v->samples);
 	}
 	free(vm->vcpus);
 	vm->vcpus = NULL;

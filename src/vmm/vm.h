@@ -59,6 +59,10 @@ struct vm {
 	int end_fd; /* eventfd the main thread waits on */
 
 	struct vm_stats stats;
+	/* GANTRY_GUEST_PROFILE: where vcpus_wait() writes the sampled guest
+	 * instruction pointers (see vcpu.c); NULL: no sampling. */
+	const char *profile;
+	double t_start; /* now_ms_frac() when the vCPUs started */
 };
 
 /* Empty VM for nr_vcpus; the caller then sets up vm->mem (guest_mem_init)

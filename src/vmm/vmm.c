@@ -305,6 +305,9 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 
 	memset(&v, 0, sizeof(v));
 	vm_init(&v.vm, cfg->cpus);
+	v.vm.profile = getenv(VMM_PROFILE_ENV);
+	if (v.vm.profile && *v.vm.profile == '\0')
+		v.vm.profile = NULL;
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));
 	v.console_fd = cfg->console_fd > 0 ? cfg->console_fd : STDOUT_FILENO;
 	if (vmm_validate(cfg, err) < 0)

@@ -40,6 +40,11 @@ struct vmm_config {
 	int stop_fd;
 };
 
+/* A file to write a profile of the guest to: its instruction pointer,
+ * sampled every 2 ms on every vCPU while the VM runs (scripts/guest-profile
+ * turns it into function names). For `run`, `exec` and sandboxes alike. */
+#define VMM_PROFILE_ENV "GANTRY_GUEST_PROFILE"
+
 /* GANTRY_BOOT_TIMING set, and not to "" or "0": what vmm_config.timing
  * should be for `run`, `exec` and a sandbox's supervisor alike. */
 bool vmm_timing_requested(void);

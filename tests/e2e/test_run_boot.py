@@ -3,10 +3,11 @@ console, and the host checks it. Every test here needs KVM."""
 
 import hashlib
 import re
+import subprocess
 
 import pytest
 
-from conftest import BOOTED
+from conftest import BOOTED, REPO
 
 pytestmark = pytest.mark.kvm
 
@@ -122,3 +123,20 @@ def test_boot_timing_counts_exits(boot):
     assert m, r
     total, io, mmio, unclaimed = map(int, m.groups())
     assert total > 0 and io + mmio <= total, r
+
+
+def test_guest_profile(boot, vmlinux, tmp_path):
+    profile = tmp_path / "guest.prof"
+    booted(boot(env={"GANTRY_GUEST_PROFILE": str(profile)}))
+    lines = profile.read_text().splitlines()
+    assert lines[0].startswith("# gantry guest profile"), lines[:2]
+    samples = [line.split() for line in lines[1:]]
+    assert len(samples) >= 10, lines
+    assert all(len(s) == 3 and s[1] == "0" for s in samples), samples[:5]
+    # The guest is a kernel and a tiny init: mostly kernel addresses.
+    kernel = [s for s in samples if int(s[2], 16) >= 0xFFFF800000000000]
+    assert len(kernel) * 2 > len(samples), samples[:20]
+    r = subprocess.run([str(REPO / "scripts" / "guest-profile"), str(profile), str(vmlinux)],
+                       capture_output=True, text=True, check=True)
+    assert f"{len(samples)} samples" in r.stdout, r.stdout
+    assert re.search(r"^\s+\d+\s+[\d.]+%\s+\w+", r.stdout, re.M), r.stdout
