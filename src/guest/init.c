@@ -551,6 +551,7 @@ int main(int argc, char **argv)
 	if (cfg->pid1) {
 		mount_pseudo();
 		read_cmdline(cfg, &rw);
+		guest_debug(&g, "running as init");
 		if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
 			guest_log("sethostname: %s", strerror(errno));
 		if (rootfs_assemble(cfg, rw, &g.rootfs_error) < 0) {
@@ -558,6 +559,7 @@ int main(int argc, char **argv)
 				g.rootfs_error = strdup("out of memory");
 			guest_log("container root: %s", g.rootfs_error ? g.rootfs_error : "?");
 		}
+		guest_debug(&g, "container root assembled");
 	} else {
 		struct rlimit rl;
 
