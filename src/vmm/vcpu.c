@@ -24,6 +24,7 @@
 
 #define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
 #define CPUID_1_ECX_HYPERVISOR	(1U << 31)
+#define XCR0_X87		1ULL
 #define MSR_IA32_MISC_ENABLE	0x1a0
 #define MISC_ENABLE_FAST_STRING 1ULL
 
@@ -80,6 +81,28 @@ static int cpuid_fetch(struct vm *vm, gantry_error_t *err)
 }
 
 /* KVM's supported set, plus this vCPU's APIC ID and the hypervisor bit. */
+/* Set XCR0 to the user state components CPUID 0xD.0 lists (true when it
+ * changed). Not an error when KVM refuses: the guest then sets XCR0 itself. */
+static bool xcr0_enable_all(struct vcpu *v, const struct kvm_cpuid2 *c)
+{
+	struct kvm_xcrs xcrs = { .nr_xcrs = 1 };
+
+	if (ioctl(v->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_XCRS) <= 0)
+		return false;
+	for (unsigned int i = 0; i < c->nent; i++) {
+		const struct kvm_cpuid_entry2 *e = &c->entries[i];
+
+		if (e->function == 0xd && e->index == 0) {
+			xcrs.xcrs[0].value = e->eax | (uint64_t)e->edx << 32;
+			break;
+		}
+	}
+	/* x87 alone is reset's XCR0: nothing to change. */
+	if ((xcrs.xcrs[0].value & ~XCR0_X87) == 0)
+		return false;
+	return ioctl(v->fd, KVM_SET_XCRS, &xcrs) == 0;
+}
+
 static int vcpu_set_cpuid(struct vcpu *v, gantry_error_t *err)
 {
 	const struct kvm_cpuid2 *src = v->vm->cpuid;
@@ -108,6 +131,15 @@ static int vcpu_set_cpuid(struct vcpu *v, gantry_error_t *err)
 		}
 	}
 	if (ioctl(v->fd, KVM_SET_CPUID2, c) < 0)
+		return gantry_error_errno(err, "vCPU %u: KVM_SET_CPUID2", v->index);
+	/* KVM sizes the XSAVE area that CPUID 0xD.0 EBX reports for the vCPU's
+	 * XCR0 when the CPUID is set, and afterwards only when XCR0 changes
+	 * beyond x87, SSE and AVX. From reset's XCR0 (x87 alone) that is 576
+	 * bytes; Linux then enables x87|SSE|AVX, computes 832, and warns of an
+	 * inconsistent CPU at every boot. So the vCPU starts with every user
+	 * feature it has enabled in XCR0, as firmware leaves it, and the CPUID
+	 * is set again to be sized for that. */
+	if (xcr0_enable_all(v, c) && ioctl(v->fd, KVM_SET_CPUID2, c) < 0)
 		return gantry_error_errno(err, "vCPU %u: KVM_SET_CPUID2", v->index);
 	return 0;
 }

@@ -140,3 +140,11 @@ def test_guest_profile(boot, vmlinux, tmp_path):
                        capture_output=True, text=True, check=True)
     assert f"{len(samples)} samples" in r.stdout, r.stdout
     assert re.search(r"^\s+\d+\s+[\d.]+%\s+\w+", r.stdout, re.M), r.stdout
+
+
+def test_xsave_sizes_agree(boot):
+    # CPUID 0xD must size the XSAVE area for the XCR0 the guest enables;
+    # when it does not, Linux warns and falls back to FXSAVE (no AVX).
+    r = boot(append="loglevel=7")
+    booted(r)
+    assert "XSAVE consistency problem" not in r.stdout, r.stdout[-3000:]
