@@ -17,6 +17,7 @@
 #define BLK_HDR_SIZE 16
 #define BLK_SEG_MAX  (VIRTQ_MAX_CHAIN - 2) /* minus header and status */
 #define BLK_REQ_MAX  (4 * MiB)		   /* largest transfer we accept */
+#define BLK_OPT_IO   (512 * 1024)	   /* announced optimal transfer */
 
 struct virtio_blk {
 	struct virtio_dev dev;
@@ -217,9 +218,15 @@ struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *pa
 	b->config.seg_max = BLK_SEG_MAX;
 	b->config.size_max = BLK_REQ_MAX;
 	b->config.blk_size = BLK_SECTOR;
+	/* A host file reads best in large pieces, and Linux reads ahead twice
+	 * the optimal size: 1 MiB instead of its default 128 KiB, so a guest
+	 * loading a program and its libraries asks a few times, not dozens. */
+	b->config.min_io_size = 1;
+	b->config.opt_io_size = BLK_OPT_IO / BLK_SECTOR;
 
 	features = (1ULL << VIRTIO_BLK_F_SEG_MAX) | (1ULL << VIRTIO_BLK_F_SIZE_MAX) |
-		   (1ULL << VIRTIO_BLK_F_BLK_SIZE) | (1ULL << VIRTIO_BLK_F_FLUSH);
+		   (1ULL << VIRTIO_BLK_F_BLK_SIZE) | (1ULL << VIRTIO_BLK_F_FLUSH) |
+		   (1ULL << VIRTIO_BLK_F_TOPOLOGY);
 	if (ro)
 		features |= 1ULL << VIRTIO_BLK_F_RO;
 	virtio_dev_init(&b->dev, &blk_ops, b, mem, features, &b->config, sizeof(b->config));

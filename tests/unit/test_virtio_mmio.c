@@ -308,6 +308,7 @@ static void test_blk_features(void **state)
 	assert_true(feat & (1ULL << VIRTIO_BLK_F_FLUSH));
 	assert_true(feat & (1ULL << VIRTIO_BLK_F_SEG_MAX));
 	assert_true(feat & (1ULL << VIRTIO_BLK_F_BLK_SIZE));
+	assert_true(feat & (1ULL << VIRTIO_BLK_F_TOPOLOGY));
 	assert_false(feat & (1ULL << VIRTIO_BLK_F_RO));
 	assert_false(feat & (1ULL << VIRTIO_RING_F_INDIRECT_DESC));
 	assert_false(feat & (1ULL << VIRTIO_RING_F_EVENT_IDX));
@@ -875,6 +876,9 @@ static void test_blk_config(void **state)
 	assert_int_equal(cfg_read(f, offsetof(struct virtio_blk_config, blk_size), 4), SECTOR);
 	assert_int_equal(cfg_read(f, offsetof(struct virtio_blk_config, seg_max), 4),
 			 VIRTQ_MAX_CHAIN - 2);
+	/* 512 KiB in sectors: Linux then reads ahead 1 MiB. */
+	assert_int_equal(cfg_read(f, offsetof(struct virtio_blk_config, min_io_size), 2), 1);
+	assert_int_equal(cfg_read(f, offsetof(struct virtio_blk_config, opt_io_size), 4), 1024);
 	/* The last byte is readable; anything reaching past the end reads 0. */
 	assert_int_equal(cfg_read(f, end - 1, 1), ((uint8_t *)f->d->config)[end - 1]);
 	assert_int_equal(cfg_read(f, end, 1), 0);
