@@ -505,11 +505,13 @@ int main(int argc, char **argv)
 	static struct guest g = { .control = -1, .sigfd = -1 };
 	struct guest_config *cfg = &g.cfg;
 	char state[GUEST_PATH_MAX], crun_root[GUEST_PATH_MAX + 8];
+	uint64_t started;
 	sigset_t chld;
 	bool rw = false;
 
 	if (argc == 2 && strcmp(argv[1], GUEST_PAUSE_ARG) == 0)
 		pause_main();
+	started = now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";
 	cfg->state_dir = STATE_DIR;
@@ -551,7 +553,7 @@ int main(int argc, char **argv)
 	if (cfg->pid1) {
 		mount_pseudo();
 		read_cmdline(cfg, &rw);
-		guest_debug(&g, "running as init");
+		guest_debug(&g, "started as init at %llu", (unsigned long long)started);
 		if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
 			guest_log("sethostname: %s", strerror(errno));
 		if (rootfs_assemble(cfg, rw, &g.rootfs_error) < 0) {

@@ -69,6 +69,7 @@ static int read_top_index(struct layout *l, char **buf, size_t *len, gantry_erro
 	*buf = xmalloc((size_t)st.st_size + 1);
 	if (read_full(fd, *buf, (size_t)st.st_size) < 0) {
 		free(*buf);
+		*buf = NULL;
 		return gantry_error_errno(err, "read `%s/index.json`", l->dir);
 	}
 	(*buf)[st.st_size] = '\0';

@@ -80,7 +80,6 @@ static int cpuid_fetch(struct vm *vm, gantry_error_t *err)
 	}
 }
 
-/* KVM's supported set, plus this vCPU's APIC ID and the hypervisor bit. */
 /* Set XCR0 to the user state components CPUID 0xD.0 lists (true when it
  * changed). Not an error when KVM refuses: the guest then sets XCR0 itself. */
 static bool xcr0_enable_all(struct vcpu *v, const struct kvm_cpuid2 *c)
@@ -103,6 +102,7 @@ static bool xcr0_enable_all(struct vcpu *v, const struct kvm_cpuid2 *c)
 	return ioctl(v->fd, KVM_SET_XCRS, &xcrs) == 0;
 }
 
+/* KVM's supported set, plus this vCPU's APIC ID and the hypervisor bit. */
 static int vcpu_set_cpuid(struct vcpu *v, gantry_error_t *err)
 {
 	const struct kvm_cpuid2 *src = v->vm->cpuid;
@@ -136,9 +136,9 @@ static int vcpu_set_cpuid(struct vcpu *v, gantry_error_t *err)
 	 * XCR0 when the CPUID is set, and afterwards only when XCR0 changes
 	 * beyond x87, SSE and AVX. From reset's XCR0 (x87 alone) that is 576
 	 * bytes; Linux then enables x87|SSE|AVX, computes 832, and warns of an
-	 * inconsistent CPU at every boot. So the vCPU starts with every user
-	 * feature it has enabled in XCR0, as firmware leaves it, and the CPUID
-	 * is set again to be sized for that. */
+	 * inconsistent CPU at every boot (and falls back to FXSAVE). So the
+	 * vCPU starts with every user feature it has enabled in XCR0, and the
+	 * CPUID is set again to be sized for that. */
 	if (xcr0_enable_all(v, c) && ioctl(v->fd, KVM_SET_CPUID2, c) < 0)
 		return gantry_error_errno(err, "vCPU %u: KVM_SET_CPUID2", v->index);
 	return 0;
@@ -376,8 +376,12 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vcpu%u", v->index);
 	pthread_setname_np(pthread_self(), name);
-	if (vm->profile)
+	if (vm->profile) {
 		profiling = profile_timer(&timer);
+		if (!profiling)
+			fprintf(stderr, "gantry: guest profile: vCPU %u: no timer: %s\n",
+				v->index, strerror(errno));
+	}
 
 	while (atomic_load(&vm->ending) == 0) {
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
