@@ -32,7 +32,6 @@
 
 struct exec_vm {
 	struct vmm_config cfg;
-	int stop_fd;	    /* written to end the VM */
 	atomic_bool ended; /* vmm_run returned (before the agent is cancelled) */
 	struct agent *agent;
 	pthread_t thread;
@@ -56,7 +55,7 @@ static void stop_vm(struct exec_vm *vm)
 {
 	uint64_t one = 1;
 
-	(void)!write(vm->stop_fd, &one, sizeof(one));
+	(void)!write(vm->cfg.stop_fd, &one, sizeof(one));
 }
 
 /* The guest's own words are shown sanitised: a hostile guest must not
@@ -112,7 +111,7 @@ static void exec_usage(FILE *out, const struct flag *flags)
 
 int cmd_exec(int argc, char **argv)
 {
-	struct exec_vm vm = { .cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM }, .stop_fd = -1 };
+	struct exec_vm vm = { .cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .stop_fd = -1 } };
 	cleanup_free char *kernel = NULL, *sysroot = NULL, *default_image = NULL,
 			  *console = NULL;
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
@@ -188,8 +187,8 @@ int cmd_exec(int argc, char **argv)
 	vm.cfg.disks[1] = (struct vmm_disk){ img.path, true };
 	vm.cfg.nr_disks = 2;
 	vm.cfg.vsock_dir = rundir;
-	vm.cfg.stop_fd = vm.stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (vm.stop_fd < 0) {
+	vm.cfg.stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm.cfg.stop_fd < 0) {
 		gantry_error_errno(&err, "eventfd");
 		goto fail;
 	}
@@ -259,8 +258,8 @@ out:
 	}
 	if (vm.agent)
 		agent_free(vm.agent);
-	if (vm.stop_fd >= 0)
-		close(vm.stop_fd);
+	if (vm.cfg.stop_fd >= 0)
+		close(vm.cfg.stop_fd);
 	if (rundir[strlen(rundir) - 1] != 'X')
 		rm_tree(rundir);
 	agent_result_free(&res);
