@@ -54,23 +54,23 @@ static int read_blob(struct layout *l, const char *what, const struct oci_descri
 }
 
 /* index.json is the one document no digest covers. */
-static int read_top_index(struct layout *l, char **buf, size_t *len, gantry_error_t *err)
+static int read_top_index(int dfd, const char *dir, char **buf, size_t *len, gantry_error_t *err)
 {
-	cleanup_close int fd = openat(l->dfd, "index.json", O_RDONLY | O_CLOEXEC);
+	cleanup_close int fd = openat(dfd, "index.json", O_RDONLY | O_CLOEXEC);
 	struct stat st;
 
 	if (fd < 0)
-		return gantry_error_errno(err, "open `%s/index.json`", l->dir);
+		return gantry_error_errno(err, "open `%s/index.json`", dir);
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return gantry_error(err, 0, "`%s/index.json` is not a file", l->dir);
+		return gantry_error(err, 0, "`%s/index.json` is not a file", dir);
 	if ((uint64_t)st.st_size > OCI_JSON_MAX)
-		return gantry_error(err, 0, "`%s/index.json` is larger than %u bytes", l->dir,
+		return gantry_error(err, 0, "`%s/index.json` is larger than %u bytes", dir,
 				    OCI_JSON_MAX);
 	*buf = xmalloc((size_t)st.st_size + 1);
 	if (read_full(fd, *buf, (size_t)st.st_size) < 0) {
 		free(*buf);
 		*buf = NULL;
-		return gantry_error_errno(err, "read `%s/index.json`", l->dir);
+		return gantry_error_errno(err, "read `%s/index.json`", dir);
 	}
 	(*buf)[st.st_size] = '\0';
 	*len = (size_t)st.st_size;
@@ -80,17 +80,16 @@ static int read_top_index(struct layout *l, char **buf, size_t *len, gantry_erro
 int layout_peek(const char *dir, const char *arch, char digest[DIGEST_STR_MAX])
 {
 	cleanup_free char *buf = NULL;
+	cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct oci_index ix = { 0 };
 	const struct oci_descriptor *d;
-	struct layout l = { .dir = (char *)dir };
-	gantry_error_t err = { 0 };
+	gantry_error_t err = NULL;
 	size_t len;
 	int r = 0;
 
-	l.dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (l.dfd < 0)
+	if (dfd < 0)
 		return 0;
-	if (read_top_index(&l, &buf, &len, &err) == 0 &&
+	if (read_top_index(dfd, dir, &buf, &len, &err) == 0 &&
 	    oci_index_parse(buf, len, &ix, &err) == 0 &&
 	    oci_index_select(&ix, arch, &d, &err) == 0 && d->media_type &&
 	    !oci_media_is_index(d->media_type)) {
@@ -99,7 +98,6 @@ int layout_peek(const char *dir, const char *arch, char digest[DIGEST_STR_MAX])
 	}
 	gantry_error_free(&err);
 	oci_index_free(&ix);
-	close(l.dfd);
 	return r;
 }
 
@@ -117,7 +115,7 @@ int layout_open(const char *dir, const char *arch, struct layout *l, gantry_erro
 		gantry_error_errno(err, "open `%s`", dir);
 		goto fail;
 	}
-	if (read_top_index(l, &buf, &len, err) < 0)
+	if (read_top_index(l->dfd, l->dir, &buf, &len, err) < 0)
 		goto fail;
 	for (int depth = 0;; depth++) {
 		const struct oci_descriptor *d;
