@@ -49,7 +49,9 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
-		     "GANTRY_KVM_DEVICE overrides /dev/kvm.\n");
+		     "GANTRY_GUEST_PROFILE=FILE samples the guest's instruction pointer into FILE\n"
+		     "(scripts/guest-profile names the functions); GANTRY_KVM_DEVICE overrides\n"
+		     "/dev/kvm.\n");
 }
 
 int cmd_run(int argc, char **argv)
