@@ -168,6 +168,7 @@ static json_t *read_json(const char *path, bool *missing, gantry_error_t *err)
 void image_meta_free(struct image_meta *m)
 {
 	free(m->digest);
+	free(m->keyed_by);
 	free(m->source);
 	free(m->created);
 	image_config_free(&m->config);
@@ -195,7 +196,8 @@ int image_cache_load(const struct image_cache *c, const char *digest, struct ima
 	if (j == NULL)
 		return 0;
 	if (!json_is_object(j) || ocijson_string(j, "digest", true, &d, &jerr) < 0 ||
-	    strcmp(d, digest) != 0 || ocijson_string(j, "source", false, &m->source, &jerr) < 0 ||
+	    strcmp(d, digest) != 0 || ocijson_string(j, "keyed_by", false, &m->keyed_by, &jerr) < 0 ||
+	    ocijson_string(j, "source", false, &m->source, &jerr) < 0 ||
 	    ocijson_string(j, "created", false, &m->created, &jerr) < 0 ||
 	    image_config_from_json(json_object_get(j, "config"), &m->config, &jerr) < 0) {
 		gantry_error_free(&jerr);
@@ -217,6 +219,8 @@ int image_cache_store(const struct image_cache *c, const struct image_meta *m, g
 
 	json_object_set_new(j, "version", json_integer(META_VERSION));
 	json_object_set_new(j, "digest", json_string(m->digest));
+	if (m->keyed_by)
+		json_object_set_new(j, "keyed_by", json_string(m->keyed_by));
 	json_object_set_new(j, "source", m->source ? json_string(m->source) : json_null());
 	json_object_set_new(j, "created", json_string(m->created));
 	json_object_set_new(j, "config", image_config_to_json(&m->config));

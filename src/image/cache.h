@@ -3,7 +3,9 @@
  * ~/.gantry/images):
  *
  *   sha256-<hex>.erofs   the flattened image, keyed by its manifest digest
- *   sha256-<hex>.json    our metadata: digest, source, created, config
+ *                        (a docker-save tar has none: its config digest)
+ *   sha256-<hex>.json    our metadata: digest, what it digests (keyed_by),
+ *                        source, created, config
  *   index.json           source reference -> digest, and a fingerprint: the
  *                        file version of a tar, the platform of a registry
  *                        reference
@@ -45,8 +47,13 @@ int image_cache_trylock(const struct image_cache *c, const char *name, struct ca
 			gantry_error_t *err);
 void image_cache_unlock(struct cache_lock *l);
 
+/* What an entry's digest is the digest of. */
+#define CACHE_KEY_MANIFEST "manifest"
+#define CACHE_KEY_CONFIG   "config"
+
 struct image_meta {
 	char *digest;
+	char *keyed_by; /* CACHE_KEY_*; NULL in entries made before it was kept */
 	char *source;
 	char *created; /* RFC 3339, UTC */
 	struct image_config config;

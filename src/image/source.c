@@ -32,6 +32,7 @@ struct convert {
 	const char *ref;	 /* absolute path: the index.json key */
 	const char *fingerprint; /* version of a tar file, or NULL */
 	const char *digest;	 /* cache key */
+	const char *keyed_by;	 /* what digest digests: CACHE_KEY_*, NULL: manifest */
 	const char *config;	 /* config JSON, verified */
 	size_t config_len;
 	bool need_diff_ids; /* nothing else verifies the layers */
@@ -63,15 +64,21 @@ static void fill(struct image *out, char *path, const char *digest, const char *
 	out->converted = converted;
 }
 
-/* 1 when the cache holds digest (and index.json then points ref at it). */
-static int from_cache(struct image_cache *c, const char *digest, const char *ref,
-		      const char *fingerprint, struct image *out, gantry_error_t *err)
+/* 1 when the cache holds digest, as the digest of keyed_by (CACHE_KEY_*;
+ * NULL: of anything), and index.json then points ref at it. */
+static int from_cache_as(struct image_cache *c, const char *digest, const char *keyed_by,
+			 const char *ref, const char *fingerprint, struct image *out,
+			 gantry_error_t *err)
 {
 	struct image_meta m;
 	int r = image_cache_load(c, digest, &m, err);
 
 	if (r <= 0)
 		return r;
+	if (keyed_by && (m.keyed_by == NULL || strcmp(m.keyed_by, keyed_by) != 0)) {
+		image_meta_free(&m);
+		return 0;
+	}
 	if (image_cache_ref_set(c, ref, digest, fingerprint, err) < 0) {
 		image_meta_free(&m);
 		return -1;
@@ -79,6 +86,12 @@ static int from_cache(struct image_cache *c, const char *digest, const char *ref
 	fill(out, image_cache_path(c, digest, ".erofs"), digest, ref, &m.config, false);
 	image_meta_free(&m);
 	return 1;
+}
+
+static int from_cache(struct image_cache *c, const char *digest, const char *ref,
+		      const char *fingerprint, struct image *out, gantry_error_t *err)
+{
+	return from_cache_as(c, digest, NULL, ref, fingerprint, out, err);
 }
 
 static int build(struct image_cache *c, const struct convert *s, struct image_config *cfg,
@@ -108,6 +121,7 @@ static int build(struct image_cache *c, const struct convert *s, struct image_co
 		ocijson_sanitize_utf8(cfg->group);
 	m = (struct image_meta){
 		.digest = (char *)s->digest,
+		.keyed_by = (char *)(s->keyed_by ? s->keyed_by : CACHE_KEY_MANIFEST),
 		.source = (char *)s->ref,
 		.created = cache_now(),
 		.config = *cfg,
@@ -166,9 +180,12 @@ static int resolve_layout(struct image_cache *c, const char *ref, struct image *
 	int r;
 
 	/* Already converted: the digest in index.json is the cache key, and
-	 * the cache holds what that digest names, verified when it was made. */
+	 * the cache holds what that digest names, verified when it was made.
+	 * Unread, index.json is only a claim that the digest is a manifest's:
+	 * an entry keyed by a docker-save config digest (or one too old to
+	 * say) does not answer it; the layout's own blobs are read instead. */
 	if (layout_peek(ref, OCI_HOST_ARCH, digest) == 1) {
-		r = from_cache(c, digest, ref, NULL, out, err);
+		r = from_cache_as(c, digest, CACHE_KEY_MANIFEST, ref, NULL, out, err);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
 	}
@@ -224,6 +241,7 @@ static int resolve_dockersave(struct image_cache *c, const char *ref, const stru
 			.ref = ref,
 			.fingerprint = fp,
 			.digest = d.config_digest,
+			.keyed_by = CACHE_KEY_CONFIG,
 			.config = d.config,
 			.config_len = d.config_len,
 			.need_diff_ids = true,

@@ -19,6 +19,7 @@
 
 #include "common/util.h"
 #include "erofs/layers.h"
+#include "image/cache.h"
 #include "image/digest.h"
 #include "image/source.h"
 #include "test_image_fixtures.h"
@@ -96,8 +97,10 @@ static void test_docker_save(void **state)
 	};
 	struct desc layers[2];
 	char *tar = at(state, "image.tar"), *cfg, cfgname[DIGEST_STR_MAX + 8], cfgd[DIGEST_STR_MAX];
-	char *mani, *f, *msg;
+	char *mani, *f, *msg, *meta, *layout;
 	struct image img, again;
+	struct desc claim;
+	json_t *j;
 	gantry_error_t err = NULL;
 	struct image_user u;
 
@@ -141,6 +144,25 @@ static void test_docker_save(void **state)
 	assert_false(again.converted);
 	assert_string_equal(again.path, img.path);
 	image_free(&again);
+
+	/* The entry is keyed by a config digest, and says so: a layout whose
+	 * index.json calls that digest a manifest's (with no blob behind it)
+	 * does not get this image from the cache. */
+	meta = image_cache_path(&(struct image_cache){ .dir = ((struct ctx *)*state)->cache }, cfgd,
+			".json");
+	j = json_load_file(meta, 0, NULL);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "keyed_by")), CACHE_KEY_CONFIG);
+	json_decref(j);
+	free(meta);
+	memset(&claim, 0, sizeof(claim));
+	snprintf(claim.digest, sizeof(claim.digest), "%s", cfgd);
+	claim.size = (int64_t)strlen(cfg);
+	layout = at(state, "claims");
+	write_index(layout, &claim, (const char *const[]){ NULL }, 1, NULL);
+	msg = resolve_fails(layout);
+	assert_contains(msg, digest_hex(cfgd));
+	free(msg);
 	image_free(&img);
 	free(mani);
 
