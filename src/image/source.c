@@ -32,7 +32,7 @@ struct convert {
 	const char *ref;	 /* absolute path: the index.json key */
 	const char *fingerprint; /* version of a tar file, or NULL */
 	const char *digest;	 /* cache key */
-	const char *keyed_by;	 /* what digest digests: CACHE_KEY_*, NULL: manifest */
+	const char *keyed_by;	 /* what digest is the digest of: CACHE_KEY_* */
 	const char *config;	 /* config JSON, verified */
 	size_t config_len;
 	bool need_diff_ids; /* nothing else verifies the layers */
@@ -64,20 +64,31 @@ static void fill(struct image *out, char *path, const char *digest, const char *
 	out->converted = converted;
 }
 
-/* 1 when the cache holds digest, as the digest of keyed_by (CACHE_KEY_*;
- * NULL: of anything), and index.json then points ref at it. */
-static int from_cache_as(struct image_cache *c, const char *digest, const char *keyed_by,
-			 const char *ref, const char *fingerprint, struct image *out,
-			 gantry_error_t *err)
+/* 1 when the cache holds digest as the digest of a kind (CACHE_KEY_*), and
+ * index.json then points ref at it. verified: the caller has read and
+ * hashed what digest names, or found digest in our own index.json; an entry
+ * from before kinds were recorded then learns its kind. Unverified (a
+ * layout's index.json, unread), only an entry that records kind answers. */
+static int from_cache(struct image_cache *c, const char *digest, const char *kind,
+		      bool verified, const char *ref, const char *fingerprint, struct image *out,
+		      gantry_error_t *err)
 {
 	struct image_meta m;
 	int r = image_cache_load(c, digest, &m, err);
 
 	if (r <= 0)
 		return r;
-	if (keyed_by && (m.keyed_by == NULL || strcmp(m.keyed_by, keyed_by) != 0)) {
+	if (m.keyed_by ? strcmp(m.keyed_by, kind) != 0 : !verified) {
 		image_meta_free(&m);
 		return 0;
+	}
+	if (m.keyed_by == NULL) {
+		gantry_error_t ignored = NULL;
+
+		/* Best effort: a cache we cannot write still serves reads. */
+		m.keyed_by = xstrdup(kind);
+		image_cache_store(c, &m, &ignored);
+		gantry_error_free(&ignored);
 	}
 	if (image_cache_ref_set(c, ref, digest, fingerprint, err) < 0) {
 		image_meta_free(&m);
@@ -86,12 +97,6 @@ static int from_cache_as(struct image_cache *c, const char *digest, const char *
 	fill(out, image_cache_path(c, digest, ".erofs"), digest, ref, &m.config, false);
 	image_meta_free(&m);
 	return 1;
-}
-
-static int from_cache(struct image_cache *c, const char *digest, const char *ref,
-		      const char *fingerprint, struct image *out, gantry_error_t *err)
-{
-	return from_cache_as(c, digest, NULL, ref, fingerprint, out, err);
 }
 
 static int build(struct image_cache *c, const struct convert *s, struct image_config *cfg,
@@ -121,7 +126,7 @@ static int build(struct image_cache *c, const struct convert *s, struct image_co
 		ocijson_sanitize_utf8(cfg->group);
 	m = (struct image_meta){
 		.digest = (char *)s->digest,
-		.keyed_by = (char *)(s->keyed_by ? s->keyed_by : CACHE_KEY_MANIFEST),
+		.keyed_by = (char *)s->keyed_by,
 		.source = (char *)s->ref,
 		.created = cache_now(),
 		.config = *cfg,
@@ -148,7 +153,7 @@ static int convert(struct image_cache *c, const struct convert *s, struct image 
 	xasprintf(&name, "sha256-%s", digest_hex(s->digest));
 	if (image_cache_lock(c, name, &l, err) < 0)
 		return -1;
-	r = from_cache(c, s->digest, s->ref, s->fingerprint, out, err);
+	r = from_cache(c, s->digest, s->keyed_by, true, s->ref, s->fingerprint, out, err);
 	if (r == 0)
 		r = build(c, s, &cfg, err) == 0 ? 2 : -1;
 	image_cache_unlock(&l);
@@ -183,19 +188,21 @@ static int resolve_layout(struct image_cache *c, const char *ref, struct image *
 	 * the cache holds what that digest names, verified when it was made.
 	 * Unread, index.json is only a claim that the digest is a manifest's:
 	 * an entry keyed by a docker-save config digest (or one too old to
-	 * say) does not answer it; the layout's own blobs are read instead. */
+	 * say, until a verified lookup below records it) does not answer it;
+	 * the layout's own blobs are read instead. */
 	if (layout_peek(ref, OCI_HOST_ARCH, digest) == 1) {
-		r = from_cache_as(c, digest, CACHE_KEY_MANIFEST, ref, NULL, out, err);
+		r = from_cache(c, digest, CACHE_KEY_MANIFEST, false, ref, NULL, out, err);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
 	}
 	if (layout_open(ref, OCI_HOST_ARCH, &l, err) < 0)
 		return -1;
-	r = from_cache(c, l.manifest_digest, ref, NULL, out, err);
+	r = from_cache(c, l.manifest_digest, CACHE_KEY_MANIFEST, true, ref, NULL, out, err);
 	if (r == 0 && layout_read_config(&l, &config, &len, err) == 0) {
 		struct convert s = {
 			.ref = ref,
 			.digest = l.manifest_digest,
+			.keyed_by = CACHE_KEY_MANIFEST,
 			.config = config,
 			.config_len = len,
 			.apply = apply_layout,
@@ -229,13 +236,13 @@ static int resolve_dockersave(struct image_cache *c, const char *ref, const stru
 		  (long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
 	if (image_cache_ref_get(c, ref, &digest, &seen, err) == 1 && seen &&
 	    strcmp(seen, fp) == 0) {
-		r = from_cache(c, digest, ref, fp, out, err);
+		r = from_cache(c, digest, CACHE_KEY_CONFIG, true, ref, fp, out, err);
 		if (r != 0)
 			return r < 0 ? -1 : 0;
 	}
 	if (dockersave_open(ref, &d, err) < 0)
 		return -1;
-	r = from_cache(c, d.config_digest, ref, fp, out, err);
+	r = from_cache(c, d.config_digest, CACHE_KEY_CONFIG, true, ref, fp, out, err);
 	if (r == 0) {
 		struct convert s = {
 			.ref = ref,
@@ -290,12 +297,13 @@ static int pull_convert(struct image_cache *c, const struct image_ref *ref,
 
 	if (pull_open(ref, &po, &p, err) < 0)
 		return -1;
-	r = from_cache(c, p.manifest_digest, p.name, platform, out, err);
+	r = from_cache(c, p.manifest_digest, CACHE_KEY_MANIFEST, true, p.name, platform, out, err);
 	if (r == 0 && pull_read_config(&p, &config, &len, err) == 0) {
 		struct convert s = {
 			.ref = p.name,
 			.fingerprint = platform,
 			.digest = p.manifest_digest,
+			.keyed_by = CACHE_KEY_MANIFEST,
 			.config = config,
 			.config_len = len,
 			.apply = apply_pull,
@@ -328,7 +336,7 @@ static int resolve_registry(struct image_cache *c, const char *src,
 	name = image_ref_string(&ref);
 	if (!o->pull && image_cache_ref_get(c, name, &digest, &fp, err) == 1 && fp &&
 	    strcmp(fp, plat.str) == 0)
-		r = from_cache(c, digest, name, fp, out, err);
+		r = from_cache(c, digest, CACHE_KEY_MANIFEST, true, name, fp, out, err);
 	if (r == 0)
 		r = pull_convert(c, &ref, o, plat.str, out, err);
 	image_ref_free(&ref);

@@ -127,7 +127,7 @@ static void test_cache_hit(void **state)
 	struct desc m, layers[2];
 	struct image a, b;
 	struct stat s1, s2;
-	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob;
+	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta;
 	char digest[DIGEST_STR_MAX];
 	json_t *j;
 	json_error_t je;
@@ -144,6 +144,24 @@ static void test_cache_hit(void **state)
 	assert_non_null(b.config->passwd);
 	assert_string_equal(a.config->passwd, b.config->passwd);
 	image_free(&b);
+
+	/* An entry from before kinds were recorded: the layout's manifest is
+	 * read once, and the entry learns its digest is a manifest's. */
+	xasprintf(&meta, "%s/sha256-%s.json", c->cache, digest_hex(m.digest));
+	j = json_load_file(meta, 0, &je);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "keyed_by")), "manifest");
+	assert_int_equal(json_object_del(j, "keyed_by"), 0);
+	assert_int_equal(json_dump_file(j, meta, JSON_COMPACT), 0);
+	json_decref(j);
+	resolve_ok(layout, &b);
+	assert_false(b.converted);
+	image_free(&b);
+	j = json_load_file(meta, 0, &je);
+	assert_non_null(j);
+	assert_string_equal(json_string_value(json_object_get(j, "keyed_by")), "manifest");
+	json_decref(j);
+	free(meta);
 
 	/* A hit needs index.json alone: the digest it names is the cache key,
 	 * so no blob is read (nor hashed) any more. */
