@@ -157,6 +157,10 @@ static void test_cache_hit(void **state)
 	resolve_ok(layout, &b);
 	assert_false(b.converted);
 	image_free(&b);
+	resolve_ok(layout, &b); /* from the rewritten metadata */
+	assert_string_equal(b.config->user, "app");
+	assert_string_equal(b.config->passwd, a.config->passwd);
+	image_free(&b);
 	j = json_load_file(meta, 0, &je);
 	assert_non_null(j);
 	assert_string_equal(json_string_value(json_object_get(j, "keyed_by")), "manifest");
