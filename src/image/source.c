@@ -64,6 +64,26 @@ static void fill(struct image *out, char *path, const char *digest, const char *
 	out->converted = converted;
 }
 
+/* Rewrite an entry's metadata with its kind, under the digest's lock (as
+ * `image rm` removes it) and only while the image is still there, so that
+ * a removal cannot be undone by a stale copy. Best effort: a busy lock or
+ * a cache we cannot write still serves reads, and records it next time. */
+static void record_kind(struct image_cache *c, const struct image_meta *m)
+{
+	cleanup_free char *name = NULL, *erofs = image_cache_path(c, m->digest, ".erofs");
+	gantry_error_t ignored = NULL;
+	struct cache_lock l = { 0 };
+	struct stat st;
+
+	xasprintf(&name, "sha256-%s", digest_hex(m->digest));
+	if (image_cache_trylock(c, name, &l, &ignored) == 0) {
+		if (stat(erofs, &st) == 0 && S_ISREG(st.st_mode))
+			image_cache_store(c, m, &ignored);
+		image_cache_unlock(&l);
+	}
+	gantry_error_free(&ignored);
+}
+
 /* 1 when the cache holds digest as the digest of a kind (CACHE_KEY_*), and
  * index.json then points ref at it. verified: the caller has read and
  * hashed what digest names, or found digest in our own index.json; an entry
@@ -83,12 +103,8 @@ static int from_cache(struct image_cache *c, const char *digest, const char *kin
 		return 0;
 	}
 	if (m.keyed_by == NULL) {
-		gantry_error_t ignored = NULL;
-
-		/* Best effort: a cache we cannot write still serves reads. */
 		m.keyed_by = xstrdup(kind);
-		image_cache_store(c, &m, &ignored);
-		gantry_error_free(&ignored);
+		record_kind(c, &m);
 	}
 	if (image_cache_ref_set(c, ref, digest, fingerprint, err) < 0) {
 		image_meta_free(&m);

@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "erofs/layers.h"
 #include "erofs/reader.h"
+#include "image/cache.h"
 #include "image/digest.h"
 #include "image/layout.h"
 #include "image/manifest.h"
@@ -127,7 +128,10 @@ static void test_cache_hit(void **state)
 	struct desc m, layers[2];
 	struct image a, b;
 	struct stat s1, s2;
-	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta;
+	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta, *name;
+	struct image_cache ic = { .dir = c->cache };
+	struct cache_lock lk = { 0 };
+	gantry_error_t err = NULL;
 	char digest[DIGEST_STR_MAX];
 	json_t *j;
 	json_error_t je;
@@ -154,6 +158,19 @@ static void test_cache_hit(void **state)
 	assert_int_equal(json_object_del(j, "keyed_by"), 0);
 	assert_int_equal(json_dump_file(j, meta, JSON_COMPACT), 0);
 	json_decref(j);
+	/* Not while the digest's lock is held (`image rm` removes an entry
+	 * under it): the lookup hits, the metadata is left as it was. */
+	xasprintf(&name, "sha256-%s", digest_hex(m.digest));
+	assert_int_equal(image_cache_lock(&ic, name, &lk, &err), 0);
+	resolve_ok(layout, &b);
+	assert_false(b.converted);
+	image_free(&b);
+	j = json_load_file(meta, 0, &je);
+	assert_non_null(j);
+	assert_null(json_object_get(j, "keyed_by"));
+	json_decref(j);
+	image_cache_unlock(&lk);
+	free(name);
 	resolve_ok(layout, &b);
 	assert_false(b.converted);
 	image_free(&b);
