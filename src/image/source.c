@@ -87,8 +87,9 @@ static void record_kind(struct image_cache *c, const struct image_meta *m)
 /* 1 when the cache holds digest as the digest of a kind (CACHE_KEY_*), and
  * index.json then points ref at it. verified: the caller has read and
  * hashed what digest names, or found digest in our own index.json; an entry
- * from before kinds were recorded then learns its kind. Unverified (a
- * layout's index.json, unread), only an entry that records kind answers. */
+ * from before kinds were recorded then learns its kind, and one recorded as
+ * another kind is an error. Unverified (a layout's index.json, unread),
+ * only an entry that records kind answers. */
 static int from_cache(struct image_cache *c, const char *digest, const char *kind,
 		      bool verified, const char *ref, const char *fingerprint, struct image *out,
 		      gantry_error_t *err)
@@ -99,8 +100,15 @@ static int from_cache(struct image_cache *c, const char *digest, const char *kin
 	if (r <= 0)
 		return r;
 	if (m.keyed_by ? strcmp(m.keyed_by, kind) != 0 : !verified) {
+		/* One blob that is both a manifest and a config: keep the
+		 * entry as it is rather than rebuild it from another image. */
+		if (verified)
+			r = gantry_error(err, 0, "%s is cached as the digest of a %s, not a %s",
+					 digest, m.keyed_by, kind);
+		else
+			r = 0;
 		image_meta_free(&m);
-		return 0;
+		return r;
 	}
 	if (m.keyed_by == NULL) {
 		m.keyed_by = xstrdup(kind);

@@ -128,7 +128,7 @@ static void test_cache_hit(void **state)
 	struct desc m, layers[2];
 	struct image a, b;
 	struct stat s1, s2;
-	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta, *name;
+	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta, *name, *msg;
 	struct image_cache ic = { .dir = c->cache };
 	struct cache_lock lk = { 0 };
 	gantry_error_t err = NULL;
@@ -149,12 +149,22 @@ static void test_cache_hit(void **state)
 	assert_string_equal(a.config->passwd, b.config->passwd);
 	image_free(&b);
 
-	/* An entry from before kinds were recorded: the layout's manifest is
-	 * read once, and the entry learns its digest is a manifest's. */
+	/* An entry recorded as another kind of digest (one blob that would be
+	 * both a config and a manifest) is refused, not rebuilt. */
 	xasprintf(&meta, "%s/sha256-%s.json", c->cache, digest_hex(m.digest));
 	j = json_load_file(meta, 0, &je);
 	assert_non_null(j);
 	assert_string_equal(json_string_value(json_object_get(j, "keyed_by")), "manifest");
+	json_object_set_new(j, "keyed_by", json_string("config"));
+	assert_int_equal(json_dump_file(j, meta, JSON_COMPACT), 0);
+	msg = resolve_fails(layout);
+	assert_contains(msg, "is cached as the digest of a config, not a manifest");
+	free(msg);
+	assert_int_equal(stat(a.path, &s2), 0);
+	assert_int_equal(s1.st_ino, s2.st_ino);
+
+	/* An entry from before kinds were recorded: the layout's manifest is
+	 * read once, and the entry learns its digest is a manifest's. */
 	assert_int_equal(json_object_del(j, "keyed_by"), 0);
 	assert_int_equal(json_dump_file(j, meta, JSON_COMPACT), 0);
 	json_decref(j);
