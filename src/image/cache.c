@@ -110,6 +110,15 @@ int image_cache_trylock(const struct image_cache *c, const char *name, struct ca
 	return lock_take(c, name, l, false, err);
 }
 
+int image_cache_lock_digest(const struct image_cache *c, const char *digest, bool wait,
+			    struct cache_lock *l, gantry_error_t *err)
+{
+	cleanup_free char *name = NULL;
+
+	xasprintf(&name, "sha256-%s", digest_hex(digest));
+	return lock_take(c, name, l, wait, err);
+}
+
 void image_cache_unlock(struct cache_lock *l)
 {
 	if (l->path == NULL)

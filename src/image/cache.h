@@ -45,6 +45,10 @@ int image_cache_lock(const struct image_cache *c, const char *name, struct cache
 /* The same without waiting: 1 when another process holds it. */
 int image_cache_trylock(const struct image_cache *c, const char *name, struct cache_lock *l,
 			gantry_error_t *err);
+/* The lock of one digest's entry ("sha256-<hex>"), held while the entry is
+ * converted, removed or its metadata rewritten; wait false: as trylock. */
+int image_cache_lock_digest(const struct image_cache *c, const char *digest, bool wait,
+			    struct cache_lock *l, gantry_error_t *err);
 void image_cache_unlock(struct cache_lock *l);
 
 /* What an entry's digest is the digest of. */

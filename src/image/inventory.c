@@ -210,13 +210,12 @@ int sandbox_digests(char ***digests, char ***names, size_t *n, gantry_error_t *e
 static int entry_remove(const struct image_cache *c, const char *digest, bool wait,
 			uint64_t *freed, gantry_error_t *err)
 {
-	cleanup_free char *name = NULL, *erofs = image_cache_path(c, digest, ".erofs");
+	cleanup_free char *erofs = image_cache_path(c, digest, ".erofs");
 	struct cache_lock l = { 0 };
 	struct stat st;
 	int r;
 
-	xasprintf(&name, "sha256-%s", digest_hex(digest));
-	r = wait ? image_cache_lock(c, name, &l, err) : image_cache_trylock(c, name, &l, err);
+	r = image_cache_lock_digest(c, digest, wait, &l, err);
 	if (r != 0)
 		return r; /* 1: being converted right now */
 	*freed = stat(erofs, &st) == 0 ? (uint64_t)st.st_size : 0;

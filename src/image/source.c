@@ -70,13 +70,12 @@ static void fill(struct image *out, char *path, const char *digest, const char *
  * a cache we cannot write still serves reads, and records it next time. */
 static void record_kind(struct image_cache *c, const struct image_meta *m)
 {
-	cleanup_free char *name = NULL, *erofs = image_cache_path(c, m->digest, ".erofs");
+	cleanup_free char *erofs = image_cache_path(c, m->digest, ".erofs");
 	gantry_error_t ignored = NULL;
 	struct cache_lock l = { 0 };
 	struct stat st;
 
-	xasprintf(&name, "sha256-%s", digest_hex(m->digest));
-	if (image_cache_trylock(c, name, &l, &ignored) == 0) {
+	if (image_cache_lock_digest(c, m->digest, false, &l, &ignored) == 0) {
 		if (stat(erofs, &st) == 0 && S_ISREG(st.st_mode))
 			image_cache_store(c, m, &ignored);
 		image_cache_unlock(&l);
@@ -169,13 +168,11 @@ out:
 static int convert(struct image_cache *c, const struct convert *s, struct image *out,
 		   gantry_error_t *err)
 {
-	cleanup_free char *name = NULL;
 	struct image_config cfg = { 0 };
 	struct cache_lock l = { 0 };
 	int r;
 
-	xasprintf(&name, "sha256-%s", digest_hex(s->digest));
-	if (image_cache_lock(c, name, &l, err) < 0)
+	if (image_cache_lock_digest(c, s->digest, true, &l, err) < 0)
 		return -1;
 	r = from_cache(c, s->digest, s->keyed_by, true, s->ref, s->fingerprint, out, err);
 	if (r == 0)

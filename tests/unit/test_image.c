@@ -128,7 +128,7 @@ static void test_cache_hit(void **state)
 	struct desc m, layers[2];
 	struct image a, b;
 	struct stat s1, s2;
-	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta, *name, *msg;
+	char *layout = basic_layout(state, &m, layers, NULL), *index, *blob, *meta, *msg;
 	struct image_cache ic = { .dir = c->cache };
 	struct cache_lock lk = { 0 };
 	gantry_error_t err = NULL;
@@ -170,8 +170,7 @@ static void test_cache_hit(void **state)
 	json_decref(j);
 	/* Not while the digest's lock is held (`image rm` removes an entry
 	 * under it): the lookup hits, the metadata is left as it was. */
-	xasprintf(&name, "sha256-%s", digest_hex(m.digest));
-	assert_int_equal(image_cache_lock(&ic, name, &lk, &err), 0);
+	assert_int_equal(image_cache_lock_digest(&ic, m.digest, true, &lk, &err), 0);
 	resolve_ok(layout, &b);
 	assert_false(b.converted);
 	image_free(&b);
@@ -180,7 +179,6 @@ static void test_cache_hit(void **state)
 	assert_null(json_object_get(j, "keyed_by"));
 	json_decref(j);
 	image_cache_unlock(&lk);
-	free(name);
 	resolve_ok(layout, &b);
 	assert_false(b.converted);
 	image_free(&b);
