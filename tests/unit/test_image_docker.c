@@ -97,10 +97,9 @@ static void test_docker_save(void **state)
 	};
 	struct desc layers[2];
 	char *tar = at(state, "image.tar"), *cfg, cfgname[DIGEST_STR_MAX + 8], cfgd[DIGEST_STR_MAX];
-	char *mani, *f, *msg, *meta, *layout;
+	char *mani, *f, *msg, *kind, *layout;
 	struct image img, again;
 	struct desc claim;
-	json_t *j;
 	gantry_error_t err = NULL;
 	struct image_user u;
 
@@ -148,13 +147,9 @@ static void test_docker_save(void **state)
 	/* The entry is keyed by a config digest, and says so: a layout whose
 	 * index.json calls that digest a manifest's (with no blob behind it)
 	 * does not get this image from the cache. */
-	meta = image_cache_path(&(struct image_cache){ .dir = ((struct ctx *)*state)->cache }, cfgd,
-			".json");
-	j = json_load_file(meta, 0, NULL);
-	assert_non_null(j);
-	assert_string_equal(json_string_value(json_object_get(j, "keyed_by")), CACHE_KEY_CONFIG);
-	json_decref(j);
-	free(meta);
+	kind = cache_keyed_by(state, cfgd);
+	assert_string_equal(kind, CACHE_KEY_CONFIG);
+	free(kind);
 	memset(&claim, 0, sizeof(claim));
 	snprintf(claim.digest, sizeof(claim.digest), "%s", cfgd);
 	claim.size = (int64_t)strlen(cfg);

@@ -300,6 +300,23 @@ void assert_cache_clean(void **state)
 	assert_dir_clean(((struct ctx *)*state)->cache);
 }
 
+char *cache_keyed_by(void **state, const char *digest)
+{
+	struct ctx *c = *state;
+	const char *v;
+	char *path, *r;
+	json_t *j;
+
+	xasprintf(&path, "%s/sha256-%s.json", c->cache, digest_hex(digest));
+	j = json_load_file(path, 0, NULL);
+	assert_non_null(j);
+	v = json_string_value(json_object_get(j, "keyed_by"));
+	r = v ? xstrdup(v) : NULL;
+	json_decref(j);
+	free(path);
+	return r;
+}
+
 /* Read a file out of an image with the independent reader. */
 char *image_file(const char *image, const char *path)
 {

@@ -61,6 +61,8 @@ void assert_contains(const char *s, const char *want);
 /* Nothing of a failed conversion stays in the cache. */
 void assert_dir_clean(const char *dir);
 void assert_cache_clean(void **state);
+/* The keyed_by of digest's cache entry metadata; NULL when it has none. */
+char *cache_keyed_by(void **state, const char *digest);
 /* A file out of an image, read with the independent reader; NULL if absent. */
 char *image_file(const char *image, const char *path);
 
