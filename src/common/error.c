@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/util.h"
 
 static int error_vmake(gantry_error_t *err, int status, const char *fmt, va_list ap)
@@ -87,6 +88,6 @@ void gantry_error_free(gantry_error_t *err)
 
 void gantry_error_print(gantry_error_t *err)
 {
-	fprintf(stderr, "gantry: %s\n", gantry_error_str(err ? *err : NULL));
+	log_error("%s", gantry_error_str(err ? *err : NULL));
 	gantry_error_free(err);
 }
