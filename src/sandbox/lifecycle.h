@@ -47,4 +47,13 @@ void sandbox_list_free(struct sandbox *v, size_t n);
 int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent_result *res,
 		 gantry_error_t *err);
 
+/* One-shot `gantry exec`: a transient sandbox on o->image (NULL: the
+ * built-in image) with o->cpus and o->mem_mib, read-only, in a temporary
+ * run directory: boot it, run args as sandbox_exec does (show_console: the
+ * guest console on stderr), end the VM, and leave nothing behind. 0 with
+ * *res filled; -1 when the image, the VM or the guest link failed, the
+ * error quoting the console's last lines. */
+int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
+		     size_t nargs, struct agent_result *res, gantry_error_t *err);
+
 #endif

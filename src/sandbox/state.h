@@ -46,6 +46,7 @@ struct sandbox {
 	enum sandbox_state state;
 	char *reason; /* crashed: why */
 	long pid;     /* the supervisor's, while running */
+	bool transient; /* one-shot `gantry exec`: never saved, no container kept */
 };
 
 bool sandbox_name_valid(const char *name);

@@ -1,112 +1,31 @@
-/* The supervisor (see supervisor.h): one poll loop on the main thread over
- * the guest's control connection, its stdio dials, ctl.sock and its
- * clients; the VMM on threads of its own.
- *
- * Sessions: a client's EXEC gets a supervisor-wide id before it goes to the
- * guest, and the guest's answers go back under the client's own id. When
- * the guest dials its stdio stream for a session, the supervisor reads the
- * stream's STREAM frame and passes the connection itself to the session's
- * client: stdio bytes never pass through here. */
+/* The supervisor (see supervisor.h): start-up, one poll loop on the main
+ * thread over the guest's control connection, its stdio dials, ctl.sock
+ * and its clients (sessions.c), the VM on threads of its own, and the end.
+ * The loop never blocks on a peer (supervisor_priv.h). */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/session.h"
-#include "common/assets.h"
-#include "common/unixsock.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "sandbox/ctl.h"
 #include "sandbox/rwlayer.h"
-#include "sandbox/state.h"
 #include "sandbox/supervisor.h"
-#include "vmm/vmm.h"
+#include "sandbox/supervisor_priv.h"
 
-#define SUP_MAX_CLIENTS	     256
 #define SUP_AGENT_TIMEOUT_MS 180000
-#define SUP_READY_TIMEOUT_MS 300000 /* nested test hosts boot slowly */
-#define SUP_STREAM_READ_MS   5000
 #define SUP_LOCK_WAIT_MS     3000
 #define SUP_SHUTDOWN_MS	     30000
 #define SUP_CONSOLE_SCAN     (64 * 1024)
-#define SUP_LOG_ROTATE	     (1u << 20)
-#define SUP_APPEND_MAX	     512
-#define SUP_REQUEST_MS	     10000 /* for a ctl client's request line */
-
-struct client {
-	int fd;
-	bool session;	  /* past an "exec" request: agent frames now */
-	bool stop_waiter; /* answer once the VM has ended */
-	char *line;	  /* the request line so far */
-	size_t len;
-	struct proto_decoder *dec;
-	uint32_t client_id, guest_id;
-	bool done;	   /* EXIT or ERROR went to it */
-	uint64_t deadline; /* its request line is due by then; 0: none due */
-};
-
-struct sup {
-	const char *name;
-	char *dir;
-	struct sandbox sb;
-	int ready_fd;
-	char *kernel, *sysroot;
-	char append[SUP_APPEND_MAX];
-	struct vmm_config cfg;
-	pthread_t thread;
-	bool thread_on;
-	int vm_rc, vm_status;
-	gantry_error_t vm_err;
-	int vm_done[2];
-	struct agent *agent;
-	int control, stdio_listen, ctl_listen, sigfd;
-	struct proto_decoder *dec;
-	struct client *clients[SUP_MAX_CLIENTS];
-	uint32_t next_id;
-	bool stopping;
-	uint64_t stop_deadline;
-};
 
 static const char *const sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock" };
-
-static void sup_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sup_log(const char *fmt, ...)
-{
-	char stamp[32], msg[1024];
-	struct timespec ts;
-	struct tm tm;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", gmtime_r(&ts.tv_sec, &tm));
-	fprintf(stderr, "%s.%03ldZ supervisor[%d]: %s\n", stamp, ts.tv_nsec / 1000000,
-		(int)getpid(), msg);
-}
-
-static void *vm_thread(void *arg)
-{
-	struct sup *s = arg;
-	char c = 1;
-
-	s->vm_rc = vmm_run(&s->cfg, &s->vm_status, &s->vm_err);
-	agent_cancel(s->agent);
-	(void)!write(s->vm_done[1], &c, 1);
-	return NULL;
-}
 
 static void remove_sockets(void)
 {
@@ -114,221 +33,64 @@ static void remove_sockets(void)
 		unlink(sockets[i]);
 }
 
-/* --- clients ---------------------------------------------------------------------------- */
+/* --- the guest's control connection ---------------------------------------------------------- */
 
-static void client_drop(struct sup *s, struct client *c)
+/* End the VM without the guest powering off; why goes in sandbox.json. */
+static void sup_kill(struct sup *s, const char *why)
 {
-	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
-		if (s->clients[i] == c)
-			s->clients[i] = NULL;
-	close(c->fd);
-	free(c->line);
-	free(c->dec);
-	free(c);
+	if (s->killed == NULL)
+		s->killed = why;
+	machine_kill(&s->m);
 }
 
-/* A client that does not read its answers is not waited for: its socket
- * is non-blocking, and a reply that does not fit fails (then drop it). */
-static int reply(struct client *c, bool ok, const char *error)
+/* Close the guest's control connection: it closed it, broke it, or stopped
+ * reading it (hostile: then a stop in progress ends the VM at once, since
+ * nothing can ask the guest to power off any more). */
+static void guest_cut(struct sup *s, const char *why, bool hostile)
 {
-	json_t *j =
-		ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b,s:s}", "ok", 0, "error", error);
-	int r = ctl_send_json(c->fd, j, NULL);
-
-	json_decref(j);
-	return r;
+	if (s->control < 0)
+		return;
+	log_warn("%s", why);
+	close(s->control);
+	s->control = -1;
+	outq_free(&s->control_q);
+	s->guest_gone = why;
+	clients_guest_gone(s, why);
+	if (hostile && s->stopping)
+		sup_kill(s, why);
 }
 
-/* Drop c, hanging up on its session like a terminal on its process. */
-static void client_hangup(struct sup *s, struct client *c);
-
-static void send_guest(struct sup *s, const struct proto_msg *m)
+bool sup_send_guest(struct sup *s, const struct proto_msg *m)
 {
-	if (s->control >= 0 && proto_write_msg(s->control, m) < 0)
-		sup_log("send %s to the guest: %s", proto_type_name(m->type), strerror(errno));
+	uint8_t frame[PROTO_MAX_FRAME];
+	ssize_t len;
+
+	if (s->control < 0)
+		return false;
+	len = proto_encode(m, frame, sizeof(frame));
+	if (len < 0)
+		return false;
+	if (outq_send(&s->control_q, s->control, frame, (size_t)len, -1) == 0)
+		return true;
+	if (errno == ENOBUFS)
+		return false; /* whoever asked for it is hung up on, not the guest */
+	guest_cut(s, "the guest's control connection broke", true);
+	return false;
 }
 
-static void begin_stop(struct sup *s, const char *why)
+void sup_begin_stop(struct sup *s, const char *why)
 {
 	struct proto_msg m = { .type = PROTO_SHUTDOWN };
 
 	if (s->stopping)
 		return;
-	sup_log("stopping (%s)", why);
+	log_info("stopping (%s)", why);
 	s->stopping = true;
 	s->stop_deadline = now_ms() + SUP_SHUTDOWN_MS;
 	/* The guest kills every process, syncs, unmounts and powers off. */
-	send_guest(s, &m);
+	if (!sup_send_guest(s, &m))
+		sup_kill(s, s->guest_gone ? s->guest_gone : "the guest did not take SHUTDOWN");
 }
-
-static void client_request(struct sup *s, struct client *c, size_t end)
-{
-	json_error_t jerr;
-	json_t *j = json_loadb(c->line, end, 0, &jerr);
-	const char *op = json_string_value(json_object_get(j, "op"));
-	size_t rest = c->len - end - 1;
-
-	if (op == NULL) {
-		reply(c, false, "bad request");
-		client_drop(s, c);
-	} else if (strcmp(op, CTL_OP_STATUS) == 0) {
-		json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid",
-				      (int)getpid(), "state", s->stopping ? "stopping" : "running");
-
-		if (ctl_send_json(c->fd, r, NULL) < 0) {
-			client_drop(s, c);
-		} else {
-			c->len = 0;
-			c->deadline = now_ms() + SUP_REQUEST_MS;
-		}
-		json_decref(r);
-	} else if (strcmp(op, CTL_OP_STOP) == 0) {
-		c->stop_waiter = true;
-		c->deadline = 0;
-		begin_stop(s, "asked to");
-	} else if (strcmp(op, CTL_OP_EXEC) == 0) {
-		if (s->stopping) {
-			reply(c, false, "the sandbox is stopping");
-			client_drop(s, c);
-		} else {
-			c->session = true;
-			c->deadline = 0;
-			c->dec = xmalloc(sizeof(*c->dec));
-			proto_decoder_init(c->dec);
-			if (rest)
-				proto_decoder_push(c->dec, c->line + end + 1, rest);
-			if (reply(c, true, NULL) < 0)
-				client_drop(s, c);
-		}
-	} else {
-		reply(c, false, "unknown op");
-		client_drop(s, c);
-	}
-	json_decref(j);
-}
-
-static void client_frame(struct sup *s, struct client *c, struct proto_msg *m, bool *drop)
-{
-	switch (m->type) {
-	case PROTO_EXEC:
-		if (c->guest_id) {
-			*drop = true;
-			return;
-		}
-		c->client_id = m->u.exec.id;
-		c->guest_id = ++s->next_id ? s->next_id : ++s->next_id;
-		m->u.exec.id = c->guest_id;
-		send_guest(s, m);
-		break;
-	case PROTO_SIGNAL:
-		if (c->guest_id && !c->done) {
-			m->u.signal.id = c->guest_id;
-			send_guest(s, m);
-		}
-		break;
-	case PROTO_RESIZE:
-		if (c->guest_id && !c->done) {
-			m->u.resize.id = c->guest_id;
-			send_guest(s, m);
-		}
-		break;
-	default:
-		*drop = true;
-	}
-}
-
-static void client_event(struct sup *s, struct client *c)
-{
-	bool drop = false;
-	ssize_t n;
-
-	if (!c->session) {
-		char *nl;
-
-		n = recv(c->fd, c->line + c->len, CTL_LINE_MAX - c->len, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			return;
-		if (n <= 0) {
-			client_drop(s, c);
-			return;
-		}
-		c->len += (size_t)n;
-		nl = memchr(c->line, '\n', c->len);
-		if (nl)
-			client_request(s, c, (size_t)(nl - c->line));
-		else if (c->len == CTL_LINE_MAX)
-			client_drop(s, c);
-		return;
-	}
-	n = proto_decoder_fill(c->dec, c->fd);
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (n > 0) {
-		struct proto_msg m;
-		const char *why;
-		int k;
-
-		while (!drop && (k = proto_decoder_next(c->dec, &m, &why)) > 0) {
-			client_frame(s, c, &m, &drop);
-			proto_msg_free(&m);
-		}
-		if (k < 0)
-			drop = true;
-	}
-	if (n <= 0 || drop)
-		client_hangup(s, c);
-}
-
-static void client_hangup(struct sup *s, struct client *c)
-{
-	if (c->guest_id && !c->done) {
-		struct proto_msg m = { .type = PROTO_SIGNAL };
-
-		m.u.signal.id = c->guest_id;
-		m.u.signal.signo = SIGHUP;
-		send_guest(s, &m);
-	}
-	client_drop(s, c);
-}
-
-static void accept_client(struct sup *s)
-{
-	struct client *c;
-	size_t slot;
-	int fd = accept4(s->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-
-	if (fd < 0)
-		return;
-	if (!ctl_peer_ok(fd)) {
-		static const char no[] = "{\"ok\":false,\"error\":\"permission denied\"}\n";
-
-		sup_log("refused a ctl.sock connection from another user");
-		(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-		close(fd);
-		return;
-	}
-	for (slot = 0; slot < SUP_MAX_CLIENTS && s->clients[slot]; slot++)
-		;
-	if (slot == SUP_MAX_CLIENTS) {
-		close(fd);
-		return;
-	}
-	c = xzalloc(sizeof(*c));
-	c->fd = fd;
-	c->line = xmalloc(CTL_LINE_MAX);
-	c->deadline = now_ms() + SUP_REQUEST_MS;
-	s->clients[slot] = c;
-}
-
-static struct client *client_by_guest_id(struct sup *s, uint32_t id)
-{
-	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
-		if (s->clients[i] && s->clients[i]->guest_id == id)
-			return s->clients[i];
-	return NULL;
-}
-
-/* --- the guest ----------------------------------------------------------------------------- */
 
 static void guest_frames(struct sup *s)
 {
@@ -340,12 +102,10 @@ static void guest_frames(struct sup *s)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
-		sup_log("the guest closed its control connection");
-		close(s->control);
-		s->control = -1;
+		guest_cut(s, "the guest closed its control connection", false);
 		return;
 	}
-	while ((k = proto_decoder_next(s->dec, &m, &why)) > 0) {
+	while (s->control >= 0 && (k = proto_decoder_next(s->dec, &m, &why)) > 0) {
 		struct client *c = NULL;
 
 		if (m.type == PROTO_STARTED)
@@ -355,8 +115,8 @@ static void guest_frames(struct sup *s)
 		else if (m.type == PROTO_ERROR && m.u.error.id)
 			c = client_by_guest_id(s, m.u.error.id);
 		else if (m.type == PROTO_ERROR)
-			sup_log("guest: %s", m.u.error.message);
-		if (c) {
+			log_warn("guest: %s", m.u.error.message);
+		if (c && !c->done) {
 			if (m.type == PROTO_STARTED)
 				m.u.started.id = c->client_id;
 			else if (m.type == PROTO_EXIT)
@@ -364,61 +124,25 @@ static void guest_frames(struct sup *s)
 			else
 				m.u.error.id = c->client_id;
 			c->done = m.type != PROTO_STARTED;
-			if (proto_write_msg(c->fd, &m) < 0)
-				client_hangup(s, c);
+			client_send(s, c, &m, -1);
 		}
 		proto_msg_free(&m);
 	}
-	if (k < 0) {
-		sup_log("guest control connection: %s", why);
-		close(s->control);
-		s->control = -1;
+	if (s->control >= 0 && k < 0) {
+		log_warn("guest control connection: %s", why);
+		guest_cut(s, "the guest broke the protocol on its control connection", true);
 	}
 }
 
-/* Hand a guest stdio stream to its session's client, with our STREAM. */
-static int pass_stream(struct client *c, int fd)
+static void guest_event(struct sup *s, short revents)
 {
-	struct proto_msg m = { .type = PROTO_STREAM };
-	uint8_t frame[PROTO_HDR_SIZE + 8];
-	ssize_t len;
-
-	m.u.stream.id = c->client_id;
-	len = proto_encode(&m, frame, sizeof(frame));
-	if (len < 0)
-		return -1;
-	return unix_send_fd(c->fd, frame, (size_t)len, fd, MSG_NOSIGNAL | MSG_DONTWAIT) == len ? 0
-												 : -1;
+	if ((revents & POLLOUT) && outq_flush(&s->control_q, s->control) < 0)
+		guest_cut(s, "the guest's control connection broke", true);
+	if (s->control >= 0 && (revents & (POLLIN | POLLHUP | POLLERR)))
+		guest_frames(s);
 }
 
-static void accept_stream(struct sup *s)
-{
-	struct timeval tv = { .tv_sec = SUP_STREAM_READ_MS / 1000 };
-	uint8_t frame[PROTO_HDR_SIZE + 4];
-	struct proto_msg m;
-	struct client *c;
-	const char *why;
-	int fd = accept4(s->stdio_listen, NULL, NULL, SOCK_CLOEXEC);
-
-	if (fd < 0)
-		return;
-	/* The guest writes STREAM as it connects; read exactly that frame. */
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (recv(fd, frame, sizeof(frame), MSG_WAITALL) != (ssize_t)sizeof(frame) ||
-	    proto_decode(frame, sizeof(frame), &m, &why) < 0 || m.type != PROTO_STREAM) {
-		sup_log("a guest stdio stream without its STREAM frame");
-		close(fd);
-		return;
-	}
-	c = client_by_guest_id(s, m.u.stream.id);
-	if (c && pass_stream(c, fd) < 0) {
-		sup_log("a session's client did not take its stdio stream: dropped");
-		client_hangup(s, c);
-	}
-	close(fd);
-}
-
-/* --- the end ------------------------------------------------------------------------------- */
+/* --- the end --------------------------------------------------------------------------------- */
 
 static bool console_says(const char *what)
 {
@@ -442,41 +166,47 @@ static bool console_says(const char *what)
 	return strstr(buf, what) != NULL;
 }
 
-static __attribute__((noreturn)) void finish(struct sup *s, bool forced)
+/* forced: why the VM was ended without the guest powering off; NULL: it
+ * ended itself. */
+static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 {
+	gantry_error_t err = NULL;
+
 	free(s->sb.reason);
 	s->sb.reason = NULL;
 	if (forced) {
 		s->sb.state = SANDBOX_STOPPED;
-		s->sb.reason = xstrdup("the guest did not power off in time; its VM was ended");
-	} else if (s->stopping && s->vm_rc == 0) {
+		xasprintf(&s->sb.reason, "%s; its VM was ended", forced);
+	} else if (s->stopping && s->m.rc == 0) {
 		s->sb.state = SANDBOX_STOPPED;
 	} else {
 		s->sb.state = SANDBOX_CRASHED;
-		if (s->vm_rc < 0)
-			xasprintf(&s->sb.reason, "VMM failed: %s", gantry_error_str(s->vm_err));
+		if (s->m.rc < 0)
+			xasprintf(&s->sb.reason, "VMM failed: %s", gantry_error_str(s->m.err));
 		else if (console_says("Kernel panic"))
 			xasprintf(&s->sb.reason, "guest kernel panic (see %s/%s)", s->dir,
 				  SANDBOX_CONSOLE);
 		else
 			xasprintf(&s->sb.reason, "the guest ended on its own (status %d)",
-				  s->vm_status);
+				  s->m.status);
 	}
 	s->sb.pid = 0;
-	if (sandbox_save(".", &s->sb, &s->vm_err) < 0)
-		sup_log("%s", gantry_error_str(s->vm_err));
-	sup_log("%s%s%s", sandbox_state_name(s->sb.state), s->sb.reason ? ": " : "",
-		s->sb.reason ? s->sb.reason : "");
+	if (sandbox_save(".", &s->sb, &err) < 0)
+		gantry_error_print(&err);
+	log_info("%s%s%s", sandbox_state_name(s->sb.state), s->sb.reason ? ": " : "",
+		 s->sb.reason ? s->sb.reason : "");
 	remove_sockets();
-	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
-		if (s->clients[i] && s->clients[i]->stop_waiter)
-			reply(s->clients[i], true, NULL);
-	fflush(stderr);
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
+		struct client *c = s->clients[i];
+
+		if (c && c->stop_waiter && client_reply(c, true, NULL) == 0)
+			outq_flush(&c->q, c->fd);
+	}
 	/* Our lock goes with us; a VMM thread still running goes too. */
 	_exit(s->sb.state == SANDBOX_CRASHED);
 }
 
-/* --- start-up ------------------------------------------------------------------------------ */
+/* --- start-up -------------------------------------------------------------------------------- */
 
 static void ready(struct sup *s, const char *error)
 {
@@ -509,13 +239,10 @@ static int lock_wait(struct sup *s, int *fd, gantry_error_t *err)
 
 static int setup(struct sup *s, gantry_error_t *err)
 {
-	int lock, n;
 	sigset_t set;
-	bool timing = vmm_timing_requested();
+	int lock;
 
-	if (sandbox_dir(s->name, &s->dir, err) < 0 ||
-	    assets_path(ASSET_KERNEL, &s->kernel, err) < 0 ||
-	    assets_path(ASSET_SYSROOT, &s->sysroot, err) < 0)
+	if (sandbox_dir(s->name, &s->dir, err) < 0)
 		return -1;
 	if (chdir(s->dir) < 0)
 		return gantry_error_errno(err, "sandbox `%s`", s->name);
@@ -530,34 +257,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 
 	remove_sockets();
 	rename(SANDBOX_CONSOLE, SANDBOX_CONSOLE ".previous");
-	if (agent_listen(".", &s->agent, err) < 0)
-		return -1;
-	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
-	if (s->ctl_listen < 0)
-		return -1;
-
-	/* With timing, gantry-init logs its milestones on the console too. */
-	n = snprintf(s->append, sizeof(s->append),
-		     "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init gantry.persist=1 "
-		     "gantry.hostname=%s %s%s",
-		     s->sb.name, s->sb.writable ? "gantry.rw=1" : "gantry.readonly=1",
-		     timing ? " gantry.debug=1" : "");
-	if (n < 0 || (size_t)n >= sizeof(s->append))
-		return gantry_error(err, 0, "kernel command line too long");
-	s->cfg = (struct vmm_config){
-		.kernel = s->kernel,
-		.append = s->append,
-		.console = SANDBOX_CONSOLE,
-		.vsock_dir = ".",
-		.cpus = (unsigned int)s->sb.cpus,
-		.mem_mib = s->sb.mem_mib,
-		.timing = timing,
-	};
-	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sysroot, true };
-	s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sb.image_path, true };
-	if (s->sb.writable)
-		s->cfg.disks[s->cfg.nr_disks++] = (struct vmm_disk){ s->sb.rwlayer, false };
-	if (vmm_validate(&s->cfg, err) < 0)
+	if (machine_config(&s->m, &s->sb, ".", -1, err) < 0)
 		return -1;
 
 	/* Before any thread exists, so the VMM's threads inherit the mask. */
@@ -568,23 +268,28 @@ static int setup(struct sup *s, gantry_error_t *err)
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	s->sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (s->sigfd < 0 || pipe2(s->vm_done, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (s->sigfd < 0)
 		return gantry_error_errno(err, "signalfd");
-	if (s->cfg.timing)
-		sup_log("booting");
-	if (pthread_create(&s->thread, NULL, vm_thread, s) != 0)
-		return gantry_error(err, 0, "cannot start the VM thread");
-	s->thread_on = true;
-	if (agent_wait_ready(s->agent, SUP_AGENT_TIMEOUT_MS, NULL, err) < 0) {
-		if (s->vm_rc < 0) {
-			gantry_error_free(err);
-			return gantry_error(err, 0, "%s", gantry_error_str(s->vm_err));
-		}
+	if (s->m.cfg.timing)
+		log_info("booting");
+	if (machine_start(&s->m, err) < 0)
+		return -1;
+	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
+	if (s->ctl_listen < 0)
+		return -1;
+	if (machine_wait_ready(&s->m, SUP_AGENT_TIMEOUT_MS, err) < 0) {
+		if (s->m.rc < 0)
+			return -1;
 		return gantry_error_prefix(err, "the guest did not come up (see %s/%s)", s->dir,
 					   SANDBOX_CONSOLE);
 	}
-	if (agent_take_link(s->agent, &s->control, &s->stdio_listen, err) < 0)
+	if (agent_take_link(s->m.agent, &s->control, &s->stdio_listen, err) < 0)
 		return -1;
+	/* The guest has its one control connection: later dials find nobody. */
+	unlink("1025.sock");
+	if (fcntl(s->control, F_SETFL, fcntl(s->control, F_GETFL) | O_NONBLOCK) < 0 ||
+	    fcntl(s->stdio_listen, F_SETFL, fcntl(s->stdio_listen, F_GETFL) | O_NONBLOCK) < 0)
+		return gantry_error_errno(err, "the guest's sockets");
 	s->sb.state = SANDBOX_RUNNING;
 	s->sb.pid = (long)getpid();
 	free(s->sb.reason);
@@ -592,76 +297,107 @@ static int setup(struct sup *s, gantry_error_t *err)
 	return sandbox_save(".", &s->sb, err);
 }
 
-enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_CLIENTS };
+/* --- the loop -------------------------------------------------------------------------------- */
+
+enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_FIXED };
+#define SUP_MAX_FDS (F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS)
+
+static void on_signals(struct sup *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sigfd, &si, sizeof(si)) > 0)
+		if (si.ssi_signo != SIGHUP)
+			sup_begin_stop(s, "signal");
+}
 
 static __attribute__((noreturn)) void serve(struct sup *s)
 {
-	struct pollfd fds[F_CLIENTS + SUP_MAX_CLIENTS];
-	struct client *owner[F_CLIENTS + SUP_MAX_CLIENTS];
+	struct pollfd fds[SUP_MAX_FDS];
+	struct client *owner[SUP_MAX_FDS];
+	struct stream_wait *waiting[SUP_MAX_FDS];
 
 	for (;;) {
-		size_t n = F_CLIENTS;
+		uint64_t now = now_ms(), wake = UINT64_MAX;
+		/* While the guest owes us reading, sessions' frames wait. */
+		bool guest_busy = s->control_q.bytes > SUP_GUEST_HIGH;
 		int timeout = -1;
+		size_t n = F_FIXED;
 
-		fds[F_DONE] = (struct pollfd){ .fd = s->vm_done[0], .events = POLLIN };
+		if (s->control >= 0 && outq_stalled(&s->control_q, now, SUP_GUEST_STALL_MS))
+			guest_cut(s, "the guest stopped reading its control connection", true);
+		clients_expire(s, now, &wake);
+		fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
 		fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
-		fds[F_CONTROL] = (struct pollfd){ .fd = s->control, .events = POLLIN };
+		fds[F_CONTROL] = (struct pollfd){
+			.fd = s->control,
+			.events = POLLIN | (outq_pending(&s->control_q) ? POLLOUT : 0),
+		};
 		fds[F_STDIO] = (struct pollfd){ .fd = s->stdio_listen, .events = POLLIN };
 		fds[F_CTL] = (struct pollfd){ .fd = s->ctl_listen, .events = POLLIN };
-		uint64_t now = now_ms(), wake = UINT64_MAX;
-
+		if (s->control >= 0 && outq_pending(&s->control_q))
+			wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
 		for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
 			struct client *c = s->clients[i];
+			short ev = 0;
 
 			if (c == NULL)
 				continue;
-			if (c->deadline && now >= c->deadline) {
-				client_drop(s, c); /* no request line in time */
-				continue;
-			}
-			if (c->deadline)
-				wake = MIN(wake, c->deadline);
+			if (!(c->session && guest_busy))
+				ev |= POLLIN;
+			if (outq_pending(&c->q))
+				ev |= POLLOUT;
 			owner[n] = c;
-			fds[n++] = (struct pollfd){ .fd = c->fd, .events = POLLIN };
+			waiting[n] = NULL;
+			fds[n++] = (struct pollfd){ .fd = c->fd, .events = ev };
+		}
+		for (size_t i = 0; i < SUP_MAX_STREAMS; i++) {
+			if (s->streams[i].fd < 0)
+				continue;
+			owner[n] = NULL;
+			waiting[n] = &s->streams[i];
+			fds[n++] = (struct pollfd){ .fd = s->streams[i].fd, .events = POLLIN };
 		}
 		if (s->stopping) {
 			if (now >= s->stop_deadline)
-				finish(s, true);
+				finish(s, "the guest did not power off in time");
 			wake = MIN(wake, s->stop_deadline);
 		}
 		if (wake != UINT64_MAX)
-			timeout = (int)(wake - now);
+			timeout = wake > now ? (int)MIN(wake - now, 60000) : 0;
 		if (poll(fds, n, timeout) < 0) {
 			if (errno != EINTR)
-				sup_log("poll: %s", strerror(errno));
+				log_error("poll: %s", strerror(errno));
 			continue;
 		}
 		if (fds[F_DONE].revents) {
-			pthread_join(s->thread, NULL);
-			finish(s, false);
+			machine_join(&s->m);
+			finish(s, s->killed);
 		}
-		if (fds[F_SIG].revents) {
-			struct signalfd_siginfo si;
-
-			while (read(s->sigfd, &si, sizeof(si)) > 0)
-				if (si.ssi_signo != SIGHUP)
-					begin_stop(s, "signal");
-		}
+		if (fds[F_SIG].revents)
+			on_signals(s);
 		if (fds[F_CONTROL].revents && s->control >= 0)
-			guest_frames(s);
-		if (fds[F_STDIO].revents)
-			accept_stream(s);
-		for (size_t i = F_CLIENTS; i < n; i++) {
+			guest_event(s, fds[F_CONTROL].revents);
+		for (size_t i = F_FIXED; i < n; i++) {
+			if (!fds[i].revents)
+				continue;
+			if (waiting[i]) {
+				if (waiting[i]->fd == fds[i].fd)
+					stream_event(s, waiting[i]);
+				continue;
+			}
 			/* A client dropped by an earlier event is gone. */
 			for (size_t j = 0; j < SUP_MAX_CLIENTS; j++) {
-				if (s->clients[j] == owner[i] && fds[i].revents) {
-					client_event(s, owner[i]);
+				if (s->clients[j] == owner[i] && owner[i]->fd == fds[i].fd) {
+					client_event(s, owner[i], fds[i].revents);
 					break;
 				}
 			}
 		}
+		if (fds[F_STDIO].revents)
+			streams_accept(s);
 		if (fds[F_CTL].revents)
-			accept_client(s);
+			clients_accept(s);
 	}
 }
 
@@ -671,149 +407,33 @@ int supervisor_main(int argc, char **argv)
 				.control = -1,
 				.stdio_listen = -1,
 				.ctl_listen = -1,
-				.sigfd = -1,
-				.vm_done = { -1, -1 } };
+				.sigfd = -1 };
 	gantry_error_t err = NULL;
 
 	if (argc != 1 || !sandbox_name_valid(argv[0])) {
 		fprintf(stderr, "gantry: %s is for Gantry's own use\n", SUPERVISOR_ROLE);
 		return 2;
 	}
+	log_init("supervisor", -1);
 	if (fcntl(s.ready_fd, F_GETFD) < 0)
 		s.ready_fd = -1;
 	else
 		fcntl(s.ready_fd, F_SETFD, FD_CLOEXEC);
 	s.name = argv[0];
+	s.m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1 };
+	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
+		s.streams[i].fd = -1;
+	outq_init(&s.control_q, SUP_GUEST_QUEUE);
 	s.dec = xmalloc(sizeof(*s.dec));
 	proto_decoder_init(s.dec);
-	sup_log("starting sandbox `%s`", s.name);
+	log_info("starting sandbox `%s`", s.name);
 	if (setup(&s, &err) < 0) {
-		sup_log("%s", gantry_error_str(err));
+		log_error("%s", gantry_error_str(err));
 		ready(&s, gantry_error_str(err));
-		fflush(stderr);
 		/* A VM that is up goes with us. */
 		_exit(1);
 	}
-	sup_log("ready (guest agent and %s)", SANDBOX_CTL);
+	log_info("ready (guest agent and %s)", SANDBOX_CTL);
 	ready(&s, NULL);
 	serve(&s);
-}
-
-/* --- spawning ------------------------------------------------------------------------------ */
-
-static void rotate_log(const char *path)
-{
-	struct stat st;
-	cleanup_free char *prev = NULL;
-
-	if (stat(path, &st) < 0 || (uint64_t)st.st_size < SUP_LOG_ROTATE)
-		return;
-	xasprintf(&prev, "%s.previous", path);
-	rename(path, prev);
-}
-
-/* An fd above the ready fd, so the dup2s below cannot clobber it. */
-static int high_fd(int fd)
-{
-	int hi;
-
-	if (fd < 0 || fd > SUPERVISOR_READY_FD)
-		return fd;
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, SUPERVISOR_READY_FD + 1);
-	close(fd);
-	return hi;
-}
-
-/* The grandchild: a new session with no terminal, stdio to the log, the
- * ready pipe as fd 3, then the supervisor role itself. No exec: the binary
- * is already loaded, and pages of libraries the supervisor never uses (the
- * registry and archive code's) never become resident in it. */
-static __attribute__((noreturn)) void spawn_child(const char *name, const char *log, int ready_w)
-{
-	char *args[] = { (char *)name, NULL };
-	sigset_t none;
-	int null, logfd;
-	pid_t pid;
-
-	setsid();
-	pid = fork();
-	if (pid != 0)
-		_exit(pid < 0);
-	null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
-	logfd = high_fd(open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-	if (null < 0 || logfd < 0)
-		_exit(127);
-	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0)
-		_exit(127);
-	if (dup2(null, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
-		_exit(127);
-	close_range(SUPERVISOR_READY_FD + 1, ~0U, 0);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-	_exit(supervisor_main(1, args));
-}
-
-int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
-{
-	cleanup_free char *log = NULL;
-	char buf[4096];
-	size_t got = 0;
-	uint64_t deadline = now_ms() + SUP_READY_TIMEOUT_MS;
-	int p[2], status;
-	pid_t pid;
-
-	xasprintf(&log, "%s/%s", dir, SANDBOX_LOG);
-	rotate_log(log);
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return gantry_error_errno(err, "pipe");
-	p[1] = high_fd(p[1]);
-	/* Nothing buffered may reach the supervisor's log twice. */
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		close(p[0]);
-		close(p[1]);
-		return gantry_error_errno(err, "fork");
-	}
-	if (pid == 0)
-		spawn_child(name, log, p[1]);
-	close(p[1]);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	for (;;) {
-		struct pollfd pf = { .fd = p[0], .events = POLLIN };
-		uint64_t now = now_ms();
-		ssize_t n;
-		int r;
-
-		if (now >= deadline) {
-			close(p[0]);
-			return gantry_error(err, 0, "sandbox `%s` was not ready in %d s (see %s)",
-					    name, SUP_READY_TIMEOUT_MS / 1000, log);
-		}
-		r = poll(&pf, 1, (int)(deadline - now));
-		if (r < 0 && errno == EINTR)
-			continue;
-		n = r > 0 ? read(p[0], buf + got, sizeof(buf) - 1 - got) : 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || got + (size_t)n == sizeof(buf) - 1) {
-			if (n > 0)
-				got += (size_t)n;
-			break;
-		}
-		got += (size_t)n;
-	}
-	close(p[0]);
-	buf[got] = '\0';
-	if (strncmp(buf, "ok\n", 3) == 0)
-		return 0;
-	if (strncmp(buf, "error: ", 7) == 0) {
-		buf[strcspn(buf, "\n")] = '\0';
-		return gantry_error(err, 0, "%s", buf + 7);
-	}
-	return gantry_error(err, 0, "the supervisor of `%s` ended before it was ready (see %s)",
-			    name, log);
 }

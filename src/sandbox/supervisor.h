@@ -1,7 +1,7 @@
-/* The supervisor: one process per running sandbox, the gantry binary in a
- * hidden role (forked by the command that starts the sandbox, or run as
- * `gantry __supervisor NAME`), detached from any terminal and logging to
- * daemon.log. It holds the sandbox's lifetime lock, runs the VMM
+/* The supervisor: one process per running sandbox, the gantry binary
+ * executed in a hidden role (`gantry __supervisor NAME`, by the command
+ * that starts the sandbox: spawn.c), detached from any terminal and logging
+ * to daemon.log. It holds the sandbox's lifetime lock, runs the VMM
  * on its own threads (the guest console goes to console.log), owns the
  * guest agent's control connection and serves ctl.sock: sessions of `gantry
  * exec NAME`, status and stop. It records in sandbox.json how the sandbox

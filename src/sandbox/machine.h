@@ -1,0 +1,51 @@
+/* A sandbox's guest VM, transient (one-shot `gantry exec`) or persistent (a
+ * supervisor's): the one recipe that turns a sandbox's settings into a VMM
+ * configuration, and the VM run on a thread of its own with the guest
+ * agent's sockets listening in the run directory. A device or a kernel
+ * parameter every guest gets is added in machine_config(), once. */
+#ifndef GANTRY_SANDBOX_MACHINE_H
+#define GANTRY_SANDBOX_MACHINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "agent/session.h"
+#include "common/error.h"
+#include "sandbox/state.h"
+#include "vmm/vmm.h"
+
+#define MACHINE_APPEND_MAX 512
+
+struct machine {
+	char *kernel, *sysroot;
+	char append[MACHINE_APPEND_MAX];
+	struct vmm_config cfg;
+	struct agent *agent; /* the guest agent's two sockets, then its link */
+	pthread_t thread;
+	bool started;
+	atomic_bool ended; /* vmm_run returned */
+	int done_fd;	   /* eventfd, readable once it has */
+	int rc, status;	   /* vmm_run's */
+	gantry_error_t err;
+};
+
+/* The recipe: system root, image, writable layer, resources and kernel
+ * command line of sb's VM, with the agent's sockets and (console_fd < 0)
+ * console.log in dir. A transient sandbox's guest has no persistent
+ * container: its one process is the session. */
+int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
+		   gantry_error_t *err);
+/* Listen for the guest agent, check the configuration against this host,
+ * and boot on a thread of its own. */
+int machine_start(struct machine *m, gantry_error_t *err);
+/* Wait for the agent's READY; a VMM that failed meanwhile wins the error. */
+int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
+/* End the VM now, without asking the guest (see vmm_config.stop_fd). */
+void machine_kill(struct machine *m);
+/* Wait for the VM thread; then m->rc, m->status and m->err say how it ended. */
+void machine_join(struct machine *m);
+/* Join (killing the VM first) if it runs, close and free everything. */
+void machine_free(struct machine *m);
+
+#endif

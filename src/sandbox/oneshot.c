@@ -1,0 +1,118 @@
+/* One-shot `gantry exec` (see lifecycle.h): a transient sandbox in a
+ * temporary run directory, its VM on a thread of this process, one session,
+ * and nothing left behind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/assets.h"
+#include "common/files.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "image/source.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/machine.h"
+#include "sandbox/process.h"
+
+#define ONESHOT_READY_TIMEOUT 120000
+#define ONESHOT_CONSOLE_TAIL  20
+
+/* The guest's last words, for an error that says the VM failed. */
+static void error_add_console(gantry_error_t *err, const char *console, bool ended)
+{
+	cleanup_free char *msg = NULL;
+	char **lines;
+	size_t n = console ? read_tail_lines(console, ONESHOT_CONSOLE_TAIL, &lines) : 0;
+
+	if (!ended && n == 0)
+		return;
+	xasprintf(&msg, "%s%s", gantry_error_str(*err),
+		  ended ? "\nthe VM ended before the command finished" : "");
+	if (n) {
+		char *more;
+
+		xasprintf(&more, "%s\nlast lines of the guest console:", msg);
+		free(msg);
+		msg = more;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char *more;
+
+		xasprintf(&more, "%s\n  %s", msg, lines[i]);
+		free(msg);
+		msg = more;
+	}
+	if (n)
+		free_lines(lines, n);
+	gantry_error_free(err);
+	gantry_error(err, 0, "%s", msg);
+}
+
+int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
+		     size_t nargs, struct agent_result *res, gantry_error_t *err)
+{
+	cleanup_free char *default_image = NULL;
+	char rundir[] = "/tmp/gantry-exec.XXXXXX";
+	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib };
+	struct machine m = { .done_fd = -1, .cfg.stop_fd = -1 };
+	struct image img = { 0 };
+	struct sandbox_process proc = { 0 };
+	/* GANTRY_BOOT_TIMING milestones, ms from the start */
+	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
+	const char *src = o->image;
+	int r = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (src == NULL) {
+		if (assets_path(ASSET_DEFAULT_IMAGE, &default_image, err) < 0)
+			return -1;
+		src = default_image;
+	}
+	if (image_resolve(src, &img, err) < 0)
+		return -1;
+	t_image = now_ms_frac() - t0;
+	sb.image_path = img.path;
+	if (sandbox_process_init(&proc, img.config, args, nargs, err) < 0)
+		goto out;
+	if (mkdtemp(rundir) == NULL) {
+		gantry_error_errno(err, "cannot create a run directory");
+		goto out;
+	}
+	if (machine_config(&m, &sb, rundir, show_console ? STDERR_FILENO : -1, err) < 0 ||
+	    machine_start(&m, err) < 0)
+		goto out;
+	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||
+	    (t_ready = now_ms_frac() - t0, agent_run(m.agent, &proc.p, res, err) < 0)) {
+		bool ended = atomic_load(&m.ended);
+
+		/* A guest still up (not ready in time, or its agent broke) ends here. */
+		machine_kill(&m);
+		machine_join(&m);
+		if (m.rc < 0) {
+			gantry_error_free(err);
+			gantry_error(err, 0, "%s", gantry_error_str(m.err));
+		}
+		error_add_console(err, show_console ? NULL : m.cfg.console, ended && m.rc >= 0);
+		goto out;
+	}
+	t_done = now_ms_frac() - t0;
+	/* The status and every byte of output are here, and the guest has
+	 * nothing to save (both its disks are read-only; the container's
+	 * writable layer is guest memory): end the VM now rather than wait for
+	 * the guest to power itself off. */
+	machine_kill(&m);
+	r = 0;
+out:
+	machine_join(&m);
+	if (m.cfg.timing && t_ready > 0)
+		log_info("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
+			 "VM gone %.1f ms",
+			 t_image, t_ready, t_done, now_ms_frac() - t0);
+	machine_free(&m);
+	if (rundir[strlen(rundir) - 1] != 'X')
+		rm_tree(rundir);
+	sandbox_process_free(&proc);
+	image_free(&img);
+	return r;
+}

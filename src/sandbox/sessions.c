@@ -1,0 +1,355 @@
+/* The supervisor's clients (see supervisor_priv.h): ctl.sock connections,
+ * their request line, the agent frames of their sessions, and the guest's
+ * stdio dials handed to the session they belong to. Sessions: a client's
+ * EXEC gets a supervisor-wide id before it goes to the guest, and the
+ * guest's answers go back under the client's own id. A stdio stream is
+ * passed to its client as a descriptor: its bytes never pass through here. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/ctl.h"
+#include "sandbox/supervisor_priv.h"
+
+void client_drop(struct sup *s, struct client *c)
+{
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
+		if (s->clients[i] == c)
+			s->clients[i] = NULL;
+	close(c->fd);
+	outq_free(&c->q);
+	free(c->line);
+	free(c->dec);
+	free(c);
+}
+
+void client_hangup(struct sup *s, struct client *c)
+{
+	if (c->guest_id && !c->done) {
+		struct proto_msg m = { .type = PROTO_SIGNAL };
+
+		m.u.signal.id = c->guest_id;
+		m.u.signal.signo = SIGHUP;
+		sup_send_guest(s, &m);
+	}
+	client_drop(s, c);
+}
+
+int client_reply(struct client *c, bool ok, const char *error)
+{
+	json_t *j =
+		ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b,s:s}", "ok", 0, "error", error);
+	char *text = json_dumps(j, JSON_COMPACT);
+	cleanup_free char *line = NULL;
+	int r;
+
+	json_decref(j);
+	if (text == NULL)
+		return -1;
+	xasprintf(&line, "%s\n", text);
+	free(text);
+	r = outq_send(&c->q, c->fd, line, strlen(line), -1);
+	return r;
+}
+
+void client_send(struct sup *s, struct client *c, const struct proto_msg *m, int fd)
+{
+	uint8_t frame[PROTO_MAX_FRAME];
+	ssize_t len = proto_encode(m, frame, sizeof(frame));
+
+	if (len < 0 || outq_send(&c->q, c->fd, frame, (size_t)len, fd) < 0) {
+		log_info("a session's client %s: hung up on",
+			 errno == ENOBUFS ? "does not read its answers" : "is gone");
+		client_hangup(s, c);
+	}
+}
+
+struct client *client_by_guest_id(struct sup *s, uint32_t id)
+{
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
+		if (s->clients[i] && s->clients[i]->guest_id == id)
+			return s->clients[i];
+	return NULL;
+}
+
+static void client_request(struct sup *s, struct client *c, size_t end)
+{
+	json_error_t jerr;
+	json_t *j = json_loadb(c->line, end, 0, &jerr);
+	const char *op = json_string_value(json_object_get(j, "op"));
+	size_t rest = c->len - end - 1;
+
+	if (op == NULL) {
+		client_reply(c, false, "bad request");
+		client_drop(s, c);
+	} else if (strcmp(op, CTL_OP_STATUS) == 0) {
+		json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid",
+				      (int)getpid(), "state", s->stopping ? "stopping" : "running");
+		char *text = json_dumps(r, JSON_COMPACT);
+		cleanup_free char *line = NULL;
+
+		xasprintf(&line, "%s\n", text ? text : "{}");
+		free(text);
+		json_decref(r);
+		if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0) {
+			client_drop(s, c);
+		} else {
+			c->len = 0;
+			c->deadline = now_ms() + SUP_REQUEST_MS;
+		}
+	} else if (strcmp(op, CTL_OP_STOP) == 0) {
+		c->stop_waiter = true;
+		c->deadline = 0;
+		sup_begin_stop(s, "asked to");
+	} else if (strcmp(op, CTL_OP_EXEC) == 0) {
+		if (s->stopping || s->control < 0) {
+			client_reply(c, false,
+				     s->stopping ? "the sandbox is stopping" : s->guest_gone);
+			client_drop(s, c);
+		} else {
+			c->session = true;
+			c->deadline = 0;
+			c->dec = xmalloc(sizeof(*c->dec));
+			proto_decoder_init(c->dec);
+			if (rest)
+				proto_decoder_push(c->dec, c->line + end + 1, rest);
+			free(c->line);
+			c->line = NULL;
+			if (client_reply(c, true, NULL) < 0)
+				client_drop(s, c);
+		}
+	} else {
+		client_reply(c, false, "unknown op");
+		client_drop(s, c);
+	}
+	json_decref(j);
+}
+
+/* false: c is to be hung up on. */
+static bool client_frame(struct sup *s, struct client *c, struct proto_msg *m)
+{
+	switch (m->type) {
+	case PROTO_EXEC:
+		if (c->guest_id)
+			return false;
+		c->client_id = m->u.exec.id;
+		c->guest_id = ++s->next_id ? s->next_id : ++s->next_id;
+		m->u.exec.id = c->guest_id;
+		return sup_send_guest(s, m);
+	case PROTO_SIGNAL:
+		if (c->guest_id && !c->done) {
+			m->u.signal.id = c->guest_id;
+			return sup_send_guest(s, m);
+		}
+		return true;
+	case PROTO_RESIZE:
+		if (c->guest_id && !c->done) {
+			m->u.resize.id = c->guest_id;
+			return sup_send_guest(s, m);
+		}
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void client_read_line(struct sup *s, struct client *c)
+{
+	ssize_t n = recv(c->fd, c->line + c->len, CTL_LINE_MAX - c->len, MSG_DONTWAIT);
+	char *nl;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		client_drop(s, c);
+		return;
+	}
+	c->len += (size_t)n;
+	nl = memchr(c->line, '\n', c->len);
+	if (nl)
+		client_request(s, c, (size_t)(nl - c->line));
+	else if (c->len == CTL_LINE_MAX)
+		client_drop(s, c);
+}
+
+void client_event(struct sup *s, struct client *c, short revents)
+{
+	bool ok = true;
+	ssize_t n;
+
+	if ((revents & POLLOUT) && outq_flush(&c->q, c->fd) < 0) {
+		client_hangup(s, c);
+		return;
+	}
+	if (!(revents & (POLLIN | POLLHUP | POLLERR)))
+		return;
+	if (!c->session) {
+		client_read_line(s, c);
+		return;
+	}
+	n = proto_decoder_fill(c->dec, c->fd);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0) {
+		struct proto_msg m;
+		const char *why;
+		int k;
+
+		while (ok && (k = proto_decoder_next(c->dec, &m, &why)) > 0) {
+			ok = client_frame(s, c, &m);
+			proto_msg_free(&m);
+		}
+		if (k < 0)
+			ok = false;
+	}
+	if (n <= 0 || !ok)
+		client_hangup(s, c);
+}
+
+void clients_accept(struct sup *s)
+{
+	/* A burst is taken a few at a time: the loop has other work. */
+	for (int i = 0; i < 16; i++) {
+		struct client *c;
+		size_t slot;
+		int fd = accept4(s->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0)
+			return;
+		if (!ctl_peer_ok(fd)) {
+			static const char no[] = "{\"ok\":false,\"error\":\"permission denied\"}\n";
+
+			log_warn("refused a ctl.sock connection from another user");
+			(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+			close(fd);
+			continue;
+		}
+		for (slot = 0; slot < SUP_MAX_CLIENTS && s->clients[slot]; slot++)
+			;
+		if (slot == SUP_MAX_CLIENTS) {
+			close(fd);
+			continue;
+		}
+		c = xzalloc(sizeof(*c));
+		c->fd = fd;
+		c->line = xmalloc(CTL_LINE_MAX);
+		c->deadline = now_ms() + SUP_REQUEST_MS;
+		outq_init(&c->q, SUP_CLIENT_QUEUE);
+		s->clients[slot] = c;
+	}
+}
+
+void clients_guest_gone(struct sup *s, const char *why)
+{
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
+		struct client *c = s->clients[i];
+		struct proto_msg m = { .type = PROTO_ERROR };
+
+		if (c == NULL || !c->guest_id || c->done)
+			continue;
+		m.u.error.id = c->client_id;
+		m.u.error.code = PROTO_ERR_RUNTIME;
+		m.u.error.message = (char *)why;
+		c->done = true;
+		client_send(s, c, &m, -1);
+	}
+}
+
+void clients_expire(struct sup *s, uint64_t now, uint64_t *wake)
+{
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
+		struct client *c = s->clients[i];
+
+		if (c == NULL)
+			continue;
+		if (c->deadline && now >= c->deadline) {
+			client_drop(s, c); /* no request line in time */
+			continue;
+		}
+		if (outq_stalled(&c->q, now, SUP_CLIENT_STALL_MS)) {
+			log_info("a client took nothing for %d s: hung up on",
+				 SUP_CLIENT_STALL_MS / 1000);
+			client_hangup(s, c);
+			continue;
+		}
+		if (c->deadline)
+			*wake = MIN(*wake, c->deadline);
+		if (outq_pending(&c->q))
+			*wake = MIN(*wake, c->q.progress_at + SUP_CLIENT_STALL_MS);
+	}
+	for (size_t i = 0; i < SUP_MAX_STREAMS; i++) {
+		struct stream_wait *w = &s->streams[i];
+
+		if (w->fd < 0)
+			continue;
+		if (now >= w->deadline) {
+			log_info("a guest stdio dial sent no STREAM frame in %d s: closed",
+				 SUP_STREAM_READ_MS / 1000);
+			close(w->fd);
+			w->fd = -1;
+			continue;
+		}
+		*wake = MIN(*wake, w->deadline);
+	}
+}
+
+/* --- the guest's stdio dials ----------------------------------------------------------------- */
+
+void streams_accept(struct sup *s)
+{
+	for (int i = 0; i < 16; i++) {
+		struct stream_wait *w = NULL, *oldest = NULL;
+		int fd = accept4(s->stdio_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+		if (fd < 0)
+			return;
+		for (size_t j = 0; j < SUP_MAX_STREAMS && !w; j++) {
+			if (s->streams[j].fd < 0)
+				w = &s->streams[j];
+			else if (!oldest || s->streams[j].deadline < oldest->deadline)
+				oldest = &s->streams[j];
+		}
+		if (w == NULL) {
+			/* Dials that say nothing cannot crowd out the ones that do. */
+			log_info("%d guest stdio dials wait for their STREAM frame: the oldest is "
+				 "closed",
+				 SUP_MAX_STREAMS);
+			close(oldest->fd);
+			w = oldest;
+		}
+		*w = (struct stream_wait){ .fd = fd, .deadline = now_ms() + SUP_STREAM_READ_MS };
+	}
+}
+
+void stream_event(struct sup *s, struct stream_wait *w)
+{
+	ssize_t n = recv(w->fd, w->frame + w->got, sizeof(w->frame) - w->got, MSG_DONTWAIT);
+	struct proto_msg m;
+	struct client *c;
+	const char *why;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n > 0)
+		w->got += (size_t)n;
+	if (n > 0 && w->got < sizeof(w->frame))
+		return;
+	if (n <= 0 || proto_decode(w->frame, sizeof(w->frame), &m, &why) < 0 ||
+	    m.type != PROTO_STREAM) {
+		log_info("a guest stdio stream without its STREAM frame: closed");
+	} else if ((c = client_by_guest_id(s, m.u.stream.id)) == NULL || c->streamed) {
+		log_info("a guest stdio stream for no session waiting for one: closed");
+	} else {
+		struct proto_msg out = { .type = PROTO_STREAM };
+
+		out.u.stream.id = c->client_id;
+		c->streamed = true;
+		client_send(s, c, &out, w->fd);
+	}
+	close(w->fd);
+	w->fd = -1;
+}

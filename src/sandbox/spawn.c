@@ -1,0 +1,143 @@
+/* Starting a sandbox's supervisor (see supervisor.h): the gantry binary
+ * executed afresh in its hidden role, detached from the caller, its stdio
+ * the sandbox's log and fd 3 a pipe that says when it is ready. Executing
+ * (not only forking) keeps the caller's address space, threads and locks
+ * out of it, so a threaded caller (an API server, the dashboard) may start
+ * sandboxes too. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "sandbox/state.h"
+#include "sandbox/supervisor.h"
+
+#define SUP_READY_TIMEOUT_MS 300000 /* nested test hosts boot slowly */
+#define SUP_LOG_ROTATE	     (1u << 20)
+#define SELF_EXE	     "/proc/self/exe"
+
+static void rotate_log(const char *path)
+{
+	struct stat st;
+	cleanup_free char *prev = NULL;
+
+	if (stat(path, &st) < 0 || (uint64_t)st.st_size < SUP_LOG_ROTATE)
+		return;
+	xasprintf(&prev, "%s.previous", path);
+	rename(path, prev);
+}
+
+/* An fd above the ready fd, so the dup2s below cannot clobber it. */
+static int high_fd(int fd)
+{
+	int hi;
+
+	if (fd < 0 || fd > SUPERVISOR_READY_FD)
+		return fd;
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, SUPERVISOR_READY_FD + 1);
+	close(fd);
+	return hi;
+}
+
+/* The grandchild: a new session with no terminal, stdio to the log, the
+ * ready pipe as fd 3, default signals, then the binary in its role. Only
+ * async-signal-safe calls between fork and exec. */
+static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, int logfd,
+						   int ready_w)
+{
+	sigset_t none;
+	pid_t pid;
+
+	setsid();
+	pid = fork();
+	if (pid != 0)
+		_exit(pid < 0);
+	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0)
+		_exit(127);
+	if (dup2(null, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
+		_exit(127);
+	close_range(SUPERVISOR_READY_FD + 1, ~0U, 0);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv(SELF_EXE, argv);
+	_exit(127);
+}
+
+/* Read the ready pipe until "ok\n", an error line, EOF or the deadline. */
+static int wait_ready(const char *name, const char *log, int fd, gantry_error_t *err)
+{
+	uint64_t deadline = now_ms() + SUP_READY_TIMEOUT_MS;
+	char buf[4096];
+	size_t got = 0;
+
+	for (;;) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		ssize_t n;
+		int r;
+
+		if (now >= deadline)
+			return gantry_error(err, 0, "sandbox `%s` was not ready in %d s (see %s)",
+					    name, SUP_READY_TIMEOUT_MS / 1000, log);
+		r = poll(&pf, 1, (int)(deadline - now));
+		if (r < 0 && errno == EINTR)
+			continue;
+		n = r > 0 ? read(fd, buf + got, sizeof(buf) - 1 - got) : 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n > 0)
+			got += (size_t)n;
+		if (n <= 0 || got == sizeof(buf) - 1 || memchr(buf, '\n', got))
+			break;
+	}
+	buf[got] = '\0';
+	if (strncmp(buf, "ok\n", 3) == 0)
+		return 0;
+	if (strncmp(buf, "error: ", 7) == 0) {
+		buf[strcspn(buf, "\n")] = '\0';
+		return gantry_error(err, 0, "%s", buf + 7);
+	}
+	return gantry_error(err, 0, "the supervisor of `%s` ended before it was ready (see %s)",
+			    name, log);
+}
+
+int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
+{
+	char *argv[] = { "gantry", SUPERVISOR_ROLE, (char *)name, NULL };
+	cleanup_free char *log = NULL;
+	cleanup_close int null = -1, logfd = -1, rd = -1;
+	int p[2], status, r;
+	pid_t pid;
+
+	xasprintf(&log, "%s/%s", dir, SANDBOX_LOG);
+	rotate_log(log);
+	/* Opened here: between fork and exec nothing may allocate. */
+	null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
+	logfd = high_fd(open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+	if (null < 0 || logfd < 0)
+		return gantry_error_errno(err, "open `%s`", log);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return gantry_error_errno(err, "pipe");
+	rd = p[0];
+	p[1] = high_fd(p[1]);
+	pid = fork();
+	if (pid < 0) {
+		close(p[1]);
+		return gantry_error_errno(err, "fork");
+	}
+	if (pid == 0)
+		spawn_child(argv, null, logfd, p[1]);
+	close(p[1]);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	r = wait_ready(name, log, rd, err);
+	return r;
+}
