@@ -10,6 +10,7 @@ int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
-int cmd_supervisor(int argc, char **argv); /* hidden: the per-sandbox supervisor */
+int cmd_inspect(int argc, char **argv);
+int cmd_version(int argc, char **argv);
 
 #endif

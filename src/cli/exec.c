@@ -40,19 +40,20 @@ static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 
 static void exec_usage(FILE *out, const struct flag *flags)
 {
-	fprintf(out, "Usage: gantry exec NAME [-- CMD ARG...]\n"
-		     "       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD...]\n\n"
-		     "With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
-		     "long-lived container; many sessions may run at once.\n"
-		     "Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
-		     "Entrypoint and Cmd, else /bin/sh) with the terminal relayed, and return its\n"
-		     "exit status.\n"
-		     "SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
-		     "a registry reference (pulled on first use, then taken from the cache; see\n"
-		     "gantry image -help); without -image, Gantry's built-in busybox image.\n"
-		     "Exit status: the process's own, 128+N for signal N, 127 when the command\n"
-		     "is not in the image, 125 when the VM itself failed. Signals go to the\n"
-		     "process; without a terminal the third Ctrl-C kills it.\n\nFlags:\n");
+	fprintf(out,
+		"Usage: gantry exec NAME [-- CMD ARG...]\n"
+		"       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD...]\n\n"
+		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
+		"long-lived container; many sessions may run at once.\n"
+		"Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
+		"Entrypoint and Cmd, else /bin/sh) with the terminal relayed, and return its\n"
+		"exit status.\n"
+		"SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
+		"a registry reference (pulled on first use, then taken from the cache; see\n"
+		"gantry image -help); without -image, Gantry's built-in busybox image.\n"
+		"Exit status: the process's own, 128+N for signal N, 127 when the command\n"
+		"is not in the image, 125 when the VM itself failed. Signals go to the\n"
+		"process; without a terminal the third Ctrl-C kills it.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -83,21 +84,24 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (!dashdash && rest < argc) {
 		if (rest > 0) {
-			fprintf(stderr, "gantry: exec: flags are for a fresh microVM, not for the "
-					"sandbox `%s` (gantry exec NAME -- CMD)\n",
+			fprintf(stderr,
+				"gantry: exec: flags are for a fresh microVM, not for the "
+				"sandbox `%s` (gantry exec NAME -- CMD)\n",
 				argv[rest]);
 			return 2;
 		}
 		if (rest + 1 < argc && strcmp(argv[rest + 1], "--") != 0) {
-			fprintf(stderr, "gantry: exec: unexpected argument `%s` (put the command "
-					"after --)\n",
+			fprintf(stderr,
+				"gantry: exec: unexpected argument `%s` (put the command "
+				"after --)\n",
 				argv[rest + 1]);
 			return 2;
 		}
 		return exec_sandbox(argv[rest], argv + rest + 2,
 				    rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0);
 	}
-	if (sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &res, &err) < 0) {
+	if (sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &res, &err) <
+	    0) {
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
 	}

@@ -98,3 +98,33 @@ void flags_usage(FILE *out, const struct flag *flags)
 		fprintf(out, "  %-22s %s\n", left, f->help);
 	}
 }
+
+bool flags_help_only(int argc, char **argv)
+{
+	return argc == 1 && (strcmp(argv[0], "-help") == 0 || strcmp(argv[0], "--help") == 0 ||
+			     strcmp(argv[0], "-h") == 0);
+}
+
+int flags_one_name(const char *cmd, const char *what, int argc, char **argv, const char **name)
+{
+	if (flags_help_only(argc, argv)) {
+		printf("Usage: gantry %s NAME\n\n%s\n", cmd, what);
+		return 0;
+	}
+	if (argc != 1 || argv[0][0] == '-') {
+		fprintf(stderr, "gantry: %s: want exactly one NAME (see gantry %s -help)\n", cmd,
+			cmd);
+		return -1;
+	}
+	*name = argv[0];
+	return 1;
+}
+
+int cli_finish(gantry_error_t *err, int r)
+{
+	if (r < 0) {
+		gantry_error_print(err);
+		return 1;
+	}
+	return 0;
+}

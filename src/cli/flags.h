@@ -33,5 +33,12 @@ struct flag {
 int flags_parse(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
 		bool *dashdash, gantry_error_t *err);
 void flags_usage(FILE *out, const struct flag *flags);
+/* argv is exactly one of -h, -help, --help. */
+bool flags_help_only(int argc, char **argv);
+/* For commands that take exactly one NAME and no flags: 1 with *name set,
+ * 0 after printing the help (usage and what), -1 after a usage error. */
+int flags_one_name(const char *cmd, const char *what, int argc, char **argv, const char **name);
+/* A command's exit status: 0, or 1 after printing the error when r < 0. */
+int cli_finish(gantry_error_t *err, int r);
 
 #endif

@@ -17,9 +17,11 @@ static const struct command {
 	{ "stop", cmd_stop, "stop a sandbox, keeping its files" },
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
+	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
-	{ SUPERVISOR_ROLE, cmd_supervisor, NULL },
+	{ "version", cmd_version, "print the version" },
+	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
 };
 
 static void usage(FILE *out)

@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "common/assets.h"
 #include "common/util.h"
+#include "image/ocijson.h"
 #include "image/source.h"
 #include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
@@ -34,7 +35,6 @@ static void rfc3339_now(char **out)
 	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
 	*out = xstrdup(buf);
 }
-
 
 /* The sandbox's directory and state, checked to exist; stale leftovers of
  * a supervisor that died are cleaned on the way. */
@@ -450,6 +450,84 @@ fail:
 	return -1;
 }
 
+/* What a listing shows: running while the lock is held, else the file's
+ * word with a dead supervisor's crash recorded. */
+static void live_state(const char *dir, struct sandbox *sb)
+{
+	if (sandbox_is_running(dir))
+		sb->state = SANDBOX_RUNNING;
+	else
+		sandbox_cleanup_stale(dir, sb);
+	if (sb->state != SANDBOX_RUNNING)
+		sb->pid = 0;
+}
+
+int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_error_t *err)
+{
+	if (open_sandbox(name, dir, sb, err) < 0)
+		return -1;
+	live_state(*dir, sb);
+	return 0;
+}
+
+static json_t *json_str_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *paths_json(const struct sandbox *sb, const char *dir)
+{
+	static const char *const files[][2] = {
+		{ "state", SANDBOX_JSON },
+		{ "ctl", SANDBOX_CTL },
+		{ "log", SANDBOX_LOG },
+		{ "console", SANDBOX_CONSOLE },
+	};
+	json_t *o = json_pack("{s:s}", "dir", dir);
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		cleanup_free char *p = NULL;
+
+		xasprintf(&p, "%s/%s", dir, files[i][1]);
+		json_object_set_new(o, files[i][0], json_string(p));
+	}
+	json_object_set_new(o, "rwlayer", json_str_or_null(sb->rwlayer));
+	json_object_set_new(o, "image", json_str_or_null(sb->image_path));
+	return o;
+}
+
+json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
+{
+	json_t *o =
+		json_pack("{s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:b}", "name", sb->name, "state",
+			  sandbox_state_name(sb->state), "pid", (int)sb->pid, "image", sb->image,
+			  "cpus", (json_int_t)sb->cpus, "mem_mib", (json_int_t)sb->mem_mib,
+			  "disk_mib", (json_int_t)sb->disk_mib, "writable", sb->writable);
+
+	json_object_set_new(o, "image_digest", json_str_or_null(sb->image_digest));
+	json_object_set_new(o, "rwlayer", json_str_or_null(sb->rwlayer));
+	json_object_set_new(o, "rwlayer_managed", json_boolean(sb->rwlayer_managed));
+	json_object_set_new(o, "created", json_str_or_null(sb->created));
+	json_object_set_new(o, "reason", json_str_or_null(sb->reason));
+	if (dir == NULL)
+		return o;
+	if (sb->config) {
+		const struct image_config *c = sb->config;
+
+		json_object_set_new(o, "config",
+				    json_pack("{s:o,s:o,s:o,s:s,s:s}", "entrypoint",
+					      ocijson_from_strv(c->entrypoint, c->nentrypoint),
+					      "cmd", ocijson_from_strv(c->cmd, c->ncmd), "env",
+					      ocijson_from_strv(c->env, c->nenv), "user",
+					      c->user ? c->user : "", "working_dir",
+					      c->working_dir ? c->working_dir : ""));
+	} else {
+		json_object_set_new(o, "config", json_null());
+	}
+	json_object_set_new(o, "paths", paths_json(sb, dir));
+	return o;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(((const struct sandbox *)a)->name, ((const struct sandbox *)b)->name);
@@ -479,12 +557,7 @@ int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 		xasprintf(&dir, "%s/%s", parent, e->d_name);
 		if (sandbox_load(dir, &sb, NULL) < 0)
 			continue; /* being deleted, or not ours */
-		if (sandbox_is_running(dir))
-			sb.state = SANDBOX_RUNNING;
-		else
-			sandbox_cleanup_stale(dir, &sb);
-		if (sb.state != SANDBOX_RUNNING)
-			sb.pid = 0;
+		live_state(dir, &sb);
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 8;
 			v = xrealloc(v, cap * sizeof(*v));

@@ -5,6 +5,7 @@
 #ifndef GANTRY_SANDBOX_LIFECYCLE_H
 #define GANTRY_SANDBOX_LIFECYCLE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,13 @@ int sandbox_stop(const char *name, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
  * layer (never a -rwlayer the user gave, nor images). */
 int sandbox_delete(const char *name, gantry_error_t *err);
+
+/* One sandbox's live state (as sandbox_list gives it) and its directory. */
+int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_error_t *err);
+/* What `ls --json` and `inspect --json` print, and the API will serve: name,
+ * state, reason, pid, created, image, resources; with dir, the image's
+ * config and the sandbox's paths too. */
+json_t *sandbox_to_json(const struct sandbox *sb, const char *dir);
 
 /* Every sandbox, by name; each entry's state is the live one. */
 int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err);

@@ -49,7 +49,7 @@ static int high_fd(int fd)
  * ready pipe as fd 3, default signals, then the binary in its role. Only
  * async-signal-safe calls between fork and exec. */
 static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, int logfd,
-						   int ready_w)
+						  int ready_w)
 {
 	sigset_t none;
 	pid_t pid;

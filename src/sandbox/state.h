@@ -44,8 +44,8 @@ struct sandbox {
 	bool rwlayer_managed; /* made by Gantry, deleted with the sandbox */
 	char *created;	      /* RFC 3339, UTC */
 	enum sandbox_state state;
-	char *reason; /* crashed: why */
-	long pid;     /* the supervisor's, while running */
+	char *reason;	/* crashed: why */
+	long pid;	/* the supervisor's, while running */
 	bool transient; /* one-shot `gantry exec`: never saved, no container kept */
 };
 

@@ -17,13 +17,13 @@
 #include "sandbox/state.h"
 
 #define SUP_MAX_CLIENTS	    256
-#define SUP_MAX_STREAMS	    64		/* guest stdio dials waiting for their STREAM frame */
-#define SUP_STREAM_READ_MS  5000	/* for that frame */
-#define SUP_REQUEST_MS	    10000	/* for a ctl client's request line */
-#define SUP_CLIENT_QUEUE    (256 * 1024) /* owed to one client */
+#define SUP_MAX_STREAMS	    64		  /* guest stdio dials waiting for their STREAM frame */
+#define SUP_STREAM_READ_MS  5000	  /* for that frame */
+#define SUP_REQUEST_MS	    10000	  /* for a ctl client's request line */
+#define SUP_CLIENT_QUEUE    (256 * 1024)  /* owed to one client */
 #define SUP_GUEST_QUEUE	    (1024 * 1024) /* owed to the guest's control connection */
-#define SUP_GUEST_HIGH	    (64 * 1024) /* above it, sessions' frames wait in their sockets */
-#define SUP_GUEST_STALL_MS  5000	/* the guest took nothing with bytes waiting: cut */
+#define SUP_GUEST_HIGH	    (64 * 1024)	  /* above it, sessions' frames wait in their sockets */
+#define SUP_GUEST_STALL_MS  5000	  /* the guest took nothing with bytes waiting: cut */
 #define SUP_CLIENT_STALL_MS OUTQ_STALL_MS
 
 struct client {

@@ -1,0 +1,131 @@
+/* `gantry inspect NAME [--json]`: one sandbox's configuration, state, image,
+ * resources and paths. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/util.h"
+#include "sandbox/lifecycle.h"
+
+static void inspect_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out,
+		"Usage: gantry inspect NAME [--json]\n\n"
+		"Show the sandbox NAME: its state (and why it crashed), its image, resources,\n"
+		"the image's process settings, and the files that make it up.\n\nFlags:\n");
+	flags_usage(out, flags);
+}
+
+static void print_strv(const char *label, json_t *a)
+{
+	size_t i;
+	json_t *v;
+
+	printf("%-14s", label);
+	if (json_array_size(a) == 0)
+		printf("-");
+	json_array_foreach(a, i, v) printf("%s%s", i ? " " : "", json_string_value(v));
+	printf("\n");
+}
+
+static void print_field(const char *label, json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+	char *text;
+
+	if (json_is_string(v)) {
+		printf("%-14s%s\n", label, json_string_value(v));
+		return;
+	}
+	if (v == NULL || json_is_null(v)) {
+		printf("%-14s-\n", label);
+		return;
+	}
+	text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	printf("%-14s%s\n", label, text ? text : "?");
+	free(text);
+}
+
+static void inspect_text(json_t *o)
+{
+	json_t *cfg = json_object_get(o, "config"), *paths = json_object_get(o, "paths");
+	static const char *const rows[][2] = {
+		{ "Name:", "name" },	       { "State:", "state" },
+		{ "Reason:", "reason" },       { "PID:", "pid" },
+		{ "Created:", "created" },     { "Image:", "image" },
+		{ "Digest:", "image_digest" }, { "CPUs:", "cpus" },
+		{ "Memory MiB:", "mem_mib" },  { "Writable:", "writable" },
+		{ "Disk MiB:", "disk_mib" },
+	};
+	const char *key;
+	json_t *v;
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
+		print_field(rows[i][0], o, rows[i][1]);
+	if (json_is_object(cfg)) {
+		print_strv("Entrypoint:", json_object_get(cfg, "entrypoint"));
+		print_strv("Cmd:", json_object_get(cfg, "cmd"));
+		print_strv("Env:", json_object_get(cfg, "env"));
+		print_field("User:", cfg, "user");
+		print_field("WorkingDir:", cfg, "working_dir");
+	}
+	printf("Paths:\n");
+	json_object_foreach(paths, key, v)
+		printf("  %-12s%s\n", key, json_is_string(v) ? json_string_value(v) : "-");
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+	cleanup_free char *dir = NULL;
+	gantry_error_t err = NULL;
+	struct sandbox sb = { 0 };
+	bool as_json = false, help = false, dashdash;
+	const char *name = NULL;
+	json_t *o;
+	int rest;
+	const struct flag flags[] = {
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	/* NAME first, flags after it (flags before it work too). */
+	if (argc > 0 && argv[0][0] != '-') {
+		name = argv[0];
+		argc--;
+		argv++;
+	}
+	if (flags_parse("inspect", flags, argc, argv, &rest, &dashdash, &err) < 0) {
+		gantry_error_print(&err);
+		return 2;
+	}
+	if (help) {
+		inspect_usage(stdout, flags);
+		return 0;
+	}
+	if (name == NULL && rest < argc)
+		name = argv[rest++];
+	if (name == NULL || rest < argc) {
+		fprintf(stderr, "gantry: inspect: %s (see gantry inspect -help)\n",
+			name ? "unexpected arguments after NAME" : "NAME is required");
+		return 2;
+	}
+	if (sandbox_inspect(name, &sb, &dir, &err) < 0) {
+		gantry_error_print(&err);
+		return 1;
+	}
+	o = sandbox_to_json(&sb, dir);
+	if (as_json) {
+		char *text = json_dumps(o, JSON_INDENT(2));
+
+		printf("%s\n", text ? text : "{}");
+		free(text);
+	} else {
+		inspect_text(o);
+	}
+	json_decref(o);
+	sandbox_free(&sb);
+	return 0;
+}

@@ -1,0 +1,84 @@
+/* `gantry ls [--json]`: the sandboxes, as a table or as JSON. */
+#include <jansson.h>
+#include <stdio.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "sandbox/lifecycle.h"
+
+static void ls_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out, "Usage: gantry ls [--json]\n\nList sandboxes: NAME, STATE (running, stopped, "
+		     "crashed), the supervisor's PID,\nIMAGE, CPUS and MEM (MiB). A crashed "
+		     "sandbox's reason follows the table.\nWith --json, an array of objects (see "
+		     "docs/sandboxes.md).\n\nFlags:\n");
+	flags_usage(out, flags);
+}
+
+static void ls_json(const struct sandbox *v, size_t n)
+{
+	json_t *a = json_array();
+	char *text;
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, sandbox_to_json(&v[i], NULL));
+	text = json_dumps(a, JSON_INDENT(2));
+	json_decref(a);
+	printf("%s\n", text ? text : "[]");
+	free(text);
+}
+
+static void ls_table(const struct sandbox *v, size_t n)
+{
+	printf("%-24s %-8s %-8s %-32s %-4s %s\n", "NAME", "STATE", "PID", "IMAGE", "CPUS", "MEM");
+	for (size_t i = 0; i < n; i++) {
+		char pid[24] = "-";
+
+		if (v[i].pid > 0)
+			snprintf(pid, sizeof(pid), "%ld", v[i].pid);
+		printf("%-24s %-8s %-8s %-32s %-4llu %llu\n", v[i].name,
+		       sandbox_state_name(v[i].state), pid, v[i].image,
+		       (unsigned long long)v[i].cpus, (unsigned long long)v[i].mem_mib);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (v[i].state == SANDBOX_CRASHED && v[i].reason)
+			printf("%s: crashed: %s\n", v[i].name, v[i].reason);
+}
+
+int cmd_ls(int argc, char **argv)
+{
+	gantry_error_t err = NULL;
+	struct sandbox *v;
+	bool as_json = false, help = false, dashdash;
+	size_t n;
+	int rest;
+	const struct flag flags[] = {
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	if (flags_parse("ls", flags, argc, argv, &rest, &dashdash, &err) < 0) {
+		gantry_error_print(&err);
+		return 2;
+	}
+	if (help) {
+		ls_usage(stdout, flags);
+		return 0;
+	}
+	if (rest < argc) {
+		fprintf(stderr, "gantry: ls: unexpected argument `%s` (see gantry ls -help)\n",
+			argv[rest]);
+		return 2;
+	}
+	if (sandbox_list(&v, &n, &err) < 0) {
+		gantry_error_print(&err);
+		return 1;
+	}
+	if (as_json)
+		ls_json(v, n);
+	else
+		ls_table(v, n);
+	sandbox_list_free(v, n);
+	return 0;
+}

@@ -1,0 +1,47 @@
+/* `gantry version [--json]`. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "proto/agent.h"
+
+int cmd_version(int argc, char **argv)
+{
+	gantry_error_t err = NULL;
+	bool as_json = false, help = false, dashdash;
+	int rest;
+	const struct flag flags[] = {
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	if (flags_parse("version", flags, argc, argv, &rest, &dashdash, &err) < 0) {
+		gantry_error_print(&err);
+		return 2;
+	}
+	if (help) {
+		printf("Usage: gantry version [--json]\n\nPrint Gantry's version and the version "
+		       "of the host/guest protocol it speaks.\n\nFlags:\n");
+		flags_usage(stdout, flags);
+		return 0;
+	}
+	if (rest < argc) {
+		fprintf(stderr, "gantry: version: unexpected argument `%s`\n", argv[rest]);
+		return 2;
+	}
+	if (as_json) {
+		json_t *o = json_pack("{s:s,s:i}", "version", GANTRY_VERSION, "protocol",
+				      PROTO_VERSION);
+		char *text = json_dumps(o, JSON_COMPACT);
+
+		printf("%s\n", text ? text : "{}");
+		free(text);
+		json_decref(o);
+	} else {
+		printf("gantry %s (protocol %d)\n", GANTRY_VERSION, PROTO_VERSION);
+	}
+	return 0;
+}
