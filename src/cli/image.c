@@ -92,8 +92,7 @@ static int image_pull(int argc, char **argv)
 	const struct flag flags[] = {
 		{ "platform", FLAG_STRING, &o.platform, NULL, "P",
 		  "linux/ARCH[/VARIANT] to take from a multi-platform image\n"
-		  "                         (default: this host's)",
-		  0 },
+		  "                         (default: this host's)", 0 },
 		{ "insecure", FLAG_BOOL, &o.insecure, NULL, NULL,
 		  "plain HTTP to this registry (loopback registries always use it)", 0 },
 		HELP_FLAG(&help),
@@ -254,16 +253,17 @@ static const struct image_cmd {
 
 static void image_usage(FILE *out)
 {
-	fprintf(out, "Usage: gantry image COMMAND [FLAGS] [ARGS]\n\n"
-		     "Images come from registries (`python:3.12`, `host:port/path:tag`,\n"
-		     "`name@sha256:...`; Docker Hub by default), OCI layout directories,\n"
-		     "docker-save tars and .erofs files. Each is flattened once into EROFS and\n"
-		     "cached by its platform manifest's digest in $GANTRY_IMAGES (default\n"
-		     "~/.gantry/images); `exec -image REF` uses the cached image without asking\n"
-		     "the registry again. Registries on loopback and those listed in\n"
-		     "GANTRY_INSECURE_REGISTRIES are spoken to over plain HTTP, all others\n"
-		     "over HTTPS; proxies come from http_proxy, https_proxy and no_proxy.\n\n"
-		     "Commands:\n");
+	fprintf(out,
+		"Usage: gantry image COMMAND [FLAGS] [ARGS]\n\n"
+		"Images come from registries (`python:3.12`, `host:port/path:tag`,\n"
+		"`name@sha256:...`; Docker Hub by default), OCI layout directories,\n"
+		"docker-save tars and .erofs files. Each is flattened once into EROFS and\n"
+		"cached by its platform manifest's digest in $GANTRY_IMAGES (default\n"
+		"~/.gantry/images); `exec -image REF` uses the cached image without asking\n"
+		"the registry again. Registries on loopback and those listed in\n"
+		"GANTRY_INSECURE_REGISTRIES are spoken to over plain HTTP, all others\n"
+		"over HTTPS; proxies come from http_proxy, https_proxy and no_proxy.\n\n"
+		"Commands:\n");
 	for (size_t i = 0; i < ARRAY_SIZE(image_cmds); i++)
 		fprintf(out, "  %-12s %s\n", image_cmds[i].name, image_cmds[i].summary);
 	fprintf(out, "\nRun `gantry image COMMAND -help` for a command's flags.\n");

@@ -5,10 +5,7 @@
 #include "cli/flags.h"
 #include "common/error.h"
 
-#define IMAGE_HELP_FLAG(p)                                                                         \
-	{                                                                                          \
-		"help", FLAG_BOOL, (p), NULL, NULL, "show this help", 0                            \
-	}
+#define IMAGE_HELP_FLAG(p) { "help", FLAG_BOOL, (p), NULL, NULL, "show this help", 0 }
 
 /* Flags and positional arguments in any order; *pos (free it) gets the
  * positional ones. */

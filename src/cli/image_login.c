@@ -100,8 +100,7 @@ int image_login(int argc, char **argv)
 	bool help = false, from_stdin = false, insecure = false;
 	int npos, ret;
 	const struct flag flags[] = {
-		{ "u", FLAG_STRING, &user, NULL, "USER",
-		  "user name (default: asked on the terminal)", 0 },
+		{ "u", FLAG_STRING, &user, NULL, "USER", "user name (default: asked on the terminal)", 0 },
 		{ "username", FLAG_STRING, &user, NULL, "USER", "the same as -u", 0 },
 		{ "password-stdin", FLAG_BOOL, &from_stdin, NULL, NULL,
 		  "read the password (one line) from stdin", 0 },

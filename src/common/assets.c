@@ -37,9 +37,8 @@ int assets_path(const char *name, char **out, gantry_error_t *err)
 		return -1;
 	xasprintf(out, "%s/%s", dir, name);
 	if (stat(*out, &st) < 0) {
-		gantry_error_errno(err,
-				   "guest asset `%s` (build it with `make assets`, or set "
-				   "GANTRY_ASSETS)",
+		gantry_error_errno(err, "guest asset `%s` (build it with `make assets`, or set "
+					"GANTRY_ASSETS)",
 				   *out);
 		free(*out);
 		*out = NULL;

@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 
-#define ASSET_KERNEL	    "vmlinux"
-#define ASSET_SYSROOT	    "sysroot.erofs"
+#define ASSET_KERNEL        "vmlinux"
+#define ASSET_SYSROOT       "sysroot.erofs"
 #define ASSET_DEFAULT_IMAGE "default-image"
 
 /* The path of asset name, which must exist; *out is malloc()ed. */
