@@ -76,6 +76,8 @@ struct client *client_by_guest_id(struct sup *s, uint32_t id)
 	return NULL;
 }
 
+static bool client_frames(struct sup *s, struct client *c);
+
 static void client_request(struct sup *s, struct client *c, size_t end)
 {
 	json_error_t jerr;
@@ -121,6 +123,8 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 			c->line = NULL;
 			if (client_reply(c, true, NULL) < 0)
 				client_drop(s, c);
+			else if (rest && !client_frames(s, c))
+				client_hangup(s, c);
 		}
 	} else {
 		client_reply(c, false, "unknown op");
@@ -176,6 +180,21 @@ static void client_read_line(struct sup *s, struct client *c)
 		client_drop(s, c);
 }
 
+/* The whole frames buffered from c; false: c is to be hung up on. */
+static bool client_frames(struct sup *s, struct client *c)
+{
+	struct proto_msg m;
+	const char *why;
+	bool ok = true;
+	int k;
+
+	while (ok && (k = proto_decoder_next(c->dec, &m, &why)) > 0) {
+		ok = client_frame(s, c, &m);
+		proto_msg_free(&m);
+	}
+	return ok && k >= 0;
+}
+
 void client_event(struct sup *s, struct client *c, short revents)
 {
 	bool ok = true;
@@ -194,18 +213,8 @@ void client_event(struct sup *s, struct client *c, short revents)
 	n = proto_decoder_fill(c->dec, c->fd);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n > 0) {
-		struct proto_msg m;
-		const char *why;
-		int k;
-
-		while (ok && (k = proto_decoder_next(c->dec, &m, &why)) > 0) {
-			ok = client_frame(s, c, &m);
-			proto_msg_free(&m);
-		}
-		if (k < 0)
-			ok = false;
-	}
+	if (n > 0)
+		ok = client_frames(s, c);
 	if (n <= 0 || !ok)
 		client_hangup(s, c);
 }

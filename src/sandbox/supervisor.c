@@ -48,6 +48,7 @@ static void sup_kill(struct sup *s, const char *why)
  * nothing can ask the guest to power off any more). */
 static void guest_cut(struct sup *s, const char *why, bool hostile)
 {
+	s->cut_why = NULL;
 	if (s->control < 0)
 		return;
 	log_warn("%s", why);
@@ -74,8 +75,10 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m)
 		return true;
 	if (errno == ENOBUFS)
 		return false; /* whoever asked for it is hung up on, not the guest */
-	guest_cut(s, "the guest's control connection broke", true);
-	return false;
+	/* Cut once this round's events are done: a caller may be iterating
+	 * the clients that the cut tells. */
+	s->cut_why = "the guest's control connection broke";
+	return true;
 }
 
 void sup_begin_stop(struct sup *s, const char *why)
@@ -394,6 +397,8 @@ static __attribute__((noreturn)) void serve(struct sup *s)
 				}
 			}
 		}
+		if (s->cut_why)
+			guest_cut(s, s->cut_why, true);
 		if (fds[F_STDIO].revents)
 			streams_accept(s);
 		if (fds[F_CTL].revents)

@@ -59,6 +59,7 @@ struct sup {
 	struct proto_decoder *dec;
 	const char *guest_gone; /* why control is -1 */
 	const char *killed;	/* why we ended the VM ourselves */
+	const char *cut_why;	/* control broke: cut it after this round */
 	int stdio_listen, ctl_listen, sigfd;
 	struct client *clients[SUP_MAX_CLIENTS];
 	struct stream_wait streams[SUP_MAX_STREAMS];
