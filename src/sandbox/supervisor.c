@@ -314,105 +314,122 @@ static void on_signals(struct sup *s)
 			sup_begin_stop(s, "signal");
 }
 
-static __attribute__((noreturn)) void serve(struct sup *s)
+void sup_serve_once(struct sup *s, int max_ms)
 {
 	struct pollfd fds[SUP_MAX_FDS];
 	struct client *owner[SUP_MAX_FDS];
 	struct stream_wait *waiting[SUP_MAX_FDS];
+	uint64_t now = now_ms(), wake = UINT64_MAX;
+	/* While the guest owes us reading, sessions' frames wait. */
+	bool guest_busy = s->control_q.bytes > SUP_GUEST_HIGH;
+	int timeout = -1;
+	size_t n = F_FIXED;
 
-	for (;;) {
-		uint64_t now = now_ms(), wake = UINT64_MAX;
-		/* While the guest owes us reading, sessions' frames wait. */
-		bool guest_busy = s->control_q.bytes > SUP_GUEST_HIGH;
-		int timeout = -1;
-		size_t n = F_FIXED;
+	if (s->control >= 0 && outq_stalled(&s->control_q, now, SUP_GUEST_STALL_MS))
+		guest_cut(s, "the guest stopped reading its control connection", true);
+	clients_expire(s, now, &wake);
+	fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
+	fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+	fds[F_CONTROL] = (struct pollfd){
+		.fd = s->control,
+		.events = POLLIN | (outq_pending(&s->control_q) ? POLLOUT : 0),
+	};
+	fds[F_STDIO] = (struct pollfd){ .fd = s->stdio_listen, .events = POLLIN };
+	fds[F_CTL] = (struct pollfd){ .fd = s->ctl_listen, .events = POLLIN };
+	if (s->control >= 0 && outq_pending(&s->control_q))
+		wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
+		struct client *c = s->clients[i];
+		short ev = 0;
 
-		if (s->control >= 0 && outq_stalled(&s->control_q, now, SUP_GUEST_STALL_MS))
-			guest_cut(s, "the guest stopped reading its control connection", true);
-		clients_expire(s, now, &wake);
-		fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
-		fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
-		fds[F_CONTROL] = (struct pollfd){
-			.fd = s->control,
-			.events = POLLIN | (outq_pending(&s->control_q) ? POLLOUT : 0),
-		};
-		fds[F_STDIO] = (struct pollfd){ .fd = s->stdio_listen, .events = POLLIN };
-		fds[F_CTL] = (struct pollfd){ .fd = s->ctl_listen, .events = POLLIN };
-		if (s->control >= 0 && outq_pending(&s->control_q))
-			wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
-		for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
-			struct client *c = s->clients[i];
-			short ev = 0;
-
-			if (c == NULL)
-				continue;
-			if (!(c->session && guest_busy))
-				ev |= POLLIN;
-			if (outq_pending(&c->q))
-				ev |= POLLOUT;
-			owner[n] = c;
-			waiting[n] = NULL;
-			fds[n++] = (struct pollfd){ .fd = c->fd, .events = ev };
-		}
-		for (size_t i = 0; i < SUP_MAX_STREAMS; i++) {
-			if (s->streams[i].fd < 0)
-				continue;
-			owner[n] = NULL;
-			waiting[n] = &s->streams[i];
-			fds[n++] = (struct pollfd){ .fd = s->streams[i].fd, .events = POLLIN };
-		}
-		if (s->stopping) {
-			if (now >= s->stop_deadline)
-				finish(s, "the guest did not power off in time");
-			wake = MIN(wake, s->stop_deadline);
-		}
-		if (wake != UINT64_MAX)
-			timeout = wake > now ? (int)MIN(wake - now, 60000) : 0;
-		if (poll(fds, n, timeout) < 0) {
-			if (errno != EINTR)
-				log_error("poll: %s", strerror(errno));
+		if (c == NULL)
+			continue;
+		if (!(c->session && guest_busy))
+			ev |= POLLIN;
+		if (outq_pending(&c->q))
+			ev |= POLLOUT;
+		owner[n] = c;
+		waiting[n] = NULL;
+		fds[n++] = (struct pollfd){ .fd = c->fd, .events = ev };
+	}
+	for (size_t i = 0; i < SUP_MAX_STREAMS; i++) {
+		if (s->streams[i].fd < 0)
+			continue;
+		owner[n] = NULL;
+		waiting[n] = &s->streams[i];
+		fds[n++] = (struct pollfd){ .fd = s->streams[i].fd, .events = POLLIN };
+	}
+	if (s->stopping) {
+		if (now >= s->stop_deadline)
+			finish(s, "the guest did not power off in time");
+		wake = MIN(wake, s->stop_deadline);
+	}
+	if (wake != UINT64_MAX)
+		timeout = wake > now ? (int)MIN(wake - now, 60000) : 0;
+	if (max_ms >= 0 && (timeout < 0 || timeout > max_ms))
+		timeout = max_ms;
+	if (poll(fds, n, timeout) < 0) {
+		if (errno != EINTR)
+			log_error("poll: %s", strerror(errno));
+		return;
+	}
+	if (fds[F_DONE].revents) {
+		machine_join(&s->m);
+		finish(s, s->killed);
+	}
+	if (fds[F_SIG].revents)
+		on_signals(s);
+	if (fds[F_CONTROL].revents && s->control >= 0)
+		guest_event(s, fds[F_CONTROL].revents);
+	for (size_t i = F_FIXED; i < n; i++) {
+		if (!fds[i].revents)
+			continue;
+		if (waiting[i]) {
+			if (waiting[i]->fd == fds[i].fd)
+				stream_event(s, waiting[i]);
 			continue;
 		}
-		if (fds[F_DONE].revents) {
-			machine_join(&s->m);
-			finish(s, s->killed);
-		}
-		if (fds[F_SIG].revents)
-			on_signals(s);
-		if (fds[F_CONTROL].revents && s->control >= 0)
-			guest_event(s, fds[F_CONTROL].revents);
-		for (size_t i = F_FIXED; i < n; i++) {
-			if (!fds[i].revents)
-				continue;
-			if (waiting[i]) {
-				if (waiting[i]->fd == fds[i].fd)
-					stream_event(s, waiting[i]);
-				continue;
-			}
-			/* A client dropped by an earlier event is gone. */
-			for (size_t j = 0; j < SUP_MAX_CLIENTS; j++) {
-				if (s->clients[j] == owner[i] && owner[i]->fd == fds[i].fd) {
-					client_event(s, owner[i], fds[i].revents);
-					break;
-				}
+		/* A client dropped by an earlier event is gone. */
+		for (size_t j = 0; j < SUP_MAX_CLIENTS; j++) {
+			if (s->clients[j] == owner[i] && owner[i]->fd == fds[i].fd) {
+				client_event(s, owner[i], fds[i].revents);
+				break;
 			}
 		}
-		if (s->cut_why)
-			guest_cut(s, s->cut_why, true);
-		if (fds[F_STDIO].revents)
-			streams_accept(s);
-		if (fds[F_CTL].revents)
-			clients_accept(s);
 	}
+	if (s->cut_why)
+		guest_cut(s, s->cut_why, true);
+	if (fds[F_STDIO].revents)
+		streams_accept(s);
+	if (fds[F_CTL].revents)
+		clients_accept(s);
+}
+
+static __attribute__((noreturn)) void serve(struct sup *s)
+{
+	for (;;)
+		sup_serve_once(s, -1);
+}
+
+void sup_init(struct sup *s, const char *name)
+{
+	*s = (struct sup){ .name = name,
+			   .ready_fd = -1,
+			   .control = -1,
+			   .stdio_listen = -1,
+			   .ctl_listen = -1,
+			   .sigfd = -1,
+			   .m = { .done_fd = -1, .cfg.stop_fd = -1 } };
+	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
+		s->streams[i].fd = -1;
+	outq_init(&s->control_q, SUP_GUEST_QUEUE);
+	s->dec = xmalloc(sizeof(*s->dec));
+	proto_decoder_init(s->dec);
 }
 
 int supervisor_main(int argc, char **argv)
 {
-	static struct sup s = { .ready_fd = SUPERVISOR_READY_FD,
-				.control = -1,
-				.stdio_listen = -1,
-				.ctl_listen = -1,
-				.sigfd = -1 };
+	static struct sup s;
 	gantry_error_t err = NULL;
 
 	if (argc != 1 || !sandbox_name_valid(argv[0])) {
@@ -420,17 +437,9 @@ int supervisor_main(int argc, char **argv)
 		return 2;
 	}
 	log_init("supervisor", -1);
-	if (fcntl(s.ready_fd, F_GETFD) < 0)
-		s.ready_fd = -1;
-	else
-		fcntl(s.ready_fd, F_SETFD, FD_CLOEXEC);
-	s.name = argv[0];
-	s.m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1 };
-	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
-		s.streams[i].fd = -1;
-	outq_init(&s.control_q, SUP_GUEST_QUEUE);
-	s.dec = xmalloc(sizeof(*s.dec));
-	proto_decoder_init(s.dec);
+	sup_init(&s, argv[0]);
+	if (fcntl(SUPERVISOR_READY_FD, F_SETFD, FD_CLOEXEC) == 0)
+		s.ready_fd = SUPERVISOR_READY_FD;
 	log_info("starting sandbox `%s`", s.name);
 	if (setup(&s, &err) < 0) {
 		log_error("%s", gantry_error_str(err));

@@ -69,6 +69,12 @@ struct sup {
 };
 
 /* supervisor.c */
+/* A supervisor with nothing open yet (sockets -1), for name. */
+void sup_init(struct sup *s, const char *name);
+/* One round of the loop: wait for what is ready, up to the next deadline
+ * and at most max_ms (-1: no limit), and serve it. Does not return once
+ * the VM has ended (the supervisor exits). */
+void sup_serve_once(struct sup *s, int max_ms);
 /* Queue m for the guest; false when it could not be (the guest is gone, or
  * more is owed to it than SUP_GUEST_QUEUE). */
 bool sup_send_guest(struct sup *s, const struct proto_msg *m);
