@@ -15,6 +15,16 @@
 #include "sandbox/ctl.h"
 #include "sandbox/supervisor_priv.h"
 
+bool sup_log_due(uint64_t *last)
+{
+	uint64_t now = now_ms();
+
+	if (*last && now < *last + SUP_LOG_EVERY_MS)
+		return false;
+	*last = now;
+	return true;
+}
+
 void client_drop(struct sup *s, struct client *c)
 {
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
@@ -296,8 +306,11 @@ void clients_expire(struct sup *s, uint64_t now, uint64_t *wake)
 		if (w->fd < 0)
 			continue;
 		if (now >= w->deadline) {
-			log_info("a guest stdio dial sent no STREAM frame in %d s: closed",
-				 SUP_STREAM_READ_MS / 1000);
+			static uint64_t logged;
+
+			if (sup_log_due(&logged))
+				log_info("a guest stdio dial sent no STREAM frame in %d s: closed",
+					 SUP_STREAM_READ_MS / 1000);
 			close(w->fd);
 			w->fd = -1;
 			continue;
@@ -323,10 +336,14 @@ void streams_accept(struct sup *s)
 				oldest = &s->streams[j];
 		}
 		if (w == NULL) {
+			static uint64_t logged;
+
 			/* Dials that say nothing cannot crowd out the ones that do. */
-			log_info("%d guest stdio dials wait for their STREAM frame: the oldest is "
-				 "closed",
-				 SUP_MAX_STREAMS);
+			if (sup_log_due(&logged))
+				log_info("%d guest stdio dials wait for their STREAM frame: the "
+					 "oldest is "
+					 "closed",
+					 SUP_MAX_STREAMS);
 			close(oldest->fd);
 			w = oldest;
 		}
@@ -349,9 +366,15 @@ void stream_event(struct sup *s, struct stream_wait *w)
 		return;
 	if (n <= 0 || proto_decode(w->frame, sizeof(w->frame), &m, &why) < 0 ||
 	    m.type != PROTO_STREAM) {
-		log_info("a guest stdio stream without its STREAM frame: closed");
+		static uint64_t logged;
+
+		if (sup_log_due(&logged))
+			log_info("a guest stdio stream without its STREAM frame: closed");
 	} else if ((c = client_by_guest_id(s, m.u.stream.id)) == NULL || c->streamed) {
-		log_info("a guest stdio stream for no session waiting for one: closed");
+		static uint64_t logged;
+
+		if (sup_log_due(&logged))
+			log_info("a guest stdio stream for no session waiting for one: closed");
 	} else {
 		struct proto_msg out = { .type = PROTO_STREAM };
 

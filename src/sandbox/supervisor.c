@@ -117,7 +117,7 @@ static void guest_frames(struct sup *s)
 			c = client_by_guest_id(s, m.u.exit.id);
 		else if (m.type == PROTO_ERROR && m.u.error.id)
 			c = client_by_guest_id(s, m.u.error.id);
-		else if (m.type == PROTO_ERROR)
+		else if (m.type == PROTO_ERROR && sup_log_due(&s->error_logged))
 			log_warn("guest: %s", m.u.error.message);
 		if (c && !c->done) {
 			if (m.type == PROTO_STARTED)

@@ -25,6 +25,7 @@
 #define SUP_GUEST_HIGH	    (64 * 1024)	  /* above it, sessions' frames wait in their sockets */
 #define SUP_GUEST_STALL_MS  5000	  /* the guest took nothing with bytes waiting: cut */
 #define SUP_CLIENT_STALL_MS OUTQ_STALL_MS
+#define SUP_LOG_EVERY_MS    10000 /* what a guest can repeat is logged this often at most */
 
 struct client {
 	int fd;
@@ -64,6 +65,7 @@ struct sup {
 	struct client *clients[SUP_MAX_CLIENTS];
 	struct stream_wait streams[SUP_MAX_STREAMS];
 	uint32_t next_id;
+	uint64_t error_logged; /* the guest's last id-less ERROR in the log */
 	bool stopping;
 	uint64_t stop_deadline;
 };
@@ -81,6 +83,9 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m);
 void sup_begin_stop(struct sup *s, const char *why);
 
 /* sessions.c */
+/* Whether a message the guest can make us repeat may be logged now (*last:
+ * when it last was). */
+bool sup_log_due(uint64_t *last);
 void clients_accept(struct sup *s);
 void client_event(struct sup *s, struct client *c, short revents);
 /* Drop c, hanging up on its session like a terminal on its process. */
