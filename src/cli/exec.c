@@ -84,17 +84,15 @@ int cmd_exec(int argc, char **argv)
 	}
 	if (!dashdash && rest < argc) {
 		if (rest > 0) {
-			fprintf(stderr,
-				"gantry: exec: flags are for a fresh microVM, not for the "
-				"sandbox `%s` (gantry exec NAME -- CMD)\n",
-				argv[rest]);
+			log_error("exec: flags are for a fresh microVM, not for the "
+				  "sandbox `%s` (gantry exec NAME -- CMD)",
+				  argv[rest]);
 			return 2;
 		}
 		if (rest + 1 < argc && strcmp(argv[rest + 1], "--") != 0) {
-			fprintf(stderr,
-				"gantry: exec: unexpected argument `%s` (put the command "
-				"after --)\n",
-				argv[rest + 1]);
+			log_error("exec: unexpected argument `%s` (put the command "
+				  "after --)",
+				  argv[rest + 1]);
 			return 2;
 		}
 		return exec_sandbox(argv[rest], argv + rest + 2,

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/flags.h"
+#include "common/log.h"
 #include "common/util.h"
 
 static const struct flag *flag_find(const struct flag *flags, const char *name, size_t len)
@@ -112,8 +113,7 @@ int flags_one_name(const char *cmd, const char *what, int argc, char **argv, con
 		return 0;
 	}
 	if (argc != 1 || argv[0][0] == '-') {
-		fprintf(stderr, "gantry: %s: want exactly one NAME (see gantry %s -help)\n", cmd,
-			cmd);
+		log_error("%s: want exactly one NAME (see gantry %s -help)", cmd, cmd);
 		return -1;
 	}
 	*name = argv[0];

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
 
@@ -108,8 +109,8 @@ int cmd_inspect(int argc, char **argv)
 	if (name == NULL && rest < argc)
 		name = argv[rest++];
 	if (name == NULL || rest < argc) {
-		fprintf(stderr, "gantry: inspect: %s (see gantry inspect -help)\n",
-			name ? "unexpected arguments after NAME" : "NAME is required");
+		log_error("inspect: %s (see gantry inspect -help)",
+			  name ? "unexpected arguments after NAME" : "NAME is required");
 		return 2;
 	}
 	if (sandbox_inspect(name, &sb, &dir, &err) < 0) {

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/log.h"
 #include "sandbox/lifecycle.h"
 
 static void ls_usage(FILE *out, const struct flag *flags)
@@ -67,8 +68,7 @@ int cmd_ls(int argc, char **argv)
 		return 0;
 	}
 	if (rest < argc) {
-		fprintf(stderr, "gantry: ls: unexpected argument `%s` (see gantry ls -help)\n",
-			argv[rest]);
+		log_error("ls: unexpected argument `%s` (see gantry ls -help)", argv[rest]);
 		return 2;
 	}
 	if (sandbox_list(&v, &n, &err) < 0) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "sandbox/supervisor.h"
 
@@ -49,6 +50,6 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 2, argv + 2);
 	}
-	fprintf(stderr, "gantry: unknown command `%s` (see gantry -help)\n", argv[1]);
+	log_error("unknown command `%s` (see gantry -help)", argv[1]);
 	return 2;
 }

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "vmm/vmm.h"
 
@@ -89,7 +90,7 @@ int cmd_run(int argc, char **argv)
 		return 0;
 	}
 	if (rest < argc) {
-		fprintf(stderr, "gantry: run: unexpected argument `%s`\n", argv[rest]);
+		log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
 	cfg.cpus = (unsigned int)cpus;

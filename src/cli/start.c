@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/log.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/rwlayer.h"
 #include "vmm/vmm.h"
@@ -62,8 +63,8 @@ int cmd_start(int argc, char **argv)
 	if (o.name == NULL && rest < argc)
 		o.name = argv[rest++];
 	if (o.name == NULL || rest < argc) {
-		fprintf(stderr, "gantry: start: %s (see gantry start -help)\n",
-			o.name ? "unexpected arguments after NAME" : "NAME is required");
+		log_error("start: %s (see gantry start -help)",
+			  o.name ? "unexpected arguments after NAME" : "NAME is required");
 		return 2;
 	}
 	if (sandbox_create(&o, &err) < 0) {

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/log.h"
 #include "proto/agent.h"
 
 int cmd_version(int argc, char **argv)
@@ -29,7 +30,7 @@ int cmd_version(int argc, char **argv)
 		return 0;
 	}
 	if (rest < argc) {
-		fprintf(stderr, "gantry: version: unexpected argument `%s`\n", argv[rest]);
+		log_error("version: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
 	if (as_json) {
