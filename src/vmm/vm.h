@@ -1,5 +1,5 @@
 /* One KVM virtual machine: its fds, RAM, vCPU threads, exit buses and the
- * way it ends. kvm.c owns VM creation and the end of the VM; vcpu.c owns the
+ * way it ends. vm.c owns VM creation and the end of the VM; vcpu.c owns the
  * vCPUs and their exit loop. */
 #ifndef GANTRY_VMM_VM_H
 #define GANTRY_VMM_VM_H
