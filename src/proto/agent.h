@@ -1,6 +1,7 @@
 /* The host/guest agent protocol: what `gantry` and gantry-init (PID 1 in the
- * guest) say to each other over virtio-vsock. Both sides compile this header
- * and agent.c, so they use nothing but libc.
+ * guest) say to each other over virtio-vsock. Both sides compile this header,
+ * codec.c (frames and messages) and stream.c (frames on file descriptors),
+ * so they use nothing but libc.
  *
  * Connections (both dialled by the guest, so the host only listens):
  *  - control: gantry-init connects to host port PROTO_CONTROL_PORT as soon as

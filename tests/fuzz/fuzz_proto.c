@@ -1,5 +1,6 @@
-/* libFuzzer target for the agent protocol codec (proto/agent.c): the bytes
- * a hostile guest (or host) could send, through both decoders.
+/* libFuzzer target for the agent protocol (proto/codec.c and the decoder in
+ * proto/stream.c): the bytes a hostile guest (or host) could send, through
+ * both decoders.
  *
  * Input: one mode byte, then the bytes on the wire.
  *   mode bit 0 clear: the rest is one whole frame for proto_decode. A frame

@@ -1,7 +1,7 @@
-/* Unit tests for proto/agent.c: every message survives a round trip, both
- * decoders agree, and every malformed frame (truncated, oversize, bad
- * string lengths, too many strings, trailing bytes, out-of-range fields) is
- * an error rather than a crash or a partial message. */
+/* Unit tests for proto/codec.c and proto/stream.c: every message survives a
+ * round trip, both decoders agree, and every malformed frame (truncated,
+ * oversize, bad string lengths, too many strings, trailing bytes,
+ * out-of-range fields) is an error rather than a crash or a partial message. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
