@@ -1,12 +1,13 @@
 /* The agent protocol's frame codec (see agent.h): body fields in and out,
- * frame headers, and whole messages encoded and decoded. libc only:
- * gantry-init links it statically. Every length comes from the peer, so
- * every read is checked against what is left of the body and against the
- * named bounds. Reading and writing frames on file descriptors is
- * stream.c's. */
+ * frame headers, and whole messages encoded and decoded. libc only (and the
+ * text sanitiser, which needs nothing else): gantry-init links it
+ * statically. Every length comes from the peer, so every read is checked
+ * against what is left of the body and against the named bounds. Reading
+ * and writing frames on file descriptors is stream.c's. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text.h"
 #include "proto/agent.h"
 
 static void put_le(uint8_t *p, uint64_t v, size_t n)
@@ -405,6 +406,18 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 	return proto_writer_finish(&w, m->type);
 }
 
+/* A string meant to be shown or logged (HELLO's kernel, READY's and ERROR's
+ * message): sanitised here, once, so no reader of a decoded message sees
+ * the peer's control bytes or invalid UTF-8. EXEC's strings are not text
+ * for display and stay exact. */
+static int get_text(struct proto_reader *r, char **s)
+{
+	if (proto_get_str(r, PROTO_MAX_STRING, s) < 0)
+		return -1;
+	text_sanitize(*s, 0);
+	return 0;
+}
+
 static int decode_exec(struct proto_reader *r, struct proto_exec *e)
 {
 	if (proto_get_u32(r, &e->id) < 0 ||
@@ -448,7 +461,7 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 	case PROTO_HELLO:
 		if (proto_get_u32(r, &m->u.hello.version) < 0 ||
 		    proto_get_u64(r, &m->u.hello.uptime_ms) < 0 ||
-		    proto_get_u32(r, &m->u.hello.ncpus) < 0 || proto_get_str(r, PROTO_MAX_STRING, &m->u.hello.kernel) < 0)
+		    proto_get_u32(r, &m->u.hello.ncpus) < 0 || get_text(r, &m->u.hello.kernel) < 0)
 			return -1;
 		return 0;
 	case PROTO_EXEC:
@@ -469,11 +482,11 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		return 0;
 	case PROTO_ERROR:
 		if (proto_get_u32(r, &m->u.error.id) < 0 ||
-		    proto_get_u32(r, &m->u.error.code) < 0 || proto_get_str(r, PROTO_MAX_STRING, &m->u.error.message) < 0)
+		    proto_get_u32(r, &m->u.error.code) < 0 || get_text(r, &m->u.error.message) < 0)
 			return -1;
 		return 0;
 	case PROTO_READY:
-		return proto_get_str(r, PROTO_MAX_STRING, &m->u.ready.message);
+		return get_text(r, &m->u.ready.message);
 	case PROTO_SIGNAL:
 		if (proto_get_u32(r, &m->u.signal.id) < 0 ||
 		    proto_get_u32(r, &m->u.signal.signo) < 0)
