@@ -20,6 +20,8 @@ void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, voi
 	d->config = config;
 	d->config_len = config_len;
 	d->irqfd = -1;
+	for (unsigned int q = 0; q < VIRTIO_MAX_QUEUES; q++)
+		d->queue_fds[q] = -1;
 }
 
 void virtio_dev_destroy(struct virtio_dev *d)
@@ -52,23 +54,35 @@ void virtio_dev_signal(struct virtio_dev *d, struct virtq *vq)
 		virtio_raise(d, VIRTIO_MMIO_INT_VRING);
 }
 
+/* The budget ran out with chains perhaps still on the ring: the loop sees
+ * the queue's fd ready again on its next round. */
+static void virtio_queue_again(struct virtio_dev *d, unsigned int q)
+{
+	uint64_t one = 1;
+
+	(void)!write(d->queue_fds[q], &one, sizeof(one));
+}
+
 void virtio_dev_serve_queue(struct virtio_dev *d, unsigned int q, virtio_serve_fn serve)
 {
 	struct virtq *vq = &d->vqs[q];
+	bool bounded = d->queue_fds[q] >= 0;
+	unsigned int served = 0;
 	struct virtq_elem e;
-	bool pushed = false;
 	int r;
 
-	while ((r = virtq_pop(vq, &e)) != VIRTQ_EMPTY) {
+	while (!(bounded && served == VIRTQ_BUDGET) && (r = virtq_pop(vq, &e)) != VIRTQ_EMPTY) {
 		if (r == VIRTQ_BROKEN) {
 			virtio_dev_needs_reset(d);
 			break;
 		}
 		virtq_push(vq, e.head, r == VIRTQ_ELEM ? serve(d, &e) : 0);
-		pushed = true;
+		served++;
 	}
-	if (pushed)
+	if (served)
 		virtio_dev_signal(d, vq);
+	if (bounded && served == VIRTQ_BUDGET)
+		virtio_queue_again(d, q);
 }
 
 void virtio_dev_needs_reset(struct virtio_dev *d)

@@ -16,6 +16,10 @@
 
 #define VIRTIO_MAX_QUEUES      8
 #define VIRTIO_F_VERSION_1_BIT 32
+/* Chains one queue notification serves; the rest of the ring waits for the
+ * next round of the I/O loop, so a guest that keeps one ring full cannot
+ * starve the other devices, the console or the VM's stop. */
+#define VIRTQ_BUDGET 64
 
 struct virtio_dev;
 
@@ -57,6 +61,10 @@ struct virtio_dev {
 	unsigned int irq;
 	int irqfd; /* written to raise the interrupt; -1 = none (tests) */
 	unsigned long irqs_raised;
+	/* Each queue's notification eventfd, as the I/O loop watches it (the
+	 * ioeventfd for QueueNotify), owned by the attacher: written to come
+	 * back for what a budget left on the ring. -1 = none. */
+	int queue_fds[VIRTIO_MAX_QUEUES];
 };
 
 void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, void *priv,
@@ -66,10 +74,14 @@ void virtio_dev_destroy(struct virtio_dev *d);
 
 /* Run queue q's notify handler under the device lock (ioeventfd path). */
 void virtio_dev_notify(struct virtio_dev *d, unsigned int q);
-/* Serve every request available on queue q: serve() handles one well-formed
+/* Serve the requests available on queue q: serve() handles one well-formed
  * request and returns the bytes it wrote into the driver's buffers. Malformed
  * chains go back to the driver unserved, a broken ring flags the device as
- * needing reset, and the driver is interrupted once at the end. */
+ * needing reset, and the driver is interrupted once at the end. At most
+ * VIRTQ_BUDGET chains are served when the queue has a notification fd; then
+ * the fd is signalled, and the loop serves the rest after the other ready
+ * fds. Without one no later round would come, and the ring is served to its
+ * end. */
 typedef uint32_t (*virtio_serve_fn)(struct virtio_dev *d, const struct virtq_elem *e);
 void virtio_dev_serve_queue(struct virtio_dev *d, unsigned int q, virtio_serve_fn serve);
 /* After pushing used buffers on vq: interrupt the driver if it wants one. */
