@@ -1,7 +1,10 @@
 /* gantry-init's shared state: PID 1 in the guest (init.c) serves the agent
- * protocol (proto/agent.h) and runs each EXEC as a crun container
- * (session.c) on the root that rootfs.c assembles, from the OCI spec that
- * spec.c writes. Single-threaded: one poll loop owns everything here. */
+ * protocol (proto/agent.h) over its link to the host (link.c) and runs each
+ * EXEC as a crun container (session.c, crun.c, relay.c) on the root that
+ * rootfs.c assembles, from the OCI spec that spec.c writes. guest.c and
+ * link.c are leaves: they call nothing else of gantry-init, and nothing
+ * calls back into init.c. Single-threaded: one poll loop owns everything
+ * here. */
 #ifndef GANTRY_GUEST_GUEST_H
 #define GANTRY_GUEST_GUEST_H
 
@@ -9,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "proto/agent.h"
 
@@ -56,35 +60,47 @@ struct guest {
 	pid_t container;    /* persist: the long-lived container's init; 0 once it died */
 };
 
+/* guest.c */
+
+/* "gantry-init: <msg>" on the console, one write per line. */
 void guest_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* With gantry.debug=1 (or --debug): what happened when, in uptime ms. */
+void guest_debug(const struct guest *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* snprintf for paths: -1 (ENAMETOOLONG) rather than a truncated path. */
 int guest_pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void guest_debug(const struct guest *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t guest_now_ms(clockid_t clock);
+
+/* link.c */
 
 /* Connect to host port `port` (vsock CID 2, or a Unix socket in test mode). */
-int guest_dial(const struct guest_config *cfg, unsigned int port);
+int link_dial(const struct guest_config *cfg, unsigned int port);
+/* The control connection, retried briefly: the vsock transport or the
+ * host's listener may be a moment behind us. */
+int link_dial_control(const struct guest_config *cfg);
 /* Send one frame on the control connection; a failure closes it. */
-void guest_send(struct guest *g, const struct proto_msg *m);
-void guest_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
+void link_send(struct guest *g, const struct proto_msg *m);
+void link_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* The status an orphan already reaped with this pid left, if any. */
-bool guest_take_orphan(struct guest *g, pid_t pid, int *status);
 
 /* session.c */
 void session_exec(struct guest *g, struct proto_exec *e);
 void session_signal(struct guest *g, uint32_t id, uint32_t signo);
 void session_resize(struct guest *g, uint32_t id, uint32_t rows, uint32_t cols);
-/* A child exited: true if it was a session's. */
-bool session_reaped(struct guest *g, pid_t pid, int status);
-/* poll() plumbing: add this session's fds, then act on what they report. */
-size_t session_pollfds(struct session *s, struct pollfd *fds, size_t room);
-void session_events(struct guest *g, struct session *s, const struct pollfd *fds, size_t n);
+/* A child exited: a session's crun or process, or else an orphan whose
+ * status is kept until a session learns its pid. */
+void session_reaped(struct guest *g, pid_t pid, int status);
 /* Finished sessions report EXIT and go away; true if any are still live. */
 bool session_reap_finished(struct guest *g);
 void session_kill_all(struct guest *g);
-/* persist: start the long-lived container every EXEC joins; on failure
- * g->rootfs_error says why. */
-void session_container_start(struct guest *g);
+
+/* relay.c: poll() plumbing; add this session's fds, then act on what they
+ * report. */
+size_t relay_pollfds(struct session *s, struct pollfd *fds, size_t room);
+void relay_events(struct session *s, const struct pollfd *fds, size_t n);
+
+/* crun.c: persist; start the long-lived container every EXEC joins; on
+ * failure g->rootfs_error says why. */
+void crun_container_start(struct guest *g);
 
 /* rootfs.c */
 int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why);

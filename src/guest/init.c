@@ -21,10 +21,8 @@
  * exits with the SHUTDOWN status. */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/vm_sockets.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +30,14 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "guest/guest.h"
 #include "guest/poweroff.h"
 
-#define DIAL_TIMEOUT_MS	 5000 /* the host listens before boot; this covers slow starts */
-#define DIAL_RETRY_MS	 10
 #define STATE_DIR	 "/run/gantry"
 #define ROOTFS_DIR	 "/run/gantry/rootfs"
 #define CRUN_PATH	 "/usr/bin/crun"
@@ -53,147 +46,6 @@
 #define CONTAINER_NOFILE 65536
 #define POLL_MAX	 (2 + GUEST_MAX_SESSIONS * 8)
 
-void guest_log(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	/* One write per line: the console is a slow UART. */
-	dprintf(2, "gantry-init: %s\n", buf);
-}
-
-int guest_pathf(char *buf, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(buf, size, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= size) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	return 0;
-}
-
-static uint64_t now_ms(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* With gantry.debug=1 (or --debug): what happened when, in uptime ms. */
-void guest_debug(const struct guest *g, const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-
-	if (!g->cfg.debug)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	guest_log("[%llu] %s", (unsigned long long)now_ms(CLOCK_BOOTTIME), buf);
-}
-
-/* --- the host link --------------------------------------------------------------- */
-
-/* A connected stream socket of family to sa, or -1 with errno. */
-static int connect_to(int family, const void *sa, socklen_t len)
-{
-	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	if (fd >= 0 && connect(fd, sa, len) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
-static int dial_once(const struct guest_config *cfg, unsigned int port)
-{
-	if (cfg->host_dir) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-
-		if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock", cfg->host_dir,
-				     port) >= sizeof(sa.sun_path)) {
-			errno = ENAMETOOLONG;
-			return -1;
-		}
-		return connect_to(AF_UNIX, &sa, sizeof(sa));
-	}
-	{
-		struct sockaddr_vm sa = {
-			.svm_family = AF_VSOCK,
-			.svm_cid = VMADDR_CID_HOST,
-			.svm_port = port,
-		};
-
-		return connect_to(AF_VSOCK, &sa, sizeof(sa));
-	}
-}
-
-int guest_dial(const struct guest_config *cfg, unsigned int port)
-{
-	return dial_once(cfg, port);
-}
-
-/* The control connection, retried briefly: the vsock transport or the
- * host's listener may be a moment behind us. */
-static int dial_control(const struct guest_config *cfg)
-{
-	uint64_t deadline = now_ms(CLOCK_MONOTONIC) + DIAL_TIMEOUT_MS;
-	struct timespec pause = { .tv_nsec = DIAL_RETRY_MS * 1000000L };
-	int fd;
-
-	for (;;) {
-		fd = dial_once(cfg, PROTO_CONTROL_PORT);
-		if (fd >= 0 || now_ms(CLOCK_MONOTONIC) >= deadline)
-			return fd;
-		nanosleep(&pause, NULL);
-	}
-}
-
-void guest_send(struct guest *g, const struct proto_msg *m)
-{
-	if (g->control < 0)
-		return;
-	if (proto_write_msg(g->control, m) < 0) {
-		guest_log("control connection: send %s: %s", proto_type_name(m->type),
-			  strerror(errno));
-		close(g->control);
-		g->control = -1;
-	}
-}
-
-void guest_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
-{
-	struct proto_msg m = { .type = PROTO_ERROR };
-	char msg[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	m.u.error.id = id;
-	m.u.error.code = code;
-	m.u.error.message = msg;
-	guest_debug(g, "session %u: error %u: %s", id, code, msg);
-	guest_send(g, &m);
-}
-
 static void send_hello(struct guest *g)
 {
 	struct proto_msg m = { .type = PROTO_HELLO };
@@ -201,11 +53,11 @@ static void send_hello(struct guest *g)
 	cpu_set_t cpus;
 
 	m.u.hello.version = PROTO_VERSION;
-	m.u.hello.uptime_ms = now_ms(CLOCK_BOOTTIME);
+	m.u.hello.uptime_ms = guest_now_ms(CLOCK_BOOTTIME);
 	m.u.hello.ncpus =
 		sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (uint32_t)CPU_COUNT(&cpus) : 0;
 	m.u.hello.kernel = uname(&u) == 0 ? u.release : "";
-	guest_send(g, &m);
+	link_send(g, &m);
 }
 
 /* READY: empty when processes can run, else why not (within a frame). */
@@ -218,22 +70,10 @@ static void send_ready(struct guest *g)
 		snprintf(why, sizeof(why), "%s", g->rootfs_error);
 		m.u.ready.message = why;
 	}
-	guest_send(g, &m);
+	link_send(g, &m);
 }
 
 /* --- reaping ------------------------------------------------------------------------ */
-
-bool guest_take_orphan(struct guest *g, pid_t pid, int *status)
-{
-	for (size_t i = 0; i < GUEST_ORPHANS; i++) {
-		if (g->orphans[i].pid == pid) {
-			*status = g->orphans[i].status;
-			g->orphans[i].pid = 0;
-			return true;
-		}
-	}
-	return false;
-}
 
 static void reap(struct guest *g)
 {
@@ -250,12 +90,7 @@ static void reap(struct guest *g)
 			g->container = 0;
 			continue;
 		}
-		if (session_reaped(g, pid, status))
-			continue;
-		/* Maybe a container whose crun we have not heard from yet. */
-		g->orphans[g->next_orphan].pid = pid;
-		g->orphans[g->next_orphan].status = status;
-		g->next_orphan = (g->next_orphan + 1) % GUEST_ORPHANS;
+		session_reaped(g, pid, status);
 	}
 }
 
@@ -369,9 +204,9 @@ static void handle_control(struct guest *g, struct proto_msg *m)
 		finish(g, (int)m->u.shutdown.status);
 		break;
 	default:
-		guest_send_error(g, 0, PROTO_ERR_RUNTIME,
-				 "unexpected %s frame on the control connection",
-				 proto_type_name(m->type));
+		link_send_error(g, 0, PROTO_ERR_RUNTIME,
+				"unexpected %s frame on the control connection",
+				proto_type_name(m->type));
 	}
 }
 
@@ -425,7 +260,7 @@ static void serve(struct guest *g)
 
 			if (s == NULL)
 				continue;
-			k = session_pollfds(s, fds + n, POLL_MAX - n);
+			k = relay_pollfds(s, fds + n, POLL_MAX - n);
 			for (size_t j = 0; j < k; j++)
 				owner[n + j] = s;
 			n += k;
@@ -443,7 +278,7 @@ static void serve(struct guest *g)
 
 			while (j < n && owner[j] == s)
 				j++;
-			session_events(g, s, fds + i, j - i);
+			relay_events(s, fds + i, j - i);
 			i = j;
 		}
 		if (fds[1].revents)
@@ -511,7 +346,7 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && strcmp(argv[1], GUEST_PAUSE_ARG) == 0)
 		pause_main();
-	started = now_ms(CLOCK_BOOTTIME);
+	started = guest_now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";
 	cfg->state_dir = STATE_DIR;
@@ -528,7 +363,7 @@ int main(int argc, char **argv)
 		console_open();
 
 	/* First thing: tell the host we are alive. */
-	g.control = dial_control(cfg);
+	g.control = link_dial_control(cfg);
 	if (g.control < 0) {
 		guest_log("cannot reach the host on vsock port %d: %s", PROTO_CONTROL_PORT,
 			  strerror(errno));
@@ -576,7 +411,7 @@ int main(int argc, char **argv)
 	if (mkdir(state, 0700) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", state, strerror(errno));
 	if (cfg->persist && g.rootfs_error == NULL)
-		session_container_start(&g);
+		crun_container_start(&g);
 	guest_debug(&g, "ready");
 	send_ready(&g);
 	serve(&g);

@@ -1,5 +1,6 @@
-/* Internals of struct erofs_tree, shared by tree.c (building) and erofs.c
- * (laying out and writing). Nothing outside src/image includes this. */
+/* Internals of struct erofs_tree, shared by tree.c (building the tree),
+ * inode.c (what an inode holds) and erofs.c (laying out and writing).
+ * Nothing outside src/image includes this. */
 #ifndef GANTRY_IMAGE_TREE_H
 #define GANTRY_IMAGE_TREE_H
 
@@ -80,6 +81,10 @@ struct erofs_tree {
 	unsigned long dropped_xattrs;
 };
 
+/* Find what path names, following every symlink; *out is NULL when nothing
+ * does (a parent that is a file, a symlink loop). */
+int erofs_tree_lookup(struct erofs_tree *t, const char *path, struct erofs_inode **out,
+		      gantry_error_t *err);
 /* Mode bits to dirent file type. */
 uint8_t erofs_ftype(uint32_t mode);
 /* Bytes of inline xattrs after the inode: 0, or the 12-byte header plus

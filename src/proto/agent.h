@@ -1,6 +1,7 @@
 /* The host/guest agent protocol: what `gantry` and gantry-init (PID 1 in the
- * guest) say to each other over virtio-vsock. Both sides compile this header
- * and agent.c, so they use nothing but libc.
+ * guest) say to each other over virtio-vsock. Both sides compile this header,
+ * codec.c (frames and messages) and stream.c (frames on file descriptors),
+ * so they use nothing but libc and common/text.c.
  *
  * Connections (both dialled by the guest, so the host only listens):
  *  - control: gantry-init connects to host port PROTO_CONTROL_PORT as soon as
@@ -125,7 +126,9 @@ struct proto_error {
 };
 
 /* One decoded frame. Strings and arrays are allocated (proto_msg_free);
- * data points into the buffer it was decoded from. */
+ * data points into the buffer it was decoded from. The strings a guest sends
+ * for display (HELLO's kernel, READY's and ERROR's message) come out of the
+ * decoder sanitised by text_sanitize (common/text.h); EXEC's stay exact. */
 struct proto_msg {
 	uint16_t type;
 	union {

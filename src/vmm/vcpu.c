@@ -23,10 +23,10 @@
 #define PROFILE_MAX_SAMPLES (512U * 1024)
 
 #define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
-#define CPUID_1_ECX_HYPERVISOR	(1U << 31)
-#define XCR0_X87		1ULL
-#define MSR_IA32_MISC_ENABLE	0x1a0
-#define MISC_ENABLE_FAST_STRING 1ULL
+#define CPUID_1_ECX_HYPERVISOR	 (1U << 31)
+#define XCR0_X87		 1ULL
+#define MSR_IA32_MISC_ENABLE	 0x1a0
+#define MISC_ENABLE_FAST_STRING	 1ULL
 
 #define X86_CR0_PE  0x1ULL
 #define X86_CR0_ET  0x10ULL
@@ -52,7 +52,7 @@ struct vcpu {
 	struct profile_sample {
 		float ms;
 		uint64_t rip;
-	} *samples;
+	} * samples;
 	size_t nr_samples, max_samples;
 };
 
@@ -109,7 +109,8 @@ static int vcpu_set_cpuid(struct vcpu *v, gantry_error_t *err)
 	/* KVM emulates the TSC-deadline timer but leaves its bit out of the
 	 * supported set; without it Linux falls back to a calibrated one-shot
 	 * LAPIC timer, which nested hosts measure badly enough to stall sleeps. */
-	bool tsc_deadline = ioctl(v->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
+	bool tsc_deadline =
+		ioctl(v->vm->kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	size_t size = sizeof(*src) + src->nent * sizeof(src->entries[0]);
 	cleanup_free struct kvm_cpuid2 *c = xmalloc(size);
 
@@ -352,8 +353,9 @@ static void profile_write(struct vm *vm)
 		fprintf(stderr, "gantry: guest profile `%s`: %s\n", vm->profile, strerror(errno));
 		return;
 	}
-	fprintf(f, "# gantry guest profile: ms since the vCPUs started, vCPU, instruction "
-		   "pointer; one sample every %d us\n",
+	fprintf(f,
+		"# gantry guest profile: ms since the vCPUs started, vCPU, instruction "
+		"pointer; one sample every %d us\n",
 		PROFILE_PERIOD_US);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		const struct vcpu *v = &vm->vcpus[i];
@@ -379,8 +381,8 @@ static void *vcpu_thread(void *arg)
 	if (vm->profile) {
 		profiling = profile_timer(&timer);
 		if (!profiling)
-			fprintf(stderr, "gantry: guest profile: vCPU %u: no timer: %s\n",
-				v->index, strerror(errno));
+			fprintf(stderr, "gantry: guest profile: vCPU %u: no timer: %s\n", v->index,
+				strerror(errno));
 	}
 
 	while (atomic_load(&vm->ending) == 0) {
@@ -435,28 +437,10 @@ static void *vcpu_thread(void *arg)
 	return NULL;
 }
 
-int vcpus_start(struct vm *vm, gantry_error_t *err)
+/* Kick every started vCPU thread out of KVM_RUN and join it; the VM's end
+ * has been requested, so none goes back in. */
+static void vcpus_join(struct vm *vm)
 {
-	vm->t_start = now_ms_frac();
-	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
-		struct vcpu *v = &vm->vcpus[i];
-		int r = pthread_create(&v->thread, NULL, vcpu_thread, v);
-
-		if (r != 0) {
-			vm_request_end(vm, VM_END_FAILURE, -1, "cannot start vCPU thread");
-			return gantry_error(err, r, "cannot start vCPU %u", i);
-		}
-		v->started = true;
-	}
-	return 0;
-}
-
-void vcpus_wait(struct vm *vm)
-{
-	uint64_t v;
-
-	while (read(vm->end_fd, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *c = &vm->vcpus[i];
 
@@ -477,6 +461,34 @@ void vcpus_wait(struct vm *vm)
 		}
 		c->started = false;
 	}
+}
+
+int vcpus_start(struct vm *vm, gantry_error_t *err)
+{
+	vm->t_start = now_ms_frac();
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+		int r = pthread_create(&v->thread, NULL, vcpu_thread, v);
+
+		if (r != 0) {
+			vm_request_end(vm, VM_END_FAILURE, -1, "cannot start vCPU thread");
+			/* Those already started run in guest memory and call the
+			 * devices, both of which the caller is about to free. */
+			vcpus_join(vm);
+			return gantry_error(err, r, "cannot start vCPU %u", i);
+		}
+		v->started = true;
+	}
+	return 0;
+}
+
+void vcpus_wait(struct vm *vm)
+{
+	uint64_t v;
+
+	while (read(vm->end_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	vcpus_join(vm);
 	if (vm->profile)
 		profile_write(vm);
 }

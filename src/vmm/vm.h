@@ -1,5 +1,5 @@
 /* One KVM virtual machine: its fds, RAM, vCPU threads, exit buses and the
- * way it ends. kvm.c owns VM creation and the end of the VM; vcpu.c owns the
+ * way it ends. vm.c owns VM creation and the end of the VM; vcpu.c owns the
  * vCPUs and their exit loop. */
 #ifndef GANTRY_VMM_VM_H
 #define GANTRY_VMM_VM_H
@@ -89,6 +89,9 @@ void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt,
 
 /* vcpu.c */
 int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err);
+/* Start a thread per vCPU. When one cannot start, the VM's end is requested
+ * and the threads already started are stopped and joined before this
+ * returns, so the caller may free guest memory and the devices at once. */
 int vcpus_start(struct vm *vm, gantry_error_t *err);
 /* Wait for the end, stop every vCPU thread and join it. */
 void vcpus_wait(struct vm *vm);

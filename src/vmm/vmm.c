@@ -194,6 +194,7 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 		if (fd < 0)
 			return -1;
 		v->ioeventfds[i][q] = fd;
+		d->queue_fds[q] = fd;
 		*w = (struct queue_watch){ d, q };
 		if (ioloop_add(&v->vm.io, fd, vmm_queue_kick, w, err) < 0)
 			return -1;

@@ -1,7 +1,8 @@
-/* Unit tests for proto/agent.c: every message survives a round trip, both
- * decoders agree, and every malformed frame (truncated, oversize, bad
- * string lengths, too many strings, trailing bytes, out-of-range fields) is
- * an error rather than a crash or a partial message. */
+/* Unit tests for proto/codec.c and proto/stream.c: every message survives a
+ * round trip, both decoders agree, text a guest sends for display comes out
+ * sanitised, and every malformed frame (truncated, oversize, bad string
+ * lengths, too many strings, trailing bytes, out-of-range fields) is an
+ * error rather than a crash or a partial message. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -213,6 +214,55 @@ static void test_error(void **state)
 	assert_int_equal(out.u.error.id, 4);
 	assert_int_equal(out.u.error.code, 127);
 	assert_string_equal(out.u.error.message, m.u.error.message);
+	proto_msg_free(&out);
+}
+
+/* What a guest sends for display is sanitised as it is decoded, by both
+ * decoders: ESC, BEL and a C1 control become '?', so a host that prints an
+ * ERROR cannot be made to recolour or retitle a terminal. EXEC's strings go
+ * the other way and are not text for display: they stay exact. */
+static void test_guest_text_sanitised(void **state)
+{
+	static struct proto_decoder d;
+	char *argv[] = { "printf", "\x1b[31m\a", NULL };
+	struct proto_msg m = { .type = PROTO_ERROR }, out;
+	const char *why;
+	size_t n;
+
+	(void)state;
+	m.u.error.id = 2;
+	m.u.error.code = PROTO_ERR_RUNTIME;
+	m.u.error.message = "crun: \x1b]0;owned\a\x1b[2J done \xc2\x9b!";
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_string_equal(out.u.error.message, "crun: ?]0;owned??[2J done ?!");
+	proto_msg_free(&out);
+	proto_decoder_init(&d);
+	assert_int_equal(proto_decoder_push(&d, frame, n), n);
+	assert_int_equal(proto_decoder_next(&d, &out, &why), 1);
+	assert_string_equal(out.u.error.message, "crun: ?]0;owned??[2J done ?!");
+	proto_msg_free(&out);
+
+	m = (struct proto_msg){ .type = PROTO_READY, .u.ready.message = "no root\x1b[K\n" };
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_string_equal(out.u.ready.message, "no root?[K?");
+	proto_msg_free(&out);
+
+	m = (struct proto_msg){ .type = PROTO_HELLO,
+				.u.hello.version = PROTO_VERSION,
+				.u.hello.kernel = "6.1\a" };
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_string_equal(out.u.hello.kernel, "6.1?");
+	proto_msg_free(&out);
+
+	m = (struct proto_msg){ .type = PROTO_EXEC };
+	m.u.exec = (struct proto_exec){ .id = 1, .argv = argv, .argc = 2, .cwd = "/\x1b" };
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_string_equal(out.u.exec.argv[1], argv[1]);
+	assert_string_equal(out.u.exec.cwd, "/\x1b");
 	proto_msg_free(&out);
 }
 
@@ -612,6 +662,7 @@ int main(void)
 		cmocka_unit_test(test_small_messages),
 		cmocka_unit_test(test_exit_status),
 		cmocka_unit_test(test_error),
+		cmocka_unit_test(test_guest_text_sanitised),
 		cmocka_unit_test(test_data),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_trailing_bytes),

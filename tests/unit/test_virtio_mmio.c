@@ -1,7 +1,8 @@
-/* Unit tests for virtio/mmio.c with the real devices behind it: a driver
- * written against the register offsets of uapi <linux/virtio_mmio.h> brings
- * up virtio-blk (over a temporary file) and virtio-rng and sends them
- * requests, well-formed and not, through QueueNotify. */
+/* Unit tests for virtio/mmio.c and virtio/dev.c with the real devices behind
+ * them: a driver written against the register offsets of uapi
+ * <linux/virtio_mmio.h> brings up virtio-blk (over a temporary file) and
+ * virtio-rng and sends them requests, well-formed and not, through
+ * QueueNotify. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>

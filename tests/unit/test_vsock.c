@@ -1,9 +1,9 @@
-/* Unit tests for virtio/vsock.c. A fake guest driver brings the device up
- * through the virtio-mmio registers over a calloc'd guest RAM, sends packets
- * on the TX queue and reads what the device puts into its RX buffers; the
- * host side is real Unix sockets in a temporary directory. The I/O loop is
- * driven on the test thread with ioloop_run_once, so every step is
- * deterministic: a Unix socket write is visible to epoll at once. */
+/* Unit tests for virtio/vsock.c and vsock_conn.c. A fake guest driver brings
+ * the device up through the virtio-mmio registers over a calloc'd guest RAM,
+ * sends packets on the TX queue and reads what the device puts into its RX
+ * buffers; the host side is real Unix sockets in a temporary directory. The
+ * I/O loop is driven on the test thread with ioloop_run_once, so every step
+ * is deterministic: a Unix socket write is visible to epoll at once. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

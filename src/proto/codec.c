@@ -1,12 +1,13 @@
-/* The agent protocol's codec (see agent.h). libc only: gantry-init links it
+/* The agent protocol's frame codec (see agent.h): body fields in and out,
+ * frame headers, and whole messages encoded and decoded. libc only (and the
+ * text sanitiser, which needs nothing else): gantry-init links it
  * statically. Every length comes from the peer, so every read is checked
- * against what is left of the body and against the named bounds. */
-#include <errno.h>
+ * against what is left of the body and against the named bounds. Reading
+ * and writing frames on file descriptors is stream.c's. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
+#include "common/text.h"
 #include "proto/agent.h"
 
 static void put_le(uint8_t *p, uint64_t v, size_t n)
@@ -405,6 +406,18 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 	return proto_writer_finish(&w, m->type);
 }
 
+/* A string meant to be shown or logged (HELLO's kernel, READY's and ERROR's
+ * message): sanitised here, once, so no reader of a decoded message sees
+ * the peer's control bytes or invalid UTF-8. EXEC's strings are not text
+ * for display and stay exact. */
+static int get_text(struct proto_reader *r, char **s)
+{
+	if (proto_get_str(r, PROTO_MAX_STRING, s) < 0)
+		return -1;
+	text_sanitize(*s, 0);
+	return 0;
+}
+
 static int decode_exec(struct proto_reader *r, struct proto_exec *e)
 {
 	if (proto_get_u32(r, &e->id) < 0 ||
@@ -448,8 +461,7 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 	case PROTO_HELLO:
 		if (proto_get_u32(r, &m->u.hello.version) < 0 ||
 		    proto_get_u64(r, &m->u.hello.uptime_ms) < 0 ||
-		    proto_get_u32(r, &m->u.hello.ncpus) < 0 ||
-		    proto_get_str(r, PROTO_MAX_STRING, &m->u.hello.kernel) < 0)
+		    proto_get_u32(r, &m->u.hello.ncpus) < 0 || get_text(r, &m->u.hello.kernel) < 0)
 			return -1;
 		return 0;
 	case PROTO_EXEC:
@@ -470,12 +482,11 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		return 0;
 	case PROTO_ERROR:
 		if (proto_get_u32(r, &m->u.error.id) < 0 ||
-		    proto_get_u32(r, &m->u.error.code) < 0 ||
-		    proto_get_str(r, PROTO_MAX_STRING, &m->u.error.message) < 0)
+		    proto_get_u32(r, &m->u.error.code) < 0 || get_text(r, &m->u.error.message) < 0)
 			return -1;
 		return 0;
 	case PROTO_READY:
-		return proto_get_str(r, PROTO_MAX_STRING, &m->u.ready.message);
+		return get_text(r, &m->u.ready.message);
 	case PROTO_SIGNAL:
 		if (proto_get_u32(r, &m->u.signal.id) < 0 ||
 		    proto_get_u32(r, &m->u.signal.signo) < 0)
@@ -571,198 +582,4 @@ void proto_msg_free(struct proto_msg *m)
 		break;
 	}
 	memset(m, 0, sizeof(*m));
-}
-
-/* --- blocking I/O --------------------------------------------------------------- */
-
-/* 1 all read, 0 EOF before any byte, -1 error (EPROTO: EOF midway). */
-static int read_all(int fd, uint8_t *p, size_t len)
-{
-	size_t got = 0;
-
-	while (got < len) {
-		ssize_t n = read(fd, p + got, len - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -1;
-		if (n == 0) {
-			if (got == 0)
-				return 0;
-			errno = EPROTO;
-			return -1;
-		}
-		got += (size_t)n;
-	}
-	return 1;
-}
-
-int proto_read_msg(int fd, void *buf, struct proto_msg *m, const char **why)
-{
-	uint8_t *p = buf;
-	uint32_t body;
-	uint16_t type;
-	int r;
-
-	*why = NULL;
-	memset(m, 0, sizeof(*m));
-	r = read_all(fd, p, PROTO_HDR_SIZE);
-	if (r <= 0) {
-		if (r < 0)
-			*why = errno == EPROTO ? "truncated header" : "read";
-		return r;
-	}
-	if (proto_parse_header(p, &type, &body, why) < 0) {
-		errno = EPROTO;
-		return -1;
-	}
-	if (body && read_all(fd, p + PROTO_HDR_SIZE, body) <= 0) {
-		if (errno == EPROTO || errno == 0) {
-			errno = EPROTO;
-			*why = "truncated body";
-		} else {
-			*why = "read";
-		}
-		return -1;
-	}
-	if (proto_decode(p, PROTO_HDR_SIZE + (size_t)body, m, why) < 0) {
-		errno = EPROTO;
-		return -1;
-	}
-	return 1;
-}
-
-int proto_send_pending(int fd, const uint8_t *buf, size_t len, size_t *off)
-{
-	while (*off < len) {
-		ssize_t n = send(fd, buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0)
-			return -1;
-		*off += (size_t)n;
-	}
-	return 1;
-}
-
-int proto_write_msg(int fd, const struct proto_msg *m)
-{
-	uint8_t *buf = malloc(PROTO_MAX_FRAME);
-	ssize_t len;
-	size_t off = 0;
-	int saved;
-
-	if (buf == NULL) {
-		errno = ENOMEM;
-		return -1;
-	}
-	len = proto_encode(m, buf, PROTO_MAX_FRAME);
-	if (len < 0) {
-		free(buf);
-		errno = EMSGSIZE;
-		return -1;
-	}
-	while (off < (size_t)len) {
-		ssize_t n = send(fd, buf + off, (size_t)len - off, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == ENOTSOCK)
-			n = write(fd, buf + off, (size_t)len - off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			saved = errno;
-			free(buf);
-			errno = saved;
-			return -1;
-		}
-		off += (size_t)n;
-	}
-	free(buf);
-	return 0;
-}
-
-/* --- incremental decoder ---------------------------------------------------------- */
-
-void proto_decoder_init(struct proto_decoder *d)
-{
-	d->have = 0;
-	d->start = 0;
-}
-
-size_t proto_decoder_space(struct proto_decoder *d, uint8_t **p)
-{
-	/* Slide what is left to the front, so a whole frame always fits. */
-	if (d->start > 0) {
-		memmove(d->buf, d->buf + d->start, d->have - d->start);
-		d->have -= d->start;
-		d->start = 0;
-	}
-	*p = d->buf + d->have;
-	return sizeof(d->buf) - d->have;
-}
-
-void proto_decoder_commit(struct proto_decoder *d, size_t n)
-{
-	size_t room = sizeof(d->buf) - d->have;
-
-	d->have += n < room ? n : room;
-}
-
-size_t proto_decoder_push(struct proto_decoder *d, const void *data, size_t len)
-{
-	uint8_t *p;
-	size_t room = proto_decoder_space(d, &p);
-	size_t n = len < room ? len : room;
-
-	memcpy(p, data, n);
-	proto_decoder_commit(d, n);
-	return n;
-}
-
-ssize_t proto_decoder_fill(struct proto_decoder *d, int fd)
-{
-	uint8_t *p;
-	size_t room = proto_decoder_space(d, &p);
-	ssize_t n;
-
-	if (room == 0) {
-		errno = ENOBUFS; /* the caller did not take the frames out */
-		return -1;
-	}
-	do
-		n = read(fd, p, room);
-	while (n < 0 && errno == EINTR);
-	if (n > 0)
-		proto_decoder_commit(d, (size_t)n);
-	return n;
-}
-
-int proto_decoder_next(struct proto_decoder *d, struct proto_msg *m, const char **why)
-{
-	size_t avail = d->have - d->start;
-	uint8_t *p = d->buf + d->start;
-	uint32_t body;
-	uint16_t type;
-
-	if (avail < PROTO_HDR_SIZE)
-		return 0;
-	if (proto_parse_header(p, &type, &body, why) < 0)
-		return -1;
-	if (avail - PROTO_HDR_SIZE < body)
-		return 0;
-	if (proto_decode(p, PROTO_HDR_SIZE + (size_t)body, m, why) < 0)
-		return -1;
-	d->start += PROTO_HDR_SIZE + (size_t)body;
-	if (d->start == d->have)
-		d->start = d->have = 0;
-	return 1;
-}
-
-size_t proto_decoder_pending(const struct proto_decoder *d)
-{
-	return d->have - d->start;
 }

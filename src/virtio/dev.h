@@ -1,0 +1,93 @@
+/* A virtio device as every transport and device share it (virtio 1.x,
+ * section 2): a table of operations, the features offered and accepted, the
+ * device status, the config space and the queues, and the helpers a device
+ * calls to serve a queue and interrupt its driver. The device knows nothing
+ * about how its registers are reached: that is the transport (mmio.h). */
+#ifndef GANTRY_VIRTIO_DEV_H
+#define GANTRY_VIRTIO_DEV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "virtio/queue.h"
+#include "vmm/memory.h"
+
+#define VIRTIO_MAX_QUEUES      8
+#define VIRTIO_F_VERSION_1_BIT 32
+/* Chains one queue notification serves; the rest of the ring waits for the
+ * next round of the I/O loop, so a guest that keeps one ring full cannot
+ * starve the other devices, the console or the VM's stop. */
+#define VIRTQ_BUDGET 64
+
+struct virtio_dev;
+
+struct virtio_dev_ops {
+	const char *name;
+	uint32_t device_id;
+	unsigned int num_queues;
+	/* Device-specific config write (config is read straight from d->config). */
+	void (*config_write)(struct virtio_dev *d, uint32_t off, const uint8_t *data, uint32_t len);
+	/* The driver made buffers available on queue q. */
+	void (*queue_notify)(struct virtio_dev *d, unsigned int q);
+	/* The driver reset the device. */
+	void (*reset)(struct virtio_dev *d);
+	/* Release the device and its backend (the struct embedding d). */
+	void (*destroy)(struct virtio_dev *d);
+};
+
+struct virtio_dev {
+	const struct virtio_dev_ops *ops;
+	void *priv;
+	const struct guest_mem *mem;
+	pthread_mutex_t lock;
+
+	uint64_t features; /* offered, VERSION_1 included */
+	uint8_t *config;
+	uint32_t config_len;
+
+	uint32_t status;
+	uint32_t dev_features_sel;
+	uint32_t drv_features_sel;
+	uint64_t driver_features;
+	uint32_t queue_sel;
+	uint32_t config_generation;
+	atomic_uint isr;
+	struct virtq vqs[VIRTIO_MAX_QUEUES];
+
+	/* Placement and signalling, filled by whoever attaches the device. */
+	uint64_t base;
+	unsigned int irq;
+	int irqfd; /* written to raise the interrupt; -1 = none (tests) */
+	unsigned long irqs_raised;
+	/* Each queue's notification eventfd, as the I/O loop watches it (the
+	 * ioeventfd for QueueNotify), owned by the attacher: written to come
+	 * back for what a budget left on the ring. -1 = none. */
+	int queue_fds[VIRTIO_MAX_QUEUES];
+};
+
+void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, void *priv,
+		     const struct guest_mem *mem, uint64_t features, void *config,
+		     uint32_t config_len);
+void virtio_dev_destroy(struct virtio_dev *d);
+
+/* Run queue q's notify handler under the device lock (ioeventfd path). */
+void virtio_dev_notify(struct virtio_dev *d, unsigned int q);
+/* Serve the requests available on queue q: serve() handles one well-formed
+ * request and returns the bytes it wrote into the driver's buffers. Malformed
+ * chains go back to the driver unserved, a broken ring flags the device as
+ * needing reset, and the driver is interrupted once at the end. At most
+ * VIRTQ_BUDGET chains are served when the queue has a notification fd; then
+ * the fd is signalled, and the loop serves the rest after the other ready
+ * fds. Without one no later round would come, and the ring is served to its
+ * end. */
+typedef uint32_t (*virtio_serve_fn)(struct virtio_dev *d, const struct virtq_elem *e);
+void virtio_dev_serve_queue(struct virtio_dev *d, unsigned int q, virtio_serve_fn serve);
+/* After pushing used buffers on vq: interrupt the driver if it wants one. */
+void virtio_dev_signal(struct virtio_dev *d, struct virtq *vq);
+/* The device is in a state it cannot continue from. */
+void virtio_dev_needs_reset(struct virtio_dev *d);
+bool virtio_dev_driver_ok(const struct virtio_dev *d);
+
+#endif
