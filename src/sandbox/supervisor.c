@@ -433,7 +433,7 @@ int supervisor_main(int argc, char **argv)
 	gantry_error_t err = NULL;
 
 	if (argc != 1 || !sandbox_name_valid(argv[0])) {
-		fprintf(stderr, "gantry: %s is for Gantry's own use\n", SUPERVISOR_ROLE);
+		log_error("%s is for Gantry's own use", SUPERVISOR_ROLE);
 		return 2;
 	}
 	log_init("supervisor", -1);

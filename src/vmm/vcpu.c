@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "vmm/boot_x86.h"
 #include "vmm/vm.h"
@@ -350,7 +351,7 @@ static void profile_write(struct vm *vm)
 	FILE *f = fopen(vm->profile, "we");
 
 	if (f == NULL) {
-		fprintf(stderr, "gantry: guest profile `%s`: %s\n", vm->profile, strerror(errno));
+		log_warn("guest profile `%s`: %s", vm->profile, strerror(errno));
 		return;
 	}
 	fprintf(f,
@@ -365,7 +366,7 @@ static void profile_write(struct vm *vm)
 				(unsigned long long)v->samples[j].rip);
 	}
 	if (fclose(f) != 0)
-		fprintf(stderr, "gantry: guest profile `%s`: %s\n", vm->profile, strerror(errno));
+		log_warn("guest profile `%s`: %s", vm->profile, strerror(errno));
 }
 
 static void *vcpu_thread(void *arg)
@@ -381,8 +382,7 @@ static void *vcpu_thread(void *arg)
 	if (vm->profile) {
 		profiling = profile_timer(&timer);
 		if (!profiling)
-			fprintf(stderr, "gantry: guest profile: vCPU %u: no timer: %s\n", v->index,
-				strerror(errno));
+			log_warn("guest profile: vCPU %u: no timer: %s", v->index, strerror(errno));
 	}
 
 	while (atomic_load(&vm->ending) == 0) {

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
@@ -334,9 +335,8 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	serial_flush(&v.serial);
 
 	if (cfg->timing)
-		fprintf(stderr,
-			"gantry: setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
-			"vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s\n",
+		log_info("setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
+			"vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s",
 			t_run - t0, v.t_loaded - t0, v.t_kvm - v.t_loaded, t_run - v.t_kvm,
 			now_ms_frac() - t_run, atomic_load(&v.vm.stats.exits),
 			atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
