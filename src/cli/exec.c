@@ -63,7 +63,7 @@ int cmd_exec(int argc, char **argv)
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
 	bool help = false, show_console = false, dashdash;
-	int rest;
+	int rest, r;
 	const struct flag flags[] = {
 		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
 		  "image: path or registry reference (default: built-in busybox)", 0 },
@@ -74,14 +74,9 @@ int cmd_exec(int argc, char **argv)
 		{ 0 },
 	};
 
-	if (flags_parse("exec", flags, argc, argv, &rest, &dashdash, &err) < 0) {
-		gantry_error_print(&err);
-		return 2;
-	}
-	if (help) {
-		exec_usage(stdout, flags);
-		return 0;
-	}
+	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);
+	if (r <= 0)
+		return -r;
 	if (!dashdash && rest < argc) {
 		if (rest > 0) {
 			log_error("exec: flags are for a fresh microVM, not for the "

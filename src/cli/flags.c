@@ -100,6 +100,24 @@ void flags_usage(FILE *out, const struct flag *flags)
 	}
 }
 
+int flags_parse_cmd(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
+		    bool *dashdash, void (*usage)(FILE *out, const struct flag *flags))
+{
+	gantry_error_t err = NULL;
+
+	if (flags_parse(cmd, flags, argc, argv, rest, dashdash, &err) < 0) {
+		gantry_error_print(&err);
+		return -2;
+	}
+	for (const struct flag *f = flags; f->name; f++) {
+		if (f->kind == FLAG_BOOL && strcmp(f->name, "help") == 0 && *(bool *)f->target) {
+			usage(stdout, flags);
+			return 0;
+		}
+	}
+	return 1;
+}
+
 bool flags_help_only(int argc, char **argv)
 {
 	return argc == 1 && (strcmp(argv[0], "-help") == 0 || strcmp(argv[0], "--help") == 0 ||

@@ -33,6 +33,11 @@ struct flag {
 int flags_parse(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
 		bool *dashdash, gantry_error_t *err);
 void flags_usage(FILE *out, const struct flag *flags);
+/* flags_parse for a command whose flags include a boolean "help": 1 to go
+ * on; 0 after printing usage() on stdout because help was asked for; -2
+ * after printing the error. Callers return -r when r <= 0. */
+int flags_parse_cmd(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
+		    bool *dashdash, void (*usage)(FILE *out, const struct flag *flags));
 /* argv is exactly one of -h, -help, --help. */
 bool flags_help_only(int argc, char **argv);
 /* For commands that take exactly one NAME and no flags: 1 with *name set,

@@ -85,7 +85,7 @@ int cmd_inspect(int argc, char **argv)
 	bool as_json = false, help = false, dashdash;
 	const char *name = NULL;
 	json_t *o;
-	int rest;
+	int rest, r;
 	const struct flag flags[] = {
 		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
@@ -98,14 +98,9 @@ int cmd_inspect(int argc, char **argv)
 		argc--;
 		argv++;
 	}
-	if (flags_parse("inspect", flags, argc, argv, &rest, &dashdash, &err) < 0) {
-		gantry_error_print(&err);
-		return 2;
-	}
-	if (help) {
-		inspect_usage(stdout, flags);
-		return 0;
-	}
+	r = flags_parse_cmd("inspect", flags, argc, argv, &rest, &dashdash, inspect_usage);
+	if (r <= 0)
+		return -r;
 	if (name == NULL && rest < argc)
 		name = argv[rest++];
 	if (name == NULL || rest < argc) {

@@ -52,21 +52,16 @@ int cmd_ls(int argc, char **argv)
 	struct sandbox *v;
 	bool as_json = false, help = false, dashdash;
 	size_t n;
-	int rest;
+	int rest, r;
 	const struct flag flags[] = {
 		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
 
-	if (flags_parse("ls", flags, argc, argv, &rest, &dashdash, &err) < 0) {
-		gantry_error_print(&err);
-		return 2;
-	}
-	if (help) {
-		ls_usage(stdout, flags);
-		return 0;
-	}
+	r = flags_parse_cmd("ls", flags, argc, argv, &rest, &dashdash, ls_usage);
+	if (r <= 0)
+		return -r;
 	if (rest < argc) {
 		log_error("ls: unexpected argument `%s` (see gantry ls -help)", argv[rest]);
 		return 2;

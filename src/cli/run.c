@@ -81,14 +81,9 @@ int cmd_run(int argc, char **argv)
 		{ 0 },
 	};
 
-	if (flags_parse("run", flags, argc, argv, &rest, &dashdash, &err) < 0) {
-		gantry_error_print(&err);
-		return 2;
-	}
-	if (help) {
-		run_usage(stdout, flags);
-		return 0;
-	}
+	r = flags_parse_cmd("run", flags, argc, argv, &rest, &dashdash, run_usage);
+	if (r <= 0)
+		return -r;
 	if (rest < argc) {
 		log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;

@@ -30,7 +30,7 @@ int cmd_start(int argc, char **argv)
 				  .writable = true };
 	gantry_error_t err = NULL;
 	bool help = false, dashdash;
-	int rest;
+	int rest, r;
 	const struct flag flags[] = {
 		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
 		  "image: path or registry reference (default: built-in busybox)", 0 },
@@ -52,14 +52,9 @@ int cmd_start(int argc, char **argv)
 		argc--;
 		argv++;
 	}
-	if (flags_parse("start", flags, argc, argv, &rest, &dashdash, &err) < 0) {
-		gantry_error_print(&err);
-		return 2;
-	}
-	if (help) {
-		start_usage(stdout, flags);
-		return 0;
-	}
+	r = flags_parse_cmd("start", flags, argc, argv, &rest, &dashdash, start_usage);
+	if (r <= 0)
+		return -r;
 	if (o.name == NULL && rest < argc)
 		o.name = argv[rest++];
 	if (o.name == NULL || rest < argc) {

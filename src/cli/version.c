@@ -8,27 +8,26 @@
 #include "common/log.h"
 #include "proto/agent.h"
 
+static void version_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out, "Usage: gantry version [--json]\n\nPrint Gantry's version and the version of "
+		     "the host/guest protocol it speaks.\n\nFlags:\n");
+	flags_usage(out, flags);
+}
+
 int cmd_version(int argc, char **argv)
 {
-	gantry_error_t err = NULL;
 	bool as_json = false, help = false, dashdash;
-	int rest;
+	int rest, r;
 	const struct flag flags[] = {
 		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
 
-	if (flags_parse("version", flags, argc, argv, &rest, &dashdash, &err) < 0) {
-		gantry_error_print(&err);
-		return 2;
-	}
-	if (help) {
-		printf("Usage: gantry version [--json]\n\nPrint Gantry's version and the version "
-		       "of the host/guest protocol it speaks.\n\nFlags:\n");
-		flags_usage(stdout, flags);
-		return 0;
-	}
+	r = flags_parse_cmd("version", flags, argc, argv, &rest, &dashdash, version_usage);
+	if (r <= 0)
+		return -r;
 	if (rest < argc) {
 		log_error("version: unexpected argument `%s`", argv[rest]);
 		return 2;

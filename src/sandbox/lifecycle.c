@@ -136,19 +136,24 @@ static int rwlayer_outside_managed(const char *path, const char *given, gantry_e
 	return 0;
 }
 
-static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err)
 {
 	cleanup_free char *default_image = NULL;
-	struct image img = { 0 };
-	const char *src = o->image;
-	struct stat st;
 
 	if (src == NULL) {
 		if (assets_path(ASSET_DEFAULT_IMAGE, &default_image, err) < 0)
 			return -1;
 		src = default_image;
 	}
-	if (image_resolve(src, &img, err) < 0)
+	return image_resolve(src, img, err);
+}
+
+static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+{
+	struct image img = { 0 };
+	struct stat st;
+
+	if (sandbox_image_resolve(o->image, &img, err) < 0)
 		return -1;
 	sb->name = xstrdup(o->name);
 	sb->image = xstrdup(o->image ? o->image : "(built-in)");

@@ -12,6 +12,7 @@
 
 #include "agent/session.h"
 #include "common/error.h"
+#include "image/source.h"
 #include "sandbox/state.h"
 
 #define SANDBOX_DEFAULT_CPUS 1
@@ -24,6 +25,10 @@ struct sandbox_opts {
 	bool writable;
 	const char *rwlayer; /* NULL: Gantry's own, rwlayers/<name>.ext4 */
 };
+
+/* The image a sandbox of src boots (NULL: the built-in one), converted
+ * into the cache when it is not there yet. */
+int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err);
 
 /* `gantry start`: create the sandbox and boot it; returns once its guest
  * agent and ctl.sock accept work. Exactly one of racing creates of a name

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/assets.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -52,7 +51,6 @@ static void error_add_console(gantry_error_t *err, const char *console, bool end
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
 		     size_t nargs, struct agent_result *res, gantry_error_t *err)
 {
-	cleanup_free char *default_image = NULL;
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
 	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib };
 	struct machine m = { .done_fd = -1, .cfg.stop_fd = -1 };
@@ -60,16 +58,10 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	struct sandbox_process proc = { 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
-	const char *src = o->image;
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (src == NULL) {
-		if (assets_path(ASSET_DEFAULT_IMAGE, &default_image, err) < 0)
-			return -1;
-		src = default_image;
-	}
-	if (image_resolve(src, &img, err) < 0)
+	if (sandbox_image_resolve(o->image, &img, err) < 0)
 		return -1;
 	t_image = now_ms_frac() - t0;
 	sb.image_path = img.path;
