@@ -8,10 +8,10 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "image/digest.h"
 #include "image/inventory.h"
-#include "image/ocijson.h"
 #include "image/reference.h"
 #include "sandbox/state.h"
 
@@ -159,8 +159,8 @@ static int sandbox_digest(const char *path, char **digest, gantry_error_t *err)
 		return -1;
 	if (buf == NULL)
 		return 0; /* a sandbox being created or deleted */
-	j = ocijson_load(buf, len, path, err);
-	if (j == NULL || ocijson_string(j, "image_digest", false, digest, err) < 0)
+	j = jsonh_load(buf, len, path, err);
+	if (j == NULL || jsonh_string(j, "image_digest", false, digest, err) < 0)
 		ret = gantry_error_prefix(err, "`%s`", path);
 	json_decref(j);
 	return ret;

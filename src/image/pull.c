@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/flatten.h"
-#include "image/ocijson.h"
 #include "image/progress.h"
 #include "image/pull.h"
 
@@ -25,7 +25,7 @@ int platform_parse(const char *s, struct platform *p, gantry_error_t *err)
 	snprintf(back, sizeof(back), "%s/%s%s%s", os, p->arch, n == 3 ? "/" : "", p->variant);
 	if (strlen(s) >= PLATFORM_MAX || n < 2 || strcmp(back, s) != 0) {
 		gantry_error(err, 0, "platform `%.64s`: want linux/ARCH[/VARIANT]", s);
-		return ocijson_one_line(err); /* the user's text */
+		return gantry_error_sanitize(err, 0); /* the user's text */
 	}
 	if (strcmp(os, "linux") != 0)
 		return gantry_error(err, 0, "platform `%s`: Gantry runs linux images only", s);
@@ -151,7 +151,7 @@ static int check_platform(const struct pull *p, const char *buf, size_t len, gan
 		gantry_error(err, 0, "image is %.32s/%.32s%s%.32s, not %s", os ? os : "linux",
 			     arch ? arch : "?", variant ? "/" : "", variant ? variant : "",
 			     p->platform.str);
-		ocijson_one_line(err);
+		gantry_error_sanitize(err, 0);
 	}
 	json_decref(j);
 	return ok ? 0 : -1;

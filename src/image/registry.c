@@ -8,9 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/lazylib.h"
-#include "image/ocijson.h"
 #include "image/reference.h"
 #include "image/registry.h"
 
@@ -568,7 +568,7 @@ static int authenticate(struct registry *r, const char *challenge, bool ping, ga
 	} else {
 		ret = gantry_error(err, 0, "%s: HTTP 401 with an unknown challenge `%.40s`",
 				   r->name, challenge ? challenge : "");
-		ocijson_one_line(err);
+		gantry_error_sanitize(err, 0);
 	}
 	challenge_free(&c);
 	return ret;
@@ -609,7 +609,7 @@ static int status_error(struct registry *r, struct registry_resp *s, const char 
 		gantry_error(err, 0, "%s: access denied (HTTP 403%s)", what, says);
 	else
 		gantry_error(err, 0, "%s: HTTP %ld%s", what, s->status, says);
-	return ocijson_one_line(err);
+	return gantry_error_sanitize(err, 0);
 }
 
 static bool is_redirect(long status)

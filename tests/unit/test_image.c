@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "erofs/layers.h"
 #include "erofs/reader.h"
@@ -26,7 +27,6 @@
 #include "image/digest.h"
 #include "image/layout.h"
 #include "image/manifest.h"
-#include "image/ocijson.h"
 #include "image/source.h"
 #include "test_image_fixtures.h"
 
