@@ -79,6 +79,11 @@ int jsonh_strv(json_t *obj, const char *key, size_t max, char ***out, size_t *n,
 	return 0;
 }
 
+json_t *jsonh_string_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
 json_t *jsonh_from_strv(char *const *v, size_t n)
 {
 	json_t *a = json_array();

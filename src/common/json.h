@@ -26,6 +26,8 @@ int jsonh_u64(json_t *obj, const char *key, bool required, uint64_t *out, gantry
  * NULL-terminated. */
 int jsonh_strv(json_t *obj, const char *key, size_t max, char ***out, size_t *n,
 	       gantry_error_t *err);
+/* A JSON string, or null for NULL. */
+json_t *jsonh_string_or_null(const char *s);
 /* Build an array of strings. */
 json_t *jsonh_from_strv(char *const *v, size_t n);
 

@@ -230,7 +230,7 @@ int image_cache_store(const struct image_cache *c, const struct image_meta *m, g
 	json_object_set_new(j, "digest", json_string(m->digest));
 	if (m->keyed_by)
 		json_object_set_new(j, "keyed_by", json_string(m->keyed_by));
-	json_object_set_new(j, "source", m->source ? json_string(m->source) : json_null());
+	json_object_set_new(j, "source", jsonh_string_or_null(m->source));
 	json_object_set_new(j, "created", json_string(m->created));
 	json_object_set_new(j, "config", image_config_to_json(&m->config));
 	ret = write_json(path, j, err);

@@ -111,8 +111,8 @@ json_t *image_config_to_json(const struct image_config *cfg)
 			    cfg->cmd ? jsonh_from_strv(cfg->cmd, cfg->ncmd) : json_null());
 	json_object_set_new(j, "User", json_string(cfg->user ? cfg->user : ""));
 	json_object_set_new(j, "WorkingDir", json_string(cfg->working_dir ? cfg->working_dir : ""));
-	json_object_set_new(j, "passwd", cfg->passwd ? json_string(cfg->passwd) : json_null());
-	json_object_set_new(j, "group", cfg->group ? json_string(cfg->group) : json_null());
+	json_object_set_new(j, "passwd", jsonh_string_or_null(cfg->passwd));
+	json_object_set_new(j, "group", jsonh_string_or_null(cfg->group));
 	return j;
 }
 
