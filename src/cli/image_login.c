@@ -13,8 +13,8 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "image/creds.h"
-#include "image/reference.h"
 #include "image/registry.h"
+#include "image/registry_host.h"
 
 /* Longer secrets are not passwords anyone types or pipes. */
 #define LOGIN_SECRET_MAX 8192

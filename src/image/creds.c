@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "image/creds.h"
 #include "image/reference.h"
+#include "image/registry_host.h"
 
 #define HELPER_PREFIX "docker-credential-"
 

@@ -11,8 +11,8 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "image/lazylib.h"
-#include "image/reference.h"
 #include "image/registry.h"
+#include "image/registry_host.h"
 
 #define USER_AGENT "gantry/0.1"
 
@@ -362,7 +362,7 @@ static int check_url(const struct registry *r, const char *url, const char *what
 		 !(strcasecmp(scheme, "http") == 0 && registry_plain_http(host, r->insecure)))
 		ret = gantry_error(err, 0,
 				   "%s: refusing %s to %s (plain HTTP only for loopback "
-				   "registries and those in " REF_INSECURE_ENV ")",
+				   "registries and those in " REGISTRY_INSECURE_ENV ")",
 				   what, scheme, host);
 	sym_curl_free(scheme);
 	free(host);
