@@ -47,18 +47,19 @@ static int fetch_manifest(struct pull *p, const char *object, const struct oci_d
 	xasprintf(&what, "manifest %s", object);
 	if (registry_get(&p->reg, "manifests", object, MANIFEST_ACCEPT, what, &resp, err) < 0)
 		return -1;
-	if (resp.length > (int64_t)OCI_JSON_MAX) {
+	if (resp.head.length > (int64_t)OCI_JSON_MAX) {
 		registry_resp_end(&resp);
 		return gantry_error(err, 0, "%s: %lld bytes, more than the %u allowed", what,
-				    (long long)resp.length, OCI_JSON_MAX);
+				    (long long)resp.head.length, OCI_JSON_MAX);
 	}
 	blob_init(&b, what, want ? want->digest : NULL, want ? want->size : -1, registry_pull,
 		  &resp);
 	if (blob_read_all(&b, OCI_JSON_MAX, buf, len, err) == 0) {
 		memcpy(digest, b.computed, DIGEST_STR_MAX);
-		if (digest_valid(resp.docker_digest) && strcmp(resp.docker_digest, digest) != 0)
+		if (digest_valid(resp.head.docker_digest) &&
+		    strcmp(resp.head.docker_digest, digest) != 0)
 			gantry_error(err, 0, "%s: content does not match the registry's digest %s",
-				     what, resp.docker_digest);
+				     what, resp.head.docker_digest);
 		else if (p->ref.digest && want == NULL && strcmp(p->ref.digest, digest) != 0)
 			gantry_error(err, 0, "%s: content has digest %s", what, digest);
 		else
