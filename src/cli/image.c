@@ -201,6 +201,19 @@ static int image_ls(int argc, char **argv)
 	return 0;
 }
 
+/* The cache, and which of its images the saved sandboxes hold. */
+static int cache_and_uses(struct image_cache *c, struct image_use **uses, size_t *n,
+			  gantry_error_t *err)
+{
+	if (sandbox_images_in_use(uses, n, err) < 0)
+		return -1;
+	if (with_cache(err, c) < 0) {
+		sandbox_images_free(*uses, *n);
+		return -1;
+	}
+	return 0;
+}
+
 static int image_rm(int argc, char **argv)
 {
 	cleanup_free char **pos = NULL;
@@ -219,12 +232,8 @@ static int image_rm(int argc, char **argv)
 		       flags, argc, argv, 1, -1, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (sandbox_images_in_use(&uses, &nuses, &err) < 0)
+	if (cache_and_uses(&c, &uses, &nuses, &err) < 0)
 		return image_fail(&err);
-	if (with_cache(&err, &c) < 0) {
-		sandbox_images_free(uses, nuses);
-		return image_fail(&err);
-	}
 	for (int i = 0; i < npos; i++) {
 		cleanup_free char *digest = NULL;
 
@@ -258,12 +267,8 @@ static int image_prune_cmd(int argc, char **argv)
 		       flags, argc, argv, 0, 0, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (sandbox_images_in_use(&uses, &nuses, &err) < 0)
+	if (cache_and_uses(&c, &uses, &nuses, &err) < 0)
 		return image_fail(&err);
-	if (with_cache(&err, &c) < 0) {
-		sandbox_images_free(uses, nuses);
-		return image_fail(&err);
-	}
 	r = image_prune(&c, uses, nuses, &removed, &freed, &err);
 	image_cache_close(&c);
 	sandbox_images_free(uses, nuses);
