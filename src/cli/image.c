@@ -1,6 +1,7 @@
 /* `gantry image`: the image cache and registries. pull, ls, rm and prune
  * live here; login, logout and credentials in image_login.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -10,6 +11,7 @@
 #include "common/util.h"
 #include "image/inventory.h"
 #include "image/source.h"
+#include "sandbox/images.h"
 
 #define IMAGE_USAGE_ERROR 2
 
@@ -140,6 +142,16 @@ static void ls_print(const struct image_entry *e, size_t n, bool quiet)
 	}
 }
 
+static void ls_json(const struct image_entry *e, size_t n)
+{
+	json_t *a = image_entries_json(e, n);
+	char *text = json_dumps(a, JSON_INDENT(2));
+
+	json_decref(a);
+	printf("%s\n", text ? text : "[]");
+	free(text);
+}
+
 static int with_cache(gantry_error_t *err, struct image_cache *c)
 {
 	return image_cache_open(c, err);
@@ -151,38 +163,65 @@ static int image_ls(int argc, char **argv)
 	struct image_entry *e;
 	gantry_error_t err = NULL;
 	struct image_cache c;
-	bool help = false, quiet = false;
+	bool help = false, quiet = false, as_json = false;
 	size_t n;
 	int npos, r;
 	const struct flag flags[] = {
 		{ "q", FLAG_BOOL, &quiet, NULL, NULL, "print full digests only", 0 },
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL,
+		  "print a JSON array, one object per image", 0 },
 		HELP_FLAG(&help),
 		{ 0 },
 	};
 
-	r = image_args("image ls", "ls [-q]",
+	r = image_args("image ls", "ls [-q | -json]",
 		       "List the complete images in the cache with the references that point\n"
-		       "at them.",
+		       "at them, newest first. -json prints an array of objects with\n"
+		       "references (an array, empty for none), digest, keyed_by (manifest or\n"
+		       "config: what the digest is the digest of; null in old entries), size\n"
+		       "(bytes of the EROFS image), created and source.",
 		       flags, argc, argv, 0, 0, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
+	if (quiet && as_json) {
+		fprintf(stderr, "gantry: image ls: -q and -json do not go together\n");
+		return IMAGE_USAGE_ERROR;
+	}
 	if (with_cache(&err, &c) < 0)
 		return image_fail(&err);
 	r = image_list(&c, &e, &n, &err);
 	image_cache_close(&c);
 	if (r < 0)
 		return image_fail(&err);
-	ls_print(e, n, quiet);
+	if (as_json)
+		ls_json(e, n);
+	else
+		ls_print(e, n, quiet);
 	image_entries_free(e, n);
+	return 0;
+}
+
+/* The cache, and which of its images the saved sandboxes hold. */
+static int cache_and_uses(struct image_cache *c, struct image_use **uses, size_t *n,
+			  gantry_error_t *err)
+{
+	if (sandbox_images_in_use(uses, n, err) < 0)
+		return -1;
+	if (with_cache(err, c) < 0) {
+		sandbox_images_free(*uses, *n);
+		return -1;
+	}
 	return 0;
 }
 
 static int image_rm(int argc, char **argv)
 {
 	cleanup_free char **pos = NULL;
+	struct image_use *uses;
 	gantry_error_t err = NULL;
 	struct image_cache c;
 	bool help = false;
+	size_t nuses;
 	int npos, r, status = 0;
 	const struct flag flags[] = { HELP_FLAG(&help), { 0 } };
 
@@ -193,29 +232,31 @@ static int image_rm(int argc, char **argv)
 		       flags, argc, argv, 1, -1, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (with_cache(&err, &c) < 0)
+	if (cache_and_uses(&c, &uses, &nuses, &err) < 0)
 		return image_fail(&err);
 	for (int i = 0; i < npos; i++) {
 		cleanup_free char *digest = NULL;
 
-		if (image_remove(&c, pos[i], &digest, &err) < 0) {
+		if (image_remove(&c, pos[i], uses, nuses, &digest, &err) < 0) {
 			status = image_fail(&err);
 			continue;
 		}
 		printf("removed %s%s%s\n", pos[i], digest ? " " : "", digest ? digest : "");
 	}
 	image_cache_close(&c);
+	sandbox_images_free(uses, nuses);
 	return status;
 }
 
 static int image_prune_cmd(int argc, char **argv)
 {
 	cleanup_free char **pos = NULL;
+	struct image_use *uses;
 	gantry_error_t err = NULL;
 	struct image_cache c;
 	bool help = false;
 	uint64_t freed;
-	size_t removed;
+	size_t removed, nuses;
 	char size[32];
 	int npos, r;
 	const struct flag flags[] = { HELP_FLAG(&help), { 0 } };
@@ -226,10 +267,11 @@ static int image_prune_cmd(int argc, char **argv)
 		       flags, argc, argv, 0, 0, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (with_cache(&err, &c) < 0)
+	if (cache_and_uses(&c, &uses, &nuses, &err) < 0)
 		return image_fail(&err);
-	r = image_prune(&c, &removed, &freed, &err);
+	r = image_prune(&c, uses, nuses, &removed, &freed, &err);
 	image_cache_close(&c);
+	sandbox_images_free(uses, nuses);
 	if (r < 0)
 		return image_fail(&err);
 	human_size(size, sizeof(size), freed);

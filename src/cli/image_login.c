@@ -10,11 +10,11 @@
 #include <unistd.h>
 
 #include "cli/image.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "image/creds.h"
-#include "image/reference.h"
 #include "image/registry.h"
-#include "image/ocijson.h"
+#include "image/registry_host.h"
 
 /* Longer secrets are not passwords anyone types or pipes. */
 #define LOGIN_SECRET_MAX 8192

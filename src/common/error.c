@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/util.h"
 
 static int error_vmake(gantry_error_t *err, int status, const char *fmt, va_list ap)
@@ -59,6 +60,13 @@ int gantry_error_prefix(gantry_error_t *err, const char *fmt, ...)
 	free(prefix);
 	free((*err)->msg);
 	(*err)->msg = msg;
+	return -1;
+}
+
+int gantry_error_sanitize(gantry_error_t *err, size_t max)
+{
+	if (err && *err && (*err)->msg)
+		text_sanitize((*err)->msg, max);
 	return -1;
 }
 

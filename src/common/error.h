@@ -5,6 +5,7 @@
 #define GANTRY_COMMON_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 struct gantry_error {
 	int status; /* errno, or 0 when the failure has no errno */
@@ -22,6 +23,10 @@ int gantry_error_errno(gantry_error_t *err, const char *fmt, ...)
 /* Prefix "<context>: " to an existing error; returns -1. */
 int gantry_error_prefix(gantry_error_t *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Make the message safe to show, for one that quotes untrusted text (a
+ * name from an image, a registry's words): text_sanitize (common/text.h),
+ * cut to max bytes (0: no limit). Returns -1. */
+int gantry_error_sanitize(gantry_error_t *err, size_t max);
 /* "msg" or "msg: strerror(status)"; the string lives as long as the error. */
 const char *gantry_error_str(gantry_error_t err);
 void gantry_error_free(gantry_error_t *err);

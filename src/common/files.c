@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/text.h"
 #include "common/util.h"
 
 int gantry_home(char **out, gantry_error_t *err)
@@ -122,11 +123,8 @@ size_t read_tail_lines(const char *path, size_t max, char ***out)
 	while ((got = getline(&line, &cap, f)) > 0) {
 		while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
 			line[--got] = '\0';
-		for (ssize_t j = 0; j < got; j++)
-			if ((unsigned char)line[j] < 0x20 || line[j] == 0x7f)
-				line[j] = ' ';
 		free(ring[n % max]);
-		ring[n % max] = xstrdup(line);
+		ring[n % max] = text_sanitized(line, (size_t)got, 0);
 		n++;
 	}
 	/* Oldest first. */

@@ -21,8 +21,8 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
  * *out NULL when it does not exist. */
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err);
 /* The last (at most max) lines of a log, read to its end, for showing
- * in a terminal or an error: line ends dropped, control characters made
- * spaces. Returns how many (0 when it is missing or empty); free them with
+ * in a terminal or an error: line ends dropped, the rest sanitised
+ * (common/text.h). Returns how many (0 when it is missing or empty); free them with
  * free_lines(). */
 size_t read_tail_lines(const char *path, size_t max, char ***out);
 void free_lines(char **lines, size_t n);

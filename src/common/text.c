@@ -80,6 +80,22 @@ char *text_sanitize_lines(char *s, size_t max)
 	return sanitize(s, max, true);
 }
 
+char *text_sanitize_utf8(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		uint32_t cp;
+		size_t n = utf8_len(p, &cp);
+
+		if (n == 0)
+			*p++ = '?';
+		else
+			p += n;
+	}
+	return s;
+}
+
 char *text_sanitized(const void *buf, size_t len, size_t max)
 {
 	char *s = malloc(len + 1);

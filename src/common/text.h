@@ -12,6 +12,10 @@
 char *text_sanitize(char *s, size_t max);
 /* The same, but newlines stay: a message of several lines, each safe. */
 char *text_sanitize_lines(char *s, size_t max);
+/* In place: only the bytes that are not valid UTF-8 become '?'; controls
+ * stay. For text that is stored rather than shown, such as an image's
+ * /etc/passwd kept as a JSON string (jansson takes valid UTF-8 only). */
+char *text_sanitize_utf8(char *s);
 /* A sanitised copy of the first len bytes of buf (NULs become '?'). */
 char *text_sanitized(const void *buf, size_t len, size_t max);
 

@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "image/cache.h"
 #include "image/digest.h"
-#include "image/ocijson.h"
 
 #define INDEX_FILE    "index.json"
 #define INDEX_VERSION 1
@@ -171,7 +171,7 @@ static json_t *read_json(const char *path, bool *missing, gantry_error_t *err)
 		*missing = true;
 		return NULL;
 	}
-	return ocijson_load(buf, len, path, err);
+	return jsonh_load(buf, len, path, err);
 }
 
 void image_meta_free(struct image_meta *m)
@@ -204,10 +204,10 @@ int image_cache_load(const struct image_cache *c, const char *digest, struct ima
 	gantry_error_free(&jerr);
 	if (j == NULL)
 		return 0;
-	if (!json_is_object(j) || ocijson_string(j, "digest", true, &d, &jerr) < 0 ||
-	    strcmp(d, digest) != 0 || ocijson_string(j, "keyed_by", false, &m->keyed_by, &jerr) < 0 ||
-	    ocijson_string(j, "source", false, &m->source, &jerr) < 0 ||
-	    ocijson_string(j, "created", false, &m->created, &jerr) < 0 ||
+	if (!json_is_object(j) || jsonh_string(j, "digest", true, &d, &jerr) < 0 ||
+	    strcmp(d, digest) != 0 || jsonh_string(j, "keyed_by", false, &m->keyed_by, &jerr) < 0 ||
+	    jsonh_string(j, "source", false, &m->source, &jerr) < 0 ||
+	    jsonh_string(j, "created", false, &m->created, &jerr) < 0 ||
 	    image_config_from_json(json_object_get(j, "config"), &m->config, &jerr) < 0) {
 		gantry_error_free(&jerr);
 		free(d);
@@ -230,7 +230,7 @@ int image_cache_store(const struct image_cache *c, const struct image_meta *m, g
 	json_object_set_new(j, "digest", json_string(m->digest));
 	if (m->keyed_by)
 		json_object_set_new(j, "keyed_by", json_string(m->keyed_by));
-	json_object_set_new(j, "source", m->source ? json_string(m->source) : json_null());
+	json_object_set_new(j, "source", jsonh_string_or_null(m->source));
 	json_object_set_new(j, "created", json_string(m->created));
 	json_object_set_new(j, "config", image_config_to_json(&m->config));
 	ret = write_json(path, j, err);

@@ -2,10 +2,10 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/config.h"
 #include "image/digest.h"
-#include "image/ocijson.h"
 
 /* Supplementary groups kept for one user. */
 #define IMAGE_MAX_GROUPS 256
@@ -30,12 +30,12 @@ static int fields_parse(json_t *c, struct image_config *cfg, gantry_error_t *err
 {
 	if (c && !json_is_null(c) && !json_is_object(c))
 		return gantry_error(err, 0, "`config` is not an object");
-	if (ocijson_strv(c, "Env", IMAGE_CONFIG_MAX_STRV, &cfg->env, &cfg->nenv, err) < 0 ||
-	    ocijson_strv(c, "Entrypoint", IMAGE_CONFIG_MAX_STRV, &cfg->entrypoint,
-			 &cfg->nentrypoint, err) < 0 ||
-	    ocijson_strv(c, "Cmd", IMAGE_CONFIG_MAX_STRV, &cfg->cmd, &cfg->ncmd, err) < 0 ||
-	    ocijson_string(c, "User", false, &cfg->user, err) < 0 ||
-	    ocijson_string(c, "WorkingDir", false, &cfg->working_dir, err) < 0)
+	if (jsonh_strv(c, "Env", IMAGE_CONFIG_MAX_STRV, &cfg->env, &cfg->nenv, err) < 0 ||
+	    jsonh_strv(c, "Entrypoint", IMAGE_CONFIG_MAX_STRV, &cfg->entrypoint, &cfg->nentrypoint,
+		       err) < 0 ||
+	    jsonh_strv(c, "Cmd", IMAGE_CONFIG_MAX_STRV, &cfg->cmd, &cfg->ncmd, err) < 0 ||
+	    jsonh_string(c, "User", false, &cfg->user, err) < 0 ||
+	    jsonh_string(c, "WorkingDir", false, &cfg->working_dir, err) < 0)
 		return -1;
 	if (cfg->user == NULL)
 		cfg->user = xstrdup("");
@@ -56,7 +56,7 @@ static int diff_ids_parse(json_t *j, char ***out, size_t *n, gantry_error_t *err
 		return 0;
 	if (!json_is_object(rootfs))
 		return gantry_error(err, 0, "`rootfs` is not an object");
-	if (ocijson_strv(rootfs, "diff_ids", IMAGE_CONFIG_MAX_STRV, out, n, err) < 0)
+	if (jsonh_strv(rootfs, "diff_ids", IMAGE_CONFIG_MAX_STRV, out, n, err) < 0)
 		return -1;
 	for (size_t i = 0; i < *n; i++)
 		if (digest_check((*out)[i], err) < 0)
@@ -67,7 +67,7 @@ static int diff_ids_parse(json_t *j, char ***out, size_t *n, gantry_error_t *err
 int image_config_parse(const char *buf, size_t len, struct image_config *cfg, char ***diff_ids,
 		       size_t *ndiff_ids, gantry_error_t *err)
 {
-	json_t *j = ocijson_load(buf, len, "image config", err);
+	json_t *j = jsonh_load(buf, len, "image config", err);
 	char **ids = NULL;
 	size_t nids = 0;
 	int ret = -1;
@@ -94,7 +94,7 @@ out:
 	json_decref(j);
 	if (ret < 0) {
 		image_config_free(cfg);
-		ocijson_one_line(err);
+		gantry_error_sanitize(err, 0);
 	}
 	return ret;
 }
@@ -103,16 +103,16 @@ json_t *image_config_to_json(const struct image_config *cfg)
 {
 	json_t *j = json_object();
 
-	json_object_set_new(j, "Env", ocijson_from_strv(cfg->env, cfg->nenv));
+	json_object_set_new(j, "Env", jsonh_from_strv(cfg->env, cfg->nenv));
 	json_object_set_new(j, "Entrypoint",
-			    cfg->entrypoint ? ocijson_from_strv(cfg->entrypoint, cfg->nentrypoint)
+			    cfg->entrypoint ? jsonh_from_strv(cfg->entrypoint, cfg->nentrypoint)
 					    : json_null());
 	json_object_set_new(j, "Cmd",
-			    cfg->cmd ? ocijson_from_strv(cfg->cmd, cfg->ncmd) : json_null());
+			    cfg->cmd ? jsonh_from_strv(cfg->cmd, cfg->ncmd) : json_null());
 	json_object_set_new(j, "User", json_string(cfg->user ? cfg->user : ""));
 	json_object_set_new(j, "WorkingDir", json_string(cfg->working_dir ? cfg->working_dir : ""));
-	json_object_set_new(j, "passwd", cfg->passwd ? json_string(cfg->passwd) : json_null());
-	json_object_set_new(j, "group", cfg->group ? json_string(cfg->group) : json_null());
+	json_object_set_new(j, "passwd", jsonh_string_or_null(cfg->passwd));
+	json_object_set_new(j, "group", jsonh_string_or_null(cfg->group));
 	return j;
 }
 
@@ -122,10 +122,10 @@ int image_config_from_json(json_t *j, struct image_config *cfg, gantry_error_t *
 	if (!json_is_object(j))
 		return gantry_error(err, 0, "config is not an object");
 	if (fields_parse(j, cfg, err) < 0 ||
-	    ocijson_string(j, "passwd", false, &cfg->passwd, err) < 0 ||
-	    ocijson_string(j, "group", false, &cfg->group, err) < 0) {
+	    jsonh_string(j, "passwd", false, &cfg->passwd, err) < 0 ||
+	    jsonh_string(j, "group", false, &cfg->group, err) < 0) {
 		image_config_free(cfg);
-		return ocijson_one_line(err);
+		return gantry_error_sanitize(err, 0);
 	}
 	return 0;
 }
@@ -359,6 +359,6 @@ int image_config_user(const struct image_config *cfg, const char *spec, struct i
 		      gantry_error_t *err)
 {
 	if (user_resolve(cfg, spec, out, err) < 0)
-		return ocijson_one_line(err); /* names come from the image or the user */
+		return gantry_error_sanitize(err, 0); /* names come from the image or the user */
 	return 0;
 }

@@ -19,10 +19,11 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "image/creds.h"
-#include "image/ocijson.h"
 #include "image/reference.h"
+#include "image/registry_host.h"
 
 #define HELPER_PREFIX "docker-credential-"
 
@@ -112,7 +113,7 @@ static int load_json(const char *path, json_t **out, gantry_error_t *err)
 		return path ? -1 : 0;
 	if (buf == NULL)
 		return 0;
-	*out = ocijson_load(buf, len, path, err);
+	*out = jsonh_load(buf, len, path, err);
 	if (*out == NULL)
 		return -1;
 	if (!json_is_object(*out)) {
@@ -221,7 +222,7 @@ static int helper_get(const char *name, const char *registry, struct registry_cr
 			     "credential helper `%.64s`: a name of letters, digits, `.`, "
 			     "`_` and `-` only",
 			     name);
-		return ocijson_one_line(err);
+		return gantry_error_sanitize(err, 0);
 	}
 	xasprintf(&prog, HELPER_PREFIX "%s", name);
 	server = xstrdup(strcmp(registry, REF_DOCKER_HUB) == 0 ? CREDS_HUB_KEY : registry);

@@ -1,19 +1,16 @@
 /* Listing and removing cache entries (see inventory.h). */
 #include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/files.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "image/digest.h"
 #include "image/inventory.h"
-#include "image/ocijson.h"
 #include "image/reference.h"
-#include "sandbox/state.h"
 
 #define ENTRY_PREFIX "sha256-"
 #define LOCK_PREFIX  ".lock-"
@@ -75,6 +72,7 @@ void image_entries_free(struct image_entry *e, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		free(e[i].digest);
+		free(e[i].keyed_by);
 		free(e[i].created);
 		free(e[i].source);
 		strv_free(e[i].refs);
@@ -131,6 +129,7 @@ int image_list(const struct image_cache *c, struct image_entry **out, size_t *n,
 			continue;
 		*e = (struct image_entry){
 			.digest = steal_pointer(&m.digest),
+			.keyed_by = steal_pointer(&m.keyed_by),
 			.created = steal_pointer(&m.created),
 			.source = steal_pointer(&m.source),
 			.size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0,
@@ -145,63 +144,22 @@ int image_list(const struct image_cache *c, struct image_entry **out, size_t *n,
 	return 0;
 }
 
-/* ---- sandboxes ---- */
-
-static int sandbox_digest(const char *path, char **digest, gantry_error_t *err)
+json_t *image_entries_json(const struct image_entry *e, size_t n)
 {
-	cleanup_free char *buf = NULL;
-	size_t len;
-	json_t *j;
-	int ret = 0;
+	json_t *a = json_array();
 
-	*digest = NULL;
-	if (read_file_max(path, 16u << 20, &buf, &len, err) < 0)
-		return -1;
-	if (buf == NULL)
-		return 0; /* a sandbox being created or deleted */
-	j = ocijson_load(buf, len, path, err);
-	if (j == NULL || ocijson_string(j, "image_digest", false, digest, err) < 0)
-		ret = gantry_error_prefix(err, "`%s`", path);
-	json_decref(j);
-	return ret;
-}
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_object();
 
-int sandbox_digests(char ***digests, char ***names, size_t *n, gantry_error_t *err)
-{
-	cleanup_free char *home = NULL, *dir = NULL;
-	size_t nn = 0;
-	struct dirent *e;
-	DIR *d;
-
-	*digests = xzalloc(sizeof(**digests));
-	if (names)
-		*names = xzalloc(sizeof(**names));
-	*n = 0;
-	if (gantry_home(&home, err) < 0)
-		return -1;
-	xasprintf(&dir, "%s/%s", home, SANDBOXES_DIR);
-	d = opendir(dir);
-	if (d == NULL)
-		return errno == ENOENT ? 0 : gantry_error_errno(err, "open `%s`", dir);
-	while ((e = readdir(d)) != NULL) {
-		cleanup_free char *path = NULL, *digest = NULL;
-
-		/* Not "." or "..", nor one being created or deleted (~...). */
-		if (!sandbox_name_valid(e->d_name))
-			continue;
-		xasprintf(&path, "%s/%s/%s", dir, e->d_name, SANDBOX_FILE);
-		if (sandbox_digest(path, &digest, err) < 0) {
-			closedir(d);
-			return gantry_error_prefix(err, "sandbox `%s`", e->d_name);
-		}
-		if (digest == NULL || !digest_valid(digest))
-			continue;
-		strv_push(digests, n, digest);
-		if (names)
-			strv_push(names, &nn, e->d_name);
+		json_object_set_new(o, "references", jsonh_from_strv(e[i].refs, e[i].nrefs));
+		json_object_set_new(o, "digest", json_string(e[i].digest));
+		json_object_set_new(o, "keyed_by", jsonh_string_or_null(e[i].keyed_by));
+		json_object_set_new(o, "size", json_integer((json_int_t)e[i].size));
+		json_object_set_new(o, "created", jsonh_string_or_null(e[i].created));
+		json_object_set_new(o, "source", jsonh_string_or_null(e[i].source));
+		json_array_append_new(a, o);
 	}
-	closedir(d);
-	return 0;
+	return a;
 }
 
 /* ---- removing ---- */
@@ -225,21 +183,22 @@ static int entry_remove(const struct image_cache *c, const char *digest, bool wa
 	return 0;
 }
 
-static int used_by_sandbox(const char *digest, gantry_error_t *err)
+static const struct image_use *use_of(const struct image_use *uses, size_t n, const char *digest)
 {
-	char **digests, **names;
-	size_t n;
-	int ret = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(uses[i].digest, digest) == 0)
+			return &uses[i];
+	return NULL;
+}
 
-	if (sandbox_digests(&digests, &names, &n, err) < 0)
-		ret = -1;
-	for (size_t i = 0; ret == 0 && i < n; i++)
-		if (strcmp(digests[i], digest) == 0)
-			ret = gantry_error(err, 0, "image %s is used by sandbox `%s`", digest,
-					   names[i]);
-	strv_free(digests);
-	strv_free(names);
-	return ret;
+static int check_unused(const struct image_use *uses, size_t n, const char *digest,
+			gantry_error_t *err)
+{
+	const struct image_use *u = use_of(uses, n, digest);
+
+	if (u)
+		return gantry_error(err, 0, "image %s is used by sandbox `%s`", digest, u->sandbox);
+	return 0;
 }
 
 /* A digest, "sha256:"-prefixed or not, or a unique prefix of its hex. */
@@ -312,7 +271,8 @@ static bool other_ref(json_t *refs, const char *key, const char *digest)
 	return false;
 }
 
-static int remove_ref(const struct image_cache *c, json_t *refs, const char *key, char **digest,
+static int remove_ref(const struct image_cache *c, json_t *refs, const char *key,
+		      const struct image_use *uses, size_t nuses, char **digest,
 		      gantry_error_t *err)
 {
 	const char *d = json_string_value(json_object_get(json_object_get(refs, key), "digest"));
@@ -321,7 +281,7 @@ static int remove_ref(const struct image_cache *c, json_t *refs, const char *key
 	uint64_t freed;
 	size_t n;
 
-	if (last && used_by_sandbox(dg, err) < 0)
+	if (last && check_unused(uses, nuses, dg, err) < 0)
 		return -1;
 	if (image_cache_refs_drop(c, key, NULL, &n, err) < 0)
 		return -1;
@@ -333,8 +293,8 @@ static int remove_ref(const struct image_cache *c, json_t *refs, const char *key
 	return 0;
 }
 
-int image_remove(const struct image_cache *c, const char *what, char **digest,
-		 gantry_error_t *err)
+int image_remove(const struct image_cache *c, const char *what, const struct image_use *uses,
+		 size_t nuses, char **digest, gantry_error_t *err)
 {
 	json_t *refs = image_cache_refs(c);
 	cleanup_free char *key = ref_key(refs, what), *dg = NULL;
@@ -344,7 +304,7 @@ int image_remove(const struct image_cache *c, const char *what, char **digest,
 
 	*digest = NULL;
 	if (key) {
-		r = remove_ref(c, refs, key, digest, err);
+		r = remove_ref(c, refs, key, uses, nuses, digest, err);
 		json_decref(refs);
 		return r;
 	}
@@ -355,7 +315,8 @@ int image_remove(const struct image_cache *c, const char *what, char **digest,
 	if (r == 0)
 		return gantry_error(err, 0, "image `%s`: not in the cache (see gantry image ls)",
 				    what);
-	if (used_by_sandbox(dg, err) < 0 || image_cache_refs_drop(c, NULL, dg, &n, err) < 0 ||
+	if (check_unused(uses, nuses, dg, err) < 0 ||
+	    image_cache_refs_drop(c, NULL, dg, &n, err) < 0 ||
 	    entry_remove(c, dg, true, &freed, err) < 0)
 		return -1;
 	*digest = steal_pointer(&dg);
@@ -423,17 +384,16 @@ static int prune_index(const struct image_cache *c, gantry_error_t *err)
 	return 0;
 }
 
-int image_prune(const struct image_cache *c, size_t *removed, uint64_t *freed,
-		gantry_error_t *err)
+int image_prune(const struct image_cache *c, const struct image_use *uses, size_t nuses,
+		size_t *removed, uint64_t *freed, gantry_error_t *err)
 {
-	char **keep = NULL, **digests = NULL;
-	size_t nkeep, nd;
+	char **digests = NULL;
+	size_t nd;
 	int ret = -1;
 
 	*removed = 0;
 	*freed = 0;
-	if (sandbox_digests(&keep, NULL, &nkeep, err) < 0 ||
-	    cache_digests(c, &digests, &nd, err) < 0)
+	if (cache_digests(c, &digests, &nd, err) < 0)
 		goto out;
 	for (size_t i = 0; i < nd; i++) {
 		uint64_t bytes = 0;
@@ -441,7 +401,7 @@ int image_prune(const struct image_cache *c, size_t *removed, uint64_t *freed,
 		bool complete;
 		int r;
 
-		if (strv_has(keep, nkeep, digests[i]))
+		if (use_of(uses, nuses, digests[i]))
 			continue;
 		complete = image_cache_load(c, digests[i], &m, err) == 1;
 		if (complete)
@@ -456,7 +416,6 @@ int image_prune(const struct image_cache *c, size_t *removed, uint64_t *freed,
 	prune_locks(c);
 	ret = prune_index(c, err);
 out:
-	strv_free(keep);
 	strv_free(digests);
 	return ret;
 }

@@ -25,20 +25,6 @@ static int archive_fail(gantry_error_t *err, struct archive *a, const char *what
 	return gantry_error(err, 0, "%s: %s", what, msg ? msg : "unknown libarchive error");
 }
 
-/* Replace control characters and cut overlong messages. */
-static void sanitize(gantry_error_t *err)
-{
-	char *m;
-
-	if (err == NULL || *err == NULL || (m = (*err)->msg) == NULL)
-		return;
-	for (char *p = m; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	if (strlen(m) > LAYER_MSG_MAX)
-		strcpy(m + LAYER_MSG_MAX - 3, "...");
-}
-
 static int copy_data(struct erofs_tree *t, struct archive *a, struct archive_entry *e,
 		     struct erofs_inode *ino, uint64_t size, gantry_error_t *err)
 {
@@ -191,7 +177,7 @@ int layer_apply(struct erofs_tree *t, struct archive *a, gantry_error_t *err)
 			return 0;
 		if (r != ARCHIVE_OK && r != ARCHIVE_WARN) { /* RETRY too: a damaged header */
 			archive_fail(err, a, "read layer");
-			sanitize(err);
+			gantry_error_sanitize(err, LAYER_MSG_MAX);
 			return -1;
 		}
 		path = sym_archive_entry_pathname(e);
@@ -201,7 +187,7 @@ int layer_apply(struct erofs_tree *t, struct archive *a, gantry_error_t *err)
 		}
 		if (apply_entry(t, a, e, path, err) < 0) {
 			gantry_error_prefix(err, "entry `%s`", path);
-			sanitize(err);
+			gantry_error_sanitize(err, LAYER_MSG_MAX);
 			return -1;
 		}
 	}
@@ -224,7 +210,7 @@ int layer_apply_fd(struct erofs_tree *t, int fd, gantry_error_t *err)
 	sym_archive_read_support_format_empty(a);
 	if (sym_archive_read_open_fd(a, fd, LAYER_READ_BLOCK) != ARCHIVE_OK) {
 		archive_fail(err, a, "open layer");
-		sanitize(err);
+		gantry_error_sanitize(err, LAYER_MSG_MAX);
 	} else {
 		ret = layer_apply(t, a, err);
 	}

@@ -6,10 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/flatten.h"
 #include "image/layout.h"
-#include "image/ocijson.h"
 
 bool layout_is(const char *dir)
 {

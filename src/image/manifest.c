@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/digest.h"
 #include "image/manifest.h"
-#include "image/ocijson.h"
 
 /* The platform list in a "no image for linux/amd64" error. */
 #define PLATFORMS_LISTED 16
@@ -37,8 +37,8 @@ static int descriptor_parse(json_t *j, struct oci_descriptor *d, bool platform, 
 	*d = (struct oci_descriptor){ 0 };
 	if (!json_is_object(j))
 		return gantry_error(err, 0, "descriptor is not an object");
-	if (ocijson_string(j, "mediaType", false, &d->media_type, err) < 0 ||
-	    ocijson_string(j, "digest", true, &d->digest, err) < 0 ||
+	if (jsonh_string(j, "mediaType", false, &d->media_type, err) < 0 ||
+	    jsonh_string(j, "digest", true, &d->digest, err) < 0 ||
 	    digest_check(d->digest, err) < 0)
 		goto fail;
 	if (!json_is_integer(size) || json_integer_value(size) < 0) {
@@ -54,9 +54,9 @@ static int descriptor_parse(json_t *j, struct oci_descriptor *d, bool platform, 
 			gantry_error(err, 0, "`platform` is not an object");
 			goto fail;
 		}
-		if (ocijson_string(p, "os", false, &d->os, err) < 0 ||
-		    ocijson_string(p, "architecture", false, &d->architecture, err) < 0 ||
-		    ocijson_string(p, "variant", false, &d->variant, err) < 0)
+		if (jsonh_string(p, "os", false, &d->os, err) < 0 ||
+		    jsonh_string(p, "architecture", false, &d->architecture, err) < 0 ||
+		    jsonh_string(p, "variant", false, &d->variant, err) < 0)
 			goto fail;
 	}
 	ann = json_object_get(j, "annotations");
@@ -88,7 +88,7 @@ static int schema_version(json_t *j, const char *what, gantry_error_t *err)
 
 int oci_kind(const char *buf, size_t len, enum oci_kind *kind, gantry_error_t *err)
 {
-	json_t *j = ocijson_load(buf, len, "manifest", err);
+	json_t *j = jsonh_load(buf, len, "manifest", err);
 	const char *mt;
 	int ret = 0;
 
@@ -105,13 +105,13 @@ int oci_kind(const char *buf, size_t len, enum oci_kind *kind, gantry_error_t *e
 		ret = gantry_error(err, 0, "manifest: neither an index nor an image manifest");
 	json_decref(j);
 	if (ret < 0)
-		ocijson_one_line(err);
+		gantry_error_sanitize(err, 0);
 	return ret;
 }
 
 int oci_index_parse(const char *buf, size_t len, struct oci_index *out, gantry_error_t *err)
 {
-	json_t *j = ocijson_load(buf, len, "index", err), *m, *e;
+	json_t *j = jsonh_load(buf, len, "index", err), *m, *e;
 	size_t i;
 
 	*out = (struct oci_index){ 0 };
@@ -142,7 +142,7 @@ int oci_index_parse(const char *buf, size_t len, struct oci_index *out, gantry_e
 fail:
 	json_decref(j);
 	oci_index_free(out);
-	return ocijson_one_line(err);
+	return gantry_error_sanitize(err, 0);
 }
 
 void oci_index_free(struct oci_index *ix)
@@ -219,7 +219,7 @@ int oci_index_select_variant(const struct oci_index *ix, const char *arch, const
 	}
 	gantry_error(err, 0, "no image for linux/%s%s%s (the index has %s)", arch,
 		     variant ? "/" : "", variant ? variant : "", list);
-	return ocijson_one_line(err);
+	return gantry_error_sanitize(err, 0);
 }
 
 void oci_manifest_free(struct oci_manifest *m)
@@ -248,7 +248,7 @@ static bool layer_media_ok(const char *mt)
 
 int oci_manifest_parse(const char *buf, size_t len, struct oci_manifest *out, gantry_error_t *err)
 {
-	json_t *j = ocijson_load(buf, len, "manifest", err), *layers, *e;
+	json_t *j = jsonh_load(buf, len, "manifest", err), *layers, *e;
 	size_t i;
 
 	*out = (struct oci_manifest){ 0 };
@@ -297,7 +297,7 @@ int oci_manifest_parse(const char *buf, size_t len, struct oci_manifest *out, ga
 fail:
 	json_decref(j);
 	oci_manifest_free(out);
-	return ocijson_one_line(err);
+	return gantry_error_sanitize(err, 0);
 }
 
 void docker_manifest_free(struct docker_manifest *m)
@@ -310,7 +310,7 @@ void docker_manifest_free(struct docker_manifest *m)
 int docker_manifest_parse(const char *buf, size_t len, struct docker_manifest *out,
 			  gantry_error_t *err)
 {
-	json_t *j = ocijson_load(buf, len, "manifest.json", err), *img;
+	json_t *j = jsonh_load(buf, len, "manifest.json", err), *img;
 
 	*out = (struct docker_manifest){ 0 };
 	if (j == NULL)
@@ -329,8 +329,8 @@ int docker_manifest_parse(const char *buf, size_t len, struct docker_manifest *o
 		gantry_error(err, 0, "manifest.json: image entry is not an object");
 		goto fail;
 	}
-	if (ocijson_string(img, "Config", true, &out->config, err) < 0 ||
-	    ocijson_strv(img, "Layers", OCI_MAX_LAYERS, &out->layers, &out->nlayers, err) < 0) {
+	if (jsonh_string(img, "Config", true, &out->config, err) < 0 ||
+	    jsonh_strv(img, "Layers", OCI_MAX_LAYERS, &out->layers, &out->nlayers, err) < 0) {
 		gantry_error_prefix(err, "manifest.json");
 		goto fail;
 	}
@@ -339,5 +339,5 @@ int docker_manifest_parse(const char *buf, size_t len, struct docker_manifest *o
 fail:
 	json_decref(j);
 	docker_manifest_free(out);
-	return ocijson_one_line(err);
+	return gantry_error_sanitize(err, 0);
 }

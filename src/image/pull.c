@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/flatten.h"
-#include "image/ocijson.h"
 #include "image/progress.h"
 #include "image/pull.h"
 
@@ -25,7 +25,7 @@ int platform_parse(const char *s, struct platform *p, gantry_error_t *err)
 	snprintf(back, sizeof(back), "%s/%s%s%s", os, p->arch, n == 3 ? "/" : "", p->variant);
 	if (strlen(s) >= PLATFORM_MAX || n < 2 || strcmp(back, s) != 0) {
 		gantry_error(err, 0, "platform `%.64s`: want linux/ARCH[/VARIANT]", s);
-		return ocijson_one_line(err); /* the user's text */
+		return gantry_error_sanitize(err, 0); /* the user's text */
 	}
 	if (strcmp(os, "linux") != 0)
 		return gantry_error(err, 0, "platform `%s`: Gantry runs linux images only", s);
@@ -47,18 +47,19 @@ static int fetch_manifest(struct pull *p, const char *object, const struct oci_d
 	xasprintf(&what, "manifest %s", object);
 	if (registry_get(&p->reg, "manifests", object, MANIFEST_ACCEPT, what, &resp, err) < 0)
 		return -1;
-	if (resp.length > (int64_t)OCI_JSON_MAX) {
+	if (resp.head.length > (int64_t)OCI_JSON_MAX) {
 		registry_resp_end(&resp);
 		return gantry_error(err, 0, "%s: %lld bytes, more than the %u allowed", what,
-				    (long long)resp.length, OCI_JSON_MAX);
+				    (long long)resp.head.length, OCI_JSON_MAX);
 	}
 	blob_init(&b, what, want ? want->digest : NULL, want ? want->size : -1, registry_pull,
 		  &resp);
 	if (blob_read_all(&b, OCI_JSON_MAX, buf, len, err) == 0) {
 		memcpy(digest, b.computed, DIGEST_STR_MAX);
-		if (digest_valid(resp.docker_digest) && strcmp(resp.docker_digest, digest) != 0)
+		if (digest_valid(resp.head.docker_digest) &&
+		    strcmp(resp.head.docker_digest, digest) != 0)
 			gantry_error(err, 0, "%s: content does not match the registry's digest %s",
-				     what, resp.docker_digest);
+				     what, resp.head.docker_digest);
 		else if (p->ref.digest && want == NULL && strcmp(p->ref.digest, digest) != 0)
 			gantry_error(err, 0, "%s: content has digest %s", what, digest);
 		else
@@ -151,7 +152,7 @@ static int check_platform(const struct pull *p, const char *buf, size_t len, gan
 		gantry_error(err, 0, "image is %.32s/%.32s%s%.32s, not %s", os ? os : "linux",
 			     arch ? arch : "?", variant ? "/" : "", variant ? variant : "",
 			     p->platform.str);
-		ocijson_one_line(err);
+		gantry_error_sanitize(err, 0);
 	}
 	json_decref(j);
 	return ok ? 0 : -1;

@@ -2,24 +2,18 @@
  * `name:tag`, `name@sha256:...`, `host[:port]/path[:tag][@digest]`. A name
  * without a registry is on Docker Hub (`docker.io`), a one-component Hub
  * name is under `library/`, and a reference without tag or digest means
- * `latest`. Also the rules for which registries are spoken to over plain
- * HTTP. Parsing only: nothing here touches the network. */
+ * `latest`. Registry host names themselves are registry_host.h's. Parsing
+ * only: nothing here touches the network. */
 #ifndef GANTRY_IMAGE_REFERENCE_H
 #define GANTRY_IMAGE_REFERENCE_H
 
-#include <stdbool.h>
-
 #include "common/error.h"
 
-#define REF_DOCKER_HUB	   "docker.io"
-#define REF_DOCKER_HUB_API "registry-1.docker.io"
-#define REF_DEFAULT_TAG	   "latest"
+#define REF_DOCKER_HUB	"docker.io"
+#define REF_DEFAULT_TAG "latest"
 /* Docker's limits: the whole name, and a tag. */
 #define REF_NAME_MAX 255
 #define REF_TAG_MAX  128
-/* Registries (host[:port], comma-separated) spoken to over plain HTTP even
- * though they are not on loopback. */
-#define REF_INSECURE_ENV "GANTRY_INSECURE_REGISTRIES"
 
 struct image_ref {
 	char *registry;	  /* "docker.io", "127.0.0.1:5000", "[::1]:5000" */
@@ -36,18 +30,5 @@ void image_ref_free(struct image_ref *r);
 char *image_ref_string(const struct image_ref *r);
 /* What the manifest is fetched by: the digest when there is one. */
 const char *image_ref_object(const struct image_ref *r);
-
-/* A registry name as users type it ("docker.io", "index.docker.io",
- * "https://index.docker.io/v1/", "localhost:5000/") as the bare
- * host[:port] it names, "docker.io" for Docker Hub; NULL when it is not a
- * registry name. Caller frees. */
-char *registry_normalize(const char *name);
-/* The host[:port] the Distribution API is spoken to for a registry. */
-const char *registry_api_host(const char *registry);
-/* Whether host (host[:port]) names a loopback address. */
-bool registry_is_loopback(const char *host);
-/* Plain HTTP for a registry: loopback ones, and those listed in
- * GANTRY_INSECURE_REGISTRIES or extra (comma-separated, may be NULL). */
-bool registry_plain_http(const char *host, const char *extra);
 
 #endif

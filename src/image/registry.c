@@ -1,18 +1,18 @@
 /* Distribution API v2 over libcurl (see registry.h). One easy handle per
  * registry on a multi handle: the multi interface lets registry_pull run
  * the transfer only as far as the reader needs. */
-#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "common/json.h"
 #include "common/util.h"
+#include "image/http.h"
 #include "image/lazylib.h"
-#include "image/ocijson.h"
-#include "image/reference.h"
 #include "image/registry.h"
+#include "image/registry_host.h"
 
 #define USER_AGENT "gantry/0.1"
 
@@ -64,63 +64,18 @@ void registry_set_creds(struct registry *r, const char *user, const char *pass)
 
 /* ---- one HTTP exchange ---- */
 
-static void resp_reset_headers(struct registry_resp *s)
-{
-	free(s->content_type);
-	free(s->docker_digest);
-	free(s->challenge);
-	s->content_type = s->docker_digest = s->challenge = NULL;
-	s->length = -1;
-	s->headers_done = false;
-}
-
-static char *header_value(const char *line, size_t n, const char *name)
-{
-	size_t k = strlen(name);
-	const char *v, *end = line + n;
-
-	if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':')
-		return NULL;
-	for (v = line + k + 1; v < end && (*v == ' ' || *v == '\t'); v++)
-		;
-	while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-		end--;
-	return strndup(v, (size_t)(end - v));
-}
-
 static size_t on_header(char *line, size_t size, size_t n, void *arg)
 {
 	struct registry_resp *s = arg;
-	char *v;
 
-	n *= size;
-	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-		const char *sp = memchr(line, ' ', n);
-
-		resp_reset_headers(s);
-		s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
-	} else if (n <= 2 && (line[0] == '\r' || line[0] == '\n')) {
-		s->headers_done = s->status >= 200;
-	} else if ((v = header_value(line, n, "Content-Type"))) {
-		free(s->content_type);
-		s->content_type = v;
-	} else if ((v = header_value(line, n, "Docker-Content-Digest"))) {
-		free(s->docker_digest);
-		s->docker_digest = v;
-	} else if ((v = header_value(line, n, "WWW-Authenticate"))) {
-		free(s->challenge);
-		s->challenge = v;
-	} else if ((v = header_value(line, n, "Content-Length"))) {
-		s->length = strtoll(v, NULL, 10);
-		free(v);
-	}
-	return n;
+	http_head_line(&s->head, line, size * n);
+	return size * n;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
 {
 	struct registry_resp *s = arg;
-	bool ok = s->status >= 200 && s->status < 300;
+	bool ok = s->head.status >= 200 && s->head.status < 300;
 
 	n *= size;
 	if (!ok && s->len + n > REGISTRY_ERROR_BODY_MAX) {
@@ -169,7 +124,7 @@ static bool resp_ready(const struct registry_resp *s, enum resp_until until)
 {
 	switch (until) {
 	case UNTIL_HEADERS:
-		return s->headers_done;
+		return s->head.done;
 	case UNTIL_DATA:
 		return s->len > 0;
 	case UNTIL_DONE:
@@ -228,7 +183,7 @@ void registry_resp_end(struct registry_resp *s)
 		sym_curl_multi_remove_handle(s->reg->multi, s->reg->easy);
 		s->started = false;
 	}
-	resp_reset_headers(s);
+	http_head_reset(&s->head);
 	free(s->buf);
 	s->buf = NULL;
 	s->len = s->cap = 0;
@@ -245,9 +200,9 @@ static int resp_start(struct registry_resp *s, const char *url, const char *acce
 	int ret;
 
 	sym_curl_easy_reset(h);
-	s->status = 0;
+	s->head.status = 0;
 	s->errbuf[0] = '\0';
-	s->length = -1;
+	s->head.length = -1;
 	if (accept) {
 		xasprintf(&acc, "Accept: %s", accept);
 		hdrs = sym_curl_slist_append(hdrs, acc);
@@ -283,7 +238,7 @@ static int resp_start(struct registry_resp *s, const char *url, const char *acce
 	sym_curl_slist_free_all(hdrs);
 	if (ret < 0)
 		return -1;
-	if (!s->headers_done)
+	if (!s->head.done)
 		return transfer_error(s, url, err);
 	return 0;
 }
@@ -362,7 +317,7 @@ static int check_url(const struct registry *r, const char *url, const char *what
 		 !(strcasecmp(scheme, "http") == 0 && registry_plain_http(host, r->insecure)))
 		ret = gantry_error(err, 0,
 				   "%s: refusing %s to %s (plain HTTP only for loopback "
-				   "registries and those in " REF_INSECURE_ENV ")",
+				   "registries and those in " REGISTRY_INSECURE_ENV ")",
 				   what, scheme, host);
 	sym_curl_free(scheme);
 	free(host);
@@ -370,65 +325,6 @@ static int check_url(const struct registry *r, const char *url, const char *what
 }
 
 /* ---- authentication ---- */
-
-struct challenge {
-	char scheme[16];
-	char *realm, *service, *scope;
-};
-
-static void challenge_free(struct challenge *c)
-{
-	free(c->realm);
-	free(c->service);
-	free(c->scope);
-}
-
-/* `Bearer realm="...",service="...",scope="..."`; quoted values may hold
- * commas and backslash escapes. */
-static void challenge_parse(const char *h, struct challenge *c)
-{
-	const char *p = h;
-	size_t n = 0;
-
-	*c = (struct challenge){ 0 };
-	while (*p && !isspace((unsigned char)*p) && n + 1 < sizeof(c->scheme))
-		c->scheme[n++] = *p++;
-	while (*p) {
-		char key[16], *val = xmalloc(strlen(p) + 1), **dst = NULL;
-		size_t k = 0, v = 0;
-
-		while (*p == ' ' || *p == ',' || *p == '\t')
-			p++;
-		while (*p && *p != '=' && *p != ',' && k + 1 < sizeof(key))
-			key[k++] = (char)tolower((unsigned char)*p++);
-		key[k] = '\0';
-		if (*p == '=')
-			p++;
-		if (*p == '"') {
-			for (p++; *p && *p != '"'; p++) {
-				if (*p == '\\' && p[1])
-					p++;
-				val[v++] = *p;
-			}
-			if (*p == '"')
-				p++;
-		} else {
-			while (*p && *p != ',' && *p != ' ')
-				val[v++] = *p++;
-		}
-		val[v] = '\0';
-		if (strcmp(key, "realm") == 0)
-			dst = &c->realm;
-		else if (strcmp(key, "service") == 0)
-			dst = &c->service;
-		else if (strcmp(key, "scope") == 0)
-			dst = &c->scope;
-		if (dst && *dst == NULL)
-			*dst = val;
-		else
-			free(val);
-	}
-}
 
 static int load_creds(struct registry *r, gantry_error_t *err)
 {
@@ -458,7 +354,7 @@ static void set_authz(struct registry *r, char *h)
 	r->authz = h;
 }
 
-static char *token_url(const struct registry *r, const struct challenge *c, bool ping)
+static char *token_url(const struct registry *r, const struct http_challenge *c, bool ping)
 {
 	CURL *h = r->easy;
 	char *svc = c->service ? sym_curl_easy_escape(h, c->service, 0) : NULL;
@@ -478,7 +374,7 @@ static char *token_url(const struct registry *r, const struct challenge *c, bool
 	return url;
 }
 
-static int token_fetch(struct registry *r, const struct challenge *c, bool ping,
+static int token_fetch(struct registry *r, const struct http_challenge *c, bool ping,
 		       gantry_error_t *err)
 {
 	cleanup_free char *url = NULL, *basic = NULL, *authz = NULL;
@@ -503,26 +399,26 @@ static int token_fetch(struct registry *r, const struct challenge *c, bool ping,
 		ret = gantry_error(err, 0, "%s: the token service's answer is too large", r->name);
 		goto out;
 	}
-	if (s.result != CURLE_OK && s.status == 200) {
+	if (s.result != CURLE_OK && s.head.status == 200) {
 		ret = transfer_error(&s, c->realm, err);
 		goto out;
 	}
-	if ((s.status == 401 || s.status == 403) && r->creds.user == NULL) {
+	if ((s.head.status == 401 || s.head.status == 403) && r->creds.user == NULL) {
 		ret = gantry_error(err, 0,
 				   "%s: authentication required (HTTP %ld from the token service): "
 				   "run `gantry image login %s`",
-				   r->name, s.status, r->name);
+				   r->name, s.head.status, r->name);
 		goto out;
 	}
-	if (s.status == 401 || s.status == 403) {
-		ret = gantry_error(err, 0,
-				   "%s: wrong credentials from %s (HTTP %ld from the token service)",
-				   r->name, r->creds.source, s.status);
+	if (s.head.status == 401 || s.head.status == 403) {
+		ret = gantry_error(
+			err, 0, "%s: wrong credentials from %s (HTTP %ld from the token service)",
+			r->name, r->creds.source, s.head.status);
 		goto out;
 	}
-	if (s.status != 200) {
+	if (s.head.status != 200) {
 		ret = gantry_error(err, 0, "%s: token service answered HTTP %ld", r->name,
-				   s.status);
+				   s.head.status);
 		goto out;
 	}
 	j = json_loadb(s.buf ? s.buf : "", s.len, 0, NULL);
@@ -547,12 +443,12 @@ out:
 /* Answer a 401's challenge: a Bearer token, or Basic credentials. */
 static int authenticate(struct registry *r, const char *challenge, bool ping, gantry_error_t *err)
 {
-	struct challenge c;
+	struct http_challenge c;
 	int ret;
 
 	if (load_creds(r, err) < 0)
 		return -1;
-	challenge_parse(challenge ? challenge : "", &c);
+	http_challenge_parse(challenge ? challenge : "", &c);
 	if (strcasecmp(c.scheme, "Bearer") == 0) {
 		ret = token_fetch(r, &c, ping, err);
 	} else if (strcasecmp(c.scheme, "Basic") == 0) {
@@ -568,9 +464,9 @@ static int authenticate(struct registry *r, const char *challenge, bool ping, ga
 	} else {
 		ret = gantry_error(err, 0, "%s: HTTP 401 with an unknown challenge `%.40s`",
 				   r->name, challenge ? challenge : "");
-		ocijson_one_line(err);
+		gantry_error_sanitize(err, 0);
 	}
-	challenge_free(&c);
+	http_challenge_free(&c);
 	return ret;
 }
 
@@ -595,21 +491,21 @@ static int status_error(struct registry *r, struct registry_resp *s, const char 
 {
 	cleanup_free char *says = registry_says(s);
 
-	if (s->status == 404)
+	if (s->head.status == 404)
 		gantry_error(err, 0, "%s not found (HTTP 404%s)", what, says);
-	else if (s->status == 401 && r->creds.user)
+	else if (s->head.status == 401 && r->creds.user)
 		gantry_error(err, 0, "%s: wrong credentials from %s (HTTP 401%s)", r->name,
 			     r->creds.source, says);
-	else if (s->status == 401)
+	else if (s->head.status == 401)
 		gantry_error(err, 0,
 			     "%s: authentication required (HTTP 401): run `gantry image login "
 			     "%s`",
 			     r->name, r->name);
-	else if (s->status == 403)
+	else if (s->head.status == 403)
 		gantry_error(err, 0, "%s: access denied (HTTP 403%s)", what, says);
 	else
-		gantry_error(err, 0, "%s: HTTP %ld%s", what, s->status, says);
-	return ocijson_one_line(err);
+		gantry_error(err, 0, "%s: HTTP %ld%s", what, s->head.status, says);
+	return gantry_error_sanitize(err, 0);
 }
 
 static bool is_redirect(long status)
@@ -625,7 +521,7 @@ static int request(struct registry *r, const char *path, const char *accept, con
 	bool retried = false; /* one fresh authentication per request */
 	int hops = 0;
 
-	*s = (struct registry_resp){ .reg = r, .length = -1 };
+	*s = (struct registry_resp){ .reg = r, .head.length = -1 };
 	xasprintf(&url, "%s%s", r->base, path);
 	for (;;) {
 		bool own = same_origin(r, url);
@@ -633,10 +529,11 @@ static int request(struct registry *r, const char *path, const char *accept, con
 
 		if (resp_start(s, url, accept, own ? r->authz : NULL, err) < 0)
 			goto fail;
-		if (s->status == 401 && own && !retried) {
+		if (s->head.status == 401 && own && !retried) {
 			/* No token yet, or one that expired or lacks this scope:
 			 * answer the new challenge and ask once more. */
-			cleanup_free char *ch = s->challenge ? xstrdup(s->challenge) : NULL;
+			cleanup_free char *ch =
+				s->head.challenge ? xstrdup(s->head.challenge) : NULL;
 
 			registry_resp_end(s);
 			set_authz(r, NULL);
@@ -645,7 +542,7 @@ static int request(struct registry *r, const char *path, const char *accept, con
 			retried = true;
 			continue;
 		}
-		if (!is_redirect(s->status))
+		if (!is_redirect(s->head.status))
 			break;
 		if (++hops > REGISTRY_MAX_REDIRECTS) {
 			gantry_error(err, 0, "%s: more than %d redirects (a redirect loop?)", what,
@@ -654,7 +551,8 @@ static int request(struct registry *r, const char *path, const char *accept, con
 		}
 		sym_curl_easy_getinfo(r->easy, CURLINFO_REDIRECT_URL, &next);
 		if (next == NULL) {
-			gantry_error(err, 0, "%s: HTTP %ld without a Location", what, s->status);
+			gantry_error(err, 0, "%s: HTTP %ld without a Location", what,
+				     s->head.status);
 			goto fail;
 		}
 		free(url);
@@ -663,7 +561,7 @@ static int request(struct registry *r, const char *path, const char *accept, con
 		if (check_url(r, url, what, err) < 0)
 			return -1;
 	}
-	if (s->status >= 200 && s->status < 300)
+	if (s->head.status >= 200 && s->head.status < 300)
 		return 0;
 	/* Read what the registry said (a bounded error body). */
 	if (resp_wait(s, UNTIL_DONE, err) == 0)

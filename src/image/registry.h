@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "image/creds.h"
+#include "image/http.h"
 
 /* Hops one request may take. */
 #define REGISTRY_MAX_REDIRECTS 10
@@ -40,14 +41,10 @@ struct registry {
 
 struct registry_resp {
 	struct registry *reg;
-	long status;
-	char *content_type;
-	char *docker_digest;
-	char *challenge; /* WWW-Authenticate */
-	int64_t length;	 /* Content-Length, or -1 */
+	struct http_head head; /* of the final response */
 	char *buf;
 	size_t len, cap;
-	bool handed, paused, overflow, headers_done, done, started;
+	bool handed, paused, overflow, done, started;
 	int result; /* CURLcode once done */
 	char errbuf[256];
 };

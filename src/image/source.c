@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/json.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "image/cache.h"
 #include "image/dockersave.h"
@@ -17,7 +19,6 @@
 #include "image/flatten.h"
 #include "image/layout.h"
 #include "image/manifest.h"
-#include "image/ocijson.h"
 #include "image/pull.h"
 #include "image/reference.h"
 #include "image/source.h"
@@ -144,9 +145,9 @@ static int build(struct image_cache *c, const struct convert *s, struct image_co
 		goto out;
 	/* Stored as JSON strings: a Latin-1 GECOS field must not lose the file. */
 	if (cfg->passwd)
-		ocijson_sanitize_utf8(cfg->passwd);
+		text_sanitize_utf8(cfg->passwd);
 	if (cfg->group)
-		ocijson_sanitize_utf8(cfg->group);
+		text_sanitize_utf8(cfg->group);
 	m = (struct image_meta){
 		.digest = (char *)s->digest,
 		.keyed_by = (char *)s->keyed_by,
@@ -427,7 +428,7 @@ int image_resolve_with(const char *src, const struct image_resolve_opts *o, stru
 		       gantry_error_t *err)
 {
 	if (resolve(src, o, out, err) < 0)
-		return ocijson_one_line(err); /* paths and names from the source */
+		return gantry_error_sanitize(err, 0); /* paths and names from the source */
 	return 0;
 }
 

@@ -14,7 +14,7 @@
 #include "common/files.h"
 #include "common/assets.h"
 #include "common/util.h"
-#include "image/ocijson.h"
+#include "common/json.h"
 #include "image/source.h"
 #include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
@@ -475,11 +475,6 @@ int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_err
 	return 0;
 }
 
-static json_t *json_str_or_null(const char *s)
-{
-	return s ? json_string(s) : json_null();
-}
-
 static json_t *paths_json(const struct sandbox *sb, const char *dir)
 {
 	static const char *const files[][2] = {
@@ -496,8 +491,8 @@ static json_t *paths_json(const struct sandbox *sb, const char *dir)
 		xasprintf(&p, "%s/%s", dir, files[i][1]);
 		json_object_set_new(o, files[i][0], json_string(p));
 	}
-	json_object_set_new(o, "rwlayer", json_str_or_null(sb->rwlayer));
-	json_object_set_new(o, "image", json_str_or_null(sb->image_path));
+	json_object_set_new(o, "rwlayer", jsonh_string_or_null(sb->rwlayer));
+	json_object_set_new(o, "image", jsonh_string_or_null(sb->image_path));
 	return o;
 }
 
@@ -509,11 +504,11 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 			  "cpus", (json_int_t)sb->cpus, "mem_mib", (json_int_t)sb->mem_mib,
 			  "disk_mib", (json_int_t)sb->disk_mib, "writable", sb->writable);
 
-	json_object_set_new(o, "image_digest", json_str_or_null(sb->image_digest));
-	json_object_set_new(o, "rwlayer", json_str_or_null(sb->rwlayer));
+	json_object_set_new(o, "image_digest", jsonh_string_or_null(sb->image_digest));
+	json_object_set_new(o, "rwlayer", jsonh_string_or_null(sb->rwlayer));
 	json_object_set_new(o, "rwlayer_managed", json_boolean(sb->rwlayer_managed));
-	json_object_set_new(o, "created", json_str_or_null(sb->created));
-	json_object_set_new(o, "reason", json_str_or_null(sb->reason));
+	json_object_set_new(o, "created", jsonh_string_or_null(sb->created));
+	json_object_set_new(o, "reason", jsonh_string_or_null(sb->reason));
 	if (dir == NULL)
 		return o;
 	if (sb->config) {
@@ -521,9 +516,9 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 
 		json_object_set_new(o, "config",
 				    json_pack("{s:o,s:o,s:o,s:s,s:s}", "entrypoint",
-					      ocijson_from_strv(c->entrypoint, c->nentrypoint),
-					      "cmd", ocijson_from_strv(c->cmd, c->ncmd), "env",
-					      ocijson_from_strv(c->env, c->nenv), "user",
+					      jsonh_from_strv(c->entrypoint, c->nentrypoint), "cmd",
+					      jsonh_from_strv(c->cmd, c->ncmd), "env",
+					      jsonh_from_strv(c->env, c->nenv), "user",
 					      c->user ? c->user : "", "working_dir",
 					      c->working_dir ? c->working_dir : ""));
 	} else {

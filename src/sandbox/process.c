@@ -2,8 +2,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/json.h"
 #include "common/util.h"
-#include "image/ocijson.h"
 #include "sandbox/process.h"
 
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,

@@ -9,8 +9,9 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/json.h"
+#include "common/text.h"
 #include "common/util.h"
-#include "image/ocijson.h"
 #include "sandbox/state.h"
 
 #define SANDBOX_JSON_MAX (4u << 20)
@@ -39,23 +40,19 @@ bool sandbox_name_valid(const char *name)
 
 int sandbox_name_check(const char *name, gantry_error_t *err)
 {
-	char shown[SANDBOX_NAME_MAX + 8];
-	size_t i;
+	cleanup_free char *shown = NULL;
 
 	if (sandbox_name_valid(name))
 		return 0;
-	/* Quote at most a line's worth, without control characters. */
-	for (i = 0; name[i] && i < SANDBOX_NAME_MAX + 1; i++)
-		shown[i] = (unsigned char)name[i] < 0x20 || name[i] == 0x7f ? '?' : name[i];
-	shown[i] = '\0';
+	/* Quote at most a line's worth, safe for a terminal. */
+	shown = text_sanitized(name, strlen(name), SANDBOX_NAME_MAX + 4);
 	if (name[0] == '-')
-		return gantry_error(err, 0,
-				    "invalid sandbox name `%s%s`: names may not start with '-'",
-				    shown, name[i] ? "..." : "");
+		return gantry_error(
+			err, 0, "invalid sandbox name `%s`: names may not start with '-'", shown);
 	return gantry_error(err, 0,
-			    "invalid sandbox name `%s%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
+			    "invalid sandbox name `%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
 			    "(not . or .., no leading -)",
-			    shown, name[i] ? "..." : "", SANDBOX_NAME_MAX);
+			    shown, SANDBOX_NAME_MAX);
 }
 
 const char *sandbox_state_name(enum sandbox_state s)
@@ -131,16 +128,6 @@ void sandbox_free(struct sandbox *sb)
 	memset(sb, 0, sizeof(*sb));
 }
 
-static int get_u64(json_t *j, const char *key, uint64_t *out, gantry_error_t *err)
-{
-	json_t *v = json_object_get(j, key);
-
-	if (!json_is_integer(v) || json_integer_value(v) < 0)
-		return gantry_error(err, 0, "field `%s`: want a number", key);
-	*out = (uint64_t)json_integer_value(v);
-	return 0;
-}
-
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *buf = NULL, *state = NULL;
@@ -154,20 +141,20 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 		return -1;
 	if (buf == NULL)
 		return gantry_error(err, ENOENT, "`%s`", path);
-	j = ocijson_load(buf, len, path, err);
+	j = jsonh_load(buf, len, path, err);
 	if (j == NULL)
 		return -1;
-	if (ocijson_string(j, "name", true, &sb->name, err) < 0 ||
-	    ocijson_string(j, "image", true, &sb->image, err) < 0 ||
-	    ocijson_string(j, "image_digest", false, &sb->image_digest, err) < 0 ||
-	    ocijson_string(j, "image_path", true, &sb->image_path, err) < 0 ||
-	    ocijson_string(j, "rwlayer", false, &sb->rwlayer, err) < 0 ||
-	    ocijson_string(j, "created", false, &sb->created, err) < 0 ||
-	    ocijson_string(j, "state", true, &state, err) < 0 ||
-	    ocijson_string(j, "reason", false, &sb->reason, err) < 0 ||
-	    get_u64(j, "cpus", &sb->cpus, err) < 0 ||
-	    get_u64(j, "mem_mib", &sb->mem_mib, err) < 0 ||
-	    get_u64(j, "disk_mib", &sb->disk_mib, err) < 0)
+	if (jsonh_string(j, "name", true, &sb->name, err) < 0 ||
+	    jsonh_string(j, "image", true, &sb->image, err) < 0 ||
+	    jsonh_string(j, "image_digest", false, &sb->image_digest, err) < 0 ||
+	    jsonh_string(j, "image_path", true, &sb->image_path, err) < 0 ||
+	    jsonh_string(j, "rwlayer", false, &sb->rwlayer, err) < 0 ||
+	    jsonh_string(j, "created", false, &sb->created, err) < 0 ||
+	    jsonh_string(j, "state", true, &state, err) < 0 ||
+	    jsonh_string(j, "reason", false, &sb->reason, err) < 0 ||
+	    jsonh_u64(j, "cpus", true, &sb->cpus, err) < 0 ||
+	    jsonh_u64(j, "mem_mib", true, &sb->mem_mib, err) < 0 ||
+	    jsonh_u64(j, "disk_mib", true, &sb->disk_mib, err) < 0)
 		goto out;
 	if (state_parse(state, &sb->state) < 0) {
 		gantry_error(err, 0, "field `state`: unknown state");

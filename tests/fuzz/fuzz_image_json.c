@@ -12,11 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "image/config.h"
 #include "image/digest.h"
 #include "image/manifest.h"
-#include "image/ocijson.h"
 
 /* Specs longer than this are not interesting. */
 #define SPEC_MAX 64
@@ -132,7 +133,7 @@ static void fuzz_etc_round_trip(const char *buf, size_t len)
 
 	cfg.passwd = xmalloc(len + 1);
 	memcpy(cfg.passwd, buf, len + 1);
-	ocijson_sanitize_utf8(cfg.passwd);
+	text_sanitize_utf8(cfg.passwd);
 	j = image_config_to_json(&cfg);
 	check(image_config_from_json(j, &back, &err) == 0);
 	json_decref(j);

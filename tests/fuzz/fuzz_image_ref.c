@@ -12,6 +12,7 @@
 #include "image/digest.h"
 #include "image/pull.h"
 #include "image/reference.h"
+#include "image/registry_host.h"
 
 #include "check.h"
 

@@ -5,7 +5,7 @@
 
 The layouts mirror the headers of fuzz_virtq.c and fuzz_mmio.c: change
 them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
-and mtimes). Output is deterministic, so rerunning rewrites the same files.
+and mtimes); fuzz_registry_auth's are response heads and challenges. Output is deterministic, so rerunning rewrites the same files.
 """
 import gzip
 import io
@@ -280,11 +280,48 @@ def layer_seeds():
     return s
 
 
+# ---- fuzz_registry_auth: response heads and WWW-Authenticate values -----
+def head(status, *headers, version="HTTP/1.1"):
+    lines = [f"{version} {status}"] + list(headers)
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def registry_auth_seeds():
+    hub = ('Bearer realm="https://auth.docker.io/token",service="registry.docker.io",'
+           'scope="repository:library/busybox:pull"')
+    digest = "sha256:" + "ab" * 32
+    s = {}
+    s["bearer-401"] = head("401 Unauthorized", "Content-Type: application/json",
+                           "WWW-Authenticate: " + hub, "Content-Length: 157")
+    s["manifest-200"] = head("200 OK",
+                             "Content-Type: application/vnd.oci.image.index.v1+json",
+                             "Docker-Content-Digest: " + digest, "Content-Length: 1234")
+    s["continue-then-200"] = head("100 Continue") + head("200 OK", "Content-Length: 0")
+    s["basic-401"] = head("401 Unauthorized", 'WWW-Authenticate: Basic realm="Registry Realm"')
+    s["http2-lowercase"] = head("307", "location: https://cdn.example/blob?sig=x",
+                                "content-length: 0", 'www-authenticate: bearer realm="x"',
+                                version="HTTP/2")
+    s["escapes-and-commas"] = head(
+        "401", 'WWW-Authenticate:\tBearer  realm="https://a.example/t?x=\\"1\\"",'
+        'scope="repository:a/b:pull,push" , service=unquoted,realm="second"')
+    s["long-keys-and-scheme"] = head(
+        "401", "WWW-Authenticate: BearerBearerBearerBearer realmrealmrealmrealm=\"x\","
+        " ,,service = \"y\",scope")
+    s["lengths"] = head("200", "Content-Length: 99999999999999999999", "Content-Length: -1",
+                        "Content-Length: 12abc", "Content-Length:   42  ")
+    s["cut-short"] = b'HTTP/1.1 401\r\nWWW-Authenticate: Bearer realm="unterminated'
+    s["odd-status"] = b"HTTP/\r\nHTTP/1.1 20\r\nHTTP/1.1 2000 Big\r\n\r\n\n"
+    s["nul-in-header"] = b"HTTP/1.1 200\r\nDocker-Content-Digest: sha256:ab \0cd\r\n\r\n"
+    s["challenge-only"] = hub.encode()
+    s["empty"] = b""
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
-                        ("layer", layer_seeds())):
+                        ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "erofs/layers.h"
 #include "erofs/reader.h"
@@ -26,8 +27,8 @@
 #include "image/digest.h"
 #include "image/layout.h"
 #include "image/manifest.h"
-#include "image/ocijson.h"
 #include "image/source.h"
+#include "skip.h"
 #include "test_image_fixtures.h"
 
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -564,8 +565,7 @@ static void test_default_image(void **state)
 	struct rd_inode ino;
 
 	if (script == NULL || access("/bin/busybox", X_OK) != 0) {
-		print_message("skip: needs GANTRY_DEFAULT_IMAGE_SCRIPT and busybox-static\n");
-		skip();
+		skip_because("needs GANTRY_DEFAULT_IMAGE_SCRIPT and /bin/busybox (busybox-static)");
 	}
 	{
 		const char *argv_a[] = { "sh", "-c", "\"$0\" \"$1\" >/dev/null", script, a, NULL };

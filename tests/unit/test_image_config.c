@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
+#include "common/json.h"
 #include "common/util.h"
 #include "image/config.h"
 #include "image/manifest.h"
-#include "image/ocijson.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 #define D2 "sha256:2222222222222222222222222222222222222222222222222222222222222222"

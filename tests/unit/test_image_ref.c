@@ -18,6 +18,7 @@
 #include "image/creds.h"
 #include "image/pull.h"
 #include "image/reference.h"
+#include "image/registry_host.h"
 
 #define D1 "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 
@@ -110,13 +111,13 @@ static void test_object_and_hosts(void **state)
 	assert_false(registry_is_loopback("128.0.0.1"));
 	assert_false(registry_is_loopback("localhost.example.com"));
 
-	unsetenv(REF_INSECURE_ENV);
+	unsetenv(REGISTRY_INSECURE_ENV);
 	assert_false(registry_plain_http("reg.lan:5000", NULL));
 	assert_true(registry_plain_http("reg.lan:5000", "other,reg.lan:5000"));
-	setenv(REF_INSECURE_ENV, "x.lan, reg.lan", 1);
+	setenv(REGISTRY_INSECURE_ENV, "x.lan, reg.lan", 1);
 	assert_true(registry_plain_http("reg.lan:5000", NULL));
 	assert_false(registry_plain_http("reg.lan.evil:5000", NULL));
-	unsetenv(REF_INSECURE_ENV);
+	unsetenv(REGISTRY_INSECURE_ENV);
 
 	n = registry_normalize("https://index.docker.io/v1/");
 	assert_string_equal(n, "docker.io");

@@ -29,6 +29,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/state.h"
+#include "skip.h"
 
 static char home[64];
 
@@ -338,7 +339,7 @@ static void test_rwlayer_create(void **state)
 
 	(void)state;
 	if (access("/usr/sbin/mke2fs", X_OK) < 0 && access("/sbin/mke2fs", X_OK) < 0)
-		skip();
+		skip_because("mke2fs is not installed (e2fsprogs)");
 	xasprintf(&layer, "%s/new.ext4", home);
 	assert_int_equal(rwlayer_create(layer, 1, &err), -1); /* too small */
 	gantry_error_free(&err);

@@ -30,6 +30,7 @@
 #include <linux/virtio_vsock.h>
 
 #include "common/util.h"
+#include "skip.h"
 #include "virtio/devices.h"
 #include "virtio/mmio.h"
 #include "virtio/vsock.h"
@@ -1143,7 +1144,9 @@ static void test_conn_cap(void **state)
 
 	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
 	if (rl.rlim_max < VSOCK_MAX_CONNS + 128) {
-		skip(); /* the device needs an fd per stream */
+		skip_because("the hard RLIMIT_NOFILE (%llu) is below the %d fds the device needs "
+			     "(one per stream)",
+			     (unsigned long long)rl.rlim_max, VSOCK_MAX_CONNS + 128);
 		return;
 	}
 	if (rl.rlim_cur < VSOCK_MAX_CONNS + 128) {

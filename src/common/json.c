@@ -1,23 +1,22 @@
-/* jansson helpers for the image parsers (see ocijson.h). */
-#include <stdint.h>
+/* jansson helpers (see json.h). */
 #include <string.h>
 
+#include "common/json.h"
 #include "common/util.h"
-#include "image/ocijson.h"
 
-json_t *ocijson_load(const char *buf, size_t len, const char *what, gantry_error_t *err)
+json_t *jsonh_load(const char *buf, size_t len, const char *what, gantry_error_t *err)
 {
 	json_error_t je;
 	json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
 
 	if (j == NULL) {
 		gantry_error(err, 0, "%s: invalid JSON at line %d: %.120s", what, je.line, je.text);
-		ocijson_one_line(err); /* jansson quotes the input */
+		gantry_error_sanitize(err, 0); /* jansson quotes the input */
 	}
 	return j;
 }
 
-int ocijson_string(json_t *obj, const char *key, bool required, char **out, gantry_error_t *err)
+int jsonh_string(json_t *obj, const char *key, bool required, char **out, gantry_error_t *err)
 {
 	json_t *v = json_object_get(obj, key);
 
@@ -35,8 +34,23 @@ int ocijson_string(json_t *obj, const char *key, bool required, char **out, gant
 	return 0;
 }
 
-int ocijson_strv(json_t *obj, const char *key, size_t max, char ***out, size_t *n,
-		 gantry_error_t *err)
+int jsonh_u64(json_t *obj, const char *key, bool required, uint64_t *out, gantry_error_t *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (v == NULL || json_is_null(v)) {
+		if (required)
+			return gantry_error(err, 0, "missing `%s`", key);
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return gantry_error(err, 0, "`%s` is not a whole number", key);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+int jsonh_strv(json_t *obj, const char *key, size_t max, char ***out, size_t *n,
+	       gantry_error_t *err)
 {
 	json_t *v = json_object_get(obj, key), *s;
 	char **r;
@@ -65,65 +79,18 @@ int ocijson_strv(json_t *obj, const char *key, size_t max, char ***out, size_t *
 	return 0;
 }
 
-json_t *ocijson_from_strv(char *const *v, size_t n)
+json_t *jsonh_string_or_null(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+json_t *jsonh_from_strv(char *const *v, size_t n)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, json_string(v[i]));
 	return a;
-}
-
-int ocijson_one_line(gantry_error_t *err)
-{
-	if (err == NULL || *err == NULL || (*err)->msg == NULL)
-		return -1;
-	for (char *p = (*err)->msg; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	return -1;
-}
-
-/* Length of the valid UTF-8 sequence at p, or 0 (as jansson judges:
- * no overlong forms, no surrogates, nothing above U+10FFFF). */
-static size_t utf8_len(const unsigned char *p)
-{
-	uint32_t cp;
-	size_t n;
-
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xc2 && p[0] <= 0xdf)
-		n = 2, cp = p[0] & 0x1f;
-	else if (p[0] >= 0xe0 && p[0] <= 0xef)
-		n = 3, cp = p[0] & 0x0f;
-	else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-		n = 4, cp = p[0] & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
-void ocijson_sanitize_utf8(char *s)
-{
-	unsigned char *p = (unsigned char *)s;
-
-	while (*p) {
-		size_t n = utf8_len(p);
-
-		if (n == 0)
-			*p++ = '?';
-		else
-			p += n;
-	}
 }
 
 void strv_free(char **v)
