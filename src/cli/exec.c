@@ -65,10 +65,7 @@ int cmd_exec(int argc, char **argv)
 	bool help = false, show_console = false, dashdash;
 	int rest, r;
 	const struct flag flags[] = {
-		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
-		  "image: path or registry reference (default: built-in busybox)", 0 },
-		{ "cpus", FLAG_UINT, &o.cpus, NULL, "N", "vCPUs (default 1)", 1024 },
-		{ "mem", FLAG_UINT, &o.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
+		FLAGS_SANDBOX(&o),
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },

@@ -27,6 +27,16 @@ struct flag {
 	uint64_t max; /* FLAG_UINT upper bound (0 = none) */
 };
 
+/* The image and resource flags of every command that boots a sandbox
+ * (start, one-shot exec), filling a struct sandbox_opts *o. */
+/* clang-format off */
+#define FLAGS_SANDBOX(o)                                                              \
+	{ "image", FLAG_STRING, &(o)->image, NULL, "SRC",                             \
+	  "image: path or registry reference (default: built-in busybox)", 0 },       \
+	{ "cpus", FLAG_UINT, &(o)->cpus, NULL, "N", "vCPUs (default 1)", 1024 },      \
+	{ "mem", FLAG_UINT, &(o)->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 }
+/* clang-format on */
+
 /* Parse argv[0..argc) against flags; on success *rest is the index of the
  * first positional argument (after `--` if present) and *dashdash tells
  * whether `--` was seen. Errors name the flag. */

@@ -32,10 +32,7 @@ int cmd_start(int argc, char **argv)
 	bool help = false, dashdash;
 	int rest, r;
 	const struct flag flags[] = {
-		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
-		  "image: path or registry reference (default: built-in busybox)", 0 },
-		{ "cpus", FLAG_UINT, &o.cpus, NULL, "N", "vCPUs (default 1)", 1024 },
-		{ "mem", FLAG_UINT, &o.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
+		FLAGS_SANDBOX(&o),
 		{ "disk-size", FLAG_UINT, &o.disk_mib, NULL, "MiB",
 		  "size of a new writable layer (default 512; 64 to 65536)", 0 },
 		{ "rw", FLAG_BOOL, &o.writable, NULL, NULL,

@@ -1,6 +1,4 @@
 /* Images the saved sandboxes use (see images.h). */
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,40 +47,33 @@ void sandbox_images_free(struct image_use *u, size_t n)
 
 int sandbox_images_in_use(struct image_use **out, size_t *n, gantry_error_t *err)
 {
-	cleanup_free char *top = NULL;
-	struct dirent *e;
-	DIR *d;
+	char **dirs, **names;
+	size_t ndirs;
+	int r = 0;
 
 	*out = NULL;
 	*n = 0;
-	if (sandbox_dir(NULL, &top, err) < 0)
+	if (sandbox_dirs_list(&dirs, &names, &ndirs, err) < 0)
 		return -1;
-	d = opendir(top);
-	if (d == NULL)
-		return errno == ENOENT ? 0 : gantry_error_errno(err, "open `%s`", top);
-	while ((e = readdir(d)) != NULL) {
-		cleanup_free char *dir = NULL, *digest = NULL;
+	for (size_t i = 0; i < ndirs; i++) {
+		cleanup_free char *digest = NULL;
 
-		/* Not "." or "..", nor one being created or deleted (~...). */
-		if (!sandbox_name_valid(e->d_name))
-			continue;
-		xasprintf(&dir, "%s/%s", top, e->d_name);
-		if (image_digest_of(dir, &digest, err) < 0) {
-			gantry_error_prefix(err, "sandbox `%s`", e->d_name);
-			closedir(d);
+		if (image_digest_of(dirs[i], &digest, err) < 0) {
+			r = gantry_error_prefix(err, "sandbox `%s`", names[i]);
 			sandbox_images_free(*out, *n);
 			*out = NULL;
 			*n = 0;
-			return -1;
+			break;
 		}
 		if (digest == NULL || !digest_valid(digest))
 			continue;
 		*out = xrealloc(*out, (*n + 1) * sizeof(**out));
 		(*out)[(*n)++] = (struct image_use){
 			.digest = steal_pointer(&digest),
-			.sandbox = xstrdup(e->d_name),
+			.sandbox = xstrdup(names[i]),
 		};
 	}
-	closedir(d);
-	return 0;
+	strv_free(dirs);
+	strv_free(names);
+	return r;
 }

@@ -528,46 +528,22 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	return o;
 }
 
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(((const struct sandbox *)a)->name, ((const struct sandbox *)b)->name);
-}
-
 int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 {
-	cleanup_free char *parent = NULL;
-	struct sandbox *v = NULL;
-	struct dirent *e;
-	size_t cap = 0;
-	DIR *d;
+	char **dirs;
+	size_t ndirs;
 
 	*out = NULL;
 	*n = 0;
-	if (sandbox_dir(NULL, &parent, err) < 0)
+	if (sandbox_dirs_list(&dirs, NULL, &ndirs, err) < 0)
 		return -1;
-	d = opendir(parent);
-	if (d == NULL)
-		return errno == ENOENT ? 0 : gantry_error_errno(err, "open `%s`", parent);
-	while ((e = readdir(d)) != NULL) {
-		cleanup_free char *dir = NULL;
-		struct sandbox sb;
-
-		if (!sandbox_name_valid(e->d_name))
-			continue;
-		xasprintf(&dir, "%s/%s", parent, e->d_name);
-		if (sandbox_load(dir, &sb, NULL) < 0)
+	*out = xzalloc((ndirs ? ndirs : 1) * sizeof(**out));
+	for (size_t i = 0; i < ndirs; i++) {
+		if (sandbox_load(dirs[i], &(*out)[*n], NULL) < 0)
 			continue; /* being deleted, or not ours */
-		live_state(dir, &sb);
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 8;
-			v = xrealloc(v, cap * sizeof(*v));
-		}
-		v[(*n)++] = sb;
+		live_state(dirs[i], &(*out)[(*n)++]);
 	}
-	closedir(d);
-	if (*n)
-		qsort(v, *n, sizeof(*v), by_name);
-	*out = v;
+	strv_free(dirs);
 	return 0;
 }
 

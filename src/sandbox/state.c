@@ -1,4 +1,5 @@
 /* sandbox.json, names, paths and the lifetime lock (see state.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -91,6 +92,56 @@ int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err)
 	if (gantry_home(&home, err) < 0)
 		return -1;
 	xasprintf(out, "%s/%s/%s.ext4", home, RWLAYERS_SUBDIR, name);
+	return 0;
+}
+
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL;
+	char **v = NULL;
+	struct dirent *e;
+	size_t cap = 0;
+	DIR *d;
+
+	*n = 0;
+	if (dirs)
+		*dirs = NULL;
+	if (names)
+		*names = NULL;
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		return -1;
+	d = opendir(parent);
+	if (d == NULL)
+		return errno == ENOENT ? 0 : gantry_error_errno(err, "open `%s`", parent);
+	while ((e = readdir(d)) != NULL) {
+		/* Not "." or "..", nor one being created or deleted (~...). */
+		if (!sandbox_name_valid(e->d_name))
+			continue;
+		if (*n + 1 >= cap) {
+			cap = cap ? 2 * cap : 8;
+			v = xrealloc(v, cap * sizeof(*v));
+		}
+		v[(*n)++] = xstrdup(e->d_name);
+	}
+	closedir(d);
+	if (*n)
+		qsort(v, *n, sizeof(*v), by_str);
+	if (dirs) {
+		*dirs = xzalloc((*n + 1) * sizeof(**dirs));
+		for (size_t i = 0; i < *n; i++)
+			xasprintf(&(*dirs)[i], "%s/%s", parent, v[i]);
+	}
+	if (v)
+		v[*n] = NULL;
+	if (names)
+		*names = v ? v : xzalloc(sizeof(*v));
+	else
+		strv_free(v);
 	return 0;
 }
 

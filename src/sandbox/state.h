@@ -58,6 +58,11 @@ const char *sandbox_state_name(enum sandbox_state s);
  * writable layer Gantry manages for name. Not created. */
 int sandbox_dir(const char *name, char **out, gantry_error_t *err);
 int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err);
+/* The sandboxes' directories: *dirs gets each one's path and *names its
+ * name (either may be NULL), sorted by name, skipping entries that are no
+ * sandbox's (being created or deleted). None when there is no
+ * $GANTRY_HOME/sandboxes. Free both with strv_free. */
+int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *err);
 /* Create $GANTRY_HOME/sandboxes and rwlayers (0700) when missing. */
 int sandbox_dirs_make(gantry_error_t *err);
 
