@@ -3,10 +3,12 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/log.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
 
@@ -17,6 +19,12 @@ static void inspect_usage(FILE *out, const struct flag *flags)
 		"Show the sandbox NAME: its state (and why it crashed), its image, resources,\n"
 		"the image's process settings, and the files that make it up.\n\nFlags:\n");
 	flags_usage(out, flags);
+}
+
+/* The image's config and the user's paths may hold anything: shown safe. */
+static char *shown_text(const char *s)
+{
+	return text_sanitized(s, strlen(s), 0);
 }
 
 static void print_strv(const char *label, json_t *a)
@@ -37,7 +45,9 @@ static void print_field(const char *label, json_t *o, const char *key)
 	char *text;
 
 	if (json_is_string(v)) {
-		printf("%-14s%s\n", label, json_string_value(v));
+		cleanup_free char *shown = shown_text(json_string_value(v));
+
+		printf("%-14s%s\n", label, shown);
 		return;
 	}
 	if (v == NULL || json_is_null(v)) {
@@ -114,7 +124,7 @@ int cmd_inspect(int argc, char **argv)
 	}
 	o = sandbox_to_json(&sb, dir);
 	if (as_json) {
-		char *text = json_dumps(o, JSON_INDENT(2));
+		char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 
 		printf("%s\n", text ? text : "{}");
 		free(text);

@@ -1,9 +1,13 @@
 /* `gantry ls [--json]`: the sandboxes, as a table or as JSON. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/text.h"
+#include "common/util.h"
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 
@@ -23,7 +27,7 @@ static void ls_json(const struct sandbox *v, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, sandbox_to_json(&v[i], NULL));
-	text = json_dumps(a, JSON_INDENT(2));
+	text = json_dumps(a, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 	json_decref(a);
 	printf("%s\n", text ? text : "[]");
 	free(text);
@@ -33,17 +37,23 @@ static void ls_table(const struct sandbox *v, size_t n)
 {
 	printf("%-24s %-8s %-8s %-32s %-4s %s\n", "NAME", "STATE", "PID", "IMAGE", "CPUS", "MEM");
 	for (size_t i = 0; i < n; i++) {
+		cleanup_free char *image = text_sanitized(v[i].image, strlen(v[i].image), 0);
 		char pid[24] = "-";
 
 		if (v[i].pid > 0)
 			snprintf(pid, sizeof(pid), "%ld", v[i].pid);
 		printf("%-24s %-8s %-8s %-32s %-4llu %llu\n", v[i].name,
-		       sandbox_state_name(v[i].state), pid, v[i].image,
-		       (unsigned long long)v[i].cpus, (unsigned long long)v[i].mem_mib);
+		       sandbox_state_name(v[i].state), pid, image, (unsigned long long)v[i].cpus,
+		       (unsigned long long)v[i].mem_mib);
 	}
-	for (size_t i = 0; i < n; i++)
-		if (v[i].state == SANDBOX_CRASHED && v[i].reason)
-			printf("%s: crashed: %s\n", v[i].name, v[i].reason);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].state == SANDBOX_CRASHED && v[i].reason) {
+			cleanup_free char *reason =
+				text_sanitized(v[i].reason, strlen(v[i].reason), 0);
+
+			printf("%s: crashed: %s\n", v[i].name, reason);
+		}
+	}
 }
 
 int cmd_ls(int argc, char **argv)

@@ -13,7 +13,7 @@
 
 static const char *log_role;
 static int log_fd = -1;
-static int log_level = -1;
+static _Atomic int log_level = -1; /* read from the environment once */
 
 void log_init(const char *role, int fd)
 {
@@ -28,7 +28,7 @@ static int level_from_env(void)
 
 	for (size_t i = 0; v && i < ARRAY_SIZE(names); i++)
 		if (strcmp(v, names[i]) == 0)
-			return (int)i;
+			return LOG_ERROR + (int)i;
 	return LOG_INFO;
 }
 
@@ -41,16 +41,19 @@ bool log_enabled(enum log_level level)
 
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-	char msg[LOG_LINE_MAX], line[LOG_LINE_MAX + 96];
-	int n;
+	cleanup_free char *msg = NULL, *line = NULL;
+	char prefix[96];
 	va_list ap;
+	int n;
 
 	if (!log_enabled(level))
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = vasprintf(&msg, fmt, ap);
 	va_end(ap);
-	text_sanitize_lines(msg, sizeof(msg) - 1);
+	if (n < 0)
+		return;
+	text_sanitize_lines(msg, LOG_MSG_MAX);
 	if (log_role) {
 		char stamp[32];
 		struct timespec ts;
@@ -58,12 +61,11 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", gmtime_r(&ts.tv_sec, &tm));
-		n = snprintf(line, sizeof(line), "%s.%03ldZ %s[%d]: %s\n", stamp,
-			     ts.tv_nsec / 1000000, log_role, (int)getpid(), msg);
+		snprintf(prefix, sizeof(prefix), "%s.%03ldZ %s[%d]: ", stamp, ts.tv_nsec / 1000000,
+			 log_role, (int)getpid());
 	} else {
-		n = snprintf(line, sizeof(line), "gantry: %s\n", msg);
+		snprintf(prefix, sizeof(prefix), "gantry: ");
 	}
-	if (n > (int)sizeof(line) - 1)
-		n = (int)sizeof(line) - 1;
+	n = xasprintf(&line, "%s%s\n", prefix, msg);
 	(void)!write(log_fd >= 0 ? log_fd : STDERR_FILENO, line, (size_t)n);
 }

@@ -9,9 +9,10 @@
 
 #include <stdbool.h>
 
-enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
+/* LOG_ALWAYS: output the user asked for (GANTRY_BOOT_TIMING), whatever the level. */
+enum log_level { LOG_ALWAYS, LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
-#define LOG_LINE_MAX 2048 /* longer messages are cut */
+#define LOG_MSG_MAX (64 * 1024) /* longer messages are cut, with "..." */
 
 /* Set the role (NULL: the CLI's plain "gantry: " lines) and where lines go
  * (fd; -1: stderr). Call before any thread logs. */
@@ -19,9 +20,10 @@ void log_init(const char *role, int fd);
 bool log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-#define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
-#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
-#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
-#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+#define log_always(...) log_msg(LOG_ALWAYS, __VA_ARGS__)
+#define log_error(...)	log_msg(LOG_ERROR, __VA_ARGS__)
+#define log_warn(...)	log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)	log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...)	log_msg(LOG_DEBUG, __VA_ARGS__)
 
 #endif

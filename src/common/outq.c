@@ -72,6 +72,10 @@ int outq_send(struct outq *q, int sock, const void *buf, size_t len, int fd)
 {
 	struct outq_chunk *c;
 
+	if (len == 0) { /* an fd needs a byte to travel with */
+		errno = EINVAL;
+		return -1;
+	}
 	if (q->bytes + len > q->cap) {
 		errno = ENOBUFS;
 		return -1;

@@ -97,10 +97,10 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	r = 0;
 out:
 	machine_join(&m);
-	if (m.cfg.timing && t_ready > 0)
-		log_info("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
-			 "VM gone %.1f ms",
-			 t_image, t_ready, t_done, now_ms_frac() - t0);
+	if (m.cfg.timing && t_done > 0)
+		log_always("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
+			   "VM gone %.1f ms",
+			   t_image, t_ready, t_done, now_ms_frac() - t0);
 	machine_free(&m);
 	if (rundir[strlen(rundir) - 1] != 'X')
 		rm_tree(rundir);

@@ -44,7 +44,7 @@ void client_hangup(struct sup *s, struct client *c)
 
 		m.u.signal.id = c->guest_id;
 		m.u.signal.signo = SIGHUP;
-		sup_send_guest(s, &m);
+		sup_send_guest(s, &m, true);
 	}
 	client_drop(s, c);
 }
@@ -80,9 +80,15 @@ void client_send(struct sup *s, struct client *c, const struct proto_msg *m, int
 
 struct client *client_by_guest_id(struct sup *s, uint32_t id)
 {
-	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
-		if (s->clients[i] && s->clients[i]->guest_id == id)
-			return s->clients[i];
+	/* Id 0 is no session's: clients get theirs with their EXEC. */
+	if (id == 0)
+		return NULL;
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
+		struct client *c = s->clients[i];
+
+		if (c && c->session && c->guest_id == id)
+			return c;
+	}
 	return NULL;
 }
 
@@ -110,7 +116,9 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 		if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0) {
 			client_drop(s, c);
 		} else {
-			c->len = 0;
+			/* A request sent behind this one waits its turn. */
+			memmove(c->line, c->line + end + 1, rest);
+			c->len = rest;
 			c->deadline = now_ms() + SUP_REQUEST_MS;
 		}
 	} else if (strcmp(op, CTL_OP_STOP) == 0) {
@@ -153,17 +161,17 @@ static bool client_frame(struct sup *s, struct client *c, struct proto_msg *m)
 		c->client_id = m->u.exec.id;
 		c->guest_id = ++s->next_id ? s->next_id : ++s->next_id;
 		m->u.exec.id = c->guest_id;
-		return sup_send_guest(s, m);
+		return sup_send_guest(s, m, false);
 	case PROTO_SIGNAL:
 		if (c->guest_id && !c->done) {
 			m->u.signal.id = c->guest_id;
-			return sup_send_guest(s, m);
+			return sup_send_guest(s, m, false);
 		}
 		return true;
 	case PROTO_RESIZE:
 		if (c->guest_id && !c->done) {
 			m->u.resize.id = c->guest_id;
-			return sup_send_guest(s, m);
+			return sup_send_guest(s, m, false);
 		}
 		return true;
 	default:
@@ -196,13 +204,22 @@ static bool client_frames(struct sup *s, struct client *c)
 	struct proto_msg m;
 	const char *why;
 	bool ok = true;
-	int k;
+	int k = 0;
 
-	while (ok && (k = proto_decoder_next(c->dec, &m, &why)) > 0) {
+	/* While the guest owes us reading, the rest waits in c's decoder
+	 * (and then in its socket): the guest's queue stays near its mark. */
+	while (ok && !sup_guest_busy(s) && (k = proto_decoder_next(c->dec, &m, &why)) > 0) {
 		ok = client_frame(s, c, &m);
 		proto_msg_free(&m);
 	}
+	c->backlog = ok && sup_guest_busy(s) && proto_decoder_pending(c->dec) > 0;
 	return ok && k >= 0;
+}
+
+void client_backlog(struct sup *s, struct client *c)
+{
+	if (c->backlog && !sup_guest_busy(s) && !client_frames(s, c))
+		client_hangup(s, c);
 }
 
 void client_event(struct sup *s, struct client *c, short revents)

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,9 +46,15 @@ static int high_fd(int fd)
 	return hi;
 }
 
+static void say(const char *msg)
+{
+	(void)!write(STDERR_FILENO, msg, strlen(msg));
+}
+
 /* The grandchild: a new session with no terminal, stdio to the log, the
  * ready pipe as fd 3, default signals, then the binary in its role. Only
- * async-signal-safe calls between fork and exec. */
+ * async-signal-safe calls between fork and exec (_Fork runs no atfork
+ * handlers). */
 static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, int logfd,
 						  int ready_w)
 {
@@ -55,28 +62,36 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, 
 	pid_t pid;
 
 	setsid();
-	pid = fork();
+	pid = _Fork();
 	if (pid != 0)
 		_exit(pid < 0);
-	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0)
-		_exit(127);
 	if (dup2(null, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
 		_exit(127);
+	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0) {
+		say("gantry: cannot start the supervisor: dup2 failed\n");
+		_exit(127);
+	}
 	close_range(SUPERVISOR_READY_FD + 1, ~0U, 0);
 	for (int sig = 1; sig < NSIG; sig++)
 		signal(sig, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	execv(SELF_EXE, argv);
+	say("gantry: cannot start the supervisor: execv " SELF_EXE " failed\n");
 	_exit(127);
 }
 
-/* Read the ready pipe until "ok\n", an error line, EOF or the deadline. */
-static int wait_ready(const char *name, const char *log, int fd, gantry_error_t *err)
+/* Read the ready pipe: "pid N" first, then "ok" or "error: ...", one per
+ * line; until then EOF, or the deadline (then the supervisor is ended, so
+ * nothing of the sandbox is in use once this returns). */
+static int wait_ready(const char *name, const char *dir, const char *log, int fd,
+		      gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + SUP_READY_TIMEOUT_MS;
 	char buf[4096];
 	size_t got = 0;
+	long pid = 0;
+	char *line;
 
 	for (;;) {
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
@@ -84,26 +99,35 @@ static int wait_ready(const char *name, const char *log, int fd, gantry_error_t 
 		ssize_t n;
 		int r;
 
-		if (now >= deadline)
-			return gantry_error(err, 0, "sandbox `%s` was not ready in %d s (see %s)",
-					    name, SUP_READY_TIMEOUT_MS / 1000, log);
-		r = poll(&pf, 1, (int)(deadline - now));
+		r = now < deadline ? poll(&pf, 1, (int)(deadline - now)) : 0;
 		if (r < 0 && errno == EINTR)
 			continue;
-		n = r > 0 ? read(fd, buf + got, sizeof(buf) - 1 - got) : 0;
+		if (r == 0) {
+			if (pid > 0) {
+				kill((pid_t)pid, SIGKILL);
+				for (int i = 0; i < 500 && sandbox_is_running(dir); i++)
+					usleep(10000);
+			}
+			return gantry_error(err, 0, "sandbox `%s` was not ready in %d s (see %s)",
+					    name, SUP_READY_TIMEOUT_MS / 1000, log);
+		}
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n > 0)
 			got += (size_t)n;
-		if (n <= 0 || got == sizeof(buf) - 1 || memchr(buf, '\n', got))
+		buf[got] = '\0';
+		if (pid == 0 && strncmp(buf, "pid ", 4) == 0 && strchr(buf, '\n'))
+			pid = strtol(buf + 4, NULL, 10);
+		line = pid > 0 ? strchr(buf, '\n') + 1 : buf;
+		if (n <= 0 || got == sizeof(buf) - 1 || strchr(line, '\n'))
 			break;
 	}
-	buf[got] = '\0';
-	if (strncmp(buf, "ok\n", 3) == 0)
+	if (strncmp(line, "ok\n", 3) == 0)
 		return 0;
-	if (strncmp(buf, "error: ", 7) == 0) {
-		buf[strcspn(buf, "\n")] = '\0';
-		return gantry_error(err, 0, "%s", buf + 7);
+	if (strncmp(line, "error: ", 7) == 0) {
+		line[strcspn(line, "\n")] = '\0';
+		return gantry_error(err, 0, "%s", line + 7);
 	}
 	return gantry_error(err, 0, "the supervisor of `%s` ended before it was ready (see %s)",
 			    name, log);
@@ -138,6 +162,9 @@ int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
 	close(p[1]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	r = wait_ready(name, log, rd, err);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return gantry_error(err, 0, "cannot start the supervisor of `%s`: fork failed",
+				    name);
+	r = wait_ready(name, dir, log, rd, err);
 	return r;
 }

@@ -61,7 +61,12 @@ static void guest_cut(struct sup *s, const char *why, bool hostile)
 		sup_kill(s, why);
 }
 
-bool sup_send_guest(struct sup *s, const struct proto_msg *m)
+bool sup_guest_busy(const struct sup *s)
+{
+	return s->control_q.bytes > SUP_GUEST_HIGH;
+}
+
+bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own)
 {
 	uint8_t frame[PROTO_MAX_FRAME];
 	ssize_t len;
@@ -71,6 +76,8 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m)
 	len = proto_encode(m, frame, sizeof(frame));
 	if (len < 0)
 		return false;
+	if (!own && s->control_q.bytes + (size_t)len > SUP_GUEST_QUEUE)
+		return false; /* whoever asked for it is hung up on, not the guest */
 	if (outq_send(&s->control_q, s->control, frame, (size_t)len, -1) == 0)
 		return true;
 	if (errno == ENOBUFS)
@@ -91,7 +98,7 @@ void sup_begin_stop(struct sup *s, const char *why)
 	s->stopping = true;
 	s->stop_deadline = now_ms() + SUP_SHUTDOWN_MS;
 	/* The guest kills every process, syncs, unmounts and powers off. */
-	if (!sup_send_guest(s, &m))
+	if (!sup_send_guest(s, &m, true))
 		sup_kill(s, s->guest_gone ? s->guest_gone : "the guest did not take SHUTDOWN");
 }
 
@@ -186,6 +193,9 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 		s->sb.state = SANDBOX_CRASHED;
 		if (s->m.rc < 0)
 			xasprintf(&s->sb.reason, "VMM failed: %s", gantry_error_str(s->m.err));
+		else if (s->guest_gone)
+			xasprintf(&s->sb.reason, "%s, and the guest powered off (status %d)",
+				  s->guest_gone, s->m.status);
 		else if (console_says("Kernel panic"))
 			xasprintf(&s->sb.reason, "guest kernel panic (see %s/%s)", s->dir,
 				  SANDBOX_CONSOLE);
@@ -274,11 +284,10 @@ static int setup(struct sup *s, gantry_error_t *err)
 	if (s->sigfd < 0)
 		return gantry_error_errno(err, "signalfd");
 	if (s->m.cfg.timing)
-		log_info("booting");
-	if (machine_start(&s->m, err) < 0)
-		return -1;
+		log_always("booting");
+	/* Before any VMM thread: making a socket changes the umask. */
 	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
-	if (s->ctl_listen < 0)
+	if (s->ctl_listen < 0 || machine_start(&s->m, err) < 0)
 		return -1;
 	if (machine_wait_ready(&s->m, SUP_AGENT_TIMEOUT_MS, err) < 0) {
 		if (s->m.rc < 0)
@@ -321,7 +330,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	struct stream_wait *waiting[SUP_MAX_FDS];
 	uint64_t now = now_ms(), wake = UINT64_MAX;
 	/* While the guest owes us reading, sessions' frames wait. */
-	bool guest_busy = s->control_q.bytes > SUP_GUEST_HIGH;
+	bool guest_busy = sup_guest_busy(s), timeout_now = false;
 	int timeout = -1;
 	size_t n = F_FIXED;
 
@@ -344,7 +353,9 @@ void sup_serve_once(struct sup *s, int max_ms)
 
 		if (c == NULL)
 			continue;
-		if (!(c->session && guest_busy))
+		if (c->backlog && !guest_busy)
+			timeout_now = true; /* its held-back frames can go */
+		if (!(c->session && (guest_busy || c->backlog)))
 			ev |= POLLIN;
 		if (outq_pending(&c->q))
 			ev |= POLLOUT;
@@ -366,6 +377,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 	}
 	if (wake != UINT64_MAX)
 		timeout = wake > now ? (int)MIN(wake - now, 60000) : 0;
+	if (timeout_now)
+		timeout = 0;
 	if (max_ms >= 0 && (timeout < 0 || timeout > max_ms))
 		timeout = max_ms;
 	if (poll(fds, n, timeout) < 0) {
@@ -397,6 +410,9 @@ void sup_serve_once(struct sup *s, int max_ms)
 			}
 		}
 	}
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
+		if (s->clients[i])
+			client_backlog(s, s->clients[i]);
 	if (s->cut_why)
 		guest_cut(s, s->cut_why, true);
 	if (fds[F_STDIO].revents)
@@ -422,7 +438,7 @@ void sup_init(struct sup *s, const char *name)
 			   .m = { .done_fd = -1, .cfg.stop_fd = -1 } };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
 		s->streams[i].fd = -1;
-	outq_init(&s->control_q, SUP_GUEST_QUEUE);
+	outq_init(&s->control_q, SUP_GUEST_QUEUE + SUP_GUEST_OWN);
 	s->dec = xmalloc(sizeof(*s->dec));
 	proto_decoder_init(s->dec);
 }
@@ -438,8 +454,10 @@ int supervisor_main(int argc, char **argv)
 	}
 	log_init("supervisor", -1);
 	sup_init(&s, argv[0]);
-	if (fcntl(SUPERVISOR_READY_FD, F_SETFD, FD_CLOEXEC) == 0)
+	if (fcntl(SUPERVISOR_READY_FD, F_SETFD, FD_CLOEXEC) == 0) {
 		s.ready_fd = SUPERVISOR_READY_FD;
+		dprintf(s.ready_fd, "pid %d\n", (int)getpid());
+	}
 	log_info("starting sandbox `%s`", s.name);
 	if (setup(&s, &err) < 0) {
 		log_error("%s", gantry_error_str(err));

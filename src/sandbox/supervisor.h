@@ -12,7 +12,7 @@
 #include "common/error.h"
 
 #define SUPERVISOR_ROLE	    "__supervisor"
-#define SUPERVISOR_READY_FD 3 /* "ok\n" once ready, else "error: ...\n" */
+#define SUPERVISOR_READY_FD 3 /* "pid N\n", then "ok\n" once ready, else "error: ...\n" */
 
 /* The role's entry point: argv = { NAME }. Exits when the sandbox ends. */
 int supervisor_main(int argc, char **argv);

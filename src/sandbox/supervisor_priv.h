@@ -22,6 +22,7 @@
 #define SUP_REQUEST_MS	    10000	  /* for a ctl client's request line */
 #define SUP_CLIENT_QUEUE    (256 * 1024)  /* owed to one client */
 #define SUP_GUEST_QUEUE	    (1024 * 1024) /* owed to the guest's control connection */
+#define SUP_GUEST_OWN	    (64 * 1024)	  /* beyond it, for our own SIGHUPs and SHUTDOWN */
 #define SUP_GUEST_HIGH	    (64 * 1024)	  /* above it, sessions' frames wait in their sockets */
 #define SUP_GUEST_STALL_MS  5000	  /* the guest took nothing with bytes waiting: cut */
 #define SUP_CLIENT_STALL_MS OUTQ_STALL_MS
@@ -36,6 +37,7 @@ struct client {
 	struct proto_decoder *dec;
 	uint32_t client_id, guest_id;
 	bool streamed;	   /* its stdio stream went to it */
+	bool backlog;	   /* whole frames wait in dec for the guest's queue to drain */
 	bool done;	   /* EXIT or ERROR went to it */
 	uint64_t deadline; /* its request line is due by then; 0: none due */
 	struct outq q;
@@ -78,9 +80,13 @@ void sup_init(struct sup *s, const char *name);
  * the VM has ended (the supervisor exits). */
 void sup_serve_once(struct sup *s, int max_ms);
 /* Queue m for the guest; false when it could not be (the guest is gone, or
- * more is owed to it than SUP_GUEST_QUEUE). */
-bool sup_send_guest(struct sup *s, const struct proto_msg *m);
+ * more is owed to it than SUP_GUEST_QUEUE). own: a frame of the
+ * supervisor's (SIGHUP for a client gone, SHUTDOWN), which has room past
+ * that. */
+bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own);
 void sup_begin_stop(struct sup *s, const char *why);
+/* More than SUP_GUEST_HIGH waits for the guest: sessions' frames wait too. */
+bool sup_guest_busy(const struct sup *s);
 
 /* sessions.c */
 /* Whether a message the guest can make us repeat may be logged now (*last:
@@ -88,6 +94,8 @@ void sup_begin_stop(struct sup *s, const char *why);
 bool sup_log_due(uint64_t *last);
 void clients_accept(struct sup *s);
 void client_event(struct sup *s, struct client *c, short revents);
+/* Serve frames c's decoder holds back, once the guest's queue has room. */
+void client_backlog(struct sup *s, struct client *c);
 /* Drop c, hanging up on its session like a terminal on its process. */
 void client_hangup(struct sup *s, struct client *c);
 void client_drop(struct sup *s, struct client *c);

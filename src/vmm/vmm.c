@@ -301,7 +301,6 @@ static void vmm_teardown(struct vmm *v)
 	free(v->cmdline);
 }
 
-
 int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 {
 	struct vmm v;
@@ -335,12 +334,12 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	serial_flush(&v.serial);
 
 	if (cfg->timing)
-		log_info("setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
-			"vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s",
-			t_run - t0, v.t_loaded - t0, v.t_kvm - v.t_loaded, t_run - v.t_kvm,
-			now_ms_frac() - t_run, atomic_load(&v.vm.stats.exits),
-			atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
-			atomic_load(&v.vm.stats.unhandled), v.vm.end_reason);
+		log_always("setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "
+			   "vm exits to userspace: %lu (io %lu, mmio %lu, unclaimed %lu); %s",
+			   t_run - t0, v.t_loaded - t0, v.t_kvm - v.t_loaded, t_run - v.t_kvm,
+			   now_ms_frac() - t_run, atomic_load(&v.vm.stats.exits),
+			   atomic_load(&v.vm.stats.io_exits), atomic_load(&v.vm.stats.mmio_exits),
+			   atomic_load(&v.vm.stats.unhandled), v.vm.end_reason);
 	switch (v.vm.end) {
 	case VM_END_EXIT:
 		*status = v.vm.exit_status;

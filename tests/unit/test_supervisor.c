@@ -257,11 +257,20 @@ static void test_guest_stops_reading(void **state)
 	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
 	t0 = now_ms();
 	while (now_ms() - t0 < (uint64_t)SUP_GUEST_STALL_MS + 3000 && r->s->control >= 0) {
+		uint64_t before = now_ms();
+
 		/* The client writes what its socket takes. */
 		for (int i = 0; i < 256 && send(fd, frame, (size_t)len, MSG_NOSIGNAL) == len; i++)
 			flood++;
 		sup_serve_once(r->s, ROUND_MS);
-		assert_true(r->s->control_q.bytes <= SUP_GUEST_QUEUE);
+		/* Frames wait in the client's socket, not here. */
+		assert_true(r->s->control_q.bytes <= SUP_GUEST_HIGH + (size_t)len);
+		if (r->s->control >= 0) {
+			assert_non_null(r->s->clients[0]);
+			/* Every second of the stall, others are still served. */
+			if ((before - t0) / 1000 != (now_ms() - t0) / 1000)
+				assert_status_answered(r, 1000);
+		}
 	}
 	print_message("%d frames sent; guest cut after %llu ms\n", flood,
 		      (unsigned long long)(now_ms() - t0));
@@ -279,6 +288,55 @@ static void test_guest_stops_reading(void **state)
 	assert_non_null(strstr(got.u.error.message, "stopped reading"));
 	proto_msg_free(&got);
 	assert_status_answered(r, 1000);
+	close(fd);
+}
+
+/* A guest that is slow but catches up before the stall bound gets every
+ * frame a session sent, in order, and the session stays. */
+static void test_guest_catches_up(void **state)
+{
+	struct rig *r = *state;
+	struct proto_msg m = { .type = PROTO_RESIZE }, got;
+	struct proto_decoder *dec = xmalloc(sizeof(*dec));
+	uint8_t frame[64];
+	uint32_t gid, seen = 0, sent = 0;
+	ssize_t len;
+	const char *why;
+	int fd = start_session(r, &gid);
+	uint64_t t0 = now_ms();
+
+	proto_decoder_init(dec);
+	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(r->guest, F_SETFL, O_NONBLOCK), 0);
+	m.u.resize.id = 7;
+	m.u.resize.cols = 80;
+	/* A second of the guest reading nothing, then it reads all. */
+	while (now_ms() - t0 < 1000 || seen < sent) {
+		for (int i = 0; i < 64 && sent < 20000; i++) {
+			m.u.resize.rows = sent + 1;
+			len = proto_encode(&m, frame, sizeof(frame));
+			if (send(fd, frame, (size_t)len, MSG_NOSIGNAL) != len)
+				break;
+			sent++;
+		}
+		sup_serve_once(r->s, ROUND_MS);
+		if (now_ms() - t0 < 1000)
+			continue;
+		while (proto_decoder_fill(dec, r->guest) > 0) {
+			while (proto_decoder_next(dec, &got, &why) > 0) {
+				assert_int_equal(got.type, PROTO_RESIZE);
+				assert_int_equal(got.u.resize.id, gid);
+				assert_int_equal(got.u.resize.rows, ++seen);
+				proto_msg_free(&got);
+			}
+		}
+		assert_true(now_ms() - t0 < 30000);
+	}
+	print_message("%u frames held back and delivered in order\n", seen);
+	assert_true(sent > 1000);
+	assert_non_null(r->s->clients[0]);
+	assert_true(r->s->control >= 0);
+	free(dec);
 	close(fd);
 }
 
@@ -335,6 +393,35 @@ static void test_client_stops_reading(void **state)
 	close(fd);
 }
 
+/* Frames for id 0 (no session has it) reach no client: not a status or
+ * stop client, nor a session that has not sent its EXEC yet. */
+static void test_frames_for_no_session(void **state)
+{
+	struct rig *r = *state;
+	struct proto_msg m = { .type = PROTO_EXIT };
+	char line[256];
+	int idle, session, stream;
+
+	assert_int_equal(ctl_connect(r->dir, &idle, NULL), 0);
+	session = client(r, CTL_OP_EXEC);
+	assert_true(serve_until(r, session, 2000) >= 0);
+	assert_int_equal(ctl_read_line(session, line, sizeof(line), 1000, NULL), 0);
+	m.u.exit.id = 0;
+	send_frame(r->guest, &m);
+	m.type = PROTO_STREAM;
+	m.u.stream.id = 0;
+	stream = dial_stdio(r);
+	send_frame(stream, &m);
+	for (int i = 0; i < 10; i++)
+		sup_serve_once(r->s, ROUND_MS);
+	assert_false(readable(idle));
+	assert_false(readable(session));
+	assert_false(r->s->clients[1]->done);
+	close(stream);
+	close(session);
+	close(idle);
+}
+
 /* A client that connects and says nothing does not delay another. */
 static void test_silent_client(void **state)
 {
@@ -353,10 +440,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_silent_stdio_dials, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_partial_stream_frame, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_guest_stops_reading, rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(test_guest_catches_up, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_exec_after_guest_gone, rig_setup,
 						rig_teardown),
 		cmocka_unit_test_setup_teardown(test_client_stops_reading, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_silent_client, rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(test_frames_for_no_session, rig_setup,
+						rig_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
