@@ -1,322 +1,36 @@
-/* Host side of the agent protocol (see session.h). Everything here is one
- * poll loop per call over our own fds: the two listeners, the control
- * connection, the session's stdio stream, the caller's stdio fds, a
- * self-pipe for forwarded signals and a cancel pipe.
- *
- * Backpressure mirrors the guest's: host stdin is read only when the last
- * STDIN frame has gone out on the stream; output frames are written to the
- * host fds before the next is read, so a slow reader here stalls the pipe in
- * the guest, never our memory. */
+/* One session (see session.h): agent_run sends EXEC and relays the
+ * process's stdio, forwarded signals and window sizes until it ends. It is
+ * one poll loop over our own fds: the control connection (its outbound
+ * queue in link.c), the stdio listener, the session's stdio stream, the
+ * caller's stdio fds, a self-pipe for forwarded signals, the link's wake
+ * pipe and the cancel pipe. Nothing in it blocks:
+ *  - control frames wait in the link's bounded queue (link.h);
+ *  - host stdin is read only when the last STDIN frame has gone out on the
+ *    stream. A process that does not read its stdin holds that one frame,
+ *    and the loop goes on;
+ *  - output frames go to the host fds through hostout.c, and the stream is
+ *    read again only once the last one went, so a slow reader here stalls
+ *    the pipe in the guest, never our memory nor the loop;
+ *  - a stdio dial that does not name its session within AGENT_STREAM_ID_MS
+ *    is dropped, and after EXIT a stream that goes quiet without its EOFs
+ *    for AGENT_STREAM_GRACE_MS ends the session. */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/vm_sockets.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "agent/session.h"
-#include "common/unixsock.h"
+#include "agent/hostout.h"
+#include "agent/link.h"
+#include "common/log.h"
 #include "common/util.h"
-
-#define AGENT_BACKLOG 16
-#define AGENT_PASSED  8 /* stdio streams handed over but not yet claimed */
-
-struct agent {
-	char *ctl_path, *stdio_path; /* what errors name */
-	bool unix_paths;	     /* sockets to remove at the end */
-	int ctl_listen, stdio_listen;
-	int control;
-	struct proto_decoder *dec;
-	int cancel[2];
-	uint32_t next_id;
-	_Atomic uint32_t running;  /* the session agent_run serves, or 0 */
-	pthread_mutex_t send_lock; /* control writes: agent_signal may come from any thread */
-	char *kernel;
-	/* Attached to a sandbox supervisor: streams arrive on the control
-	 * connection as passed fds, in the order of their STREAM frames. */
-	bool remote;
-	int passed[AGENT_PASSED];
-	size_t npassed;
-};
-
-static uint64_t deadline_of(int timeout_ms)
-{
-	return timeout_ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)timeout_ms;
-}
-
-static int left_ms(uint64_t deadline)
-{
-	uint64_t now = now_ms();
-
-	if (deadline == UINT64_MAX)
-		return -1;
-	return now >= deadline ? 0 : (int)MIN(deadline - now, (uint64_t)INT32_MAX);
-}
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
-static int listen_unix(const char *path, gantry_error_t *err)
-{
-	return unix_listen(path, AGENT_BACKLOG, err);
-}
-
-static int listen_vsock(unsigned int port, gantry_error_t *err)
-{
-	struct sockaddr_vm sa = { .svm_family = AF_VSOCK,
-				  .svm_cid = VMADDR_CID_ANY,
-				  .svm_port = port };
-	cleanup_close int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-
-	if (fd < 0)
-		return gantry_error_errno(err, "vsock socket (is vhost_vsock loaded?)");
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return gantry_error_errno(err, "bind vsock port %u", port);
-	if (listen(fd, AGENT_BACKLOG) < 0)
-		return gantry_error_errno(err, "listen on vsock port %u", port);
-	return steal_fd(&fd);
-}
-
-static struct agent *agent_new(gantry_error_t *err)
-{
-	struct agent *a = xzalloc(sizeof(*a));
-
-	a->ctl_listen = a->stdio_listen = a->control = -1;
-	a->cancel[0] = a->cancel[1] = -1;
-	pthread_mutex_init(&a->send_lock, NULL);
-	a->dec = xmalloc(sizeof(*a->dec));
-	proto_decoder_init(a->dec);
-	if (pipe2(a->cancel, O_CLOEXEC | O_NONBLOCK) < 0) {
-		gantry_error_errno(err, "pipe");
-		agent_free(a);
-		return NULL;
-	}
-	return a;
-}
-
-/* Both listeners opened (a's paths name them), or a freed. */
-static int agent_listening(struct agent *a, struct agent **out)
-{
-	if (a->ctl_listen < 0 || a->stdio_listen < 0) {
-		agent_free(a);
-		return -1;
-	}
-	*out = a;
-	return 0;
-}
-
-int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
-{
-	struct agent *a = agent_new(err);
-
-	if (a == NULL)
-		return -1;
-	a->unix_paths = true;
-	xasprintf(&a->ctl_path, "%s/%d.sock", dir, PROTO_CONTROL_PORT);
-	xasprintf(&a->stdio_path, "%s/%d.sock", dir, PROTO_STDIO_PORT);
-	a->ctl_listen = listen_unix(a->ctl_path, err);
-	if (a->ctl_listen >= 0)
-		a->stdio_listen = listen_unix(a->stdio_path, err);
-	return agent_listening(a, out);
-}
-
-int agent_attach(int fd, struct agent **out, gantry_error_t *err)
-{
-	struct agent *a = agent_new(err);
-
-	if (a == NULL)
-		return -1;
-	a->remote = true;
-	a->control = fd;
-	*out = a;
-	return 0;
-}
-
-int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_error_t *err)
-{
-	if (a->control < 0)
-		return gantry_error(err, ENOTCONN, "the guest agent is not connected");
-	if (proto_decoder_pending(a->dec))
-		return gantry_error(err, EPROTO, "the guest sent more than HELLO unasked");
-	*control = steal_fd(&a->control);
-	*stdio_listen = steal_fd(&a->stdio_listen);
-	return 0;
-}
-
-int agent_listen_vsock(struct agent **out, gantry_error_t *err)
-{
-	struct agent *a = agent_new(err);
-
-	if (a == NULL)
-		return -1;
-	xasprintf(&a->ctl_path, "vsock port %d", PROTO_CONTROL_PORT);
-	xasprintf(&a->stdio_path, "vsock port %d", PROTO_STDIO_PORT);
-	a->ctl_listen = listen_vsock(PROTO_CONTROL_PORT, err);
-	if (a->ctl_listen >= 0)
-		a->stdio_listen = listen_vsock(PROTO_STDIO_PORT, err);
-	return agent_listening(a, out);
-}
-
-void agent_cancel(struct agent *a)
-{
-	char c = 1;
-
-	(void)!write(a->cancel[1], &c, 1);
-}
-
-void agent_free(struct agent *a)
-{
-	if (a == NULL)
-		return;
-	if (a->unix_paths && a->ctl_listen >= 0)
-		unlink(a->ctl_path);
-	if (a->unix_paths && a->stdio_listen >= 0)
-		unlink(a->stdio_path);
-	close_fd(&a->ctl_listen);
-	close_fd(&a->stdio_listen);
-	close_fd(&a->control);
-	close_fd(&a->cancel[0]);
-	close_fd(&a->cancel[1]);
-	for (size_t i = 0; i < a->npassed; i++)
-		close(a->passed[i]);
-	free(a->ctl_path);
-	free(a->stdio_path);
-	free(a->kernel);
-	free(a->dec);
-	pthread_mutex_destroy(&a->send_lock);
-	free(a);
-}
-
-static bool cancelled(struct agent *a)
-{
-	struct pollfd p = { .fd = a->cancel[0], .events = POLLIN };
-
-	return poll(&p, 1, 0) > 0;
-}
-
-/* Wait for fd (or cancel); 1 ready, 0 timed out, -1 cancelled or failed. */
-static int wait_fd(struct agent *a, int fd, uint64_t deadline, gantry_error_t *err)
-{
-	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = a->cancel[0], .events = POLLIN } };
-		int r = poll(p, 2, left_ms(deadline));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return gantry_error_errno(err, "poll");
-		if (p[1].revents)
-			return gantry_error(err, ECANCELED, "cancelled");
-		return r > 0;
-	}
-}
-
-/* The next control frame, waiting until deadline. */
-static int control_next(struct agent *a, struct proto_msg *m, uint64_t deadline,
-			gantry_error_t *err)
-{
-	const char *why;
-	ssize_t n;
-	int r;
-
-	for (;;) {
-		r = proto_decoder_next(a->dec, m, &why);
-		if (r > 0)
-			return 0;
-		if (r < 0)
-			return gantry_error(err, EPROTO, "guest control connection: %s", why);
-		r = wait_fd(a, a->control, deadline, err);
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			return gantry_error(err, ETIMEDOUT, "guest control connection: timed out");
-		n = proto_decoder_fill(a->dec, a->control);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return gantry_error_errno(err, "guest control connection");
-		if (n == 0)
-			return gantry_error(err, ECONNRESET,
-					    "the guest closed the control connection");
-	}
-}
-
-int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
-		     gantry_error_t *err)
-{
-	uint64_t deadline = deadline_of(timeout_ms);
-	struct proto_msg m;
-	int r;
-
-	if (a->control < 0) {
-		for (;;) {
-			r = wait_fd(a, a->ctl_listen, deadline, err);
-			if (r < 0)
-				return -1;
-			if (r == 0)
-				return gantry_error(err, ETIMEDOUT,
-						    "the guest agent did not connect within %d ms",
-						    timeout_ms);
-			a->control = accept4(a->ctl_listen, NULL, NULL, SOCK_CLOEXEC);
-			if (a->control >= 0)
-				break;
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				return gantry_error_errno(err, "accept `%s`", a->ctl_path);
-		}
-		proto_decoder_init(a->dec);
-	}
-	if (control_next(a, &m, deadline, err) < 0)
-		return gantry_error_prefix(err, "waiting for the guest's HELLO");
-	if (m.type != PROTO_HELLO) {
-		gantry_error(err, EPROTO, "the guest sent %s before HELLO",
-			     proto_type_name(m.type));
-		proto_msg_free(&m);
-		return -1;
-	}
-	if (m.u.hello.version != PROTO_VERSION) {
-		gantry_error(err, EPROTO, "the guest agent speaks protocol version %u, we speak %u",
-			     m.u.hello.version, PROTO_VERSION);
-		proto_msg_free(&m);
-		return -1;
-	}
-	free(a->kernel);
-	a->kernel = steal_pointer(&m.u.hello.kernel);
-	if (hello) {
-		*hello = m.u.hello;
-		hello->kernel = a->kernel;
-	}
-	proto_msg_free(&m);
-
-	if (control_next(a, &m, deadline, err) < 0)
-		return gantry_error_prefix(err, "waiting for the guest to be ready");
-	if (m.type != PROTO_READY) {
-		gantry_error(err, EPROTO, "the guest sent %s before READY",
-			     proto_type_name(m.type));
-	} else if (m.u.ready.message && *m.u.ready.message) {
-		gantry_error(err, 0, "the guest cannot run processes: %s", m.u.ready.message);
-	} else {
-		proto_msg_free(&m);
-		return 0;
-	}
-	proto_msg_free(&m);
-	return -1;
-}
 
 /* --- signals -------------------------------------------------------------------------- */
 
@@ -374,28 +88,6 @@ static void signals_give_back(struct sig_state *s)
 	atomic_store(&sig_taken, false);
 }
 
-/* Write all of buf to a host fd without dying of SIGPIPE: blocked on this
- * thread for the write, and a SIGPIPE it raised is taken back. */
-static int write_host(int fd, const void *buf, size_t len)
-{
-	sigset_t pipe_set, old;
-	int r, saved;
-
-	sigemptyset(&pipe_set);
-	sigaddset(&pipe_set, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	r = write_full(fd, buf, len);
-	saved = errno;
-	if (r < 0 && saved == EPIPE && !sigismember(&old, SIGPIPE)) {
-		struct timespec zero = { 0 };
-
-		sigtimedwait(&pipe_set, NULL, &zero);
-	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	errno = saved;
-	return r;
-}
-
 /* --- one session ------------------------------------------------------------------------ */
 
 struct run {
@@ -404,37 +96,26 @@ struct run {
 	struct agent_result *res;
 	uint32_t id;
 	int stream;
-	bool stream_ok;	    /* its STREAM frame named our session */
-	bool stream_closed; /* ours, and it ended */
+	uint64_t stream_at;	 /* accepted, for AGENT_STREAM_ID_MS */
+	bool stream_ok;		 /* its STREAM frame named our session */
+	bool stream_eof;	 /* the guest closed it; frames may still wait in sdec */
+	bool stream_closed;	 /* ours, and it ended */
+	uint64_t stream_busy_at; /* bytes last came, or our side last stopped holding it */
 	struct proto_decoder *sdec;
 	bool out_eof, err_eof, in_done;
-	bool out_dead, err_dead; /* the host fd refused a write */
-	bool done;		 /* EXIT or ERROR arrived */
+	bool done;	/* EXIT or ERROR arrived */
+	bool abandoned; /* a signal after EXIT: stop waiting for output */
 	uint64_t done_at;
 	unsigned int interrupts; /* SIGINTs forwarded without a terminal */
+	struct hostout out, errout;
+	/* The part of an output frame its host fd has not taken yet. */
+	struct hostout *held_to;
+	uint8_t held[PROTO_MAX_DATA];
+	size_t held_len, held_off;
+	/* Frames for the stream: one STDIN and a few EOFs. */
 	uint8_t obuf[PROTO_HDR_SIZE + PROTO_MAX_DATA + 4 * (PROTO_HDR_SIZE + 4)];
 	size_t olen, ooff;
 };
-
-static int send_control(struct agent *a, const struct proto_msg *m, gantry_error_t *err)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&a->send_lock);
-	if (a->control < 0)
-		r = gantry_error(err, ENOTCONN, "no guest control connection");
-	else if (proto_write_msg(a->control, m) < 0)
-		r = gantry_error_errno(err, "send %s to the guest", proto_type_name(m->type));
-	pthread_mutex_unlock(&a->send_lock);
-	return r;
-}
-
-static void control_close(struct agent *a)
-{
-	pthread_mutex_lock(&a->send_lock);
-	close_fd(&a->control);
-	pthread_mutex_unlock(&a->send_lock);
-}
 
 int agent_signal(struct agent *a, int signo, gantry_error_t *err)
 {
@@ -446,7 +127,7 @@ int agent_signal(struct agent *a, int signo, gantry_error_t *err)
 	m.u.signal.signo = (uint32_t)signo;
 	if (m.u.signal.id == 0)
 		return 0;
-	return send_control(a, &m, err);
+	return link_send(a, &m, err);
 }
 
 static void get_winsize(const struct agent_process *p, uint32_t *rows, uint32_t *cols)
@@ -497,7 +178,7 @@ static int send_exec(struct run *r, gantry_error_t *err)
 				    "request (at most %d KiB, %d strings of at most %d KiB)",
 				    PROTO_MAX_CONTROL / 1024, PROTO_MAX_STRV,
 				    PROTO_MAX_STRING / 1024);
-	return send_control(r->a, &m, err);
+	return link_send(r->a, &m, err);
 }
 
 static void queue(struct run *r, uint16_t type, const void *body, size_t len)
@@ -519,22 +200,38 @@ static void queue_eof(struct run *r, uint32_t fd)
 
 static void stream_end(struct run *r)
 {
-	close_fd(&r->stream);
+	link_close_fd(&r->stream);
 	r->olen = r->ooff = 0;
 	if (r->stream_ok)
 		r->stream_closed = true;
-	r->stream_ok = false;
+	r->stream_ok = r->stream_eof = false;
 	proto_decoder_init(r->sdec);
+}
+
+/* The stream names our session: stdin may start. */
+static void stream_claimed(struct run *r)
+{
+	r->stream_ok = true;
+	r->stream_busy_at = now_ms();
+	if (r->p->in_fd < 0) {
+		queue_eof(r, 0);
+		r->in_done = true;
+	}
 }
 
 static void flush_stream(struct run *r)
 {
-	int sent = r->stream < 0 ? 1 : proto_send_pending(r->stream, r->obuf, r->olen, &r->ooff);
+	int sent;
 
-	if (sent < 0)
-		stream_end(r);
-	else if (sent > 0)
+	if (r->olen == 0 || r->stream < 0)
+		return;
+	sent = proto_send_pending(r->stream, r->obuf, r->olen, &r->ooff);
+	if (sent != 0)
 		r->olen = r->ooff = 0;
+	/* The guest takes no more stdin, but its output may still be coming:
+	 * the stream ends when it is read to its end. */
+	if (sent < 0)
+		r->in_done = true;
 }
 
 static void accept_stream(struct run *r)
@@ -548,34 +245,62 @@ static void accept_stream(struct run *r)
 		return;
 	}
 	r->stream = fd;
-	r->stream_ok = false;
+	r->stream_at = now_ms();
+	r->stream_ok = r->stream_eof = false;
 	proto_decoder_init(r->sdec);
 }
 
-/* One output frame to its host fd. */
+/* A host fd refused output: like a closed pipe in the guest, whose writer
+ * then gets EPIPE. */
+static void host_refused(struct run *r, struct hostout *o)
+{
+	if (!r->p->tty)
+		queue_eof(r, o == &r->errout ? 2 : 1);
+}
+
+/* One output frame to its host fd; what it does not take now is held. */
 static void deliver(struct run *r, int type, const uint8_t *data, size_t len)
 {
-	bool err_stream = type == PROTO_STDERR && !r->p->tty;
-	int fd = err_stream ? r->p->err_fd : r->p->out_fd;
-	bool *dead = err_stream ? &r->err_dead : &r->out_dead;
+	struct hostout *o = type == PROTO_STDERR && !r->p->tty ? &r->errout : &r->out;
+	ssize_t n;
 
-	if (fd < 0 || *dead)
+	if (!hostout_live(o))
 		return;
-	if (write_host(fd, data, len) < 0) {
-		*dead = true;
-		/* Like a closed pipe in the guest: its writer gets EPIPE. */
-		if (!r->p->tty)
-			queue_eof(r, err_stream ? 2 : 1);
+	n = hostout_write(o, data, len);
+	if (n < 0) {
+		host_refused(r, o);
+	} else if ((size_t)n < len) {
+		memcpy(r->held, data + n, len - (size_t)n);
+		r->held_len = len - (size_t)n;
+		r->held_off = 0;
+		r->held_to = o;
 	}
 }
 
+/* More of the held output, on POLLOUT. */
+static void deliver_held(struct run *r)
+{
+	ssize_t n = hostout_write(r->held_to, r->held + r->held_off, r->held_len - r->held_off);
+
+	if (n < 0)
+		host_refused(r, r->held_to);
+	else
+		r->held_off += (size_t)n;
+	if (n < 0 || r->held_off == r->held_len) {
+		r->held_len = r->held_off = 0;
+		r->held_to = NULL;
+		r->stream_busy_at = now_ms(); /* the quiet clock restarts: we held it */
+	}
+}
+
+/* The frames sdec holds, while the host fds take them. */
 static int stream_frames(struct run *r, gantry_error_t *err)
 {
 	struct proto_msg m;
-	const char *why;
-	int k;
+	const char *why = NULL;
+	int k = 0;
 
-	while ((k = proto_decoder_next(r->sdec, &m, &why)) > 0) {
+	while (r->held_len == 0 && (k = proto_decoder_next(r->sdec, &m, &why)) > 0) {
 		if (!r->stream_ok) {
 			bool ours = m.type == PROTO_STREAM && m.u.stream.id == r->id;
 
@@ -584,11 +309,7 @@ static int stream_frames(struct run *r, gantry_error_t *err)
 				stream_end(r);
 				return 0;
 			}
-			r->stream_ok = true;
-			if (r->p->in_fd < 0) {
-				queue_eof(r, 0);
-				r->in_done = true;
-			}
+			stream_claimed(r);
 			continue;
 		}
 		switch (m.type) {
@@ -609,8 +330,11 @@ static int stream_frames(struct run *r, gantry_error_t *err)
 		}
 		proto_msg_free(&m);
 	}
-	if (k < 0)
+	if (r->held_len == 0 && k < 0)
 		return gantry_error(err, EPROTO, "stdio stream: %s", why);
+	/* Frames that arrived with the close still count: end it after them. */
+	if (r->held_len == 0 && r->stream_eof)
+		stream_end(r);
 	return 0;
 }
 
@@ -622,13 +346,10 @@ static int read_stream(struct run *r, gantry_error_t *err)
 		return 0;
 	if (n < 0 && errno != ECONNRESET)
 		return gantry_error_errno(err, "stdio stream");
-	if (n <= 0) {
-		/* Frames that arrived with the close still count. */
-		if (stream_frames(r, err) < 0)
-			return -1;
-		stream_end(r);
-		return 0;
-	}
+	if (n <= 0)
+		r->stream_eof = true;
+	else
+		r->stream_busy_at = now_ms();
 	return stream_frames(r, err);
 }
 
@@ -666,12 +387,10 @@ static int stream_passed(struct run *r, uint32_t id)
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	r->stream = fd;
-	r->stream_ok = true;
+	r->stream_at = now_ms();
+	r->stream_eof = false;
 	proto_decoder_init(r->sdec);
-	if (r->p->in_fd < 0) {
-		queue_eof(r, 0);
-		r->in_done = true;
-	}
+	stream_claimed(r);
 	return 0;
 }
 
@@ -711,53 +430,9 @@ static int control_frames(struct run *r, gantry_error_t *err)
 	return 0;
 }
 
-/* Like proto_decoder_fill, but keeping the fds a supervisor passes along. */
-static ssize_t control_fill(struct agent *a)
-{
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(AGENT_PASSED * sizeof(int))];
-	} ctl;
-	struct iovec iov;
-	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
-	uint8_t *p;
-	ssize_t n;
-
-	if (!a->remote)
-		return proto_decoder_fill(a->dec, a->control);
-	iov.iov_len = proto_decoder_space(a->dec, &p);
-	iov.iov_base = p;
-	if (iov.iov_len == 0) {
-		errno = EMSGSIZE;
-		return -1;
-	}
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof(ctl.buf);
-	n = recvmsg(a->control, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-	if (n < 0)
-		return -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		size_t nfd;
-		int fds[AGENT_PASSED];
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		memcpy(fds, CMSG_DATA(c), MIN(nfd, (size_t)AGENT_PASSED) * sizeof(int));
-		for (size_t i = 0; i < nfd && i < AGENT_PASSED; i++) {
-			if (a->npassed < AGENT_PASSED)
-				a->passed[a->npassed++] = fds[i];
-			else
-				close(fds[i]);
-		}
-	}
-	proto_decoder_commit(a->dec, (size_t)n);
-	return n;
-}
-
 static int read_control(struct run *r, gantry_error_t *err)
 {
-	ssize_t n = control_fill(r->a);
+	ssize_t n = link_fill(r->a);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return 0;
@@ -766,7 +441,7 @@ static int read_control(struct run *r, gantry_error_t *err)
 	if (n == 0) {
 		if (control_frames(r, err) < 0)
 			return -1;
-		control_close(r->a);
+		link_close(r->a);
 		if (r->done)
 			return 0;
 		return gantry_error(err, ECONNRESET,
@@ -783,8 +458,13 @@ static int handle_signals(struct run *r, gantry_error_t *err)
 	for (ssize_t i = 0; i < n; i++) {
 		struct proto_msg m = { 0 };
 
-		if (r->done)
-			return 0;
+		if (r->done) {
+			/* Nobody left to signal: the user wants out of waiting
+			 * for output the host side does not take. */
+			if (sigs[i] != SIGWINCH)
+				r->abandoned = true;
+			continue;
+		}
 		if (sigs[i] == SIGWINCH) {
 			if (!r->p->tty)
 				continue;
@@ -800,87 +480,154 @@ static int handle_signals(struct run *r, gantry_error_t *err)
 			 * third one kills the process. */
 			if (sigs[i] == SIGINT && !r->p->tty &&
 			    ++r->interrupts == AGENT_INTERRUPTS_TO_KILL) {
-				fprintf(stderr, "gantry: interrupted %u times: killing the process\n",
-					r->interrupts);
+				log_warn("interrupted %u times: killing the process",
+					 r->interrupts);
 				m.u.signal.signo = SIGKILL;
 			}
 		}
-		if (send_control(r->a, &m, err) < 0)
+		if (link_send(r->a, &m, err) < 0)
 			return -1;
 	}
 	return 0;
 }
 
+/* When the stream counts as gone after EXIT, had it stayed quiet. */
+static uint64_t quiet_deadline(const struct run *r)
+{
+	if (r->stream_ok)
+		return MAX(r->stream_busy_at, r->done_at) + AGENT_STREAM_GRACE_MS;
+	/* Not accepted (or not named) yet: give it a moment. */
+	return r->done_at + AGENT_STREAM_GRACE_MS;
+}
+
 static bool run_finished(struct run *r)
 {
+	if (r->abandoned)
+		return true;
 	if (!r->done)
 		return false;
 	if (r->res->error && !r->stream_ok)
 		return true; /* it never ran: no output to wait for */
-	if (r->stream_closed)
+	if (r->stream_closed && r->held_len == 0)
 		return true;
-	if (r->stream_ok)
-		return r->out_eof && (r->p->tty || r->err_eof);
-	/* EXIT, but the stream has not been accepted yet: give it a moment. */
-	return now_ms() - r->done_at >= AGENT_STREAM_GRACE_MS;
+	if (r->held_len)
+		return false; /* our side holds it: not the guest's silence */
+	if (r->stream_ok && r->out_eof && (r->p->tty || r->err_eof))
+		return true;
+	return now_ms() >= quiet_deadline(r);
 }
 
-enum { P_CANCEL, P_CONTROL, P_LISTEN, P_STREAM, P_STDIN, P_SIGNAL, P_N };
+/* The poll timeout: the nearest of the bounds that apply now. */
+static int relay_timeout(struct run *r)
+{
+	int t = link_timeout_ms(r->a);
+	int u;
+
+	if (r->stream >= 0 && !r->stream_ok) {
+		u = link_left_ms(r->stream_at + AGENT_STREAM_ID_MS);
+		t = t < 0 ? u : MIN(t, u);
+	}
+	if (r->done && r->held_len == 0) {
+		u = link_left_ms(quiet_deadline(r));
+		t = t < 0 ? u : MIN(t, u);
+	}
+	return t;
+}
+
+enum { P_CANCEL, P_WAKE, P_CONTROL, P_LISTEN, P_STREAM, P_STDIN, P_SIGNAL, P_HOST, P_N };
+
+static void relay_fds(struct run *r, bool signals, struct pollfd *fds)
+{
+	const struct agent_process *p = r->p;
+	short stream_events = (short)((r->olen ? POLLOUT : 0) |
+				      (r->held_len == 0 && !r->stream_eof ? POLLIN : 0));
+
+	for (int i = 0; i < P_N; i++)
+		fds[i] = (struct pollfd){ .fd = -1 };
+	fds[P_CANCEL] = (struct pollfd){ .fd = r->a->cancel[0], .events = POLLIN };
+	fds[P_WAKE] = (struct pollfd){ .fd = r->a->wake[0], .events = POLLIN };
+	if (r->a->control >= 0)
+		fds[P_CONTROL] =
+			(struct pollfd){ .fd = r->a->control,
+					 .events = POLLIN | (link_pending(r->a) ? POLLOUT : 0) };
+	if (r->stream < 0 && !r->stream_closed && r->a->stdio_listen >= 0)
+		fds[P_LISTEN] = (struct pollfd){ .fd = r->a->stdio_listen, .events = POLLIN };
+	/* No events, no fd: a hung-up stream would otherwise wake us for ever. */
+	if (r->stream >= 0 && stream_events)
+		fds[P_STREAM] = (struct pollfd){ .fd = r->stream, .events = stream_events };
+	if (r->stream_ok && !r->in_done && r->olen == 0 && !r->done)
+		fds[P_STDIN] = (struct pollfd){ .fd = p->in_fd, .events = POLLIN };
+	if (signals)
+		fds[P_SIGNAL] = (struct pollfd){ .fd = sig_pipe[0], .events = POLLIN };
+	if (r->held_len)
+		fds[P_HOST] = (struct pollfd){ .fd = hostout_fd(r->held_to), .events = POLLOUT };
+}
+
+/* The control connection's side of one turn: what waits goes out, what
+ * came in is read, the peer's silence is bounded. */
+static int relay_control(struct run *r, const struct pollfd *fds, gantry_error_t *err)
+{
+	/* Once EXIT is in, a peer that stopped reading no longer matters. */
+	gantry_error_t moot = NULL;
+	gantry_error_t *e = r->done ? &moot : err;
+	bool bad = false;
+
+	if (fds[P_CONTROL].revents & (POLLOUT | POLLERR | POLLHUP))
+		bad = link_flush(r->a, e) < 0;
+	if (!bad)
+		bad = link_check(r->a, e) < 0;
+	gantry_error_free(&moot);
+	if (bad && !r->done)
+		return -1;
+	if ((fds[P_CONTROL].revents & (POLLIN | POLLHUP | POLLERR)) && r->a->control >= 0 &&
+	    read_control(r, err) < 0)
+		return -1;
+	if (r->a->control < 0 && !r->done)
+		return gantry_error(err, ECONNRESET, "lost the guest control connection");
+	return 0;
+}
 
 static int relay(struct run *r, bool signals, gantry_error_t *err)
 {
-	const struct agent_process *p = r->p;
-
 	while (!run_finished(r)) {
 		struct pollfd fds[P_N];
-		int timeout = -1, n;
+		int n;
 
-		for (int i = 0; i < P_N; i++)
-			fds[i] = (struct pollfd){ .fd = -1 };
-		fds[P_CANCEL] = (struct pollfd){ .fd = r->a->cancel[0], .events = POLLIN };
-		if (r->a->control >= 0)
-			fds[P_CONTROL] = (struct pollfd){ .fd = r->a->control, .events = POLLIN };
-		if (r->stream < 0 && !r->stream_closed && r->a->stdio_listen >= 0)
-			fds[P_LISTEN] =
-				(struct pollfd){ .fd = r->a->stdio_listen, .events = POLLIN };
-		if (r->stream >= 0)
-			fds[P_STREAM] =
-				(struct pollfd){ .fd = r->stream,
-						 .events = POLLIN | (r->olen ? POLLOUT : 0) };
-		if (r->stream_ok && !r->in_done && r->olen == 0 && !r->done)
-			fds[P_STDIN] = (struct pollfd){ .fd = p->in_fd, .events = POLLIN };
-		if (signals)
-			fds[P_SIGNAL] = (struct pollfd){ .fd = sig_pipe[0], .events = POLLIN };
-		if (r->done && !r->stream_ok)
-			timeout =
-				(int)(AGENT_STREAM_GRACE_MS -
-				      MIN(now_ms() - r->done_at, (uint64_t)AGENT_STREAM_GRACE_MS));
-		n = poll(fds, P_N, timeout);
+		relay_fds(r, signals, fds);
+		n = poll(fds, P_N, relay_timeout(r));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
 			return gantry_error_errno(err, "poll");
 		if (fds[P_CANCEL].revents)
 			return gantry_error(err, ECANCELED, "cancelled");
+		if (fds[P_WAKE].revents)
+			link_woken(r->a);
 		if (fds[P_SIGNAL].revents && handle_signals(r, err) < 0)
 			return -1;
+		if (fds[P_HOST].revents && r->held_len) {
+			deliver_held(r);
+			if (r->stream >= 0 && stream_frames(r, err) < 0)
+				return -1;
+		}
 		if (fds[P_STREAM].revents & POLLOUT)
 			flush_stream(r);
 		if (fds[P_STREAM].revents & (POLLIN | POLLHUP | POLLERR) && r->stream >= 0 &&
-		    read_stream(r, err) < 0)
+		    r->held_len == 0 && read_stream(r, err) < 0)
 			return -1;
+		if (r->stream >= 0 && !r->stream_ok &&
+		    now_ms() - r->stream_at >= AGENT_STREAM_ID_MS) {
+			log_debug("a stdio stream did not name its session: dropped");
+			stream_end(r);
+		}
 		if (fds[P_LISTEN].revents)
 			accept_stream(r);
-		if (fds[P_STDIN].revents && r->stream_ok) {
+		if (fds[P_STDIN].revents && r->stream_ok)
 			read_stdin(r);
-			flush_stream(r);
-		}
 		if (r->olen && r->stream >= 0)
 			flush_stream(r);
-		if (fds[P_CONTROL].revents && read_control(r, err) < 0)
+		if (relay_control(r, fds, err) < 0)
 			return -1;
-		if (r->a->control < 0 && !r->done)
-			return gantry_error(err, ECONNRESET, "lost the guest control connection");
 	}
 	return 0;
 }
@@ -897,8 +644,10 @@ int agent_run(struct agent *a, const struct agent_process *p, struct agent_resul
 	memset(res, 0, sizeof(*res));
 	if (a->control < 0)
 		return gantry_error(err, ENOTCONN, "the guest agent is not connected");
-	if (cancelled(a))
+	if (link_cancelled(a))
 		return gantry_error(err, ECANCELED, "cancelled");
+	if (link_check(a, err) < 0)
+		return -1;
 	r = xzalloc(sizeof(*r));
 	r->a = a;
 	r->p = p;
@@ -907,6 +656,8 @@ int agent_run(struct agent *a, const struct agent_process *p, struct agent_resul
 	r->sdec = xmalloc(sizeof(*r->sdec));
 	proto_decoder_init(r->sdec);
 	r->id = ++a->next_id ? a->next_id : ++a->next_id;
+	hostout_open(&r->out, p->out_fd);
+	hostout_open(&r->errout, p->tty ? -1 : p->err_fd);
 
 	if (p->forward_signals && signals_take(&sigs, err) < 0)
 		goto out;
@@ -916,54 +667,26 @@ int agent_run(struct agent *a, const struct agent_process *p, struct agent_resul
 		cfmakeraw(&t);
 		raw = tcsetattr(p->in_fd, TCSANOW, &t) == 0;
 	}
-	if (send_exec(r, err) < 0)
-		goto out;
-	atomic_store(&a->running, r->id);
-	ret = relay(r, sigs.on, err);
-	atomic_store(&a->running, 0);
+	if (send_exec(r, err) == 0) {
+		atomic_store(&a->running, r->id);
+		ret = relay(r, sigs.on, err);
+		atomic_store(&a->running, 0);
+	}
+	/* Cut off: the peer hears of it as a hang-up, now. */
+	if (ret < 0 && link_check(a, NULL) < 0)
+		link_close(a);
 out:
 	if (raw)
 		tcsetattr(p->in_fd, TCSANOW, &saved_tio);
 	signals_give_back(&sigs);
-	close_fd(&r->stream);
+	link_close_fd(&r->stream);
+	hostout_close(&r->out);
+	hostout_close(&r->errout);
 	free(r->sdec);
 	free(r);
 	if (ret < 0)
 		agent_result_free(res);
 	return ret;
-}
-
-int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *err)
-{
-	struct proto_msg m = { .type = PROTO_SHUTDOWN };
-	uint64_t deadline = deadline_of(timeout_ms);
-
-	if (status < 0 || status > 255)
-		return gantry_error(err, EINVAL, "shutdown status %d is not 0-255", status);
-	m.u.shutdown.status = (uint32_t)status;
-	if (send_control(a, &m, err) < 0)
-		return -1;
-	if (timeout_ms == 0)
-		return 0;
-	/* Whatever else the guest says now is moot: wait for it to hang up. */
-	for (;;) {
-		char buf[4096];
-		int r = wait_fd(a, a->control, deadline, err);
-		ssize_t n;
-
-		if (r < 0)
-			return -1;
-		if (r == 0)
-			return gantry_error(err, ETIMEDOUT,
-					    "the guest did not power off within %d ms", timeout_ms);
-		n = read(a->control, buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-	}
-	control_close(a);
-	return 0;
 }
 
 int agent_result_status(const struct agent_result *r)
@@ -975,6 +698,8 @@ int agent_result_status(const struct agent_result *r)
 
 void agent_result_free(struct agent_result *r)
 {
+	if (r == NULL)
+		return;
 	free(r->message);
 	r->message = NULL;
 }

@@ -1,6 +1,8 @@
 /* The host side of the agent protocol (proto/agent.h): listen where the
  * guest's vsock dials land, wait for gantry-init's HELLO, run a process in
  * the guest with its stdio relayed to host fds, and shut the guest down.
+ * The link (listening, the guest's dials, HELLO/READY, shutdown) is
+ * agent/link.c; one session's relay is agent/session.c.
  *
  * It owns no more of the process than one call needs: no global main loop,
  * no threads. The VMM may run in the same process on its own threads (it
@@ -8,6 +10,13 @@
  * thread, makes a waiting call return. Signal forwarding, when asked for,
  * installs handlers for the duration of agent_run only, and only one
  * agent_run at a time may forward signals.
+ *
+ * The host never waits on the guest: every socket is non-blocking, and what
+ * the host sends on the control connection waits in a bounded queue. A peer
+ * (the guest, or for agent_attach the sandbox's supervisor) that leaves more
+ * than AGENT_SEND_QUEUE_MAX bytes unread, or takes nothing for
+ * AGENT_SEND_STALL_MS while bytes wait, is cut off: the call fails with
+ * "... stopped reading its control connection".
  *
  * One session at a time per struct agent. */
 #ifndef GANTRY_AGENT_SESSION_H
@@ -20,8 +29,13 @@
 #include "common/error.h"
 #include "proto/agent.h"
 
-#define AGENT_STREAM_GRACE_MS 5000 /* after EXIT, for a stdio stream never accepted */
-#define AGENT_INTERRUPTS_TO_KILL 3 /* SIGINTs without a terminal before SIGKILL */
+/* After EXIT, for a stdio stream never accepted, or one that goes quiet
+ * without its EOFs. */
+#define AGENT_STREAM_GRACE_MS	 5000
+#define AGENT_STREAM_ID_MS	 5000	      /* for a stdio dial to name its session (STREAM) */
+#define AGENT_SEND_QUEUE_MAX	 (256 * 1024) /* control bytes waiting for the peer */
+#define AGENT_SEND_STALL_MS	 10000	      /* waiting control bytes with none taken */
+#define AGENT_INTERRUPTS_TO_KILL 3	      /* SIGINTs without a terminal before SIGKILL */
 
 struct agent;
 
@@ -53,11 +67,14 @@ struct agent_result {
  * it before the guest boots so its first dial lands. */
 int agent_listen(const char *dir, struct agent **out, gantry_error_t *err);
 /* A session link to a sandbox supervisor (src/sandbox) on fd, which it
- * takes: agent_run as above, the supervisor relaying control frames and
- * passing each stdio stream along (SCM_RIGHTS with its STREAM frame). */
+ * takes (and makes non-blocking) when it succeeds: agent_run as above, the
+ * supervisor relaying control frames and passing each stdio stream along
+ * (SCM_RIGHTS with its STREAM frame). */
 int agent_attach(int fd, struct agent **out, gantry_error_t *err);
 /* After HELLO: hand the control connection and the stdio listener to a
- * caller that serves many sessions itself (the supervisor). */
+ * caller that serves many sessions itself (the supervisor). The control
+ * connection comes back in blocking mode, as accept() made it; the
+ * listener is non-blocking. */
 int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_error_t *err);
 /* The same on this host's own vsock (ports 1025 and 1026, any CID), for a
  * guest whose VMM has an in-kernel vsock device (vhost-vsock): bench/exec's
@@ -71,14 +88,19 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 		     gantry_error_t *err);
 /* Run one process and relay its stdio until it ends. 0 with *res filled
  * (a non-zero exit, a signal or an ERROR are results, not failures); -1
- * when the guest link failed or the call was cancelled. */
+ * when the guest link failed or was cut off, or the call was cancelled.
+ * Once EXIT is in, a forwarded SIGINT, SIGTERM, SIGHUP or SIGQUIT stops
+ * waiting for output the host fds will not take. */
 int agent_run(struct agent *a, const struct agent_process *p, struct agent_result *res,
 	      gantry_error_t *err);
 /* Thread-safe: send signo to the process agent_run is running now (a no-op
- * between sessions), e.g. from a timeout on another thread. */
+ * between sessions), e.g. from a timeout on another thread. It queues the
+ * frame and never blocks; -1 once the link is cut off. */
 int agent_signal(struct agent *a, int signo, gantry_error_t *err);
 /* Ask the guest to sync, unmount and power off with status; wait up to
- * timeout_ms (0: not at all) for it to close the control connection. */
+ * timeout_ms (0: not at all) for it to close the control connection. The
+ * request itself goes out within timeout_ms, or with 0 within the
+ * AGENT_SEND_STALL_MS bound. */
 int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *err);
 /* Thread-safe and async-signal-safe: make the current and later waits fail. */
 void agent_cancel(struct agent *a);

@@ -4,6 +4,7 @@
 #include <ftw.h>
 #include <libgen.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,32 +109,86 @@ int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_
 	return 0;
 }
 
+/* The last line of buf[0, len) before *end: where it starts, NULL when
+ * no newline comes before it (it starts at buf, or before the window). */
+static const char *line_before(const char *buf, size_t end)
+{
+	const char *nl = memrchr(buf, '\n', end);
+
+	return nl ? nl + 1 : NULL;
+}
+
+/* One line made safe to show: its line end dropped, and when it is too
+ * long, or began before the window, only its end kept after "...". */
+static char *tail_line(const char *p, size_t len, bool cut)
+{
+	cleanup_free char *safe = NULL;
+	char *line;
+
+	while (len > 0 && p[len - 1] == '\r')
+		len--;
+	if (len > FILES_TAIL_LINE_MAX - 3) {
+		p += len - (FILES_TAIL_LINE_MAX - 3);
+		len = FILES_TAIL_LINE_MAX - 3;
+		cut = true;
+	}
+	safe = text_sanitized(p, len, 0);
+	if (!cut)
+		return steal_pointer(&safe);
+	xasprintf(&line, "...%s", safe);
+	return line;
+}
+
 size_t read_tail_lines(const char *path, size_t max, char ***out)
 {
-	cleanup_fclose FILE *f = fopen(path, "re");
-	cleanup_free char *line = NULL;
-	char **ring, **lines;
-	size_t cap = 0, n = 0, first, i;
+	cleanup_close int fd = -1;
+	cleanup_free char *buf = NULL;
+	char **lines;
+	struct stat st;
+	size_t len, n = 0;
+	off_t from;
 	ssize_t got;
 
 	*out = NULL;
-	if (f == NULL || max == 0)
+	if (max == 0)
 		return 0;
-	ring = xzalloc(max * sizeof(*ring));
-	while ((got = getline(&line, &cap, f)) > 0) {
-		while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
-			line[--got] = '\0';
-		free(ring[n % max]);
-		ring[n % max] = text_sanitized(line, (size_t)got, 0);
-		n++;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	from = st.st_size > FILES_TAIL_WINDOW ? st.st_size - FILES_TAIL_WINDOW : 0;
+	buf = xmalloc(FILES_TAIL_WINDOW);
+	do
+		got = pread(fd, buf, FILES_TAIL_WINDOW, from);
+	while (got < 0 && errno == EINTR);
+	if (got <= 0)
+		return 0;
+	len = (size_t)got;
+	if (buf[len - 1] == '\n')
+		len--; /* the last line's end, not an empty line after it */
+	if (len == 0)
+		return 0;
+	lines = xzalloc(MIN(max, len + 1) * sizeof(*lines));
+	/* Newest first, from the end of the window back. */
+	while (n < max) {
+		const char *start = line_before(buf, len);
+
+		if (start == NULL) {
+			/* The window's first line began before it: shown only
+			 * when it is all there is, as its end. */
+			if (from == 0 || n == 0)
+				lines[n++] = tail_line(buf, len, from > 0);
+			break;
+		}
+		lines[n++] = tail_line(start, len - (size_t)(start - buf), false);
+		len = (size_t)(start - buf) - 1;
 	}
 	/* Oldest first. */
-	first = n > max ? n % max : 0;
-	n = MIN(n, max);
-	lines = xzalloc((n ? n : 1) * sizeof(*lines));
-	for (i = 0; i < n; i++)
-		lines[i] = ring[(first + i) % max];
-	free(ring);
+	for (size_t i = 0; i < n / 2; i++) {
+		char *t = lines[i];
+
+		lines[i] = lines[n - 1 - i];
+		lines[n - 1 - i] = t;
+	}
 	*out = lines;
 	return n;
 }

@@ -20,10 +20,14 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 /* Read a whole regular file of at most max bytes, NUL-terminated; 0 with
  * *out NULL when it does not exist. */
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err);
-/* The last (at most max) lines of a log, read to its end, for showing
- * in a terminal or an error: line ends dropped, the rest sanitised
- * (common/text.h). Returns how many (0 when it is missing or empty); free them with
- * free_lines(). */
+/* The last (at most max) lines of a log, for showing in a terminal or an
+ * error, from at most its last FILES_TAIL_WINDOW bytes: a guest's console
+ * may be huge, or one line without end. Line ends are dropped, each line is
+ * sanitised (text_sanitize) and a line longer than FILES_TAIL_LINE_MAX
+ * keeps only its end, after "...". Returns how many (0 when it is missing,
+ * empty or not a regular file); free them with free_lines(). */
+#define FILES_TAIL_WINDOW   (64 * 1024)
+#define FILES_TAIL_LINE_MAX 512
 size_t read_tail_lines(const char *path, size_t max, char ***out);
 void free_lines(char **lines, size_t n);
 /* Remove path and everything below it, not following symlinks; best effort. */

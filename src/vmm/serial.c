@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "vmm/console.h"
 #include "vmm/serial.h"
 #include "vmm/vm.h"
 
@@ -40,19 +41,19 @@
 #define UART_MSR_RI	  0x40
 #define UART_MSR_DCD	  0x80
 
-void serial_init(struct serial *s, struct vm *vm, int out_fd)
+void serial_init(struct serial *s, struct vm *vm, struct console *console)
 {
 	memset(s, 0, sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
 	s->vm = vm;
-	s->out_fd = out_fd;
+	s->console = console;
 	s->mcr = UART_MCR_OUT2;
 }
 
 static void serial_flush_locked(struct serial *s)
 {
-	if (s->out_len && s->out_fd >= 0)
-		(void)write_full(s->out_fd, s->out, s->out_len);
+	if (s->out_len && s->console)
+		console_write(s->console, s->out, s->out_len);
 	s->out_len = 0;
 }
 

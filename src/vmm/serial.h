@@ -1,5 +1,7 @@
-/* 16550A UART at COM1 (0x3f8, IRQ 4): the guest console. Output goes to a
- * file descriptor line by line; input, when attached, comes from another. */
+/* 16550A UART at COM1 (0x3f8, IRQ 4): the guest console. Output goes
+ * line by line (or SERIAL_OUT_BUF bytes at a time) through a struct console
+ * (console.h, which caps a log file); input, when attached, comes from an
+ * fd. */
 #ifndef GANTRY_VMM_SERIAL_H
 #define GANTRY_VMM_SERIAL_H
 
@@ -16,11 +18,12 @@
 #define SERIAL_OUT_BUF	 4096
 
 struct vm;
+struct console;
 
 struct serial {
 	pthread_mutex_t lock;
-	struct vm *vm; /* NULL in tests: no interrupt line */
-	int out_fd;
+	struct vm *vm;		 /* NULL in tests: no interrupt line */
+	struct console *console; /* NULL: output dropped */
 	char out[SERIAL_OUT_BUF];
 	size_t out_len;
 
@@ -31,7 +34,7 @@ struct serial {
 	int irq_level;
 };
 
-void serial_init(struct serial *s, struct vm *vm, int out_fd);
+void serial_init(struct serial *s, struct vm *vm, struct console *console);
 /* Register the UART's ports on vm's port bus. */
 int serial_attach(struct serial *s, gantry_error_t *err);
 /* Bus access handler (exposed for tests). */

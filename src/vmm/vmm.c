@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
+#include "vmm/console.h"
 #include "vmm/mptable.h"
 #include "vmm/serial.h"
 #include "vmm/sysdev.h"
@@ -48,7 +49,7 @@ struct vmm {
 	struct queue_watch watches[VMM_MAX_DEVICES][VIRTIO_MAX_QUEUES];
 	unsigned int nr_devs;
 	char *cmdline;
-	int console_fd;
+	struct console console;
 	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
 };
 
@@ -239,7 +240,7 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 		goto out;
 	v->t_kvm = now_ms_frac();
 
-	serial_init(&v->serial, &v->vm, v->console_fd);
+	serial_init(&v->serial, &v->vm, &v->console);
 	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
 		goto out;
 	if (cfg->stop_fd > 0 && ioloop_add(&v->vm.io, cfg->stop_fd, vmm_stop_requested, v, err) < 0)
@@ -304,7 +305,6 @@ static void vmm_teardown(struct vmm *v)
 int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 {
 	struct vmm v;
-	cleanup_close int console_fd = -1;
 	double t0 = now_ms_frac(), t_run;
 	int r = -1;
 
@@ -314,15 +314,12 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	if (v.vm.profile && *v.vm.profile == '\0')
 		v.vm.profile = NULL;
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));
-	v.console_fd = cfg->console_fd > 0 ? cfg->console_fd : STDOUT_FILENO;
+	console_init_fd(&v.console, cfg->console_fd > 0 ? cfg->console_fd : STDOUT_FILENO);
 	if (vmm_validate(cfg, err) < 0)
 		return -1;
-	if (cfg->console) {
-		console_fd = open(cfg->console, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (console_fd < 0)
-			return gantry_error_errno(err, "console `%s`", cfg->console);
-		v.console_fd = console_fd;
-	}
+	/* A log file of ours is capped (console.h); the caller's fd is not. */
+	if (cfg->console && console_open(&v.console, cfg->console, VMM_CONSOLE_MAX, err) < 0)
+		return -1;
 	if (vmm_setup(&v, cfg, err) < 0)
 		goto out;
 	if (ioloop_start(&v.vm.io, err) < 0)
@@ -357,5 +354,6 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	}
 out:
 	vmm_teardown(&v);
+	console_close(&v.console);
 	return r;
 }

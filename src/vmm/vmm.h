@@ -25,7 +25,7 @@ struct vmm_config {
 	const char *kernel;
 	const char *initrd;
 	const char *append;
-	const char *console; /* file for the serial console; NULL = stdout */
+	const char *console;   /* file for the serial console, capped (console.h); NULL = stdout */
 	int console_fd;	       /* > 0: write the console to this fd instead */
 	bool console_input;    /* feed a terminal on stdin to the console */
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */

@@ -2,14 +2,19 @@
  * fake gantry-init runs on a thread and dials the library's Unix sockets the
  * way the VMM's vsock device does for a real guest; each test gives it a
  * script: echo stdin back, refuse the command, die on a signal, send a stale
- * stream first, hang up mid-session, speak another protocol version. */
+ * stream first, hang up mid-session, speak another protocol version; and
+ * the hostile or stuck ones the host must not wait on: stop reading, dial
+ * and say nothing, exit without ending the output, flood a host fd nobody
+ * reads. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +30,19 @@
 #include "proto/agent.h"
 
 enum script {
-	GUEST_ECHO,	 /* STDIN comes back on STDOUT; "bye" on STDERR; exit 7 */
-	GUEST_NOT_FOUND, /* ERROR 127 */
-	GUEST_SIGNALED,	 /* waits for SIGNAL, then dies of it */
-	GUEST_STALE,	 /* a stream for another session first */
-	GUEST_HANG_UP,	 /* closes the control connection after EXEC */
-	GUEST_OLD,	 /* HELLO with another protocol version */
-	GUEST_SILENT,	 /* connects and says nothing */
-	GUEST_UNREADY,	 /* HELLO, then READY saying why it cannot run anything */
+	GUEST_ECHO,	  /* STDIN comes back on STDOUT; "bye" on STDERR; exit 7 */
+	GUEST_NOT_FOUND,  /* ERROR 127 */
+	GUEST_SIGNALED,	  /* waits for SIGNAL, then dies of it */
+	GUEST_STALE,	  /* a stream for another session first */
+	GUEST_HANG_UP,	  /* closes the control connection after EXEC */
+	GUEST_OLD,	  /* HELLO with another protocol version */
+	GUEST_SILENT,	  /* connects and says nothing */
+	GUEST_UNREADY,	  /* HELLO, then READY saying why it cannot run anything */
+	GUEST_DEAF,	  /* after EXEC, reads nothing until released */
+	GUEST_MUTE_DIAL,  /* a stdio dial that never says STREAM, then ECHO's session */
+	GUEST_NO_EOF,	  /* EXIT, with the stream left open and its EOFs never sent */
+	GUEST_FLOOD,	  /* STDOUT frames until the host goes away */
+	GUEST_EXIT_FLOOD, /* EXIT first, then GUEST_FLOOD */
 };
 
 struct guest {
@@ -44,6 +54,8 @@ struct guest {
 	uint32_t shutdown_status;
 	bool got_shutdown;
 	uint32_t signo;
+	int release[2]; /* written by the test (or teardown): stop holding on */
+	atomic_bool exec_seen, exit_sent;
 };
 
 static uint8_t gbuf[PROTO_MAX_FRAME];
@@ -106,12 +118,37 @@ static void echo(int s)
 	}
 }
 
+/* Hold on until the test lets go. */
+static void wait_release(struct guest *g)
+{
+	char c;
+
+	(void)!read(g->release[0], &c, 1);
+}
+
+/* STDOUT frames until the stream refuses one (the host closed it). */
+static void flood(int s)
+{
+	static uint8_t chunk[PROTO_MAX_DATA];
+	struct proto_msg m = { .type = PROTO_STDOUT, .u.data = { chunk, sizeof(chunk) } };
+
+	memset(chunk, 'x', sizeof(chunk));
+	while (proto_write_msg(s, &m) == 0)
+		;
+}
+
+static void send_exit(int c, struct guest *g, uint32_t id, uint32_t code)
+{
+	send_msg(c, (struct proto_msg){ .type = PROTO_EXIT, .u.exit = { id, false, code } });
+	atomic_store(&g->exit_sent, true);
+}
+
 static void *guest_main(void *opaque)
 {
 	struct guest *g = opaque;
 	struct proto_msg m;
 	uint32_t id;
-	int c, s;
+	int c, s, mute;
 
 	c = dial(g->dir, PROTO_CONTROL_PORT);
 	if (g->script == GUEST_SILENT) {
@@ -132,7 +169,8 @@ static void *guest_main(void *opaque)
 		return NULL;
 	}
 	send_msg(c, (struct proto_msg){ .type = PROTO_READY,
-					.u.ready.message = g->script == GUEST_UNREADY ? "no root" : NULL });
+					.u.ready.message =
+						g->script == GUEST_UNREADY ? "no root" : NULL });
 	if (g->script == GUEST_UNREADY) {
 		close(c);
 		return NULL;
@@ -145,8 +183,30 @@ static void *guest_main(void *opaque)
 	snprintf(g->cwd, sizeof(g->cwd), "%s", m.u.exec.cwd);
 	snprintf(g->env0, sizeof(g->env0), "%s", m.u.exec.envc ? m.u.exec.env[0] : "");
 	proto_msg_free(&m);
+	atomic_store(&g->exec_seen, true);
 
 	switch (g->script) {
+	case GUEST_DEAF:
+		s = open_stream(g, id);
+		send_msg(c, (struct proto_msg){ .type = PROTO_STARTED, .u.started = { id, 42 } });
+		wait_release(g);
+		close(s);
+		break;
+	case GUEST_NO_EOF:
+		s = open_stream(g, id);
+		send_data(s, PROTO_STDOUT, "partial", 7);
+		send_exit(c, g, id, 3);
+		wait_release(g);
+		close(s);
+		break;
+	case GUEST_EXIT_FLOOD:
+	case GUEST_FLOOD:
+		s = open_stream(g, id);
+		if (g->script == GUEST_EXIT_FLOOD)
+			send_exit(c, g, id, 5);
+		flood(s);
+		close(s);
+		break;
 	case GUEST_NOT_FOUND:
 		send_msg(c, (struct proto_msg){ .type = PROTO_ERROR,
 						.u.error = { id, PROTO_ERR_NOT_FOUND,
@@ -173,7 +233,9 @@ static void *guest_main(void *opaque)
 		close(s);
 		/* then the real one */
 		__attribute__((fallthrough));
+	case GUEST_MUTE_DIAL:
 	case GUEST_ECHO:
+		mute = g->script == GUEST_MUTE_DIAL ? dial(g->dir, PROTO_STDIO_PORT) : -1;
 		s = open_stream(g, id);
 		send_msg(c, (struct proto_msg){ .type = PROTO_STARTED, .u.started = { id, 42 } });
 		echo(s);
@@ -183,6 +245,8 @@ static void *guest_main(void *opaque)
 		/* EXIT before the stream closes: the host still waits for EOFs. */
 		send_msg(c, (struct proto_msg){ .type = PROTO_EXIT, .u.exit = { id, false, 7 } });
 		close(s);
+		if (mute >= 0)
+			close(mute);
 		break;
 	default:
 		break;
@@ -213,6 +277,7 @@ static int setup(void **state)
 	struct fixture *f = xzalloc(sizeof(*f));
 	gantry_error_t err = NULL;
 
+	f->guest.release[0] = f->guest.release[1] = -1;
 	snprintf(f->dir, sizeof(f->dir), "/tmp/gantry-agent-XXXXXX");
 	assert_non_null(mkdtemp(f->dir));
 	if (agent_listen(f->dir, &f->agent, &err) < 0)
@@ -227,8 +292,14 @@ static int teardown(void **state)
 	char path[128];
 
 	agent_free(f->agent);
-	if (f->started)
+	if (f->started) {
+		(void)!write(f->guest.release[1], "", 1);
 		pthread_join(f->guest.thread, NULL);
+	}
+	if (f->guest.release[0] >= 0) {
+		close(f->guest.release[0]);
+		close(f->guest.release[1]);
+	}
 	snprintf(path, sizeof(path), "%s/%d.sock", f->dir, PROTO_CONTROL_PORT);
 	assert_int_equal(access(path, F_OK), -1); /* agent_free removed them */
 	rmdir(f->dir);
@@ -240,6 +311,7 @@ static void start_guest(struct fixture *f, enum script script)
 {
 	f->guest.script = script;
 	snprintf(f->guest.dir, sizeof(f->guest.dir), "%s", f->dir);
+	assert_int_equal(pipe2(f->guest.release, O_CLOEXEC), 0);
 	assert_int_equal(pthread_create(&f->guest.thread, NULL, guest_main, &f->guest), 0);
 	f->started = true;
 }
@@ -491,6 +563,230 @@ static void test_cancel(void **state)
 	pthread_join(t, NULL);
 }
 
+/* Frames towards a guest that stopped reading: SIGNALs from another thread
+ * as fast as it can, RESIZEs from forwarded SIGWINCHs, stdin from a file. */
+struct flooder {
+	struct agent *agent;
+	atomic_bool stop;
+	unsigned long sent;
+	unsigned long max; /* 0: until the link is cut */
+	atomic_bool *go;   /* the guest has the EXEC: a session runs */
+};
+
+static void *flood_control(void *opaque)
+{
+	struct flooder *fl = opaque;
+	uint64_t until = now_ms() + 20000;
+
+	while (!atomic_load(fl->go))
+		usleep(1000);
+	while (!atomic_load(&fl->stop) && now_ms() < until && (!fl->max || fl->sent < fl->max)) {
+		gantry_error_t err = NULL;
+
+		if (agent_signal(fl->agent, SIGTERM, &err) < 0) {
+			gantry_error_free(&err);
+			break;
+		}
+		if (++fl->sent % 64 == 0 && !fl->max)
+			kill(getpid(), SIGWINCH);
+	}
+	return NULL;
+}
+
+static void test_guest_stops_reading(void **state)
+{
+	static uint8_t in[4 << 20];
+	struct fixture *f = *state;
+	char *argv[] = { "cat", NULL };
+	struct agent_process p = {
+		.argv = argv, .tty = true, .forward_signals = true, .out_fd = -1, .err_fd = -1
+	};
+	struct flooder fl = { 0 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	uint64_t t0;
+	pthread_t t;
+
+	p.in_fd = temp_file(in, sizeof(in));
+	start_guest(f, GUEST_DEAF);
+	hello(f);
+	fl.agent = f->agent;
+	fl.go = &f->guest.exec_seen;
+	pthread_create(&t, NULL, flood_control, &fl);
+	t0 = now_ms();
+	assert_int_equal(agent_run(f->agent, &p, &res, &err), -1);
+	/* Cut off when the queue passed its cap, long before the stall bound. */
+	assert_true(now_ms() - t0 < AGENT_SEND_STALL_MS);
+	assert_non_null(strstr(gantry_error_str(err), "the guest stopped reading its control "
+						      "connection"));
+	gantry_error_free(&err);
+	atomic_store(&fl.stop, true);
+	pthread_join(t, NULL);
+	/* The link stays cut: no more sessions, no SHUTDOWN. */
+	assert_int_equal(agent_signal(f->agent, SIGTERM, &err), 0); /* between sessions */
+	assert_int_equal(agent_shutdown(f->agent, 0, 0, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "stopped reading"));
+	gantry_error_free(&err);
+	assert_int_equal(agent_run(f->agent, &p, &res, &err), -1);
+	gantry_error_free(&err);
+	close(p.in_fd);
+}
+
+/* A guest that stops reading once the socket is full: what waits below the
+ * cap is cut off by the stall bound. */
+static void test_guest_stalls(void **state)
+{
+	struct fixture *f = *state;
+	char *argv[] = { "sleep", "100", NULL };
+	struct agent_process p = { .argv = argv, .in_fd = -1, .out_fd = -1, .err_fd = -1 };
+	/* Each frame is 16 bytes: far more than a socket buffer holds of them,
+	 * far less than the queue's cap. */
+	struct flooder fl = { .max = 10000 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	uint64_t t0, took;
+	pthread_t t;
+
+	assert_true(fl.max * 16 < AGENT_SEND_QUEUE_MAX);
+	start_guest(f, GUEST_DEAF);
+	hello(f);
+	fl.agent = f->agent;
+	fl.go = &f->guest.exec_seen;
+	pthread_create(&t, NULL, flood_control, &fl);
+	t0 = now_ms();
+	assert_int_equal(agent_run(f->agent, &p, &res, &err), -1);
+	took = now_ms() - t0;
+	pthread_join(t, NULL);
+	assert_int_equal(fl.sent, fl.max);
+	assert_true(took >= AGENT_SEND_STALL_MS);
+	assert_true(took < AGENT_SEND_STALL_MS + 3000);
+	assert_non_null(strstr(gantry_error_str(err), "stopped reading its control connection"));
+	assert_non_null(strstr(gantry_error_str(err), "none taken"));
+	gantry_error_free(&err);
+}
+
+static void test_mute_stdio_dial(void **state)
+{
+	struct fixture *f = *state;
+	char *argv[] = { "cat", NULL };
+	struct agent_process p = { .argv = argv, .in_fd = -1 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	char errbuf[16] = { 0 };
+	uint64_t t0, took;
+
+	p.out_fd = temp_file(NULL, 0);
+	p.err_fd = temp_file(NULL, 0);
+	start_guest(f, GUEST_MUTE_DIAL);
+	hello(f);
+	t0 = now_ms();
+	if (agent_run(f->agent, &p, &res, &err) < 0)
+		fail_msg("agent_run: %s", gantry_error_str(err));
+	took = now_ms() - t0;
+	/* The silent dial held the session's own stream back for its bound. */
+	assert_true(took >= AGENT_STREAM_ID_MS - 100);
+	assert_true(took < AGENT_STREAM_ID_MS + 3000);
+	assert_int_equal(res.code, 7);
+	assert_int_equal(slurp(p.err_fd, (uint8_t *)errbuf, sizeof(errbuf) - 1), 4);
+	assert_string_equal(errbuf, "bye\n");
+	agent_result_free(&res);
+	close(p.out_fd);
+	close(p.err_fd);
+}
+
+static void test_exit_without_eof(void **state)
+{
+	struct fixture *f = *state;
+	char *argv[] = { "true", NULL };
+	struct agent_process p = { .argv = argv, .in_fd = -1, .err_fd = -1 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	uint8_t out[16];
+	uint64_t t0, took;
+
+	p.out_fd = temp_file(NULL, 0);
+	start_guest(f, GUEST_NO_EOF);
+	hello(f);
+	t0 = now_ms();
+	if (agent_run(f->agent, &p, &res, &err) < 0)
+		fail_msg("agent_run: %s", gantry_error_str(err));
+	took = now_ms() - t0;
+	assert_true(took < AGENT_STREAM_GRACE_MS + 3000);
+	assert_int_equal(res.code, 3);
+	assert_int_equal(slurp(p.out_fd, out, sizeof(out)), 7);
+	assert_memory_equal(out, "partial", 7);
+	agent_result_free(&res);
+	close(p.out_fd);
+}
+
+static void test_stuck_host_output_cancels(void **state)
+{
+	struct fixture *f = *state;
+	char *argv[] = { "yes", NULL };
+	struct agent_process p = { .argv = argv, .in_fd = -1, .err_fd = -1 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	int out[2], flags;
+	uint64_t t0;
+	pthread_t t;
+
+	/* A pipe nobody reads: blocking, as a shell hands it over. */
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	p.out_fd = out[1];
+	start_guest(f, GUEST_FLOOD);
+	hello(f);
+	pthread_create(&t, NULL, cancel_later, f->agent);
+	t0 = now_ms();
+	assert_int_equal(agent_run(f->agent, &p, &res, &err), -1);
+	assert_int_equal(err->status, ECANCELED);
+	assert_true(now_ms() - t0 < 3000);
+	gantry_error_free(&err);
+	pthread_join(t, NULL);
+	/* The caller's description was never made non-blocking. */
+	flags = fcntl(out[1], F_GETFL);
+	assert_true(flags >= 0 && !(flags & O_NONBLOCK));
+	close(out[0]);
+	close(out[1]);
+}
+
+static void *interrupt_after_exit(void *opaque)
+{
+	struct guest *g = opaque;
+
+	while (!atomic_load(&g->exit_sent))
+		usleep(10 * 1000);
+	usleep(100 * 1000);
+	kill(getpid(), SIGINT);
+	return NULL;
+}
+
+static void test_interrupt_after_exit(void **state)
+{
+	struct fixture *f = *state;
+	char *argv[] = { "yes", NULL };
+	struct agent_process p = {
+		.argv = argv, .in_fd = -1, .err_fd = -1, .forward_signals = true
+	};
+	struct agent_result res;
+	gantry_error_t err = NULL;
+	int out[2];
+	pthread_t t;
+
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	p.out_fd = out[1];
+	start_guest(f, GUEST_EXIT_FLOOD);
+	hello(f);
+	pthread_create(&t, NULL, interrupt_after_exit, &f->guest);
+	/* The process is gone and its output will not fit: Ctrl-C ends the wait. */
+	if (agent_run(f->agent, &p, &res, &err) < 0)
+		fail_msg("agent_run: %s", gantry_error_str(err));
+	assert_int_equal(res.code, 5);
+	pthread_join(t, NULL);
+	agent_result_free(&res);
+	close(out[0]);
+	close(out[1]);
+}
+
 static void test_listen_errors(void **state)
 {
 	struct agent *a = NULL;
@@ -522,6 +818,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_not_ready, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hello_timeout, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guest_stops_reading, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_guest_stalls, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mute_stdio_dial, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exit_without_eof, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stuck_host_output_cancels, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_interrupt_after_exit, setup, teardown),
 		cmocka_unit_test(test_listen_errors),
 	};
 

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/util.h"
+#include "vmm/console.h"
 #include "vmm/serial.h"
 
 #define RBR 0
@@ -36,6 +37,7 @@
 
 struct uart {
 	struct serial s;
+	struct console console;
 	int pipe[2];
 };
 
@@ -44,7 +46,8 @@ static int uart_setup(void **state)
 	struct uart *u = xzalloc(sizeof(*u));
 
 	assert_int_equal(pipe2(u->pipe, O_NONBLOCK | O_CLOEXEC), 0);
-	serial_init(&u->s, NULL, u->pipe[1]);
+	console_init_fd(&u->console, u->pipe[1]);
+	serial_init(&u->s, NULL, &u->console);
 	*state = u;
 	return 0;
 }
