@@ -73,6 +73,7 @@ static struct agent *agent_new(gantry_error_t *err)
 	a->ctl_listen = a->stdio_listen = a->control = -1;
 	a->cancel[0] = a->cancel[1] = a->wake[0] = a->wake[1] = -1;
 	a->peer = "the guest";
+	outq_init(&a->out, AGENT_SEND_QUEUE_MAX);
 	pthread_mutex_init(&a->send_lock, NULL);
 	a->dec = xmalloc(sizeof(*a->dec));
 	proto_decoder_init(a->dec);
@@ -181,7 +182,7 @@ void agent_free(struct agent *a)
 	link_close_fd(&a->wake[1]);
 	for (size_t i = 0; i < a->npassed; i++)
 		close(a->passed[i]);
-	free(a->out.buf);
+	outq_free(&a->out);
 	free(a->ctl_path);
 	free(a->stdio_path);
 	free(a->kernel);
@@ -222,7 +223,7 @@ static int link_cut(struct agent *a, gantry_error_t *err, const char *fmt, ...)
 		va_end(ap);
 		a->cut = true;
 	}
-	a->out.len = a->out.off = 0;
+	outq_free(&a->out);
 	return cut_error(a, err);
 }
 
@@ -236,60 +237,37 @@ static int link_usable(struct agent *a, gantry_error_t *err)
 	return 0;
 }
 
-/* Locked. Encode m at the end of the queue, making room for the largest
- * frame: the queue holds at most AGENT_SEND_QUEUE_MAX waiting bytes, and
- * so at most that plus one frame of memory. */
-static int queue_frame(struct agent *a, const struct proto_msg *m, gantry_error_t *err)
+/* Locked. Queue m behind what waits and send what the socket takes: 1
+ * when nothing is left waiting, 0 when some is, -1 when the peer is gone or
+ * more than AGENT_SEND_QUEUE_MAX would wait (the link is then cut). */
+static int send_locked(struct agent *a, const struct proto_msg *m, gantry_error_t *err)
 {
-	struct link_queue *q = &a->out;
-	ssize_t n;
+	uint8_t frame[PROTO_MAX_FRAME];
+	ssize_t n = proto_encode(m, frame, sizeof(frame));
 
-	if (q->off == q->len) {
-		q->off = q->len = 0;
-	} else if (q->off > 0 && q->cap - q->len < PROTO_MAX_FRAME) {
-		memmove(q->buf, q->buf + q->off, q->len - q->off);
-		q->len -= q->off;
-		q->off = 0;
-	}
-	if (q->cap - q->len < PROTO_MAX_FRAME) {
-		q->cap = q->len + PROTO_MAX_FRAME;
-		q->buf = xrealloc(q->buf, q->cap);
-	}
-	n = proto_encode(m, q->buf + q->len, PROTO_MAX_FRAME);
 	if (n < 0)
 		return gantry_error(err, EMSGSIZE, "%s does not fit in one frame",
 				    proto_type_name(m->type));
-	if (q->len - q->off + (size_t)n > AGENT_SEND_QUEUE_MAX)
-		return link_cut(a, err, "more than %d KiB waiting", AGENT_SEND_QUEUE_MAX / 1024);
-	if (q->off == q->len)
-		q->progress_at = now_ms();
-	q->len += (size_t)n;
-	return 0;
+	if (outq_send(&a->out, a->control, frame, (size_t)n, -1) < 0) {
+		if (errno == ENOBUFS)
+			return link_cut(a, err, "more than %d KiB waiting",
+					AGENT_SEND_QUEUE_MAX / 1024);
+		outq_free(&a->out);
+		return gantry_error_errno(err, "control connection to %s", a->peer);
+	}
+	return outq_pending(&a->out) ? 0 : 1;
 }
 
 /* Locked: link_flush. */
 static int flush_locked(struct agent *a, gantry_error_t *err)
 {
-	struct link_queue *q = &a->out;
-	size_t before = q->off;
-	int r, saved;
-
 	if (link_usable(a, err) < 0)
 		return -1;
-	if (q->off == q->len)
-		return 1;
-	r = proto_send_pending(a->control, q->buf, q->len, &q->off);
-	saved = errno;
-	if (q->off != before)
-		q->progress_at = now_ms();
-	if (r < 0) {
-		q->len = q->off = 0;
-		errno = saved;
+	if (outq_flush(&a->out, a->control) < 0) {
+		outq_free(&a->out);
 		return gantry_error_errno(err, "control connection to %s", a->peer);
 	}
-	if (r > 0)
-		q->len = q->off = 0;
-	return r;
+	return outq_pending(&a->out) ? 0 : 1;
 }
 
 int link_send(struct agent *a, const struct proto_msg *m, gantry_error_t *err)
@@ -300,9 +278,7 @@ int link_send(struct agent *a, const struct proto_msg *m, gantry_error_t *err)
 	pthread_mutex_lock(&a->send_lock);
 	r = link_usable(a, err);
 	if (r == 0)
-		r = queue_frame(a, m, err);
-	if (r == 0)
-		r = flush_locked(a, err);
+		r = send_locked(a, m, err);
 	pthread_mutex_unlock(&a->send_lock);
 	/* Bytes wait, or the link was cut: whoever polls it must look again. */
 	if (r <= 0)
@@ -327,21 +303,20 @@ bool link_pending(struct agent *a)
 	bool r;
 
 	pthread_mutex_lock(&a->send_lock);
-	r = a->out.off < a->out.len;
+	r = outq_pending(&a->out);
 	pthread_mutex_unlock(&a->send_lock);
 	return r;
 }
 
 int link_check(struct agent *a, gantry_error_t *err)
 {
-	struct link_queue *q = &a->out;
 	int r = 0;
 
 	pthread_mutex_lock(&a->send_lock);
 	if (a->cut)
 		r = cut_error(a, err);
-	else if (q->off < q->len && now_ms() - q->progress_at >= AGENT_SEND_STALL_MS)
-		r = link_cut(a, err, "%zu bytes waiting, none taken for %d s", q->len - q->off,
+	else if (outq_stalled(&a->out, now_ms(), AGENT_SEND_STALL_MS))
+		r = link_cut(a, err, "%zu bytes waiting, none taken for %d s", a->out.bytes,
 			     AGENT_SEND_STALL_MS / 1000);
 	pthread_mutex_unlock(&a->send_lock);
 	return r;
@@ -352,7 +327,7 @@ int link_timeout_ms(struct agent *a)
 	int r = -1;
 
 	pthread_mutex_lock(&a->send_lock);
-	if (a->out.off < a->out.len)
+	if (outq_pending(&a->out))
 		r = link_left_ms(a->out.progress_at + AGENT_SEND_STALL_MS);
 	pthread_mutex_unlock(&a->send_lock);
 	return r;
@@ -370,7 +345,7 @@ void link_close(struct agent *a)
 {
 	pthread_mutex_lock(&a->send_lock);
 	link_close_fd(&a->control);
-	a->out.len = a->out.off = 0;
+	outq_free(&a->out);
 	pthread_mutex_unlock(&a->send_lock);
 }
 

@@ -22,16 +22,10 @@
 
 #include "agent/session.h"
 #include "common/error.h"
+#include "common/outq.h"
 #include "proto/agent.h"
 
 #define AGENT_PASSED 8 /* stdio streams handed over but not yet claimed */
-
-/* Control bytes the peer has not taken yet: buf[off, len). */
-struct link_queue {
-	uint8_t *buf;
-	size_t len, off, cap;
-	uint64_t progress_at; /* when a byte last went, or the first began to wait */
-};
 
 struct agent {
 	char *ctl_path, *stdio_path; /* what errors name */
@@ -45,7 +39,7 @@ struct agent {
 	uint32_t next_id;
 	_Atomic uint32_t running;  /* the session agent_run serves, or 0 */
 	pthread_mutex_t send_lock; /* out, cut and control: agent_signal may come from any thread */
-	struct link_queue out;
+	struct outq out; /* control bytes the peer has not taken yet */
 	bool cut; /* for good: cut_why says why */
 	char cut_why[160];
 	char *kernel;
