@@ -107,7 +107,7 @@ static void guest_frames(struct sup *s)
 	ssize_t n = proto_decoder_fill(s->dec, s->control);
 	struct proto_msg m;
 	const char *why;
-	int k;
+	int k = 0;
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
