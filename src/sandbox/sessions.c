@@ -279,15 +279,41 @@ void clients_accept(struct sup *s)
 	}
 }
 
+/* The id a session's client gave its EXEC, when that EXEC never went to
+ * the guest (it waited, held back, in the client's decoder or socket). */
+static bool unsent_exec_id(struct client *c, uint32_t *id)
+{
+	struct proto_msg m;
+	const char *why;
+	bool found = false;
+
+	if (proto_decoder_fill(c->dec, c->fd) < 0 && errno != EAGAIN && errno != EINTR)
+		return false;
+	while (!found && proto_decoder_next(c->dec, &m, &why) > 0) {
+		if (m.type == PROTO_EXEC) {
+			*id = m.u.exec.id;
+			found = true;
+		}
+		proto_msg_free(&m);
+	}
+	return found;
+}
+
 void clients_guest_gone(struct sup *s, const char *why)
 {
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
 		struct client *c = s->clients[i];
 		struct proto_msg m = { .type = PROTO_ERROR };
 
-		if (c == NULL || !c->guest_id || c->done)
+		if (c == NULL || !c->session || c->done)
 			continue;
-		m.u.error.id = c->client_id;
+		if (c->guest_id) {
+			m.u.error.id = c->client_id;
+		} else if (!unsent_exec_id(c, &m.u.error.id)) {
+			/* Not even its EXEC is here: it learns from the hang-up. */
+			client_drop(s, c);
+			continue;
+		}
 		m.u.error.code = PROTO_ERR_RUNTIME;
 		m.u.error.message = (char *)why;
 		c->done = true;

@@ -234,6 +234,26 @@ static void test_partial_stream_frame(void **state)
 	close(fd);
 }
 
+/* A second session, asked for while the guest owes us reading: its EXEC
+ * (client id 9) waits in its socket. */
+static int late_session(struct rig *r)
+{
+	char *argv[] = { "true", NULL };
+	struct proto_msg m = { .type = PROTO_EXEC };
+	char line[256];
+	int fd = client(r, CTL_OP_EXEC);
+
+	assert_true(serve_until(r, fd, 2000) >= 0);
+	assert_int_equal(ctl_read_line(fd, line, sizeof(line), 1000, NULL), 0);
+	assert_string_equal(line, "{\"ok\":true}");
+	m.u.exec.id = 9;
+	m.u.exec.argv = argv;
+	m.u.exec.argc = 1;
+	send_frame(fd, &m);
+	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+	return fd;
+}
+
 /* The guest stops reading its control connection while a session floods
  * it: status goes on being answered, the session's frames wait in its own
  * socket, and after the stall bound the guest is cut and the session told. */
@@ -246,7 +266,7 @@ static void test_guest_stops_reading(void **state)
 	const char *why;
 	uint32_t gid;
 	ssize_t len;
-	int fd = start_session(r, &gid), e, flood = 0;
+	int fd = start_session(r, &gid), e, flood = 0, late = -1;
 	uint64_t t0;
 
 	m.u.resize.id = 7;
@@ -265,6 +285,8 @@ static void test_guest_stops_reading(void **state)
 		sup_serve_once(r->s, ROUND_MS);
 		/* Frames wait in the client's socket, not here. */
 		assert_true(r->s->control_q.bytes <= SUP_GUEST_HIGH + (size_t)len);
+		if (late < 0 && sup_guest_busy(r->s))
+			late = late_session(r);
 		if (r->s->control >= 0) {
 			assert_non_null(r->s->clients[0]);
 			/* Every second of the stall, others are still served. */
@@ -287,7 +309,14 @@ static void test_guest_stops_reading(void **state)
 	assert_int_equal(got.u.error.id, 7);
 	assert_non_null(strstr(got.u.error.message, "stopped reading"));
 	proto_msg_free(&got);
+	/* A session whose EXEC was held back hears it too, under its own id. */
+	assert_int_equal(fcntl(late, F_SETFL, 0), 0);
+	assert_int_equal(proto_read_msg(late, buf, &got, &why), 1);
+	assert_int_equal(got.type, PROTO_ERROR);
+	assert_int_equal(got.u.error.id, 9);
+	proto_msg_free(&got);
 	assert_status_answered(r, 1000);
+	close(late);
 	close(fd);
 }
 
