@@ -133,24 +133,33 @@ static void send_frame(int fd, const struct proto_msg *m)
 	assert_int_equal(proto_write_msg(fd, m), 0);
 }
 
-/* A session: exec request, its ok, then EXEC with client id 7. Returns the
- * client's fd and the id the guest sees. */
-static int start_session(struct rig *r, uint32_t *guest_id)
+/* A session's client: exec request, its ok, then EXEC with client id. */
+static int open_session(struct rig *r, uint32_t id)
 {
 	char *argv[] = { "true", NULL };
-	struct proto_msg m = { .type = PROTO_EXEC }, got;
-	uint8_t buf[PROTO_MAX_FRAME];
+	struct proto_msg m = { .type = PROTO_EXEC };
 	char line[256];
-	const char *why;
 	int fd = client(r, CTL_OP_EXEC);
 
 	assert_true(serve_until(r, fd, 2000) >= 0);
 	assert_int_equal(ctl_read_line(fd, line, sizeof(line), 1000, NULL), 0);
 	assert_string_equal(line, "{\"ok\":true}");
-	m.u.exec.id = 7;
+	m.u.exec.id = id;
 	m.u.exec.argv = argv;
 	m.u.exec.argc = 1;
 	send_frame(fd, &m);
+	return fd;
+}
+
+/* A session with client id 7 whose EXEC reached the guest. Returns the
+ * client's fd and the id the guest sees. */
+static int start_session(struct rig *r, uint32_t *guest_id)
+{
+	struct proto_msg got;
+	uint8_t buf[PROTO_MAX_FRAME];
+	const char *why;
+	int fd = open_session(r, 7);
+
 	assert_true(serve_until(r, r->guest, 2000) >= 0);
 	assert_int_equal(proto_read_msg(r->guest, buf, &got, &why), 1);
 	assert_int_equal(got.type, PROTO_EXEC);
@@ -238,18 +247,8 @@ static void test_partial_stream_frame(void **state)
  * (client id 9) waits in its socket. */
 static int late_session(struct rig *r)
 {
-	char *argv[] = { "true", NULL };
-	struct proto_msg m = { .type = PROTO_EXEC };
-	char line[256];
-	int fd = client(r, CTL_OP_EXEC);
+	int fd = open_session(r, 9);
 
-	assert_true(serve_until(r, fd, 2000) >= 0);
-	assert_int_equal(ctl_read_line(fd, line, sizeof(line), 1000, NULL), 0);
-	assert_string_equal(line, "{\"ok\":true}");
-	m.u.exec.id = 9;
-	m.u.exec.argv = argv;
-	m.u.exec.argc = 1;
-	send_frame(fd, &m);
 	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
 	return fd;
 }
