@@ -9,21 +9,11 @@ import pytest
 
 from hostilelib import CONSOLE_MAX, HUNG_S, MIB, RSS_MAX_KIB, STDERR_MAX, second_client
 from hostilelib import stopped_within_cap, within_bounds
-from hostilelib import FLOOD_NESTED, bounded_failure, flood_bytes, flood_seconds
+from hostilelib import FLOOD_NESTED, NESTED_FLOOD_FREEZES, bounded_failure, flood_bytes
+from hostilelib import flood_seconds
 from hostilelib import assets, fake, fake_assets, images  # noqa: F401 (fixtures)
 
-pytestmark = [
-    pytest.mark.kvm,
-    # A flood froze QEMU's emulated SVM in the nested test host in most
-    # runs of this test (test_hostile_console.py's did not): there it needs
-    # GANTRY_E2E_CONSOLE_FLOOD to run; the console cap and the bounded tail
-    # are also shown by tests/unit/test_console.c and test_files.c.
-    pytest.mark.skipif(
-        os.environ.get("KVMHOST") == "nested" and not os.environ.get("GANTRY_E2E_CONSOLE_FLOOD"),
-        reason="console floods freeze the nested test host's emulated SVM; runs with the "
-        "machine's own KVM, or with GANTRY_E2E_CONSOLE_FLOOD=BYTES",
-    ),
-]
+pytestmark = [pytest.mark.kvm, NESTED_FLOOD_FREEZES]
 
 
 def test_console_flood_then_a_failed_start(fake):
