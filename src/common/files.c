@@ -193,6 +193,30 @@ size_t read_tail_lines(const char *path, size_t max, char ***out)
 	return n;
 }
 
+void error_add_tail(gantry_error_t *err, const char *path, size_t max, const char *header)
+{
+	char **lines, *msg;
+	size_t n;
+
+	if (err == NULL || *err == NULL)
+		return;
+	n = read_tail_lines(path, max, &lines);
+	if (n == 0)
+		return;
+	xasprintf(&msg, "%s\n%s", gantry_error_str(*err), header);
+	for (size_t i = 0; i < n; i++) {
+		char *more;
+
+		xasprintf(&more, "%s\n  %s", msg, lines[i]);
+		free(msg);
+		msg = more;
+	}
+	free_lines(lines, n);
+	gantry_error_free(err);
+	gantry_error(err, 0, "%s", msg);
+	free(msg);
+}
+
 void free_lines(char **lines, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -30,6 +30,10 @@ int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_
 #define FILES_TAIL_LINE_MAX 512
 size_t read_tail_lines(const char *path, size_t max, char ***out);
 void free_lines(char **lines, size_t n);
+/* Add "\n<header>" and path's last (at most max) lines, each as "\n  <line>",
+ * to *err's message: for an error that points at a log about to go, or
+ * one the user would look in next. Nothing when the log has no lines. */
+void error_add_tail(gantry_error_t *err, const char *path, size_t max, const char *header);
 /* Remove path and everything below it, not following symlinks; best effort. */
 void rm_tree(const char *path);
 

@@ -187,29 +187,15 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
  * of its own: the directory holding them is about to be removed. */
 static void error_add_log_tail(gantry_error_t *err, const char *dir)
 {
-	cleanup_free char *path = NULL, *msg = NULL;
+	cleanup_free char *path = NULL, *header = NULL;
 	const char *log;
-	char **lines;
-	size_t n;
 
 	if (err == NULL || *err == NULL)
 		return;
 	log = strstr(gantry_error_str(*err), SANDBOX_CONSOLE) ? SANDBOX_CONSOLE : SANDBOX_LOG;
 	xasprintf(&path, "%s/%s", dir, log);
-	n = read_tail_lines(path, SANDBOX_LOG_TAIL, &lines);
-	if (n == 0)
-		return;
-	xasprintf(&msg, "%s\nlast lines of its %s (removed with it):", gantry_error_str(*err), log);
-	for (size_t i = 0; i < n; i++) {
-		char *more;
-
-		xasprintf(&more, "%s\n  %s", msg, lines[i]);
-		free(msg);
-		msg = more;
-	}
-	free_lines(lines, n);
-	gantry_error_free(err);
-	gantry_error(err, 0, "%s", msg);
+	xasprintf(&header, "last lines of its %s (removed with it):", log);
+	error_add_tail(err, path, SANDBOX_LOG_TAIL, header);
 }
 
 /* Claim the name: a directory made aside, then renamed into place, so

@@ -20,32 +20,17 @@
 /* The guest's last words, for an error that says the VM failed. */
 static void error_add_console(gantry_error_t *err, const char *console, bool ended)
 {
-	cleanup_free char *msg = NULL;
-	char **lines;
-	size_t n = console ? read_tail_lines(console, ONESHOT_CONSOLE_TAIL, &lines) : 0;
+	if (ended) {
+		cleanup_free char *msg = NULL;
 
-	if (!ended && n == 0)
-		return;
-	xasprintf(&msg, "%s%s", gantry_error_str(*err),
-		  ended ? "\nthe VM ended before the command finished" : "");
-	if (n) {
-		char *more;
-
-		xasprintf(&more, "%s\nlast lines of the guest console:", msg);
-		free(msg);
-		msg = more;
+		xasprintf(&msg, "%s\nthe VM ended before the command finished",
+			  gantry_error_str(*err));
+		gantry_error_free(err);
+		gantry_error(err, 0, "%s", msg);
 	}
-	for (size_t i = 0; i < n; i++) {
-		char *more;
-
-		xasprintf(&more, "%s\n  %s", msg, lines[i]);
-		free(msg);
-		msg = more;
-	}
-	if (n)
-		free_lines(lines, n);
-	gantry_error_free(err);
-	gantry_error(err, 0, "%s", msg);
+	if (console)
+		error_add_tail(err, console, ONESHOT_CONSOLE_TAIL,
+			       "last lines of the guest console:");
 }
 
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
