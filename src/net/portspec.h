@@ -1,0 +1,34 @@
+/* Published ports (grammar of the reference, 2.5):
+ *   [HOST_IP:]HOST_PORT:GUEST_PORT[/tcp|/udp]  or  GUEST_PORT[/tcp|/udp]
+ * HOST_IP is an IPv4 address, 127.0.0.1 when absent; a missing or zero host
+ * port means "pick a free one" (port_spec_pick), which is stored as chosen.
+ * Canonical form, as stored: IP:HOST:GUEST for tcp, IP:HOST:GUEST/udp. */
+#ifndef GANTRY_NET_PORTSPEC_H
+#define GANTRY_NET_PORTSPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <netinet/in.h>
+
+#include "common/error.h"
+
+#define PORT_SPEC_MAX 40 /* "255.255.255.255:65535:65535/udp" and a NUL */
+
+struct port_spec {
+	struct in_addr host_ip;
+	uint16_t host_port; /* 0: not chosen yet */
+	uint16_t guest_port;
+	bool udp;
+};
+
+/* Parse s; a one-line error naming what is wrong. */
+int port_spec_parse(const char *s, struct port_spec *p, gantry_error_t *err);
+/* Canonical text into buf (PORT_SPEC_MAX bytes). */
+void port_spec_format(const struct port_spec *p, char buf[PORT_SPEC_MAX]);
+/* Same forward: protocol, host address and host port. */
+bool port_spec_same_bind(const struct port_spec *a, const struct port_spec *b);
+/* A zero host port: bind one on host_ip, read the port the kernel chose,
+ * release it. Fails, saying so, when nothing can be bound there. */
+int port_spec_pick(struct port_spec *p, gantry_error_t *err);
+
+#endif
