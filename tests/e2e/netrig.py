@@ -1,0 +1,732 @@
+"""The network test rig: a guest and an internet made of network namespaces,
+for testing the network worker (`gantry __net-worker`) without KVM.
+
+    with netrig.Rig() as rig:              # needs root, ip, dnsmasq, /dev/net/tun
+        rig.http_server(8080, directory)   # in W, on 0.0.0.0
+        with rig.worker(gantry, ports=["127.0.0.1:18000:8000"]) as w:
+            rig.g("curl", "-s", "http://203.0.113.10:8080/")
+            w.traffic()["drops"]
+
+What it builds (names unique per run; torn down on exit, also on errors):
+
+- netns W, "the world": only `lo`, up, which owns 203.0.113.0/24 and
+  198.51.100.0/24 (`ip route add local ... dev lo`), so every address in
+  them is local to W and one listener on 0.0.0.0:PORT answers for all.
+  No other interface and no default route: nothing can leave. W's
+  127.0.0.1 stands for the host's loopback (the guest's 192.168.127.254).
+- dnsmasq in W on 127.0.0.1:5353 (DNS_ADDR), the worker's upstream:
+  allowed.test -> 203.0.113.30, cdn.allowed.test CNAME edge.cdnnet.test ->
+  203.0.113.31, evil.test -> 198.51.100.66; nothing else resolves. Every
+  query it gets is in rig.dns_log().
+- netns G, "the guest": tap0 (IFF_TAP|IFF_NO_PI, MAC GUEST_MAC,
+  192.168.127.2/24, default route via 192.168.127.1, MTU 65520 unless
+  Rig(mtu=...) says otherwise). The rig holds the TAP's fd (rig.tap_fd);
+  the worker it starts reads and writes the guest's frames on it.
+- The worker, run in W like the host's worker: GANTRY_NET_DNS=DNS_ADDR,
+  `ip netns exec W gantry __net-worker --frame-fd TAP --ctl-fd CTL [-p ..]`,
+  CTL one end of a SOCK_SEQPACKET socketpair the rig keeps (Worker.ctl).
+
+Probes:
+- rig.g(*argv) / rig.w(*argv): run a command in G or W (`ip netns exec`),
+  bounded; a CompletedProcess with text output.
+- rig.socket_in("G"|"W", type): a socket created in that namespace (it stays
+  there; use it from any thread). rig.netns(name) enters one for a block,
+  on the calling thread only.
+- Servers in W (or G): http_server (python3 -m http.server, a process),
+  TcpEcho, UdpEcho and CatchAll (threads in this process; CatchAll records
+  every connection, its first bytes and every datagram).
+- rig.frames(): an AF_PACKET socket on tap0 in G: what it sends the worker
+  reads as the guest's frames; it also sees what the worker sends to G.
+  eth(), ipv4(), tcp(), udp(), arp() build frames byte by byte (checksums
+  right unless told otherwise), to forge what a hostile guest kernel would.
+- Rig.slirp4netns(): slirp4netns (the reference NAT) in W with its own
+  guest netns, to check the rig itself and to compare against.
+
+unavailable() says why the rig cannot be built here (None when it can);
+Rig() raises RigUnavailable with the reason. Tests skip with it.
+"""
+
+import contextlib
+import ctypes
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else (shutil.which("ip") or "ip")
+DNSMASQ = "/usr/sbin/dnsmasq"
+PYTHON = "/usr/bin/python3"
+
+GUEST = "192.168.127.2"
+GATEWAY = "192.168.127.1"
+SLIRP_DNS = "192.168.127.3"
+HOST = "192.168.127.254"
+BROADCAST = "192.168.127.255"
+GUEST_MAC = bytes.fromhex("5a94efe40cee")  # NET_GUEST_MAC
+GATEWAY_MAC = bytes.fromhex("5255c0a87f01")  # NET_GATEWAY_MAC
+MTU = 65520  # NET_MTU
+
+WORLD_NETS = ("203.0.113.0/24", "198.51.100.0/24")
+DNS_ADDR = "127.0.0.1:5353"
+DNS_RECORDS = {
+    "allowed.test": "203.0.113.30",
+    "edge.cdnnet.test": "203.0.113.31",
+    "evil.test": "198.51.100.66",
+}
+DNS_CNAMES = {"cdn.allowed.test": "edge.cdnnet.test"}
+CNAME_TARGETS = set(DNS_CNAMES.values())
+
+WORKER_START_S = 10  # the worker's handshake comes within this (spawn.h)
+CTL_MSG_MAX = 512 * 1024  # NET_CTL_MSG_MAX
+
+CLONE_NEWNET = 0x40000000
+TUNSETIFF = 0x400454CA
+IFF_TAP = 0x0002
+IFF_NO_PI = 0x1000
+ETH_P_ALL = 0x0003
+ETH_P_IP = 0x0800
+ETH_P_ARP = 0x0806
+ETH_P_IPV6 = 0x86DD
+ETH_P_8021Q = 0x8100
+PACKET_OUTGOING = 4
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class RigUnavailable(Exception):
+    """The rig cannot be built on this machine; str() says why."""
+
+
+class WorkerStartError(Exception):
+    """The worker refused to start; str() is its one-line error."""
+
+
+def unavailable():
+    """Why the rig cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "the network rig needs root (network namespaces, a TAP)"
+    if not os.access(IP, os.X_OK):
+        return "no `ip` (apt-get install iproute2)"
+    if not os.access(DNSMASQ, os.X_OK):
+        return f"no {DNSMASQ} (apt-get install dnsmasq-base)"
+    if not os.path.exists("/dev/net/tun"):
+        return "no /dev/net/tun (TUN/TAP driver missing)"
+    return None
+
+
+def _setns(fd):
+    if _libc.setns(fd, CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextlib.contextmanager
+def netns_entered(path):
+    """Run the block with the calling thread in the network namespace at
+    path (e.g. /run/netns/NAME); back where it was afterwards, always.
+    Sockets made in the block belong to that namespace for good."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        target = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            _setns(target)
+        finally:
+            os.close(target)
+        try:
+            yield
+        finally:
+            _setns(home)
+    finally:
+        os.close(home)
+
+
+def _run(argv, timeout=30, check=False, **kw):
+    kw.setdefault("capture_output", True)
+    kw.setdefault("text", True)
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    p = subprocess.run([str(a) for a in argv], timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, argv))}: exit {p.returncode}: {p.stderr.strip()}")
+    return p
+
+
+def _stop(proc, grace=2.0):
+    """End a process this module started, by its PID: SIGTERM, SIGKILL
+    after grace seconds; reaped."""
+    if proc.poll() is not None:
+        return proc.returncode
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait(5)
+
+
+# --- frames ---------------------------------------------------------------
+
+
+def inet_checksum(data):
+    """RFC 1071 one's-complement sum of data."""
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def _a(ip):
+    return socket.inet_aton(ip)
+
+
+def eth(payload, ethertype=ETH_P_IP, dst=GATEWAY_MAC, src=GUEST_MAC):
+    """An Ethernet frame (no FCS)."""
+    return dst + src + struct.pack("!H", ethertype) + payload
+
+
+def ipv4(payload, dst, proto, src=GUEST, ttl=64, ident=1, frag=0x4000, options=b"",
+         version=4, ihl=None, tos=0, total_length=None, checksum=None):
+    """An IPv4 packet; frag is the flags+offset field (DF by default).
+    ihl, total_length and checksum default to the right values."""
+    if ihl is None:
+        ihl = 5 + len(options) // 4
+    if total_length is None:
+        total_length = 20 + len(options) + len(payload)
+    hdr = struct.pack("!BBHHHBBH4s4s", (version << 4) | ihl, tos, total_length, ident, frag,
+                      ttl, proto, 0, _a(src), _a(dst)) + options
+    if checksum is None:
+        checksum = inet_checksum(hdr)
+    return hdr[:10] + struct.pack("!H", checksum) + hdr[12:] + payload
+
+
+def _l4_sum(src, dst, proto, segment):
+    pseudo = _a(src) + _a(dst) + struct.pack("!BBH", 0, proto, len(segment))
+    return inet_checksum(pseudo + segment)
+
+
+TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK, TCP_URG = 0x01, 0x02, 0x04, 0x08, 0x10, 0x20
+
+
+def tcp(dst, dport, flags=TCP_SYN, sport=40000, src=GUEST, seq=1000, ack=0, window=65535,
+        urp=0, payload=b"", options=b"", checksum=None):
+    """A TCP segment (checksummed over the pseudo-header of src, dst)."""
+    off = (20 + len(options)) // 4
+    seg = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, off << 4, flags, window, 0, urp)
+    seg += options + payload
+    if checksum is None:
+        checksum = _l4_sum(src, dst, 6, seg)
+    return seg[:16] + struct.pack("!H", checksum) + seg[18:]
+
+
+def udp(dst, dport, payload=b"", sport=40000, src=GUEST):
+    """A UDP datagram (checksummed)."""
+    seg = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    s = _l4_sum(src, dst, 17, seg) or 0xFFFF
+    return seg[:6] + struct.pack("!H", s) + seg[8:]
+
+
+def tcp_frame(dst, dport, **kw):
+    """Ethernet + IPv4 + TCP from the guest to dst:dport; kw for tcp(),
+    ip_kw for ipv4(), eth_kw for eth()."""
+    ip_kw, eth_kw = kw.pop("ip_kw", {}), kw.pop("eth_kw", {})
+    src = ip_kw.get("src", GUEST)
+    return eth(ipv4(tcp(dst, dport, src=src, **kw), dst, 6, **ip_kw), **eth_kw)
+
+
+def udp_frame(dst, dport, payload=b"", **kw):
+    """Ethernet + IPv4 + UDP from the guest; as tcp_frame."""
+    ip_kw, eth_kw = kw.pop("ip_kw", {}), kw.pop("eth_kw", {})
+    src = ip_kw.get("src", GUEST)
+    return eth(ipv4(udp(dst, dport, payload, src=src, **kw), dst, 17, **ip_kw), **eth_kw)
+
+
+def arp(op=1, sha=GUEST_MAC, spa=GUEST, tha=bytes(6), tpa=GATEWAY, dst=b"\xff" * 6, src=None):
+    """An ARP frame (op 1 request, 2 reply), Ethernet/IPv4, 28-byte body."""
+    body = struct.pack("!HHBBH6s4s6s4s", 1, ETH_P_IP, 6, 4, op, sha, _a(spa), tha, _a(tpa))
+    return eth(body, ETH_P_ARP, dst=dst, src=sha if src is None else src)
+
+
+class Frames:
+    """An AF_PACKET socket on tap0 in G. send(frame): the worker reads it
+    as the guest's frame. recv(): the next frame the worker sent to G
+    (frames G itself sends are skipped), None on timeout."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def send(self, frame):
+        return self.sock.send(frame)
+
+    def recv(self, timeout=1.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                data, addr = self.sock.recvfrom(65536)
+            except socket.timeout:
+                return None
+            if addr[2] != PACKET_OUTGOING:
+                return data
+
+    def close(self):
+        self.sock.close()
+
+
+# --- servers --------------------------------------------------------------
+
+
+class _Server:
+    """A listening or bound socket served by a daemon thread; close() ends it."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.lock = threading.Lock()
+        self._closed = False
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self._closed:
+            try:
+                self._serve_once()
+            except OSError:
+                if self._closed:
+                    return
+
+    def close(self):
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class TcpEcho(_Server):
+    """Echoes every connection's bytes back until it closes."""
+
+    def _serve_once(self):
+        conn, _ = self.sock.accept()
+        threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _echo(conn):
+        with conn:
+            conn.settimeout(60)
+            with contextlib.suppress(OSError):
+                while data := conn.recv(1 << 16):
+                    conn.sendall(data)
+
+
+class UdpEcho(_Server):
+    """Sends every datagram back to where it came from."""
+
+    def _serve_once(self):
+        data, peer = self.sock.recvfrom(65536)
+        self.sock.sendto(data, peer)
+
+
+class CatchAll(_Server):
+    """Records what reaches it: for TCP each accepted connection (peer and
+    the first bytes it sent within a second), for UDP each datagram.
+    events() is the list of (peer, bytes) so far."""
+
+    def __init__(self, sock):
+        self._events = []
+        super().__init__(sock)
+
+    def _serve_once(self):
+        if self.sock.type == socket.SOCK_DGRAM:
+            data, peer = self.sock.recvfrom(65536)
+            self._record(peer, data)
+            return
+        conn, peer = self.sock.accept()
+        with conn:
+            conn.settimeout(1)
+            data = b""
+            with contextlib.suppress(OSError):
+                data = conn.recv(4096)
+            self._record(peer, data)
+
+    def _record(self, peer, data):
+        with self.lock:
+            self._events.append((peer, data))
+
+    def events(self):
+        with self.lock:
+            return list(self._events)
+
+
+# --- the worker -----------------------------------------------------------
+
+
+class Worker:
+    """A running `gantry __net-worker`. ctl(request) sends one JSON request
+    on its control socket and returns the decoded answer; publish,
+    unpublish and traffic are the requests by name. stop() closes the
+    control socket (the worker exits on EOF), then SIGTERM, SIGKILL;
+    kill() is SIGKILL. log() is its stderr so far."""
+
+    def __init__(self, proc, ctl, log_path):
+        self.proc = proc
+        self.pid = proc.pid
+        self.ctl_sock = ctl
+        self.log_path = log_path
+        self.lock = threading.Lock()
+
+    def ctl(self, request, timeout=10):
+        with self.lock:
+            self.ctl_sock.settimeout(timeout)
+            self.ctl_sock.send(json.dumps(request).encode())
+            data = self.ctl_sock.recv(CTL_MSG_MAX)
+        if not data:
+            raise EOFError("the worker closed its control socket")
+        return json.loads(data)
+
+    def publish(self, spec):
+        return self.ctl({"op": "publish", "spec": spec})
+
+    def unpublish(self, spec):
+        return self.ctl({"op": "unpublish", "spec": spec})
+
+    def traffic(self):
+        """The traffic snapshot ({"destinations", "drops", "evicted"})."""
+        answer = self.ctl({"op": "traffic"})
+        if not answer.get("ok"):
+            raise RuntimeError(f"traffic: {answer}")
+        return answer["traffic"]
+
+    def drops(self):
+        """The drop counters by reason; drops_total() their sum."""
+        return dict(self.traffic().get("drops", {}))
+
+    def drops_total(self):
+        return sum(self.drops().values())
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log(self):
+        try:
+            return Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        return self.proc.wait(5)
+
+    def stop(self):
+        with contextlib.suppress(OSError):
+            self.ctl_sock.close()
+        try:
+            return self.proc.wait(2)
+        except subprocess.TimeoutExpired:
+            return _stop(self.proc)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+# --- the rig --------------------------------------------------------------
+
+
+class Rig:
+    """W, G, dnsmasq and tap0 (module docstring). A context manager; close()
+    undoes everything it made, whatever state it is in."""
+
+    def __init__(self, mtu=MTU, dns=True):
+        reason = unavailable()
+        if reason:
+            raise RigUnavailable(reason)
+        self.mtu = mtu
+        tag = secrets.token_hex(3)
+        self.W = f"gantry-w-{tag}"
+        self.G = f"gantry-g-{tag}"
+        self.dir = Path(tempfile.mkdtemp(prefix=f"gantry-netrig-{tag}-"))
+        self.tap_fd = -1
+        self._netns = []
+        self._procs = []
+        self._closers = []
+        self.dnsmasq = None
+        try:
+            self._make_world()
+            self._make_guest()
+            if dns:
+                self._start_dnsmasq()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # namespaces
+
+    def ns_path(self, name):
+        return f"/run/netns/{self._ns(name)}"
+
+    def _ns(self, name):
+        return {"W": self.W, "G": self.G}.get(name, name)
+
+    def _add_netns(self, name):
+        p = _run([IP, "netns", "add", name])
+        if p.returncode != 0:
+            raise RigUnavailable(f"ip netns add {name}: {p.stderr.strip()}")
+        self._netns.append(name)
+
+    def _make_world(self):
+        self._add_netns(self.W)
+        _run([IP, "-n", self.W, "link", "set", "lo", "up"], check=True)
+        for net in WORLD_NETS:
+            _run([IP, "-n", self.W, "route", "add", "local", net, "dev", "lo"], check=True)
+
+    def _make_guest(self):
+        self._add_netns(self.G)
+        _run([IP, "-n", self.G, "link", "set", "lo", "up"], check=True)
+        # The guest has no IPv6 (its kernel's IPV6 is off): no MLD or router
+        # solicitations on tap0 to muddle the drop counters.
+        for key in ("all", "default"):
+            self.g("sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1", check=True)
+        with self.netns("G"):
+            fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
+            try:
+                fcntl.ioctl(fd, TUNSETIFF, struct.pack("16sH", b"tap0", IFF_TAP | IFF_NO_PI))
+            except OSError:
+                os.close(fd)
+                raise
+        self.tap_fd = fd
+        mac = ":".join(f"{b:02x}" for b in GUEST_MAC)
+        for cmd in (["link", "set", "tap0", "address", mac, "mtu", str(self.mtu)],
+                    ["addr", "add", f"{GUEST}/24", "dev", "tap0"],
+                    ["link", "set", "tap0", "up"],
+                    ["route", "add", "default", "via", GATEWAY]):
+            _run([IP, "-n", self.G, *cmd], check=True)
+
+    def _start_dnsmasq(self):
+        self.dns_log_path = self.dir / "dnsmasq.log"
+        self.dns_log_path.touch()
+        argv = [IP, "netns", "exec", self.W, DNSMASQ, "--keep-in-foreground", "--no-resolv",
+                "--no-hosts", "--log-queries", f"--log-facility={self.dns_log_path}",
+                "--listen-address=127.0.0.1", "--bind-interfaces", "--port=5353",
+                f"--pid-file={self.dir / 'dnsmasq.pid'}", "--user=root", "--group=root"]
+        # A CNAME's target must be dnsmasq's own record, not an --address.
+        argv += [f"--address=/{n}/{a}" for n, a in DNS_RECORDS.items() if n not in CNAME_TARGETS]
+        argv += [f"--host-record={n},{DNS_RECORDS[n]}" for n in CNAME_TARGETS]
+        argv += [f"--cname={n},{t}" for n, t in DNS_CNAMES.items()]
+        err = open(self.dir / "dnsmasq.stderr", "w")
+        self.dnsmasq = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        err.close()
+        self._procs.append(self.dnsmasq)
+        self.wait_port("W", "127.0.0.1", 5353, socket.SOCK_DGRAM, what="dnsmasq")
+
+    def dns_log(self):
+        """dnsmasq's query log so far (one `query[A] NAME from ...` line per
+        query it received)."""
+        return self.dns_log_path.read_text(errors="replace")
+
+    def netns(self, name):
+        """Context manager: the calling thread in netns name ("W", "G" or
+        a full name) for the block."""
+        return netns_entered(self.ns_path(name))
+
+    def socket_in(self, name, type=socket.SOCK_STREAM, family=socket.AF_INET, proto=0):
+        """A new socket in netns name."""
+        with self.netns(name):
+            return socket.socket(family, type, proto)
+
+    def frames(self):
+        """Frames on tap0 as the guest (class Frames); closed with the rig."""
+        with self.netns("G"):
+            s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+        s.bind(("tap0", ETH_P_ALL))
+        self._closers.append(s.close)
+        return Frames(s)
+
+    # commands
+
+    def run(self, name, *argv, timeout=30, **kw):
+        """argv in netns name, bounded by timeout (TimeoutExpired past it)."""
+        return _run([IP, "netns", "exec", self._ns(name), *argv], timeout=timeout, **kw)
+
+    def g(self, *argv, **kw):
+        return self.run("G", *argv, **kw)
+
+    def w(self, *argv, **kw):
+        return self.run("W", *argv, **kw)
+
+    def popen(self, name, *argv, log=None, **kw):
+        """A process in netns name, ended (by its PID) when the rig closes;
+        stdout and stderr go to the file log (under rig.dir by default)."""
+        log = Path(log or self.dir / f"proc-{len(self._procs)}.log")
+        with open(log, "w") as out:
+            kw.setdefault("stdin", subprocess.DEVNULL)
+            p = subprocess.Popen([IP, "netns", "exec", self._ns(name), *map(str, argv)],
+                                 stdout=out, stderr=out, **kw)
+        p.log_path = log
+        self._procs.append(p)
+        return p
+
+    def wait_port(self, name, addr, port, type=socket.SOCK_STREAM, timeout=10, what="server"):
+        """Wait until something listens on addr:port in netns name."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if type == socket.SOCK_STREAM:
+                with self.socket_in(name) as s:
+                    s.settimeout(1)
+                    if s.connect_ex((addr, port)) == 0:
+                        return
+            else:
+                probe = self.run(name, "ss", "-Hlun", f"sport = :{port}", timeout=5)
+                if str(port) in probe.stdout:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"{what} not listening on {addr}:{port} in {name} after {timeout}s")
+
+    # servers
+
+    def http_server(self, port, directory, name="W", bind="0.0.0.0"):
+        """python3 -m http.server serving directory on bind:port in netns
+        name (a process; ended with the rig)."""
+        p = self.popen(name, PYTHON, "-m", "http.server", "--bind", bind, "--directory",
+                       directory, port)
+        self.wait_port(name, "127.0.0.1" if bind == "0.0.0.0" else bind, port, what="http.server")
+        return p
+
+    def listen(self, name, addr, port, type=socket.SOCK_STREAM):
+        """A socket bound (and for TCP listening) on addr:port in netns name."""
+        s = self.socket_in(name, type)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((addr, port))
+        if type == socket.SOCK_STREAM:
+            s.listen(128)
+        return s
+
+    def serve(self, cls, name, addr, port, type=socket.SOCK_STREAM):
+        """cls (TcpEcho, UdpEcho, CatchAll) on addr:port in netns name;
+        closed with the rig."""
+        server = cls(self.listen(name, addr, port, type))
+        self._closers.append(server.close)
+        return server
+
+    # the worker
+
+    def worker(self, gantry, ports=(), args=(), env=None, mtu=None, frame_fd=None):
+        """Start `gantry __net-worker` in W on the TAP (or frame_fd) with
+        -p for each of ports, and wait for its handshake. Returns a Worker
+        (a context manager; stopped with the rig in any case). Raises
+        WorkerStartError with its error when it answers {"ok":false}."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        frame = self.tap_fd if frame_fd is None else frame_fd
+        argv = [IP, "netns", "exec", self.W, str(gantry), "__net-worker",
+                "--frame-fd", str(frame), "--ctl-fd", str(theirs.fileno())]
+        for spec in ports:
+            argv += ["-p", spec]
+        argv += list(args)
+        full_env = dict(os.environ, GANTRY_NET_DNS=DNS_ADDR)
+        full_env.update(env or {})
+        log = self.dir / f"worker-{len(self._procs)}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                    pass_fds=(frame, theirs.fileno()), env=full_env)
+        theirs.close()
+        self._procs.append(proc)
+        w = Worker(proc, mine, log)
+        self._closers.append(w.stop)
+        mine.settimeout(WORKER_START_S)
+        try:
+            first = mine.recv(CTL_MSG_MAX)
+        except socket.timeout:
+            w.stop()
+            raise RuntimeError(f"worker sent no handshake in {WORKER_START_S}s; log:\n{w.log()}")
+        if not first:
+            code = w.stop()
+            raise RuntimeError(f"worker closed its control socket at start (exit {code}); "
+                               f"log:\n{w.log()}")
+        hello = json.loads(first)
+        if not hello.get("ok"):
+            w.stop()
+            raise WorkerStartError(hello.get("error", first.decode(errors="replace")))
+        return w
+
+    # the reference NAT
+
+    @contextlib.contextmanager
+    def slirp4netns(self, mtu=None, args=()):
+        """slirp4netns in W with a guest netns of its own (yielded: its
+        name, for run()); the guest is 10.0.2.100/24 via 10.0.2.2 on tap0,
+        DNS 10.0.2.3. Needs /usr/bin/slirp4netns."""
+        exe = shutil.which("slirp4netns")
+        if exe is None:
+            raise RigUnavailable("no slirp4netns (apt-get install slirp4netns)")
+        name = f"{self.G}-s"
+        self._add_netns(name)
+        _run([IP, "-n", name, "link", "set", "lo", "up"], check=True)
+        r, w = os.pipe()
+        try:
+            p = self.popen("W", exe, "--configure", f"--mtu={mtu or self.mtu}",
+                           "--disable-host-loopback", f"--ready-fd={w}", *args,
+                           "--netns-type=path", f"/run/netns/{name}", "tap0", pass_fds=(w,))
+            os.close(w)
+            w = -1
+            os.set_blocking(r, False)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and p.poll() is None:
+                with contextlib.suppress(BlockingIOError):
+                    if os.read(r, 1) == b"1":
+                        break
+                time.sleep(0.02)
+            else:
+                raise RuntimeError(f"slirp4netns not ready: {Path(p.log_path).read_text()}")
+            try:
+                yield name
+            finally:
+                _stop(p)
+        finally:
+            os.close(r)
+            if w >= 0:
+                os.close(w)
+
+    # teardown
+
+    def close(self):
+        """End what the rig started (by PID), close its sockets and the TAP,
+        delete its namespaces and files. Safe to call twice."""
+        while self._closers:
+            with contextlib.suppress(Exception):
+                self._closers.pop()()
+        while self._procs:
+            with contextlib.suppress(Exception):
+                _stop(self._procs.pop())
+        if self.tap_fd >= 0:
+            os.close(self.tap_fd)
+            self.tap_fd = -1
+        while self._netns:
+            _run([IP, "netns", "del", self._netns.pop()])
+        shutil.rmtree(self.dir, ignore_errors=True)
