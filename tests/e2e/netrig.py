@@ -284,12 +284,19 @@ class Frames:
     def close(self):
         self.sock.close()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
 
 # --- servers --------------------------------------------------------------
 
 
-class _Server:
-    """A listening or bound socket served by a daemon thread; close() ends it."""
+class Server:
+    """A listening or bound socket served by a daemon thread, which calls
+    _serve_once() until close(). Subclasses: TcpEcho, UdpEcho, CatchAll."""
 
     def __init__(self, sock):
         self.sock = sock
@@ -303,7 +310,9 @@ class _Server:
         while not self._closed:
             try:
                 self._serve_once()
-            except OSError:
+            except Exception:
+                # close() shuts the socket down under a blocked call; any
+                # other failure of one request leaves the server serving.
                 if self._closed:
                     return
 
@@ -321,7 +330,7 @@ class _Server:
         self.close()
 
 
-class TcpEcho(_Server):
+class TcpEcho(Server):
     """Echoes every connection's bytes back until it closes."""
 
     def _serve_once(self):
@@ -337,7 +346,7 @@ class TcpEcho(_Server):
                     conn.sendall(data)
 
 
-class UdpEcho(_Server):
+class UdpEcho(Server):
     """Sends every datagram back to where it came from."""
 
     def _serve_once(self):
@@ -345,7 +354,7 @@ class UdpEcho(_Server):
         self.sock.sendto(data, peer)
 
 
-class CatchAll(_Server):
+class CatchAll(Server):
     """Records what reaches it: for TCP each accepted connection (peer and
     the first bytes it sent within a second), for UDP each datagram.
     events() is the list of (peer, bytes) so far."""
