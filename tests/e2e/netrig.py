@@ -521,8 +521,11 @@ class Rig:
         _run([IP, "-n", self.G, "link", "set", "lo", "up"], check=True)
         # The guest has no IPv6 (its kernel's IPV6 is off): no MLD or router
         # solicitations on tap0 to muddle the drop counters.
-        for key in ("all", "default"):
-            self.g("sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1", check=True)
+        with self.netns("G"):
+            for key in ("all", "default"):
+                knob = Path(f"/proc/sys/net/ipv6/conf/{key}/disable_ipv6")
+                if knob.exists():
+                    knob.write_text("1\n")
         with self.netns("G"):
             fd = os.open("/dev/net/tun", os.O_RDWR | os.O_CLOEXEC)
             try:
