@@ -74,6 +74,8 @@ BROADCAST = "192.168.127.255"
 GUEST_MAC = bytes.fromhex("5a94efe40cee")  # NET_GUEST_MAC
 GATEWAY_MAC = bytes.fromhex("5255c0a87f01")  # NET_GATEWAY_MAC
 MTU = 65520  # NET_MTU
+SLIRP4NETNS_GUEST = "10.0.2.100"
+SLIRP4NETNS_GATEWAY_MAC = bytes.fromhex("52550a000202")
 
 WORLD_NETS = ("203.0.113.0/24", "198.51.100.0/24")
 DNS_ADDR = "127.0.0.1:5353"
@@ -235,19 +237,17 @@ def udp(dst, dport, payload=b"", sport=40000, src=GUEST):
     return seg[:6] + struct.pack("!H", s) + seg[8:]
 
 
-def tcp_frame(dst, dport, **kw):
-    """Ethernet + IPv4 + TCP from the guest to dst:dport; kw for tcp(),
-    ip_kw for ipv4(), eth_kw for eth()."""
-    ip_kw, eth_kw = kw.pop("ip_kw", {}), kw.pop("eth_kw", {})
-    src = ip_kw.get("src", GUEST)
-    return eth(ipv4(tcp(dst, dport, src=src, **kw), dst, 6, **ip_kw), **eth_kw)
+def tcp_frame(dst, dport, src=GUEST, ip_kw=None, eth_kw=None, **kw):
+    """Ethernet + IPv4 + TCP from src (the guest) to dst:dport; kw for
+    tcp(), ip_kw for ipv4(), eth_kw for eth()."""
+    seg = tcp(dst, dport, src=src, **kw)
+    return eth(ipv4(seg, dst, 6, src=src, **(ip_kw or {})), **(eth_kw or {}))
 
 
-def udp_frame(dst, dport, payload=b"", **kw):
-    """Ethernet + IPv4 + UDP from the guest; as tcp_frame."""
-    ip_kw, eth_kw = kw.pop("ip_kw", {}), kw.pop("eth_kw", {})
-    src = ip_kw.get("src", GUEST)
-    return eth(ipv4(udp(dst, dport, payload, src=src, **kw), dst, 17, **ip_kw), **eth_kw)
+def udp_frame(dst, dport, payload=b"", src=GUEST, ip_kw=None, eth_kw=None, **kw):
+    """Ethernet + IPv4 + UDP from src (the guest); as tcp_frame."""
+    seg = udp(dst, dport, payload, src=src, **kw)
+    return eth(ipv4(seg, dst, 17, src=src, **(ip_kw or {})), **(eth_kw or {}))
 
 
 def arp(op=1, sha=GUEST_MAC, spa=GUEST, tha=bytes(6), tpa=GATEWAY, dst=b"\xff" * 6, src=None):
@@ -573,13 +573,20 @@ class Rig:
         with self.netns(name):
             return socket.socket(family, type, proto)
 
-    def frames(self):
-        """Frames on tap0 as the guest (class Frames); closed with the rig."""
-        with self.netns("G"):
+    def frames(self, name="G", ifname="tap0"):
+        """Frames on tap0 as the guest (class Frames; closed with the rig
+        at the latest). name and ifname pick another netns and link (the
+        slirp4netns guest's tap0, say)."""
+        with self.netns(name):
             s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        s.bind(("tap0", ETH_P_ALL))
+        s.bind((ifname, ETH_P_ALL))
         self._closers.append(s.close)
         return Frames(s)
+
+    def mac(self, name, ifname="tap0"):
+        """The MAC address of ifname in netns name, as 6 bytes."""
+        p = _run([IP, "-n", self._ns(name), "-j", "link", "show", ifname], check=True)
+        return bytes.fromhex(json.loads(p.stdout)[0]["address"].replace(":", ""))
 
     # commands
 
@@ -692,8 +699,8 @@ class Rig:
     @contextlib.contextmanager
     def slirp4netns(self, mtu=None, args=()):
         """slirp4netns in W with a guest netns of its own (yielded: its
-        name, for run()); the guest is 10.0.2.100/24 via 10.0.2.2 on tap0,
-        DNS 10.0.2.3. Needs /usr/bin/slirp4netns."""
+        name, for run(), socket_in(), frames()); the guest is 10.0.2.100/24
+        via 10.0.2.2 (SLIRP4NETNS_GATEWAY_MAC) on tap0, DNS 10.0.2.3."""
         exe = shutil.which("slirp4netns")
         if exe is None:
             raise RigUnavailable("no slirp4netns (apt-get install slirp4netns)")
