@@ -481,6 +481,7 @@ class Rig:
         self._procs = []
         self._closers = []
         self.dnsmasq = None
+        self.dns_log_path = None
         try:
             self._make_world()
             self._make_guest()
@@ -560,7 +561,9 @@ class Rig:
 
     def dns_log(self):
         """dnsmasq's query log so far (one `query[A] NAME from ...` line per
-        query it received)."""
+        query it received); "" without dnsmasq."""
+        if self.dns_log_path is None:
+            return ""
         return self.dns_log_path.read_text(errors="replace")
 
     def netns(self, name):

@@ -84,9 +84,15 @@ def rig():
 
 @pytest.fixture
 def worker(rig, gantry):
-    with rig.worker(gantry, ports=[PUB_TCP, PUB_UDP]) as w:
+    """A worker on the rig's TAP with PUB_TCP and PUB_UDP published; it must
+    live through the test and exit 0 when its control socket closes."""
+    w = rig.worker(gantry, ports=[PUB_TCP, PUB_UDP])
+    try:
         yield w
         assert w.alive(), f"the worker died during the test:\n{w.log()}"
+    finally:
+        code = w.stop()
+    assert code == 0, f"the worker exited {code} on its control socket's EOF:\n{w.log()}"
 
 
 def curl(rig, ns, url, timeout=5):
@@ -404,6 +410,25 @@ def test_bulk_8_clients_64mib_each_way(rig, gantry):
     finally:
         sink.close()
         guest.close()
+
+
+def test_mtu_1500(gantry):
+    """The link at MTU 1500 (the benchmark's other setting): a 4 MiB echo
+    through the NAT comes back whole."""
+    with netrig.Rig(mtu=1500, dns=False) as r:
+        assert "mtu 1500 " in r.g("ip", "link", "show", "tap0").stdout
+        r.serve(netrig.TcpEcho, "W", "0.0.0.0", 9200)
+        data = secrets.token_bytes(4 * MIB)
+        with r.worker(gantry, env={"GANTRY_NET_DNS": "127.0.0.1:9"}), r.socket_in("G") as s:
+            s.settimeout(30)
+            s.connect((WEB, 9200))
+            got = bytearray()
+            sender = threading.Thread(target=s.sendall, args=(data,), daemon=True)
+            sender.start()
+            while len(got) < len(data) and (chunk := s.recv(MIB)):
+                got += chunk
+            sender.join(30)
+        assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest()
 
 
 # --- TCP urgent data --------------------------------------------------------
