@@ -244,6 +244,78 @@ def test_dns_malformed_formerr_never_forwarded(rig, worker):
     assert_responsive(rig, worker)
 
 
+def test_dns_tcp_pipelined_and_split(rig, worker):
+    """100 queries written at once on one TCP connection are all answered;
+    then one query split over three segments."""
+    token = secrets.token_hex(4)
+    names = {0x1000 + i: f"p{i}-{token}.allowed.test" for i in range(100)}
+    with rig.socket_in("G") as s:
+        s.settimeout(5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.connect((GATEWAY, 53))
+        burst = b""
+        for qid, name in names.items():
+            q = _dns_query(qid, name)
+            burst += struct.pack("!H", len(q)) + q
+        s.sendall(burst)
+        answered = {}
+        for _ in names:
+            answer = _tcp_dns_read(s)
+            answered[struct.unpack("!H", answer[:2])[0]] = answer
+        assert set(answered) == set(names)
+        for qid, answer in answered.items():
+            assert struct.unpack("!H", answer[2:4])[0] & 0xF == 0, names[qid]
+            assert socket.inet_aton("203.0.113.30") in answer, names[qid]
+        q = _dns_query(0x2000, f"split-{token}.allowed.test")
+        framed = struct.pack("!H", len(q)) + q
+        for part in (framed[:1], framed[1:9], framed[9:]):
+            s.sendall(part)
+            time.sleep(0.05)
+        answer = _tcp_dns_read(s)
+        assert answer[:2] == b"\x20\x00" and socket.inet_aton("203.0.113.30") in answer
+
+
+def _tcp_dns_read(s):
+    n = struct.unpack("!H", s.recv(2, socket.MSG_WAITALL))[0]
+    return s.recv(n, socket.MSG_WAITALL)
+
+
+def test_dns_tcp_hostile_framing(rig, worker):
+    """TCP DNS with a zero length, a 65535 length never sent, half a
+    message then close: answered FORMERR or closed, never forwarded, and
+    the proxy answers the next connection."""
+    token = secrets.token_hex(5)
+    q = _dns_query(0x3000, f"half-{token}.allowed.test")
+    for payload in (b"\0\0", b"\xff\xff" + q, struct.pack("!H", len(q)) + q[: len(q) // 2]):
+        with rig.socket_in("G") as s:
+            s.settimeout(3)
+            s.connect((GATEWAY, 53))
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):
+                while chunk := s.recv(4096):
+                    assert struct.unpack("!H", chunk[4:6])[0] & 0xF == 1, chunk.hex()
+    time.sleep(0.2)
+    assert token not in rig.dns_log()
+    assert dig(rig, "allowed.test", "+tcp") == ["203.0.113.30"]
+
+
+def test_gateway_refuses_other_ports_at_once(rig, worker):
+    """TCP to .1 on a port with no service is refused (RST) and UDP gets
+    ICMP port unreachable: the guest learns at once, and slirp never sees it."""
+    t = time.monotonic()
+    p = curl(rig, "G", f"http://{GATEWAY}:80/", timeout=3)
+    assert p.returncode == 7, f"not refused: {p}"
+    assert time.monotonic() - t < 1.5
+    with rig.socket_in("G", socket.SOCK_DGRAM) as s:
+        s.settimeout(3)
+        s.connect((GATEWAY, 9999))
+        s.send(b"anyone?")
+        with pytest.raises(ConnectionRefusedError):
+            s.recv(100)
+    assert worker.drops().get("gateway_port", 0) >= 1
+
+
 def test_host_loopback_via_254(rig, worker):
     p = curl(rig, "G", f"http://{HOST}:{LOOP_PORT}/")
     assert p.returncode == 0 and p.stdout == LOOP_BODY, f"{p}\n{worker.log()}"
@@ -564,7 +636,22 @@ HOSTILE = {
                                  arp(sha=SPOOF_MAC, src=netrig.GUEST_MAC),
                                  arp(op=2, spa=HOST, tpa=netrig.GUEST)],
     "TCP SYN+FIN": lambda t, p: [tcp_frame(WEB, ANY_CATCH, sport=p, flags=TCP_SYN | TCP_FIN)],
+    "TCP data offset": lambda t, p: [_bad_offset(WEB, ANY_CATCH, p, 4),
+                                     _bad_offset(WEB, ANY_CATCH, p + 1, 15)],
+    "dst multicast": lambda t, p: [
+        udp_frame("224.0.0.1", ANY_CATCH, t, sport=p, eth_kw={"dst": b"\x01\0\x5e\0\0\1"})],
+    "UDP to DHCP and TFTP": lambda t, p: [
+        udp_frame(GATEWAY, 67, t, sport=68), udp_frame(WEB, 67, t, sport=68),
+        udp_frame(GATEWAY, 69, t, sport=p), udp_frame(WEB, 69, t, sport=p)],
 }
+
+
+def _bad_offset(dst, port, sport, offset):
+    seg = bytearray(tcp(dst, port, sport=sport))
+    seg[12] = offset << 4
+    seg[16:18] = b"\0\0"
+    seg[16:18] = struct.pack("!H", netrig._l4_sum(netrig.GUEST, dst, 6, bytes(seg)))
+    return eth(ipv4(bytes(seg), dst, 6))
 
 
 # The drop reasons (the traffic report's names, src/net/filter.h) each
@@ -592,6 +679,9 @@ REASONS = {
     "ARP short": {"arp_malformed"},
     "ARP spoofed": {"arp_spoof", "src_mac"},
     "TCP SYN+FIN": {"tcp_flags"},
+    "TCP data offset": {"tcp_header"},
+    "dst multicast": {"dst_multicast"},
+    "UDP to DHCP and TFTP": {"dhcp_tftp"},
 }
 assert set(REASONS) == set(HOSTILE)
 
