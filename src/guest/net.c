@@ -44,14 +44,17 @@ static void sin_set(struct sockaddr *sa, uint32_t addr)
 	memcpy(sa, &sin, sizeof(sin));
 }
 
-static int if_up(int sock, const char *dev)
+static int if_set_up(int sock, const char *dev, bool up)
 {
 	struct ifreq ifr;
 
 	ifr_init(&ifr, dev);
 	if (ioctl(sock, SIOCGIFFLAGS, &ifr) < 0)
 		return -1;
-	ifr.ifr_flags |= IFF_UP;
+	if (up)
+		ifr.ifr_flags |= IFF_UP;
+	else
+		ifr.ifr_flags &= ~IFF_UP;
 	return ioctl(sock, SIOCSIFFLAGS, &ifr);
 }
 
@@ -73,7 +76,7 @@ static int eth_configure(int sock, const struct netconf *n, const char **what)
 	if (ioctl(sock, SIOCSIFNETMASK, &ifr) < 0)
 		return -1;
 	*what = "bring " NET_DEV " up";
-	if (if_up(sock, NET_DEV) < 0)
+	if (if_set_up(sock, NET_DEV, true) < 0)
 		return -1;
 	memset(&rt, 0, sizeof(rt));
 	sin_set(&rt.rt_dst, 0);
@@ -109,10 +112,12 @@ void net_setup(const struct guest *g, const char *value, struct netconf *n)
 		n->on = false;
 		return;
 	}
-	if (if_up(sock, "lo") < 0)
+	if (if_set_up(sock, "lo", true) < 0)
 		guest_log("network: bring lo up: %s", strerror(errno));
 	if (n->on && eth_configure(sock, n, &what) < 0) {
 		guest_log("network: %s: %s; no network", what, strerror(errno));
+		/* Down takes the subnet's route with it: no half-configured link. */
+		if_set_up(sock, NET_DEV, false);
 		n->on = false;
 	}
 	if (n->on)

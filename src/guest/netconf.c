@@ -1,6 +1,6 @@
 /* gantry.net= and the files made from it (see netconf.h). The value comes
  * from the host, but a typo there must cost the guest its network, with a
- * line saying why, never a half-configured interface. */
+ * line saying why, not configure something else. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,7 +96,7 @@ int netconf_parse(const char *value, struct netconf *n, char why[NETCONF_WHY_MAX
 	    (p = parse_num(p, 2, PREFIX_MAX, &c.prefix)) == NULL || *p++ != ',' ||
 	    (p = field(p, ',', &c.gateway)) == NULL || (p = field(p, '\0', &c.dns)) == NULL) {
 		why_set(why, "gantry.net=%.40s: want ADDR/PREFIX,GATEWAY,DNS (like %s)", value,
-			NET_GUEST_CMDLINE + 11);
+			&NET_GUEST_CMDLINE[sizeof("gantry.net=") - 1]);
 		return -1;
 	}
 	mask = netconf_mask(c.prefix);

@@ -2,9 +2,14 @@
  * spec.c's binds), run on the host: the gantry.net= parser on good and bad
  * values, the resolv.conf, hosts and hostname it makes, those files written
  * under a state directory, the mountpoints made in a root without /etc, and
- * the read-only binds in config.json. The ioctls need a guest (tests/e2e/
- * test_net_guest.py). */
+ * the read-only binds in config.json; and, as root, the ioctls in a network
+ * namespace of the test's own whose eth0 is a veth device (the guest's
+ * virtio-net is tests/e2e/test_net_guest.py's). */
+#include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,17 +17,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "skip.h"
 
 #include "common/util.h"
 #include "guest/guest.h"
 #include "guest/netconf.h"
 #include "net/net.h"
 
-#define NET_VALUE (NET_GUEST_CMDLINE + sizeof("gantry.net=") - 1)
+#define NET_VALUE (&NET_GUEST_CMDLINE[sizeof("gantry.net=") - 1])
 
 static void test_parse_plan(void **state)
 {
@@ -328,6 +338,139 @@ static void test_spec_binds(void **state)
 	free(base);
 }
 
+#define NETNS_SKIP 77
+
+static bool if_flags_up(int sock, const char *dev)
+{
+	struct ifreq ifr = { 0 };
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
+	return ioctl(sock, SIOCGIFFLAGS, &ifr) == 0 && (ifr.ifr_flags & IFF_UP);
+}
+
+static uint32_t if_addr(int sock, const char *dev, unsigned long req)
+{
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in sin;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", dev);
+	if (ioctl(sock, req, &ifr) < 0)
+		return 0;
+	memcpy(&sin, &ifr.ifr_addr, sizeof(sin));
+	return ntohl(sin.sin_addr.s_addr);
+}
+
+/* The default route, as /proc/net/route prints it (a __be32 in hex). */
+static bool has_default_route(const char *dev, uint32_t gateway)
+{
+	char line[256], want[64];
+	FILE *f = fopen("/proc/self/net/route", "r");
+	bool found = false;
+
+	if (f == NULL)
+		return false;
+	snprintf(want, sizeof(want), "%s\t00000000\t%08X\t", dev, htonl(gateway));
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, want, strlen(want)) == 0)
+			found = true;
+	fclose(f);
+	return found;
+}
+
+#define CHILD_CHECK(cond)                                                                          \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, #cond);                \
+			_exit(1);                                                                  \
+		}                                                                                  \
+	} while (0)
+
+/* In a fresh network namespace: lo is down, and eth0 (when make_eth0) one
+ * end of a veth pair with the guest's MTU, its peer up so it has a carrier. */
+static void netns_enter(bool make_eth0)
+{
+	if (unshare(CLONE_NEWNET) < 0)
+		_exit(NETNS_SKIP);
+	if (make_eth0 && system("ip link add eth0 mtu 65520 type veth peer name peer0 && "
+				"ip link set peer0 up") != 0)
+		_exit(NETNS_SKIP);
+}
+
+static void netns_child(int which)
+{
+	static struct guest g = { .cfg = { .debug = true } };
+	struct netconf n;
+	int sock;
+
+	netns_enter(which != 2);
+	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	CHILD_CHECK(sock >= 0);
+	CHILD_CHECK(!if_flags_up(sock, "lo"));
+	switch (which) {
+	case 0: /* the plan's settings */
+		net_setup(&g, NET_VALUE, &n);
+		CHILD_CHECK(n.on);
+		CHILD_CHECK(if_flags_up(sock, "eth0"));
+		CHILD_CHECK(if_addr(sock, "eth0", SIOCGIFADDR) == NET_GUEST);
+		CHILD_CHECK(if_addr(sock, "eth0", SIOCGIFNETMASK) == NET_NETMASK);
+		CHILD_CHECK(if_addr(sock, "eth0", SIOCGIFBRDADDR) == NET_BROADCAST);
+		CHILD_CHECK(has_default_route("eth0", NET_GATEWAY));
+		break;
+	case 1: /* no gantry.net=, or a bad one: eth0 untouched */
+		net_setup(&g, NULL, &n);
+		CHILD_CHECK(!n.on);
+		net_setup(&g, "192.168.127.2/24,192.168.127.2,192.168.127.1", &n);
+		CHILD_CHECK(!n.on);
+		CHILD_CHECK(!if_flags_up(sock, "eth0"));
+		CHILD_CHECK(if_addr(sock, "eth0", SIOCGIFADDR) == 0);
+		CHILD_CHECK(!has_default_route("eth0", NET_GATEWAY));
+		break;
+	case 2: /* asked for, but there is no eth0 */
+		net_setup(&g, NET_VALUE, &n);
+		CHILD_CHECK(!n.on);
+		break;
+	}
+	CHILD_CHECK(if_flags_up(sock, "lo"));
+	CHILD_CHECK(if_addr(sock, "lo", SIOCGIFADDR) == 0x7f000001);
+	_exit(0);
+}
+
+static void netns_run(int which)
+{
+	int status;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		skip_because("needs root for a network namespace of its own");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		netns_child(which);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == NETNS_SKIP)
+		skip_because("no network namespace with a veth eth0 here (unshare, ip link)");
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_setup_eth0(void **state)
+{
+	(void)state;
+	netns_run(0);
+}
+
+static void test_setup_no_net(void **state)
+{
+	(void)state;
+	netns_run(1);
+}
+
+static void test_setup_no_device(void **state)
+{
+	(void)state;
+	netns_run(2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -341,6 +484,9 @@ int main(void)
 		cmocka_unit_test(test_write_etc),
 		cmocka_unit_test(test_prepare_root),
 		cmocka_unit_test(test_spec_binds),
+		cmocka_unit_test(test_setup_eth0),
+		cmocka_unit_test(test_setup_no_net),
+		cmocka_unit_test(test_setup_no_device),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
