@@ -6,6 +6,7 @@
  * here and bound read-only by spec.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
@@ -15,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "guest/guest.h"
@@ -171,10 +173,27 @@ int net_write_etc(struct guest_config *cfg, const struct netconf *n)
 	return 0;
 }
 
+/* Does etc/NAME lead somewhere inside the root, as the container would
+ * resolve it? */
+static bool resolves_in_root(int root, const char *name)
+{
+	struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_IN_ROOT };
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "etc/%s", name);
+	fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	if (fd < 0)
+		return errno != ENOENT;
+	close(fd);
+	return true;
+}
+
 /* crun would make missing mountpoints too, but this way an image without
  * /etc gets a plain directory and empty files in the writable upper layer,
- * whatever the runtime does. A symlink is left for crun to follow within
- * the root. */
+ * whatever the runtime does. A symlink that resolves is left for crun to
+ * follow within the root; a dangling one (resolv.conf into a resolver
+ * daemon's /run) becomes an empty file, which the bind then covers. */
 void net_prepare_root(const char *rootfs)
 {
 	int root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC), etc;
@@ -184,23 +203,29 @@ void net_prepare_root(const char *rootfs)
 	if (mkdirat(root, "etc", 0755) < 0 && errno != EEXIST)
 		guest_log("mkdir %s/etc: %s", rootfs, strerror(errno));
 	etc = openat(root, "etc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	close(root);
-	if (etc < 0)
-		return;
-	for (size_t i = 0; i < sizeof(etc_files) / sizeof(etc_files[0]); i++) {
+	for (size_t i = 0; etc >= 0 && i < sizeof(etc_files) / sizeof(etc_files[0]); i++) {
+		const char *name = etc_files[i];
 		struct stat st;
 		int fd;
 
-		if (fstatat(etc, etc_files[i], &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+		if (fstatat(etc, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			if (!S_ISLNK(st.st_mode) || resolves_in_root(root, name))
+				continue;
+			if (unlinkat(etc, name, 0) < 0) {
+				guest_log("unlink %s/etc/%s: %s", rootfs, name, strerror(errno));
+				continue;
+			}
+		} else if (errno != ENOENT)
 			continue;
-		fd = openat(etc, etc_files[i], O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    0644);
+		fd = openat(etc, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd < 0)
-			guest_log("create %s/etc/%s: %s", rootfs, etc_files[i], strerror(errno));
+			guest_log("create %s/etc/%s: %s", rootfs, name, strerror(errno));
 		else
 			close(fd);
 	}
-	close(etc);
+	if (etc >= 0)
+		close(etc);
+	close(root);
 }
 
 const char *net_etc_file(size_t i)

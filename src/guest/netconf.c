@@ -127,7 +127,7 @@ bool netconf_hostname_valid(const char *name)
 {
 	size_t len = strlen(name);
 
-	return len > 0 && len <= NETCONF_HOST_MAX && name[0] != '-' && name[0] != '.' &&
+	return len > 0 && len <= NETCONF_HOST_MAX && name[0] != '-' &&
 	       strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
 		       len;
 }

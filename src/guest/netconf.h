@@ -30,7 +30,7 @@ uint32_t netconf_mask(unsigned int prefix);
 const char *netconf_ntoa(uint32_t addr, char buf[16]);
 
 /* Letters, digits, '.', '-', '_' (what sandbox names may hold), at most
- * NETCONF_HOST_MAX bytes, not starting with '-' or '.'. */
+ * NETCONF_HOST_MAX bytes, not starting with '-'. */
 bool netconf_hostname_valid(const char *name);
 
 /* The files' contents; the length, or -1 when buf is too small. */

@@ -152,7 +152,7 @@ static void test_hostname_valid(void **state)
 	assert_true(netconf_hostname_valid("my-box.2_x"));
 	assert_false(netconf_hostname_valid(""));
 	assert_false(netconf_hostname_valid("-x"));
-	assert_false(netconf_hostname_valid(".x"));
+	assert_true(netconf_hostname_valid(".x"));
 	assert_false(netconf_hostname_valid("a b"));
 	assert_false(netconf_hostname_valid("a\tb"));
 	assert_false(netconf_hostname_valid("a#b"));
@@ -287,7 +287,8 @@ static void test_prepare_root(void **state)
 	}
 	assert_null(net_etc_file(3));
 
-	/* What is there stays: a file keeps its bytes, a symlink stays one. */
+	/* What is there stays: a file keeps its bytes, a symlink that resolves
+	 * in the root (absolute: from the root, not the host's /) stays one. */
 	snprintf(path, sizeof(path), "%s/etc/hosts", root);
 	f = fopen(path, "w");
 	assert_non_null(f);
@@ -295,12 +296,26 @@ static void test_prepare_root(void **state)
 	fclose(f);
 	snprintf(link, sizeof(link), "%s/etc/resolv.conf", root);
 	unlink(link);
-	assert_int_equal(symlink("../run/resolv.conf", link), 0);
+	assert_int_equal(symlink("/etc/hosts", link), 0);
 	net_prepare_root(root);
 	assert_int_equal(lstat(link, &st), 0);
 	assert_true(S_ISLNK(st.st_mode));
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_size, 6);
+
+	/* A dangling one becomes an empty file; the host's /etc/passwd does
+	 * not count as its target. */
+	unlink(link);
+	assert_int_equal(symlink("../run/systemd/resolve/stub-resolv.conf", link), 0);
+	snprintf(path, sizeof(path), "%s/etc/hostname", root);
+	unlink(path);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	net_prepare_root(root);
+	assert_int_equal(lstat(link, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+	assert_int_equal(st.st_size, 0);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
 	rm_rf(root);
 	free(root);
 }
