@@ -176,14 +176,14 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 				guest_log("gantry.hostname=%.64s: not a hostname; using %s",
 					  tok + 16, cfg->hostname);
 		} else if (strncmp(tok, "gantry.net=", 11) == 0) {
-			/* Two differing settings: neither is trusted. */
+			/* Cut short, a value too long to be valid stays invalid;
+			 * of two differing ones, neither is trusted. */
 			if (nets++ == 0)
 				snprintf(net, sizeof(net), "%s", tok + 11);
 			else if (strcmp(net, tok + 11) != 0)
 				snprintf(net, sizeof(net), "given twice");
 		}
 	}
-	/* Too long to be an address: cut short, it fails to parse, as it should. */
 	if (nets)
 		cfg->net = net;
 }
