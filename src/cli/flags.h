@@ -27,14 +27,20 @@ struct flag {
 	uint64_t max; /* FLAG_UINT upper bound (0 = none) */
 };
 
-/* The image and resource flags of every command that boots a sandbox
- * (start, one-shot exec), filling a struct sandbox_opts *o. */
+/* The image, resource and network flags of every command that boots a
+ * sandbox (start, one-shot exec), filling a struct sandbox_opts *o
+ * (sandbox/lifecycle.h). */
 /* clang-format off */
 #define FLAGS_SANDBOX(o)                                                              \
 	{ "image", FLAG_STRING, &(o)->image, NULL, "SRC",                             \
 	  "image: path or registry reference (default: built-in busybox)", 0 },       \
 	{ "cpus", FLAG_UINT, &(o)->cpus, NULL, "N", "vCPUs (default 1)", 1024 },      \
-	{ "mem", FLAG_UINT, &(o)->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 }
+	{ "mem", FLAG_UINT, &(o)->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 }, \
+	{ "net", FLAG_BOOL, &(o)->net, NULL, NULL,                                    \
+	  "guest network (default true; -net=false: only lo)", 0 },                   \
+	{ "p", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC",                          \
+	  "publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },         \
+	{ "publish", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC", "same as -p", 0 }
 /* clang-format on */
 
 /* Parse argv[0..argc) against flags; on success *rest is the index of the
