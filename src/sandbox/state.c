@@ -17,7 +17,7 @@
 #include "sandbox/state.h"
 
 #define SANDBOX_JSON_MAX  (4u << 20)
-#define SANDBOX_PORTS_MAX 1024
+#define SANDBOX_PORTS_MAX 256 /* PORTS_MAX (network.h) */
 
 /* What the supervisor and the VMM leave in the directory while running. */
 static const char *const run_sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock" };
