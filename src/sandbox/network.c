@@ -31,15 +31,19 @@ ssize_t ports_find(char *const *v, size_t n, const struct port_spec *p)
 
 int ports_add(char ***v, size_t *n, const char *spec, gantry_error_t *err)
 {
-	char buf[PORT_SPEC_MAX];
+	char buf[PORT_SPEC_MAX], ip[INET_ADDRSTRLEN];
 	struct port_spec p;
+	ssize_t at;
 
 	if (port_spec_parse(spec, &p, err) < 0)
 		return -1;
 	port_spec_format(&p, buf);
 	/* Zero host ports are all different: each gets a port of its own. */
-	if (p.host_port && ports_find(*v, *n, &p) >= 0)
-		return gantry_error(err, 0, "port `%s`: %s is published twice", spec, buf);
+	at = p.host_port ? ports_find(*v, *n, &p) : -1;
+	if (at >= 0)
+		return gantry_error(err, 0, "port `%s`: %s:%u/%s is already published (as %s)", spec,
+				    inet_ntop(AF_INET, &p.host_ip, ip, sizeof(ip)), p.host_port,
+				    p.udp ? "udp" : "tcp", (*v)[at]);
 	if (*n >= PORTS_MAX)
 		return gantry_error(err, 0, "port `%s`: at most %d ports", spec, PORTS_MAX);
 	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
@@ -190,10 +194,6 @@ static int change_port(const char *name, const char *spec, bool publish, bool ep
 	}
 	port_spec_parse(buf, &p, NULL);
 	at = ports_find(sb.ports, sb.nr_ports, &p);
-	if (publish && at >= 0) {
-		gantry_error(err, 0, "%s is already published (as %s)", buf, sb.ports[at]);
-		goto out;
-	}
 	if (!publish && (at < 0 || strcmp(sb.ports[at], buf) != 0)) {
 		gantry_error(err, 0, "%s is not published on sandbox `%s`", buf, name);
 		goto out;
