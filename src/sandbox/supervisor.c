@@ -216,6 +216,12 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 		if (c && c->stop_waiter && client_reply(c, true, NULL) == 0)
 			outq_flush(&c->q, c->fd);
 	}
+	/* Gone before our lock is: a resume right after binds its ports. A VMM
+	 * thread still running keeps its frame socket to the end. */
+	if (s->m.net_started && !s->m.started)
+		net_worker_stop(&s->m.net_worker);
+	else if (s->m.net_started && s->m.net_worker.pid > 0)
+		kill(s->m.net_worker.pid, SIGKILL);
 	/* Our lock goes with us; a VMM thread still running goes too. */
 	_exit(s->sb.state == SANDBOX_CRASHED);
 }
