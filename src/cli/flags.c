@@ -118,9 +118,8 @@ int flags_parse_cmd(const char *cmd, const struct flag *flags, int argc, char **
 	return 1;
 }
 
-int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char **argv,
-		      char **pos, int max, int *npos,
-		      void (*usage)(FILE *out, const struct flag *flags))
+int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char **argv, char **pos,
+		      int max, int *npos, void (*usage)(FILE *out, const struct flag *flags))
 {
 	bool dashdash = false;
 	int i = 0;
@@ -139,8 +138,8 @@ int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char 
 				break;
 		}
 		if (*npos == max) {
-			log_error("%s: unexpected argument `%s` (see gantry %s -help)", cmd, argv[i],
-				  cmd);
+			log_error("%s: unexpected argument `%s` (see gantry %s -help)", cmd,
+				  argv[i], cmd);
 			return -2;
 		}
 		pos[(*npos)++] = argv[i++];

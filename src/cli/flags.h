@@ -57,9 +57,8 @@ int flags_parse_cmd(const char *cmd, const struct flag *flags, int argc, char **
 /* flags_parse_cmd with flags before, between and after positional
  * arguments (at most max, into pos; *npos how many): `cmd NAME SPEC
  * --json` and `cmd --json NAME SPEC` alike. Too many is an error (-2). */
-int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char **argv,
-		      char **pos, int max, int *npos,
-		      void (*usage)(FILE *out, const struct flag *flags));
+int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char **argv, char **pos,
+		      int max, int *npos, void (*usage)(FILE *out, const struct flag *flags));
 /* argv is exactly one of -h, -help, --help. */
 bool flags_help_only(int argc, char **argv);
 /* For commands that take exactly one NAME and no flags: 1 with *name set,

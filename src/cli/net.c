@@ -63,8 +63,7 @@ static void traffic_table(json_t *t)
 			snprintf(port, sizeof(port), "%u", (unsigned)(count(v, "port") & 0xffff));
 		printf("%-16s %-5s %-5s %-7s %-14s %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %s\n",
 		       addr, proto, port, verdict, reason, count(v, "tx_bytes"),
-		       count(v, "rx_bytes"), count(v, "tx_packets") + count(v, "rx_packets"),
-		       seen);
+		       count(v, "rx_bytes"), count(v, "tx_packets") + count(v, "rx_packets"), seen);
 	}
 	if (json_object_size(drops)) {
 		printf("\nDropped frames by reason:\n");

@@ -69,7 +69,8 @@ static void ports_table(json_t *o)
 	json_t *v;
 	size_t i;
 
-	printf("%-16s %-9s %-10s %-5s %s\n", "HOST-IP", "HOST-PORT", "GUEST-PORT", "PROTO", "SAVED");
+	printf("%-16s %-9s %-10s %-5s %s\n", "HOST-IP", "HOST-PORT", "GUEST-PORT", "PROTO",
+	       "SAVED");
 	json_array_foreach(json_object_get(o, "ports"), i, v)
 	{
 		const char *ip = json_string_value(json_object_get(v, "host_ip"));

@@ -11,18 +11,19 @@
 
 static void start_usage(FILE *out, const struct flag *flags)
 {
-	fprintf(out, "Usage: gantry start NAME [-image SRC] [-cpus N] [-mem MiB] [-disk-size MiB]\n"
-		     "                         [-rw=false] [-rwlayer PATH] [-net=false] [-p SPEC]...\n\n"
-		     "Create the persistent sandbox NAME and boot it: one long-lived container on\n"
-		     "the image, with a writable layer that keeps its files across stop and\n"
-		     "resume. Returns once `gantry exec NAME` can run commands in it.\n"
-		     "NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or .., not starting with -).\n"
-		     "SRC as for gantry exec.\n"
-		     "The guest has a network (NAT through the host; -net=false: none, only lo).\n"
-		     "-p [IP:]HOST:GUEST[/tcp|/udp] forwards HOST on IP (default 127.0.0.1) to\n"
-		     "GUEST in the guest; -p GUEST or a HOST of 0 picks a free host port, kept\n"
-		     "across stop and resume (gantry ports ls NAME shows it).\n\n"
-		     "Flags:\n");
+	fprintf(out,
+		"Usage: gantry start NAME [-image SRC] [-cpus N] [-mem MiB] [-disk-size MiB]\n"
+		"                         [-rw=false] [-rwlayer PATH] [-net=false] [-p SPEC]...\n\n"
+		"Create the persistent sandbox NAME and boot it: one long-lived container on\n"
+		"the image, with a writable layer that keeps its files across stop and\n"
+		"resume. Returns once `gantry exec NAME` can run commands in it.\n"
+		"NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or .., not starting with -).\n"
+		"SRC as for gantry exec.\n"
+		"The guest has a network (NAT through the host; -net=false: none, only lo).\n"
+		"-p [IP:]HOST:GUEST[/tcp|/udp] forwards HOST on IP (default 127.0.0.1) to\n"
+		"GUEST in the guest; -p GUEST or a HOST of 0 picks a free host port, kept\n"
+		"across stop and resume (gantry ports ls NAME shows it).\n\n"
+		"Flags:\n");
 	flags_usage(out, flags);
 }
 

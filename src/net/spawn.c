@@ -114,7 +114,8 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 		if (r < 0)
 			return gantry_error_errno(err, "network worker: poll");
 		if (r == 0)
-			return gantry_error(err, ETIMEDOUT, "the network worker was not ready in %d s",
+			return gantry_error(err, ETIMEDOUT,
+					    "the network worker was not ready in %d s",
 					    NET_WORKER_READY_MS / 1000);
 		n = recv(w->ctl_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
 		if (n < 0 && (errno == EINTR || errno == EAGAIN))
@@ -139,9 +140,9 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 	}
 	{
 		const char *e = json_string_value(json_object_get(j, "error"));
-		cleanup_free char *shown = text_sanitized(e ? e : "a bad first message",
-							  strlen(e ? e : "a bad first message"),
-							  WORKER_ERR);
+		cleanup_free char *shown =
+			text_sanitized(e ? e : "a bad first message",
+				       strlen(e ? e : "a bad first message"), WORKER_ERR);
 
 		json_decref(j);
 		return gantry_error(err, 0, "network worker: %s", shown);

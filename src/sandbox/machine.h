@@ -29,11 +29,11 @@ struct machine {
 	int done_fd;	   /* eventfd, readable once it has */
 	int rc, status;	   /* vmm_run's */
 	gantry_error_t err;
-	bool net;	   /* a network worker for virtio-net */
-	char **ports;	   /* its published ports at boot */
+	bool net;     /* a network worker for virtio-net */
+	char **ports; /* its published ports at boot */
 	size_t nr_ports;
-	char *net_log;	   /* its log: <dir>/worker-net.log */
-	bool net_started;  /* net_worker is ours to stop */
+	char *net_log;	  /* its log: <dir>/worker-net.log */
+	bool net_started; /* net_worker is ours to stop */
 	struct net_worker net_worker;
 };
 

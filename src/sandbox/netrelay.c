@@ -83,8 +83,8 @@ static void reply_ports(struct sup *s, struct client *c)
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < s->net.nr_live; i++)
-		json_array_append_new(a, json_pack("{s:s,s:b}", "spec", s->net.live[i],
-						   "ephemeral", s->net.ephemeral[i]));
+		json_array_append_new(a, json_pack("{s:s,s:b}", "spec", s->net.live[i], "ephemeral",
+						   s->net.ephemeral[i]));
 	reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "ports", a));
 }
 
@@ -310,8 +310,8 @@ static void net_answer(struct sup *s, json_t *j)
 	s->net.sent.op = NET_OP_NONE;
 	if (!json_is_true(json_object_get(j, "ok"))) {
 		const char *e = json_string_value(json_object_get(j, "error"));
-		cleanup_free char *shown = text_sanitized(e ? e : "refused", strlen(e ? e : "refused"),
-							  NET_ERROR_MAX);
+		cleanup_free char *shown =
+			text_sanitized(e ? e : "refused", strlen(e ? e : "refused"), NET_ERROR_MAX);
 
 		if (r.op != NET_OP_TRAFFIC || r.c)
 			log_info("network worker: %s %s: %s", op_names[r.op], r.spec, shown);

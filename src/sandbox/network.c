@@ -41,9 +41,9 @@ int ports_add(char ***v, size_t *n, const char *spec, gantry_error_t *err)
 	/* Zero host ports are all different: each gets a port of its own. */
 	at = p.host_port ? ports_find(*v, *n, &p) : -1;
 	if (at >= 0)
-		return gantry_error(err, 0, "port `%s`: %s:%u/%s is already published (as %s)", spec,
-				    inet_ntop(AF_INET, &p.host_ip, ip, sizeof(ip)), p.host_port,
-				    p.udp ? "udp" : "tcp", (*v)[at]);
+		return gantry_error(err, 0, "port `%s`: %s:%u/%s is already published (as %s)",
+				    spec, inet_ntop(AF_INET, &p.host_ip, ip, sizeof(ip)),
+				    p.host_port, p.udp ? "udp" : "tcp", (*v)[at]);
 	if (*n >= PORTS_MAX)
 		return gantry_error(err, 0, "port `%s`: at most %d ports", spec, PORTS_MAX);
 	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
@@ -188,8 +188,8 @@ static int change_port(const char *name, const char *spec, bool publish, bool ep
 		goto out;
 	}
 	if (ephemeral) {
-		gantry_error(err, 0, "sandbox `%s` is not running: --ephemeral is for a running one",
-			     name);
+		gantry_error(err, 0,
+			     "sandbox `%s` is not running: --ephemeral is for a running one", name);
 		goto out;
 	}
 	port_spec_parse(buf, &p, NULL);
@@ -249,17 +249,16 @@ int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err)
 			const char *spec = json_string_value(json_object_get(v, "spec"));
 
 			if (spec)
-				json_array_append_new(
-					ports,
-					port_json(spec,
-						  json_is_true(json_object_get(v, "ephemeral"))));
+				json_array_append_new(ports,
+						      port_json(spec, json_is_true(json_object_get(
+									      v, "ephemeral"))));
 		}
 	} else {
 		for (i = 0; i < sb.nr_ports; i++)
 			json_array_append_new(ports, port_json(sb.ports[i], false));
 	}
-	*out = json_pack("{s:s,s:b,s:b,s:O}", "name", name, "running", running, "net",
-			 sb.net, "ports", ports);
+	*out = json_pack("{s:s,s:b,s:b,s:O}", "name", name, "running", running, "net", sb.net,
+			 "ports", ports);
 	r = 0;
 out:
 	json_decref(ports);

@@ -39,8 +39,9 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		     size_t nargs, struct agent_result *res, gantry_error_t *err)
 {
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
-	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib,
-			      .net = o->net };
+	struct sandbox sb = {
+		.transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib, .net = o->net
+	};
 	struct machine m = { .done_fd = -1, .cfg.stop_fd = -1 };
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };

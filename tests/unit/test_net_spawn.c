@@ -55,8 +55,8 @@ static int play_worker(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(mode, "error") == 0) {
-		static const char e[] =
-			"{\"ok\":false,\"error\":\"port 127.0.0.1:1/tcp: address in use\\u001b[2J\"}";
+		static const char e[] = "{\"ok\":false,\"error\":\"port 127.0.0.1:1/tcp: address "
+					"in use\\u001b[2J\"}";
 
 		(void)!send(4, e, sizeof(e) - 1, 0);
 		return 1;
@@ -132,9 +132,10 @@ static void test_start_and_stop(void **state)
 	assert_true(n > 0);
 	buf[n] = '\0';
 	close(fd);
-	assert_non_null(strstr(buf, "worker: frame=1 ctl=1 stdin=file others=0 args=" NET_WORKER_ROLE
-				    " --frame-fd 3 --ctl-fd 4 -p 127.0.0.1:8080:80 -p "
-				    "127.0.0.1:53:53/udp\n"));
+	assert_non_null(strstr(buf,
+			       "worker: frame=1 ctl=1 stdin=file others=0 args=" NET_WORKER_ROLE
+			       " --frame-fd 3 --ctl-fd 4 -p 127.0.0.1:8080:80 -p "
+			       "127.0.0.1:53:53/udp\n"));
 	close(log);
 	unlink(path);
 }

@@ -212,9 +212,9 @@ static void test_lists(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good),	   cmocka_unit_test(test_fields),
-		cmocka_unit_test(test_bad),	   cmocka_unit_test(test_same_bind),
-		cmocka_unit_test(test_pick),	   cmocka_unit_test(test_lists),
+		cmocka_unit_test(test_good), cmocka_unit_test(test_fields),
+		cmocka_unit_test(test_bad),  cmocka_unit_test(test_same_bind),
+		cmocka_unit_test(test_pick), cmocka_unit_test(test_lists),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -528,8 +528,8 @@ static int net_client(struct rig *r, const char *op, const char *spec, bool ephe
 	int fd;
 
 	assert_int_equal(ctl_connect(r->dir, &fd, NULL), 0);
-	snprintf(line, sizeof(line), "{\"op\":\"%s\",\"spec\":\"%s\",\"ephemeral\":%s}\n", op,
-		 spec, ephemeral ? "true" : "false");
+	snprintf(line, sizeof(line), "{\"op\":\"%s\",\"spec\":\"%s\",\"ephemeral\":%s}\n", op, spec,
+		 ephemeral ? "true" : "false");
 	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
 	return fd;
 }
@@ -586,8 +586,10 @@ static void test_net_relay(void **state)
 	assert_int_equal(chdir(r->dir), 0);
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	w.fd = sv[1];
-	r->s->sb = (struct sandbox){ .name = xstrdup("t"), .image = xstrdup("x"),
-				     .image_path = xstrdup("/x.erofs"), .state = SANDBOX_RUNNING,
+	r->s->sb = (struct sandbox){ .name = xstrdup("t"),
+				     .image = xstrdup("x"),
+				     .image_path = xstrdup("/x.erofs"),
+				     .state = SANDBOX_RUNNING,
 				     .net = true };
 	r->s->m.net_worker = NET_WORKER_NONE;
 	r->s->m.net_worker.ctl_fd = sv[0];
