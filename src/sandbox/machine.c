@@ -88,8 +88,11 @@ static int net_start(struct machine *m, gantry_error_t *err)
 	if (log < 0)
 		return gantry_error_errno(err, "open `%s`", m->net_log);
 	if (net_worker_start(&m->net_worker, m->ports, m->nr_ports, log, err) < 0) {
-		error_add_tail(err, m->net_log, NET_LOG_TAIL,
-			       "last lines of the network worker's log:");
+		/* Its own one line says it all; a worker that died or hung
+		 * may have said why in its log. */
+		if (strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
+			error_add_tail(err, m->net_log, NET_LOG_TAIL,
+				       "last lines of the network worker's log:");
 		return -1;
 	}
 	m->net_started = true;

@@ -58,6 +58,10 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		strv_free(sb.ports);
 		return -1;
 	}
+	/* A port picked for the user is one they could not know otherwise. */
+	for (size_t i = 0; i < sb.nr_ports; i++)
+		if (strcmp(sb.ports[i], o->ports[i]) != 0)
+			log_info("exec: publishing %s", sb.ports[i]);
 	if (sandbox_image_resolve(o->image, &img, err) < 0) {
 		strv_free(sb.ports);
 		return -1;
