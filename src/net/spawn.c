@@ -97,7 +97,7 @@ static bool reap_within(pid_t pid, int ms, int *status)
 static int wait_first(struct net_worker *w, gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + NET_WORKER_READY_MS;
-	char buf[WORKER_ERR + 64];
+	char buf[4096];
 	char why[64];
 	json_error_t jerr;
 	json_t *j;
