@@ -403,12 +403,11 @@ static void net_fd_event(void *opaque, int fd, unsigned int events)
 	(void)fd;
 	(void)events; /* the state says what to do; errors surface in the calls */
 	pthread_mutex_lock(&n->dev.lock);
-	if (n->tx_held)
-		net_tx(n);
+	/* Frames the worker sent before hanging up come first. */
 	if (!n->rx_blocked)
 		net_rx(n);
-	if (!n->link_up)
-		net_tx(n); /* complete what the guest queued while we waited */
+	if (n->tx_held || !n->link_up)
+		net_tx(n); /* a dead link completes what the guest queued meanwhile */
 	pthread_mutex_unlock(&n->dev.lock);
 }
 
