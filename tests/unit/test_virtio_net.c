@@ -537,14 +537,20 @@ static void test_rx_single(void **state)
 {
 	struct fx *f = *state;
 
+	unsigned long irqs;
+
 	rx_offer(f, 8, RXBUF_SIZE);
+	irqs = f->d->irqs_raised;
 	worker_send(f, 60, 3);
 	worker_send(f, RXBUF_SIZE - HDR, 4); /* exactly one buffer */
+	worker_send(f, 1000, 5);
 	pump(f);
+	assert_int_equal(f->d->irqs_raised, irqs + 1); /* one interrupt for the batch */
 	assert_int_equal(guest_expect(f, 60, 3), 1);
 	assert_int_equal(guest_expect(f, RXBUF_SIZE - HDR, 4), 1);
-	assert_int_equal(used_idx(f, RXQ), 2);
-	assert_int_equal(virtio_net_stats(f->d).rx_frames, 2);
+	assert_int_equal(guest_expect(f, 1000, 5), 1);
+	assert_int_equal(used_idx(f, RXQ), 3);
+	assert_int_equal(virtio_net_stats(f->d).rx_frames, 3);
 }
 
 /* A 64 KiB frame spread over mergeable buffers, num_buffers counting them. */
