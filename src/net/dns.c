@@ -456,7 +456,8 @@ static void conn_process(struct dns_proxy *p, struct dns_conn *c)
 		conn_close(p, c);
 }
 
-static void conn_readable(struct dns_proxy *p, struct dns_conn *c)
+/* hup: the peer closed both ways, so no answer can reach it any more. */
+static void conn_readable(struct dns_proxy *p, struct dns_conn *c, bool hup)
 {
 	ssize_t n;
 
@@ -469,7 +470,7 @@ static void conn_readable(struct dns_proxy *p, struct dns_conn *c)
 	n = read(c->fd, c->in + c->in_len, 2 + DNS_MSG_MAX - c->in_len);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
-	if (n < 0) {
+	if (n < 0 || (n == 0 && hup)) {
 		conn_close(p, c);
 		return;
 	}
@@ -666,7 +667,7 @@ void dns_proxy_dispatch(struct dns_proxy *p, const struct pollfd *fds, size_t n)
 			if (fds[i].revents & POLLOUT)
 				conn_writable(p, &p->conns[idx]);
 			if (p->conns[idx].fd == fds[i].fd && (fds[i].revents & ~POLLOUT))
-				conn_readable(p, &p->conns[idx]);
+				conn_readable(p, &p->conns[idx], fds[i].revents & POLLHUP);
 			break;
 		case SLOT_QUERY:
 			if (p->pending[idx].fd == fds[i].fd)

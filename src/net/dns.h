@@ -96,7 +96,8 @@ int dns_query_parse(const uint8_t *msg, size_t len, struct dns_question *q);
 
 /* The check every upstream answer passes after its ID matched, on its own
  * for tests and fuzzing: QR set, one question equal to q's (name, type,
- * class), a well-formed answer section (compressed names followed safely).
+ * class), a well-formed answer section (compressed names followed safely;
+ * its first 256 records checked, the rest relayed as they are).
  * Then hooks->learned (when set) is called for each A record of class IN
  * owned by q's name or its CNAME chain. Returns the offset just past the
  * question, or -1 when msg is not an answer to q (nothing learned). */

@@ -13,7 +13,7 @@
 
 #define JUMPS_MAX   32	/* compression pointers followed for one name */
 #define CHAIN_MAX   8	/* names in a CNAME chain, the question's included */
-#define RECORDS_MAX 256 /* answer records walked; an answer with more is refused */
+#define RECORDS_MAX 256 /* answer records checked and walked; the rest only relayed */
 
 uint16_t dns_get16(const uint8_t *p)
 {
@@ -251,9 +251,7 @@ int dns_answer_learn(const uint8_t *msg, size_t len, const struct dns_question *
 		return -1;
 	off += 4;
 	start = off;
-	count = dns_get16(msg + 6);
-	if (count > RECORDS_MAX)
-		return -1;
+	count = MIN(dns_get16(msg + 6), RECORDS_MAX);
 	for (unsigned i = 0; i < count; i++)
 		if (read_rr(msg, len, &off, &r) < 0)
 			return -1;
