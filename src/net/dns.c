@@ -18,17 +18,17 @@
 #include "net/dns_wire.h"
 #include "net/net.h"
 
-#define TIMEOUT_MS	    5000   /* a query unanswered this long: SERVFAIL */
-#define RATE_PER_S	    50	   /* queries sent upstream, per second ... */
-#define RATE_BURST	    200	   /* ... after a burst of this many */
-#define LOCAL_TTL	    60	   /* seconds, for the local zone's answers */
-#define TCP_IDLE_MS	    30000  /* a TCP connection quiet this long is closed */
-#define TCP_CONN_INFLIGHT   16	   /* queries one connection may have upstream */
-#define TCP_OUT_CAP	    (256 * 1024) /* answers waiting for a slow reader */
-#define TCP_OUT_PAUSE	    (64 * 1024)	 /* read no more queries past this */
-#define UPSTREAM_READS	    8	   /* datagrams read from one socket per wakeup */
+#define TIMEOUT_MS	  5000	       /* a query unanswered this long: SERVFAIL */
+#define RATE_PER_S	  50	       /* queries sent upstream, per second ... */
+#define RATE_BURST	  200	       /* ... after a burst of this many */
+#define LOCAL_TTL	  60	       /* seconds, for the local zone's answers */
+#define TCP_IDLE_MS	  30000	       /* a TCP connection quiet this long is closed */
+#define TCP_CONN_INFLIGHT 16	       /* queries one connection may have upstream */
+#define TCP_OUT_CAP	  (256 * 1024) /* answers waiting for a slow reader */
+#define TCP_OUT_PAUSE	  (64 * 1024)  /* read no more queries past this */
+#define UPSTREAM_READS	  8	       /* datagrams read from one socket per wakeup */
 /* Header, the longest question (a 253-byte name is 255 on the wire) and one A record. */
-#define LOCAL_ANSWER_MAX    (DNS_HDR_LEN + 255 + 4 + 16)
+#define LOCAL_ANSWER_MAX (DNS_HDR_LEN + 255 + 4 + 16)
 
 enum slot_kind { SLOT_LISTEN, SLOT_CONN, SLOT_QUERY };
 
@@ -526,9 +526,11 @@ size_t dns_resolv_conf(const char *path, struct sockaddr_in *out, size_t max)
 	while (n < max && fgets(line, sizeof(line), f)) {
 		struct in_addr a;
 
-		if (sscanf(line, " nameserver %63s", addr) != 1 || inet_pton(AF_INET, addr, &a) != 1)
+		if (sscanf(line, " nameserver %63s", addr) != 1 ||
+		    inet_pton(AF_INET, addr, &a) != 1)
 			continue;
-		out[n] = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(53),
+		out[n] = (struct sockaddr_in){ .sin_family = AF_INET,
+					       .sin_port = htons(53),
 					       .sin_addr = a };
 		n++;
 	}

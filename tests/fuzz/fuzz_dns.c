@@ -46,7 +46,7 @@ static void on_answer(void *opaque, uint16_t port, const uint8_t *msg, size_t le
 	check(port == 5353);
 	check(len >= 12 && len <= DNS_UDP_MAX);
 	check(memcmp(msg, cur_query, 2) == 0); /* the guest's ID */
-	check(msg[2] & 0x80);			/* QR */
+	check(msg[2] & 0x80);		       /* QR */
 	check((msg[3] & 0xf) <= 5);
 }
 

@@ -244,8 +244,9 @@ static void on_learned(void *opaque, const char *name, struct in_addr ip, uint32
 
 static void fx_open(struct fx *f, bool with_upstream, const char *tcp_path)
 {
-	struct dns_hooks hooks = { .opaque = f, .udp_answer = on_answer, .allow = on_allow,
-				   .learned = on_learned };
+	struct dns_hooks hooks = {
+		.opaque = f, .udp_answer = on_answer, .allow = on_allow, .learned = on_learned
+	};
 	socklen_t sl = sizeof(f->up_addr);
 	gantry_error_t err = NULL;
 
@@ -257,9 +258,9 @@ static void fx_open(struct fx *f, bool with_upstream, const char *tcp_path)
 	assert_int_equal(bind(f->up, (struct sockaddr *)&f->up_addr, sizeof(f->up_addr)), 0);
 	assert_int_equal(getsockname(f->up, (struct sockaddr *)&f->up_addr, &sl), 0);
 	f->mode = UP_ANSWER;
-	assert_int_equal(dns_proxy_new(&f->p, &hooks, &f->up_addr, with_upstream ? 1 : 0, tcp_path,
-				       &err),
-			 0);
+	assert_int_equal(
+		dns_proxy_new(&f->p, &hooks, &f->up_addr, with_upstream ? 1 : 0, tcp_path, &err),
+		0);
 }
 
 static void fx_close(struct fx *f)
@@ -330,9 +331,9 @@ static size_t cname_answer(uint8_t *a, const uint8_t *q, size_t qend)
 
 static void up_send(struct fx *f, const uint8_t *a, size_t n)
 {
-	assert_int_equal(sendto(f->up, a, n, 0, (struct sockaddr *)&f->query_from,
-				sizeof(f->query_from)),
-			 (ssize_t)n);
+	assert_int_equal(
+		sendto(f->up, a, n, 0, (struct sockaddr *)&f->query_from, sizeof(f->query_from)),
+		(ssize_t)n);
 }
 
 /* The upstream's side of one query. */
