@@ -566,6 +566,62 @@ static void test_forward(void **state)
 	fx_close(&f);
 }
 
+static int udp_bound(struct sockaddr_in *sa)
+{
+	socklen_t sl = sizeof(*sa);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	*sa = (struct sockaddr_in){ .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	assert_int_equal(bind(fd, (struct sockaddr *)sa, sizeof(*sa)), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)sa, &sl), 0);
+	return fd;
+}
+
+/* The next upstream gets the query when one is silent for its share of
+ * the 5 s, or refuses it (ICMP port unreachable) at once. */
+static void test_next_upstream(void **state)
+{
+	struct dns_hooks hooks;
+	gantry_error_t err = NULL;
+	struct sockaddr_in ups[2];
+	uint8_t b[512], got[512];
+	struct fx f;
+	size_t n;
+	int silent;
+
+	(void)state;
+	fx_open(&f, true, NULL);
+	dns_proxy_free(f.p);
+	hooks = (struct dns_hooks){ .opaque = &f, .udp_answer = on_answer };
+	silent = udp_bound(&ups[0]);
+	ups[1] = f.up_addr;
+	assert_int_equal(dns_proxy_new(&f.p, &hooks, ups, 2, NULL, &err), 0);
+	n = mkquery(b, 0x6666, "www.example.com", DNS_TYPE_A);
+	dns_proxy_udp_query(f.p, 5000, b, n);
+	pump(&f, 50, 1);
+	assert_int_equal(recv(silent, got, sizeof(got), MSG_DONTWAIT), (ssize_t)n);
+	assert_int_equal(f.queries, 0);
+	assert_true(dns_proxy_timeout_ms(f.p) <= 2500);
+	dns_proxy_clock_skew(f.p, 2501);
+	pump(&f, 2000, 1);
+	assert_int_equal(f.queries, 1);
+	assert_int_equal(f.answers, 1);
+	assert_int_equal(dns_get16(f.ans), 0x6666);
+	assert_int_equal(rcode(&f), 0);
+	dns_proxy_free(f.p);
+
+	/* Nothing listens at the first one any more. */
+	close(silent);
+	assert_int_equal(dns_proxy_new(&f.p, &hooks, ups, 2, NULL, &err), 0);
+	dns_proxy_udp_query(f.p, 5000, b, n);
+	pump(&f, 2000, 2);
+	assert_int_equal(f.queries, 2);
+	assert_int_equal(f.answers, 2);
+	assert_int_equal(rcode(&f), 0);
+	fx_close(&f);
+}
+
 /* An answer under another ID, or for another question, is not taken. */
 static void test_forward_spoofs_ignored(void **state)
 {
@@ -913,6 +969,7 @@ int main(void)
 		cmocka_unit_test(test_local_zone),
 		cmocka_unit_test(test_formerr_refused),
 		cmocka_unit_test(test_forward),
+		cmocka_unit_test(test_next_upstream),
 		cmocka_unit_test(test_forward_spoofs_ignored),
 		cmocka_unit_test(test_learned_cname_chain),
 		cmocka_unit_test(test_forward_truncated),
