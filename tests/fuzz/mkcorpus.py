@@ -5,7 +5,8 @@
 
 The layouts mirror the headers of fuzz_virtq.c, fuzz_mmio.c and
 fuzz_virtio_net.c: change them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
-and mtimes); fuzz_registry_auth's are response heads and challenges. Output is deterministic, so rerunning rewrites the same files.
+and mtimes); fuzz_registry_auth's are response heads and challenges; fuzz_dns's are guest
+queries and (query, upstream answer) pairs, as fuzz_dns.c reads them. Output is deterministic, so rerunning rewrites the same files.
 """
 import gzip
 import io
@@ -403,6 +404,76 @@ def net_seeds():
         .ram(0x3000 + 0x1000 + 2, b"\xff\x7f").kick(1).up(0x80 | 0).tx(60).b
     s["config"] = NetOps().cfg(0, 3).cfg(6, 1).cfg(10, 1).cfg(0, 0, 1, 0xff).cfg(11, 3) \
         .cfg(20, 2).cfg(5, 4).b
+# ---- fuzz_dns: a mode byte, then a query, or a length-prefixed query and an answer
+
+def dns_name(name):
+    out = b""
+    for label in name.split(".") if name else []:
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\0"
+
+
+def dns_query(name, qtype=1, qid=0x1234, flags=0x0100, extra=b"", arcount=0, qdcount=1):
+    return (struct.pack(">HHHHHH", qid, flags, qdcount, 0, 0, arcount) + dns_name(name)
+            + struct.pack(">HH", qtype, 1) + extra)
+
+
+def dns_rr(owner, rtype, data, ttl=300, rclass=1):
+    return owner + struct.pack(">HHIH", rtype, rclass, ttl, len(data)) + data
+
+
+def dns_answer(query, records, flags=0x8180):
+    qend = len(query)
+    return (struct.pack(">HHHHHH", 0x1234, flags, 1, len(records), 0, 0) + query[12:qend]
+            + b"".join(records))
+
+
+def dns_seeds():
+    opt = b"\0" + struct.pack(">HHIH", 41, 4096, 0, 0)
+    s = {}
+    s["q-a"] = b"\0" + dns_query("www.example.com")
+    s["q-edns"] = b"\0" + dns_query("www.example.com", extra=opt, arcount=1)
+    s["q-local"] = b"\0" + dns_query("host.gantry.internal")
+    s["q-local-aaaa"] = b"\0" + dns_query("gateway.docker.internal", qtype=28)
+    s["q-nxdomain"] = b"\0" + dns_query("nope.containers.internal")
+    s["q-root"] = b"\0" + dns_query("", qtype=2)
+    s["q-refused"] = b"\0" + dns_query("abc.example.com", qtype=16)
+    s["q-compressed"] = b"\0" + dns_query("a.com")[:12] + b"\1b\xc0\x0c" + struct.pack(">HH", 1, 1)
+    s["q-two-questions"] = b"\0" + dns_query("a.com", qdcount=2) + dns_name("b.com") + b"\0\1\0\1"
+    s["q-response"] = b"\0" + dns_query("a.com", flags=0x8100)
+    s["q-trailing"] = b"\0" + dns_query("a.com") + b"\0"
+    s["q-long-label"] = b"\0" + dns_query("a" * 64 + ".com")
+    s["q-bad-char"] = b"\0" + dns_query("a b.com")
+
+    def pair(query, ans):
+        return b"\1" + struct.pack(">H", len(query)) + query + ans
+
+    q = dns_query("www.example.com")
+    ptr = b"\xc0\x0c"
+    s["a-one"] = pair(q, dns_answer(q, [dns_rr(ptr, 1, bytes([1, 2, 3, 4]))]))
+    # www.example.com -> a.cdn.net -> b.cdn.net, out of order, compressed.
+    base = len(q)
+    b_cdn = dns_rr(dns_name("b.cdn.net"), 1, bytes([1, 2, 3, 4]))
+    a_cdn = dns_rr(dns_name("a.cdn.net"), 5, struct.pack(">H", 0xc000 | base), ttl=60)
+    www = dns_rr(ptr, 5, b"\1a" + struct.pack(">H", 0xc000 | (base + 2)), ttl=60)
+    other = dns_rr(dns_name("other.net"), 1, bytes([6, 6, 6, 6]))
+    s["a-cname-chain"] = pair(q, dns_answer(q, [b_cdn, a_cdn, www, other]))
+    s["a-self-pointer"] = pair(q, dns_answer(q, [dns_rr(struct.pack(">H", 0xc000 | base), 1,
+                                                          bytes(4))]))
+    s["a-pointer-chain"] = pair(q, dns_answer(q, [
+        dns_rr(dns_name("x"), 1, bytes(4)),
+        dns_rr(struct.pack(">H", 0xc000 | base), 5, struct.pack(">H", 0xc000 | (base + 13))),
+    ]))
+    s["a-cname-loop"] = pair(q, dns_answer(q, [
+        dns_rr(ptr, 5, dns_name("x.net")),
+        dns_rr(dns_name("x.net"), 5, ptr),
+    ]))
+    s["a-short"] = pair(q, dns_answer(q, [dns_rr(ptr, 1, bytes(4))])[:-3])
+    s["a-other-question"] = pair(q, dns_answer(dns_query("www.example.org"),
+                                               [dns_rr(ptr, 1, bytes(4))]))
+    s["a-many"] = pair(q, dns_answer(q, [dns_rr(ptr, 1, bytes([10, 0, 0, i])) for i in range(40)]))
+    s["a-odd-names"] = pair(q, dns_answer(q, [dns_rr(ptr, 5, b"\3a.b\0"),
+                                              dns_rr(b"\3a.b\0", 1, bytes(4))]))
     return s
 
 
@@ -411,7 +482,7 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
                         ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds()),
-                        ("virtio_net", net_seeds())):
+                        ("virtio_net", net_seeds()), ("dns", dns_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
