@@ -404,6 +404,9 @@ def net_seeds():
         .ram(0x3000 + 0x1000 + 2, b"\xff\x7f").kick(1).up(0x80 | 0).tx(60).b
     s["config"] = NetOps().cfg(0, 3).cfg(6, 1).cfg(10, 1).cfg(0, 0, 1, 0xff).cfg(11, 3) \
         .cfg(20, 2).cfg(5, 4).b
+    return s
+
+
 # ---- fuzz_dns: a mode byte, then a query, or a length-prefixed query and an answer
 
 def dns_name(name):
