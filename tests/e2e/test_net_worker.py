@@ -316,6 +316,21 @@ def test_gateway_refuses_other_ports_at_once(rig, worker):
     assert worker.drops().get("gateway_port", 0) >= 1
 
 
+def test_gateway_answers_ping(rig, worker):
+    """An ICMP echo to .1 is answered by the worker itself (right checksum,
+    or G's kernel would not deliver it), the payload echoed."""
+    with rig.socket_in("G", socket.SOCK_RAW, proto=socket.IPPROTO_ICMP) as s:
+        s.settimeout(2)
+        payload = secrets.token_bytes(48)
+        echo = struct.pack("!BBHHH", 8, 0, 0, 0x4747, 1) + payload
+        echo = echo[:2] + struct.pack("!H", netrig.inet_checksum(echo)) + echo[4:]
+        s.sendto(echo, (GATEWAY, 0))
+        reply, peer = s.recvfrom(2048)
+    icmp = reply[(reply[0] & 0xF) * 4:]
+    assert peer[0] == GATEWAY
+    assert icmp[0] == 0 and icmp[4:6] == b"\x47\x47" and icmp[8:] == payload, icmp.hex()
+
+
 def test_host_loopback_via_254(rig, worker):
     p = curl(rig, "G", f"http://{HOST}:{LOOP_PORT}/")
     assert p.returncode == 0 and p.stdout == LOOP_BODY, f"{p}\n{worker.log()}"
