@@ -26,21 +26,32 @@ What it builds (names unique per run; torn down on exit, also on errors):
   `ip netns exec W gantry __net-worker --frame-fd TAP --ctl-fd CTL [-p ..]`,
   CTL one end of a SOCK_SEQPACKET socketpair the rig keeps (Worker.ctl).
 
-Probes:
-- rig.g(*argv) / rig.w(*argv): run a command in G or W (`ip netns exec`),
-  bounded; a CompletedProcess with text output.
-- rig.socket_in("G"|"W", type): a socket created in that namespace (it stays
-  there; use it from any thread). rig.netns(name) enters one for a block,
-  on the calling thread only.
-- Servers in W (or G): http_server (python3 -m http.server, a process),
-  TcpEcho, UdpEcho and CatchAll (threads in this process; CatchAll records
-  every connection, its first bytes and every datagram).
-- rig.frames(): an AF_PACKET socket on tap0 in G: what it sends the worker
-  reads as the guest's frames; it also sees what the worker sends to G.
-  eth(), ipv4(), tcp(), udp(), arp() build frames byte by byte (checksums
-  right unless told otherwise), to forge what a hostile guest kernel would.
-- Rig.slirp4netns(): slirp4netns (the reference NAT) in W with its own
-  guest netns, to check the rig itself and to compare against.
+Probes (name is "W", "G" or another netns's full name):
+- rig.g(*argv) / rig.w(*argv) / rig.run(name, *argv): a command in that
+  netns (`ip netns exec`), bounded; a CompletedProcess with text output.
+  rig.popen(name, *argv): a process there, ended by its PID with the rig.
+- rig.socket_in(name, type): a socket created in that netns (it stays
+  there; use it from any thread); rig.listen(name, addr, port, type): one
+  bound, and listening for TCP. rig.netns(name) enters one for a block, on
+  the calling thread only.
+- Servers: rig.http_server(port, directory, name="W", bind="0.0.0.0")
+  (python3 -m http.server, a process); rig.serve(cls, name, addr, port,
+  type) with TcpEcho, UdpEcho or CatchAll (threads in this process;
+  CatchAll.events() lists every connection with its first bytes and every
+  datagram). Subclass Server for others.
+- rig.worker(gantry, ports=[...], args=[...], env={...}, frame_fd=None):
+  the worker, once its handshake said ok; WorkerStartError(its one-line
+  error) when it said no. Worker.publish/unpublish/traffic/drops/kill/
+  stop/log. frame_fd hands it another frame fd (a SEQPACKET socket, to
+  send frames no TAP carries).
+- rig.frames(): an AF_PACKET socket on tap0 in G (a context manager): what
+  it sends the worker reads as the guest's frames; recv() gives what the
+  worker sends to G. eth(), ipv4(), tcp(), udp(), arp(), tcp_frame(),
+  udp_frame() build frames byte by byte (checksums right unless told
+  otherwise), to forge what a hostile guest kernel would.
+- rig.slirp4netns(): slirp4netns (the reference NAT) in W with a guest
+  netns of its own, to check the rig itself and to compare against.
+- Rig(mtu=1500) for the other link MTU; Rig(dns=False) without dnsmasq.
 
 unavailable() says why the rig cannot be built here (None when it can);
 Rig() raises RigUnavailable with the reason. Tests skip with it.
