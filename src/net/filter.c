@@ -260,10 +260,15 @@ static void check_ipv4(uint8_t *frame, size_t len, struct filter_verdict *v)
 		v->proto = NET_PROTO_UDP;
 	else if (ip[9] == IPPROTO_NUM_ICMP)
 		v->proto = NET_PROTO_ICMP;
+	l4_len = tot - IPV4_HLEN;
+	/* Ports for the traffic report, before any drop for the address. */
+	if ((ip[9] == IPPROTO_NUM_TCP || ip[9] == IPPROTO_NUM_UDP) && l4_len >= 4) {
+		v->sport = frame_get16(l4);
+		v->port = frame_get16(l4 + 2);
+	}
 	cls = dst_class(dst);
 	if (cls != NET_DROP_NONE)
 		return drop(v, cls);
-	l4_len = tot - IPV4_HLEN;
 	switch (ip[9]) {
 	case IPPROTO_NUM_TCP:
 		return check_tcp(l4, l4_len, dst, v);

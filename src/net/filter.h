@@ -78,8 +78,8 @@ struct filter_verdict {
 	enum net_proto proto;
 	uint16_t port; /* TCP/UDP destination port, else 0 */
 	uint16_t sport;
-	size_t len;	       /* bytes of the frame that count (Ethernet padding cut) */
-	size_t payload, plen;  /* UDP payload (FILTER_DNS) */
+	size_t len;	      /* bytes of the frame that count (Ethernet padding cut) */
+	size_t payload, plen; /* UDP payload (FILTER_DNS) */
 	bool urg_cleared;
 };
 

@@ -138,7 +138,7 @@ size_t frame_tcp_rst(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len)
 	size_t tot = guest_ip_len(frame, len, TCP_HLEN), doff, seg_len;
 	uint8_t flags, *out = buf + FRAME_L4;
 
-	if (tot == 0 || cap < FRAME_L4 + TCP_HLEN)
+	if (tot == 0 || ip[9] != IPPROTO_NUM_TCP || cap < FRAME_L4 + TCP_HLEN)
 		return 0;
 	flags = tcp[13];
 	doff = (size_t)(tcp[12] >> 4) * 4;
@@ -186,7 +186,7 @@ size_t frame_icmp_echo_reply(uint8_t *buf, size_t cap, const uint8_t *frame, siz
 	size_t tot = guest_ip_len(frame, len, ICMP_HLEN), l4_len;
 	uint8_t *icmp = buf + FRAME_L4;
 
-	if (tot == 0 || frame[FRAME_L4] != ICMP_ECHO)
+	if (tot == 0 || frame[FRAME_IP + 9] != IPPROTO_NUM_ICMP || frame[FRAME_L4] != ICMP_ECHO)
 		return 0;
 	l4_len = tot - IPV4_HLEN;
 	if (cap < FRAME_L4 + l4_len)

@@ -9,25 +9,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ETH_ALEN	  6
-#define ETH_TYPE_IPV4	  0x0800
-#define ETH_TYPE_ARP	  0x0806
-#define ARP_BODY_LEN	  28
-#define IPV4_HLEN	  20 /* IHL 5: options are dropped */
-#define UDP_HLEN	  8
-#define TCP_HLEN	  20
-#define ICMP_HLEN	  8
+#define ETH_ALEN      6
+#define ETH_TYPE_IPV4 0x0800
+#define ETH_TYPE_ARP  0x0806
+#define ARP_BODY_LEN  28
+#define IPV4_HLEN     20 /* IHL 5: options are dropped */
+#define UDP_HLEN      8
+#define TCP_HLEN      20
+#define ICMP_HLEN     8
 
-#define IPPROTO_NUM_ICMP  1
-#define IPPROTO_NUM_TCP	  6
-#define IPPROTO_NUM_UDP	  17
+#define IPPROTO_NUM_ICMP 1
+#define IPPROTO_NUM_TCP	 6
+#define IPPROTO_NUM_UDP	 17
 
-#define TCP_FIN		  0x01
-#define TCP_SYN		  0x02
-#define TCP_RST		  0x04
-#define TCP_PSH		  0x08
-#define TCP_ACK		  0x10
-#define TCP_URG		  0x20
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_RST 0x04
+#define TCP_PSH 0x08
+#define TCP_ACK 0x10
+#define TCP_URG 0x20
 
 #define ICMP_ECHO_REPLY	  0
 #define ICMP_UNREACH	  3
@@ -36,8 +36,8 @@
 #define ICMP_ADMIN_PROHIB 13 /* code: communication administratively prohibited */
 
 /* Offsets in a frame with a 20-byte IPv4 header. */
-#define FRAME_IP  14
-#define FRAME_L4  (FRAME_IP + IPV4_HLEN)
+#define FRAME_IP 14
+#define FRAME_L4 (FRAME_IP + IPV4_HLEN)
 
 static inline uint16_t frame_get16(const uint8_t *p)
 {

@@ -90,8 +90,11 @@ static struct entry *lookup(struct traffic *t, uint32_t addr, enum net_proto pro
 	}
 	i = t->n < TRAFFIC_MAX ? (uint16_t)t->n++ : evict(t);
 	e = &t->e[i];
-	*e = (struct entry){ .addr = addr, .port = port, .proto = (uint8_t)proto,
-			     .next = t->bucket[h], .first_seen = now };
+	*e = (struct entry){ .addr = addr,
+			     .port = port,
+			     .proto = (uint8_t)proto,
+			     .next = t->bucket[h],
+			     .first_seen = now };
 	t->bucket[h] = i;
 found:
 	e->last_seen = now;
@@ -119,8 +122,8 @@ void traffic_drop(struct traffic *t, enum net_drop reason)
 		t->drops[reason]++;
 }
 
-void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port,
-		size_t bytes, time_t now)
+void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port, size_t bytes,
+		time_t now)
 {
 	struct entry *e = lookup(t, addr, proto, port, now);
 
@@ -175,16 +178,16 @@ static json_t *entry_json(const struct entry *e)
 	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "addr", ip,
 			 "proto", net_proto_name(e->proto), "port", (int)e->port, "verdict",
 			 e->reason == NET_DROP_NONE ? "allowed" : "dropped", "reason",
-			 net_drop_name(e->reason), "tx_bytes", (json_int_t)e->tx_bytes,
-			 "rx_bytes", (json_int_t)e->rx_bytes, "tx_packets",
-			 (json_int_t)e->tx_packets, "rx_packets", (json_int_t)e->rx_packets,
-			 "first_seen", time_json(e->first_seen), "last_seen",
-			 time_json(e->last_seen));
+			 net_drop_name(e->reason), "tx_bytes", (json_int_t)e->tx_bytes, "rx_bytes",
+			 (json_int_t)e->rx_bytes, "tx_packets", (json_int_t)e->tx_packets,
+			 "rx_packets", (json_int_t)e->rx_packets, "first_seen",
+			 time_json(e->first_seen), "last_seen", time_json(e->last_seen));
 }
 
 static int by_recency(const void *a, const void *b)
 {
-	const struct entry *x = *(const struct entry *const *)a, *y = *(const struct entry *const *)b;
+	const struct entry *x = *(const struct entry *const *)a,
+			   *y = *(const struct entry *const *)b;
 
 	return x->tick < y->tick ? 1 : x->tick > y->tick ? -1 : 0;
 }
@@ -201,7 +204,8 @@ json_t *traffic_json(const struct traffic *t)
 		json_array_append_new(dests, entry_json(order[i]));
 	for (int r = NET_DROP_NONE + 1; r < NET_DROP_COUNT; r++)
 		if (t->drops[r])
-			json_object_set_new(drops, net_drop_name(r), json_integer((json_int_t)t->drops[r]));
+			json_object_set_new(drops, net_drop_name(r),
+					    json_integer((json_int_t)t->drops[r]));
 	return json_pack("{s:o, s:o, s:I}", "destinations", dests, "drops", drops, "evicted",
 			 (json_int_t)t->evicted);
 }

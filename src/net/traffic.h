@@ -28,8 +28,8 @@ void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now
 /* A drop with no frame check verdict behind it (NET_DROP_GUEST_QUEUE). */
 void traffic_drop(struct traffic *t, enum net_drop reason);
 /* A frame to the guest from addr (proto, port): its bytes received. */
-void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port,
-		size_t bytes, time_t now);
+void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port, size_t bytes,
+		time_t now);
 /* A frame to the guest, parsed for its source. */
 void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, time_t now);
 

@@ -24,9 +24,10 @@ fail() {
 # vsock's payloads beyond the input are a pattern; image_json: documents;
 # image_ref: a reference, registry name or platform; registry_auth: a
 # response head or a WWW-Authenticate challenge;
-# proto: a mode byte and the largest frame; layer: a tar, perhaps compressed).
+# proto: a mode byte and the largest frame; layer: a tar, perhaps compressed;
+# net_frame: a mode byte and the largest Ethernet frame).
 for spec in virtq:8200 mmio:6145 vsock:16384 image_json:8192 image_ref:512 registry_auth:4096 \
-	proto:65545 layer:65536; do
+	proto:65545 layer:65536 net_frame:65535; do
 	t=${spec%%:*}
 	max_len=${spec#*:}
 	bin=$build/tests/fuzz/fuzz_$t

@@ -338,6 +338,7 @@ static void test_destination_rules(void **state)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		tcp(&p, rows[i].dst, 80, TCP_SYN, 0);
 		expect_drop(&p, rows[i].reason);
+		assert_int_equal(run(&p).port, 80); /* filed under its port */
 		udp(&p, rows[i].dst, 5000, 4);
 		expect_drop(&p, rows[i].reason);
 		icmp_echo(&p, rows[i].dst, 4);
@@ -551,8 +552,12 @@ static void test_csum_replace(void **state)
 
 static void tx(struct traffic *t, uint32_t dst, uint16_t port, enum net_drop reason, time_t now)
 {
-	struct filter_verdict v = { .has_dst = true, .dst = dst, .proto = NET_PROTO_TCP,
-				    .port = port, .len = 100, .reason = reason };
+	struct filter_verdict v = { .has_dst = true,
+				    .dst = dst,
+				    .proto = NET_PROTO_TCP,
+				    .port = port,
+				    .len = 100,
+				    .reason = reason };
 
 	traffic_guest(t, &v, now);
 }
@@ -594,8 +599,8 @@ static void test_traffic_table(void **state)
 			    "2025-12-01T12:00:00Z");
 	assert_string_equal(json_string_value(json_object_get(first, "last_seen")),
 			    "2025-12-01T12:00:02Z");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "drops"), "src_mac")),
-			 1);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(j, "drops"), "src_mac")), 1);
 	assert_int_equal(json_integer_value(json_object_get(j, "evicted")), 0);
 	json_decref(j);
 	traffic_free(t);
@@ -627,8 +632,8 @@ static void test_traffic_eviction(void **state)
 	d = json_object_get(j, "destinations");
 	assert_int_equal(json_array_size(d), TRAFFIC_MAX);
 	for (size_t i = 0; i < json_array_size(d); i++)
-		assert_int_equal(json_integer_value(json_object_get(json_array_get(d, i), "tx_packets")),
-				 2);
+		assert_int_equal(
+			json_integer_value(json_object_get(json_array_get(d, i), "tx_packets")), 2);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(d, 0), "addr")),
 			    "198.51.19.135"); /* 4999 */
 	assert_int_equal(json_integer_value(json_object_get(j, "evicted")), 5001);
@@ -673,20 +678,13 @@ static void test_drop_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_frames_pass),
-		cmocka_unit_test(test_ethernet_rules),
-		cmocka_unit_test(test_arp_rules),
-		cmocka_unit_test(test_arp_rate),
-		cmocka_unit_test(test_ipv4_header_rules),
-		cmocka_unit_test(test_destination_rules),
-		cmocka_unit_test(test_l4_rules),
-		cmocka_unit_test(test_urg_cleared),
-		cmocka_unit_test(test_gateway_services),
-		cmocka_unit_test(test_builders),
-		cmocka_unit_test(test_csum_replace),
-		cmocka_unit_test(test_traffic_table),
-		cmocka_unit_test(test_traffic_eviction),
-		cmocka_unit_test(test_traffic_rx_frame),
+		cmocka_unit_test(test_good_frames_pass),  cmocka_unit_test(test_ethernet_rules),
+		cmocka_unit_test(test_arp_rules),	  cmocka_unit_test(test_arp_rate),
+		cmocka_unit_test(test_ipv4_header_rules), cmocka_unit_test(test_destination_rules),
+		cmocka_unit_test(test_l4_rules),	  cmocka_unit_test(test_urg_cleared),
+		cmocka_unit_test(test_gateway_services),  cmocka_unit_test(test_builders),
+		cmocka_unit_test(test_csum_replace),	  cmocka_unit_test(test_traffic_table),
+		cmocka_unit_test(test_traffic_eviction),  cmocka_unit_test(test_traffic_rx_frame),
 		cmocka_unit_test(test_drop_names),
 	};
 
