@@ -461,11 +461,13 @@ static json_t *ctl_request(struct worker *w, const char *buf, size_t len)
 
 static void read_ctl(struct worker *w)
 {
-	cleanup_free char *buf = xmalloc(NET_CTL_MSG_MAX);
+	cleanup_free char *buf = NULL;
 	gantry_error_t err = NULL;
 	ssize_t n;
+	char c;
 
-	n = recv(w->ctl_fd, buf, NET_CTL_MSG_MAX, MSG_DONTWAIT | MSG_TRUNC);
+	/* The message's length first (MSG_TRUNC), so the buffer fits it. */
+	n = recv(w->ctl_fd, &c, 1, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC);
 	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
 		return;
 	if (n <= 0) {
@@ -477,10 +479,15 @@ static void read_ctl(struct worker *w)
 		return;
 	}
 	if (n > NET_CTL_MSG_MAX) {
+		recv(w->ctl_fd, &c, 1, MSG_DONTWAIT);
 		gantry_error(&err, 0, "request over %d bytes", NET_CTL_MSG_MAX);
 		ctl_send(w, ctl_error(&err));
 		return;
 	}
+	buf = xmalloc((size_t)n);
+	n = recv(w->ctl_fd, buf, (size_t)n, MSG_DONTWAIT);
+	if (n <= 0)
+		return;
 	ctl_send(w, ctl_request(w, buf, (size_t)n));
 }
 
@@ -530,9 +537,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			i++;
 		else if (strcmp(opt, "--ctl-fd") == 0 && parse_fd(val, &a->ctl_fd) == 0)
 			i++;
-		else if (strcmp(opt, "--dns") == 0 && parse_ip_port(val, &a->dns) == 0)
-			a->have_dns = (i++, true);
-		else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS)
+		else if (strcmp(opt, "--dns") == 0 && parse_ip_port(val, &a->dns) == 0) {
+			a->have_dns = true;
+			i++;
+		} else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS)
 			a->ports[a->nr_ports++] = argv[++i];
 		else
 			return -1;
