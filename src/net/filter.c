@@ -248,12 +248,6 @@ static void check_ipv4(uint8_t *frame, size_t len, struct filter_verdict *v)
 	v->dst = dst;
 	v->proto = NET_PROTO_OTHER;
 	v->len = FRAME_IP + tot;
-	if (frame_get16(ip + 6) & 0x3fff)
-		return drop(v, NET_DROP_FRAGMENT);
-	if (ip[8] == 0)
-		return drop(v, NET_DROP_TTL);
-	if (frame_get32(ip + 12) != NET_GUEST)
-		return drop(v, NET_DROP_IP_SPOOF);
 	if (ip[9] == IPPROTO_NUM_TCP)
 		v->proto = NET_PROTO_TCP;
 	else if (ip[9] == IPPROTO_NUM_UDP)
@@ -261,11 +255,18 @@ static void check_ipv4(uint8_t *frame, size_t len, struct filter_verdict *v)
 	else if (ip[9] == IPPROTO_NUM_ICMP)
 		v->proto = NET_PROTO_ICMP;
 	l4_len = tot - IPV4_HLEN;
-	/* Ports for the traffic report, before any drop for the address. */
+	/* Protocol and ports for the traffic report, before any drop. A
+	 * fragment's "ports" are whatever its payload starts with. */
 	if ((ip[9] == IPPROTO_NUM_TCP || ip[9] == IPPROTO_NUM_UDP) && l4_len >= 4) {
 		v->sport = frame_get16(l4);
 		v->port = frame_get16(l4 + 2);
 	}
+	if (frame_get16(ip + 6) & 0x3fff)
+		return drop(v, NET_DROP_FRAGMENT);
+	if (ip[8] == 0)
+		return drop(v, NET_DROP_TTL);
+	if (frame_get32(ip + 12) != NET_GUEST)
+		return drop(v, NET_DROP_IP_SPOOF);
 	cls = dst_class(dst);
 	if (cls != NET_DROP_NONE)
 		return drop(v, cls);
