@@ -48,7 +48,7 @@ enum net_drop {
 	NET_DROP_CHECKSUM,    /* bad L4 sum on a datagram the worker answers itself */
 	NET_DROP_DNS_BUSY,    /* too many TCP connections to .1:53 at once */
 	NET_DROP_POLICY,      /* the egress policy said no */
-	NET_DROP_GUEST_QUEUE, /* a frame to the guest past the hard bound */
+	NET_DROP_GUEST_QUEUE, /* a frame to the guest past the hard bound, or refused */
 	NET_DROP_COUNT
 };
 

@@ -73,6 +73,7 @@ struct worker {
 	size_t nfds, cap;
 	unsigned dns_syns;
 	bool done;
+	uint64_t write_error_logged;
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
 };
@@ -88,9 +89,8 @@ static struct out_frame *out_new(size_t len)
 	return f;
 }
 
-/* A frame the guest's side will not take: 1 if it is to be kept for later,
- * 0 if it is gone (sent, or dropped after an error that says it never
- * will be taken). */
+/* Write one frame to the guest's side: 0 when it is gone (sent, or refused
+ * for good), 1 when the peer is full and it is to wait. */
 static int out_write(struct worker *w, const uint8_t *buf, size_t len)
 {
 	ssize_t n;
@@ -106,7 +106,12 @@ static int out_write(struct worker *w, const uint8_t *buf, size_t len)
 		log_info("frame fd closed by the peer");
 		w->done = true;
 	} else {
-		log_warn("frame of %zu bytes to the guest not sent: %s", len, strerror(errno));
+		traffic_drop(w->traffic, NET_DROP_GUEST_QUEUE);
+		if (now_ms() - w->write_error_logged >= DROP_LOG_GAP_MS) {
+			log_warn("frame of %zu bytes to the guest not sent: %s", len,
+				 strerror(errno));
+			w->write_error_logged = now_ms();
+		}
 	}
 	return 0;
 }
@@ -188,7 +193,8 @@ static void dns_answer(void *opaque, uint16_t guest_port, const uint8_t *msg, si
 
 /* An answer made here to guest frame (len bytes): built into a frame of
  * at most cap bytes. */
-static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filter_action what)
+static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filter_action what,
+		   uint8_t code)
 {
 	size_t cap = what == FILTER_ECHO ? len : FRAME_L4 + ICMP_HLEN + IPV4_HLEN + 8 + TCP_HLEN;
 	struct out_frame *f = out_new(cap);
@@ -198,7 +204,7 @@ static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filt
 	else if (what == FILTER_RST)
 		f->len = frame_tcp_rst(f->data, cap, frame, len);
 	else
-		f->len = frame_icmp_unreach(f->data, cap, frame, len, ICMP_PORT_UNREACH);
+		f->len = frame_icmp_unreach(f->data, cap, frame, len, code);
 	if (f->len == 0) {
 		free(f);
 		return;
@@ -209,8 +215,11 @@ static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filt
 /* --- frames from the guest ------------------------------------------- */
 
 /* The egress policy's seam: whether a frame the check passed on to libslirp
- * may leave, NET_DROP_NONE or the reason it may not. Every structurally
- * valid frame may, until a policy is configured. */
+ * may leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
+ * refused TCP segment is answered with a RST and a refused datagram with
+ * ICMP "administratively prohibited", so the guest fails at once rather
+ * than after its timeouts). Every structurally valid frame may, until a
+ * policy is configured. */
 static enum net_drop egress_verdict(struct worker *w, const uint8_t *frame,
 				    const struct filter_verdict *v)
 {
@@ -262,6 +271,11 @@ static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 			v.reason = NET_DROP_DNS_BUSY;
 		if (v.reason != NET_DROP_NONE)
 			v.action = FILTER_DROP;
+		if (v.reason == NET_DROP_POLICY && v.proto == NET_PROTO_TCP &&
+		    !(frame[FRAME_L4 + 13] & TCP_RST))
+			v.action = FILTER_RST;
+		else if (v.reason == NET_DROP_POLICY && v.proto == NET_PROTO_UDP)
+			v.action = FILTER_UNREACH;
 	}
 	traffic_guest(w->traffic, &v, time(NULL));
 	if (v.reason != NET_DROP_NONE)
@@ -276,7 +290,8 @@ static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 	case FILTER_ECHO:
 	case FILTER_RST:
 	case FILTER_UNREACH:
-		answer(w, frame, v.len, v.action);
+		answer(w, frame, v.len, v.action,
+		       v.reason == NET_DROP_POLICY ? ICMP_ADMIN_PROHIB : ICMP_PORT_UNREACH);
 		break;
 	case FILTER_DROP:
 		break;
