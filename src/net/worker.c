@@ -148,10 +148,15 @@ static void out_queue(struct worker *w, struct out_frame *f)
 
 static void backpressure(struct worker *w)
 {
+	bool was = w->nat.read_host;
+
 	if (w->out_bytes >= OUT_HIGH)
 		w->nat.read_host = false;
 	else if (w->out_bytes <= OUT_LOW)
 		w->nat.read_host = true;
+	if (was != w->nat.read_host)
+		log_debug("%zu bytes wait for the guest: host sockets %s", w->out_bytes,
+			  w->nat.read_host ? "read again" : "wait");
 }
 
 /* A frame in its own buffer (f) or the caller's (buf, len, f NULL). */
