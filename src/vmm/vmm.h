@@ -29,6 +29,7 @@ struct vmm_config {
 	int console_fd;	       /* > 0: write the console to this fd instead */
 	bool console_input;    /* feed a terminal on stdin to the console */
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
+	int net_fd;	       /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
 	struct vmm_disk disks[VMM_MAX_DISKS];
 	unsigned int nr_disks;
 	unsigned int cpus;
