@@ -3,7 +3,8 @@
  * it: the start handshake, ARP for the gateway, TCP to .254 reaching a
  * listener on the host's 127.0.0.1, frames to 127.0.0.1 and 0.0.0.0 that
  * reach nothing, the gateway's own answers, DNS through the proxy to an
- * upstream this test plays, control requests, and exit on EOF. Loopback
+ * upstream this test plays (UDP, and TCP through libslirp to the proxy's
+ * socket), control requests, and exit on EOF. Loopback
  * only: no frame here is addressed beyond the host. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -161,17 +162,28 @@ static size_t ipv4(uint8_t *b, uint8_t proto, uint32_t dst, const uint8_t *l4, s
 	return FRAME_L4 + l4_len;
 }
 
-static void send_tcp(struct w *w, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t flags)
+static void send_segment(struct w *w, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t flags,
+			 uint32_t seq, uint32_t ack, const uint8_t *data, size_t len)
 {
-	uint8_t t[TCP_HLEN] = { 0 }, b[128];
+	uint8_t t[TCP_HLEN + 256] = { 0 }, b[400];
 
+	assert_true(len <= 256);
 	frame_put16(t, sport);
 	frame_put16(t + 2, dport);
-	frame_put32(t + 4, 1000);
+	frame_put32(t + 4, seq);
+	frame_put32(t + 8, ack);
 	t[12] = 5 << 4;
 	t[13] = flags;
 	frame_put16(t + 14, 65535);
-	assert_true(send(w->frames, b, ipv4(b, IPPROTO_NUM_TCP, dst, t, sizeof(t), 16), 0) > 0);
+	if (len)
+		memcpy(t + TCP_HLEN, data, len);
+	assert_true(send(w->frames, b, ipv4(b, IPPROTO_NUM_TCP, dst, t, TCP_HLEN + len, 16), 0) >
+		    0);
+}
+
+static void send_tcp(struct w *w, uint32_t dst, uint16_t sport, uint16_t dport, uint8_t flags)
+{
+	send_segment(w, dst, sport, dport, flags, 1000, 0, NULL, 0);
 }
 
 static void send_udp(struct w *w, uint32_t dst, uint16_t dport, const uint8_t *data, size_t len)
@@ -185,6 +197,21 @@ static void send_udp(struct w *w, uint32_t dst, uint16_t dport, const uint8_t *d
 	assert_true(send(w->frames, b, ipv4(b, IPPROTO_NUM_UDP, dst, u, UDP_HLEN + len, 6), 0) > 0);
 }
 
+/* What a guest does with libslirp's "who has .2?": answer it. */
+static void arp_answer(struct w *w, const uint8_t *req)
+{
+	uint8_t a[42];
+
+	memcpy(a, req + 6, 6);
+	memcpy(a + 6, guest_mac, 6);
+	memcpy(a + 12, req + 12, 8);
+	frame_put16(a + 20, 2);
+	memcpy(a + 22, guest_mac, 6);
+	frame_put32(a + 28, NET_GUEST);
+	memcpy(a + 32, req + 22, 10);
+	assert_int_equal(send(w->frames, a, sizeof(a), 0), (ssize_t)sizeof(a));
+}
+
 /* The next frame to the guest that matches, or 0 bytes. */
 static size_t recv_frame(struct w *w, uint8_t *b, size_t cap, uint16_t type, int proto)
 {
@@ -193,6 +220,9 @@ static size_t recv_frame(struct w *w, uint8_t *b, size_t cap, uint16_t type, int
 	while (readable(w->frames, WAIT_MS)) {
 		n = recv(w->frames, b, cap, 0);
 		assert_true(n >= NET_ETH_HLEN);
+		if (type != ETH_TYPE_ARP && frame_get16(b + 12) == ETH_TYPE_ARP && n >= 42 &&
+		    frame_get16(b + 20) == 1 && frame_get32(b + 38) == NET_GUEST)
+			arp_answer(w, b);
 		if (frame_get16(b + 12) != type)
 			continue;
 		if (type == ETH_TYPE_IPV4 && (n < FRAME_L4 || b[FRAME_IP + 9] != proto))
@@ -283,18 +313,33 @@ static void test_host_loopback_unreachable(void **state)
 	close(up);
 }
 
-static void test_gateway(void **state)
+/* A query for example.com A, ID 0x1234. */
+static const uint8_t query[] = { 0x12, 0x34, 1,	  0,   0,   1, 0,   0,	 0,   0, 0, 0, 7, 'e', 'x',
+				 'a',  'm',  'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1 };
+
+/* The upstream's side: the query it got, answered with QR set. */
+static void upstream_answer(int up)
 {
-	static const uint8_t query[] = { 0x12, 0x34, 1,	  0,   0,   1,	 0,   0,   0,	0,
-					 0,    0,    7,	  'e', 'x', 'a', 'm', 'p', 'l', 'e',
-					 3,    'c',  'o', 'm', 0,   0,	 1,   0,   1 };
-	struct w w;
-	char dns[32];
-	uint8_t b[70000], icmp[ICMP_HLEN + 16] = { ICMP_ECHO }, up_buf[512];
+	uint8_t buf[512];
 	struct sockaddr_in from;
 	socklen_t flen = sizeof(from);
-	int up = upstream(dns, sizeof(dns));
 	ssize_t m;
+
+	assert_true(readable(up, WAIT_MS));
+	m = recvfrom(up, buf, sizeof(buf), 0, (struct sockaddr *)&from, &flen);
+	assert_int_equal(m, sizeof(query));
+	assert_memory_equal(buf + 2, query + 2, sizeof(query) - 2);
+	buf[2] = 0x81;
+	buf[3] = 0x80;
+	assert_int_equal(sendto(up, buf, (size_t)m, 0, (struct sockaddr *)&from, flen), m);
+}
+
+static void test_gateway(void **state)
+{
+	struct w w;
+	char dns[32];
+	uint8_t b[70000], icmp[ICMP_HLEN + 16] = { ICMP_ECHO };
+	int up = upstream(dns, sizeof(dns));
 	size_t n;
 
 	(void)state;
@@ -321,19 +366,53 @@ static void test_gateway(void **state)
 
 	/* DNS over UDP: the proxy asks our upstream under a fresh ID. */
 	send_udp(&w, NET_GATEWAY, 53, query, sizeof(query));
-	assert_true(readable(up, WAIT_MS));
-	m = recvfrom(up, up_buf, sizeof(up_buf), 0, (struct sockaddr *)&from, &flen);
-	assert_int_equal(m, sizeof(query));
-	assert_memory_equal(up_buf + 2, query + 2, sizeof(query) - 2);
-	up_buf[2] = 0x81;
-	up_buf[3] = 0x80;
-	assert_int_equal(sendto(up, up_buf, (size_t)m, 0, (struct sockaddr *)&from, flen), m);
+	upstream_answer(up);
 	n = recv_frame(&w, b, sizeof(b), ETH_TYPE_IPV4, IPPROTO_NUM_UDP);
 	assert_int_equal(n, FRAME_L4 + UDP_HLEN + sizeof(query));
 	assert_int_equal(frame_get32(b + FRAME_IP + 12), NET_GATEWAY);
 	assert_int_equal(frame_get16(b + FRAME_L4), 53);
 	assert_int_equal(frame_get16(b + FRAME_L4 + UDP_HLEN), 0x1234);
 	assert_true(frame_l4_csum_ok(b + FRAME_IP, b + FRAME_L4, n - FRAME_L4, IPPROTO_NUM_UDP));
+
+	close(w.frames);
+	assert_int_equal(worker_wait(&w), 0);
+	close(w.ctl);
+	close(up);
+}
+
+/* TCP to .1:53: libslirp takes the connection to the proxy's Unix socket. */
+static void test_dns_over_tcp(void **state)
+{
+	struct w w;
+	char dns[32];
+	uint8_t b[70000], msg[2 + sizeof(query)];
+	int up = upstream(dns, sizeof(dns));
+	uint32_t iss;
+	size_t n;
+
+	(void)state;
+	worker_start(&w, dns, NULL);
+	expect_ok_handshake(&w);
+	send_segment(&w, NET_GATEWAY, 40010, 53, TCP_SYN, 7000, 0, NULL, 0);
+	n = recv_frame(&w, b, sizeof(b), ETH_TYPE_IPV4, IPPROTO_NUM_TCP);
+	assert_true(n >= FRAME_L4 + TCP_HLEN);
+	assert_int_equal(b[FRAME_L4 + 13] & (TCP_SYN | TCP_ACK), TCP_SYN | TCP_ACK);
+	iss = frame_get32(b + FRAME_L4 + 4);
+	send_segment(&w, NET_GATEWAY, 40010, 53, TCP_ACK, 7001, iss + 1, NULL, 0);
+	frame_put16(msg, sizeof(query));
+	memcpy(msg + 2, query, sizeof(query));
+	send_segment(&w, NET_GATEWAY, 40010, 53, TCP_ACK | TCP_PSH, 7001, iss + 1, msg,
+		     sizeof(msg));
+	upstream_answer(up);
+	/* The answer, framed, from .1:53 (bare ACKs skipped). */
+	do
+		n = recv_frame(&w, b, sizeof(b), ETH_TYPE_IPV4, IPPROTO_NUM_TCP);
+	while (n == FRAME_L4 + TCP_HLEN);
+	assert_int_equal(n, FRAME_L4 + TCP_HLEN + sizeof(msg));
+	assert_int_equal(frame_get32(b + FRAME_IP + 12), NET_GATEWAY);
+	assert_int_equal(frame_get16(b + FRAME_L4), 53);
+	assert_int_equal(frame_get16(b + FRAME_L4 + TCP_HLEN), sizeof(query));
+	assert_int_equal(frame_get16(b + FRAME_L4 + TCP_HLEN + 2), 0x1234);
 
 	close(w.frames);
 	assert_int_equal(worker_wait(&w), 0);
@@ -423,6 +502,7 @@ int main(void)
 		cmocka_unit_test(test_arp_and_tcp_to_host),
 		cmocka_unit_test(test_host_loopback_unreachable),
 		cmocka_unit_test(test_gateway),
+		cmocka_unit_test(test_dns_over_tcp),
 		cmocka_unit_test(test_control),
 		cmocka_unit_test(test_start_fails_on_busy_port),
 	};
