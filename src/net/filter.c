@@ -46,6 +46,7 @@ static const char *const drop_names[NET_DROP_COUNT] = {
 	[NET_DROP_UDP_HEADER] = "udp_header",
 	[NET_DROP_ICMP_HEADER] = "icmp_header",
 	[NET_DROP_CHECKSUM] = "checksum",
+	[NET_DROP_ICMP_FORWARD] = "icmp_forward",
 	[NET_DROP_DNS_BUSY] = "dns_busy",
 	[NET_DROP_POLICY] = "policy",
 	[NET_DROP_GUEST_QUEUE] = "guest_queue",
@@ -216,10 +217,10 @@ static void check_icmp(const uint8_t *ip, const uint8_t *l4, size_t l4_len, uint
 	v->proto = NET_PROTO_ICMP;
 	if (l4_len < ICMP_HLEN)
 		return drop(v, NET_DROP_ICMP_HEADER);
-	if (dst != NET_GATEWAY) {
-		v->action = FILTER_SLIRP;
-		return;
-	}
+	/* Only the gateway answers ICMP: libslirp's echo needs ping sockets,
+	 * else raw ones, else sends UDP to port 7 of the target. */
+	if (dst != NET_GATEWAY)
+		return drop(v, NET_DROP_ICMP_FORWARD);
 	if (l4[0] != ICMP_ECHO || l4[1] != 0)
 		return drop(v, NET_DROP_GATEWAY);
 	if (!frame_l4_csum_ok(ip, l4, l4_len, IPPROTO_NUM_ICMP))

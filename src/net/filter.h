@@ -38,17 +38,18 @@ enum net_drop {
 	NET_DROP_DST_BROADCAST,
 	NET_DROP_DST_MULTICAST,
 	NET_DROP_DST_RESERVED,
-	NET_DROP_DST_LOCAL,   /* the /24 but for .1 and .254 */
-	NET_DROP_GATEWAY,     /* .1 on a port with no service: refused */
-	NET_DROP_DHCP_TFTP,   /* UDP to 67 or 69 */
-	NET_DROP_TCP_HEADER,  /* truncated, data offset out of range */
-	NET_DROP_TCP_FLAGS,   /* SYN with FIN, or with RST */
-	NET_DROP_UDP_HEADER,  /* truncated, length out of range */
-	NET_DROP_ICMP_HEADER, /* truncated */
-	NET_DROP_CHECKSUM,    /* bad L4 sum on a datagram the worker answers itself */
-	NET_DROP_DNS_BUSY,    /* too many TCP connections to .1:53 at once */
-	NET_DROP_POLICY,      /* the egress policy said no */
-	NET_DROP_GUEST_QUEUE, /* a frame to the guest past the hard bound, or refused */
+	NET_DROP_DST_LOCAL,    /* the /24 but for .1 and .254 */
+	NET_DROP_GATEWAY,      /* .1 on a port with no service: refused */
+	NET_DROP_DHCP_TFTP,    /* UDP to 67 or 69 */
+	NET_DROP_TCP_HEADER,   /* truncated, data offset out of range */
+	NET_DROP_TCP_FLAGS,    /* SYN with FIN, or with RST */
+	NET_DROP_UDP_HEADER,   /* truncated, length out of range */
+	NET_DROP_ICMP_HEADER,  /* truncated */
+	NET_DROP_CHECKSUM,     /* bad L4 sum on a datagram the worker answers itself */
+	NET_DROP_ICMP_FORWARD, /* ICMP beyond the gateway: libslirp's echo is a UDP/7 fallback */
+	NET_DROP_DNS_BUSY,     /* too many TCP connections to .1:53 at once */
+	NET_DROP_POLICY,       /* the egress policy said no */
+	NET_DROP_GUEST_QUEUE,  /* a frame to the guest past the hard bound, or refused */
 	NET_DROP_COUNT
 };
 
