@@ -82,6 +82,8 @@ def rig():
             r.serve(netrig.CatchAll, "W", "127.0.0.1", LO_CATCH, socket.SOCK_DGRAM),
             r.serve(netrig.CatchAll, "W", "0.0.0.0", ANY_CATCH),
             r.serve(netrig.CatchAll, "W", "0.0.0.0", ANY_CATCH, socket.SOCK_DGRAM),
+            # where libslirp sends an echo it has no ping socket for
+            r.serve(netrig.CatchAll, "W", "0.0.0.0", 7, socket.SOCK_DGRAM),
         ]
         yield r
 
@@ -659,10 +661,18 @@ HOSTILE = {
                                      _bad_offset(WEB, ANY_CATCH, p + 1, 15)],
     "dst multicast": lambda t, p: [
         udp_frame("224.0.0.1", ANY_CATCH, t, sport=p, eth_kw={"dst": b"\x01\0\x5e\0\0\1"})],
+    "ICMP beyond the gateway": lambda t, p: [_echo(WEB, t), _echo(HOST, t),
+                                             _echo("198.51.100.20", t)],
     "UDP to DHCP and TFTP": lambda t, p: [
         udp_frame(GATEWAY, 67, t, sport=68), udp_frame(WEB, 67, t, sport=68),
         udp_frame(GATEWAY, 69, t, sport=p), udp_frame(WEB, 69, t, sport=p)],
 }
+
+
+def _echo(dst, token):
+    icmp = struct.pack("!BBHHH", 8, 0, 0, 0x4748, 1) + token
+    icmp = icmp[:2] + struct.pack("!H", netrig.inet_checksum(icmp)) + icmp[4:]
+    return eth(ipv4(icmp, dst, 1))
 
 
 def _bad_offset(dst, port, sport, offset):
@@ -701,6 +711,7 @@ REASONS = {
     "TCP data offset": {"tcp_header"},
     "dst multicast": {"dst_multicast"},
     "UDP to DHCP and TFTP": {"dhcp_tftp"},
+    "ICMP beyond the gateway": {"icmp_forward"},
 }
 assert set(REASONS) == set(HOSTILE)
 
