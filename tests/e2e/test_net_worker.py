@@ -822,21 +822,53 @@ def _arp_answered(f, timeout=1.0):
 
 
 def test_worker_killed_link_stops(rig, gantry):
-    """SIGKILL the worker: the guest's link stops answering at once and no
-    probe hangs (each fails within its bound); the control socket says EOF."""
+    """SIGKILL the worker mid-transfer: the world's end of the connection
+    closes, the guest's link stops answering at once, and no probe hangs
+    (each fails within its bound); the control socket says EOF."""
+    world_end = {}
+
+    def sink(lsock):
+        conn, _ = lsock.accept()
+        with conn:
+            conn.settimeout(10)
+            try:
+                while conn.recv(MIB):
+                    world_end.setdefault("bytes", time.monotonic())
+                world_end["eof"] = time.monotonic()
+            except OSError as e:
+                world_end["error"] = (time.monotonic(), e.errno)
+
+    lsock = rig.listen("W", "0.0.0.0", SINK_PORT + 1)
+    reader = threading.Thread(target=sink, args=(lsock,), daemon=True)
+    reader.start()
     w = rig.worker(gantry, ports=[PUB_TCP])
-    assert_responsive(rig, w)
-    with rig.frames() as f:
-        assert _arp_answered(f), "no ARP reply from the gateway before the kill"
-        w.kill()
-        t = time.monotonic()
-        p = curl(rig, "G", f"http://{WEB}:{WEB_PORT}/", timeout=2)
-        assert p.returncode != 0, p
-        assert not _arp_answered(f), "the gateway answers ARP with its worker dead"
+    client = rig.socket_in("G")
+    try:
+        assert_responsive(rig, w)
+        client.settimeout(3)
+        client.connect((WEB, SINK_PORT + 1))
+        for _ in range(8):
+            client.sendall(bytes(MIB))
+        with rig.frames() as f:
+            assert _arp_answered(f), "no ARP reply from the gateway before the kill"
+            w.kill()
+            t = time.monotonic()
+            reader.join(5)
+            assert "bytes" in world_end and ("eof" in world_end or "error" in world_end), \
+                f"the world's end of a connection outlived the worker: {world_end}"
+            with pytest.raises(OSError):  # socket.timeout is one
+                while time.monotonic() - t < 10:
+                    client.sendall(bytes(MIB))
+            p = curl(rig, "G", f"http://{WEB}:{WEB_PORT}/", timeout=2)
+            assert p.returncode != 0, p
+            assert not _arp_answered(f), "the gateway answers ARP with its worker dead"
+    finally:
+        client.close()
+        lsock.close()
     p = rig.g("dig", f"@{GATEWAY}", "allowed.test", "+time=1", "+tries=1", timeout=10)
     assert "203.0.113.30" not in p.stdout
     p = curl(rig, "W", "http://127.0.0.1:18000/", timeout=2)
     assert p.returncode == 7, f"published port still open: {p}"
     with pytest.raises((EOFError, OSError)):
         w.traffic()
-    assert time.monotonic() - t < 15
+    assert time.monotonic() - t < 20
