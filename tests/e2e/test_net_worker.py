@@ -15,6 +15,7 @@ Needs root, ip, dnsmasq and /dev/net/tun; skips with the reason otherwise.
 
 import contextlib
 import hashlib
+import json
 import os
 import secrets
 import select
@@ -383,6 +384,31 @@ def test_publish_unpublish_live(rig, worker):
     assert not answer.get("ok") and answer.get("error"), answer
     bad = worker.publish("127.0.0.1:70000:80")
     assert not bad.get("ok") and bad.get("error"), bad
+    assert_responsive(rig, worker)
+
+
+def test_published_on_another_host_address(rig, gantry):
+    """-p HOST_IP:...: the forward listens on that address of the host (W
+    owns 203.0.113.5), not on the loopback."""
+    with rig.worker(gantry, ports=["203.0.113.5:18005:8000"]) as w:
+        p = curl(rig, "W", "http://203.0.113.5:18005/")
+        assert p.returncode == 0 and "gantry-net-rig guest" in p.stdout, f"{p}\n{w.log()}"
+        assert curl(rig, "W", "http://127.0.0.1:18005/", timeout=2).returncode == 7
+
+
+def test_ctl_bad_requests_answered(rig, worker):
+    """Every bad control request gets {"ok":false,"error":ONE LINE}, and the
+    worker runs on."""
+    for raw in (b"not json", b"[]", b'{"op":"traffic","op":"traffic"}', b'{"op":"bogus"}',
+                b'{"op":"publish"}', b'{"op":"publish","spec":"x"}', b'{"op":"publish","spec":7}',
+                b'{"op":"unpublish","spec":"127.0.0.1:18999:80"}', rb'{"op":"tr\u0000"}',
+                b"\xff\xfe", b"{" * 10000):
+        worker.ctl_sock.settimeout(5)
+        worker.ctl_sock.send(raw)
+        answer = json.loads(worker.ctl_sock.recv(netrig.CTL_MSG_MAX))
+        assert answer.get("ok") is False, (raw[:40], answer)
+        assert answer.get("error") and "\n" not in answer["error"], (raw[:40], answer)
+    assert worker.alive()
     assert_responsive(rig, worker)
 
 
