@@ -16,7 +16,6 @@ Needs root, ip, dnsmasq and /dev/net/tun; skips with the reason otherwise.
 import contextlib
 import hashlib
 import json
-import os
 import random
 import secrets
 import select
