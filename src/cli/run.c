@@ -2,12 +2,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/portspec.h"
+#include "net/spawn.h"
 #include "vmm/vmm.h"
+
+#define RUN_MAX_PORTS 64
+
+/* -p specs, canonical, a free host port already chosen for each. */
+struct run_ports {
+	char *specs[RUN_MAX_PORTS];
+	size_t nr;
+};
 
 static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 {
@@ -33,12 +44,59 @@ static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 	return 0;
 }
 
+static int add_port(void *opaque, const char *value, gantry_error_t *err)
+{
+	struct run_ports *ports = opaque;
+	struct port_spec p;
+	char buf[PORT_SPEC_MAX];
+
+	if (ports->nr == RUN_MAX_PORTS)
+		return gantry_error(err, 0, "at most %d published ports", RUN_MAX_PORTS);
+	if (port_spec_parse(value, &p, err) < 0)
+		return -1;
+	if (p.host_port == 0) {
+		if (port_spec_pick(&p, err) < 0)
+			return -1;
+		/* Nothing else would tell the user which port it is. */
+		port_spec_format(&p, buf);
+		log_info("run: -p %s publishes %s", value, buf);
+	}
+	port_spec_format(&p, buf);
+	ports->specs[ports->nr] = strdup(buf);
+	if (ports->specs[ports->nr] == NULL)
+		abort();
+	ports->nr++;
+	return 0;
+}
+
+/* With -net: start the network worker and hand the VMM its frame socket,
+ * then run the VM; the worker goes when the VM does. */
+static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int *status,
+		  gantry_error_t *err)
+{
+	struct net_worker w = { .pid = -1, .vmm_fd = -1, .ctl_fd = -1 };
+	int r;
+
+	if (!net)
+		return vmm_run(cfg, status, err);
+	/* A config that cannot boot fails before a worker is started for it. */
+	if (vmm_validate(cfg, err) < 0)
+		return -1;
+	if (net_worker_start(&w, ports->specs, ports->nr, STDERR_FILENO, err) < 0)
+		return -1;
+	cfg->net_fd = w.vmm_fd;
+	r = vmm_run(cfg, status, err);
+	net_worker_stop(&w);
+	return r;
+}
+
 static void run_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
-		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n\n"
+		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n"
+		"                  [-net [-p [IP:]HOST:GUEST[/udp]]...]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -46,7 +104,11 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"or by writing its status to Gantry's exit port; that status is returned.\n"
 		"gantry-init writes the status register and resets. With -vsock DIR, a guest\n"
 		"connection to host port P reaches the Unix socket DIR/P.sock, and a host\n"
-		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n\n"
+		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n"
+		"With -net, the guest gets a virtio-net link to Gantry's network worker\n"
+		"(NAT: 192.168.127.2/24, gateway and DNS 192.168.127.1, the host's loopback\n"
+		"at 192.168.127.254); the guest configures eth0 itself. -p publishes a guest\n"
+		"port on the host (127.0.0.1 by default; port 0 or none picks a free one).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -60,7 +122,8 @@ int cmd_run(int argc, char **argv)
 	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true };
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
-	bool help = false, dashdash;
+	struct run_ports ports = { .nr = 0 };
+	bool help = false, net = false, dashdash;
 	int rest, status = 0, r;
 	const struct flag flags[] = {
 		{ "kernel", FLAG_STRING, &cfg.kernel, NULL, "PATH",
@@ -77,6 +140,10 @@ int cmd_run(int argc, char **argv)
 		  0 },
 		{ "vsock", FLAG_STRING, &cfg.vsock_dir, NULL, "DIR",
 		  "virtio-vsock, guest CID 3: guest port P reaches DIR/P.sock", 0 },
+		{ "net", FLAG_BOOL, &net, NULL, NULL,
+		  "virtio-net through the network worker (NAT, no DHCP)", 0 },
+		{ "p", FLAG_FUNC, &ports, add_port, "[IP:]HOST:GUEST[/udp]",
+		  "publish a guest port on the host, with -net (repeatable)", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -88,14 +155,20 @@ int cmd_run(int argc, char **argv)
 		log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
-	cfg.cpus = (unsigned int)cpus;
-	cfg.timing = vmm_timing_requested();
-	r = vmm_run(&cfg, &status, &err);
+	if (ports.nr > 0 && !net) {
+		log_error("run: -p needs -net");
+		status = 2;
+	} else {
+		cfg.cpus = (unsigned int)cpus;
+		cfg.timing = vmm_timing_requested();
+		if (run_vm(&cfg, net, &ports, &status, &err) < 0) {
+			gantry_error_print(&err);
+			status = 125;
+		}
+	}
 	for (unsigned int i = 0; i < cfg.nr_disks; i++)
 		free((char *)cfg.disks[i].path);
-	if (r < 0) {
-		gantry_error_print(&err);
-		return 125;
-	}
+	for (size_t i = 0; i < ports.nr; i++)
+		free(ports.specs[i]);
 	return status;
 }
