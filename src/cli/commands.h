@@ -11,6 +11,8 @@ int cmd_stop(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
+int cmd_ports(int argc, char **argv);
+int cmd_net(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 #endif

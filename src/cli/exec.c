@@ -42,7 +42,8 @@ static void exec_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
 		"Usage: gantry exec NAME [-- CMD ARG...]\n"
-		"       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-console] [-- CMD...]\n\n"
+		"       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-net=false] [-p SPEC]...\n"
+		"                   [-console] [-- CMD...]\n\n"
 		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		"long-lived container; many sessions may run at once.\n"
 		"Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
@@ -53,13 +54,15 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"gantry image -help); without -image, Gantry's built-in busybox image.\n"
 		"Exit status: the process's own, 128+N for signal N, 127 when the command\n"
 		"is not in the image, 125 when the VM itself failed. Signals go to the\n"
-		"process; without a terminal the third Ctrl-C kills it.\n\nFlags:\n");
+		"process; without a terminal the third Ctrl-C kills it.\n"
+		"The fresh microVM has a network (NAT through the host; -net=false: only lo);\n"
+		"-p SPEC publishes a port while it runs, as for gantry start.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
 int cmd_exec(int argc, char **argv)
 {
-	struct sandbox_opts o = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM };
+	struct sandbox_opts o = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .net = true };
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
 	bool help = false, show_console = false, dashdash;
@@ -72,9 +75,17 @@ int cmd_exec(int argc, char **argv)
 	};
 
 	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);
-	if (r <= 0)
+	if (r <= 0) {
+		sandbox_opts_free(&o);
 		return -r;
+	}
+	if (o.nr_ports && !o.net) {
+		log_error("exec: -p needs a network (not with -net=false)");
+		sandbox_opts_free(&o);
+		return 2;
+	}
 	if (!dashdash && rest < argc) {
+		sandbox_opts_free(&o);
 		if (rest > 0) {
 			log_error("exec: flags are for a fresh microVM, not for the "
 				  "sandbox `%s` (gantry exec NAME -- CMD)",
@@ -90,8 +101,9 @@ int cmd_exec(int argc, char **argv)
 		return exec_sandbox(argv[rest], argv + rest + 2,
 				    rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0);
 	}
-	if (sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &res, &err) <
-	    0) {
+	r = sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &res, &err);
+	sandbox_opts_free(&o);
+	if (r < 0) {
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
 	}

@@ -118,6 +118,35 @@ int flags_parse_cmd(const char *cmd, const struct flag *flags, int argc, char **
 	return 1;
 }
 
+int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char **argv, char **pos,
+		      int max, int *npos, void (*usage)(FILE *out, const struct flag *flags))
+{
+	bool dashdash = false;
+	int i = 0;
+
+	*npos = 0;
+	while (i < argc) {
+		int rest, r;
+
+		if (!dashdash) {
+			r = flags_parse_cmd(cmd, flags, argc - i, argv + i, &rest, &dashdash,
+					    usage);
+			if (r <= 0)
+				return r;
+			i += rest;
+			if (i >= argc)
+				break;
+		}
+		if (*npos == max) {
+			log_error("%s: unexpected argument `%s` (see gantry %s -help)", cmd,
+				  argv[i], cmd);
+			return -2;
+		}
+		pos[(*npos)++] = argv[i++];
+	}
+	return 1;
+}
+
 bool flags_help_only(int argc, char **argv)
 {
 	return argc == 1 && (strcmp(argv[0], "-help") == 0 || strcmp(argv[0], "--help") == 0 ||

@@ -27,14 +27,20 @@ struct flag {
 	uint64_t max; /* FLAG_UINT upper bound (0 = none) */
 };
 
-/* The image and resource flags of every command that boots a sandbox
- * (start, one-shot exec), filling a struct sandbox_opts *o. */
+/* The image, resource and network flags of every command that boots a
+ * sandbox (start, one-shot exec), filling a struct sandbox_opts *o
+ * (sandbox/lifecycle.h). */
 /* clang-format off */
 #define FLAGS_SANDBOX(o)                                                              \
 	{ "image", FLAG_STRING, &(o)->image, NULL, "SRC",                             \
 	  "image: path or registry reference (default: built-in busybox)", 0 },       \
 	{ "cpus", FLAG_UINT, &(o)->cpus, NULL, "N", "vCPUs (default 1)", 1024 },      \
-	{ "mem", FLAG_UINT, &(o)->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 }
+	{ "mem", FLAG_UINT, &(o)->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 }, \
+	{ "net", FLAG_BOOL, &(o)->net, NULL, NULL,                                    \
+	  "guest network (default true; -net=false: only lo)", 0 },                   \
+	{ "p", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC",                          \
+	  "publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },         \
+	{ "publish", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC", "same as -p", 0 }
 /* clang-format on */
 
 /* Parse argv[0..argc) against flags; on success *rest is the index of the
@@ -48,6 +54,11 @@ void flags_usage(FILE *out, const struct flag *flags);
  * after printing the error. Callers return -r when r <= 0. */
 int flags_parse_cmd(const char *cmd, const struct flag *flags, int argc, char **argv, int *rest,
 		    bool *dashdash, void (*usage)(FILE *out, const struct flag *flags));
+/* flags_parse_cmd with flags before, between and after positional
+ * arguments (at most max, into pos; *npos how many): `cmd NAME SPEC
+ * --json` and `cmd --json NAME SPEC` alike. Too many is an error (-2). */
+int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char **argv, char **pos,
+		      int max, int *npos, void (*usage)(FILE *out, const struct flag *flags));
 /* argv is exactly one of -h, -help, --help. */
 bool flags_help_only(int argc, char **argv);
 /* For commands that take exactly one NAME and no flags: 1 with *name set,

@@ -68,13 +68,14 @@ static void inspect_text(json_t *o)
 		{ "Created:", "created" },     { "Image:", "image" },
 		{ "Digest:", "image_digest" }, { "CPUs:", "cpus" },
 		{ "Memory MiB:", "mem_mib" },  { "Writable:", "writable" },
-		{ "Disk MiB:", "disk_mib" },
+		{ "Disk MiB:", "disk_mib" },   { "Network:", "net" },
 	};
 	const char *key;
 	json_t *v;
 
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
 		print_field(rows[i][0], o, rows[i][1]);
+	print_strv("Ports:", json_object_get(o, "ports"));
 	if (json_is_object(cfg)) {
 		print_strv("Entrypoint:", json_object_get(cfg, "entrypoint"));
 		print_strv("Cmd:", json_object_get(cfg, "cmd"));

@@ -19,6 +19,8 @@ static const struct command {
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
+	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
+	{ "net", cmd_net, "show a sandbox's network traffic" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 	{ "version", cmd_version, "print the version" },

@@ -11,14 +11,19 @@
 
 static void start_usage(FILE *out, const struct flag *flags)
 {
-	fprintf(out, "Usage: gantry start NAME [-image SRC] [-cpus N] [-mem MiB] [-disk-size MiB]\n"
-		     "                         [-rw=false] [-rwlayer PATH]\n\n"
-		     "Create the persistent sandbox NAME and boot it: one long-lived container on\n"
-		     "the image, with a writable layer that keeps its files across stop and\n"
-		     "resume. Returns once `gantry exec NAME` can run commands in it.\n"
-		     "NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or .., not starting with -).\n"
-		     "SRC as for gantry exec.\n\n"
-		     "Flags:\n");
+	fprintf(out,
+		"Usage: gantry start NAME [-image SRC] [-cpus N] [-mem MiB] [-disk-size MiB]\n"
+		"                         [-rw=false] [-rwlayer PATH] [-net=false] [-p SPEC]...\n\n"
+		"Create the persistent sandbox NAME and boot it: one long-lived container on\n"
+		"the image, with a writable layer that keeps its files across stop and\n"
+		"resume. Returns once `gantry exec NAME` can run commands in it.\n"
+		"NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or .., not starting with -).\n"
+		"SRC as for gantry exec.\n"
+		"The guest has a network (NAT through the host; -net=false: none, only lo).\n"
+		"-p [IP:]HOST:GUEST[/tcp|/udp] forwards HOST on IP (default 127.0.0.1) to\n"
+		"GUEST in the guest; -p GUEST or a HOST of 0 picks a free host port, kept\n"
+		"across stop and resume (gantry ports ls NAME shows it).\n\n"
+		"Flags:\n");
 	flags_usage(out, flags);
 }
 
@@ -27,7 +32,8 @@ int cmd_start(int argc, char **argv)
 	struct sandbox_opts o = { .cpus = SANDBOX_DEFAULT_CPUS,
 				  .mem_mib = VMM_DEFAULT_MEM,
 				  .disk_mib = RWLAYER_DEFAULT_MIB,
-				  .writable = true };
+				  .writable = true,
+				  .net = true };
 	gantry_error_t err = NULL;
 	bool help = false, dashdash;
 	int rest, r;
@@ -50,16 +56,26 @@ int cmd_start(int argc, char **argv)
 		argv++;
 	}
 	r = flags_parse_cmd("start", flags, argc, argv, &rest, &dashdash, start_usage);
-	if (r <= 0)
+	if (r <= 0) {
+		sandbox_opts_free(&o);
 		return -r;
+	}
 	if (o.name == NULL && rest < argc)
 		o.name = argv[rest++];
 	if (o.name == NULL || rest < argc) {
 		log_error("start: %s (see gantry start -help)",
 			  o.name ? "unexpected arguments after NAME" : "NAME is required");
+		sandbox_opts_free(&o);
 		return 2;
 	}
-	if (sandbox_create(&o, &err) < 0) {
+	if (o.nr_ports && !o.net) {
+		log_error("start: -p needs a network (not with -net=false)");
+		sandbox_opts_free(&o);
+		return 2;
+	}
+	r = sandbox_create(&o, &err);
+	sandbox_opts_free(&o);
+	if (r < 0) {
 		gantry_error_print(&err);
 		return 1;
 	}

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "guest/netconf.h"
 #include "proto/agent.h"
 
 #define GUEST_MAX_SESSIONS 64
@@ -33,6 +34,8 @@ struct guest_config {
 	const char *crun;
 	const char *crun_root; /* crun --root; NULL: crun's default */
 	const char *hostname;
+	const char *net;      /* gantry.net=, or NULL: no network */
+	const char *etc_dir;  /* the generated resolv.conf, hosts, hostname; NULL: none */
 	unsigned long nofile; /* the container's RLIMIT_NOFILE */
 	bool readonly;	      /* the container sees its root read-only */
 	bool pid1;	      /* really PID 1: mount, reap for everyone, power off */
@@ -108,6 +111,19 @@ int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why);
  * relative to cwd); 0, or the ERROR code with a message like docker's. */
 int rootfs_find_command(const char *rootfs, const char *argv0, char *const *env, const char *cwd,
 			char **why);
+
+/* net.c */
+
+/* Bring lo up and, given gantry.net=VALUE, configure eth0; n says whether
+ * the guest is networked (a bad VALUE or a failed ioctl is logged and
+ * leaves it off). */
+void net_setup(const struct guest *g, const char *value, struct netconf *n);
+/* Write resolv.conf, hosts and hostname in <state>/etc; set cfg->etc_dir. */
+int net_write_etc(struct guest_config *cfg, const struct netconf *n);
+/* Make sure /etc and the three files exist in the container root. */
+void net_prepare_root(const char *rootfs);
+/* The i-th generated file's name under etc_dir (and /etc), or NULL. */
+const char *net_etc_file(size_t i);
 
 /* spec.c: write <bundle>/config.json for one EXEC (pause: for the
  * long-lived container, whose init is gantry-init --pause). */

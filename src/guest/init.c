@@ -12,7 +12,9 @@
  * Kernel parameters (read from /proc/cmdline, since dotted ones never reach
  * init): gantry.rw=1, gantry.readonly=1, gantry.hostname=NAME, gantry.debug=1,
  * gantry.persist=1 (a persistent sandbox: one long-lived container whose
- * init is `gantry-init --pause`, and each EXEC a `crun exec` into it).
+ * init is `gantry-init --pause`, and each EXEC a `crun exec` into it),
+ * gantry.net=ADDR/PREFIX,GATEWAY,DNS (eth0's settings, net.c; without it
+ * the guest has only lo).
  *
  * Test mode, for running it on a host without a VM (not as PID 1):
  *   gantry-init --host-dir DIR --state DIR --rootfs DIR [--crun PATH]
@@ -142,8 +144,9 @@ static void console_open(void)
 /* The gantry.* parameters. */
 static void read_cmdline(struct guest_config *cfg, bool *rw)
 {
-	static char host[65];
+	static char host[NETCONF_HOST_MAX + 1], net[64];
 	char buf[CMDLINE_MAX];
+	unsigned int nets = 0;
 	ssize_t n;
 	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
 
@@ -166,10 +169,23 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 		else if (strcmp(tok, "gantry.persist=1") == 0)
 			cfg->persist = true;
 		else if (strncmp(tok, "gantry.hostname=", 16) == 0 && tok[16]) {
-			snprintf(host, sizeof(host), "%s", tok + 16);
-			cfg->hostname = host;
+			if (netconf_hostname_valid(tok + 16)) {
+				snprintf(host, sizeof(host), "%s", tok + 16);
+				cfg->hostname = host;
+			} else
+				guest_log("gantry.hostname=%.64s: not a hostname; using %s",
+					  tok + 16, cfg->hostname);
+		} else if (strncmp(tok, "gantry.net=", 11) == 0) {
+			/* Cut short, a value too long to be valid stays invalid;
+			 * of two differing ones, neither is trusted. */
+			if (nets++ == 0)
+				snprintf(net, sizeof(net), "%s", tok + 11);
+			else if (strcmp(net, tok + 11) != 0)
+				snprintf(net, sizeof(net), "given twice");
 		}
 	}
+	if (nets)
+		cfg->net = net;
 }
 
 static __attribute__((noreturn)) void finish(struct guest *g, int status)
@@ -340,6 +356,7 @@ int main(int argc, char **argv)
 	static struct guest g = { .control = -1, .sigfd = -1 };
 	struct guest_config *cfg = &g.cfg;
 	char state[GUEST_PATH_MAX], crun_root[GUEST_PATH_MAX + 8];
+	struct netconf net = { 0 };
 	uint64_t started;
 	sigset_t chld;
 	bool rw = false;
@@ -391,11 +408,13 @@ int main(int argc, char **argv)
 		guest_debug(&g, "started as init at %llu", (unsigned long long)started);
 		if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
 			guest_log("sethostname: %s", strerror(errno));
+		net_setup(&g, cfg->net, &net);
 		if (rootfs_assemble(cfg, rw, &g.rootfs_error) < 0) {
 			if (g.rootfs_error == NULL)
 				g.rootfs_error = strdup("out of memory");
 			guest_log("container root: %s", g.rootfs_error ? g.rootfs_error : "?");
-		}
+		} else
+			net_prepare_root(cfg->rootfs);
 		guest_debug(&g, "container root assembled");
 	} else {
 		struct rlimit rl;
@@ -407,6 +426,10 @@ int main(int argc, char **argv)
 		snprintf(crun_root, sizeof(crun_root), "%s/crun", cfg->state_dir);
 		cfg->crun_root = crun_root;
 	}
+	/* Test mode: the host's network, but the container's files are ours. */
+	if (net_write_etc(cfg, &net) < 0)
+		guest_log("%s/etc: %s; the container keeps the image's resolv.conf and hosts",
+			  cfg->state_dir, strerror(errno));
 	snprintf(state, sizeof(state), "%s/bundles", cfg->state_dir);
 	if (mkdir(state, 0700) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", state, strerror(errno));

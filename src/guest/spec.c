@@ -1,5 +1,6 @@
 /* The OCI runtime spec (config.json) for one EXEC: the process as the host
- * described it, the assembled root, the usual pseudo-filesystem mounts and
+ * described it, the assembled root, the usual pseudo-filesystem mounts, the
+ * generated resolv.conf, hosts and hostname (net.c) bound read-only, and
  * pid/ipc/uts/mount namespaces (the network is the VM's). A small JSON
  * writer is all it takes; gantry-init links no JSON library. */
 #include <errno.h>
@@ -169,6 +170,27 @@ static void write_linux(FILE *f)
 	fputc('}', f);
 }
 
+/* resolv.conf, hosts and hostname as net.c wrote them: read-only, so that
+ * the names the VM's network relies on stay what the host said. */
+static void write_etc_binds(FILE *f, const struct guest_config *cfg)
+{
+	char dest[64], source[GUEST_PATH_MAX];
+	const char *name;
+
+	if (cfg->etc_dir == NULL)
+		return;
+	for (size_t i = 0; (name = net_etc_file(i)) != NULL; i++) {
+		snprintf(dest, sizeof(dest), "/etc/%s", name);
+		if (guest_pathf(source, sizeof(source), "%s/%s", cfg->etc_dir, name) < 0)
+			continue;
+		fputs(",{\"destination\":", f);
+		json_str(f, dest);
+		fputs(",\"type\":\"bind\",\"source\":", f);
+		json_str(f, source);
+		fputs(",\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\",\"noexec\"]}", f);
+	}
+}
+
 static FILE *spec_create(const char *path, char **why)
 {
 	FILE *f = NULL;
@@ -238,6 +260,7 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 			",{\"destination\":\"%s\",\"type\":\"bind\",\"source\":\"%s\","
 			"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
 			GUEST_PAUSE_PATH, cfg->self);
+	write_etc_binds(f, cfg);
 	fputs("],", f);
 	write_linux(f);
 	fputs("}\n", f);

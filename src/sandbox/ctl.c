@@ -93,19 +93,16 @@ int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t 
 	}
 }
 
-int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_error_t *err)
+int ctl_request(int fd, json_t *req, int timeout_ms, json_t **reply, gantry_error_t *err)
 {
 	cleanup_free char *line = xmalloc(CTL_LINE_MAX);
 	json_error_t jerr;
-	json_t *req = json_pack("{s:s}", "op", op), *j;
+	json_t *j;
 
 	if (reply)
 		*reply = NULL;
-	if (ctl_send_json(fd, req, err) < 0) {
-		json_decref(req);
+	if (ctl_send_json(fd, req, err) < 0)
 		return -1;
-	}
-	json_decref(req);
 	if (ctl_read_line(fd, line, CTL_LINE_MAX, timeout_ms, err) < 0)
 		return -1;
 	j = json_loads(line, 0, &jerr);
@@ -125,4 +122,13 @@ int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_erro
 	else
 		json_decref(j);
 	return 0;
+}
+
+int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_error_t *err)
+{
+	json_t *req = json_pack("{s:s}", "op", op);
+	int r = ctl_request(fd, req, timeout_ms, reply, err);
+
+	json_decref(req);
+	return r;
 }

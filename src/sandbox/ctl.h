@@ -7,7 +7,14 @@
  * {"ok":true,...} or {"ok":false,"error":"..."}. After an "exec" answered
  * ok, the connection carries agent frames (proto/agent.h) for one session:
  * EXEC, SIGNAL, RESIZE from the client; STARTED, EXIT, ERROR and STREAM from
- * the supervisor, STREAM with the guest's stdio stream attached as an fd. */
+ * the supervisor, STREAM with the guest's stdio stream attached as an fd.
+ *
+ * The network ops, relayed to the sandbox's network worker: {"op":
+ * "ports.publish"|"ports.unpublish","spec":S,"ephemeral":B} (S canonical,
+ * its host port chosen; ephemeral: not saved in sandbox.json);
+ * "ports.ls", answered {"ok":true,"ports":[{"spec":S,"ephemeral":B}...]};
+ * "net.traffic", answered once network-traffic.json holds a fresh
+ * snapshot. */
 #ifndef GANTRY_SANDBOX_CTL_H
 #define GANTRY_SANDBOX_CTL_H
 
@@ -20,6 +27,10 @@
 #define CTL_OP_STATUS	    "status"
 #define CTL_OP_STOP	    "stop"
 #define CTL_OP_EXEC	    "exec"
+#define CTL_OP_PUBLISH	    "ports.publish"
+#define CTL_OP_UNPUBLISH    "ports.unpublish"
+#define CTL_OP_PORTS	    "ports.ls"
+#define CTL_OP_TRAFFIC	    "net.traffic"
 #define CTL_STOP_TIMEOUT_MS 60000
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */
@@ -32,6 +43,8 @@ int ctl_connect(const char *dir, int *fd, gantry_error_t *err);
 /* Send {"op": op}, read the one-line answer (timeout_ms, -1: forever);
  * *reply (optional) gets it. An answer with ok false is an error. */
 int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_error_t *err);
+/* The same with a request of more fields than "op". */
+int ctl_request(int fd, json_t *req, int timeout_ms, json_t **reply, gantry_error_t *err);
 /* Read one line (without the newline, NUL-terminated) byte by byte, so
  * nothing after it is consumed. */
 int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t *err);

@@ -18,6 +18,7 @@
 #include "image/source.h"
 #include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/network.h"
 #include "sandbox/process.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/supervisor.h"
@@ -86,6 +87,8 @@ static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 		return gantry_error(err, 0, "-rwlayer needs a writable root (not with -rw=false)");
 	if (o->rwlayer && *o->rwlayer == '\0')
 		return gantry_error(err, 0, "-rwlayer: empty path");
+	if (o->nr_ports && !o->net)
+		return gantry_error(err, 0, "-p needs a network (not with -net=false)");
 	return 0;
 }
 
@@ -165,6 +168,12 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->mem_mib = o->mem_mib;
 	sb->disk_mib = o->disk_mib;
 	sb->writable = o->writable;
+	sb->net = o->net;
+	sb->ports = strv_dup(o->ports, o->nr_ports);
+	sb->nr_ports = o->nr_ports;
+	/* Stored as chosen, so the next boot forwards the same port. */
+	if (ports_pick(sb->ports, sb->nr_ports, err) < 0)
+		return -1;
 	sb->state = SANDBOX_CREATING;
 	sb->pid = (long)getpid(); /* the creator, until its supervisor runs */
 	rfc3339_now(&sb->created);
@@ -495,6 +504,8 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "rwlayer_managed", json_boolean(sb->rwlayer_managed));
 	json_object_set_new(o, "created", jsonh_string_or_null(sb->created));
 	json_object_set_new(o, "reason", jsonh_string_or_null(sb->reason));
+	json_object_set_new(o, "net", json_boolean(sb->net));
+	json_object_set_new(o, "ports", jsonh_from_strv(sb->ports, sb->nr_ports));
 	if (dir == NULL)
 		return o;
 	if (sb->config) {

@@ -24,7 +24,15 @@ struct sandbox_opts {
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;
 	const char *rwlayer; /* NULL: Gantry's own, rwlayers/<name>.ext4 */
+	bool net;	     /* a network link (default on) */
+	char **ports;	     /* -p: canonical specs, host port 0 until the start picks one */
+	size_t nr_ports;
 };
+
+/* -p SPEC (a FLAG_FUNC for opaque = struct sandbox_opts *): checked and
+ * added to o->ports; the same bind twice is an error. */
+int sandbox_opts_publish(void *opaque, const char *spec, gantry_error_t *err);
+void sandbox_opts_free(struct sandbox_opts *o);
 
 /* The image a sandbox of src boots (NULL: the built-in one), converted
  * into the cache when it is not there yet. */

@@ -1,21 +1,29 @@
 /* A sandbox's guest VM (see machine.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/assets.h"
+#include "common/files.h"
+#include "common/json.h"
 #include "common/util.h"
+#include "net/net.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
 
 #define MACHINE_APPEND_BASE "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init"
+#define NET_LOG_ROTATE	    (1u << 20)
+#define NET_LOG_TAIL	    10
 
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err)
 {
 	bool timing = vmm_timing_requested();
+	const char *net = sb->net ? " " NET_GUEST_CMDLINE : "";
 	int n;
 
 	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1 };
@@ -24,15 +32,21 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		return -1;
 	/* With timing, gantry-init logs its milestones on the console too. */
 	if (sb->transient)
-		n = snprintf(m->append, sizeof(m->append), "%s%s", MACHINE_APPEND_BASE,
+		n = snprintf(m->append, sizeof(m->append), "%s%s%s", MACHINE_APPEND_BASE, net,
 			     timing ? " gantry.debug=1" : "");
 	else
 		n = snprintf(m->append, sizeof(m->append),
-			     "%s gantry.persist=1 gantry.hostname=%s %s%s", MACHINE_APPEND_BASE,
-			     sb->name, sb->writable ? "gantry.rw=1" : "gantry.readonly=1",
+			     "%s gantry.persist=1 gantry.hostname=%s %s%s%s", MACHINE_APPEND_BASE,
+			     sb->name, sb->writable ? "gantry.rw=1" : "gantry.readonly=1", net,
 			     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append))
 		return gantry_error(err, 0, "kernel command line too long");
+	if (sb->net) {
+		m->net = true;
+		m->ports = strv_dup(sb->ports, sb->nr_ports);
+		m->nr_ports = sb->nr_ports;
+		xasprintf(&m->net_log, "%s/%s", dir, NET_WORKER_LOG);
+	}
 	m->cfg = (struct vmm_config){
 		.kernel = m->kernel,
 		.append = m->append,
@@ -51,6 +65,38 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ sb->image_path, true };
 	if (sb->writable)
 		m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ sb->rwlayer, false };
+	return 0;
+}
+
+static void rotate_log(const char *path)
+{
+	cleanup_free char *prev = NULL;
+	struct stat st;
+
+	if (stat(path, &st) < 0 || (uint64_t)st.st_size < NET_LOG_ROTATE)
+		return;
+	xasprintf(&prev, "%s.previous", path);
+	rename(path, prev);
+}
+
+static int net_start(struct machine *m, gantry_error_t *err)
+{
+	cleanup_close int log = -1;
+
+	rotate_log(m->net_log);
+	log = open(m->net_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (log < 0)
+		return gantry_error_errno(err, "open `%s`", m->net_log);
+	if (net_worker_start(&m->net_worker, m->ports, m->nr_ports, log, err) < 0) {
+		/* Its own one line says it all; a worker that died or hung
+		 * may have said why in its log. */
+		if (strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
+			error_add_tail(err, m->net_log, NET_LOG_TAIL,
+				       "last lines of the network worker's log:");
+		return -1;
+	}
+	m->net_started = true;
+	m->cfg.net_fd = m->net_worker.vmm_fd;
 	return 0;
 }
 
@@ -77,6 +123,10 @@ int machine_start(struct machine *m, gantry_error_t *err)
 		return gantry_error_errno(err, "eventfd");
 	/* Before the guest boots, so its first dial lands. */
 	if (agent_listen(m->cfg.vsock_dir, &m->agent, err) < 0)
+		return -1;
+	/* Before the VM thread: the device's socket is there from its first
+	 * frame, and a port that cannot be published fails the start. */
+	if (m->net && net_start(m, err) < 0)
 		return -1;
 	if (pthread_create(&m->thread, NULL, machine_thread, m) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
@@ -120,6 +170,10 @@ void machine_free(struct machine *m)
 		machine_kill(m);
 		machine_join(m);
 	}
+	if (m->net_started)
+		net_worker_stop(&m->net_worker);
+	strv_free(m->ports);
+	free(m->net_log);
 	if (m->agent)
 		agent_free(m->agent);
 	if (m->cfg.stop_fd >= 0)

@@ -12,6 +12,7 @@
 
 #include "agent/session.h"
 #include "common/error.h"
+#include "net/spawn.h"
 #include "sandbox/state.h"
 #include "vmm/vmm.h"
 
@@ -28,6 +29,12 @@ struct machine {
 	int done_fd;	   /* eventfd, readable once it has */
 	int rc, status;	   /* vmm_run's */
 	gantry_error_t err;
+	bool net;     /* a network worker for virtio-net */
+	char **ports; /* its published ports at boot */
+	size_t nr_ports;
+	char *net_log;	  /* its log: <dir>/worker-net.log */
+	bool net_started; /* net_worker is ours to stop */
+	struct net_worker net_worker;
 };
 
 /* The recipe: system root, image, writable layer, resources and kernel
@@ -37,7 +44,8 @@ struct machine {
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err);
 /* Listen for the guest agent, check the configuration against this host,
- * and boot on a thread of its own. */
+ * start the network worker (a networked sandbox) and boot on a thread of
+ * its own. */
 int machine_start(struct machine *m, gantry_error_t *err);
 /* Wait for the agent's READY; a VMM that failed meanwhile wins the error. */
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
@@ -45,7 +53,8 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
 void machine_kill(struct machine *m);
 /* Wait for the VM thread; then m->rc, m->status and m->err say how it ended. */
 void machine_join(struct machine *m);
-/* Join (killing the VM first) if it runs, close and free everything. */
+/* Join (killing the VM first) if it runs, stop the network worker, close
+ * and free everything. */
 void machine_free(struct machine *m);
 
 #endif

@@ -27,6 +27,7 @@ bool sup_log_due(uint64_t *last)
 
 void client_drop(struct sup *s, struct client *c)
 {
+	sup_net_client_gone(s, c);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
 		if (s->clients[i] == c)
 			s->clients[i] = NULL;
@@ -144,6 +145,12 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 			else if (rest && !client_frames(s, c))
 				client_hangup(s, c);
 		}
+	} else if (strcmp(op, CTL_OP_PUBLISH) == 0 || strcmp(op, CTL_OP_UNPUBLISH) == 0 ||
+		   strcmp(op, CTL_OP_PORTS) == 0 || strcmp(op, CTL_OP_TRAFFIC) == 0) {
+		/* Answered once the network worker has; a line behind it waits. */
+		memmove(c->line, c->line + end + 1, rest);
+		c->len = rest;
+		client_net_request(s, c, j, op);
 	} else {
 		client_reply(c, false, "unknown op");
 		client_drop(s, c);

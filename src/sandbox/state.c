@@ -13,9 +13,11 @@
 #include "common/json.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "net/portspec.h"
 #include "sandbox/state.h"
 
-#define SANDBOX_JSON_MAX (4u << 20)
+#define SANDBOX_JSON_MAX  (4u << 20)
+#define SANDBOX_PORTS_MAX 256 /* PORTS_MAX (network.h) */
 
 /* What the supervisor and the VMM leave in the directory while running. */
 static const char *const run_sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock" };
@@ -176,7 +178,30 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->rwlayer);
 	free(sb->created);
 	free(sb->reason);
+	strv_free(sb->ports);
 	memset(sb, 0, sizeof(*sb));
+}
+
+/* The file may have been edited: each port is checked and stored as its
+ * canonical spec, with a host port chosen. */
+static int ports_canonical(struct sandbox *sb, gantry_error_t *err)
+{
+	for (size_t i = 0; i < sb->nr_ports; i++) {
+		char buf[PORT_SPEC_MAX];
+		struct port_spec p;
+
+		if (port_spec_parse(sb->ports[i], &p, err) < 0)
+			return gantry_error_prefix(err, "field `ports`");
+		if (p.host_port == 0)
+			return gantry_error(err, 0, "field `ports`: `%s` has no host port",
+					    sb->ports[i]);
+		port_spec_format(&p, buf);
+		free(sb->ports[i]);
+		sb->ports[i] = xstrdup(buf);
+	}
+	if (sb->nr_ports && !sb->net)
+		return gantry_error(err, 0, "field `ports`: published ports without a network");
+	return 0;
 }
 
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
@@ -214,6 +239,11 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	sb->writable = json_is_true(json_object_get(j, "writable"));
 	sb->rwlayer_managed = json_is_true(json_object_get(j, "rwlayer_managed"));
 	sb->pid = (long)json_integer_value(json_object_get(j, "pid"));
+	/* Sandboxes made before guest networking had it on, like new ones. */
+	sb->net = !json_is_false(json_object_get(j, "net"));
+	if (jsonh_strv(j, "ports", SANDBOX_PORTS_MAX, &sb->ports, &sb->nr_ports, err) < 0 ||
+	    ports_canonical(sb, err) < 0)
+		goto out;
 	if (sb->writable && sb->rwlayer == NULL) {
 		gantry_error(err, 0, "writable without a field `rwlayer`");
 		goto out;
@@ -263,6 +293,8 @@ int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
 	set_str(j, "reason", sb->reason);
 	if (sb->pid > 0)
 		json_object_set_new(j, "pid", json_integer(sb->pid));
+	json_object_set_new(j, "net", json_boolean(sb->net));
+	json_object_set_new(j, "ports", jsonh_from_strv(sb->ports, sb->nr_ports));
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL)

@@ -47,6 +47,9 @@ struct sandbox {
 	char *reason;	/* crashed: why */
 	long pid;	/* the supervisor's, while running */
 	bool transient; /* one-shot `gantry exec`: never saved, no container kept */
+	bool net;	/* a network link (net.h); a sandbox.json without "net" has one */
+	char **ports;	/* published ports, canonical specs (portspec.h), NULL-terminated */
+	size_t nr_ports;
 };
 
 bool sandbox_name_valid(const char *name);

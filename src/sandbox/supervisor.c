@@ -204,6 +204,7 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 				  s->m.status);
 	}
 	s->sb.pid = 0;
+	sup_net_final(s);
 	if (sandbox_save(".", &s->sb, &err) < 0)
 		gantry_error_print(&err);
 	log_info("%s%s%s", sandbox_state_name(s->sb.state), s->sb.reason ? ": " : "",
@@ -215,6 +216,12 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 		if (c && c->stop_waiter && client_reply(c, true, NULL) == 0)
 			outq_flush(&c->q, c->fd);
 	}
+	/* Gone before our lock is: a resume right after binds its ports. A VMM
+	 * thread still running keeps its frame socket to the end. */
+	if (s->m.net_started && !s->m.started)
+		net_worker_stop(&s->m.net_worker);
+	else if (s->m.net_started && s->m.net_worker.pid > 0)
+		kill(s->m.net_worker.pid, SIGKILL);
 	/* Our lock goes with us; a VMM thread still running goes too. */
 	_exit(s->sb.state == SANDBOX_CRASHED);
 }
@@ -289,6 +296,8 @@ static int setup(struct sup *s, gantry_error_t *err)
 	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
 	if (s->ctl_listen < 0 || machine_start(&s->m, err) < 0)
 		return -1;
+	sup_net_init(s, s->m.net_started ? s->m.net_worker.ctl_fd : -1, s->sb.ports,
+		     s->sb.nr_ports);
 	if (machine_wait_ready(&s->m, SUP_AGENT_TIMEOUT_MS, err) < 0) {
 		if (s->m.rc < 0)
 			return -1;
@@ -311,7 +320,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 
 /* --- the loop -------------------------------------------------------------------------------- */
 
-enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_FIXED };
+enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_FIXED };
 #define SUP_MAX_FDS (F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS)
 
 static void on_signals(struct sup *s)
@@ -337,6 +346,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	if (s->control >= 0 && outq_stalled(&s->control_q, now, SUP_GUEST_STALL_MS))
 		guest_cut(s, "the guest stopped reading its control connection", true);
 	clients_expire(s, now, &wake);
+	sup_net_tick(s, now, &wake);
 	fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
 	fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
 	fds[F_CONTROL] = (struct pollfd){
@@ -345,6 +355,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	};
 	fds[F_STDIO] = (struct pollfd){ .fd = s->stdio_listen, .events = POLLIN };
 	fds[F_CTL] = (struct pollfd){ .fd = s->ctl_listen, .events = POLLIN };
+	fds[F_NET] = (struct pollfd){ .fd = s->net.ctl, .events = POLLIN };
 	if (s->control >= 0 && outq_pending(&s->control_q))
 		wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
@@ -355,7 +366,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 			continue;
 		if (c->backlog && !guest_busy)
 			timeout_now = true; /* its held-back frames can go */
-		if (!(c->session && (guest_busy || c->backlog)))
+		if (!(c->session && (guest_busy || c->backlog)) && !c->net_wait)
 			ev |= POLLIN;
 		if (outq_pending(&c->q))
 			ev |= POLLOUT;
@@ -394,6 +405,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 		on_signals(s);
 	if (fds[F_CONTROL].revents && s->control >= 0)
 		guest_event(s, fds[F_CONTROL].revents);
+	if (fds[F_NET].revents && s->net.ctl >= 0)
+		sup_net_event(s);
 	for (size_t i = F_FIXED; i < n; i++) {
 		if (!fds[i].revents)
 			continue;
@@ -435,7 +448,8 @@ void sup_init(struct sup *s, const char *name)
 			   .stdio_listen = -1,
 			   .ctl_listen = -1,
 			   .sigfd = -1,
-			   .m = { .done_fd = -1, .cfg.stop_fd = -1 } };
+			   .m = { .done_fd = -1, .cfg.stop_fd = -1 },
+			   .net = { .ctl = -1 } };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
 		s->streams[i].fd = -1;
 	outq_init(&s->control_q, SUP_GUEST_QUEUE + SUP_GUEST_OWN);

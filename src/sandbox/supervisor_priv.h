@@ -1,17 +1,20 @@
 /* The supervisor's state, shared by its files: supervisor.c (start-up, the
  * poll loop, the guest's control connection, the end), sessions.c (ctl.sock
- * clients and the guest's stdio dials). Nothing here blocks: every socket
+ * clients and the guest's stdio dials), netrelay.c (the network worker's
+ * control socket and the ctl.sock ops relayed to it). Nothing here blocks: every socket
  * is non-blocking, what a peer does not take at once waits in a bounded
  * outbound queue, and a peer that stops reading or says nothing in time is
  * cut off. */
 #ifndef GANTRY_SANDBOX_SUPERVISOR_PRIV_H
 #define GANTRY_SANDBOX_SUPERVISOR_PRIV_H
 
+#include <jansson.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/outq.h"
+#include "sandbox/network.h"
 #include "proto/agent.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
@@ -27,6 +30,10 @@
 #define SUP_GUEST_STALL_MS  5000	  /* the guest took nothing with bytes waiting: cut */
 #define SUP_CLIENT_STALL_MS OUTQ_STALL_MS
 #define SUP_LOG_EVERY_MS    10000 /* what a guest can repeat is logged this often at most */
+#define SUP_NET_MS	    5000  /* for the network worker's answer to a request */
+#define SUP_NET_QUEUE	    32	  /* requests waiting for the worker's one outstanding */
+#define SUP_TRAFFIC_MS	    2000  /* a traffic snapshot this often */
+#define SUP_NET_REAP_MS	    2000  /* a worker that hung up and lives on: killed */
 
 struct client {
 	int fd;
@@ -40,7 +47,35 @@ struct client {
 	bool backlog;	   /* whole frames wait in dec for the guest's queue to drain */
 	bool done;	   /* EXIT or ERROR went to it */
 	uint64_t deadline; /* its request line is due by then; 0: none due */
+	bool net_wait;	   /* its request waits for the network worker */
 	struct outq q;
+};
+
+enum net_op { NET_OP_NONE, NET_OP_PUBLISH, NET_OP_UNPUBLISH, NET_OP_TRAFFIC };
+
+/* A request for the network worker. */
+struct net_req {
+	enum net_op op;
+	struct client *c; /* who waits for the answer; NULL: the supervisor's own, or gone */
+	char spec[PORT_SPEC_MAX];
+	bool ephemeral;
+	uint64_t deadline;
+};
+
+/* The network worker, as the loop sees it: one request outstanding at a
+ * time (its answers come in order), the others waiting behind it. */
+struct sup_net {
+	int ctl;	     /* its control socket (the machine's); -1: none, or gone */
+	struct net_req sent; /* op NONE: nothing outstanding */
+	struct net_req queue[SUP_NET_QUEUE];
+	size_t queued;
+	char **live; /* the ports forwarded now, canonical */
+	size_t nr_live;
+	bool ephemeral[PORTS_MAX];
+	uint64_t next_traffic;
+	bool reap; /* it hung up: to be reaped, and the link's end logged */
+	uint64_t reap_deadline;
+	char *msg; /* NET_CTL_MSG_MAX + 1 bytes for one answer */
 };
 
 /* A guest stdio dial, until its STREAM frame says whose it is. */
@@ -70,6 +105,7 @@ struct sup {
 	uint64_t error_logged; /* the guest's last id-less ERROR in the log */
 	bool stopping;
 	uint64_t stop_deadline;
+	struct sup_net net;
 };
 
 /* supervisor.c */
@@ -111,5 +147,23 @@ void clients_guest_gone(struct sup *s, const char *why);
 void clients_expire(struct sup *s, uint64_t now, uint64_t *wake);
 void streams_accept(struct sup *s);
 void stream_event(struct sup *s, struct stream_wait *w);
+/* Take an op for the worker out of c's request (op is its "op"). */
+void client_net_request(struct sup *s, struct client *c, json_t *req, const char *op);
+
+/* netrelay.c */
+/* The worker's control socket is ctl (-1: a sandbox without a network);
+ * live: the ports it was started with. */
+void sup_net_init(struct sup *s, int ctl, char *const *live, size_t n);
+/* Send what is due (the next request, a traffic snapshot), expire what is
+ * past its deadline, reap a worker that hung up; *wake gets the next time. */
+void sup_net_tick(struct sup *s, uint64_t now, uint64_t *wake);
+/* The worker's control socket is readable (or hung up). */
+void sup_net_event(struct sup *s);
+/* c is going: nothing is to be answered to it. */
+void sup_net_client_gone(struct sup *s, struct client *c);
+/* At the end: one last traffic snapshot into network-traffic.json,
+ * bounded (waits at most about 2 s for the worker). */
+void sup_net_final(struct sup *s);
+void sup_net_free(struct sup *s);
 
 #endif

@@ -38,6 +38,7 @@ struct vmm_config {
 	 * readable (an eventfd its owner writes). Only for a guest with nothing
 	 * left to lose: no writable disk whose writes are still in its cache. */
 	int stop_fd;
+	int net_fd; /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
 };
 
 /* A file to write a profile of the guest to: its instruction pointer,

@@ -75,3 +75,125 @@ def test_bad_input_is_one_line(gantry, tmp_path):
     one_error(run(gantry, tmp_path, "ls", "extra"), 2)
     r = run(gantry, tmp_path, "ls", "--json")
     assert r.returncode == 0 and json.loads(r.stdout) == [], r
+
+
+BAD_PORTS = ["70000:80", "8080:0", "x", "/sctp", "[::1]:80:80", "1.2.3:80:80", ""]
+
+
+def no_sandbox_left(home):
+    d = home / "sandboxes"
+    assert not d.exists() or not any(d.iterdir()), list(d.iterdir())
+
+
+@pytest.mark.parametrize("spec", BAD_PORTS)
+@pytest.mark.parametrize("cmd", [("start", "web"), ("exec",)])
+def test_bad_port_is_one_line(gantry, tmp_path, cmd, spec):
+    tail = ("--", "true") if cmd == ("exec",) else ()
+    line = one_error(run(gantry, tmp_path, *cmd, "-p", spec, *tail), 2)
+    assert f"{cmd[0]}: -p" in line, line
+    no_sandbox_left(tmp_path)
+
+
+@pytest.mark.parametrize("cmd", [("start", "web"), ("exec",)])
+def test_port_flags_refused(gantry, tmp_path, cmd):
+    tail = ("--", "true") if cmd == ("exec",) else ()
+    line = one_error(run(gantry, tmp_path, *cmd, "-net=false", "-p", "8080:80", *tail), 2)
+    assert "-p needs a network" in line, line
+    line = one_error(run(gantry, tmp_path, *cmd, "-p", "8080:80", "-publish",
+                         "127.0.0.1:8080:81", *tail), 2)
+    assert "127.0.0.1:8080/tcp is already published" in line, line
+    one_error(run(gantry, tmp_path, *cmd, "-net=maybe", *tail), 2)
+    no_sandbox_left(tmp_path)
+
+
+def test_ports_and_traffic_of_unknown_sandbox(gantry, tmp_path):
+    for args in (("ports", "ls", "nosuch"), ("ports", "ls", "nosuch", "--json"),
+                 ("ports", "publish", "nosuch", "8080:80"),
+                 ("ports", "unpublish", "nosuch", "8080:80"),
+                 ("net", "traffic", "nosuch"), ("net", "traffic", "nosuch", "--json")):
+        assert "no sandbox named `nosuch`" in one_error(run(gantry, tmp_path, *args), 1), args
+    one_error(run(gantry, tmp_path, "ports"), 2)
+    one_error(run(gantry, tmp_path, "ports", "ls"), 2)
+    one_error(run(gantry, tmp_path, "ports", "publish", "quiet"), 2)
+    one_error(run(gantry, tmp_path, "ports", "publish", "quiet", "x"), 1)
+    one_error(run(gantry, tmp_path, "net"), 2)
+    one_error(run(gantry, tmp_path, "net", "traffic"), 2)
+
+
+def saved(home, name="quiet"):
+    return json.loads((home / "sandboxes" / name / "sandbox.json").read_text())
+
+
+def test_ports_of_stopped_sandbox(gantry, stopped):
+    # Made before guest networking: it has one, and no ports.
+    i = json.loads(run(gantry, stopped, "inspect", "quiet", "--json").stdout)
+    assert i["net"] is True and i["ports"] == [], i
+
+    r = run(gantry, stopped, "ports", "publish", "quiet", "8080:80")
+    assert r.returncode == 0 and r.stdout == "127.0.0.1:8080:80\n", r
+    r = run(gantry, stopped, "ports", "publish", "quiet", "53/udp")
+    assert r.returncode == 0, r
+    chosen = r.stdout.strip()
+    ip, host, guest = chosen.removesuffix("/udp").split(":")
+    assert chosen.endswith("/udp") and ip == "127.0.0.1" and int(host) > 0 and guest == "53", r
+    assert saved(stopped)["ports"] == ["127.0.0.1:8080:80", chosen]
+
+    line = one_error(run(gantry, stopped, "ports", "publish", "quiet", "127.0.0.1:8080:81"), 1)
+    assert "already published" in line, line
+    line = one_error(run(gantry, stopped, "ports", "publish", "--ephemeral", "quiet", "90"), 1)
+    assert "not running" in line, line
+    line = one_error(run(gantry, stopped, "ports", "unpublish", "quiet", "9090:90"), 1)
+    assert "not published" in line, line
+
+    r = run(gantry, stopped, "ports", "ls", "quiet", "--json")
+    assert r.returncode == 0, r
+    ls = json.loads(r.stdout)
+    assert ls["running"] is False and ls["net"] is True, ls
+    assert [(p["host_port"], p["guest_port"], p["proto"], p["ephemeral"]) for p in ls["ports"]] == \
+        [(8080, 80, "tcp", False), (int(host), 53, "udp", False)], ls
+    r = run(gantry, stopped, "ports", "ls", "quiet")
+    assert r.returncode == 0 and "HOST-PORT" in r.stdout and "8080" in r.stdout, r
+
+    assert run(gantry, stopped, "ports", "unpublish", "quiet", "8080:80").returncode == 0
+    assert saved(stopped)["ports"] == [chosen]
+    i = json.loads(run(gantry, stopped, "inspect", "quiet", "--json").stdout)
+    assert i["ports"] == [chosen], i
+
+    # -net=false: nothing to publish on.
+    s = saved(stopped)
+    s.update(net=False, ports=[])
+    (stopped / "sandboxes" / "quiet" / "sandbox.json").write_text(json.dumps(s))
+    line = one_error(run(gantry, stopped, "ports", "publish", "quiet", "80"), 1)
+    assert "no network" in line, line
+    assert json.loads(run(gantry, stopped, "ls", "--json").stdout)[0]["net"] is False
+
+
+def test_traffic_of_stopped_sandbox(gantry, stopped):
+    r = run(gantry, stopped, "net", "traffic", "quiet", "--json")
+    assert r.returncode == 0, r
+    assert json.loads(r.stdout) == {"destinations": [], "drops": {}, "evicted": 0}, r
+
+    # What the worker counted came from the guest: shown safe.
+    hostile = "\x1b]0;owned\x07evil\nline"
+    (stopped / "sandboxes" / "quiet" / "network-traffic.json").write_text(json.dumps({
+        "destinations": [{"addr": "203.0.113.10", "proto": "tcp", "port": 443,
+                          "verdict": "allowed", "reason": "", "tx_bytes": 1000,
+                          "rx_bytes": 2000, "tx_packets": 3, "rx_packets": 4,
+                          "first_seen": "2026-12-01T12:00:00Z",
+                          "last_seen": "2026-12-01T12:00:05Z"},
+                         {"addr": hostile, "proto": "udp", "port": 53, "verdict": "dropped",
+                          "reason": hostile, "tx_bytes": 1, "rx_bytes": 0, "tx_packets": 1,
+                          "rx_packets": 0, "last_seen": hostile}],
+        "drops": {"ipv6": 7}, "evicted": 2}))
+    r = run(gantry, stopped, "net", "traffic", "quiet")
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["ADDR", "PROTO", "PORT", "VERDICT", "REASON", "TX", "RX",
+                                "PACKETS", "LAST-SEEN"], r
+    assert lines[1].split() == ["203.0.113.10", "tcp", "443", "allowed", "-", "1000", "2000",
+                                "7", "2026-12-01T12:00:05Z"], r
+    assert "\x1b" not in r.stdout and "\x07" not in r.stdout, r
+    assert "evil?line" in lines[2], r
+    assert "ipv6" in r.stdout and "2 older destinations" in r.stdout, r
+    j = json.loads(run(gantry, stopped, "net", "traffic", "quiet", "--json").stdout)
+    assert j["destinations"][0]["rx_bytes"] == 2000 and j["drops"] == {"ipv6": 7}, j

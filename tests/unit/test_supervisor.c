@@ -22,6 +22,8 @@
 #include <cmocka.h>
 
 #include "common/files.h"
+#include "common/json.h"
+#include "net/net.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "proto/agent.h"
@@ -462,6 +464,230 @@ static void test_silent_client(void **state)
 	close(silent);
 }
 
+/* --- the network worker's control socket ---------------------------------------------------- */
+
+/* A fake network worker: the peer end of the supervisor's control socket
+ * to it, answering traffic polls with a canned snapshot and keeping the
+ * other requests for the test to answer. */
+struct fake_worker {
+	int fd;
+	json_t *got; /* the request it holds, unanswered */
+	int polls;   /* traffic polls answered */
+};
+
+static void worker_answer(struct fake_worker *w, const char *msg)
+{
+	assert_int_equal(send(w->fd, msg, strlen(msg), 0), (ssize_t)strlen(msg));
+}
+
+static void worker_take(struct fake_worker *w)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while (w->got == NULL && readable(w->fd) &&
+	       (n = recv(w->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
+		const char *op;
+
+		buf[n] = '\0';
+		w->got = json_loads(buf, 0, NULL);
+		assert_non_null(w->got);
+		op = json_string_value(json_object_get(w->got, "op"));
+		assert_non_null(op);
+		if (strcmp(op, "traffic") == 0) {
+			worker_answer(w, "{\"ok\":true,\"traffic\":{\"destinations\":[{\"addr\":"
+					 "\"203.0.113.10\",\"proto\":\"tcp\",\"port\":443,"
+					 "\"verdict\":\"allowed\",\"reason\":\"\",\"tx_bytes\":10,"
+					 "\"rx_bytes\":20,\"tx_packets\":1,\"rx_packets\":2}],"
+					 "\"drops\":{},\"evicted\":0}}");
+			w->polls++;
+			json_decref(w->got);
+			w->got = NULL;
+		}
+	}
+}
+
+/* Serve rounds (the worker answering its polls) until fd is readable or
+ * the worker holds a request; false when neither came in max_ms. */
+static bool serve_worker(struct rig *r, struct fake_worker *w, int fd, int max_ms)
+{
+	uint64_t t0 = now_ms();
+
+	while (now_ms() - t0 < (uint64_t)max_ms) {
+		sup_serve_once(r->s, ROUND_MS);
+		worker_take(w);
+		if (w->got || (fd >= 0 && readable(fd)))
+			return true;
+	}
+	return false;
+}
+
+static int net_client(struct rig *r, const char *op, const char *spec, bool ephemeral)
+{
+	char line[256];
+	int fd;
+
+	assert_int_equal(ctl_connect(r->dir, &fd, NULL), 0);
+	snprintf(line, sizeof(line), "{\"op\":\"%s\",\"spec\":\"%s\",\"ephemeral\":%s}\n", op, spec,
+		 ephemeral ? "true" : "false");
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	return fd;
+}
+
+static void assert_request(struct fake_worker *w, const char *op, const char *spec)
+{
+	assert_non_null(w->got);
+	assert_string_equal(json_string_value(json_object_get(w->got, "op")), op);
+	if (spec)
+		assert_string_equal(json_string_value(json_object_get(w->got, "spec")), spec);
+	json_decref(w->got);
+	w->got = NULL;
+}
+
+static void read_answer(struct rig *r, struct fake_worker *w, int fd, char *line, size_t len)
+{
+	assert_true(serve_worker(r, w, fd, 2000));
+	assert_true(readable(fd)); /* not a request to the worker instead */
+	assert_int_equal(ctl_read_line(fd, line, len, 1000, NULL), 0);
+}
+
+/* The ports in the supervisor's sandbox.json. */
+static size_t saved_ports(char ***v)
+{
+	cleanup_free char *buf = NULL;
+	size_t len, n;
+	json_t *j;
+
+	assert_int_equal(read_file_max(SANDBOX_JSON, 1 << 20, &buf, &len, NULL), 0);
+	assert_non_null(buf);
+	j = json_loads(buf, 0, NULL);
+	assert_int_equal(jsonh_strv(j, "ports", 64, v, &n, NULL), 0);
+	json_decref(j);
+	return n;
+}
+
+/* Publish and unpublish go to the worker one at a time and never hold the
+ * loop; the answers land in the live list and sandbox.json (not for an
+ * ephemeral port); a worker that does not answer in time gets the client
+ * an error, its late answer still counts; traffic snapshots reach
+ * network-traffic.json; a worker that hangs up leaves the sandbox running
+ * with its link down. */
+static void test_net_relay(void **state)
+{
+	struct rig *r = *state;
+	struct fake_worker w = { .fd = -1 };
+	char cwd[4096], line[CTL_LINE_MAX];
+	cleanup_free char *traffic = NULL;
+	char **ports = NULL;
+	int sv[2], a, b, c;
+	size_t len;
+
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(r->dir), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+	w.fd = sv[1];
+	r->s->sb = (struct sandbox){ .name = xstrdup("t"),
+				     .image = xstrdup("x"),
+				     .image_path = xstrdup("/x.erofs"),
+				     .state = SANDBOX_RUNNING,
+				     .net = true };
+	r->s->m.net_worker = NET_WORKER_NONE;
+	r->s->m.net_worker.ctl_fd = sv[0];
+	sup_net_init(r->s, sv[0], NULL, 0);
+
+	/* One outstanding: the second waits, and status is answered meanwhile. */
+	a = net_client(r, CTL_OP_PUBLISH, "127.0.0.1:18080:80", false);
+	assert_true(serve_worker(r, &w, -1, 2000));
+	assert_request(&w, "publish", "127.0.0.1:18080:80");
+	b = net_client(r, CTL_OP_PUBLISH, "127.0.0.1:18081:81/udp", true);
+	for (int i = 0; i < 5; i++)
+		sup_serve_once(r->s, ROUND_MS);
+	worker_take(&w);
+	assert_null(w.got);
+	assert_status_answered(r, 1000);
+	worker_answer(&w, "{\"ok\":true}");
+	read_answer(r, &w, a, line, sizeof(line));
+	assert_string_equal(line, "{\"ok\":true}");
+	assert_int_equal(saved_ports(&ports), 1);
+	assert_string_equal(ports[0], "127.0.0.1:18080:80");
+	strv_free(ports);
+	assert_true(serve_worker(r, &w, -1, 2000));
+	assert_request(&w, "publish", "127.0.0.1:18081:81/udp");
+	worker_answer(&w, "{\"ok\":false,\"error\":\"port 127.0.0.1:18081/udp: address in use\"}");
+	read_answer(r, &w, b, line, sizeof(line));
+	assert_non_null(strstr(line, "address in use"));
+	close(a);
+	close(b);
+
+	/* Refused before the worker hears of it. */
+	a = net_client(r, CTL_OP_PUBLISH, "127.0.0.1:18080:90", false);
+	read_answer(r, &w, a, line, sizeof(line));
+	assert_non_null(strstr(line, "already published"));
+	close(a);
+	a = net_client(r, CTL_OP_UNPUBLISH, "127.0.0.1:18082:80", false);
+	read_answer(r, &w, a, line, sizeof(line));
+	assert_non_null(strstr(line, "is not published"));
+	close(a);
+
+	/* Ephemeral: live, not saved. */
+	a = net_client(r, CTL_OP_PUBLISH, "127.0.0.1:18083:83", true);
+	assert_true(serve_worker(r, &w, -1, 2000));
+	assert_request(&w, "publish", "127.0.0.1:18083:83");
+	worker_answer(&w, "{\"ok\":true}");
+	read_answer(r, &w, a, line, sizeof(line));
+	close(a);
+	assert_int_equal(saved_ports(&ports), 1);
+	strv_free(ports);
+	a = net_client(r, CTL_OP_PORTS, "", false);
+	read_answer(r, &w, a, line, sizeof(line));
+	assert_non_null(strstr(line, "\"spec\":\"127.0.0.1:18080:80\",\"ephemeral\":false"));
+	assert_non_null(strstr(line, "\"spec\":\"127.0.0.1:18083:83\",\"ephemeral\":true"));
+	close(a);
+
+	/* A worker silent past the deadline: the client hears so, the loop
+	 * serves others, and the late answer is still applied. */
+	a = net_client(r, CTL_OP_UNPUBLISH, "127.0.0.1:18080:80", false);
+	assert_true(serve_worker(r, &w, -1, 2000));
+	assert_request(&w, "unpublish", "127.0.0.1:18080:80");
+	assert_status_answered(r, 1000);
+	assert_true(serve_until(r, a, SUP_NET_MS + 2000) >= 0);
+	assert_int_equal(ctl_read_line(a, line, sizeof(line), 1000, NULL), 0);
+	assert_non_null(strstr(line, "did not answer in time"));
+	close(a);
+	c = net_client(r, CTL_OP_TRAFFIC, "", false);
+	for (int i = 0; i < 5; i++)
+		sup_serve_once(r->s, ROUND_MS);
+	assert_false(readable(c)); /* behind the request still outstanding */
+	worker_answer(&w, "{\"ok\":true}");
+	/* Then the traffic request behind it goes, and is written. */
+	read_answer(r, &w, c, line, sizeof(line));
+	assert_string_equal(line, "{\"ok\":true}");
+	close(c);
+	assert_int_equal(saved_ports(&ports), 0);
+	strv_free(ports);
+	assert_int_equal(read_file_max(NET_TRAFFIC_FILE, 1 << 20, &traffic, &len, NULL), 0);
+	assert_non_null(traffic);
+	assert_non_null(strstr(traffic, "203.0.113.10"));
+	assert_non_null(strstr(traffic, "\"updated\""));
+
+	/* It hangs up: requests fail at once, the sandbox serves on. */
+	close(w.fd);
+	for (int i = 0; i < 5; i++)
+		sup_serve_once(r->s, ROUND_MS);
+	assert_int_equal(r->s->net.ctl, -1);
+	assert_false(r->s->net.reap);
+	a = net_client(r, CTL_OP_PUBLISH, "127.0.0.1:18084:84", false);
+	assert_true(serve_until(r, a, 1000) >= 0);
+	assert_int_equal(ctl_read_line(a, line, sizeof(line), 1000, NULL), 0);
+	assert_non_null(strstr(line, "network link is down"));
+	close(a);
+	assert_status_answered(r, 1000);
+
+	sup_net_free(r->s);
+	sandbox_free(&r->s->sb);
+	assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +699,7 @@ int main(void)
 						rig_teardown),
 		cmocka_unit_test_setup_teardown(test_client_stops_reading, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_silent_client, rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(test_net_relay, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_frames_for_no_session, rig_setup,
 						rig_teardown),
 	};

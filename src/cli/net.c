@@ -1,0 +1,135 @@
+/* `gantry net traffic NAME [--json]`: a sandbox's per-destination traffic
+ * counters, as its network worker last counted them. Everything in the
+ * snapshot came from the guest's traffic or the worker: shown sanitised. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/log.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "sandbox/network.h"
+
+#define NET_CELL_MAX 40 /* a table cell from the file, at most */
+
+static void net_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out,
+		"Usage: gantry net traffic NAME [--json]\n\n"
+		"Show the sandbox NAME's network traffic by destination: address, protocol\n"
+		"and port, allowed or dropped (and why), bytes and packets each way (TX: from\n"
+		"the guest), when last seen, and drops by reason. A running sandbox's counters\n"
+		"are fresh; a stopped one's are those it stopped with.\n\nFlags:\n");
+	flags_usage(out, flags);
+}
+
+/* A string field, sanitised; "-" when absent. */
+static char *cell(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	if (v == NULL || *v == '\0')
+		return xstrdup("-");
+	return text_sanitized(v, strlen(v), NET_CELL_MAX);
+}
+
+static uint64_t count(json_t *o, const char *key)
+{
+	json_int_t v = json_integer_value(json_object_get(o, key));
+
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+static void traffic_table(json_t *t)
+{
+	json_t *v, *drops = json_object_get(t, "drops");
+	const char *key;
+	size_t i;
+
+	printf("%-16s %-5s %-5s %-7s %-14s %12s %12s %9s %s\n", "ADDR", "PROTO", "PORT", "VERDICT",
+	       "REASON", "TX", "RX", "PACKETS", "LAST-SEEN");
+	json_array_foreach(json_object_get(t, "destinations"), i, v)
+	{
+		cleanup_free char *addr = cell(v, "addr"), *proto = cell(v, "proto");
+		cleanup_free char *verdict = cell(v, "verdict"), *reason = cell(v, "reason");
+		cleanup_free char *seen = cell(v, "last_seen");
+		char port[8] = "-";
+
+		if (json_is_integer(json_object_get(v, "port")) && count(v, "port"))
+			snprintf(port, sizeof(port), "%u", (unsigned)(count(v, "port") & 0xffff));
+		printf("%-16s %-5s %-5s %-7s %-14s %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %s\n",
+		       addr, proto, port, verdict, reason, count(v, "tx_bytes"),
+		       count(v, "rx_bytes"), count(v, "tx_packets") + count(v, "rx_packets"), seen);
+	}
+	if (json_object_size(drops)) {
+		printf("\nDropped frames by reason:\n");
+		json_object_foreach(drops, key, v)
+		{
+			cleanup_free char *why = text_sanitized(key, strlen(key), NET_CELL_MAX);
+
+			printf("  %-24s %" PRIu64 "\n", why,
+			       json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0);
+		}
+	}
+	if (count(t, "evicted"))
+		printf("\n%" PRIu64 " older destinations were evicted from the table\n",
+		       count(t, "evicted"));
+}
+
+static int net_traffic(int argc, char **argv)
+{
+	gantry_error_t err = NULL;
+	bool as_json = false, help = false;
+	char *pos[1];
+	json_t *t;
+	int npos, r;
+	const struct flag flags[] = {
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	r = flags_parse_mixed("net traffic", flags, argc, argv, pos, 1, &npos, net_usage);
+	if (r <= 0)
+		return -r;
+	if (npos != 1) {
+		log_error("net traffic: NAME is required (see gantry net -help)");
+		return 2;
+	}
+	if (sandbox_net_traffic(pos[0], &t, &err) < 0) {
+		gantry_error_sanitize(&err, 0);
+		gantry_error_print(&err);
+		return 1;
+	}
+	if (as_json) {
+		char *text = json_dumps(t, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+
+		printf("%s\n", text ? text : "{}");
+		free(text);
+	} else {
+		traffic_table(t);
+	}
+	json_decref(t);
+	return 0;
+}
+
+int cmd_net(int argc, char **argv)
+{
+	static const struct flag all[] = {
+		{ "json", FLAG_BOOL, NULL, NULL, NULL, "print JSON", 0 },
+		{ 0 },
+	};
+
+	if (flags_help_only(argc, argv)) {
+		net_usage(stdout, all);
+		return 0;
+	}
+	if (argc > 0 && strcmp(argv[0], "traffic") == 0)
+		return net_traffic(argc - 1, argv + 1);
+	log_error("net: want traffic (see gantry net -help)");
+	return 2;
+}

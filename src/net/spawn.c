@@ -1,0 +1,239 @@
+/* Starting the network worker (see spawn.h): the gantry binary executed
+ * afresh in its hidden role, in a session of its own (a Ctrl-C meant for
+ * the guest's process must not take the link down), its stdin and stdout
+ * /dev/null, stderr its log, fd 3 its end of the frame socketpair and fd 4
+ * its end of the control socketpair. Executing (not only forking) keeps the
+ * caller's threads and locks out of it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/text.h"
+#include "common/util.h"
+#include "net/net.h"
+#include "net/spawn.h"
+
+#define SELF_EXE      "/proc/self/exe"
+#define WORKER_FRAME  3
+#define WORKER_CTL    4
+#define WORKER_LOWEST 16 /* the parent's fds sit above this before the dup2s */
+#define WORKER_ERR    512
+
+/* An fd above WORKER_LOWEST, so the child's dup2s cannot clobber it. */
+static int high_fd(int fd)
+{
+	int hi;
+
+	if (fd < 0 || fd >= WORKER_LOWEST)
+		return fd;
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, WORKER_LOWEST);
+	close(fd);
+	return hi;
+}
+
+static void say(const char *msg)
+{
+	(void)!write(STDERR_FILENO, msg, strlen(msg));
+}
+
+/* Only async-signal-safe calls between fork and exec. */
+static __attribute__((noreturn)) void worker_child(char *const argv[], int null, int logfd,
+						   int frame, int ctl)
+{
+	sigset_t none;
+
+	setsid();
+	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(logfd, 2) < 0 ||
+	    dup2(frame, WORKER_FRAME) < 0 || dup2(ctl, WORKER_CTL) < 0) {
+		say("gantry: cannot start the network worker: dup2 failed\n");
+		_exit(127);
+	}
+	close_range(WORKER_CTL + 1, ~0U, 0);
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv(SELF_EXE, argv);
+	say("gantry: cannot start the network worker: execv " SELF_EXE " failed\n");
+	_exit(127);
+}
+
+static void describe_status(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, len, "wait status %d", status);
+}
+
+/* Reap pid within ms; false when it has not ended by then. */
+static bool reap_within(pid_t pid, int ms, int *status)
+{
+	uint64_t deadline = now_ms() + (uint64_t)ms;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return true;
+		if (now_ms() >= deadline)
+			return false;
+		usleep(5000);
+	}
+}
+
+/* The first message: {"ok":true}, or {"ok":false,"error":E}; EOF or
+ * silence past the deadline are errors too. */
+static int wait_first(struct net_worker *w, gantry_error_t *err)
+{
+	uint64_t deadline = now_ms() + NET_WORKER_READY_MS;
+	char buf[4096];
+	char why[64];
+	json_error_t jerr;
+	json_t *j;
+	ssize_t n;
+	int status = 0;
+
+	for (;;) {
+		struct pollfd p = { .fd = w->ctl_fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		int r = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return gantry_error_errno(err, "network worker: poll");
+		if (r == 0)
+			return gantry_error(err, ETIMEDOUT,
+					    "the network worker was not ready in %d s",
+					    NET_WORKER_READY_MS / 1000);
+		n = recv(w->ctl_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		break;
+	}
+	if (n <= 0) {
+		if (!reap_within(w->pid, 1000, &status)) {
+			kill(w->pid, SIGKILL);
+			reap_within(w->pid, 1000, &status);
+		}
+		w->pid = -1;
+		describe_status(status, why, sizeof(why));
+		return gantry_error(err, 0, "the network worker exited (%s) before it was ready",
+				    why);
+	}
+	buf[n] = '\0';
+	j = json_loadb(buf, (size_t)n, 0, &jerr);
+	if (json_is_true(json_object_get(j, "ok"))) {
+		json_decref(j);
+		return 0;
+	}
+	{
+		const char *e = json_string_value(json_object_get(j, "error"));
+		cleanup_free char *shown =
+			text_sanitized(e ? e : "a bad first message",
+				       strlen(e ? e : "a bad first message"), WORKER_ERR);
+
+		json_decref(j);
+		return gantry_error(err, 0, "network worker: %s", shown);
+	}
+}
+
+int net_worker_start(struct net_worker *w, char *const *ports, size_t nr_ports, int log_fd,
+		     gantry_error_t *err)
+{
+	cleanup_free char **argv = xzalloc((8 + 2 * nr_ports) * sizeof(*argv));
+	cleanup_close int null = -1, logfd = -1, frame_w = -1, ctl_w = -1;
+	int frame[2], ctl[2], buf = NET_WORKER_SOCKBUF, n = 0;
+	pid_t pid;
+
+	*w = NET_WORKER_NONE;
+	argv[n++] = "gantry";
+	argv[n++] = NET_WORKER_ROLE;
+	argv[n++] = "--frame-fd";
+	argv[n++] = "3";
+	argv[n++] = "--ctl-fd";
+	argv[n++] = "4";
+	for (size_t i = 0; i < nr_ports; i++) {
+		argv[n++] = "-p";
+		argv[n++] = ports[i];
+	}
+	argv[n] = NULL;
+	/* Everything the child needs is made here: between fork and exec
+	 * nothing may allocate. */
+	null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
+	logfd = high_fd(fcntl(log_fd, F_DUPFD_CLOEXEC, WORKER_LOWEST));
+	if (null < 0 || logfd < 0)
+		return gantry_error_errno(err, "network worker: open its stdio");
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, frame) < 0)
+		return gantry_error_errno(err, "network worker: socketpair");
+	w->vmm_fd = high_fd(frame[0]);
+	frame_w = high_fd(frame[1]);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+		gantry_error_errno(err, "network worker: socketpair");
+		goto fail;
+	}
+	w->ctl_fd = high_fd(ctl[0]);
+	ctl_w = high_fd(ctl[1]);
+	if (w->vmm_fd < 0 || frame_w < 0 || w->ctl_fd < 0 || ctl_w < 0) {
+		gantry_error_errno(err, "network worker: fcntl");
+		goto fail;
+	}
+	/* Room for bursts of 64 KiB frames each way; best effort, the
+	 * kernel caps them at its rmem_max/wmem_max. */
+	for (int i = 0; i < 2; i++) {
+		int fd = i ? frame_w : w->vmm_fd;
+
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	}
+	if (fcntl(w->vmm_fd, F_SETFL, fcntl(w->vmm_fd, F_GETFL) | O_NONBLOCK) < 0) {
+		gantry_error_errno(err, "network worker: fcntl");
+		goto fail;
+	}
+	pid = fork();
+	if (pid < 0) {
+		gantry_error_errno(err, "network worker: fork");
+		goto fail;
+	}
+	if (pid == 0)
+		worker_child(argv, null, logfd, frame_w, ctl_w);
+	w->pid = pid;
+	/* Only the worker holds its ends: its exit reads as EOF here. */
+	close(steal_fd(&frame_w));
+	close(steal_fd(&ctl_w));
+	if (wait_first(w, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	net_worker_stop(w);
+	return -1;
+}
+
+void net_worker_stop(struct net_worker *w)
+{
+	int status;
+
+	if (w->vmm_fd >= 0)
+		close(w->vmm_fd);
+	if (w->ctl_fd >= 0)
+		close(w->ctl_fd);
+	if (w->pid > 0) {
+		kill(w->pid, SIGTERM);
+		if (!reap_within(w->pid, NET_WORKER_STOP_MS, &status)) {
+			kill(w->pid, SIGKILL);
+			reap_within(w->pid, NET_WORKER_STOP_MS, &status);
+		}
+	}
+	*w = NET_WORKER_NONE;
+}

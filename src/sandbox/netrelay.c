@@ -1,0 +1,469 @@
+/* The supervisor and the network worker (see supervisor_priv.h): ctl.sock
+ * ops relayed over the worker's control socket without the loop ever
+ * waiting on it, the live list of published ports, network-traffic.json
+ * refreshed every SUP_TRAFFIC_MS, and a worker that dies: the guest's link
+ * goes down, the sandbox runs on, daemon.log says so. */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "net/net.h"
+#include "sandbox/ctl.h"
+#include "sandbox/supervisor_priv.h"
+
+#define NET_ERROR_MAX 512 /* of an error line the worker sends */
+#define NET_GONE      "the network worker is gone: the guest's network link is down"
+
+static const char *const op_names[] = {
+	[NET_OP_PUBLISH] = NET_CTL_PUBLISH,
+	[NET_OP_UNPUBLISH] = NET_CTL_UNPUBLISH,
+	[NET_OP_TRAFFIC] = NET_CTL_TRAFFIC,
+};
+
+void sup_net_init(struct sup *s, int ctl, char *const *live, size_t n)
+{
+	struct sup_net *net = &s->net;
+
+	net->ctl = ctl;
+	net->live = strv_dup(live, n);
+	net->nr_live = n;
+	memset(net->ephemeral, 0, sizeof(net->ephemeral));
+	net->next_traffic = now_ms() + SUP_TRAFFIC_MS;
+	if (net->msg == NULL)
+		net->msg = xmalloc(NET_CTL_MSG_MAX + 1);
+}
+
+void sup_net_free(struct sup *s)
+{
+	strv_free(s->net.live);
+	free(s->net.msg);
+	s->net.live = NULL;
+	s->net.msg = NULL;
+	s->net.nr_live = 0;
+}
+
+/* --- answers to clients ---------------------------------------------------------------------- */
+
+static void reply_json(struct sup *s, struct client *c, json_t *j)
+{
+	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+	cleanup_free char *line = NULL;
+
+	json_decref(j);
+	c->net_wait = false;
+	c->deadline = now_ms() + SUP_REQUEST_MS; /* for its next request line */
+	xasprintf(&line, "%s\n", text ? text : "{\"ok\":false,\"error\":\"encode\"}");
+	if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0)
+		client_drop(s, c);
+}
+
+static void reply(struct sup *s, struct client *c, const char *error)
+{
+	if (c == NULL)
+		return;
+	if (error)
+		reply_json(s, c, json_pack("{s:b,s:s}", "ok", 0, "error", error));
+	else
+		reply_json(s, c, json_pack("{s:b}", "ok", 1));
+}
+
+static void reply_ports(struct sup *s, struct client *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < s->net.nr_live; i++)
+		json_array_append_new(a, json_pack("{s:s,s:b}", "spec", s->net.live[i], "ephemeral",
+						   s->net.ephemeral[i]));
+	reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "ports", a));
+}
+
+void sup_net_client_gone(struct sup *s, struct client *c)
+{
+	if (s->net.sent.c == c)
+		s->net.sent.c = NULL;
+	for (size_t i = 0; i < s->net.queued; i++)
+		if (s->net.queue[i].c == c)
+			s->net.queue[i].c = NULL;
+}
+
+/* --- the live list --------------------------------------------------------------------------- */
+
+static void live_add(struct sup_net *net, const char *spec, bool ephemeral)
+{
+	if (ports_add(&net->live, &net->nr_live, spec, NULL) == 0)
+		net->ephemeral[net->nr_live - 1] = ephemeral;
+}
+
+static void live_remove(struct sup_net *net, size_t i)
+{
+	ports_remove(net->live, &net->nr_live, i);
+	memmove(net->ephemeral + i, net->ephemeral + i + 1,
+		(net->nr_live - i) * sizeof(net->ephemeral[0]));
+}
+
+static ssize_t live_find(struct sup_net *net, const char *spec)
+{
+	struct port_spec p;
+
+	if (port_spec_parse(spec, &p, NULL) < 0)
+		return -1;
+	return ports_find(net->live, net->nr_live, &p);
+}
+
+/* What the worker did, kept: the live list, and (not ephemeral)
+ * sandbox.json. The error, when saving failed. */
+static int apply(struct sup *s, const struct net_req *r, gantry_error_t *err)
+{
+	struct sup_net *net = &s->net;
+	struct sandbox *sb = &s->sb;
+	struct port_spec p;
+	ssize_t at;
+
+	port_spec_parse(r->spec, &p, NULL);
+	if (r->op == NET_OP_PUBLISH) {
+		live_add(net, r->spec, r->ephemeral);
+		if (r->ephemeral || ports_find(sb->ports, sb->nr_ports, &p) >= 0)
+			return 0;
+		if (ports_add(&sb->ports, &sb->nr_ports, r->spec, err) < 0)
+			return -1;
+	} else {
+		at = live_find(net, r->spec);
+		if (at >= 0)
+			live_remove(net, (size_t)at);
+		at = ports_find(sb->ports, sb->nr_ports, &p);
+		if (r->ephemeral || at < 0)
+			return 0;
+		ports_remove(sb->ports, &sb->nr_ports, (size_t)at);
+	}
+	return sandbox_save(".", sb, err);
+}
+
+/* --- network-traffic.json -------------------------------------------------------------------- */
+
+static void traffic_write(json_t *traffic)
+{
+	gantry_error_t err = NULL;
+	char now[32];
+	time_t t = time(NULL);
+	struct tm tm;
+	char *text;
+
+	if (!json_is_object(traffic))
+		return;
+	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	json_object_set_new(traffic, "updated", json_string(now));
+	text = json_dumps(traffic, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (text && write_file_atomic(NET_TRAFFIC_FILE, text, strlen(text), 0600, &err) < 0) {
+		static uint64_t logged;
+
+		if (sup_log_due(&logged))
+			log_warn("%s", gantry_error_str(err));
+		gantry_error_free(&err);
+	}
+	free(text);
+}
+
+/* --- the worker's control socket ------------------------------------------------------------- */
+
+/* It hung up or broke: the requests waiting get an error, and it is
+ * reaped (sup_net_tick) before the link's end is logged. */
+static void net_gone(struct sup *s)
+{
+	struct sup_net *net = &s->net;
+
+	if (net->ctl < 0)
+		return;
+	close(net->ctl);
+	net->ctl = -1;
+	s->m.net_worker.ctl_fd = -1;
+	if (net->sent.op != NET_OP_NONE)
+		reply(s, net->sent.c, NET_GONE);
+	net->sent.op = NET_OP_NONE;
+	for (size_t i = 0; i < net->queued; i++)
+		reply(s, net->queue[i].c, NET_GONE);
+	net->queued = 0;
+	net->reap = true;
+	net->reap_deadline = now_ms() + SUP_NET_REAP_MS;
+}
+
+static void net_reap(struct sup *s, uint64_t now)
+{
+	struct net_worker *w = &s->m.net_worker;
+	char how[64];
+	int status;
+	pid_t r;
+
+	if (w->pid <= 0) {
+		s->net.reap = false;
+		log_warn("network worker exited: the guest's network link is down");
+		return;
+	}
+	r = waitpid(w->pid, &status, WNOHANG);
+	if (r == 0) {
+		/* It closed its socket but lives on: it is of no use now. */
+		if (now >= s->net.reap_deadline)
+			kill(w->pid, SIGKILL);
+		return;
+	}
+	if (r < 0)
+		snprintf(how, sizeof(how), "not ours to wait for");
+	else if (WIFEXITED(status))
+		snprintf(how, sizeof(how), "status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(how, sizeof(how), "signal %d", WTERMSIG(status));
+	else
+		snprintf(how, sizeof(how), "wait status %d", status);
+	w->pid = -1;
+	s->net.reap = false;
+	log_warn("network worker exited (%s): the guest's network link is down", how);
+}
+
+/* Send r; false when the socket has no room now (try again later). */
+static bool net_send(struct sup *s, struct net_req *r)
+{
+	json_t *j = r->op == NET_OP_TRAFFIC
+			    ? json_pack("{s:s}", "op", op_names[r->op])
+			    : json_pack("{s:s,s:s}", "op", op_names[r->op], "spec", r->spec);
+	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+	ssize_t n;
+
+	json_decref(j);
+	if (text == NULL)
+		return false;
+	n = send(s->net.ctl, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == ENOBUFS))
+		return false;
+	if (n < 0) {
+		net_gone(s);
+		return false;
+	}
+	s->net.sent = *r;
+	s->net.sent.deadline = now_ms() + SUP_NET_MS;
+	return true;
+}
+
+void sup_net_tick(struct sup *s, uint64_t now, uint64_t *wake)
+{
+	struct sup_net *net = &s->net;
+
+	if (net->reap) {
+		net_reap(s, now);
+		if (net->reap)
+			*wake = MIN(*wake, now + 50);
+	}
+	if (net->ctl < 0)
+		return;
+	if (net->sent.op != NET_OP_NONE && net->sent.c && now >= net->sent.deadline) {
+		/* Its answer still comes first: the request stays outstanding. */
+		reply(s, net->sent.c, "the network worker did not answer in time");
+		net->sent.c = NULL;
+	}
+	for (size_t i = 0; i < net->queued;) {
+		if (now < net->queue[i].deadline) {
+			i++;
+			continue;
+		}
+		reply(s, net->queue[i].c, "the network worker is busy: try again");
+		memmove(net->queue + i, net->queue + i + 1,
+			(--net->queued - i) * sizeof(net->queue[0]));
+	}
+	if (net->sent.op == NET_OP_NONE && net->queued) {
+		if (net_send(s, &net->queue[0]))
+			memmove(net->queue, net->queue + 1, --net->queued * sizeof(net->queue[0]));
+		else if (net->ctl >= 0)
+			*wake = MIN(*wake, now + 10);
+	}
+	if (net->ctl >= 0 && net->sent.op == NET_OP_NONE && !net->queued &&
+	    now >= net->next_traffic) {
+		struct net_req r = { .op = NET_OP_TRAFFIC };
+
+		net->next_traffic = now + SUP_TRAFFIC_MS;
+		net_send(s, &r);
+	}
+	if (net->ctl < 0)
+		return;
+	if (net->sent.op != NET_OP_NONE && net->sent.c)
+		*wake = MIN(*wake, net->sent.deadline);
+	for (size_t i = 0; i < net->queued; i++)
+		*wake = MIN(*wake, net->queue[i].deadline);
+	if (net->sent.op == NET_OP_NONE)
+		*wake = MIN(*wake, net->next_traffic);
+}
+
+/* The answer to the request outstanding. */
+static void net_answer(struct sup *s, json_t *j)
+{
+	struct net_req r = s->net.sent;
+	gantry_error_t err = NULL;
+
+	s->net.sent.op = NET_OP_NONE;
+	if (!json_is_true(json_object_get(j, "ok"))) {
+		const char *e = json_string_value(json_object_get(j, "error"));
+		cleanup_free char *shown =
+			text_sanitized(e ? e : "refused", strlen(e ? e : "refused"), NET_ERROR_MAX);
+
+		if (r.op != NET_OP_TRAFFIC || r.c)
+			log_info("network worker: %s %s: %s", op_names[r.op], r.spec, shown);
+		reply(s, r.c, shown);
+		return;
+	}
+	if (r.op == NET_OP_TRAFFIC) {
+		traffic_write(json_object_get(j, "traffic"));
+		reply(s, r.c, NULL);
+		return;
+	}
+	log_info("%s %s%s", r.op == NET_OP_PUBLISH ? "published" : "unpublished", r.spec,
+		 r.ephemeral ? " (ephemeral)" : "");
+	if (apply(s, &r, &err) < 0) {
+		cleanup_free char *msg = NULL;
+
+		xasprintf(&msg, "done, but not saved: %s", gantry_error_str(err));
+		log_warn("%s", msg);
+		reply(s, r.c, msg);
+		gantry_error_free(&err);
+		return;
+	}
+	reply(s, r.c, NULL);
+}
+
+void sup_net_event(struct sup *s)
+{
+	struct sup_net *net = &s->net;
+
+	/* A few messages a round: the loop has other work. */
+	for (int k = 0; k < 4 && net->ctl >= 0; k++) {
+		ssize_t n = recv(net->ctl, net->msg, NET_CTL_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
+		json_error_t jerr;
+		json_t *j;
+
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n <= 0) {
+			net_gone(s);
+			return;
+		}
+		j = n <= NET_CTL_MSG_MAX ? json_loadb(net->msg, (size_t)n, 0, &jerr) : NULL;
+		if (net->sent.op == NET_OP_NONE || !json_is_object(j)) {
+			static uint64_t logged;
+
+			/* Its answers would no longer match our requests. */
+			if (sup_log_due(&logged))
+				log_warn("network worker: %s on its control socket: cut off",
+					 j ? "a message nobody asked for" : "a bad message");
+			json_decref(j);
+			if (s->m.net_worker.pid > 0)
+				kill(s->m.net_worker.pid, SIGKILL);
+			net_gone(s);
+			return;
+		}
+		net_answer(s, j);
+		json_decref(j);
+	}
+}
+
+/* --- ctl.sock ops ---------------------------------------------------------------------------- */
+
+/* Check spec against the live list; a refusal is answered here. */
+static bool net_check(struct sup *s, struct client *c, struct net_req *r, const char *spec)
+{
+	gantry_error_t err = NULL;
+	struct port_spec p;
+	ssize_t at;
+
+	if (spec == NULL || port_spec_parse(spec, &p, &err) < 0 ||
+	    (r->op == NET_OP_PUBLISH && port_spec_pick(&p, &err) < 0)) {
+		reply(s, c, err ? gantry_error_str(err) : "no spec");
+		gantry_error_free(&err);
+		return false;
+	}
+	port_spec_format(&p, r->spec);
+	at = ports_find(s->net.live, s->net.nr_live, &p);
+	if (r->op == NET_OP_PUBLISH && at >= 0) {
+		cleanup_free char *msg = NULL;
+
+		xasprintf(&msg, "%s is already published (as %s)", r->spec, s->net.live[at]);
+		reply(s, c, msg);
+		return false;
+	}
+	if (r->op == NET_OP_UNPUBLISH && (at < 0 || strcmp(s->net.live[at], r->spec) != 0)) {
+		cleanup_free char *msg = NULL;
+
+		xasprintf(&msg, "%s is not published on sandbox `%s`", r->spec, s->name);
+		reply(s, c, msg);
+		return false;
+	}
+	return true;
+}
+
+void client_net_request(struct sup *s, struct client *c, json_t *req, const char *op)
+{
+	struct net_req r = { 0 };
+
+	c->net_wait = true;
+	c->deadline = 0;
+	if (!s->sb.net) {
+		reply(s, c, "the sandbox has no network (started with -net=false)");
+		return;
+	}
+	if (strcmp(op, CTL_OP_PORTS) == 0) {
+		reply_ports(s, c);
+		return;
+	}
+	if (s->net.ctl < 0) {
+		reply(s, c, NET_GONE);
+		return;
+	}
+	if (strcmp(op, CTL_OP_TRAFFIC) == 0) {
+		r.op = NET_OP_TRAFFIC;
+	} else {
+		r.op = strcmp(op, CTL_OP_PUBLISH) == 0 ? NET_OP_PUBLISH : NET_OP_UNPUBLISH;
+		r.ephemeral = json_is_true(json_object_get(req, "ephemeral"));
+		if (!net_check(s, c, &r, json_string_value(json_object_get(req, "spec"))))
+			return;
+	}
+	if (s->net.queued == SUP_NET_QUEUE) {
+		reply(s, c, "the network worker is busy: try again");
+		return;
+	}
+	r.c = c;
+	r.deadline = now_ms() + SUP_NET_MS;
+	s->net.queue[s->net.queued++] = r;
+}
+
+/* --- the end --------------------------------------------------------------------------------- */
+
+void sup_net_final(struct sup *s)
+{
+	uint64_t deadline = now_ms() + 2 * SUP_TRAFFIC_MS;
+	bool asked = false;
+
+	s->net.queued = 0;
+	while (s->net.ctl >= 0 && now_ms() < deadline) {
+		struct pollfd p = { .fd = s->net.ctl, .events = POLLIN };
+		uint64_t now = now_ms();
+
+		if (s->net.sent.op == NET_OP_NONE) {
+			struct net_req r = { .op = NET_OP_TRAFFIC };
+
+			if (asked)
+				return; /* its answer is written */
+			asked = net_send(s, &r);
+			if (!asked && s->net.ctl >= 0)
+				usleep(10000);
+			continue;
+		}
+		if (poll(&p, 1, (int)(deadline - now)) > 0)
+			sup_net_event(s);
+	}
+}

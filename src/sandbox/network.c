@@ -1,0 +1,298 @@
+/* A sandbox's published ports and traffic (see network.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/json.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "net/net.h"
+#include "sandbox/ctl.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/network.h"
+
+#define PORTS_PICK_TRIES 16
+#define NET_CTL_WAIT_MS	 10000 /* the supervisor gives the worker 5 s */
+#define TRAFFIC_FILE_MAX (4u << 20)
+
+ssize_t ports_find(char *const *v, size_t n, const struct port_spec *p)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct port_spec q;
+
+		if (port_spec_parse(v[i], &q, NULL) == 0 && port_spec_same_bind(&q, p))
+			return (ssize_t)i;
+	}
+	return -1;
+}
+
+int ports_add(char ***v, size_t *n, const char *spec, gantry_error_t *err)
+{
+	char buf[PORT_SPEC_MAX], ip[INET_ADDRSTRLEN];
+	struct port_spec p;
+	ssize_t at;
+
+	if (port_spec_parse(spec, &p, err) < 0)
+		return -1;
+	port_spec_format(&p, buf);
+	/* Zero host ports are all different: each gets a port of its own. */
+	at = p.host_port ? ports_find(*v, *n, &p) : -1;
+	if (at >= 0)
+		return gantry_error(err, 0, "port `%s`: %s:%u/%s is already published (as %s)",
+				    spec, inet_ntop(AF_INET, &p.host_ip, ip, sizeof(ip)),
+				    p.host_port, p.udp ? "udp" : "tcp", (*v)[at]);
+	if (*n >= PORTS_MAX)
+		return gantry_error(err, 0, "port `%s`: at most %d ports", spec, PORTS_MAX);
+	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+	(*v)[(*n)++] = xstrdup(buf);
+	(*v)[*n] = NULL;
+	return 0;
+}
+
+int ports_pick(char **v, size_t n, gantry_error_t *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		char buf[PORT_SPEC_MAX];
+		struct port_spec p, want;
+		int tries = 0;
+
+		if (port_spec_parse(v[i], &want, err) < 0)
+			return -1;
+		if (want.host_port)
+			continue;
+		/* The kernel may hand out a port another entry has chosen. */
+		do {
+			p = want;
+			if (port_spec_pick(&p, err) < 0)
+				return -1;
+		} while (ports_find(v, n, &p) >= 0 && ++tries < PORTS_PICK_TRIES);
+		if (tries == PORTS_PICK_TRIES)
+			return gantry_error(err, 0, "port `%s`: no free host port", v[i]);
+		port_spec_format(&p, buf);
+		free(v[i]);
+		v[i] = xstrdup(buf);
+	}
+	return 0;
+}
+
+void ports_remove(char **v, size_t *n, size_t i)
+{
+	free(v[i]);
+	memmove(v + i, v + i + 1, (*n - i) * sizeof(*v)); /* the NULL too */
+	(*n)--;
+}
+
+json_t *port_json(const char *spec, bool ephemeral)
+{
+	char ip[INET_ADDRSTRLEN];
+	struct port_spec p;
+
+	if (port_spec_parse(spec, &p, NULL) < 0)
+		return json_pack("{s:s,s:b}", "spec", spec, "ephemeral", ephemeral);
+	inet_ntop(AF_INET, &p.host_ip, ip, sizeof(ip));
+	return json_pack("{s:s,s:s,s:i,s:i,s:s,s:b}", "spec", spec, "host_ip", ip, "host_port",
+			 (int)p.host_port, "guest_port", (int)p.guest_port, "proto",
+			 p.udp ? "udp" : "tcp", "ephemeral", ephemeral);
+}
+
+int sandbox_opts_publish(void *opaque, const char *spec, gantry_error_t *err)
+{
+	struct sandbox_opts *o = opaque;
+
+	return ports_add(&o->ports, &o->nr_ports, spec, err);
+}
+
+void sandbox_opts_free(struct sandbox_opts *o)
+{
+	strv_free(o->ports);
+	o->ports = NULL;
+	o->nr_ports = 0;
+}
+
+/* The sandbox, with its lock held (*lock >= 0) when it is not running. */
+static int open_net(const char *name, struct sandbox *sb, char **dir, int *lock,
+		    gantry_error_t *err)
+{
+	struct sandbox now;
+	int r;
+
+	*lock = -1;
+	if (sandbox_inspect(name, sb, dir, err) < 0)
+		return -1;
+	r = sandbox_lock(*dir, true, lock, err);
+	if (r < 0)
+		return -1;
+	if (r == 1) {
+		/* Stopped, and stays so while we hold it: its file as it is now. */
+		if (sandbox_load(*dir, &now, err) < 0)
+			return -1;
+		sandbox_free(sb);
+		*sb = now;
+	}
+	if (!sb->net)
+		return gantry_error(err, 0, "sandbox `%s` has no network (started with -net=false)",
+				    name);
+	return 0;
+}
+
+/* One request to the running sandbox's supervisor. */
+static int supervisor_request(const char *name, const char *dir, json_t *req, json_t **reply,
+			      gantry_error_t *err)
+{
+	cleanup_close int fd = -1;
+	int r;
+
+	r = ctl_connect(dir, &fd, err);
+	if (r == 0)
+		r = ctl_request(fd, req, NET_CTL_WAIT_MS, reply, err);
+	json_decref(req);
+	if (r < 0)
+		return gantry_error_prefix(err, "sandbox `%s`", name);
+	return 0;
+}
+
+static int canonical(const char *spec, bool pick, char buf[PORT_SPEC_MAX], gantry_error_t *err)
+{
+	struct port_spec p;
+
+	if (port_spec_parse(spec, &p, err) < 0 || (pick && port_spec_pick(&p, err) < 0))
+		return -1;
+	if (!pick && p.host_port == 0)
+		return gantry_error(err, 0, "port `%s`: name its host port", spec);
+	port_spec_format(&p, buf);
+	return 0;
+}
+
+static int change_port(const char *name, const char *spec, bool publish, bool ephemeral,
+		       char **chosen, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	cleanup_close int lock = -1;
+	struct sandbox sb = { 0 };
+	char buf[PORT_SPEC_MAX];
+	struct port_spec p;
+	ssize_t at;
+	int r = -1;
+
+	if (canonical(spec, publish, buf, err) < 0 || open_net(name, &sb, &dir, &lock, err) < 0)
+		goto out;
+	if (lock < 0) {
+		json_t *req = json_pack("{s:s,s:s,s:b}", "op",
+					publish ? CTL_OP_PUBLISH : CTL_OP_UNPUBLISH, "spec", buf,
+					"ephemeral", ephemeral);
+
+		r = supervisor_request(name, dir, req, NULL, err);
+		goto out;
+	}
+	if (ephemeral) {
+		gantry_error(err, 0,
+			     "sandbox `%s` is not running: --ephemeral is for a running one", name);
+		goto out;
+	}
+	port_spec_parse(buf, &p, NULL);
+	at = ports_find(sb.ports, sb.nr_ports, &p);
+	if (!publish && (at < 0 || strcmp(sb.ports[at], buf) != 0)) {
+		gantry_error(err, 0, "%s is not published on sandbox `%s`", buf, name);
+		goto out;
+	}
+	if (publish)
+		r = ports_add(&sb.ports, &sb.nr_ports, buf, err);
+	else
+		ports_remove(sb.ports, &sb.nr_ports, (size_t)at), r = 0;
+	if (r == 0)
+		r = sandbox_save(dir, &sb, err);
+out:
+	if (r == 0 && chosen)
+		*chosen = xstrdup(buf);
+	sandbox_free(&sb);
+	return r;
+}
+
+int sandbox_publish(const char *name, const char *spec, bool ephemeral, char **chosen,
+		    gantry_error_t *err)
+{
+	return change_port(name, spec, true, ephemeral, chosen, err);
+}
+
+int sandbox_unpublish(const char *name, const char *spec, bool ephemeral, gantry_error_t *err)
+{
+	return change_port(name, spec, false, ephemeral, NULL, err);
+}
+
+int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	cleanup_close int lock = -1;
+	struct sandbox sb = { 0 };
+	json_t *ports = json_array(), *reply = NULL, *v;
+	bool running;
+	size_t i;
+	int r = -1;
+
+	*out = NULL;
+	if (sandbox_inspect(name, &sb, &dir, err) < 0)
+		goto out;
+	r = sandbox_lock(dir, true, &lock, err);
+	if (r < 0)
+		goto out;
+	r = -1;
+	running = lock < 0;
+	if (sb.net && running) {
+		if (supervisor_request(name, dir, json_pack("{s:s}", "op", CTL_OP_PORTS), &reply,
+				       err) < 0)
+			goto out;
+		json_array_foreach(json_object_get(reply, "ports"), i, v)
+		{
+			const char *spec = json_string_value(json_object_get(v, "spec"));
+
+			if (spec)
+				json_array_append_new(ports,
+						      port_json(spec, json_is_true(json_object_get(
+									      v, "ephemeral"))));
+		}
+	} else {
+		for (i = 0; i < sb.nr_ports; i++)
+			json_array_append_new(ports, port_json(sb.ports[i], false));
+	}
+	*out = json_pack("{s:s,s:b,s:b,s:O}", "name", name, "running", running, "net", sb.net,
+			 "ports", ports);
+	r = 0;
+out:
+	json_decref(ports);
+	json_decref(reply);
+	sandbox_free(&sb);
+	return r;
+}
+
+int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL, *path = NULL, *buf = NULL;
+	struct sandbox sb = { 0 };
+	size_t len;
+	int r = -1;
+
+	*out = NULL;
+	if (sandbox_inspect(name, &sb, &dir, err) < 0)
+		goto out;
+	if (!sb.net) {
+		gantry_error(err, 0, "sandbox `%s` has no network (started with -net=false)", name);
+		goto out;
+	}
+	if (sandbox_is_running(dir) &&
+	    supervisor_request(name, dir, json_pack("{s:s}", "op", CTL_OP_TRAFFIC), NULL, err) < 0)
+		goto out;
+	xasprintf(&path, "%s/%s", dir, NET_TRAFFIC_FILE);
+	if (read_file_max(path, TRAFFIC_FILE_MAX, &buf, &len, err) < 0)
+		goto out;
+	if (buf == NULL)
+		*out = json_pack("{s:[],s:{},s:i}", "destinations", "drops", "evicted", 0);
+	else if ((*out = jsonh_load(buf, len, path, err)) == NULL)
+		goto out;
+	r = 0;
+out:
+	sandbox_free(&sb);
+	return r;
+}

@@ -1,0 +1,50 @@
+/* A sandbox's network settings: the published-port lists every part keeps
+ * (the flags of start and one-shot exec, sandbox.json, the supervisor's
+ * live list), and the live changes and traffic snapshots that go through
+ * a running sandbox's supervisor to its network worker. A stopped
+ * sandbox's ports are edited in its sandbox.json, under its lock. */
+#ifndef GANTRY_SANDBOX_NETWORK_H
+#define GANTRY_SANDBOX_NETWORK_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "net/portspec.h"
+
+#define PORTS_MAX 256 /* published ports of one sandbox */
+
+/* Parse spec (any form portspec.h takes) and append its canonical spec to
+ * the NULL-terminated *v; a second forward of a bind already there (same
+ * protocol, host address and host port) is an error. A zero host port
+ * stays zero until ports_pick. */
+int ports_add(char ***v, size_t *n, const char *spec, gantry_error_t *err);
+/* Choose every zero host port in v (port_spec_pick), distinct from the
+ * others', and store the spec as chosen. */
+int ports_pick(char **v, size_t n, gantry_error_t *err);
+/* Index of the entry with p's bind, or -1. */
+ssize_t ports_find(char *const *v, size_t n, const struct port_spec *p);
+/* Remove entry i, keeping the order of the rest. */
+void ports_remove(char **v, size_t *n, size_t i);
+/* {"spec","host_ip","host_port","guest_port","proto","ephemeral"} */
+json_t *port_json(const char *spec, bool ephemeral);
+
+/* `gantry ports publish`: forward spec on the running sandbox name now
+ * (ephemeral: until it stops; else saved too), or save it for its next
+ * boot when it is stopped. A zero host port is chosen first; *chosen
+ * (optional) gets the canonical spec. */
+int sandbox_publish(const char *name, const char *spec, bool ephemeral, char **chosen,
+		    gantry_error_t *err);
+/* `gantry ports unpublish`: the forward of spec's bind, which must be
+ * published; ephemeral: only until the sandbox stops. */
+int sandbox_unpublish(const char *name, const char *spec, bool ephemeral, gantry_error_t *err);
+/* `gantry ports ls`: {"name","running","net","ports":[port_json...]}. */
+int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err);
+/* `gantry net traffic`: the sandbox's network-traffic.json, refreshed by
+ * its worker first when it runs. A sandbox that never had traffic
+ * recorded gets an empty snapshot. */
+int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err);
+
+#endif
