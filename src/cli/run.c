@@ -6,18 +6,18 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/portspec.h"
 #include "net/spawn.h"
+#include "sandbox/network.h"
 #include "vmm/vmm.h"
 
-#define RUN_MAX_PORTS 64
-
-/* -p specs, canonical, a free host port already chosen for each. */
+/* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen. */
 struct run_ports {
-	char *specs[RUN_MAX_PORTS];
-	size_t nr;
+	char **v;
+	size_t n;
 };
 
 static int add_disk(void *opaque, const char *value, gantry_error_t *err)
@@ -47,26 +47,8 @@ static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 static int add_port(void *opaque, const char *value, gantry_error_t *err)
 {
 	struct run_ports *ports = opaque;
-	struct port_spec p;
-	char buf[PORT_SPEC_MAX];
 
-	if (ports->nr == RUN_MAX_PORTS)
-		return gantry_error(err, 0, "at most %d published ports", RUN_MAX_PORTS);
-	if (port_spec_parse(value, &p, err) < 0)
-		return -1;
-	if (p.host_port == 0) {
-		if (port_spec_pick(&p, err) < 0)
-			return -1;
-		/* Nothing else would tell the user which port it is. */
-		port_spec_format(&p, buf);
-		log_info("run: -p %s publishes %s", value, buf);
-	}
-	port_spec_format(&p, buf);
-	ports->specs[ports->nr] = strdup(buf);
-	if (ports->specs[ports->nr] == NULL)
-		abort();
-	ports->nr++;
-	return 0;
+	return ports_add(&ports->v, &ports->n, value, err);
 }
 
 /* With -net: start the network worker and hand the VMM its frame socket,
@@ -74,7 +56,9 @@ static int add_port(void *opaque, const char *value, gantry_error_t *err)
 static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int *status,
 		  gantry_error_t *err)
 {
-	struct net_worker w = { .pid = -1, .vmm_fd = -1, .ctl_fd = -1 };
+	struct net_worker w = NET_WORKER_NONE;
+	bool given[PORTS_MAX];
+	struct port_spec p;
 	int r;
 
 	if (!net)
@@ -82,7 +66,15 @@ static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int
 	/* A config that cannot boot fails before a worker is started for it. */
 	if (vmm_validate(cfg, err) < 0)
 		return -1;
-	if (net_worker_start(&w, ports->specs, ports->nr, STDERR_FILENO, err) < 0)
+	for (size_t i = 0; i < ports->n; i++)
+		given[i] = port_spec_parse(ports->v[i], &p, NULL) == 0 && p.host_port != 0;
+	if (ports_pick(ports->v, ports->n, err) < 0)
+		return -1;
+	/* A port picked for the user is one they could not know otherwise. */
+	for (size_t i = 0; i < ports->n; i++)
+		if (!given[i])
+			log_info("run: publishing %s", ports->v[i]);
+	if (net_worker_start(&w, ports->v, ports->n, STDERR_FILENO, err) < 0)
 		return -1;
 	cfg->net_fd = w.vmm_fd;
 	r = vmm_run(cfg, status, err);
@@ -96,7 +88,7 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
 		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n"
-		"                  [-net [-p [IP:]HOST:GUEST[/udp]]...]\n\n"
+		"                  [-net [-p SPEC]...]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -107,8 +99,9 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n"
 		"With -net, the guest gets a virtio-net link to Gantry's network worker\n"
 		"(NAT: 192.168.127.2/24, gateway and DNS 192.168.127.1, the host's loopback\n"
-		"at 192.168.127.254); the guest configures eth0 itself. -p publishes a guest\n"
-		"port on the host (127.0.0.1 by default; port 0 or none picks a free one).\n\n"
+		"at 192.168.127.254); the guest configures eth0 itself. -p [IP:]HOST:GUEST\n"
+		"forwards HOST on IP (default 127.0.0.1) to GUEST in the guest; -p GUEST or\n"
+		"a HOST of 0 picks a free host port.\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -122,7 +115,7 @@ int cmd_run(int argc, char **argv)
 	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true };
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
-	struct run_ports ports = { .nr = 0 };
+	struct run_ports ports = { .v = NULL, .n = 0 };
 	bool help = false, net = false, dashdash;
 	int rest, status = 0, r;
 	const struct flag flags[] = {
@@ -142,8 +135,8 @@ int cmd_run(int argc, char **argv)
 		  "virtio-vsock, guest CID 3: guest port P reaches DIR/P.sock", 0 },
 		{ "net", FLAG_BOOL, &net, NULL, NULL,
 		  "virtio-net through the network worker (NAT, no DHCP)", 0 },
-		{ "p", FLAG_FUNC, &ports, add_port, "[IP:]HOST:GUEST[/udp]",
-		  "publish a guest port on the host, with -net (repeatable)", 0 },
+		{ "p", FLAG_FUNC, &ports, add_port, "SPEC",
+		  "with -net, publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -155,7 +148,7 @@ int cmd_run(int argc, char **argv)
 		log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
-	if (ports.nr > 0 && !net) {
+	if (ports.n > 0 && !net) {
 		log_error("run: -p needs -net");
 		status = 2;
 	} else {
@@ -168,7 +161,6 @@ int cmd_run(int argc, char **argv)
 	}
 	for (unsigned int i = 0; i < cfg.nr_disks; i++)
 		free((char *)cfg.disks[i].path);
-	for (size_t i = 0; i < ports.nr; i++)
-		free(ports.specs[i]);
+	strv_free(ports.v);
 	return status;
 }
