@@ -32,6 +32,11 @@
 #define DNS_NAME_MAX	 253
 #define DNS_UDP_MAX	 4096
 #define DNS_MAX_UPSTREAM 3
+#define DNS_INFLIGHT_MAX 256 /* queries waiting upstream; more: SERVFAIL */
+#define DNS_TCP_CONNS	 64  /* TCP connections at once; more are closed at accept */
+/* The most fds dns_proxy_pollfds() fills: the TCP listener, its
+ * connections and one socket per query in flight. */
+#define DNS_POLLFDS_MAX	 (1 + DNS_TCP_CONNS + DNS_INFLIGHT_MAX)
 
 struct dns_question {
 	char name[DNS_NAME_MAX + 1]; /* lowercased, no trailing dot; "" = the root */
@@ -84,8 +89,24 @@ void dns_proxy_stats(const struct dns_proxy *p, struct dns_stats *out);
  * opcode QUERY, QR clear, exactly one question of class IN, an
  * uncompressed valid name (labels of [A-Za-z0-9_-], at most 63 bytes,
  * 253 in all), at most one OPT record and nothing else. 0 with q filled,
- * or the RCODE to answer with (1, FORMERR). */
+ * or the RCODE to answer with (1, FORMERR). On FORMERR q->id is the
+ * query's ID when it has a 12-byte header, and q->end is 0 unless the
+ * question itself was read (a FORMERR answer echoes it then). */
 int dns_query_parse(const uint8_t *msg, size_t len, struct dns_question *q);
+
+/* The check every upstream answer passes after its ID matched, on its own
+ * for tests and fuzzing: QR set, one question equal to q's (name, type,
+ * class), a well-formed answer section (compressed names followed safely;
+ * its first 256 records checked, the rest relayed as they are).
+ * Then hooks->learned (when set) is called for each A record of class IN
+ * owned by q's name or its CNAME chain. Returns the offset just past the
+ * question, or -1 when msg is not an answer to q (nothing learned). */
+int dns_answer_learn(const uint8_t *msg, size_t len, const struct dns_question *q,
+		     const struct dns_hooks *hooks);
+
+/* For tests: move the proxy's clock forward by ms (timeouts, the rate
+ * limit, idle connections), so a test need not wait them out. */
+void dns_proxy_clock_skew(struct dns_proxy *p, uint64_t ms);
 
 /* The nameservers of a resolv.conf (IPv4, port 53), at most max. */
 size_t dns_resolv_conf(const char *path, struct sockaddr_in *out, size_t max);

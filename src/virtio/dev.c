@@ -94,6 +94,13 @@ void virtio_dev_needs_reset(struct virtio_dev *d)
 		virtio_raise(d, VIRTIO_MMIO_INT_CONFIG);
 }
 
+void virtio_dev_config_changed(struct virtio_dev *d)
+{
+	d->config_generation++;
+	if (virtio_dev_driver_ok(d))
+		virtio_raise(d, VIRTIO_MMIO_INT_CONFIG);
+}
+
 void virtio_dev_notify(struct virtio_dev *d, unsigned int q)
 {
 	pthread_mutex_lock(&d->lock);

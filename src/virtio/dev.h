@@ -86,6 +86,9 @@ typedef uint32_t (*virtio_serve_fn)(struct virtio_dev *d, const struct virtq_ele
 void virtio_dev_serve_queue(struct virtio_dev *d, unsigned int q, virtio_serve_fn serve);
 /* After pushing used buffers on vq: interrupt the driver if it wants one. */
 void virtio_dev_signal(struct virtio_dev *d, struct virtq *vq);
+/* The device changed its config space (a link went down): a new generation,
+ * and a config interrupt for a driver that is up. */
+void virtio_dev_config_changed(struct virtio_dev *d);
 /* The device is in a state it cannot continue from. */
 void virtio_dev_needs_reset(struct virtio_dev *d);
 bool virtio_dev_driver_ok(const struct virtio_dev *d);

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "net/net.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
 #include "vmm/console.h"
@@ -131,7 +132,9 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 				    (unsigned long long)cfg->mem_mib, (unsigned long long)host_mib);
 	if (cfg->vsock_dir && (stat(cfg->vsock_dir, &st) < 0 || !S_ISDIR(st.st_mode)))
 		return gantry_error(err, 0, "-vsock %s: not a directory", cfg->vsock_dir);
-	if (cfg->nr_disks + 2 > VMM_MAX_DEVICES)
+	if (cfg->net_fd > 0 && (fstat(cfg->net_fd, &st) < 0 || !S_ISSOCK(st.st_mode)))
+		return gantry_error(err, 0, "network: fd %d is not a socket", cfg->net_fd);
+	if (cfg->nr_disks + 2 + (cfg->net_fd > 0) > VMM_MAX_DEVICES)
 		return gantry_error(err, 0, "too many devices (at most %zu disks)",
 				    VMM_MAX_DEVICES - 1);
 	return 0;
@@ -253,6 +256,13 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
 		struct virtio_dev *d =
 			virtio_blk_create(&v->vm.mem, cfg->disks[i].path, cfg->disks[i].ro, err);
+
+		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
+			goto out;
+	}
+	if (cfg->net_fd > 0) {
+		struct virtio_dev *d = virtio_net_create(&v->vm.mem, &v->vm.io, cfg->net_fd,
+							 (const uint8_t[6])NET_GUEST_MAC, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
 			goto out;

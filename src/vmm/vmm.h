@@ -29,6 +29,7 @@ struct vmm_config {
 	int console_fd;	       /* > 0: write the console to this fd instead */
 	bool console_input;    /* feed a terminal on stdin to the console */
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
+	int net_fd;	       /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
 	struct vmm_disk disks[VMM_MAX_DISKS];
 	unsigned int nr_disks;
 	unsigned int cpus;
@@ -38,7 +39,6 @@ struct vmm_config {
 	 * readable (an eventfd its owner writes). Only for a guest with nothing
 	 * left to lose: no writable disk whose writes are still in its cache. */
 	int stop_fd;
-	int net_fd; /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
 };
 
 /* A file to write a profile of the guest to: its instruction pointer,

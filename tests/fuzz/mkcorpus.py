@@ -3,9 +3,10 @@
 
     tests/fuzz/mkcorpus.py [OUT_DIR]    # default: corpus/ next to this file
 
-The layouts mirror the headers of fuzz_virtq.c and fuzz_mmio.c: change
-them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
-and mtimes); fuzz_registry_auth's are response heads and challenges. Output is deterministic, so rerunning rewrites the same files.
+The layouts mirror the headers of fuzz_virtq.c, fuzz_mmio.c and
+fuzz_virtio_net.c: change them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
+and mtimes); fuzz_registry_auth's are response heads and challenges; fuzz_dns's are guest
+queries and (query, upstream answer) pairs, as fuzz_dns.c reads them. Output is deterministic, so rerunning rewrites the same files.
 """
 import gzip
 import io
@@ -317,11 +318,174 @@ def registry_auth_seeds():
     return s
 
 
+# ---- fuzz_virtio_net: operations, see the header of fuzz_virtio_net.c ----
+NET_FRAME_MAX = 65534
+N_TX, N_RX, N_LOOP, N_WORKER, N_RAM, N_UP, N_KICK, N_CFG = range(8)
+
+
+class NetOps:
+    def __init__(self):
+        self.b = bytearray()
+
+    def tx(self, length, sel=0, flags=0, gso=0, data=b"", seed=0):
+        self.b += struct.pack("<BBBB", N_TX, sel, flags, gso)
+        self.b += struct.pack("<I", length)[:3] + bytes([len(data)])
+        self.b += struct.pack("<I", seed) + data
+        return self
+
+    def rx(self, count, size, shape=0):
+        self.b += struct.pack("<BBHB", N_RX, count, size, shape)
+        return self
+
+    def loop(self):
+        self.b.append(N_LOOP)
+        return self
+
+    def worker(self, what, length=0, data=b""):
+        self.b += struct.pack("<BB", N_WORKER, what)
+        self.b += struct.pack("<I", length)[:3] + bytes([len(data)]) + data
+        return self
+
+    def send(self, length, data=b""):
+        return self.worker(0, length, data)
+
+    def read(self):
+        return self.worker(252)  # 252 % 5 == 2: read up to 252 // 8 + 1 frames
+
+    def shrink(self):
+        return self.worker(3)
+
+    def hangup(self):
+        return self.worker(4)
+
+    def ram(self, off, data):
+        self.b += struct.pack("<BHB", N_RAM, off, len(data)) + data
+        return self
+
+    def up(self, feat=0):
+        self.b += bytes([N_UP, feat])
+        return self
+
+    def kick(self, q):
+        self.b += bytes([N_KICK, q])
+        return self
+
+    def cfg(self, off, lenidx, write=0, val=0):
+        self.b += struct.pack("<BBBBI", N_CFG, off, lenidx, write, val)
+        return self
+
+
+def net_seeds():
+    eth = bytes.fromhex("5255c0a87f01" "5a94efe40cee" "0800") + b"\x45\x00"
+    s = {}
+    s["tx-joined"] = NetOps().tx(60, data=eth).loop().read().b
+    s["tx-split"] = NetOps().tx(1514, sel=1 << 2, data=eth).read().b
+    s["tx-many"] = NetOps().tx(9000, sel=(7 << 2) | 0x20, seed=0x1234567).read().b
+    s["tx-max"] = NetOps().tx(NET_FRAME_MAX, sel=3 << 2).read().b
+    s["tx-drops"] = (NetOps().tx(13).tx(0, sel=2, seed=5).tx(NET_FRAME_MAX + 1)
+                     .tx(100, flags=0x81).tx(100, gso=0x81).tx(100, sel=1).read().b)
+    s["tx-eagain"] = NetOps().shrink().tx(4000).tx(4000).tx(4000).tx(4000).kick(1).loop() \
+        .read().loop().read().read().loop().tx(4000).read().loop().b
+    s["rx-one"] = NetOps().rx(8, 1536).send(60, eth).loop().b
+    # The target's ring holds 32 buffers: 4 KiB ones fit a 64 KiB frame.
+    s["rx-scatter"] = NetOps().rx(32, 4096).send(NET_FRAME_MAX).loop().send(4096).loop().b
+    s["rx-dry"] = NetOps().rx(5, 4096).send(NET_FRAME_MAX).send(100).loop().rx(8, 4096, 4) \
+        .loop().kick(0).loop().rx(8, 4096).loop().b
+    s["rx-drops"] = NetOps().send(NET_FRAME_MAX + 1).send(3).rx(2, 20).rx(4, 1536) \
+        .send(64).loop().rx(32, 64).send(NET_FRAME_MAX).loop().b
+    s["rx-shapes"] = NetOps().rx(10, 3000, 1).rx(10, 1000, 2).rx(4, 0, 3).send(5000).loop().b
+    s["no-mergeable"] = NetOps().up(1).rx(4, 1536).send(3000).send(1000).loop().b
+    s["hangup"] = NetOps().rx(4, 1536).send(200).send(300).hangup().loop().tx(100).b
+    s["hangup-held"] = NetOps().shrink().tx(4000).tx(4000).tx(4000).rx(4, 1536).loop() \
+        .hangup().loop().tx(60).b
+    s["reset-held"] = NetOps().shrink().tx(4000).tx(4000).tx(4000).rx(3, 1536) \
+        .send(NET_FRAME_MAX).loop().up(0).read().rx(8, 1536).loop().b
+    s["rings"] = NetOps().rx(4, 1536).ram(0x2000 + 2, b"\x40\x00").kick(0) \
+        .ram(0x3000 + 0x1000 + 2, b"\xff\x7f").kick(1).up(0x80 | 0).tx(60).b
+    s["config"] = NetOps().cfg(0, 3).cfg(6, 1).cfg(10, 1).cfg(0, 0, 1, 0xff).cfg(11, 3) \
+        .cfg(20, 2).cfg(5, 4).b
+    return s
+
+
+# ---- fuzz_dns: a mode byte, then a query, or a length-prefixed query and an answer
+
+def dns_name(name):
+    out = b""
+    for label in name.split(".") if name else []:
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\0"
+
+
+def dns_query(name, qtype=1, qid=0x1234, flags=0x0100, extra=b"", arcount=0, qdcount=1):
+    return (struct.pack(">HHHHHH", qid, flags, qdcount, 0, 0, arcount) + dns_name(name)
+            + struct.pack(">HH", qtype, 1) + extra)
+
+
+def dns_rr(owner, rtype, data, ttl=300, rclass=1):
+    return owner + struct.pack(">HHIH", rtype, rclass, ttl, len(data)) + data
+
+
+def dns_answer(query, records, flags=0x8180):
+    qend = len(query)
+    return (struct.pack(">HHHHHH", 0x1234, flags, 1, len(records), 0, 0) + query[12:qend]
+            + b"".join(records))
+
+
+def dns_seeds():
+    opt = b"\0" + struct.pack(">HHIH", 41, 4096, 0, 0)
+    s = {}
+    s["q-a"] = b"\0" + dns_query("www.example.com")
+    s["q-edns"] = b"\0" + dns_query("www.example.com", extra=opt, arcount=1)
+    s["q-local"] = b"\0" + dns_query("host.gantry.internal")
+    s["q-local-aaaa"] = b"\0" + dns_query("gateway.docker.internal", qtype=28)
+    s["q-nxdomain"] = b"\0" + dns_query("nope.containers.internal")
+    s["q-root"] = b"\0" + dns_query("", qtype=2)
+    s["q-refused"] = b"\0" + dns_query("abc.example.com", qtype=16)
+    s["q-compressed"] = b"\0" + dns_query("a.com")[:12] + b"\1b\xc0\x0c" + struct.pack(">HH", 1, 1)
+    s["q-two-questions"] = b"\0" + dns_query("a.com", qdcount=2) + dns_name("b.com") + b"\0\1\0\1"
+    s["q-response"] = b"\0" + dns_query("a.com", flags=0x8100)
+    s["q-trailing"] = b"\0" + dns_query("a.com") + b"\0"
+    s["q-long-label"] = b"\0" + dns_query("a" * 64 + ".com")
+    s["q-bad-char"] = b"\0" + dns_query("a b.com")
+
+    def pair(query, ans):
+        return b"\1" + struct.pack(">H", len(query)) + query + ans
+
+    q = dns_query("www.example.com")
+    ptr = b"\xc0\x0c"
+    s["a-one"] = pair(q, dns_answer(q, [dns_rr(ptr, 1, bytes([1, 2, 3, 4]))]))
+    # www.example.com -> a.cdn.net -> b.cdn.net, out of order, compressed.
+    base = len(q)
+    b_cdn = dns_rr(dns_name("b.cdn.net"), 1, bytes([1, 2, 3, 4]))
+    a_cdn = dns_rr(dns_name("a.cdn.net"), 5, struct.pack(">H", 0xc000 | base), ttl=60)
+    www = dns_rr(ptr, 5, b"\1a" + struct.pack(">H", 0xc000 | (base + 2)), ttl=60)
+    other = dns_rr(dns_name("other.net"), 1, bytes([6, 6, 6, 6]))
+    s["a-cname-chain"] = pair(q, dns_answer(q, [b_cdn, a_cdn, www, other]))
+    s["a-self-pointer"] = pair(q, dns_answer(q, [dns_rr(struct.pack(">H", 0xc000 | base), 1,
+                                                          bytes(4))]))
+    s["a-pointer-chain"] = pair(q, dns_answer(q, [
+        dns_rr(dns_name("x"), 1, bytes(4)),
+        dns_rr(struct.pack(">H", 0xc000 | base), 5, struct.pack(">H", 0xc000 | (base + 13))),
+    ]))
+    s["a-cname-loop"] = pair(q, dns_answer(q, [
+        dns_rr(ptr, 5, dns_name("x.net")),
+        dns_rr(dns_name("x.net"), 5, ptr),
+    ]))
+    s["a-short"] = pair(q, dns_answer(q, [dns_rr(ptr, 1, bytes(4))])[:-3])
+    s["a-other-question"] = pair(q, dns_answer(dns_query("www.example.org"),
+                                               [dns_rr(ptr, 1, bytes(4))]))
+    s["a-many"] = pair(q, dns_answer(q, [dns_rr(ptr, 1, bytes([10, 0, 0, i])) for i in range(40)]))
+    s["a-odd-names"] = pair(q, dns_answer(q, [dns_rr(ptr, 5, b"\3a.b\0"),
+                                              dns_rr(b"\3a.b\0", 1, bytes(4))]))
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
-                        ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds())):
+                        ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds()),
+                        ("virtio_net", net_seeds()), ("dns", dns_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
