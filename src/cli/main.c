@@ -5,6 +5,8 @@
 #include "cli/commands.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/net.h"
+#include "net/worker.h"
 #include "sandbox/supervisor.h"
 
 static const struct command {
@@ -25,6 +27,7 @@ static const struct command {
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 	{ "version", cmd_version, "print the version" },
 	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
+	{ NET_WORKER_ROLE, net_worker_main, NULL }, /* hidden: a sandbox's network */
 };
 
 static void usage(FILE *out)

@@ -318,6 +318,93 @@ def registry_auth_seeds():
     return s
 
 
+# ---- fuzz_net_frame: a mode byte, then an Ethernet frame from the guest --
+NF_FIX_ADDR, NF_FIX_IP, NF_FIX_L4 = 1, 2, 4
+NF_GUEST_MAC = bytes.fromhex("5a94efe40cee")
+NF_GW_MAC = bytes.fromhex("5255c0a87f01")
+NF_GUEST, NF_GW = bytes([192, 168, 127, 2]), bytes([192, 168, 127, 1])
+NF_HOST, NF_WORLD = bytes([192, 168, 127, 254]), bytes([203, 0, 113, 10])
+
+
+def nf_sum(b):
+    if len(b) % 2:
+        b += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def nf_ipv4(proto, dst, l4, csum_off, flags_frag=0x4000, ttl=64, ihl=5):
+    if csum_off is not None:
+        pseudo = b"" if proto == 1 else NF_GUEST + dst + struct.pack("!BBH", 0, proto, len(l4))
+        c = nf_sum(pseudo + l4)
+        l4 = l4[:csum_off] + struct.pack("!H", c) + l4[csum_off + 2:]
+    opts = b"\x01" * 4 * (ihl - 5)
+    h = struct.pack("!BBHHHBBH4s4s", 0x40 | ihl, 0, 20 + len(opts) + len(l4), 1, flags_frag, ttl,
+                    proto, 0, NF_GUEST, dst) + opts
+    h = h[:10] + struct.pack("!H", nf_sum(h)) + h[12:]
+    return NF_GW_MAC + NF_GUEST_MAC + b"\x08\x00" + h + l4
+
+
+def nf_tcp(dst, dport, flags, data=b"", urp=0):
+    t = struct.pack("!HHIIBBHHH", 40000, dport, 1000, 5000, 5 << 4, flags, 65535, 0, urp) + data
+    return nf_ipv4(6, dst, t, 16)
+
+
+def nf_udp(dst, dport, data):
+    return nf_ipv4(17, dst, struct.pack("!HHHH", 33333, dport, 8 + len(data), 0) + data, 6)
+
+
+def nf_icmp(dst, typ=8, data=b"0123456789abcdef"):
+    return nf_ipv4(1, dst, struct.pack("!BBHHH", typ, 0, 0, 0x42, 1) + data, 2)
+
+
+def nf_arp(op=1, sender=NF_GUEST, target=NF_GW):
+    body = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, op, NF_GUEST_MAC, sender, bytes(6), target)
+    return b"\xff" * 6 + NF_GUEST_MAC + b"\x08\x06" + body
+
+
+def net_frame_seeds():
+    query = (struct.pack("!HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0) + b"\x07example\x03com\x00"
+             + struct.pack("!HH", 1, 1))
+    fix = NF_FIX_ADDR | NF_FIX_IP | NF_FIX_L4
+    frames = {
+        "arp-request-gw": nf_arp(),
+        "arp-reply": nf_arp(op=2, target=NF_HOST),
+        "arp-spoof": nf_arp(sender=bytes([192, 168, 127, 9])),
+        "tcp-syn-world": nf_tcp(NF_WORLD, 443, 0x02),
+        "tcp-syn-host": nf_tcp(NF_HOST, 8080, 0x02),
+        "tcp-syn-gw-dns": nf_tcp(NF_GW, 53, 0x02),
+        "tcp-syn-gw-22": nf_tcp(NF_GW, 22, 0x02),
+        "tcp-urg": nf_tcp(NF_WORLD, 80, 0x38, b"urgent data", urp=5),
+        "tcp-syn-fin": nf_tcp(NF_WORLD, 80, 0x03),
+        "tcp-loopback": nf_tcp(bytes([127, 0, 0, 1]), 7777, 0x02),
+        "tcp-zero": nf_tcp(bytes(4), 7777, 0x02),
+        "udp-dns-gw": nf_udp(NF_GW, 53, query),
+        "udp-gw-123": nf_udp(NF_GW, 123, b"ntp"),
+        "udp-world": nf_udp(NF_WORLD, 5000, b"datagram"),
+        "udp-broadcast": nf_udp(b"\xff" * 4, 5000, b"x"),
+        "udp-tftp": nf_udp(NF_HOST, 69, b"\x00\x01file\x00octet\x00"),
+        "icmp-echo-gw": nf_icmp(NF_GW),
+        "icmp-echo-world": nf_icmp(NF_WORLD),
+        "icmp-timestamp-gw": nf_icmp(NF_GW, typ=13),
+        "ip-fragment": nf_ipv4(17, NF_WORLD, struct.pack("!HHHH", 1, 2, 16, 0) + bytes(8), 6,
+                               flags_frag=0x2000),
+        "ip-options": nf_ipv4(6, NF_WORLD, struct.pack("!HHIIBBHHH", 1, 2, 0, 0, 80, 2, 0, 0, 0),
+                              16, ihl=6),
+        "ip-ttl0": nf_udp(NF_WORLD, 5000, b"x")[:22] + b"\x00" + nf_udp(NF_WORLD, 5000, b"x")[23:],
+        "ipv6": NF_GW_MAC + NF_GUEST_MAC + b"\x86\xdd" + bytes(48),
+        "vlan": NF_GW_MAC + NF_GUEST_MAC + b"\x81\x00" + bytes(46),
+        "runt": NF_GW_MAC + NF_GUEST_MAC,
+    }
+    seeds = {}
+    for name, f in frames.items():
+        seeds[name] = bytes([0]) + f
+        seeds[name + "-fixed"] = bytes([fix]) + f
+    return seeds
+
+
 # ---- fuzz_virtio_net: operations, see the header of fuzz_virtio_net.c ----
 NET_FRAME_MAX = 65534
 N_TX, N_RX, N_LOOP, N_WORKER, N_RAM, N_UP, N_KICK, N_CFG = range(8)
@@ -485,7 +572,8 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
                         ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds()),
-                        ("virtio_net", net_seeds()), ("dns", dns_seeds())):
+                        ("virtio_net", net_seeds()), ("dns", dns_seeds()),
+                        ("net_frame", net_frame_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -1,0 +1,43 @@
+/* Per-destination traffic counters for `gantry net traffic`: bytes and
+ * packets each way, first and last seen, and the latest verdict, for at
+ * most TRAFFIC_MAX destinations keyed by (address, protocol, port); when
+ * the table is full the destination seen least recently makes room (and
+ * is counted as evicted). Drops are also counted per reason, whether or
+ * not the frame had a destination to file it under. */
+#ifndef GANTRY_NET_TRAFFIC_H
+#define GANTRY_NET_TRAFFIC_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "net/filter.h"
+
+#define TRAFFIC_MAX 256
+
+struct traffic;
+
+struct traffic *traffic_new(void);
+void traffic_free(struct traffic *t);
+
+/* A guest frame as the frame check (and the policy) judged it: counted
+ * as sent to its destination when it has one, and under its reason when
+ * dropped. now: wall-clock seconds. */
+void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now);
+/* A drop with no frame check verdict behind it (NET_DROP_GUEST_QUEUE). */
+void traffic_drop(struct traffic *t, enum net_drop reason);
+/* A frame to the guest from addr (proto, port): its bytes received. */
+void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port, size_t bytes,
+		time_t now);
+/* A frame to the guest, parsed for its source. */
+void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, time_t now);
+
+/* The snapshot: {"destinations":[...], "drops":{...}, "evicted":N}, most
+ * recently seen first. */
+json_t *traffic_json(const struct traffic *t);
+size_t traffic_count(const struct traffic *t);
+uint64_t traffic_evicted(const struct traffic *t);
+uint64_t traffic_drops(const struct traffic *t, enum net_drop reason);
+
+#endif

@@ -1,0 +1,797 @@
+/* The network worker (see worker.h, net.h): guest frames from the frame fd
+ * through the frame check to libslirp, the DNS proxy or an answer made
+ * here; frames to the guest through a bounded queue that pushes back on
+ * libslirp instead of dropping; published ports and the traffic report
+ * over the control socket. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/dns.h"
+#include "net/filter.h"
+#include "net/frame.h"
+#include "net/net.h"
+#include "net/portspec.h"
+#include "net/slirp.h"
+#include "net/traffic.h"
+#include "net/worker.h"
+
+/* Frames waiting for the guest: above OUT_HIGH libslirp stops reading host
+ * sockets (resuming below OUT_LOW); above OUT_FULL guest frames wait in the
+ * VMM too. What libslirp still sends then (ACKs, retransmissions) queues
+ * on; only past OUT_HARD, a guest that takes nothing for long, is a frame
+ * dropped, and counted. */
+#define OUT_LOW		(4 * MiB)
+#define OUT_HIGH	(8 * MiB)
+#define OUT_FULL	(16 * MiB)
+#define OUT_HARD	(64 * MiB)
+#define RX_BUDGET	64   /* guest frames per wakeup */
+#define DNS_POLL_MAX	1024 /* slots offered to the DNS proxy */
+#define DNS_SYN_ROUND	8    /* new TCP connections to .1:53 per wakeup */
+#define MAX_FORWARDS	1024
+#define CTL_SEND_MS	1000 /* an answer the supervisor does not take in this long is lost */
+#define DROP_LOG_GAP_MS 1000
+
+struct out_frame {
+	struct out_frame *next;
+	size_t len;
+	uint8_t data[];
+};
+
+struct forward {
+	struct forward *next;
+	struct port_spec spec;
+};
+
+struct worker {
+	int frame_fd, ctl_fd, sig_fd;
+	struct nat nat;
+	struct dns_proxy *dns;
+	char *dns_dir, *dns_path;
+	struct net_filter filter;
+	struct traffic *traffic;
+	struct forward *forwards;
+	size_t nr_forwards;
+	struct out_frame *out_head, *out_tail;
+	size_t out_bytes;
+	uint8_t *rx;
+	struct pollfd *fds;
+	size_t nfds, cap;
+	unsigned dns_syns;
+	bool done;
+	uint64_t write_error_logged;
+	uint64_t drop_logged[NET_DROP_COUNT];
+	uint64_t drop_quiet[NET_DROP_COUNT];
+};
+
+/* --- frames to the guest --------------------------------------------- */
+
+static struct out_frame *out_new(size_t len)
+{
+	struct out_frame *f = xmalloc(sizeof(*f) + len);
+
+	f->next = NULL;
+	f->len = len;
+	return f;
+}
+
+/* Write one frame to the guest's side: 0 when it is gone (sent, or refused
+ * for good), 1 when the peer is full and it is to wait. */
+static int out_write(struct worker *w, const uint8_t *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = write(w->frame_fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	if (n >= 0)
+		return 0;
+	if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)
+		return 1;
+	if (errno == EPIPE || errno == ECONNRESET || errno == ENOTCONN) {
+		log_info("frame fd closed by the peer");
+		w->done = true;
+	} else {
+		traffic_drop(w->traffic, NET_DROP_GUEST_QUEUE);
+		if (now_ms() - w->write_error_logged >= DROP_LOG_GAP_MS) {
+			log_warn("frame of %zu bytes to the guest not sent: %s", len,
+				 strerror(errno));
+			w->write_error_logged = now_ms();
+		}
+	}
+	return 0;
+}
+
+static void out_flush(struct worker *w)
+{
+	struct out_frame *f;
+
+	while ((f = w->out_head) && !w->done) {
+		if (out_write(w, f->data, f->len))
+			return;
+		w->out_head = f->next;
+		if (w->out_head == NULL)
+			w->out_tail = NULL;
+		w->out_bytes -= f->len;
+		free(f);
+	}
+}
+
+static void out_queue(struct worker *w, struct out_frame *f)
+{
+	if (w->out_bytes + f->len > OUT_HARD) {
+		traffic_drop(w->traffic, NET_DROP_GUEST_QUEUE);
+		free(f);
+		return;
+	}
+	if (w->out_tail)
+		w->out_tail->next = f;
+	else
+		w->out_head = f;
+	w->out_tail = f;
+	w->out_bytes += f->len;
+}
+
+static void backpressure(struct worker *w)
+{
+	bool was = w->nat.read_host;
+
+	if (w->out_bytes >= OUT_HIGH)
+		w->nat.read_host = false;
+	else if (w->out_bytes <= OUT_LOW)
+		w->nat.read_host = true;
+	if (was != w->nat.read_host)
+		log_debug("%zu bytes wait for the guest: host sockets %s", w->out_bytes,
+			  w->nat.read_host ? "read again" : "wait");
+}
+
+/* A frame in its own buffer (f) or the caller's (buf, len, f NULL). */
+static void to_guest(struct worker *w, struct out_frame *f, const uint8_t *buf, size_t len)
+{
+	if (f) {
+		buf = f->data;
+		len = f->len;
+	}
+	traffic_rx_frame(w->traffic, buf, len, time(NULL));
+	if (w->out_head == NULL && !out_write(w, buf, len)) {
+		free(f);
+		return;
+	}
+	if (f == NULL) {
+		f = out_new(len);
+		memcpy(f->data, buf, len);
+	}
+	out_queue(w, f);
+	backpressure(w);
+}
+
+static void slirp_send(void *opaque, const uint8_t *frame, size_t len)
+{
+	to_guest(opaque, NULL, frame, len);
+}
+
+static void dns_answer(void *opaque, uint16_t guest_port, const uint8_t *msg, size_t len)
+{
+	struct out_frame *f = out_new(FRAME_L4 + UDP_HLEN + len);
+
+	f->len = frame_udp_to_guest(f->data, f->len, NET_GATEWAY, 53, guest_port, msg, len);
+	if (f->len == 0) {
+		free(f);
+		return;
+	}
+	to_guest(opaque, f, NULL, 0);
+}
+
+/* An answer made here to guest frame (len bytes): built into a frame of
+ * at most cap bytes. */
+static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filter_action what,
+		   uint8_t code)
+{
+	size_t cap = what == FILTER_ECHO ? len : FRAME_L4 + ICMP_HLEN + IPV4_HLEN + 8 + TCP_HLEN;
+	struct out_frame *f = out_new(cap);
+
+	if (what == FILTER_ECHO)
+		f->len = frame_icmp_echo_reply(f->data, cap, frame, len);
+	else if (what == FILTER_RST)
+		f->len = frame_tcp_rst(f->data, cap, frame, len);
+	else
+		f->len = frame_icmp_unreach(f->data, cap, frame, len, code);
+	if (f->len == 0) {
+		free(f);
+		return;
+	}
+	to_guest(w, f, NULL, 0);
+}
+
+/* --- frames from the guest ------------------------------------------- */
+
+/* The egress policy's seam: whether a frame the check passed on to libslirp
+ * may leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
+ * refused TCP segment is answered with a RST and a refused datagram with
+ * ICMP "administratively prohibited", so the guest fails at once rather
+ * than after its timeouts). Every structurally valid frame may, until a
+ * policy is configured. */
+static enum net_drop egress_verdict(struct worker *w, const uint8_t *frame,
+				    const struct filter_verdict *v)
+{
+	(void)w;
+	(void)frame;
+	(void)v;
+	return NET_DROP_NONE;
+}
+
+static void log_drop(struct worker *w, const struct filter_verdict *v)
+{
+	uint64_t now = now_ms();
+	char ip[INET_ADDRSTRLEN] = "-";
+	struct in_addr a = { .s_addr = htonl(v->dst) };
+
+	if (w->drop_logged[v->reason] && now - w->drop_logged[v->reason] < DROP_LOG_GAP_MS) {
+		w->drop_quiet[v->reason]++;
+		return;
+	}
+	if (v->has_dst)
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	log_info("guest frame dropped: %s (to %s %s/%u; %llu more like it not shown)",
+		 net_drop_name(v->reason), ip, net_proto_name(v->proto), v->port,
+		 (unsigned long long)w->drop_quiet[v->reason]);
+	w->drop_logged[v->reason] = now;
+	w->drop_quiet[v->reason] = 0;
+}
+
+/* libslirp connects each guest connection to .1:53 to the proxy's socket
+ * with a blocking connect(): a burst of them must not fill its backlog. */
+static bool dns_syn_over(struct worker *w, const uint8_t *frame, const struct filter_verdict *v)
+{
+	uint8_t flags = frame[FRAME_L4 + 13];
+
+	if (v->proto != NET_PROTO_TCP || v->dst != NET_GATEWAY ||
+	    (flags & (TCP_SYN | TCP_ACK)) != TCP_SYN)
+		return false;
+	return ++w->dns_syns > DNS_SYN_ROUND;
+}
+
+static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
+{
+	struct filter_verdict v;
+
+	filter_frame(&w->filter, frame, len, now_ms(), &v);
+	if (v.action == FILTER_SLIRP && v.proto != NET_PROTO_ARP) {
+		v.reason = egress_verdict(w, frame, &v);
+		if (v.reason == NET_DROP_NONE && dns_syn_over(w, frame, &v))
+			v.reason = NET_DROP_DNS_BUSY;
+		if (v.reason != NET_DROP_NONE)
+			v.action = FILTER_DROP;
+		if (v.reason == NET_DROP_POLICY && v.proto == NET_PROTO_TCP &&
+		    !(frame[FRAME_L4 + 13] & TCP_RST))
+			v.action = FILTER_RST;
+		else if (v.reason == NET_DROP_POLICY && v.proto == NET_PROTO_UDP)
+			v.action = FILTER_UNREACH;
+	}
+	traffic_guest(w->traffic, &v, time(NULL));
+	if (v.reason != NET_DROP_NONE)
+		log_drop(w, &v);
+	switch (v.action) {
+	case FILTER_SLIRP:
+		nat_input(&w->nat, frame, v.len);
+		break;
+	case FILTER_DNS:
+		dns_proxy_udp_query(w->dns, v.sport, frame + v.payload, v.plen);
+		break;
+	case FILTER_ECHO:
+	case FILTER_RST:
+	case FILTER_UNREACH:
+		answer(w, frame, v.len, v.action,
+		       v.reason == NET_DROP_POLICY ? ICMP_ADMIN_PROHIB : ICMP_PORT_UNREACH);
+		break;
+	case FILTER_DROP:
+		break;
+	}
+}
+
+static void read_guest(struct worker *w)
+{
+	ssize_t n;
+
+	for (int i = 0; i < RX_BUDGET && w->out_bytes < OUT_FULL && !w->done; i++) {
+		n = read(w->frame_fd, w->rx, NET_FRAME_MAX + 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n < 0 && errno != ECONNRESET) {
+			log_error("frame fd: %s", strerror(errno));
+			w->done = true;
+			return;
+		}
+		if (n <= 0) {
+			log_info("frame fd closed: stopping");
+			w->done = true;
+			return;
+		}
+		guest_frame(w, w->rx, (size_t)n);
+	}
+}
+
+/* --- published ports ------------------------------------------------- */
+
+/* "127.0.0.1:8080/tcp": how errors name a forward. */
+static void bind_str(const struct port_spec *s, char *buf, size_t len)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &s->host_ip, ip, sizeof(ip));
+	snprintf(buf, len, "%s:%u/%s", ip, s->host_port, s->udp ? "udp" : "tcp");
+}
+
+static struct forward **forward_find(struct worker *w, const struct port_spec *s)
+{
+	struct forward **p;
+
+	for (p = &w->forwards; *p; p = &(*p)->next)
+		if (port_spec_same_bind(&(*p)->spec, s))
+			break;
+	return p;
+}
+
+static int publish(struct worker *w, const char *text, struct port_spec *out, gantry_error_t *err)
+{
+	struct port_spec s;
+	struct forward *f;
+	char name[PORT_SPEC_MAX + 8];
+
+	if (port_spec_parse(text, &s, err) < 0)
+		return -1;
+	if (s.host_port == 0 && port_spec_pick(&s, err) < 0)
+		return -1;
+	bind_str(&s, name, sizeof(name));
+	if (*forward_find(w, &s))
+		return gantry_error(err, 0, "port %s: already published", name);
+	if (w->nr_forwards >= MAX_FORWARDS)
+		return gantry_error(err, 0, "port %s: too many published ports", name);
+	if (nat_forward_add(&w->nat, s.udp, s.host_ip, s.host_port, s.guest_port) < 0) {
+		if (errno == EADDRINUSE)
+			return gantry_error(err, 0, "port %s: address in use", name);
+		return gantry_error_errno(err, "port %s", name);
+	}
+	f = xzalloc(sizeof(*f));
+	f->spec = s;
+	f->next = w->forwards;
+	w->forwards = f;
+	w->nr_forwards++;
+	*out = s;
+	log_info("published %s to guest port %u", name, s.guest_port);
+	return 0;
+}
+
+static int unpublish(struct worker *w, const char *text, gantry_error_t *err)
+{
+	struct port_spec s;
+	struct forward **p, *f;
+	char name[PORT_SPEC_MAX + 8];
+
+	if (port_spec_parse(text, &s, err) < 0)
+		return -1;
+	bind_str(&s, name, sizeof(name));
+	p = forward_find(w, &s);
+	if (*p == NULL || nat_forward_remove(&w->nat, s.udp, s.host_ip, s.host_port) < 0)
+		return gantry_error(err, 0, "port %s: not published", name);
+	f = *p;
+	*p = f->next;
+	free(f);
+	w->nr_forwards--;
+	log_info("unpublished %s", name);
+	return 0;
+}
+
+/* --- the control socket ---------------------------------------------- */
+
+/* One answer, one message; a supervisor that does not take it in a while
+ * loses it rather than stalling the guest's network. */
+static void ctl_send(struct worker *w, json_t *answer)
+{
+	cleanup_free char *s = json_dumps(answer, JSON_COMPACT);
+	struct pollfd p = { .fd = w->ctl_fd, .events = POLLOUT };
+	uint64_t deadline = now_ms() + CTL_SEND_MS;
+	ssize_t n;
+
+	json_decref(answer);
+	if (s == NULL)
+		return;
+	for (;;) {
+		n = send(w->ctl_fd, s, strlen(s), MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n >= 0)
+			return;
+		if (errno == EINTR)
+			continue;
+		if ((errno != EAGAIN && errno != EWOULDBLOCK) || now_ms() >= deadline ||
+		    poll(&p, 1, (int)(deadline - now_ms())) < 0) {
+			log_warn("control answer not sent: %s", strerror(errno));
+			return;
+		}
+	}
+}
+
+static json_t *ctl_error(gantry_error_t *err)
+{
+	json_t *j = json_pack("{s:b, s:s}", "ok", 0, "error", gantry_error_str(*err));
+
+	gantry_error_free(err);
+	return j;
+}
+
+static json_t *ctl_op(struct worker *w, json_t *req)
+{
+	cleanup_free char *op = NULL, *spec = NULL;
+	gantry_error_t err = NULL;
+	struct port_spec s;
+	char canon[PORT_SPEC_MAX];
+
+	if (!json_is_object(req)) {
+		gantry_error(&err, 0, "request: not a JSON object");
+		return ctl_error(&err);
+	}
+	if (jsonh_string(req, "op", true, &op, &err) < 0)
+		return ctl_error(&err);
+	if (strcmp(op, NET_CTL_TRAFFIC) == 0)
+		return json_pack("{s:b, s:o}", "ok", 1, "traffic", traffic_json(w->traffic));
+	if (strcmp(op, NET_CTL_PUBLISH) != 0 && strcmp(op, NET_CTL_UNPUBLISH) != 0) {
+		gantry_error(&err, 0, "unknown op `%.40s`", op);
+		gantry_error_sanitize(&err, 200);
+		return ctl_error(&err);
+	}
+	if (jsonh_string(req, "spec", true, &spec, &err) < 0)
+		return ctl_error(&err);
+	if (strcmp(op, NET_CTL_UNPUBLISH) == 0) {
+		if (unpublish(w, spec, &err) < 0)
+			return ctl_error(&err);
+		return json_pack("{s:b}", "ok", 1);
+	}
+	if (publish(w, spec, &s, &err) < 0)
+		return ctl_error(&err);
+	port_spec_format(&s, canon);
+	return json_pack("{s:b, s:s}", "ok", 1, "spec", canon);
+}
+
+static json_t *ctl_request(struct worker *w, const char *buf, size_t len)
+{
+	gantry_error_t err = NULL;
+	json_t *req = jsonh_load(buf, len, "request", &err), *answer;
+
+	if (req == NULL)
+		return ctl_error(&err);
+	answer = ctl_op(w, req);
+	json_decref(req);
+	return answer;
+}
+
+static void read_ctl(struct worker *w)
+{
+	cleanup_free char *buf = NULL;
+	gantry_error_t err = NULL;
+	ssize_t n;
+	char c;
+
+	/* The message's length first (MSG_TRUNC), so the buffer fits it. */
+	n = recv(w->ctl_fd, &c, 1, MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n <= 0) {
+		if (n < 0)
+			log_error("control socket: %s", strerror(errno));
+		else
+			log_info("control socket closed: stopping");
+		w->done = true;
+		return;
+	}
+	if (n > NET_CTL_MSG_MAX) {
+		recv(w->ctl_fd, &c, 1, MSG_DONTWAIT);
+		gantry_error(&err, 0, "request over %d bytes", NET_CTL_MSG_MAX);
+		ctl_send(w, ctl_error(&err));
+		return;
+	}
+	buf = xmalloc((size_t)n);
+	n = recv(w->ctl_fd, buf, (size_t)n, MSG_DONTWAIT);
+	if (n <= 0)
+		return;
+	ctl_send(w, ctl_request(w, buf, (size_t)n));
+}
+
+/* --- set-up and the loop --------------------------------------------- */
+
+struct args {
+	int frame_fd, ctl_fd;
+	struct sockaddr_in dns;
+	bool have_dns;
+	char **ports;
+	size_t nr_ports;
+};
+
+static int parse_fd(const char *s, int *out)
+{
+	uint64_t v;
+
+	if (s == NULL || parse_u64(s, INT_MAX, &v) < 0)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+static int parse_ip_port(const char *s, struct sockaddr_in *out)
+{
+	char ip[INET_ADDRSTRLEN];
+	const char *colon = s ? strrchr(s, ':') : NULL;
+	uint64_t port;
+
+	if (colon == NULL || (size_t)(colon - s) >= sizeof(ip) ||
+	    parse_u64(colon + 1, 65535, &port) < 0 || port == 0)
+		return -1;
+	memcpy(ip, s, (size_t)(colon - s));
+	ip[colon - s] = '\0';
+	*out = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	return inet_pton(AF_INET, ip, &out->sin_addr) == 1 ? 0 : -1;
+}
+
+static int parse_args(int argc, char **argv, struct args *a)
+{
+	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1 };
+	a->ports = xzalloc(sizeof(char *) * ((size_t)argc + 1));
+	for (int i = 0; i < argc; i++) {
+		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(opt, "--frame-fd") == 0 && parse_fd(val, &a->frame_fd) == 0)
+			i++;
+		else if (strcmp(opt, "--ctl-fd") == 0 && parse_fd(val, &a->ctl_fd) == 0)
+			i++;
+		else if (strcmp(opt, "--dns") == 0 && parse_ip_port(val, &a->dns) == 0) {
+			a->have_dns = true;
+			i++;
+		} else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS)
+			a->ports[a->nr_ports++] = argv[++i];
+		else
+			return -1;
+	}
+	return a->frame_fd >= 0 ? 0 : -1;
+}
+
+static int nonblock(int fd, const char *what, gantry_error_t *err)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+		return gantry_error_errno(err, "%s", what);
+	return 0;
+}
+
+/* The DNS proxy's Unix socket for TCP queries, in a private directory. */
+static int dns_socket_dir(struct worker *w, gantry_error_t *err)
+{
+	const char *base = getenv("XDG_RUNTIME_DIR");
+	char *dir;
+
+	if (base == NULL || base[0] != '/' || access(base, W_OK) < 0)
+		base = getenv("TMPDIR");
+	if (base == NULL || base[0] != '/' || access(base, W_OK) < 0)
+		base = "/tmp";
+	xasprintf(&dir, "%s/gantry-net-XXXXXX", base);
+	if (mkdtemp(dir) == NULL) {
+		free(dir);
+		return gantry_error_errno(err, "DNS proxy: cannot make a directory in %s", base);
+	}
+	w->dns_dir = dir;
+	xasprintf(&w->dns_path, "%s/dns.sock", dir);
+	if (strlen(w->dns_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return gantry_error(err, 0, "DNS proxy: socket path `%s` too long", w->dns_path);
+	return 0;
+}
+
+static int signals(struct worker *w, gantry_error_t *err)
+{
+	sigset_t set;
+
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0 ||
+	    (w->sig_fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC)) < 0)
+		return gantry_error_errno(err, "signalfd");
+	return 0;
+}
+
+static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
+{
+	const struct dns_hooks hooks = { .opaque = w, .udp_answer = dns_answer };
+	struct port_spec s;
+
+	w->frame_fd = a->frame_fd;
+	w->ctl_fd = a->ctl_fd;
+	filter_init(&w->filter, now_ms());
+	w->traffic = traffic_new();
+	w->rx = xmalloc(NET_FRAME_MAX + 1);
+	if (signals(w, err) < 0 || nonblock(w->frame_fd, "frame fd", err) < 0 ||
+	    (w->ctl_fd >= 0 && nonblock(w->ctl_fd, "control fd", err) < 0))
+		return -1;
+	if (dns_socket_dir(w, err) < 0)
+		return -1;
+	if (dns_proxy_new(&w->dns, &hooks, a->have_dns ? &a->dns : NULL, a->have_dns ? 1 : 0,
+			  w->dns_path, err) < 0)
+		return gantry_error_prefix(err, "DNS proxy");
+	w->nat.send = slirp_send;
+	w->nat.opaque = w;
+	if (nat_init(&w->nat, w->dns_path, err) < 0)
+		return -1;
+	for (size_t i = 0; i < a->nr_ports; i++)
+		if (publish(w, a->ports[i], &s, err) < 0)
+			return -1;
+	return 0;
+}
+
+static void teardown(struct worker *w)
+{
+	struct out_frame *f;
+	struct forward *fw;
+
+	nat_cleanup(&w->nat);
+	if (w->dns)
+		dns_proxy_free(w->dns);
+	if (w->dns_path)
+		unlink(w->dns_path);
+	if (w->dns_dir)
+		rmdir(w->dns_dir);
+	free(w->dns_path);
+	free(w->dns_dir);
+	while ((f = w->out_head)) {
+		w->out_head = f->next;
+		free(f);
+	}
+	while ((fw = w->forwards)) {
+		w->forwards = fw->next;
+		free(fw);
+	}
+	if (w->traffic)
+		traffic_free(w->traffic);
+	free(w->rx);
+	free(w->fds);
+}
+
+static void push_fd(struct worker *w, int fd, short events)
+{
+	if (w->nfds == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 64;
+		w->fds = xrealloc(w->fds, w->cap * sizeof(*w->fds));
+	}
+	w->fds[w->nfds++] = (struct pollfd){ .fd = fd, .events = events };
+}
+
+static void fds_reserve(struct worker *w, size_t more)
+{
+	if (w->cap - w->nfds >= more)
+		return;
+	w->cap = w->nfds + more;
+	w->fds = xrealloc(w->fds, w->cap * sizeof(*w->fds));
+}
+
+static int min_timeout(int a, int b)
+{
+	if (a < 0)
+		return b;
+	if (b < 0)
+		return a;
+	return MIN(a, b);
+}
+
+/* Indices of the fixed entries in the poll set. */
+enum { FD_FRAME, FD_SIGNAL, FD_CTL };
+
+static void loop(struct worker *w)
+{
+	size_t dns_base, dns_n;
+	int timeout, r;
+	short re;
+
+	while (!w->done) {
+		w->nfds = 0;
+		push_fd(w, w->frame_fd,
+			(short)((w->out_bytes < OUT_FULL ? POLLIN : 0) |
+				(w->out_head ? POLLOUT : 0)));
+		push_fd(w, w->sig_fd, POLLIN);
+		push_fd(w, w->ctl_fd, POLLIN); /* -1: ignored by poll() */
+		fds_reserve(w, DNS_POLL_MAX);
+		dns_base = w->nfds;
+		dns_n = dns_proxy_pollfds(w->dns, w->fds + dns_base, DNS_POLL_MAX);
+		w->nfds += dns_n;
+		timeout = nat_pollfds(&w->nat, &w->fds, &w->nfds, &w->cap);
+		timeout = min_timeout(timeout, dns_proxy_timeout_ms(w->dns));
+
+		r = poll(w->fds, w->nfds, timeout);
+		if (r < 0 && errno != EINTR) {
+			log_error("poll: %s", strerror(errno));
+			return;
+		}
+		w->dns_syns = 0;
+		nat_dispatch(&w->nat, r < 0);
+		if (r > 0)
+			dns_proxy_dispatch(w->dns, w->fds + dns_base, dns_n);
+		dns_proxy_tick(w->dns);
+		if (r <= 0)
+			continue;
+		if (w->fds[FD_SIGNAL].revents & POLLIN) {
+			log_info("stopping on a signal");
+			return;
+		}
+		re = w->fds[FD_FRAME].revents;
+		if (re & POLLOUT)
+			out_flush(w);
+		if (re & POLLIN)
+			read_guest(w);
+		else if (re & (POLLHUP | POLLERR | POLLNVAL)) {
+			log_info("frame fd closed: stopping");
+			w->done = true;
+		}
+		backpressure(w);
+		re = w->fds[FD_CTL].revents;
+		if (re & POLLIN)
+			read_ctl(w);
+		else if (re & (POLLHUP | POLLERR | POLLNVAL)) {
+			log_info("control socket closed: stopping");
+			w->done = true;
+		}
+	}
+}
+
+static void handshake(int ctl_fd, const char *error)
+{
+	json_t *j = error ? json_pack("{s:b, s:s}", "ok", 0, "error", error)
+			  : json_pack("{s:b}", "ok", 1);
+	cleanup_free char *s = json_dumps(j, JSON_COMPACT);
+
+	json_decref(j);
+	if (ctl_fd >= 0 && s && send(ctl_fd, s, strlen(s), MSG_NOSIGNAL) < 0)
+		log_warn("control socket: %s", strerror(errno));
+}
+
+int net_worker_main(int argc, char **argv)
+{
+	static struct worker w = { .frame_fd = -1, .ctl_fd = -1, .sig_fd = -1 };
+	gantry_error_t err = NULL;
+	struct args a;
+
+	log_init("net-worker", -1);
+	if (parse_args(argc, argv, &a) < 0) {
+		log_error("%s is for Gantry's own use: --frame-fd N [--ctl-fd N] [--dns IP:PORT] "
+			  "[-p SPEC]...",
+			  NET_WORKER_ROLE);
+		free(a.ports);
+		return 2;
+	}
+	if (setup(&w, &a, &err) < 0) {
+		log_error("%s", gantry_error_str(err));
+		handshake(a.ctl_fd, gantry_error_str(err));
+		gantry_error_free(&err);
+		teardown(&w);
+		free(a.ports);
+		return 1;
+	}
+	free(a.ports);
+	handshake(w.ctl_fd, NULL);
+	log_info("ready: %s/%d, gateway and DNS %s, host at %s", NET_GUEST_STR, NET_PREFIX,
+		 NET_GATEWAY_STR, NET_HOST_STR);
+	loop(&w);
+	teardown(&w);
+	return 0;
+}
