@@ -18,6 +18,7 @@ each way (default 64).
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -217,18 +218,23 @@ def test_published_udp_port_from_the_host(g, rig):
         assert got is not None and got.startswith(f"udp-{TOKEN}-".encode()), got
 
 
+def published(g):
+    r = g.run("ports", "ls", NAME, "--json", check=True)
+    return [p["spec"] for p in json.loads(r.stdout)["ports"]]
+
+
 def test_publish_then_unpublish_live(g, rig):
+    assert set(published(g)) == {spec for spec, _ in PORTS.values()}
     assert world_curl(rig, LIVE_PORT, timeout=5).returncode != 0
     g.run("ports", "publish", NAME, LIVE_SPEC, check=True)
-    r = g.run("ports", "ls", NAME, check=True)
-    assert LIVE_SPEC.encode() in r.stdout, r.stdout
+    assert LIVE_SPEC in published(g)
     r = world_curl(rig, LIVE_PORT)
     assert (r.returncode, r.stdout.strip()) == (0, TOKEN), r.stderr
     g.run("ports", "unpublish", NAME, LIVE_SPEC, check=True)
     r = world_curl(rig, LIVE_PORT, timeout=5)
     # curl: 7 is "failed to connect" (refused); nothing listens there now.
     assert r.returncode == 7, (r.returncode, r.stdout, r.stderr)
-    assert LIVE_SPEC.encode() not in g.run("ports", "ls", NAME, check=True).stdout
+    assert LIVE_SPEC not in published(g)
     # The ports given at start are untouched.
     assert world_curl(rig, PORTS["http"][1]).stdout.strip() == TOKEN
 
