@@ -8,7 +8,7 @@ KERNEL_DIR  = $(BUILD)/kernel
 KVMHOST     = tests/harness/kvmhost
 PYTEST      = /usr/bin/python3 -m pytest -q -rs
 
-.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox clean
+.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net clean
 
 all: build
 
@@ -63,7 +63,7 @@ check: unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net
 
 bench-boot: build kernel
 	bench/boot/run
@@ -73,6 +73,8 @@ bench-pull: build
 	bench/pull/run
 bench-sandbox: assets
 	bench/sandbox/run
+bench-net: build kernel
+	bench/net/run
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -2,12 +2,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "net/portspec.h"
+#include "net/spawn.h"
+#include "sandbox/network.h"
 #include "vmm/vmm.h"
+
+/* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen. */
+struct run_ports {
+	char **v;
+	size_t n;
+};
 
 static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 {
@@ -33,12 +44,51 @@ static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 	return 0;
 }
 
+static int add_port(void *opaque, const char *value, gantry_error_t *err)
+{
+	struct run_ports *ports = opaque;
+
+	return ports_add(&ports->v, &ports->n, value, err);
+}
+
+/* With -net: start the network worker and hand the VMM its frame socket,
+ * then run the VM; the worker goes when the VM does. */
+static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int *status,
+		  gantry_error_t *err)
+{
+	struct net_worker w = NET_WORKER_NONE;
+	bool given[PORTS_MAX];
+	struct port_spec p;
+	int r;
+
+	if (!net)
+		return vmm_run(cfg, status, err);
+	/* A config that cannot boot fails before a worker is started for it. */
+	if (vmm_validate(cfg, err) < 0)
+		return -1;
+	for (size_t i = 0; i < ports->n; i++)
+		given[i] = port_spec_parse(ports->v[i], &p, NULL) == 0 && p.host_port != 0;
+	if (ports_pick(ports->v, ports->n, err) < 0)
+		return -1;
+	/* A port picked for the user is one they could not know otherwise. */
+	for (size_t i = 0; i < ports->n; i++)
+		if (!given[i])
+			log_info("run: publishing %s", ports->v[i]);
+	if (net_worker_start(&w, ports->v, ports->n, STDERR_FILENO, err) < 0)
+		return -1;
+	cfg->net_fd = w.vmm_fd;
+	r = vmm_run(cfg, status, err);
+	net_worker_stop(&w);
+	return r;
+}
+
 static void run_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
-		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n\n"
+		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n"
+		"                  [-net [-p SPEC]...]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -46,7 +96,12 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"or by writing its status to Gantry's exit port; that status is returned.\n"
 		"gantry-init writes the status register and resets. With -vsock DIR, a guest\n"
 		"connection to host port P reaches the Unix socket DIR/P.sock, and a host\n"
-		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n\n"
+		"client of DIR/vsock.sock that writes `CONNECT P\\n` reaches guest port P.\n"
+		"With -net, the guest gets a virtio-net link to Gantry's network worker\n"
+		"(NAT: 192.168.127.2/24, gateway and DNS 192.168.127.1, the host's loopback\n"
+		"at 192.168.127.254); the guest configures eth0 itself. -p [IP:]HOST:GUEST\n"
+		"forwards HOST on IP (default 127.0.0.1) to GUEST in the guest; -p GUEST or\n"
+		"a HOST of 0 picks a free host port.\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -60,7 +115,8 @@ int cmd_run(int argc, char **argv)
 	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true };
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
-	bool help = false, dashdash;
+	struct run_ports ports = { .v = NULL, .n = 0 };
+	bool help = false, net = false, dashdash;
 	int rest, status = 0, r;
 	const struct flag flags[] = {
 		{ "kernel", FLAG_STRING, &cfg.kernel, NULL, "PATH",
@@ -77,6 +133,10 @@ int cmd_run(int argc, char **argv)
 		  0 },
 		{ "vsock", FLAG_STRING, &cfg.vsock_dir, NULL, "DIR",
 		  "virtio-vsock, guest CID 3: guest port P reaches DIR/P.sock", 0 },
+		{ "net", FLAG_BOOL, &net, NULL, NULL,
+		  "virtio-net through the network worker (NAT, no DHCP)", 0 },
+		{ "p", FLAG_FUNC, &ports, add_port, "SPEC",
+		  "with -net, publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -88,14 +148,19 @@ int cmd_run(int argc, char **argv)
 		log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
-	cfg.cpus = (unsigned int)cpus;
-	cfg.timing = vmm_timing_requested();
-	r = vmm_run(&cfg, &status, &err);
+	if (ports.n > 0 && !net) {
+		log_error("run: -p needs -net");
+		status = 2;
+	} else {
+		cfg.cpus = (unsigned int)cpus;
+		cfg.timing = vmm_timing_requested();
+		if (run_vm(&cfg, net, &ports, &status, &err) < 0) {
+			gantry_error_print(&err);
+			status = 125;
+		}
+	}
 	for (unsigned int i = 0; i < cfg.nr_disks; i++)
 		free((char *)cfg.disks[i].path);
-	if (r < 0) {
-		gantry_error_print(&err);
-		return 125;
-	}
+	strv_free(ports.v);
 	return status;
 }

@@ -75,6 +75,29 @@ def test_missing_disk(run, gantry, fake_kernel, tmp_path):
     )
 
 
+def test_port_without_net(run, gantry, fake_kernel):
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-p", "8080:80"), FLAG_ERROR,
+            "-p needs -net")
+
+
+@pytest.mark.parametrize("spec", ["70000:80", "1.2.3:80:80", "8080:80/sctp", "x"])
+def test_bad_port_spec(run, gantry, fake_kernel, spec):
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-net", "-p", spec), FLAG_ERROR, "-p")
+
+
+def test_same_host_port_twice(run, gantry, fake_kernel):
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-net", "-p", "7000:80", "-p", "7000:81"),
+            FLAG_ERROR, "already published")
+
+
+def test_net_config_checked_before_the_worker(run, gantry, fake_kernel, tmp_path):
+    # A VM that cannot boot fails as it does without -net: no worker, no
+    # port bound for it.
+    path = tmp_path / "no-such.cpio"
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-initrd", path, "-net", "-p", "80"),
+            INVALID, path)
+
+
 def test_zero_cpus(run, gantry, fake_kernel):
     refused(run(gantry, "run", "-kernel", fake_kernel, "-cpus", "0"), INVALID, "-cpus 0")
 
