@@ -1,6 +1,7 @@
 /* Go-style flag parsing (see flags.h). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/flags.h"
@@ -173,5 +174,49 @@ int cli_finish(gantry_error_t *err, int r)
 		gantry_error_print(err);
 		return 1;
 	}
+	return 0;
+}
+
+void cli_print_json(json_t *v)
+{
+	char *text = json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+
+	printf("%s\n", text ? text : "{}");
+	free(text);
+}
+
+int cli_show(const char *cmd, const char *what, int argc, char **argv,
+	     void (*usage)(FILE *out, const struct flag *flags),
+	     int (*get)(const char *name, json_t **out, gantry_error_t *err),
+	     void (*table)(json_t *o))
+{
+	gantry_error_t err = NULL;
+	bool as_json = false, help = false;
+	char *pos[1];
+	json_t *o;
+	int npos, r;
+	const struct flag flags[] = {
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	r = flags_parse_mixed(cmd, flags, argc, argv, pos, 1, &npos, usage);
+	if (r <= 0)
+		return -r;
+	if (npos != 1) {
+		log_error("%s: NAME is required (see gantry %s -help)", cmd, what);
+		return 2;
+	}
+	if (get(pos[0], &o, &err) < 0) {
+		gantry_error_sanitize(&err, 0);
+		gantry_error_print(&err);
+		return 1;
+	}
+	if (as_json)
+		cli_print_json(o);
+	else
+		table(o);
+	json_decref(o);
 	return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
 #include <stdio.h>
 
 #include "common/error.h"
@@ -64,6 +65,15 @@ bool flags_help_only(int argc, char **argv);
 /* For commands that take exactly one NAME and no flags: 1 with *name set,
  * 0 after printing the help (usage and what), -1 after a usage error. */
 int flags_one_name(const char *cmd, const char *what, int argc, char **argv, const char **name);
+/* Print a JSON value indented, ASCII only, and a newline. */
+void cli_print_json(json_t *v);
+/* `CMD NAME [--json]`: get(NAME) gives a JSON object, printed as JSON with
+ * --json or by table() otherwise; what names the command's topic for the
+ * usage error (see gantry WHAT -help). */
+int cli_show(const char *cmd, const char *what, int argc, char **argv,
+	     void (*usage)(FILE *out, const struct flag *flags),
+	     int (*get)(const char *name, json_t **out, gantry_error_t *err),
+	     void (*table)(json_t *o));
 /* A command's exit status: 0, or 1 after printing the error when r < 0. */
 int cli_finish(gantry_error_t *err, int r);
 

@@ -125,10 +125,7 @@ int cmd_inspect(int argc, char **argv)
 	}
 	o = sandbox_to_json(&sb, dir);
 	if (as_json) {
-		char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-
-		printf("%s\n", text ? text : "{}");
-		free(text);
+		cli_print_json(o);
 	} else {
 		inspect_text(o);
 	}

@@ -82,39 +82,7 @@ static void traffic_table(json_t *t)
 
 static int net_traffic(int argc, char **argv)
 {
-	gantry_error_t err = NULL;
-	bool as_json = false, help = false;
-	char *pos[1];
-	json_t *t;
-	int npos, r;
-	const struct flag flags[] = {
-		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
-		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
-		{ 0 },
-	};
-
-	r = flags_parse_mixed("net traffic", flags, argc, argv, pos, 1, &npos, net_usage);
-	if (r <= 0)
-		return -r;
-	if (npos != 1) {
-		log_error("net traffic: NAME is required (see gantry net -help)");
-		return 2;
-	}
-	if (sandbox_net_traffic(pos[0], &t, &err) < 0) {
-		gantry_error_sanitize(&err, 0);
-		gantry_error_print(&err);
-		return 1;
-	}
-	if (as_json) {
-		char *text = json_dumps(t, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-
-		printf("%s\n", text ? text : "{}");
-		free(text);
-	} else {
-		traffic_table(t);
-	}
-	json_decref(t);
-	return 0;
+	return cli_show("net traffic", "net", argc, argv, net_usage, sandbox_net_traffic, traffic_table);
 }
 
 int cmd_net(int argc, char **argv)

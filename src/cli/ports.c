@@ -85,39 +85,7 @@ static void ports_table(json_t *o)
 
 static int ports_ls(int argc, char **argv)
 {
-	gantry_error_t err = NULL;
-	bool as_json = false, help = false;
-	char *pos[1];
-	json_t *o;
-	int npos, r;
-	const struct flag flags[] = {
-		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "print JSON", 0 },
-		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
-		{ 0 },
-	};
-
-	r = flags_parse_mixed("ports ls", flags, argc, argv, pos, 1, &npos, ports_usage);
-	if (r <= 0)
-		return -r;
-	if (npos != 1) {
-		log_error("ports ls: NAME is required (see gantry ports -help)");
-		return 2;
-	}
-	if (sandbox_ports_list(pos[0], &o, &err) < 0) {
-		gantry_error_sanitize(&err, 0);
-		gantry_error_print(&err);
-		return 1;
-	}
-	if (as_json) {
-		char *text = json_dumps(o, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-
-		printf("%s\n", text ? text : "{}");
-		free(text);
-	} else {
-		ports_table(o);
-	}
-	json_decref(o);
-	return 0;
+	return cli_show("ports ls", "ports", argc, argv, ports_usage, sandbox_ports_list, ports_table);
 }
 
 int cmd_ports(int argc, char **argv)
