@@ -121,18 +121,25 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *e)
 	return VIRTQ_ELEM;
 }
 
+void virtq_push_many(struct virtq *vq, const uint16_t *heads, const uint32_t *lens, unsigned int n)
+{
+	if (!vq->ready || vq->broken || n == 0)
+		return;
+	for (unsigned int i = 0; i < n; i++) {
+		volatile uint8_t *slot = vq->used + 4 + 8 * (size_t)(vq->used_idx % vq->num);
+
+		__atomic_store_n((uint32_t *)slot, (uint32_t)heads[i], __ATOMIC_RELAXED);
+		__atomic_store_n((uint32_t *)(slot + 4), lens[i], __ATOMIC_RELAXED);
+		vq->used_idx++;
+	}
+	/* Publish the entries before the index the driver polls, all at once:
+	 * a driver running beside us never sees part of them. */
+	__atomic_store_n((uint16_t *)(vq->used + 2), vq->used_idx, __ATOMIC_RELEASE);
+}
+
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 {
-	volatile uint8_t *slot;
-
-	if (!vq->ready || vq->broken)
-		return;
-	slot = vq->used + 4 + 8 * (size_t)(vq->used_idx % vq->num);
-	__atomic_store_n((uint32_t *)slot, (uint32_t)head, __ATOMIC_RELAXED);
-	__atomic_store_n((uint32_t *)(slot + 4), len, __ATOMIC_RELAXED);
-	vq->used_idx++;
-	/* Publish the entry before the index the driver polls. */
-	__atomic_store_n((uint16_t *)(vq->used + 2), vq->used_idx, __ATOMIC_RELEASE);
+	virtq_push_many(vq, &head, &len, 1);
 }
 
 bool virtq_wants_interrupt(const struct virtq *vq)

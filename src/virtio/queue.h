@@ -51,6 +51,9 @@ int virtq_enable(struct virtq *vq, const struct guest_mem *mem);
 int virtq_pop(struct virtq *vq, struct virtq_elem *e);
 /* Return a request to the driver, len bytes written into its buffers. */
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len);
+/* Return n requests at once: the driver sees all of them or none (a
+ * virtio-net frame over mergeable buffers must not be seen in part). */
+void virtq_push_many(struct virtq *vq, const uint16_t *heads, const uint32_t *lens, unsigned int n);
 /* Whether the driver asked to be interrupted for used buffers. */
 bool virtq_wants_interrupt(const struct virtq *vq);
 

@@ -559,7 +559,11 @@ class Rig:
         argv = [IP, "netns", "exec", self.W, DNSMASQ, "--keep-in-foreground", "--no-resolv",
                 "--no-hosts", "--log-queries", f"--log-facility={self.dns_log_path}",
                 "--listen-address=127.0.0.1", "--bind-interfaces", "--port=5353",
-                f"--pid-file={self.dir / 'dnsmasq.pid'}", "--user=root", "--group=root"]
+                f"--pid-file={self.dir / 'dnsmasq.pid'}", "--user=root", "--group=root",
+                # Answer every name under .test itself: an AAAA query for an
+                # A-only name gets NODATA rather than REFUSED for want of an
+                # upstream (busybox nslookup asks both and fails on REFUSED).
+                "--local=/test/"]
         # A CNAME's target must be dnsmasq's own record, not an --address.
         argv += [f"--address=/{n}/{a}" for n, a in DNS_RECORDS.items() if n not in CNAME_TARGETS]
         argv += [f"--host-record={n},{DNS_RECORDS[n]}" for n in CNAME_TARGETS]
