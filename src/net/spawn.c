@@ -16,64 +16,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "net/spawn.h"
 
-#define SELF_EXE      "/proc/self/exe"
 #define WORKER_FRAME  3
 #define WORKER_CTL    4
 #define WORKER_LOWEST 16 /* the parent's fds sit above this before the dup2s */
 #define WORKER_ERR    512
 
-/* An fd above WORKER_LOWEST, so the child's dup2s cannot clobber it. */
-static int high_fd(int fd)
-{
-	int hi;
-
-	if (fd < 0 || fd >= WORKER_LOWEST)
-		return fd;
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, WORKER_LOWEST);
-	close(fd);
-	return hi;
-}
-
-static void say(const char *msg)
-{
-	(void)!write(STDERR_FILENO, msg, strlen(msg));
-}
-
 /* Only async-signal-safe calls between fork and exec. */
 static __attribute__((noreturn)) void worker_child(char *const argv[], int null, int logfd,
 						   int frame, int ctl)
 {
-	sigset_t none;
-
 	setsid();
 	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(logfd, 2) < 0 ||
-	    dup2(frame, WORKER_FRAME) < 0 || dup2(ctl, WORKER_CTL) < 0) {
-		say("gantry: cannot start the network worker: dup2 failed\n");
-		_exit(127);
-	}
+	    dup2(frame, WORKER_FRAME) < 0 || dup2(ctl, WORKER_CTL) < 0)
+		child_fail("network worker", "dup2 failed");
 	close_range(WORKER_CTL + 1, ~0U, 0);
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	execv(SELF_EXE, argv);
-	say("gantry: cannot start the network worker: execv " SELF_EXE " failed\n");
-	_exit(127);
-}
-
-static void describe_status(int status, char *buf, size_t len)
-{
-	if (WIFEXITED(status))
-		snprintf(buf, len, "status %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "signal %d", WTERMSIG(status));
-	else
-		snprintf(buf, len, "wait status %d", status);
+	child_exec_self(argv, "network worker");
 }
 
 /* Reap pid within ms; false when it has not ended by then. */
@@ -128,7 +91,7 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 			reap_within(w->pid, 1000, &status);
 		}
 		w->pid = -1;
-		describe_status(status, why, sizeof(why));
+		child_describe_status(status, why, sizeof(why));
 		return gantry_error(err, 0, "the network worker exited (%s) before it was ready",
 				    why);
 	}
@@ -171,20 +134,20 @@ int net_worker_start(struct net_worker *w, char *const *ports, size_t nr_ports, 
 	argv[n] = NULL;
 	/* Everything the child needs is made here: between fork and exec
 	 * nothing may allocate. */
-	null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
-	logfd = high_fd(fcntl(log_fd, F_DUPFD_CLOEXEC, WORKER_LOWEST));
+	null = child_fd_above(open("/dev/null", O_RDWR | O_CLOEXEC), WORKER_LOWEST);
+	logfd = child_fd_above(fcntl(log_fd, F_DUPFD_CLOEXEC, WORKER_LOWEST), WORKER_LOWEST);
 	if (null < 0 || logfd < 0)
 		return gantry_error_errno(err, "network worker: open its stdio");
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, frame) < 0)
 		return gantry_error_errno(err, "network worker: socketpair");
-	w->vmm_fd = high_fd(frame[0]);
-	frame_w = high_fd(frame[1]);
+	w->vmm_fd = child_fd_above(frame[0], WORKER_LOWEST);
+	frame_w = child_fd_above(frame[1], WORKER_LOWEST);
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
 		gantry_error_errno(err, "network worker: socketpair");
 		goto fail;
 	}
-	w->ctl_fd = high_fd(ctl[0]);
-	ctl_w = high_fd(ctl[1]);
+	w->ctl_fd = child_fd_above(ctl[0], WORKER_LOWEST);
+	ctl_w = child_fd_above(ctl[1], WORKER_LOWEST);
 	if (w->vmm_fd < 0 || frame_w < 0 || w->ctl_fd < 0 || ctl_w < 0) {
 		gantry_error_errno(err, "network worker: fcntl");
 		goto fail;

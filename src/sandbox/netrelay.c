@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -218,12 +219,8 @@ static void net_reap(struct sup *s, uint64_t now)
 	}
 	if (r < 0)
 		snprintf(how, sizeof(how), "not ours to wait for");
-	else if (WIFEXITED(status))
-		snprintf(how, sizeof(how), "status %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(how, sizeof(how), "signal %d", WTERMSIG(status));
 	else
-		snprintf(how, sizeof(how), "wait status %d", status);
+		child_describe_status(status, how, sizeof(how));
 	w->pid = -1;
 	s->net.reap = false;
 	log_warn("network worker exited (%s): the guest's network link is down", how);

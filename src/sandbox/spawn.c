@@ -15,13 +15,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/util.h"
 #include "sandbox/state.h"
 #include "sandbox/supervisor.h"
 
 #define SUP_READY_TIMEOUT_MS 300000 /* nested test hosts boot slowly */
-#define SUP_LOG_ROTATE	     (1u << 20)
-#define SELF_EXE	     "/proc/self/exe"
+/* The parent's fds sit at this or above before the child's dup2s. */
+#define SPAWN_FD_FLOOR (SUPERVISOR_READY_FD + 1)
+#define SUP_LOG_ROTATE (1u << 20)
 
 static void rotate_log(const char *path)
 {
@@ -34,23 +36,6 @@ static void rotate_log(const char *path)
 	rename(path, prev);
 }
 
-/* An fd above the ready fd, so the dup2s below cannot clobber it. */
-static int high_fd(int fd)
-{
-	int hi;
-
-	if (fd < 0 || fd > SUPERVISOR_READY_FD)
-		return fd;
-	hi = fcntl(fd, F_DUPFD_CLOEXEC, SUPERVISOR_READY_FD + 1);
-	close(fd);
-	return hi;
-}
-
-static void say(const char *msg)
-{
-	(void)!write(STDERR_FILENO, msg, strlen(msg));
-}
-
 /* The grandchild: a new session with no terminal, stdio to the log, the
  * ready pipe as fd 3, default signals, then the binary in its role. Only
  * async-signal-safe calls between fork and exec (_Fork runs no atfork
@@ -58,7 +43,6 @@ static void say(const char *msg)
 static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, int logfd,
 						  int ready_w)
 {
-	sigset_t none;
 	pid_t pid;
 
 	setsid();
@@ -67,18 +51,10 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, 
 		_exit(pid < 0);
 	if (dup2(null, 0) < 0 || dup2(logfd, 1) < 0 || dup2(logfd, 2) < 0)
 		_exit(127);
-	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0) {
-		say("gantry: cannot start the supervisor: dup2 failed\n");
-		_exit(127);
-	}
+	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0)
+		child_fail("supervisor", "dup2 failed");
 	close_range(SUPERVISOR_READY_FD + 1, ~0U, 0);
-	for (int sig = 1; sig < NSIG; sig++)
-		signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
-	execv(SELF_EXE, argv);
-	say("gantry: cannot start the supervisor: execv " SELF_EXE " failed\n");
-	_exit(127);
+	child_exec_self(argv, "supervisor");
 }
 
 /* Read the ready pipe: "pid N" first, then "ok" or "error: ...", one per
@@ -144,14 +120,15 @@ int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
 	xasprintf(&log, "%s/%s", dir, SANDBOX_LOG);
 	rotate_log(log);
 	/* Opened here: between fork and exec nothing may allocate. */
-	null = high_fd(open("/dev/null", O_RDWR | O_CLOEXEC));
-	logfd = high_fd(open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+	null = child_fd_above(open("/dev/null", O_RDWR | O_CLOEXEC), SPAWN_FD_FLOOR);
+	logfd = child_fd_above(open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600),
+			       SPAWN_FD_FLOOR);
 	if (null < 0 || logfd < 0)
 		return gantry_error_errno(err, "open `%s`", log);
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return gantry_error_errno(err, "pipe");
 	rd = p[0];
-	p[1] = high_fd(p[1]);
+	p[1] = child_fd_above(p[1], SPAWN_FD_FLOOR);
 	pid = fork();
 	if (pid < 0) {
 		close(p[1]);

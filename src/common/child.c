@@ -1,0 +1,57 @@
+/* Re-executing the gantry binary in a hidden role (see child.h). */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/child.h"
+
+int child_fd_above(int fd, int floor)
+{
+	int hi;
+
+	if (fd < 0 || fd >= floor)
+		return fd;
+	hi = fcntl(fd, F_DUPFD_CLOEXEC, floor);
+	close(fd);
+	return hi;
+}
+
+static void say(const char *msg)
+{
+	(void)!write(STDERR_FILENO, msg, strlen(msg));
+}
+
+void child_fail(const char *what, const char *why)
+{
+	say("gantry: cannot start the ");
+	say(what);
+	say(": ");
+	say(why);
+	say("\n");
+	_exit(127);
+}
+
+void child_exec_self(char *const argv[], const char *what)
+{
+	sigset_t none;
+
+	for (int sig = 1; sig < NSIG; sig++)
+		signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	execv(CHILD_SELF_EXE, argv);
+	child_fail(what, "execv " CHILD_SELF_EXE " failed");
+}
+
+void child_describe_status(int status, char *buf, size_t len)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "signal %d", WTERMSIG(status));
+	else
+		snprintf(buf, len, "wait status %d", status);
+}
