@@ -44,6 +44,7 @@ struct dns_pending {
 	size_t upstream;
 	struct dns_question q; /* q.id: the guest's ID */
 	struct dns_client from;
+	bool learn;   /* the answer's addresses go to hooks.learned */
 	uint8_t *msg; /* the query as sent, for the next upstream */
 	size_t len;
 	uint64_t deadline, give_up;
@@ -283,7 +284,7 @@ static void try_next(struct dns_proxy *p, struct dns_pending *q, uint64_t now)
 }
 
 static void forward(struct dns_proxy *p, const struct dns_client *from, const uint8_t *msg,
-		    size_t len, const struct dns_question *dq)
+		    size_t len, const struct dns_question *dq, bool learn)
 {
 	uint64_t now = clock_ms(p);
 	struct dns_pending *q = NULL;
@@ -302,6 +303,7 @@ static void forward(struct dns_proxy *p, const struct dns_client *from, const ui
 		goto servfail;
 	q->q = *dq;
 	q->from = *from;
+	q->learn = learn;
 	q->msg = xmalloc(len);
 	memcpy(q->msg, msg, len);
 	q->len = len;
@@ -357,9 +359,11 @@ static void upstream_readable(struct dns_proxy *p, struct dns_pending *q)
 		}
 		if ((size_t)n < DNS_HDR_LEN || dns_get16(p->buf) != q->upstream_id)
 			continue;
-		qend = dns_answer_learn(p->buf, (size_t)n, &q->q, &p->hooks);
+		qend = dns_answer_learn(p->buf, (size_t)n, &q->q, q->learn ? &p->hooks : NULL);
 		if (qend < 0)
 			continue;
+		if (q->learn && p->hooks.ttl_cap)
+			dns_answer_cap_ttl(p->buf, (size_t)n, (size_t)qend, p->hooks.ttl_cap);
 		dns_put16(p->buf, q->q.id);
 		from = q->from;
 		pending_free(p, q);
@@ -411,7 +415,8 @@ static void judge(struct dns_proxy *p, const struct dns_client *from, const uint
 		reply_rcode(p, from, msg, q.end, DNS_RCODE_REFUSED);
 		return;
 	}
-	forward(p, from, msg, len, &q);
+	forward(p, from, msg, len, &q,
+		p->hooks.learned && (!p->hooks.learn || p->hooks.learn(p->hooks.opaque, &q)));
 }
 
 void dns_proxy_udp_query(struct dns_proxy *p, uint16_t guest_port, const uint8_t *msg, size_t len)

@@ -52,9 +52,18 @@ struct dns_hooks {
 	/* Whether q may go upstream; NULL: every name may. Refused ones are
 	 * answered REFUSED at once, and the upstream never sees them. */
 	bool (*allow)(void *opaque, const struct dns_question *q);
-	/* An A record in an upstream answer to an allowed query, owned by the
-	 * question's name or its CNAME chain; ttl in seconds. NULL: ignored. */
-	void (*learned)(void *opaque, const char *name, struct in_addr ip, uint32_t ttl);
+	/* Whether the addresses in the answer to allowed query q are to be
+	 * learned; NULL: every answer's are, when learned is set. */
+	bool (*learn)(void *opaque, const struct dns_question *q);
+	/* An A record in an upstream answer to query q, owned by the
+	 * question's name or its CNAME chain; ttl in seconds, the least of the
+	 * record's and the chain's CNAMEs' up to it. NULL: ignored. */
+	void (*learned)(void *opaque, const struct dns_question *q, const char *owner,
+			struct in_addr ip, uint32_t ttl);
+	/* Above 0: the TTLs of an answer whose addresses are learned are cut
+	 * to at most this many seconds before the guest sees them, so its
+	 * cache never outlives what was learned. */
+	uint32_t ttl_cap;
 };
 
 struct dns_proxy;
@@ -103,6 +112,10 @@ int dns_query_parse(const uint8_t *msg, size_t len, struct dns_question *q);
  * question, or -1 when msg is not an answer to q (nothing learned). */
 int dns_answer_learn(const uint8_t *msg, size_t len, const struct dns_question *q,
 		     const struct dns_hooks *hooks);
+/* Cut every TTL above cap in the records of answer msg (of which the
+ * question ends at qend) to cap; OPT records keep theirs. msg was checked
+ * by dns_answer_learn. */
+void dns_answer_cap_ttl(uint8_t *msg, size_t len, size_t qend, uint32_t cap);
 
 /* For tests: move the proxy's clock forward by ms (timeouts, the rate
  * limit, idle connections), so a test need not wait them out. */

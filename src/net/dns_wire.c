@@ -185,12 +185,13 @@ static int read_rr(const uint8_t *msg, size_t len, size_t *off, struct rr *r)
 	return 0;
 }
 
-static bool in_chain(char chain[][DNS_NAME_MAX + 1], size_t n, const char *name)
+/* The index of name in the chain, or -1. */
+static int chain_index(char chain[][DNS_NAME_MAX + 1], size_t n, const char *name)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(chain[i], name) == 0)
-			return true;
-	return false;
+			return (int)i;
+	return -1;
 }
 
 /* A CNAME record's target, when it continues the chain. */
@@ -206,17 +207,26 @@ static bool chain_step(const uint8_t *msg, const struct rr *r, char *target)
 	return at == r->rdata + r->rdlen;
 }
 
+/* RFC 2181 8: a TTL with the top bit set means zero. */
+static uint32_t rr_ttl(const struct rr *r)
+{
+	return r->ttl & 0x80000000u ? 0 : r->ttl;
+}
+
 /* The question's name and the CNAME targets reached from it, in up to
- * CHAIN_MAX - 1 steps, whatever order the records come in. */
+ * CHAIN_MAX - 1 steps, whatever order the records come in; ttl[i] is the
+ * least TTL of the CNAMEs that lead to chain[i]. */
 static size_t walk_chain(const uint8_t *msg, size_t len, size_t start, unsigned count,
-			 const char *qname, char chain[][DNS_NAME_MAX + 1])
+			 const char *qname, char chain[][DNS_NAME_MAX + 1], uint32_t *ttl)
 {
 	char target[DNS_NAME_MAX + 1];
 	size_t n = 1;
 	bool grew = true;
 	struct rr r;
+	int at;
 
 	strcpy(chain[0], qname);
+	ttl[0] = UINT32_MAX;
 	while (grew && n < CHAIN_MAX) {
 		size_t off = start;
 
@@ -224,11 +234,12 @@ static size_t walk_chain(const uint8_t *msg, size_t len, size_t start, unsigned 
 		for (unsigned i = 0; i < count && n < CHAIN_MAX; i++) {
 			if (read_rr(msg, len, &off, &r) < 0)
 				return n; /* checked before: cannot happen */
-			if (!r.owner_odd && in_chain(chain, n, r.owner) &&
-			    chain_step(msg, &r, target) && !in_chain(chain, n, target)) {
-				strcpy(chain[n++], target);
-				grew = true;
-			}
+			if (r.owner_odd || (at = chain_index(chain, n, r.owner)) < 0 ||
+			    !chain_step(msg, &r, target) || chain_index(chain, n, target) >= 0)
+				continue;
+			ttl[n] = MIN(ttl[at], rr_ttl(&r));
+			strcpy(chain[n++], target);
+			grew = true;
 		}
 	}
 	return n;
@@ -238,9 +249,11 @@ int dns_answer_learn(const uint8_t *msg, size_t len, const struct dns_question *
 		     const struct dns_hooks *hooks)
 {
 	char name[DNS_NAME_MAX + 1], chain[CHAIN_MAX][DNS_NAME_MAX + 1];
+	uint32_t ttl[CHAIN_MAX];
 	size_t off = DNS_HDR_LEN, start, n;
 	unsigned count;
 	struct rr r;
+	int at;
 
 	if (len < DNS_HDR_LEN || !(dns_get16(msg + 2) & DNS_FLAG_QR) ||
 	    DNS_OPCODE(dns_get16(msg + 2)) != 0 || dns_get16(msg + 4) != 1)
@@ -258,18 +271,37 @@ int dns_answer_learn(const uint8_t *msg, size_t len, const struct dns_question *
 	if (!hooks || !hooks->learned)
 		return (int)start;
 
-	n = walk_chain(msg, len, start, count, q->name, chain);
+	n = walk_chain(msg, len, start, count, q->name, chain, ttl);
 	off = start;
 	for (unsigned i = 0; i < count; i++) {
 		struct in_addr ip;
 
 		read_rr(msg, len, &off, &r);
 		if (r.type != DNS_TYPE_A || r.class != DNS_CLASS_IN || r.rdlen != 4 ||
-		    r.owner_odd || !in_chain(chain, n, r.owner))
+		    r.owner_odd || (at = chain_index(chain, n, r.owner)) < 0)
 			continue;
 		memcpy(&ip, msg + r.rdata, 4);
-		/* RFC 2181 8: a TTL with the top bit set means zero. */
-		hooks->learned(hooks->opaque, r.owner, ip, r.ttl & 0x80000000u ? 0 : r.ttl);
+		hooks->learned(hooks->opaque, q, r.owner, ip, MIN(rr_ttl(&r), ttl[at]));
 	}
 	return (int)start;
+}
+
+void dns_answer_cap_ttl(uint8_t *msg, size_t len, size_t qend, uint32_t cap)
+{
+	unsigned count = MIN((unsigned)dns_get16(msg + 6) + dns_get16(msg + 8) + dns_get16(msg + 10),
+			     RECORDS_MAX);
+	size_t off = qend;
+	struct rr r;
+
+	for (unsigned i = 0; i < count; i++) {
+		size_t ttl_at;
+
+		if (read_rr(msg, len, &off, &r) < 0)
+			return;
+		if (r.type == DNS_TYPE_OPT || rr_ttl(&r) <= cap)
+			continue;
+		ttl_at = r.rdata - 6;
+		dns_put16(msg + ttl_at, (uint16_t)(cap >> 16));
+		dns_put16(msg + ttl_at + 2, (uint16_t)cap);
+	}
 }

@@ -49,6 +49,8 @@ static const char *const drop_names[NET_DROP_COUNT] = {
 	[NET_DROP_ICMP_FORWARD] = "icmp_forward",
 	[NET_DROP_DNS_BUSY] = "dns_busy",
 	[NET_DROP_POLICY] = "policy",
+	[NET_DROP_FLOW_TABLE] = "flow_table",
+	[NET_DROP_SYN_RATE] = "syn_rate",
 	[NET_DROP_GUEST_QUEUE] = "guest_queue",
 };
 

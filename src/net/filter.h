@@ -48,7 +48,9 @@ enum net_drop {
 	NET_DROP_CHECKSUM,     /* bad L4 sum on a datagram the worker answers itself */
 	NET_DROP_ICMP_FORWARD, /* ICMP beyond the gateway: libslirp's echo is a UDP/7 fallback */
 	NET_DROP_DNS_BUSY,     /* too many TCP connections to .1:53 at once */
-	NET_DROP_POLICY,       /* the egress policy said no */
+	NET_DROP_POLICY,       /* the egress policy said no, or cut the flow */
+	NET_DROP_FLOW_TABLE,   /* a new TCP connection with the flow table full */
+	NET_DROP_SYN_RATE,     /* new TCP connections over the rate limit */
 	NET_DROP_GUEST_QUEUE,  /* a frame to the guest past the hard bound, or refused */
 	NET_DROP_COUNT
 };

@@ -161,6 +161,36 @@ size_t frame_tcp_rst(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len)
 	return FRAME_L4 + TCP_HLEN;
 }
 
+size_t frame_tcp_rst_flow(uint8_t *buf, size_t cap, bool to_guest, uint32_t remote, uint16_t rport,
+			  uint16_t gport, uint32_t seq, uint32_t ack)
+{
+	uint8_t *ip = buf + FRAME_IP, *out = buf + FRAME_L4;
+	uint32_t src = to_guest ? remote : NET_GUEST, dst = to_guest ? NET_GUEST : remote;
+
+	if (cap < FRAME_L4 + TCP_HLEN)
+		return 0;
+	put_headers(buf, remote, IPPROTO_NUM_TCP, TCP_HLEN);
+	if (!to_guest) {
+		memcpy(buf, gateway_mac, ETH_ALEN);
+		memcpy(buf + ETH_ALEN, guest_mac, ETH_ALEN);
+		frame_put32(ip + 12, src);
+		frame_put32(ip + 16, dst);
+		frame_put16(ip + 10, 0);
+		frame_put16(ip + 10, frame_csum_fold(frame_csum_add(0, ip, IPV4_HLEN)));
+	}
+	memset(out, 0, TCP_HLEN);
+	frame_put16(out, to_guest ? rport : gport);
+	frame_put16(out + 2, to_guest ? gport : rport);
+	frame_put32(out + 4, seq);
+	frame_put32(out + 8, ack);
+	out[12] = (TCP_HLEN / 4) << 4;
+	out[13] = TCP_RST | TCP_ACK;
+	frame_put16(out + 16, frame_csum_fold(frame_csum_add(
+				      frame_csum_pseudo(src, dst, IPPROTO_NUM_TCP, TCP_HLEN), out,
+				      TCP_HLEN)));
+	return FRAME_L4 + TCP_HLEN;
+}
+
 size_t frame_icmp_unreach(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len, uint8_t code)
 {
 	size_t tot = guest_ip_len(frame, len, 0), quote, l4_len;

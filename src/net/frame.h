@@ -6,6 +6,7 @@
 #ifndef GANTRY_NET_FRAME_H
 #define GANTRY_NET_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,6 +90,11 @@ size_t frame_udp_to_guest(uint8_t *buf, size_t cap, uint32_t src, uint16_t sport
 /* The RST that refuses guest TCP segment (RFC 793 "Reset Generation"); 0
  * for a segment that is itself a RST. */
 size_t frame_tcp_rst(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len);
+/* A RST|ACK from remote:rport to the guest's gport (to_guest), or the
+ * other way, as if the guest sent it (into libslirp, which then closes
+ * its host socket): for a flow the egress policy cuts. */
+size_t frame_tcp_rst_flow(uint8_t *buf, size_t cap, bool to_guest, uint32_t remote, uint16_t rport,
+			  uint16_t gport, uint32_t seq, uint32_t ack);
 /* ICMP destination unreachable (code) quoting the guest datagram's header
  * and first 8 bytes. */
 size_t frame_icmp_unreach(uint8_t *buf, size_t cap, const uint8_t *frame, size_t len, uint8_t code);

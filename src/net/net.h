@@ -47,11 +47,14 @@
 #define NET_GUEST_CMDLINE  "gantry.net=192.168.127.2/24,192.168.127.1,192.168.127.1"
 
 /* The worker: `gantry __net-worker --frame-fd N [--ctl-fd N] [--dns IP:PORT]
- * [-p SPEC]...`. --frame-fd carries one Ethernet frame per read and write
+ * [-p SPEC]... [--policy FILE] [--allow-local-net] [--proxy-enforce
+ * IP:PORT]...`. --frame-fd carries one Ethernet frame per read and write
  * (the VMM's SEQPACKET socket, or a TAP for tests); --ctl-fd is a
  * SEQPACKET socket carrying one JSON request per message, each answered by
  * one JSON message (NET_CTL_*). The worker exits when either closes. Its
- * stderr is its log. */
+ * stderr is its log. --policy is the egress policy it starts with (none:
+ * the default, policy.h); --proxy-enforce, once per proxy address, puts
+ * the proxy rules in front of every policy it is given. */
 #define NET_WORKER_ROLE	   "__net-worker"
 #define NET_DNS_ENV	   "GANTRY_NET_DNS" /* IP:PORT, overrides /etc/resolv.conf */
 
@@ -62,6 +65,13 @@
 #define NET_CTL_PUBLISH	   "publish"
 #define NET_CTL_UNPUBLISH  "unpublish"
 #define NET_CTL_TRAFFIC	   "traffic"
+/* {"op":"policy","policy":P,"allowLocal":B}: P a policy document
+ * (policy.h) or null for the default; answered {"ok":true,"generation":N,
+ * "cut":N} once it is in force and the flows it denies are cut.
+ * {"op":"policy_show"}: {"ok":true,"policy":P,"generation":N,
+ * "learned":[...],"flows":{"tcp":N,"udp":N}}. */
+#define NET_CTL_POLICY	   "policy"
+#define NET_CTL_POLICY_SHOW "policy_show"
 #define NET_CTL_MSG_MAX	   (512 * 1024)
 
 /* network-traffic.json in a sandbox's directory: the supervisor's copy of

@@ -3,6 +3,7 @@
  * scans for the least recently seen. */
 #include <arpa/inet.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,16 @@ struct entry {
 	uint64_t tx_bytes, rx_bytes, tx_packets, rx_packets;
 	time_t first_seen, last_seen;
 	uint64_t tick; /* recency, for eviction */
+	char why[TRAFFIC_WHY_MAX]; /* the policy's reason for its latest verdict */
+};
+
+struct name_entry {
+	char name[DNS_NAME_MAX + 1];
+	uint16_t qtype;
+	char verdict[12];
+	uint64_t count;
+	time_t last_seen;
+	uint64_t tick;
 };
 
 struct traffic {
@@ -31,6 +42,8 @@ struct traffic {
 	size_t n;
 	uint64_t tick, evicted;
 	uint64_t drops[NET_DROP_COUNT];
+	struct name_entry names[TRAFFIC_NAMES_MAX];
+	size_t nr_names;
 };
 
 struct traffic *traffic_new(void)
@@ -116,6 +129,42 @@ void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now
 	e->tx_packets++;
 }
 
+void traffic_policy(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port,
+		    const char *why, time_t now)
+{
+	struct entry *e = lookup(t, addr, proto, port, now);
+
+	snprintf(e->why, sizeof(e->why), "%s", why ? why : "");
+}
+
+void traffic_dns(struct traffic *t, const char *name, uint16_t qtype, const char *verdict,
+		 time_t now)
+{
+	struct name_entry *e = NULL;
+	size_t i;
+
+	for (i = 0; i < t->nr_names && !e; i++)
+		if (t->names[i].qtype == qtype && strcmp(t->names[i].name, name) == 0)
+			e = &t->names[i];
+	if (e == NULL && t->nr_names < TRAFFIC_NAMES_MAX) {
+		e = &t->names[t->nr_names++];
+	} else if (e == NULL) {
+		e = &t->names[0];
+		for (i = 1; i < TRAFFIC_NAMES_MAX; i++)
+			if (t->names[i].tick < e->tick)
+				e = &t->names[i];
+	}
+	if (e->qtype != qtype || strcmp(e->name, name) != 0) {
+		memset(e, 0, sizeof(*e));
+		snprintf(e->name, sizeof(e->name), "%s", name);
+		e->qtype = qtype;
+	}
+	snprintf(e->verdict, sizeof(e->verdict), "%s", verdict);
+	e->count++;
+	e->last_seen = now;
+	e->tick = ++t->tick;
+}
+
 void traffic_drop(struct traffic *t, enum net_drop reason)
 {
 	if ((unsigned)reason < NET_DROP_COUNT)
@@ -184,6 +233,31 @@ static json_t *entry_json(const struct entry *e)
 			 time_json(e->first_seen), "last_seen", time_json(e->last_seen));
 }
 
+static int names_by_recency(const void *a, const void *b)
+{
+	const struct name_entry *x = *(const struct name_entry *const *)a,
+				*y = *(const struct name_entry *const *)b;
+
+	return x->tick < y->tick ? 1 : x->tick > y->tick ? -1 : 0;
+}
+
+static json_t *names_json(const struct traffic *t)
+{
+	const struct name_entry *order[TRAFFIC_NAMES_MAX];
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < t->nr_names; i++)
+		order[i] = &t->names[i];
+	qsort(order, t->nr_names, sizeof(order[0]), names_by_recency);
+	for (size_t i = 0; i < t->nr_names; i++)
+		json_array_append_new(a, json_pack("{s:s, s:i, s:s, s:I, s:o}", "name",
+						   order[i]->name, "qtype", (int)order[i]->qtype,
+						   "verdict", order[i]->verdict, "count",
+						   (json_int_t)order[i]->count, "last_seen",
+						   time_json(order[i]->last_seen)));
+	return a;
+}
+
 static int by_recency(const void *a, const void *b)
 {
 	const struct entry *x = *(const struct entry *const *)a,
@@ -200,14 +274,19 @@ json_t *traffic_json(const struct traffic *t)
 	for (size_t i = 0; i < t->n; i++)
 		order[i] = &t->e[i];
 	qsort(order, t->n, sizeof(order[0]), by_recency);
-	for (size_t i = 0; i < t->n; i++)
-		json_array_append_new(dests, entry_json(order[i]));
+	for (size_t i = 0; i < t->n; i++) {
+		json_t *e = entry_json(order[i]);
+
+		if (order[i]->why[0])
+			json_object_set_new(e, "policy", json_string(order[i]->why));
+		json_array_append_new(dests, e);
+	}
 	for (int r = NET_DROP_NONE + 1; r < NET_DROP_COUNT; r++)
 		if (t->drops[r])
 			json_object_set_new(drops, net_drop_name(r),
 					    json_integer((json_int_t)t->drops[r]));
-	return json_pack("{s:o, s:o, s:I}", "destinations", dests, "drops", drops, "evicted",
-			 (json_int_t)t->evicted);
+	return json_pack("{s:o, s:o, s:o, s:I}", "destinations", dests, "dns", names_json(t),
+			 "drops", drops, "evicted", (json_int_t)t->evicted);
 }
 
 size_t traffic_count(const struct traffic *t)

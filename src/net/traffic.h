@@ -12,9 +12,12 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "net/dns.h"
 #include "net/filter.h"
 
-#define TRAFFIC_MAX 256
+#define TRAFFIC_MAX	  256
+#define TRAFFIC_NAMES_MAX 128 /* DNS names, the least recently asked make room */
+#define TRAFFIC_WHY_MAX	  96
 
 struct traffic;
 
@@ -25,6 +28,14 @@ void traffic_free(struct traffic *t);
  * as sent to its destination when it has one, and under its reason when
  * dropped. now: wall-clock seconds. */
 void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now);
+/* The egress policy's reason (policy_verdict_str) for its latest verdict
+ * on a destination. */
+void traffic_policy(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port,
+		    const char *why, time_t now);
+/* A DNS question the guest asked, and what became of it: "refused",
+ * "resolved", "learned" or "local". */
+void traffic_dns(struct traffic *t, const char *name, uint16_t qtype, const char *verdict,
+		 time_t now);
 /* A drop with no frame check verdict behind it (NET_DROP_GUEST_QUEUE). */
 void traffic_drop(struct traffic *t, enum net_drop reason);
 /* A frame to the guest from addr (proto, port): its bytes received. */
@@ -33,8 +44,8 @@ void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t
 /* A frame to the guest, parsed for its source. */
 void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, time_t now);
 
-/* The snapshot: {"destinations":[...], "drops":{...}, "evicted":N}, most
- * recently seen first. */
+/* The snapshot: {"destinations":[...], "dns":[...], "drops":{...},
+ * "evicted":N}, most recently seen first. */
 json_t *traffic_json(const struct traffic *t);
 size_t traffic_count(const struct traffic *t);
 uint64_t traffic_evicted(const struct traffic *t);

@@ -18,13 +18,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/dns.h"
 #include "net/filter.h"
+#include "net/flow.h"
 #include "net/frame.h"
 #include "net/net.h"
+#include "net/policy.h"
 #include "net/portspec.h"
 #include "net/slirp.h"
 #include "net/traffic.h"
@@ -45,6 +48,8 @@
 #define MAX_FORWARDS	1024
 #define CTL_SEND_MS	1000 /* an answer the supervisor does not take in this long is lost */
 #define DROP_LOG_GAP_MS 1000
+#define PROXY_IPS_MAX	16
+#define FLOWS_EXPIRE_MS 1000
 
 struct out_frame {
 	struct out_frame *next;
@@ -73,6 +78,16 @@ struct worker {
 	size_t nfds, cap;
 	unsigned dns_syns;
 	bool done;
+	/* The egress policy in force, and what it keeps. */
+	struct policy *policy;
+	bool allow_local;
+	struct policy_wall wall;
+	struct learned *learned;
+	struct flows *flows;
+	uint64_t generation, flows_expired_ms, dns_logged;
+	uint32_t proxy_ips[PROXY_IPS_MAX];
+	size_t nr_proxy_ips;
+	uint16_t proxy_port;
 	uint64_t write_error_logged;
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
@@ -179,9 +194,86 @@ static void to_guest(struct worker *w, struct out_frame *f, const uint8_t *buf, 
 	backpressure(w);
 }
 
+/* A TCP or UDP frame to or from the guest, as a flow key: its protocol,
+ * the far end and both ports; and for TCP its flags, sequence number and
+ * length in sequence space. false for anything else. */
+struct seg {
+	struct flow_key k;
+	uint8_t flags;
+	uint32_t seq, seqlen;
+};
+
+static bool frame_seg(const uint8_t *frame, size_t len, bool from_guest, struct seg *s)
+{
+	const uint8_t *ip = frame + FRAME_IP, *l4;
+	size_t ihl, tot;
+
+	if (len < FRAME_L4 || frame_get16(frame + 12) != ETH_TYPE_IPV4 || ip[0] >> 4 != 4)
+		return false;
+	ihl = (size_t)(ip[0] & 0xf) * 4;
+	tot = frame_get16(ip + 2);
+	if (ihl < IPV4_HLEN || tot > len - FRAME_IP || tot < ihl + 8 || (frame_get16(ip + 6) & 0x1fff))
+		return false;
+	l4 = ip + ihl;
+	if (ip[9] == IPPROTO_NUM_TCP && tot >= ihl + TCP_HLEN) {
+		size_t doff = (size_t)(l4[12] >> 4) * 4;
+
+		s->k.proto = NET_PROTO_TCP;
+		s->flags = l4[13];
+		s->seq = frame_get32(l4 + 4);
+		s->seqlen = (uint32_t)(tot - ihl - MIN(doff, tot - ihl)) + !!(s->flags & TCP_SYN) +
+			    !!(s->flags & TCP_FIN);
+	} else if (ip[9] == IPPROTO_NUM_UDP) {
+		s->k.proto = NET_PROTO_UDP;
+		s->flags = 0;
+	} else {
+		return false;
+	}
+	s->k.remote = frame_get32(ip + (from_guest ? 16 : 12));
+	s->k.rport = frame_get16(l4 + (from_guest ? 2 : 0));
+	s->k.gport = frame_get16(l4 + (from_guest ? 0 : 2));
+	return true;
+}
+
+/* Whether a frame libslirp sends may reach the guest: not on a flow the
+ * policy cut. A SYN from the host (a published port) opens an inbound
+ * flow, whose replies the policy does not judge. */
+static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len)
+{
+	struct flow *f;
+	struct seg s;
+
+	if (!frame_seg(frame, len, false, &s) || s.k.remote == NET_GATEWAY)
+		return true;
+	f = flow_find(w->flows, &s.k);
+	if (f == NULL && s.k.proto == NET_PROTO_TCP && (s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN) {
+		f = flow_add(w->flows, &s.k, now_ms());
+		if (f == NULL)
+			return false;
+		f->inbound = true;
+		f->generation = w->generation;
+	}
+	if (f == NULL)
+		return true;
+	if (f->cut)
+		return false;
+	f->rx_bytes += len;
+	if (s.k.proto == NET_PROTO_TCP)
+		flow_tcp_seen(f, false, s.flags, s.seq, s.seqlen, now_ms());
+	else
+		f->last_ms = now_ms();
+	return true;
+}
+
 static void slirp_send(void *opaque, const uint8_t *frame, size_t len)
 {
-	to_guest(opaque, NULL, frame, len);
+	struct worker *w = opaque;
+
+	if (!rx_admit(w, frame, len)) {
+		traffic_drop(w->traffic, NET_DROP_POLICY);
+		return;
+	}
+	to_guest(w, NULL, frame, len);
 }
 
 static void dns_answer(void *opaque, uint16_t guest_port, const uint8_t *msg, size_t len)
@@ -219,18 +311,52 @@ static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filt
 
 /* --- frames from the guest ------------------------------------------- */
 
-/* The egress policy's seam: whether a frame the check passed on to libslirp
- * may leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
+/* The egress policy: whether a frame the check passed on to libslirp may
+ * leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
  * refused TCP segment is answered with a RST and a refused datagram with
  * ICMP "administratively prohibited", so the guest fails at once rather
- * than after its timeouts). Every structurally valid frame may, until a
- * policy is configured. */
-static enum net_drop egress_verdict(struct worker *w, const uint8_t *frame,
-				    const struct filter_verdict *v)
+ * than after its timeouts). A flow is judged at its first frame and then
+ * only when the policy changes; why gets the policy's reason. */
+static enum net_drop egress_verdict(struct worker *w, const uint8_t *frame, size_t len,
+				    const struct filter_verdict *v, char *why, size_t why_len)
 {
-	(void)w;
-	(void)frame;
-	(void)v;
+	uint64_t now = now_ms();
+	struct policy_verdict pv;
+	struct flow *f;
+	struct seg s;
+
+	why[0] = '\0';
+	/* The gateway's own services (DNS over TCP) are not the world. */
+	if (v->dst == NET_GATEWAY || !frame_seg(frame, len, true, &s))
+		return NET_DROP_NONE;
+	f = flow_find(w->flows, &s.k);
+	if (f && f->cut) {
+		snprintf(why, why_len, "cut by the policy");
+		return NET_DROP_POLICY;
+	}
+	if (f == NULL) {
+		pv = policy_judge(w->policy, &w->wall, w->learned, s.k.remote, s.k.proto, s.k.rport,
+				  now);
+		policy_verdict_str(&pv, w->learned, s.k.remote, now, why, why_len);
+		if (!pv.allow)
+			return NET_DROP_POLICY;
+		/* Only a SYN opens a TCP flow; a stray segment the policy
+		 * allows goes to libslirp, which answers it. */
+		if (s.k.proto == NET_PROTO_TCP && (s.flags & (TCP_SYN | TCP_ACK)) != TCP_SYN)
+			return NET_DROP_NONE;
+		if (s.k.proto == NET_PROTO_TCP && !flows_syn_take(w->flows, now))
+			return NET_DROP_SYN_RATE;
+		f = flow_add(w->flows, &s.k, now);
+		if (f == NULL)
+			return NET_DROP_FLOW_TABLE;
+		f->verdict = pv;
+		f->generation = w->generation;
+	}
+	f->tx_bytes += len;
+	if (s.k.proto == NET_PROTO_TCP)
+		flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now);
+	else
+		f->last_ms = now;
 	return NET_DROP_NONE;
 }
 
@@ -268,21 +394,25 @@ static bool dns_syn_over(struct worker *w, const uint8_t *frame, const struct fi
 static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 {
 	struct filter_verdict v;
+	char why[TRAFFIC_WHY_MAX] = "";
+	bool refused;
 
 	filter_frame(&w->filter, frame, len, now_ms(), &v);
 	if (v.action == FILTER_SLIRP && v.proto != NET_PROTO_ARP) {
-		v.reason = egress_verdict(w, frame, &v);
+		v.reason = egress_verdict(w, frame, v.len, &v, why, sizeof(why));
 		if (v.reason == NET_DROP_NONE && dns_syn_over(w, frame, &v))
 			v.reason = NET_DROP_DNS_BUSY;
 		if (v.reason != NET_DROP_NONE)
 			v.action = FILTER_DROP;
-		if (v.reason == NET_DROP_POLICY && v.proto == NET_PROTO_TCP &&
-		    !(frame[FRAME_L4 + 13] & TCP_RST))
+		refused = v.reason == NET_DROP_POLICY || v.reason == NET_DROP_FLOW_TABLE;
+		if (refused && v.proto == NET_PROTO_TCP && !(frame[FRAME_L4 + 13] & TCP_RST))
 			v.action = FILTER_RST;
-		else if (v.reason == NET_DROP_POLICY && v.proto == NET_PROTO_UDP)
+		else if (refused && v.proto == NET_PROTO_UDP)
 			v.action = FILTER_UNREACH;
 	}
 	traffic_guest(w->traffic, &v, time(NULL));
+	if (v.reason == NET_DROP_POLICY && v.has_dst)
+		traffic_policy(w->traffic, v.dst, v.proto, v.port, why, time(NULL));
 	if (v.reason != NET_DROP_NONE)
 		log_drop(w, &v);
 	switch (v.action) {
@@ -296,7 +426,9 @@ static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 	case FILTER_RST:
 	case FILTER_UNREACH:
 		answer(w, frame, v.len, v.action,
-		       v.reason == NET_DROP_POLICY ? ICMP_ADMIN_PROHIB : ICMP_PORT_UNREACH);
+		       v.reason == NET_DROP_POLICY || v.reason == NET_DROP_FLOW_TABLE
+			       ? ICMP_ADMIN_PROHIB
+			       : ICMP_PORT_UNREACH);
 		break;
 	case FILTER_DROP:
 		break;
@@ -325,6 +457,164 @@ static void read_guest(struct worker *w)
 		}
 		guest_frame(w, w->rx, (size_t)n);
 	}
+}
+
+/* --- the egress policy ------------------------------------------------ */
+
+/* Take the frames of flow k out of the guest's queue, so nothing of a cut
+ * flow reaches it; *seq gets the sequence number of the first TCP frame
+ * taken (where the guest's stream now ends). */
+static bool out_purge(struct worker *w, const struct flow_key *k, uint32_t *seq)
+{
+	struct out_frame **p = &w->out_head, *f;
+	bool found = false;
+	struct seg s;
+
+	w->out_tail = NULL;
+	while ((f = *p)) {
+		if (frame_seg(f->data, f->len, false, &s) && s.k.remote == k->remote &&
+		    s.k.rport == k->rport && s.k.gport == k->gport && s.k.proto == k->proto) {
+			if (!found && s.k.proto == NET_PROTO_TCP)
+				*seq = s.seq;
+			found = true;
+			*p = f->next;
+			w->out_bytes -= f->len;
+			free(f);
+			continue;
+		}
+		w->out_tail = f;
+		p = &f->next;
+	}
+	return found;
+}
+
+/* End flow f for good: its queued frames to the guest dropped, and for TCP
+ * a RST to the guest and one into libslirp, which closes its host socket. */
+static void flow_cut(struct worker *w, struct flow *f, const char *why)
+{
+	uint8_t buf[FRAME_L4 + TCP_HLEN];
+	uint32_t seq = f->remote_next;
+	char ip[INET_ADDRSTRLEN];
+	struct in_addr a = { .s_addr = htonl(f->key.remote) };
+	bool purged = out_purge(w, &f->key, &seq);
+	size_t n;
+
+	f->cut = true;
+	f->until_ms = now_ms() + FLOW_CUT_MS;
+	traffic_policy(w->traffic, f->key.remote, f->key.proto, f->key.rport, why, time(NULL));
+	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	log_info("flow %s/%u -> %s:%u cut: %s", net_proto_name(f->key.proto), f->key.gport, ip,
+		 f->key.rport, why);
+	if (f->key.proto != NET_PROTO_TCP || f->closed)
+		return;
+	if (f->remote_seq || purged) {
+		n = frame_tcp_rst_flow(buf, sizeof(buf), true, f->key.remote, f->key.rport,
+				       f->key.gport, seq, f->guest_next);
+		to_guest(w, NULL, buf, n);
+	}
+	if (f->guest_seq) {
+		n = frame_tcp_rst_flow(buf, sizeof(buf), false, f->key.remote, f->key.rport,
+				       f->key.gport, f->guest_next, f->remote_next);
+		nat_input(&w->nat, buf, n);
+	}
+}
+
+struct rejudge {
+	struct worker *w;
+	uint64_t now;
+	unsigned cut;
+};
+
+static void rejudge(void *opaque, struct flow *f)
+{
+	struct rejudge *r = opaque;
+	struct worker *w = r->w;
+	struct policy_verdict pv;
+	char why[TRAFFIC_WHY_MAX];
+
+	if (f->inbound || f->cut)
+		return;
+	pv = policy_judge(w->policy, &w->wall, w->learned, f->key.remote, f->key.proto,
+			  f->key.rport, r->now);
+	f->generation = w->generation;
+	f->verdict = pv;
+	if (pv.allow)
+		return;
+	policy_verdict_str(&pv, w->learned, f->key.remote, r->now, why, sizeof(why));
+	flow_cut(w, f, why);
+	r->cut++;
+}
+
+/* Make p (NULL: the default) the policy in force, at once: what was
+ * learned for names it still allows stays, every flow is judged again
+ * and those it denies are cut. Returns how many were. */
+static unsigned policy_install(struct worker *w, struct policy *p, bool allow_local)
+{
+	struct rejudge r = { .w = w, .now = now_ms() };
+
+	if (p == NULL)
+		p = policy_default(false);
+	if (allow_local)
+		p->allow_local = true;
+	if (w->nr_proxy_ips)
+		policy_enforce_proxy(p, w->proxy_ips, w->nr_proxy_ips, w->proxy_port);
+	policy_free(w->policy);
+	w->policy = p;
+	w->allow_local = allow_local;
+	w->generation++;
+	policy_wall_host_addrs(&w->wall);
+	learned_retain(w->learned, p, r.now);
+	flows_each(w->flows, rejudge, &r);
+	backpressure(w);
+	log_info("egress policy %llu in force: default %s, %zu rules, %zu+%zu domains%s; %u flows cut",
+		 (unsigned long long)w->generation, p->default_allow ? "allow" : "deny",
+		 p->nr_rules, p->nr_allow, p->nr_resolve,
+		 p->allow_local ? ", local network allowed" : "", r.cut);
+	return r.cut;
+}
+
+static bool dns_allow(void *opaque, const struct dns_question *q)
+{
+	struct worker *w = opaque;
+	enum policy_dns d = policy_dns_name(w->policy, q->name);
+
+	traffic_dns(w->traffic, q->name, q->qtype,
+		    d == POLICY_DNS_REFUSE  ? "refused"
+		    : d == POLICY_DNS_LEARN ? "learned"
+					    : "resolved",
+		    time(NULL));
+	if (d == POLICY_DNS_REFUSE && now_ms() - w->dns_logged >= DROP_LOG_GAP_MS) {
+		log_info("DNS query for `%s` refused: not allowed by the policy", q->name);
+		w->dns_logged = now_ms();
+	}
+	return d != POLICY_DNS_REFUSE;
+}
+
+static bool dns_learn(void *opaque, const struct dns_question *q)
+{
+	struct worker *w = opaque;
+
+	return policy_dns_name(w->policy, q->name) == POLICY_DNS_LEARN;
+}
+
+static void dns_learned(void *opaque, const struct dns_question *q, const char *owner,
+			struct in_addr ip, uint32_t ttl)
+{
+	struct worker *w = opaque;
+
+	(void)owner;
+	/* The policy may have changed while the query was out. */
+	if (policy_dns_name(w->policy, q->name) == POLICY_DNS_LEARN)
+		learned_add(w->learned, ntohl(ip.s_addr), q->name, ttl, now_ms());
+}
+
+static json_t *policy_show(struct worker *w)
+{
+	return json_pack("{s:b, s:o, s:b, s:I, s:o, s:{s:i, s:i}}", "ok", 1, "policy",
+			 policy_to_json(w->policy), "allowLocal", w->allow_local, "generation",
+			 (json_int_t)w->generation, "learned", learned_json(w->learned, now_ms()),
+			 "flows", "tcp", (int)flows_count(w->flows, NET_PROTO_TCP), "udp",
+			 (int)flows_count(w->flows, NET_PROTO_UDP));
 }
 
 /* --- published ports ------------------------------------------------- */
@@ -449,6 +739,21 @@ static json_t *ctl_op(struct worker *w, json_t *req)
 		return ctl_error(&err);
 	if (strcmp(op, NET_CTL_TRAFFIC) == 0)
 		return json_pack("{s:b, s:o}", "ok", 1, "traffic", traffic_json(w->traffic));
+	if (strcmp(op, NET_CTL_POLICY_SHOW) == 0)
+		return policy_show(w);
+	if (strcmp(op, NET_CTL_POLICY) == 0) {
+		json_t *pj = json_object_get(req, "policy");
+		struct policy *p = NULL;
+		unsigned cut;
+
+		if (pj && !json_is_null(pj) && policy_from_json(pj, &p, &err) < 0) {
+			gantry_error_prefix(&err, "policy");
+			return ctl_error(&err);
+		}
+		cut = policy_install(w, p, json_is_true(json_object_get(req, "allowLocal")));
+		return json_pack("{s:b, s:I, s:i}", "ok", 1, "generation",
+				 (json_int_t)w->generation, "cut", (int)cut);
+	}
 	if (strcmp(op, NET_CTL_PUBLISH) != 0 && strcmp(op, NET_CTL_UNPUBLISH) != 0) {
 		gantry_error(&err, 0, "unknown op `%.40s`", op);
 		gantry_error_sanitize(&err, 200);
@@ -519,6 +824,10 @@ struct args {
 	bool have_dns;
 	char **ports;
 	size_t nr_ports;
+	const char *policy;
+	bool allow_local;
+	struct sockaddr_in proxy[PROXY_IPS_MAX];
+	size_t nr_proxy;
 };
 
 static int parse_fd(const char *s, int *out)
@@ -560,10 +869,20 @@ static int parse_args(int argc, char **argv, struct args *a)
 		else if (strcmp(opt, "--dns") == 0 && parse_ip_port(val, &a->dns) == 0) {
 			a->have_dns = true;
 			i++;
-		} else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS)
+		} else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS) {
 			a->ports[a->nr_ports++] = argv[++i];
-		else
+		} else if (strcmp(opt, "--policy") == 0 && val) {
+			a->policy = argv[++i];
+		} else if (strcmp(opt, "--allow-local-net") == 0) {
+			a->allow_local = true;
+		} else if (strcmp(opt, "--proxy-enforce") == 0 && a->nr_proxy < PROXY_IPS_MAX &&
+			   parse_ip_port(val, &a->proxy[a->nr_proxy]) == 0 &&
+			   (a->nr_proxy == 0 || a->proxy[0].sin_port == a->proxy[a->nr_proxy].sin_port)) {
+			a->nr_proxy++;
+			i++;
+		} else {
 			return -1;
+		}
 	}
 	return a->frame_fd >= 0 ? 0 : -1;
 }
@@ -613,9 +932,30 @@ static int signals(struct worker *w, gantry_error_t *err)
 	return 0;
 }
 
+static int load_policy(const char *path, struct policy **out, gantry_error_t *err)
+{
+	cleanup_free char *buf = NULL;
+	size_t len;
+
+	*out = NULL;
+	if (read_file_max(path, POLICY_FILE_MAX, &buf, &len, err) < 0)
+		return -1;
+	if (buf == NULL)
+		return gantry_error(err, ENOENT, "policy `%s`: no such file", path);
+	if (policy_parse(buf, len, path, out, err) < 0)
+		return gantry_error_prefix(err, "policy `%s`", path);
+	return 0;
+}
+
 static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 {
-	const struct dns_hooks hooks = { .opaque = w, .udp_answer = dns_answer };
+	const struct dns_hooks hooks = { .opaque = w,
+					 .udp_answer = dns_answer,
+					 .allow = dns_allow,
+					 .learn = dns_learn,
+					 .learned = dns_learned,
+					 .ttl_cap = POLICY_TTL_CAP };
+	struct policy *policy = NULL;
 	struct port_spec s;
 
 	w->frame_fd = a->frame_fd;
@@ -623,6 +963,14 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	filter_init(&w->filter, now_ms());
 	w->traffic = traffic_new();
 	w->rx = xmalloc(NET_FRAME_MAX + 1);
+	w->learned = learned_new();
+	w->flows = flows_new();
+	for (size_t i = 0; i < a->nr_proxy; i++)
+		w->proxy_ips[w->nr_proxy_ips++] = ntohl(a->proxy[i].sin_addr.s_addr);
+	w->proxy_port = a->nr_proxy ? ntohs(a->proxy[0].sin_port) : 0;
+	if (a->policy && load_policy(a->policy, &policy, err) < 0)
+		return -1;
+	policy_install(w, policy, a->allow_local);
 	if (signals(w, err) < 0 || nonblock(w->frame_fd, "frame fd", err) < 0 ||
 	    (w->ctl_fd >= 0 && nonblock(w->ctl_fd, "control fd", err) < 0))
 		return -1;
@@ -665,6 +1013,11 @@ static void teardown(struct worker *w)
 	}
 	if (w->traffic)
 		traffic_free(w->traffic);
+	policy_free(w->policy);
+	if (w->learned)
+		learned_free(w->learned);
+	if (w->flows)
+		flows_free(w->flows);
 	free(w->rx);
 	free(w->fds);
 }
@@ -724,6 +1077,10 @@ static void loop(struct worker *w)
 			return;
 		}
 		w->dns_syns = 0;
+		if (now_ms() - w->flows_expired_ms >= FLOWS_EXPIRE_MS) {
+			flows_expire(w->flows, now_ms());
+			w->flows_expired_ms = now_ms();
+		}
 		nat_dispatch(&w->nat, r < 0);
 		if (r > 0)
 			dns_proxy_dispatch(w->dns, w->fds + dns_base, dns_n);
@@ -774,7 +1131,8 @@ int net_worker_main(int argc, char **argv)
 	log_init("net-worker", -1);
 	if (parse_args(argc, argv, &a) < 0) {
 		log_error("%s is for Gantry's own use: --frame-fd N [--ctl-fd N] [--dns IP:PORT] "
-			  "[-p SPEC]...",
+			  "[-p SPEC]... [--policy FILE] [--allow-local-net] "
+			  "[--proxy-enforce IP:PORT]...",
 			  NET_WORKER_ROLE);
 		free(a.ports);
 		return 2;

@@ -58,10 +58,12 @@ static bool on_allow(void *opaque, const struct dns_question *q)
 	return strlen(q->name) % 2 == 0;
 }
 
-static void on_learned(void *opaque, const char *name, struct in_addr ip, uint32_t ttl)
+static void on_learned(void *opaque, const struct dns_question *q, const char *name,
+		       struct in_addr ip, uint32_t ttl)
 {
 	(void)opaque;
 	(void)ip;
+	check_name(q->name);
 	check(ttl < 0x80000000u);
 	check_name(name);
 }
@@ -113,6 +115,16 @@ static void answer(const uint8_t *data, size_t size)
 		return;
 	end = dns_answer_learn(data + qlen, size - qlen, &q, &hooks);
 	check(end == -1 || (end >= 17 && (size_t)end <= size - qlen));
+	if (end > 0) {
+		/* The TTL cap writes only inside the answer it was given. */
+		uint8_t *copy = malloc(size - qlen);
+
+		check(copy != NULL);
+		memcpy(copy, data + qlen, size - qlen);
+		dns_answer_cap_ttl(copy, size - qlen, (size_t)end, 300);
+		check(dns_answer_learn(copy, size - qlen, &q, NULL) == end);
+		free(copy);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

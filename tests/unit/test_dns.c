@@ -230,10 +230,12 @@ static bool on_allow(void *opaque, const struct dns_question *q)
 	return !f->refuse_all && strstr(q->name, "exfil") == NULL;
 }
 
-static void on_learned(void *opaque, const char *name, struct in_addr ip, uint32_t ttl)
+static void on_learned(void *opaque, const struct dns_question *q, const char *name,
+		       struct in_addr ip, uint32_t ttl)
 {
 	struct fx *f = opaque;
 
+	(void)q;
 	if (f->learned < 8) {
 		strcpy(f->learned_name[f->learned], name);
 		f->learned_ip[f->learned] = ip;

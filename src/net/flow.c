@@ -1,0 +1,209 @@
+/* The flow table (see flow.h): two fixed pools of FLOW_MAX entries, one
+ * per protocol, chained into one hash of twice that many buckets. */
+#include <string.h>
+
+#include "common/util.h"
+#include "net/flow.h"
+#include "net/frame.h"
+
+#define FLOW_BUCKETS (4 * FLOW_MAX) /* a power of two */
+
+struct pool {
+	struct flow e[FLOW_MAX];
+	struct flow *free;
+	size_t used;
+};
+
+struct flows {
+	struct flow *bucket[FLOW_BUCKETS];
+	struct pool tcp, udp;
+	uint32_t syn_tokens;
+	uint64_t syn_refill_ms;
+	bool syn_started;
+};
+
+static struct pool *pool_of(struct flows *t, enum net_proto p)
+{
+	return p == NET_PROTO_TCP ? &t->tcp : &t->udp;
+}
+
+static void pool_init(struct pool *p)
+{
+	p->free = NULL;
+	for (size_t i = FLOW_MAX; i-- > 0;) {
+		p->e[i].next = p->free;
+		p->free = &p->e[i];
+	}
+}
+
+struct flows *flows_new(void)
+{
+	struct flows *t = xzalloc(sizeof(*t));
+
+	pool_init(&t->tcp);
+	pool_init(&t->udp);
+	return t;
+}
+
+void flows_free(struct flows *t)
+{
+	free(t);
+}
+
+static size_t hash(const struct flow_key *k)
+{
+	uint64_t h = (uint64_t)k->remote * 0x9e3779b97f4a7c15ull;
+
+	h ^= ((uint64_t)k->rport << 32 | (uint64_t)k->gport << 16 | (uint64_t)k->proto) *
+	     0xc2b2ae3d27d4eb4full;
+	return (size_t)(h >> 40) & (FLOW_BUCKETS - 1);
+}
+
+static bool key_eq(const struct flow_key *a, const struct flow_key *b)
+{
+	return a->remote == b->remote && a->rport == b->rport && a->gport == b->gport &&
+	       a->proto == b->proto;
+}
+
+struct flow *flow_find(struct flows *t, const struct flow_key *k)
+{
+	for (struct flow *f = t->bucket[hash(k)]; f; f = f->next)
+		if (key_eq(&f->key, k))
+			return f;
+	return NULL;
+}
+
+void flow_remove(struct flows *t, struct flow *f)
+{
+	struct flow **p = &t->bucket[hash(&f->key)];
+	struct pool *pl = pool_of(t, f->key.proto);
+
+	while (*p && *p != f)
+		p = &(*p)->next;
+	if (*p == NULL)
+		return;
+	*p = f->next;
+	memset(f, 0, sizeof(*f));
+	f->next = pl->free;
+	pl->free = f;
+	pl->used--;
+}
+
+/* The UDP entry idle longest that no cut holds, to make room. */
+static struct flow *udp_victim(struct flows *t)
+{
+	struct flow *best = NULL;
+
+	for (size_t i = 0; i < FLOW_MAX; i++) {
+		struct flow *f = &t->udp.e[i];
+
+		if (f->used && !f->cut &&
+		    (best == NULL || f->last_ms < best->last_ms))
+			best = f;
+	}
+	return best;
+}
+
+struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms)
+{
+	struct pool *pl = pool_of(t, k->proto);
+	struct flow *f, **b;
+
+	if (pl->free == NULL)
+		flows_expire(t, now_ms);
+	if (pl->free == NULL && k->proto == NET_PROTO_UDP && (f = udp_victim(t)))
+		flow_remove(t, f);
+	if (pl->free == NULL)
+		return NULL;
+	f = pl->free;
+	pl->free = f->next;
+	pl->used++;
+	memset(f, 0, sizeof(*f));
+	f->used = true;
+	f->key = *k;
+	f->last_ms = now_ms;
+	f->verdict.rule = -1;
+	b = &t->bucket[hash(k)];
+	f->next = *b;
+	*b = f;
+	return f;
+}
+
+static bool expired(const struct flow *f, uint64_t now_ms)
+{
+	if (f->cut || f->closed)
+		return now_ms >= f->until_ms;
+	return now_ms - f->last_ms >=
+	       (f->key.proto == NET_PROTO_TCP ? FLOW_TCP_IDLE_MS : FLOW_UDP_IDLE_MS);
+}
+
+static void expire_pool(struct flows *t, struct pool *pl, uint64_t now_ms)
+{
+	for (size_t i = 0; i < FLOW_MAX; i++)
+		if (pl->e[i].used && expired(&pl->e[i], now_ms))
+			flow_remove(t, &pl->e[i]);
+}
+
+void flows_expire(struct flows *t, uint64_t now_ms)
+{
+	expire_pool(t, &t->tcp, now_ms);
+	expire_pool(t, &t->udp, now_ms);
+}
+
+size_t flows_count(const struct flows *t, enum net_proto proto)
+{
+	return proto == NET_PROTO_TCP ? t->tcp.used : t->udp.used;
+}
+
+void flows_each(struct flows *t, void (*fn)(void *opaque, struct flow *f), void *opaque)
+{
+	for (size_t b = 0; b < FLOW_BUCKETS; b++)
+		for (struct flow *f = t->bucket[b]; f; f = f->next)
+			fn(opaque, f);
+}
+
+bool flows_syn_take(struct flows *t, uint64_t now_ms)
+{
+	uint64_t n;
+
+	if (!t->syn_started) {
+		t->syn_started = true;
+		t->syn_tokens = FLOW_SYN_BURST;
+		t->syn_refill_ms = now_ms;
+	}
+	if (now_ms > t->syn_refill_ms) {
+		n = (now_ms - t->syn_refill_ms) * FLOW_SYN_RATE / 1000;
+		if (n) {
+			t->syn_tokens = (uint32_t)MIN((uint64_t)FLOW_SYN_BURST, t->syn_tokens + n);
+			t->syn_refill_ms += n * 1000 / FLOW_SYN_RATE;
+		}
+	}
+	if (t->syn_tokens == 0)
+		return false;
+	t->syn_tokens--;
+	return true;
+}
+
+void flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq, uint32_t seqlen,
+		   uint64_t now_ms)
+{
+	uint32_t end = seq + seqlen;
+
+	f->last_ms = now_ms;
+	if (from_guest) {
+		if (!f->guest_seq || (int32_t)(end - f->guest_next) > 0)
+			f->guest_next = end;
+		f->guest_seq = true;
+	} else {
+		if (!f->remote_seq || (int32_t)(end - f->remote_next) > 0)
+			f->remote_next = end;
+		f->remote_seq = true;
+	}
+	if (flags & TCP_FIN)
+		f->fins |= from_guest ? FLOW_FIN_GUEST : FLOW_FIN_REMOTE;
+	if (!f->closed && ((flags & TCP_RST) || f->fins == (FLOW_FIN_GUEST | FLOW_FIN_REMOTE))) {
+		f->closed = true;
+		if (!f->cut)
+			f->until_ms = now_ms + FLOW_CLOSED_MS;
+	}
+}

@@ -1,0 +1,79 @@
+/* The network worker's flow table: the TCP connections and UDP exchanges
+ * the egress policy admitted (or that a published port opened from the
+ * host), so each is judged once, at its first frame, and again only when
+ * the policy changes. Bounded: at most FLOW_MAX of each protocol; a new
+ * TCP connection finds no room until an old one ends or idles out, a new
+ * UDP exchange takes the place of the one idle longest.
+ *
+ * A flow the policy no longer allows is cut: its entry stays a while as a
+ * tombstone so that whatever either side still sends on it is dropped
+ * (and the guest's segments answered with a RST). */
+#ifndef GANTRY_NET_FLOW_H
+#define GANTRY_NET_FLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/filter.h"
+#include "net/policy.h"
+
+#define FLOW_MAX	 4096 /* of each protocol */
+#define FLOW_TCP_IDLE_MS (2 * 3600 * 1000ull)
+#define FLOW_UDP_IDLE_MS (60 * 1000ull)
+#define FLOW_CLOSED_MS	 (30 * 1000ull) /* a TCP flow after FIN both ways or a RST */
+#define FLOW_CUT_MS	 (10 * 1000ull) /* a cut flow's tombstone */
+#define FLOW_SYN_RATE	 1000		/* new TCP connections a second, */
+#define FLOW_SYN_BURST	 1000		/* in bursts of this many */
+
+struct flow_key {
+	uint32_t remote;     /* the far end's address, host order */
+	uint16_t rport;	     /* its port */
+	uint16_t gport;	     /* the guest's port */
+	enum net_proto proto; /* TCP or UDP */
+};
+
+enum flow_fin { FLOW_FIN_GUEST = 1, FLOW_FIN_REMOTE = 2 };
+
+struct flow {
+	struct flow_key key;
+	bool used;
+	bool inbound; /* opened from the host through a published port: not judged */
+	bool cut;
+	bool closed; /* RST seen, or FIN both ways */
+	uint8_t fins;
+	struct policy_verdict verdict;
+	uint64_t generation; /* of the policy that judged it */
+	/* TCP: the sequence number after the last segment each side sent. */
+	uint32_t guest_next, remote_next;
+	bool guest_seq, remote_seq; /* whether the field above was seen */
+	uint64_t last_ms, until_ms; /* until_ms: a closed or cut flow's end */
+	uint64_t tx_bytes, rx_bytes;
+	/* Hash chain and free list (flow.c). */
+	struct flow *next;
+};
+
+struct flows;
+
+struct flows *flows_new(void);
+void flows_free(struct flows *t);
+
+struct flow *flow_find(struct flows *t, const struct flow_key *k);
+/* A new entry for k (not there yet), or NULL when the table is full. */
+struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms);
+void flow_remove(struct flows *t, struct flow *f);
+/* Drop idle, closed and cut entries whose time is up. */
+void flows_expire(struct flows *t, uint64_t now_ms);
+size_t flows_count(const struct flows *t, enum net_proto proto);
+/* Each entry in turn; fn may cut it but not remove it. */
+void flows_each(struct flows *t, void (*fn)(void *opaque, struct flow *f), void *opaque);
+
+/* The SYN rate limit: whether one more new TCP connection may open now. */
+bool flows_syn_take(struct flows *t, uint64_t now_ms);
+
+/* A TCP segment seen (flags, seq and the segment's length in sequence
+ * space, SYN and FIN counted) from the guest or to it. */
+void flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq, uint32_t seqlen,
+		   uint64_t now_ms);
+
+#endif
