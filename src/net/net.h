@@ -47,14 +47,15 @@
 #define NET_GUEST_CMDLINE  "gantry.net=192.168.127.2/24,192.168.127.1,192.168.127.1"
 
 /* The worker: `gantry __net-worker --frame-fd N [--ctl-fd N] [--dns IP:PORT]
- * [-p SPEC]... [--policy FILE] [--allow-local-net] [--proxy-enforce
- * IP:PORT]...`. --frame-fd carries one Ethernet frame per read and write
+ * [-p SPEC]... [--policy FILE] [--allow-local-net] [--proxy IP:PORT]...
+ * [--proxy-enforce]`. --frame-fd carries one Ethernet frame per read and write
  * (the VMM's SEQPACKET socket, or a TAP for tests); --ctl-fd is a
  * SEQPACKET socket carrying one JSON request per message, each answered by
  * one JSON message (NET_CTL_*). The worker exits when either closes. Its
  * stderr is its log. --policy is the egress policy it starts with (none:
- * the default, policy.h); --proxy-enforce, once per proxy address, puts
- * the proxy rules in front of every policy it is given. */
+ * the default, policy.h); --proxy, once per address of the workload's
+ * proxy, puts a rule allowing TCP to it in front of every policy it is
+ * given, and --proxy-enforce rules denying direct web traffic after it. */
 #define NET_WORKER_ROLE	   "__net-worker"
 #define NET_DNS_ENV	   "GANTRY_NET_DNS" /* IP:PORT, overrides /etc/resolv.conf */
 

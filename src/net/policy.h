@@ -88,9 +88,11 @@ json_t *policy_to_json(const struct policy *p);
 struct policy *policy_dup(const struct policy *p);
 void policy_free(struct policy *p);
 
-/* -proxy-enforce: put in front of p's rules "allow tcp to each proxy
- * address on port", then "deny tcp 80,443" and "deny udp 443". */
-void policy_enforce_proxy(struct policy *p, const uint32_t *ips, size_t nr_ips, uint16_t port);
+/* -proxy: put in front of p's rules "allow tcp to each proxy address on
+ * port"; with enforce (-proxy-enforce), then "deny tcp 80,443" and "deny
+ * udp 443" too, so the web is reached only through the proxy. */
+void policy_add_proxy(struct policy *p, const uint32_t *ips, size_t nr_ips, uint16_t port,
+		      bool enforce);
 
 /* The local-network wall: 10/8, 172.16/12, 192.168/16, 169.254/16, 127/8,
  * 100.64/10, 224/4, 240/4, 0/8, and the host's own interface addresses. */

@@ -88,6 +88,7 @@ struct worker {
 	uint32_t proxy_ips[PROXY_IPS_MAX];
 	size_t nr_proxy_ips;
 	uint16_t proxy_port;
+	bool proxy_enforce;
 	uint64_t write_error_logged;
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
@@ -557,7 +558,7 @@ static unsigned policy_install(struct worker *w, struct policy *p, bool allow_lo
 	if (allow_local)
 		p->allow_local = true;
 	if (w->nr_proxy_ips)
-		policy_enforce_proxy(p, w->proxy_ips, w->nr_proxy_ips, w->proxy_port);
+		policy_add_proxy(p, w->proxy_ips, w->nr_proxy_ips, w->proxy_port, w->proxy_enforce);
 	policy_free(w->policy);
 	w->policy = p;
 	w->allow_local = allow_local;
@@ -828,6 +829,7 @@ struct args {
 	bool allow_local;
 	struct sockaddr_in proxy[PROXY_IPS_MAX];
 	size_t nr_proxy;
+	bool proxy_enforce;
 };
 
 static int parse_fd(const char *s, int *out)
@@ -875,11 +877,13 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->policy = argv[++i];
 		} else if (strcmp(opt, "--allow-local-net") == 0) {
 			a->allow_local = true;
-		} else if (strcmp(opt, "--proxy-enforce") == 0 && a->nr_proxy < PROXY_IPS_MAX &&
+		} else if (strcmp(opt, "--proxy") == 0 && a->nr_proxy < PROXY_IPS_MAX &&
 			   parse_ip_port(val, &a->proxy[a->nr_proxy]) == 0 &&
 			   (a->nr_proxy == 0 || a->proxy[0].sin_port == a->proxy[a->nr_proxy].sin_port)) {
 			a->nr_proxy++;
 			i++;
+		} else if (strcmp(opt, "--proxy-enforce") == 0) {
+			a->proxy_enforce = true;
 		} else {
 			return -1;
 		}
@@ -968,6 +972,7 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	for (size_t i = 0; i < a->nr_proxy; i++)
 		w->proxy_ips[w->nr_proxy_ips++] = ntohl(a->proxy[i].sin_addr.s_addr);
 	w->proxy_port = a->nr_proxy ? ntohs(a->proxy[0].sin_port) : 0;
+	w->proxy_enforce = a->proxy_enforce && a->nr_proxy;
 	if (a->policy && load_policy(a->policy, &policy, err) < 0)
 		return -1;
 	policy_install(w, policy, a->allow_local);
@@ -1132,7 +1137,7 @@ int net_worker_main(int argc, char **argv)
 	if (parse_args(argc, argv, &a) < 0) {
 		log_error("%s is for Gantry's own use: --frame-fd N [--ctl-fd N] [--dns IP:PORT] "
 			  "[-p SPEC]... [--policy FILE] [--allow-local-net] "
-			  "[--proxy-enforce IP:PORT]...",
+			  "[--proxy IP:PORT]... [--proxy-enforce]",
 			  NET_WORKER_ROLE);
 		free(a.ports);
 		return 2;
