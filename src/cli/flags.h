@@ -41,7 +41,17 @@ struct flag {
 	  "guest network (default true; -net=false: only lo)", 0 },                   \
 	{ "p", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC",                          \
 	  "publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },         \
-	{ "publish", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC", "same as -p", 0 }
+	{ "publish", FLAG_FUNC, (o), sandbox_opts_publish, "SPEC", "same as -p", 0 }, \
+	{ "net-policy", FLAG_STRING, &(o)->net_policy, NULL, "FILE",                  \
+	  "egress policy, JSON (see docs/network.md; default: allow, local wall)", 0 }, \
+	{ "allow-local-net", FLAG_BOOL, &(o)->allow_local_net, NULL, NULL,            \
+	  "let the guest reach local networks and the host", 0 },                     \
+	{ "proxy", FLAG_STRING, &(o)->proxy, NULL, "URL",                             \
+	  "the workload's proxy: sets HTTP(S)_PROXY, ALL_PROXY and lower case", 0 },  \
+	{ "no-proxy", FLAG_STRING, &(o)->no_proxy, NULL, "LIST",                      \
+	  "NO_PROXY with -proxy (default localhost,127.0.0.1,::1)", 0 },              \
+	{ "proxy-enforce", FLAG_BOOL, &(o)->proxy_enforce, NULL, NULL,                \
+	  "with -proxy: deny direct TCP 80/443 and UDP 443", 0 }
 /* clang-format on */
 
 /* Parse argv[0..argc) against flags; on success *rest is the index of the

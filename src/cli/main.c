@@ -23,6 +23,7 @@ static const struct command {
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
 	{ "net", cmd_net, "show a sandbox's network traffic" },
+	{ "net-policy", cmd_net_policy, "change or show a sandbox's egress policy" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 	{ "version", cmd_version, "print the version" },

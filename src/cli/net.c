@@ -22,8 +22,10 @@ static void net_usage(FILE *out, const struct flag *flags)
 		"Usage: gantry net traffic NAME [--json]\n\n"
 		"Show the sandbox NAME's network traffic by destination: address, protocol\n"
 		"and port, allowed or dropped (and why), bytes and packets each way (TX: from\n"
-		"the guest), when last seen, and drops by reason. A running sandbox's counters\n"
-		"are fresh; a stopped one's are those it stopped with.\n\nFlags:\n");
+		"the guest), when last seen, the egress policy's reason for a refusal, the\n"
+		"DNS names the guest asked and whether the policy let them through, and drops\n"
+		"by reason. A running sandbox's counters are fresh; a stopped one's are those\n"
+		"it stopped with.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -56,14 +58,28 @@ static void traffic_table(json_t *t)
 	{
 		cleanup_free char *addr = cell(v, "addr"), *proto = cell(v, "proto");
 		cleanup_free char *verdict = cell(v, "verdict"), *reason = cell(v, "reason");
+		cleanup_free char *why = json_object_get(v, "policy") ? cell(v, "policy") : NULL;
 		cleanup_free char *seen = cell(v, "last_seen");
 		char port[8] = "-";
 
 		if (json_is_integer(json_object_get(v, "port")) && count(v, "port"))
 			snprintf(port, sizeof(port), "%u", (unsigned)(count(v, "port") & 0xffff));
-		printf("%-16s %-5s %-5s %-7s %-14s %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %s\n",
+		printf("%-16s %-5s %-5s %-7s %-14s %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %s%s%s\n",
 		       addr, proto, port, verdict, reason, count(v, "tx_bytes"),
-		       count(v, "rx_bytes"), count(v, "tx_packets") + count(v, "rx_packets"), seen);
+		       count(v, "rx_bytes"), count(v, "tx_packets") + count(v, "rx_packets"), seen,
+		       why ? "  policy: " : "", why ? why : "");
+	}
+	if (json_array_size(json_object_get(t, "dns"))) {
+		printf("\nDNS names asked:\n  %-40s %-5s %-9s %7s %s\n", "NAME", "TYPE", "VERDICT",
+		       "COUNT", "LAST-SEEN");
+		json_array_foreach(json_object_get(t, "dns"), i, v)
+		{
+			cleanup_free char *name = cell(v, "name"), *verdict = cell(v, "verdict");
+			cleanup_free char *seen = cell(v, "last_seen");
+
+			printf("  %-40s %-5" PRIu64 " %-9s %7" PRIu64 " %s\n", name, count(v, "qtype"),
+			       verdict, count(v, "count"), seen);
+		}
 	}
 	if (json_object_size(drops)) {
 		printf("\nDropped frames by reason:\n");

@@ -14,10 +14,12 @@
 #include "sandbox/network.h"
 #include "vmm/vmm.h"
 
-/* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen. */
+/* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen;
+ * and -allow-local-net. */
 struct run_ports {
 	char **v;
 	size_t n;
+	bool allow_local;
 };
 
 static int add_disk(void *opaque, const char *value, gantry_error_t *err)
@@ -74,7 +76,11 @@ static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int
 	for (size_t i = 0; i < ports->n; i++)
 		if (!given[i])
 			log_info("run: publishing %s", ports->v[i]);
-	if (net_worker_start(&w, ports->v, ports->n, STDERR_FILENO, err) < 0)
+	if (net_worker_start(&w,
+			     &(struct net_worker_opts){ .ports = ports->v,
+							.nr_ports = ports->n,
+							.allow_local = ports->allow_local },
+			     STDERR_FILENO, err) < 0)
 		return -1;
 	cfg->net_fd = w.vmm_fd;
 	r = vmm_run(cfg, status, err);
@@ -88,7 +94,7 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
 		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n"
-		"                  [-net [-p SPEC]...]\n\n"
+		"                  [-net [-p SPEC]... [-allow-local-net]]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -101,7 +107,8 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"(NAT: 192.168.127.2/24, gateway and DNS 192.168.127.1, the host's loopback\n"
 		"at 192.168.127.254); the guest configures eth0 itself. -p [IP:]HOST:GUEST\n"
 		"forwards HOST on IP (default 127.0.0.1) to GUEST in the guest; -p GUEST or\n"
-		"a HOST of 0 picks a free host port.\n\n"
+		"a HOST of 0 picks a free host port. The guest may reach the internet but\n"
+		"not local networks nor the host, unless -allow-local-net.\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -115,7 +122,7 @@ int cmd_run(int argc, char **argv)
 	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true };
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
-	struct run_ports ports = { .v = NULL, .n = 0 };
+	struct run_ports ports = { .v = NULL, .n = 0, .allow_local = false };
 	bool help = false, net = false, dashdash;
 	int rest, status = 0, r;
 	const struct flag flags[] = {
@@ -137,6 +144,8 @@ int cmd_run(int argc, char **argv)
 		  "virtio-net through the network worker (NAT, no DHCP)", 0 },
 		{ "p", FLAG_FUNC, &ports, add_port, "SPEC",
 		  "with -net, publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },
+		{ "allow-local-net", FLAG_BOOL, &ports.allow_local, NULL, NULL,
+		  "with -net, let the guest reach local networks and the host", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};

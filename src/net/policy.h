@@ -30,6 +30,7 @@
 #include "net/filter.h"
 
 #define POLICY_FILE_MAX	   (1024 * 1024) /* bytes of a policy file */
+#define POLICY_DOC_MAX	   (128 * 1024)	 /* of its canonical document, compact */
 #define POLICY_RULES_MAX   1024
 #define POLICY_DOMAINS_MAX 1024 /* in each of the two lists */
 #define POLICY_PORTS_MAX   32	/* ranges in one rule's "ports" */

@@ -4,6 +4,7 @@
  * /dev/null, stderr its log, fd 3 its end of the frame socketpair and fd 4
  * its end of the control socketpair. Executing (not only forking) keeps the
  * caller's threads and locks out of it. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -112,10 +113,73 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 	}
 }
 
-int net_worker_start(struct net_worker *w, char *const *ports, size_t nr_ports, int log_fd,
+int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err)
+{
+	cleanup_free char *text = json_dumps(req, JSON_COMPACT);
+	cleanup_free char *buf = xmalloc(NET_CTL_MSG_MAX + 1);
+	uint64_t deadline = now_ms() + NET_WORKER_READY_MS;
+	const char *e;
+	json_t *j;
+	ssize_t n;
+
+	*answer = NULL;
+	if (text == NULL)
+		return gantry_error(err, ENOMEM, "network worker: encode a request");
+	if (send(w->ctl_fd, text, strlen(text), MSG_NOSIGNAL) < 0)
+		return gantry_error_errno(err, "network worker: send");
+	for (;;) {
+		struct pollfd p = { .fd = w->ctl_fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		int r = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return gantry_error(err, ETIMEDOUT, "the network worker did not answer");
+		n = recv(w->ctl_fd, buf, NET_CTL_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		break;
+	}
+	if (n <= 0 || n > NET_CTL_MSG_MAX)
+		return gantry_error(err, 0, "the network worker hung up");
+	j = json_loadb(buf, (size_t)n, 0, NULL);
+	if (json_is_true(json_object_get(j, "ok"))) {
+		*answer = j;
+		return 0;
+	}
+	e = json_string_value(json_object_get(j, "error"));
+	{
+		cleanup_free char *shown = text_sanitized(e ? e : "refused",
+							  strlen(e ? e : "refused"), WORKER_ERR);
+
+		json_decref(j);
+		return gantry_error(err, 0, "%s", shown);
+	}
+}
+
+/* The policy the worker is to start with. */
+static int give_policy(struct net_worker *w, const struct net_worker_opts *o, gantry_error_t *err)
+{
+	json_t *req, *answer;
+	int r;
+
+	if (o->policy == NULL && !o->allow_local)
+		return 0; /* its default */
+	req = json_pack("{s:s, s:O?, s:b}", "op", NET_CTL_POLICY, "policy", o->policy, "allowLocal",
+			o->allow_local);
+	r = net_worker_request(w, req, &answer, err);
+	json_decref(req);
+	json_decref(answer);
+	return r < 0 ? gantry_error_prefix(err, "network policy") : 0;
+}
+
+int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
 		     gantry_error_t *err)
 {
-	cleanup_free char **argv = xzalloc((8 + 2 * nr_ports) * sizeof(*argv));
+	cleanup_free char **argv =
+		xzalloc((10 + 2 * o->nr_ports + 2 * o->nr_proxy_ips) * sizeof(*argv));
+	char proxies[NET_PROXY_IPS_MAX][INET_ADDRSTRLEN + 8];
 	cleanup_close int null = -1, logfd = -1, frame_w = -1, ctl_w = -1;
 	int frame[2], ctl[2], buf = NET_WORKER_SOCKBUF, n = 0;
 	pid_t pid;
@@ -127,10 +191,21 @@ int net_worker_start(struct net_worker *w, char *const *ports, size_t nr_ports, 
 	argv[n++] = "3";
 	argv[n++] = "--ctl-fd";
 	argv[n++] = "4";
-	for (size_t i = 0; i < nr_ports; i++) {
+	for (size_t i = 0; i < o->nr_ports; i++) {
 		argv[n++] = "-p";
-		argv[n++] = ports[i];
+		argv[n++] = o->ports[i];
 	}
+	for (size_t i = 0; i < o->nr_proxy_ips && i < NET_PROXY_IPS_MAX; i++) {
+		struct in_addr a = { .s_addr = htonl(o->proxy_ips[i]) };
+		char ip[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &a, ip, sizeof(ip));
+		snprintf(proxies[i], sizeof(proxies[i]), "%s:%u", ip, o->proxy_port);
+		argv[n++] = "--proxy";
+		argv[n++] = proxies[i];
+	}
+	if (o->proxy_enforce && o->nr_proxy_ips)
+		argv[n++] = "--proxy-enforce";
 	argv[n] = NULL;
 	/* Everything the child needs is made here: between fork and exec
 	 * nothing may allocate. */
@@ -175,7 +250,7 @@ int net_worker_start(struct net_worker *w, char *const *ports, size_t nr_ports, 
 	/* Only the worker holds its ends: its exit reads as EOF here. */
 	close(steal_fd(&frame_w));
 	close(steal_fd(&ctl_w));
-	if (wait_first(w, err) < 0)
+	if (wait_first(w, err) < 0 || give_policy(w, o, err) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -4,7 +4,10 @@
 #ifndef GANTRY_NET_SPAWN_H
 #define GANTRY_NET_SPAWN_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -21,12 +24,30 @@ struct net_worker {
 
 #define NET_WORKER_NONE ((struct net_worker){ .pid = -1, .vmm_fd = -1, .ctl_fd = -1 })
 
-/* Start `gantry __net-worker` with ports (canonical specs), its stderr on
- * log_fd; wait (bounded, 10 s) for its first message; *w->vmm_fd is the
- * VMM's end of the frame socketpair (SEQPACKET, 4 MiB bufs). An error is
- * the worker's own one line when it says why it could not start. */
-int net_worker_start(struct net_worker *w, char *const *ports, size_t nr_ports, int log_fd,
+#define NET_PROXY_IPS_MAX 16
+
+/* What a worker starts with. */
+struct net_worker_opts {
+	char *const *ports; /* canonical specs */
+	size_t nr_ports;
+	json_t *policy;	    /* a policy document (net/policy.h); NULL: the default */
+	bool allow_local;   /* -allow-local-net */
+	uint32_t proxy_ips[NET_PROXY_IPS_MAX]; /* the workload's proxy, host order */
+	size_t nr_proxy_ips;
+	uint16_t proxy_port;
+	bool proxy_enforce;
+};
+
+/* Start `gantry __net-worker` as o says, its stderr on log_fd; wait
+ * (bounded, 10 s) for its first message, then give it o->policy;
+ * *w->vmm_fd is the VMM's end of the frame socketpair (SEQPACKET, 4 MiB
+ * bufs). An error is the worker's own one line when it says why it could
+ * not start. */
+int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
 		     gantry_error_t *err);
+/* One control request while nothing else uses w->ctl_fd (at start):
+ * sent, and its answer (bounded, 10 s) in *answer when it says ok. */
+int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err);
 /* Close both fds, SIGTERM, reap (bounded; SIGKILL after 2 s). */
 void net_worker_stop(struct net_worker *w);
 

@@ -23,7 +23,7 @@
 
 #include "common/error.h"
 
-#define CTL_LINE_MAX	    (64 * 1024)
+#define CTL_LINE_MAX	    (256 * 1024) /* a policy document fits */
 #define CTL_OP_STATUS	    "status"
 #define CTL_OP_STOP	    "stop"
 #define CTL_OP_EXEC	    "exec"
@@ -31,6 +31,8 @@
 #define CTL_OP_UNPUBLISH    "ports.unpublish"
 #define CTL_OP_PORTS	    "ports.ls"
 #define CTL_OP_TRAFFIC	    "net.traffic"
+#define CTL_OP_NETPOLICY_SET "netpolicy.set" /* {"policy":P|null,"allowLocal":B} */
+#define CTL_OP_NETPOLICY_GET "netpolicy.get"
 #define CTL_STOP_TIMEOUT_MS 60000
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */

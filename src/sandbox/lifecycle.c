@@ -168,9 +168,8 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->mem_mib = o->mem_mib;
 	sb->disk_mib = o->disk_mib;
 	sb->writable = o->writable;
-	sb->net = o->net;
-	sb->ports = strv_dup(o->ports, o->nr_ports);
-	sb->nr_ports = o->nr_ports;
+	if (sandbox_opts_net(o, sb, err) < 0)
+		return -1;
 	/* Stored as chosen, so the next boot forwards the same port. */
 	if (ports_pick(sb->ports, sb->nr_ports, err) < 0)
 		return -1;
@@ -506,6 +505,11 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "reason", jsonh_string_or_null(sb->reason));
 	json_object_set_new(o, "net", json_boolean(sb->net));
 	json_object_set_new(o, "ports", jsonh_from_strv(sb->ports, sb->nr_ports));
+	json_object_set(o, "net_policy", sb->net_policy ? sb->net_policy : json_null());
+	json_object_set_new(o, "allow_local_net", json_boolean(sb->allow_local_net));
+	json_object_set_new(o, "proxy", jsonh_string_or_null(sb->proxy));
+	json_object_set_new(o, "no_proxy", jsonh_string_or_null(sb->no_proxy));
+	json_object_set_new(o, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	if (dir == NULL)
 		return o;
 	if (sb->config) {
@@ -569,7 +573,7 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent
 			     name);
 		goto out;
 	}
-	if (sandbox_process_init(&sp, sb.config, args, nargs, err) < 0)
+	if (sandbox_process_init(&sp, sb.config, args, nargs, &sb, err) < 0)
 		goto out;
 	if (ctl_connect(dir, &fd, err) < 0 || ctl_call(fd, CTL_OP_EXEC, 30000, NULL, err) < 0) {
 		gantry_error_prefix(err, "sandbox `%s`", name);

@@ -27,6 +27,10 @@ struct sandbox_opts {
 	bool net;	     /* a network link (default on) */
 	char **ports;	     /* -p: canonical specs, host port 0 until the start picks one */
 	size_t nr_ports;
+	const char *net_policy; /* -net-policy FILE */
+	bool allow_local_net;
+	const char *proxy, *no_proxy;
+	bool proxy_enforce;
 };
 
 /* -p SPEC (a FLAG_FUNC for opaque = struct sandbox_opts *): checked and

@@ -12,6 +12,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "net/net.h"
+#include "net/proxy.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
 
@@ -45,6 +46,10 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		m->net = true;
 		m->ports = strv_dup(sb->ports, sb->nr_ports);
 		m->nr_ports = sb->nr_ports;
+		m->net_policy = sb->net_policy ? json_incref(sb->net_policy) : NULL;
+		m->allow_local_net = sb->allow_local_net;
+		m->proxy = sb->proxy ? xstrdup(sb->proxy) : NULL;
+		m->proxy_enforce = sb->proxy_enforce;
 		xasprintf(&m->net_log, "%s/%s", dir, NET_WORKER_LOG);
 	}
 	m->cfg = (struct vmm_config){
@@ -81,13 +86,25 @@ static void rotate_log(const char *path)
 
 static int net_start(struct machine *m, gantry_error_t *err)
 {
+	struct net_worker_opts o = { .ports = m->ports,
+				     .nr_ports = m->nr_ports,
+				     .policy = m->net_policy,
+				     .allow_local = m->allow_local_net,
+				     .proxy_enforce = m->proxy_enforce };
 	cleanup_close int log = -1;
+	struct net_proxy proxy;
 
+	if (m->proxy) {
+		if (net_proxy_parse(m->proxy, &proxy, err) < 0 ||
+		    net_proxy_addrs(&proxy, o.proxy_ips, NET_PROXY_IPS_MAX, &o.nr_proxy_ips, err) < 0)
+			return -1;
+		o.proxy_port = proxy.port;
+	}
 	rotate_log(m->net_log);
 	log = open(m->net_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (log < 0)
 		return gantry_error_errno(err, "open `%s`", m->net_log);
-	if (net_worker_start(&m->net_worker, m->ports, m->nr_ports, log, err) < 0) {
+	if (net_worker_start(&m->net_worker, &o, log, err) < 0) {
 		/* Its own one line says it all; a worker that died or hung
 		 * may have said why in its log. */
 		if (strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
@@ -173,6 +190,8 @@ void machine_free(struct machine *m)
 	if (m->net_started)
 		net_worker_stop(&m->net_worker);
 	strv_free(m->ports);
+	json_decref(m->net_policy);
+	free(m->proxy);
 	free(m->net_log);
 	if (m->agent)
 		agent_free(m->agent);

@@ -32,6 +32,10 @@ struct machine {
 	bool net;     /* a network worker for virtio-net */
 	char **ports; /* its published ports at boot */
 	size_t nr_ports;
+	json_t *net_policy; /* and its egress policy (NULL: the default) */
+	bool allow_local_net;
+	char *proxy; /* the workload's proxy URL, resolved when the worker starts */
+	bool proxy_enforce;
 	char *net_log;	  /* its log: <dir>/worker-net.log */
 	bool net_started; /* net_worker is ours to stop */
 	struct net_worker net_worker;

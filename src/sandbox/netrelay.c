@@ -20,6 +20,7 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "net/net.h"
+#include "net/policy.h"
 #include "sandbox/ctl.h"
 #include "sandbox/supervisor_priv.h"
 
@@ -30,7 +31,15 @@ static const char *const op_names[] = {
 	[NET_OP_PUBLISH] = NET_CTL_PUBLISH,
 	[NET_OP_UNPUBLISH] = NET_CTL_UNPUBLISH,
 	[NET_OP_TRAFFIC] = NET_CTL_TRAFFIC,
+	[NET_OP_POLICY] = NET_CTL_POLICY,
+	[NET_OP_POLICY_SHOW] = NET_CTL_POLICY_SHOW,
 };
+
+static void req_release(struct net_req *r)
+{
+	json_decref(r->policy);
+	r->policy = NULL;
+}
 
 void sup_net_init(struct sup *s, int ctl, char *const *live, size_t n)
 {
@@ -190,9 +199,12 @@ static void net_gone(struct sup *s)
 	s->m.net_worker.ctl_fd = -1;
 	if (net->sent.op != NET_OP_NONE)
 		reply(s, net->sent.c, NET_GONE);
+	req_release(&net->sent);
 	net->sent.op = NET_OP_NONE;
-	for (size_t i = 0; i < net->queued; i++)
+	for (size_t i = 0; i < net->queued; i++) {
 		reply(s, net->queue[i].c, NET_GONE);
+		req_release(&net->queue[i]);
+	}
 	net->queued = 0;
 	net->reap = true;
 	net->reap_deadline = now_ms() + SUP_NET_REAP_MS;
@@ -229,8 +241,11 @@ static void net_reap(struct sup *s, uint64_t now)
 /* Send r; false when the socket has no room now (try again later). */
 static bool net_send(struct sup *s, struct net_req *r)
 {
-	json_t *j = r->op == NET_OP_TRAFFIC
+	json_t *j = r->op == NET_OP_TRAFFIC || r->op == NET_OP_POLICY_SHOW
 			    ? json_pack("{s:s}", "op", op_names[r->op])
+		    : r->op == NET_OP_POLICY
+			    ? json_pack("{s:s,s:O?,s:b}", "op", op_names[r->op], "policy",
+					r->policy, "allowLocal", r->allow_local)
 			    : json_pack("{s:s,s:s}", "op", op_names[r->op], "spec", r->spec);
 	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
 	ssize_t n;
@@ -272,6 +287,7 @@ void sup_net_tick(struct sup *s, uint64_t now, uint64_t *wake)
 			continue;
 		}
 		reply(s, net->queue[i].c, "the network worker is busy: try again");
+		req_release(&net->queue[i]);
 		memmove(net->queue + i, net->queue + i + 1,
 			(--net->queued - i) * sizeof(net->queue[0]));
 	}
@@ -298,6 +314,52 @@ void sup_net_tick(struct sup *s, uint64_t now, uint64_t *wake)
 		*wake = MIN(*wake, net->next_traffic);
 }
 
+/* The worker's answer to a policy swap or show. A swap in force is saved
+ * before the client hears of it; a swap refused leaves both as they were. */
+static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
+{
+	gantry_error_t err = NULL;
+	json_t *prev;
+
+	if (!json_is_true(json_object_get(j, "ok"))) {
+		const char *e = json_string_value(json_object_get(j, "error"));
+		cleanup_free char *shown =
+			text_sanitized(e ? e : "refused", strlen(e ? e : "refused"), NET_ERROR_MAX);
+
+		reply(s, r->c, shown);
+		return;
+	}
+	if (r->op == NET_OP_POLICY_SHOW) {
+		if (r->c)
+			reply_json(s, r->c, json_incref(j));
+		return;
+	}
+	prev = s->sb.net_policy;
+	s->sb.net_policy = r->policy ? json_incref(r->policy) : NULL;
+	s->sb.allow_local_net = r->allow_local;
+	log_info("egress policy %s%s in force (generation %lld, %lld flows cut)",
+		 r->policy ? "from the user" : "default",
+		 r->allow_local ? ", local network allowed" : "",
+		 (long long)json_integer_value(json_object_get(j, "generation")),
+		 (long long)json_integer_value(json_object_get(j, "cut")));
+	if (sandbox_save(".", &s->sb, &err) < 0) {
+		cleanup_free char *msg = NULL;
+
+		xasprintf(&msg, "in force, but not saved: %s", gantry_error_str(err));
+		log_warn("%s", msg);
+		reply(s, r->c, msg);
+		gantry_error_free(&err);
+		json_decref(prev);
+		return;
+	}
+	json_decref(prev);
+	if (r->c)
+		reply_json(s, r->c,
+			   json_pack("{s:b,s:O?,s:O?}", "ok", 1, "generation",
+				     json_object_get(j, "generation"), "cut",
+				     json_object_get(j, "cut")));
+}
+
 /* The answer to the request outstanding. */
 static void net_answer(struct sup *s, json_t *j)
 {
@@ -305,6 +367,12 @@ static void net_answer(struct sup *s, json_t *j)
 	gantry_error_t err = NULL;
 
 	s->net.sent.op = NET_OP_NONE;
+	s->net.sent.policy = NULL; /* r owns it now */
+	if (r.op == NET_OP_POLICY || r.op == NET_OP_POLICY_SHOW) {
+		policy_answer(s, &r, j);
+		req_release(&r);
+		return;
+	}
 	if (!json_is_true(json_object_get(j, "ok"))) {
 		const char *e = json_string_value(json_object_get(j, "error"));
 		cleanup_free char *shown =
@@ -423,6 +491,25 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 	}
 	if (strcmp(op, CTL_OP_TRAFFIC) == 0) {
 		r.op = NET_OP_TRAFFIC;
+	} else if (strcmp(op, CTL_OP_NETPOLICY_GET) == 0) {
+		r.op = NET_OP_POLICY_SHOW;
+	} else if (strcmp(op, CTL_OP_NETPOLICY_SET) == 0) {
+		json_t *pj = json_object_get(req, "policy");
+		gantry_error_t err = NULL;
+		struct policy *p;
+
+		r.op = NET_OP_POLICY;
+		r.allow_local = json_is_true(json_object_get(req, "allowLocal"));
+		if (pj && !json_is_null(pj)) {
+			if (policy_from_json(pj, &p, &err) < 0) {
+				gantry_error_prefix(&err, "policy");
+				reply(s, c, gantry_error_str(err));
+				gantry_error_free(&err);
+				return;
+			}
+			r.policy = policy_to_json(p);
+			policy_free(p);
+		}
 	} else {
 		r.op = strcmp(op, CTL_OP_PUBLISH) == 0 ? NET_OP_PUBLISH : NET_OP_UNPUBLISH;
 		r.ephemeral = json_is_true(json_object_get(req, "ephemeral"));
@@ -431,6 +518,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 	}
 	if (s->net.queued == SUP_NET_QUEUE) {
 		reply(s, c, "the network worker is busy: try again");
+		req_release(&r);
 		return;
 	}
 	r.c = c;
@@ -445,6 +533,8 @@ void sup_net_final(struct sup *s)
 	uint64_t deadline = now_ms() + 2 * SUP_TRAFFIC_MS;
 	bool asked = false;
 
+	for (size_t i = 0; i < s->net.queued; i++)
+		req_release(&s->net.queue[i]);
 	s->net.queued = 0;
 	while (s->net.ctl >= 0 && now_ms() < deadline) {
 		struct pollfd p = { .fd = s->net.ctl, .events = POLLIN };

@@ -10,6 +10,8 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "net/net.h"
+#include "net/policy.h"
+#include "net/proxy.h"
 #include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
@@ -293,6 +295,154 @@ int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
 		goto out;
 	r = 0;
 out:
+	sandbox_free(&sb);
+	return r;
+}
+
+/* --- the egress policy and the proxy --------------------------------------------------------- */
+
+int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
+{
+	cleanup_free char *buf = NULL;
+	struct policy *p;
+	size_t len;
+
+	*out = NULL;
+	if (read_file_max(path, POLICY_FILE_MAX, &buf, &len, err) < 0)
+		return gantry_error_prefix(err, "net-policy");
+	if (buf == NULL)
+		return gantry_error(err, ENOENT, "net-policy `%s`: no such file", path);
+	if (policy_parse(buf, len, path, &p, err) < 0)
+		return gantry_error_prefix(err, "net-policy `%s`", path);
+	*out = policy_to_json(p);
+	policy_free(p);
+	{
+		cleanup_free char *doc = json_dumps(*out, JSON_COMPACT);
+
+		if (doc == NULL || strlen(doc) > POLICY_DOC_MAX) {
+			json_decref(*out);
+			*out = NULL;
+			return gantry_error(err, 0,
+					    "net-policy `%s`: more than %d KiB once written out", path,
+					    POLICY_DOC_MAX / 1024);
+		}
+	}
+	return 0;
+}
+
+int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+{
+	struct net_proxy proxy;
+
+	if (o->nr_ports && !o->net)
+		return gantry_error(err, 0, "-p needs a network (not with -net=false)");
+	if (!o->net && (o->net_policy || o->allow_local_net || o->proxy))
+		return gantry_error(err, 0, "%s needs a network (not with -net=false)",
+				    o->net_policy ? "-net-policy"
+				    : o->proxy    ? "-proxy"
+						  : "-allow-local-net");
+	if ((o->no_proxy || o->proxy_enforce) && !o->proxy)
+		return gantry_error(err, 0, "%s needs -proxy",
+				    o->no_proxy ? "-no-proxy" : "-proxy-enforce");
+	if (o->proxy && net_proxy_parse(o->proxy, &proxy, err) < 0)
+		return -1;
+	if (o->no_proxy && net_no_proxy_check(o->no_proxy, err) < 0)
+		return -1;
+	if (o->net_policy && net_policy_file(o->net_policy, &sb->net_policy, err) < 0)
+		return -1;
+	sb->net = o->net;
+	sb->ports = strv_dup(o->ports, o->nr_ports);
+	sb->nr_ports = o->nr_ports;
+	sb->allow_local_net = o->allow_local_net;
+	sb->proxy = o->proxy ? xstrdup(o->proxy) : NULL;
+	sb->no_proxy = o->no_proxy ? xstrdup(o->no_proxy) : NULL;
+	sb->proxy_enforce = o->proxy_enforce;
+	return 0;
+}
+
+char **sandbox_proxy_env(const struct sandbox *sb)
+{
+	struct net_proxy proxy;
+
+	if (sb->proxy == NULL || net_proxy_parse(sb->proxy, &proxy, NULL) < 0)
+		return NULL;
+	return net_proxy_env(&proxy, sb->no_proxy);
+}
+
+int sandbox_net_policy_set(const char *name, json_t *policy, bool allow_local, json_t **out,
+			   gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	cleanup_close int lock = -1;
+	struct sandbox sb = { 0 };
+	json_t *reply = NULL;
+	int r = -1;
+
+	if (out)
+		*out = NULL;
+	if (open_net(name, &sb, &dir, &lock, err) < 0)
+		goto out;
+	if (lock < 0) {
+		json_t *req = json_pack("{s:s,s:O?,s:b}", "op", CTL_OP_NETPOLICY_SET, "policy",
+					policy, "allowLocal", allow_local);
+
+		if (supervisor_request(name, dir, req, &reply, err) < 0)
+			goto out;
+		if (out)
+			*out = json_pack("{s:s,s:b,s:O?,s:O?}", "name", name, "running", 1,
+					 "generation", json_object_get(reply, "generation"), "cut",
+					 json_object_get(reply, "cut"));
+		r = 0;
+		goto out;
+	}
+	json_decref(sb.net_policy);
+	sb.net_policy = policy ? json_incref(policy) : NULL;
+	sb.allow_local_net = allow_local;
+	r = sandbox_save(dir, &sb, err);
+	if (r == 0 && out)
+		*out = json_pack("{s:s,s:b}", "name", name, "running", 0);
+out:
+	json_decref(reply);
+	sandbox_free(&sb);
+	return r;
+}
+
+int sandbox_net_policy_show(const char *name, json_t **out, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
+	cleanup_close int lock = -1;
+	struct sandbox sb = { 0 };
+	json_t *reply = NULL;
+	int r = -1;
+
+	*out = NULL;
+	if (open_net(name, &sb, &dir, &lock, err) < 0)
+		goto out;
+	*out = json_pack("{s:s,s:b,s:b,s:b}", "name", name, "running", lock < 0, "default",
+			 sb.net_policy == NULL, "allowLocal", sb.allow_local_net);
+	if (lock >= 0) {
+		struct policy *p = policy_default(sb.allow_local_net);
+
+		json_object_set_new(*out, "policy", sb.net_policy ? json_incref(sb.net_policy)
+								  : policy_to_json(p));
+		policy_free(p);
+		r = 0;
+		goto out;
+	}
+	if (supervisor_request(name, dir, json_pack("{s:s}", "op", CTL_OP_NETPOLICY_GET), &reply,
+			       err) < 0) {
+		json_decref(*out);
+		*out = NULL;
+		goto out;
+	}
+	/* What is in force: the saved policy with the proxy's rules, if any. */
+	json_object_set(*out, "policy", json_object_get(reply, "policy"));
+	json_object_set(*out, "generation", json_object_get(reply, "generation"));
+	json_object_set(*out, "learned", json_object_get(reply, "learned"));
+	json_object_set(*out, "flows", json_object_get(reply, "flows"));
+	r = 0;
+out:
+	json_decref(reply);
 	sandbox_free(&sb);
 	return r;
 }

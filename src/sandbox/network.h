@@ -13,6 +13,9 @@
 
 #include "common/error.h"
 #include "net/portspec.h"
+#include "sandbox/state.h"
+
+struct sandbox_opts;
 
 #define PORTS_MAX 256 /* published ports of one sandbox */
 
@@ -46,5 +49,25 @@ int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err);
  * its worker first when it runs. A sandbox that never had traffic
  * recorded gets an empty snapshot. */
 int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err);
+
+/* The network flags of start and one-shot exec, checked, into sb: the
+ * ports (not yet picked), the -net-policy file read and made canonical,
+ * -allow-local-net and the proxy. */
+int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err);
+/* Read and check a policy file: its canonical document. Errors are
+ * "net-policy FILE: <JSON path>: why". */
+int net_policy_file(const char *path, json_t **out, gantry_error_t *err);
+/* The proxy variables sb's processes get (net/proxy.h), NULL with no proxy. */
+char **sandbox_proxy_env(const struct sandbox *sb);
+
+/* `gantry net-policy set|default|clear`: policy (canonical; NULL: the
+ * default) and allow_local become the sandbox's: on a running one in force
+ * at once (flows it denies cut) and then saved, on a stopped one saved.
+ * *out (optional): {"name","running","generation","cut"}. */
+int sandbox_net_policy_set(const char *name, json_t *policy, bool allow_local, json_t **out,
+			   gantry_error_t *err);
+/* `gantry net-policy show`: {"name","running","policy","allowLocal",
+ * "default":bool, and when running "generation","learned","flows"}. */
+int sandbox_net_policy_show(const char *name, json_t **out, gantry_error_t *err);
 
 #endif

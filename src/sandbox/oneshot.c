@@ -39,9 +39,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		     size_t nargs, struct agent_result *res, gantry_error_t *err)
 {
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
-	struct sandbox sb = {
-		.transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib, .net = o->net
-	};
+	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib };
 	struct machine m = { .done_fd = -1, .cfg.stop_fd = -1 };
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
@@ -50,12 +48,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
-	if (o->nr_ports && !o->net)
-		return gantry_error(err, 0, "-p needs a network (not with -net=false)");
-	sb.ports = strv_dup(o->ports, o->nr_ports);
-	sb.nr_ports = o->nr_ports;
-	if (ports_pick(sb.ports, sb.nr_ports, err) < 0) {
-		strv_free(sb.ports);
+	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
+		sandbox_net_free(&sb);
 		return -1;
 	}
 	/* A port picked for the user is one they could not know otherwise. */
@@ -63,12 +57,12 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		if (strcmp(sb.ports[i], o->ports[i]) != 0)
 			log_info("exec: publishing %s", sb.ports[i]);
 	if (sandbox_image_resolve(o->image, &img, err) < 0) {
-		strv_free(sb.ports);
+		sandbox_net_free(&sb);
 		return -1;
 	}
 	t_image = now_ms_frac() - t0;
 	sb.image_path = img.path;
-	if (sandbox_process_init(&proc, img.config, args, nargs, err) < 0)
+	if (sandbox_process_init(&proc, img.config, args, nargs, &sb, err) < 0)
 		goto out;
 	if (mkdtemp(rundir) == NULL) {
 		gantry_error_errno(err, "cannot create a run directory");
@@ -109,6 +103,6 @@ out:
 		rm_tree(rundir);
 	sandbox_process_free(&proc);
 	image_free(&img);
-	strv_free(sb.ports);
+	sandbox_net_free(&sb);
 	return r;
 }

@@ -10,16 +10,20 @@
 #include "agent/session.h"
 #include "common/error.h"
 #include "image/config.h"
+#include "sandbox/state.h"
 
 struct sandbox_process {
 	struct agent_process p;
 	struct image_user user;
 	char **argv;
+	char **env; /* the image's with sb's proxy variables, when it has a proxy */
 };
 
-/* cfg may be NULL (a prebuilt .erofs: /bin/sh or the command given). */
+/* cfg may be NULL (a prebuilt .erofs: /bin/sh or the command given); the
+ * proxy variables of sb (-proxy) replace the image's. */
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
-			 char *const *args, size_t nargs, gantry_error_t *err);
+			 char *const *args, size_t nargs, const struct sandbox *sb,
+			 gantry_error_t *err);
 void sandbox_process_free(struct sandbox_process *sp);
 
 #endif

@@ -146,7 +146,8 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 				client_hangup(s, c);
 		}
 	} else if (strcmp(op, CTL_OP_PUBLISH) == 0 || strcmp(op, CTL_OP_UNPUBLISH) == 0 ||
-		   strcmp(op, CTL_OP_PORTS) == 0 || strcmp(op, CTL_OP_TRAFFIC) == 0) {
+		   strcmp(op, CTL_OP_PORTS) == 0 || strcmp(op, CTL_OP_TRAFFIC) == 0 ||
+		   strcmp(op, CTL_OP_NETPOLICY_SET) == 0 || strcmp(op, CTL_OP_NETPOLICY_GET) == 0) {
 		/* Answered once the network worker has; a line behind it waits. */
 		memmove(c->line, c->line + end + 1, rest);
 		c->len = rest;

@@ -13,7 +13,9 @@
 #include "common/json.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "net/policy.h"
 #include "net/portspec.h"
+#include "net/proxy.h"
 #include "sandbox/state.h"
 
 #define SANDBOX_JSON_MAX  (4u << 20)
@@ -178,8 +180,20 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->rwlayer);
 	free(sb->created);
 	free(sb->reason);
-	strv_free(sb->ports);
+	sandbox_net_free(sb);
 	memset(sb, 0, sizeof(*sb));
+}
+
+void sandbox_net_free(struct sandbox *sb)
+{
+	strv_free(sb->ports);
+	json_decref(sb->net_policy);
+	free(sb->proxy);
+	free(sb->no_proxy);
+	sb->ports = NULL;
+	sb->nr_ports = 0;
+	sb->net_policy = NULL;
+	sb->proxy = sb->no_proxy = NULL;
 }
 
 /* The file may have been edited: each port is checked and stored as its
@@ -201,6 +215,34 @@ static int ports_canonical(struct sandbox *sb, gantry_error_t *err)
 	}
 	if (sb->nr_ports && !sb->net)
 		return gantry_error(err, 0, "field `ports`: published ports without a network");
+	return 0;
+}
+
+/* The network fields a sandbox.json may have: each checked as strictly as
+ * the flags that set them. */
+static int net_fields(json_t *j, struct sandbox *sb, gantry_error_t *err)
+{
+	json_t *pj = json_object_get(j, "net_policy");
+	struct net_proxy proxy;
+	struct policy *p;
+
+	if (pj && !json_is_null(pj)) {
+		if (policy_from_json(pj, &p, err) < 0)
+			return gantry_error_prefix(err, "field `net_policy`");
+		sb->net_policy = policy_to_json(p);
+		policy_free(p);
+	}
+	sb->allow_local_net = json_is_true(json_object_get(j, "allow_local_net"));
+	sb->proxy_enforce = json_is_true(json_object_get(j, "proxy_enforce"));
+	if (jsonh_string(j, "proxy", false, &sb->proxy, err) < 0 ||
+	    jsonh_string(j, "no_proxy", false, &sb->no_proxy, err) < 0)
+		return -1;
+	if (sb->proxy && net_proxy_parse(sb->proxy, &proxy, err) < 0)
+		return gantry_error_prefix(err, "field `proxy`");
+	if (sb->no_proxy && net_no_proxy_check(sb->no_proxy, err) < 0)
+		return gantry_error_prefix(err, "field `no_proxy`");
+	if (sb->proxy_enforce && !sb->proxy)
+		return gantry_error(err, 0, "field `proxy_enforce` without a proxy");
 	return 0;
 }
 
@@ -242,7 +284,7 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	/* Sandboxes made before guest networking had it on, like new ones. */
 	sb->net = !json_is_false(json_object_get(j, "net"));
 	if (jsonh_strv(j, "ports", SANDBOX_PORTS_MAX, &sb->ports, &sb->nr_ports, err) < 0 ||
-	    ports_canonical(sb, err) < 0)
+	    ports_canonical(sb, err) < 0 || net_fields(j, sb, err) < 0)
 		goto out;
 	if (sb->writable && sb->rwlayer == NULL) {
 		gantry_error(err, 0, "writable without a field `rwlayer`");
@@ -295,6 +337,11 @@ int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
 		json_object_set_new(j, "pid", json_integer(sb->pid));
 	json_object_set_new(j, "net", json_boolean(sb->net));
 	json_object_set_new(j, "ports", jsonh_from_strv(sb->ports, sb->nr_ports));
+	json_object_set(j, "net_policy", sb->net_policy ? sb->net_policy : json_null());
+	json_object_set_new(j, "allow_local_net", json_boolean(sb->allow_local_net));
+	set_str(j, "proxy", sb->proxy);
+	set_str(j, "no_proxy", sb->no_proxy);
+	json_object_set_new(j, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL)

@@ -9,6 +9,7 @@
 #ifndef GANTRY_SANDBOX_STATE_H
 #define GANTRY_SANDBOX_STATE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -50,6 +51,11 @@ struct sandbox {
 	bool net;	/* a network link (net.h); a sandbox.json without "net" has one */
 	char **ports;	/* published ports, canonical specs (portspec.h), NULL-terminated */
 	size_t nr_ports;
+	json_t *net_policy;   /* the egress policy, canonical (net/policy.h); NULL: the default */
+	bool allow_local_net; /* the policy's wall down (-allow-local-net) */
+	char *proxy;	      /* -proxy URL (net/proxy.h), NULL: none */
+	char *no_proxy;	      /* -no-proxy LIST, NULL: the default */
+	bool proxy_enforce;
 };
 
 bool sandbox_name_valid(const char *name);
@@ -73,6 +79,9 @@ int sandbox_dirs_make(gantry_error_t *err);
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err);
 int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err);
 void sandbox_free(struct sandbox *sb);
+/* Free only the network fields (ports, policy, proxy): for a transient
+ * sandbox whose other fields are borrowed. */
+void sandbox_net_free(struct sandbox *sb);
 /* The identity a writable layer is paired with. */
 const char *sandbox_image_id(const struct sandbox *sb);
 

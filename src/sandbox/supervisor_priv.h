@@ -51,7 +51,14 @@ struct client {
 	struct outq q;
 };
 
-enum net_op { NET_OP_NONE, NET_OP_PUBLISH, NET_OP_UNPUBLISH, NET_OP_TRAFFIC };
+enum net_op {
+	NET_OP_NONE,
+	NET_OP_PUBLISH,
+	NET_OP_UNPUBLISH,
+	NET_OP_TRAFFIC,
+	NET_OP_POLICY,
+	NET_OP_POLICY_SHOW
+};
 
 /* A request for the network worker. */
 struct net_req {
@@ -59,6 +66,8 @@ struct net_req {
 	struct client *c; /* who waits for the answer; NULL: the supervisor's own, or gone */
 	char spec[PORT_SPEC_MAX];
 	bool ephemeral;
+	json_t *policy; /* NET_OP_POLICY's (owned; NULL: the default) */
+	bool allow_local;
 	uint64_t deadline;
 };
 

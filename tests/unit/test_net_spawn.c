@@ -110,7 +110,7 @@ static void test_start_and_stop(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "ok", 1);
-	if (net_worker_start(&w, ports, 2, log, &err) < 0)
+	if (net_worker_start(&w, &(struct net_worker_opts){ .ports = ports, .nr_ports = 2 }, log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	assert_true(w.pid > 0 && w.vmm_fd >= 0 && w.ctl_fd >= 0);
 	assert_true(fcntl(w.vmm_fd, F_GETFL) & O_NONBLOCK);
@@ -150,7 +150,7 @@ static void test_worker_refuses(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "error", 1);
-	assert_int_equal(net_worker_start(&w, NULL, 0, log, &err), -1);
+	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "port 127.0.0.1:1/tcp: address in use"));
 	assert_null(strchr(gantry_error_str(err), '\x1b'));
 	assert_int_equal(w.pid, -1);
@@ -171,7 +171,7 @@ static void test_worker_exits(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "exit", 1);
-	assert_int_equal(net_worker_start(&w, NULL, 0, log, &err), -1);
+	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "exited (status 3) before it was ready"));
 	gantry_error_free(&err);
 	fd = open(path, O_RDONLY);
@@ -193,7 +193,7 @@ static void test_worker_silent(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "silent", 1);
-	assert_int_equal(net_worker_start(&w, NULL, 0, log, &err), -1);
+	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "not ready in 10 s"));
 	assert_true(now_ms() - t0 < NET_WORKER_READY_MS + 3000);
 	gantry_error_free(&err);
@@ -214,7 +214,7 @@ static void test_stop_stubborn(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "stubborn", 1);
-	if (net_worker_start(&w, NULL, 0, log, &err) < 0)
+	if (net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	pid = w.pid;
 	t0 = now_ms();
