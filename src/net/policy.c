@@ -1,6 +1,6 @@
 /* The egress policy (net/policy.h): its strict decoder and canonical
- * encoder, the per-frame judge, the local wall, the learned-address table
- * and the DNS proxy's name checks. */
+ * encoder, the per-frame judge, the local wall and the DNS proxy's name
+ * checks. The learned-address table is net/learned.c. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -13,8 +13,8 @@
 #include "common/util.h"
 #include "net/policy.h"
 
-#define DOMAIN_MAX 253
-#define LABEL_MAX  63
+#define DOMAIN_MAX   253
+#define LABEL_MAX    63
 #define PATH_MAX_LEN 64 /* "resolveDomains[1023]", "rules[1023].action" */
 
 /* ---- decoding ---------------------------------------------------------- */
@@ -102,8 +102,8 @@ static uint32_t prefix_mask(unsigned prefix)
 
 static void ip_str(uint32_t ip, char buf[INET_ADDRSTRLEN])
 {
-	snprintf(buf, INET_ADDRSTRLEN, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff,
-		 (ip >> 8) & 0xff, ip & 0xff);
+	snprintf(buf, INET_ADDRSTRLEN, "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 0xff, (ip >> 8) & 0xff,
+		 ip & 0xff);
 }
 
 /* "A.B.C.D" or "A.B.C.D/N" exactly: inet_aton would take "10.1", hex and
@@ -168,8 +168,9 @@ static int parse_ports(const char *s, const char *path, struct policy_rule *r, g
 				goto bad;
 			p += n;
 			if (hi < lo)
-				return gantry_error(err, 0, "%s: `%.64s`: range %lu-%lu is backwards",
-						    path, s, lo, hi);
+				return gantry_error(err, 0,
+						    "%s: `%.64s`: range %lu-%lu is backwards", path,
+						    s, lo, hi);
 		}
 		if (r->nr_ports == POLICY_PORTS_MAX)
 			return gantry_error(err, 0, "%s: more than %d port ranges", path,
@@ -183,9 +184,9 @@ static int parse_ports(const char *s, const char *path, struct policy_rule *r, g
 			goto bad;
 	}
 bad:
-	return gantry_error(err, 0,
-			    "%s: `%.64s` is not a port list (N or N-M, 1 to 65535, comma separated)",
-			    path, s);
+	return gantry_error(
+		err, 0, "%s: `%.64s` is not a port list (N or N-M, 1 to 65535, comma separated)",
+		path, s);
 }
 
 static int parse_rule(json_t *j, size_t idx, struct policy_rule *r, gantry_error_t *err)
@@ -201,7 +202,8 @@ static int parse_rule(json_t *j, size_t idx, struct policy_rule *r, gantry_error
 	r->proto = POLICY_ANY;
 	if (!json_is_object(j))
 		return gantry_error(err, 0, "rules[%zu]: must be an object", idx);
-	json_object_foreach(j, key, v) {
+	json_object_foreach(j, key, v)
+	{
 		snprintf(path, sizeof(path), "rules[%zu].%s", idx, key);
 		if (strcmp(key, "action") == 0) {
 			if (get_action(v, path, &r->allow, err) < 0)
@@ -221,8 +223,10 @@ static int parse_rule(json_t *j, size_t idx, struct policy_rule *r, gantry_error
 		}
 	}
 	if (have_ports && r->proto == POLICY_ICMP)
-		return gantry_error(err, 0, "rules[%zu].ports: ICMP has no ports (drop \"ports\" "
-					    "or use proto tcp or udp)", idx);
+		return gantry_error(err, 0,
+				    "rules[%zu].ports: ICMP has no ports (drop \"ports\" "
+				    "or use proto tcp or udp)",
+				    idx);
 	return 0;
 }
 
@@ -245,8 +249,9 @@ static int parse_domain(const char *s, const char *path, char **out, gantry_erro
 	if (len > 0 && d[len - 1] == '.')
 		d[--len] = '\0';
 	if (strcmp(d, "*") == 0 || strcmp(d, "*.") == 0 || len == 0)
-		return gantry_error(err, 0, "%s: `%.64s` names no domain (to allow every name, "
-					    "use \"default\": \"allow\" without allowDomains)",
+		return gantry_error(err, 0,
+				    "%s: `%.64s` names no domain (to allow every name, "
+				    "use \"default\": \"allow\" without allowDomains)",
 				    path, s);
 	if (strncmp(d, "*.", 2) == 0)
 		body = d + 2;
@@ -309,8 +314,8 @@ static int parse_rules(json_t *v, struct policy *p, gantry_error_t *err)
 		return gantry_error(err, 0, "rules: more than %d rules", POLICY_RULES_MAX);
 	p->rules = xzalloc((n ? n : 1) * sizeof(*p->rules));
 	for (p->nr_rules = 0; p->nr_rules < n; p->nr_rules++)
-		if (parse_rule(json_array_get(v, p->nr_rules), p->nr_rules,
-			       &p->rules[p->nr_rules], err) < 0)
+		if (parse_rule(json_array_get(v, p->nr_rules), p->nr_rules, &p->rules[p->nr_rules],
+			       err) < 0)
 			return -1;
 	return 0;
 }
@@ -322,7 +327,8 @@ static int parse_top(json_t *j, struct policy *p, gantry_error_t *err)
 
 	if (!json_is_object(j))
 		return gantry_error(err, 0, "a policy must be a JSON object");
-	json_object_foreach(j, key, v) {
+	json_object_foreach(j, key, v)
+	{
 		if (strcmp(key, "default") == 0) {
 			if (get_action(v, "default", &p->default_allow, err) < 0)
 				return -1;
@@ -544,247 +550,6 @@ bool policy_wall_hit(const struct policy_wall *w, uint32_t ip)
 	return false;
 }
 
-/* ---- learned addresses ------------------------------------------------- */
-
-/* A dense array of entries found through an open-addressing index twice
- * its size: lookups per frame are a hash and a short probe, and memory is
- * fixed at learned_new but for the names themselves. */
-#define LEARNED_SLOTS (2 * POLICY_LEARNED_MAX)
-
-struct learned_name {
-	char *name;
-	uint64_t expires_ms;
-};
-
-struct learned_entry {
-	uint32_t ip;
-	size_t nr_names;
-	struct learned_name names[POLICY_LEARNED_NAMES];
-};
-
-struct learned {
-	size_t count;
-	struct learned_entry entry[POLICY_LEARNED_MAX];
-	uint16_t slot[LEARNED_SLOTS]; /* entry index + 1; 0: empty */
-};
-
-static size_t slot_of(uint32_t ip)
-{
-	return (size_t)((ip * 2654435761u) >> 19) & (LEARNED_SLOTS - 1);
-}
-
-/* The slot holding ip, or the empty one where it would go. */
-static size_t learned_slot(const struct learned *l, uint32_t ip)
-{
-	size_t s = slot_of(ip);
-
-	while (l->slot[s] != 0 && l->entry[l->slot[s] - 1].ip != ip)
-		s = (s + 1) & (LEARNED_SLOTS - 1);
-	return s;
-}
-
-static struct learned_entry *learned_find(const struct learned *l, uint32_t ip)
-{
-	size_t s = learned_slot(l, ip);
-
-	return l->slot[s] ? (struct learned_entry *)&l->entry[l->slot[s] - 1] : NULL;
-}
-
-struct learned *learned_new(void)
-{
-	return xzalloc(sizeof(struct learned));
-}
-
-static void entry_clear(struct learned_entry *e)
-{
-	for (size_t i = 0; i < e->nr_names; i++)
-		free(e->names[i].name);
-	e->nr_names = 0;
-}
-
-void learned_free(struct learned *l)
-{
-	if (l == NULL)
-		return;
-	for (size_t i = 0; i < l->count; i++)
-		entry_clear(&l->entry[i]);
-	free(l);
-}
-
-/* Remove entry idx: its slot is emptied with backward shift (no
- * tombstones to pile up), and the last entry moves into its place. */
-static void learned_remove(struct learned *l, size_t idx)
-{
-	size_t hole = learned_slot(l, l->entry[idx].ip), s = hole, last = l->count - 1;
-
-	entry_clear(&l->entry[idx]);
-	l->slot[hole] = 0;
-	for (;;) {
-		size_t home;
-
-		s = (s + 1) & (LEARNED_SLOTS - 1);
-		if (l->slot[s] == 0)
-			break;
-		home = slot_of(l->entry[l->slot[s] - 1].ip);
-		/* Move it back unless its home lies cyclically in (hole, s]. */
-		if (((s - home) & (LEARNED_SLOTS - 1)) >= ((s - hole) & (LEARNED_SLOTS - 1))) {
-			l->slot[hole] = l->slot[s];
-			l->slot[s] = 0;
-			hole = s;
-		}
-	}
-	if (idx != last) {
-		l->entry[idx] = l->entry[last];
-		l->slot[learned_slot(l, l->entry[idx].ip)] = (uint16_t)(idx + 1);
-	}
-	memset(&l->entry[last], 0, sizeof(l->entry[last]));
-	l->count--;
-}
-
-static uint64_t entry_expiry(const struct learned_entry *e)
-{
-	uint64_t latest = 0;
-
-	for (size_t i = 0; i < e->nr_names; i++)
-		latest = MAX(latest, e->names[i].expires_ms);
-	return latest;
-}
-
-static void learned_evict(struct learned *l)
-{
-	size_t victim = 0;
-	uint64_t soonest = UINT64_MAX;
-
-	for (size_t i = 0; i < l->count; i++) {
-		uint64_t e = entry_expiry(&l->entry[i]);
-
-		if (e < soonest) {
-			soonest = e;
-			victim = i;
-		}
-	}
-	learned_remove(l, victim);
-}
-
-void learned_add(struct learned *l, uint32_t ip, const char *name, uint32_t ttl_s,
-		 uint64_t now_ms)
-{
-	uint64_t ttl = ttl_s == 0 ? POLICY_TTL_ZERO : MIN(ttl_s, (uint32_t)POLICY_TTL_CAP);
-	uint64_t expires = now_ms + ttl * 1000;
-	struct learned_entry *e = learned_find(l, ip);
-	struct learned_name *slot;
-
-	if (e == NULL) {
-		if (l->count == POLICY_LEARNED_MAX)
-			learned_evict(l);
-		e = &l->entry[l->count];
-		e->ip = ip;
-		e->nr_names = 0;
-		l->slot[learned_slot(l, ip)] = (uint16_t)(++l->count);
-	}
-	for (size_t i = 0; i < e->nr_names; i++) {
-		if (strcmp(e->names[i].name, name) == 0) {
-			e->names[i].expires_ms = expires;
-			return;
-		}
-	}
-	if (e->nr_names < POLICY_LEARNED_NAMES) {
-		slot = &e->names[e->nr_names++];
-	} else {
-		slot = &e->names[0];
-		for (size_t i = 1; i < e->nr_names; i++)
-			if (e->names[i].expires_ms < slot->expires_ms)
-				slot = &e->names[i];
-		free(slot->name);
-	}
-	slot->name = xstrdup(name);
-	slot->expires_ms = expires;
-}
-
-const char *learned_name(const struct learned *l, uint32_t ip, uint64_t now_ms)
-{
-	const struct learned_entry *e = learned_find(l, ip);
-
-	for (size_t i = 0; e != NULL && i < e->nr_names; i++)
-		if (e->names[i].expires_ms > now_ms)
-			return e->names[i].name;
-	return NULL;
-}
-
-bool learned_has(const struct learned *l, uint32_t ip, uint64_t now_ms)
-{
-	return learned_name(l, ip, now_ms) != NULL;
-}
-
-void learned_retain(struct learned *l, const struct policy *p, uint64_t now_ms)
-{
-	/* Backwards: learned_remove moves the last entry, already seen, here. */
-	for (size_t i = l->count; i-- > 0;) {
-		struct learned_entry *e = &l->entry[i];
-		size_t kept = 0;
-
-		for (size_t k = 0; k < e->nr_names; k++) {
-			if (e->names[k].expires_ms > now_ms &&
-			    policy_dns_name(p, e->names[k].name) == POLICY_DNS_LEARN)
-				e->names[kept++] = e->names[k];
-			else
-				free(e->names[k].name);
-		}
-		e->nr_names = kept;
-		if (kept == 0)
-			learned_remove(l, i);
-	}
-}
-
-size_t learned_count(const struct learned *l)
-{
-	return l->count;
-}
-
-static int cmp_entry_ip(const void *a, const void *b)
-{
-	const struct learned_entry *x = *(const struct learned_entry *const *)a;
-	const struct learned_entry *y = *(const struct learned_entry *const *)b;
-
-	return x->ip < y->ip ? -1 : x->ip > y->ip;
-}
-
-json_t *learned_json(const struct learned *l, uint64_t now_ms)
-{
-	cleanup_free const struct learned_entry **sorted =
-		xmalloc((l->count ? l->count : 1) * sizeof(*sorted));
-	json_t *arr = json_array();
-	char ip[INET_ADDRSTRLEN];
-
-	for (size_t i = 0; i < l->count; i++)
-		sorted[i] = &l->entry[i];
-	qsort(sorted, l->count, sizeof(*sorted), cmp_entry_ip);
-	for (size_t i = 0; i < l->count; i++) {
-		const struct learned_entry *e = sorted[i];
-		json_t *names = json_array(), *o;
-		uint64_t latest = 0;
-
-		for (size_t k = 0; k < e->nr_names; k++) {
-			if (e->names[k].expires_ms <= now_ms)
-				continue;
-			json_array_append_new(names, json_string(e->names[k].name));
-			latest = MAX(latest, e->names[k].expires_ms);
-		}
-		if (json_array_size(names) == 0) {
-			json_decref(names);
-			continue;
-		}
-		ip_str(e->ip, ip);
-		o = json_object();
-		json_object_set_new(o, "addr", json_string(ip));
-		json_object_set_new(o, "names", names);
-		json_object_set_new(o, "expires_in_s",
-				    json_integer((json_int_t)((latest - now_ms + 999) / 1000)));
-		json_array_append_new(arr, o);
-	}
-	return arr;
-}
-
 /* ---- judging ----------------------------------------------------------- */
 
 static bool rule_match(const struct policy_rule *r, uint32_t dst, enum net_proto proto,
@@ -828,7 +593,8 @@ struct policy_verdict policy_judge(const struct policy *p, const struct policy_w
 {
 	for (size_t i = 0; i < p->nr_rules; i++)
 		if (rule_match(&p->rules[i], dst, proto, port))
-			return (struct policy_verdict){ p->rules[i].allow, POLICY_WHY_RULE, (int)i };
+			return (struct policy_verdict){ p->rules[i].allow, POLICY_WHY_RULE,
+							(int)i };
 	/* The wall before learned addresses: a DNS answer naming a private
 	 * address (rebinding) does not open the local network. */
 	if (!p->allow_local && policy_wall_hit(w, dst))

@@ -63,10 +63,13 @@ static void test_errors(void **state)
 		{ "{\"rules\":[{\"cidr\":8}]}", "rules[0].cidr: must be a string" },
 		{ "{\"rules\":[{},{},{\"cidr\":\"10.0.0.1/8\"}]}",
 		  "rules[2].cidr: `10.0.0.1/8` has host bits set (10.0.0.0/8?)" },
-		{ "{\"rules\":[{\"cidr\":\"10.0.0.0/33\"}]}", "rules[0].cidr: `10.0.0.0/33` is not" },
-		{ "{\"rules\":[{\"cidr\":\"10.0.0.0/08\"}]}", "rules[0].cidr: `10.0.0.0/08` is not" },
+		{ "{\"rules\":[{\"cidr\":\"10.0.0.0/33\"}]}",
+		  "rules[0].cidr: `10.0.0.0/33` is not" },
+		{ "{\"rules\":[{\"cidr\":\"10.0.0.0/08\"}]}",
+		  "rules[0].cidr: `10.0.0.0/08` is not" },
 		{ "{\"rules\":[{\"cidr\":\"10.0.0.0/\"}]}", "rules[0].cidr: `10.0.0.0/` is not" },
-		{ "{\"rules\":[{\"cidr\":\"010.0.0.0/8\"}]}", "rules[0].cidr: `010.0.0.0/8` is not" },
+		{ "{\"rules\":[{\"cidr\":\"010.0.0.0/8\"}]}",
+		  "rules[0].cidr: `010.0.0.0/8` is not" },
 		{ "{\"rules\":[{\"cidr\":\"10.1\"}]}", "rules[0].cidr: `10.1` is not" },
 		{ "{\"rules\":[{\"cidr\":\"0x0a.0.0.0\"}]}", "rules[0].cidr: `0x0a.0.0.0` is not" },
 		{ "{\"rules\":[{\"cidr\":\"256.0.0.0\"}]}", "rules[0].cidr: `256.0.0.0` is not" },
@@ -84,12 +87,14 @@ static void test_errors(void **state)
 		{ "{\"rules\":[{\"ports\":\"1-2-3\"}]}", "rules[0].ports: `1-2-3` is not" },
 		{ "{\"rules\":[{\"ports\":\"080\"}]}", "rules[0].ports: `080` is not" },
 		{ "{\"rules\":[{\"ports\":\"90-80\"}]}", "rules[0].ports: `90-80`: range 90-80 is "
-						       "backwards" },
+							 "backwards" },
 		{ "{\"rules\":[{\"ports\":\"1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,"
 		  "21,22,23,24,25,26,27,28,29,30,31,32,33\"}]}",
 		  "rules[0].ports: more than 32 port ranges" },
-		{ "{\"rules\":[{\"ports\":\"7\",\"proto\":\"icmp\"}]}", "rules[0].ports: ICMP has no" },
-		{ "{\"rules\":[{\"proto\":\"icmp\",\"ports\":\"7\"}]}", "rules[0].ports: ICMP has no" },
+		{ "{\"rules\":[{\"ports\":\"7\",\"proto\":\"icmp\"}]}",
+		  "rules[0].ports: ICMP has no" },
+		{ "{\"rules\":[{\"proto\":\"icmp\",\"ports\":\"7\"}]}",
+		  "rules[0].ports: ICMP has no" },
 		{ "{\"rules\":[{\"cidr\":\"1.2.3.4\\u0000\"}]}", "policy: invalid JSON" },
 		{ "{\"allowDomains\":\"a.com\"}", "allowDomains: must be an array" },
 		{ "{\"allowDomains\":[\"a.com\",1]}", "allowDomains[1]: must be a string" },
@@ -100,7 +105,8 @@ static void test_errors(void **state)
 		{ "{\"allowDomains\":[\"a.*.com\"]}", "allowDomains[0]: `a.*.com`: `*` only" },
 		{ "{\"allowDomains\":[\"*a.com\"]}", "allowDomains[0]: `*a.com`: `*` only" },
 		{ "{\"allowDomains\":[\"*.*.com\"]}", "allowDomains[0]: `*.*.com`: `*` only" },
-		{ "{\"resolveDomains\":[\"a..com\"]}", "resolveDomains[0]: `a..com` is not a domain" },
+		{ "{\"resolveDomains\":[\"a..com\"]}",
+		  "resolveDomains[0]: `a..com` is not a domain" },
 		{ "{\"resolveDomains\":[\".a.com\"]}", "resolveDomains[0]: `.a.com` is not" },
 		{ "{\"resolveDomains\":[\"a.com..\"]}", "resolveDomains[0]: `a.com..` is not" },
 		{ "{\"resolveDomains\":[\"a b.com\"]}", "resolveDomains[0]: `a b.com` is not" },
@@ -202,20 +208,22 @@ static void test_canonical(void **state)
 	gantry_error_t err = NULL;
 	(void)state;
 
-	p = parse_ok("{\"allowDomains\":[\"API.Example.com.\",\"*.Packages.example.com\"],"
-		     "\"rules\":[{\"action\":\"deny\",\"cidr\":\"203.0.113.10\"},"
-		     "{\"cidr\":\"203.0.113.0/24\",\"proto\":\"tcp\",\"ports\":\"443,8000-9000,80-80\"},"
-		     "{\"cidr\":\"0.0.0.0/0\",\"proto\":\"icmp\"},{}],"
-		     "\"default\":\"deny\",\"resolveDomains\":[\"x.org\"],\"allowLocal\":true}");
+	p = parse_ok(
+		"{\"allowDomains\":[\"API.Example.com.\",\"*.Packages.example.com\"],"
+		"\"rules\":[{\"action\":\"deny\",\"cidr\":\"203.0.113.10\"},"
+		"{\"cidr\":\"203.0.113.0/24\",\"proto\":\"tcp\",\"ports\":\"443,8000-9000,80-80\"},"
+		"{\"cidr\":\"0.0.0.0/0\",\"proto\":\"icmp\"},{}],"
+		"\"default\":\"deny\",\"resolveDomains\":[\"x.org\"],\"allowLocal\":true}");
 	a = canonical(p);
-	assert_string_equal(a, "{\"default\":\"deny\",\"allowLocal\":true,\"rules\":["
-			       "{\"action\":\"deny\",\"cidr\":\"203.0.113.10/32\",\"proto\":\"any\"},"
-			       "{\"action\":\"allow\",\"cidr\":\"203.0.113.0/24\",\"proto\":\"tcp\","
-			       "\"ports\":\"443,8000-9000,80\"},"
-			       "{\"action\":\"allow\",\"cidr\":\"0.0.0.0/0\",\"proto\":\"icmp\"},"
-			       "{\"action\":\"allow\",\"proto\":\"any\"}],"
-			       "\"allowDomains\":[\"api.example.com\",\"*.packages.example.com\"],"
-			       "\"resolveDomains\":[\"x.org\"]}");
+	assert_string_equal(a,
+			    "{\"default\":\"deny\",\"allowLocal\":true,\"rules\":["
+			    "{\"action\":\"deny\",\"cidr\":\"203.0.113.10/32\",\"proto\":\"any\"},"
+			    "{\"action\":\"allow\",\"cidr\":\"203.0.113.0/24\",\"proto\":\"tcp\","
+			    "\"ports\":\"443,8000-9000,80\"},"
+			    "{\"action\":\"allow\",\"cidr\":\"0.0.0.0/0\",\"proto\":\"icmp\"},"
+			    "{\"action\":\"allow\",\"proto\":\"any\"}],"
+			    "\"allowDomains\":[\"api.example.com\",\"*.packages.example.com\"],"
+			    "\"resolveDomains\":[\"x.org\"]}");
 	assert_false(p->rules[2].any_addr);
 	assert_true(p->rules[3].any_addr);
 
@@ -275,13 +283,13 @@ static struct policy_verdict judge(const struct policy *p, const struct learned 
 
 static void test_judge(void **state)
 {
-	struct policy *p = parse_ok(
-		"{\"default\":\"deny\",\"rules\":["
-		"{\"action\":\"deny\",\"cidr\":\"203.0.113.11/32\"},"
-		"{\"cidr\":\"203.0.113.0/24\",\"proto\":\"tcp\",\"ports\":\"443\"},"
-		"{\"cidr\":\"10.1.0.0/16\",\"proto\":\"udp\",\"ports\":\"53,5000-5010\"},"
-		"{\"cidr\":\"100.64.0.0/16\",\"ports\":\"22\"},"
-		"{\"action\":\"deny\",\"cidr\":\"198.18.0.0/15\",\"proto\":\"icmp\"}]}");
+	struct policy *p =
+		parse_ok("{\"default\":\"deny\",\"rules\":["
+			 "{\"action\":\"deny\",\"cidr\":\"203.0.113.11/32\"},"
+			 "{\"cidr\":\"203.0.113.0/24\",\"proto\":\"tcp\",\"ports\":\"443\"},"
+			 "{\"cidr\":\"10.1.0.0/16\",\"proto\":\"udp\",\"ports\":\"53,5000-5010\"},"
+			 "{\"cidr\":\"100.64.0.0/16\",\"ports\":\"22\"},"
+			 "{\"action\":\"deny\",\"cidr\":\"198.18.0.0/15\",\"proto\":\"icmp\"}]}");
 	struct learned *l = learned_new();
 	char buf[128];
 	(void)state;
@@ -290,31 +298,44 @@ static void test_judge(void **state)
 	learned_add(l, IP(10, 99, 0, 10), "rebind.example.com", 300, 0);
 
 	/* Rules in order, before the wall. */
-	assert_verdict(judge(p, l, IP(203, 0, 113, 11), NET_PROTO_TCP, 443), false, POLICY_WHY_RULE, 0);
-	assert_verdict(judge(p, l, IP(203, 0, 113, 10), NET_PROTO_TCP, 443), true, POLICY_WHY_RULE, 1);
+	assert_verdict(judge(p, l, IP(203, 0, 113, 11), NET_PROTO_TCP, 443), false, POLICY_WHY_RULE,
+		       0);
+	assert_verdict(judge(p, l, IP(203, 0, 113, 10), NET_PROTO_TCP, 443), true, POLICY_WHY_RULE,
+		       1);
 	assert_verdict(judge(p, l, IP(10, 1, 2, 3), NET_PROTO_UDP, 5005), true, POLICY_WHY_RULE, 2);
-	assert_verdict(judge(p, l, IP(10, 1, 2, 3), NET_PROTO_UDP, 5011), false, POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, l, IP(10, 1, 2, 3), NET_PROTO_UDP, 5011), false, POLICY_WHY_WALL,
+		       -1);
 	assert_verdict(judge(p, l, IP(10, 1, 2, 3), NET_PROTO_TCP, 53), false, POLICY_WHY_WALL, -1);
 	/* A rule with ports matches TCP and UDP of proto any, never ICMP. */
 	assert_verdict(judge(p, l, IP(100, 64, 9, 9), NET_PROTO_UDP, 22), true, POLICY_WHY_RULE, 3);
-	assert_verdict(judge(p, l, IP(100, 64, 9, 9), NET_PROTO_ICMP, 0), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, l, IP(198, 19, 1, 1), NET_PROTO_ICMP, 0), false, POLICY_WHY_RULE, 4);
+	assert_verdict(judge(p, l, IP(100, 64, 9, 9), NET_PROTO_ICMP, 0), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, l, IP(198, 19, 1, 1), NET_PROTO_ICMP, 0), false, POLICY_WHY_RULE,
+		       4);
 	/* Off the rules' ports: default deny. */
-	assert_verdict(judge(p, l, IP(203, 0, 113, 10), NET_PROTO_TCP, 80), false, POLICY_WHY_DEFAULT, -1);
+	assert_verdict(judge(p, l, IP(203, 0, 113, 10), NET_PROTO_TCP, 80), false,
+		       POLICY_WHY_DEFAULT, -1);
 	/* The wall: fixed ranges and host addresses, before learned ones. */
-	assert_verdict(judge(p, l, IP(10, 99, 0, 10), NET_PROTO_TCP, 443), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, l, IP(198, 51, 100, 7), NET_PROTO_TCP, 1), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, l, IP(172, 31, 0, 5), NET_PROTO_TCP, 1), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, l, IP(172, 32, 0, 5), NET_PROTO_TCP, 1), false, POLICY_WHY_DEFAULT, -1);
+	assert_verdict(judge(p, l, IP(10, 99, 0, 10), NET_PROTO_TCP, 443), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, l, IP(198, 51, 100, 7), NET_PROTO_TCP, 1), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, l, IP(172, 31, 0, 5), NET_PROTO_TCP, 1), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, l, IP(172, 32, 0, 5), NET_PROTO_TCP, 1), false, POLICY_WHY_DEFAULT,
+		       -1);
 	/* Learned: TCP and UDP only. */
-	assert_verdict(judge(p, l, IP(198, 51, 100, 20), NET_PROTO_TCP, 8443), true, POLICY_WHY_LEARNED, -1);
-	assert_verdict(judge(p, l, IP(198, 51, 100, 20), NET_PROTO_UDP, 443), true, POLICY_WHY_LEARNED, -1);
-	assert_verdict(judge(p, l, IP(198, 51, 100, 20), NET_PROTO_ICMP, 0), false, POLICY_WHY_DEFAULT, -1);
-	assert_verdict(policy_judge(p, NULL, NULL, IP(198, 51, 100, 20), NET_PROTO_TCP, 1, 1000), false,
+	assert_verdict(judge(p, l, IP(198, 51, 100, 20), NET_PROTO_TCP, 8443), true,
+		       POLICY_WHY_LEARNED, -1);
+	assert_verdict(judge(p, l, IP(198, 51, 100, 20), NET_PROTO_UDP, 443), true,
+		       POLICY_WHY_LEARNED, -1);
+	assert_verdict(judge(p, l, IP(198, 51, 100, 20), NET_PROTO_ICMP, 0), false,
 		       POLICY_WHY_DEFAULT, -1);
+	assert_verdict(policy_judge(p, NULL, NULL, IP(198, 51, 100, 20), NET_PROTO_TCP, 1, 1000),
+		       false, POLICY_WHY_DEFAULT, -1);
 	/* Expired: the default again. */
-	assert_verdict(policy_judge(p, NULL, l, IP(198, 51, 100, 20), NET_PROTO_TCP, 1, 300000), false,
-		       POLICY_WHY_DEFAULT, -1);
+	assert_verdict(policy_judge(p, NULL, l, IP(198, 51, 100, 20), NET_PROTO_TCP, 1, 300000),
+		       false, POLICY_WHY_DEFAULT, -1);
 
 	/* The verdict in words. */
 	struct policy_verdict v = judge(p, l, IP(203, 0, 113, 11), NET_PROTO_TCP, 443);
@@ -332,20 +353,31 @@ static void test_judge(void **state)
 
 	/* allowLocal lets the learned private address through. */
 	p->allow_local = true;
-	assert_verdict(judge(p, l, IP(10, 99, 0, 10), NET_PROTO_TCP, 443), true, POLICY_WHY_LEARNED, -1);
-	assert_verdict(judge(p, l, IP(10, 1, 2, 3), NET_PROTO_TCP, 1), false, POLICY_WHY_DEFAULT, -1);
+	assert_verdict(judge(p, l, IP(10, 99, 0, 10), NET_PROTO_TCP, 443), true, POLICY_WHY_LEARNED,
+		       -1);
+	assert_verdict(judge(p, l, IP(10, 1, 2, 3), NET_PROTO_TCP, 1), false, POLICY_WHY_DEFAULT,
+		       -1);
 	policy_free(p);
 
 	p = policy_default(false);
-	assert_verdict(judge(p, NULL, IP(1, 2, 3, 4), NET_PROTO_ICMP, 0), true, POLICY_WHY_DEFAULT, -1);
-	assert_verdict(judge(p, NULL, IP(127, 0, 0, 1), NET_PROTO_TCP, 80), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(0, 1, 2, 3), NET_PROTO_UDP, 80), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(255, 255, 255, 255), NET_PROTO_UDP, 80), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(224, 0, 0, 1), NET_PROTO_UDP, 80), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(169, 254, 169, 254), NET_PROTO_TCP, 80), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(100, 127, 0, 1), NET_PROTO_TCP, 80), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(100, 128, 0, 1), NET_PROTO_TCP, 80), true, POLICY_WHY_DEFAULT, -1);
-	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 80), false, POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(1, 2, 3, 4), NET_PROTO_ICMP, 0), true, POLICY_WHY_DEFAULT,
+		       -1);
+	assert_verdict(judge(p, NULL, IP(127, 0, 0, 1), NET_PROTO_TCP, 80), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, NULL, IP(0, 1, 2, 3), NET_PROTO_UDP, 80), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, NULL, IP(255, 255, 255, 255), NET_PROTO_UDP, 80), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(224, 0, 0, 1), NET_PROTO_UDP, 80), false, POLICY_WHY_WALL,
+		       -1);
+	assert_verdict(judge(p, NULL, IP(169, 254, 169, 254), NET_PROTO_TCP, 80), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(100, 127, 0, 1), NET_PROTO_TCP, 80), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(100, 128, 0, 1), NET_PROTO_TCP, 80), true,
+		       POLICY_WHY_DEFAULT, -1);
+	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 80), false,
+		       POLICY_WHY_WALL, -1);
 	policy_free(p);
 	learned_free(l);
 }
@@ -374,19 +406,27 @@ static void test_enforce_proxy(void **state)
 
 	policy_enforce_proxy(p, ips, 2, 3128);
 	s = canonical(p);
-	assert_string_equal(s, "{\"default\":\"allow\",\"allowLocal\":false,\"rules\":["
-			       "{\"action\":\"allow\",\"cidr\":\"192.168.127.254/32\",\"proto\":\"tcp\",\"ports\":\"3128\"},"
-			       "{\"action\":\"allow\",\"cidr\":\"203.0.113.5/32\",\"proto\":\"tcp\",\"ports\":\"3128\"},"
-			       "{\"action\":\"deny\",\"proto\":\"tcp\",\"ports\":\"80,443\"},"
-			       "{\"action\":\"deny\",\"proto\":\"udp\",\"ports\":\"443\"},"
-			       "{\"action\":\"deny\",\"cidr\":\"198.51.100.0/24\",\"proto\":\"any\"}],"
-			       "\"allowDomains\":[],\"resolveDomains\":[]}");
+	assert_string_equal(s,
+			    "{\"default\":\"allow\",\"allowLocal\":false,\"rules\":["
+			    "{\"action\":\"allow\",\"cidr\":\"192.168.127.254/"
+			    "32\",\"proto\":\"tcp\",\"ports\":\"3128\"},"
+			    "{\"action\":\"allow\",\"cidr\":\"203.0.113.5/"
+			    "32\",\"proto\":\"tcp\",\"ports\":\"3128\"},"
+			    "{\"action\":\"deny\",\"proto\":\"tcp\",\"ports\":\"80,443\"},"
+			    "{\"action\":\"deny\",\"proto\":\"udp\",\"ports\":\"443\"},"
+			    "{\"action\":\"deny\",\"cidr\":\"198.51.100.0/24\",\"proto\":\"any\"}],"
+			    "\"allowDomains\":[],\"resolveDomains\":[]}");
 	free(s);
-	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 3128), true, POLICY_WHY_RULE, 0);
-	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 3129), false, POLICY_WHY_WALL, -1);
-	assert_verdict(judge(p, NULL, IP(1, 1, 1, 1), NET_PROTO_TCP, 443), false, POLICY_WHY_RULE, 2);
-	assert_verdict(judge(p, NULL, IP(1, 1, 1, 1), NET_PROTO_UDP, 443), false, POLICY_WHY_RULE, 3);
-	assert_verdict(judge(p, NULL, IP(1, 1, 1, 1), NET_PROTO_UDP, 80), true, POLICY_WHY_DEFAULT, -1);
+	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 3128), true,
+		       POLICY_WHY_RULE, 0);
+	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 3129), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(1, 1, 1, 1), NET_PROTO_TCP, 443), false, POLICY_WHY_RULE,
+		       2);
+	assert_verdict(judge(p, NULL, IP(1, 1, 1, 1), NET_PROTO_UDP, 443), false, POLICY_WHY_RULE,
+		       3);
+	assert_verdict(judge(p, NULL, IP(1, 1, 1, 1), NET_PROTO_UDP, 80), true, POLICY_WHY_DEFAULT,
+		       -1);
 	policy_free(p);
 }
 
@@ -458,10 +498,11 @@ static void test_learned(void **state)
 
 	j = learned_json(l, 1000);
 	s = json_dumps(j, JSON_COMPACT);
-	assert_string_equal(s, "[{\"addr\":\"1.0.0.1\",\"names\":[\"a.test\"],\"expires_in_s\":299},"
-			       "{\"addr\":\"1.0.0.2\",\"names\":[\"b.test\"],\"expires_in_s\":59},"
-			       "{\"addr\":\"1.0.0.3\",\"names\":[\"c.test\",\"d.test\"],"
-			       "\"expires_in_s\":99}]");
+	assert_string_equal(s,
+			    "[{\"addr\":\"1.0.0.1\",\"names\":[\"a.test\"],\"expires_in_s\":299},"
+			    "{\"addr\":\"1.0.0.2\",\"names\":[\"b.test\"],\"expires_in_s\":59},"
+			    "{\"addr\":\"1.0.0.3\",\"names\":[\"c.test\",\"d.test\"],"
+			    "\"expires_in_s\":99}]");
 	free(s);
 	json_decref(j);
 
@@ -473,9 +514,10 @@ static void test_learned(void **state)
 	learned_add(l, IP(2, 0, 0, 1), "new.test", 10, 0);
 	j = learned_json(l, 0);
 	s = json_dumps(json_array_get(j, 3), JSON_COMPACT);
-	assert_string_equal(s, "{\"addr\":\"2.0.0.1\",\"names\":[\"n0.test\",\"n1.test\",\"n2.test\","
-			       "\"new.test\",\"n4.test\",\"n5.test\",\"n6.test\",\"n7.test\"],"
-			       "\"expires_in_s\":107}");
+	assert_string_equal(s,
+			    "{\"addr\":\"2.0.0.1\",\"names\":[\"n0.test\",\"n1.test\",\"n2.test\","
+			    "\"new.test\",\"n4.test\",\"n5.test\",\"n6.test\",\"n7.test\"],"
+			    "\"expires_in_s\":107}");
 	free(s);
 	json_decref(j);
 
