@@ -6,7 +6,8 @@
 The layouts mirror the headers of fuzz_virtq.c, fuzz_mmio.c and
 fuzz_virtio_net.c: change them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
 and mtimes); fuzz_registry_auth's are response heads and challenges; fuzz_dns's are guest
-queries and (query, upstream answer) pairs, as fuzz_dns.c reads them. Output is deterministic, so rerunning rewrites the same files.
+queries and (query, upstream answer) pairs, as fuzz_dns.c reads them; fuzz_net_policy's are
+policy documents and fuzz_net_judge's binary policies and destinations, as its header lays them out. Output is deterministic, so rerunning rewrites the same files.
 """
 import gzip
 import io
@@ -567,13 +568,81 @@ def dns_seeds():
     return s
 
 
+# ---- fuzz_net_policy: a policy document; fuzz_net_judge: a policy and destinations
+
+def net_policy_seeds():
+    docs = {
+        "empty": "{}",
+        "default-deny": '{"default":"deny"}',
+        "reference": '{"default":"deny","rules":[{"action":"deny","cidr":"203.0.113.10/32"},'
+                     '{"action":"allow","cidr":"203.0.113.0/24","proto":"tcp","ports":"443"}],'
+                     '"allowDomains":["api.example.com","*.packages.example.com"]}',
+        "full": '{"default":"allow","allowLocal":true,"rules":[{"action":"deny","proto":"udp",'
+                '"ports":"53,443,8000-9000"},{"cidr":"0.0.0.0/0","proto":"icmp"},{}],'
+                '"allowDomains":["A.Example.COM."],"resolveDomains":["ntp.test","_srv.x-y.test"]}',
+        "canonical": '{"default":"deny","allowLocal":false,"rules":[{"action":"allow",'
+                     '"cidr":"10.0.0.0/8","proto":"any","ports":"1-65535"}],'
+                     '"allowDomains":[],"resolveDomains":[]}',
+        "host-bits": '{"rules":[{"cidr":"10.0.0.1/8"}]}',
+        "bad-ports": '{"rules":[{"ports":"53, 443"}]}',
+        "icmp-ports": '{"rules":[{"proto":"icmp","ports":"7"}]}',
+        "bad-wildcard": '{"allowDomains":["a.*.com"]}',
+        "unknown-key": '{"defualt":"deny"}',
+        "duplicate-key": '{"default":"deny","default":"allow"}',
+        "nul": '{"allowDomains":["a\\u0000b"]}',
+        "not-object": "[1,2]",
+    }
+    return {k: v.encode() for k, v in docs.items()}
+
+
+def nj_rule(allow, any_addr, proto, nports, net, prefix, ranges=((0, 0), (0, 0))):
+    flags = allow | any_addr << 1 | proto << 2 | nports << 4
+    b = struct.pack(">BIB", flags, net, prefix)
+    for lo, hi in ranges:
+        b += struct.pack(">HH", lo, hi)
+    return b
+
+
+def nj_ip(a, b, c, d):
+    return a << 24 | b << 16 | c << 8 | d
+
+
+def nj_dst(ip, proto, port):
+    return struct.pack(">IBH", ip, proto, port)
+
+
+def net_judge_seeds():
+    # proto in rules: 0 any, 1 tcp, 2 udp, 3 icmp; in destinations: 0 tcp, 1 udp, 2 icmp.
+    dsts = b"".join(nj_dst(ip, pr, port) for ip, pr, port in [
+        (nj_ip(203, 0, 113, 10), 0, 443), (nj_ip(203, 0, 113, 11), 0, 443),
+        (nj_ip(10, 99, 0, 10), 0, 443), (nj_ip(198, 51, 100, 20), 1, 53),
+        (nj_ip(198, 51, 100, 20), 2, 0), (nj_ip(1, 1, 1, 1), 2, 0),
+        (nj_ip(172, 31, 0, 5), 1, 9999), (nj_ip(100, 64, 0, 1), 0, 80)])
+    rules = (nj_rule(0, 0, 0, 0, nj_ip(203, 0, 113, 11), 32) +
+             nj_rule(1, 0, 1, 1, nj_ip(203, 0, 113, 0), 24, ((443, 443), (0, 0))) +
+             nj_rule(1, 0, 0, 2, nj_ip(198, 18, 0, 0), 15, ((53, 53), (8000, 9000))))
+    learned = (struct.pack(">IH", nj_ip(198, 51, 100, 20), 300) +
+               struct.pack(">IH", nj_ip(10, 99, 0, 10), 0))
+    s = {}
+    s["default-allow"] = struct.pack(">BB", 1, 0) + struct.pack(">H", 10) + dsts
+    s["reference"] = (struct.pack(">BB", 2 << 2, 3) + rules + learned +
+                      struct.pack(">H", 10) + dsts)
+    s["allow-local-host"] = (struct.pack(">BB", 1 | 2 | 2 << 2 | 16, 3) + rules + learned +
+                             struct.pack(">IH", nj_ip(198, 51, 100, 7), 700) + dsts)
+    s["expired"] = (struct.pack(">BB", 2 << 2, 0) + learned + struct.pack(">H", 3001) + dsts)
+    s["any-rules"] = (struct.pack(">BB", 0, 2) + nj_rule(0, 1, 3, 0, 0, 0) +
+                      nj_rule(1, 0, 0, 0, 0, 0) + struct.pack(">H", 0) + dsts)
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
                         ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds()),
                         ("virtio_net", net_seeds()), ("dns", dns_seeds()),
-                        ("net_frame", net_frame_seeds())):
+                        ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
+                        ("net_judge", net_judge_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
