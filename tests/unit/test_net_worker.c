@@ -38,6 +38,10 @@ struct w {
 	int frames, ctl;
 };
 
+/* Every worker here but one may reach the host (.254): the local wall has
+ * a test of its own. */
+static bool walled;
+
 static int worker_start(struct w *w, const char *dns, const char *port)
 {
 	int fr[2], ctl[2];
@@ -59,6 +63,8 @@ static int worker_start(struct w *w, const char *dns, const char *port)
 			argv[argc++] = "-p";
 			argv[argc++] = (char *)port;
 		}
+		if (!walled)
+			argv[argc++] = "--allow-local-net";
 		_exit(net_worker_main(argc, argv));
 	}
 	close(fr[1]);
@@ -313,6 +319,71 @@ static void test_host_loopback_unreachable(void **state)
 	close(up);
 }
 
+/* The local wall: the host (.254) is refused with a RST, and no host
+ * socket is opened, until a policy swap takes the wall down; putting it
+ * back cuts the connection made meanwhile. */
+static void test_wall_and_swap(void **state)
+{
+	uint8_t b[70000];
+	struct w w;
+	char dns[32];
+	uint16_t port;
+	int up = upstream(dns, sizeof(dns)), lst = listener(&port), c;
+	json_t *j;
+	size_t n;
+
+	(void)state;
+	walled = true;
+	worker_start(&w, dns, NULL);
+	walled = false;
+	expect_ok_handshake(&w);
+	send_tcp(&w, NET_HOST, 40010, port, TCP_SYN);
+	n = recv_frame(&w, b, sizeof(b), ETH_TYPE_IPV4, IPPROTO_NUM_TCP);
+	assert_true(n >= FRAME_L4 + TCP_HLEN);
+	assert_int_equal(b[FRAME_L4 + 13] & TCP_RST, TCP_RST);
+	assert_false(readable(lst, 200));
+
+	j = ctl(&w, "{\"op\":\"policy\",\"policy\":null,\"allowLocal\":true}");
+	assert_true(json_is_true(json_object_get(j, "ok")));
+	assert_int_equal(json_integer_value(json_object_get(j, "generation")), 2);
+	json_decref(j);
+	send_tcp(&w, NET_HOST, 40011, port, TCP_SYN);
+	n = recv_frame(&w, b, sizeof(b), ETH_TYPE_IPV4, IPPROTO_NUM_TCP);
+	assert_int_equal(b[FRAME_L4 + 13] & (TCP_SYN | TCP_ACK), TCP_SYN | TCP_ACK);
+	assert_true(readable(lst, WAIT_MS));
+	c = accept(lst, NULL, NULL);
+	assert_true(c >= 0);
+
+	/* A bad policy changes nothing. */
+	j = ctl(&w, "{\"op\":\"policy\",\"policy\":{\"defualt\":\"deny\"}}");
+	assert_false(json_is_true(json_object_get(j, "ok")));
+	assert_non_null(strstr(json_string_value(json_object_get(j, "error")), "defualt"));
+	json_decref(j);
+
+	j = ctl(&w, "{\"op\":\"policy\",\"policy\":null}");
+	assert_int_equal(json_integer_value(json_object_get(j, "cut")), 1);
+	json_decref(j);
+	/* The guest hears a RST, and the host socket is closed. */
+	n = recv_frame(&w, b, sizeof(b), ETH_TYPE_IPV4, IPPROTO_NUM_TCP);
+	assert_int_equal(b[FRAME_L4 + 13] & TCP_RST, TCP_RST);
+	assert_true(readable(c, WAIT_MS));
+	assert_true(read(c, b, sizeof(b)) <= 0);
+	close(c);
+
+	j = ctl(&w, "{\"op\":\"policy_show\"}");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "policy"),
+							     "default")),
+			    "allow");
+	assert_false(json_is_true(json_object_get(j, "allowLocal")));
+	json_decref(j);
+
+	close(w.ctl);
+	assert_int_equal(worker_wait(&w), 0);
+	close(w.frames);
+	close(lst);
+	close(up);
+}
+
 /* A query for example.com A, ID 0x1234. */
 static const uint8_t query[] = { 0x12, 0x34, 1,	  0,   0,   1, 0,   0,	 0,   0, 0, 0, 7, 'e', 'x',
 				 'a',  'm',  'p', 'l', 'e', 3, 'c', 'o', 'm', 0, 0, 1, 0, 1 };
@@ -501,6 +572,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_arp_and_tcp_to_host),
 		cmocka_unit_test(test_host_loopback_unreachable),
+		cmocka_unit_test(test_wall_and_swap),
 		cmocka_unit_test(test_gateway),
 		cmocka_unit_test(test_dns_over_tcp),
 		cmocka_unit_test(test_control),
