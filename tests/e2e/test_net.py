@@ -111,7 +111,8 @@ def g(gantry, rig, world_http, tmp_path_factory):
     """The sandbox, started in W with the published ports, and its servers."""
     gt = Gantry(gantry, tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("images"), rig)
     flags = [a for spec, _ in PORTS.values() for a in ("-p", spec)]
-    gt.run("start", NAME, *flags, check=True, in_world=True)
+    # The host's loopback (.254) is behind the local wall unless allowed.
+    gt.run("start", NAME, "-allow-local-net", *flags, check=True, in_world=True)
     try:
         udpecho = build_dir() / "tests" / "e2e" / "guest" / "udpecho"
         if not udpecho.is_file():
