@@ -133,7 +133,7 @@ static bool expired(const struct flow *f, uint64_t now_ms)
 {
 	if (f->cut || f->closed)
 		return now_ms >= f->until_ms;
-	return now_ms - f->last_ms >=
+	return now_ms > f->last_ms && now_ms - f->last_ms >=
 	       (f->key.proto == NET_PROTO_TCP ? FLOW_TCP_IDLE_MS : FLOW_UDP_IDLE_MS);
 }
 

@@ -945,7 +945,7 @@ static int load_policy(const char *path, struct policy **out, gantry_error_t *er
 	if (read_file_max(path, POLICY_FILE_MAX, &buf, &len, err) < 0)
 		return -1;
 	if (buf == NULL)
-		return gantry_error(err, ENOENT, "policy `%s`: no such file", path);
+		return gantry_error(err, ENOENT, "policy `%s`", path);
 	if (policy_parse(buf, len, path, out, err) < 0)
 		return gantry_error_prefix(err, "policy `%s`", path);
 	return 0;

@@ -311,7 +311,7 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 	if (read_file_max(path, POLICY_FILE_MAX, &buf, &len, err) < 0)
 		return gantry_error_prefix(err, "net-policy");
 	if (buf == NULL)
-		return gantry_error(err, ENOENT, "net-policy `%s`: no such file", path);
+		return gantry_error(err, ENOENT, "net-policy `%s`", path);
 	if (policy_parse(buf, len, path, &p, err) < 0)
 		return gantry_error_prefix(err, "net-policy `%s`", path);
 	*out = policy_to_json(p);

@@ -1,0 +1,233 @@
+/* The network worker's flow table (net/flow.h) and the workload's proxy
+ * (net/proxy.h): bounds, expiry, the SYN rate, sequence tracking; the
+ * proxy URLs -proxy takes and the variables they become. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/json.h"
+#include "common/util.h"
+#include "net/flow.h"
+#include "net/frame.h"
+#include "net/net.h"
+#include "net/proxy.h"
+
+static struct flow_key key(enum net_proto proto, uint32_t remote, uint16_t gport)
+{
+	return (struct flow_key){ .remote = remote, .rport = 443, .gport = gport, .proto = proto };
+}
+
+static void test_find_add_remove(void **state)
+{
+	struct flows *t = flows_new();
+	struct flow_key k = key(NET_PROTO_TCP, 0xcb00710a, 40000), u = k;
+	struct flow *f;
+
+	(void)state;
+	u.proto = NET_PROTO_UDP;
+	assert_null(flow_find(t, &k));
+	f = flow_add(t, &k, 1000);
+	assert_non_null(f);
+	assert_ptr_equal(flow_find(t, &k), f);
+	assert_null(flow_find(t, &u)); /* the protocol is part of the key */
+	assert_int_equal(flows_count(t, NET_PROTO_TCP), 1);
+	flow_remove(t, f);
+	assert_null(flow_find(t, &k));
+	assert_int_equal(flows_count(t, NET_PROTO_TCP), 0);
+	flows_free(t);
+}
+
+/* TCP: a full table refuses; UDP: the flow idle longest makes room. */
+static void test_full(void **state)
+{
+	struct flows *t = flows_new();
+	struct flow_key k;
+	struct flow *f;
+
+	(void)state;
+	for (uint32_t i = 0; i < FLOW_MAX; i++) {
+		k = key(NET_PROTO_TCP, 0xcb007100 + (i >> 16), (uint16_t)i);
+		assert_non_null(flow_add(t, &k, 1000));
+		k.proto = NET_PROTO_UDP;
+		assert_non_null(flow_add(t, &k, 1000 + i));
+	}
+	k = key(NET_PROTO_TCP, 0xc6336401, 1);
+	assert_null(flow_add(t, &k, 2000));
+	k.proto = NET_PROTO_UDP;
+	f = flow_add(t, &k, 2000);
+	assert_non_null(f);
+	assert_int_equal(flows_count(t, NET_PROTO_UDP), FLOW_MAX);
+	/* The oldest, gport 0, went. */
+	k = key(NET_PROTO_UDP, 0xcb007100, 0);
+	assert_null(flow_find(t, &k));
+	k.gport = 1;
+	assert_non_null(flow_find(t, &k));
+	/* A closed TCP flow gives its slot back once its time is up. */
+	k = key(NET_PROTO_TCP, 0xcb007100, 7);
+	f = flow_find(t, &k);
+	flow_tcp_seen(f, true, TCP_RST, 1, 0, 3000);
+	assert_true(f->closed);
+	k = key(NET_PROTO_TCP, 0xc6336401, 1);
+	assert_null(flow_add(t, &k, 3000 + FLOW_CLOSED_MS - 1));
+	assert_non_null(flow_add(t, &k, 3000 + FLOW_CLOSED_MS));
+	flows_free(t);
+}
+
+static void test_expiry(void **state)
+{
+	struct flows *t = flows_new();
+	struct flow_key tk = key(NET_PROTO_TCP, 1, 1), uk = key(NET_PROTO_UDP, 1, 1);
+	struct flow *f;
+
+	(void)state;
+	flow_add(t, &tk, 0 + 1);
+	flow_add(t, &uk, 0 + 1);
+	flows_expire(t, FLOW_UDP_IDLE_MS);
+	assert_non_null(flow_find(t, &uk));
+	flows_expire(t, FLOW_UDP_IDLE_MS + 1);
+	assert_null(flow_find(t, &uk));
+	assert_non_null(flow_find(t, &tk));
+	flows_expire(t, FLOW_TCP_IDLE_MS + 1);
+	assert_null(flow_find(t, &tk));
+	/* A cut flow stays as a tombstone for FLOW_CUT_MS, busy or not. */
+	f = flow_add(t, &tk, 5000);
+	f->cut = true;
+	f->until_ms = 5000 + FLOW_CUT_MS;
+	flows_expire(t, 5000 + FLOW_CUT_MS - 1);
+	assert_non_null(flow_find(t, &tk));
+	flows_expire(t, 5000 + FLOW_CUT_MS);
+	assert_null(flow_find(t, &tk));
+	flows_free(t);
+}
+
+static void test_syn_rate(void **state)
+{
+	struct flows *t = flows_new();
+	unsigned n = 0;
+
+	(void)state;
+	while (flows_syn_take(t, 100))
+		n++;
+	assert_int_equal(n, FLOW_SYN_BURST);
+	assert_false(flows_syn_take(t, 100));
+	/* 10 ms later, 10 more. */
+	n = 0;
+	while (flows_syn_take(t, 110))
+		n++;
+	assert_int_equal(n, 10);
+	flows_free(t);
+}
+
+/* Each side's next sequence number only moves forward (a retransmission
+ * does not move it back), across the wrap; FIN both ways closes. */
+static void test_tcp_seen(void **state)
+{
+	struct flows *t = flows_new();
+	struct flow_key k = key(NET_PROTO_TCP, 1, 1);
+	struct flow *f = flow_add(t, &k, 1);
+
+	(void)state;
+	flow_tcp_seen(f, true, TCP_SYN, 0xfffffff0u, 1, 1);
+	assert_int_equal(f->guest_next, 0xfffffff1u);
+	flow_tcp_seen(f, true, TCP_ACK, 0xfffffff1u, 100, 2);
+	assert_int_equal(f->guest_next, 0x55);
+	flow_tcp_seen(f, true, TCP_ACK, 0xfffffff1u, 10, 3);
+	assert_int_equal(f->guest_next, 0x55);
+	flow_tcp_seen(f, false, TCP_SYN | TCP_ACK, 7, 1, 4);
+	assert_int_equal(f->remote_next, 8);
+	flow_tcp_seen(f, true, TCP_FIN | TCP_ACK, 0x55, 1, 5);
+	assert_false(f->closed);
+	flow_tcp_seen(f, false, TCP_FIN | TCP_ACK, 8, 1, 6);
+	assert_true(f->closed);
+	assert_int_equal(f->until_ms, 6 + FLOW_CLOSED_MS);
+	flows_free(t);
+}
+
+static void test_proxy_parse(void **state)
+{
+	static const char *const bad[] = {
+		"proxy:3128",		  "ftp://proxy:21",	 "http://",
+		"http://:3128",		  "http://user:pw@proxy:3128", "http://proxy:0",
+		"http://proxy:65536",	  "http://proxy:31x8",	 "http://proxy:3128/path",
+		"socks5://proxy",	  "http://[::1]:3128",	 "http://pro xy:3128",
+		"http://proxy;rm:3128",
+	};
+	gantry_error_t err = NULL;
+	struct net_proxy p;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		if (net_proxy_parse(bad[i], &p, &err) == 0)
+			fail_msg("`%s` was taken", bad[i]);
+		assert_non_null(strstr(gantry_error_str(err), "-proxy"));
+		assert_null(strchr(gantry_error_str(err), '\n'));
+		gantry_error_free(&err);
+	}
+	assert_int_equal(net_proxy_parse("HTTP://Proxy.Example:3128/", &p, NULL), 0);
+	assert_string_equal(p.host, "proxy.example");
+	assert_int_equal(p.port, 3128);
+	assert_false(p.loopback);
+	assert_string_equal(p.guest_url, "http://proxy.example:3128");
+	assert_int_equal(net_proxy_parse("https://proxy.example", &p, NULL), 0);
+	assert_int_equal(p.port, 443);
+	assert_int_equal(net_proxy_parse("http://localhost", &p, NULL), 0);
+	assert_int_equal(p.port, 80);
+	assert_true(p.loopback);
+	assert_int_equal(net_proxy_parse("socks5h://127.0.0.1:1080", &p, NULL), 0);
+	assert_true(p.loopback);
+	assert_string_equal(p.guest_url, "socks5h://" NET_HOST_STR ":1080");
+}
+
+static void test_proxy_env_and_addrs(void **state)
+{
+	static const char *const want[] = {
+		"HTTP_PROXY=http://" NET_HOST_STR ":3128",  "http_proxy=http://" NET_HOST_STR ":3128",
+		"HTTPS_PROXY=http://" NET_HOST_STR ":3128", "https_proxy=http://" NET_HOST_STR ":3128",
+		"ALL_PROXY=http://" NET_HOST_STR ":3128",   "all_proxy=http://" NET_HOST_STR ":3128",
+		"NO_PROXY=" NET_NO_PROXY_DEFAULT,	    "no_proxy=" NET_NO_PROXY_DEFAULT,
+	};
+	gantry_error_t err = NULL;
+	struct net_proxy p;
+	uint32_t ips[4];
+	size_t n;
+	char **env;
+
+	(void)state;
+	assert_int_equal(net_proxy_parse("http://127.0.0.1:3128", &p, NULL), 0);
+	env = net_proxy_env(&p, NULL);
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+		assert_string_equal(env[i], want[i]);
+	assert_null(env[ARRAY_SIZE(want)]);
+	strv_free(env);
+	env = net_proxy_env(&p, "internal.example,10.0.0.0/8");
+	assert_string_equal(env[6], "NO_PROXY=internal.example,10.0.0.0/8");
+	strv_free(env);
+	/* A loopback proxy is the host alias; an address is itself. */
+	assert_int_equal(net_proxy_addrs(&p, ips, 4, &n, NULL), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ips[0], NET_HOST);
+	assert_int_equal(net_proxy_parse("http://203.0.113.7:8080", &p, NULL), 0);
+	assert_int_equal(net_proxy_addrs(&p, ips, 4, &n, NULL), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(ips[0], 0xcb007107);
+	assert_int_equal(net_no_proxy_check("a.example,*,10.0.0.0/8,[::1]:80", NULL), 0);
+	assert_int_equal(net_no_proxy_check("a b", &err), -1);
+	gantry_error_free(&err);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_find_add_remove), cmocka_unit_test(test_full),
+		cmocka_unit_test(test_expiry),		cmocka_unit_test(test_syn_rate),
+		cmocka_unit_test(test_tcp_seen),	cmocka_unit_test(test_proxy_parse),
+		cmocka_unit_test(test_proxy_env_and_addrs),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
