@@ -130,7 +130,12 @@ static void policy_table(json_t *o)
 	print_names("Allowed domains", json_object_get(p, "allowDomains"));
 	print_names("Resolved only", json_object_get(p, "resolveDomains"));
 	if (json_is_array(learned)) {
-		printf("\nLearned from DNS: %zu addresses\n", json_array_size(learned));
+		printf("\nLearned from DNS: %lld addresses%s\n",
+		       json_integer_value(json_object_get(o, "learned_total")),
+		       json_array_size(learned) <
+				       (size_t)json_integer_value(json_object_get(o, "learned_total"))
+			       ? " (the first shown)"
+			       : "");
 		json_array_foreach(learned, i, v)
 		{
 			cleanup_free char *addr = cell(v, "addr", "?");

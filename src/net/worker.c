@@ -50,6 +50,7 @@
 #define DROP_LOG_GAP_MS 1000
 #define PROXY_IPS_MAX	16
 #define FLOWS_EXPIRE_MS 1000
+#define SHOW_LEARNED_MAX 256
 
 struct out_frame {
 	struct out_frame *next;
@@ -609,13 +610,20 @@ static void dns_learned(void *opaque, const struct dns_question *q, const char *
 		learned_add(w->learned, ntohl(ip.s_addr), q->name, ttl, now_ms());
 }
 
+/* The policy in force and what it keeps; the learned addresses cut to
+ * SHOW_LEARNED_MAX, so the answer fits one control message. */
 static json_t *policy_show(struct worker *w)
 {
-	return json_pack("{s:b, s:o, s:b, s:I, s:o, s:{s:i, s:i}}", "ok", 1, "policy",
+	json_t *learned = learned_json(w->learned, now_ms());
+	size_t total = json_array_size(learned);
+
+	while (json_array_size(learned) > SHOW_LEARNED_MAX)
+		json_array_remove(learned, json_array_size(learned) - 1);
+	return json_pack("{s:b, s:o, s:b, s:I, s:o, s:I, s:{s:i, s:i}}", "ok", 1, "policy",
 			 policy_to_json(w->policy), "allowLocal", w->allow_local, "generation",
-			 (json_int_t)w->generation, "learned", learned_json(w->learned, now_ms()),
-			 "flows", "tcp", (int)flows_count(w->flows, NET_PROTO_TCP), "udp",
-			 (int)flows_count(w->flows, NET_PROTO_UDP));
+			 (json_int_t)w->generation, "learned", learned, "learned_total",
+			 (json_int_t)total, "flows", "tcp", (int)flows_count(w->flows, NET_PROTO_TCP),
+			 "udp", (int)flows_count(w->flows, NET_PROTO_UDP));
 }
 
 /* --- published ports ------------------------------------------------- */

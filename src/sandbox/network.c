@@ -439,6 +439,7 @@ int sandbox_net_policy_show(const char *name, json_t **out, gantry_error_t *err)
 	json_object_set(*out, "policy", json_object_get(reply, "policy"));
 	json_object_set(*out, "generation", json_object_get(reply, "generation"));
 	json_object_set(*out, "learned", json_object_get(reply, "learned"));
+	json_object_set(*out, "learned_total", json_object_get(reply, "learned_total"));
 	json_object_set(*out, "flows", json_object_get(reply, "flows"));
 	r = 0;
 out:
