@@ -76,6 +76,23 @@ static void inspect_text(json_t *o)
 	for (size_t i = 0; i < ARRAY_SIZE(rows); i++)
 		print_field(rows[i][0], o, rows[i][1]);
 	print_strv("Ports:", json_object_get(o, "ports"));
+	if (json_is_true(json_object_get(o, "net"))) {
+		json_t *p = json_object_get(o, "net_policy");
+
+		if (json_is_object(p))
+			printf("%-14sdefault %s, %zu rules, %zu+%zu domains (gantry net-policy show)\n",
+			       "Net policy:", json_string_value(json_object_get(p, "default")),
+			       json_array_size(json_object_get(p, "rules")),
+			       json_array_size(json_object_get(p, "allowDomains")),
+			       json_array_size(json_object_get(p, "resolveDomains")));
+		else
+			printf("%-14sthe default (allow, local networks walled off)\n", "Net policy:");
+		print_field("Local net:", o, "allow_local_net");
+		if (json_is_string(json_object_get(o, "proxy"))) {
+			print_field("Proxy:", o, "proxy");
+			print_field("Proxy only:", o, "proxy_enforce");
+		}
+	}
 	if (json_is_object(cfg)) {
 		print_strv("Entrypoint:", json_object_get(cfg, "entrypoint"));
 		print_strv("Cmd:", json_object_get(cfg, "cmd"));
