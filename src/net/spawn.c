@@ -56,6 +56,30 @@ static bool reap_within(pid_t pid, int ms, int *status)
 	}
 }
 
+/* One message from fd by deadline: its length (MSG_TRUNC: the whole
+ * length, which may exceed cap), 0 or -1 when the worker hung up or the
+ * socket failed, -2 when nothing came in time. */
+static ssize_t recv_within(int fd, char *buf, size_t cap, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		int r = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
+		ssize_t n;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			return -2;
+		n = recv(fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		return n;
+	}
+}
+
 /* The first message: {"ok":true}, or {"ok":false,"error":E}; EOF or
  * silence past the deadline are errors too. */
 static int wait_first(struct net_worker *w, gantry_error_t *err)
@@ -68,24 +92,10 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 	ssize_t n;
 	int status = 0;
 
-	for (;;) {
-		struct pollfd p = { .fd = w->ctl_fd, .events = POLLIN };
-		uint64_t now = now_ms();
-		int r = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return gantry_error_errno(err, "network worker: poll");
-		if (r == 0)
-			return gantry_error(err, ETIMEDOUT,
-					    "the network worker was not ready in %d s",
-					    NET_WORKER_READY_MS / 1000);
-		n = recv(w->ctl_fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		break;
-	}
+	n = recv_within(w->ctl_fd, buf, sizeof(buf) - 1, deadline);
+	if (n == -2)
+		return gantry_error(err, ETIMEDOUT, "the network worker was not ready in %d s",
+				    NET_WORKER_READY_MS / 1000);
 	if (n <= 0) {
 		if (!reap_within(w->pid, 1000, &status)) {
 			kill(w->pid, SIGKILL);
@@ -96,6 +106,7 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 		return gantry_error(err, 0, "the network worker exited (%s) before it was ready",
 				    why);
 	}
+	n = MIN(n, (ssize_t)sizeof(buf) - 1); /* cut short: no JSON, a bad message */
 	buf[n] = '\0';
 	j = json_loadb(buf, (size_t)n, 0, &jerr);
 	if (json_is_true(json_object_get(j, "ok"))) {
@@ -127,20 +138,9 @@ int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantr
 		return gantry_error(err, ENOMEM, "network worker: encode a request");
 	if (send(w->ctl_fd, text, strlen(text), MSG_NOSIGNAL) < 0)
 		return gantry_error_errno(err, "network worker: send");
-	for (;;) {
-		struct pollfd p = { .fd = w->ctl_fd, .events = POLLIN };
-		uint64_t now = now_ms();
-		int r = now < deadline ? poll(&p, 1, (int)(deadline - now)) : 0;
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return gantry_error(err, ETIMEDOUT, "the network worker did not answer");
-		n = recv(w->ctl_fd, buf, NET_CTL_MSG_MAX + 1, MSG_DONTWAIT | MSG_TRUNC);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		break;
-	}
+	n = recv_within(w->ctl_fd, buf, NET_CTL_MSG_MAX + 1, deadline);
+	if (n == -2)
+		return gantry_error(err, ETIMEDOUT, "the network worker did not answer");
 	if (n <= 0 || n > NET_CTL_MSG_MAX)
 		return gantry_error(err, 0, "the network worker hung up");
 	j = json_loadb(buf, (size_t)n, 0, NULL);
