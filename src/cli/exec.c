@@ -10,6 +10,7 @@
 #include "cli/flags.h"
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/network.h"
 #include "vmm/vmm.h"
 
 #define EXEC_VM_FAILED 125 /* the VM or Gantry failed, not the process */
@@ -79,8 +80,9 @@ int cmd_exec(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return -r;
 	}
-	if (o.nr_ports && !o.net) {
-		log_error("exec: -p needs a network (not with -net=false)");
+	if (sandbox_opts_check_net(&o, &err) < 0) {
+		gantry_error_prefix(&err, "exec");
+		gantry_error_print(&err);
 		sandbox_opts_free(&o);
 		return 2;
 	}

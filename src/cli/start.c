@@ -6,6 +6,7 @@
 #include "cli/flags.h"
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/network.h"
 #include "sandbox/rwlayer.h"
 #include "vmm/vmm.h"
 
@@ -68,8 +69,9 @@ int cmd_start(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return 2;
 	}
-	if (o.nr_ports && !o.net) {
-		log_error("start: -p needs a network (not with -net=false)");
+	if (sandbox_opts_check_net(&o, &err) < 0) {
+		gantry_error_prefix(&err, "start");
+		gantry_error_print(&err);
 		sandbox_opts_free(&o);
 		return 2;
 	}

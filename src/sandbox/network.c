@@ -290,7 +290,7 @@ int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
 	if (read_file_max(path, TRAFFIC_FILE_MAX, &buf, &len, err) < 0)
 		goto out;
 	if (buf == NULL)
-		*out = json_pack("{s:[],s:{},s:i}", "destinations", "drops", "evicted", 0);
+		*out = json_pack("{s:[],s:[],s:{},s:i}", "destinations", "dns", "drops", "evicted", 0);
 	else if ((*out = jsonh_load(buf, len, path, err)) == NULL)
 		goto out;
 	r = 0;
@@ -330,7 +330,7 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 	return 0;
 }
 
-int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+int sandbox_opts_check_net(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	struct net_proxy proxy;
 
@@ -347,6 +347,21 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 	if (o->proxy && net_proxy_parse(o->proxy, &proxy, err) < 0)
 		return -1;
 	if (o->no_proxy && net_no_proxy_check(o->no_proxy, err) < 0)
+		return -1;
+	/* Read now too, so that a bad file fails before any image work. */
+	if (o->net_policy) {
+		json_t *p;
+
+		if (net_policy_file(o->net_policy, &p, err) < 0)
+			return -1;
+		json_decref(p);
+	}
+	return 0;
+}
+
+int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+{
+	if (sandbox_opts_check_net(o, err) < 0)
 		return -1;
 	if (o->net_policy && net_policy_file(o->net_policy, &sb->net_policy, err) < 0)
 		return -1;

@@ -171,7 +171,7 @@ def test_ports_of_stopped_sandbox(gantry, stopped):
 def test_traffic_of_stopped_sandbox(gantry, stopped):
     r = run(gantry, stopped, "net", "traffic", "quiet", "--json")
     assert r.returncode == 0, r
-    assert json.loads(r.stdout) == {"destinations": [], "drops": {}, "evicted": 0}, r
+    assert json.loads(r.stdout) == {"destinations": [], "dns": [], "drops": {}, "evicted": 0}, r
 
     # What the worker counted came from the guest: shown safe.
     hostile = "\x1b]0;owned\x07evil\nline"
@@ -197,3 +197,89 @@ def test_traffic_of_stopped_sandbox(gantry, stopped):
     assert "ipv6" in r.stdout and "2 older destinations" in r.stdout, r
     j = json.loads(run(gantry, stopped, "net", "traffic", "quiet", "--json").stdout)
     assert j["destinations"][0]["rx_bytes"] == 2000 and j["drops"] == {"ipv6": 7}, j
+
+
+GOOD_POLICY = {"default": "deny",
+               "rules": [{"action": "allow", "cidr": "203.0.113.0/24", "proto": "tcp",
+                          "ports": "443,8000-9000"}],
+               "allowDomains": ["Example.COM.", "*.pkg.example.org"]}
+
+BAD_POLICIES = [
+    ('{"defualt":"deny"}', "defualt: unknown key"),
+    ('{"default":"deny","default":"allow"}', "duplicate"),
+    ('{"rules":[{"cidr":"10.0.0.1/8"}]}', "rules[0].cidr"),
+    ('{"rules":[{"proto":"icmp","ports":"80"}]}', "rules[0]"),
+    ('{"rules":[{"ports":"80-70"}]}', "rules[0].ports"),
+    ('{"allowDomains":["exa mple.com"]}', "allowDomains[0]"),
+    ('{"default":"deny"', "invalid JSON"),
+    ('[]', "object"),
+]
+
+
+@pytest.mark.parametrize("text,why", BAD_POLICIES)
+@pytest.mark.parametrize("cmd", [("start", "web"), ("exec",)])
+def test_bad_policy_is_one_line(gantry, tmp_path, cmd, text, why):
+    f = tmp_path / "p.json"
+    f.write_text(text)
+    tail = ("--", "true") if cmd == ("exec",) else ()
+    r = run(gantry, tmp_path, *cmd, "-net-policy", f, *tail)
+    assert r.returncode != 0, r
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and "net-policy" in lines[0] and why in lines[0], r
+    no_sandbox_left(tmp_path)
+
+
+@pytest.mark.parametrize("cmd", [("start", "web"), ("exec",)])
+def test_policy_and_proxy_flags_refused(gantry, tmp_path, cmd):
+    tail = ("--", "true") if cmd == ("exec",) else ()
+    for flags, why in ((("-net=false", "-net-policy", "x.json"), "-net-policy needs a network"),
+                       (("-net=false", "-allow-local-net"), "-allow-local-net needs a network"),
+                       (("-proxy-enforce",), "-proxy-enforce needs -proxy"),
+                       (("-no-proxy", "a.example"), "-no-proxy needs -proxy"),
+                       (("-proxy", "http://user:pw@proxy:3128"), "no user or password"),
+                       (("-proxy", "socks5://proxy"), "needs its port"),
+                       (("-proxy", "ftp://proxy:21"), "scheme")):
+        line = one_error(run(gantry, tmp_path, *cmd, *flags, *tail), 2)
+        assert why in line, (flags, line)
+    no_sandbox_left(tmp_path)
+
+
+def test_net_policy_of_stopped_sandbox(gantry, stopped, tmp_path):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD_POLICY))
+    r = run(gantry, stopped, "net-policy", "show", "quiet", "--json")
+    assert r.returncode == 0, r
+    shown = json.loads(r.stdout)
+    assert shown["default"] is True and shown["running"] is False, shown
+    assert shown["policy"]["default"] == "allow" and shown["policy"]["allowLocal"] is False, shown
+
+    r = run(gantry, stopped, "net-policy", "set", "quiet", good)
+    assert r.returncode == 0 and "saved for its next boot" in r.stdout, r
+    p = saved(stopped)["net_policy"]
+    assert p["default"] == "deny" and p["allowDomains"] == ["example.com", "*.pkg.example.org"], p
+    assert p["rules"] == [{"action": "allow", "cidr": "203.0.113.0/24", "proto": "tcp",
+                           "ports": "443,8000-9000"}], p
+    assert saved(stopped)["allow_local_net"] is False
+    r = run(gantry, stopped, "net-policy", "show", "quiet")
+    assert r.returncode == 0 and "203.0.113.0/24" in r.stdout and "example.com" in r.stdout, r
+    i = json.loads(run(gantry, stopped, "inspect", "quiet", "--json").stdout)
+    assert i["net_policy"] == p, i
+
+    # A bad file changes nothing.
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"default":"deny","rules":[{"action":"block"}]}')
+    line = one_error(run(gantry, stopped, "net-policy", "set", "quiet", bad), 1)
+    assert "rules[0].action" in line, line
+    assert saved(stopped)["net_policy"] == p
+
+    r = run(gantry, stopped, "net-policy", "default", "--allow-local-net", "quiet")
+    assert r.returncode == 0, r
+    assert saved(stopped)["net_policy"] is None and saved(stopped)["allow_local_net"] is True
+    assert run(gantry, stopped, "net-policy", "clear", "quiet").returncode == 0
+    assert saved(stopped)["allow_local_net"] is False
+
+    one_error(run(gantry, stopped, "net-policy"), 2)
+    one_error(run(gantry, stopped, "net-policy", "set", "quiet"), 2)
+    one_error(run(gantry, stopped, "net-policy", "show"), 2)
+    assert "no sandbox named `nosuch`" in one_error(
+        run(gantry, stopped, "net-policy", "set", "nosuch", good), 1)
