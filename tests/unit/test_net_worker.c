@@ -38,7 +38,9 @@ struct w {
 	int frames, ctl;
 };
 
-static int worker_start(struct w *w, const char *dns, const char *port)
+/* allow_local: --allow-local-net, for tests of .254 that are not about
+ * the local-network wall. */
+static int worker_start_wall(struct w *w, const char *dns, const char *port, bool allow_local)
 {
 	int fr[2], ctl[2];
 	char fd1[16], fd2[16];
@@ -59,6 +61,8 @@ static int worker_start(struct w *w, const char *dns, const char *port)
 			argv[argc++] = "-p";
 			argv[argc++] = (char *)port;
 		}
+		if (allow_local)
+			argv[argc++] = "--allow-local-net";
 		_exit(net_worker_main(argc, argv));
 	}
 	close(fr[1]);
@@ -66,6 +70,11 @@ static int worker_start(struct w *w, const char *dns, const char *port)
 	w->frames = fr[0];
 	w->ctl = ctl[0];
 	return 0;
+}
+
+static int worker_start(struct w *w, const char *dns, const char *port)
+{
+	return worker_start_wall(w, dns, port, false);
 }
 
 static int worker_wait(struct w *w)
@@ -246,7 +255,7 @@ static void test_arp_and_tcp_to_host(void **state)
 	size_t n;
 
 	(void)state;
-	worker_start(&w, dns, NULL);
+	worker_start_wall(&w, dns, NULL, true);
 	expect_ok_handshake(&w);
 
 	memset(a, 0xff, 6);
