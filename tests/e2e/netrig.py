@@ -156,6 +156,13 @@ def unavailable():
     return None
 
 
+def nft_unavailable():
+    """Why Rig.nft_counters cannot work here, or None."""
+    if not os.access(NFT, os.X_OK):
+        return "no nft (apt-get install nftables)"
+    return None
+
+
 def host_nets():
     """The IPv4 networks of this machine's own interfaces (the calling
     thread's netns), as ipaddress networks."""
@@ -771,8 +778,9 @@ class Rig:
     def nft_counters(self, keys):
         """An NftCounters on W's output hook for keys; RigUnavailable when
         this machine has no nft or its kernel no nf_tables."""
-        if not os.access(NFT, os.X_OK):
-            raise RigUnavailable("no nft (apt-get install nftables)")
+        reason = nft_unavailable()
+        if reason:
+            raise RigUnavailable(reason)
         return NftCounters(self, keys)
 
     # the worker
