@@ -12,12 +12,18 @@ What it builds (names unique per run; torn down on exit, also on errors):
 - netns W, "the world": only `lo`, up, which owns 203.0.113.0/24 and
   198.51.100.0/24 (`ip route add local ... dev lo`), so every address in
   them is local to W and one listener on 0.0.0.0:PORT answers for all.
+  It owns the LOCAL_NETS too (private, shared, link-local and benchmark
+  ranges behind the worker's local-network wall) but for any that this
+  machine's own interfaces use: rig.world_nets lists what W owns,
+  rig.skipped_nets the ranges left out and why.
   No other interface and no default route: nothing can leave. W's
   127.0.0.1 stands for the host's loopback (the guest's 192.168.127.254).
 - dnsmasq in W on 127.0.0.1:5353 (DNS_ADDR), the worker's upstream:
-  allowed.test -> 203.0.113.30, cdn.allowed.test CNAME edge.cdnnet.test ->
-  203.0.113.31, evil.test -> 198.51.100.66; nothing else resolves. Every
-  query it gets is in rig.dns_log().
+  allowed.test (and every name below it) -> 203.0.113.30, cdn.allowed.test
+  CNAME edge.cdnnet.test -> 203.0.113.31, rebind.allowed.test -> 10.99.0.10
+  (a private address behind an allowed name), evil.test -> 198.51.100.66;
+  nothing else resolves. Its answers carry a TTL of DNS_TTL (above the
+  worker's cap). Every query it gets is in rig.dns_log().
 - netns G, "the guest": tap0 (IFF_TAP|IFF_NO_PI, MAC GUEST_MAC,
   192.168.127.2/24, default route via 192.168.127.1, MTU 65520 unless
   Rig(mtu=...) says otherwise). The rig holds the TAP's fd (rig.tap_fd);
@@ -36,9 +42,15 @@ Probes (name is "W", "G" or another netns's full name):
   the calling thread only.
 - Servers: rig.http_server(port, directory, name="W", bind="0.0.0.0")
   (python3 -m http.server, a process); rig.serve(cls, name, addr, port,
-  type) with TcpEcho, UdpEcho or CatchAll (threads in this process;
+  type, **kw) with TcpEcho, UdpEcho or CatchAll (threads in this process;
   CatchAll.events() lists every connection with its first bytes and every
-  datagram). Subclass Server for others.
+  datagram; CatchAll(..., reply=PREFIX) answers each with PREFIX + those
+  bytes, so the sender knows it arrived). Subclass Server for others.
+- rig.nft_counters(keys): an nftables observer in W, a counter on W's
+  output hook per (daddr, proto, dport) key (proto "tcp", "udp" or
+  "icmp", dport None for icmp). The worker runs in W, so every packet its
+  sockets send (libslirp's connects and datagrams) passes there; read()
+  gives {key: packets}.
 - rig.worker(gantry, ports=[...], args=[...], env={...}, frame_fd=None):
   the worker, once its handshake said ok; WorkerStartError(its one-line
   error) when it said no. Worker.publish/unpublish/traffic/drops/kill/
@@ -60,6 +72,7 @@ Rig() raises RigUnavailable with the reason. Tests skip with it.
 import contextlib
 import ctypes
 import fcntl
+import ipaddress
 import json
 import os
 import secrets
@@ -76,6 +89,7 @@ from pathlib import Path
 IP = "/usr/sbin/ip" if os.path.exists("/usr/sbin/ip") else (shutil.which("ip") or "ip")
 DNSMASQ = "/usr/sbin/dnsmasq"
 PYTHON = "/usr/bin/python3"
+NFT = "/usr/sbin/nft" if os.path.exists("/usr/sbin/nft") else (shutil.which("nft") or "nft")
 
 GUEST = "192.168.127.2"
 GATEWAY = "192.168.127.1"
@@ -89,10 +103,16 @@ SLIRP4NETNS_GUEST = "10.0.2.100"
 SLIRP4NETNS_GATEWAY_MAC = bytes.fromhex("52550a000202")
 
 WORLD_NETS = ("203.0.113.0/24", "198.51.100.0/24")
+# Ranges behind the worker's local-network wall that W owns as well, so a
+# connect leaking there would be accepted, and seen.
+LOCAL_NETS = ("10.99.0.0/16", "172.31.0.0/16", "100.64.0.0/16", "169.254.169.254/32",
+              "198.18.0.0/15")
 DNS_ADDR = "127.0.0.1:5353"
+DNS_TTL = 3600  # dnsmasq's TTL for its own records: above the worker's 300 s cap
 DNS_RECORDS = {
     "allowed.test": "203.0.113.30",
     "edge.cdnnet.test": "203.0.113.31",
+    "rebind.allowed.test": "10.99.0.10",
     "evil.test": "198.51.100.66",
 }
 DNS_CNAMES = {"cdn.allowed.test": "edge.cdnnet.test"}
@@ -134,6 +154,25 @@ def unavailable():
     if not os.path.exists("/dev/net/tun"):
         return "no /dev/net/tun (TUN/TAP driver missing)"
     return None
+
+
+def nft_unavailable():
+    """Why Rig.nft_counters cannot work here, or None."""
+    if not os.access(NFT, os.X_OK):
+        return "no nft (apt-get install nftables)"
+    return None
+
+
+def host_nets():
+    """The IPv4 networks of this machine's own interfaces (the calling
+    thread's netns), as ipaddress networks."""
+    p = _run([IP, "-4", "-j", "addr", "show"], check=True)
+    nets = []
+    for link in json.loads(p.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if a.get("family") == "inet":
+                nets.append(ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False))
+    return nets
 
 
 def _setns(fd):
@@ -368,16 +407,20 @@ class UdpEcho(Server):
 class CatchAll(Server):
     """Records what reaches it: for TCP each accepted connection (peer and
     the first bytes it sent within a second), for UDP each datagram.
-    events() is the list of (peer, bytes) so far."""
+    events() is the list of (peer, bytes) so far. With reply (bytes), each
+    connection or datagram is answered with reply + what it brought."""
 
-    def __init__(self, sock):
+    def __init__(self, sock, reply=None):
         self._events = []
+        self.reply = reply
         super().__init__(sock)
 
     def _serve_once(self):
         if self.sock.type == socket.SOCK_DGRAM:
             data, peer = self.sock.recvfrom(65536)
             self._record(peer, data)
+            if self.reply is not None:
+                self.sock.sendto(self.reply + data, peer)
             return
         conn, peer = self.sock.accept()
         with conn:
@@ -386,6 +429,9 @@ class CatchAll(Server):
             with contextlib.suppress(OSError):
                 data = conn.recv(4096)
             self._record(peer, data)
+            if self.reply is not None:
+                with contextlib.suppress(OSError):
+                    conn.sendall(self.reply + data)
 
     def _record(self, peer, data):
         with self.lock:
@@ -394,6 +440,48 @@ class CatchAll(Server):
     def events(self):
         with self.lock:
             return list(self._events)
+
+
+# --- the nftables observer ---------------------------------------------------
+
+
+class NftCounters:
+    """Counters on W's output hook, one rule per (daddr, proto, dport) key
+    (made by Rig.nft_counters). read() gives {key: packets}."""
+
+    TABLE = "gantry_observer"
+
+    def __init__(self, rig, keys):
+        self.rig = rig
+        self.keys = list(dict.fromkeys(keys))
+        lines = [f"table inet {self.TABLE} {{",
+                 "  chain out { type filter hook output priority 0; policy accept; }", "}"]
+        for i, (daddr, proto, dport) in enumerate(self.keys):
+            if proto == "icmp":
+                match = f"ip daddr {daddr} ip protocol icmp"
+            else:
+                match = f"ip daddr {daddr} {proto} dport {int(dport)}"
+            lines.append(f'add rule inet {self.TABLE} out {match} counter comment "k{i}"')
+        rig.run("W", NFT, "delete", "table", "inet", self.TABLE)  # a rerun's leftover
+        script = rig.dir / "observer.nft"
+        script.write_text("\n".join(lines) + "\n")
+        p = rig.run("W", NFT, "-f", script)
+        if p.returncode != 0:
+            raise RigUnavailable(f"nft -f (the observer table): {p.stderr.strip()}")
+
+    def read(self):
+        p = self.rig.run("W", NFT, "-j", "list", "table", "inet", self.TABLE, check=True)
+        counts = {}
+        for item in json.loads(p.stdout)["nftables"]:
+            rule = item.get("rule")
+            if not rule or not str(rule.get("comment", "")).startswith("k"):
+                continue
+            packets = sum(e["counter"]["packets"] for e in rule["expr"] if "counter" in e)
+            counts[self.keys[int(rule["comment"][1:])]] = packets
+        missing = set(self.keys) - set(counts)
+        if missing:
+            raise RuntimeError(f"nft lists no counter for {sorted(missing, key=str)[:5]}")
+        return counts
 
 
 # --- the worker -----------------------------------------------------------
@@ -493,6 +581,8 @@ class Rig:
         self._closers = []
         self.dnsmasq = None
         self.dns_log_path = None
+        self.world_nets = []
+        self.skipped_nets = []
         try:
             self._make_world()
             self._make_guest()
@@ -525,8 +615,19 @@ class Rig:
     def _make_world(self):
         self._add_netns(self.W)
         _run([IP, "-n", self.W, "link", "set", "lo", "up"], check=True)
-        for net in WORLD_NETS:
+        mine = host_nets()
+        for net in WORLD_NETS + LOCAL_NETS:
+            clash = [str(n) for n in mine if n.overlaps(ipaddress.ip_network(net))]
+            if clash and net in LOCAL_NETS:
+                self.skipped_nets.append((net, f"this machine uses {', '.join(clash)}"))
+                continue
             _run([IP, "-n", self.W, "route", "add", "local", net, "dev", "lo"], check=True)
+            self.world_nets.append(net)
+
+    def owns(self, addr):
+        """Whether addr is one of W's own addresses (rig.world_nets)."""
+        ip = ipaddress.ip_address(addr)
+        return any(ip in ipaddress.ip_network(n) for n in self.world_nets)
 
     def _make_guest(self):
         self._add_netns(self.G)
@@ -563,7 +664,7 @@ class Rig:
                 # Answer every name under .test itself: an AAAA query for an
                 # A-only name gets NODATA rather than REFUSED for want of an
                 # upstream (busybox nslookup asks both and fails on REFUSED).
-                "--local=/test/"]
+                "--local=/test/", f"--local-ttl={DNS_TTL}"]
         # A CNAME's target must be dnsmasq's own record, not an --address.
         argv += [f"--address=/{n}/{a}" for n, a in DNS_RECORDS.items() if n not in CNAME_TARGETS]
         argv += [f"--host-record={n},{DNS_RECORDS[n]}" for n in CNAME_TARGETS]
@@ -665,12 +766,22 @@ class Rig:
             s.listen(128)
         return s
 
-    def serve(self, cls, name, addr, port, type=socket.SOCK_STREAM):
-        """cls (TcpEcho, UdpEcho, CatchAll) on addr:port in netns name;
-        closed with the rig."""
-        server = cls(self.listen(name, addr, port, type))
+    def serve(self, cls, name, addr, port, type=socket.SOCK_STREAM, **kw):
+        """cls (TcpEcho, UdpEcho, CatchAll) on addr:port in netns name, kw
+        for cls; closed with the rig."""
+        server = cls(self.listen(name, addr, port, type), **kw)
         self._closers.append(server.close)
         return server
+
+    # the observer
+
+    def nft_counters(self, keys):
+        """An NftCounters on W's output hook for keys; RigUnavailable when
+        this machine has no nft or its kernel no nf_tables."""
+        reason = nft_unavailable()
+        if reason:
+            raise RigUnavailable(reason)
+        return NftCounters(self, keys)
 
     # the worker
 
