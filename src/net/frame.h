@@ -33,6 +33,7 @@
 #define ICMP_ECHO_REPLY	  0
 #define ICMP_UNREACH	  3
 #define ICMP_ECHO	  8
+#define ICMP_HOST_UNREACH 1  /* code of ICMP_UNREACH */
 #define ICMP_PORT_UNREACH 3  /* code of ICMP_UNREACH */
 #define ICMP_ADMIN_PROHIB 13 /* code: communication administratively prohibited */
 

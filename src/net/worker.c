@@ -237,18 +237,30 @@ static bool frame_seg(const uint8_t *frame, size_t len, bool from_guest, struct 
 	return true;
 }
 
+/* Whether guest port gport of proto is published (a forward to it). */
+static bool published(struct worker *w, enum net_proto proto, uint16_t gport)
+{
+	for (struct forward *f = w->forwards; f; f = f->next)
+		if (f->spec.guest_port == gport && f->spec.udp == (proto == NET_PROTO_UDP))
+			return true;
+	return false;
+}
+
 /* Whether a frame libslirp sends may reach the guest: not on a flow the
- * policy cut. A SYN from the host (a published port) opens an inbound
- * flow, whose replies the policy does not judge. */
+ * policy cut. What reaches a published port and is no flow's yet (a SYN,
+ * a datagram) opens an inbound flow, whose replies the policy does not
+ * judge. */
 static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len)
 {
 	struct flow *f;
 	struct seg s;
+	bool opens;
 
 	if (!frame_seg(frame, len, false, &s) || s.k.remote == NET_GATEWAY)
 		return true;
 	f = flow_find(w->flows, &s.k);
-	if (f == NULL && s.k.proto == NET_PROTO_TCP && (s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN) {
+	opens = s.k.proto == NET_PROTO_UDP || (s.flags & (TCP_SYN | TCP_ACK)) == TCP_SYN;
+	if (f == NULL && opens && published(w, s.k.proto, s.k.gport)) {
 		f = flow_add(w->flows, &s.k, now_ms());
 		if (f == NULL)
 			return false;
@@ -411,6 +423,13 @@ static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 			v.action = FILTER_RST;
 		else if (refused && v.proto == NET_PROTO_UDP)
 			v.action = FILTER_UNREACH;
+	} else if (v.reason == NET_DROP_DST_LOCAL && v.len >= FRAME_L4 + TCP_HLEN) {
+		/* Nothing lives there: say so at once rather than let the
+		 * guest's connect run into its timeout. */
+		if (v.proto == NET_PROTO_TCP && !(frame[FRAME_L4 + 13] & TCP_RST))
+			v.action = FILTER_RST;
+		else if (v.proto == NET_PROTO_UDP)
+			v.action = FILTER_UNREACH;
 	}
 	traffic_guest(w->traffic, &v, time(NULL));
 	if (v.reason == NET_DROP_POLICY && v.has_dst)
@@ -430,7 +449,8 @@ static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 		answer(w, frame, v.len, v.action,
 		       v.reason == NET_DROP_POLICY || v.reason == NET_DROP_FLOW_TABLE
 			       ? ICMP_ADMIN_PROHIB
-			       : ICMP_PORT_UNREACH);
+		       : v.reason == NET_DROP_DST_LOCAL ? ICMP_HOST_UNREACH
+							: ICMP_PORT_UNREACH);
 		break;
 	case FILTER_DROP:
 		break;

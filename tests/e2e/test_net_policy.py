@@ -83,9 +83,9 @@ REPLY = b"ok:"  # what W's catch-alls put in front of the bytes they echo
 # Where the worker answers or drops by itself, before any policy: the
 # gateway's own services and the other addresses of the guest's /24.
 LINK_LOCAL = {GATEWAY, SLIRP_DNS, BROADCAST}
-# Dropped without an answer (filter.h: dst_local), so a TCP connect there
-# runs into its timeout rather than a RST; bounded here by PROBE_S.
-SILENT = {SLIRP_DNS}
+# Addresses whose TCP connects may run into PROBE_S rather than a RST:
+# none now (the unused addresses of the /24 answer RST, filter.h dst_local).
+SILENT = set()
 PROBE_S = 1.0
 REFUSE_S = 0.1  # a denied TCP connect fails within this (RST)
 DNS_REFUSE_S = 0.05  # a denied name is REFUSED within this
