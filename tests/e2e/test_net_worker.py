@@ -538,6 +538,77 @@ def test_bulk_8_clients_64mib_each_way(rig, gantry):
         guest.close()
 
 
+class _SlowGuest:
+    """Stands between the worker and the TAP the way the VMM does: frames on
+    a SOCK_SEQPACKET socket, read towards the guest only as fast as a guest
+    with a small RX ring takes them (a pause every few frames), so the
+    worker's socket fills, its queue holds frames and it stops reading host
+    sockets. What the TAP carries from the guest goes back at once."""
+
+    def __init__(self, tap_fd, every=8, pause=0.004):
+        self.tap_fd, self.every, self.pause = tap_fd, every, pause
+        self.vmm, self.worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.stop = threading.Event()
+        self.frames = 0
+        self.threads = [threading.Thread(target=fn, daemon=True)
+                        for fn in (self._to_guest, self._from_guest)]
+        for t in self.threads:
+            t.start()
+
+    def _to_guest(self):
+        while not self.stop.is_set():
+            r, _, _ = select.select([self.vmm], [], [], 0.2)
+            if not r:
+                continue
+            try:
+                frame = self.vmm.recv(1 << 17)
+            except OSError:
+                return
+            if not frame:
+                return
+            os.write(self.tap_fd, frame)
+            self.frames += 1
+            if self.frames % self.every == 0:
+                time.sleep(self.pause)
+
+    def _from_guest(self):
+        while not self.stop.is_set():
+            r, _, _ = select.select([self.tap_fd], [], [], 0.2)
+            if not r:
+                continue
+            frame = os.read(self.tap_fd, 1 << 17)
+            with contextlib.suppress(OSError):
+                self.vmm.send(frame)
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.vmm.close()
+        self.worker_end.close()
+
+
+def test_bulk_published_port_through_a_slow_guest(rig, gantry):
+    """The published-port half of the bulk test with the worker's frames
+    going through a SEQPACKET socket read at a guest's pace, as under the
+    VMM: its queue and backpressure are in play, and every stream still
+    arrives with the bytes that were sent."""
+    seed = secrets.token_bytes(MIB)
+    guest = _Bulk(rig.listen("G", "0.0.0.0", SINK_PORT), seed, send_back=True)
+    slow = _SlowGuest(rig.tap_fd)
+    try:
+        with rig.worker(gantry, ports=[f"127.0.0.1:18011:{SINK_PORT}"],
+                        frame_fd=slow.worker_end.fileno()) as w:
+            t = time.monotonic()
+            _bulk(rig, "W", ("127.0.0.1", 18011), seed, send_back=True)
+            print(f"bulk through a slow guest: {time.monotonic() - t:.1f}s, "
+                  f"{slow.frames} frames to the guest, drops {w.drops()}")
+            assert w.alive(), w.log()
+    finally:
+        slow.close()
+        guest.close()
+
+
 def test_mtu_1500(gantry):
     """The link at MTU 1500 (the benchmark's other setting): a 4 MiB echo
     through the NAT comes back whole."""

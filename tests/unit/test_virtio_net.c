@@ -5,6 +5,8 @@
  * socketpair. The I/O loop is driven on the test thread with
  * ioloop_run_once, so every step is deterministic. */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -642,6 +644,233 @@ static void test_rx_drops(void **state)
 }
 
 /* Without MRG_RXBUF one buffer holds one frame, num_buffers 1. */
+/* ---- a driver beside the device, as Linux's runs -------------------- */
+
+/* RX buffers carved from a pool the way Linux's mergeable receive path
+ * carves them from page fragments: sizes that vary, at addresses that move,
+ * so a descriptor id names a different buffer each time it is posted. A
+ * buffer the guest took back is poisoned, and must still be poisoned when
+ * posted again: the device writing into memory it was not lent would show. */
+#define POOL_GPA    0x300000ULL
+#define POOL_SIZE   (1 * MiB)
+#define POOL_FRAG   (32 * 1024)
+#define POISON	    0xa5
+#define GRANULE	    64
+#define LIVE_FRAMES 3000
+
+struct live {
+	struct fx *f;
+	pthread_t worker;
+	uint64_t pool_at; /* next free byte of the pool, as an offset */
+	uint8_t posted[POOL_SIZE / GRANULE];
+	uint64_t buf_gpa[QN];
+	uint32_t buf_len[QN];
+	uint16_t free_ids[QN];
+	unsigned int nr_free;
+	uint32_t rng;
+};
+
+static uint32_t live_rand(uint32_t *s)
+{
+	*s = *s * 1103515245u + 12345u;
+	return *s >> 8;
+}
+
+static uint32_t live_frame_len(uint32_t i)
+{
+	uint32_t s = i * 2654435761u + 1;
+
+	/* Mostly full-size frames, as a bulk TCP stream under a 64 KiB MTU
+	 * sends, and small ones (ACKs) between them. */
+	switch (live_rand(&s) % 4) {
+	case 0:
+		return NET_ETH_HLEN + live_rand(&s) % 100;
+	case 1:
+		return NET_ETH_HLEN + live_rand(&s) % NET_MTU;
+	default:
+		return NET_FRAME_MAX - live_rand(&s) % 16;
+	}
+}
+
+static void *live_worker(void *arg)
+{
+	struct live *l = arg;
+	uint8_t *buf = xmalloc(NET_FRAME_MAX);
+
+	for (uint32_t i = 0; i < LIVE_FRAMES; i++) {
+		uint32_t len = live_frame_len(i);
+
+		fill(buf, len, (uint8_t)i);
+		memcpy(buf, &i, sizeof(i));
+		if (send(l->f->worker_fd, buf, len, 0) != (ssize_t)len)
+			break;
+	}
+	free(buf);
+	return NULL;
+}
+
+static bool live_region_free(struct live *l, uint64_t off, uint32_t len)
+{
+	for (uint64_t g = off / GRANULE; g < (off + len + GRANULE - 1) / GRANULE; g++) {
+		if (l->posted[g])
+			return false;
+	}
+	return true;
+}
+
+static void live_mark(struct live *l, uint64_t off, uint32_t len, uint8_t v)
+{
+	for (uint64_t g = off / GRANULE; g < (off + len + GRANULE - 1) / GRANULE; g++)
+		l->posted[g] = v;
+}
+
+static void live_check_poison(struct live *l, uint64_t off, uint32_t len)
+{
+	const uint8_t *p = l->f->ram + POOL_GPA + off;
+
+	for (uint32_t i = 0; i < len; i++) {
+		if (p[i] != POISON)
+			fail_msg("pool byte %#llx changed to %#x while the guest owned it",
+				 (unsigned long long)(off + i), p[i]);
+	}
+}
+
+/* Post every buffer there is room for; returns how many. */
+static unsigned int live_refill(struct live *l)
+{
+	struct fx *f = l->f;
+	unsigned int n = 0;
+
+	while (l->nr_free > 0) {
+		uint32_t len = ALIGN_UP(HDR + 1536 + live_rand(&l->rng) % 2560, GRANULE);
+		uint64_t frag_left = POOL_FRAG - l->pool_at % POOL_FRAG;
+		uint16_t id;
+
+		/* Like Linux: a buffer takes the rest of a fragment too small
+		 * for the next one. */
+		if (frag_left < len)
+			len = (uint32_t)frag_left;
+		else if (frag_left - len < HDR + 1536)
+			len = (uint32_t)frag_left;
+		if (!live_region_free(l, l->pool_at, len))
+			break; /* the pool wrapped onto buffers still lent out */
+		live_check_poison(l, l->pool_at, len);
+		id = l->free_ids[--l->nr_free];
+		l->buf_gpa[id] = POOL_GPA + l->pool_at;
+		l->buf_len[id] = len;
+		live_mark(l, l->pool_at, len, 1);
+		set_desc(f, RXQ, id, l->buf_gpa[id], len, VRING_DESC_F_WRITE, 0);
+		__atomic_store_n(
+			(uint16_t *)(f->ram + AVAIL_GPA(RXQ) + 4 + 2 * (f->avail_idx[RXQ] % QN)),
+			id, __ATOMIC_RELAXED);
+		f->avail_idx[RXQ]++;
+		__atomic_store_n((uint16_t *)(f->ram + AVAIL_GPA(RXQ) + 2), f->avail_idx[RXQ],
+				 __ATOMIC_RELEASE);
+		l->pool_at = (l->pool_at + len) % POOL_SIZE;
+		n++;
+	}
+	return n;
+}
+
+/* Take back one used buffer: its id and length, its bytes copied to dst. */
+static uint32_t live_take(struct live *l, uint8_t *dst, uint32_t room, bool first)
+{
+	struct fx *f = l->f;
+	const uint8_t *e = f->ram + USED_GPA(RXQ) + 4 + 8 * (f->used_seen[RXQ] % QN);
+	uint32_t id, len;
+	uint64_t off;
+
+	if (f->used_seen[RXQ] ==
+	    __atomic_load_n((uint16_t *)(f->ram + USED_GPA(RXQ) + 2), __ATOMIC_ACQUIRE))
+		fail_msg("a frame's later buffers were not published with its first");
+	memcpy(&id, e, 4);
+	memcpy(&len, e + 4, 4);
+	f->used_seen[RXQ]++;
+	assert_true(id < QN);
+	assert_true(l->buf_len[id] != 0);
+	assert_true(len <= l->buf_len[id]);
+	assert_true(len <= room);
+	if (first)
+		assert_true(len >= HDR + NET_ETH_HLEN);
+	memcpy(dst, f->ram + l->buf_gpa[id], len);
+	off = l->buf_gpa[id] - POOL_GPA;
+	memset(f->ram + l->buf_gpa[id], POISON, l->buf_len[id]);
+	live_mark(l, off, l->buf_len[id], 0);
+	l->buf_len[id] = 0;
+	l->free_ids[l->nr_free++] = (uint16_t)id;
+	return len;
+}
+
+static void live_expect_frame(struct live *l, uint32_t i, uint8_t *frame)
+{
+	uint32_t want = live_frame_len(i), got, seq;
+	struct virtio_net_hdr_mrg_rxbuf h;
+	uint8_t first[8192];
+
+	got = live_take(l, first, sizeof(first), true);
+	memcpy(&h, first, HDR);
+	assert_int_equal(h.hdr.flags, 0);
+	assert_true(h.num_buffers >= 1);
+	memcpy(frame, first + HDR, got - HDR);
+	got -= HDR;
+	for (unsigned int b = 1; b < h.num_buffers; b++)
+		got += live_take(l, frame + got, NET_FRAME_MAX - got, false);
+	memcpy(&seq, frame, sizeof(seq));
+	if (seq != i)
+		fail_msg("frame %u arrived where frame %u was due", seq, i);
+	assert_int_equal(got, want);
+	for (uint32_t k = sizeof(seq); k < want; k++) {
+		if (frame[k] != pattern(k, (uint8_t)i))
+			fail_msg("frame %u byte %u: %#x, expected %#x", i, k, frame[k],
+				 pattern(k, (uint8_t)i));
+	}
+}
+
+/* The device on the I/O thread, the worker sending as fast as it can, and
+ * the guest taking frames and posting fresh buffers at the same time: every
+ * frame arrives whole and in order, and the device never writes outside the
+ * buffers it was lent. */
+static void test_rx_live(void **state)
+{
+	struct fx *f = *state;
+	struct live *l = xzalloc(sizeof(*l));
+	uint8_t *frame = xmalloc(NET_FRAME_MAX);
+	gantry_error_t err = NULL;
+	uint64_t deadline = now_ms() + 60000;
+
+	l->f = f;
+	l->rng = 7;
+	for (unsigned int i = 0; i < QN; i++)
+		l->free_ids[l->nr_free++] = (uint16_t)(QN - 1 - i);
+	memset(f->ram + POOL_GPA, POISON, POOL_SIZE);
+	assert_int_equal(ioloop_start(&f->loop, &err), 0);
+	assert_int_equal(pthread_create(&l->worker, NULL, live_worker, l), 0);
+	if (live_refill(l))
+		wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, RXQ);
+	for (uint32_t i = 0; i < LIVE_FRAMES;) {
+		if (f->used_seen[RXQ] ==
+		    __atomic_load_n((uint16_t *)(f->ram + USED_GPA(RXQ) + 2), __ATOMIC_ACQUIRE)) {
+			if (now_ms() > deadline)
+				fail_msg("frame %u never came", i);
+			sched_yield();
+			continue;
+		}
+		live_expect_frame(l, i++, frame);
+		if (live_refill(l))
+			wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, RXQ);
+	}
+	pthread_join(l->worker, NULL);
+	ioloop_stop(&f->loop);
+	for (uint64_t g = 0; g < POOL_SIZE / GRANULE; g++) {
+		if (!l->posted[g])
+			live_check_poison(l, g * GRANULE, GRANULE);
+	}
+	assert_int_equal(virtio_net_stats(f->d).rx_dropped, 0);
+	assert_int_equal(virtio_net_stats(f->d).rx_bad_buf, 0);
+	free(frame);
+	free(l);
+}
+
 static void test_rx_no_mergeable(void **state)
 {
 	struct fx *f = *state;
@@ -791,6 +1020,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rx_dry, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_drops, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_no_mergeable, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rx_live, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hangup, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hangup_held, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hangup_tx, fx_setup, fx_teardown),
