@@ -1,5 +1,7 @@
 /* The flow table (see flow.h): two fixed pools of FLOW_MAX entries, one
- * per protocol, chained into one hash of twice that many buckets. */
+ * per protocol, chained into one hash of four times that many buckets.
+ * A pool is handed out front to back before its free list is used, so a
+ * worker whose guest opens few flows never touches most of its pages. */
 #include <string.h>
 
 #include "common/util.h"
@@ -10,7 +12,8 @@
 
 struct pool {
 	struct flow e[FLOW_MAX];
-	struct flow *free;
+	struct flow *free; /* entries given back */
+	size_t fresh;	   /* e[fresh..] never handed out */
 	size_t used;
 };
 
@@ -27,22 +30,20 @@ static struct pool *pool_of(struct flows *t, enum net_proto p)
 	return p == NET_PROTO_TCP ? &t->tcp : &t->udp;
 }
 
-static void pool_init(struct pool *p)
-{
-	p->free = NULL;
-	for (size_t i = FLOW_MAX; i-- > 0;) {
-		p->e[i].next = p->free;
-		p->free = &p->e[i];
-	}
-}
-
 struct flows *flows_new(void)
 {
-	struct flows *t = xzalloc(sizeof(*t));
+	return xzalloc(sizeof(struct flows));
+}
 
-	pool_init(&t->tcp);
-	pool_init(&t->udp);
-	return t;
+static struct flow *pool_take(struct pool *pl)
+{
+	struct flow *f = pl->free;
+
+	if (f)
+		pl->free = f->next;
+	else if (pl->fresh < FLOW_MAX)
+		f = &pl->e[pl->fresh++];
+	return f;
 }
 
 void flows_free(struct flows *t)
@@ -94,7 +95,7 @@ static struct flow *udp_victim(struct flows *t)
 {
 	struct flow *best = NULL;
 
-	for (size_t i = 0; i < FLOW_MAX; i++) {
+	for (size_t i = 0; i < t->udp.fresh; i++) {
 		struct flow *f = &t->udp.e[i];
 
 		if (f->used && !f->cut &&
@@ -109,14 +110,13 @@ struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms
 	struct pool *pl = pool_of(t, k->proto);
 	struct flow *f, **b;
 
-	if (pl->free == NULL)
+	if (pl->used == FLOW_MAX)
 		flows_expire(t, now_ms);
-	if (pl->free == NULL && k->proto == NET_PROTO_UDP && (f = udp_victim(t)))
+	if (pl->used == FLOW_MAX && k->proto == NET_PROTO_UDP && (f = udp_victim(t)))
 		flow_remove(t, f);
-	if (pl->free == NULL)
+	f = pool_take(pl);
+	if (f == NULL)
 		return NULL;
-	f = pl->free;
-	pl->free = f->next;
 	pl->used++;
 	memset(f, 0, sizeof(*f));
 	f->used = true;
@@ -139,7 +139,7 @@ static bool expired(const struct flow *f, uint64_t now_ms)
 
 static void expire_pool(struct flows *t, struct pool *pl, uint64_t now_ms)
 {
-	for (size_t i = 0; i < FLOW_MAX; i++)
+	for (size_t i = 0; i < pl->fresh; i++)
 		if (pl->e[i].used && expired(&pl->e[i], now_ms))
 			flow_remove(t, &pl->e[i]);
 }
