@@ -697,6 +697,20 @@ static int publish(struct worker *w, const char *text, struct port_spec *out, ga
 	return 0;
 }
 
+struct unpublished {
+	struct worker *w;
+	const struct port_spec *s;
+};
+
+static void cut_inbound(void *opaque, struct flow *f)
+{
+	struct unpublished *u = opaque;
+
+	if (f->inbound && !f->cut && f->key.gport == u->s->guest_port &&
+	    (f->key.proto == NET_PROTO_UDP) == u->s->udp)
+		flow_cut(u->w, f, "port unpublished");
+}
+
 static int unpublish(struct worker *w, const char *text, gantry_error_t *err)
 {
 	struct port_spec s;
@@ -714,6 +728,13 @@ static int unpublish(struct worker *w, const char *text, gantry_error_t *err)
 	free(f);
 	w->nr_forwards--;
 	log_info("unpublished %s", name);
+	/* Its connections go too, unless another forward still leads to the
+	 * same guest port (an inbound flow does not say which one it came by). */
+	if (!published(w, s.udp ? NET_PROTO_UDP : NET_PROTO_TCP, s.guest_port)) {
+		struct unpublished u = { .w = w, .s = &s };
+
+		flows_each(w->flows, cut_inbound, &u);
+	}
 	return 0;
 }
 

@@ -391,6 +391,28 @@ def test_publish_unpublish_live(rig, worker):
     assert_responsive(rig, worker)
 
 
+def test_unpublish_cuts_open_connections(rig, worker):
+    """A connection open through a port is reset when the port is
+    unpublished (no other forward leads to its guest port)."""
+    with rig.serve(netrig.TcpEcho, "G", "0.0.0.0", 8100):
+        assert worker.publish("127.0.0.1:18003:8100").get("ok")
+        with rig.socket_in("W") as c:
+            c.settimeout(5)
+            c.connect(("127.0.0.1", 18003))
+            c.sendall(b"ping")
+            assert c.recv(16) == b"ping"
+            assert worker.unpublish("127.0.0.1:18003:8100").get("ok")
+            t = time.monotonic()
+            try:
+                c.sendall(b"more")
+                data = c.recv(16)
+            except (ConnectionResetError, BrokenPipeError):
+                data = b""
+            assert data == b"", f"echoed after unpublish: {data!r}"
+            assert time.monotonic() - t < 1.0
+    assert_responsive(rig, worker)
+
+
 def test_published_on_another_host_address(rig, gantry):
     """-p HOST_IP:...: the forward listens on that address of the host (W
     owns 203.0.113.5), not on the loopback."""
