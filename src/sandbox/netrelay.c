@@ -161,16 +161,24 @@ static int apply(struct sup *s, const struct net_req *r, gantry_error_t *err)
 
 /* --- network-traffic.json -------------------------------------------------------------------- */
 
+/* The snapshot, written only when it differs from the last one written:
+ * an idle sandbox does not rewrite the file every SUP_TRAFFIC_MS. */
 static void traffic_write(json_t *traffic)
 {
+	static char *last; /* one sandbox per supervisor */
 	gantry_error_t err = NULL;
 	char now[32];
 	time_t t = time(NULL);
 	struct tm tm;
-	char *text;
+	char *text, *same;
 
 	if (!json_is_object(traffic))
 		return;
+	same = json_dumps(traffic, JSON_COMPACT | JSON_SORT_KEYS);
+	if (same && last && strcmp(same, last) == 0) {
+		free(same);
+		return;
+	}
 	strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
 	json_object_set_new(traffic, "updated", json_string(now));
 	text = json_dumps(traffic, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -180,8 +188,12 @@ static void traffic_write(json_t *traffic)
 		if (sup_log_due(&logged))
 			log_warn("%s", gantry_error_str(err));
 		gantry_error_free(&err);
+		free(same);
+		same = NULL; /* try again next time */
 	}
 	free(text);
+	free(last);
+	last = same;
 }
 
 /* --- the worker's control socket ------------------------------------------------------------- */
