@@ -55,10 +55,14 @@ static int add_label(char *out, size_t *n, const uint8_t *l, size_t len, bool *o
 	return 0;
 }
 
-/* The uncompressed name at off, as a query must carry it. */
-static int query_name(const uint8_t *msg, size_t len, size_t *off, char *out)
+/* The name at *off, lowercased into out (compressed only when jumps may
+ * be followed); *off moves past it where it sits. 1: well-formed but with
+ * bytes no query name may carry (such a name never matches one), 0: a
+ * name, -1: malformed. */
+static int read_name_at(const uint8_t *msg, size_t len, size_t *off, char *out, bool jumps_ok)
 {
-	size_t n = 0, at = *off;
+	size_t n = 0, at = *off, end = 0;
+	unsigned jumps = 0;
 	bool odd = false;
 
 	out[0] = '\0';
@@ -67,17 +71,42 @@ static int query_name(const uint8_t *msg, size_t len, size_t *off, char *out)
 
 		if (at >= len)
 			return -1;
-		l = msg[at++];
+		l = msg[at];
+		if ((l & 0xc0) == 0xc0) {
+			size_t to;
+
+			if (!jumps_ok || len - at < 2 || ++jumps > JUMPS_MAX)
+				return -1;
+			to = dns_get16(msg + at) & 0x3fff;
+			if (to >= at) /* only backwards: no loops */
+				return -1;
+			if (!end)
+				end = at + 2;
+			at = to;
+			continue;
+		}
+		if (l > 63)
+			return -1;
+		at++;
 		if (l == 0)
 			break;
-		if (l > 63 || len - at < l) /* 64..255: compression or reserved */
-			return -1;
-		if (add_label(out, &n, msg + at, l, &odd) < 0 || odd)
+		if (len - at < l || add_label(out, &n, msg + at, l, &odd) < 0)
 			return -1;
 		at += l;
 	}
-	*off = at;
-	return 0;
+	*off = end ? end : at;
+	return odd ? 1 : 0;
+}
+
+static int read_name(const uint8_t *msg, size_t len, size_t *off, char *out)
+{
+	return read_name_at(msg, len, off, out, true);
+}
+
+/* The uncompressed name at off, as a query must carry it. */
+static int query_name(const uint8_t *msg, size_t len, size_t *off, char *out)
+{
+	return read_name_at(msg, len, off, out, false) == 0 ? 0 : -1;
 }
 
 int dns_query_parse(const uint8_t *msg, size_t len, struct dns_question *q)
@@ -113,48 +142,6 @@ int dns_query_parse(const uint8_t *msg, size_t len, struct dns_question *q)
 		off += dns_get16(msg + off - 2);
 	}
 	return off == len ? 0 : DNS_RCODE_FORMERR;
-}
-
-/* The name at *off, compressed or not, lowercased into out; *off moves
- * past it where it sits. 1: well-formed but with bytes no query name may
- * carry (such a name never matches one), 0: a name, -1: malformed. */
-static int read_name(const uint8_t *msg, size_t len, size_t *off, char *out)
-{
-	size_t n = 0, at = *off, end = 0;
-	unsigned jumps = 0;
-	bool odd = false;
-
-	out[0] = '\0';
-	for (;;) {
-		uint8_t l;
-
-		if (at >= len)
-			return -1;
-		l = msg[at];
-		if ((l & 0xc0) == 0xc0) {
-			size_t to;
-
-			if (len - at < 2 || ++jumps > JUMPS_MAX)
-				return -1;
-			to = dns_get16(msg + at) & 0x3fff;
-			if (to >= at) /* only backwards: no loops */
-				return -1;
-			if (!end)
-				end = at + 2;
-			at = to;
-			continue;
-		}
-		if (l > 63)
-			return -1;
-		at++;
-		if (l == 0)
-			break;
-		if (len - at < l || add_label(out, &n, msg + at, l, &odd) < 0)
-			return -1;
-		at += l;
-	}
-	*off = end ? end : at;
-	return odd ? 1 : 0;
 }
 
 struct rr {
