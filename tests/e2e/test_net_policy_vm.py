@@ -508,6 +508,16 @@ def test_strict_policy_holds_for_every_attempt(g, rig, world, tmp_path):
     refused = [x["name"] for x in p.all
                if x["kind"] == "dns" and not x["allow"] and not x["server"]]
     wrong_verdict = {n: verdicts.get(n) for n in refused if verdicts.get(n) != "refused"}
+    # net traffic names the policy's reason for a denied destination.
+    why = {(d["addr"], d["proto"], d["port"]): d.get("policy", "")
+           for d in traffic["destinations"]}
+    for key, want in ((("203.0.113.11", "tcp", 443), "rule 0 (deny)"),
+                      (("203.0.113.10", "tcp", 80), "default deny"),
+                      (("203.0.113.20", "udp", 443), "default deny"),
+                      (("10.99.0.10", "tcp", 443), "local network"),
+                      ((HOST, "tcp", 18081), "local network")):
+        if why.get(key) != want:
+            wrong_verdict[key] = why.get(key)
     assert not bad and not leaked and not wrong_verdict, (
         f"{len(bad)} of {len(p.all)} attempts wrong: {bad}; nft packets to denied: {leaked}; "
         f"DNS verdicts: {wrong_verdict}")
@@ -563,6 +573,9 @@ def test_live_swap_cuts_the_stream_and_is_saved(g, rig, world, tmp_path):
         assert last_before is not None and before - last_before < 1.0, "the stream was not alive"
         assert not late, f"bytes after set returned (ms, bytes): {late[:10]}"
         assert c["end"] is not None, "the sink's connection is still open"
+    # The guest's side was reset too: both nc are gone.
+    rc, out, err = g.sh("swap", "pidof nc || echo none")
+    assert out.strip() == "none", (out, err)
     # New connections: .10 refused at once, .20 still fine.
     rc, out, ms = wget_in(g, "swap", "203.0.113.10")
     assert rc != 0 and "refused" in out.lower(), (rc, out)
