@@ -36,6 +36,7 @@
 #include "virtio/devices.h"
 #include "virtio/mmio.h"
 #include "vmm/ioloop.h"
+#include "../virtio_driver.h"
 
 #define QN	     32
 #define RING_GPA(q)  (0x1000 + (q)*0x3000) /* desc, then avail +0x1000, used +0x2000 */
@@ -56,7 +57,7 @@ struct fz {
 	struct virtio_dev *d;
 	struct ioloop loop;
 	int dev_fd, worker_fd;
-	uint16_t avail_idx[2];
+	struct vdrv drv;
 	uint16_t next_desc[2];
 	const uint8_t *in;
 	size_t left;
@@ -91,39 +92,6 @@ static void take_bytes(struct fz *z, uint8_t *p, size_t len, size_t given)
 		p[i] = (uint8_t)(i * 7);
 }
 
-static void wr(struct fz *z, uint64_t off, uint32_t v)
-{
-	virtio_mmio_access(z->d, off, (uint8_t *)&v, 4, true);
-}
-
-static void set_desc(struct fz *z, unsigned int q, unsigned int i, uint64_t gpa, uint32_t len,
-		     uint16_t flags, uint16_t next)
-{
-	uint8_t *d = z->ram + RING_GPA(q) + 16 * (i % QN);
-
-	memcpy(d, &gpa, 8);
-	memcpy(d + 8, &len, 4);
-	memcpy(d + 12, &flags, 2);
-	memcpy(d + 14, &next, 2);
-}
-
-static void offer(struct fz *z, unsigned int q, uint16_t head)
-{
-	uint8_t *avail = z->ram + RING_GPA(q) + 0x1000;
-
-	memcpy(avail + 4 + 2 * (z->avail_idx[q] % QN), &head, 2);
-	z->avail_idx[q]++;
-	memcpy(avail + 2, &z->avail_idx[q], 2);
-}
-
-static uint16_t used_idx(struct fz *z, unsigned int q)
-{
-	uint16_t v;
-
-	memcpy(&v, z->ram + RING_GPA(q) + 0x2000 + 2, 2);
-	return v;
-}
-
 static void driver_up(struct fz *z, uint8_t feat)
 {
 	uint64_t f = 1ULL << VIRTIO_F_VERSION_1_BIT;
@@ -135,35 +103,17 @@ static void driver_up(struct fz *z, uint8_t feat)
 		     (1ULL << VIRTIO_NET_F_STATUS);
 	if (feat & 0x80)
 		f |= 1ULL << (feat & 0x3f); /* perhaps one we never offered */
-	wr(z, VIRTIO_MMIO_STATUS, 0);
-	wr(z, VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	wr(z, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	wr(z, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)f);
-	wr(z, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(z, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(f >> 32));
-	wr(z, VIRTIO_MMIO_STATUS,
-	   VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK);
-	memset(z->ram + RING_GPA(0), 0, RING_END - RING_GPA(0));
-	memset(z->avail_idx, 0, sizeof(z->avail_idx));
+	vdrv_negotiate(&z->drv, f);
 	memset(z->next_desc, 0, sizeof(z->next_desc));
-	for (unsigned int q = 0; q < 2; q++) {
-		wr(z, VIRTIO_MMIO_QUEUE_SEL, q);
-		wr(z, VIRTIO_MMIO_QUEUE_NUM, QN);
-		wr(z, VIRTIO_MMIO_QUEUE_DESC_LOW, RING_GPA(q));
-		wr(z, VIRTIO_MMIO_QUEUE_AVAIL_LOW, RING_GPA(q) + 0x1000);
-		wr(z, VIRTIO_MMIO_QUEUE_USED_LOW, RING_GPA(q) + 0x2000);
-		wr(z, VIRTIO_MMIO_QUEUE_READY, 1);
-	}
-	wr(z, VIRTIO_MMIO_STATUS,
-	   VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK |
-		   VIRTIO_CONFIG_S_DRIVER_OK);
+	vdrv_queues_up(&z->drv);
+	vdrv_driver_ok(&z->drv);
 }
 
 /* Whether the ring has room for another chain (the driver never offers
  * more than it holds; raw RAM writes may still lie about it). */
 static bool ring_room(struct fz *z, unsigned int q)
 {
-	return (uint16_t)(z->avail_idx[q] - used_idx(z, q)) < QN;
+	return (uint16_t)(z->drv.q[q].avail_idx - vdrv_used_idx(&z->drv, q)) < QN;
 }
 
 /* One TX chain: a 12-byte header (its flags and gso_type from the input)
@@ -208,18 +158,18 @@ static void op_tx(struct fz *z)
 
 		if (end <= start)
 			continue;
-		set_desc(z, 1, id, TX_GPA + start, end - start, last ? 0 : VRING_DESC_F_NEXT,
-			 (uint16_t)((id + 1) % QN));
+		vdrv_set_desc(&z->drv, 1, id, TX_GPA + start, end - start,
+			      last ? 0 : VRING_DESC_F_NEXT, (uint16_t)((id + 1) % QN));
 		id = (id + 1) % QN;
 		start = end;
 	}
 	if (sel & 1) {
-		set_desc(z, 1, id, TX_GPA, 64, VRING_DESC_F_WRITE, 0);
+		vdrv_set_desc(&z->drv, 1, id, TX_GPA, 64, VRING_DESC_F_WRITE, 0);
 		id = (id + 1) % QN;
 	}
 	z->next_desc[1] = id;
-	offer(z, 1, head);
-	wr(z, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	vdrv_offer(&z->drv, 1, head);
+	vdrv_wr(&z->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
 }
 
 /* Offer count RX buffers of size bytes; shape: bit 0 two descriptors per
@@ -235,25 +185,28 @@ static void op_rx(struct fz *z)
 		uint64_t gpa = RXBUF_GPA + (uint64_t)id * RXBUF_STRIDE;
 
 		if (shape & 2) {
-			set_desc(z, 0, id, gpa, 16, VRING_DESC_F_NEXT, (uint16_t)((id + 1) % QN));
+			vdrv_set_desc(&z->drv, 0, id, gpa, 16, VRING_DESC_F_NEXT,
+				      (uint16_t)((id + 1) % QN));
 			z->next_desc[0]++;
 		}
 		if (shape & 1) {
 			uint16_t b = z->next_desc[0] % QN;
 
-			set_desc(z, 0, b, gpa, size / 2, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT,
-				 (uint16_t)((b + 1) % QN));
-			set_desc(z, 0, b + 1, gpa + size / 2, size - size / 2, VRING_DESC_F_WRITE,
-				 0);
+			vdrv_set_desc(&z->drv, 0, b, gpa, size / 2,
+				      VRING_DESC_F_WRITE | VRING_DESC_F_NEXT,
+				      (uint16_t)((b + 1) % QN));
+			vdrv_set_desc(&z->drv, 0, b + 1, gpa + size / 2, size - size / 2,
+				      VRING_DESC_F_WRITE, 0);
 			z->next_desc[0] += 2;
 		} else {
-			set_desc(z, 0, z->next_desc[0] % QN, gpa, size, VRING_DESC_F_WRITE, 0);
+			vdrv_set_desc(&z->drv, 0, z->next_desc[0] % QN, gpa, size,
+				      VRING_DESC_F_WRITE, 0);
 			z->next_desc[0]++;
 		}
-		offer(z, 0, id);
+		vdrv_offer(&z->drv, 0, id);
 	}
 	if (!(shape & 4))
-		wr(z, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+		vdrv_wr(&z->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 }
 
 static void run_loop(struct fz *z)
@@ -335,6 +288,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	virtio_mmio_access(z.d, VIRTIO_MMIO_DEVICE_ID, (uint8_t *)&id, 4, false);
 	if (id != VIRTIO_ID_NET)
 		abort();
+	vdrv_init(&z.drv, z.ram, z.d, QN, 2, RING_GPA(0), RING_GPA(1) - RING_GPA(0));
 	driver_up(&z, 0);
 
 	for (unsigned int n = 0; n < MAX_OPS && z.left > 0; n++) {
@@ -358,7 +312,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			driver_up(&z, take8(&z));
 			break;
 		case 6:
-			wr(&z, VIRTIO_MMIO_QUEUE_NOTIFY, take8(&z) % 3);
+			vdrv_wr(&z.drv, VIRTIO_MMIO_QUEUE_NOTIFY, take8(&z) % 3);
 			break;
 		case 7:
 			op_cfg(&z);

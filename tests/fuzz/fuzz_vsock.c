@@ -34,6 +34,7 @@
 #include "virtio/mmio.h"
 #include "virtio/vsock.h"
 #include "vmm/ioloop.h"
+#include "../virtio_driver.h"
 
 #define RAM_SIZE     0x60000
 #define QN	     32
@@ -57,7 +58,7 @@ struct fz {
 	uint8_t *ram;
 	struct virtio_dev *d;
 	struct ioloop loop;
-	uint16_t avail_idx[3];
+	struct vdrv drv;
 	uint16_t rx_next;
 	int fds[MAX_HOST_FDS]; /* accepted streams and vsock.sock clients */
 	const uint8_t *in;
@@ -78,19 +79,6 @@ static uint32_t take(struct fz *z, unsigned int bytes)
 
 	for (unsigned int i = 0; i < bytes; i++)
 		v |= (uint32_t)take8(z) << (8 * i);
-	return v;
-}
-
-static void wr(struct fz *z, uint64_t off, uint32_t v)
-{
-	virtio_mmio_access(z->d, off, (uint8_t *)&v, 4, true);
-}
-
-static uint32_t rd(struct fz *z, uint64_t off)
-{
-	uint32_t v;
-
-	virtio_mmio_access(z->d, off, (uint8_t *)&v, 4, false);
 	return v;
 }
 
@@ -125,56 +113,14 @@ static void host_prepare(void)
 	atexit(cleanup);
 }
 
-static void set_desc(struct fz *z, unsigned int q, unsigned int i, uint64_t gpa, uint32_t len,
-		     uint16_t flags, uint16_t next)
-{
-	uint8_t *d = z->ram + RING_GPA(q) + 16 * i;
-
-	memcpy(d, &gpa, 8);
-	memcpy(d + 8, &len, 4);
-	memcpy(d + 12, &flags, 2);
-	memcpy(d + 14, &next, 2);
-}
-
-static void offer(struct fz *z, unsigned int q, uint16_t head)
-{
-	uint8_t *avail = z->ram + RING_GPA(q) + 0x1000;
-
-	memcpy(avail + 4 + 2 * (z->avail_idx[q] % QN), &head, 2);
-	z->avail_idx[q]++;
-	memcpy(avail + 2, &z->avail_idx[q], 2);
-}
-
-static uint16_t used_idx(struct fz *z, unsigned int q)
-{
-	uint16_t v;
-
-	memcpy(&v, z->ram + RING_GPA(q) + 0x2000 + 2, 2);
-	return v;
-}
-
+/* Reset the driver and bring all three queues up; RX buffers are left to
+ * the input. */
 static void driver_up(struct fz *z)
 {
-	wr(z, VIRTIO_MMIO_STATUS, 0);
-	wr(z, VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	wr(z, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(z, VIRTIO_MMIO_DRIVER_FEATURES, 1); /* VERSION_1 */
-	wr(z, VIRTIO_MMIO_STATUS,
-	   VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK);
-	memset(z->ram + RING_GPA(0), 0, RING_END - RING_GPA(0));
-	memset(z->avail_idx, 0, sizeof(z->avail_idx));
+	vdrv_negotiate(&z->drv, 1ULL << VIRTIO_F_VERSION_1_BIT);
 	z->rx_next = 0;
-	for (unsigned int q = 0; q < 3; q++) {
-		wr(z, VIRTIO_MMIO_QUEUE_SEL, q);
-		wr(z, VIRTIO_MMIO_QUEUE_NUM, QN);
-		wr(z, VIRTIO_MMIO_QUEUE_DESC_LOW, RING_GPA(q));
-		wr(z, VIRTIO_MMIO_QUEUE_AVAIL_LOW, RING_GPA(q) + 0x1000);
-		wr(z, VIRTIO_MMIO_QUEUE_USED_LOW, RING_GPA(q) + 0x2000);
-		wr(z, VIRTIO_MMIO_QUEUE_READY, 1);
-	}
-	wr(z, VIRTIO_MMIO_STATUS,
-	   VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK |
-		   VIRTIO_CONFIG_S_DRIVER_OK);
+	vdrv_queues_up(&z->drv);
+	vdrv_driver_ok(&z->drv);
 }
 
 /* Offer count RX buffers of size bytes (0: empty, which the ring refuses),
@@ -187,13 +133,13 @@ static void op_rx(struct fz *z)
 	for (unsigned int i = 0; i < count; i++) {
 		uint16_t id = z->rx_next++ % QN;
 
-		if ((uint16_t)(z->avail_idx[0] - used_idx(z, 0)) >= QN)
+		if ((uint16_t)(z->drv.q[0].avail_idx - vdrv_used_idx(&z->drv, 0)) >= QN)
 			break;
-		set_desc(z, 0, id, RXBUF_GPA + (uint64_t)id * RXBUF_STRIDE, size,
-			 VRING_DESC_F_WRITE, 0);
-		offer(z, 0, id);
+		vdrv_set_desc(&z->drv, 0, id, RXBUF_GPA + (uint64_t)id * RXBUF_STRIDE, size,
+			      VRING_DESC_F_WRITE, 0);
+		vdrv_offer(&z->drv, 0, id);
 	}
-	wr(z, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	vdrv_wr(&z->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 }
 
 static uint32_t pick_port(uint8_t sel, uint32_t raw)
@@ -254,23 +200,24 @@ static void op_tx(struct fz *z)
 
 	split = (sel & 0x40) ? hdr_len / 2 : 0;
 	if (split) {
-		set_desc(z, 1, n, TX_HDR_GPA, split, VRING_DESC_F_NEXT, (uint16_t)(n + 1));
+		vdrv_set_desc(&z->drv, 1, n, TX_HDR_GPA, split, VRING_DESC_F_NEXT,
+			      (uint16_t)(n + 1));
 		n++;
 	}
-	set_desc(z, 1, n, TX_HDR_GPA + split, hdr_len - split, len ? VRING_DESC_F_NEXT : 0,
-		 (uint16_t)(n + 1));
+	vdrv_set_desc(&z->drv, 1, n, TX_HDR_GPA + split, hdr_len - split,
+		      len ? VRING_DESC_F_NEXT : 0, (uint16_t)(n + 1));
 	n++;
 	if (len) {
 		uint32_t first = (sel & 0x40) && len > 1 ? len / 3 + 1 : len;
 
-		set_desc(z, 1, n, TX_DATA_GPA, first, first < len ? VRING_DESC_F_NEXT : 0,
-			 (uint16_t)(n + 1));
+		vdrv_set_desc(&z->drv, 1, n, TX_DATA_GPA, first,
+			      first < len ? VRING_DESC_F_NEXT : 0, (uint16_t)(n + 1));
 		n++;
 		if (first < len)
-			set_desc(z, 1, n, TX_DATA_GPA + first, len - first, 0, 0);
+			vdrv_set_desc(&z->drv, 1, n, TX_DATA_GPA + first, len - first, 0, 0);
 	}
-	offer(z, 1, 0);
-	wr(z, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
+	vdrv_offer(&z->drv, 1, 0);
+	vdrv_wr(&z->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 1);
 }
 
 static void run_loop(struct fz *z)
@@ -370,7 +317,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	z.d = virtio_vsock_create(&mem, &z.loop, GUEST_CID, dir, &err);
 	if (z.d == NULL)
 		abort(); /* the harness itself is broken */
-	if (rd(&z, VIRTIO_MMIO_DEVICE_ID) != VSOCK_DEVICE_ID)
+	vdrv_init(&z.drv, z.ram, z.d, QN, 3, RING_GPA(0), RING_GPA(1) - RING_GPA(0));
+	if (vdrv_rd(&z.drv, VIRTIO_MMIO_DEVICE_ID) != VSOCK_DEVICE_ID)
 		abort();
 	driver_up(&z);
 
@@ -395,7 +343,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			driver_up(&z);
 			break;
 		case 6:
-			wr(&z, VIRTIO_MMIO_QUEUE_NOTIFY, take8(&z) % 4);
+			vdrv_wr(&z.drv, VIRTIO_MMIO_QUEUE_NOTIFY, take8(&z) % 4);
 			break;
 		}
 	}

@@ -24,6 +24,7 @@
 #include "virtio/devices.h"
 #include "virtio/mmio.h"
 #include "guest.h"
+#include "../virtio_driver.h"
 
 #define RAM_SIZE     (1 * MiB)
 #define DESC_GPA     0x1000ULL
@@ -49,7 +50,7 @@ struct fx {
 	struct guest_mem mem;
 	struct virtio_dev *d;
 	char path[256];
-	uint16_t avail_idx;
+	struct vdrv drv;
 };
 
 /* One descriptor of a request as the test driver describes it. */
@@ -62,24 +63,6 @@ struct seg {
 static uint8_t disk_byte(uint64_t off)
 {
 	return (uint8_t)(off * 7 + (off / SECTOR) * 13 + 1);
-}
-
-static uint32_t rd(struct fx *f, uint64_t off)
-{
-	uint32_t v;
-
-	virtio_mmio_access(f->d, off, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(struct fx *f, uint64_t off, uint32_t v)
-{
-	virtio_mmio_access(f->d, off, (uint8_t *)&v, 4, true);
-}
-
-static uint16_t used_idx(struct fx *f)
-{
-	return rd16(f->ram + USED_GPA + 2);
 }
 
 static void make_disk(struct fx *f)
@@ -113,6 +96,7 @@ static int fx_setup(void **state, enum fx_kind kind)
 		if (f->d == NULL)
 			fail_msg("virtio_blk_create: %s", gantry_error_str(err));
 	}
+	vdrv_init(&f->drv, f->ram, f->d, QSIZE, 1, DESC_GPA, USED_GPA + 0x1000 - DESC_GPA);
 	*state = f;
 	return 0;
 }
@@ -144,64 +128,23 @@ static int fx_teardown(void **state)
 	return 0;
 }
 
-static void queue_setup(struct fx *f, uint32_t num, uint64_t desc, uint64_t avail, uint64_t used)
-{
-	wr(f, VIRTIO_MMIO_QUEUE_SEL, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_NUM, num);
-	wr(f, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)desc);
-	wr(f, VIRTIO_MMIO_QUEUE_DESC_HIGH, (uint32_t)(desc >> 32));
-	wr(f, VIRTIO_MMIO_QUEUE_AVAIL_LOW, (uint32_t)avail);
-	wr(f, VIRTIO_MMIO_QUEUE_AVAIL_HIGH, (uint32_t)(avail >> 32));
-	wr(f, VIRTIO_MMIO_QUEUE_USED_LOW, (uint32_t)used);
-	wr(f, VIRTIO_MMIO_QUEUE_USED_HIGH, (uint32_t)(used >> 32));
-	wr(f, VIRTIO_MMIO_QUEUE_READY, 1);
-}
-
-static uint64_t device_features(struct fx *f)
-{
-	uint64_t v;
-
-	wr(f, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	v = rd(f, VIRTIO_MMIO_DEVICE_FEATURES);
-	wr(f, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	return v | (uint64_t)rd(f, VIRTIO_MMIO_DEVICE_FEATURES) << 32;
-}
-
-static void driver_features(struct fx *f, uint64_t v)
-{
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)v);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(v >> 32));
-}
-
 /* The virtio 1.x initialisation sequence (section 3.1.1), up to ready queues;
  * DRIVER_OK is left to the caller when ok is false. */
 static void driver_up(struct fx *f, bool ok)
 {
-	wr(f, VIRTIO_MMIO_STATUS, 0);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
-	driver_features(f, device_features(f));
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
-	memset(f->ram + DESC_GPA, 0, USED_GPA + 0x1000 - DESC_GPA);
-	f->avail_idx = 0;
-	queue_setup(f, QSIZE, DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 1);
+	vdrv_begin(&f->drv);
+	assert_int_equal(vdrv_features_ok(&f->drv, vdrv_dev_features(&f->drv)),
+			 S_ACK | S_DRV | S_FOK);
+	assert_true(vdrv_queues_up(&f->drv));
 	if (ok)
-		wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | S_DOK);
+		vdrv_driver_ok(&f->drv);
 }
 
 static void set_desc(struct fx *f, unsigned int i, const struct seg *s, bool more, uint16_t next)
 {
-	uint8_t *d = f->ram + DESC_GPA + 16 * i;
 	uint16_t flags = (s->write ? VRING_DESC_F_WRITE : 0) | (more ? VRING_DESC_F_NEXT : 0);
 
-	memcpy(d, &s->gpa, 8);
-	memcpy(d + 8, &s->len, 4);
-	wr16(d + 12, flags);
-	wr16(d + 14, next);
+	vdrv_set_desc(&f->drv, 0, i, s->gpa, s->len, flags, next);
 }
 
 /* Lay out segs as a chain starting at descriptor first; does not offer it. */
@@ -211,31 +154,25 @@ static void make_chain(struct fx *f, unsigned int first, const struct seg *segs,
 		set_desc(f, first + i, &segs[i], i + 1 < n, (uint16_t)(first + i + 1));
 }
 
-static void offer(struct fx *f, uint16_t head)
-{
-	wr16(f->ram + AVAIL_GPA + 4 + 2 * (f->avail_idx % QSIZE), head);
-	f->avail_idx++;
-	wr16(f->ram + AVAIL_GPA + 2, f->avail_idx);
-}
-
 /* Check used ring entry number slot: returns its len after checking its id. */
 static uint32_t used_entry(struct fx *f, uint16_t slot, uint16_t id)
 {
-	const uint8_t *e = f->ram + USED_GPA + 4 + 8 * (slot % QSIZE);
+	uint32_t got, len;
 
-	assert_int_equal(rd32(e), id);
-	return rd32(e + 4);
+	vdrv_used_entry(&f->drv, 0, slot, &got, &len);
+	assert_int_equal(got, id);
+	return len;
 }
 
 /* Send one request through QueueNotify and return the used length. */
 static uint32_t submit(struct fx *f, const struct seg *segs, unsigned int n)
 {
-	uint16_t before = used_idx(f);
+	uint16_t before = vdrv_used_idx(&f->drv, 0);
 
 	make_chain(f, 0, segs, n);
-	offer(f, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), (uint16_t)(before + 1));
+	vdrv_offer(&f->drv, 0, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), (uint16_t)(before + 1));
 	return used_entry(f, before, 0);
 }
 
@@ -287,23 +224,23 @@ static void test_ids(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(rd(f, VIRTIO_MMIO_MAGIC_VALUE), 0x74726976);
-	assert_int_equal(rd(f, VIRTIO_MMIO_VERSION), 2);
-	assert_int_equal(rd(f, VIRTIO_MMIO_DEVICE_ID), f->kind == FX_RNG ? 4 : 2);
-	assert_int_equal(rd(f, VIRTIO_MMIO_VENDOR_ID), GANTRY_VIRTIO_VENDOR);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_NUM_MAX), VIRTQ_MAX_SIZE);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_MAGIC_VALUE), 0x74726976);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_VERSION), 2);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_ID), f->kind == FX_RNG ? 4 : 2);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_VENDOR_ID), GANTRY_VIRTIO_VENDOR);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_NUM_MAX), VIRTQ_MAX_SIZE);
 	/* Read-only registers ignore writes. */
-	wr(f, VIRTIO_MMIO_MAGIC_VALUE, 0);
-	wr(f, VIRTIO_MMIO_DEVICE_ID, 99);
-	assert_int_equal(rd(f, VIRTIO_MMIO_MAGIC_VALUE), 0x74726976);
-	assert_int_equal(rd(f, VIRTIO_MMIO_DEVICE_ID), f->kind == FX_RNG ? 4 : 2);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_MAGIC_VALUE, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DEVICE_ID, 99);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_MAGIC_VALUE), 0x74726976);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_ID), f->kind == FX_RNG ? 4 : 2);
 }
 
 static void test_blk_features(void **state)
 {
 	struct fx *f = *state;
-	uint64_t feat = device_features(f);
+	uint64_t feat = vdrv_dev_features(&f->drv);
 
 	assert_true(feat & (1ULL << VIRTIO_F_VERSION_1_BIT));
 	assert_true(feat & (1ULL << VIRTIO_BLK_F_FLUSH));
@@ -313,105 +250,105 @@ static void test_blk_features(void **state)
 	assert_false(feat & (1ULL << VIRTIO_BLK_F_RO));
 	assert_false(feat & (1ULL << VIRTIO_RING_F_INDIRECT_DESC));
 	assert_false(feat & (1ULL << VIRTIO_RING_F_EVENT_IDX));
-	wr(f, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 2);
-	assert_int_equal(rd(f, VIRTIO_MMIO_DEVICE_FEATURES), 0);
-	wr(f, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0xffffffff);
-	assert_int_equal(rd(f, VIRTIO_MMIO_DEVICE_FEATURES), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 2);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0xffffffff);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES), 0);
 
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
 	/* No VERSION_1: a legacy driver, which we do not serve. */
-	driver_features(f, feat & 0xffffffffULL);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
+	vdrv_drv_features(&f->drv, feat & 0xffffffffULL);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
 	/* Bits we did not offer, in either half. */
-	driver_features(f, feat | (1ULL << VIRTIO_BLK_F_MQ));
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
-	driver_features(f, feat | (1ULL << VIRTIO_F_RING_PACKED));
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
+	vdrv_drv_features(&f->drv, feat | (1ULL << VIRTIO_BLK_F_MQ));
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
+	vdrv_drv_features(&f->drv, feat | (1ULL << VIRTIO_F_RING_PACKED));
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
 	/* Out-of-range selector writes go nowhere. */
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 2);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES, 0xffffffff);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 2);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DRIVER_FEATURES, 0xffffffff);
 	/* A subset with VERSION_1 is accepted. */
-	driver_features(f, (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_BLK_F_FLUSH));
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
+	vdrv_drv_features(&f->drv, (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_BLK_F_FLUSH));
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
 	assert_int_equal(f->d->driver_features,
 			 (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_BLK_F_FLUSH));
 	/* Once FEATURES_OK is set the choice is fixed. */
-	driver_features(f, feat | (1ULL << VIRTIO_BLK_F_MQ));
+	vdrv_drv_features(&f->drv, feat | (1ULL << VIRTIO_BLK_F_MQ));
 	assert_int_equal(f->d->driver_features,
 			 (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_BLK_F_FLUSH));
 	/* NEEDS_RESET is the device's to set. */
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | VIRTIO_CONFIG_S_NEEDS_RESET);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | VIRTIO_CONFIG_S_NEEDS_RESET);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
 }
 
 static void test_blk_ro_features(void **state)
 {
 	struct fx *f = *state;
 
-	assert_true(device_features(f) & (1ULL << VIRTIO_BLK_F_RO));
+	assert_true(vdrv_dev_features(&f->drv) & (1ULL << VIRTIO_BLK_F_RO));
 }
 
 static void test_rng_features(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(device_features(f), 1ULL << VIRTIO_F_VERSION_1_BIT);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
-	driver_features(f, 1ULL << VIRTIO_F_VERSION_1_BIT);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
+	assert_int_equal(vdrv_dev_features(&f->drv), 1ULL << VIRTIO_F_VERSION_1_BIT);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
+	vdrv_drv_features(&f->drv, 1ULL << VIRTIO_F_VERSION_1_BIT);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
 }
 
 static void test_queue_regs(void **state)
 {
 	struct fx *f = *state;
 
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
-	queue_setup(f, QSIZE, 0x12345670ULL, 0x2000, 0x3000);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
+	vdrv_queue_set(&f->drv, 0, QSIZE, 0x12345670ULL, 0x2000, 0x3000);
 	/* desc lies outside the 1 MiB of RAM: refused, and still writable. */
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), 0x12345670);
-	queue_setup(f, QSIZE, 0x100000000ULL + DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_HIGH), 1);
-	queue_setup(f, QSIZE, DESC_GPA, AVAIL_GPA, RAM_SIZE - 8);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	queue_setup(f, QSIZE, DESC_GPA, RAM_SIZE, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), 0x12345670);
+	vdrv_queue_set(&f->drv, 0, QSIZE, 0x100000000ULL + DESC_GPA, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_HIGH), 1);
+	vdrv_queue_set(&f->drv, 0, QSIZE, DESC_GPA, AVAIL_GPA, RAM_SIZE - 8);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_queue_set(&f->drv, 0, QSIZE, DESC_GPA, RAM_SIZE, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
 	/* Bad sizes. */
-	queue_setup(f, 0, DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	queue_setup(f, 12, DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	queue_setup(f, 2 * VIRTQ_MAX_SIZE, DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	queue_setup(f, 0x10010, DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_queue_set(&f->drv, 0, 0, DESC_GPA, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_queue_set(&f->drv, 0, 12, DESC_GPA, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_queue_set(&f->drv, 0, 2 * VIRTQ_MAX_SIZE, DESC_GPA, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_queue_set(&f->drv, 0, 0x10010, DESC_GPA, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
 	/* Misaligned desc. */
-	queue_setup(f, QSIZE, DESC_GPA + 8, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_queue_set(&f->drv, 0, QSIZE, DESC_GPA + 8, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
 
-	queue_setup(f, QSIZE, DESC_GPA, AVAIL_GPA, USED_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), DESC_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_HIGH), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_AVAIL_LOW), AVAIL_GPA);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_USED_LOW), USED_GPA);
+	vdrv_queue_set(&f->drv, 0, QSIZE, DESC_GPA, AVAIL_GPA, USED_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 1);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), DESC_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_HIGH), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_AVAIL_LOW), AVAIL_GPA);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_USED_LOW), USED_GPA);
 	assert_int_equal(f->d->vqs[0].num, QSIZE);
 	/* A live queue's layout cannot change under the device. */
-	wr(f, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x5000);
-	wr(f, VIRTIO_MMIO_QUEUE_NUM, 4);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), DESC_GPA);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x5000);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NUM, 4);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), DESC_GPA);
 	assert_int_equal(f->d->vqs[0].num, QSIZE);
 	/* Until the driver takes it down. */
-	wr(f, VIRTIO_MMIO_QUEUE_READY, 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	wr(f, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x5000);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), 0x5000);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_READY, 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x5000);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), 0x5000);
 }
 
 static void test_queue_sel_beyond(void **state)
@@ -421,24 +358,24 @@ static void test_queue_sel_beyond(void **state)
 
 	driver_up(f, true);
 	for (unsigned int i = 0; i < ARRAY_SIZE(sels); i++) {
-		wr(f, VIRTIO_MMIO_QUEUE_SEL, sels[i]);
-		assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_NUM_MAX), 0);
-		wr(f, VIRTIO_MMIO_QUEUE_NUM, QSIZE);
-		wr(f, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x5000);
-		wr(f, VIRTIO_MMIO_QUEUE_AVAIL_LOW, 0x6000);
-		wr(f, VIRTIO_MMIO_QUEUE_USED_LOW, 0x7000);
-		wr(f, VIRTIO_MMIO_QUEUE_READY, 1);
-		assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-		assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), 0);
-		assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_USED_HIGH), 0);
-		wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, sels[i]);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_SEL, sels[i]);
+		assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_NUM_MAX), 0);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NUM, QSIZE);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW, 0x5000);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_AVAIL_LOW, 0x6000);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_USED_LOW, 0x7000);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_READY, 1);
+		assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+		assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), 0);
+		assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_USED_HIGH), 0);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, sels[i]);
 	}
 	for (unsigned int q = 1; q < VIRTIO_MAX_QUEUES; q++)
 		assert_false(f->d->vqs[q].ready);
 	/* Queue 0 is untouched and still works. */
-	wr(f, VIRTIO_MMIO_QUEUE_SEL, 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), DESC_GPA);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_SEL, 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 1);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), DESC_GPA);
 	if (f->kind == FX_BLK) {
 		assert_int_equal(blk_req(f, VIRTIO_BLK_T_FLUSH, 0, 0, false, NULL),
 				 VIRTIO_BLK_S_OK);
@@ -654,17 +591,11 @@ static void test_blk_no_status(void **state)
 static void test_blk_bad_chain_then_good(void **state)
 {
 	struct fx *f = *state;
-	uint8_t *d = f->ram + DESC_GPA + 16 * 9;
-	uint64_t addr = DATA_GPA;
-	uint32_t len = 16;
 	uint16_t before;
 
 	driver_up(f, true);
 	/* Descriptor 9 points at itself. */
-	memcpy(d, &addr, 8);
-	memcpy(d + 8, &len, 4);
-	wr16(d + 12, VRING_DESC_F_NEXT);
-	wr16(d + 14, 9);
+	vdrv_set_desc(&f->drv, 0, 9, DATA_GPA, 16, VRING_DESC_F_NEXT, 9);
 	memcpy(f->ram + HDR_GPA, &(uint32_t){ VIRTIO_BLK_T_IN }, 4);
 	memset(f->ram + HDR_GPA + 4, 0, 12);
 	make_chain(f, 0,
@@ -672,16 +603,16 @@ static void test_blk_bad_chain_then_good(void **state)
 					 { DATA_GPA, SECTOR, true },
 					 { STATUS_GPA, 1, true } },
 		   3);
-	before = used_idx(f);
-	offer(f, 9);
-	offer(f, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), (uint16_t)(before + 2));
+	before = vdrv_used_idx(&f->drv, 0);
+	vdrv_offer(&f->drv, 0, 9);
+	vdrv_offer(&f->drv, 0, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), (uint16_t)(before + 2));
 	assert_int_equal(used_entry(f, before, 9), 0);
 	assert_int_equal(used_entry(f, (uint16_t)(before + 1), 0), SECTOR + 1);
 	assert_int_equal(f->ram[STATUS_GPA], VIRTIO_BLK_S_OK);
 	assert_int_equal(f->ram[DATA_GPA + 1], disk_byte(1));
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET, 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET, 0);
 }
 
 static void test_broken_ring(void **state)
@@ -690,19 +621,19 @@ static void test_broken_ring(void **state)
 	uint16_t before;
 
 	driver_up(f, true);
-	before = used_idx(f);
-	offer(f, QSIZE + 3);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), before);
-	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET);
-	assert_true(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS) & VIRTIO_MMIO_INT_CONFIG);
+	before = vdrv_used_idx(&f->drv, 0);
+	vdrv_offer(&f->drv, 0, QSIZE + 3);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), before);
+	assert_true(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET);
+	assert_true(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS) & VIRTIO_MMIO_INT_CONFIG);
 	/* The device stays quiet until reset. */
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), before);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | S_DOK);
-	assert_true(rd(f, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), before);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | S_DOK);
+	assert_true(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_NEEDS_RESET);
 	driver_up(f, true);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK | S_DOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK | S_DOK);
 	if (f->kind == FX_BLK)
 		assert_int_equal(blk_req(f, VIRTIO_BLK_T_FLUSH, 0, 0, false, NULL),
 				 VIRTIO_BLK_S_OK);
@@ -736,23 +667,23 @@ static void test_interrupt(void **state)
 	unsigned long raised;
 
 	driver_up(f, true);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
 	submit(f, one, 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING);
 	assert_int_equal(f->d->irqs_raised, 1);
-	wr(f, VIRTIO_MMIO_INTERRUPT_ACK, VIRTIO_MMIO_INT_CONFIG);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING);
-	wr(f, VIRTIO_MMIO_INTERRUPT_ACK, VIRTIO_MMIO_INT_VRING);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_INTERRUPT_ACK, VIRTIO_MMIO_INT_CONFIG);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_INTERRUPT_ACK, VIRTIO_MMIO_INT_VRING);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
 	/* InterruptStatus is read-only. */
-	wr(f, VIRTIO_MMIO_INTERRUPT_STATUS, 3);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS, 3);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
 
 	/* The driver polls: no interrupt. */
 	wr16(f->ram + AVAIL_GPA, VRING_AVAIL_F_NO_INTERRUPT);
 	raised = f->d->irqs_raised;
 	submit(f, one, 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
 	assert_int_equal(f->d->irqs_raised, raised);
 }
 
@@ -763,17 +694,17 @@ static void test_notify_before_driver_ok(void **state)
 
 	driver_up(f, false);
 	make_chain(f, 0, one, 1);
-	offer(f, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), 0);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | S_DOK);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), 1);
+	vdrv_offer(&f->drv, 0, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | S_DOK);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), 1);
 	/* The ioeventfd path takes the same checks. */
-	offer(f, 0);
+	vdrv_offer(&f->drv, 0, 0);
 	virtio_dev_notify(f->d, 0);
 	virtio_dev_notify(f->d, 5);
-	assert_int_equal(used_idx(f), 2);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), 2);
 }
 
 /* One request the device answers in full: an rng read or a blk flush. */
@@ -795,22 +726,22 @@ static void test_reset(void **state)
 
 	driver_up(f, true);
 	poke(f);
-	assert_int_not_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
-	wr(f, VIRTIO_MMIO_STATUS, 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_DESC_LOW), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_AVAIL_LOW), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_USED_LOW), 0);
+	assert_int_not_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_DESC_LOW), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_AVAIL_LOW), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_USED_LOW), 0);
 	assert_int_equal(f->d->driver_features, 0);
 	for (unsigned int q = 0; q < VIRTIO_MAX_QUEUES; q++)
 		assert_false(f->d->vqs[q].ready);
 	/* Buffers offered now go unanswered. */
 	make_chain(f, 0, one, 1);
-	offer(f, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
-	assert_int_equal(used_idx(f), 1);
+	vdrv_offer(&f->drv, 0, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+	assert_int_equal(vdrv_used_idx(&f->drv, 0), 1);
 	/* A fresh bring-up starts the rings over. */
 	driver_up(f, true);
 	assert_int_equal(poke(f), f->kind == FX_RNG ? 64 : 1);
@@ -842,16 +773,16 @@ static void test_register_width(void **state)
 	virtio_mmio_access(f->d, VIRTIO_MMIO_STATUS + 1, (uint8_t *)&(uint32_t){ 0 }, 4, true);
 	virtio_mmio_access(f->d, VIRTIO_MMIO_STATUS, (uint8_t *)&(uint64_t){ 0 }, 8, true);
 	virtio_mmio_access(f->d, VIRTIO_MMIO_QUEUE_SEL, (uint8_t *)&v8, 1, true);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK | S_DOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_NUM_MAX), VIRTQ_MAX_SIZE);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK | S_DOK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_NUM_MAX), VIRTQ_MAX_SIZE);
 	/* Unknown and legacy-only registers read 0 and ignore writes. */
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_PFN), 0);
-	assert_int_equal(rd(f, VIRTIO_MMIO_SHM_SEL), 0);
-	assert_int_equal(rd(f, 0xf8), 0);
-	wr(f, VIRTIO_MMIO_GUEST_PAGE_SIZE, 4096);
-	wr(f, VIRTIO_MMIO_QUEUE_PFN, 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_CONFIG_GENERATION), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_PFN), 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_SHM_SEL), 0);
+	assert_int_equal(vdrv_rd(&f->drv, 0xf8), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_GUEST_PAGE_SIZE, 4096);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_PFN, 1);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 1);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_CONFIG_GENERATION), 0);
 }
 
 static uint64_t cfg_read(struct fx *f, uint32_t off, uint32_t len)

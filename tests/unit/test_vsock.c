@@ -35,6 +35,7 @@
 #include "virtio/mmio.h"
 #include "virtio/vsock.h"
 #include "vmm/ioloop.h"
+#include "../virtio_driver.h"
 
 #define GUEST_CID    42
 #define HDR	     ((uint32_t)sizeof(struct virtio_vsock_hdr))
@@ -44,8 +45,6 @@
 #define EVQ	     2
 #define RAM_SIZE     (4 * MiB)
 #define DESC_GPA(q)  (0x10000ULL + (uint64_t)(q)*0x4000)
-#define AVAIL_GPA(q) (DESC_GPA(q) + 0x1000)
-#define USED_GPA(q)  (DESC_GPA(q) + 0x2000)
 #define RXBUF_SIZE   (HDR + 4096) /* what Linux's driver offers */
 #define RXBUF_GPA(i) (0x100000ULL + (uint64_t)(i)*RXBUF_SIZE)
 #define EVBUF_GPA    0x180000ULL
@@ -72,7 +71,7 @@ struct fx {
 	struct ioloop loop;
 	struct virtio_dev *d;
 	char dir[64];
-	uint16_t avail_idx[3], used_seen[3];
+	struct vdrv drv;
 	bool threaded; /* the loop runs on its own thread: never run it here */
 	struct pkt *pkts;
 	size_t nr_pkts, pkt_head, pkt_cap;
@@ -88,104 +87,29 @@ struct gconn {
 	uint32_t peer_buf_alloc, peer_fwd_cnt, tx_cnt;
 };
 
-/* ---- the fake guest driver -------------------------------------------- */
-
-static uint32_t rd(struct fx *f, uint64_t off)
-{
-	uint32_t v;
-
-	virtio_mmio_access(f->d, off, (uint8_t *)&v, 4, false);
-	return v;
-}
-
-static void wr(struct fx *f, uint64_t off, uint32_t v)
-{
-	virtio_mmio_access(f->d, off, (uint8_t *)&v, 4, true);
-}
-
-static uint32_t ld32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return v;
-}
-
-static void set_desc(struct fx *f, unsigned int q, unsigned int i, uint64_t gpa, uint32_t len,
-		     uint16_t flags, uint16_t next)
-{
-	uint8_t *d = f->ram + DESC_GPA(q) + 16 * i;
-
-	memcpy(d, &gpa, 8);
-	memcpy(d + 8, &len, 4);
-	memcpy(d + 12, &flags, 2);
-	memcpy(d + 14, &next, 2);
-}
-
-static void offer(struct fx *f, unsigned int q, uint16_t head)
-{
-	uint8_t *avail = f->ram + AVAIL_GPA(q);
-
-	memcpy(avail + 4 + 2 * (f->avail_idx[q] % QN), &head, 2);
-	f->avail_idx[q]++;
-	memcpy(avail + 2, &f->avail_idx[q], 2);
-}
-
-/* Acquire: the device (maybe on the loop thread) publishes entries first. */
-static uint16_t used_idx(struct fx *f, unsigned int q)
-{
-	return __atomic_load_n((uint16_t *)(f->ram + USED_GPA(q) + 2), __ATOMIC_ACQUIRE);
-}
-
-static void queue_setup(struct fx *f, unsigned int q)
-{
-	wr(f, VIRTIO_MMIO_QUEUE_SEL, q);
-	wr(f, VIRTIO_MMIO_QUEUE_NUM, QN);
-	wr(f, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)DESC_GPA(q));
-	wr(f, VIRTIO_MMIO_QUEUE_DESC_HIGH, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_AVAIL_LOW, (uint32_t)AVAIL_GPA(q));
-	wr(f, VIRTIO_MMIO_QUEUE_AVAIL_HIGH, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_USED_LOW, (uint32_t)USED_GPA(q));
-	wr(f, VIRTIO_MMIO_QUEUE_USED_HIGH, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_READY, 1);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_READY), 1);
-}
+/* ---- the fake guest driver (virtio_driver.h) ------------------------- */
 
 /* Initialisation as Linux's driver does it, all RX buffers offered. */
 static void driver_up(struct fx *f)
 {
 	uint64_t feat;
 
-	wr(f, VIRTIO_MMIO_STATUS, 0);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
-	wr(f, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0);
-	feat = rd(f, VIRTIO_MMIO_DEVICE_FEATURES);
-	wr(f, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 1);
-	feat |= (uint64_t)rd(f, VIRTIO_MMIO_DEVICE_FEATURES) << 32;
+	vdrv_begin(&f->drv);
+	feat = vdrv_dev_features(&f->drv);
 	assert_int_equal(feat, 1ULL << VIRTIO_F_VERSION_1_BIT);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)feat);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	wr(f, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(feat >> 32));
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);
-	assert_int_equal(rd(f, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
-	memset(f->ram + DESC_GPA(0), 0, DESC_GPA(3) - DESC_GPA(0));
-	memset(f->avail_idx, 0, sizeof(f->avail_idx));
-	memset(f->used_seen, 0, sizeof(f->used_seen));
-	for (unsigned int q = 0; q < 3; q++)
-		queue_setup(f, q);
-	wr(f, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | S_DOK);
+	assert_int_equal(vdrv_features_ok(&f->drv, feat), S_ACK | S_DRV | S_FOK);
+	assert_true(vdrv_queues_up(&f->drv));
+	vdrv_driver_ok(&f->drv);
 	for (unsigned int i = 0; i < QN; i++) {
-		set_desc(f, RXQ, i, RXBUF_GPA(i), RXBUF_SIZE, VRING_DESC_F_WRITE, 0);
-		offer(f, RXQ, (uint16_t)i);
+		vdrv_set_desc(&f->drv, RXQ, i, RXBUF_GPA(i), RXBUF_SIZE, VRING_DESC_F_WRITE, 0);
+		vdrv_offer(&f->drv, RXQ, (uint16_t)i);
 	}
 	for (unsigned int i = 0; i < 4; i++) {
-		set_desc(f, EVQ, i, EVBUF_GPA + 8 * i, 8, VRING_DESC_F_WRITE, 0);
-		offer(f, EVQ, (uint16_t)i);
+		vdrv_set_desc(&f->drv, EVQ, i, EVBUF_GPA + 8 * i, 8, VRING_DESC_F_WRITE, 0);
+		vdrv_offer(&f->drv, EVQ, (uint16_t)i);
 	}
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, RXQ);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, EVQ);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, RXQ);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, EVQ);
 }
 
 /* Take what the device put in the RX queue, giving each buffer back. */
@@ -194,14 +118,12 @@ static void guest_poll(struct fx *f)
 	bool again = true;
 
 	while (again) {
+		uint32_t id, len;
+
 		again = false;
-		while (f->used_seen[RXQ] != used_idx(f, RXQ)) {
-			const uint8_t *e =
-				f->ram + USED_GPA(RXQ) + 4 + 8 * (f->used_seen[RXQ] % QN);
-			uint32_t id = ld32(e), len = ld32(e + 4);
+		while (vdrv_used_next(&f->drv, RXQ, &id, &len)) {
 			struct pkt *p;
 
-			f->used_seen[RXQ]++;
 			assert_true(id < QN);
 			assert_true(len >= HDR && len <= RXBUF_SIZE);
 			if (f->nr_pkts == f->pkt_cap) {
@@ -216,11 +138,11 @@ static void guest_poll(struct fx *f)
 			assert_int_equal(p->h.type, VIRTIO_VSOCK_TYPE_STREAM);
 			p->data = xmalloc(p->len);
 			memcpy(p->data, f->ram + RXBUF_GPA(id) + HDR, p->len);
-			offer(f, RXQ, (uint16_t)id);
+			vdrv_offer(&f->drv, RXQ, (uint16_t)id);
 			again = true;
 		}
 		if (again)
-			wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, RXQ);
+			vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, RXQ);
 	}
 }
 
@@ -296,17 +218,17 @@ static void mk_hdr(struct virtio_vsock_hdr *h, uint32_t src_port, uint32_t dst_p
 /* One TX packet: hdr_len bytes of header, then len bytes of payload. */
 static void tx_raw(struct fx *f, const void *hdr, uint32_t hdr_len, const void *data, uint32_t len)
 {
-	uint16_t before = used_idx(f, TXQ);
+	uint16_t before = vdrv_used_idx(&f->drv, TXQ);
 
 	assert_true(len <= TX_DATA_MAX);
 	memcpy(f->ram + TX_HDR_GPA, hdr, hdr_len);
 	if (len)
 		memcpy(f->ram + TX_DATA_GPA, data, len);
-	set_desc(f, TXQ, 0, TX_HDR_GPA, hdr_len, len ? VRING_DESC_F_NEXT : 0, 1);
-	set_desc(f, TXQ, 1, TX_DATA_GPA, len, 0, 0);
-	offer(f, TXQ, 0);
-	wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, TXQ);
-	assert_int_equal(used_idx(f, TXQ), (uint16_t)(before + 1));
+	vdrv_set_desc(&f->drv, TXQ, 0, TX_HDR_GPA, hdr_len, len ? VRING_DESC_F_NEXT : 0, 1);
+	vdrv_set_desc(&f->drv, TXQ, 1, TX_DATA_GPA, len, 0, 0);
+	vdrv_offer(&f->drv, TXQ, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, TXQ);
+	assert_int_equal(vdrv_used_idx(&f->drv, TXQ), (uint16_t)(before + 1));
 	guest_poll(f);
 }
 
@@ -435,6 +357,7 @@ static int fx_setup(void **state)
 	f->d = virtio_vsock_create(&f->mem, &f->loop, GUEST_CID, f->dir, &err);
 	if (f->d == NULL)
 		fail_msg("virtio_vsock_create: %s", gantry_error_str(err));
+	vdrv_init(&f->drv, f->ram, f->d, QN, 3, DESC_GPA(0), DESC_GPA(1) - DESC_GPA(0));
 	driver_up(f);
 	pump(f);
 	expect_no_pkt(f);
@@ -490,7 +413,7 @@ static void test_config(void **state)
 	uint64_t cid = 0;
 	uint8_t b;
 
-	assert_int_equal(rd(f, VIRTIO_MMIO_DEVICE_ID), VSOCK_DEVICE_ID);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_ID), VSOCK_DEVICE_ID);
 	for (unsigned int i = 0; i < 8; i++) {
 		virtio_mmio_access(f->d, VIRTIO_MMIO_CONFIG + i, &b, 1, false);
 		cid |= (uint64_t)b << (8 * i);
@@ -501,8 +424,8 @@ static void test_config(void **state)
 	virtio_mmio_access(f->d, VIRTIO_MMIO_CONFIG, &b, 1, true);
 	virtio_mmio_access(f->d, VIRTIO_MMIO_CONFIG, &b, 1, false);
 	assert_int_equal(b, GUEST_CID);
-	wr(f, VIRTIO_MMIO_QUEUE_SEL, 3);
-	assert_int_equal(rd(f, VIRTIO_MMIO_QUEUE_NUM_MAX), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_SEL, 3);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_NUM_MAX), 0);
 
 	sock_path(f, path, sizeof(path), VSOCK_LISTEN_NAME);
 	assert_int_equal(stat(path, &st), 0);
@@ -1113,7 +1036,7 @@ static void test_reset(void **state)
 	pump(f);
 	drain_pkts(f);
 
-	wr(f, VIRTIO_MMIO_STATUS, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, 0);
 	pump(f);
 	assert_true(host_closed(a1));
 	assert_true(host_closed(a2));
@@ -1189,17 +1112,17 @@ static void test_rx_starved(void **state)
 	struct pkt *p;
 
 	for (unsigned int i = 0; i < QN + 8; i++) {
-		uint16_t before = used_idx(f, TXQ);
+		uint16_t before = vdrv_used_idx(&f->drv, TXQ);
 
 		mk_hdr(&h, 43000 + i, 5999, VIRTIO_VSOCK_OP_RW, 0);
 		memcpy(f->ram + TX_HDR_GPA, &h, HDR);
-		set_desc(f, TXQ, 0, TX_HDR_GPA, HDR, 0, 0);
-		offer(f, TXQ, 0);
-		wr(f, VIRTIO_MMIO_QUEUE_NOTIFY, TXQ);
-		assert_int_equal(used_idx(f, TXQ), (uint16_t)(before + 1));
+		vdrv_set_desc(&f->drv, TXQ, 0, TX_HDR_GPA, HDR, 0, 0);
+		vdrv_offer(&f->drv, TXQ, 0);
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, TXQ);
+		assert_int_equal(vdrv_used_idx(&f->drv, TXQ), (uint16_t)(before + 1));
 	}
 	/* The guest has not looked at its RX queue yet: all QN buffers used. */
-	assert_int_equal(used_idx(f, RXQ), QN);
+	assert_int_equal(vdrv_used_idx(&f->drv, RXQ), QN);
 	pump(f);
 	for (unsigned int i = 0; i < QN + 8; i++) {
 		p = pkt_next(f);
@@ -1254,7 +1177,7 @@ static void test_threaded(void **state)
 		if (round % 10 == 9) {
 			/* Reset with the host still writing, then start over. */
 			host_write(afd, "racing");
-			wr(f, VIRTIO_MMIO_STATUS, 0);
+			vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, 0);
 			assert_true(host_closed(afd));
 			close(afd);
 			driver_up(f);
