@@ -265,3 +265,29 @@ def boot(gantry, vmlinux, initramfs):
         return run_gantry(gantry, *args, env=env)
 
     return _boot
+
+
+class GantryWorld:
+    """gantry with a test's own GANTRY_HOME and GANTRY_IMAGES and the
+    network rig's dnsmasq as its DNS upstream; in_world runs it in the
+    rig's netns W (netrig.py), where the sandbox's network worker then
+    lives too."""
+
+    def __init__(self, binary, home, images, rig):
+        import netrig
+
+        self.binary = str(binary)
+        self.home = Path(home)
+        self.rig = rig
+        self.ip = netrig.IP
+        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images),
+                        GANTRY_NET_DNS=netrig.DNS_ADDR)
+
+    def run(self, *args, input=None, timeout=None, check=False, in_world=False):
+        prefix = [self.ip, "netns", "exec", self.rig.W] if in_world else []
+        r = subprocess.run([*prefix, self.binary, *map(str, args)], env=self.env, input=input,
+                           stdin=None if input is not None else subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout or boot_timeout() * 2)
+        if check:
+            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
+        return r

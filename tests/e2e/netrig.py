@@ -135,6 +135,19 @@ PACKET_OUTGOING = 4
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+# The egress policy of the "100 % test" (research note 3.5): default deny,
+# one address denied, a /24 allowed on tcp 443, the host's 18080, and two
+# domains whose answers are learned. Both the rig's test and the VM's use it.
+STRICT_POLICY = {
+    "default": "deny",
+    "rules": [
+        {"action": "deny", "cidr": "203.0.113.11/32"},
+        {"action": "allow", "cidr": "203.0.113.0/24", "proto": "tcp", "ports": "443"},
+        {"action": "allow", "cidr": "192.168.127.254/32", "proto": "tcp", "ports": "18080"},
+    ],
+    "allowDomains": ["allowed.test", "*.allowed.test"],
+}
+
 class RigUnavailable(Exception):
     """The rig cannot be built on this machine; str() says why."""
 

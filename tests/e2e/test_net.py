@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import GantryWorld, boot_timeout, build_dir
 import netrig
 
 pytestmark = pytest.mark.kvm
@@ -54,23 +54,8 @@ def transfer_mib():
     return int(os.environ.get("GANTRY_E2E_NET_MIB", "64"))
 
 
-class Gantry:
+class Gantry(GantryWorld):
     """gantry with the test's GANTRY_HOME; start() runs in W."""
-
-    def __init__(self, binary, home, images, rig):
-        self.binary = str(binary)
-        self.rig = rig
-        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images),
-                        GANTRY_NET_DNS=netrig.DNS_ADDR)
-
-    def run(self, *args, input=None, timeout=None, check=False, in_world=False):
-        prefix = [netrig.IP, "netns", "exec", self.rig.W] if in_world else []
-        r = subprocess.run([*prefix, self.binary, *map(str, args)], env=self.env, input=input,
-                           stdin=None if input is not None else subprocess.DEVNULL,
-                           capture_output=True, timeout=timeout or boot_timeout() * 2)
-        if check:
-            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
-        return r
 
     def sh(self, script, **kw):
         return self.run("exec", NAME, "--", "sh", "-c", script, **kw)

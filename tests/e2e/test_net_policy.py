@@ -37,15 +37,7 @@ import netrig
 from netrig import (BROADCAST, GATEWAY, HOST, SLIRP_DNS, TCP_SYN, TCP_URG, eth, ipv4, tcp,
                     tcp_frame, udp, udp_frame)
 
-POLICY = {
-    "default": "deny",
-    "rules": [
-        {"action": "deny", "cidr": "203.0.113.11/32"},
-        {"action": "allow", "cidr": "203.0.113.0/24", "proto": "tcp", "ports": "443"},
-        {"action": "allow", "cidr": "192.168.127.254/32", "proto": "tcp", "ports": "18080"},
-    ],
-    "allowDomains": ["allowed.test", "*.allowed.test"],
-}
+POLICY = netrig.STRICT_POLICY
 
 # policy.h's local-network wall; W's only interface address is 127.0.0.1.
 WALL = [ipaddress.ip_network(n) for n in (

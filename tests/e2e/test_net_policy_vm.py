@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import GantryWorld, boot_timeout, build_dir
 import netrig
 
 pytestmark = pytest.mark.kvm
@@ -41,37 +41,16 @@ HTTP_PORT = 8080  # python3 -m http.server in W, for the swap tests
 SINK_PORT = 6001
 PROXY_PORT = 3128
 
-STRICT = {
-    "default": "deny",
-    "rules": [
-        {"action": "deny", "cidr": "203.0.113.11/32"},
-        {"action": "allow", "cidr": "203.0.113.0/24", "proto": "tcp", "ports": "443"},
-        {"action": "allow", "cidr": "192.168.127.254/32", "proto": "tcp", "ports": "18080"},
-    ],
-    "allowDomains": ["allowed.test", "*.allowed.test"],
-}
+STRICT = netrig.STRICT_POLICY
 DENY_10 = {"default": "allow", "rules": [{"action": "deny", "cidr": "203.0.113.10/32"}]}
 
 
-class Gantry:
+class Gantry(GantryWorld):
     """gantry with this module's GANTRY_HOME; in_world runs it in W."""
 
     def __init__(self, binary, home, images, rig):
-        self.binary = str(binary)
-        self.home = Path(home)
-        self.rig = rig
-        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images),
-                        GANTRY_NET_DNS=netrig.DNS_ADDR)
+        super().__init__(binary, home, images, rig)
         self.names = []
-
-    def run(self, *args, input=None, timeout=None, check=False, in_world=False):
-        prefix = [netrig.IP, "netns", "exec", self.rig.W] if in_world else []
-        r = subprocess.run([*prefix, self.binary, *map(str, args)], env=self.env, input=input,
-                           stdin=None if input is not None else subprocess.DEVNULL,
-                           capture_output=True, timeout=timeout or boot_timeout() * 2)
-        if check:
-            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
-        return r
 
     def start(self, name, *flags):
         self.names.append(name)

@@ -116,13 +116,17 @@ static void answer(const uint8_t *data, size_t size)
 	end = dns_answer_learn(data + qlen, size - qlen, &q, &hooks);
 	check(end == -1 || (end >= 17 && (size_t)end <= size - qlen));
 	if (end > 0) {
-		/* The TTL cap writes only inside the answer it was given. */
+		/* The TTL cap writes only inside the answer it was given
+		 * (ASan sees the rest), past its header and question. A
+		 * hostile answer's names may point into a TTL it cuts, so
+		 * what follows may read differently afterwards: the addresses
+		 * were learned before. */
 		uint8_t *copy = malloc(size - qlen);
 
 		check(copy != NULL);
 		memcpy(copy, data + qlen, size - qlen);
 		dns_answer_cap_ttl(copy, size - qlen, (size_t)end, 300);
-		check(dns_answer_learn(copy, size - qlen, &q, NULL) == end);
+		check(memcmp(copy, data + qlen, (size_t)end) == 0);
 		free(copy);
 	}
 }
