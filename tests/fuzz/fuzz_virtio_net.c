@@ -37,6 +37,7 @@
 #include "virtio/mmio.h"
 #include "vmm/ioloop.h"
 #include "../virtio_driver.h"
+#include "check.h"
 
 #define QN	     32
 #define RING_GPA(q)  (0x1000 + (q)*0x3000) /* desc, then avail +0x1000, used +0x2000 */
@@ -59,35 +60,27 @@ struct fz {
 	int dev_fd, worker_fd;
 	struct vdrv drv;
 	uint16_t next_desc[2];
-	const uint8_t *in;
-	size_t left;
+	struct fuzz_in input;
 };
 
 static uint8_t take8(struct fz *z)
 {
-	if (z->left == 0)
-		return 0;
-	z->left--;
-	return *z->in++;
+	return fuzz_take8(&z->input);
 }
 
 static uint32_t take(struct fz *z, unsigned int bytes)
 {
-	uint32_t v = 0;
-
-	for (unsigned int i = 0; i < bytes; i++)
-		v |= (uint32_t)take8(z) << (8 * i);
-	return v;
+	return fuzz_take(&z->input, bytes);
 }
 
 /* len bytes into p: the first `given` from the input, then a pattern. */
 static void take_bytes(struct fz *z, uint8_t *p, size_t len, size_t given)
 {
-	size_t have = MIN(MIN(len, given), z->left);
+	size_t have = MIN(MIN(len, given), z->input.left);
 
-	memcpy(p, z->in, have);
-	z->in += have;
-	z->left -= have;
+	memcpy(p, z->input.in, have);
+	z->input.in += have;
+	z->input.left -= have;
 	for (size_t i = have; i < len; i++)
 		p[i] = (uint8_t)(i * 7);
 }
@@ -270,7 +263,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const uint8_t mac[6] = NET_GUEST_MAC;
 	struct guest_mem mem;
 	gantry_error_t err = NULL;
-	struct fz z = { .in = data, .left = size };
+	struct fz z = { .input = { data, size } };
 	int sv[2];
 	uint32_t id;
 
@@ -291,7 +284,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vdrv_init(&z.drv, z.ram, z.d, QN, 2, RING_GPA(0), RING_GPA(1) - RING_GPA(0));
 	driver_up(&z, 0);
 
-	for (unsigned int n = 0; n < MAX_OPS && z.left > 0; n++) {
+	for (unsigned int n = 0; n < MAX_OPS && z.input.left > 0; n++) {
 		switch (take8(&z) % 8) {
 		case 0:
 			op_tx(&z);

@@ -35,6 +35,7 @@
 #include "virtio/vsock.h"
 #include "vmm/ioloop.h"
 #include "../virtio_driver.h"
+#include "check.h"
 
 #define RAM_SIZE     0x60000
 #define QN	     32
@@ -61,25 +62,17 @@ struct fz {
 	struct vdrv drv;
 	uint16_t rx_next;
 	int fds[MAX_HOST_FDS]; /* accepted streams and vsock.sock clients */
-	const uint8_t *in;
-	size_t left;
+	struct fuzz_in input;
 };
 
 static uint8_t take8(struct fz *z)
 {
-	if (z->left == 0)
-		return 0;
-	z->left--;
-	return *z->in++;
+	return fuzz_take8(&z->input);
 }
 
 static uint32_t take(struct fz *z, unsigned int bytes)
 {
-	uint32_t v = 0;
-
-	for (unsigned int i = 0; i < bytes; i++)
-		v |= (uint32_t)take8(z) << (8 * i);
-	return v;
+	return fuzz_take(&z->input, bytes);
 }
 
 static void cleanup(void)
@@ -190,10 +183,10 @@ static void op_tx(struct fz *z)
 	}
 	if (sel & 0x80)
 		hdr_len = 1 + lie % HDR; /* a header cut short */
-	have = MIN(MIN(len, given), z->left);
-	memcpy(data, z->in, have);
-	z->in += have;
-	z->left -= have;
+	have = MIN(MIN(len, given), z->input.left);
+	memcpy(data, z->input.in, have);
+	z->input.in += have;
+	z->input.left -= have;
 	for (size_t i = have; i < len; i++)
 		data[i] = (uint8_t)i;
 	memcpy(z->ram + TX_HDR_GPA, &h, sizeof(h));
@@ -279,13 +272,13 @@ static void op_host(struct fz *z)
 		if (*slot < 0 || connect(*slot, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			break;
 		if (arg & 0x80) /* raw bytes from the input */
-			len = (int)MIN((size_t)(arg & 0x3f), z->left);
+			len = (int)MIN((size_t)(arg & 0x3f), z->input.left);
 		else
 			len = snprintf(buf, sizeof(buf), "CONNECT %u\n", pick_port(arg, 1001));
 		if (arg & 0x80) {
-			memcpy(buf, z->in, (size_t)len);
-			z->in += len;
-			z->left -= (size_t)len;
+			memcpy(buf, z->input.in, (size_t)len);
+			z->input.in += len;
+			z->input.left -= (size_t)len;
 		}
 		(void)!send(*slot, buf, (size_t)len, MSG_NOSIGNAL);
 		break;
@@ -305,7 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct guest_mem mem;
 	gantry_error_t err = NULL;
-	struct fz z = { .in = data, .left = size };
+	struct fz z = { .input = { data, size } };
 
 	host_prepare();
 	for (unsigned int i = 0; i < MAX_HOST_FDS; i++)
@@ -322,7 +315,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	driver_up(&z);
 
-	for (unsigned int n = 0; n < MAX_OPS && z.left > 0; n++) {
+	for (unsigned int n = 0; n < MAX_OPS && z.input.left > 0; n++) {
 		switch (take8(&z) % 7) {
 		case 0:
 			op_tx(&z);
