@@ -1,0 +1,75 @@
+/* The share server: Gantry's own FUSE server behind the virtio-fs device,
+ * serving host directories ("exports") to the guest, confined to them.
+ *
+ * Its root (node 1) is a synthetic, read-only hub directory whose
+ * children are the exports by tag; beneath each export every name is one
+ * component resolved under a pinned O_PATH fd of its parent with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+ * or a non-following *at call. The server never follows a symlink on the
+ * host, never resolves "..", never opens a device node, and a guest can
+ * name only node ids and handles it was given (docs/shares.md, the
+ * research note's section 3).
+ *
+ * Requests come whole from the device: the chain's readable part (the
+ * fuse_in_header, its arguments and any WRITE data) and its writable part
+ * (room for the fuse_out_header and the reply). The server copies the
+ * header and arguments out before it looks at them (the guest may change
+ * them meanwhile), checks every length, and writes the reply into out.
+ * Many threads may call fs_server_handle at once. */
+#ifndef GANTRY_SHARE_SERVER_H
+#define GANTRY_SHARE_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "common/error.h"
+
+#define FS_TAG_MAX	   36	      /* an export's tag: [A-Za-z0-9._-]{1,36} */
+#define FS_MAX_EXPORTS	   64
+#define FS_MAX_HANDLES	   4096	      /* open files and directories, all exports */
+#define FS_MAX_WRITE	   (256 * 1024)
+#define FS_MAX_PAGES	   64	      /* FS_MAX_WRITE in 4 KiB pages */
+#define FS_MAX_REQUEST	   (FS_MAX_WRITE + 4096)
+
+struct fs_export_opts {
+	bool ro;	    /* refused before any change: EROFS */
+	bool map_owner;	    /* show every node as owned by uid:gid */
+	uid_t uid;
+	gid_t gid;
+};
+
+struct fs_server;
+
+/* max_nodes: 0 for the default (bounded by RLIMIT_NOFILE). */
+int fs_server_new(struct fs_server **out, size_t max_nodes, gantry_error_t *err);
+void fs_server_free(struct fs_server *s);
+
+/* Add an export under tag; root_fd (O_PATH|O_DIRECTORY, the caller's) is
+ * duplicated. Errors: a bad or taken tag, not a directory, too many. */
+int fs_server_add_export(struct fs_server *s, const char *tag, int root_fd,
+			 const struct fs_export_opts *o, gantry_error_t *err);
+/* Take an export out of the hub. Without force, refused (EBUSY) while the
+ * guest holds handles open beneath it; with force, its nodes and handles
+ * go at once and the guest's ids for them answer ESTALE/EBADF. */
+int fs_server_remove_export(struct fs_server *s, const char *tag, bool force,
+			    gantry_error_t *err);
+/* Handles open beneath the export (for `share rm` without --force). */
+size_t fs_server_export_handles(struct fs_server *s, const char *tag);
+
+/* One request. in: the readable descriptors, out: the writable ones.
+ * Returns the bytes written into out (the reply, fuse_out_header first),
+ * or 0 when no reply is due (FORGET, BATCH_FORGET, INTERRUPT) or out has
+ * no room even for a header. */
+size_t fs_server_handle(struct fs_server *s, const struct iovec *in, size_t nr_in,
+			const struct iovec *out, size_t nr_out);
+
+/* Counters for tests and the traffic report. */
+struct fs_stats {
+	uint64_t requests, errors, nodes, handles;
+};
+void fs_server_stats(struct fs_server *s, struct fs_stats *out);
+
+#endif
