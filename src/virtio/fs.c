@@ -77,7 +77,8 @@ struct virtio_fs {
 	struct virtio_fs_handler handler;
 	unsigned int nr_threads; /* the pool's size */
 
-	/* Everything below is under dev.lock. */
+	/* Everything below is under dev.lock, but for each worker's job: that
+	 * is its own. */
 	struct fs_worker workers[FS_THREADS_MAX];
 	unsigned int nr_started; /* threads running; 0: the pool is stopped */
 	bool stopping;		 /* the pool is being joined */

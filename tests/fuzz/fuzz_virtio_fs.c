@@ -189,8 +189,7 @@ static void op_chain(struct fz *z)
 
 			memcpy(ram + gpa, &ih, sizeof(ih));
 		}
-		vdrv_set_desc(&z->drv, q, id,
-			      gpa, len,
+		vdrv_set_desc(&z->drv, q, id, gpa, len,
 			      (uint16_t)((write ? VRING_DESC_F_WRITE : 0) |
 					 (i + 1 < n ? VRING_DESC_F_NEXT : 0)),
 			      next);
