@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,7 +54,8 @@ static struct {
 	size_t in_len[8], out_len[8];
 	uint8_t in_copy[256];
 	size_t in_total;
-	size_t ret; /* ECHO: what to return over the echo (0: the echo's length) */
+	mode_t umask; /* the worker's, on the first call */
+	size_t ret;   /* ECHO: what to return over the echo (0: the echo's length) */
 } h = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 struct fx {
@@ -135,6 +137,8 @@ static size_t fake_handle(void *opaque, const struct iovec *in, size_t nr_in,
 			h.in_len[i] = in[i].iov_len;
 		for (size_t i = 0; i < nr_out && i < 8; i++)
 			h.out_len[i] = out[i].iov_len;
+		h.umask = umask(0);
+		umask(h.umask);
 		h.in_total = MIN(got, sizeof(h.in_copy));
 		memcpy(h.in_copy, buf, h.in_total);
 		pthread_mutex_unlock(&h.lock);
@@ -370,6 +374,7 @@ static void test_round_trip(void **state)
 	};
 	struct fuse_out_header oh;
 	uint32_t id, len;
+	mode_t old = umask(022);
 
 	put_hdr(f, in, FUSE_LOOKUP, 77, IN_HDR + 10);
 	memcpy(f->ram + in + IN_HDR, "file.txt\0\0", 10);
@@ -397,6 +402,9 @@ static void test_round_trip(void **state)
 	assert_memory_equal(f->ram + out + OUT_HDR, f->ram + in, IN_HDR + 10);
 	assert_int_equal(virtio_fs_stats(f->d).requests, 1);
 	assert_int_equal(virtio_fs_stats(f->d).workers, 4);
+	/* Its workers create files with the guest's modes; ours are as set. */
+	assert_int_equal(h.umask, 0);
+	assert_int_equal(umask(old), 022);
 }
 
 /* A handler claiming more than out holds still gets only out's size. */
