@@ -50,7 +50,8 @@ struct virtio_fs_handler {
 	/* One request, as fs_server_handle takes it (share/server.h): in is
 	 * the chain's readable part, out its writable part, both in guest RAM
 	 * the guest may change meanwhile. Returns the bytes written into out,
-	 * 0 for no reply. Called without the device lock, from any worker. */
+	 * 0 for no reply. Called without the device lock, from any worker;
+	 * a device reset and the device's end wait for it to return. */
 	size_t (*handle)(void *opaque, const struct iovec *in, size_t nr_in,
 			 const struct iovec *out, size_t nr_out);
 	void *opaque;

@@ -27,7 +27,8 @@ struct virtio_fs_handler;
  * handler serves its FUSE requests (virtio/devices.h). */
 struct vmm_fs {
 	const char *tag;
-	const struct virtio_fs_handler *handler; /* NULL: no virtio-fs device */
+	/* NULL: no virtio-fs device; else called until vmm_run returns. */
+	const struct virtio_fs_handler *handler;
 };
 
 struct vmm_config {
