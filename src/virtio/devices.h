@@ -4,7 +4,9 @@
 #define GANTRY_VIRTIO_DEVICES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "common/error.h"
 #include "virtio/mmio.h"
@@ -40,5 +42,34 @@ struct virtio_net_stats {
 /* d must come from virtio_net_create. */
 struct virtio_net_stats virtio_net_stats(struct virtio_dev *d);
 bool virtio_net_link_up(struct virtio_dev *d);
+
+/* virtio-fs: FUSE requests for the guest's virtiofs driver, mounted by tag
+ * (1 to 36 bytes), served by h on a pool of worker threads (4, or
+ * GANTRY_FS_THREADS=1..16), several at once. */
+struct virtio_fs_handler {
+	/* One request, as fs_server_handle takes it (share/server.h): in is
+	 * the chain's readable part, out its writable part, both in guest RAM
+	 * the guest may change meanwhile. Returns the bytes written into out,
+	 * 0 for no reply. Called without the device lock, from any worker;
+	 * a device reset and the device's end wait for it to return. */
+	size_t (*handle)(void *opaque, const struct iovec *in, size_t nr_in,
+			 const struct iovec *out, size_t nr_out);
+	void *opaque;
+};
+#define VIRTIO_FS_THREADS_ENV "GANTRY_FS_THREADS"
+struct virtio_dev *virtio_fs_create(const struct guest_mem *mem, const char *tag,
+				    const struct virtio_fs_handler *h, gantry_error_t *err);
+
+/* What the device returned unserved or dropped, for tests and the VM's log. */
+struct virtio_fs_stats {
+	uint64_t requests;    /* handed to the handler */
+	uint64_t malformed;   /* returned unserved, with nothing written */
+	uint64_t dropped;     /* queued or under way at a reset: never answered */
+	unsigned int workers; /* threads running now */
+};
+/* d must come from virtio_fs_create. */
+struct virtio_fs_stats virtio_fs_stats(struct virtio_dev *d);
+/* Wait until no request is queued or being served (tests, fuzzers). */
+void virtio_fs_wait_idle(struct virtio_dev *d);
 
 #endif

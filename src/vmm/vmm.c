@@ -134,7 +134,7 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 		return gantry_error(err, 0, "-vsock %s: not a directory", cfg->vsock_dir);
 	if (cfg->net_fd > 0 && (fstat(cfg->net_fd, &st) < 0 || !S_ISSOCK(st.st_mode)))
 		return gantry_error(err, 0, "network: fd %d is not a socket", cfg->net_fd);
-	if (cfg->nr_disks + 2 + (cfg->net_fd > 0) > VMM_MAX_DEVICES)
+	if (cfg->nr_disks + 2 + (cfg->net_fd > 0) + (cfg->fs.handler != NULL) > VMM_MAX_DEVICES)
 		return gantry_error(err, 0, "too many devices (at most %zu disks)",
 				    VMM_MAX_DEVICES - 1);
 	return 0;
@@ -272,6 +272,13 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	if (cfg->vsock_dir) {
 		struct virtio_dev *d = virtio_vsock_create(&v->vm.mem, &v->vm.io, VMM_GUEST_CID,
 							   cfg->vsock_dir, err);
+
+		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
+			goto out;
+	}
+	if (cfg->fs.handler) {
+		struct virtio_dev *d =
+			virtio_fs_create(&v->vm.mem, cfg->fs.tag, cfg->fs.handler, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
 			goto out;

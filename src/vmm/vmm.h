@@ -21,6 +21,16 @@ struct vmm_disk {
 	bool ro;
 };
 
+struct virtio_fs_handler;
+
+/* A virtio-fs device: the guest mounts tag (mount -t virtiofs TAG DIR) and
+ * handler serves its FUSE requests (virtio/devices.h). */
+struct vmm_fs {
+	const char *tag;
+	/* NULL: no virtio-fs device; else called until vmm_run returns. */
+	const struct virtio_fs_handler *handler;
+};
+
 struct vmm_config {
 	const char *kernel;
 	const char *initrd;
@@ -30,6 +40,7 @@ struct vmm_config {
 	bool console_input;    /* feed a terminal on stdin to the console */
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
 	int net_fd;	       /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
+	struct vmm_fs fs;
 	struct vmm_disk disks[VMM_MAX_DISKS];
 	unsigned int nr_disks;
 	unsigned int cpus;

@@ -3,8 +3,8 @@
 
     tests/fuzz/mkcorpus.py [OUT_DIR]    # default: corpus/ next to this file
 
-The layouts mirror the headers of fuzz_virtq.c, fuzz_mmio.c and
-fuzz_virtio_net.c: change them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
+The layouts mirror the headers of fuzz_virtq.c, fuzz_mmio.c, fuzz_virtio_net.c and
+fuzz_virtio_fs.c: change them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
 and mtimes); fuzz_registry_auth's are response heads and challenges; fuzz_dns's are guest
 queries and (query, upstream answer) pairs, as fuzz_dns.c reads them; fuzz_net_policy's are
 policy documents and fuzz_net_judge's binary policies and destinations, as its header lays them out. Output is deterministic, so rerunning rewrites the same files.
@@ -495,6 +495,103 @@ def net_seeds():
     return s
 
 
+# ---- fuzz_virtio_fs: a threads byte, then operations (fuzz_virtio_fs.c) --
+FS_CHAIN_MAX = 64 + 4
+FUSE_LOOKUP, FUSE_FORGET, FUSE_GETATTR, FUSE_READ, FUSE_WRITE = 1, 2, 3, 15, 16
+FUSE_BATCH_FORGET = 42
+(F_CHAIN, F_DESC, F_OFFER, F_RAM, F_UP, F_KICK, F_WAIT, F_RESET,
+ F_CFG) = range(9)
+F_NO_KICK, F_W_FIRST, F_PAST_RAM, F_ZERO_LEN = 1, 2, 4, 8
+
+
+class FsOps:
+    def __init__(self, threads=3):
+        self.b = bytearray([threads])
+
+    def chain(self, q, n, split, sel=0, seed=1, opcode=FUSE_GETATTR, scale=1):
+        self.b += struct.pack("<BBBBBIB", F_CHAIN, q, n - 1, split,
+                              sel | (scale << 4), seed, opcode)
+        return self
+
+    def request(self, n=2, split=1, **kw):
+        return self.chain(1, n, split, **kw)
+
+    def forget(self, seed=1, **kw):
+        return self.chain(0, 1, 1, opcode=FUSE_FORGET, scale=2, seed=seed, **kw)
+
+    def desc(self, q, i, addr, length, flags=0, nxt=0):
+        self.b += struct.pack("<BBBIIBB", F_DESC, q, i, addr, length, flags, nxt)
+        return self
+
+    def offer(self, q, head):
+        self.b += bytes([F_OFFER, q, head])
+        return self
+
+    def ram(self, off, data):
+        self.b += struct.pack("<BHB", F_RAM, off, len(data)) + data
+        return self
+
+    def up(self, feat=0):
+        self.b += bytes([F_UP, feat])
+        return self
+
+    def kick(self, q):
+        self.b += bytes([F_KICK, q])
+        return self
+
+    def wait(self):
+        self.b.append(F_WAIT)
+        return self
+
+    def reset(self):
+        self.b.append(F_RESET)
+        return self
+
+    def cfg(self, off, lenidx, write=0, val=0):
+        self.b += struct.pack("<BBBBI", F_CFG, off, lenidx, write, val)
+        return self
+
+
+def fs_seeds():
+    s = {}
+    s["round-trip"] = FsOps().request(seed=1, scale=2).wait().request(4, 2, seed=7).wait().b
+    s["forgets"] = FsOps().forget(3).forget(4).forget(5).wait().b
+    s["forget-request-q"] = FsOps().request(1, 1, opcode=FUSE_FORGET, scale=2).wait() \
+        .request(1, 1, opcode=FUSE_BATCH_FORGET, scale=2).wait().b
+    s["write-longest"] = FsOps().request(FS_CHAIN_MAX, FS_CHAIN_MAX - 2, opcode=FUSE_WRITE,
+                                         scale=3, seed=11).wait().b
+    s["read-longest"] = FsOps().request(FS_CHAIN_MAX - 1, 2, opcode=FUSE_READ, scale=3,
+                                        seed=12).wait().b
+    s["too-long"] = FsOps().request(FS_CHAIN_MAX + 1, 3, scale=1).wait().b
+    s["malformed"] = (FsOps().request(1, 0).request(2, 1, scale=0).request(1, 1)
+                      .request(2, 1, sel=F_W_FIRST).request(2, 1, sel=F_PAST_RAM)
+                      .request(3, 1, sel=F_ZERO_LEN).chain(0, 1, 0).wait().b)
+    many = FsOps(0)
+    for i in range(60):
+        many.request(2, 1, seed=100 + i, sel=F_NO_KICK, scale=1)
+    for i in range(120):
+        many.forget(500 + i, sel=F_NO_KICK)
+    s["list-full"] = many.kick(1).kick(0).wait().b
+    s["reset-in-flight"] = FsOps(3).request(seed=2).request(seed=3).request(seed=4) \
+        .forget(5).reset().kick(1).request().up(0).request(seed=6).wait().b
+    s["teardown-in-flight"] = FsOps(1).request(seed=2, scale=3).request(seed=3, scale=3) \
+        .request(seed=4, scale=3).b
+    s["raw-desc"] = (FsOps().desc(1, 0, 0x8000, 40, F_NEXT, 1).desc(1, 1, 0x9000, 64, F_WRITE)
+                     .offer(1, 0).wait()
+                     .desc(1, 2, 0x8000, 40, F_NEXT, 2).offer(1, 2)
+                     .desc(1, 3, 0xfffffff0, 64).offer(1, 3)
+                     .desc(1, 4, 0x8000, 40, F_INDIRECT).offer(1, 4)
+                     .desc(1, 5, 0x8000, 40, F_NEXT, 200).offer(1, 5).wait().b)
+    s["same-head"] = FsOps().desc(1, 0, 0x8000, 40, F_NEXT, 1).desc(1, 1, 0x9000, 64, F_WRITE) \
+        .offer(1, 0).offer(1, 0).offer(1, 0).wait().b
+    s["rings"] = FsOps().request().ram(0x1000 + 0x1000 + 2, b"\xff\x7f").kick(0) \
+        .ram(0x4000 + 0x1000 + 2, b"\x40\x00").kick(1).up(0x80 | 0).request().wait().b
+    s["config"] = FsOps().cfg(0, 2).cfg(32, 2).cfg(36, 2).cfg(38, 1).cfg(0, 0, 1, 0xff) \
+        .cfg(40, 2).cfg(35, 3).b
+    s["reset-down"] = FsOps().request().reset().request().kick(1).forget().wait().b
+    return s
+
+
 # ---- fuzz_dns: a mode byte, then a query, or a length-prefixed query and an answer
 
 def dns_name(name):
@@ -640,7 +737,8 @@ def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
     for name, seeds in (("virtq", virtq_seeds()), ("mmio", mmio_seeds()),
                         ("layer", layer_seeds()), ("registry_auth", registry_auth_seeds()),
-                        ("virtio_net", net_seeds()), ("dns", dns_seeds()),
+                        ("virtio_net", net_seeds()), ("virtio_fs", fs_seeds()),
+                        ("dns", dns_seeds()),
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
                         ("net_judge", net_judge_seeds())):
         d = os.path.join(out, name)

@@ -22,13 +22,14 @@ fail() {
 
 # target and the largest input it reads (its header plus RAM image or ops;
 # vsock's and virtio_net's payloads beyond the input are a pattern;
+# virtio_fs: a threads byte and ops, chain contents a pattern;
 # image_json: documents; image_ref: a reference, registry name or platform;
 # registry_auth: a response head or a WWW-Authenticate challenge;
 # proto: a mode byte and the largest frame; layer: a tar, perhaps compressed;
 # dns: a mode byte and a query, or a query and an upstream answer;
 # net_frame: a mode byte and the largest Ethernet frame;
 # net_policy: a policy document; net_judge: a policy and destinations, binary).
-for spec in virtq:8200 mmio:6145 vsock:16384 virtio_net:16384 image_json:8192 image_ref:512 \
+for spec in virtq:8200 mmio:6145 vsock:16384 virtio_net:16384 virtio_fs:4096 image_json:8192 image_ref:512 \
 	registry_auth:4096 proto:65545 layer:65536 dns:8192 net_frame:65535 \
 	net_policy:65536 net_judge:1024; do
 	t=${spec%%:*}

@@ -1,0 +1,408 @@
+/* virtio-fs (virtio 1.x, section 5.11): FUSE requests from the guest's
+ * virtiofs driver, handed whole to a request handler (the share server).
+ *
+ * Queue 0 ("hiprio") carries FORGETs, which get no reply; queue 1 carries
+ * every other request. Linux 6.1 uses one request queue, whatever the
+ * config offers, so that is what we offer.
+ *
+ * Threading: a FUSE operation may take long (an fsync, a large read), and
+ * queue notifications come on the one I/O thread that every device shares.
+ * So the notify, under the device lock, only pops chains, sends malformed
+ * ones straight back, and queues the rest on a bounded job list. A pool of
+ * worker threads takes jobs, calls the handler without the device lock,
+ * then takes it to push the used element and interrupt the guest: replies
+ * may complete out of order, as FUSE allows. A reset drops queued jobs,
+ * waits for the handlers under way to return and joins the pool, so the
+ * device touches none of the guest's buffers once the reset is done; the
+ * pool starts again at the next notification. */
+#include <endian.h>
+#include <errno.h>
+#include <linux/fuse.h>
+#include <linux/virtio_fs.h>
+#include <linux/virtio_ids.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "share/server.h"
+#include "virtio/devices.h"
+
+#define FS_HIPRIO_Q   0
+#define FS_REQUEST_Q  1
+#define FS_NUM_QUEUES 2
+#define FS_IN_HDR     40 /* struct fuse_in_header */
+#define FS_OUT_HDR    16 /* struct fuse_out_header */
+/* Linux sends a WRITE as in header, arguments and data pages, then out
+ * header and fuse_write_out: max_pages + 4 descriptors, its longest chain
+ * (virtio_fs.c's FUSE_HEADER_OVERHEAD). Longer ones are refused. */
+#define FS_CHAIN_MAX	   (FS_MAX_PAGES + 4)
+#define FS_JOBS_MAX	   128 /* popped chains waiting for a worker */
+#define FS_THREADS_DEFAULT 4
+#define FS_THREADS_MAX	   16
+
+_Static_assert(FS_CHAIN_MAX <= VIRTQ_MAX_CHAIN, "a full-size FUSE request must fit one chain");
+_Static_assert(FS_CHAIN_MAX <= VIRTQ_MAX_SIZE, "a full-size FUSE request must fit the ring");
+_Static_assert(FS_NUM_QUEUES <= VIRTIO_MAX_QUEUES, "too many queues");
+_Static_assert(FS_IN_HDR == sizeof(struct fuse_in_header), "fuse_in_header");
+_Static_assert(FS_OUT_HDR == sizeof(struct fuse_out_header), "fuse_out_header");
+_Static_assert(sizeof(struct virtio_fs_config) == 40, "virtio_fs_config");
+
+/* One request: the chain's readable buffers, then its writable ones, as
+ * host addresses inside guest RAM (checked by virtq_pop). */
+struct fs_job {
+	unsigned int q;
+	uint16_t head;
+	unsigned int nr_out, nr_in; /* virtio's sense: out = readable by us */
+	uint32_t in_len;	    /* writable bytes */
+	struct iovec iov[FS_CHAIN_MAX];
+};
+
+struct virtio_fs;
+
+struct fs_worker {
+	struct virtio_fs *fs;
+	pthread_t thread;
+	struct fs_job job; /* the one it serves, copied off the list */
+};
+
+struct virtio_fs {
+	struct virtio_dev dev;
+	struct virtio_fs_config config;
+	struct virtio_fs_handler handler;
+	unsigned int nr_threads; /* the pool's size */
+
+	/* Everything below is under dev.lock, but for each worker's job: that
+	 * is its own. */
+	struct fs_worker workers[FS_THREADS_MAX];
+	unsigned int nr_started; /* threads running; 0: the pool is stopped */
+	bool stopping;		 /* the pool is being joined */
+	uint64_t gen;		 /* bumped by reset: answers from before are dropped */
+	pthread_cond_t work;	 /* a job was queued, or the pool stops */
+	pthread_cond_t idle;	 /* a worker finished a job */
+	struct fs_job jobs[FS_JOBS_MAX];
+	unsigned int job_head, nr_jobs;
+	unsigned int busy;	     /* jobs the workers hold */
+	bool starved[FS_NUM_QUEUES]; /* a full list left chains on this ring */
+	struct virtq_elem elem;	     /* virtq_pop's scratch */
+	struct virtio_fs_stats stats;
+};
+
+/* Whether a chain has the shape of a FUSE request: a readable part that
+ * holds a fuse_in_header, room for a fuse_out_header when a reply is due,
+ * no more descriptors than Linux ever sends, and parts whose sizes a used
+ * length can count. */
+static bool fs_chain_ok(const struct virtq_elem *e, unsigned int q)
+{
+	uint32_t opcode;
+
+	if (e->nr_out + e->nr_in > FS_CHAIN_MAX || e->nr_out == 0)
+		return false;
+	if (e->out_len < FS_IN_HDR || e->out_len > UINT32_MAX || e->in_len > UINT32_MAX)
+		return false;
+	if (q == FS_HIPRIO_Q)
+		return true; /* FORGETs: nothing to answer */
+	/* The guest may change it later: the handler reads its own copy. */
+	if (virtq_elem_read(e, offsetof(struct fuse_in_header, opcode), &opcode, 4) != 4)
+		return false;
+	return e->in_len >= FS_OUT_HDR || opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET;
+}
+
+static void fs_queue_job(struct virtio_fs *fs, unsigned int q, const struct virtq_elem *e)
+{
+	struct fs_job *j = &fs->jobs[(fs->job_head + fs->nr_jobs) % FS_JOBS_MAX];
+	unsigned int n = e->nr_out + e->nr_in;
+
+	j->q = q;
+	j->head = e->head;
+	j->nr_out = e->nr_out;
+	j->nr_in = e->nr_in;
+	j->in_len = (uint32_t)e->in_len;
+	memcpy(j->iov, e->iov, n * sizeof(e->iov[0]));
+	fs->nr_jobs++;
+	pthread_cond_signal(&fs->work);
+}
+
+/* Move ring q's chains onto the job list while it has room; malformed ones
+ * go back at once, with nothing written. The list's bound is also what
+ * bounds the work of one notification. */
+static void fs_pop(struct virtio_fs *fs, unsigned int q)
+{
+	struct virtio_dev *d = &fs->dev;
+	struct virtq *vq = &d->vqs[q];
+	struct virtq_elem *e = &fs->elem;
+	bool pushed = false;
+	int r;
+
+	if (!vq->ready || !virtio_dev_driver_ok(d) || fs->stopping || fs->nr_started == 0)
+		return;
+	fs->starved[q] = false;
+	for (;;) {
+		if (fs->nr_jobs == FS_JOBS_MAX) {
+			fs->starved[q] = true; /* a worker pops the rest */
+			break;
+		}
+		r = virtq_pop(vq, e);
+		if (r == VIRTQ_EMPTY)
+			break;
+		if (r == VIRTQ_BROKEN) {
+			virtio_dev_needs_reset(d);
+			break;
+		}
+		if (r == VIRTQ_BAD_CHAIN || !fs_chain_ok(e, q)) {
+			fs->stats.malformed++;
+			virtq_push(vq, e->head, 0);
+			pushed = true;
+			continue;
+		}
+		fs_queue_job(fs, q, e);
+	}
+	if (pushed)
+		virtio_dev_signal(d, vq);
+}
+
+/* Take the oldest job into w; a ring that found the list full gets the
+ * slot this frees. */
+static void fs_take_job(struct virtio_fs *fs, struct fs_worker *w)
+{
+	const struct fs_job *j = &fs->jobs[fs->job_head];
+
+	memcpy(&w->job, j,
+	       offsetof(struct fs_job, iov) + (j->nr_out + j->nr_in) * sizeof(j->iov[0]));
+	fs->job_head = (fs->job_head + 1) % FS_JOBS_MAX;
+	fs->nr_jobs--;
+	fs->busy++;
+	fs->stats.requests++;
+	for (unsigned int q = 0; q < FS_NUM_QUEUES; q++) {
+		if (fs->starved[q])
+			fs_pop(fs, q);
+	}
+}
+
+/* The handler's in is the chain's readable part, its out the writable. */
+static size_t fs_serve(struct virtio_fs *fs, const struct fs_job *j)
+{
+	return fs->handler.handle(fs->handler.opaque, j->iov, j->nr_out, j->iov + j->nr_out,
+				  j->nr_in);
+}
+
+static void fs_complete(struct virtio_fs *fs, const struct fs_job *j, size_t written)
+{
+	struct virtio_dev *d = &fs->dev;
+	struct virtq *vq = &d->vqs[j->q];
+	uint32_t len = (uint32_t)MIN(written, (size_t)j->in_len);
+
+	/* A FORGET's chain is readable only: the driver expects no length. */
+	if (j->q == FS_HIPRIO_Q)
+		len = 0;
+	virtq_push(vq, j->head, len);
+	virtio_dev_signal(d, vq);
+}
+
+static void fs_worker_setup(void)
+{
+	/* A cwd and umask of its own: the handler's *at calls then create
+	 * nodes with exactly the modes the guest asked for, and the VMM's own
+	 * umask stays as it was. */
+	if (unshare(CLONE_FS) < 0) {
+		log_warn("virtio-fs: unshare(CLONE_FS): %s; new files get the VMM's umask",
+			 strerror(errno));
+		return;
+	}
+	umask(0);
+}
+
+static void *fs_worker_main(void *arg)
+{
+	struct fs_worker *w = arg;
+	struct virtio_fs *fs = w->fs;
+	struct virtio_dev *d = &fs->dev;
+
+	fs_worker_setup();
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		uint64_t gen;
+		size_t written;
+
+		while (fs->nr_jobs == 0 && !fs->stopping)
+			pthread_cond_wait(&fs->work, &d->lock);
+		if (fs->stopping)
+			break;
+		fs_take_job(fs, w);
+		gen = fs->gen;
+		pthread_mutex_unlock(&d->lock);
+		written = fs_serve(fs, &w->job);
+		pthread_mutex_lock(&d->lock);
+		fs->busy--;
+		if (gen == fs->gen)
+			fs_complete(fs, &w->job, written);
+		if (fs->nr_jobs == 0 && fs->busy == 0)
+			pthread_cond_broadcast(&fs->idle);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return NULL;
+}
+
+/* Start the pool, under the device lock; false if no thread would start. */
+static bool fs_pool_start(struct virtio_fs *fs)
+{
+	sigset_t all, old;
+	int r = 0;
+
+	/* Signals are for the VMM's own threads, never a worker. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	while (fs->nr_started < fs->nr_threads) {
+		struct fs_worker *w = &fs->workers[fs->nr_started];
+
+		w->fs = fs;
+		r = pthread_create(&w->thread, NULL, fs_worker_main, w);
+		if (r != 0)
+			break;
+		fs->nr_started++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0)
+		log_warn("virtio-fs: %u of %u worker threads started: %s", fs->nr_started,
+			 fs->nr_threads, strerror(r));
+	return fs->nr_started > 0;
+}
+
+/* Drop the queued jobs and every answer still under way, and join the
+ * pool. Called with the device lock held; it is let go while the workers
+ * finish, and held again on return. */
+static void fs_pool_stop(struct virtio_fs *fs)
+{
+	struct virtio_dev *d = &fs->dev;
+	unsigned int n = fs->nr_started;
+
+	fs->gen++;
+	fs->stats.dropped += fs->nr_jobs + fs->busy;
+	fs->nr_jobs = fs->job_head = 0;
+	memset(fs->starved, 0, sizeof(fs->starved));
+	if (n == 0)
+		return;
+	fs->stopping = true;
+	pthread_cond_broadcast(&fs->work);
+	pthread_mutex_unlock(&d->lock);
+	for (unsigned int i = 0; i < n; i++)
+		pthread_join(fs->workers[i].thread, NULL);
+	pthread_mutex_lock(&d->lock);
+	fs->nr_started = 0;
+	fs->stopping = false;
+	pthread_cond_broadcast(&fs->idle);
+}
+
+static void fs_queue_notify(struct virtio_dev *d, unsigned int q)
+{
+	struct virtio_fs *fs = d->priv;
+
+	if (fs->stopping)
+		return; /* a driver racing its own reset: it kicks again */
+	if (fs->nr_started == 0 && !fs_pool_start(fs)) {
+		virtio_dev_needs_reset(d);
+		return;
+	}
+	fs_pop(fs, q);
+}
+
+static void fs_reset(struct virtio_dev *d)
+{
+	fs_pool_stop(d->priv);
+}
+
+static void fs_destroy(struct virtio_dev *d)
+{
+	struct virtio_fs *fs = d->priv;
+
+	pthread_mutex_lock(&d->lock);
+	fs_pool_stop(fs);
+	pthread_mutex_unlock(&d->lock);
+	pthread_cond_destroy(&fs->work);
+	pthread_cond_destroy(&fs->idle);
+	virtio_dev_destroy(d);
+	free(fs);
+}
+
+static const struct virtio_dev_ops fs_ops = {
+	.name = "virtio-fs",
+	.device_id = VIRTIO_ID_FS,
+	.num_queues = FS_NUM_QUEUES,
+	.queue_notify = fs_queue_notify,
+	.reset = fs_reset,
+	.destroy = fs_destroy,
+};
+
+static int fs_threads_wanted(unsigned int *n, gantry_error_t *err)
+{
+	const char *s = getenv(VIRTIO_FS_THREADS_ENV);
+	uint64_t v;
+
+	*n = FS_THREADS_DEFAULT;
+	if (s == NULL || *s == '\0')
+		return 0;
+	if (parse_u64(s, FS_THREADS_MAX, &v) < 0 || v == 0)
+		return gantry_error(err, EINVAL, "%s=%s: expected 1 to %d threads",
+				    VIRTIO_FS_THREADS_ENV, s, FS_THREADS_MAX);
+	*n = (unsigned int)v;
+	return 0;
+}
+
+struct virtio_dev *virtio_fs_create(const struct guest_mem *mem, const char *tag,
+				    const struct virtio_fs_handler *h, gantry_error_t *err)
+{
+	size_t len = tag ? strlen(tag) : 0;
+	struct virtio_fs *fs;
+	unsigned int threads;
+
+	if (len == 0 || len > sizeof(fs->config.tag)) {
+		gantry_error(err, EINVAL, "virtio-fs: the tag must be 1 to %zu bytes",
+			     sizeof(fs->config.tag));
+		return NULL;
+	}
+	if (h == NULL || h->handle == NULL) {
+		gantry_error(err, EINVAL, "virtio-fs: no request handler");
+		return NULL;
+	}
+	if (fs_threads_wanted(&threads, err) < 0) {
+		gantry_error_prefix(err, "virtio-fs");
+		return NULL;
+	}
+	fs = xzalloc(sizeof(*fs));
+	/* NUL-padded; a 36-byte tag has no NUL at all. */
+	memcpy(fs->config.tag, tag, len);
+	fs->config.num_request_queues = htole32(1);
+	fs->handler = *h;
+	fs->nr_threads = threads;
+	pthread_cond_init(&fs->work, NULL);
+	pthread_cond_init(&fs->idle, NULL);
+	virtio_dev_init(&fs->dev, &fs_ops, fs, mem, 0, &fs->config, sizeof(fs->config));
+	return &fs->dev;
+}
+
+void virtio_fs_wait_idle(struct virtio_dev *d)
+{
+	struct virtio_fs *fs = d->priv;
+
+	pthread_mutex_lock(&d->lock);
+	while ((fs->nr_jobs || fs->busy || fs->stopping) && fs->nr_started)
+		pthread_cond_wait(&fs->idle, &d->lock);
+	pthread_mutex_unlock(&d->lock);
+}
+
+struct virtio_fs_stats virtio_fs_stats(struct virtio_dev *d)
+{
+	struct virtio_fs *fs = d->priv;
+	struct virtio_fs_stats s;
+
+	pthread_mutex_lock(&d->lock);
+	s = fs->stats;
+	s.workers = fs->nr_started;
+	pthread_mutex_unlock(&d->lock);
+	return s;
+}
