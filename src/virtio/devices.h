@@ -54,6 +54,9 @@ struct virtio_fs_handler {
 	 * a device reset and the device's end wait for it to return. */
 	size_t (*handle)(void *opaque, const struct iovec *in, size_t nr_in,
 			 const struct iovec *out, size_t nr_out);
+	/* The guest reset the device (no request under way now): every node
+	 * and handle it was given is gone. NULL: nothing to do. */
+	void (*reset)(void *opaque);
 	void *opaque;
 };
 #define VIRTIO_FS_THREADS_ENV "GANTRY_FS_THREADS"

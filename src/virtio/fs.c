@@ -313,7 +313,12 @@ static void fs_queue_notify(struct virtio_dev *d, unsigned int q)
 
 static void fs_reset(struct virtio_dev *d)
 {
-	fs_pool_stop(d->priv);
+	struct virtio_fs *fs = d->priv;
+
+	fs_pool_stop(fs);
+	/* The pool is joined: no handler runs, so the server may forget. */
+	if (fs->handler.reset)
+		fs->handler.reset(fs->handler.opaque);
 }
 
 static void fs_destroy(struct virtio_dev *d)

@@ -252,7 +252,7 @@ static void op_cfg(struct fz *z)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const struct virtio_fs_handler handler = { fuzz_handle, NULL };
+	static const struct virtio_fs_handler handler = { .handle = fuzz_handle };
 	struct fz z = { .input = { data, size } };
 	struct guest_mem mem;
 	gantry_error_t err = NULL;

@@ -46,7 +46,7 @@ enum handler_mode { ECHO, SLEEP, NAP };
 /* What the fake handler saw: the first call in detail, every call counted. */
 static struct {
 	enum handler_mode mode;
-	atomic_uint calls, entered, exited, now, peak;
+	atomic_uint calls, entered, exited, now, peak, resets;
 	atomic_bool bad; /* a call the device should never have made */
 	atomic_uint seed;
 	pthread_mutex_t lock;
@@ -164,11 +164,20 @@ static size_t fake_handle(void *opaque, const struct iovec *in, size_t nr_in,
 	return h.ret ? h.ret : len;
 }
 
-static const struct virtio_fs_handler handler = { fake_handle, NULL };
+static void fake_reset(void *opaque)
+{
+	(void)opaque;
+	/* Called once no request is under way. */
+	assert_int_equal(atomic_load(&h.entered), atomic_load(&h.exited));
+	atomic_fetch_add(&h.resets, 1);
+}
+
+static const struct virtio_fs_handler handler = { .handle = fake_handle, .reset = fake_reset };
 
 static void handler_reset(enum handler_mode mode)
 {
 	atomic_store(&h.calls, 0);
+	atomic_store(&h.resets, 0);
 	atomic_store(&h.entered, 0);
 	atomic_store(&h.exited, 0);
 	atomic_store(&h.now, 0);
@@ -674,6 +683,7 @@ static void test_reset_in_flight(void **state)
 	queue_slow(f, 16);
 	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, 0);
 	assert_int_equal(atomic_load(&h.exited), 4);
+	assert_true(atomic_load(&h.resets) >= 1); /* the server forgets what it gave */
 	s = virtio_fs_stats(f->d);
 	assert_int_equal(s.workers, 0);
 	assert_int_equal(s.dropped, 16);
