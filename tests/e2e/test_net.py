@@ -309,8 +309,13 @@ def test_eight_clients_each_way_sha256(g, rig):
     if bad:
         # Whether the guest's TCP saw frames with bad sums (our path) or
         # none (the bytes were wrong before libslirp summed them).
-        snmp = g.run("exec", NAME, "--", "cat", "/proc/net/snmp").stdout.decode()
-        print(f"guest /proc/net/snmp after the transfer:\n{snmp}")
+        snmp = g.run("exec", NAME, "--", "cat", "/proc/net/snmp", "/proc/net/netstat").stdout.decode()
+        print(f"guest /proc/net/snmp and netstat after the transfer:\n{snmp}")
+        traffic = g.run("net", "traffic", NAME, "--json").stdout.decode()
+        print(f"the worker's traffic report:\n{traffic}")
+        log = g.home / "sandboxes" / NAME / "worker-net.log"
+        if log.exists():
+            print("the worker's log, last lines:\n" + "\n".join(log.read_text().splitlines()[-30:]))
         # A known, open bug (docs/network.md, Limits): now and then one
         # host-to-guest stream of the eight arrives with other bytes, with
         # valid TCP sums. Reported as XFAIL, with the clients, until fixed.
