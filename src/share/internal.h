@@ -13,17 +13,17 @@
 
 #include "share/server.h"
 
-#define FS_NODES_CAP	 (1024 * 1024) /* nodes: at most this, and NOFILE hard - FS_FD_SPARE */
-#define FS_FD_SPARE	 4096	       /* fds left to the rest of the VMM */
-#define FS_NODES_FLOOR	 256
-#define FS_MAX_ARGS	 (64 * 1024 + 1024) /* args of anything but WRITE: xattr value + name */
-#define FS_MAX_XATTR	 (64 * 1024)
-#define FS_MAX_READDIR	 (128 * 1024)
-#define FS_MAX_IOV	 260	       /* descriptors per side of a request */
-#define FS_MIN_MINOR	 31	       /* the oldest arg layouts we decode (Linux 5.2) */
-#define FS_TTL_SEC	 1	       /* entry and attribute timeouts (cache=auto) */
-#define FS_ROOT_ID	 FUSE_ROOT_ID
-#define FS_RESOLVE	 (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+#define FS_NODES_CAP   (1024 * 1024) /* nodes: at most this, and NOFILE hard - FS_FD_SPARE */
+#define FS_FD_SPARE    4096	     /* fds left to the rest of the VMM */
+#define FS_NODES_FLOOR 256
+#define FS_MAX_ARGS    (64 * 1024 + 1024) /* args of anything but WRITE: xattr value + name */
+#define FS_MAX_XATTR   (64 * 1024)
+#define FS_MAX_READDIR (128 * 1024)
+#define FS_MAX_IOV     260 /* descriptors per side of a request */
+#define FS_MIN_MINOR   31  /* the oldest arg layouts we decode (Linux 5.2) */
+#define FS_TTL_SEC     1   /* entry and attribute timeouts (cache=auto) */
+#define FS_ROOT_ID     FUSE_ROOT_ID
+#define FS_RESOLVE     (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
 struct fs_export {
 	char tag[FS_TAG_MAX + 1];
@@ -34,21 +34,21 @@ struct fs_export {
 
 struct fs_node {
 	uint64_t id;
-	int fd;			/* O_PATH|O_NOFOLLOW; -1 for the hub */
-	struct fs_export *exp;	/* NULL for the hub */
+	int fd;		       /* O_PATH|O_NOFOLLOW; -1 for the hub */
+	struct fs_export *exp; /* NULL for the hub */
 	dev_t dev;
 	ino_t ino;
 	uint64_t mnt_id;
-	mode_t type;		/* S_IFMT bits: an inode's type never changes */
+	mode_t type; /* S_IFMT bits: an inode's type never changes */
 	uint64_t nlookup;
 	uint32_t handles;
-	bool pinned;		/* an export root or the hub: freed with its export */
+	bool pinned; /* an export root or the hub: freed with its export */
 	struct fs_node *next_id, *next_key;
 };
 
 struct fs_handle {
-	uint64_t fh;		/* 0: free */
-	int fd;			/* -1 for the hub's directory handle */
+	uint64_t fh; /* 0: free */
+	int fd;	     /* -1 for the hub's directory handle */
 	struct fs_node *node;
 	uint32_t next_free;
 };
@@ -72,15 +72,15 @@ struct fs_server {
 struct fs_req {
 	struct fs_server *s;
 	struct fuse_in_header h;
-	const uint8_t *arg;	/* copied arguments (WRITE: its fuse_write_in only) */
+	const uint8_t *arg; /* copied arguments (WRITE: its fuse_write_in only) */
 	size_t arg_len;
 	const struct iovec *in, *out;
 	size_t nr_in, nr_out;
-	size_t room;		/* writable bytes after the fuse_out_header */
-	struct fs_node *node;	/* h.nodeid, resolved */
-	uint8_t *reply;		/* reply payload, reply_cap bytes */
+	size_t room;	      /* writable bytes after the fuse_out_header */
+	struct fs_node *node; /* h.nodeid, resolved */
+	uint8_t *reply;	      /* reply payload, reply_cap bytes */
 	size_t reply_cap, reply_len;
-	bool direct;		/* payload already written into out after the header */
+	bool direct; /* payload already written into out after the header */
 };
 
 /* nodes.c */
@@ -113,7 +113,8 @@ int fs_proc_path(char buf[32], int fd);
 size_t fs_iov_slice(const struct iovec *v, size_t n, size_t off, size_t len, struct iovec *dst);
 
 /* ops_entry.c */
-int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name, struct fuse_entry_out *e);
+int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
+		   struct fuse_entry_out *e);
 int fs_op_lookup(struct fs_req *r);
 int fs_op_forget(struct fs_req *r);
 int fs_op_batch_forget(struct fs_req *r);

@@ -13,7 +13,7 @@
 #include "common/util.h"
 #include "share/internal.h"
 
-#define FS_BUCKETS_MIN 1024
+#define FS_BUCKETS_MIN	 1024
 #define xcalloc(n, size) xzalloc((size_t)(n) * (size))
 
 static size_t hash_id(uint64_t id, size_t buckets)
@@ -146,8 +146,8 @@ struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd)
 	struct fs_node *n;
 	dev_t dev;
 
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_MNT_ID,
-		  &stx) < 0) {
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+		  STATX_TYPE | STATX_INO | STATX_MNT_ID, &stx) < 0) {
 		int e = errno;
 
 		close(fd);

@@ -34,7 +34,8 @@ static void hub_stat(struct stat *st)
 	st->st_blksize = 4096;
 }
 
-int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name, struct fuse_entry_out *e)
+int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
+		   struct fuse_entry_out *e)
 {
 	struct open_how how = {
 		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
@@ -219,7 +220,8 @@ int fs_op_setattr(struct fs_req *r)
 			  FATTR_MTIME_NOW)) &&
 	    t == S_IFLNK)
 		return (in->valid & FATTR_SIZE) ? -EPERM : -EOPNOTSUPP;
-	if ((in->valid & (FATTR_MODE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) &&
+	if ((in->valid &
+	     (FATTR_MODE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) &&
 	    (t == S_IFCHR || t == S_IFBLK))
 		return -EPERM;
 	if (in->valid & FATTR_MODE) {

@@ -76,8 +76,8 @@ int fs_op_open(struct fs_req *r)
 
 /* An existing name without the guest's O_EXCL: open what is there, as
  * LOOKUP then OPEN would; a symlink planted meanwhile gives ELOOP. */
-static int create_existing(struct fs_req *r, const char *name, int flags,
-			   struct fuse_entry_out *e, struct fuse_open_out *o)
+static int create_existing(struct fs_req *r, const char *name, int flags, struct fuse_entry_out *e,
+			   struct fuse_open_out *o)
 {
 	struct fs_node *n;
 	int ret = fs_lookup_name(r, r->node, name, e);

@@ -15,7 +15,7 @@
 #include "share/internal.h"
 
 #define FS_INIT_FLAGS                                                                              \
-	(FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_AUTO_INVAL_DATA |           \
+	(FUSE_ASYNC_READ | FUSE_ATOMIC_O_TRUNC | FUSE_BIG_WRITES | FUSE_AUTO_INVAL_DATA |          \
 	 FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO | FUSE_PARALLEL_DIROPS | FUSE_MAX_PAGES |     \
 	 FUSE_CACHE_SYMLINKS | FUSE_ASYNC_DIO | FUSE_INIT_EXT)
 #define FS_MAX_BACKGROUND 64
@@ -24,8 +24,9 @@
 _Static_assert(FS_MAX_PAGES * 4096 == FS_MAX_WRITE, "max_pages must cover max_write");
 
 enum {
-	OP_MUTATES = 1,	 /* refused on ro exports and the hub: EROFS */
+	OP_MUTATES = 1, /* refused on ro exports and the hub: EROFS */
 	OP_NOREPLY = 2,
+	OP_NONODE = 4, /* the header's nodeid means nothing */
 };
 
 struct fs_op {
@@ -61,7 +62,7 @@ static const struct fs_op ops[] = {
 	[FUSE_LISTXATTR] = { fs_op_listxattr, sizeof(struct fuse_getxattr_in), 0 },
 	[FUSE_REMOVEXATTR] = { fs_op_removexattr, 0, OP_MUTATES },
 	[FUSE_FLUSH] = { fs_op_flush, sizeof(struct fuse_flush_in), 0 },
-	[FUSE_INIT] = { op_init, 16, 0 },
+	[FUSE_INIT] = { op_init, 16, OP_NONODE },
 	[FUSE_OPENDIR] = { fs_op_opendir, sizeof(struct fuse_open_in), 0 },
 	[FUSE_READDIR] = { fs_op_readdir, sizeof(struct fuse_read_in), 0 },
 	[FUSE_RELEASEDIR] = { fs_op_release, sizeof(struct fuse_release_in), 0 },
@@ -69,8 +70,9 @@ static const struct fs_op ops[] = {
 	[FUSE_ACCESS] = { fs_op_access, sizeof(struct fuse_access_in), 0 },
 	[FUSE_CREATE] = { fs_op_create, sizeof(struct fuse_create_in), OP_MUTATES },
 	[FUSE_INTERRUPT] = { NULL, 0, OP_NOREPLY },
-	[FUSE_DESTROY] = { op_destroy, 0, 0 },
-	[FUSE_BATCH_FORGET] = { fs_op_batch_forget, sizeof(struct fuse_batch_forget_in), OP_NOREPLY },
+	[FUSE_DESTROY] = { op_destroy, 0, OP_NONODE },
+	[FUSE_BATCH_FORGET] = { fs_op_batch_forget, sizeof(struct fuse_batch_forget_in),
+				OP_NOREPLY | OP_NONODE },
 	[FUSE_FALLOCATE] = { fs_op_fallocate, sizeof(struct fuse_fallocate_in), OP_MUTATES },
 	[FUSE_READDIRPLUS] = { fs_op_readdirplus, sizeof(struct fuse_read_in), 0 },
 	[FUSE_RENAME2] = { fs_op_rename2, sizeof(struct fuse_rename2_in), OP_MUTATES },
@@ -111,7 +113,8 @@ static bool tag_ok(const char *tag)
 
 	if (n == 0 || n > FS_TAG_MAX || strcmp(tag, ".") == 0 || strcmp(tag, "..") == 0)
 		return false;
-	return strspn(tag, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == n;
+	return strspn(tag, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+	       n;
 }
 
 static struct fs_export **export_slot(struct fs_server *s, const char *tag)
@@ -449,7 +452,7 @@ static int frame(struct fs_req *r, size_t readable, uint8_t **args)
 		iov_copy_out(*args, sub, k, args_len);
 	}
 	(*args)[args_len] = 0;
-	if (r->h.opcode == FUSE_INIT || r->h.opcode == FUSE_DESTROY)
+	if (op->flags & OP_NONODE)
 		return 0;
 	r->node = fs_node_get(r->s, r->h.nodeid);
 	if (!r->node)
