@@ -164,29 +164,47 @@ int fs_op_create(struct fs_req *r)
 	return ret;
 }
 
-/* The handle named by fh, on this request's node. */
-static struct fs_handle *file_handle(struct fs_req *r, uint64_t fh)
+/* A duplicate of the data fd of handle fh on this request's node, for the
+ * blocking part of an operation, which runs unlocked (UNLOCKED): a slow
+ * fsync stalls no other request, and a RELEASE meanwhile closes only the
+ * original. Returns the fd or a negative errno. */
+static int io_fd(struct fs_req *r, uint64_t fh)
 {
 	struct fs_handle *h = fs_handle_get(r->s, fh, r->node);
+	int fd;
 
-	return h && h->fd >= 0 ? h : NULL;
+	if (!h || h->fd < 0)
+		return -EBADF;
+	fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+	return fd < 0 ? -errno : fd;
 }
+
+/* Run stmt without the server's lock; errno survives it. */
+#define UNLOCKED(r, stmt)                                                                          \
+	do {                                                                                       \
+		int e_;                                                                            \
+		pthread_mutex_unlock(&(r)->s->lock);                                               \
+		stmt;                                                                              \
+		e_ = errno;                                                                        \
+		pthread_mutex_lock(&(r)->s->lock);                                                 \
+		errno = e_;                                                                        \
+	} while (0)
 
 int fs_op_read(struct fs_req *r)
 {
 	const struct fuse_read_in *in = fs_arg(r, 0, sizeof(*in));
-	struct fs_handle *h = file_handle(r, in->fh);
+	cleanup_close int fd = io_fd(r, in->fh);
 	struct iovec sub[FS_MAX_IOV];
 	size_t len, k;
 	ssize_t n;
 
-	if (!h)
-		return -EBADF;
+	if (fd < 0)
+		return fd;
 	if (in->offset > INT64_MAX)
 		return -EINVAL;
 	len = MIN((size_t)in->size, MIN(r->room, (size_t)FS_MAX_WRITE));
 	k = fs_iov_slice(r->out, r->nr_out, sizeof(struct fuse_out_header), len, sub);
-	n = k ? preadv(h->fd, sub, (int)k, (off_t)in->offset) : 0;
+	UNLOCKED(r, n = k ? preadv(fd, sub, (int)k, (off_t)in->offset) : 0);
 	if (n < 0)
 		return -errno;
 	r->direct = true;
@@ -198,14 +216,14 @@ int fs_op_write(struct fs_req *r)
 {
 	const struct fuse_write_in *in = fs_arg(r, 0, sizeof(*in));
 	size_t data_off = sizeof(struct fuse_in_header) + sizeof(*in);
-	struct fs_handle *h = file_handle(r, in->fh);
+	cleanup_close int fd = io_fd(r, in->fh);
 	struct iovec sub[FS_MAX_IOV];
 	struct fuse_write_out *o;
 	size_t k;
 	ssize_t n;
 
-	if (!h)
-		return -EBADF;
+	if (fd < 0)
+		return fd;
 	if (in->size != r->h.len - data_off || in->size > FS_MAX_WRITE)
 		return -EINVAL;
 	if (in->offset > INT64_MAX)
@@ -214,7 +232,7 @@ int fs_op_write(struct fs_req *r)
 	if (!o)
 		return -EINVAL;
 	k = fs_iov_slice(r->in, r->nr_in, data_off, in->size, sub);
-	n = k ? pwritev(h->fd, sub, (int)k, (off_t)in->offset) : 0;
+	UNLOCKED(r, n = k ? pwritev(fd, sub, (int)k, (off_t)in->offset) : 0);
 	if (n < 0)
 		return -errno;
 	o->size = (uint32_t)n;
@@ -235,55 +253,52 @@ int fs_op_release(struct fs_req *r)
 int fs_op_flush(struct fs_req *r)
 {
 	const struct fuse_flush_in *in = fs_arg(r, 0, sizeof(*in));
-	struct fs_handle *h = file_handle(r, in->fh);
-	int fd;
+	int fd = io_fd(r, in->fh), ret;
 
-	if (!h)
-		return -EBADF;
 	/* close() of a duplicate: what the guest's close means to the host. */
-	fd = dup(h->fd);
 	if (fd < 0)
-		return -errno;
-	return close(fd) < 0 ? -errno : 0;
+		return fd;
+	UNLOCKED(r, ret = close(fd));
+	return ret < 0 ? -errno : 0;
 }
 
 /* FSYNC and FSYNCDIR: never ENOSYS, which the guest takes as success. */
 int fs_op_fsync(struct fs_req *r)
 {
 	const struct fuse_fsync_in *in = fs_arg(r, 0, sizeof(*in));
-	struct fs_handle *h = file_handle(r, in->fh);
+	cleanup_close int fd = io_fd(r, in->fh);
 	int ret;
 
-	if (!h)
-		return -EBADF;
-	ret = (in->fsync_flags & 1) ? fdatasync(h->fd) : fsync(h->fd);
+	if (fd < 0)
+		return fd;
+	UNLOCKED(r, ret = (in->fsync_flags & 1) ? fdatasync(fd) : fsync(fd));
 	return ret < 0 ? -errno : 0;
 }
 
 int fs_op_fallocate(struct fs_req *r)
 {
 	const struct fuse_fallocate_in *in = fs_arg(r, 0, sizeof(*in));
-	struct fs_handle *h = file_handle(r, in->fh);
+	cleanup_close int fd = io_fd(r, in->fh);
+	int ret;
 
-	if (!h)
-		return -EBADF;
+	if (fd < 0)
+		return fd;
 	if (in->mode & ~FS_FALLOC_ALLOWED)
 		return -EOPNOTSUPP;
 	if (in->offset > INT64_MAX || in->length > INT64_MAX)
 		return -EINVAL;
-	if (fallocate(h->fd, (int)in->mode, (off_t)in->offset, (off_t)in->length) < 0)
-		return -errno;
-	return 0;
+	UNLOCKED(r, ret = fallocate(fd, (int)in->mode, (off_t)in->offset, (off_t)in->length));
+	return ret < 0 ? -errno : 0;
 }
 
 int fs_op_lseek(struct fs_req *r)
 {
 	const struct fuse_lseek_in *in = fs_arg(r, 0, sizeof(*in));
-	struct fs_handle *h = file_handle(r, in->fh);
+	struct fs_handle *h = fs_handle_get(r->s, in->fh, r->node);
 	struct fuse_lseek_out *o = fs_reply(r, sizeof(*o));
 	off_t off;
 
-	if (!h)
+	if (!h || h->fd < 0)
 		return -EBADF;
 	if (!o)
 		return -EINVAL;
@@ -306,8 +321,12 @@ int fs_op_syncfs(struct fs_req *r)
 
 		if (!e || e->o.ro)
 			continue;
+		int ret = 0;
+
 		fd = fs_reopen(e->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd >= 0 && syncfs(fd) < 0)
+		if (fd >= 0)
+			UNLOCKED(r, ret = syncfs(fd));
+		if (ret < 0)
 			return -errno;
 	}
 	return 0;
