@@ -3,6 +3,7 @@
  * need no guest are in test_share_escape.c. Every test ends with the
  * canary directory beside the shares unchanged. */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -238,6 +239,62 @@ static void test_map_owner(void **state)
 	canary_same(f);
 }
 
+#define RACE_THREADS 4
+#define RACE_ROUNDS  200
+
+struct racer {
+	struct cl c; /* a copy: its own buffers, the shared server */
+	int id, failures;
+};
+
+/* Each thread: create, write, read back, release, unlink, forget. */
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	char name[16], data[32];
+	uint64_t fh;
+
+	snprintf(name, sizeof(name), "t%d", r->id);
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		int64_t n = cl_create(&r->c, r->c.rw, name, O_RDWR | O_CREAT, 0644, &fh);
+
+		snprintf(data, sizeof(data), "round %d of %d", i, r->id);
+		r->failures += n < 0 || cl_write(&r->c, (uint64_t)n, fh, 0, data) != 0 ||
+			       cl_read(&r->c, (uint64_t)n, fh, 0, 64) != (int)strlen(data) ||
+			       memcmp(r->c.rep, data, strlen(data)) != 0;
+		r->failures += cl_release(&r->c, FUSE_RELEASE, (uint64_t)n, fh) != 0;
+		r->failures += CALL(&r->c, FUSE_UNLINK, r->c.rw, STR(name)) != 0;
+		r->failures += cl_forget(&r->c, (uint64_t)n, 1) != 1;
+	}
+	return NULL;
+}
+
+/* Many callers at once: every request answered right, nothing left over. */
+static void test_concurrent(void **state)
+{
+	FX();
+	struct racer *r = xzalloc(RACE_THREADS * sizeof(*r));
+	pthread_t t[RACE_THREADS];
+	struct fs_stats before, after;
+
+	fs_server_stats(c->s, &before);
+	for (int i = 0; i < RACE_THREADS; i++) {
+		memcpy(&r[i].c, c, sizeof(*c));
+		r[i].c.unique = (uint64_t)(i + 1) << 40;
+		r[i].id = i;
+		assert_int_equal(pthread_create(&t[i], NULL, race, &r[i]), 0);
+	}
+	for (int i = 0; i < RACE_THREADS; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(r[i].failures, 0);
+	}
+	fs_server_stats(c->s, &after);
+	assert_int_equal(after.nodes, before.nodes);
+	assert_int_equal(after.handles, before.handles);
+	free(r);
+	canary_same(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -250,6 +307,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_statfs_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_map_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
