@@ -418,6 +418,20 @@ static size_t reply_header(const struct iovec *out, size_t nr_out, uint64_t uniq
 	return oh.len;
 }
 
+/* The arguments, copied: the guest may rewrite its buffers meanwhile. A
+ * NUL after them ends any string scan. */
+static void copy_args(struct fs_req *r, size_t len, uint8_t **args)
+{
+	struct iovec sub[FS_MAX_IOV];
+	size_t k = fs_iov_slice(r->in, r->nr_in, sizeof(r->h), len, sub);
+
+	*args = xmalloc(len + 1);
+	iov_copy_out(*args, sub, k, len);
+	(*args)[len] = 0;
+	r->arg = *args;
+	r->arg_len = len;
+}
+
 /* The checks every request passes before its operation sees it. */
 static int frame(struct fs_req *r, size_t readable, uint8_t **args)
 {
@@ -441,17 +455,7 @@ static int frame(struct fs_req *r, size_t readable, uint8_t **args)
 		return -E2BIG;
 	if (args_len < op->min_args)
 		return -EINVAL;
-	*args = xmalloc(args_len + 1);
-	r->arg = *args;
-	r->arg_len = args_len;
-	{
-		/* Copy past the header in one go, then drop the header bytes. */
-		struct iovec sub[FS_MAX_IOV];
-		size_t k = fs_iov_slice(r->in, r->nr_in, sizeof(r->h), args_len, sub);
-
-		iov_copy_out(*args, sub, k, args_len);
-	}
-	(*args)[args_len] = 0;
+	copy_args(r, args_len, args);
 	if (op->flags & OP_NONODE)
 		return 0;
 	r->node = fs_node_get(r->s, r->h.nodeid);
