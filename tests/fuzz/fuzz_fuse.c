@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -123,11 +124,19 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 	return f->level == 0 ? 0 : remove(p);
 }
 
-/* The rw export back to its first state, and a fresh session. */
+/* The rw export back to its first state: its root's mode and xattrs too,
+ * so that no input depends on the ones before it. */
 static void reset_rw(void)
 {
+	char names[4096];
+	ssize_t n;
+
 	nftw(at("rw"), open_up, 16, FTW_PHYS);
 	check(nftw(at("rw"), rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0);
+	check(chmod(at("rw"), 0755) == 0);
+	n = listxattr(at("rw"), names, sizeof(names));
+	for (ssize_t i = 0; i < n; i += (ssize_t)strlen(names + i) + 1)
+		removexattr(at("rw"), names + i);
 	tree("rw");
 }
 
