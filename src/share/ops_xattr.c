@@ -69,6 +69,7 @@ int fs_op_getxattr(struct fs_req *r)
 	const char *name;
 	long end = xattr_name(r, sizeof(*in), &name);
 	char p[32];
+	size_t len;
 	ssize_t n;
 
 	if (end < 0)
@@ -89,7 +90,9 @@ int fs_op_getxattr(struct fs_req *r)
 		o->size = (uint32_t)n;
 		return 0;
 	}
-	if (!fs_reply(r, MIN((size_t)in->size, MIN(r->reply_cap, (size_t)FS_MAX_XATTR))))
+	/* Never 0 here: getxattr() would take that as a size query. */
+	len = MIN((size_t)in->size, MIN(r->reply_cap, (size_t)FS_MAX_XATTR));
+	if (len == 0 || !fs_reply(r, len))
 		return -ERANGE;
 	n = getxattr(p, name, r->reply, r->reply_len);
 	if (n < 0)

@@ -482,6 +482,9 @@ static size_t handle_locked(struct fs_server *s, struct fs_req *r, size_t readab
 		reply = xmalloc(r->reply_cap + 1);
 		r->reply = reply;
 		ret = ops[r->h.opcode].fn(r);
+		/* An operation's reply never outgrows the room the guest gave. */
+		if (ret == 0 && r->reply_len > (r->direct ? r->room : r->reply_cap))
+			ret = -EIO;
 	} else if (r->h.opcode == FUSE_INTERRUPT || r->h.opcode == FUSE_FORGET ||
 		   r->h.opcode == FUSE_BATCH_FORGET) {
 		return 0; /* never answered, even when malformed */

@@ -346,6 +346,10 @@ static void test_case24_xattrs(void **state)
 		assert_memory_equal(c->rep, "vvvv", 4);
 		assert_int_equal(CALL(c, FUSE_LISTXATTR, n, ARG(gx)), 0);
 		assert_memory_equal(c->rep, "user.x", 7);
+		/* No room for the value: ERANGE, not a size query's answer. */
+		c->out_room = sizeof(struct fuse_out_header);
+		assert_int_equal(CALL(c, FUSE_GETXATTR, n, ARG(gx), STR("user.x")), -ERANGE);
+		c->out_room = 0;
 	}
 	canary_same(f);
 }
