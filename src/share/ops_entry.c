@@ -81,6 +81,12 @@ static int reply_entry(struct fs_req *r, struct fs_node *dir, const char *name)
 	return fs_lookup_name(r, dir, name, e);
 }
 
+/* Refuse before making a new inode the node table would have no room for. */
+static int node_room(struct fs_req *r)
+{
+	return r->s->nr_nodes < r->s->max_nodes ? 0 : -ENFILE;
+}
+
 /* The one name that is all of this request's arguments after skip bytes. */
 static int only_name(struct fs_req *r, size_t skip, const char **name)
 {
@@ -276,6 +282,8 @@ int fs_op_symlink(struct fs_req *r)
 		return -EINVAL;
 	if (n > FS_SYMLINK_MAX)
 		return -ENAMETOOLONG;
+	if (node_room(r) < 0)
+		return -ENFILE;
 	if (symlinkat(target, r->node->fd, name) < 0)
 		return -errno;
 	return reply_entry(r, r->node, name);
@@ -294,6 +302,8 @@ int fs_op_mknod(struct fs_req *r)
 		return -EPERM;
 	if (t != S_IFREG && t != S_IFIFO && t != S_IFSOCK)
 		return -EINVAL;
+	if (node_room(r) < 0)
+		return -ENFILE;
 	if (mknodat(r->node->fd, name, t | safe_mode(t, in->mode), 0) < 0)
 		return -errno;
 	return reply_entry(r, r->node, name);
@@ -307,6 +317,8 @@ int fs_op_mkdir(struct fs_req *r)
 
 	if (ret < 0)
 		return ret;
+	if (node_room(r) < 0)
+		return -ENFILE;
 	if (mkdirat(r->node->fd, name, safe_mode(S_IFDIR, in->mode)) < 0)
 		return -errno;
 	return reply_entry(r, r->node, name);

@@ -126,6 +126,8 @@ int fs_op_create(struct fs_req *r)
 		return flags;
 	if (r->s->nr_handles >= FS_MAX_HANDLES)
 		return -EMFILE;
+	if (r->s->nr_nodes >= r->s->max_nodes)
+		return -ENFILE;
 	how.flags = (uint64_t)(flags | O_CREAT | O_EXCL | O_NOFOLLOW);
 	how.mode = in->mode & 07777 & ~(S_ISUID | S_ISGID);
 	fd = (int)syscall(SYS_openat2, r->node->fd, name, &how, sizeof(how));

@@ -528,6 +528,14 @@ static void test_case33_limits(void **state)
 			break;
 	}
 	assert_int_equal(n, -ENFILE);
+	/* Nothing is made that could not be a node. */
+	uint64_t cfh;
+	struct fuse_mkdir_in mk = { .mode = 0755 };
+	assert_int_equal(cl_create(small, small->rw, "made", O_RDWR | O_CREAT, 0644, &cfh),
+			 -ENFILE);
+	assert_int_equal(CALL(small, FUSE_MKDIR, small->rw, ARG(mk), STR("made")), -ENFILE);
+	assert_int_equal(CALL(small, FUSE_SYMLINK, small->rw, STR("made"), STR("t")), -ENFILE);
+	assert_int_equal(access(cl_path(small, "share/made"), F_OK), -1);
 	assert_int_equal(cl_lookup(small, small->other, "g"), keep);
 	assert_int_equal(cl_attr(small, (uint64_t)keep)->size, 1);
 	cl_free(small);
