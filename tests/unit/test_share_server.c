@@ -239,6 +239,45 @@ static void test_map_owner(void **state)
 	canary_same(f);
 }
 
+/* Exports: tags checked, taken ones refused, only directories, a bound. */
+static void test_add_export(void **state)
+{
+	FX();
+	struct fs_export_opts o = { 0 };
+	const char *bad[] = {
+		"", ".", "..", "a/b", "a b", "0123456789012345678901234567890123456"
+	};
+	gantry_error_t err = NULL;
+	int dir = open(cl_path(c, "other"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int file = open(cl_path(c, "other/g"), O_PATH | O_CLOEXEC);
+	char tag[16];
+	int i;
+
+	for (size_t k = 0; k < ARRAY_SIZE(bad); k++) {
+		assert_int_equal(fs_server_add_export(c->s, bad[k], dir, &o, &err), -1);
+		gantry_error_free(&err);
+	}
+	assert_int_equal(fs_server_add_export(c->s, "rw", dir, &o, &err), -1);
+	assert_int_equal(err->status, EEXIST);
+	gantry_error_free(&err);
+	assert_int_equal(fs_server_add_export(c->s, "file", file, &o, &err), -1);
+	assert_int_equal(err->status, ENOTDIR);
+	gantry_error_free(&err);
+	for (i = 0; i < FS_MAX_EXPORTS; i++) {
+		snprintf(tag, sizeof(tag), "t%d", i);
+		if (fs_server_add_export(c->s, tag, dir, &o, &err) < 0)
+			break;
+	}
+	assert_int_equal(i, FS_MAX_EXPORTS - 3);
+	assert_int_equal(err->status, ENOSPC);
+	gantry_error_free(&err);
+	assert_int_equal(fs_server_remove_export(c->s, "nope", false, &err), -1);
+	gantry_error_free(&err);
+	close(dir);
+	close(file);
+	canary_same(f);
+}
+
 #define RACE_THREADS 4
 #define RACE_ROUNDS  200
 
@@ -307,6 +346,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_statfs_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_map_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_add_export, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
 	};
 
