@@ -626,35 +626,93 @@ static void test_case34_framing(void **state)
 	canary_same(f);
 }
 
+/* 15: a hard link the host user made to a file outside is readable (the
+ * host user's choice, documented), and changes nothing else outside. */
+static void test_case15_host_hardlink(void **state)
+{
+	FX();
+	int64_t n, fh;
+
+	assert_int_equal(link(cl_path(c, "canary/secret"), cl_path(c, "share/hl")), 0);
+	free(f->canary);
+	f->canary = cl_tree(c, "canary");
+	n = cl_lookup(c, c->ro, "hl");
+	fh = cl_open(c, FUSE_OPEN, (uint64_t)n, O_RDONLY);
+	assert_int_equal(cl_read(c, (uint64_t)n, (uint64_t)fh, 0, 64), 10);
+	assert_int_equal(cl_lookup(c, c->ro, "secret"), -ENOENT);
+	canary_same(f);
+}
+
+/* 38: the host moves a shared subdirectory outside while the guest holds
+ * it: its subtree stays reachable, its new siblings do not. */
+static void test_case38_moved_outside(void **state)
+{
+	FX();
+	int64_t d = cl_lookup(c, c->rw, "d");
+
+	assert_int_equal(mkdir(cl_path(c, "outside"), 0755), 0);
+	cl_put(c, "outside/sibling", "s");
+	assert_int_equal(rename(cl_path(c, "share/d"), cl_path(c, "outside/d")), 0);
+	assert_true(cl_lookup(c, (uint64_t)d, "x") > 1);
+	assert_int_equal(cl_lookup(c, (uint64_t)d, ".."), -EINVAL);
+	assert_int_equal(cl_lookup(c, (uint64_t)d, "sibling"), -ENOENT);
+	assert_int_equal(cl_lookup(c, c->rw, "d"), -ENOENT);
+	canary_same(f);
+}
+
+/* 40: names with a newline, 0xff bytes and 255 bytes round-trip. */
+static void test_case40_odd_names(void **state)
+{
+	FX();
+	char long_name[256];
+	const char *names[] = { "new\nline", "\xff\xfe", long_name };
+	struct fuse_read_in rd = { .size = 65536 };
+	const struct fuse_dirent *d;
+	uint64_t fh;
+	int found = 0;
+
+	memset(long_name, 'n', 255);
+	long_name[255] = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		assert_true(cl_create(c, c->rw, names[i], O_RDWR | O_CREAT, 0644, &fh) > 1);
+	}
+	rd.fh = (uint64_t)cl_open(c, FUSE_OPENDIR, c->rw, O_RDONLY);
+	assert_int_equal(CALL(c, FUSE_READDIR, c->rw, ARG(rd)), 0);
+	for (size_t off = 0; off < c->rep_len; off += FUSE_DIRENT_SIZE(d)) {
+		d = (const void *)(c->rep + off);
+		for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+			found += d->namelen == strlen(names[i]) &&
+				 !memcmp(d->name, names[i], d->namelen);
+	}
+	assert_int_equal(found, 3);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char rel[300];
+
+		snprintf(rel, sizeof(rel), "share/%s", names[i]);
+		assert_int_equal(access(cl_path(c, rel), F_OK), 0);
+	}
+	canary_same(f);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_case01_04_bad_names),
-		T(test_case05_long_name),
-		T(test_case06_unterminated),
-		T(test_case09_symlink_node),
-		T(test_case10_swap_before_open),
-		T(test_case11_planted_before_create),
-		T(test_case12_dir_swapped),
-		T(test_case13_link_across),
-		T(test_case14_link_symlink),
-		T(test_case16_proc_links),
-		T(test_case17_mknod_devices),
-		T(test_case19_open_special),
-		T(test_case20_truncate_fifo),
-		T(test_case21_rename_flags),
-		T(test_case22_setid),
-		T(test_case23_setgid_dir),
-		T(test_case24_xattrs),
-		T(test_case25_enosys),
-		T(test_case26_ro),
-		T(test_case27_ro_rw_alias),
-		T(test_case31_forged_ids),
-		T(test_case32_release_forget),
-		T(test_case33_limits),
-		T(test_case34_framing),
+		T(test_case01_04_bad_names),	 T(test_case05_long_name),
+		T(test_case06_unterminated),	 T(test_case09_symlink_node),
+		T(test_case10_swap_before_open), T(test_case11_planted_before_create),
+		T(test_case12_dir_swapped),	 T(test_case13_link_across),
+		T(test_case14_link_symlink),	 T(test_case15_host_hardlink),
+		T(test_case16_proc_links),	 T(test_case17_mknod_devices),
+		T(test_case19_open_special),	 T(test_case20_truncate_fifo),
+		T(test_case21_rename_flags),	 T(test_case22_setid),
+		T(test_case23_setgid_dir),	 T(test_case24_xattrs),
+		T(test_case25_enosys),		 T(test_case26_ro),
+		T(test_case27_ro_rw_alias),	 T(test_case31_forged_ids),
+		T(test_case32_release_forget),	 T(test_case33_limits),
+		T(test_case34_framing),		 T(test_case38_moved_outside),
+		T(test_case40_odd_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
