@@ -7,7 +7,8 @@ The layouts mirror the headers of fuzz_virtq.c, fuzz_mmio.c, fuzz_virtio_net.c a
 fuzz_virtio_fs.c: change them together. fuzz_layer's seeds are tars (python's tarfile, fixed owners
 and mtimes); fuzz_registry_auth's are response heads and challenges; fuzz_dns's are guest
 queries and (query, upstream answer) pairs, as fuzz_dns.c reads them; fuzz_net_policy's are
-policy documents and fuzz_net_judge's binary policies and destinations, as its header lays them out. Output is deterministic, so rerunning rewrites the same files.
+policy documents and fuzz_net_judge's binary policies and destinations, as its header lays them out;
+fuzz_fuse's are request sequences in the layout fuzz_fuse.c's header gives. Output is deterministic, so rerunning rewrites the same files.
 """
 import gzip
 import io
@@ -732,6 +733,120 @@ def net_judge_seeds():
     return s
 
 
+# ---- fuzz_fuse: requests as fuzz_fuse.c reads them ------------------------
+FUSE = {"lookup": 1, "forget": 2, "getattr": 3, "setattr": 4, "readlink": 5, "symlink": 6,
+        "mknod": 8, "mkdir": 9, "unlink": 10, "rmdir": 11, "rename": 12, "link": 13,
+        "open": 14, "read": 15, "write": 16, "statfs": 17, "release": 18, "fsync": 20,
+        "setxattr": 21, "getxattr": 22, "listxattr": 23, "removexattr": 24, "flush": 25,
+        "opendir": 27, "readdir": 28, "releasedir": 29, "access": 34, "create": 35,
+        "interrupt": 36, "batch_forget": 42, "fallocate": 43, "readdirplus": 44,
+        "rename2": 45, "lseek": 46, "syncfs": 50}
+N_HUB, N_RW, N_RO, N_KNOWN = 0, 1, 2, 3
+F_FH, F_NODE, F_WSIZE, F_RAWLEN = 1, 2, 4, 8
+
+
+def freq(op, node, args=b"", flags=0, pick=0, cut=0, raw_len=None):
+    r = struct.pack("<BBBBBH", FUSE[op], node, flags, pick, cut, len(args)) + args
+    if raw_len is not None:
+        r += struct.pack("<I", raw_len)
+    return r
+
+
+def name(*names):
+    return b"".join(n.encode() + b"\0" for n in names)
+
+
+def read_in(size=4096, offset=0):
+    return struct.pack("<QQIIQII", 0, offset, size, 0, 0, 0, 0)
+
+
+def setattr_in(valid, mode=0, size=0, mtime=0):
+    return struct.pack("<IIQQQQQQIIIIIIII", valid, 0, 0, size, 0, 0, mtime, 0, 0, 0, 0, mode,
+                       0, 0, 0, 0)
+
+
+def fuse_seeds():
+    O_RDWR, O_CREAT, O_TRUNC, O_EXCL = 2, 0o100, 0o1000, 0o200
+    s = {}
+    s["lookup-open-read"] = (freq("lookup", N_RW, name("f")) +
+                             freq("open", N_KNOWN, struct.pack("<II", O_RDWR, 0)) +
+                             freq("read", N_KNOWN, read_in(), F_FH) +
+                             freq("getattr", N_KNOWN, struct.pack("<IIQ", 1, 0, 0), F_FH) +
+                             freq("release", N_KNOWN, struct.pack("<QIIQ", 0, 0, 0, 0), F_FH))
+    data = b"written by the guest"
+    s["create-write"] = (freq("create", N_RW, struct.pack("<IIII", O_RDWR | O_CREAT, 0o100644, 0, 0)
+                              + name("new")) +
+                         freq("write", N_KNOWN, struct.pack("<QQIIQII", 0, 0, len(data), 0, 0, 0, 0)
+                              + data, F_FH | F_WSIZE) +
+                         freq("fsync", N_KNOWN, struct.pack("<QII", 0, 0, 0), F_FH) +
+                         freq("flush", N_KNOWN, struct.pack("<QIIQ", 0, 0, 0, 0), F_FH))
+    s["create-excl-trunc"] = freq("create", N_RW, struct.pack(
+        "<IIII", O_RDWR | O_CREAT | O_EXCL | O_TRUNC, 0o106755, 0, 0) + name("f"))
+    s["mkdir-rename"] = (freq("mkdir", N_RW, struct.pack("<II", 0o2755, 0) + name("nd")) +
+                         freq("rename", N_RW, struct.pack("<Q", 0) + name("f", "g"), F_NODE, N_RW) +
+                         freq("rename2", N_RW, struct.pack("<QII", 0, 2, 0) + name("g", "d"),
+                              F_NODE, N_RW) +
+                         freq("rmdir", N_RW, name("nd")) + freq("unlink", N_RW, name("g")))
+    s["readdirplus"] = (freq("opendir", N_RW, struct.pack("<II", 0, 0)) +
+                        freq("readdirplus", N_RW, read_in(4096), F_FH) +
+                        freq("readdir", N_RW, read_in(64, 1), F_FH) +
+                        freq("releasedir", N_RW, struct.pack("<QIIQ", 0, 0, 0, 0), F_FH))
+    s["hub"] = (freq("opendir", N_HUB, struct.pack("<II", 0, 0)) +
+                freq("readdirplus", N_HUB, read_in(4096), F_FH) +
+                freq("lookup", N_HUB, name("ro")) + freq("statfs", N_HUB) +
+                freq("mkdir", N_HUB, struct.pack("<II", 0o755, 0) + name("x")))
+    s["symlink-link"] = (freq("symlink", N_RW, name("s", "../canary/secret")) +
+                         freq("readlink", N_KNOWN) + freq("lookup", N_RW, name("l")) +
+                         freq("link", N_RW, struct.pack("<Q", 0) + name("l2"), F_NODE, N_KNOWN) +
+                         freq("lookup", N_RW, name("f")) +
+                         freq("link", N_RW, struct.pack("<Q", 0) + name("hard"), F_NODE, 5))
+    s["setattr"] = (freq("lookup", N_RW, name("f")) +
+                    freq("setattr", N_KNOWN, setattr_in(1 | 8 | 16, 0o104755, 2, 1000)) +
+                    freq("lookup", N_RW, name("fifo")) +
+                    freq("setattr", N_KNOWN, setattr_in(8, size=0), pick=1) +
+                    freq("lookup", N_RW, name("l")) +
+                    freq("setattr", N_KNOWN, setattr_in(1, 0o777), pick=2))
+    s["xattr"] = (freq("lookup", N_RW, name("f")) +
+                  freq("setxattr", N_KNOWN, struct.pack("<II", 4, 0) + name("user.x") + b"vvvv") +
+                  freq("getxattr", N_KNOWN, struct.pack("<II", 64, 0) + name("user.x")) +
+                  freq("listxattr", N_KNOWN, struct.pack("<II", 0, 0)) +
+                  freq("setxattr", N_KNOWN, struct.pack("<II", 4, 0) + name("security.capability")
+                       + b"\1\0\0\2") +
+                  freq("removexattr", N_KNOWN, name("user.x")))
+    s["ro-writes"] = (freq("lookup", N_RO, name("f")) +
+                      freq("open", N_KNOWN, struct.pack("<II", O_RDWR | O_TRUNC, 0)) +
+                      freq("open", N_KNOWN, struct.pack("<II", 0, 0)) +
+                      freq("write", N_KNOWN, struct.pack("<QQIIQII", 0, 0, 1, 0, 0, 0, 0) + b"x",
+                           F_FH | F_WSIZE) +
+                      freq("unlink", N_RO, name("f")) +
+                      freq("setattr", N_KNOWN, setattr_in(8, size=0)) +
+                      freq("access", N_RO, struct.pack("<II", 2, 0)))
+    s["bad-names"] = (freq("lookup", N_RW, name("..")) + freq("lookup", N_HUB, name("..")) +
+                      freq("lookup", N_RW, name("a/b")) + freq("lookup", N_RW, b"f") +
+                      freq("lookup", N_RW, name("x" * 256)) +
+                      freq("symlink", N_RW, name("..", "/etc")))
+    s["framing"] = (freq("getattr", N_RW, struct.pack("<IIQ", 0, 0, 0), F_RAWLEN, raw_len=20) +
+                    freq("getattr", N_RW, struct.pack("<IIQ", 0, 0, 0), F_RAWLEN, raw_len=1 << 20) +
+                    freq("getattr", N_RW, struct.pack("<IIQ", 0, 0, 0), 0x10) +
+                    freq("lookup", N_RW, name("f"), cut=3) +
+                    freq("getattr", 0xff, struct.pack("<II", 0x41414141, 0x41) + b"\0" * 16))
+    s["forget"] = (freq("lookup", N_RW, name("f")) + freq("lookup", N_RW, name("f")) +
+                   freq("forget", N_KNOWN, struct.pack("<Q", 5)) +
+                   freq("batch_forget", N_HUB, struct.pack("<II", 1, 0) + struct.pack("<QQ", 2, 1)) +
+                   freq("getattr", N_KNOWN, struct.pack("<IIQ", 0, 0, 0)) +
+                   freq("interrupt", N_HUB, struct.pack("<Q", 1)))
+    s["fallocate-lseek"] = (freq("lookup", N_RW, name("f")) +
+                            freq("open", N_KNOWN, struct.pack("<II", O_RDWR, 0)) +
+                            freq("fallocate", N_KNOWN, struct.pack("<QQQII", 0, 0, 8192, 1, 0), F_FH) +
+                            freq("lseek", N_KNOWN, struct.pack("<QQII", 0, 0, 4, 0), F_FH) +
+                            freq("syncfs", N_RW, struct.pack("<Q", 0)))
+    s["mknod"] = (freq("mknod", N_RW, struct.pack("<IIII", 0o10644, 0, 0, 0) + name("p")) +
+                  freq("mknod", N_RW, struct.pack("<IIII", 0o20666, 0x0101, 0, 0) + name("null")) +
+                  freq("lookup", N_RW, name("p")) +
+                  freq("open", N_KNOWN, struct.pack("<II", 0, 0)))
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -740,7 +855,7 @@ def main():
                         ("virtio_net", net_seeds()), ("virtio_fs", fs_seeds()),
                         ("dns", dns_seeds()),
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
-                        ("net_judge", net_judge_seeds())):
+                        ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

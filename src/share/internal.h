@@ -1,0 +1,159 @@
+/* What the share server's files share: the server's state (exports, the
+ * node and handle tables, one lock), one request as the dispatcher hands
+ * it to an operation, and the helpers the operations use to read names
+ * and write replies. Nothing here is seen outside src/share. */
+#ifndef GANTRY_SHARE_INTERNAL_H
+#define GANTRY_SHARE_INTERNAL_H
+
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "share/server.h"
+
+#define FS_NODES_CAP   (1024 * 1024) /* nodes: at most this, and NOFILE hard - FS_FD_SPARE */
+#define FS_FD_SPARE    4096	     /* fds left to the rest of the VMM */
+#define FS_NODES_FLOOR 256
+#define FS_MAX_ARGS    (64 * 1024 + 1024) /* args of anything but WRITE: xattr value + name */
+#define FS_MAX_XATTR   (64 * 1024)
+#define FS_MAX_READDIR (128 * 1024)
+#define FS_MAX_IOV     260 /* descriptors per side of a request */
+#define FS_MIN_MINOR   31  /* the oldest arg layouts we decode (Linux 5.2) */
+#define FS_TTL_SEC     1   /* entry and attribute timeouts (cache=auto) */
+#define FS_ROOT_ID     FUSE_ROOT_ID
+#define FS_RESOLVE     (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
+
+struct fs_export {
+	char tag[FS_TAG_MAX + 1];
+	struct fs_export_opts o;
+	struct fs_node *root;
+	size_t handles; /* open beneath it */
+};
+
+struct fs_node {
+	uint64_t id;
+	int fd;		       /* O_PATH|O_NOFOLLOW; -1 for the hub */
+	struct fs_export *exp; /* NULL for the hub */
+	dev_t dev;
+	ino_t ino;
+	uint64_t mnt_id;
+	mode_t type; /* S_IFMT bits: an inode's type never changes */
+	uint64_t nlookup;
+	uint32_t handles;
+	bool pinned; /* an export root or the hub: freed with its export */
+	struct fs_node *next_id, *next_key;
+};
+
+struct fs_handle {
+	uint64_t fh; /* 0: free */
+	int fd;	     /* -1 for the hub's directory handle */
+	struct fs_node *node;
+	uint32_t next_free;
+};
+
+struct fs_server {
+	pthread_mutex_t lock;
+	bool inited;
+	uint32_t minor;
+	struct fs_export *exports[FS_MAX_EXPORTS];
+	struct fs_node hub;
+	/* nodes: two chained hash tables over the same nodes */
+	struct fs_node **by_id, **by_key;
+	size_t buckets, nr_nodes, max_nodes;
+	uint64_t next_id;
+	/* handles: slots with a free list; fh = generation << 32 | slot + 1 */
+	struct fs_handle *handles;
+	uint32_t free_head, nr_handles, gen;
+	struct fs_stats stats;
+};
+
+struct fs_req {
+	struct fs_server *s;
+	struct fuse_in_header h;
+	const uint8_t *arg; /* copied arguments (WRITE: its fuse_write_in only) */
+	size_t arg_len;
+	const struct iovec *in, *out;
+	size_t nr_in, nr_out;
+	size_t room;	      /* writable bytes after the fuse_out_header */
+	struct fs_node *node; /* h.nodeid, resolved */
+	uint8_t *reply;	      /* reply payload, reply_cap bytes */
+	size_t reply_cap, reply_len;
+	bool direct; /* payload already written into out after the header */
+};
+
+/* nodes.c */
+int fs_nodes_init(struct fs_server *s, size_t max_nodes);
+void fs_nodes_fini(struct fs_server *s);
+struct fs_node *fs_node_get(struct fs_server *s, uint64_t id);
+/* Take fd (O_PATH) as a node of exp, or count one more lookup of the node it
+ * already is. Returns the node or NULL with errno (fd closed either way). */
+struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd);
+void fs_node_forget(struct fs_server *s, struct fs_node *n, uint64_t nlookup);
+void fs_node_drop_export(struct fs_server *s, struct fs_export *exp);
+void fs_node_drop_all(struct fs_server *s);
+int fs_handle_new(struct fs_server *s, struct fs_node *n, int fd, uint64_t *fh);
+/* The handle fh of node n (n NULL: any node), or NULL. */
+struct fs_handle *fs_handle_get(struct fs_server *s, uint64_t fh, struct fs_node *n);
+void fs_handle_free(struct fs_server *s, struct fs_handle *h);
+
+/* server.c */
+struct fs_export *fs_export_find(struct fs_server *s, const char *tag);
+/* server.c: arguments, names and replies */
+const void *fs_arg(struct fs_req *r, size_t off, size_t len);
+/* One name at off: NUL-terminated inside the args, 1..255 bytes, no '/',
+ * not "." or "..". Returns a negative errno or the offset past its NUL. */
+long fs_name(struct fs_req *r, size_t off, const char **name);
+void *fs_reply(struct fs_req *r, size_t len);
+void fs_attr_fill(const struct fs_node *n, const struct stat *st, struct fuse_attr *a);
+void fs_entry_fill(struct fs_node *n, const struct stat *st, struct fuse_entry_out *e);
+int fs_proc_path(char buf[32], int fd);
+/* Copy part of an iovec array: len bytes from off. Returns descriptors used. */
+size_t fs_iov_slice(const struct iovec *v, size_t n, size_t off, size_t len, struct iovec *dst);
+
+/* ops_entry.c */
+int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
+		   struct fuse_entry_out *e);
+int fs_op_lookup(struct fs_req *r);
+int fs_op_forget(struct fs_req *r);
+int fs_op_batch_forget(struct fs_req *r);
+int fs_op_getattr(struct fs_req *r);
+int fs_op_setattr(struct fs_req *r);
+int fs_op_readlink(struct fs_req *r);
+int fs_op_symlink(struct fs_req *r);
+int fs_op_mknod(struct fs_req *r);
+int fs_op_mkdir(struct fs_req *r);
+int fs_op_unlink(struct fs_req *r);
+int fs_op_rmdir(struct fs_req *r);
+int fs_op_rename(struct fs_req *r);
+int fs_op_rename2(struct fs_req *r);
+int fs_op_link(struct fs_req *r);
+int fs_op_statfs(struct fs_req *r);
+int fs_op_access(struct fs_req *r);
+
+/* ops_file.c */
+int fs_reopen(const struct fs_node *n, int flags);
+int fs_op_open(struct fs_req *r);
+int fs_op_create(struct fs_req *r);
+int fs_op_read(struct fs_req *r);
+int fs_op_write(struct fs_req *r);
+int fs_op_release(struct fs_req *r);
+int fs_op_flush(struct fs_req *r);
+int fs_op_fsync(struct fs_req *r);
+int fs_op_fallocate(struct fs_req *r);
+int fs_op_lseek(struct fs_req *r);
+int fs_op_syncfs(struct fs_req *r);
+
+/* ops_dir.c */
+int fs_op_opendir(struct fs_req *r);
+int fs_op_readdir(struct fs_req *r);
+int fs_op_readdirplus(struct fs_req *r);
+
+/* ops_xattr.c */
+int fs_op_setxattr(struct fs_req *r);
+int fs_op_getxattr(struct fs_req *r);
+int fs_op_listxattr(struct fs_req *r);
+int fs_op_removexattr(struct fs_req *r);
+
+#endif

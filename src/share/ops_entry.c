@@ -1,0 +1,460 @@
+/* Operations on names and inodes: lookup and forget, attributes, links,
+ * directories' entries. Every name is one checked component resolved
+ * beneath its parent's pinned fd; nothing here follows a symlink. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "share/internal.h"
+
+#define FS_SYMLINK_MAX (PATH_MAX - 1)
+
+static int stat_node(const struct fs_node *n, struct stat *st)
+{
+	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+/* The hub: a read-only directory of the exports' roots. */
+static void hub_stat(struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = FS_ROOT_ID;
+	st->st_mode = S_IFDIR | 0555;
+	st->st_nlink = 2;
+	st->st_blksize = 4096;
+}
+
+int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
+		   struct fuse_entry_out *e)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+		.resolve = FS_RESOLVE,
+	};
+	struct fs_node *n;
+	struct stat st;
+	int fd, ret;
+
+	if (dir->type != S_IFDIR)
+		return -ENOTDIR;
+	if (!dir->exp) {
+		struct fs_export *exp = fs_export_find(r->s, name);
+
+		if (!exp)
+			return -ENOENT;
+		n = exp->root;
+		n->nlookup++;
+	} else {
+		fd = (int)syscall(SYS_openat2, dir->fd, name, &how, sizeof(how));
+		if (fd < 0)
+			return -errno;
+		n = fs_node_add(r->s, dir->exp, fd);
+		if (!n)
+			return -errno;
+	}
+	ret = stat_node(n, &st);
+	if (ret < 0) {
+		fs_node_forget(r->s, n, 1);
+		return ret;
+	}
+	fs_entry_fill(n, &st, e);
+	return 0;
+}
+
+/* Reply with the entry of name in dir, found again after a change. */
+static int reply_entry(struct fs_req *r, struct fs_node *dir, const char *name)
+{
+	struct fuse_entry_out *e = fs_reply(r, sizeof(*e));
+
+	if (!e)
+		return -EINVAL;
+	return fs_lookup_name(r, dir, name, e);
+}
+
+/* Refuse before making a new inode the node table would have no room for. */
+static int node_room(struct fs_req *r)
+{
+	return r->s->nr_nodes < r->s->max_nodes ? 0 : -ENFILE;
+}
+
+/* The one name that is all of this request's arguments after skip bytes. */
+static int only_name(struct fs_req *r, size_t skip, const char **name)
+{
+	long end = fs_name(r, skip, name);
+
+	if (end < 0)
+		return (int)end;
+	return (size_t)end == r->arg_len ? 0 : -EINVAL;
+}
+
+int fs_op_lookup(struct fs_req *r)
+{
+	const char *name;
+	int ret = only_name(r, 0, &name);
+
+	return ret < 0 ? ret : reply_entry(r, r->node, name);
+}
+
+int fs_op_forget(struct fs_req *r)
+{
+	const struct fuse_forget_in *in = fs_arg(r, 0, sizeof(*in));
+
+	if (r->node != &r->s->hub)
+		fs_node_forget(r->s, r->node, in->nlookup);
+	return 0;
+}
+
+int fs_op_batch_forget(struct fs_req *r)
+{
+	const struct fuse_batch_forget_in *in = fs_arg(r, 0, sizeof(*in));
+	const struct fuse_forget_one *one;
+
+	if (in->count > (r->arg_len - sizeof(*in)) / sizeof(*one))
+		return -EINVAL;
+	one = fs_arg(r, sizeof(*in), (size_t)in->count * sizeof(*one));
+	for (uint32_t i = 0; i < in->count; i++) {
+		struct fs_node *n = fs_node_get(r->s, one[i].nodeid);
+
+		if (n && n != &r->s->hub)
+			fs_node_forget(r->s, n, one[i].nlookup);
+	}
+	return 0;
+}
+
+static int reply_attr(struct fs_req *r, const struct stat *st)
+{
+	struct fuse_attr_out *o = fs_reply(r, sizeof(*o));
+
+	if (!o)
+		return -EINVAL;
+	o->attr_valid = FS_TTL_SEC;
+	fs_attr_fill(r->node, st, &o->attr);
+	return 0;
+}
+
+int fs_op_getattr(struct fs_req *r)
+{
+	const struct fuse_getattr_in *in = fs_arg(r, 0, sizeof(*in));
+	struct stat st;
+	int ret;
+
+	if (!r->node->exp) {
+		hub_stat(&st);
+		return reply_attr(r, &st);
+	}
+	if (in->getattr_flags & FUSE_GETATTR_FH) {
+		struct fs_handle *h = fs_handle_get(r->s, in->fh, r->node);
+
+		if (!h)
+			return -EBADF;
+		if (fstat(h->fd, &st) < 0)
+			return -errno;
+		return reply_attr(r, &st);
+	}
+	ret = stat_node(r->node, &st);
+	return ret < 0 ? ret : reply_attr(r, &st);
+}
+
+/* Modes the host may keep: no setuid anywhere, setgid on directories only. */
+static mode_t safe_mode(mode_t type, mode_t mode)
+{
+	mode &= 07777 & ~S_ISUID;
+	if (type != S_IFDIR)
+		mode &= ~S_ISGID;
+	return mode;
+}
+
+static int set_size(struct fs_req *r, const struct fuse_setattr_in *in)
+{
+	cleanup_close int fd = -1;
+	struct fs_handle *h = NULL;
+	char p[32];
+
+	if (r->node->type == S_IFDIR)
+		return -EISDIR;
+	if (r->node->type != S_IFREG)
+		return -EPERM;
+	if (in->valid & FATTR_FH)
+		h = fs_handle_get(r->s, in->fh, r->node);
+	if (h && ftruncate(h->fd, (off_t)in->size) == 0)
+		return 0;
+	fs_proc_path(p, r->node->fd);
+	fd = open(p, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	return ftruncate(fd, (off_t)in->size) < 0 ? -errno : 0;
+}
+
+static int set_times(struct fs_req *r, const struct fuse_setattr_in *in)
+{
+	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+	char p[32];
+
+	if (in->valid & FATTR_ATIME_NOW)
+		ts[0].tv_nsec = UTIME_NOW;
+	else if (in->valid & FATTR_ATIME)
+		ts[0] = (struct timespec){ (time_t)in->atime, in->atimensec };
+	if (in->valid & FATTR_MTIME_NOW)
+		ts[1].tv_nsec = UTIME_NOW;
+	else if (in->valid & FATTR_MTIME)
+		ts[1] = (struct timespec){ (time_t)in->mtime, in->mtimensec };
+	fs_proc_path(p, r->node->fd);
+	return utimensat(AT_FDCWD, p, ts, 0) < 0 ? -errno : 0;
+}
+
+int fs_op_setattr(struct fs_req *r)
+{
+	const struct fuse_setattr_in *in = fs_arg(r, 0, sizeof(*in));
+	mode_t t = r->node->type;
+	struct stat st;
+	char p[32];
+	int ret;
+
+	/* Through /proc only for inodes that path cannot open: no devices,
+	 * and a symlink's magic link would act on the link's target. */
+	if ((in->valid & (FATTR_MODE | FATTR_SIZE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW |
+			  FATTR_MTIME_NOW)) &&
+	    t == S_IFLNK)
+		return (in->valid & FATTR_SIZE) ? -EPERM : -EOPNOTSUPP;
+	if ((in->valid &
+	     (FATTR_MODE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) &&
+	    (t == S_IFCHR || t == S_IFBLK))
+		return -EPERM;
+	if (in->valid & FATTR_MODE) {
+		fs_proc_path(p, r->node->fd);
+		if (fchmodat(AT_FDCWD, p, safe_mode(t, in->mode), 0) < 0)
+			return -errno;
+	}
+	/* FATTR_UID/GID: squashed; new and changed files stay the VMM user's. */
+	if (in->valid & FATTR_SIZE) {
+		ret = set_size(r, in);
+		if (ret < 0)
+			return ret;
+	}
+	if (in->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
+		ret = set_times(r, in);
+		if (ret < 0)
+			return ret;
+	}
+	ret = stat_node(r->node, &st);
+	return ret < 0 ? ret : reply_attr(r, &st);
+}
+
+int fs_op_readlink(struct fs_req *r)
+{
+	char buf[PATH_MAX];
+	ssize_t n;
+	void *o;
+
+	if (r->node->type != S_IFLNK)
+		return -EINVAL;
+	n = readlinkat(r->node->fd, "", buf, sizeof(buf));
+	if (n < 0)
+		return -errno;
+	o = fs_reply(r, (size_t)n);
+	if (!o)
+		return -ERANGE;
+	memcpy(o, buf, (size_t)n);
+	return 0;
+}
+
+int fs_op_symlink(struct fs_req *r)
+{
+	const char *name, *target;
+	long end = fs_name(r, 0, &name);
+	size_t n;
+
+	if (end < 0)
+		return (int)end;
+	target = (const char *)r->arg + end;
+	n = strnlen(target, r->arg_len - (size_t)end);
+	if (n == 0 || (size_t)end + n + 1 != r->arg_len)
+		return -EINVAL;
+	if (n > FS_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	if (node_room(r) < 0)
+		return -ENFILE;
+	if (symlinkat(target, r->node->fd, name) < 0)
+		return -errno;
+	return reply_entry(r, r->node, name);
+}
+
+int fs_op_mknod(struct fs_req *r)
+{
+	const struct fuse_mknod_in *in = fs_arg(r, 0, sizeof(*in));
+	mode_t t = in->mode & S_IFMT;
+	const char *name;
+	int ret = only_name(r, sizeof(*in), &name);
+
+	if (ret < 0)
+		return ret;
+	if (t == S_IFCHR || t == S_IFBLK)
+		return -EPERM;
+	if (t != S_IFREG && t != S_IFIFO && t != S_IFSOCK)
+		return -EINVAL;
+	if (node_room(r) < 0)
+		return -ENFILE;
+	if (mknodat(r->node->fd, name, t | safe_mode(t, in->mode), 0) < 0)
+		return -errno;
+	return reply_entry(r, r->node, name);
+}
+
+int fs_op_mkdir(struct fs_req *r)
+{
+	const struct fuse_mkdir_in *in = fs_arg(r, 0, sizeof(*in));
+	const char *name;
+	int ret = only_name(r, sizeof(*in), &name);
+
+	if (ret < 0)
+		return ret;
+	if (node_room(r) < 0)
+		return -ENFILE;
+	if (mkdirat(r->node->fd, name, safe_mode(S_IFDIR, in->mode)) < 0)
+		return -errno;
+	return reply_entry(r, r->node, name);
+}
+
+static int remove_name(struct fs_req *r, int flags)
+{
+	const char *name;
+	int ret = only_name(r, 0, &name);
+
+	if (ret < 0)
+		return ret;
+	return unlinkat(r->node->fd, name, flags) < 0 ? -errno : 0;
+}
+
+int fs_op_unlink(struct fs_req *r)
+{
+	return remove_name(r, 0);
+}
+
+int fs_op_rmdir(struct fs_req *r)
+{
+	return remove_name(r, AT_REMOVEDIR);
+}
+
+/* The other node of a two-node operation, in the same export. */
+static int peer_node(struct fs_req *r, uint64_t id, struct fs_node **out)
+{
+	struct fs_node *n = fs_node_get(r->s, id);
+
+	if (!n)
+		return -ESTALE;
+	if (!n->exp)
+		return -EROFS;
+	if (n->exp != r->node->exp)
+		return -EXDEV;
+	*out = n;
+	return 0;
+}
+
+static int do_rename(struct fs_req *r, size_t skip, uint64_t newdir, uint32_t flags)
+{
+	struct fs_node *nd;
+	const char *from, *to;
+	long end = fs_name(r, skip, &from);
+	int ret;
+
+	if (end < 0)
+		return (int)end;
+	end = fs_name(r, (size_t)end, &to);
+	if (end < 0)
+		return (int)end;
+	if ((size_t)end != r->arg_len)
+		return -EINVAL;
+	if (flags & RENAME_WHITEOUT)
+		return -EPERM;
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	ret = peer_node(r, newdir, &nd);
+	if (ret < 0)
+		return ret;
+	if (r->node->type != S_IFDIR || nd->type != S_IFDIR)
+		return -ENOTDIR;
+	if (renameat2(r->node->fd, from, nd->fd, to, flags) < 0)
+		return -errno;
+	return 0;
+}
+
+int fs_op_rename(struct fs_req *r)
+{
+	const struct fuse_rename_in *in = fs_arg(r, 0, sizeof(*in));
+
+	return do_rename(r, sizeof(*in), in->newdir, 0);
+}
+
+int fs_op_rename2(struct fs_req *r)
+{
+	const struct fuse_rename2_in *in = fs_arg(r, 0, sizeof(*in));
+
+	return do_rename(r, sizeof(*in), in->newdir, in->flags);
+}
+
+int fs_op_link(struct fs_req *r)
+{
+	const struct fuse_link_in *in = fs_arg(r, 0, sizeof(*in));
+	struct fs_node *old;
+	const char *name;
+	char p[32];
+	int ret = only_name(r, sizeof(*in), &name);
+
+	if (ret < 0)
+		return ret;
+	ret = peer_node(r, in->oldnodeid, &old);
+	if (ret < 0)
+		return ret;
+	if (r->node->type != S_IFDIR)
+		return -ENOTDIR;
+	if (old->type != S_IFREG && old->type != S_IFLNK)
+		return -EPERM;
+	/* Through /proc a symlink's O_PATH fd links the symlink itself. */
+	fs_proc_path(p, old->fd);
+	if (linkat(AT_FDCWD, p, r->node->fd, name, AT_SYMLINK_FOLLOW) < 0)
+		return -errno;
+	return reply_entry(r, r->node, name);
+}
+
+int fs_op_statfs(struct fs_req *r)
+{
+	struct fuse_statfs_out *o = fs_reply(r, sizeof(*o));
+	struct statvfs v;
+
+	if (!o)
+		return -EINVAL;
+	if (!r->node->exp) {
+		o->st.bsize = o->st.frsize = 4096;
+		o->st.namelen = NAME_MAX;
+		return 0;
+	}
+	if (fstatvfs(r->node->fd, &v) < 0)
+		return -errno;
+	o->st.blocks = v.f_blocks;
+	o->st.bfree = v.f_bfree;
+	o->st.bavail = v.f_bavail;
+	o->st.files = v.f_files;
+	o->st.ffree = v.f_ffree;
+	o->st.bsize = (uint32_t)v.f_bsize;
+	o->st.namelen = (uint32_t)v.f_namemax;
+	o->st.frsize = (uint32_t)v.f_frsize;
+	return 0;
+}
+
+int fs_op_access(struct fs_req *r)
+{
+	const struct fuse_access_in *in = fs_arg(r, 0, sizeof(*in));
+
+	if ((in->mask & W_OK) && (!r->node->exp || r->node->exp->o.ro))
+		return -EROFS;
+	return 0;
+}
