@@ -215,6 +215,14 @@ size_t fs_server_export_handles(struct fs_server *s, const char *tag)
 	return n;
 }
 
+void fs_server_reset(struct fs_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	fs_node_drop_all(s);
+	s->inited = false;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void fs_server_stats(struct fs_server *s, struct fs_stats *out)
 {
 	pthread_mutex_lock(&s->lock);

@@ -66,6 +66,10 @@ size_t fs_server_export_handles(struct fs_server *s, const char *tag);
 size_t fs_server_handle(struct fs_server *s, const struct iovec *in, size_t nr_in,
 			const struct iovec *out, size_t nr_out);
 
+/* The guest reset its device: every node and handle it was given goes,
+ * and it must INIT again (as after DESTROY). No request may be under way. */
+void fs_server_reset(struct fs_server *s);
+
 /* Counters for tests and the traffic report. */
 struct fs_stats {
 	uint64_t requests, errors, nodes, handles;

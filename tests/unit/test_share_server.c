@@ -40,6 +40,25 @@ static void test_hub(void **state)
 	canary_same(f);
 }
 
+/* A device reset forgets every node and handle the guest was given: it
+ * must INIT again, and its old ids are stale then. */
+static void test_reset(void **state)
+{
+	FX();
+	struct fuse_getattr_in ga = { 0 };
+	int64_t node;
+
+	cl_put(c, "share/kept", "x");
+	node = cl_lookup(c, c->rw, "kept");
+	assert_true(node > 0);
+	fs_server_reset(c->s);
+	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)node, ARG(ga)), -EIO);
+	cl_init(c);
+	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)node, ARG(ga)), -ESTALE);
+	assert_true(cl_lookup(c, c->rw, "kept") > node);
+	canary_same(f);
+}
+
 static void test_create_write_read(void **state)
 {
 	FX();
@@ -338,6 +357,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_hub, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reset, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_create_write_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rename_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_symlink, setup, teardown),
