@@ -8,8 +8,10 @@ fuzz_virtio_fs.c: change them together. fuzz_layer's seeds are tars (python's ta
 and mtimes); fuzz_registry_auth's are response heads and challenges; fuzz_dns's are guest
 queries and (query, upstream answer) pairs, as fuzz_dns.c reads them; fuzz_net_policy's are
 policy documents and fuzz_net_judge's binary policies and destinations, as its header lays them out;
-fuzz_fuse's are request sequences in the layout fuzz_fuse.c's header gives. Output is deterministic, so rerunning rewrites the same files.
+fuzz_fuse's are request sequences in the layout fuzz_fuse.c's header gives; fuzz_share_spec's are
+share specs, one or a list. Output is deterministic, so rerunning rewrites the same files.
 """
+import base64
 import gzip
 import io
 import os
@@ -847,6 +849,33 @@ def fuse_seeds():
     return s
 
 
+def share_spec_seeds():
+    # -share specs as users write them (fuzz_share_spec.c: one spec, or a
+    # list one a line); encoded ones carry unpadded base64url paths.
+    def b64(p):
+        return base64.urlsafe_b64encode(p).rstrip(b"=")
+    s = {}
+    s["plain"] = b"src=/home/u/src"
+    s["ctr-path"] = b"src=/home/u/src@/work"
+    s["ro"] = b"data=/srv/data@/data,ro"
+    s["ids"] = b"a=/x,uid=1000,gid=100"
+    s["all-options"] = b"a=/x@/y,gid=100,ro,uid=1000"
+    s["relative"] = b"p=../other/./dir/"
+    s["path-comma"] = b"p=/a,b@/c,d,ro"
+    s["path-at"] = b"p=/a@b@/c"
+    s["path-equals"] = b"p=/a=b"
+    s["unknown-option"] = b"p=/x,size=1"
+    s["uid-alone"] = b"p=/x,uid=1"
+    s["dotdot"] = b"p=/x@/a/../b"
+    s["proc"] = b"p=/x@/proc/self"
+    s["encoded"] = (b"p=" + b64(b"/a,b@c=d") + b"@" + b64(b"/w\xc3\xa9,x") +
+                    b",ro,uid=1,gid=2,encoding=base64url")
+    s["encoded-host-only"] = b"p=" + b64(b"/\x01\xff") + b",encoding=base64url"
+    s["list"] = (b"src=.\ndata=/srv@/data,ro\nsrc=/other\nx=/o@/data/sub\n"
+                 b"y=/o@/dat\nz=/o@/host")
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -855,7 +884,8 @@ def main():
                         ("virtio_net", net_seeds()), ("virtio_fs", fs_seeds()),
                         ("dns", dns_seeds()),
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
-                        ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds())):
+                        ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
+                        ("share_spec", share_spec_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
