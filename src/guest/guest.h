@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "guest/netconf.h"
+#include "guest/shares.h"
 #include "proto/agent.h"
 
 #define GUEST_MAX_SESSIONS 64
@@ -42,6 +43,8 @@ struct guest_config {
 	bool persist;	      /* one long-lived container; each EXEC is a crun exec */
 	const char *self;     /* gantry-init's own path, the pause process */
 	bool debug;
+	/* gantry.share=, bound into the container; NULL: none */
+	const struct shares *shares;
 };
 
 struct session;

@@ -14,7 +14,14 @@
  * gantry.persist=1 (a persistent sandbox: one long-lived container whose
  * init is `gantry-init --pause`, and each EXEC a `crun exec` into it),
  * gantry.net=ADDR/PREFIX,GATEWAY,DNS (eth0's settings, net.c; without it
- * the guest has only lo).
+ * the guest has only lo), gantry.share=TAG:MODE:CTR once per host directory
+ * share, at most 64 (shares.h: TAG is [A-Za-z0-9._-]{1,36}, not . or ..,
+ * and names the share's directory in the virtio-fs filesystem tagged
+ * gantry-shares, mounted on /run/mnt/gantry-shares; MODE is ro or rw; CTR
+ * is the absolute container path, without .. components, base64url-encoded
+ * without padding: gantry.share=src:rw:L3dvcmtzcGFjZQ binds the share src
+ * on /workspace). A bad share is logged and left out, as are all of them
+ * when the hub does not mount.
  *
  * Test mode, for running it on a host without a VM (not as PID 1):
  *   gantry-init --host-dir DIR --state DIR --rootfs DIR [--crun PATH]
@@ -141,10 +148,20 @@ static void console_open(void)
 		close(fd);
 }
 
+/* gantry.share=: kept when it parses, else logged and left out. */
+static void read_share(struct shares *shares, const char *value)
+{
+	char why[SHARE_WHY_MAX];
+
+	if (!shares_add(shares, value, why))
+		guest_log("gantry.share=%.48s: %s; not shared", value, why);
+}
+
 /* The gantry.* parameters. */
 static void read_cmdline(struct guest_config *cfg, bool *rw)
 {
 	static char host[NETCONF_HOST_MAX + 1], net[64];
+	static struct shares shares;
 	char buf[CMDLINE_MAX];
 	unsigned int nets = 0;
 	ssize_t n;
@@ -157,6 +174,15 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
+	/* The kernel ends it with a newline: without one, the last token was
+	 * cut short here, and a share's path cut short is another path. */
+	if (buf[n - 1] != '\n') {
+		char *last = strrchr(buf, ' ');
+
+		guest_log("/proc/cmdline: over %d bytes; ignoring its last parameter",
+			  CMDLINE_MAX - 1);
+		*(last ? last : buf) = '\0';
+	}
 	for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
 		if (strcmp(tok, "--") == 0)
 			break;
@@ -182,10 +208,33 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 				snprintf(net, sizeof(net), "%s", tok + 11);
 			else if (strcmp(net, tok + 11) != 0)
 				snprintf(net, sizeof(net), "given twice");
-		}
+		} else if (strncmp(tok, SHARES_PARAM, sizeof(SHARES_PARAM) - 1) == 0)
+			read_share(&shares, tok + sizeof(SHARES_PARAM) - 1);
 	}
 	if (nets)
 		cfg->net = net;
+	if (shares.n)
+		cfg->shares = &shares;
+}
+
+/* The virtio-fs hub every share is a directory of. Without it the guest
+ * boots unshared: a share is the host's to fix, not a reason to fail. */
+static void mount_shares(struct guest_config *cfg)
+{
+	const char *dir = SHARES_MOUNT_DIR;
+
+	if (cfg->shares == NULL)
+		return;
+	if (mkdir("/run/mnt", 0755) < 0 && errno != EEXIST)
+		guest_log("mkdir /run/mnt: %s", strerror(errno));
+	else if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		guest_log("mkdir %s: %s", dir, strerror(errno));
+	else if (mount(SHARES_FS_TAG, dir, "virtiofs", MS_NOSUID | MS_NODEV, NULL) < 0)
+		guest_log("mount virtiofs %s on %s: %s", SHARES_FS_TAG, dir, strerror(errno));
+	else
+		return;
+	guest_log("%zu share(s) left out", cfg->shares->n);
+	cfg->shares = NULL;
 }
 
 static __attribute__((noreturn)) void finish(struct guest *g, int status)
@@ -198,6 +247,8 @@ static __attribute__((noreturn)) void finish(struct guest *g, int status)
 	umount2(g->cfg.rootfs, MNT_DETACH);
 	umount2(STATE_DIR "/rw", 0);
 	umount2(STATE_DIR "/image", MNT_DETACH);
+	if (g->cfg.shares)
+		umount2(SHARES_MOUNT_DIR, MNT_DETACH);
 	guest_poweroff(status);
 }
 
@@ -406,6 +457,7 @@ int main(int argc, char **argv)
 		mount_pseudo();
 		read_cmdline(cfg, &rw);
 		guest_debug(&g, "started as init at %llu", (unsigned long long)started);
+		mount_shares(cfg);
 		if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)
 			guest_log("sethostname: %s", strerror(errno));
 		net_setup(&g, cfg->net, &net);

@@ -1,8 +1,9 @@
 /* The OCI runtime spec (config.json) for one EXEC: the process as the host
  * described it, the assembled root, the usual pseudo-filesystem mounts, the
- * generated resolv.conf, hosts and hostname (net.c) bound read-only, and
- * pid/ipc/uts/mount namespaces (the network is the VM's). A small JSON
- * writer is all it takes; gantry-init links no JSON library. */
+ * generated resolv.conf, hosts and hostname (net.c) bound read-only, the
+ * host's shares (shares.h) bound from the virtio-fs hub, and pid, ipc, uts
+ * and mount namespaces (the network is the VM's). A small JSON writer is
+ * all it takes; gantry-init links no JSON library. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -191,6 +192,27 @@ static void write_etc_binds(FILE *f, const struct guest_config *cfg)
 	}
 }
 
+/* The host's shares, last so that one over /tmp or /etc/hosts wins; crun
+ * makes a missing mountpoint. */
+static void write_share_binds(FILE *f, const struct guest_config *cfg)
+{
+	char source[sizeof(SHARES_MOUNT_DIR) + SHARE_TAG_MAX + 1];
+
+	if (cfg->shares == NULL)
+		return;
+	for (size_t i = 0; i < cfg->shares->n; i++) {
+		const struct share *s = &cfg->shares->v[i];
+
+		snprintf(source, sizeof(source), "%s/%s", SHARES_MOUNT_DIR, s->tag);
+		fputs(",{\"destination\":", f);
+		json_str(f, s->path);
+		fputs(",\"type\":\"bind\",\"source\":", f);
+		json_str(f, source);
+		fprintf(f, ",\"options\":[\"rbind\",\"nosuid\",\"nodev\",\"%s\"]}",
+			s->ro ? "ro" : "rw");
+	}
+}
+
 static FILE *spec_create(const char *path, char **why)
 {
 	FILE *f = NULL;
@@ -261,6 +283,7 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 			"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
 			GUEST_PAUSE_PATH, cfg->self);
 	write_etc_binds(f, cfg);
+	write_share_binds(f, cfg);
 	fputs("],", f);
 	write_linux(f);
 	fputs("}\n", f);

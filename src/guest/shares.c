@@ -1,0 +1,161 @@
+/* The gantry.share= parser (see shares.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "guest/shares.h"
+
+/* The value of one base64url character, or -1. */
+static int b64url_value(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '-')
+		return 62;
+	if (c == '_')
+		return 63;
+	return -1;
+}
+
+long shares_b64url_decode(const char *in, size_t len, char *out, size_t size)
+{
+	size_t n = len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0), o = 0;
+	unsigned int acc = 0, bits = 0;
+
+	/* One character alone holds 6 bits: not a whole byte. */
+	if (len % 4 == 1 || n >= size)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		int v = b64url_value((unsigned char)in[i]);
+
+		if (v < 0)
+			return -1;
+		acc = (acc << 6 | (unsigned int)v) & 0xfff;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (char)(acc >> bits);
+		}
+	}
+	/* The canonical encoding leaves the bits past the last byte zero;
+	 * anything else is a second spelling of the same path. */
+	if (acc & ((1u << bits) - 1))
+		return -1;
+	out[o] = '\0';
+	return (long)o;
+}
+
+static bool tag_valid(const char *tag, size_t len)
+{
+	if (len == 0 || len > SHARE_TAG_MAX)
+		return false;
+	/* The source is <hub>/TAG: "." and ".." would be the hub or above it. */
+	if ((len == 1 && tag[0] == '.') || (len == 2 && tag[0] == '.' && tag[1] == '.'))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = tag[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
+/* Absolute, no ".." component, and something other than the root itself
+ * (a share cannot replace the container's root). */
+static const char *path_problem(const char *p, size_t len)
+{
+	bool named = false;
+
+	if (len == 0 || p[0] != '/')
+		return "not an absolute path";
+	if (memchr(p, '\0', len) || memchr(p, '\n', len))
+		return "holds a NUL or a newline";
+	for (size_t i = 0; i < len;) {
+		size_t n;
+
+		while (i < len && p[i] == '/')
+			i++;
+		n = strcspn(p + i, "/");
+		if (n == 2 && p[i] == '.' && p[i + 1] == '.')
+			return "has a .. component";
+		if (n && !(n == 1 && p[i] == '.'))
+			named = true;
+		i += n;
+	}
+	return named ? NULL : "is the container's root";
+}
+
+int shares_parse(const char *value, struct share *s, char why[SHARE_WHY_MAX])
+{
+	char path[SHARE_PATH_MAX + 1];
+	const char *mode, *ctr, *problem;
+	size_t tlen, clen;
+	long n;
+
+	mode = strchr(value, ':');
+	tlen = mode ? (size_t)(mode - value) : strlen(value);
+	if (!tag_valid(value, tlen)) {
+		snprintf(why, SHARE_WHY_MAX, "tag `%.*s`: want 1-%d of A-Za-z0-9._-, not . or ..",
+			 (int)(tlen > 40 ? 40 : tlen), value, SHARE_TAG_MAX);
+		return -1;
+	}
+	if (mode == NULL || (ctr = strchr(mode + 1, ':')) == NULL) {
+		snprintf(why, SHARE_WHY_MAX, "want TAG:MODE:PATH");
+		return -1;
+	}
+	if ((size_t)(ctr - mode - 1) != 2 ||
+	    (strncmp(mode + 1, "ro", 2) != 0 && strncmp(mode + 1, "rw", 2) != 0)) {
+		snprintf(why, SHARE_WHY_MAX, "mode `%.*s`: want ro or rw",
+			 (int)(ctr - mode - 1 > 8 ? 8 : ctr - mode - 1), mode + 1);
+		return -1;
+	}
+	ctr++;
+	clen = strlen(ctr);
+	n = shares_b64url_decode(ctr, clen, path, sizeof(path));
+	if (n < 0) {
+		snprintf(why, SHARE_WHY_MAX,
+			 "path: not base64url without padding, or over %d bytes", SHARE_PATH_MAX);
+		return -1;
+	}
+	if ((problem = path_problem(path, (size_t)n)) != NULL) {
+		snprintf(why, SHARE_WHY_MAX, "path: %s", problem);
+		return -1;
+	}
+	s->path = strdup(path);
+	if (s->path == NULL) {
+		snprintf(why, SHARE_WHY_MAX, "%s", strerror(ENOMEM));
+		return -1;
+	}
+	memcpy(s->tag, value, tlen);
+	s->tag[tlen] = '\0';
+	s->ro = mode[2] == 'o';
+	return 0;
+}
+
+bool shares_add(struct shares *l, const char *value, char why[SHARE_WHY_MAX])
+{
+	if (l->n >= SHARES_MAX) {
+		snprintf(why, SHARE_WHY_MAX, "more than %d shares", SHARES_MAX);
+		return false;
+	}
+	if (shares_parse(value, &l->v[l->n], why) < 0)
+		return false;
+	l->n++;
+	return true;
+}
+
+void shares_clear(struct shares *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].path);
+		l->v[i].path = NULL;
+	}
+	l->n = 0;
+}

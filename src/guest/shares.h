@@ -1,0 +1,47 @@
+/* Host directory shares as the kernel command line names them: one
+ * gantry.share=TAG:MODE:CTR token each, TAG the share's directory under the
+ * virtio-fs hub the host exports, MODE ro or rw, CTR the container path in
+ * base64url without padding (RFC 4648 section 5). Pure: no system calls,
+ * so the host's unit tests run it as is; init.c mounts the hub and spec.c
+ * binds each share into the container. */
+#ifndef GANTRY_GUEST_SHARES_H
+#define GANTRY_GUEST_SHARES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SHARES_MAX	 64
+#define SHARE_TAG_MAX	 36
+#define SHARE_PATH_MAX	 4095 /* a decoded CTR's bytes */
+#define SHARE_WHY_MAX	 128
+#define SHARES_PARAM	 "gantry.share="
+#define SHARES_FS_TAG	 "gantry-shares" /* the virtio-fs device's tag */
+#define SHARES_MOUNT_DIR "/run/mnt/gantry-shares"
+
+struct share {
+	char tag[SHARE_TAG_MAX + 1];
+	bool ro;
+	char *path; /* the container path, owned */
+};
+
+struct shares {
+	size_t n;
+	struct share v[SHARES_MAX];
+};
+
+/* Decode base64url without padding into out (size bytes, NUL added): the
+ * decoded length, or -1 for a bad character, an impossible length, stray
+ * low bits in the last character, or a result that does not fit. */
+long shares_b64url_decode(const char *in, size_t len, char *out, size_t size);
+
+/* Parse VALUE of gantry.share=TAG:MODE:CTR strictly. 0, or -1 with why
+ * filled; ENOMEM leaves why saying so. On success s->path is malloc'd. */
+int shares_parse(const char *value, struct share *s, char why[SHARE_WHY_MAX]);
+
+/* Parse one token into the list: false, with why filled, when it is not
+ * added (bad, or the list is full). */
+bool shares_add(struct shares *l, const char *value, char why[SHARE_WHY_MAX]);
+
+void shares_clear(struct shares *l);
+
+#endif
