@@ -80,7 +80,7 @@ int cmd_exec(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return -r;
 	}
-	if (sandbox_opts_check_net(&o, &err) < 0) {
+	if (sandbox_opts_check(&o, &err) < 0) {
 		gantry_error_prefix(&err, "exec");
 		gantry_error_print(&err);
 		sandbox_opts_free(&o);

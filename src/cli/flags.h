@@ -51,7 +51,9 @@ struct flag {
 	{ "no-proxy", FLAG_STRING, &(o)->no_proxy, NULL, "LIST",                      \
 	  "NO_PROXY with -proxy (default localhost,127.0.0.1,::1)", 0 },              \
 	{ "proxy-enforce", FLAG_BOOL, &(o)->proxy_enforce, NULL, NULL,                \
-	  "with -proxy: deny direct TCP 80/443 and UDP 443", 0 }
+	  "with -proxy: deny direct TCP 80/443 and UDP 443", 0 },                     \
+	{ "share", FLAG_FUNC, (o), sandbox_opts_share, "SPEC",                        \
+	  "share a host directory: TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N]", 0 }
 /* clang-format on */
 
 /* Parse argv[0..argc) against flags; on success *rest is the index of the

@@ -69,7 +69,7 @@ int cmd_start(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return 2;
 	}
-	if (sandbox_opts_check_net(&o, &err) < 0) {
+	if (sandbox_opts_check(&o, &err) < 0) {
 		gantry_error_prefix(&err, "start");
 		gantry_error_print(&err);
 		sandbox_opts_free(&o);

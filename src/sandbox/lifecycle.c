@@ -83,6 +83,8 @@ static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 		return gantry_error(err, 0, "-disk-size %llu: want %d to %d MiB",
 				    (unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,
 				    RWLAYER_MAX_MIB);
+	if (o->nr_shares && !o->writable)
+		return gantry_error(err, 0, "-share needs a writable root (not with -rw=false)");
 	if (o->rwlayer && !o->writable)
 		return gantry_error(err, 0, "-rwlayer needs a writable root (not with -rw=false)");
 	if (o->rwlayer && *o->rwlayer == '\0')
@@ -510,6 +512,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "proxy", jsonh_string_or_null(sb->proxy));
 	json_object_set_new(o, "no_proxy", jsonh_string_or_null(sb->no_proxy));
 	json_object_set_new(o, "proxy_enforce", json_boolean(sb->proxy_enforce));
+	json_object_set_new(o, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
 	if (dir == NULL)
 		return o;
 	if (sb->config) {

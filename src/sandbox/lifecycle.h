@@ -31,11 +31,15 @@ struct sandbox_opts {
 	bool allow_local_net;
 	const char *proxy, *no_proxy;
 	bool proxy_enforce;
+	char **shares; /* -share: canonical specs (share/spec.h) */
+	size_t nr_shares;
 };
 
 /* -p SPEC (a FLAG_FUNC for opaque = struct sandbox_opts *): checked and
  * added to o->ports; the same bind twice is an error. */
 int sandbox_opts_publish(void *opaque, const char *spec, gantry_error_t *err);
+/* -share SPEC (a FLAG_FUNC, the same): checked and added to o->shares. */
+int sandbox_opts_share(void *opaque, const char *spec, gantry_error_t *err);
 void sandbox_opts_free(struct sandbox_opts *o);
 
 /* The image a sandbox of src boots (NULL: the built-in one), converted

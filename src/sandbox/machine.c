@@ -66,6 +66,8 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	} else {
 		xasprintf((char **)&m->cfg.console, "%s/%s", dir, SANDBOX_CONSOLE);
 	}
+	if (machine_shares(m, sb->shares, sb->nr_shares, err) < 0)
+		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ m->sysroot, true };
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ sb->image_path, true };
 	if (sb->writable)
@@ -189,6 +191,8 @@ void machine_free(struct machine *m)
 	}
 	if (m->net_started)
 		net_worker_stop(&m->net_worker);
+	/* The VM and its device's workers are gone: nothing calls it now. */
+	machine_shares_free(m);
 	strv_free(m->ports);
 	json_decref(m->net_policy);
 	free(m->proxy);

@@ -14,9 +14,13 @@
 #include "common/error.h"
 #include "net/spawn.h"
 #include "sandbox/state.h"
+#include "virtio/devices.h"
 #include "vmm/vmm.h"
 
-#define MACHINE_APPEND_MAX 512
+/* The kernel's own bound on its command line (x86: COMMAND_LINE_SIZE). */
+#define MACHINE_APPEND_MAX 2048
+
+struct fs_server;
 
 struct machine {
 	char *kernel, *sysroot;
@@ -39,6 +43,8 @@ struct machine {
 	char *net_log;	  /* its log: <dir>/worker-net.log */
 	bool net_started; /* net_worker is ours to stop */
 	struct net_worker net_worker;
+	struct fs_server *shares; /* the share server, with sb's shares; NULL: none */
+	struct virtio_fs_handler fs_handler;
 };
 
 /* The recipe: system root, image, writable layer, resources and kernel
@@ -47,6 +53,12 @@ struct machine {
  * container: its one process is the session. */
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err);
+/* The share server for shares (canonical specs), in this process, and
+ * the virtio-fs device and command line that bring them to the guest
+ * (machine_shares.c); called by machine_config. */
+int machine_shares(struct machine *m, char *const *shares, size_t n, gantry_error_t *err);
+void machine_shares_free(struct machine *m);
+
 /* Listen for the guest agent, check the configuration against this host,
  * start the network worker (a networked sandbox) and boot on a thread of
  * its own. */

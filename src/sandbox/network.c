@@ -12,6 +12,7 @@
 #include "net/net.h"
 #include "net/policy.h"
 #include "net/proxy.h"
+#include "share/spec.h"
 #include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
@@ -107,11 +108,20 @@ int sandbox_opts_publish(void *opaque, const char *spec, gantry_error_t *err)
 	return ports_add(&o->ports, &o->nr_ports, spec, err);
 }
 
+int sandbox_opts_share(void *opaque, const char *spec, gantry_error_t *err)
+{
+	struct sandbox_opts *o = opaque;
+	cleanup_free char *cwd = getcwd(NULL, 0);
+
+	return shares_add(&o->shares, &o->nr_shares, spec, cwd, err);
+}
+
 void sandbox_opts_free(struct sandbox_opts *o)
 {
 	strv_free(o->ports);
-	o->ports = NULL;
-	o->nr_ports = 0;
+	strv_free(o->shares);
+	o->ports = o->shares = NULL;
+	o->nr_ports = o->nr_shares = 0;
 }
 
 /* The sandbox, with its lock held (*lock >= 0) when it is not running. */
@@ -330,7 +340,7 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 	return 0;
 }
 
-int sandbox_opts_check_net(const struct sandbox_opts *o, gantry_error_t *err)
+int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	struct net_proxy proxy;
 
@@ -356,12 +366,30 @@ int sandbox_opts_check_net(const struct sandbox_opts *o, gantry_error_t *err)
 			return -1;
 		json_decref(p);
 	}
+	return shares_check(o->shares, o->nr_shares, err);
+}
+
+int shares_check(char *const *shares, size_t n, gantry_error_t *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct share_spec sp;
+		int r;
+
+		if (share_spec_parse(shares[i], NULL, &sp, err) < 0)
+			return -1;
+		r = share_host_check(sp.host_path, NULL, err);
+		if (r < 0)
+			gantry_error_prefix(err, "-share `%s`", sp.tag);
+		share_spec_free(&sp);
+		if (r < 0)
+			return -1;
+	}
 	return 0;
 }
 
 int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
 {
-	if (sandbox_opts_check_net(o, err) < 0)
+	if (sandbox_opts_check(o, err) < 0)
 		return -1;
 	if (o->net_policy && net_policy_file(o->net_policy, &sb->net_policy, err) < 0)
 		return -1;
@@ -372,6 +400,8 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 	sb->proxy = o->proxy ? xstrdup(o->proxy) : NULL;
 	sb->no_proxy = o->no_proxy ? xstrdup(o->no_proxy) : NULL;
 	sb->proxy_enforce = o->proxy_enforce;
+	sb->shares = strv_dup(o->shares, o->nr_shares);
+	sb->nr_shares = o->nr_shares;
 	return 0;
 }
 

@@ -50,13 +50,16 @@ int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err);
  * recorded gets an empty snapshot. */
 int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err);
 
-/* The network flags of start and one-shot exec that go together, the
- * proxy's syntax and the policy file: what the CLI refuses as a usage
- * error, before anything else is done. */
-int sandbox_opts_check_net(const struct sandbox_opts *o, gantry_error_t *err);
-/* The network flags of start and one-shot exec, checked, into sb: the
- * ports (not yet picked), the -net-policy file read and made canonical,
- * -allow-local-net and the proxy. */
+/* The network and share flags of start and one-shot exec that go
+ * together, the proxy's syntax, the policy file and the shared
+ * directories: what the CLI refuses as a usage error, before anything
+ * else is done. */
+int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err);
+/* Each share's host directory may be shared (share_host_check). */
+int shares_check(char *const *shares, size_t n, gantry_error_t *err);
+/* The network and share flags of start and one-shot exec, checked, into
+ * sb: the ports (not yet picked), the -net-policy file read and made
+ * canonical, -allow-local-net, the proxy and the shares. */
 int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err);
 /* Read and check a policy file: its canonical document. Errors are
  * "net-policy FILE: <JSON path>: why". */

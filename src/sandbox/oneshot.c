@@ -49,7 +49,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 
 	memset(res, 0, sizeof(*res));
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
-		sandbox_net_free(&sb);
+		sandbox_transient_free(&sb);
 		return -1;
 	}
 	/* A port picked for the user is one they could not know otherwise. */
@@ -57,7 +57,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		if (strcmp(sb.ports[i], o->ports[i]) != 0)
 			log_info("exec: publishing %s", sb.ports[i]);
 	if (sandbox_image_resolve(o->image, &img, err) < 0) {
-		sandbox_net_free(&sb);
+		sandbox_transient_free(&sb);
 		return -1;
 	}
 	t_image = now_ms_frac() - t0;
@@ -103,6 +103,6 @@ out:
 		rm_tree(rundir);
 	sandbox_process_free(&proc);
 	image_free(&img);
-	sandbox_net_free(&sb);
+	sandbox_transient_free(&sb);
 	return r;
 }

@@ -16,6 +16,7 @@
 #include "net/policy.h"
 #include "net/portspec.h"
 #include "net/proxy.h"
+#include "share/spec.h"
 #include "sandbox/state.h"
 
 #define SANDBOX_JSON_MAX  (4u << 20)
@@ -180,12 +181,15 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->rwlayer);
 	free(sb->created);
 	free(sb->reason);
-	sandbox_net_free(sb);
+	sandbox_transient_free(sb);
 	memset(sb, 0, sizeof(*sb));
 }
 
-void sandbox_net_free(struct sandbox *sb)
+void sandbox_transient_free(struct sandbox *sb)
 {
+	strv_free(sb->shares);
+	sb->shares = NULL;
+	sb->nr_shares = 0;
 	strv_free(sb->ports);
 	json_decref(sb->net_policy);
 	free(sb->proxy);
@@ -246,6 +250,26 @@ static int net_fields(json_t *j, struct sandbox *sb, gantry_error_t *err)
 	return 0;
 }
 
+/* Shares as stored: each checked and kept in its canonical form; a tag
+ * or container path twice is an error as it is for -share. */
+static int shares_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
+{
+	char **v = NULL;
+	size_t n = 0;
+
+	if (jsonh_strv(j, "shares", SHARES_MAX, &v, &n, err) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (shares_add(&sb->shares, &sb->nr_shares, v[i], NULL, err) < 0) {
+			strv_free(v);
+			return gantry_error_prefix(err, "field `shares`");
+		}
+	strv_free(v);
+	if (sb->nr_shares && !sb->writable && !sb->transient)
+		return gantry_error(err, 0, "field `shares`: shares need a writable root");
+	return 0;
+}
+
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *buf = NULL, *state = NULL;
@@ -284,7 +308,7 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	/* Sandboxes made before guest networking had it on, like new ones. */
 	sb->net = !json_is_false(json_object_get(j, "net"));
 	if (jsonh_strv(j, "ports", SANDBOX_PORTS_MAX, &sb->ports, &sb->nr_ports, err) < 0 ||
-	    ports_canonical(sb, err) < 0 || net_fields(j, sb, err) < 0)
+	    ports_canonical(sb, err) < 0 || net_fields(j, sb, err) < 0 || shares_field(j, sb, err) < 0)
 		goto out;
 	if (sb->writable && sb->rwlayer == NULL) {
 		gantry_error(err, 0, "writable without a field `rwlayer`");
@@ -342,6 +366,7 @@ int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
 	set_str(j, "proxy", sb->proxy);
 	set_str(j, "no_proxy", sb->no_proxy);
 	json_object_set_new(j, "proxy_enforce", json_boolean(sb->proxy_enforce));
+	json_object_set_new(j, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL)

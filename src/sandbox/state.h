@@ -56,6 +56,8 @@ struct sandbox {
 	char *proxy;	      /* -proxy URL (net/proxy.h), NULL: none */
 	char *no_proxy;	      /* -no-proxy LIST, NULL: the default */
 	bool proxy_enforce;
+	char **shares; /* host directories shared in, canonical specs (share/spec.h) */
+	size_t nr_shares;
 };
 
 bool sandbox_name_valid(const char *name);
@@ -79,9 +81,9 @@ int sandbox_dirs_make(gantry_error_t *err);
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err);
 int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err);
 void sandbox_free(struct sandbox *sb);
-/* Free only the network fields (ports, policy, proxy): for a transient
- * sandbox whose other fields are borrowed. */
-void sandbox_net_free(struct sandbox *sb);
+/* Free only the fields a transient sandbox owns (its network settings and
+ * shares); the others are borrowed. */
+void sandbox_transient_free(struct sandbox *sb);
 /* The identity a writable layer is paired with. */
 const char *sandbox_image_id(const struct sandbox *sb);
 

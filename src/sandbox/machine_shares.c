@@ -1,0 +1,117 @@
+/* A sandbox's shares in its machine (see machine.h): the share server in
+ * this process, each host directory opened once and added to it as an
+ * export, the virtio-fs device that carries the guest's requests to it,
+ * and the kernel command line tokens that tell gantry-init where each
+ * share goes in the container (gantry.share=TAG:ro|rw:CTR_PATH in
+ * base64url). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "sandbox/machine.h"
+#include "share/server.h"
+#include "share/spec.h"
+
+#define SHARES_TAG "gantry-shares" /* the virtio-fs tag gantry-init mounts */
+
+static size_t shares_handle(void *opaque, const struct iovec *in, size_t nr_in,
+			    const struct iovec *out, size_t nr_out)
+{
+	return fs_server_handle(opaque, in, nr_in, out, nr_out);
+}
+
+static void shares_reset(void *opaque)
+{
+	fs_server_reset(opaque);
+}
+
+/* base64url without padding (RFC 4648 section 5), into out of 4n/3 + 4. */
+static void b64url(const char *in, char *out)
+{
+	static const char set[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const unsigned char *p = (const unsigned char *)in;
+	size_t n = strlen(in), i, o = 0;
+
+	for (i = 0; i + 2 < n; i += 3) {
+		out[o++] = set[p[i] >> 2];
+		out[o++] = set[(p[i] & 3) << 4 | p[i + 1] >> 4];
+		out[o++] = set[(p[i + 1] & 15) << 2 | p[i + 2] >> 6];
+		out[o++] = set[p[i + 2] & 63];
+	}
+	if (n - i == 1) {
+		out[o++] = set[p[i] >> 2];
+		out[o++] = set[(p[i] & 3) << 4];
+	} else if (n - i == 2) {
+		out[o++] = set[p[i] >> 2];
+		out[o++] = set[(p[i] & 3) << 4 | p[i + 1] >> 4];
+		out[o++] = set[(p[i + 1] & 15) << 2];
+	}
+	out[o] = '\0';
+}
+
+/* One share: its directory checked and opened, an export of the server,
+ * its token on the command line. */
+static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
+{
+	struct share_spec sp;
+	struct fs_export_opts o = { 0 };
+	cleanup_free char *enc = NULL;
+	size_t len = strlen(m->append);
+	int fd = -1, r = -1, n;
+
+	if (share_spec_parse(spec, NULL, &sp, err) < 0)
+		return -1;
+	if (share_host_check(sp.host_path, &fd, err) < 0) {
+		gantry_error_prefix(err, "share `%s`", sp.tag);
+		goto out;
+	}
+	o.ro = sp.ro;
+	o.map_owner = sp.ids;
+	o.uid = sp.uid;
+	o.gid = sp.gid;
+	if (fs_server_add_export(m->shares, sp.tag, fd, &o, err) < 0) {
+		gantry_error_prefix(err, "share `%s`", sp.tag);
+		goto out;
+	}
+	enc = xmalloc(strlen(sp.ctr_path) * 4 / 3 + 4);
+	b64url(sp.ctr_path, enc);
+	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s", sp.tag,
+		     sp.ro ? "ro" : "rw", enc);
+	if (n < 0 || (size_t)n >= sizeof(m->append) - len) {
+		m->append[len] = '\0';
+		gantry_error(err, 0, "share `%s`: too many shares for the kernel command line",
+			     sp.tag);
+		goto out;
+	}
+	r = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	share_spec_free(&sp);
+	return r;
+}
+
+int machine_shares(struct machine *m, char *const *shares, size_t n, gantry_error_t *err)
+{
+	if (n == 0)
+		return 0;
+	if (fs_server_new(&m->shares, 0, err) < 0)
+		return gantry_error_prefix(err, "share server");
+	for (size_t i = 0; i < n; i++)
+		if (share_one(m, shares[i], err) < 0)
+			return -1;
+	m->fs_handler = (struct virtio_fs_handler){ .handle = shares_handle,
+						    .reset = shares_reset,
+						    .opaque = m->shares };
+	m->cfg.fs = (struct vmm_fs){ .tag = SHARES_TAG, .handler = &m->fs_handler };
+	return 0;
+}
+
+void machine_shares_free(struct machine *m)
+{
+	if (m->shares)
+		fs_server_free(m->shares);
+	m->shares = NULL;
+}

@@ -1,0 +1,201 @@
+"""Host directories shared into sandboxes (-share) through virtio-fs and
+Gantry's own FUSE server: what the guest sees and does there, as the host
+sees it afterwards, for a persistent sandbox and a one-shot exec (needs
+KVM and the assets from `make assets`).
+
+The share server's confinement has its escape suite in the unit tests
+(tests/unit/test_share_escape.c); here: the same host directory seen from
+a real guest kernel."""
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import boot_timeout, build_dir
+
+pytestmark = pytest.mark.kvm
+
+MIB = 1 << 20
+
+
+class Gantry:
+    def __init__(self, binary, home, images):
+        self.binary = str(binary)
+        self.home = Path(home)
+        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images))
+
+    def run(self, *args, input=None, timeout=None, check=False):
+        r = subprocess.run([self.binary, *map(str, args)], env=self.env, input=input,
+                           stdin=None if input is not None else subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout or boot_timeout() * 3)
+        if check:
+            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
+        return r
+
+    def sh(self, name, script, **kw):
+        return self.run("exec", name, "--", "sh", "-c", script, **kw)
+
+
+@pytest.fixture(scope="module")
+def assets():
+    assets = build_dir() / "assets"
+    for name in ("vmlinux", "sysroot.erofs", "default-image"):
+        if not (assets / name).exists():
+            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
+    if shutil.which("mke2fs") is None and not Path("/usr/sbin/mke2fs").exists():
+        pytest.skip("mke2fs not found: apt-get install e2fsprogs")
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """rw/ with a file, a subdirectory and a symlink; ro/ with a file; a
+    canary beside them that no share reaches."""
+    root = tmp_path_factory.mktemp("shares")
+    (root / "rw" / "sub").mkdir(parents=True)
+    (root / "rw" / "hello.txt").write_text("hello from the host\n")
+    (root / "rw" / "sub" / "deep.txt").write_text("deep\n")
+    os.symlink("/etc/passwd", root / "rw" / "abs-link")
+    (root / "ro").mkdir()
+    (root / "ro" / "keep.txt").write_text("read only\n")
+    (root / "canary").mkdir()
+    (root / "canary" / "secret").write_text("not for the guest\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def sb(gantry, assets, tree, tmp_path_factory):
+    g = Gantry(gantry, tmp_path_factory.mktemp("home"), tmp_path_factory.mktemp("images"))
+    g.run("start", "sh", "-share", f"work={tree / 'rw'}@/workspace",
+          "-share", f"docs={tree / 'ro'},ro", "-share", f"mine={tree / 'rw'}@/mapped,uid=1234,gid=5678",
+          check=True)
+    yield g
+    g.run("delete", "sh")
+
+
+def out(r):
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr.decode(errors="replace"))
+    return r.stdout.decode()
+
+
+def test_read_and_list(sb):
+    assert out(sb.sh("sh", "cat /workspace/hello.txt")) == "hello from the host\n"
+    assert out(sb.sh("sh", "cat /workspace/sub/deep.txt")) == "deep\n"
+    assert sorted(out(sb.sh("sh", "ls -a /workspace")).split()) == \
+        [".", "..", "abs-link", "hello.txt", "sub"]
+    assert out(sb.sh("sh", "cat /host/docs/keep.txt")) == "read only\n"
+    # The symlink's text is data: the guest resolves it in its own root.
+    assert out(sb.sh("sh", "readlink /workspace/abs-link")) == "/etc/passwd\n"
+    guest_passwd = out(sb.sh("sh", "cat /etc/passwd"))
+    assert out(sb.sh("sh", "cat /workspace/abs-link")) == guest_passwd
+
+
+def test_writes_reach_the_host(sb, tree):
+    out(sb.sh("sh", "echo new >/workspace/made.txt && mkdir /workspace/d && "
+                    "echo 1 >/workspace/d/a && mv /workspace/d/a /workspace/d/b && "
+                    "ln /workspace/d/b /workspace/d/hard && ln -s b /workspace/d/soft && "
+                    "chmod 751 /workspace/made.txt && truncate -s 3 /workspace/d/b && "
+                    "touch -d '2020-01-02 03:04:05' /workspace/made.txt && sync"))
+    rw = tree / "rw"
+    assert (rw / "made.txt").read_text() == "new\n"
+    assert (rw / "d" / "b").read_bytes() == b"1\n"[:3]
+    assert os.stat(rw / "d" / "b").st_ino == os.stat(rw / "d" / "hard").st_ino
+    assert os.readlink(rw / "d" / "soft") == "b"
+    assert oct(os.stat(rw / "made.txt").st_mode & 0o7777) == oct(0o751)
+    assert int(os.stat(rw / "made.txt").st_mtime) == \
+        int(subprocess.run(["date", "-d", "2020-01-02 03:04:05", "+%s"], capture_output=True,
+                           text=True, check=True).stdout)
+    # An atomic save: a new file renamed over an existing one.
+    (rw / "config").write_text("old\n")
+    out(sb.sh("sh", "echo saved >/workspace/.config.tmp && mv /workspace/.config.tmp "
+                    "/workspace/config"))
+    assert (rw / "config").read_text() == "saved\n"
+    # setuid bits do not reach the host.
+    out(sb.sh("sh", "echo x >/workspace/suid && chmod 4755 /workspace/suid"))
+    assert os.stat(rw / "suid").st_mode & 0o6000 == 0
+
+
+def test_host_changes_reach_the_guest(sb, tree):
+    (tree / "rw" / "from-host.txt").write_text("written on the host\n")
+    assert out(sb.sh("sh", "cat /workspace/from-host.txt")) == "written on the host\n"
+
+
+def test_big_file_both_ways(sb, tree):
+    data = os.urandom(200 * MIB)
+    (tree / "rw" / "big.bin").write_bytes(data)
+    want = hashlib.sha256(data).hexdigest()
+    got = out(sb.sh("sh", "sha256sum /workspace/big.bin", timeout=600)).split()[0]
+    assert got == want
+    out(sb.sh("sh", "dd if=/dev/urandom of=/workspace/guest.bin bs=1M count=64 2>/dev/null && "
+                    "sync", timeout=600))
+    guest = out(sb.sh("sh", "sha256sum /workspace/guest.bin", timeout=600)).split()[0]
+    assert hashlib.sha256((tree / "rw" / "guest.bin").read_bytes()).hexdigest() == guest
+    (tree / "rw" / "big.bin").unlink()
+    (tree / "rw" / "guest.bin").unlink()
+
+
+def test_many_small_files(sb, tree):
+    out(sb.sh("sh", "mkdir /workspace/many && cd /workspace/many && i=0; "
+                    "while [ $i -lt 10000 ]; do : >f$i; i=$((i+1)); done", timeout=900))
+    assert len(os.listdir(tree / "rw" / "many")) == 10000
+    assert out(sb.sh("sh", "ls /workspace/many | wc -l")).strip() == "10000"
+    shutil.rmtree(tree / "rw" / "many")
+
+
+def test_read_only_share_refuses_writes(sb, tree):
+    before = sorted(os.listdir(tree / "ro"))
+    for cmd in ("echo x >/host/docs/new", "echo x >>/host/docs/keep.txt", "mkdir /host/docs/d",
+                "rm /host/docs/keep.txt", "mv /host/docs/keep.txt /host/docs/k2",
+                "ln -s a /host/docs/l", "chmod 600 /host/docs/keep.txt",
+                "touch /host/docs/keep.txt", "truncate -s 0 /host/docs/keep.txt"):
+        r = sb.sh("sh", cmd + " 2>&1")
+        assert r.returncode != 0, cmd
+        assert "Read-only file system" in r.stdout.decode(), (cmd, r.stdout)
+    assert sorted(os.listdir(tree / "ro")) == before
+    assert (tree / "ro" / "keep.txt").read_text() == "read only\n"
+
+
+def test_owner_mapping(sb, tree):
+    assert out(sb.sh("sh", "stat -c '%u %g' /mapped/hello.txt")).split() == ["1234", "5678"]
+    me = os.stat(tree / "rw" / "hello.txt")
+    # New files are the host user's on the host.
+    out(sb.sh("sh", "echo m >/mapped/by-mapped"))
+    st = os.stat(tree / "rw" / "by-mapped")
+    assert (st.st_uid, st.st_gid) == (me.st_uid, me.st_gid)
+
+
+def test_nothing_outside_the_shares(sb, tree):
+    r = sb.sh("sh", "cat /workspace/../canary/secret; ls /workspace/..; "
+                    "find / -name secret 2>/dev/null")
+    assert b"not for the guest" not in r.stdout, r.stdout
+
+
+def test_shares_persist_across_stop_and_resume(sb, tree):
+    (tree / "rw" / "before-stop").write_text("still here\n")
+    sb.run("stop", "sh", check=True)
+    saved = json.loads((sb.home / "sandboxes" / "sh" / "sandbox.json").read_text())
+    assert len(saved["shares"]) == 3, saved["shares"]
+    sb.run("resume", "sh", check=True)
+    assert out(sb.sh("sh", "cat /workspace/before-stop")) == "still here\n"
+
+
+def test_one_shot_exec_with_a_share(gantry, assets, tree, tmp_path):
+    g = Gantry(gantry, tmp_path / "home", tmp_path / "images")
+    r = g.run("exec", "-share", f"w={tree / 'rw'}@/w", "--", "sh", "-c",
+              "cat /w/hello.txt && echo one-shot >/w/one-shot.txt")
+    assert out(r) == "hello from the host\n"
+    assert (tree / "rw" / "one-shot.txt").read_text() == "one-shot\n"
+
+
+def test_bad_share_specs(gantry, tmp_path, tree):
+    g = Gantry(gantry, tmp_path / "home", tmp_path / "images")
+    for spec, why in ((f"x={tree / 'nope'}", "nope"), ("x=relative-but-missing", "missing"),
+                      (f"bad tag={tree / 'rw'}", "tag"), (f"x={tree / 'rw'}@rel", "absolute"),
+                      (f"x={tree / 'rw'},uid=1", "gid")):
+        r = g.run("exec", "-share", spec, "--", "true")
+        lines = r.stderr.decode().splitlines()
+        assert r.returncode != 0 and len(lines) == 1, (spec, r)
