@@ -38,6 +38,17 @@ static size_t default_max_nodes(void)
 	size_t max = FS_NODES_CAP;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
+		/* Room for a tree's worth of nodes: a hard limit below it is
+		 * raised where this process may (CAP_SYS_RESOURCE), up to the
+		 * kernel's nr_open; elsewhere the limit stands. */
+		if (rl.rlim_max < FS_NODES_CAP + FS_FD_SPARE) {
+			struct rlimit more = { .rlim_cur = FS_NODES_CAP + FS_FD_SPARE,
+					       .rlim_max = FS_NODES_CAP + FS_FD_SPARE };
+
+			while (setrlimit(RLIMIT_NOFILE, &more) < 0 && more.rlim_max / 2 > rl.rlim_max)
+				more.rlim_cur = more.rlim_max /= 2;
+			getrlimit(RLIMIT_NOFILE, &rl);
+		}
 		/* A guest exhausting our fds must get errors, not take the VMM's. */
 		if (rl.rlim_cur < rl.rlim_max) {
 			rl.rlim_cur = rl.rlim_max;
