@@ -26,31 +26,6 @@ static void shares_reset(void *opaque)
 	fs_server_reset(opaque);
 }
 
-/* base64url without padding (RFC 4648 section 5), into out of 4n/3 + 4. */
-static void b64url(const char *in, char *out)
-{
-	static const char set[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-	const unsigned char *p = (const unsigned char *)in;
-	size_t n = strlen(in), i, o = 0;
-
-	for (i = 0; i + 2 < n; i += 3) {
-		out[o++] = set[p[i] >> 2];
-		out[o++] = set[(p[i] & 3) << 4 | p[i + 1] >> 4];
-		out[o++] = set[(p[i + 1] & 15) << 2 | p[i + 2] >> 6];
-		out[o++] = set[p[i + 2] & 63];
-	}
-	if (n - i == 1) {
-		out[o++] = set[p[i] >> 2];
-		out[o++] = set[(p[i] & 3) << 4];
-	} else if (n - i == 2) {
-		out[o++] = set[p[i] >> 2];
-		out[o++] = set[(p[i] & 3) << 4 | p[i + 1] >> 4];
-		out[o++] = set[(p[i + 1] & 15) << 2];
-	}
-	out[o] = '\0';
-}
-
 /* One share: its directory checked and opened, an export of the server,
  * its token on the command line. */
 static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
@@ -75,8 +50,7 @@ static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 		gantry_error_prefix(err, "share `%s`", sp.tag);
 		goto out;
 	}
-	enc = xmalloc(strlen(sp.ctr_path) * 4 / 3 + 4);
-	b64url(sp.ctr_path, enc);
+	enc = share_b64url(sp.ctr_path);
 	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s", sp.tag,
 		     sp.ro ? "ro" : "rw", enc);
 	if (n < 0 || (size_t)n >= sizeof(m->append) - len) {

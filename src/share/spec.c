@@ -76,7 +76,7 @@ static int path_normal(const char *p, bool dotdot, char **out)
 	return 0;
 }
 
-static char *b64url_encode(const char *s)
+char *share_b64url(const char *s)
 {
 	const unsigned char *in = (const unsigned char *)s;
 	size_t len = strlen(s), n = 0;
@@ -312,8 +312,8 @@ static bool needs_encoding(const char *p)
 char *share_spec_format(const struct share_spec *sp)
 {
 	bool b64 = needs_encoding(sp->host_path) || needs_encoding(sp->ctr_path);
-	cleanup_free char *host = b64 ? b64url_encode(sp->host_path) : xstrdup(sp->host_path);
-	cleanup_free char *ctr = b64 ? b64url_encode(sp->ctr_path) : xstrdup(sp->ctr_path);
+	cleanup_free char *host = b64 ? share_b64url(sp->host_path) : xstrdup(sp->host_path);
+	cleanup_free char *ctr = b64 ? share_b64url(sp->ctr_path) : xstrdup(sp->ctr_path);
 	char ids[40] = "";
 	char *out;
 

@@ -40,6 +40,9 @@ struct share_spec {
  * relative paths). A one-line error `-share `s`: ...` naming what is
  * wrong. On success *sp owns its paths (share_spec_free). */
 int share_spec_parse(const char *s, const char *cwd, struct share_spec *sp, gantry_error_t *err);
+/* s in base64url without padding (RFC 4648 section 5), allocated: the
+ * canonical form's encoding, and gantry-init's for container paths. */
+char *share_b64url(const char *s);
 /* The canonical form, allocated. */
 char *share_spec_format(const struct share_spec *sp);
 void share_spec_free(struct share_spec *sp);
