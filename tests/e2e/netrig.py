@@ -188,6 +188,21 @@ def host_nets():
     return nets
 
 
+
+def rig_or_skip(**kw):
+    """Rig(**kw) for a pytest test, or a skip saying why this machine
+    cannot build it (pytest is imported here only, so that bench/net can
+    use this module without it)."""
+    import pytest
+
+    reason = unavailable()
+    if reason:
+        pytest.skip(reason)
+    try:
+        return Rig(**kw)
+    except RigUnavailable as e:
+        pytest.skip(str(e))
+
 def _setns(fd):
     if _libc.setns(fd, CLONE_NEWNET) != 0:
         err = ctypes.get_errno()

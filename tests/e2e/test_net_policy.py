@@ -87,20 +87,9 @@ DNS_A, DNS_AAAA, DNS_TXT, DNS_CNAME = 1, 28, 16, 5
 RCODE_NOERROR, RCODE_FORMERR, RCODE_NXDOMAIN, RCODE_REFUSED = 0, 1, 3, 5
 
 
-def new_rig(**kw):
-    """netrig.Rig(**kw), or a skip saying why this machine cannot build it."""
-    reason = netrig.unavailable()
-    if reason:
-        pytest.skip(reason)
-    try:
-        return netrig.Rig(**kw)
-    except netrig.RigUnavailable as e:
-        pytest.skip(str(e))
-
-
 @pytest.fixture
 def rig():
-    with new_rig() as r:
+    with netrig.rig_or_skip() as r:
         yield r
 
 

@@ -52,20 +52,9 @@ BULK_CLIENTS = 8
 BULK_MIB = 64
 
 
-def new_rig(**kw):
-    """netrig.Rig(**kw), or a skip saying why this machine cannot build it."""
-    reason = netrig.unavailable()
-    if reason:
-        pytest.skip(reason)
-    try:
-        return netrig.Rig(**kw)
-    except netrig.RigUnavailable as e:
-        pytest.skip(str(e))
-
-
 @pytest.fixture(scope="module")
 def rig():
-    with new_rig() as r:
+    with netrig.rig_or_skip() as r:
         www = r.dir / "www"
         www.mkdir()
         (www / "index.html").write_text(WEB_BODY)
@@ -634,7 +623,7 @@ def test_bulk_published_port_through_a_slow_guest(rig, gantry):
 def test_mtu_1500(gantry):
     """The link at MTU 1500 (the benchmark's other setting): a 4 MiB echo
     through the NAT comes back whole."""
-    with new_rig(mtu=1500, dns=False) as r:
+    with netrig.rig_or_skip(mtu=1500, dns=False) as r:
         assert "mtu 1500 " in r.g("ip", "link", "show", "tap0").stdout
         r.serve(netrig.TcpEcho, "W", "0.0.0.0", 9200)
         data = secrets.token_bytes(4 * MIB)
