@@ -12,6 +12,7 @@ int cmd_resume(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_ports(int argc, char **argv);
+int cmd_share(int argc, char **argv);
 int cmd_net(int argc, char **argv);
 int cmd_net_policy(int argc, char **argv);
 int cmd_version(int argc, char **argv);

@@ -22,6 +22,7 @@ static const struct command {
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
+	{ "share", cmd_share, "add, remove and list a sandbox's host directory shares" },
 	{ "net", cmd_net, "show a sandbox's network traffic" },
 	{ "net-policy", cmd_net_policy, "change or show a sandbox's egress policy" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },

@@ -88,6 +88,14 @@ void link_send(struct guest *g, const struct proto_msg *m);
 void link_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/* mounts.c */
+/* Mount the share hub on SHARES_MOUNT_DIR once: 0 or -errno. */
+int mounts_hub(void);
+/* At the end: detach it, if it was mounted. */
+void mounts_hub_release(void);
+/* MOUNT or UNMOUNT from the host: done at once, answered with DONE. */
+void mounts_request(struct guest *g, const struct proto_msg *m);
+
 /* session.c */
 void session_exec(struct guest *g, struct proto_exec *e);
 void session_signal(struct guest *g, uint32_t id, uint32_t signo);

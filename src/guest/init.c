@@ -5,7 +5,8 @@
  * In order: dial the host's control port and say HELLO (the host learns the
  * guest is up before anything else happens), mount the pseudo filesystems,
  * assemble the container root (in a sandbox, start its container), say READY
- * (or why not), then serve the host: EXEC, SIGNAL, RESIZE, SHUTDOWN. Orphans
+ * (or why not), then serve the host: EXEC, SIGNAL, RESIZE, SHUTDOWN, and in
+ * a sandbox MOUNT and UNMOUNT of live shares (mounts.c). Orphans
  * are reaped. SHUTDOWN, or the control connection closing, syncs, unmounts
  * and powers off with the status given.
  *
@@ -221,18 +222,11 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
  * boots unshared: a share is the host's to fix, not a reason to fail. */
 static void mount_shares(struct guest_config *cfg)
 {
-	const char *dir = SHARES_MOUNT_DIR;
+	int e;
 
-	if (cfg->shares == NULL)
+	if (cfg->shares == NULL || (e = -mounts_hub()) == 0)
 		return;
-	if (mkdir("/run/mnt", 0755) < 0 && errno != EEXIST)
-		guest_log("mkdir /run/mnt: %s", strerror(errno));
-	else if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		guest_log("mkdir %s: %s", dir, strerror(errno));
-	else if (mount(SHARES_FS_TAG, dir, "virtiofs", MS_NOSUID | MS_NODEV, NULL) < 0)
-		guest_log("mount virtiofs %s on %s: %s", SHARES_FS_TAG, dir, strerror(errno));
-	else
-		return;
+	guest_log("mount virtiofs %s on %s: %s", SHARES_FS_TAG, SHARES_MOUNT_DIR, strerror(e));
 	guest_log("%zu share(s) left out", cfg->shares->n);
 	cfg->shares = NULL;
 }
@@ -247,8 +241,7 @@ static __attribute__((noreturn)) void finish(struct guest *g, int status)
 	umount2(g->cfg.rootfs, MNT_DETACH);
 	umount2(STATE_DIR "/rw", 0);
 	umount2(STATE_DIR "/image", MNT_DETACH);
-	if (g->cfg.shares)
-		umount2(SHARES_MOUNT_DIR, MNT_DETACH);
+	mounts_hub_release();
 	guest_poweroff(status);
 }
 
@@ -265,6 +258,10 @@ static void handle_control(struct guest *g, struct proto_msg *m)
 		break;
 	case PROTO_RESIZE:
 		session_resize(g, m->u.resize.id, m->u.resize.rows, m->u.resize.cols);
+		break;
+	case PROTO_MOUNT:
+	case PROTO_UNMOUNT:
+		mounts_request(g, m);
 		break;
 	case PROTO_SHUTDOWN:
 		guest_debug(g, "shutdown %u", m->u.shutdown.status);

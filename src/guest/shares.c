@@ -50,7 +50,7 @@ long shares_b64url_decode(const char *in, size_t len, char *out, size_t size)
 	return (long)o;
 }
 
-static bool tag_valid(const char *tag, size_t len)
+bool shares_tag_valid(const char *tag, size_t len)
 {
 	if (len == 0 || len > SHARE_TAG_MAX)
 		return false;
@@ -67,9 +67,7 @@ static bool tag_valid(const char *tag, size_t len)
 	return true;
 }
 
-/* Absolute, no ".." component, and something other than the root itself
- * (a share cannot replace the container's root). */
-static const char *path_problem(const char *p, size_t len)
+const char *shares_path_problem(const char *p, size_t len)
 {
 	bool named = false;
 
@@ -101,7 +99,7 @@ int shares_parse(const char *value, struct share *s, char why[SHARE_WHY_MAX])
 
 	mode = strchr(value, ':');
 	tlen = mode ? (size_t)(mode - value) : strlen(value);
-	if (!tag_valid(value, tlen)) {
+	if (!shares_tag_valid(value, tlen)) {
 		snprintf(why, SHARE_WHY_MAX, "tag `%.*s`: want 1-%d of A-Za-z0-9._-, not . or ..",
 			 (int)(tlen > 40 ? 40 : tlen), value, SHARE_TAG_MAX);
 		return -1;
@@ -124,7 +122,7 @@ int shares_parse(const char *value, struct share *s, char why[SHARE_WHY_MAX])
 			 "path: not base64url without padding, or over %d bytes", SHARE_PATH_MAX);
 		return -1;
 	}
-	if ((problem = path_problem(path, (size_t)n)) != NULL) {
+	if ((problem = shares_path_problem(path, (size_t)n)) != NULL) {
 		snprintf(why, SHARE_WHY_MAX, "path: %s", problem);
 		return -1;
 	}

@@ -44,4 +44,11 @@ bool shares_add(struct shares *l, const char *value, char why[SHARE_WHY_MAX]);
 
 void shares_clear(struct shares *l);
 
+/* [A-Za-z0-9._-]{1,SHARE_TAG_MAX}, not . or .. (the hub's directory names). */
+bool shares_tag_valid(const char *tag, size_t len);
+/* NULL when p (len bytes) may be a share's container path: absolute, no
+ * NUL or newline, no ".." component, and something other than the root
+ * itself (a share cannot replace the container's root); else what is wrong. */
+const char *shares_path_problem(const char *p, size_t len);
+
 #endif

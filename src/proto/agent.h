@@ -42,6 +42,12 @@
  *   STDOUT    g->h  raw bytes
  *   STDERR    g->h  raw bytes
  *   EOF       both  fd u32 (0 stdin, 1 stdout, 2 stderr): no more data on it
+ *   MOUNT     h->g  id u32, flags u32 (PROTO_MOUNT_RO), tag str, path str: bind
+ *                   the share hub's directory TAG at path in the running
+ *                   container (a sandbox's long-lived one), making path
+ *   UNMOUNT   h->g  id u32, path str: detach what is mounted at path there
+ *   DONE      g->h  id u32, error u32 (0, or the errno that failed it),
+ *                   message str (empty, or why): the answer to MOUNT/UNMOUNT
  *
  * A session ends for the host when it has EXIT (or ERROR) on the control
  * connection and EOF for every output on the stream (or the stream closed).
@@ -75,6 +81,11 @@
 #define PROTO_EXEC_TTY 0x1u
 #define PROTO_EXEC_ALL PROTO_EXEC_TTY
 
+#define PROTO_MOUNT_RO	0x1u
+#define PROTO_MOUNT_ALL PROTO_MOUNT_RO
+#define PROTO_MAX_PATH	4096 /* MOUNT's and UNMOUNT's path, bytes */
+#define PROTO_MAX_TAG	36   /* MOUNT's tag */
+
 enum proto_type {
 	PROTO_HELLO = 1,
 	PROTO_EXEC = 2,
@@ -85,6 +96,9 @@ enum proto_type {
 	PROTO_RESIZE = 7,
 	PROTO_SHUTDOWN = 8,
 	PROTO_READY = 9,
+	PROTO_MOUNT = 10,
+	PROTO_UNMOUNT = 11,
+	PROTO_DONE = 12,
 	PROTO_STREAM = 16,
 	PROTO_STDIN = 17,
 	PROTO_STDOUT = 18,
@@ -161,6 +175,14 @@ struct proto_msg {
 		struct {
 			uint32_t fd;
 		} eof;
+		struct {
+			uint32_t id, flags;
+			char *tag, *path;
+		} mount; /* MOUNT; UNMOUNT has no tag or flags */
+		struct {
+			uint32_t id, error;
+			char *message;
+		} done;
 	} u;
 };
 

@@ -247,6 +247,9 @@ size_t proto_max_body(uint16_t type)
 	case PROTO_READY:
 	case PROTO_STREAM:
 	case PROTO_EOF:
+	case PROTO_MOUNT:
+	case PROTO_UNMOUNT:
+	case PROTO_DONE:
 		return PROTO_MAX_CONTROL;
 	case PROTO_STDIN:
 	case PROTO_STDOUT:
@@ -288,6 +291,12 @@ const char *proto_type_name(uint16_t type)
 		return "STDERR";
 	case PROTO_EOF:
 		return "EOF";
+	case PROTO_MOUNT:
+		return "MOUNT";
+	case PROTO_UNMOUNT:
+		return "UNMOUNT";
+	case PROTO_DONE:
+		return "DONE";
 	default:
 		return "unknown";
 	}
@@ -399,6 +408,28 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 		if (m->u.eof.fd > 2)
 			return -1;
 		proto_put_u32(&w, m->u.eof.fd);
+		break;
+	case PROTO_MOUNT:
+	case PROTO_UNMOUNT: {
+		bool mnt = m->type == PROTO_MOUNT;
+
+		if (m->u.mount.id == 0 || m->u.mount.path == NULL ||
+		    strlen(m->u.mount.path) > PROTO_MAX_PATH ||
+		    (mnt && (m->u.mount.tag == NULL || strlen(m->u.mount.tag) > PROTO_MAX_TAG ||
+			     (m->u.mount.flags & ~PROTO_MOUNT_ALL))))
+			return -1;
+		proto_put_u32(&w, m->u.mount.id);
+		if (mnt) {
+			proto_put_u32(&w, m->u.mount.flags);
+			proto_put_str(&w, m->u.mount.tag);
+		}
+		proto_put_str(&w, m->u.mount.path);
+		break;
+	}
+	case PROTO_DONE:
+		proto_put_u32(&w, m->u.done.id);
+		proto_put_u32(&w, m->u.done.error);
+		proto_put_str(&w, m->u.done.message);
 		break;
 	default:
 		return -1;
@@ -523,6 +554,24 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		if (m->u.eof.fd > 2)
 			return reader_fail(r, "bad EOF fd");
 		return 0;
+	case PROTO_MOUNT:
+		if (proto_get_u32(r, &m->u.mount.id) < 0 || proto_get_u32(r, &m->u.mount.flags) < 0 ||
+		    proto_get_str(r, PROTO_MAX_TAG, &m->u.mount.tag) < 0 ||
+		    proto_get_str(r, PROTO_MAX_PATH, &m->u.mount.path) < 0)
+			return -1;
+		if (m->u.mount.flags & ~PROTO_MOUNT_ALL)
+			return reader_fail(r, "unknown MOUNT flags");
+		return m->u.mount.id ? 0 : reader_fail(r, "request id 0");
+	case PROTO_UNMOUNT:
+		if (proto_get_u32(r, &m->u.mount.id) < 0 ||
+		    proto_get_str(r, PROTO_MAX_PATH, &m->u.mount.path) < 0)
+			return -1;
+		return m->u.mount.id ? 0 : reader_fail(r, "request id 0");
+	case PROTO_DONE:
+		if (proto_get_u32(r, &m->u.done.id) < 0 || proto_get_u32(r, &m->u.done.error) < 0 ||
+		    get_text(r, &m->u.done.message) < 0)
+			return -1;
+		return 0;
 	default:
 		return reader_fail(r, "unknown frame type");
 	}
@@ -577,6 +626,14 @@ void proto_msg_free(struct proto_msg *m)
 		break;
 	case PROTO_READY:
 		free(m->u.ready.message);
+		break;
+	case PROTO_MOUNT:
+	case PROTO_UNMOUNT:
+		free(m->u.mount.tag);
+		free(m->u.mount.path);
+		break;
+	case PROTO_DONE:
+		free(m->u.done.message);
 		break;
 	default:
 		break;

@@ -33,6 +33,9 @@
 #define CTL_OP_TRAFFIC	    "net.traffic"
 #define CTL_OP_NETPOLICY_SET "netpolicy.set" /* {"policy":P|null,"allowLocal":B} */
 #define CTL_OP_NETPOLICY_GET "netpolicy.get"
+#define CTL_OP_SHARE_ADD     "share.add" /* {"spec":S,"replace":B,"ephemeral":B} */
+#define CTL_OP_SHARE_RM	     "share.rm"	 /* {"tag":T,"force":B,"ephemeral":B} */
+#define CTL_OP_SHARE_LS	     "share.ls"
 #define CTL_STOP_TIMEOUT_MS 60000
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */

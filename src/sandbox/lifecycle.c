@@ -463,6 +463,43 @@ static void live_state(const char *dir, struct sandbox *sb)
 		sb->pid = 0;
 }
 
+int sandbox_open_locked(const char *name, struct sandbox *sb, char **dir, int *lock,
+			gantry_error_t *err)
+{
+	struct sandbox now;
+	int r;
+
+	*lock = -1;
+	if (sandbox_inspect(name, sb, dir, err) < 0)
+		return -1;
+	r = sandbox_lock(*dir, true, lock, err);
+	if (r < 0)
+		return -1;
+	if (r == 1) {
+		/* Stopped, and stays so while we hold it: its file as it is now. */
+		if (sandbox_load(*dir, &now, err) < 0)
+			return -1;
+		sandbox_free(sb);
+		*sb = now;
+	}
+	return 0;
+}
+
+int sandbox_request(const char *name, const char *dir, json_t *req, int timeout_ms,
+		    json_t **reply, gantry_error_t *err)
+{
+	cleanup_close int fd = -1;
+	int r;
+
+	r = ctl_connect(dir, &fd, err);
+	if (r == 0)
+		r = ctl_request(fd, req, timeout_ms, reply, err);
+	json_decref(req);
+	if (r < 0)
+		return gantry_error_prefix(err, "sandbox `%s`", name);
+	return 0;
+}
+
 int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_error_t *err)
 {
 	if (open_sandbox(name, dir, sb, err) < 0)

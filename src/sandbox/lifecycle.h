@@ -61,6 +61,14 @@ int sandbox_delete(const char *name, gantry_error_t *err);
 
 /* One sandbox's live state (as sandbox_list gives it) and its directory. */
 int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_error_t *err);
+/* The same, for a change: when it is not running, *lock (else -1) holds
+ * it stopped and sb is its sandbox.json as read under that lock. */
+int sandbox_open_locked(const char *name, struct sandbox *sb, char **dir, int *lock,
+			gantry_error_t *err);
+/* One request (taken) to the running sandbox's supervisor, its answer
+ * waited for up to timeout_ms (-1: for as long as it takes). */
+int sandbox_request(const char *name, const char *dir, json_t *req, int timeout_ms,
+		    json_t **reply, gantry_error_t *err);
 /* What `ls --json` and `inspect --json` print, and the API will serve: name,
  * state, reason, pid, created, image, resources; with dir, the image's
  * config and the sandbox's paths too. */

@@ -66,7 +66,9 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	} else {
 		xasprintf((char **)&m->cfg.console, "%s/%s", dir, SANDBOX_CONSOLE);
 	}
-	if (machine_shares(m, sb->shares, sb->nr_shares, err) < 0)
+	/* A sandbox's shares may change while it runs (they need its
+	 * writable root for their mount points). */
+	if (machine_shares(m, sb->shares, sb->nr_shares, !sb->transient && sb->writable, err) < 0)
 		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ m->sysroot, true };
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ sb->image_path, true };

@@ -55,8 +55,14 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		   gantry_error_t *err);
 /* The share server for shares (canonical specs), in this process, and
  * the virtio-fs device and command line that bring them to the guest
- * (machine_shares.c); called by machine_config. */
-int machine_shares(struct machine *m, char *const *shares, size_t n, gantry_error_t *err);
+ * (machine_shares.c); called by machine_config. live: the device and
+ * server even without shares, for shares added while it runs. */
+int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
+		   gantry_error_t *err);
+/* Check sp's host directory (share_host_check), open it and add it to
+ * srv as an export. */
+struct share_spec;
+int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gantry_error_t *err);
 void machine_shares_free(struct machine *m);
 
 /* Listen for the guest agent, check the configuration against this host,

@@ -3,7 +3,8 @@
  * export, the virtio-fs device that carries the guest's requests to it,
  * and the kernel command line tokens that tell gantry-init where each
  * share goes in the container (gantry.share=TAG:ro|rw:CTR_PATH in
- * base64url). */
+ * base64url). A sandbox that may take shares while it runs gets the
+ * device even with none at boot: virtio-mmio cannot hot-plug one. */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,30 +27,33 @@ static void shares_reset(void *opaque)
 	fs_server_reset(opaque);
 }
 
-/* One share: its directory checked and opened, an export of the server,
- * its token on the command line. */
+int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gantry_error_t *err)
+{
+	struct fs_export_opts o = { .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
+	int fd = -1, r;
+
+	r = share_host_check(sp->host_path, &fd, err);
+	if (r == 0)
+		r = fs_server_add_export(srv, sp->tag, fd, &o, err);
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		gantry_error_prefix(err, "share `%s`", sp->tag);
+	return r;
+}
+
+/* One share: an export of the server, its token on the command line. */
 static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 {
 	struct share_spec sp;
-	struct fs_export_opts o = { 0 };
 	cleanup_free char *enc = NULL;
 	size_t len = strlen(m->append);
-	int fd = -1, r = -1, n;
+	int r = -1, n;
 
 	if (share_spec_parse(spec, NULL, &sp, err) < 0)
 		return -1;
-	if (share_host_check(sp.host_path, &fd, err) < 0) {
-		gantry_error_prefix(err, "share `%s`", sp.tag);
+	if (machine_share_export(m->shares, &sp, err) < 0)
 		goto out;
-	}
-	o.ro = sp.ro;
-	o.map_owner = sp.ids;
-	o.uid = sp.uid;
-	o.gid = sp.gid;
-	if (fs_server_add_export(m->shares, sp.tag, fd, &o, err) < 0) {
-		gantry_error_prefix(err, "share `%s`", sp.tag);
-		goto out;
-	}
 	enc = share_b64url(sp.ctr_path);
 	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s", sp.tag,
 		     sp.ro ? "ro" : "rw", enc);
@@ -61,15 +65,14 @@ static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 	}
 	r = 0;
 out:
-	if (fd >= 0)
-		close(fd);
 	share_spec_free(&sp);
 	return r;
 }
 
-int machine_shares(struct machine *m, char *const *shares, size_t n, gantry_error_t *err)
+int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
+		   gantry_error_t *err)
 {
-	if (n == 0)
+	if (n == 0 && !live)
 		return 0;
 	if (fs_server_new(&m->shares, 0, err) < 0)
 		return gantry_error_prefix(err, "share server");

@@ -65,27 +65,14 @@ void sup_net_free(struct sup *s)
 
 /* --- answers to clients ---------------------------------------------------------------------- */
 
-static void reply_json(struct sup *s, struct client *c, json_t *j)
-{
-	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
-	cleanup_free char *line = NULL;
-
-	json_decref(j);
-	c->net_wait = false;
-	c->deadline = now_ms() + SUP_REQUEST_MS; /* for its next request line */
-	xasprintf(&line, "%s\n", text ? text : "{\"ok\":false,\"error\":\"encode\"}");
-	if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0)
-		client_drop(s, c);
-}
-
 static void reply(struct sup *s, struct client *c, const char *error)
 {
 	if (c == NULL)
 		return;
 	if (error)
-		reply_json(s, c, json_pack("{s:b,s:s}", "ok", 0, "error", error));
+		client_reply_json(s, c, json_pack("{s:b,s:s}", "ok", 0, "error", error));
 	else
-		reply_json(s, c, json_pack("{s:b}", "ok", 1));
+		client_reply_json(s, c, json_pack("{s:b}", "ok", 1));
 }
 
 static void reply_ports(struct sup *s, struct client *c)
@@ -95,7 +82,7 @@ static void reply_ports(struct sup *s, struct client *c)
 	for (size_t i = 0; i < s->net.nr_live; i++)
 		json_array_append_new(a, json_pack("{s:s,s:b}", "spec", s->net.live[i], "ephemeral",
 						   s->net.ephemeral[i]));
-	reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "ports", a));
+	client_reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "ports", a));
 }
 
 void sup_net_client_gone(struct sup *s, struct client *c)
@@ -343,7 +330,7 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 	}
 	if (r->op == NET_OP_POLICY_SHOW) {
 		if (r->c)
-			reply_json(s, r->c, json_incref(j));
+			client_reply_json(s, r->c, json_incref(j));
 		return;
 	}
 	prev = s->sb.net_policy;
@@ -366,7 +353,7 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 	}
 	json_decref(prev);
 	if (r->c)
-		reply_json(s, r->c,
+		client_reply_json(s, r->c,
 			   json_pack("{s:b,s:O?,s:O?}", "ok", 1, "generation",
 				     json_object_get(j, "generation"), "cut",
 				     json_object_get(j, "cut")));
@@ -487,7 +474,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 {
 	struct net_req r = { 0 };
 
-	c->net_wait = true;
+	c->waiting = true;
 	c->deadline = 0;
 	if (!s->sb.net) {
 		reply(s, c, "the sandbox has no network (started with -net=false)");

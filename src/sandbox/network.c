@@ -128,42 +128,18 @@ void sandbox_opts_free(struct sandbox_opts *o)
 static int open_net(const char *name, struct sandbox *sb, char **dir, int *lock,
 		    gantry_error_t *err)
 {
-	struct sandbox now;
-	int r;
-
-	*lock = -1;
-	if (sandbox_inspect(name, sb, dir, err) < 0)
+	if (sandbox_open_locked(name, sb, dir, lock, err) < 0)
 		return -1;
-	r = sandbox_lock(*dir, true, lock, err);
-	if (r < 0)
-		return -1;
-	if (r == 1) {
-		/* Stopped, and stays so while we hold it: its file as it is now. */
-		if (sandbox_load(*dir, &now, err) < 0)
-			return -1;
-		sandbox_free(sb);
-		*sb = now;
-	}
 	if (!sb->net)
 		return gantry_error(err, 0, "sandbox `%s` has no network (started with -net=false)",
 				    name);
 	return 0;
 }
 
-/* One request to the running sandbox's supervisor. */
 static int supervisor_request(const char *name, const char *dir, json_t *req, json_t **reply,
 			      gantry_error_t *err)
 {
-	cleanup_close int fd = -1;
-	int r;
-
-	r = ctl_connect(dir, &fd, err);
-	if (r == 0)
-		r = ctl_request(fd, req, NET_CTL_WAIT_MS, reply, err);
-	json_decref(req);
-	if (r < 0)
-		return gantry_error_prefix(err, "sandbox `%s`", name);
-	return 0;
+	return sandbox_request(name, dir, req, NET_CTL_WAIT_MS, reply, err);
 }
 
 static int canonical(const char *spec, bool pick, char buf[PORT_SPEC_MAX], gantry_error_t *err)

@@ -28,6 +28,7 @@ bool sup_log_due(uint64_t *last)
 void client_drop(struct sup *s, struct client *c)
 {
 	sup_net_client_gone(s, c);
+	sup_shares_client_gone(s, c);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
 		if (s->clients[i] == c)
 			s->clients[i] = NULL;
@@ -65,6 +66,19 @@ int client_reply(struct client *c, bool ok, const char *error)
 	free(text);
 	r = outq_send(&c->q, c->fd, line, strlen(line), -1);
 	return r;
+}
+
+void client_reply_json(struct sup *s, struct client *c, json_t *j)
+{
+	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+	cleanup_free char *line = NULL;
+
+	json_decref(j);
+	c->waiting = false;
+	c->deadline = now_ms() + SUP_REQUEST_MS; /* for its next request line */
+	xasprintf(&line, "%s\n", text ? text : "{\"ok\":false,\"error\":\"encode\"}");
+	if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0)
+		client_drop(s, c);
 }
 
 void client_send(struct sup *s, struct client *c, const struct proto_msg *m, int fd)
@@ -152,6 +166,11 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 		memmove(c->line, c->line + end + 1, rest);
 		c->len = rest;
 		client_net_request(s, c, j, op);
+	} else if (strcmp(op, CTL_OP_SHARE_ADD) == 0 || strcmp(op, CTL_OP_SHARE_RM) == 0 ||
+		   strcmp(op, CTL_OP_SHARE_LS) == 0) {
+		memmove(c->line, c->line + end + 1, rest);
+		c->len = rest;
+		client_share_request(s, c, j, op);
 	} else {
 		client_reply(c, false, "unknown op");
 		client_drop(s, c);

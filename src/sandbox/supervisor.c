@@ -57,6 +57,7 @@ static void guest_cut(struct sup *s, const char *why, bool hostile)
 	outq_free(&s->control_q);
 	s->guest_gone = why;
 	clients_guest_gone(s, why);
+	sup_shares_guest_gone(s, why);
 	if (hostile && s->stopping)
 		sup_kill(s, why);
 }
@@ -126,6 +127,8 @@ static void guest_frames(struct sup *s)
 			c = client_by_guest_id(s, m.u.error.id);
 		else if (m.type == PROTO_ERROR && sup_log_due(&s->error_logged))
 			log_warn("guest: %s", m.u.error.message);
+		else if (m.type == PROTO_DONE)
+			sup_shares_done(s, &m);
 		if (c && !c->done) {
 			if (m.type == PROTO_STARTED)
 				m.u.started.id = c->client_id;
@@ -279,6 +282,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 	rename(SANDBOX_CONSOLE, SANDBOX_CONSOLE ".previous");
 	if (machine_config(&s->m, &s->sb, ".", -1, err) < 0)
 		return -1;
+	sup_shares_init(s);
 
 	/* Before any thread exists, so the VMM's threads inherit the mask. */
 	sigemptyset(&set);
@@ -347,6 +351,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 		guest_cut(s, "the guest stopped reading its control connection", true);
 	clients_expire(s, now, &wake);
 	sup_net_tick(s, now, &wake);
+	sup_shares_tick(s, now, &wake);
 	fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
 	fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
 	fds[F_CONTROL] = (struct pollfd){
@@ -366,7 +371,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 			continue;
 		if (c->backlog && !guest_busy)
 			timeout_now = true; /* its held-back frames can go */
-		if (!(c->session && (guest_busy || c->backlog)) && !c->net_wait)
+		if (!(c->session && (guest_busy || c->backlog)) && !c->waiting)
 			ev |= POLLIN;
 		if (outq_pending(&c->q))
 			ev |= POLLOUT;

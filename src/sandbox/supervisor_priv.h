@@ -18,6 +18,7 @@
 #include "proto/agent.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
+#include "share/spec.h"
 
 #define SUP_MAX_CLIENTS	    256
 #define SUP_MAX_STREAMS	    64		  /* guest stdio dials waiting for their STREAM frame */
@@ -47,7 +48,7 @@ struct client {
 	bool backlog;	   /* whole frames wait in dec for the guest's queue to drain */
 	bool done;	   /* EXIT or ERROR went to it */
 	uint64_t deadline; /* its request line is due by then; 0: none due */
-	bool net_wait;	   /* its request waits for the network worker */
+	bool waiting;	   /* its request waits: for the network worker, or a share change */
 	struct outq q;
 };
 
@@ -87,6 +88,37 @@ struct sup_net {
 	char *msg; /* NET_CTL_MSG_MAX + 1 bytes for one answer */
 };
 
+#define SUP_SHARE_OPS	  8   /* share changes under way at once */
+#define SUP_SHARE_POLL_MS 100 /* how often a remove looks at open files */
+
+enum share_stage {
+	SHARE_FREE,
+	SHARE_DRAIN, /* a remove waits for the guest's open files to close */
+	SHARE_GUEST, /* waits for the guest's DONE */
+};
+
+/* One `share add` or `share rm` under way. */
+struct share_op {
+	enum share_stage stage;
+	struct client *c; /* who waits for the answer; NULL: gone */
+	bool add, ephemeral;
+	char tag[SHARE_TAG_MAX + 1];
+	char *spec;	       /* add: the share, canonical */
+	char *path;	       /* rm: the container path it leaves */
+	bool exported;	       /* rm: its export is still the server's */
+	uint32_t last_id;      /* the guest request whose DONE ends it */
+	uint32_t error;	       /* that DONE's errno */
+	char *why;	       /* and message */
+};
+
+/* The shares as the guest has them now, and the changes under way. */
+struct sup_shares {
+	char **live; /* canonical, mounted in the container now */
+	size_t nr_live;
+	struct share_op ops[SUP_SHARE_OPS];
+	uint32_t next_id;
+};
+
 /* A guest stdio dial, until its STREAM frame says whose it is. */
 struct stream_wait {
 	int fd; /* -1: a free slot */
@@ -115,6 +147,7 @@ struct sup {
 	bool stopping;
 	uint64_t stop_deadline;
 	struct sup_net net;
+	struct sup_shares shares;
 };
 
 /* supervisor.c */
@@ -149,6 +182,8 @@ struct client *client_by_guest_id(struct sup *s, uint32_t id);
 void client_send(struct sup *s, struct client *c, const struct proto_msg *m, int fd);
 /* {"ok":true} or {"ok":false,"error":...} */
 int client_reply(struct client *c, bool ok, const char *error);
+/* The answer j (taken) to c's waiting request; c may take its next. */
+void client_reply_json(struct sup *s, struct client *c, json_t *j);
 /* The guest agent is gone: every session still waiting gets ERROR. */
 void clients_guest_gone(struct sup *s, const char *why);
 /* Deadlines and stalls: clients and stream dials past theirs are dropped;
@@ -158,6 +193,20 @@ void streams_accept(struct sup *s);
 void stream_event(struct sup *s, struct stream_wait *w);
 /* Take an op for the worker out of c's request (op is its "op"). */
 void client_net_request(struct sup *s, struct client *c, json_t *req, const char *op);
+
+/* sharelive.c */
+/* The live list starts as the shares the VM booted with. */
+void sup_shares_init(struct sup *s);
+/* share.add, share.rm, share.ls from c (op is its "op"). */
+void client_share_request(struct sup *s, struct client *c, json_t *req, const char *op);
+/* The guest's answer to a MOUNT or UNMOUNT. */
+void sup_shares_done(struct sup *s, const struct proto_msg *m);
+/* Removes waiting for open files look again; *wake gets the next time. */
+void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake);
+/* c is going: a remove it waits for is called off, the rest carry on. */
+void sup_shares_client_gone(struct sup *s, struct client *c);
+/* The guest's control connection is gone: every change under way fails. */
+void sup_shares_guest_gone(struct sup *s, const char *why);
 
 /* netrelay.c */
 /* The worker's control socket is ctl (-1: a sandbox without a network);

@@ -68,6 +68,10 @@ int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
 		return ret;
 	}
 	fs_entry_fill(n, &st, e);
+	/* Shares come and go while the guest runs: it asks again each time
+	 * it walks through the hub (its mounts start below it). */
+	if (!dir->exp)
+		e->entry_valid = e->entry_valid_nsec = 0;
 	return 0;
 }
 

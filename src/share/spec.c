@@ -360,6 +360,24 @@ int shares_add(char ***v, size_t *n, const char *spec, const char *cwd, gantry_e
 	return r;
 }
 
+ssize_t shares_find(char *const *v, size_t n, const char *tag)
+{
+	size_t len = strlen(tag);
+
+	/* A canonical spec begins TAG=, and a tag holds no `=`. */
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(v[i], tag, len) == 0 && v[i][len] == '=')
+			return (ssize_t)i;
+	return -1;
+}
+
+void shares_remove(char **v, size_t *n, size_t i)
+{
+	free(v[i]);
+	memmove(v + i, v + i + 1, (*n - i) * sizeof(*v)); /* the NULL too */
+	(*n)--;
+}
+
 /* The real path of path: realpath of its longest existing prefix, the rest
  * as written (GANTRY_HOME need not exist yet). */
 static char *real_prefix(const char *path)

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/error.h"
 
@@ -55,6 +56,10 @@ void share_spec_free(struct share_spec *sp);
  * own); more than SHARES_MAX shares. The same host directory may be shared
  * twice, e.g. once read-only. */
 int shares_add(char ***v, size_t *n, const char *spec, const char *cwd, gantry_error_t *err);
+/* The index of the canonical spec with tag in v, or -1. */
+ssize_t shares_find(char *const *v, size_t n, const char *tag);
+/* Remove entry i of the NULL-terminated v, keeping the order of the rest. */
+void shares_remove(char **v, size_t *n, size_t i);
 
 /* May host_path be shared? It must be an existing directory, not / and not
  * GANTRY_HOME, inside it or above it (compared as real paths). Opens it

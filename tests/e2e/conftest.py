@@ -267,6 +267,44 @@ def boot(gantry, vmlinux, initramfs):
     return _boot
 
 
+class GantryHome:
+    """gantry with a test's own GANTRY_HOME and GANTRY_IMAGES."""
+
+    def __init__(self, binary, home, images):
+        self.binary = str(binary)
+        self.home = Path(home)
+        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images))
+
+    def run(self, *args, input=None, timeout=None, check=False):
+        r = subprocess.run([self.binary, *map(str, args)], env=self.env, input=input,
+                           stdin=None if input is not None else subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout or boot_timeout() * 3)
+        if check:
+            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
+        return r
+
+    def popen(self, *args):
+        """gantry in the background, its output piped."""
+        return subprocess.Popen([self.binary, *map(str, args)], env=self.env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+
+    def sh(self, name, script, **kw):
+        return self.run("exec", name, "--", "sh", "-c", script, **kw)
+
+
+@pytest.fixture(scope="session")
+def sandbox_assets():
+    """What a sandbox boots (`make assets`) and mke2fs for its disk."""
+    assets = build_dir() / "assets"
+    for name in ("vmlinux", "sysroot.erofs", "default-image"):
+        if not (assets / name).exists():
+            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
+    if shutil.which("mke2fs") is None and not Path("/usr/sbin/mke2fs").exists():
+        pytest.skip("mke2fs not found: apt-get install e2fsprogs")
+    return assets
+
+
 class GantryWorld:
     """gantry with a test's own GANTRY_HOME and GANTRY_IMAGES and the
     network rig's dnsmasq as its DNS upstream; in_world runs it in the

@@ -12,43 +12,19 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import GantryHome as Gantry
 
 pytestmark = pytest.mark.kvm
 
 MIB = 1 << 20
 
 
-class Gantry:
-    def __init__(self, binary, home, images):
-        self.binary = str(binary)
-        self.home = Path(home)
-        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images))
-
-    def run(self, *args, input=None, timeout=None, check=False):
-        r = subprocess.run([self.binary, *map(str, args)], env=self.env, input=input,
-                           stdin=None if input is not None else subprocess.DEVNULL,
-                           capture_output=True, timeout=timeout or boot_timeout() * 3)
-        if check:
-            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
-        return r
-
-    def sh(self, name, script, **kw):
-        return self.run("exec", name, "--", "sh", "-c", script, **kw)
-
-
 @pytest.fixture(scope="module")
-def assets():
-    assets = build_dir() / "assets"
-    for name in ("vmlinux", "sysroot.erofs", "default-image"):
-        if not (assets / name).exists():
-            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
-    if shutil.which("mke2fs") is None and not Path("/usr/sbin/mke2fs").exists():
-        pytest.skip("mke2fs not found: apt-get install e2fsprogs")
+def assets(sandbox_assets):
+    return sandbox_assets
 
 
 @pytest.fixture(scope="module")
