@@ -78,7 +78,9 @@ static struct share_op *op_new(struct sup *s, struct client *c, const char *tag)
 		struct share_op *op = &s->shares.ops[i];
 
 		if (op->stage == SHARE_FREE) {
-			*op = (struct share_op){ .stage = SHARE_GUEST, .c = c };
+			*op = (struct share_op){ .stage = SHARE_GUEST,
+						 .c = c,
+						 .deadline = now_ms() + SUP_SHARE_GUEST_MS };
 			snprintf(op->tag, sizeof(op->tag), "%s", tag);
 			return op;
 		}
@@ -200,6 +202,7 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 static void rm_unmount(struct sup *s, struct share_op *op)
 {
 	op->stage = SHARE_GUEST;
+	op->deadline = now_ms() + SUP_SHARE_GUEST_MS;
 	op->last_id = ask_guest(s, PROTO_UNMOUNT, NULL, false, op->path);
 	if (op->last_id == 0) {
 		reply(s, op->c, "the guest takes no more requests now: try again");
@@ -241,11 +244,23 @@ static void share_rm(struct sup *s, struct client *c, json_t *req)
 	share_spec_free(&sp);
 }
 
+static void op_finish(struct sup *s, struct share_op *op);
+
 void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake)
 {
 	for (size_t i = 0; i < SUP_SHARE_OPS; i++) {
 		struct share_op *op = &s->shares.ops[i];
 
+		if (op->stage == SHARE_GUEST && now >= op->deadline) {
+			/* A guest that does not answer holds up nothing: an
+			 * add fails, a remove goes through without it. */
+			op->error = ETIMEDOUT;
+			op->why = xstrdup("the guest did not answer in time");
+			op_finish(s, op);
+			continue;
+		}
+		if (op->stage == SHARE_GUEST)
+			*wake = MIN(*wake, op->deadline);
 		if (op->stage != SHARE_DRAIN)
 			continue;
 		if (op->c == NULL)

@@ -89,7 +89,8 @@ struct sup_net {
 };
 
 #define SUP_SHARE_OPS	  8   /* share changes under way at once */
-#define SUP_SHARE_POLL_MS 100 /* how often a remove looks at open files */
+#define SUP_SHARE_POLL_MS 100   /* how often a remove looks at open files */
+#define SUP_SHARE_GUEST_MS 20000 /* for the guest's DONE */
 
 enum share_stage {
 	SHARE_FREE,
@@ -107,6 +108,7 @@ struct share_op {
 	char *path;	       /* rm: the container path it leaves */
 	bool exported;	       /* rm: its export is still the server's */
 	uint32_t last_id;      /* the guest request whose DONE ends it */
+	uint64_t deadline;     /* SHARE_GUEST: for that DONE */
 	uint32_t error;	       /* that DONE's errno */
 	char *why;	       /* and message */
 };

@@ -32,6 +32,8 @@ static const char *display_text(const struct proto_msg *m)
 		return m->u.ready.message;
 	case PROTO_ERROR:
 		return m->u.error.message;
+	case PROTO_DONE:
+		return m->u.done.message;
 	default:
 		return NULL;
 	}

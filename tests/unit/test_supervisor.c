@@ -29,6 +29,13 @@
 #include "proto/agent.h"
 #include "sandbox/ctl.h"
 #include "sandbox/supervisor_priv.h"
+#include "share/spec.h"
+
+/* The share server's test client; not every helper of it is used here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "share_client.h"
+#pragma GCC diagnostic pop
 
 #define ROUND_MS 20
 
@@ -572,6 +579,129 @@ static size_t saved_ports(char ***v)
  * an error, its late answer still counts; traffic snapshots reach
  * network-traffic.json; a worker that hangs up leaves the sandbox running
  * with its link down. */
+/* The guest's next frame, which must be type; its id. */
+static uint32_t guest_takes(struct rig *r, uint16_t type, const char *path)
+{
+	static uint8_t buf[PROTO_MAX_FRAME];
+	struct proto_msg m;
+	const char *why;
+	uint32_t id;
+
+	assert_true(serve_until(r, r->guest, 2000) >= 0);
+	assert_int_equal(proto_read_msg(r->guest, buf, &m, &why), 1);
+	assert_int_equal(m.type, type);
+	assert_string_equal(m.u.mount.path, path);
+	id = m.u.mount.id;
+	proto_msg_free(&m);
+	return id;
+}
+
+static void guest_done(struct rig *r, uint32_t id, uint32_t error, const char *message)
+{
+	struct proto_msg m = { .type = PROTO_DONE };
+
+	m.u.done.id = id;
+	m.u.done.error = error;
+	m.u.done.message = (char *)message;
+	assert_int_equal(proto_write_msg(r->guest, &m), 0);
+}
+
+static int share_client(struct rig *r, const char *json)
+{
+	int fd;
+
+	assert_int_equal(ctl_connect(r->dir, &fd, NULL), 0);
+	assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+	return fd;
+}
+
+static void share_answer(struct rig *r, int fd, char *line, size_t len)
+{
+	assert_true(serve_until(r, fd, 2000) >= 0);
+	assert_int_equal(ctl_read_line(fd, line, len, 1000, NULL), 0);
+	close(fd);
+}
+
+/* share.add and share.rm against a fake guest and the real share server:
+ * the export comes and goes with the guest's DONE, a remove waits for a
+ * handle the guest holds, a failed mount leaves nothing, ids the guest
+ * makes up change nothing. */
+static void test_share_ops(void **state)
+{
+	struct rig *r = *state;
+	struct cl *c = cl_new(0);
+	char cwd[4096], line[CTL_LINE_MAX], req[1024];
+	char dir[256];
+	uint64_t node, fh;
+	uint32_t id;
+	int a;
+
+	snprintf(dir, sizeof(dir), "%s", cl_path(c, "other"));
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(r->dir), 0);
+	r->s->sb = (struct sandbox){ .name = xstrdup("t"),
+				     .image = xstrdup("x"),
+				     .image_path = xstrdup("/x.erofs"),
+				     .state = SANDBOX_RUNNING,
+				     .writable = true };
+	r->s->m.shares = c->s;
+	sup_shares_init(r->s);
+
+	snprintf(req, sizeof(req), "{\"op\":\"share.add\",\"spec\":\"live=%s@/w\"}\n", dir);
+	a = share_client(r, req);
+	id = guest_takes(r, PROTO_MOUNT, "/w");
+	guest_done(r, id + 100, 0, ""); /* not its id: nothing happens */
+	for (int i = 0; i < 5; i++)
+		sup_serve_once(r->s, ROUND_MS);
+	assert_false(readable(a));
+	guest_done(r, id, 0, "");
+	share_answer(r, a, line, sizeof(line));
+	assert_non_null(strstr(line, "\"ok\":true"));
+	assert_int_equal(r->s->sb.nr_shares, 1); /* saved */
+
+	/* The guest opens a file of it: the remove waits, then goes. */
+	node = (uint64_t)cl_lookup(c, FUSE_ROOT_ID, "live");
+	assert_true(node > 1);
+	fh = (uint64_t)cl_open(c, FUSE_OPENDIR, node, O_RDONLY);
+	a = share_client(r, "{\"op\":\"share.rm\",\"tag\":\"live\"}\n");
+	for (int i = 0; i < 10; i++)
+		sup_serve_once(r->s, ROUND_MS);
+	assert_false(readable(r->guest));
+	assert_false(readable(a));
+	assert_int_equal(cl_release(c, FUSE_RELEASEDIR, node, fh), 0);
+	id = guest_takes(r, PROTO_UNMOUNT, "/w");
+	guest_done(r, id, EINVAL, "not mounted"); /* never was: gone all the same */
+	share_answer(r, a, line, sizeof(line));
+	assert_string_equal(line, "{\"ok\":true}");
+	assert_int_equal(cl_lookup(c, FUSE_ROOT_ID, "live"), -ENOENT);
+	assert_int_equal(r->s->sb.nr_shares, 0);
+
+	/* A mount the guest fails: no export, not saved. */
+	snprintf(req, sizeof(req),
+		 "{\"op\":\"share.add\",\"spec\":\"bad=%s@/b\",\"ephemeral\":true}\n", dir);
+	a = share_client(r, req);
+	id = guest_takes(r, PROTO_MOUNT, "/b");
+	guest_done(r, id, ENOTDIR, "make the mount point: Not a directory");
+	share_answer(r, a, line, sizeof(line));
+	assert_non_null(strstr(line, "could not mount it: make the mount point"));
+	assert_int_equal(cl_lookup(c, FUSE_ROOT_ID, "bad"), -ENOENT);
+
+	/* Refused before the guest hears of it. */
+	a = share_client(r, "{\"op\":\"share.add\",\"spec\":\"x=/nonexistent-dir\"}\n");
+	share_answer(r, a, line, sizeof(line));
+	assert_non_null(strstr(line, "\"ok\":false"));
+	a = share_client(r, "{\"op\":\"share.rm\",\"tag\":\"nosuch\"}\n");
+	share_answer(r, a, line, sizeof(line));
+	assert_non_null(strstr(line, "no share `nosuch`"));
+	assert_false(readable(r->guest));
+
+	r->s->m.shares = NULL;
+	strv_free(r->s->shares.live);
+	sandbox_free(&r->s->sb);
+	cl_free(c);
+	assert_int_equal(chdir(cwd), 0);
+}
+
 static void test_net_relay(void **state)
 {
 	struct rig *r = *state;
@@ -700,6 +830,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_client_stops_reading, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_silent_client, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_net_relay, rig_setup, rig_teardown),
+		cmocka_unit_test_setup_teardown(test_share_ops, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_frames_for_no_session, rig_setup,
 						rig_teardown),
 	};
