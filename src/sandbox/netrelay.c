@@ -65,16 +65,6 @@ void sup_net_free(struct sup *s)
 
 /* --- answers to clients ---------------------------------------------------------------------- */
 
-static void reply(struct sup *s, struct client *c, const char *error)
-{
-	if (c == NULL)
-		return;
-	if (error)
-		client_reply_json(s, c, json_pack("{s:b,s:s}", "ok", 0, "error", error));
-	else
-		client_reply_json(s, c, json_pack("{s:b}", "ok", 1));
-}
-
 static void reply_ports(struct sup *s, struct client *c)
 {
 	json_t *a = json_array();
@@ -197,11 +187,11 @@ static void net_gone(struct sup *s)
 	net->ctl = -1;
 	s->m.net_worker.ctl_fd = -1;
 	if (net->sent.op != NET_OP_NONE)
-		reply(s, net->sent.c, NET_GONE);
+		client_answer(s, net->sent.c, NET_GONE);
 	req_release(&net->sent);
 	net->sent.op = NET_OP_NONE;
 	for (size_t i = 0; i < net->queued; i++) {
-		reply(s, net->queue[i].c, NET_GONE);
+		client_answer(s, net->queue[i].c, NET_GONE);
 		req_release(&net->queue[i]);
 	}
 	net->queued = 0;
@@ -277,7 +267,7 @@ void sup_net_tick(struct sup *s, uint64_t now, uint64_t *wake)
 		return;
 	if (net->sent.op != NET_OP_NONE && net->sent.c && now >= net->sent.deadline) {
 		/* Its answer still comes first: the request stays outstanding. */
-		reply(s, net->sent.c, "the network worker did not answer in time");
+		client_answer(s, net->sent.c, "the network worker did not answer in time");
 		net->sent.c = NULL;
 	}
 	for (size_t i = 0; i < net->queued;) {
@@ -285,7 +275,7 @@ void sup_net_tick(struct sup *s, uint64_t now, uint64_t *wake)
 			i++;
 			continue;
 		}
-		reply(s, net->queue[i].c, "the network worker is busy: try again");
+		client_answer(s, net->queue[i].c, "the network worker is busy: try again");
 		req_release(&net->queue[i]);
 		memmove(net->queue + i, net->queue + i + 1,
 			(--net->queued - i) * sizeof(net->queue[0]));
@@ -325,7 +315,7 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 		cleanup_free char *shown =
 			text_sanitized(e ? e : "refused", strlen(e ? e : "refused"), NET_ERROR_MAX);
 
-		reply(s, r->c, shown);
+		client_answer(s, r->c, shown);
 		return;
 	}
 	if (r->op == NET_OP_POLICY_SHOW) {
@@ -346,7 +336,7 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 
 		xasprintf(&msg, "in force, but not saved: %s", gantry_error_str(err));
 		log_warn("%s", msg);
-		reply(s, r->c, msg);
+		client_answer(s, r->c, msg);
 		gantry_error_free(&err);
 		json_decref(prev);
 		return;
@@ -379,12 +369,12 @@ static void net_answer(struct sup *s, json_t *j)
 
 		if (r.op != NET_OP_TRAFFIC || r.c)
 			log_info("network worker: %s %s: %s", op_names[r.op], r.spec, shown);
-		reply(s, r.c, shown);
+		client_answer(s, r.c, shown);
 		return;
 	}
 	if (r.op == NET_OP_TRAFFIC) {
 		traffic_write(json_object_get(j, "traffic"));
-		reply(s, r.c, NULL);
+		client_answer(s, r.c, NULL);
 		return;
 	}
 	log_info("%s %s%s", r.op == NET_OP_PUBLISH ? "published" : "unpublished", r.spec,
@@ -394,11 +384,11 @@ static void net_answer(struct sup *s, json_t *j)
 
 		xasprintf(&msg, "done, but not saved: %s", gantry_error_str(err));
 		log_warn("%s", msg);
-		reply(s, r.c, msg);
+		client_answer(s, r.c, msg);
 		gantry_error_free(&err);
 		return;
 	}
-	reply(s, r.c, NULL);
+	client_answer(s, r.c, NULL);
 }
 
 void sup_net_event(struct sup *s)
@@ -447,7 +437,7 @@ static bool net_check(struct sup *s, struct client *c, struct net_req *r, const 
 
 	if (spec == NULL || port_spec_parse(spec, &p, &err) < 0 ||
 	    (r->op == NET_OP_PUBLISH && port_spec_pick(&p, &err) < 0)) {
-		reply(s, c, err ? gantry_error_str(err) : "no spec");
+		client_answer(s, c, err ? gantry_error_str(err) : "no spec");
 		gantry_error_free(&err);
 		return false;
 	}
@@ -457,14 +447,14 @@ static bool net_check(struct sup *s, struct client *c, struct net_req *r, const 
 		cleanup_free char *msg = NULL;
 
 		xasprintf(&msg, "%s is already published (as %s)", r->spec, s->net.live[at]);
-		reply(s, c, msg);
+		client_answer(s, c, msg);
 		return false;
 	}
 	if (r->op == NET_OP_UNPUBLISH && (at < 0 || strcmp(s->net.live[at], r->spec) != 0)) {
 		cleanup_free char *msg = NULL;
 
 		xasprintf(&msg, "%s is not published on sandbox `%s`", r->spec, s->name);
-		reply(s, c, msg);
+		client_answer(s, c, msg);
 		return false;
 	}
 	return true;
@@ -477,7 +467,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 	c->waiting = true;
 	c->deadline = 0;
 	if (!s->sb.net) {
-		reply(s, c, "the sandbox has no network (started with -net=false)");
+		client_answer(s, c, "the sandbox has no network (started with -net=false)");
 		return;
 	}
 	if (strcmp(op, CTL_OP_PORTS) == 0) {
@@ -485,7 +475,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 		return;
 	}
 	if (s->net.ctl < 0) {
-		reply(s, c, NET_GONE);
+		client_answer(s, c, NET_GONE);
 		return;
 	}
 	if (strcmp(op, CTL_OP_TRAFFIC) == 0) {
@@ -502,7 +492,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 		if (pj && !json_is_null(pj)) {
 			if (policy_from_json(pj, &p, &err) < 0) {
 				gantry_error_prefix(&err, "policy");
-				reply(s, c, gantry_error_str(err));
+				client_answer(s, c, gantry_error_str(err));
 				gantry_error_free(&err);
 				return;
 			}
@@ -516,7 +506,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 			return;
 	}
 	if (s->net.queued == SUP_NET_QUEUE) {
-		reply(s, c, "the network worker is busy: try again");
+		client_answer(s, c, "the network worker is busy: try again");
 		req_release(&r);
 		return;
 	}

@@ -81,6 +81,16 @@ void client_reply_json(struct sup *s, struct client *c, json_t *j)
 		client_drop(s, c);
 }
 
+void client_answer(struct sup *s, struct client *c, const char *error)
+{
+	if (c == NULL)
+		return;
+	if (error)
+		client_reply_json(s, c, json_pack("{s:b,s:s}", "ok", 0, "error", error));
+	else
+		client_reply_json(s, c, json_pack("{s:b}", "ok", 1));
+}
+
 void client_send(struct sup *s, struct client *c, const struct proto_msg *m, int fd)
 {
 	uint8_t frame[PROTO_MAX_FRAME];

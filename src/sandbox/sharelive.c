@@ -40,19 +40,9 @@ static void op_free(struct share_op *op)
 	*op = (struct share_op){ .stage = SHARE_FREE };
 }
 
-static void reply(struct sup *s, struct client *c, const char *error)
-{
-	if (c == NULL)
-		return;
-	if (error)
-		client_reply_json(s, c, json_pack("{s:b,s:s}", "ok", 0, "error", error));
-	else
-		client_reply_json(s, c, json_pack("{s:b}", "ok", 1));
-}
-
 static void reply_err(struct sup *s, struct client *c, gantry_error_t *err)
 {
-	reply(s, c, gantry_error_str(*err));
+	client_answer(s, c, gantry_error_str(*err));
 	gantry_error_free(err);
 }
 
@@ -71,7 +61,7 @@ static struct share_op *op_new(struct sup *s, struct client *c, const char *tag)
 
 	if (op_find(s, tag)) {
 		xasprintf(&msg, "share `%s` is being changed: try again once that is done", tag);
-		reply(s, c, msg);
+		client_answer(s, c, msg);
 		return NULL;
 	}
 	for (size_t i = 0; i < SUP_SHARE_OPS; i++) {
@@ -85,7 +75,7 @@ static struct share_op *op_new(struct sup *s, struct client *c, const char *tag)
 			return op;
 		}
 	}
-	reply(s, c, "too many share changes under way: try again");
+	client_answer(s, c, "too many share changes under way: try again");
 	return NULL;
 }
 
@@ -159,14 +149,14 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 	ssize_t at;
 
 	if (spec == NULL)
-		return reply(s, c, "share.add: no spec");
+		return client_answer(s, c, "share.add: no spec");
 	if (share_spec_parse(spec, NULL, &sp, &err) < 0)
 		return reply_err(s, c, &err);
 	at = shares_find(s->shares.live, s->shares.nr_live, sp.tag);
 	if (at >= 0 && !replace) {
 		xasprintf(&msg, "sandbox `%s` has a share `%s` already (--replace replaces it)",
 			  s->name, sp.tag);
-		reply(s, c, msg);
+		client_answer(s, c, msg);
 	} else if (add_check(s, spec, sp.tag, &err) < 0 ||
 		   share_host_check(sp.host_path, NULL, &err) < 0) {
 		reply_err(s, c, &err);
@@ -189,7 +179,7 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 		} else if ((op->last_id = ask_guest(s, PROTO_MOUNT, sp.tag, sp.ro, sp.ctr_path)) ==
 			   0) {
 			fs_server_remove_export(s->m.shares, sp.tag, true, NULL);
-			reply(s, c, "the guest takes no more requests now: try again");
+			client_answer(s, c, "the guest takes no more requests now: try again");
 			op_free(op);
 		}
 	}
@@ -205,7 +195,7 @@ static void rm_unmount(struct sup *s, struct share_op *op)
 	op->deadline = now_ms() + SUP_SHARE_GUEST_MS;
 	op->last_id = ask_guest(s, PROTO_UNMOUNT, NULL, false, op->path);
 	if (op->last_id == 0) {
-		reply(s, op->c, "the guest takes no more requests now: try again");
+		client_answer(s, op->c, "the guest takes no more requests now: try again");
 		op_free(op);
 	}
 }
@@ -219,14 +209,14 @@ static void share_rm(struct sup *s, struct client *c, json_t *req)
 	ssize_t at;
 
 	if (tag == NULL)
-		return reply(s, c, "share.rm: no tag");
+		return client_answer(s, c, "share.rm: no tag");
 	at = shares_find(s->shares.live, s->shares.nr_live, tag);
 	if (at < 0) {
 		xasprintf(&msg, "sandbox `%s` has no share `%s`", s->name, tag);
-		return reply(s, c, msg);
+		return client_answer(s, c, msg);
 	}
 	if (share_spec_parse(s->shares.live[at], NULL, &sp, NULL) < 0)
-		return reply(s, c, "share.rm: a live share that does not parse");
+		return client_answer(s, c, "share.rm: a live share that does not parse");
 	op = op_new(s, c, tag);
 	if (op) {
 		op->ephemeral = json_is_true(json_object_get(req, "ephemeral"));
@@ -284,7 +274,7 @@ static void op_finish(struct sup *s, struct share_op *op)
 		fs_server_remove_export(s->m.shares, op->tag, true, NULL);
 		xasprintf(&msg, "share `%s`: the guest could not mount it: %s", op->tag,
 			  op->why && *op->why ? op->why : strerror((int)op->error));
-		reply(s, op->c, msg);
+		client_answer(s, op->c, msg);
 	} else if (op->add) {
 		live_set(&s->shares, op->tag, op->spec);
 		if (!op->ephemeral && save(s, op->tag, op->spec, &err) < 0)
@@ -305,7 +295,7 @@ static void op_finish(struct sup *s, struct share_op *op)
 		if (!op->ephemeral && save(s, op->tag, NULL, &err) < 0)
 			reply_err(s, op->c, &err);
 		else
-			reply(s, op->c, NULL);
+			client_answer(s, op->c, NULL);
 		log_info("share `%s` removed%s", op->tag, op->ephemeral ? " (ephemeral)" : "");
 	}
 	op_free(op);
@@ -343,7 +333,7 @@ void sup_shares_guest_gone(struct sup *s, const char *why)
 
 		if (op->stage == SHARE_FREE)
 			continue;
-		reply(s, op->c, why);
+		client_answer(s, op->c, why);
 		op_free(op);
 	}
 }
@@ -396,9 +386,9 @@ void client_share_request(struct sup *s, struct client *c, json_t *req, const ch
 	if (strcmp(op, CTL_OP_SHARE_LS) == 0)
 		share_ls(s, c);
 	else if (s->stopping || s->control < 0)
-		reply(s, c, s->stopping ? "the sandbox is stopping" : s->guest_gone);
+		client_answer(s, c, s->stopping ? "the sandbox is stopping" : s->guest_gone);
 	else if (s->m.shares == NULL)
-		reply(s, c, "the sandbox has no share device (its root is read-only)");
+		client_answer(s, c, "the sandbox has no share device (its root is read-only)");
 	else if (strcmp(op, CTL_OP_SHARE_ADD) == 0)
 		share_add(s, c, req);
 	else

@@ -186,6 +186,8 @@ void client_send(struct sup *s, struct client *c, const struct proto_msg *m, int
 int client_reply(struct client *c, bool ok, const char *error);
 /* The answer j (taken) to c's waiting request; c may take its next. */
 void client_reply_json(struct sup *s, struct client *c, json_t *j);
+/* The same, {"ok":true} or (error) {"ok":false,"error":error}; c NULL: nobody. */
+void client_answer(struct sup *s, struct client *c, const char *error);
 /* The guest agent is gone: every session still waiting gets ERROR. */
 void clients_guest_gone(struct sup *s, const char *why);
 /* Deadlines and stalls: clients and stream dials past theirs are dropped;

@@ -13,6 +13,7 @@ unless they run under tests/harness/kvmhost (which sets KVMHOST).
 """
 
 import contextlib
+import json
 import os
 import shutil
 import struct
@@ -283,14 +284,18 @@ class GantryHome:
             assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
         return r
 
-    def popen(self, *args):
-        """gantry in the background, its output piped."""
-        return subprocess.Popen([self.binary, *map(str, args)], env=self.env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+    def popen(self, *args, **kw):
+        """gantry in the background; its stdio piped unless kw says."""
+        kw = dict(dict(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE), **kw)
+        return subprocess.Popen([self.binary, *map(str, args)], env=self.env, **kw)
 
     def sh(self, name, script, **kw):
         return self.run("exec", name, "--", "sh", "-c", script, **kw)
+
+    def ls(self):
+        r = self.run("ls", "--json", check=True)
+        return {s["name"]: s for s in json.loads(r.stdout)}
 
 
 @pytest.fixture(scope="session")

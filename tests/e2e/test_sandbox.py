@@ -18,43 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import boot_timeout, build_dir, killed_after
+from conftest import GantryHome, boot_timeout, build_dir, killed_after
 
 pytestmark = pytest.mark.kvm
 
 
-class Gantry:
-    def __init__(self, binary, home, images):
-        self.binary = str(binary)
-        self.home = Path(home)
-        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images))
-
-    def run(self, *args, input=None, timeout=None, check=False):
-        r = subprocess.run(
-            [self.binary, *map(str, args)],
-            env=self.env,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout or boot_timeout() * 2,
-        )
-        if check:
-            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
-        return r
-
-    def popen(self, *args, **kw):
-        return subprocess.Popen([self.binary, *map(str, args)], env=self.env, **kw)
-
-    def ls(self):
-        r = self.run("ls", "--json", check=True)
-        return {s["name"]: s for s in json.loads(r.stdout)}
-
-    def sh(self, name, script, **kw):
-        return self.run("exec", name, "--", "sh", "-c", script, **kw)
-
-    def cleanup(self):
-        for name in self.ls():
-            self.run("delete", name)
+Gantry = GantryHome
 
 
 @pytest.fixture(scope="module")
