@@ -53,7 +53,10 @@ struct flag {
 	{ "proxy-enforce", FLAG_BOOL, &(o)->proxy_enforce, NULL, NULL,                \
 	  "with -proxy: deny direct TCP 80/443 and UDP 443", 0 },                     \
 	{ "share", FLAG_FUNC, (o), sandbox_opts_share, "SPEC",                        \
-	  "share a host directory: TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N]", 0 }
+	  "share a host directory: TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N]", 0 }, \
+	{ "process-isolation", FLAG_STRING, &(o)->isolation, NULL, "MODE",            \
+	  "confine the workers: auto, required or off (default auto, or "           \
+	  "$GANTRY_PROCESS_ISOLATION)", 0 }
 /* clang-format on */
 
 /* Parse argv[0..argc) against flags; on success *rest is the index of the

@@ -59,6 +59,7 @@ static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int
 		  gantry_error_t *err)
 {
 	struct net_worker w = NET_WORKER_NONE;
+	enum confine_mode mode;
 	bool given[PORTS_MAX];
 	struct port_spec p;
 	int r;
@@ -76,10 +77,13 @@ static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int
 	for (size_t i = 0; i < ports->n; i++)
 		if (!given[i])
 			log_info("run: publishing %s", ports->v[i]);
+	if (confine_mode_from_env(&mode, err) < 0)
+		return -1;
 	if (net_worker_start(&w,
 			     &(struct net_worker_opts){ .ports = ports->v,
 							.nr_ports = ports->n,
-							.allow_local = ports->allow_local },
+							.allow_local = ports->allow_local,
+							.isolation = mode },
 			     STDERR_FILENO, err) < 0)
 		return -1;
 	cfg->net_fd = w.vmm_fd;

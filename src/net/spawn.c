@@ -28,6 +28,12 @@
 #define WORKER_LOWEST 16 /* the parent's fds sit above this before the dup2s */
 #define WORKER_ERR    512
 
+/* The arguments that tell a confined worker how it was started; filled
+ * in after confine_fork, so they point at buffers made before it. */
+struct spawn_args {
+	char ns[24], userns[24];
+};
+
 /* Only async-signal-safe calls between fork and exec. */
 static __attribute__((noreturn)) void worker_child(char *const argv[], int null, int logfd,
 						   int frame, int ctl)
@@ -85,7 +91,7 @@ static ssize_t recv_within(int fd, char *buf, size_t cap, uint64_t deadline)
 static int wait_first(struct net_worker *w, gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + NET_WORKER_READY_MS;
-	char buf[4096];
+	char buf[32768];
 	char why[64];
 	json_error_t jerr;
 	json_t *j;
@@ -110,6 +116,7 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 	buf[n] = '\0';
 	j = json_loadb(buf, (size_t)n, 0, &jerr);
 	if (json_is_true(json_object_get(j, "ok"))) {
+		w->isolation = json_incref(json_object_get(j, "isolation"));
 		json_decref(j);
 		return 0;
 	}
@@ -178,7 +185,9 @@ int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int 
 		     gantry_error_t *err)
 {
 	cleanup_free char **argv =
-		xzalloc((10 + 2 * o->nr_ports + 2 * o->nr_proxy_ips) * sizeof(*argv));
+		xzalloc((16 + 2 * o->nr_ports + 2 * o->nr_proxy_ips) * sizeof(*argv));
+	struct confine_spawn sp;
+	struct spawn_args sa = { 0 };
 	char proxies[NET_PROXY_IPS_MAX][INET_ADDRSTRLEN + 8];
 	cleanup_close int null = -1, logfd = -1, frame_w = -1, ctl_w = -1;
 	int frame[2], ctl[2], buf = NET_WORKER_SOCKBUF, n = 0;
@@ -206,6 +215,12 @@ int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int 
 	}
 	if (o->proxy_enforce && o->nr_proxy_ips)
 		argv[n++] = "--proxy-enforce";
+	argv[n++] = "--isolation";
+	argv[n++] = (char *)confine_mode_name(o->isolation);
+	argv[n++] = "--ns";
+	argv[n++] = sa.ns;
+	argv[n++] = "--userns-errno";
+	argv[n++] = sa.userns;
 	argv[n] = NULL;
 	/* Everything the child needs is made here: between fork and exec
 	 * nothing may allocate. */
@@ -239,11 +254,13 @@ int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int 
 		gantry_error_errno(err, "network worker: fcntl");
 		goto fail;
 	}
-	pid = fork();
+	pid = confine_fork(o->isolation, &sp);
 	if (pid < 0) {
 		gantry_error_errno(err, "network worker: fork");
 		goto fail;
 	}
+	/* Both sides: the child says on its command line what it was given. */
+	confine_spawn_format(&sp, sa.ns, sa.userns);
 	if (pid == 0)
 		worker_child(argv, null, logfd, frame_w, ctl_w);
 	w->pid = pid;
@@ -258,10 +275,38 @@ fail:
 	return -1;
 }
 
+int net_worker_self_test(enum confine_mode mode)
+{
+	char *argv[] = { "gantry", NET_WORKER_ROLE, "--self-test", "--isolation",
+			 (char *)confine_mode_name(mode), "--ns", NULL, "--userns-errno", NULL, NULL };
+	struct spawn_args sa;
+	struct confine_spawn sp;
+	int status = 0;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = confine_fork(mode, &sp);
+	if (pid < 0) {
+		perror("gantry: fork");
+		return 1;
+	}
+	confine_spawn_format(&sp, sa.ns, sa.userns);
+	argv[6] = sa.ns;
+	argv[8] = sa.userns;
+	if (pid == 0) {
+		close_range(3, ~0U, 0);
+		child_exec_self(argv, "self-test worker");
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 void net_worker_stop(struct net_worker *w)
 {
 	int status;
 
+	json_decref(w->isolation);
 	if (w->vmm_fd >= 0)
 		close(w->vmm_fd);
 	if (w->ctl_fd >= 0)

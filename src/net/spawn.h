@@ -11,18 +11,22 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "confine/confine.h"
 
 #define NET_WORKER_READY_MS 10000
 #define NET_WORKER_STOP_MS  2000
 #define NET_WORKER_SOCKBUF  (4 * 1024 * 1024)
+#define NET_WORKER_NOFILE   16384 /* its flows, listeners and DNS sockets, at most */
 
 struct net_worker {
 	pid_t pid;  /* -1: none (or reaped) */
 	int vmm_fd; /* the VMM's end of the frame socketpair, non-blocking */
 	int ctl_fd; /* SEQPACKET, one JSON request or answer per message */
+	json_t *isolation; /* its confinement report (confine.h); NULL: off */
 };
 
-#define NET_WORKER_NONE ((struct net_worker){ .pid = -1, .vmm_fd = -1, .ctl_fd = -1 })
+#define NET_WORKER_NONE                                                                            \
+	((struct net_worker){ .pid = -1, .vmm_fd = -1, .ctl_fd = -1, .isolation = NULL })
 
 #define NET_PROXY_IPS_MAX 16
 
@@ -36,6 +40,7 @@ struct net_worker_opts {
 	size_t nr_proxy_ips;
 	uint16_t proxy_port;
 	bool proxy_enforce;
+	enum confine_mode isolation; /* how it is confined (confine.h) */
 };
 
 /* Start `gantry __net-worker` as o says, its stderr on log_fd; wait
@@ -50,5 +55,10 @@ int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int 
 int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err);
 /* Close both fds, SIGTERM, reap (bounded; SIGKILL after 2 s). */
 void net_worker_stop(struct net_worker *w);
+
+/* `gantry __net-worker --self-test`: a worker started as a real one is,
+ * confined without a network, its report on stdout; the exit status is
+ * 1 when mode is required and a property does not hold. */
+int net_worker_self_test(enum confine_mode mode);
 
 #endif

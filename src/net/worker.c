@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "confine/confine.h"
 #include "net/dns.h"
 #include "net/filter.h"
 #include "net/flow.h"
@@ -30,6 +32,7 @@
 #include "net/policy.h"
 #include "net/portspec.h"
 #include "net/slirp.h"
+#include "net/spawn.h"
 #include "net/traffic.h"
 #include "net/worker.h"
 
@@ -68,6 +71,7 @@ struct worker {
 	struct nat nat;
 	struct dns_proxy *dns;
 	char *dns_dir, *dns_path;
+	char *dns_slirp_path; /* where libslirp dials it: dns_path, or its path in our own root */
 	struct net_filter filter;
 	struct traffic *traffic;
 	struct forward *forwards;
@@ -879,6 +883,8 @@ struct args {
 	struct sockaddr_in proxy[PROXY_IPS_MAX];
 	size_t nr_proxy;
 	bool proxy_enforce;
+	struct confine_opts confine; /* mode off: not confined */
+	bool self_test;
 };
 
 static int parse_fd(const char *s, int *out)
@@ -908,12 +914,23 @@ static int parse_ip_port(const char *s, struct sockaddr_in *out)
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
+	const char *ns = NULL, *userns = "0";
+
 	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1 };
 	a->ports = xzalloc(sizeof(char *) * ((size_t)argc + 1));
 	for (int i = 0; i < argc; i++) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 
-		if (strcmp(opt, "--frame-fd") == 0 && parse_fd(val, &a->frame_fd) == 0)
+		if (strcmp(opt, "--isolation") == 0 && val &&
+		    confine_mode_parse(val, &a->confine.mode, NULL) == 0)
+			i++;
+		else if (strcmp(opt, "--ns") == 0 && val)
+			ns = argv[++i];
+		else if (strcmp(opt, "--userns-errno") == 0 && val)
+			userns = argv[++i];
+		else if (strcmp(opt, "--self-test") == 0)
+			a->self_test = true;
+		else if (strcmp(opt, "--frame-fd") == 0 && parse_fd(val, &a->frame_fd) == 0)
 			i++;
 		else if (strcmp(opt, "--ctl-fd") == 0 && parse_fd(val, &a->ctl_fd) == 0)
 			i++;
@@ -937,7 +954,14 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -1;
 		}
 	}
-	return a->frame_fd >= 0 ? 0 : -1;
+	if (ns && confine_spawn_parse(ns, userns, &a->confine.spawn) < 0)
+		return -1;
+	a->confine.role = "net";
+	a->confine.load_filter = confine_filter_net;
+	/* Root without a user namespace keeps the one capability a
+	 * published port below 1024 needs. */
+	a->confine.keep_bind_cap = geteuid() == 0 && !(a->confine.spawn.ns & CLONE_NEWUSER);
+	return a->frame_fd >= 0 || a->self_test ? 0 : -1;
 }
 
 static int nonblock(int fd, const char *what, gantry_error_t *err)
@@ -949,12 +973,19 @@ static int nonblock(int fd, const char *what, gantry_error_t *err)
 	return 0;
 }
 
-/* The DNS proxy's Unix socket for TCP queries, in a private directory. */
-static int dns_socket_dir(struct worker *w, gantry_error_t *err)
+/* The DNS proxy's Unix socket for TCP queries: in the worker's own root
+ * when it has one (where libslirp finds it as /dns.sock once that is /),
+ * else in a private directory. */
+static int dns_socket_dir(struct worker *w, const struct args *a, gantry_error_t *err)
 {
 	const char *base = getenv("XDG_RUNTIME_DIR");
 	char *dir;
 
+	if (confine_root_prepare(&a->confine)) {
+		xasprintf(&w->dns_path, "%s/dns.sock", CONFINE_ROOT);
+		w->dns_slirp_path = xstrdup("/dns.sock");
+		return 0;
+	}
 	if (base == NULL || base[0] != '/' || access(base, W_OK) < 0)
 		base = getenv("TMPDIR");
 	if (base == NULL || base[0] != '/' || access(base, W_OK) < 0)
@@ -966,6 +997,7 @@ static int dns_socket_dir(struct worker *w, gantry_error_t *err)
 	}
 	w->dns_dir = dir;
 	xasprintf(&w->dns_path, "%s/dns.sock", dir);
+	w->dns_slirp_path = xstrdup(w->dns_path);
 	if (strlen(w->dns_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return gantry_error(err, 0, "DNS proxy: socket path `%s` too long", w->dns_path);
 	return 0;
@@ -1028,14 +1060,14 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	if (signals(w, err) < 0 || nonblock(w->frame_fd, "frame fd", err) < 0 ||
 	    (w->ctl_fd >= 0 && nonblock(w->ctl_fd, "control fd", err) < 0))
 		return -1;
-	if (dns_socket_dir(w, err) < 0)
+	if (dns_socket_dir(w, a, err) < 0)
 		return -1;
 	if (dns_proxy_new(&w->dns, &hooks, a->have_dns ? &a->dns : NULL, a->have_dns ? 1 : 0,
 			  w->dns_path, err) < 0)
 		return gantry_error_prefix(err, "DNS proxy");
 	w->nat.send = slirp_send;
 	w->nat.opaque = w;
-	if (nat_init(&w->nat, w->dns_path, err) < 0)
+	if (nat_init(&w->nat, w->dns_slirp_path, err) < 0)
 		return -1;
 	for (size_t i = 0; i < a->nr_ports; i++)
 		if (publish(w, a->ports[i], &s, err) < 0)
@@ -1056,6 +1088,7 @@ static void teardown(struct worker *w)
 	if (w->dns_dir)
 		rmdir(w->dns_dir);
 	free(w->dns_path);
+	free(w->dns_slirp_path);
 	free(w->dns_dir);
 	while ((f = w->out_head)) {
 		w->out_head = f->next;
@@ -1165,24 +1198,83 @@ static void loop(struct worker *w)
 	}
 }
 
-static void handshake(int ctl_fd, const char *error)
+static void handshake(int ctl_fd, const char *error, json_t *isolation)
 {
 	json_t *j = error ? json_pack("{s:b, s:s}", "ok", 0, "error", error)
 			  : json_pack("{s:b}", "ok", 1);
-	cleanup_free char *s = json_dumps(j, JSON_COMPACT);
+	cleanup_free char *s = NULL;
 
+	if (isolation)
+		json_object_set(j, "isolation", isolation);
+	s = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (ctl_fd >= 0 && s && send(ctl_fd, s, strlen(s), MSG_NOSIGNAL) < 0)
 		log_warn("control socket: %s", strerror(errno));
+}
+
+/* After set-up, before anything from the guest is read: the layers of
+ * confine.h, and the report. NULL with why set when the mode is required
+ * and a property does not hold. */
+static json_t *confine(struct args *a, char *why, size_t len)
+{
+	struct confine_report r;
+	const struct confine_prop *miss;
+
+	if (a->confine.mode == CONFINE_OFF)
+		return NULL;
+	a->confine.seccomp_log = getenv(CONFINE_SECCOMP_ENV) &&
+				 strcmp(getenv(CONFINE_SECCOMP_ENV), "log") == 0;
+	a->confine.nofile = NET_WORKER_NOFILE;
+	confine_apply(&a->confine, &r);
+	miss = confine_missing(&r);
+	if (miss && a->confine.mode == CONFINE_REQUIRED) {
+		snprintf(why, len, "process isolation is required, but `%s` does not hold (%s)",
+			 miss->name, miss->detail);
+		return NULL;
+	}
+	return confine_report_json(&r, "net", a->confine.mode);
+}
+
+/* --self-test: the confinement of a real worker, without a network. */
+static int self_test(struct args *a)
+{
+	char why[256] = "";
+	json_t *j;
+
+	confine_root_prepare(&a->confine);
+	j = confine(a, why, sizeof(why));
+	if (j == NULL && *why) {
+		printf("{\"ok\":false,\"error\":\"%s\"}\n", why);
+		return 1;
+	}
+	if (j == NULL)
+		j = json_pack("{s:s}", "mode", "off");
+	json_dumpf(j, stdout, JSON_COMPACT);
+	putchar('\n');
+	json_decref(j);
+	return 0;
 }
 
 int net_worker_main(int argc, char **argv)
 {
 	static struct worker w = { .frame_fd = -1, .ctl_fd = -1, .sig_fd = -1 };
 	gantry_error_t err = NULL;
+	json_t *isolation;
+	char why[256] = "";
 	struct args a;
 
 	log_init("net-worker", -1);
+	if (argc >= 1 && strcmp(argv[0], "--self-test") == 0 && argc <= 3 &&
+	    (argc == 1 || strcmp(argv[1], "--isolation") == 0)) {
+		/* Started by hand: started again as a sandbox starts it. */
+		enum confine_mode m = CONFINE_REQUIRED;
+
+		if (argc == 3 && confine_mode_parse(argv[2], &m, &err) < 0) {
+			gantry_error_print(&err);
+			return 2;
+		}
+		return net_worker_self_test(m);
+	}
 	if (parse_args(argc, argv, &a) < 0) {
 		log_error("%s is for Gantry's own use: --frame-fd N [--ctl-fd N] [--dns IP:PORT] "
 			  "[-p SPEC]... [--policy FILE] [--allow-local-net] "
@@ -1191,16 +1283,28 @@ int net_worker_main(int argc, char **argv)
 		free(a.ports);
 		return 2;
 	}
+	if (a.self_test) {
+		free(a.ports);
+		return self_test(&a);
+	}
 	if (setup(&w, &a, &err) < 0) {
 		log_error("%s", gantry_error_str(err));
-		handshake(a.ctl_fd, gantry_error_str(err));
+		handshake(a.ctl_fd, gantry_error_str(err), NULL);
 		gantry_error_free(&err);
 		teardown(&w);
 		free(a.ports);
 		return 1;
 	}
 	free(a.ports);
-	handshake(w.ctl_fd, NULL);
+	isolation = confine(&a, why, sizeof(why));
+	if (isolation == NULL && *why) {
+		log_error("%s", why);
+		handshake(w.ctl_fd, why, NULL);
+		teardown(&w);
+		return 1;
+	}
+	handshake(w.ctl_fd, NULL, isolation);
+	json_decref(isolation);
 	log_info("ready: %s/%d, gateway and DNS %s, host at %s", NET_GUEST_STR, NET_PREFIX,
 		 NET_GATEWAY_STR, NET_HOST_STR);
 	loop(&w);

@@ -33,6 +33,7 @@ struct sandbox_opts {
 	bool proxy_enforce;
 	char **shares; /* -share: canonical specs (share/spec.h) */
 	size_t nr_shares;
+	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 };
 
 /* -p SPEC (a FLAG_FUNC for opaque = struct sandbox_opts *): checked and

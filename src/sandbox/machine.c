@@ -10,6 +10,7 @@
 #include "common/assets.h"
 #include "common/files.h"
 #include "common/json.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "net/proxy.h"
@@ -42,6 +43,8 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 			     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append))
 		return gantry_error(err, 0, "kernel command line too long");
+	m->isolation = sb->isolation;
+	xasprintf(&m->isolation_path, "%s/%s", dir, CONFINE_FILE);
 	if (sb->net) {
 		m->net = true;
 		m->ports = strv_dup(sb->ports, sb->nr_ports);
@@ -94,7 +97,8 @@ static int net_start(struct machine *m, gantry_error_t *err)
 				     .nr_ports = m->nr_ports,
 				     .policy = m->net_policy,
 				     .allow_local = m->allow_local_net,
-				     .proxy_enforce = m->proxy_enforce };
+				     .proxy_enforce = m->proxy_enforce,
+				     .isolation = m->isolation };
 	cleanup_close int log = -1;
 	struct net_proxy proxy;
 
@@ -119,6 +123,31 @@ static int net_start(struct machine *m, gantry_error_t *err)
 	m->net_started = true;
 	m->cfg.net_fd = m->net_worker.vmm_fd;
 	return 0;
+}
+
+/* isolation.json: what holds for each part of the sandbox that touches
+ * guest data. The VMM still runs in this process. */
+static void isolation_write(struct machine *m)
+{
+	json_t *roles = json_object(), *degraded = json_array(), *j, *v;
+	cleanup_free char *text = NULL;
+	size_t i;
+
+	json_object_set_new(roles, "vmm",
+			    json_pack("{s:s,s:s}", "state", "unconfined", "detail",
+				      "the VMM runs in this sandbox's supervisor process (in one-shot "
+				      "exec, the gantry process): not yet a confined worker"));
+	if (m->net_worker.isolation) {
+		json_object_set(roles, "net", m->net_worker.isolation);
+		json_array_foreach(json_object_get(m->net_worker.isolation, "degraded"), i, v)
+			json_array_append_new(degraded, json_sprintf("net.%s", json_string_value(v)));
+	}
+	j = json_pack("{s:i,s:s,s:o,s:o}", "version", 1, "mode", confine_mode_name(m->isolation),
+		      "roles", roles, "degraded", degraded);
+	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(j);
+	if (text == NULL || write_file_atomic(m->isolation_path, text, strlen(text), 0600, NULL) < 0)
+		log_warn("cannot write %s", m->isolation_path);
 }
 
 static void *machine_thread(void *arg)
@@ -149,6 +178,7 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	 * frame, and a port that cannot be published fails the start. */
 	if (m->net && net_start(m, err) < 0)
 		return -1;
+	isolation_write(m);
 	if (pthread_create(&m->thread, NULL, machine_thread, m) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
 	m->started = true;
@@ -199,6 +229,7 @@ void machine_free(struct machine *m)
 	json_decref(m->net_policy);
 	free(m->proxy);
 	free(m->net_log);
+	free(m->isolation_path);
 	if (m->agent)
 		agent_free(m->agent);
 	if (m->cfg.stop_fd >= 0)

@@ -43,6 +43,8 @@ struct machine {
 	char *net_log;	  /* its log: <dir>/worker-net.log */
 	bool net_started; /* net_worker is ours to stop */
 	struct net_worker net_worker;
+	enum confine_mode isolation; /* the workers' (confine/confine.h) */
+	char *isolation_path;	     /* <dir>/isolation.json: what holds */
 	struct fs_server *shares; /* the share server, with sb's shares; NULL: none */
 	struct virtio_fs_handler fs_handler;
 };

@@ -318,6 +318,7 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 
 int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 {
+	enum confine_mode mode;
 	struct net_proxy proxy;
 
 	if (o->nr_ports && !o->net)
@@ -333,6 +334,10 @@ int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 	if (o->proxy && net_proxy_parse(o->proxy, &proxy, err) < 0)
 		return -1;
 	if (o->no_proxy && net_no_proxy_check(o->no_proxy, err) < 0)
+		return -1;
+	if (o->isolation && confine_mode_parse(o->isolation, &mode, err) < 0)
+		return gantry_error_prefix(err, "-process-isolation");
+	if (!o->isolation && confine_mode_from_env(&mode, err) < 0)
 		return -1;
 	/* Read now too, so that a bad file fails before any image work. */
 	if (o->net_policy) {
@@ -376,6 +381,10 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 	sb->proxy = o->proxy ? xstrdup(o->proxy) : NULL;
 	sb->no_proxy = o->no_proxy ? xstrdup(o->no_proxy) : NULL;
 	sb->proxy_enforce = o->proxy_enforce;
+	if (o->isolation)
+		confine_mode_parse(o->isolation, &sb->isolation, NULL);
+	else
+		confine_mode_from_env(&sb->isolation, NULL);
 	sb->shares = strv_dup(o->shares, o->nr_shares);
 	sb->nr_shares = o->nr_shares;
 	return 0;

@@ -238,6 +238,12 @@ static int net_fields(json_t *j, struct sandbox *sb, gantry_error_t *err)
 	}
 	sb->allow_local_net = json_is_true(json_object_get(j, "allow_local_net"));
 	sb->proxy_enforce = json_is_true(json_object_get(j, "proxy_enforce"));
+	/* Absent in older files: auto, as for a new sandbox. */
+	sb->isolation = CONFINE_AUTO;
+	if (json_is_string(json_object_get(j, "process_isolation")) &&
+	    confine_mode_parse(json_string_value(json_object_get(j, "process_isolation")),
+			       &sb->isolation, err) < 0)
+		return gantry_error_prefix(err, "field `process_isolation`");
 	if (jsonh_string(j, "proxy", false, &sb->proxy, err) < 0 ||
 	    jsonh_string(j, "no_proxy", false, &sb->no_proxy, err) < 0)
 		return -1;
@@ -366,6 +372,7 @@ int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
 	set_str(j, "proxy", sb->proxy);
 	set_str(j, "no_proxy", sb->no_proxy);
 	json_object_set_new(j, "proxy_enforce", json_boolean(sb->proxy_enforce));
+	json_object_set_new(j, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(j, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);

@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "confine/confine.h"
 #include "image/config.h"
 
 #define SANDBOX_NAME_MAX 64
@@ -56,6 +57,7 @@ struct sandbox {
 	char *proxy;	      /* -proxy URL (net/proxy.h), NULL: none */
 	char *no_proxy;	      /* -no-proxy LIST, NULL: the default */
 	bool proxy_enforce;
+	enum confine_mode isolation; /* how its workers are confined (confine/confine.h) */
 	char **shares; /* host directories shared in, canonical specs (share/spec.h) */
 	size_t nr_shares;
 };

@@ -820,8 +820,12 @@ class Rig:
         WorkerStartError with its error when it answers {"ok":false}."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         frame = self.tap_fd if frame_fd is None else frame_fd
+        # Confined as a sandbox's worker is, but for the namespaces its
+        # spawner would make: Landlock, seccomp and the rest hold under
+        # every test here (GANTRY_TEST_ISOLATION=off: unconfined).
         argv = [IP, "netns", "exec", self.W, str(gantry), "__net-worker",
-                "--frame-fd", str(frame), "--ctl-fd", str(theirs.fileno())]
+                "--frame-fd", str(frame), "--ctl-fd", str(theirs.fileno()),
+                "--isolation", os.environ.get("GANTRY_TEST_ISOLATION", "auto")]
         for spec in ports:
             argv += ["-p", spec]
         argv += list(args)

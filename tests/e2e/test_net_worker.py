@@ -149,6 +149,20 @@ def test_rig_reaches_world_through_slirp4netns(rig):
 # --- NAT, DNS, host loopback ----------------------------------------------
 
 
+def test_worker_is_confined(rig, worker):
+    """The rig starts it with --isolation auto (netrig.Rig.worker): every
+    test here runs under its seccomp filter and Landlock, without the
+    capabilities it started with, and it says so in its handshake."""
+    if os.environ.get("GANTRY_TEST_ISOLATION") == "off":
+        pytest.skip("GANTRY_TEST_ISOLATION=off")
+    status = dict(line.split(":\t", 1) for line in
+                  open(f"/proc/{worker.pid}/status").read().splitlines() if ":\t" in line)
+    assert status["NoNewPrivs"].strip() == "1", status
+    assert status["Seccomp"].strip() == "2", status
+    assert int(status["CapEff"], 16) & ~(1 << 10) == 0, status  # net_bind_service at most
+    assert_responsive(rig, worker)
+
+
 def test_nat_http_and_traffic_counted(rig, worker):
     p = curl(rig, "G", f"http://{WEB}:{WEB_PORT}/")
     assert p.returncode == 0 and p.stdout == WEB_BODY, f"{p}\n{worker.log()}"

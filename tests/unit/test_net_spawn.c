@@ -135,7 +135,7 @@ static void test_start_and_stop(void **state)
 	assert_non_null(strstr(buf,
 			       "worker: frame=1 ctl=1 stdin=file others=0 args=" NET_WORKER_ROLE
 			       " --frame-fd 3 --ctl-fd 4 -p 127.0.0.1:8080:80 -p "
-			       "127.0.0.1:53:53/udp\n"));
+			       "127.0.0.1:53:53/udp --isolation off --ns 0x0 --userns-errno 0\n"));
 	close(log);
 	unlink(path);
 }

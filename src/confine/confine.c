@@ -1,0 +1,470 @@
+/* A worker's confinement: spawn in namespaces, apply the layers, probe
+ * each, report (see confine.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <linux/securebits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "confine/confine.h"
+
+/* Rights of newer Landlock ABIs than Debian 12's headers name. */
+#define LL_FS_TRUNCATE	 (1ULL << 14) /* ABI 3 */
+#define LL_FS_IOCTL_DEV	 (1ULL << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP	 (1ULL << 0)  /* ABI 4 */
+#define LL_NET_CONN_TCP	 (1ULL << 1)
+#define LL_SCOPE_ABSTRACT (1ULL << 0) /* ABI 6 */
+#define LL_SCOPE_SIGNAL	 (1ULL << 1)
+
+#define SECBITS_LOCKED                                                                             \
+	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |                          \
+	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | \
+	 SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
+
+/* --- the mode --------------------------------------------------------------------------- */
+
+static const char *const mode_names[] = { [CONFINE_OFF] = "off",
+					  [CONFINE_AUTO] = "auto",
+					  [CONFINE_REQUIRED] = "required" };
+
+const char *confine_mode_name(enum confine_mode m)
+{
+	return mode_names[m];
+}
+
+int confine_mode_parse(const char *s, enum confine_mode *m, gantry_error_t *err)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
+		if (strcmp(s, mode_names[i]) == 0) {
+			*m = (enum confine_mode)i;
+			return 0;
+		}
+	}
+	return gantry_error(err, 0, "process isolation `%s`: want auto, required or off", s);
+}
+
+int confine_mode_from_env(enum confine_mode *m, gantry_error_t *err)
+{
+	const char *s = getenv(CONFINE_MODE_ENV);
+
+	*m = CONFINE_AUTO;
+	if (s == NULL || *s == '\0')
+		return 0;
+	if (confine_mode_parse(s, m, err) < 0)
+		return gantry_error_prefix(err, "%s", CONFINE_MODE_ENV);
+	return 0;
+}
+
+/* --- the spawn ---------------------------------------------------------------------------- */
+
+static bool write_all(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text);
+}
+
+pid_t confine_fork(enum confine_mode mode, struct confine_spawn *sp)
+{
+	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC;
+	char uid_map[32], gid_map[32];
+	bool root = geteuid() == 0;
+	pid_t pid;
+
+	*sp = (struct confine_spawn){ 0 };
+	if (mode == CONFINE_OFF)
+		return fork();
+	/* Root keeps its identity and needs no user namespace for the
+	 * others; an ordinary user is root of its own, mapped to itself. */
+	if (!root)
+		ns |= CLONE_NEWUSER;
+	snprintf(uid_map, sizeof(uid_map), "0 %u 1\n", (unsigned)geteuid());
+	snprintf(gid_map, sizeof(gid_map), "0 %u 1\n", (unsigned)getegid());
+	sp->ns = ns; /* both sides' copy, if the clone works */
+	pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid < 0) {
+		/* Refused (a sysctl, a policy, a limit): without namespaces. */
+		*sp = (struct confine_spawn){ .userns_errno = errno };
+		return fork();
+	}
+	if (pid > 0)
+		return pid;
+	if (!root && (!write_all("/proc/self/setgroups", "deny") ||
+		      !write_all("/proc/self/uid_map", uid_map) ||
+		      !write_all("/proc/self/gid_map", gid_map)))
+		_exit(126);
+	return 0;
+}
+
+/* Decimal or hex digits of v into buf (size >= 24), async-signal-safe. */
+static void format_ulong(char *buf, unsigned long v, unsigned base)
+{
+	char tmp[24];
+	size_t n = 0, o = 0;
+
+	do {
+		tmp[n++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v && n < sizeof(tmp));
+	if (base == 16) {
+		buf[o++] = '0';
+		buf[o++] = 'x';
+	}
+	while (n)
+		buf[o++] = tmp[--n];
+	buf[o] = '\0';
+}
+
+void confine_spawn_format(const struct confine_spawn *sp, char ns[24], char userns[24])
+{
+	format_ulong(ns, sp->ns, 16);
+	format_ulong(userns, (unsigned long)sp->userns_errno, 10);
+}
+
+int confine_spawn_parse(const char *ns, const char *userns, struct confine_spawn *sp)
+{
+	char *end;
+
+	errno = 0;
+	sp->ns = strtoul(ns, &end, 0);
+	if (errno || *end || end == ns)
+		return -1;
+	sp->userns_errno = (int)strtol(userns, &end, 10);
+	return errno || *end || end == userns ? -1 : 0;
+}
+
+/* --- the report --------------------------------------------------------------------------- */
+
+static struct confine_prop *prop(struct confine_report *r, const char *name, bool required)
+{
+	struct confine_prop *p = &r->props[r->n < CONFINE_PROPS_MAX ? r->n++ : r->n - 1];
+
+	*p = (struct confine_prop){ .name = name, .required = required };
+	return p;
+}
+
+static void __attribute__((format(printf, 4, 5)))
+say(struct confine_prop *p, bool holds, const char *by, const char *fmt, ...)
+{
+	va_list ap;
+
+	p->state = holds ? CONFINE_ENFORCED : CONFINE_UNENFORCED;
+	snprintf(p->by, sizeof(p->by), "%s", holds ? by : "");
+	va_start(ap, fmt);
+	vsnprintf(p->detail, sizeof(p->detail), fmt, ap);
+	va_end(ap);
+}
+
+/* A probe's errno, as a word. */
+static const char *probe_errno(int r)
+{
+	return r == 0 ? "allowed" : strerrorname_np(errno) ? strerrorname_np(errno) : "error";
+}
+
+/* --- the layers --------------------------------------------------------------------------- */
+
+static int pivot_root(const char *new_root, const char *put_old)
+{
+	return (int)syscall(SYS_pivot_root, new_root, put_old);
+}
+
+static bool root_prepared;
+
+bool confine_root_prepare(const struct confine_opts *o)
+{
+	if (root_prepared)
+		return true;
+	if (o->mode == CONFINE_OFF || !(o->spawn.ns & CLONE_NEWNS))
+		return false;
+	/* Nothing we mount may reach the host's mount namespace. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("gantry-root", CONFINE_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		  "size=16k,nr_inodes=8,mode=0700") < 0)
+		return false;
+	root_prepared = true;
+	return true;
+}
+
+/* The prepared tmpfs as /, read-only: 0 or -1 with errno. */
+static int empty_root(const struct confine_opts *o)
+{
+	if (!confine_root_prepare(o))
+		return -1;
+	if (chdir(CONFINE_ROOT) < 0 || pivot_root(".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+	    chdir("/") < 0)
+		return -1;
+	return mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+					      MS_NOEXEC, NULL);
+}
+
+static void layer_mount(const struct confine_opts *o, struct confine_report *r)
+{
+	struct confine_prop *p = prop(r, "fs-root", true);
+	int e = 0, probe;
+
+	if (!(o->spawn.ns & CLONE_NEWNS)) {
+		say(p, false, "", "no mount namespace");
+		return;
+	}
+	if (empty_root(o) < 0)
+		e = errno;
+	probe = open("/etc/passwd", O_RDONLY | O_CLOEXEC);
+	if (probe >= 0)
+		close(probe);
+	if (e)
+		say(p, false, "", "empty root: %s", strerror(e));
+	else
+		say(p, probe < 0 && errno == ENOENT, "mount", "open /etc/passwd: %s",
+		    probe_errno(probe < 0 ? -1 : 0));
+}
+
+static void layer_limits(const struct confine_opts *o, struct confine_report *r)
+{
+	struct rlimit core = { 0, 0 }, nofile, nproc = { 0, 0 };
+	struct confine_prop *p = prop(r, "rlimits", true);
+	bool ok;
+
+	/* At most what it declared, and never more than it may have now. */
+	getrlimit(RLIMIT_NOFILE, &nofile);
+	nofile.rlim_cur = nofile.rlim_max = MIN(nofile.rlim_max, o->nofile);
+	ok = setrlimit(RLIMIT_CORE, &core) == 0 && setrlimit(RLIMIT_NOFILE, &nofile) == 0;
+
+	/* No process of its own to start: none may be (root's own count
+	 * is exempt from it; the seccomp filter refuses fork there). */
+	ok = setrlimit(RLIMIT_NPROC, &nproc) == 0 && ok;
+	say(p, ok, "rlimit", "core 0, nofile %llu, nproc 0", (unsigned long long)nofile.rlim_max);
+}
+
+static int capset_zero(bool keep_bind)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { 0 };
+
+	if (keep_bind)
+		d[0].effective = d[0].permitted = 1u << CAP_NET_BIND_SERVICE;
+	return (int)syscall(SYS_capset, &h, d);
+}
+
+static bool caps_zero(bool keep_bind, char *what, size_t len)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2] = { 0 };
+	uint32_t allowed = keep_bind ? 1u << CAP_NET_BIND_SERVICE : 0;
+
+	if (syscall(SYS_capget, &h, d) < 0) {
+		snprintf(what, len, "capget: %s", strerror(errno));
+		return false;
+	}
+	snprintf(what, len, "eff %08x%08x prm %08x%08x inh %08x%08x", d[1].effective,
+		 d[0].effective, d[1].permitted, d[0].permitted, d[1].inheritable, d[0].inheritable);
+	return (d[0].effective & ~allowed) == 0 && d[1].effective == 0 &&
+	       (d[0].permitted & ~allowed) == 0 && d[1].permitted == 0 && d[0].inheritable == 0 &&
+	       d[1].inheritable == 0;
+}
+
+static void layer_privileges(const struct confine_opts *o, struct confine_report *r)
+{
+	struct confine_prop *bits = prop(r, "securebits", true);
+	struct confine_prop *bound = prop(r, "bounding-set", true);
+	struct confine_prop *nnp = prop(r, "no-new-privs", true);
+	struct confine_prop *dump = prop(r, "not-dumpable", true);
+	int left = 0, got;
+
+	prctl(PR_SET_SECUREBITS, SECBITS_LOCKED, 0, 0, 0);
+	got = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+	say(bits, got >= 0 && (got & SECBITS_LOCKED) == SECBITS_LOCKED, "prctl", "securebits %#x",
+	    got);
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++) {
+		if (o->keep_bind_cap && cap == CAP_NET_BIND_SERVICE)
+			continue;
+		prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+		left += prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1;
+	}
+	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+	say(bound, left == 0, "prctl", "%d capabilities left in the bounding set", left);
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	say(nnp, prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1, "prctl", "no_new_privs %d",
+	    prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	say(dump, prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0, "prctl", "dumpable %d",
+	    prctl(PR_GET_DUMPABLE, 0, 0, 0, 0));
+}
+
+/* Every filesystem right ABI abi knows. */
+static uint64_t landlock_fs_rights(int abi)
+{
+	uint64_t fs = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0-12 */
+
+	if (abi >= 2)
+		fs |= LANDLOCK_ACCESS_FS_REFER;
+	if (abi >= 3)
+		fs |= LL_FS_TRUNCATE;
+	if (abi >= 5)
+		fs |= LL_FS_IOCTL_DEV;
+	return fs;
+}
+
+static void layer_landlock(struct confine_report *r)
+{
+	/* The attribute as ABI 6 lays it out; a shorter size for older ones. */
+	struct {
+		uint64_t fs, net, scoped;
+	} attr = { 0 };
+	struct confine_prop *p = prop(r, "landlock", false);
+	size_t size = sizeof(attr.fs);
+	int abi, rs, probe;
+
+	abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	r->landlock_abi = abi > 0 ? abi : 0;
+	if (abi <= 0) {
+		say(p, false, "", "no Landlock: %s", strerror(errno));
+		return;
+	}
+	/* required whenever the kernel has it */
+	p->required = true;
+	attr.fs = landlock_fs_rights(abi);
+	if (abi >= 6) {
+		/* Abstract sockets and signals beyond our own domain. */
+		attr.scoped = LL_SCOPE_ABSTRACT | LL_SCOPE_SIGNAL;
+		size = sizeof(attr);
+	}
+	rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
+	if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0) < 0) {
+		say(p, false, "", "ABI %d: %s", abi, strerror(errno));
+		if (rs >= 0)
+			close(rs);
+		return;
+	}
+	close(rs);
+	probe = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (probe >= 0)
+		close(probe);
+	say(p, probe < 0 && errno == EACCES, "landlock", "ABI %d, no rule; open /: %s", abi,
+	    probe_errno(probe < 0 ? -1 : 0));
+}
+
+static void layer_caps(const struct confine_opts *o, struct confine_report *r)
+{
+	struct confine_prop *p = prop(r, "capabilities", true);
+	char what[96];
+	bool ok;
+
+	capset_zero(o->keep_bind_cap);
+	ok = caps_zero(o->keep_bind_cap, what, sizeof(what));
+	say(p, ok, "capset", "%s%s", what, o->keep_bind_cap ? " (net_bind_service kept)" : "");
+}
+
+/* Past a fork, the child only exits. */
+static int try_fork(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(0);
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+	return pid > 0 ? 0 : -1;
+}
+
+static void layer_seccomp(const struct confine_opts *o, struct confine_report *r)
+{
+	struct confine_prop *p = prop(r, "syscall-policy", true);
+	struct confine_prop *task = prop(r, "task-limit", true);
+	struct confine_prop *files = prop(r, "file-open", true);
+	char why[128] = "";
+	int probe, fd;
+
+	r->seccomp_log = o->seccomp_log;
+	if (o->load_filter == NULL || o->load_filter(o->seccomp_log, why, sizeof(why)) < 0) {
+		say(p, false, "", "%s", *why ? why : "no filter for this role");
+		say(task, false, "", "no filter");
+		say(files, false, "", "no filter");
+		return;
+	}
+	/* Harmless, and on no list: refused by default. */
+	probe = (int)syscall(SYS_getppid) < 0 ? -1 : 0;
+	say(p, o->seccomp_log || (probe < 0 && errno == EPERM), "seccomp", "getppid: %s%s",
+	    probe_errno(probe), o->seccomp_log ? " (log mode: nothing refused)" : "");
+	probe = try_fork();
+	say(task, probe < 0, "seccomp,rlimit", "fork: %s", probe_errno(probe));
+	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	say(files, o->seccomp_log || (fd < 0 && errno == EPERM), "seccomp", "open /: %s",
+	    probe_errno(fd < 0 ? -1 : 0));
+}
+
+void confine_apply(const struct confine_opts *o, struct confine_report *r)
+{
+	struct confine_prop *p;
+
+	*r = (struct confine_report){ 0 };
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	p = prop(r, "user-namespace", false);
+	if (o->spawn.ns & CLONE_NEWUSER)
+		say(p, true, "namespace", "mapped to the caller's uid");
+	else if (geteuid() == 0)
+		p->state = CONFINE_NA, snprintf(p->detail, sizeof(p->detail), "root: not needed");
+	else
+		say(p, false, "", "refused: %s", strerror(o->spawn.userns_errno));
+	p = prop(r, "pid-namespace", true);
+	say(p, getpid() == 1, "namespace", "getpid() = %d", (int)getpid());
+	p = prop(r, "ipc-namespace", true);
+	say(p, (o->spawn.ns & CLONE_NEWIPC) != 0, "namespace", "%s",
+	    o->spawn.ns & CLONE_NEWIPC ? "new" : "the host's");
+	layer_mount(o, r);
+	layer_limits(o, r);
+	layer_privileges(o, r);
+	layer_landlock(r);
+	layer_caps(o, r);
+	layer_seccomp(o, r);
+}
+
+const struct confine_prop *confine_missing(const struct confine_report *r)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (r->props[i].required && r->props[i].state != CONFINE_ENFORCED)
+			return &r->props[i];
+	return NULL;
+}
+
+json_t *confine_report_json(const struct confine_report *r, const char *role,
+			    enum confine_mode mode)
+{
+	static const char *const states[] = { "n/a", "enforced", "unenforced" };
+	json_t *props = json_array(), *degraded = json_array();
+
+	for (size_t i = 0; i < r->n; i++) {
+		const struct confine_prop *p = &r->props[i];
+
+		json_array_append_new(props, json_pack("{s:s,s:s,s:s,s:s,s:b}", "name", p->name,
+						       "state", states[p->state], "by", p->by,
+						       "detail", p->detail, "required",
+						       p->required));
+		if (p->state == CONFINE_UNENFORCED)
+			json_array_append_new(degraded, json_string(p->name));
+	}
+	return json_pack("{s:i,s:s,s:s,s:i,s:s,s:o,s:o}", "version", 1, "role", role, "mode",
+			 confine_mode_name(mode), "landlockAbi", r->landlock_abi, "seccomp",
+			 r->seccomp_log ? "log" : "enforce", "properties", props, "degraded",
+			 degraded);
+}

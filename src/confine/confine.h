@@ -1,0 +1,117 @@
+/* Confining a worker process: the layers a process that handles guest
+ * data puts between itself and the rest of the host once it has opened
+ * what it needs, each one checked from inside right after it is applied.
+ *
+ * The spawner (confine_fork) starts the worker in new user, mount, PID
+ * and IPC namespaces where the host allows (root needs no user namespace
+ * and keeps its identity; an ordinary user is mapped to itself). The
+ * worker does its set-up, then confine_apply:
+ *   1. PR_SET_PDEATHSIG(SIGKILL): it dies with its parent;
+ *   2. in its mount namespace, an empty read-only tmpfs as its root
+ *      (pivot_root), so no path of the host names anything;
+ *   3. RLIMIT_CORE 0, RLIMIT_NOFILE and RLIMIT_NPROC bounded;
+ *   4. securebits locked (no root magic, no set-uid fixups, no ambient
+ *      raise), the bounding and ambient sets emptied, no_new_privs, not
+ *      dumpable;
+ *   5. Landlock: a ruleset that handles every filesystem right the
+ *      kernel's ABI knows and allows none;
+ *   6. every capability dropped (root without a user namespace may keep
+ *      CAP_NET_BIND_SERVICE: a published port below 1024);
+ *   7. a seccomp filter for its role (seccomp.c): an allowlist, EPERM
+ *      for the rest, the process killed for what no worker may ever do.
+ * Each step's result and its probe go into a report, which says per
+ * property whether it holds and by which layer; isolation.json is that
+ * report. */
+#ifndef GANTRY_CONFINE_CONFINE_H
+#define GANTRY_CONFINE_CONFINE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+#define CONFINE_MODE_ENV    "GANTRY_PROCESS_ISOLATION" /* auto (default), required, off */
+#define CONFINE_SECCOMP_ENV "GANTRY_SECCOMP"	       /* log: what would be refused is logged */
+#define CONFINE_PROPS_MAX   24
+#define CONFINE_FILE	    "isolation.json"
+
+enum confine_mode { CONFINE_OFF, CONFINE_AUTO, CONFINE_REQUIRED };
+
+/* "auto", "required" or "off"; anything else is a one-line error. */
+int confine_mode_parse(const char *s, enum confine_mode *m, gantry_error_t *err);
+const char *confine_mode_name(enum confine_mode m);
+/* CONFINE_MODE_ENV, or auto; a bad value is an error. */
+int confine_mode_from_env(enum confine_mode *m, gantry_error_t *err);
+
+/* The namespaces a worker was started in (CLONE_NEW* bits). */
+struct confine_spawn {
+	unsigned long ns;
+	int userns_errno; /* why there is no user namespace (0: there is, or root) */
+};
+
+/* fork(), for a worker that will exec: with mode off a plain fork; else
+ * the child starts in new mount, PID and IPC namespaces, and a user
+ * namespace (mapped to the caller's own uid and gid) unless the caller is
+ * root. When the host refuses them the child starts without (sp says
+ * so). The child runs only async-signal-safe calls until it execs.
+ * Returns as fork() does. */
+pid_t confine_fork(enum confine_mode mode, struct confine_spawn *sp);
+/* sp as two arguments for the worker's command line, async-signal-safe
+ * (the child calls it too), and back. */
+void confine_spawn_format(const struct confine_spawn *sp, char ns[24], char userns[24]);
+int confine_spawn_parse(const char *ns, const char *userns, struct confine_spawn *sp);
+
+enum confine_state { CONFINE_NA, CONFINE_ENFORCED, CONFINE_UNENFORCED };
+
+struct confine_prop {
+	const char *name;
+	enum confine_state state;
+	char by[48];	  /* the layers that hold it */
+	char detail[112]; /* what the probe saw */
+	bool required;	  /* `required` fails without it */
+};
+
+struct confine_report {
+	struct confine_prop props[CONFINE_PROPS_MAX];
+	size_t n;
+	int landlock_abi; /* 0: none */
+	bool seccomp_log;
+};
+
+/* What the worker declares. */
+struct confine_opts {
+	const char *role; /* "net" */
+	enum confine_mode mode;
+	struct confine_spawn spawn;
+	rlim_t nofile;
+	bool keep_bind_cap; /* root without a user namespace: CAP_NET_BIND_SERVICE stays */
+	bool seccomp_log;   /* CONFINE_SECCOMP_ENV=log */
+	/* The seccomp filter to load last (seccomp.c), and whether the
+	 * worker forks or execs after (it may not). */
+	int (*load_filter)(bool log, char *why, size_t len);
+};
+
+/* The tmpfs that becomes the worker's root, mounted on CONFINE_ROOT in
+ * its mount namespace before its set-up, so what it makes there (a Unix
+ * socket) is still there, as /NAME, once it is the root. False: the
+ * worker will have no root of its own (no mount namespace, mode off). */
+#define CONFINE_ROOT "/tmp"
+bool confine_root_prepare(const struct confine_opts *o);
+
+/* Apply every layer and probe each; never fails outright: what could
+ * not be applied is in r as unenforced. */
+void confine_apply(const struct confine_opts *o, struct confine_report *r);
+/* The first property `required` needs that does not hold, or NULL. */
+const struct confine_prop *confine_missing(const struct confine_report *r);
+/* {"version","role","mode","landlockAbi","seccomp","properties":[...],"degraded":[...]} */
+json_t *confine_report_json(const struct confine_report *r, const char *role,
+			    enum confine_mode mode);
+
+/* seccomp.c: the network worker's filter (after its set-up). 0, or -1
+ * with why filled. */
+int confine_filter_net(bool log, char *why, size_t len);
+
+#endif
