@@ -59,6 +59,26 @@ static void print_field(const char *label, json_t *o, const char *key)
 	free(text);
 }
 
+/* The mode, and per role of isolation.json what does not hold. */
+static void print_isolation(json_t *o)
+{
+	json_t *iso = json_object_get(o, "isolation"), *v;
+	const char *role;
+
+	print_field("Isolation:", o, "process_isolation");
+	json_object_foreach(json_object_get(iso, "roles"), role, v)
+	{
+		json_t *deg = json_object_get(v, "degraded");
+
+		if (json_is_string(json_object_get(v, "state")))
+			printf("  %-12s%s\n", role, json_string_value(json_object_get(v, "state")));
+		else if (json_array_size(deg) == 0)
+			printf("  %-12sconfined, every property enforced\n", role);
+		else
+			print_strv(role, deg);
+	}
+}
+
 static void inspect_text(json_t *o)
 {
 	json_t *cfg = json_object_get(o, "config"), *paths = json_object_get(o, "paths");
@@ -93,6 +113,7 @@ static void inspect_text(json_t *o)
 			print_field("Proxy only:", o, "proxy_enforce");
 		}
 	}
+	print_isolation(o);
 	if (json_is_object(cfg)) {
 		print_strv("Entrypoint:", json_object_get(cfg, "entrypoint"));
 		print_strv("Cmd:", json_object_get(cfg, "cmd"));

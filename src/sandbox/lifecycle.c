@@ -529,6 +529,19 @@ static json_t *paths_json(const struct sandbox *sb, const char *dir)
 	return o;
 }
 
+/* isolation.json as its last boot wrote it, or null. */
+static json_t *isolation_json(const char *dir)
+{
+	cleanup_free char *path = NULL, *buf = NULL;
+	json_t *j = NULL;
+	size_t len;
+
+	xasprintf(&path, "%s/%s", dir, CONFINE_FILE);
+	if (read_file_max(path, 1 << 20, &buf, &len, NULL) == 0 && buf)
+		j = json_loadb(buf, len, 0, NULL);
+	return j ? j : json_null();
+}
+
 json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 {
 	json_t *o =
@@ -567,6 +580,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 		json_object_set_new(o, "config", json_null());
 	}
 	json_object_set_new(o, "paths", paths_json(sb, dir));
+	json_object_set_new(o, "isolation", isolation_json(dir));
 	return o;
 }
 

@@ -1,0 +1,132 @@
+"""Process isolation of the network worker (docs/security.md): its
+self-test as root and as an ordinary user, with user namespaces refused
+(auto degrades and says what, required fails with its line), and a
+running sandbox's worker as /proc shows it, with isolation.json.
+
+The self-test tests need no KVM; the ones that change a sysctl or boot a
+sandbox run in the nested test host (kvm marker), where the machine is
+throw-away."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import GantryHome
+
+NOBODY = 65534
+
+
+def self_test(gantry, mode="required", as_user=None):
+    argv = [str(Path(gantry).resolve()), "__net-worker", "--self-test", "--isolation", mode]
+    if as_user is not None:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("setpriv not found (util-linux)")
+        argv = [setpriv, f"--reuid={as_user}", f"--regid={as_user}", "--clear-groups", *argv]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/")
+    return r.returncode, json.loads(r.stdout), r.stderr
+
+
+def states(report):
+    return {p["name"]: p["state"] for p in report["properties"]}
+
+
+def world_runnable(gantry):
+    """The binary and its directories must be reachable by NOBODY."""
+    p = Path(gantry).resolve()
+    for d in [p, *p.parents]:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+    return True
+
+
+@pytest.fixture(autouse=True)
+def root_only():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (it also runs the self-test as another user)")
+
+
+def test_self_test_as_root(gantry):
+    code, report, err = self_test(gantry)
+    assert code == 0, (report, err)
+    assert report["degraded"] == [], report
+    s = states(report)
+    for name in ("pid-namespace", "fs-root", "capabilities", "syscall-policy", "task-limit",
+                 "no-new-privs", "not-dumpable", "securebits", "bounding-set", "file-open"):
+        assert s[name] == "enforced", (name, report)
+    assert s["user-namespace"] == "n/a"  # root needs none
+
+
+def test_self_test_as_an_ordinary_user(gantry):
+    if not world_runnable(gantry):
+        pytest.skip(f"{gantry} is not reachable by uid {NOBODY}")
+    code, report, err = self_test(gantry, as_user=NOBODY)
+    if code != 0 and "user-namespace" in report.get("error", ""):
+        pytest.skip(f"user namespaces refused here: {report['error']}")
+    assert code == 0, (report, err)
+    assert report["degraded"] == [], report
+    assert states(report)["user-namespace"] == "enforced"
+
+
+def test_off_confines_nothing(gantry):
+    code, report, _ = self_test(gantry, mode="off")
+    assert code == 0 and report == {"mode": "off"}
+
+
+@pytest.mark.kvm
+def test_user_namespaces_refused(gantry):
+    """With user.max_user_namespaces=0 an ordinary user's worker starts
+    without namespaces: auto says what is missing, required refuses."""
+    if not world_runnable(gantry):
+        pytest.skip(f"{gantry} is not reachable by uid {NOBODY}")
+    knob = Path("/proc/sys/user/max_user_namespaces")
+    old = knob.read_text()
+    knob.write_text("0\n")
+    try:
+        code, report, err = self_test(gantry, mode="auto", as_user=NOBODY)
+        assert code == 0, (report, err)
+        s = states(report)
+        assert s["user-namespace"] == "unenforced"
+        assert "pid-namespace" in report["degraded"] and "fs-root" in report["degraded"]
+        # What needs no namespace still holds.
+        for name in ("syscall-policy", "no-new-privs", "capabilities", "file-open"):
+            assert s[name] == "enforced", (name, report)
+        code, report, err = self_test(gantry, mode="required", as_user=NOBODY)
+        assert code == 1, (report, err)
+        assert "process isolation is required" in report["error"], report
+    finally:
+        knob.write_text(old)
+
+
+@pytest.mark.kvm
+def test_running_sandbox_worker(gantry, sandbox_assets, tmp_path):
+    g = GantryHome(gantry, tmp_path / "home", tmp_path / "images")
+    g.run("start", "iso", "-process-isolation", "required", check=True)
+    try:
+        d = g.home / "sandboxes" / "iso"
+        iso = json.loads((d / "isolation.json").read_text())
+        assert iso["mode"] == "required" and iso["roles"]["net"]["degraded"] == [], iso
+        sup = json.loads((d / "sandbox.json").read_text())["pid"]
+        kids = [int(p) for t in os.listdir(f"/proc/{sup}/task")
+                for p in open(f"/proc/{sup}/task/{t}/children").read().split()]
+        workers = [k for k in kids if open(f"/proc/{k}/cmdline").read().split("\0")[1:2] ==
+                   ["__net-worker"]]
+        assert len(workers) == 1, kids
+        status = dict(line.split(":\t", 1) for line in
+                      open(f"/proc/{workers[0]}/status").read().splitlines() if ":\t" in line)
+        assert status["NoNewPrivs"].strip() == "1"
+        assert status["Seccomp"].strip() == "2"
+        assert int(status["CapEff"], 16) & ~(1 << 10) == 0
+        for ns in ("pid", "mnt", "ipc"):
+            assert os.readlink(f"/proc/{workers[0]}/ns/{ns}") != os.readlink(f"/proc/{sup}/ns/{ns}")
+        # The network works through it.
+        r = g.run("exec", "iso", "--", "sh", "-c", "nslookup gateway.containers.internal. || true")
+        assert r.returncode == 0
+        assert json.loads(g.run("inspect", "iso", "--json", check=True).stdout)[
+            "process_isolation"] == "required"
+    finally:
+        g.run("delete", "iso")
