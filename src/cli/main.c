@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "confine/confine.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/net.h"
@@ -30,6 +31,7 @@ static const struct command {
 	{ "version", cmd_version, "print the version" },
 	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
 	{ NET_WORKER_ROLE, net_worker_main, NULL }, /* hidden: a sandbox's network */
+	{ CONFINE_PROBE_ROLE, confine_probe_main, NULL }, /* hidden: the seccomp tests' */
 };
 
 static void usage(FILE *out)

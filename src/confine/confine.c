@@ -23,23 +23,23 @@
 #include "confine/confine.h"
 
 /* Rights of newer Landlock ABIs than Debian 12's headers name. */
-#define LL_FS_TRUNCATE	 (1ULL << 14) /* ABI 3 */
-#define LL_FS_IOCTL_DEV	 (1ULL << 15) /* ABI 5 */
-#define LL_NET_BIND_TCP	 (1ULL << 0)  /* ABI 4 */
-#define LL_NET_CONN_TCP	 (1ULL << 1)
+#define LL_FS_TRUNCATE	  (1ULL << 14) /* ABI 3 */
+#define LL_FS_IOCTL_DEV	  (1ULL << 15) /* ABI 5 */
+#define LL_NET_BIND_TCP	  (1ULL << 0)  /* ABI 4 */
+#define LL_NET_CONN_TCP	  (1ULL << 1)
 #define LL_SCOPE_ABSTRACT (1ULL << 0) /* ABI 6 */
-#define LL_SCOPE_SIGNAL	 (1ULL << 1)
+#define LL_SCOPE_SIGNAL	  (1ULL << 1)
 
 #define SECBITS_LOCKED                                                                             \
-	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |                          \
-	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | \
+	(SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |                           \
+	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |   \
 	 SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
 /* --- the mode --------------------------------------------------------------------------- */
 
-static const char *const mode_names[] = { [CONFINE_OFF] = "off",
-					  [CONFINE_AUTO] = "auto",
-					  [CONFINE_REQUIRED] = "required" };
+static const char *const mode_names[] = {
+	[CONFINE_OFF] = "off", [CONFINE_AUTO] = "auto", [CONFINE_REQUIRED] = "required"
+};
 
 const char *confine_mode_name(enum confine_mode m)
 {
@@ -212,8 +212,8 @@ static int empty_root(const struct confine_opts *o)
 	if (chdir(CONFINE_ROOT) < 0 || pivot_root(".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
 	    chdir("/") < 0)
 		return -1;
-	return mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
-					      MS_NOEXEC, NULL);
+	return mount(NULL, "/", NULL,
+		     MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 }
 
 static void layer_mount(const struct confine_opts *o, struct confine_report *r)
@@ -275,7 +275,8 @@ static bool caps_zero(bool keep_bind, char *what, size_t len)
 		return false;
 	}
 	snprintf(what, len, "eff %08x%08x prm %08x%08x inh %08x%08x", d[1].effective,
-		 d[0].effective, d[1].permitted, d[0].permitted, d[1].inheritable, d[0].inheritable);
+		 d[0].effective, d[1].permitted, d[0].permitted, d[1].inheritable,
+		 d[0].inheritable);
 	return (d[0].effective & ~allowed) == 0 && d[1].effective == 0 &&
 	       (d[0].permitted & ~allowed) == 0 && d[1].permitted == 0 && d[0].inheritable == 0 &&
 	       d[1].inheritable == 0;
@@ -456,10 +457,10 @@ json_t *confine_report_json(const struct confine_report *r, const char *role,
 	for (size_t i = 0; i < r->n; i++) {
 		const struct confine_prop *p = &r->props[i];
 
-		json_array_append_new(props, json_pack("{s:s,s:s,s:s,s:s,s:b}", "name", p->name,
-						       "state", states[p->state], "by", p->by,
-						       "detail", p->detail, "required",
-						       p->required));
+		json_array_append_new(props,
+				      json_pack("{s:s,s:s,s:s,s:s,s:b}", "name", p->name, "state",
+						states[p->state], "by", p->by, "detail", p->detail,
+						"required", p->required));
 		if (p->state == CONFINE_UNENFORCED)
 			json_array_append_new(degraded, json_string(p->name));
 	}

@@ -110,6 +110,10 @@ const struct confine_prop *confine_missing(const struct confine_report *r);
 json_t *confine_report_json(const struct confine_report *r, const char *role,
 			    enum confine_mode mode);
 
+/* probe.c: `gantry __seccomp-probe net CALL`. */
+#define CONFINE_PROBE_ROLE "__seccomp-probe"
+int confine_probe_main(int argc, char **argv);
+
 /* seccomp.c: the network worker's filter (after its set-up). 0, or -1
  * with why filled. */
 int confine_filter_net(bool log, char *why, size_t len);

@@ -130,3 +130,31 @@ def test_running_sandbox_worker(gantry, sandbox_assets, tmp_path):
             "process_isolation"] == "required"
     finally:
         g.run("delete", "iso")
+
+
+KILLED = ("execve", "ptrace", "mount", "unshare", "setns", "bpf", "keyctl", "io_uring_setup",
+          "open_by_handle_at", "process_vm_readv", "init_module")
+REFUSED = {"getppid": "EPERM", "openat": "EPERM", "fork": "EPERM", "kill": "EPERM",
+           "socket_packet": "EPERM", "mmap_exec": "EPERM", "clone3": "ENOSYS"}
+
+
+@pytest.mark.parametrize("call", KILLED)
+def test_seccomp_kill_list(gantry, call):
+    """Under the network worker's real filter: SIGSYS, never a return."""
+    r = subprocess.run([str(gantry), "__seccomp-probe", "net", call], capture_output=True,
+                       text=True, timeout=10)
+    assert r.returncode == -31, (call, r)  # SIGSYS
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("call", sorted(REFUSED))
+def test_seccomp_refusals(gantry, call):
+    r = subprocess.run([str(gantry), "__seccomp-probe", "net", call], capture_output=True,
+                       text=True, timeout=10)
+    assert (r.returncode, r.stdout) == (0, f"{call}: {REFUSED[call]}\n"), r
+
+
+def test_seccomp_allows_the_workers_sockets(gantry):
+    r = subprocess.run([str(gantry), "__seccomp-probe", "net", "socket_inet"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.stdout == "socket_inet: allowed\n", r

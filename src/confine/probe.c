@@ -1,0 +1,152 @@
+/* `gantry __seccomp-probe ROLE CALL`: one call under a role's real
+ * seccomp filter, for the tests: a call on the kill list ends the process
+ * with SIGSYS; any other refused one prints its errno. The arguments are
+ * harmless (a bad fd, a NULL path): what is tested is the filter, which
+ * decides before the kernel looks at them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "confine/confine.h"
+
+struct probe {
+	const char *name;
+	long (*call)(void);
+};
+
+static long p_execve(void)
+{
+	char *argv[] = { "/nonexistent", NULL };
+
+	return execve("/nonexistent", argv, argv + 1);
+}
+static long p_ptrace(void)
+{
+	return syscall(SYS_ptrace, 0 /* TRACEME */, 0, 0, 0);
+}
+static long p_mount(void)
+{
+	return syscall(SYS_mount, NULL, NULL, NULL, 0, NULL);
+}
+static long p_unshare(void)
+{
+	return syscall(SYS_unshare, 0);
+}
+static long p_setns(void)
+{
+	return syscall(SYS_setns, -1, 0);
+}
+static long p_bpf(void)
+{
+	return syscall(SYS_bpf, -1, NULL, 0);
+}
+static long p_keyctl(void)
+{
+	return syscall(SYS_keyctl, -1, 0, 0, 0, 0);
+}
+static long p_io_uring(void)
+{
+	return syscall(SYS_io_uring_setup, 0, NULL);
+}
+static long p_by_handle(void)
+{
+	return syscall(SYS_open_by_handle_at, -1, NULL, 0);
+}
+static long p_process_vm(void)
+{
+	return syscall(SYS_process_vm_readv, 0, NULL, 0, NULL, 0, 0);
+}
+static long p_init_module(void)
+{
+	return syscall(SYS_init_module, NULL, 0, "");
+}
+static long p_getppid(void)
+{
+	return syscall(SYS_getppid);
+}
+static long p_openat(void)
+{
+	return syscall(SYS_openat, AT_FDCWD, "/", O_RDONLY);
+}
+static long p_fork(void)
+{
+	return syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+}
+static long p_clone3(void)
+{
+	return syscall(SYS_clone3, NULL, 0);
+}
+static long p_kill(void)
+{
+	return syscall(SYS_kill, 1, 0);
+}
+static long p_packet(void)
+{
+	return syscall(SYS_socket, AF_PACKET, SOCK_RAW, 0);
+}
+static long p_mmap_exec(void)
+{
+	return (long)syscall(SYS_mmap, NULL, 4096, PROT_READ | PROT_EXEC,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+static long p_inet(void)
+{
+	return syscall(SYS_socket, AF_INET, SOCK_DGRAM, 0);
+}
+
+static const struct probe probes[] = {
+	{ "execve", p_execve },
+	{ "ptrace", p_ptrace },
+	{ "mount", p_mount },
+	{ "unshare", p_unshare },
+	{ "setns", p_setns },
+	{ "bpf", p_bpf },
+	{ "keyctl", p_keyctl },
+	{ "io_uring_setup", p_io_uring },
+	{ "open_by_handle_at", p_by_handle },
+	{ "process_vm_readv", p_process_vm },
+	{ "init_module", p_init_module },
+	{ "getppid", p_getppid },
+	{ "openat", p_openat },
+	{ "fork", p_fork },
+	{ "clone3", p_clone3 },
+	{ "kill", p_kill },
+	{ "socket_packet", p_packet },
+	{ "mmap_exec", p_mmap_exec },
+	{ "socket_inet", p_inet },
+};
+
+int confine_probe_main(int argc, char **argv)
+{
+	char why[128] = "";
+	long r;
+
+	if (argc != 2 || strcmp(argv[0], "net") != 0) {
+		fprintf(stderr, "gantry: __seccomp-probe is for Gantry's tests: net CALL\n");
+		return 2;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
+		if (strcmp(probes[i].name, argv[1]) != 0)
+			continue;
+		if (confine_filter_net(false, why, sizeof(why)) < 0) {
+			fprintf(stderr, "gantry: %s\n", why);
+			return 1;
+		}
+		r = probes[i].call();
+		/* A child of the fork probe, should there be one, says nothing. */
+		if (r == 0 && strcmp(argv[1], "fork") == 0)
+			_exit(0);
+		printf("%s: %s\n", argv[1], r >= 0 ? "allowed" : strerrorname_np(errno));
+		return 0;
+	}
+	fprintf(stderr, "gantry: __seccomp-probe: no probe `%s`\n", argv[1]);
+	return 2;
+}
