@@ -564,8 +564,16 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	json_object_set_new(o, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(o, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
-	if (dir == NULL)
+	if (dir == NULL) {
+		/* What does not hold, by role: the whole report is inspect's. */
+		cleanup_free char *own = NULL;
+		json_t *iso = sandbox_dir(sb->name, &own, NULL) == 0 ? isolation_json(own) : json_null();
+		json_t *deg = json_object_get(iso, "degraded");
+
+		json_object_set_new(o, "isolation_degraded", deg ? json_incref(deg) : json_null());
+		json_decref(iso);
 		return o;
+	}
 	if (sb->config) {
 		const struct image_config *c = sb->config;
 
