@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from conftest import GantryHome as Gantry
+from conftest import GantryHome as Gantry, build_dir
 
 pytestmark = pytest.mark.kvm
 
@@ -93,6 +93,22 @@ def test_writes_reach_the_host(sb, tree):
     # setuid bits do not reach the host.
     out(sb.sh("sh", "echo x >/workspace/suid && chmod 4755 /workspace/suid"))
     assert os.stat(rw / "suid").st_mode & 0o6000 == 0
+
+
+def test_mmap_and_index_updates(sb, tree):
+    """mmap (shared and private) and git's index update (O_EXCL lock,
+    fsync, rename over, map) on a share, by tests/e2e/guest/sharemmap."""
+    prog = build_dir() / "tests" / "e2e" / "guest" / "sharemmap"
+    if not prog.exists():
+        pytest.skip(f"{prog} not built")
+    shutil.copy(prog, tree / "rw" / "sharemmap")
+    (tree / "rw" / "from-host").write_text("mapped from the host\n")
+    r = sb.sh("sh", "/workspace/sharemmap /workspace")
+    assert out(r) == "mapped from the host\nok\n"
+    data = (tree / "rw" / "mapped").read_bytes()
+    assert data == bytes(ord("a") + i % 26 for i in range(3 * 4096 + 100))
+    assert (tree / "rw" / "index").read_text() == "DIRC index body\n"
+    assert not (tree / "rw" / "index.lock").exists()
 
 
 def test_host_changes_reach_the_guest(sb, tree):
