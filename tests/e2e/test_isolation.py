@@ -158,3 +158,37 @@ def test_seccomp_allows_the_workers_sockets(gantry):
     r = subprocess.run([str(gantry), "__seccomp-probe", "net", "socket_inet"],
                        capture_output=True, text=True, timeout=10)
     assert r.stdout == "socket_inet: allowed\n", r
+
+
+@pytest.mark.kvm
+def test_seccomp_log_mode_logs_nothing(gantry, sandbox_assets, tmp_path):
+    """GANTRY_SECCOMP=log: the filter allows and the kernel logs what it
+    would have refused. A sandbox's network at work (DNS, a connection the
+    policy refuses, a live publish and unpublish, a policy swap, the
+    traffic report) must log nothing: the allowlist is complete for it."""
+    def kmsg():
+        r = subprocess.run(["dmesg"], capture_output=True, text=True)
+        return [line for line in r.stdout.splitlines() if "type=1326" in line or
+                "seccomp" in line.lower()]
+
+    before = kmsg()
+    g = GantryHome(gantry, tmp_path / "home", tmp_path / "images")
+    g.env["GANTRY_SECCOMP"] = "log"
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"default":"allow","rules":[{"action":"deny","cidr":"192.0.2.0/24"}]}')
+    g.run("start", "logged", "-p", "127.0.0.1:18480:80", check=True)
+    try:
+        iso = json.loads((g.home / "sandboxes" / "logged" / "isolation.json").read_text())
+        assert iso["roles"]["net"]["seccomp"] == "log", iso
+        g.run("exec", "logged", "--", "sh", "-c",
+              "nslookup gateway.containers.internal. >/dev/null; "
+              "nslookup -type=a host.containers.internal. >/dev/null; "
+              "wget -q -T 2 -O /dev/null http://192.0.2.1/ ; true", check=True)
+        g.run("ports", "publish", "logged", "127.0.0.1:18481:81", check=True)
+        g.run("ports", "unpublish", "logged", "127.0.0.1:18481:81", check=True)
+        g.run("net-policy", "set", "logged", str(policy), check=True)
+        g.run("net", "traffic", "logged", check=True)
+    finally:
+        g.run("delete", "logged")
+    new = [line for line in kmsg() if line not in before]
+    assert new == [], "\n".join(new)
