@@ -15,6 +15,7 @@ int cmd_ports(int argc, char **argv);
 int cmd_share(int argc, char **argv);
 int cmd_net(int argc, char **argv);
 int cmd_net_policy(int argc, char **argv);
+int cmd_fence(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
 #endif

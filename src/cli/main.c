@@ -28,6 +28,7 @@ static const struct command {
 	{ "net-policy", cmd_net_policy, "change or show a sandbox's egress policy" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
+	{ "fence", cmd_fence, "run a host command in a PID namespace, the checkout read-only" },
 	{ "version", cmd_version, "print the version" },
 	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
 	{ NET_WORKER_ROLE, net_worker_main, NULL }, /* hidden: a sandbox's network */
