@@ -612,10 +612,17 @@ void dns_proxy_free(struct dns_proxy *p)
 			conn_close(p, &p->conns[i]);
 	if (p->listen_fd >= 0) {
 		close(p->listen_fd);
-		unlink(p->tcp_path);
+		if (p->tcp_path)
+			unlink(p->tcp_path);
 	}
 	free(p->tcp_path);
 	free(p);
+}
+
+void dns_proxy_keep_path(struct dns_proxy *p)
+{
+	free(p->tcp_path);
+	p->tcp_path = NULL;
 }
 
 static void add_slot(struct dns_proxy *p, struct pollfd *fds, size_t max, int fd, short events,

@@ -1297,6 +1297,12 @@ int net_worker_main(int argc, char **argv)
 	}
 	free(a.ports);
 	isolation = confine(&a, why, sizeof(why));
+	if (confine_root_prepare(&a.confine)) {
+		/* The DNS socket is in our own root, which goes with us. */
+		dns_proxy_keep_path(w.dns);
+		free(w.dns_path);
+		w.dns_path = NULL;
+	}
 	if (isolation == NULL && *why) {
 		log_error("%s", why);
 		handshake(w.ctl_fd, why, NULL);
