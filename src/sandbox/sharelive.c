@@ -174,6 +174,8 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 			log_info("share `%s` replaced", sp.tag);
 		}
 		if (machine_share_export(s->m.shares, &sp, &err) < 0) {
+			if (at >= 0)
+				gantry_error_prefix(&err, "the share it was to replace is gone");
 			reply_err(s, c, &err);
 			op_free(op);
 		} else if ((op->last_id = ask_guest(s, PROTO_MOUNT, sp.tag, sp.ro, sp.ctr_path)) ==
@@ -194,7 +196,13 @@ static void rm_unmount(struct sup *s, struct share_op *op)
 	op->stage = SHARE_GUEST;
 	op->deadline = now_ms() + SUP_SHARE_GUEST_MS;
 	op->last_id = ask_guest(s, PROTO_UNMOUNT, NULL, false, op->path);
-	if (op->last_id == 0) {
+	if (op->last_id == 0 && !op->exported) {
+		/* Forced: out of the server already, so out of the list. */
+		live_set(&s->shares, op->tag, NULL);
+		client_answer(s, op->c, "removed, but the guest takes no more requests now: its "
+					"mount point stays until the sandbox stops");
+		op_free(op);
+	} else if (op->last_id == 0) {
 		client_answer(s, op->c, "the guest takes no more requests now: try again");
 		op_free(op);
 	}
