@@ -283,3 +283,46 @@ def test_net_policy_of_stopped_sandbox(gantry, stopped, tmp_path):
     one_error(run(gantry, stopped, "net-policy", "show"), 2)
     assert "no sandbox named `nosuch`" in one_error(
         run(gantry, stopped, "net-policy", "set", "nosuch", good), 1)
+
+
+def test_shares_of_stopped_sandbox(gantry, stopped, tmp_path_factory):
+    # A read-only root takes no shares; a writable one saves them for its
+    # next boot, and --ephemeral needs it running. (Not under GANTRY_HOME,
+    # which may not be shared.)
+    tmp_path = tmp_path_factory.mktemp("outside")
+    share = tmp_path / "src"
+    share.mkdir()
+    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"x={stopped}"), 1)
+    assert "GANTRY_HOME" in line, line
+    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"src={share}"), 1)
+    assert "read-only root" in line, line
+    s = saved(stopped)
+    s.update(writable=True, rwlayer=str(tmp_path / "layer.ext4"))
+    (stopped / "sandboxes" / "quiet" / "sandbox.json").write_text(json.dumps(s))
+    r = run(gantry, stopped, "share", "add", "quiet", f"src={share}@/work,ro")
+    assert (r.returncode, r.stdout) == (0, f"src={share}@/work,ro\n"), r
+    assert saved(stopped)["shares"] == [f"src={share}@/work,ro"]
+    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"src={share}"), 1)
+    assert "already shared" in line, line
+    r = run(gantry, stopped, "share", "add", "--replace", "quiet", f"src={share}@/w2")
+    assert r.returncode == 0 and saved(stopped)["shares"] == [f"src={share}@/w2"], r
+    line = one_error(run(gantry, stopped, "share", "add", "--ephemeral", "quiet",
+                         f"b={share}@/b"), 1)
+    assert "not running" in line, line
+    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"b={tmp_path}/nope"), 1)
+    assert "nope" in line, line
+    ls = json.loads(run(gantry, stopped, "share", "ls", "quiet", "--json").stdout)
+    assert ls["running"] is False and [(x["tag"], x["path"], x["ro"], x["live"], x["saved"])
+                                       for x in ls["shares"]] == [("src", "/w2", False, False, True)]
+    r = run(gantry, stopped, "share", "ls", "quiet")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].split()[:2] == ["src", "rw"], r
+    line = one_error(run(gantry, stopped, "share", "rm", "quiet", "nosuch"), 1)
+    assert "no share `nosuch`" in line, line
+    assert run(gantry, stopped, "share", "rm", "quiet", "src").returncode == 0
+    assert saved(stopped)["shares"] == []
+
+
+@pytest.mark.parametrize("args", [(), ("frob",), ("add", "quiet"), ("rm", "quiet"),
+                                  ("ls",), ("add", "--bogus", "quiet", "a=/tmp")])
+def test_share_usage_errors(gantry, tmp_path, args):
+    one_error(run(gantry, tmp_path, "share", *args), 2)
