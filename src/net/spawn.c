@@ -181,7 +181,7 @@ static int give_policy(struct net_worker *w, const struct net_worker_opts *o, ga
 	return r < 0 ? gantry_error_prefix(err, "network policy") : 0;
 }
 
-int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
+int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
 		     gantry_error_t *err)
 {
 	cleanup_free char **argv =
@@ -267,12 +267,27 @@ int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int 
 	/* Only the worker holds its ends: its exit reads as EOF here. */
 	close(steal_fd(&frame_w));
 	close(steal_fd(&ctl_w));
-	if (wait_first(w, err) < 0 || give_policy(w, o, err) < 0)
-		goto fail;
 	return 0;
 fail:
 	net_worker_stop(w);
 	return -1;
+}
+
+int net_worker_ready(struct net_worker *w, const struct net_worker_opts *o, gantry_error_t *err)
+{
+	return wait_first(w, err) < 0 || give_policy(w, o, err) < 0 ? -1 : 0;
+}
+
+int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
+		     gantry_error_t *err)
+{
+	if (net_worker_spawn(w, o, log_fd, err) < 0)
+		return -1;
+	if (net_worker_ready(w, o, err) < 0) {
+		net_worker_stop(w);
+		return -1;
+	}
+	return 0;
 }
 
 int net_worker_self_test(enum confine_mode mode)

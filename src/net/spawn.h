@@ -50,6 +50,13 @@ struct net_worker_opts {
  * not start. */
 int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
 		     gantry_error_t *err);
+/* The same in two halves, for a caller with other work meanwhile (the
+ * VM's boot): start it (a failure stops it); then wait for it and give it
+ * its policy (a failure leaves it to the caller to stop, once nothing
+ * uses its fds). */
+int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
+		     gantry_error_t *err);
+int net_worker_ready(struct net_worker *w, const struct net_worker_opts *o, gantry_error_t *err);
 /* One control request while nothing else uses w->ctl_fd (at start):
  * sent, and its answer (bounded, 10 s) in *answer when it says ok. */
 int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err);

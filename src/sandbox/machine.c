@@ -91,35 +91,39 @@ static void rotate_log(const char *path)
 	rename(path, prev);
 }
 
+/* The worker's error, with the tail of its log when it died or hung. */
+static int net_error(struct machine *m, gantry_error_t *err)
+{
+	if (strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
+		error_add_tail(err, m->net_log, NET_LOG_TAIL, "last lines of the network worker's log:");
+	return -1;
+}
+
+/* Start the network worker; net_ready waits for it. */
 static int net_start(struct machine *m, gantry_error_t *err)
 {
-	struct net_worker_opts o = { .ports = m->ports,
-				     .nr_ports = m->nr_ports,
-				     .policy = m->net_policy,
-				     .allow_local = m->allow_local_net,
-				     .proxy_enforce = m->proxy_enforce,
-				     .isolation = m->isolation };
+	struct net_worker_opts *o = &m->net_opts;
 	cleanup_close int log = -1;
 	struct net_proxy proxy;
 
+	*o = (struct net_worker_opts){ .ports = m->ports,
+				       .nr_ports = m->nr_ports,
+				       .policy = m->net_policy,
+				       .allow_local = m->allow_local_net,
+				       .proxy_enforce = m->proxy_enforce,
+				       .isolation = m->isolation };
 	if (m->proxy) {
 		if (net_proxy_parse(m->proxy, &proxy, err) < 0 ||
-		    net_proxy_addrs(&proxy, o.proxy_ips, NET_PROXY_IPS_MAX, &o.nr_proxy_ips, err) < 0)
+		    net_proxy_addrs(&proxy, o->proxy_ips, NET_PROXY_IPS_MAX, &o->nr_proxy_ips, err) < 0)
 			return -1;
-		o.proxy_port = proxy.port;
+		o->proxy_port = proxy.port;
 	}
 	rotate_log(m->net_log);
 	log = open(m->net_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (log < 0)
 		return gantry_error_errno(err, "open `%s`", m->net_log);
-	if (net_worker_start(&m->net_worker, &o, log, err) < 0) {
-		/* Its own one line says it all; a worker that died or hung
-		 * may have said why in its log. */
-		if (strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
-			error_add_tail(err, m->net_log, NET_LOG_TAIL,
-				       "last lines of the network worker's log:");
-		return -1;
-	}
+	if (net_worker_spawn(&m->net_worker, o, log, err) < 0)
+		return net_error(m, err);
 	m->net_started = true;
 	m->cfg.net_fd = m->net_worker.vmm_fd;
 	return 0;
@@ -175,13 +179,22 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	if (agent_listen(m->cfg.vsock_dir, &m->agent, err) < 0)
 		return -1;
 	/* Before the VM thread: the device's socket is there from its first
-	 * frame, and a port that cannot be published fails the start. */
+	 * frame (what the guest sends before the worker reads waits in it). */
 	if (m->net && net_start(m, err) < 0)
 		return -1;
-	isolation_write(m);
 	if (pthread_create(&m->thread, NULL, machine_thread, m) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
 	m->started = true;
+	/* The worker sets itself up and confines itself while the guest
+	 * boots; a port that cannot be published still fails the start. */
+	if (m->net && net_worker_ready(&m->net_worker, &m->net_opts, err) < 0) {
+		machine_kill(m);
+		machine_join(m);
+		net_worker_stop(&m->net_worker);
+		m->net_started = false;
+		return net_error(m, err);
+	}
+	isolation_write(m);
 	return 0;
 }
 

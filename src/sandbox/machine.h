@@ -43,6 +43,7 @@ struct machine {
 	char *net_log;	  /* its log: <dir>/worker-net.log */
 	bool net_started; /* net_worker is ours to stop */
 	struct net_worker net_worker;
+	struct net_worker_opts net_opts; /* what it was started with */
 	enum confine_mode isolation; /* the workers' (confine/confine.h) */
 	char *isolation_path;	     /* <dir>/isolation.json: what holds */
 	struct fs_server *shares; /* the share server, with sb's shares; NULL: none */
