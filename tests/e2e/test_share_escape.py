@@ -3,7 +3,8 @@
 run there as root in the container, makes its attempts against a rw and a
 ro share (symlinks and `..` out, hard links, device nodes, setuid, renames
 out and across, file handles, /proc magic links, O_PATH tricks, xattrs,
-the ro share, huge offsets, a directory deleted on the host while listed)
+the ro share, huge offsets, a directory deleted on the host while listed,
+a file unlinked on the host while open)
 while a host thread swaps a directory and a file for symlinks to a canary
 directory beside the shares. Every attempt must say ok, and afterwards the
 canary is byte for byte as it was (names, modes, sizes, mtimes, inodes,
@@ -108,6 +109,7 @@ def tree(tmp_path_factory, probe):
     (rw / "race" / "x").write_text("x\n")
     (rw / "racef").write_text("racef\n")
     (rw / "victim" / "a").write_text("a\n")
+    (rw / "held").write_text("held\n")
     (ro / "keep").write_text("read only\n")
     os.mkfifo(rw / "hostfifo")
     if os.geteuid() == 0:
@@ -149,7 +151,8 @@ def exchange(a, b):
 def host_races(rw, stop, counts):
     """Until stop: swap race/ with a symlink to the canary directory and
     racef with one to the canary's secret; when the probe asks, remove
-    victim/ and put a symlink to the canary in its place."""
+    victim/ and put a symlink to the canary in its place, and replace held
+    (open in the guest) by a symlink to the secret."""
     victim_done = False
     while not stop.is_set():
         for a in ("race", "racef"):
@@ -161,6 +164,8 @@ def host_races(rw, stop, counts):
         if not victim_done and (rw / ".ready-victim").exists():
             shutil.rmtree(rw / "victim")
             os.symlink(rw.parent / "canary", rw / "victim")
+            os.unlink(rw / "held")
+            os.symlink("../canary/secret", rw / "held")
             (rw / ".done-victim").touch()
             victim_done = True
         time.sleep(SWAP_PAUSE)
@@ -222,6 +227,9 @@ def test_escape_attempts_from_the_guest(sb, tree):
     st = os.stat(rw / "suid")
     assert (st.st_uid, st.st_gid) == (me.st_uid, me.st_gid)
     assert (rw / "file").read_text() == "the share's own file\n"
+    # The unlinked file's name is still the host's symlink; nothing linked back.
+    assert os.readlink(rw / "held") == "../canary/secret"
+    assert not os.path.lexists(rw / "held-back")
     # What the guest moved nowhere: into its root fs or across the shares.
     assert (rw / "mv-me").read_text() == "move"
     assert not (rw / "stolen").exists() and (ro / "keep").read_text() == "read only\n"

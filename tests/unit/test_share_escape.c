@@ -27,8 +27,8 @@
 #include "share_client.h"
 #include "skip.h"
 
-#define SECRET	"top secret" /* canary/secret's content: never in a reply */
-#define RACE_MS 300
+#define SECRET		"top secret" /* canary/secret's content: never in a reply */
+#define RACE_MS		300
 #define XATTR_VALUE_MAX (64 * 1024) /* the server's limit on a value (docs/shares.md) */
 
 static const char *bad_names[] = { "..", ".", "a/b", "/etc", "", "../canary" };
@@ -729,7 +729,8 @@ static bool lists_canary(const struct cl *c, bool plus)
 			     : (const struct fuse_dirent *)(c->rep + off);
 
 		for (size_t i = 0; i < ARRAY_SIZE(names); i++)
-			if (d->namelen == strlen(names[i]) && !memcmp(d->name, names[i], d->namelen))
+			if (d->namelen == strlen(names[i]) &&
+			    !memcmp(d->name, names[i], d->namelen))
 				return true;
 		off += plus ? FUSE_DIRENTPLUS_SIZE((const struct fuse_direntplus *)(c->rep + off))
 			    : FUSE_DIRENT_SIZE(d);
@@ -1261,7 +1262,8 @@ static void test_case08_relative_symlink(void **state)
 	uint64_t fh;
 	int64_t q, dl;
 
-	assert_int_equal(symlink("../../../../../../../../canary/secret", cl_path(c, "share/q")), 0);
+	assert_int_equal(symlink("../../../../../../../../canary/secret", cl_path(c, "share/q")),
+			 0);
 	assert_int_equal(symlink("../canary", cl_path(c, "share/dl")), 0);
 	q = cl_lookup(c, c->rw, "q");
 	assert_int_equal(cl_open(c, FUSE_OPEN, (uint64_t)q, O_RDONLY), -ELOOP);
@@ -1332,19 +1334,25 @@ static void test_case28_across_shares(void **state)
 		r2.newdir = c->other;
 		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("f"), STR("g")), -EXDEV);
 		r2.newdir = c->ro;
-		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("f"), STR("f2")), -EXDEV);
-		assert_int_equal(CALL(c, FUSE_RENAME2, c->ro, ARG(r2), STR("f"), STR("f2")), -EROFS);
+		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("f"), STR("f2")),
+				 -EXDEV);
+		assert_int_equal(CALL(c, FUSE_RENAME2, c->ro, ARG(r2), STR("f"), STR("f2")),
+				 -EROFS);
 		r2.newdir = FUSE_ROOT_ID;
-		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("f"), STR("f2")), -EROFS);
+		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("f"), STR("f2")),
+				 -EROFS);
 		assert_int_equal(CALL(c, FUSE_RENAME2, FUSE_ROOT_ID, ARG(r2), STR("rw"), STR("x")),
 				 -EROFS);
 		r2.newdir = (uint64_t)cl_lookup(c, c->rw, "f");
-		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("d"), STR("d")), -ENOTDIR);
+		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("d"), STR("d")),
+				 -ENOTDIR);
 		r2.newdir = (uint64_t)cl_lookup(c, c->rw, "dl");
-		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("d"), STR("d")), -ENOTDIR);
+		assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("d"), STR("d")),
+				 -ENOTDIR);
 	}
 	/* EXCHANGE with WHITEOUT, across or not: EPERM before anything else */
-	r2 = (struct fuse_rename2_in){ .newdir = c->other, .flags = RENAME_EXCHANGE | RENAME_WHITEOUT };
+	r2 = (struct fuse_rename2_in){ .newdir = c->other,
+				       .flags = RENAME_EXCHANGE | RENAME_WHITEOUT };
 	assert_int_equal(CALL(c, FUSE_RENAME2, c->rw, ARG(r2), STR("f"), STR("g")), -EPERM);
 	assert_int_equal(CALL(c, FUSE_LINK, c->rw, ARG(ln), STR("f2")), -EXDEV);
 	assert_int_equal(CALL(c, FUSE_LINK, c->other, ARG(ln), STR("f2")), -EXDEV);
@@ -1546,8 +1554,9 @@ static void test_case37_ctr_path(void **state)
 {
 	FX();
 	const char *bad[] = { "t=/srv@/proc/1/root/etc", "t=/srv@/workspace/../proc/self",
-			      "t=/srv@/sys/kernel", "t=/srv@/dev/sda", "t=/srv@/run/gantry/x",
-			      "t=/srv@/", "t=/srv@workspace" };
+			      "t=/srv@/sys/kernel",	 "t=/srv@/dev/sda",
+			      "t=/srv@/run/gantry/x",	 "t=/srv@/",
+			      "t=/srv@workspace" };
 	struct share_spec sp;
 
 	(void)c;
@@ -1646,9 +1655,15 @@ static void test_case49_mknod_types(void **state)
 static void test_case50_xattr_namespaces(void **state)
 {
 	FX();
-	const char *names[] = { "user.",	"user",		"USER.x",
-				"security.selinux", "security.ima",	"trusted.overlay.opaque",
-				"system.posix_acl_default", "system.nfs4_acl", "x" };
+	const char *names[] = { "user.",
+				"user",
+				"USER.x",
+				"security.selinux",
+				"security.ima",
+				"trusted.overlay.opaque",
+				"system.posix_acl_default",
+				"system.nfs4_acl",
+				"x" };
 	struct fuse_setxattr_in sx = { .size = 1 };
 	struct fuse_getxattr_in gx = { .size = 4096 };
 	int64_t fifo, link;
@@ -1668,7 +1683,8 @@ static void test_case50_xattr_namespaces(void **state)
 					 -EPERM);
 			assert_int_equal(CALL(c, FUSE_GETXATTR, nodes[i], ARG(gx), STR(names[j])),
 					 -ENODATA);
-			assert_int_equal(CALL(c, FUSE_REMOVEXATTR, nodes[i], STR(names[j])), -EPERM);
+			assert_int_equal(CALL(c, FUSE_REMOVEXATTR, nodes[i], STR(names[j])),
+					 -EPERM);
 		}
 	}
 	/* user.* too, but not on a FIFO or a symlink (which would act on its target) */
@@ -1676,9 +1692,9 @@ static void test_case50_xattr_namespaces(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(others); i++) {
 		int want = others[i] == FUSE_ROOT_ID ? -EROFS : -EPERM;
 
-		assert_int_equal(CALL(c, FUSE_SETXATTR, others[i], { &sx, 8 }, STR("user.x"),
-				      { "v", 1 }),
-				 want);
+		assert_int_equal(
+			CALL(c, FUSE_SETXATTR, others[i], { &sx, 8 }, STR("user.x"), { "v", 1 }),
+			want);
 		assert_int_equal(CALL(c, FUSE_GETXATTR, others[i], ARG(gx), STR("user.x")),
 				 -ENODATA);
 		assert_int_equal(CALL(c, FUSE_LISTXATTR, others[i], ARG(gx)), 0);
@@ -1719,8 +1735,12 @@ static void test_case50_xattr_namespaces(void **state)
 static void test_case51_open_flags(void **state)
 {
 	FX();
-	uint32_t sneaky[] = { O_PATH, O_PATH | O_NOFOLLOW, O_RDONLY | O_NOFOLLOW,
-			      O_RDONLY | O_DIRECTORY, O_RDWR | O_CREAT | O_EXCL, O_RDONLY | O_NOATIME,
+	uint32_t sneaky[] = { O_PATH,
+			      O_PATH | O_NOFOLLOW,
+			      O_RDONLY | O_NOFOLLOW,
+			      O_RDONLY | O_DIRECTORY,
+			      O_RDWR | O_CREAT | O_EXCL,
+			      O_RDONLY | O_NOATIME,
 			      O_PATH | O_DIRECTORY };
 	int64_t l, n = cl_lookup(c, c->rw, "f"), d = cl_lookup(c, c->rw, "d"), fh;
 
@@ -1743,7 +1763,8 @@ static void test_case51_open_flags(void **state)
 	cleanup_free char *in_d = names_in(cl_path(c, "share/d"));
 	assert_string_equal(in_d, "x\n");
 	/* CREATE of a directory or with O_DIRECTORY, or of another type */
-	struct fuse_create_in cr = { .flags = O_RDWR | O_CREAT | O_DIRECTORY, .mode = S_IFDIR | 0755 };
+	struct fuse_create_in cr = { .flags = O_RDWR | O_CREAT | O_DIRECTORY,
+				     .mode = S_IFDIR | 0755 };
 	assert_int_equal(CALL(c, FUSE_CREATE, c->rw, ARG(cr), STR("cd")), -EINVAL);
 	cr.mode = S_IFLNK | 0777;
 	assert_int_equal(CALL(c, FUSE_CREATE, c->rw, ARG(cr), STR("cd")), -EINVAL);

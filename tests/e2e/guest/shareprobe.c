@@ -11,8 +11,9 @@
  * the guest's own files) and changed nothing there as far as the guest
  * can tell; the test checks the host side. Files the host prepared in RW:
  * `file`, `race/x` and `racef` (which the host swaps for symlinks to the
- * canary while this runs), `victim/` (removed by the host when this
- * creates `.ready-victim`; the host then creates `.done-victim`). The
+ * canary while this runs), `victim/` and `held` (removed by the host when
+ * this creates `.ready-victim`, `held` replaced by a symlink to the
+ * canary's secret; the host then creates `.done-victim`). The
  * exit status is 0 when every line is ok. */
 #include <dirent.h>
 #include <errno.h>
@@ -36,9 +37,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define FUSE_MAGIC   0x65735546
-#define BUF	     65536
-#define VICTIM_WAIT  20 /* seconds the host has to remove victim/ */
+#define FUSE_MAGIC  0x65735546
+#define BUF	    65536
+#define VICTIM_WAIT 20 /* seconds the host has to remove victim/ */
 
 static const char *rw, *ro, *secret, *host_canary;
 static int race_sec = 3;
@@ -115,7 +116,9 @@ static void try_read(const char *name, const char *path, int flags)
 	long n = read_path(path, flags, &leak);
 
 	report(name, !leak, "%s: %s", path,
-	       n < 0 ? strerror((int)-n) : leak ? "read the secret" : "read, no secret");
+	       n < 0  ? strerror((int)-n)
+	       : leak ? "read the secret"
+		      : "read, no secret");
 }
 
 static void put(const char *path, const char *s)
@@ -154,13 +157,14 @@ static void symlinks(void)
 	bool leak;
 	long n = list_path(P(rw, "absdir"), &leak);
 
-	report("symlink_dir_list", !leak, "%ld entries", n);
+	report("symlink_dir_list", !leak, "%s", n < 0 ? strerror((int)-n) : "listed, no canary");
 	n = list_path(P(rw, ".."), &leak);
 	report("dotdot_list", !leak, "%ld entries in the share's parent", n);
 	char buf[4096] = "";
 	ssize_t k = readlink(P(rw, "abs"), buf, sizeof(buf) - 1);
 
-	report("readlink_text", k > 0 && strcmp(buf, abs) == 0, "%s", k > 0 ? buf : strerror(errno));
+	report("readlink_text", k > 0 && strcmp(buf, abs) == 0, "%s",
+	       k > 0 ? buf : strerror(errno));
 }
 
 /* ---- links ---- */
@@ -176,7 +180,9 @@ static void links(void)
 	r = link(P(rw, "abs"), P(rw, "hl1"));
 	n = read_path(P(rw, "hl1"), 0, &leak);
 	report("hardlink_symlink", !leak, "link: %s, read: %s", r ? strerror(errno) : "made",
-	       n < 0 ? strerror((int)-n) : leak ? "the secret" : "no secret");
+	       n < 0  ? strerror((int)-n)
+	       : leak ? "the secret"
+		      : "no secret");
 	r = linkat(AT_FDCWD, P(rw, "abs"), AT_FDCWD, P(rw, "hl2"), AT_SYMLINK_FOLLOW);
 	n = read_path(P(rw, "hl2"), 0, &leak);
 	report("hardlink_follow", !leak && r < 0, "linkat: %s", r ? strerror(errno) : "made");
@@ -364,8 +370,8 @@ static void attrs(void)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		char name[64];
 
-		r = setxattr(P(rw, "file"), names[i], "\1\0\0\2\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 20,
-			     0);
+		r = setxattr(P(rw, "file"), names[i], "\1\0\0\2\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+			     20, 0);
 		snprintf(name, sizeof(name), "xattr_set_%s", names[i]);
 		report(name, r < 0, "%s", r ? strerror(errno) : "set");
 	}
@@ -393,7 +399,7 @@ static void attrs(void)
 static void read_only(void)
 {
 	static const char *what[] = { "truncate", "open_wr", "append", "unlink", "rename", "mkdir",
-				      "symlink", "chmod", "utime", "create", "xattr" };
+				      "symlink",  "chmod",   "utime",  "create", "xattr" };
 	int r = 0;
 
 	for (size_t i = 0; i < sizeof(what) / sizeof(what[0]); i++) {
@@ -402,17 +408,41 @@ static void read_only(void)
 
 		errno = 0;
 		switch (i) {
-		case 0: r = truncate(P(ro, "keep"), 0); break;
-		case 1: fd = open(P(ro, "keep"), O_WRONLY | O_CLOEXEC); r = fd < 0 ? -1 : 0; break;
-		case 2: fd = open(P(ro, "keep"), O_RDWR | O_APPEND | O_CLOEXEC); r = fd < 0 ? -1 : 0; break;
-		case 3: r = unlink(P(ro, "keep")); break;
-		case 4: r = rename(P(ro, "keep"), P(ro, "k2")); break;
-		case 5: r = mkdir(P(ro, "d"), 0755); break;
-		case 6: r = symlink("x", P(ro, "l")); break;
-		case 7: r = chmod(P(ro, "keep"), 0777); break;
-		case 8: r = utimensat(AT_FDCWD, P(ro, "keep"), NULL, 0); break;
-		case 9: fd = open(P(ro, "new"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644); r = fd < 0 ? -1 : 0; break;
-		default: r = setxattr(P(ro, "keep"), "user.x", "v", 1, 0);
+		case 0:
+			r = truncate(P(ro, "keep"), 0);
+			break;
+		case 1:
+			fd = open(P(ro, "keep"), O_WRONLY | O_CLOEXEC);
+			r = fd < 0 ? -1 : 0;
+			break;
+		case 2:
+			fd = open(P(ro, "keep"), O_RDWR | O_APPEND | O_CLOEXEC);
+			r = fd < 0 ? -1 : 0;
+			break;
+		case 3:
+			r = unlink(P(ro, "keep"));
+			break;
+		case 4:
+			r = rename(P(ro, "keep"), P(ro, "k2"));
+			break;
+		case 5:
+			r = mkdir(P(ro, "d"), 0755);
+			break;
+		case 6:
+			r = symlink("x", P(ro, "l"));
+			break;
+		case 7:
+			r = chmod(P(ro, "keep"), 0777);
+			break;
+		case 8:
+			r = utimensat(AT_FDCWD, P(ro, "keep"), NULL, 0);
+			break;
+		case 9:
+			fd = open(P(ro, "new"), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			r = fd < 0 ? -1 : 0;
+			break;
+		default:
+			r = setxattr(P(ro, "keep"), "user.x", "v", 1, 0);
 		}
 		snprintf(name, sizeof(name), "ro_%s", what[i]);
 		report(name, r < 0 && errno == EROFS, "%s", r ? strerror(errno) : "done");
@@ -433,14 +463,15 @@ static void offsets(void)
 	n = pwrite(fd, "far", 3, far);
 	if (n == 3)
 		n = pread(fd, buf, 3, far);
-	report("sparse_1tib", (n == 3 && !memcmp(buf, "far", 3)) || (n < 0 && errno == EFBIG),
-	       "%s", n < 0 ? strerror(errno) : "written and read back");
+	report("sparse_1tib", (n == 3 && !memcmp(buf, "far", 3)) || (n < 0 && errno == EFBIG), "%s",
+	       n < 0 ? strerror(errno) : "written and read back");
 	/* At the top of off_t: refused, or written there (a sparse file in the
 	 * share), never wrapped to a small offset. */
 	n = pwrite(fd, "x", 1, INT64_MAX - 1);
 	memset(buf, 1, sizeof(buf));
 	k = pread(fd, buf, 1, 0);
-	report("write_at_max", k == 1 && buf[0] == 0, "%s", n < 0 ? strerror(errno) : "written there");
+	report("write_at_max", k == 1 && buf[0] == 0, "%s",
+	       n < 0 ? strerror(errno) : "written there");
 	r = ftruncate(fd, INT64_MAX);
 	report("truncate_max", r < 0 || (fstat(fd, &st) == 0 && st.st_size == INT64_MAX), "%s",
 	       r ? strerror(errno) : "done");
@@ -474,18 +505,52 @@ static bool wait_for(const char *path, int sec)
 	return false;
 }
 
+/* A file open here that the host unlinked and replaced by a symlink to
+ * the canary's secret: the fd keeps the old inode, which cannot be linked
+ * back, and the name leads nowhere in the guest. */
+static void deleted_file(int fd)
+{
+	char buf[64] = "", link[64];
+	struct stat st;
+	bool leak;
+	struct timespec ttl = { 1, 200 * 1000 * 1000 };
+	ssize_t n;
+	long k;
+	int r;
+
+	nanosleep(&ttl, NULL); /* past the guest's 1 s attribute cache */
+	n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	report("deleted_fd_read", n > 0 && !has_secret(buf, (size_t)n) && !strcmp(buf, "held\n"),
+	       "%zd bytes", n);
+	n = pwrite(fd, "HELD", 4, 0);
+	report("deleted_fd_write", n == 4, "%s", n < 0 ? strerror(errno) : "the old inode");
+	r = fstat(fd, &st);
+	report("deleted_fd_stat", r == 0 && st.st_nlink == 0, "nlink %ld",
+	       r ? -1L : (long)st.st_nlink);
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	r = linkat(AT_FDCWD, link, AT_FDCWD, P(rw, "held-back"), AT_SYMLINK_FOLLOW);
+	report("deleted_fd_link_back", r < 0, "%s", r ? strerror(errno) : "linked");
+	k = read_path(P(rw, "held"), 0, &leak);
+	report("deleted_name_now", !leak, "%s", k < 0 ? strerror((int)-k) : "read, no secret");
+}
+
 static void deleted_dir(void)
 {
 	int fd = open(P(rw, "victim"), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int held = open(P(rw, "held"), O_RDWR | O_CLOEXEC);
 	char buf[BUF];
 	bool leak = false;
 	long n, total = 0;
 
 	put(P(rw, ".ready-victim"), "");
-	if (fd < 0 || !wait_for(P(rw, ".done-victim"), VICTIM_WAIT)) {
-		report("getdents_deleted", false, "%s", fd < 0 ? strerror(errno) : "no host answer");
+	if (fd < 0 || held < 0 || !wait_for(P(rw, ".done-victim"), VICTIM_WAIT)) {
+		report("getdents_deleted", false, "%s",
+		       fd < 0 || held < 0 ? strerror(errno) : "no host answer");
 		return;
 	}
+	deleted_file(held);
+	close(held);
 	lseek(fd, 0, SEEK_SET);
 	while ((n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
 		for (long p = 0; p < n;) {
@@ -515,7 +580,8 @@ static void deleted_dir(void)
 		close(c);
 	close(fd);
 	n = list_path(P(rw, "victim"), &leak);
-	report("list_replaced", !leak, "%s", n < 0 ? strerror((int)-n) : "listed");
+	report("list_replaced", !leak, "%s, %ld entries", n < 0 ? strerror((int)-n) : "listed",
+	       n < 0 ? 0 : n);
 }
 
 /* ---- while the host swaps names ---- */
@@ -542,8 +608,10 @@ static void races(void)
 			ssize_t k = pread(fd, buf, sizeof(buf), 0);
 
 			file_leaks += k > 0 && has_secret(buf, (size_t)k);
-			if (pwrite(fd, "race", 4, 0) < 0)
-				file_leaks += 0;
+			/* a write the host sees in the share's file, or in nothing */
+			ssize_t w = pwrite(fd, "race", 4, 0);
+
+			(void)w;
 			close(fd);
 		}
 		rounds++;
