@@ -586,37 +586,46 @@ static void deleted_dir(void)
 
 /* ---- while the host swaps names ---- */
 
+/* Both names of each swapped pair, each round: whichever holds the share's
+ * own directory or file now, the other is the symlink to the canary. */
 static void races(void)
 {
+	static const char *const dirs[] = { "race", "race-link" };
+	static const char *const inside[] = { "race/x", "race-link/x" };
+	static const char *const files[] = { "racef", "racef-link" };
 	time_t end = time(NULL) + race_sec;
-	long rounds = 0, dir_leaks = 0, file_leaks = 0, opened = 0;
+	long rounds = 0, dir_leaks = 0, file_leaks = 0, opened = 0, refused = 0;
 	char buf[BUF];
 
 	while (time(NULL) < end) {
-		bool leak;
-		long n = read_path(P(rw, "race/x"), 0, &leak);
+		for (int i = 0; i < 2; i++) {
+			bool leak;
+			long n = read_path(P(rw, inside[i]), 0, &leak);
 
-		dir_leaks += leak;
-		opened += n >= 0;
-		list_path(P(rw, "race"), &leak);
-		dir_leaks += leak;
-		n = read_path(P(rw, "racef"), 0, &leak);
-		file_leaks += leak;
-		int fd = open(P(rw, "racef"), O_RDWR | O_CLOEXEC);
+			dir_leaks += leak;
+			opened += n >= 0;
+			refused += n < 0;
+			list_path(P(rw, dirs[i]), &leak);
+			dir_leaks += leak;
+			n = read_path(P(rw, files[i]), 0, &leak);
+			file_leaks += leak;
+			int fd = open(P(rw, files[i]), O_RDWR | O_CLOEXEC);
 
-		if (fd >= 0) {
-			ssize_t k = pread(fd, buf, sizeof(buf), 0);
+			if (fd >= 0) {
+				ssize_t k = pread(fd, buf, sizeof(buf), 0);
 
-			file_leaks += k > 0 && has_secret(buf, (size_t)k);
-			/* a write the host sees in the share's file, or in nothing */
-			ssize_t w = pwrite(fd, "race", 4, 0);
+				file_leaks += k > 0 && has_secret(buf, (size_t)k);
+				/* a write the host sees in the share's file, or nowhere */
+				ssize_t w = pwrite(fd, "race", 4, 0);
 
-			(void)w;
-			close(fd);
+				(void)w;
+				close(fd);
+			}
 		}
 		rounds++;
 	}
-	report("race_dir_swap", dir_leaks == 0, "%ld rounds, %ld opened", rounds, opened);
+	report("race_dir_swap", dir_leaks == 0, "%ld rounds, %ld opened, %ld through a link",
+	       rounds, opened, refused);
 	report("race_file_swap", file_leaks == 0, "%ld rounds", rounds);
 }
 
