@@ -709,7 +709,7 @@ static void test_case40_odd_names(void **state)
 	canary_same(f);
 }
 
-/* ---- helpers for the cases below ---- */
+/* ---- what the cases below share ---- */
 
 /* Did the last reply carry the canary's secret? */
 static bool leaked(const struct cl *c)

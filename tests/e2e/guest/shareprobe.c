@@ -188,7 +188,7 @@ static void links(void)
 	report("hardlink_follow", !leak && r < 0, "linkat: %s", r ? strerror(errno) : "made");
 	r = link(P(ro, "keep"), P(rw, "hl3"));
 	report("hardlink_across", r < 0 && errno == EXDEV, "%s", r ? strerror(errno) : "made");
-	r = link(P(rw, "file"), "/tmp/probe-hl");
+	r = link(P(rw, "file"), "/probe-hl");
 	report("hardlink_out", r < 0 && errno == EXDEV, "%s", r ? strerror(errno) : "made");
 }
 
@@ -265,11 +265,11 @@ static void renames(void)
 	int r;
 
 	put(P(rw, "mv-me"), "move");
-	r = rename(P(rw, "mv-me"), "/tmp/probe-moved");
+	r = rename(P(rw, "mv-me"), "/probe-moved");
 	put(P(rw, "mv-me"), "move");
 	report("rename_out_rootfs", r < 0 && errno == EXDEV, "%s", r ? strerror(errno) : "moved");
-	put("/tmp/probe-in", "in");
-	r = rename("/tmp/probe-in", P(rw, "probe-in"));
+	put("/probe-in", "in");
+	r = rename("/probe-in", P(rw, "probe-in"));
 	report("rename_in_rootfs", r < 0 && errno == EXDEV, "%s", r ? strerror(errno) : "moved");
 	r = rename(P(rw, "mv-me"), P(ro, "mv-me"));
 	report("rename_across_shares", r < 0 && errno == EXDEV, "%s",
@@ -277,7 +277,7 @@ static void renames(void)
 	r = rename(P(ro, "keep"), P(rw, "stolen"));
 	report("rename_from_ro", r < 0 && (errno == EXDEV || errno == EROFS), "%s",
 	       r ? strerror(errno) : "moved");
-	r = renameat2(AT_FDCWD, P(rw, "mv-me"), AT_FDCWD, "/tmp/probe-in", RENAME_EXCHANGE);
+	r = renameat2(AT_FDCWD, P(rw, "mv-me"), AT_FDCWD, "/probe-in", RENAME_EXCHANGE);
 	report("rename_exchange_out", r < 0 && errno == EXDEV, "%s",
 	       r ? strerror(errno) : "exchanged");
 	r = renameat2(AT_FDCWD, P(rw, "mv-me"), AT_FDCWD, P(rw, "wo"), RENAME_WHITEOUT);
