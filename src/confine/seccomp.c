@@ -22,6 +22,10 @@
 #include "common/util.h"
 #include "confine/confine.h"
 
+/* libseccomp's SCMP_A*_32() initialise the comparison without its second
+ * datum (zero, unused by SCMP_CMP_EQ). */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #ifndef AF_NETLINK
 #define AF_NETLINK 16
 #endif

@@ -544,6 +544,8 @@ static json_t *isolation_json(const char *dir)
 
 json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 {
+	cleanup_free char *own = NULL;
+	json_t *iso = NULL, *deg;
 	json_t *o =
 		json_pack("{s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:b}", "name", sb->name, "state",
 			  sandbox_state_name(sb->state), "pid", (int)sb->pid, "image", sb->image,
@@ -564,16 +566,18 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	json_object_set_new(o, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(o, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
+	/* What does not hold, by role; inspect (dir) gives the whole report. */
+	if (dir == NULL && sandbox_dir(sb->name, &own, NULL) == 0)
+		iso = isolation_json(own);
+	else if (dir)
+		iso = isolation_json(dir);
+	deg = json_object_get(iso, "degraded");
+	json_object_set_new(o, "isolation_degraded", deg ? json_incref(deg) : json_null());
 	if (dir == NULL) {
-		/* What does not hold, by role: the whole report is inspect's. */
-		cleanup_free char *own = NULL;
-		json_t *iso = sandbox_dir(sb->name, &own, NULL) == 0 ? isolation_json(own) : json_null();
-		json_t *deg = json_object_get(iso, "degraded");
-
-		json_object_set_new(o, "isolation_degraded", deg ? json_incref(deg) : json_null());
 		json_decref(iso);
 		return o;
 	}
+	json_object_set_new(o, "isolation", iso ? iso : json_null());
 	if (sb->config) {
 		const struct image_config *c = sb->config;
 
@@ -588,7 +592,6 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 		json_object_set_new(o, "config", json_null());
 	}
 	json_object_set_new(o, "paths", paths_json(sb, dir));
-	json_object_set_new(o, "isolation", isolation_json(dir));
 	return o;
 }
 
