@@ -297,6 +297,11 @@ class GantryHome:
         r = self.run("ls", "--json", check=True)
         return {s["name"]: s for s in json.loads(r.stdout)}
 
+    def cleanup(self):
+        """Delete every sandbox of this home."""
+        for name in self.ls():
+            self.run("delete", name)
+
 
 @pytest.fixture(scope="session")
 def sandbox_assets():

@@ -27,13 +27,8 @@ Gantry = GantryHome
 
 
 @pytest.fixture(scope="module")
-def assets():
-    assets = build_dir() / "assets"
-    for name in ("vmlinux", "sysroot.erofs", "default-image"):
-        if not (assets / name).exists():
-            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
-    if shutil.which("mke2fs") is None and not Path("/usr/sbin/mke2fs").exists():
-        pytest.skip("mke2fs not found: apt-get install e2fsprogs")
+def assets(sandbox_assets):
+    return sandbox_assets
 
 
 @pytest.fixture(scope="module")
