@@ -20,14 +20,13 @@ import hashlib
 import os
 import shutil
 import stat
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import GantryHome, boot_timeout, build_dir
 
 pytestmark = pytest.mark.kvm
 
@@ -37,28 +36,12 @@ SWAP_PAUSE = 0.002  # between host swaps: the guest and its server need the CPU 
 RENAME_EXCHANGE = 2
 
 
-class Gantry:
-    def __init__(self, binary, home, images):
-        self.binary = str(binary)
-        self.env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images))
-
-    def run(self, *args, timeout=None, check=False):
-        r = subprocess.run([self.binary, *map(str, args)], env=self.env,
-                           stdin=subprocess.DEVNULL, capture_output=True,
-                           timeout=timeout or boot_timeout() * 3)
-        if check:
-            assert r.returncode == 0, (args, r.returncode, r.stderr.decode(errors="replace"))
-        return r
+Gantry = GantryHome
 
 
 @pytest.fixture(scope="module")
-def assets():
-    assets = build_dir() / "assets"
-    for name in ("vmlinux", "sysroot.erofs", "default-image"):
-        if not (assets / name).exists():
-            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
-    if shutil.which("mke2fs") is None and not Path("/usr/sbin/mke2fs").exists():
-        pytest.skip("mke2fs not found: apt-get install e2fsprogs")
+def assets(sandbox_assets):
+    return sandbox_assets
 
 
 @pytest.fixture(scope="module")
