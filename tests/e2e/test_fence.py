@@ -355,6 +355,15 @@ def test_daemon_dies_with_the_fence(fence):
         p.wait()
 
 
+def assert_all_gone(pids, seconds=5):
+    """Every recorded pid ends within seconds."""
+    deadline = time.monotonic() + seconds
+    while any(alive(t) for t in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [t for t in pids if alive(t)]
+    assert left == [], left
+
+
 @pytest.mark.parametrize("nested", [False, True], ids=["direct", "nested"])
 def test_parent_sigkill_leaves_nothing(fence, nested):
     # The fence's parent is a wrapper shell (nested: unshare(1), the fence
@@ -376,11 +385,7 @@ def test_parent_sigkill_leaves_nothing(fence, nested):
         victim = tree[0] if nested else wrapper.pid
         os.kill(victim, signal.SIGKILL)
         wrapper.wait(TIMEOUT)
-        deadline = time.monotonic() + 5
-        while any(alive(t) for t in tree) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = [t for t in tree if alive(t)]
-        assert left == [], left
+        assert_all_gone(tree)
     finally:
         wrapper.kill()
         wrapper.wait()
@@ -396,11 +401,7 @@ def test_fence_sigkill_leaves_nothing(fence):
         assert len(tree) == 5, tree
         p.kill()
         p.wait()
-        deadline = time.monotonic() + 5
-        while any(alive(t) for t in tree) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = [t for t in tree if alive(t)]
-        assert left == [], left
+        assert_all_gone(tree)
     finally:
         p.kill()
         p.wait()
@@ -456,7 +457,9 @@ def test_checkout_read_only_but_git_and_gantry(fence):
 
 
 def test_explicit_guards_outside_git(fence):
-    a, b, free = scratch(fence, "a"), scratch(fence, "b"), scratch(fence, "free")
+    a = scratch(fence, "a")
+    scratch(fence, "b")
+    scratch(fence, "free")
     (a / ".gantry").mkdir()
     fence.own(a)
     got = probe(fence, fence.base, "a/x", "b/x", "free/x", "a/.gantry/x", guards=[a, "b"])
