@@ -287,7 +287,7 @@ def test_terminal(fence):
         # The terminal's echo of ^C lands before or after the newline.
         assert out.replace("^C", "").rstrip().endswith("ready\n0:%d" % SI_KERNEL), out
         # "+": CMD's shell is in the terminal's foreground process group.
-        assert re.search(r"^S[sN]*\+ +sh$", out, re.M), out
+        assert re.search(r"^[SR][sN]*\+ +sh$", out, re.M), out
     finally:
         p.kill()
         p.wait()
