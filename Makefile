@@ -8,7 +8,7 @@ KERNEL_DIR  = $(BUILD)/kernel
 KVMHOST     = tests/harness/kvmhost
 PYTEST      = /usr/bin/python3 -m pytest -q -rs
 
-.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net clean
+.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share clean
 
 all: build
 
@@ -63,7 +63,7 @@ check: unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox bench-net
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share
 
 bench-boot: build kernel
 	bench/boot/run
@@ -75,6 +75,8 @@ bench-sandbox: assets
 	bench/sandbox/run
 bench-net: build kernel
 	bench/net/run
+bench-share: build kernel
+	bench/share/run
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -12,7 +12,12 @@
 #include "net/portspec.h"
 #include "net/spawn.h"
 #include "sandbox/network.h"
+#include "share/server.h"
+#include "share/spec.h"
+#include "virtio/devices.h"
 #include "vmm/vmm.h"
+
+#define RUN_SHARES_TAG "gantry-shares" /* the one virtio-fs device's tag */
 
 /* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen;
  * and -allow-local-net. */
@@ -43,6 +48,88 @@ static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 	if (path == NULL)
 		abort();
 	cfg->disks[cfg->nr_disks++].path = path;
+	return 0;
+}
+
+/* -share: canonical specs (share/spec.h), tags unique. */
+struct run_shares {
+	char **v;
+	size_t n;
+	struct fs_server *server;
+	struct virtio_fs_handler handler;
+};
+
+static int add_share(void *opaque, const char *value, gantry_error_t *err)
+{
+	struct run_shares *sh = opaque;
+	cleanup_free char *cwd = getcwd(NULL, 0);
+
+	return shares_add(&sh->v, &sh->n, value, cwd, err);
+}
+
+static size_t shares_handle(void *opaque, const struct iovec *in, size_t nr_in,
+			    const struct iovec *out, size_t nr_out)
+{
+	return fs_server_handle(opaque, in, nr_in, out, nr_out);
+}
+
+static void shares_reset(void *opaque)
+{
+	fs_server_reset(opaque);
+}
+
+/* One share: its directory checked and opened once, an export of the
+ * server. The guest has no container, so a container path means nothing. */
+static int share_one(struct fs_server *s, const char *spec, gantry_error_t *err)
+{
+	struct share_spec sp;
+	struct fs_export_opts o = { 0 };
+	char dflt[sizeof("/host/") + SHARE_TAG_MAX];
+	int fd = -1, r = -1;
+
+	if (share_spec_parse(spec, NULL, &sp, err) < 0)
+		return -1;
+	snprintf(dflt, sizeof(dflt), "/host/%s", sp.tag);
+	if (strcmp(sp.ctr_path, dflt) != 0) {
+		gantry_error(err, 0,
+			     "-share `%s`: `@CTR_PATH` is for sandboxes; the guest "
+			     "of `gantry run` mounts the shares itself",
+			     sp.tag);
+		goto out;
+	}
+	if (share_host_check(sp.host_path, &fd, err) < 0) {
+		gantry_error_prefix(err, "share `%s`", sp.tag);
+		goto out;
+	}
+	o.ro = sp.ro;
+	o.map_owner = sp.ids;
+	o.uid = sp.uid;
+	o.gid = sp.gid;
+	r = fs_server_add_export(s, sp.tag, fd, &o, err);
+	if (r < 0)
+		gantry_error_prefix(err, "share `%s`", sp.tag);
+out:
+	if (fd >= 0)
+		close(fd);
+	share_spec_free(&sp);
+	return r;
+}
+
+/* With -share: the share server over every directory, behind the one
+ * virtio-fs device. */
+static int shares_setup(struct vmm_config *cfg, struct run_shares *sh, gantry_error_t *err)
+{
+	if (sh->n == 0)
+		return 0;
+	if (fs_server_new(&sh->server, 0, err) < 0)
+		return gantry_error_prefix(err, "share server");
+	for (size_t i = 0; i < sh->n; i++)
+		if (share_one(sh->server, sh->v[i], err) < 0)
+			return -1;
+	sh->handler = (struct virtio_fs_handler){ .handle = shares_handle,
+						  .reset = shares_reset,
+						  .opaque = sh->server };
+	cfg->fs = (struct vmm_fs){ .tag = RUN_SHARES_TAG, .handler = &sh->handler };
 	return 0;
 }
 
@@ -98,7 +185,7 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
 		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n"
-		"                  [-net [-p SPEC]... [-allow-local-net]]\n\n"
+		"                  [-net [-p SPEC]... [-allow-local-net]] [-share SPEC]...\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -112,7 +199,11 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"at 192.168.127.254); the guest configures eth0 itself. -p [IP:]HOST:GUEST\n"
 		"forwards HOST on IP (default 127.0.0.1) to GUEST in the guest; -p GUEST or\n"
 		"a HOST of 0 picks a free host port. The guest may reach the internet but\n"
-		"not local networks nor the host, unless -allow-local-net.\n\n"
+		"not local networks nor the host, unless -allow-local-net.\n"
+		"-share TAG=HOST_PATH[,ro][,uid=N,gid=N] serves HOST_PATH to the guest by\n"
+		"Gantry's share server (docs/shares.md): one virtio-fs device, tag\n"
+		"gantry-shares, whose root holds one directory per share, named TAG\n"
+		"(mount -t virtiofs gantry-shares /mnt; the share is /mnt/TAG).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -127,6 +218,7 @@ int cmd_run(int argc, char **argv)
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
 	struct run_ports ports = { .v = NULL, .n = 0, .allow_local = false };
+	struct run_shares shares = { 0 };
 	bool help = false, net = false, dashdash;
 	int rest, status = 0, r;
 	const struct flag flags[] = {
@@ -150,6 +242,8 @@ int cmd_run(int argc, char **argv)
 		  "with -net, publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },
 		{ "allow-local-net", FLAG_BOOL, &ports.allow_local, NULL, NULL,
 		  "with -net, let the guest reach local networks and the host", 0 },
+		{ "share", FLAG_FUNC, &shares, add_share, "SPEC",
+		  "serve a host directory: TAG=HOST_PATH[,ro][,uid=N,gid=N] (repeatable)", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -167,7 +261,8 @@ int cmd_run(int argc, char **argv)
 	} else {
 		cfg.cpus = (unsigned int)cpus;
 		cfg.timing = vmm_timing_requested();
-		if (run_vm(&cfg, net, &ports, &status, &err) < 0) {
+		if (shares_setup(&cfg, &shares, &err) < 0 ||
+		    run_vm(&cfg, net, &ports, &status, &err) < 0) {
 			gantry_error_print(&err);
 			status = 125;
 		}
@@ -175,5 +270,7 @@ int cmd_run(int argc, char **argv)
 	for (unsigned int i = 0; i < cfg.nr_disks; i++)
 		free((char *)cfg.disks[i].path);
 	strv_free(ports.v);
+	strv_free(shares.v);
+	fs_server_free(shares.server);
 	return status;
 }

@@ -90,6 +90,10 @@ struct fs_node *fs_node_get(struct fs_server *s, uint64_t id);
 /* Take fd (O_PATH) as a node of exp, or count one more lookup of the node it
  * already is. Returns the node or NULL with errno (fd closed either way). */
 struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd);
+/* The same, and *st the inode's attributes from the one statx (st_mode 0
+ * where the filesystem did not give them all: stat the node then). */
+struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int fd,
+				 struct stat *st);
 void fs_node_forget(struct fs_server *s, struct fs_node *n, uint64_t nlookup);
 void fs_node_drop_export(struct fs_server *s, struct fs_export *exp);
 void fs_node_drop_all(struct fs_server *s);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/sysmacros.h>
 #include <sys/stat.h>
@@ -151,20 +152,46 @@ static void free_node(struct fs_server *s, struct fs_node *n)
 	free(n);
 }
 
-struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd)
+/* The statx of an inode as the struct stat a reply is filled from. */
+static void stat_from_statx(const struct statx *x, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_dev = makedev(x->stx_dev_major, x->stx_dev_minor);
+	st->st_ino = x->stx_ino;
+	st->st_mode = x->stx_mode;
+	st->st_nlink = x->stx_nlink;
+	st->st_uid = x->stx_uid;
+	st->st_gid = x->stx_gid;
+	st->st_rdev = makedev(x->stx_rdev_major, x->stx_rdev_minor);
+	st->st_size = (off_t)x->stx_size;
+	st->st_blksize = x->stx_blksize;
+	st->st_blocks = (blkcnt_t)x->stx_blocks;
+	st->st_atim = (struct timespec){ x->stx_atime.tv_sec, x->stx_atime.tv_nsec };
+	st->st_mtim = (struct timespec){ x->stx_mtime.tv_sec, x->stx_mtime.tv_nsec };
+	st->st_ctim = (struct timespec){ x->stx_ctime.tv_sec, x->stx_ctime.tv_nsec };
+}
+
+struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int fd,
+				 struct stat *st)
 {
 	struct statx stx;
 	struct fs_node *n;
 	dev_t dev;
 
+	/* One statx gives the node's identity and, for a lookup, its
+	 * attributes: no second stat of the same inode. */
 	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-		  STATX_TYPE | STATX_INO | STATX_MNT_ID, &stx) < 0) {
+		  (st ? STATX_BASIC_STATS : STATX_TYPE | STATX_INO) | STATX_MNT_ID, &stx) < 0) {
 		int e = errno;
 
 		close(fd);
 		errno = e;
 		return NULL;
 	}
+	if (st && (stx.stx_mask & STATX_BASIC_STATS) == STATX_BASIC_STATS)
+		stat_from_statx(&stx, st);
+	else if (st)
+		st->st_mode = 0; /* the caller stats the node itself */
 	dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
 	for (n = s->by_key[hash_key(exp, dev, stx.stx_ino, stx.stx_mnt_id, s->buckets)]; n;
 	     n = n->next_key) {
@@ -193,6 +220,11 @@ struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd)
 		grow(s);
 	insert(s, n);
 	return n;
+}
+
+struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd)
+{
+	return fs_node_add_stat(s, exp, fd, NULL);
 }
 
 void fs_node_forget(struct fs_server *s, struct fs_node *n, uint64_t nlookup)

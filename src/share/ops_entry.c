@@ -54,15 +54,16 @@ int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
 			return -ENOENT;
 		n = exp->root;
 		n->nlookup++;
+		st.st_mode = 0;
 	} else {
 		fd = (int)syscall(SYS_openat2, dir->fd, name, &how, sizeof(how));
 		if (fd < 0)
 			return -errno;
-		n = fs_node_add(r->s, dir->exp, fd);
+		n = fs_node_add_stat(r->s, dir->exp, fd, &st);
 		if (!n)
 			return -errno;
 	}
-	ret = stat_node(n, &st);
+	ret = st.st_mode ? 0 : stat_node(n, &st);
 	if (ret < 0) {
 		fs_node_forget(r->s, n, 1);
 		return ret;

@@ -30,8 +30,11 @@
 #define FS_TAG_MAX	   36	      /* an export's tag: [A-Za-z0-9._-]{1,36} */
 #define FS_MAX_EXPORTS	   64
 #define FS_MAX_HANDLES	   4096	      /* open files and directories, all exports */
-#define FS_MAX_WRITE	   (256 * 1024)
-#define FS_MAX_PAGES	   64	      /* FS_MAX_WRITE in 4 KiB pages */
+/* A READ or WRITE: as many pages as a chain of the virtqueue can carry
+ * beside the request's four header descriptors (VIRTQ_MAX_CHAIN, 128);
+ * fewer, larger requests are what sequential I/O is made of. */
+#define FS_MAX_PAGES	   124
+#define FS_MAX_WRITE	   (FS_MAX_PAGES * 4096)
 #define FS_MAX_REQUEST	   (FS_MAX_WRITE + 4096)
 
 struct fs_export_opts {

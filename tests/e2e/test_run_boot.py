@@ -102,6 +102,27 @@ def test_disks_keep_their_order(boot, tmp_path):
     assert (r.value("serial") or "").startswith("gantry"), r
 
 
+def test_share_reads_and_writes(boot, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "in.txt").write_text("from-host\n")
+    r = boot("-share", f"data={share}", tests=["share:data"])
+    booted(r)
+    assert r.value("share") == "from-host", r
+    assert (share / "out.txt").read_text() == "from-guest"
+
+
+def test_share_ro_refuses_writes(boot, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "in.txt").write_text("kept\n")
+    r = boot("-share", f"data={share},ro", tests=["share:data"])
+    booted(r, 1)
+    assert r.value("share") == "kept", r
+    assert "testinit: share: Read-only file system" in r.lines(), r
+    assert not (share / "out.txt").exists()
+
+
 def test_virtio_rng(boot):
     r = boot(tests=["rng"])
     booted(r)

@@ -98,6 +98,27 @@ def test_net_config_checked_before_the_worker(run, gantry, fake_kernel, tmp_path
             INVALID, path)
 
 
+def test_bad_share_spec(run, gantry, fake_kernel):
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-share", "no-equals-sign"), FLAG_ERROR,
+            "-share")
+
+
+def test_same_share_tag_twice(run, gantry, fake_kernel, tmp_path):
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-share", f"a={tmp_path}",
+                "-share", f"a={tmp_path}"), FLAG_ERROR, "already shared")
+
+
+def test_missing_share_directory(run, gantry, fake_kernel, tmp_path):
+    path = tmp_path / "gone"
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-share", f"a={path}"), INVALID, path,
+            "does not exist")
+
+
+def test_share_container_path_refused(run, gantry, fake_kernel, tmp_path):
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-share", f"a={tmp_path}@/work"), INVALID,
+            "@CTR_PATH")
+
+
 def test_zero_cpus(run, gantry, fake_kernel):
     refused(run(gantry, "run", "-kernel", fake_kernel, "-cpus", "0"), INVALID, "-cpus 0")
 

@@ -519,7 +519,10 @@ static void test_malformed(void **state)
 	assert_int_equal(virtio_fs_stats(f->d).malformed, n + 1);
 
 	/* The longest chain Linux sends still passes, and so does a FORGET on
-	 * the request queue with nothing writable. */
+	 * the request queue with nothing writable. Every descriptor above is
+	 * back: the table starts again at 0 (it has room for one such chain,
+	 * not two). */
+	next = 0;
 	chain(f, REQQ, next, longest, CHAIN_MAX);
 	next += CHAIN_MAX;
 	put_hdr(f, BUF_GPA(2), FUSE_FORGET, 2, IN_HDR + 8);

@@ -11,6 +11,8 @@
  *   rng                      rng: ok (32 bytes of /dev/hwrng, not all zero)
  *   ro:DEV                   ro: <errno name of the refused write, or ok>
  *   serial:DEV               serial: <sysfs block/DEV/serial>
+ *   share:TAG                mount virtiofs gantry-shares; share: <TAG/in.txt>,
+ *                            then TAG/out.txt written with "from-guest"
  *   exit:N                   the final status (default 0; 1 if an action failed)
  *   reset                    end with reboot(RB_AUTOBOOT), not the exit port
  */
@@ -243,6 +245,30 @@ static int action_serial(struct run_state *s, const char *dev)
 	return 0;
 }
 
+/* gantry run -share: the hub holds the share as a directory named TAG. */
+static int action_share(struct run_state *s, const char *tag)
+{
+	static const char reply[] = "from-guest";
+	char path[256], text[READ_MAX];
+	int fd;
+
+	if (mkdir("/mnt", 0755) < 0 && errno != EEXIST)
+		return fail(s, "share", strerror(errno));
+	if (mount("gantry-shares", "/mnt", "virtiofs", 0, NULL) < 0 && errno != EBUSY)
+		return fail(s, "share", strerror(errno));
+	snprintf(path, sizeof(path), "/mnt/%s/in.txt", tag);
+	if (read_text(path, text, sizeof(text)) < 0)
+		return fail(s, "share", strerror(errno));
+	printf("share: %s\n", text);
+	snprintf(path, sizeof(path), "/mnt/%s/out.txt", tag);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return fail(s, "share", strerror(errno));
+	if (write(fd, reply, sizeof(reply) - 1) != sizeof(reply) - 1 || close(fd) < 0)
+		return fail(s, "share", strerror(errno));
+	return 0;
+}
+
 static void action_run(struct run_state *s, char *action)
 {
 	char *colon = strchr(action, ':');
@@ -263,6 +289,8 @@ static void action_run(struct run_state *s, char *action)
 		action_ro(arg);
 	} else if (strcmp(action, "serial") == 0 && arg && *arg) {
 		action_serial(s, arg);
+	} else if (strcmp(action, "share") == 0 && arg && *arg && !strchr(arg, '/')) {
+		action_share(s, arg);
 	} else if (strcmp(action, "exit") == 0 && arg && parse_num(arg, &n) && n <= 255) {
 		s->exit_status = (int)n;
 		s->exit_given = true;
