@@ -143,8 +143,10 @@ static size_t fake_handle(void *opaque, const struct iovec *in, size_t nr_in,
 		memcpy(h.in_copy, buf, h.in_total);
 		pthread_mutex_unlock(&h.lock);
 	}
+	/* Long enough that the test's reset comes while all four sleep, on
+	 * a loaded machine too (a request ending first lets a fifth in). */
 	if (h.mode == SLEEP)
-		nap_ms(50);
+		nap_ms(300);
 	else if (h.mode == NAP)
 		nap_ms(1 + atomic_fetch_add(&h.seed, 7) % 5);
 	atomic_fetch_sub(&h.now, 1);
