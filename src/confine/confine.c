@@ -401,17 +401,22 @@ static void layer_seccomp(const struct confine_opts *o, struct confine_report *r
 		say(files, false, "", "no filter");
 		return;
 	}
+	if (o->seccomp_log) {
+		/* Nothing is refused, and a probe would only be logged. */
+		say(p, false, "", "log mode: what the list lacks is logged, not refused");
+		say(task, false, "", "log mode: not probed");
+		say(files, false, "", "log mode: not probed");
+		return;
+	}
 	/* Harmless, and on no list: refused by default. */
 	probe = (int)syscall(SYS_getppid) < 0 ? -1 : 0;
-	say(p, o->seccomp_log || (probe < 0 && errno == EPERM), "seccomp", "getppid: %s%s",
-	    probe_errno(probe), o->seccomp_log ? " (log mode: nothing refused)" : "");
+	say(p, probe < 0 && errno == EPERM, "seccomp", "getppid: %s", probe_errno(probe));
 	probe = try_fork();
 	say(task, probe < 0, "seccomp,rlimit", "fork: %s", probe_errno(probe));
 	fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd >= 0)
 		close(fd);
-	say(files, o->seccomp_log || (fd < 0 && errno == EPERM), "seccomp", "open /: %s",
-	    probe_errno(fd < 0 ? -1 : 0));
+	say(files, fd < 0 && errno == EPERM, "seccomp", "open /: %s", probe_errno(fd < 0 ? -1 : 0));
 }
 
 void confine_apply(const struct confine_opts *o, struct confine_report *r)
