@@ -12,12 +12,12 @@
 #include "net/portspec.h"
 #include "net/spawn.h"
 #include "sandbox/network.h"
+#include "sandbox/machine.h"
 #include "share/server.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
 #include "vmm/vmm.h"
 
-#define RUN_SHARES_TAG "gantry-shares" /* the one virtio-fs device's tag */
 
 /* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen;
  * and -allow-local-net. */
@@ -67,25 +67,13 @@ static int add_share(void *opaque, const char *value, gantry_error_t *err)
 	return shares_add(&sh->v, &sh->n, value, cwd, err);
 }
 
-static size_t shares_handle(void *opaque, const struct iovec *in, size_t nr_in,
-			    const struct iovec *out, size_t nr_out)
-{
-	return fs_server_handle(opaque, in, nr_in, out, nr_out);
-}
-
-static void shares_reset(void *opaque)
-{
-	fs_server_reset(opaque);
-}
-
 /* One share: its directory checked and opened once, an export of the
  * server. The guest has no container, so a container path means nothing. */
 static int share_one(struct fs_server *s, const char *spec, gantry_error_t *err)
 {
 	struct share_spec sp;
-	struct fs_export_opts o = { 0 };
 	char dflt[sizeof("/host/") + SHARE_TAG_MAX];
-	int fd = -1, r = -1;
+	int r = -1;
 
 	if (share_spec_parse(spec, NULL, &sp, err) < 0)
 		return -1;
@@ -97,20 +85,8 @@ static int share_one(struct fs_server *s, const char *spec, gantry_error_t *err)
 			     sp.tag);
 		goto out;
 	}
-	if (share_host_check(sp.host_path, &fd, err) < 0) {
-		gantry_error_prefix(err, "share `%s`", sp.tag);
-		goto out;
-	}
-	o.ro = sp.ro;
-	o.map_owner = sp.ids;
-	o.uid = sp.uid;
-	o.gid = sp.gid;
-	r = fs_server_add_export(s, sp.tag, fd, &o, err);
-	if (r < 0)
-		gantry_error_prefix(err, "share `%s`", sp.tag);
+	r = machine_share_export(s, &sp, err);
 out:
-	if (fd >= 0)
-		close(fd);
 	share_spec_free(&sp);
 	return r;
 }
@@ -126,10 +102,7 @@ static int shares_setup(struct vmm_config *cfg, struct run_shares *sh, gantry_er
 	for (size_t i = 0; i < sh->n; i++)
 		if (share_one(sh->server, sh->v[i], err) < 0)
 			return -1;
-	sh->handler = (struct virtio_fs_handler){ .handle = shares_handle,
-						  .reset = shares_reset,
-						  .opaque = sh->server };
-	cfg->fs = (struct vmm_fs){ .tag = RUN_SHARES_TAG, .handler = &sh->handler };
+	machine_share_device(sh->server, &sh->handler, cfg);
 	return 0;
 }
 

@@ -66,6 +66,10 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
  * srv as an export. */
 struct share_spec;
 int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gantry_error_t *err);
+/* The one virtio-fs device (tag gantry-shares) in cfg, its requests to
+ * srv through h (which must live as long as the VM). */
+void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
+			  struct vmm_config *cfg);
 void machine_shares_free(struct machine *m);
 
 /* Listen for the guest agent, check the configuration against this host,

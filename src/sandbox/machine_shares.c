@@ -79,11 +79,17 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)
 			return -1;
-	m->fs_handler = (struct virtio_fs_handler){ .handle = shares_handle,
-						    .reset = shares_reset,
-						    .opaque = m->shares };
-	m->cfg.fs = (struct vmm_fs){ .tag = SHARES_TAG, .handler = &m->fs_handler };
+	machine_share_device(m->shares, &m->fs_handler, &m->cfg);
 	return 0;
+}
+
+void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
+			  struct vmm_config *cfg)
+{
+	*h = (struct virtio_fs_handler){ .handle = shares_handle,
+					 .reset = shares_reset,
+					 .opaque = srv };
+	cfg->fs = (struct vmm_fs){ .tag = SHARES_TAG, .handler = h };
 }
 
 void machine_shares_free(struct machine *m)
