@@ -269,8 +269,10 @@ def test_terminal(fence):
         pytest.skip("script (bsdutils) or ps (procps) is not installed")
     inner = ('read x; echo "got $x"; ps -o stat=,comm=; '
              'exec /usr/bin/python3 -c "$0" SIGINT')
-    cmdline = shlex.join(map(os.fsdecode, fence.argv("-guard", fence.base, "--",
-                                                     "sh", "-c", inner, COUNTER)))
+    # script(1) runs the line with $SHELL -c; dash would stay as the
+    # fence's parent in the foreground group and die of the Ctrl-C itself.
+    cmdline = "exec " + shlex.join(map(os.fsdecode, fence.argv("-guard", fence.base, "--",
+                                                               "sh", "-c", inner, COUNTER)))
     p = subprocess.Popen(["script", "-qfec", cmdline, "/dev/null"], cwd=fence.base,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
