@@ -9,6 +9,7 @@
 #include "net/net.h"
 #include "net/worker.h"
 #include "sandbox/supervisor.h"
+#include "sandbox/vmmworker.h"
 
 static const struct command {
 	const char *name;
@@ -32,6 +33,7 @@ static const struct command {
 	{ "version", cmd_version, "print the version" },
 	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
 	{ NET_WORKER_ROLE, net_worker_main, NULL }, /* hidden: a sandbox's network */
+	{ VMM_WORKER_ROLE, vmm_worker_main, NULL }, /* hidden: a sandbox's VM */
 	{ CONFINE_PROBE_ROLE, confine_probe_main, NULL }, /* hidden: the seccomp tests' */
 };
 

@@ -38,6 +38,72 @@ int unix_listen(const char *path, int backlog, gantry_error_t *err)
 	return steal_fd(&fd);
 }
 
+ssize_t unix_send_fds(int sock, const void *buf, size_t len, const int *fds, size_t nr_fds,
+		      int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	cleanup_free char *ctl = NULL;
+	struct cmsghdr *cm;
+
+	if (nr_fds > UNIX_FDS_MAX) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (nr_fds == 0)
+		return sendmsg(sock, &msg, flags);
+	ctl = xzalloc(CMSG_SPACE(nr_fds * sizeof(int)));
+	msg.msg_control = ctl;
+	msg.msg_controllen = CMSG_SPACE(nr_fds * sizeof(int));
+	cm = CMSG_FIRSTHDR(&msg);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(nr_fds * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, nr_fds * sizeof(int));
+	return sendmsg(sock, &msg, flags);
+}
+
+ssize_t unix_recv_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *nr_fds,
+		      int flags)
+{
+	struct iovec iov = { .iov_base = buf, .iov_len = cap };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	size_t space = CMSG_SPACE(UNIX_FDS_MAX * sizeof(int));
+	cleanup_free char *ctl = xzalloc(space);
+	ssize_t n;
+
+	*nr_fds = 0;
+	msg.msg_control = ctl;
+	msg.msg_controllen = space;
+	n = recvmsg(sock, &msg, flags | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -1;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		size_t k;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < k; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (*nr_fds < max_fds)
+				fds[(*nr_fds)++] = fd;
+			else
+				close(fd);
+		}
+	}
+	if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		for (size_t i = 0; i < *nr_fds; i++)
+			close(fds[i]);
+		*nr_fds = 0;
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return n;
+}
+
 ssize_t unix_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
 {
 	union {

@@ -17,4 +17,14 @@ int unix_listen(const char *path, int backlog, gantry_error_t *err);
  * for sendmsg. Returns what sendmsg returns. */
 ssize_t unix_send_fd(int sock, const void *buf, size_t len, int fd, int flags);
 
+/* The same with nr_fds (at most UNIX_FDS_MAX) descriptors. */
+#define UNIX_FDS_MAX 128
+ssize_t unix_send_fds(int sock, const void *buf, size_t len, const int *fds, size_t nr_fds,
+		      int flags);
+/* recvmsg() of one message into buf, its descriptors (close-on-exec) into
+ * fds, at most max_fds (the rest closed). A message or descriptor list
+ * cut short is an error (EMSGSIZE), its descriptors closed. */
+ssize_t unix_recv_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *nr_fds,
+		      int flags);
+
 #endif

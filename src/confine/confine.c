@@ -83,9 +83,9 @@ static bool write_all(const char *path, const char *text)
 	return n == (ssize_t)strlen(text);
 }
 
-pid_t confine_fork(enum confine_mode mode, struct confine_spawn *sp)
+pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp)
 {
-	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC;
+	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | extra_ns;
 	char uid_map[32], gid_map[32];
 	bool root = geteuid() == 0;
 	pid_t pid;
@@ -189,6 +189,19 @@ static int pivot_root(const char *new_root, const char *put_old)
 
 static bool root_prepared;
 
+/* /proc/self/fd (this process's, from the host's /proc) bound at the same
+ * path in the root to be: ".." from it is the root's own empty /proc/self. */
+static int proc_fds_bind(void)
+{
+	static const char *const dirs[] = { CONFINE_ROOT "/proc", CONFINE_ROOT "/proc/self",
+					    CONFINE_ROOT "/proc/self/fd" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
+		if (mkdir(dirs[i], 0500) < 0)
+			return -1;
+	return mount("/proc/self/fd", dirs[2], NULL, MS_BIND, NULL);
+}
+
 bool confine_root_prepare(const struct confine_opts *o)
 {
 	if (root_prepared)
@@ -201,6 +214,8 @@ bool confine_root_prepare(const struct confine_opts *o)
 		  "size=16k,nr_inodes=8,mode=0700") < 0)
 		return false;
 	root_prepared = true;
+	if (o->proc_fds && proc_fds_bind() < 0)
+		return false;
 	return true;
 }
 
@@ -235,6 +250,15 @@ static void layer_mount(const struct confine_opts *o, struct confine_report *r)
 	else
 		say(p, probe < 0 && errno == ENOENT, "mount", "open /etc/passwd: %s",
 		    probe_errno(probe < 0 ? -1 : 0));
+	if (o->proc_fds && !e) {
+		/* Our own fds through /proc/self/fd, and no other process. */
+		bool own = faccessat(AT_FDCWD, "/proc/self/fd/2", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+		bool other = faccessat(AT_FDCWD, "/proc/1", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+
+		say(prop(r, "proc-fds", true), own && !other, "mount",
+		    "/proc/self/fd/2: %s, /proc/1: %s", own ? "there" : "missing",
+		    other ? "there" : "absent");
+	}
 }
 
 static void layer_limits(const struct confine_opts *o, struct confine_report *r)
@@ -249,9 +273,12 @@ static void layer_limits(const struct confine_opts *o, struct confine_report *r)
 	ok = setrlimit(RLIMIT_CORE, &core) == 0 && setrlimit(RLIMIT_NOFILE, &nofile) == 0;
 
 	/* No process of its own to start: none may be (root's own count
-	 * is exempt from it; the seccomp filter refuses fork there). */
-	ok = setrlimit(RLIMIT_NPROC, &nproc) == 0 && ok;
-	say(p, ok, "rlimit", "core 0, nofile %llu, nproc 0", (unsigned long long)nofile.rlim_max);
+	 * is exempt from it; the seccomp filter refuses fork there). A
+	 * worker with threads to start keeps its limit: threads count. */
+	if (!o->threads)
+		ok = setrlimit(RLIMIT_NPROC, &nproc) == 0 && ok;
+	say(p, ok, "rlimit", "core 0, nofile %llu, nproc %s", (unsigned long long)nofile.rlim_max,
+	    o->threads ? "unchanged (threads)" : "0");
 }
 
 static int capset_zero(bool keep_bind)
@@ -324,7 +351,34 @@ static uint64_t landlock_fs_rights(int abi)
 	return fs;
 }
 
-static void layer_landlock(struct confine_report *r)
+/* What a confine_dir may do beneath it: a read-only one reads; a writable
+ * one anything but make device nodes and execute. */
+static uint64_t landlock_dir_rights(int abi, bool ro)
+{
+	uint64_t read = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+
+	if (ro)
+		return read;
+	return landlock_fs_rights(abi) &
+	       ~(LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+		 LANDLOCK_ACCESS_FS_MAKE_BLOCK | LL_FS_IOCTL_DEV);
+}
+
+static int landlock_add_dirs(const struct confine_opts *o, int rs, int abi)
+{
+	for (size_t i = 0; i < o->nr_dirs; i++) {
+		struct landlock_path_beneath_attr pb = {
+			.allowed_access = landlock_dir_rights(abi, o->dirs[i].ro),
+			.parent_fd = o->dirs[i].fd,
+		};
+
+		if (syscall(SYS_landlock_add_rule, rs, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void layer_landlock(const struct confine_opts *o, struct confine_report *r)
 {
 	/* The attribute as ABI 6 lays it out; a shorter size for older ones. */
 	struct {
@@ -340,6 +394,10 @@ static void layer_landlock(struct confine_report *r)
 		say(p, false, "", "no Landlock: %s", strerror(errno));
 		return;
 	}
+	if (o->landlock_off) {
+		say(p, false, "", "ABI %d, not applied: %s", abi, o->landlock_off);
+		return;
+	}
 	/* required whenever the kernel has it */
 	p->required = true;
 	attr.fs = landlock_fs_rights(abi);
@@ -349,7 +407,8 @@ static void layer_landlock(struct confine_report *r)
 		size = sizeof(attr);
 	}
 	rs = (int)syscall(SYS_landlock_create_ruleset, &attr, size, 0);
-	if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0) < 0) {
+	if (rs < 0 || landlock_add_dirs(o, rs, abi) < 0 ||
+	    syscall(SYS_landlock_restrict_self, rs, 0) < 0) {
 		say(p, false, "", "ABI %d: %s", abi, strerror(errno));
 		if (rs >= 0)
 			close(rs);
@@ -359,8 +418,8 @@ static void layer_landlock(struct confine_report *r)
 	probe = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (probe >= 0)
 		close(probe);
-	say(p, probe < 0 && errno == EACCES, "landlock", "ABI %d, no rule; open /: %s", abi,
-	    probe_errno(probe < 0 ? -1 : 0));
+	say(p, probe < 0 && errno == EACCES, "landlock", "ABI %d, %zu rule%s; open /: %s", abi,
+	    o->nr_dirs, o->nr_dirs == 1 ? "" : "s", probe_errno(probe < 0 ? -1 : 0));
 }
 
 static void layer_caps(const struct confine_opts *o, struct confine_report *r)
@@ -437,10 +496,16 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 	p = prop(r, "ipc-namespace", true);
 	say(p, (o->spawn.ns & CLONE_NEWIPC) != 0, "namespace", "%s",
 	    o->spawn.ns & CLONE_NEWIPC ? "new" : "the host's");
+	if (strcmp(o->role, "vmm") == 0) {
+		/* It needs no network: an empty namespace of its own. */
+		p = prop(r, "net-namespace", true);
+		say(p, (o->spawn.ns & CLONE_NEWNET) != 0, "namespace", "%s",
+		    o->spawn.ns & CLONE_NEWNET ? "new, empty" : "the host's");
+	}
 	layer_mount(o, r);
 	layer_limits(o, r);
 	layer_privileges(o, r);
-	layer_landlock(r);
+	layer_landlock(o, r);
 	layer_caps(o, r);
 	layer_seccomp(o, r);
 }

@@ -56,9 +56,10 @@ struct confine_spawn {
  * the child starts in new mount, PID and IPC namespaces, and a user
  * namespace (mapped to the caller's own uid and gid) unless the caller is
  * root. When the host refuses them the child starts without (sp says
- * so). The child runs only async-signal-safe calls until it execs.
+ * so). extra_ns: more of them (the VMM's CLONE_NEWNET), wanted with the
+ * others. The child runs only async-signal-safe calls until it execs.
  * Returns as fork() does. */
-pid_t confine_fork(enum confine_mode mode, struct confine_spawn *sp);
+pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp);
 /* sp as two arguments for the worker's command line, async-signal-safe
  * (the child calls it too), and back. */
 void confine_spawn_format(const struct confine_spawn *sp, char ns[24], char userns[24]);
@@ -81,13 +82,36 @@ struct confine_report {
 	bool seccomp_log;
 };
 
+/* A directory Landlock lets the worker use: the tree beneath fd (an
+ * O_PATH one will do), read-only or for every file operation but device
+ * nodes and execution. */
+struct confine_dir {
+	int fd;
+	bool ro;
+};
+
+#define CONFINE_DIRS_MAX 64
+
 /* What the worker declares. */
 struct confine_opts {
-	const char *role; /* "net" */
+	const char *role; /* "net", "vmm" */
 	enum confine_mode mode;
 	struct confine_spawn spawn;
 	rlim_t nofile;
 	bool keep_bind_cap; /* root without a user namespace: CAP_NET_BIND_SERVICE stays */
+	/* It starts threads after (the VMM's vCPUs): RLIMIT_NPROC stays as
+	 * it was, and the filter alone refuses a new process. */
+	bool threads;
+	/* Its own /proc/self/fd as /proc/self/fd in its empty root (and
+	 * nothing else of /proc): the share server reopens its O_PATH handles
+	 * through those magic links. */
+	bool proc_fds;
+	/* Landlock allows these trees and nothing else; landlock_off says
+	 * why there is no ruleset at all (it could not be widened later for
+	 * a share added while the worker runs). */
+	struct confine_dir dirs[CONFINE_DIRS_MAX];
+	size_t nr_dirs;
+	const char *landlock_off;
 	bool seccomp_log;   /* CONFINE_SECCOMP_ENV=log */
 	/* The seccomp filter to load last (seccomp.c), and whether the
 	 * worker forks or execs after (it may not). */

@@ -254,7 +254,7 @@ int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int 
 		gantry_error_errno(err, "network worker: fcntl");
 		goto fail;
 	}
-	pid = confine_fork(o->isolation, &sp);
+	pid = confine_fork(o->isolation, 0, &sp);
 	if (pid < 0) {
 		gantry_error_errno(err, "network worker: fork");
 		goto fail;
@@ -300,7 +300,7 @@ int net_worker_self_test(enum confine_mode mode)
 	pid_t pid;
 
 	fflush(stdout);
-	pid = confine_fork(mode, &sp);
+	pid = confine_fork(mode, 0, &sp);
 	if (pid < 0) {
 		perror("gantry: fork");
 		return 1;

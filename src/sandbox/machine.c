@@ -28,7 +28,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	const char *net = sb->net ? " " NET_GUEST_CMDLINE : "";
 	int n;
 
-	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1 };
+	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1, .vmm_worker = VMM_WORKER_NONE };
 	if (assets_path(ASSET_KERNEL, &m->kernel, err) < 0 ||
 	    assets_path(ASSET_SYSROOT, &m->sysroot, err) < 0)
 		return -1;
@@ -44,6 +44,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	if (n < 0 || (size_t)n >= sizeof(m->append))
 		return gantry_error(err, 0, "kernel command line too long");
 	m->isolation = sb->isolation;
+	m->worker = sb->isolation != CONFINE_OFF;
 	xasprintf(&m->isolation_path, "%s/%s", dir, CONFINE_FILE);
 	if (sb->net) {
 		m->net = true;
@@ -73,10 +74,10 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	 * writable root for their mount points). */
 	if (machine_shares(m, sb->shares, sb->nr_shares, !sb->transient && sb->writable, err) < 0)
 		return -1;
-	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ m->sysroot, true };
-	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ sb->image_path, true };
+	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = m->sysroot, .ro = true };
+	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = sb->image_path, .ro = true };
 	if (sb->writable)
-		m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ sb->rwlayer, false };
+		m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = sb->rwlayer };
 	return 0;
 }
 
@@ -129,23 +130,32 @@ static int net_start(struct machine *m, gantry_error_t *err)
 	return 0;
 }
 
+static void isolation_role(json_t *roles, json_t *degraded, const char *role, json_t *report)
+{
+	size_t i;
+	json_t *v;
+
+	json_object_set(roles, role, report);
+	json_array_foreach(json_object_get(report, "degraded"), i, v)
+		json_array_append_new(degraded, json_sprintf("%s.%s", role, json_string_value(v)));
+}
+
 /* isolation.json: what holds for each part of the sandbox that touches
- * guest data. The VMM still runs in this process. */
+ * guest data. */
 static void isolation_write(struct machine *m)
 {
-	json_t *roles = json_object(), *degraded = json_array(), *j, *v;
+	json_t *roles = json_object(), *degraded = json_array(), *j;
 	cleanup_free char *text = NULL;
-	size_t i;
 
-	json_object_set_new(roles, "vmm",
-			    json_pack("{s:s,s:s}", "state", "unconfined", "detail",
-				      "the VMM runs in this sandbox's supervisor process (in one-shot "
-				      "exec, the gantry process): not yet a confined worker"));
-	if (m->net_worker.isolation) {
-		json_object_set(roles, "net", m->net_worker.isolation);
-		json_array_foreach(json_object_get(m->net_worker.isolation, "degraded"), i, v)
-			json_array_append_new(degraded, json_sprintf("net.%s", json_string_value(v)));
-	}
+	if (m->vmm_worker.isolation)
+		isolation_role(roles, degraded, "vmm", m->vmm_worker.isolation);
+	else
+		json_object_set_new(roles, "vmm",
+				    json_pack("{s:s,s:s}", "state", "unconfined", "detail",
+					      "process isolation is off: the VM runs in the "
+					      "supervisor's process (one-shot exec: gantry's)"));
+	if (m->net_worker.isolation)
+		isolation_role(roles, degraded, "net", m->net_worker.isolation);
 	j = json_pack("{s:i,s:s,s:o,s:o}", "version", 1, "mode", confine_mode_name(m->isolation),
 		      "roles", roles, "degraded", degraded);
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -159,7 +169,10 @@ static void *machine_thread(void *arg)
 	struct machine *m = arg;
 	uint64_t one = 1;
 
-	m->rc = vmm_run(&m->cfg, &m->status, &m->err);
+	if (m->worker)
+		vmm_worker_serve(&m->vmm_worker, m, &m->rc, &m->status, &m->err);
+	else
+		m->rc = vmm_run(&m->cfg, &m->status, &m->err);
 	atomic_store(&m->ended, true);
 	/* The guest is gone: whatever waits on it must stop waiting. */
 	agent_cancel(m->agent);
@@ -181,6 +194,11 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	/* Before the VM thread: the device's socket is there from its first
 	 * frame (what the guest sends before the worker reads waits in it). */
 	if (m->net && net_start(m, err) < 0)
+		return -1;
+	/* Set up and confined before the guest runs: its failure is the
+	 * start's (the network worker, set up meanwhile, is stopped by
+	 * machine_free). */
+	if (m->worker && vmm_worker_start(&m->vmm_worker, m, err) < 0)
 		return -1;
 	if (pthread_create(&m->thread, NULL, machine_thread, m) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
@@ -234,6 +252,7 @@ void machine_free(struct machine *m)
 		machine_kill(m);
 		machine_join(m);
 	}
+	vmm_worker_stop(&m->vmm_worker);
 	if (m->net_started)
 		net_worker_stop(&m->net_worker);
 	/* The VM and its device's workers are gone: nothing calls it now. */
@@ -253,5 +272,5 @@ void machine_free(struct machine *m)
 	free((char *)m->cfg.console);
 	free(m->kernel);
 	free(m->sysroot);
-	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1 };
+	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1, .vmm_worker = VMM_WORKER_NONE };
 }

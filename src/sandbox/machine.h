@@ -14,6 +14,8 @@
 #include "common/error.h"
 #include "net/spawn.h"
 #include "sandbox/state.h"
+#include "sandbox/vmmworker.h"
+#include "share/spec.h"
 #include "virtio/devices.h"
 #include "vmm/vmm.h"
 
@@ -21,6 +23,15 @@
 #define MACHINE_APPEND_MAX 2048
 
 struct fs_server;
+
+/* The virtio-fs tag gantry-init mounts. */
+#define MACHINE_SHARES_TAG "gantry-shares"
+
+/* A share at boot: its spec and its host directory, opened once. */
+struct machine_share {
+	struct share_spec sp;
+	int fd;
+};
 
 struct machine {
 	char *kernel, *sysroot;
@@ -46,8 +57,16 @@ struct machine {
 	struct net_worker_opts net_opts; /* what it was started with */
 	enum confine_mode isolation; /* the workers' (confine/confine.h) */
 	char *isolation_path;	     /* <dir>/isolation.json: what holds */
-	struct fs_server *shares; /* the share server, with sb's shares; NULL: none */
+	struct fs_server *shares; /* the share server, in this process; NULL: none here */
 	struct virtio_fs_handler fs_handler;
+	bool fs_device;	   /* the VM has the virtio-fs device */
+	bool shares_live;  /* shares may come and go while it runs */
+	struct machine_share *boot_shares;
+	size_t nr_boot_shares;
+	/* isolation not off: the VM runs in a confined worker (vmmworker.h),
+	 * the share server with it; else on a thread of this process. */
+	bool worker;
+	struct vmm_worker vmm_worker;
 };
 
 /* The recipe: system root, image, writable layer, resources and kernel
@@ -71,6 +90,13 @@ int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gan
 void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 			  struct vmm_config *cfg);
 void machine_shares_free(struct machine *m);
+/* A running VM's share server, wherever it runs: whether it has one, an
+ * export added (sp's host directory checked and opened here), one taken
+ * out at once, and the handles the guest holds open beneath one. */
+bool machine_shares_running(const struct machine *m);
+int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_error_t *err);
+void machine_share_drop(struct machine *m, const char *tag);
+size_t machine_share_handles(struct machine *m, const char *tag);
 
 /* Listen for the guest agent, check the configuration against this host,
  * start the network worker (a networked sandbox) and boot on a thread of

@@ -6,6 +6,7 @@
  * base64url). A sandbox that may take shares while it runs gets the
  * device even with none at boot: virtio-mmio cannot hot-plug one. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,7 +15,6 @@
 #include "share/server.h"
 #include "share/spec.h"
 
-#define SHARES_TAG "gantry-shares" /* the virtio-fs tag gantry-init mounts */
 
 static size_t shares_handle(void *opaque, const struct iovec *in, size_t nr_in,
 			    const struct iovec *out, size_t nr_out)
@@ -42,31 +42,46 @@ int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gan
 	return r;
 }
 
-/* One share: an export of the server, its token on the command line. */
+/* One share: checked and opened, its token on the command line. */
 static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 {
-	struct share_spec sp;
+	struct machine_share *ms = &m->boot_shares[m->nr_boot_shares];
 	cleanup_free char *enc = NULL;
 	size_t len = strlen(m->append);
-	int r = -1, n;
+	int n;
 
-	if (share_spec_parse(spec, NULL, &sp, err) < 0)
+	if (share_spec_parse(spec, NULL, &ms->sp, err) < 0)
 		return -1;
-	if (machine_share_export(m->shares, &sp, err) < 0)
-		goto out;
-	enc = share_b64url(sp.ctr_path);
-	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s", sp.tag,
-		     sp.ro ? "ro" : "rw", enc);
+	ms->fd = -1;
+	m->nr_boot_shares++;
+	if (share_host_check(ms->sp.host_path, &ms->fd, err) < 0)
+		return gantry_error_prefix(err, "share `%s`", ms->sp.tag);
+	enc = share_b64url(ms->sp.ctr_path);
+	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s",
+		     ms->sp.tag, ms->sp.ro ? "ro" : "rw", enc);
 	if (n < 0 || (size_t)n >= sizeof(m->append) - len) {
 		m->append[len] = '\0';
-		gantry_error(err, 0, "share `%s`: too many shares for the kernel command line",
-			     sp.tag);
-		goto out;
+		return gantry_error(err, 0,
+				    "share `%s`: too many shares for the kernel command line",
+				    ms->sp.tag);
 	}
-	r = 0;
-out:
-	share_spec_free(&sp);
-	return r;
+	return 0;
+}
+
+/* The server in this process, for a VM on a thread of it. */
+static int shares_here(struct machine *m, gantry_error_t *err)
+{
+	if (fs_server_new(&m->shares, 0, err) < 0)
+		return gantry_error_prefix(err, "share server");
+	for (size_t i = 0; i < m->nr_boot_shares; i++) {
+		const struct share_spec *sp = &m->boot_shares[i].sp;
+		struct fs_export_opts o = { .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
+
+		if (fs_server_add_export(m->shares, sp->tag, m->boot_shares[i].fd, &o, err) < 0)
+			return gantry_error_prefix(err, "share `%s`", sp->tag);
+	}
+	machine_share_device(m->shares, &m->fs_handler, &m->cfg);
+	return 0;
 }
 
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
@@ -74,13 +89,16 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 {
 	if (n == 0 && !live)
 		return 0;
-	if (fs_server_new(&m->shares, 0, err) < 0)
-		return gantry_error_prefix(err, "share server");
+	if (n > FS_MAX_EXPORTS)
+		return gantry_error(err, 0, "too many shares (at most %d)", FS_MAX_EXPORTS);
+	m->fs_device = true;
+	m->shares_live = live;
+	m->boot_shares = xzalloc((n + 1) * sizeof(*m->boot_shares));
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)
 			return -1;
-	machine_share_device(m->shares, &m->fs_handler, &m->cfg);
-	return 0;
+	/* A worker's server is its own (vmmworker.c gives it the roots). */
+	return m->worker ? 0 : shares_here(m, err);
 }
 
 void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
@@ -89,7 +107,7 @@ void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 	*h = (struct virtio_fs_handler){ .handle = shares_handle,
 					 .reset = shares_reset,
 					 .opaque = srv };
-	cfg->fs = (struct vmm_fs){ .tag = SHARES_TAG, .handler = h };
+	cfg->fs = (struct vmm_fs){ .tag = MACHINE_SHARES_TAG, .handler = h };
 }
 
 void machine_shares_free(struct machine *m)
@@ -97,4 +115,48 @@ void machine_shares_free(struct machine *m)
 	if (m->shares)
 		fs_server_free(m->shares);
 	m->shares = NULL;
+	for (size_t i = 0; i < m->nr_boot_shares; i++) {
+		if (m->boot_shares[i].fd >= 0)
+			close(m->boot_shares[i].fd);
+		share_spec_free(&m->boot_shares[i].sp);
+	}
+	free(m->boot_shares);
+	m->boot_shares = NULL;
+	m->nr_boot_shares = 0;
+}
+
+bool machine_shares_running(const struct machine *m)
+{
+	return m->shares != NULL || (m->worker && m->fs_device);
+}
+
+int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_error_t *err)
+{
+	int fd = -1, r;
+
+	if (!m->worker)
+		return machine_share_export(m->shares, sp, err);
+	r = share_host_check(sp->host_path, &fd, err);
+	if (r == 0)
+		r = vmm_worker_share_add(&m->vmm_worker, sp, fd, err);
+	if (fd >= 0)
+		close(fd);
+	return r < 0 ? gantry_error_prefix(err, "share `%s`", sp->tag) : 0;
+}
+
+void machine_share_drop(struct machine *m, const char *tag)
+{
+	gantry_error_t err = NULL;
+
+	if (m->worker)
+		vmm_worker_share_rm(&m->vmm_worker, tag, true, &err);
+	else
+		fs_server_remove_export(m->shares, tag, true, NULL);
+	gantry_error_free(&err);
+}
+
+size_t machine_share_handles(struct machine *m, const char *tag)
+{
+	return m->worker ? vmm_worker_share_handles(&m->vmm_worker, tag) :
+			   fs_server_export_handles(m->shares, tag);
 }

@@ -169,18 +169,18 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 		if (at >= 0 && share_spec_parse(s->shares.live[at], NULL, &old, NULL) == 0) {
 			ask_guest(s, PROTO_UNMOUNT, NULL, false, old.ctr_path);
 			share_spec_free(&old);
-			fs_server_remove_export(s->m.shares, sp.tag, true, NULL);
+			machine_share_drop(&s->m, sp.tag);
 			live_set(&s->shares, sp.tag, NULL);
 			log_info("share `%s` replaced", sp.tag);
 		}
-		if (machine_share_export(s->m.shares, &sp, &err) < 0) {
+		if (machine_share_add(&s->m, &sp, &err) < 0) {
 			if (at >= 0)
 				gantry_error_prefix(&err, "the share it was to replace is gone");
 			reply_err(s, c, &err);
 			op_free(op);
 		} else if ((op->last_id = ask_guest(s, PROTO_MOUNT, sp.tag, sp.ro, sp.ctr_path)) ==
 			   0) {
-			fs_server_remove_export(s->m.shares, sp.tag, true, NULL);
+			machine_share_drop(&s->m, sp.tag);
 			client_answer(s, c, "the guest takes no more requests now: try again");
 			op_free(op);
 		}
@@ -231,10 +231,10 @@ static void share_rm(struct sup *s, struct client *c, json_t *req)
 		op->path = xstrdup(sp.ctr_path);
 		op->exported = true;
 		if (json_is_true(json_object_get(req, "force"))) {
-			fs_server_remove_export(s->m.shares, tag, true, NULL);
+			machine_share_drop(&s->m, tag);
 			op->exported = false;
 		}
-		if (op->exported && fs_server_export_handles(s->m.shares, tag) > 0)
+		if (op->exported && machine_share_handles(&s->m, tag) > 0)
 			op->stage = SHARE_DRAIN;
 		else
 			rm_unmount(s, op);
@@ -263,7 +263,7 @@ void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake)
 			continue;
 		if (op->c == NULL)
 			op_free(op); /* called off */
-		else if (fs_server_export_handles(s->m.shares, op->tag) == 0)
+		else if (machine_share_handles(&s->m, op->tag) == 0)
 			rm_unmount(s, op);
 		else
 			*wake = MIN(*wake, now + SUP_SHARE_POLL_MS);
@@ -279,7 +279,7 @@ static void op_finish(struct sup *s, struct share_op *op)
 
 	if (op->add && op->error) {
 		/* Not in the container: not a share of it either. */
-		fs_server_remove_export(s->m.shares, op->tag, true, NULL);
+		machine_share_drop(&s->m, op->tag);
 		xasprintf(&msg, "share `%s`: the guest could not mount it: %s", op->tag,
 			  op->why && *op->why ? op->why : strerror((int)op->error));
 		client_answer(s, op->c, msg);
@@ -298,7 +298,7 @@ static void op_finish(struct sup *s, struct share_op *op)
 			log_warn("share `%s`: unmount in the guest: %s", op->tag,
 				 op->why && *op->why ? op->why : strerror((int)op->error));
 		if (op->exported)
-			fs_server_remove_export(s->m.shares, op->tag, true, NULL);
+			machine_share_drop(&s->m, op->tag);
 		live_set(&s->shares, op->tag, NULL);
 		if (!op->ephemeral && save(s, op->tag, NULL, &err) < 0)
 			reply_err(s, op->c, &err);
@@ -368,8 +368,8 @@ static void share_ls(struct sup *s, struct client *c)
 
 		json_object_set_new(o, "live", json_true());
 		json_object_set_new(o, "saved", json_boolean(has(sb->shares, sb->nr_shares, sh->live[i])));
-		json_object_set_new(o, "open", json_integer((json_int_t)fs_server_export_handles(
-						       s->m.shares, tag ? tag : "")));
+		json_object_set_new(o, "open", json_integer((json_int_t)machine_share_handles(
+						       &s->m, tag ? tag : "")));
 		json_array_append_new(a, o);
 	}
 	/* Saved for the next boot, but not in the container now (removed
@@ -395,7 +395,7 @@ void client_share_request(struct sup *s, struct client *c, json_t *req, const ch
 		share_ls(s, c);
 	else if (s->stopping || s->control < 0)
 		client_answer(s, c, s->stopping ? "the sandbox is stopping" : s->guest_gone);
-	else if (s->m.shares == NULL)
+	else if (!machine_shares_running(&s->m))
 		client_answer(s, c, "the sandbox has no share device (its root is read-only)");
 	else if (strcmp(op, CTL_OP_SHARE_ADD) == 0)
 		share_add(s, c, req);

@@ -183,10 +183,10 @@ static const struct virtio_dev_ops blk_ops = {
 	.destroy = blk_destroy,
 };
 
-struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *path, bool ro,
-				     gantry_error_t *err)
+struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *path, int given,
+				     bool ro, gantry_error_t *err)
 {
-	cleanup_close int fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	cleanup_close int fd = given > 0 ? given : open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	struct virtio_blk *b;
 	uint64_t features;
 	struct stat st;

@@ -12,18 +12,23 @@
 #include "virtio/mmio.h"
 
 /* virtio-blk over a file or block device; read-only disks refuse writes. */
-struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *path, bool ro,
-				     gantry_error_t *err);
+struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *path, int fd,
+				     bool ro, gantry_error_t *err);
 /* virtio-rng fed by getrandom(2). */
 struct virtio_dev *virtio_rng_create(const struct guest_mem *mem);
 
 struct ioloop;
+struct vmm_vsock_host;
 /* virtio-vsock for guest_cid: a guest connect to host port P reaches the Unix
  * socket <dir>/P.sock; host clients reach guest ports through
- * <dir>/vsock.sock ("CONNECT <port>\n", answered "OK <hostport>\n"). Its
- * sockets are served on loop's thread; destroy it with that thread stopped. */
+ * <dir>/vsock.sock ("CONNECT <port>\n", answered "OK <hostport>\n"). With
+ * host->connect set, dir is not used: host->connect gives the socket for a
+ * guest connect and host->listen_fd (if > 0) is the host clients'
+ * listener, both taken by the device. Its sockets are served on loop's
+ * thread; destroy it with that thread stopped. */
 struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloop *loop,
-				       uint64_t guest_cid, const char *dir, gantry_error_t *err);
+				       uint64_t guest_cid, const char *dir,
+				       const struct vmm_vsock_host *host, gantry_error_t *err);
 
 /* virtio-net: Ethernet frames, one per message, over frame_fd (a
  * SOCK_SEQPACKET socket to the network worker, not closed by the device),

@@ -29,6 +29,7 @@
 #include "virtio/devices.h"
 #include "virtio/vsock_conn.h"
 #include "vmm/ioloop.h"
+#include "vmm/vmm.h"
 
 #define VSOCK_RXQ	 0
 #define VSOCK_TXQ	 1
@@ -306,7 +307,8 @@ static int vsock_listen(struct virtio_vsock *vs, gantry_error_t *err)
 }
 
 struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloop *loop,
-				       uint64_t guest_cid, const char *dir, gantry_error_t *err)
+				       uint64_t guest_cid, const char *dir,
+				       const struct vmm_vsock_host *host, gantry_error_t *err)
 {
 	struct sockaddr_un sa;
 	struct virtio_vsock *vs;
@@ -317,7 +319,12 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 			     (unsigned long long)guest_cid);
 		return NULL;
 	}
-	if (strlen(dir) + sizeof("/4294967295.sock") > sizeof(sa.sun_path)) {
+	if (host && host->connect) {
+		dir = NULL;
+	} else if (dir == NULL) {
+		gantry_error(err, EINVAL, "vsock: no directory for its sockets");
+		return NULL;
+	} else if (strlen(dir) + sizeof("/4294967295.sock") > sizeof(sa.sun_path)) {
 		gantry_error(err, ENAMETOOLONG, "vsock: directory `%s` is too long for a socket",
 			     dir);
 		return NULL;
@@ -325,9 +332,16 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 	vs = xzalloc(sizeof(*vs));
 	vs->cid = guest_cid;
 	vs->loop = loop;
-	vs->dir = xstrdup(dir);
-	xasprintf(&vs->listen_path, "%s/%s", dir, VSOCK_LISTEN_NAME);
 	vs->listen_fd = vs->timer_fd = vs->kick_fd = -1;
+	if (dir) {
+		vs->dir = xstrdup(dir);
+		xasprintf(&vs->listen_path, "%s/%s", dir, VSOCK_LISTEN_NAME);
+	} else {
+		vs->connect = host->connect;
+		vs->connect_opaque = host->opaque;
+		if (host->listen_fd > 0)
+			vs->listen_fd = host->listen_fd;
+	}
 	vs->next_port = VSOCK_EPHEMERAL_BASE;
 	link_init(&vs->conns);
 	link_init(&vs->rxq);
@@ -335,7 +349,7 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 	vs->config.guest_cid = htole64(guest_cid);
 	virtio_dev_init(&vs->dev, &vsock_ops, vs, mem, 0, &vs->config, sizeof(vs->config));
 
-	if (vsock_listen(vs, err) < 0)
+	if (vs->dir && vsock_listen(vs, err) < 0)
 		goto fail;
 	vs->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (vs->timer_fd < 0) {
@@ -347,7 +361,7 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 		gantry_error_errno(err, "eventfd");
 		goto fail;
 	}
-	if (ioloop_add(loop, vs->listen_fd, vsock_listen_event, vs, err) < 0 ||
+	if ((vs->listen_fd >= 0 && ioloop_add(loop, vs->listen_fd, vsock_listen_event, vs, err) < 0) ||
 	    ioloop_add(loop, vs->timer_fd, vsock_timer_event, vs, err) < 0 ||
 	    ioloop_add(loop, vs->kick_fd, vsock_kick_event, vs, err) < 0)
 		goto fail;

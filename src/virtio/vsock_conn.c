@@ -371,15 +371,23 @@ int vsock_guest_connect(struct virtio_vsock *vs, const struct vsock_pkt *p)
 
 	if (vs->nr_conns >= VSOCK_MAX_CONNS)
 		return -1;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	/* The length of dir was checked at create for any port. */
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock", vs->dir, p->dst_port);
-	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	if (r < 0 && errno != EINPROGRESS) {
-		close(fd);
-		return -1;
+	if (vs->connect) {
+		/* Whoever confines us connected it (or refused the port). */
+		fd = vs->connect(vs->connect_opaque, p->dst_port);
+		if (fd < 0)
+			return -1;
+		r = 0;
+	} else {
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return -1;
+		/* The length of dir was checked at create for any port. */
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock", vs->dir, p->dst_port);
+		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (r < 0 && errno != EINPROGRESS) {
+			close(fd);
+			return -1;
+		}
 	}
 	c = conn_new(vs, fd, r == 0 ? CONN_OPEN : CONN_CONNECTING);
 	if (c == NULL)

@@ -75,7 +75,9 @@ struct virtio_vsock {
 	struct virtio_vsock_config config;
 	uint64_t cid;
 	struct ioloop *loop;
-	char *dir;
+	char *dir;			       /* NULL: connect below instead */
+	int (*connect)(void *opaque, uint32_t port); /* vmm_vsock_host's */
+	void *connect_opaque;
 	char *listen_path;
 	int listen_fd, timer_fd, kick_fd;
 	bool bound; /* listen_path is our socket, to unlink */

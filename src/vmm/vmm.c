@@ -59,9 +59,12 @@ struct mapped_file {
 	size_t len;
 };
 
-static int map_file(const char *what, const char *path, struct mapped_file *f, gantry_error_t *err)
+/* path, or the caller's fd (> 0) that path only names. */
+static int map_file(const char *what, const char *path, int given, struct mapped_file *f,
+		    gantry_error_t *err)
 {
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cleanup_close int fd = given > 0 ? fcntl(given, F_DUPFD_CLOEXEC, 3) :
+					   open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
 
 	f->data = NULL;
@@ -113,13 +116,15 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 
 	if (cfg->kernel == NULL)
 		return gantry_error(err, 0, "run: -kernel PATH is required");
-	if (stat(cfg->kernel, &st) < 0)
+	if ((cfg->kernel_fd > 0 ? fstat(cfg->kernel_fd, &st) : stat(cfg->kernel, &st)) < 0)
 		return gantry_error_errno(err, "kernel `%s`", cfg->kernel);
 	if (cfg->initrd && stat(cfg->initrd, &st) < 0)
 		return gantry_error_errno(err, "initrd `%s`", cfg->initrd);
 	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
-		if (stat(cfg->disks[i].path, &st) < 0)
-			return gantry_error_errno(err, "disk `%s`", cfg->disks[i].path);
+		const struct vmm_disk *d = &cfg->disks[i];
+
+		if ((d->fd > 0 ? fstat(d->fd, &st) : stat(d->path, &st)) < 0)
+			return gantry_error_errno(err, "disk `%s`", d->path);
 	}
 	if (cfg->cpus == 0 || cfg->cpus > max_cpus)
 		return gantry_error(err, 0, "-cpus %u: this host allows 1 to %u", cfg->cpus,
@@ -223,9 +228,9 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	char *full;
 	int r = -1;
 
-	if (map_file("kernel", cfg->kernel, &kernel, err) < 0)
+	if (map_file("kernel", cfg->kernel, cfg->kernel_fd, &kernel, err) < 0)
 		goto out;
-	if (cfg->initrd && map_file("initrd", cfg->initrd, &initrd, err) < 0)
+	if (cfg->initrd && map_file("initrd", cfg->initrd, -1, &initrd, err) < 0)
 		goto out;
 	/* Load the guest before opening KVM: a bad image is bad input, whatever
 	 * this host's KVM can do. */
@@ -254,8 +259,9 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 
 	v->cmdline = xstrdup(default_cmdline);
 	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
+		const struct vmm_disk *disk = &cfg->disks[i];
 		struct virtio_dev *d =
-			virtio_blk_create(&v->vm.mem, cfg->disks[i].path, cfg->disks[i].ro, err);
+			virtio_blk_create(&v->vm.mem, disk->path, disk->fd, disk->ro, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
 			goto out;
@@ -269,9 +275,9 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	}
 	if (vmm_attach_virtio(v, virtio_rng_create(&v->vm.mem), err) < 0)
 		goto out;
-	if (cfg->vsock_dir) {
+	if (cfg->vsock_dir || cfg->vsock.connect) {
 		struct virtio_dev *d = virtio_vsock_create(&v->vm.mem, &v->vm.io, VMM_GUEST_CID,
-							   cfg->vsock_dir, err);
+							   cfg->vsock_dir, &cfg->vsock, err);
 
 		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
 			goto out;
@@ -338,6 +344,8 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	if (cfg->console && console_open(&v.console, cfg->console, VMM_CONSOLE_MAX, err) < 0)
 		return -1;
 	if (vmm_setup(&v, cfg, err) < 0)
+		goto out;
+	if (cfg->setup_done && cfg->setup_done(cfg->setup_opaque, err) < 0)
 		goto out;
 	if (ioloop_start(&v.vm.io, err) < 0)
 		goto out;

@@ -17,7 +17,8 @@
 #define VMM_GUEST_CID	3
 
 struct vmm_disk {
-	const char *path;
+	const char *path; /* opened here, or only named in messages when fd > 0 */
+	int fd;		  /* > 0: the disk, opened by the caller; the VMM takes it */
 	bool ro;
 };
 
@@ -31,14 +32,26 @@ struct vmm_fs {
 	const struct virtio_fs_handler *handler;
 };
 
+/* Where a guest's vsock streams end when not in vsock_dir: a confined
+ * VMM opens no socket itself. */
+struct vmm_vsock_host {
+	/* A guest connect to host port P: a connected (or connecting,
+	 * non-blocking) stream socket the VMM takes, or -1 (refused). */
+	int (*connect)(void *opaque, uint32_t port);
+	void *opaque;
+	int listen_fd; /* > 0: host clients' listening socket ("CONNECT <port>\n") */
+};
+
 struct vmm_config {
-	const char *kernel;
+	const char *kernel; /* opened here, or only named in messages when kernel_fd > 0 */
+	int kernel_fd;	    /* > 0: the kernel, opened by the caller; not closed */
 	const char *initrd;
 	const char *append;
 	const char *console;   /* file for the serial console, capped (console.h); NULL = stdout */
 	int console_fd;	       /* > 0: write the console to this fd instead */
 	bool console_input;    /* feed a terminal on stdin to the console */
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
+	struct vmm_vsock_host vsock; /* or, with connect set, these */
 	int net_fd;	       /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
 	struct vmm_fs fs;
 	struct vmm_disk disks[VMM_MAX_DISKS];
@@ -50,6 +63,11 @@ struct vmm_config {
 	 * readable (an eventfd its owner writes). Only for a guest with nothing
 	 * left to lose: no writable disk whose writes are still in its cache. */
 	int stop_fd;
+	/* Called once the VM, its memory, vCPUs and devices exist and before
+	 * any of them runs: the place to give up what set-up needed (a
+	 * confined worker's confine_apply). Its error ends the run. */
+	int (*setup_done)(void *opaque, gantry_error_t *err);
+	void *setup_opaque;
 };
 
 /* A file to write a profile of the guest to: its instruction pointer,

@@ -126,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	guest_mem_init_buffer(&mem, ram, RAM_SIZE);
 	disk_prepare();
-	devs[0] = virtio_blk_create(&mem, disk_path, flags & F_RO, &err);
+	devs[0] = virtio_blk_create(&mem, disk_path, -1, flags & F_RO, &err);
 	if (devs[0] == NULL)
 		abort(); /* the harness itself is broken */
 	devs[1] = virtio_rng_create(&mem);

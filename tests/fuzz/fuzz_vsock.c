@@ -307,7 +307,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (z.ram == NULL || ioloop_init(&z.loop, &err) < 0)
 		abort();
 	guest_mem_init_buffer(&mem, z.ram, RAM_SIZE);
-	z.d = virtio_vsock_create(&mem, &z.loop, GUEST_CID, dir, &err);
+	z.d = virtio_vsock_create(&mem, &z.loop, GUEST_CID, dir, NULL, &err);
 	if (z.d == NULL)
 		abort(); /* the harness itself is broken */
 	vdrv_init(&z.drv, z.ram, z.d, QN, 3, RING_GPA(0), RING_GPA(1) - RING_GPA(0));

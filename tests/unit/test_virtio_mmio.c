@@ -92,7 +92,7 @@ static int fx_setup(void **state, enum fx_kind kind)
 		f->d = virtio_rng_create(&f->mem);
 	} else {
 		make_disk(f);
-		f->d = virtio_blk_create(&f->mem, f->path, kind == FX_BLK_RO, &err);
+		f->d = virtio_blk_create(&f->mem, f->path, -1, kind == FX_BLK_RO, &err);
 		if (f->d == NULL)
 			fail_msg("virtio_blk_create: %s", gantry_error_str(err));
 	}

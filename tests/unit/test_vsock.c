@@ -354,7 +354,7 @@ static int fx_setup(void **state)
 	f->ram = xzalloc(RAM_SIZE);
 	guest_mem_init_buffer(&f->mem, f->ram, RAM_SIZE);
 	assert_int_equal(ioloop_init(&f->loop, &err), 0);
-	f->d = virtio_vsock_create(&f->mem, &f->loop, GUEST_CID, f->dir, &err);
+	f->d = virtio_vsock_create(&f->mem, &f->loop, GUEST_CID, f->dir, NULL, &err);
 	if (f->d == NULL)
 		fail_msg("virtio_vsock_create: %s", gantry_error_str(err));
 	vdrv_init(&f->drv, f->ram, f->d, QN, 3, DESC_GPA(0), DESC_GPA(1) - DESC_GPA(0));
@@ -439,17 +439,17 @@ static void test_create_errors(void **state)
 	gantry_error_t err = NULL;
 	char longdir[200];
 
-	assert_null(virtio_vsock_create(&f->mem, &f->loop, 2, f->dir, &err));
+	assert_null(virtio_vsock_create(&f->mem, &f->loop, 2, f->dir, NULL, &err));
 	assert_non_null(strstr(gantry_error_str(err), "reserved"));
 	gantry_error_free(&err);
-	assert_null(virtio_vsock_create(&f->mem, &f->loop, 1ULL << 32, f->dir, &err));
+	assert_null(virtio_vsock_create(&f->mem, &f->loop, 1ULL << 32, f->dir, NULL, &err));
 	gantry_error_free(&err);
 	memset(longdir, 'a', sizeof(longdir) - 1);
 	longdir[sizeof(longdir) - 1] = '\0';
-	assert_null(virtio_vsock_create(&f->mem, &f->loop, 3, longdir, &err));
+	assert_null(virtio_vsock_create(&f->mem, &f->loop, 3, longdir, NULL, &err));
 	assert_non_null(strstr(gantry_error_str(err), "too long"));
 	gantry_error_free(&err);
-	assert_null(virtio_vsock_create(&f->mem, &f->loop, 3, "/nonexistent-gantry-dir", &err));
+	assert_null(virtio_vsock_create(&f->mem, &f->loop, 3, "/nonexistent-gantry-dir", NULL, &err));
 	assert_non_null(strstr(gantry_error_str(err), "bind"));
 	gantry_error_free(&err);
 }

@@ -1,0 +1,453 @@
+/* The VMM worker's own side (see vmmworker.h): take the configuration and
+ * the descriptors, set the VM up, confine ourselves, and run it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/log.h"
+#include "common/unixsock.h"
+#include "common/util.h"
+#include "confine/confine.h"
+#include "sandbox/vmmworker.h"
+#include "share/server.h"
+#include "virtio/devices.h"
+#include "vmm/vmm.h"
+
+#define CHAN_FD		3
+#define CTL_FD		4
+#define CONFIG_WAIT_MS	10000
+#define CONNECT_WAIT_MS 2000
+
+struct worker {
+	struct confine_opts confine;
+	struct vmm_config cfg;
+	struct fs_server *srv;
+	struct virtio_fs_handler fsh;
+	pthread_t ctl_thread;
+	bool ctl_started;
+	json_t *config;
+	int fds[UNIX_FDS_MAX];
+	size_t nr_fds;
+	int exports[FS_MAX_EXPORTS]; /* their roots, until Landlock has them */
+	size_t nr_exports;
+	pthread_mutex_t chan_lock; /* the I/O thread's dials, then our exit message */
+	uint64_t next_id;
+	bool ready_sent;
+};
+
+static void send_json(int fd, json_t *j, const int *fds, size_t nr_fds)
+{
+	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+
+	json_decref(j);
+	if (text && unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) < 0)
+		log_warn("channel: %s", strerror(errno));
+}
+
+/* One message within ms; its JSON (NULL: EOF, an error, silence or not an
+ * object), its descriptors in fds. */
+static json_t *recv_json(int fd, int ms, int *fds, size_t max_fds, size_t *nr_fds)
+{
+	cleanup_free char *buf = xmalloc(VMM_WORKER_MSG_MAX + 1);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	json_t *j;
+	ssize_t n;
+
+	*nr_fds = 0;
+	if (poll(&p, 1, ms) <= 0)
+		return NULL;
+	n = unix_recv_fds(fd, buf, VMM_WORKER_MSG_MAX, fds, max_fds, nr_fds, MSG_DONTWAIT);
+	if (n <= 0)
+		return NULL;
+	j = json_loadb(buf, (size_t)n, 0, NULL);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		for (size_t i = 0; i < *nr_fds; i++)
+			close(fds[i]);
+		*nr_fds = 0;
+		return NULL;
+	}
+	return j;
+}
+
+/* ---- the guest's dials: asked of the caller ---------------------------------------- */
+
+static int dial(void *opaque, uint32_t port)
+{
+	struct worker *w = opaque;
+	uint64_t deadline, id;
+	int fd = -1;
+
+	pthread_mutex_lock(&w->chan_lock);
+	id = ++w->next_id;
+	send_json(CHAN_FD, json_pack("{s:s,s:I,s:I}", "op", "connect", "id", (json_int_t)id, "port",
+				     (json_int_t)port),
+		  NULL, 0);
+	deadline = now_ms() + CONNECT_WAIT_MS;
+	for (;;) {
+		uint64_t now = now_ms();
+		int got[UNIX_FDS_MAX];
+		size_t n;
+		json_t *j = now < deadline ? recv_json(CHAN_FD, (int)(deadline - now), got,
+						       ARRAY_SIZE(got), &n) :
+					     NULL;
+		bool mine;
+
+		if (j == NULL)
+			break;
+		/* An answer that came too late for an earlier dial is dropped. */
+		mine = (uint64_t)json_integer_value(json_object_get(j, "id")) == id;
+		if (mine && json_is_true(json_object_get(j, "ok")) && n == 1)
+			fd = got[0];
+		else
+			for (size_t i = 0; i < n; i++)
+				close(got[i]);
+		json_decref(j);
+		if (mine)
+			break;
+	}
+	pthread_mutex_unlock(&w->chan_lock);
+	return fd;
+}
+
+/* ---- the share control socket -------------------------------------------------------- */
+
+static json_t *answer(int r, gantry_error_t *err)
+{
+	json_t *a = json_pack("{s:b}", "ok", r == 0);
+
+	if (r < 0)
+		json_object_set_new(a, "error", json_string(gantry_error_str(*err)));
+	gantry_error_free(err);
+	return a;
+}
+
+static json_t *share_request(struct worker *w, json_t *req, int *fds, size_t nr_fds)
+{
+	const char *op = json_string_value(json_object_get(req, "op"));
+	const char *tag = json_string_value(json_object_get(req, "tag"));
+	gantry_error_t err = NULL;
+	int r;
+
+	if (op == NULL || tag == NULL)
+		return answer(gantry_error(&err, EINVAL, "a bad request"), &err);
+	if (strcmp(op, "add") == 0 && nr_fds == 1) {
+		struct fs_export_opts o = {
+			.ro = json_is_true(json_object_get(req, "ro")),
+			.map_owner = json_is_true(json_object_get(req, "map")),
+			.uid = (uid_t)json_integer_value(json_object_get(req, "uid")),
+			.gid = (gid_t)json_integer_value(json_object_get(req, "gid")),
+		};
+
+		r = fs_server_add_export(w->srv, tag, fds[0], &o, &err);
+		return answer(r, &err);
+	}
+	if (strcmp(op, "rm") == 0) {
+		r = fs_server_remove_export(w->srv, tag,
+					    json_is_true(json_object_get(req, "force")), &err);
+		return answer(r, &err);
+	}
+	if (strcmp(op, "handles") == 0)
+		return json_pack("{s:b,s:I}", "ok", true, "handles",
+				 (json_int_t)fs_server_export_handles(w->srv, tag));
+	return answer(gantry_error(&err, EINVAL, "unknown request `%s`", op), &err);
+}
+
+static void *ctl_main(void *arg)
+{
+	struct worker *w = arg;
+
+	for (;;) {
+		int fds[UNIX_FDS_MAX];
+		size_t n;
+		json_t *req = recv_json(CTL_FD, -1, fds, ARRAY_SIZE(fds), &n);
+
+		if (req == NULL) {
+			struct pollfd p = { .fd = CTL_FD, .events = POLLIN };
+
+			/* A bad message is dropped; a hang-up ends us. */
+			if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
+				break;
+			continue;
+		}
+		send_json(CTL_FD, share_request(w, req, fds, n), NULL, 0);
+		for (size_t i = 0; i < n; i++)
+			close(fds[i]);
+		json_decref(req);
+	}
+	return NULL;
+}
+
+/* ---- set-up ---------------------------------------------------------------------------- */
+
+static size_t fs_handle(void *opaque, const struct iovec *in, size_t nr_in,
+			const struct iovec *out, size_t nr_out)
+{
+	return fs_server_handle(opaque, in, nr_in, out, nr_out);
+}
+
+static void fs_reset(void *opaque)
+{
+	fs_server_reset(opaque);
+}
+
+/* The next of the descriptors that came with the configuration. */
+static int take_fd(struct worker *w, size_t *next, const char *what, gantry_error_t *err)
+{
+	if (*next >= w->nr_fds)
+		return gantry_error(err, 0, "configuration: no descriptor for the %s", what);
+	return w->fds[(*next)++];
+}
+
+static int setup_shares(struct worker *w, json_t *fs, size_t *next, gantry_error_t *err)
+{
+	json_t *exports = json_object_get(fs, "exports"), *e;
+	size_t i;
+
+	if (fs_server_new(&w->srv, 0, err) < 0)
+		return gantry_error_prefix(err, "share server");
+	if (json_array_size(exports) > FS_MAX_EXPORTS)
+		return gantry_error(err, 0, "configuration: too many shares");
+	json_array_foreach(exports, i, e) {
+		struct fs_export_opts o = {
+			.ro = json_is_true(json_object_get(e, "ro")),
+			.map_owner = json_is_true(json_object_get(e, "map")),
+			.uid = (uid_t)json_integer_value(json_object_get(e, "uid")),
+			.gid = (gid_t)json_integer_value(json_object_get(e, "gid")),
+		};
+		const char *tag = json_string_value(json_object_get(e, "tag"));
+		int fd = take_fd(w, next, "share", err);
+
+		if (fd < 0 || tag == NULL)
+			return fd < 0 ? -1 : gantry_error(err, 0, "configuration: a share without tag");
+		if (fs_server_add_export(w->srv, tag, fd, &o, err) < 0)
+			return gantry_error_prefix(err, "share `%s`", tag);
+		/* Kept for Landlock's rules, closed once they are made. */
+		w->fds[*next - 1] = -1;
+		w->exports[w->nr_exports] = fd;
+		w->confine.dirs[w->nr_exports++] = (struct confine_dir){ fd, o.ro };
+	}
+	w->confine.nr_dirs = w->nr_exports;
+	if (json_is_true(json_object_get(fs, "live")))
+		w->confine.landlock_off = "a share added while the sandbox runs would be out of "
+					  "reach (a ruleset cannot be widened)";
+	w->fsh = (struct virtio_fs_handler){ .handle = fs_handle, .reset = fs_reset, .opaque = w->srv };
+	w->cfg.fs = (struct vmm_fs){ .tag = json_string_value(json_object_get(fs, "tag")),
+				     .handler = &w->fsh };
+	if (w->cfg.fs.tag == NULL)
+		return gantry_error(err, 0, "configuration: no share tag");
+	return 0;
+}
+
+static int setup(struct worker *w, gantry_error_t *err)
+{
+	json_t *c = w->config, *disks, *d, *fs;
+	uint64_t cpus, mem;
+	size_t next = 0, i;
+
+	w->cfg = (struct vmm_config){ .stop_fd = -1 };
+	w->cfg.kernel = json_string_value(json_object_get(c, "kernel"));
+	w->cfg.append = json_string_value(json_object_get(c, "append"));
+	if (w->cfg.kernel == NULL || w->cfg.append == NULL ||
+	    jsonh_u64(c, "cpus", true, &cpus, err) < 0 || jsonh_u64(c, "mem", true, &mem, err) < 0)
+		return gantry_error(err, 0, "a bad configuration");
+	w->cfg.cpus = (unsigned int)MIN(cpus, (uint64_t)UINT_MAX);
+	w->cfg.mem_mib = mem;
+	w->cfg.timing = json_is_true(json_object_get(c, "timing"));
+	if ((w->cfg.kernel_fd = take_fd(w, &next, "kernel", err)) < 0 ||
+	    (w->cfg.console_fd = take_fd(w, &next, "console", err)) < 0 ||
+	    (w->cfg.stop_fd = take_fd(w, &next, "stop event", err)) < 0)
+		return -1;
+	if (json_is_true(json_object_get(c, "net")) &&
+	    (w->cfg.net_fd = take_fd(w, &next, "frame socket", err)) < 0)
+		return -1;
+	disks = json_object_get(c, "disks");
+	if (json_array_size(disks) > VMM_MAX_DISKS)
+		return gantry_error(err, 0, "configuration: too many disks");
+	json_array_foreach(disks, i, d) {
+		struct vmm_disk *k = &w->cfg.disks[w->cfg.nr_disks++];
+
+		k->path = json_string_value(json_object_get(d, "path"));
+		k->ro = json_is_true(json_object_get(d, "ro"));
+		if (k->path == NULL)
+			return gantry_error(err, 0, "configuration: a disk without path");
+		/* The device takes it. */
+		if ((k->fd = take_fd(w, &next, "disk", err)) < 0)
+			return -1;
+		w->fds[next - 1] = -1;
+	}
+	w->cfg.vsock = (struct vmm_vsock_host){ .connect = dial, .opaque = w };
+	if ((w->cfg.vsock.listen_fd = take_fd(w, &next, "vsock listener", err)) < 0)
+		return -1;
+	w->fds[next - 1] = -1;
+	fs = json_object_get(c, "fs");
+	if (json_is_object(fs) && setup_shares(w, fs, &next, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* Called by vmm_run once the VM is set up: confine, and say so. */
+static int setup_done(void *opaque, gantry_error_t *err)
+{
+	struct worker *w = opaque;
+	struct confine_report r;
+	const struct confine_prop *miss;
+	json_t *report;
+
+	/* Set up: what only set-up needed goes. */
+	for (size_t i = 0; i < w->nr_fds; i++)
+		if (w->fds[i] >= 0 && w->fds[i] != w->cfg.stop_fd && w->fds[i] != w->cfg.net_fd &&
+		    w->fds[i] != w->cfg.console_fd)
+			close(w->fds[i]);
+	w->nr_fds = 0;
+	if (w->confine.mode == CONFINE_OFF) {
+		report = NULL;
+	} else {
+		confine_apply(&w->confine, &r);
+		miss = confine_missing(&r);
+		if (miss && w->confine.mode == CONFINE_REQUIRED)
+			return gantry_error(err, 0,
+					    "process isolation is required, but `%s` does not hold "
+					    "(%s)",
+					    miss->name, miss->detail);
+		report = confine_report_json(&r, "vmm", w->confine.mode);
+	}
+	/* Landlock has them: the server holds its own copies. */
+	for (size_t i = 0; i < w->nr_exports; i++)
+		close(w->exports[i]);
+	w->nr_exports = 0;
+	/* After confine_apply: every layer is per thread, and a thread has
+	 * those of the one that starts it. */
+	if (w->srv) {
+		if (pthread_create(&w->ctl_thread, NULL, ctl_main, w) != 0) {
+			json_decref(report);
+			return gantry_error(err, 0, "cannot start the share control thread");
+		}
+		w->ctl_started = true;
+	}
+	pthread_mutex_lock(&w->chan_lock);
+	send_json(CHAN_FD, json_pack("{s:s,s:o?}", "op", "ready", "isolation", report), NULL, 0);
+	w->ready_sent = true;
+	pthread_mutex_unlock(&w->chan_lock);
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
+{
+	const char *ns = "0", *userns = "0";
+
+	*self_test = false;
+	for (int i = 0; i < argc; i++) {
+		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+
+		if (strcmp(opt, "--isolation") == 0 && val &&
+		    confine_mode_parse(val, &w->confine.mode, NULL) == 0)
+			i++;
+		else if (strcmp(opt, "--ns") == 0 && val)
+			ns = argv[++i];
+		else if (strcmp(opt, "--userns-errno") == 0 && val)
+			userns = argv[++i];
+		else if (strcmp(opt, "--self-test") == 0)
+			*self_test = true;
+		else
+			return -1;
+	}
+	if (confine_spawn_parse(ns, userns, &w->confine.spawn) < 0)
+		return -1;
+	w->confine.role = "vmm";
+	w->confine.threads = true;
+	w->confine.proc_fds = true;
+	w->confine.nofile = VMM_WORKER_NOFILE;
+	w->confine.load_filter = NULL;
+	w->confine.seccomp_log = getenv(CONFINE_SECCOMP_ENV) &&
+				 strcmp(getenv(CONFINE_SECCOMP_ENV), "log") == 0;
+	return 0;
+}
+
+/* --self-test: the confinement of a real worker, without a VM. */
+static int self_test(struct worker *w)
+{
+	struct confine_report r;
+	const struct confine_prop *miss;
+	json_t *j;
+
+	confine_root_prepare(&w->confine);
+	if (w->confine.mode == CONFINE_OFF) {
+		puts("{\"mode\":\"off\"}");
+		return 0;
+	}
+	confine_apply(&w->confine, &r);
+	miss = confine_missing(&r);
+	if (miss && w->confine.mode == CONFINE_REQUIRED) {
+		printf("{\"ok\":false,\"error\":\"process isolation is required, but `%s` does not "
+		       "hold (%s)\"}\n",
+		       miss->name, miss->detail);
+		return 1;
+	}
+	j = confine_report_json(&r, "vmm", w->confine.mode);
+	json_dumpf(j, stdout, JSON_COMPACT);
+	putchar('\n');
+	json_decref(j);
+	return 0;
+}
+
+int vmm_worker_main(int argc, char **argv)
+{
+	static struct worker w = { .chan_lock = PTHREAD_MUTEX_INITIALIZER };
+	gantry_error_t err = NULL;
+	bool self;
+	int rc, status = 0;
+
+	log_init("vmm-worker", -1);
+	if (argc >= 1 && strcmp(argv[0], "--self-test") == 0 && argc <= 3 &&
+	    (argc == 1 || strcmp(argv[1], "--isolation") == 0)) {
+		/* Started by hand: started again as a sandbox starts it. */
+		enum confine_mode m = CONFINE_REQUIRED;
+
+		if (argc == 3 && confine_mode_parse(argv[2], &m, &err) < 0) {
+			gantry_error_print(&err);
+			return 2;
+		}
+		return vmm_worker_self_test(m);
+	}
+	if (parse_args(argc, argv, &w, &self) < 0) {
+		log_error("%s is for Gantry's own use", VMM_WORKER_ROLE);
+		return 2;
+	}
+	if (self)
+		return self_test(&w);
+	/* Our own /proc/self/fd in the root to be, before anything is open. */
+	confine_root_prepare(&w.confine);
+	w.config = recv_json(CHAN_FD, CONFIG_WAIT_MS, w.fds, ARRAY_SIZE(w.fds), &w.nr_fds);
+	if (w.config == NULL) {
+		log_error("no configuration came");
+		return 1;
+	}
+	rc = setup(&w, &err);
+	if (rc == 0) {
+		w.cfg.setup_done = setup_done;
+		w.cfg.setup_opaque = &w;
+		rc = vmm_run(&w.cfg, &status, &err);
+	}
+	pthread_mutex_lock(&w.chan_lock);
+	if (!w.ready_sent)
+		send_json(CHAN_FD, json_pack("{s:s,s:s}", "op", "error", "error", gantry_error_str(err)),
+			  NULL, 0);
+	else
+		send_json(CHAN_FD,
+			  json_pack("{s:s,s:i,s:i,s:s?}", "op", "exit", "rc", rc, "status", status,
+				    "error", rc < 0 ? gantry_error_str(err) : NULL),
+			  NULL, 0);
+	pthread_mutex_unlock(&w.chan_lock);
+	gantry_error_free(&err);
+	/* The threads, the server and the VM go with the process. */
+	_exit(0);
+}
