@@ -1,4 +1,5 @@
 /* Re-executing the gantry binary in a hidden role (see child.h). */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/child.h"
+#include "common/util.h"
 
 int child_fd_above(int fd, int floor)
 {
@@ -54,4 +56,19 @@ void child_describe_status(int status, char *buf, size_t len)
 		snprintf(buf, len, "signal %d", WTERMSIG(status));
 	else
 		snprintf(buf, len, "wait status %d", status);
+}
+
+bool child_reap_within(pid_t pid, int ms, int *status)
+{
+	uint64_t deadline = now_ms() + (uint64_t)ms;
+
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return true;
+		if (now_ms() >= deadline)
+			return false;
+		usleep(5000);
+	}
 }

@@ -5,7 +5,9 @@
 #ifndef GANTRY_COMMON_CHILD_H
 #define GANTRY_COMMON_CHILD_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #define CHILD_SELF_EXE "/proc/self/exe"
 
@@ -20,6 +22,10 @@ __attribute__((noreturn)) void child_fail(const char *what, const char *why);
 /* In the child, its fds in place: default signal dispositions, nothing
  * blocked, then this binary with argv; child_fail() if that fails. */
 __attribute__((noreturn)) void child_exec_self(char *const argv[], const char *what);
+
+/* Reap pid within ms (its wait status in *status); false when it has not
+ * ended by then. */
+bool child_reap_within(pid_t pid, int ms, int *status);
 
 /* How a waited-for process ended: "status N", "signal N". */
 void child_describe_status(int status, char *buf, size_t len);

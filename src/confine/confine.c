@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/util.h"
 #include "confine/confine.h"
 
@@ -140,16 +141,64 @@ void confine_spawn_format(const struct confine_spawn *sp, char ns[24], char user
 	format_ulong(userns, (unsigned long)sp->userns_errno, 10);
 }
 
-int confine_spawn_parse(const char *ns, const char *userns, struct confine_spawn *sp)
+int confine_arg(struct confine_opts *o, const char *opt, const char *val)
 {
 	char *end;
+	long v;
 
-	errno = 0;
-	sp->ns = strtoul(ns, &end, 0);
-	if (errno || *end || end == ns)
+	if (strcmp(opt, "--isolation") == 0)
+		return val && confine_mode_parse(val, &o->mode, NULL) == 0 ? 2 : -1;
+	if (strcmp(opt, "--ns") == 0) {
+		if (val == NULL)
+			return -1;
+		errno = 0;
+		o->spawn.ns = strtoul(val, &end, 0);
+		return errno || *end || end == val ? -1 : 2;
+	}
+	if (strcmp(opt, "--userns-errno") == 0) {
+		if (val == NULL)
+			return -1;
+		errno = 0;
+		v = strtol(val, &end, 10);
+		o->spawn.userns_errno = (int)v;
+		return errno || *end || end == val ? -1 : 2;
+	}
+	return 0;
+}
+
+int confine_self_test_again(int argc, char **argv, const char *role, unsigned long extra_ns)
+{
+	enum confine_mode mode = CONFINE_REQUIRED;
+	char ns[24], userns[24];
+	char *args[] = { "gantry", (char *)role, "--self-test", "--isolation", NULL, "--ns", ns,
+			 "--userns-errno", userns, NULL };
+	gantry_error_t err = NULL;
+	struct confine_spawn sp;
+	int status = 0;
+	pid_t pid;
+
+	if (argc < 1 || strcmp(argv[0], "--self-test") != 0 || argc > 3 || argc == 2 ||
+	    (argc == 3 && strcmp(argv[1], "--isolation") != 0))
 		return -1;
-	sp->userns_errno = (int)strtol(userns, &end, 10);
-	return errno || *end || end == userns ? -1 : 0;
+	if (argc == 3 && confine_mode_parse(argv[2], &mode, &err) < 0) {
+		gantry_error_print(&err);
+		return 2;
+	}
+	args[4] = (char *)confine_mode_name(mode);
+	fflush(stdout);
+	pid = confine_fork(mode, extra_ns, &sp);
+	if (pid < 0) {
+		perror("gantry: fork");
+		return 1;
+	}
+	confine_spawn_format(&sp, ns, userns);
+	if (pid == 0) {
+		close_range(3, ~0U, 0);
+		child_exec_self(args, "self-test worker");
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 /* --- the report --------------------------------------------------------------------------- */

@@ -60,10 +60,9 @@ struct confine_spawn {
  * others. The child runs only async-signal-safe calls until it execs.
  * Returns as fork() does. */
 pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp);
-/* sp as two arguments for the worker's command line, async-signal-safe
- * (the child calls it too), and back. */
+/* sp as two arguments for the worker's command line (read back by
+ * confine_arg), async-signal-safe (the child calls it too). */
 void confine_spawn_format(const struct confine_spawn *sp, char ns[24], char userns[24]);
-int confine_spawn_parse(const char *ns, const char *userns, struct confine_spawn *sp);
 
 enum confine_state { CONFINE_NA, CONFINE_ENFORCED, CONFINE_UNENFORCED };
 
@@ -117,6 +116,19 @@ struct confine_opts {
 	 * worker forks or execs after (it may not). */
 	int (*load_filter)(bool log, char *why, size_t len);
 };
+
+/* A worker's own arguments for its confinement: `--isolation MODE`,
+ * `--ns HEX` and `--userns-errno N` (confine_spawn_format's), into o. The
+ * count of argv words taken (2), 0 when opt is not one of them, -1 when
+ * its value is bad or missing. */
+int confine_arg(struct confine_opts *o, const char *opt, const char *val);
+
+/* `gantry ROLE --self-test [--isolation MODE]` as typed by hand (argv
+ * from --self-test on): start ROLE again as its spawner would, in
+ * namespaces (extra_ns too), with --self-test and the spawn's arguments,
+ * and return its exit status. -1: not that form (the worker's own
+ * arguments); 2: a bad mode, said on stderr. */
+int confine_self_test_again(int argc, char **argv, const char *role, unsigned long extra_ns);
 
 /* The tmpfs that becomes the worker's root, mounted on CONFINE_ROOT in
  * its mount namespace before its set-up, so what it makes there (a Unix

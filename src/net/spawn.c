@@ -46,22 +46,6 @@ static __attribute__((noreturn)) void worker_child(char *const argv[], int null,
 	child_exec_self(argv, "network worker");
 }
 
-/* Reap pid within ms; false when it has not ended by then. */
-static bool reap_within(pid_t pid, int ms, int *status)
-{
-	uint64_t deadline = now_ms() + (uint64_t)ms;
-
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-
-		if (r == pid || (r < 0 && errno != EINTR))
-			return true;
-		if (now_ms() >= deadline)
-			return false;
-		usleep(5000);
-	}
-}
-
 /* One message from fd by deadline: its length (MSG_TRUNC: the whole
  * length, which may exceed cap), 0 or -1 when the worker hung up or the
  * socket failed, -2 when nothing came in time. */
@@ -103,9 +87,9 @@ static int wait_first(struct net_worker *w, gantry_error_t *err)
 		return gantry_error(err, ETIMEDOUT, "the network worker was not ready in %d s",
 				    NET_WORKER_READY_MS / 1000);
 	if (n <= 0) {
-		if (!reap_within(w->pid, 1000, &status)) {
+		if (!child_reap_within(w->pid, 1000, &status)) {
 			kill(w->pid, SIGKILL);
-			reap_within(w->pid, 1000, &status);
+			child_reap_within(w->pid, 1000, &status);
 		}
 		w->pid = -1;
 		child_describe_status(status, why, sizeof(why));
@@ -290,33 +274,6 @@ int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int 
 	return 0;
 }
 
-int net_worker_self_test(enum confine_mode mode)
-{
-	char *argv[] = { "gantry", NET_WORKER_ROLE, "--self-test", "--isolation",
-			 (char *)confine_mode_name(mode), "--ns", NULL, "--userns-errno", NULL, NULL };
-	struct spawn_args sa;
-	struct confine_spawn sp;
-	int status = 0;
-	pid_t pid;
-
-	fflush(stdout);
-	pid = confine_fork(mode, 0, &sp);
-	if (pid < 0) {
-		perror("gantry: fork");
-		return 1;
-	}
-	confine_spawn_format(&sp, sa.ns, sa.userns);
-	argv[6] = sa.ns;
-	argv[8] = sa.userns;
-	if (pid == 0) {
-		close_range(3, ~0U, 0);
-		child_exec_self(argv, "self-test worker");
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}
-
 void net_worker_stop(struct net_worker *w)
 {
 	int status;
@@ -328,9 +285,9 @@ void net_worker_stop(struct net_worker *w)
 		close(w->ctl_fd);
 	if (w->pid > 0) {
 		kill(w->pid, SIGTERM);
-		if (!reap_within(w->pid, NET_WORKER_STOP_MS, &status)) {
+		if (!child_reap_within(w->pid, NET_WORKER_STOP_MS, &status)) {
 			kill(w->pid, SIGKILL);
-			reap_within(w->pid, NET_WORKER_STOP_MS, &status);
+			child_reap_within(w->pid, NET_WORKER_STOP_MS, &status);
 		}
 	}
 	*w = NET_WORKER_NONE;

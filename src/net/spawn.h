@@ -63,9 +63,4 @@ int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantr
 /* Close both fds, SIGTERM, reap (bounded; SIGKILL after 2 s). */
 void net_worker_stop(struct net_worker *w);
 
-/* `gantry __net-worker --self-test`: a worker started as a real one is,
- * confined without a network, its report on stdout; the exit status is
- * 1 when mode is required and a property does not hold. */
-int net_worker_self_test(enum confine_mode mode);
-
 #endif

@@ -914,20 +914,16 @@ static int parse_ip_port(const char *s, struct sockaddr_in *out)
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-	const char *ns = NULL, *userns = "0";
-
 	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1 };
 	a->ports = xzalloc(sizeof(char *) * ((size_t)argc + 1));
 	for (int i = 0; i < argc; i++) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int n = confine_arg(&a->confine, opt, val);
 
-		if (strcmp(opt, "--isolation") == 0 && val &&
-		    confine_mode_parse(val, &a->confine.mode, NULL) == 0)
-			i++;
-		else if (strcmp(opt, "--ns") == 0 && val)
-			ns = argv[++i];
-		else if (strcmp(opt, "--userns-errno") == 0 && val)
-			userns = argv[++i];
+		if (n < 0)
+			return -1;
+		if (n > 0)
+			i += n - 1;
 		else if (strcmp(opt, "--self-test") == 0)
 			a->self_test = true;
 		else if (strcmp(opt, "--frame-fd") == 0 && parse_fd(val, &a->frame_fd) == 0)
@@ -954,8 +950,6 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -1;
 		}
 	}
-	if (ns && confine_spawn_parse(ns, userns, &a->confine.spawn) < 0)
-		return -1;
 	a->confine.role = "net";
 	a->confine.load_filter = confine_filter_net;
 	/* Root without a user namespace keeps the one capability a
@@ -1262,19 +1256,12 @@ int net_worker_main(int argc, char **argv)
 	json_t *isolation;
 	char why[256] = "";
 	struct args a;
+	int rc;
 
 	log_init("net-worker", -1);
-	if (argc >= 1 && strcmp(argv[0], "--self-test") == 0 && argc <= 3 &&
-	    (argc == 1 || strcmp(argv[1], "--isolation") == 0)) {
-		/* Started by hand: started again as a sandbox starts it. */
-		enum confine_mode m = CONFINE_REQUIRED;
-
-		if (argc == 3 && confine_mode_parse(argv[2], &m, &err) < 0) {
-			gantry_error_print(&err);
-			return 2;
-		}
-		return net_worker_self_test(m);
-	}
+	/* Started by hand: started again as a sandbox starts it. */
+	if ((rc = confine_self_test_again(argc, argv, NET_WORKER_ROLE, 0)) >= 0)
+		return rc;
 	if (parse_args(argc, argv, &a) < 0) {
 		log_error("%s is for Gantry's own use: --frame-fd N [--ctl-fd N] [--dns IP:PORT] "
 			  "[-p SPEC]... [--policy FILE] [--allow-local-net] "

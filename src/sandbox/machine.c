@@ -45,6 +45,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		return gantry_error(err, 0, "kernel command line too long");
 	m->isolation = sb->isolation;
 	m->worker = sb->isolation != CONFINE_OFF;
+	m->transient = sb->transient;
 	xasprintf(&m->isolation_path, "%s/%s", dir, CONFINE_FILE);
 	if (sb->net) {
 		m->net = true;
@@ -252,7 +253,10 @@ void machine_free(struct machine *m)
 		machine_kill(m);
 		machine_join(m);
 	}
-	vmm_worker_stop(&m->vmm_worker);
+	/* A one-shot VM's disks are read-only and its guest's state goes
+	 * with it: the CLI exits while the worker is still tearing down. A
+	 * sandbox's writable layer is free again only once it is gone. */
+	vmm_worker_stop(&m->vmm_worker, !m->transient);
 	if (m->net_started)
 		net_worker_stop(&m->net_worker);
 	/* The VM and its device's workers are gone: nothing calls it now. */

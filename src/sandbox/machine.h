@@ -67,6 +67,7 @@ struct machine {
 	 * the share server with it; else on a thread of this process. */
 	bool worker;
 	struct vmm_worker vmm_worker;
+	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
 };
 
 /* The recipe: system root, image, writable layer, resources and kernel

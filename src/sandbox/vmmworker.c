@@ -48,29 +48,14 @@ static __attribute__((noreturn)) void worker_child(char *const argv[], int null,
 	child_exec_self(argv, "VMM worker");
 }
 
-static bool reap_within(pid_t pid, int ms, int *status)
-{
-	uint64_t deadline = now_ms() + (uint64_t)ms;
-
-	for (;;) {
-		pid_t r = waitpid(pid, status, WNOHANG);
-
-		if (r == pid || (r < 0 && errno != EINTR))
-			return true;
-		if (now_ms() >= deadline)
-			return false;
-		usleep(5000);
-	}
-}
-
 static void reap(struct vmm_worker *w, int *status)
 {
 	*status = 0;
 	if (w->pid <= 0)
 		return;
-	if (!reap_within(w->pid, REAP_MS, status)) {
+	if (!child_reap_within(w->pid, REAP_MS, status)) {
 		kill(w->pid, SIGKILL);
-		reap_within(w->pid, REAP_MS, status);
+		child_reap_within(w->pid, REAP_MS, status);
 	}
 	w->pid = -1;
 }
@@ -356,6 +341,13 @@ static void answer_dial(struct vmm_worker *w, struct machine *m, json_t *req)
 		close(fd);
 }
 
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) > 0;
+}
+
 static void relay_console(struct vmm_worker *w)
 {
 	char buf[CONSOLE_CHUNK];
@@ -380,7 +372,7 @@ void vmm_worker_serve(struct vmm_worker *w, struct machine *m, int *rc, int *sta
 
 	*rc = -1;
 	*status = 0;
-	while (!eof) {
+	while (!eof && !exited) {
 		struct pollfd p[2] = { { w->chan, POLLIN, 0 }, { w->console, POLLIN, 0 } };
 		int fds[UNIX_FDS_MAX];
 		size_t n;
@@ -414,11 +406,12 @@ void vmm_worker_serve(struct vmm_worker *w, struct machine *m, int *rc, int *sta
 		}
 		json_decref(j);
 	}
-	/* What the guest wrote last. */
-	while (w->console >= 0)
+	/* What the guest wrote last: its vCPUs are gone, so what is in the
+	 * pipe is all there is (the worker holds its end until it exits). */
+	while (w->console >= 0 && readable(w->console))
 		relay_console(w);
-	reap(w, &ws);
 	if (!exited) {
+		reap(w, &ws);
 		child_describe_status(ws, why, sizeof(why));
 		*rc = -1;
 		gantry_error(err, 0, "the VMM worker ended (%s) before its VM did", why);
@@ -490,7 +483,7 @@ size_t vmm_worker_share_handles(struct vmm_worker *w, const char *tag)
 	return n;
 }
 
-void vmm_worker_stop(struct vmm_worker *w)
+void vmm_worker_stop(struct vmm_worker *w, bool wait)
 {
 	int status;
 
@@ -501,6 +494,8 @@ void vmm_worker_stop(struct vmm_worker *w)
 	if (w->console >= 0)
 		close(w->console);
 	w->chan = w->ctl = w->console = -1;
+	if (w->pid > 0 && !wait && waitpid(w->pid, &status, WNOHANG) == 0)
+		w->pid = -1; /* it ends on its own: SIGKILL is its PDEATHSIG too */
 	if (w->pid > 0)
 		kill(w->pid, SIGKILL);
 	reap(w, &status);
@@ -511,28 +506,3 @@ void vmm_worker_stop(struct vmm_worker *w)
 	w->isolation = NULL;
 }
 
-int vmm_worker_self_test(enum confine_mode mode)
-{
-	struct spawn_args sa;
-	char *argv[] = { "gantry", VMM_WORKER_ROLE,	  "--self-test", "--isolation",
-			 (char *)confine_mode_name(mode), "--ns", sa.ns, "--userns-errno",
-			 sa.userns, NULL };
-	struct confine_spawn sp;
-	int status = 0;
-	pid_t pid;
-
-	fflush(stdout);
-	pid = confine_fork(mode, CLONE_NEWNET, &sp);
-	if (pid < 0) {
-		perror("gantry: fork");
-		return 1;
-	}
-	confine_spawn_format(&sp, sa.ns, sa.userns);
-	if (pid == 0) {
-		close_range(3, ~0U, 0);
-		child_exec_self(argv, "self-test worker");
-	}
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-}

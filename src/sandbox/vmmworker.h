@@ -66,7 +66,8 @@ struct vmm_worker {
 int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *err);
 /* Serve the channel (the guest's vsock dials, checked against the ports
  * the agent listens on; the console, into its capped file) until the
- * worker ends; then reap it. *rc, *status and err: as vmm_run's. */
+ * worker says how its VM ended, or dies. *rc, *status and err: as
+ * vmm_run's. */
 void vmm_worker_serve(struct vmm_worker *w, struct machine *m, int *rc, int *status,
 		      gantry_error_t *err);
 /* The share server's side: as fs_server_add_export, remove_export and
@@ -75,14 +76,12 @@ int vmm_worker_share_add(struct vmm_worker *w, const struct share_spec *sp, int 
 			 gantry_error_t *err);
 int vmm_worker_share_rm(struct vmm_worker *w, const char *tag, bool force, gantry_error_t *err);
 size_t vmm_worker_share_handles(struct vmm_worker *w, const char *tag);
-/* Close our ends and reap it (SIGKILL if it lingers). */
-void vmm_worker_stop(struct vmm_worker *w);
+/* Close our ends; with wait, reap it (SIGKILL if it lingers), else only
+ * if it is gone already (what exits on its own need not be waited for by
+ * a process about to exit). */
+void vmm_worker_stop(struct vmm_worker *w, bool wait);
 
 /* `gantry __vmm-worker`: the worker's side (vmmworker_main.c). */
 int vmm_worker_main(int argc, char **argv);
-/* `gantry __vmm-worker --self-test [--isolation MODE]`: a worker started
- * as a sandbox starts it, confined without a VM, its report on stdout;
- * exit status 1 when mode is required and a property does not hold. */
-int vmm_worker_self_test(enum confine_mode mode);
 
 #endif

@@ -7,7 +7,9 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -76,6 +78,13 @@ static json_t *recv_json(int fd, int ms, int *fds, size_t max_fds, size_t *nr_fd
 		return NULL;
 	}
 	return j;
+}
+
+static bool chan_hung_up(void)
+{
+	struct pollfd p = { .fd = CHAN_FD, .events = 0 };
+
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 /* ---- the guest's dials: asked of the caller ---------------------------------------- */
@@ -342,26 +351,19 @@ static int setup_done(void *opaque, gantry_error_t *err)
 
 static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
 {
-	const char *ns = "0", *userns = "0";
-
 	*self_test = false;
 	for (int i = 0; i < argc; i++) {
-		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+		int n = confine_arg(&w->confine, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
 
-		if (strcmp(opt, "--isolation") == 0 && val &&
-		    confine_mode_parse(val, &w->confine.mode, NULL) == 0)
-			i++;
-		else if (strcmp(opt, "--ns") == 0 && val)
-			ns = argv[++i];
-		else if (strcmp(opt, "--userns-errno") == 0 && val)
-			userns = argv[++i];
-		else if (strcmp(opt, "--self-test") == 0)
+		if (n < 0)
+			return -1;
+		if (n > 0)
+			i += n - 1;
+		else if (strcmp(argv[i], "--self-test") == 0)
 			*self_test = true;
 		else
 			return -1;
 	}
-	if (confine_spawn_parse(ns, userns, &w->confine.spawn) < 0)
-		return -1;
 	w->confine.role = "vmm";
 	w->confine.threads = true;
 	w->confine.proc_fds = true;
@@ -407,23 +409,22 @@ int vmm_worker_main(int argc, char **argv)
 	int rc, status = 0;
 
 	log_init("vmm-worker", -1);
-	if (argc >= 1 && strcmp(argv[0], "--self-test") == 0 && argc <= 3 &&
-	    (argc == 1 || strcmp(argv[1], "--isolation") == 0)) {
-		/* Started by hand: started again as a sandbox starts it. */
-		enum confine_mode m = CONFINE_REQUIRED;
-
-		if (argc == 3 && confine_mode_parse(argv[2], &m, &err) < 0) {
-			gantry_error_print(&err);
-			return 2;
-		}
-		return vmm_worker_self_test(m);
-	}
+	/* Started by hand: started again as a sandbox starts it. */
+	if ((rc = confine_self_test_again(argc, argv, VMM_WORKER_ROLE, CLONE_NEWNET)) >= 0)
+		return rc;
 	if (parse_args(argc, argv, &w, &self) < 0) {
 		log_error("%s is for Gantry's own use", VMM_WORKER_ROLE);
 		return 2;
 	}
 	if (self)
 		return self_test(&w);
+	/* We die with the caller; one that died before this line has hung
+	 * up the channel. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	if (chan_hung_up()) {
+		log_error("the caller is gone");
+		return 1;
+	}
 	/* Our own /proc/self/fd in the root to be, before anything is open. */
 	confine_root_prepare(&w.confine);
 	w.config = recv_json(CHAN_FD, CONFIG_WAIT_MS, w.fds, ARRAY_SIZE(w.fds), &w.nr_fds);
