@@ -36,7 +36,7 @@ void child_fail(const char *what, const char *why)
 	_exit(127);
 }
 
-void child_exec_self(char *const argv[], const char *what)
+void child_exec_self_env(char *const argv[], char *const envp[], const char *what)
 {
 	sigset_t none;
 
@@ -44,8 +44,31 @@ void child_exec_self(char *const argv[], const char *what)
 		signal(sig, SIG_DFL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	execv(CHILD_SELF_EXE, argv);
-	child_fail(what, "execv " CHILD_SELF_EXE " failed");
+	execve(CHILD_SELF_EXE, argv, envp);
+	child_fail(what, "execve " CHILD_SELF_EXE " failed");
+}
+
+void child_exec_self(char *const argv[], const char *what)
+{
+	child_exec_self_env(argv, environ, what);
+}
+
+char **child_env_only(const char *const *names)
+{
+	size_t n = 0;
+	char **env;
+
+	while (names[n])
+		n++;
+	env = xzalloc((n + 1) * sizeof(*env));
+	n = 0;
+	for (size_t i = 0; names[i]; i++) {
+		const char *v = getenv(names[i]);
+
+		if (v)
+			xasprintf(&env[n++], "%s=%s", names[i], v);
+	}
+	return env;
 }
 
 void child_describe_status(int status, char *buf, size_t len)

@@ -22,6 +22,12 @@ __attribute__((noreturn)) void child_fail(const char *what, const char *why);
 /* In the child, its fds in place: default signal dispositions, nothing
  * blocked, then this binary with argv; child_fail() if that fails. */
 __attribute__((noreturn)) void child_exec_self(char *const argv[], const char *what);
+/* The same with envp for its environment. */
+__attribute__((noreturn)) void child_exec_self_env(char *const argv[], char *const envp[],
+						   const char *what);
+/* An environment of only these of ours (a NULL-terminated list of
+ * names), for a worker: made before the fork. strv_free() it. */
+char **child_env_only(const char *const *names);
 
 /* Reap pid within ms (its wait status in *status); false when it has not
  * ended by then. */

@@ -22,6 +22,8 @@
 #include "sandbox/machine.h"
 #include "sandbox/vmmworker.h"
 #include "share/spec.h"
+#include "virtio/devices.h"
+#include "vmm/vm.h"
 
 #define WORKER_CHAN   3
 #define WORKER_CTL    4
@@ -36,8 +38,13 @@ struct spawn_args {
 	char ns[24], userns[24];
 };
 
+/* What it reads of the environment; nothing else of ours goes to it. */
+static const char *const worker_env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, VIRTIO_FS_THREADS_ENV,
+					  NULL };
+
 /* Only async-signal-safe calls between fork and exec. */
-static __attribute__((noreturn)) void worker_child(char *const argv[], int null, int chan, int ctl)
+static __attribute__((noreturn)) void worker_child(char *const argv[], char *const envp[], int null,
+						   int chan, int ctl)
 {
 	/* A Ctrl-C meant for the guest's process is not the VM's. */
 	setsid();
@@ -45,7 +52,7 @@ static __attribute__((noreturn)) void worker_child(char *const argv[], int null,
 	    dup2(ctl, WORKER_CTL) < 0)
 		child_fail("VMM worker", "dup2 failed");
 	close_range(WORKER_CTL + 1, ~0U, 0);
-	child_exec_self(argv, "VMM worker");
+	child_exec_self_env(argv, envp, "VMM worker");
 }
 
 static void reap(struct vmm_worker *w, int *status)
@@ -184,7 +191,12 @@ static int give_vsock(struct machine *m, struct handover *h, gantry_error_t *err
 static json_t *config_json(struct machine *m, struct handover *h, gantry_error_t *err)
 {
 	json_t *c, *disks = json_array(), *fs = json_null();
+	int kvm;
 
+	/* Without it the worker says why, as the VMM does. */
+	kvm = open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
+	if (kvm >= 0)
+		give(h, kvm, true);
 	if (open_given(h, m->cfg.kernel, O_RDONLY, "kernel", err) < 0)
 		goto fail;
 	if (m->vmm_worker.console < 0 && give_console(&m->vmm_worker, m, h, err) < 0)
@@ -217,10 +229,10 @@ static json_t *config_json(struct machine *m, struct handover *h, gantry_error_t
 		fs = json_pack("{s:s,s:b,s:o}", "tag", MACHINE_SHARES_TAG, "live", m->shares_live,
 			       "exports", exports);
 	}
-	c = json_pack("{s:s,s:s,s:s,s:I,s:I,s:b,s:b,s:o,s:o}", "op", "config", "kernel",
-		      m->cfg.kernel, "append", m->append, "cpus", (json_int_t)m->cfg.cpus, "mem",
-		      (json_int_t)m->cfg.mem_mib, "timing", m->cfg.timing, "net", m->cfg.net_fd > 0,
-		      "disks", disks, "fs", fs);
+	c = json_pack("{s:s,s:b,s:s,s:s,s:I,s:I,s:b,s:b,s:o,s:o}", "op", "config", "kvm", kvm >= 0,
+		      "kernel", m->cfg.kernel, "append", m->append, "cpus", (json_int_t)m->cfg.cpus,
+		      "mem", (json_int_t)m->cfg.mem_mib, "timing", m->cfg.timing, "net",
+		      m->cfg.net_fd > 0, "disks", disks, "fs", fs);
 	if (c == NULL)
 		gantry_error(err, ENOMEM, "VMM worker: its configuration");
 	return c;
@@ -237,13 +249,16 @@ static int spawn(struct vmm_worker *w, enum confine_mode mode, gantry_error_t *e
 			 "--ns",	   sa.ns,	    "--userns-errno", sa.userns,
 			 NULL };
 	cleanup_close int null = -1, chan_w = -1, ctl_w = -1;
+	char **envp = child_env_only(worker_env);
 	struct confine_spawn sp;
 	int chan[2], ctl[2];
 	pid_t pid;
 
 	null = child_fd_above(open("/dev/null", O_RDWR | O_CLOEXEC), WORKER_LOWEST);
-	if (null < 0)
+	if (null < 0) {
+		strv_free(envp);
 		return gantry_error_errno(err, "VMM worker: /dev/null");
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chan) < 0)
 		return gantry_error_errno(err, "VMM worker: socketpair");
 	w->chan = child_fd_above(chan[0], WORKER_LOWEST);
@@ -256,11 +271,14 @@ static int spawn(struct vmm_worker *w, enum confine_mode mode, gantry_error_t *e
 		return gantry_error_errno(err, "VMM worker: fcntl");
 	/* Its own network namespace too: it needs none. */
 	pid = confine_fork(mode, CLONE_NEWNET, &sp);
-	if (pid < 0)
+	if (pid < 0) {
+		strv_free(envp);
 		return gantry_error_errno(err, "VMM worker: fork");
+	}
 	confine_spawn_format(&sp, sa.ns, sa.userns);
 	if (pid == 0)
-		worker_child(argv, null, chan_w, ctl_w);
+		worker_child(argv, envp, null, chan_w, ctl_w);
+	strv_free(envp);
 	w->pid = pid;
 	return 0;
 }

@@ -271,6 +271,9 @@ static int setup(struct worker *w, gantry_error_t *err)
 	w->cfg.cpus = (unsigned int)MIN(cpus, (uint64_t)UINT_MAX);
 	w->cfg.mem_mib = mem;
 	w->cfg.timing = json_is_true(json_object_get(c, "timing"));
+	if (json_is_true(json_object_get(c, "kvm")) &&
+	    (w->cfg.kvm_fd = take_fd(w, &next, "KVM device", err)) < 0)
+		return -1;
 	if ((w->cfg.kernel_fd = take_fd(w, &next, "kernel", err)) < 0 ||
 	    (w->cfg.console_fd = take_fd(w, &next, "console", err)) < 0 ||
 	    (w->cfg.stop_fd = take_fd(w, &next, "stop event", err)) < 0)

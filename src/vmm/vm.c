@@ -12,7 +12,7 @@
 #include "vmm/mptable.h"
 #include "vmm/vm.h"
 
-static const char *kvm_device(void)
+const char *vm_kvm_device(void)
 {
 	const char *p = getenv("GANTRY_KVM_DEVICE");
 
@@ -51,11 +51,17 @@ static int kvm_check_caps(int kvm_fd, gantry_error_t *err)
 	return 0;
 }
 
-unsigned int vm_max_vcpus(void)
+/* The caller's /dev/kvm (> 0), or ours. */
+static int kvm_open(int given)
+{
+	return given > 0 ? fcntl(given, F_DUPFD_CLOEXEC, 3) : open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
+}
+
+unsigned int vm_max_vcpus(int kvm_fd)
 {
 	long host = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned int max = MPTABLE_MAX_CPUS;
-	int fd = open(kvm_device(), O_RDWR | O_CLOEXEC);
+	int fd = kvm_open(kvm_fd);
 
 	if (host > 0 && (unsigned long)host < max)
 		max = (unsigned int)host;
@@ -94,30 +100,30 @@ void vm_init(struct vm *vm, unsigned int nr_vcpus)
 	vm->nr_vcpus = nr_vcpus;
 }
 
-int vm_create(struct vm *vm, gantry_error_t *err)
+int vm_create(struct vm *vm, int kvm_fd, gantry_error_t *err)
 {
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 	uint64_t map_addr = VM_IDENTITY_MAP_ADDR;
 	int version;
 
-	vm->kvm_fd = open(kvm_device(), O_RDWR | O_CLOEXEC);
+	vm->kvm_fd = kvm_open(kvm_fd);
 	if (vm->kvm_fd < 0) {
 		if (errno == ENOENT)
 			return gantry_error(err, 0,
 					    "%s does not exist: this machine offers no KVM; "
 					    "run under tests/harness/kvmhost (a nested KVM host), "
 					    "see docs/testing.md",
-					    kvm_device());
+					    vm_kvm_device());
 		return gantry_error_errno(err, "cannot open %s (is your user in group kvm?)",
-					  kvm_device());
+					  vm_kvm_device());
 	}
-	if (kvm_is_pvm() && strcmp(kvm_device(), "/dev/kvm") == 0)
+	if (kvm_is_pvm() && strcmp(vm_kvm_device(), "/dev/kvm") == 0)
 		return gantry_error(
 			err, 0,
 			"%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
 			"run under tests/harness/kvmhost (a nested KVM host), "
 			"see docs/testing.md",
-			kvm_device());
+			vm_kvm_device());
 	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version != KVM_API_VERSION)
 		return gantry_error(err, 0, "KVM API version %d, want %d", version,

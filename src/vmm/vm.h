@@ -68,13 +68,17 @@ struct vm {
 /* Empty VM for nr_vcpus; the caller then sets up vm->mem (guest_mem_init)
  * and loads the guest into it before vm_create. */
 void vm_init(struct vm *vm, unsigned int nr_vcpus);
-/* Open /dev/kvm (or $GANTRY_KVM_DEVICE), check the capabilities we rely on,
- * create the VM with in-kernel irqchip and PIT, and give it vm->mem. */
-int vm_create(struct vm *vm, gantry_error_t *err);
+/* /dev/kvm, or $GANTRY_KVM_DEVICE. */
+const char *vm_kvm_device(void);
+/* Open /dev/kvm (or $GANTRY_KVM_DEVICE; kvm_fd > 0: a duplicate of that
+ * one), check the capabilities we rely on, create the VM with in-kernel
+ * irqchip and PIT, and give it vm->mem. */
+int vm_create(struct vm *vm, int kvm_fd, gantry_error_t *err);
 void vm_destroy(struct vm *vm);
 
-/* Most vCPUs this host and KVM allow (also capped by the MP table). */
-unsigned int vm_max_vcpus(void);
+/* Most vCPUs this host and KVM allow (also capped by the MP table);
+ * kvm_fd as for vm_create. */
+unsigned int vm_max_vcpus(int kvm_fd);
 
 /* Assert or deassert an interrupt line (GSI). */
 int vm_irq_line(struct vm *vm, unsigned int gsi, int level);

@@ -110,7 +110,7 @@ bool vmm_timing_requested(void)
 
 int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 {
-	unsigned int max_cpus = vm_max_vcpus();
+	unsigned int max_cpus = vm_max_vcpus(cfg->kvm_fd);
 	uint64_t host_mib = host_ram_bytes() / MiB;
 	struct stat st;
 
@@ -244,7 +244,7 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
 		goto out;
 	v->t_loaded = now_ms_frac();
-	if (vm_create(&v->vm, err) < 0)
+	if (vm_create(&v->vm, cfg->kvm_fd, err) < 0)
 		goto out;
 	v->t_kvm = now_ms_frac();
 

@@ -43,6 +43,7 @@ struct vmm_vsock_host {
 };
 
 struct vmm_config {
+	int kvm_fd;	    /* > 0: /dev/kvm, opened by the caller; not closed */
 	const char *kernel; /* opened here, or only named in messages when kernel_fd > 0 */
 	int kernel_fd;	    /* > 0: the kernel, opened by the caller; not closed */
 	const char *initrd;
