@@ -38,7 +38,7 @@
 #define VMM_WORKER_ROLE	    "__vmm-worker"
 #define VMM_WORKER_READY_MS 20000 /* its set-up: the guest's memory, KVM, the devices */
 #define VMM_WORKER_MSG_MAX  65536
-#define VMM_WORKER_NOFILE   4096 /* vsock streams, share handles (FS_MAX_HANDLES) and ours */
+#define VMM_WORKER_NOFILE   4096 /* vsock streams and ours; a share server adds its nodes */
 
 struct machine;
 struct share_spec;

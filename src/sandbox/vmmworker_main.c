@@ -245,6 +245,8 @@ static int setup_shares(struct worker *w, json_t *fs, size_t *next, gantry_error
 		w->confine.dirs[w->nr_exports++] = (struct confine_dir){ fd, o.ro };
 	}
 	w->confine.nr_dirs = w->nr_exports;
+	/* Its nodes hold fds: the limit it sized itself by stays. */
+	w->confine.nofile = MAX(w->confine.nofile, (rlim_t)fs_server_fds_wanted(w->srv));
 	if (json_is_true(json_object_get(fs, "live")))
 		w->confine.landlock_off = "a share added while the sandbox runs would be out of "
 					  "reach (a ruleset cannot be widened)";

@@ -223,6 +223,11 @@ void fs_server_reset(struct fs_server *s)
 	pthread_mutex_unlock(&s->lock);
 }
 
+size_t fs_server_fds_wanted(struct fs_server *s)
+{
+	return s->max_nodes + FS_FD_SPARE;
+}
+
 void fs_server_stats(struct fs_server *s, struct fs_stats *out)
 {
 	pthread_mutex_lock(&s->lock);

@@ -78,5 +78,9 @@ struct fs_stats {
 	uint64_t requests, errors, nodes, handles;
 };
 void fs_server_stats(struct fs_server *s, struct fs_stats *out);
+/* The descriptors the server may hold at once (its nodes' O_PATH fds,
+ * its handles) and what it leaves to the rest of the process: what
+ * RLIMIT_NOFILE must allow it. */
+size_t fs_server_fds_wanted(struct fs_server *s);
 
 #endif
