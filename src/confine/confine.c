@@ -574,6 +574,67 @@ const struct confine_prop *confine_missing(const struct confine_report *r)
 	return NULL;
 }
 
+/* What to change on this host for p to hold, or "". */
+static const char *hint(const struct confine_report *r, const struct confine_prop *p)
+{
+	static const char *const by_userns[] = { "user-namespace", "pid-namespace",
+						 "ipc-namespace", "net-namespace", "fs-root",
+						 "proc-fds" };
+
+	if (r->userns_errno) {
+		for (size_t i = 0; i < ARRAY_SIZE(by_userns); i++)
+			if (strcmp(p->name, by_userns[i]) == 0)
+				return "; to allow user namespaces: sysctl "
+				       "user.max_user_namespaces=15000 (Debian: "
+				       "kernel.unprivileged_userns_clone=1), or an AppArmor "
+				       "profile granting `userns,` to gantry";
+	}
+	if (strcmp(p->name, "syscall-policy") == 0 || strcmp(p->name, "task-limit") == 0 ||
+	    strcmp(p->name, "file-open") == 0)
+		return r->seccomp_log ? "; unset " CONFINE_SECCOMP_ENV : "";
+	if (strcmp(p->name, "landlock") == 0)
+		return "; boot the kernel with landlock in lsm=";
+	return "";
+}
+
+json_t *confine_run(struct confine_opts *o, char *why, size_t len)
+{
+	const char *s = getenv(CONFINE_SECCOMP_ENV);
+	const struct confine_prop *miss;
+	struct confine_report r;
+
+	*why = '\0';
+	if (o->mode == CONFINE_OFF)
+		return NULL;
+	o->seccomp_log = s && strcmp(s, "log") == 0;
+	confine_apply(o, &r);
+	r.userns_errno = o->spawn.userns_errno;
+	miss = confine_missing(&r);
+	if (miss && o->mode == CONFINE_REQUIRED) {
+		snprintf(why, len, "process isolation is required, but `%s` does not hold (%s)%s",
+			 miss->name, miss->detail, hint(&r, miss));
+		return NULL;
+	}
+	return confine_report_json(&r, o->role, o->mode);
+}
+
+int confine_self_test(struct confine_opts *o)
+{
+	char why[512];
+	json_t *j;
+
+	confine_root_prepare(o);
+	j = confine_run(o, why, sizeof(why));
+	if (j == NULL && *why)
+		j = json_pack("{s:b,s:s}", "ok", false, "error", why);
+	else if (j == NULL)
+		j = json_pack("{s:s}", "mode", "off");
+	json_dumpf(j, stdout, JSON_COMPACT);
+	putchar('\n');
+	json_decref(j);
+	return *why ? 1 : 0;
+}
+
 json_t *confine_report_json(const struct confine_report *r, const char *role,
 			    enum confine_mode mode)
 {

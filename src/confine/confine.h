@@ -79,6 +79,7 @@ struct confine_report {
 	size_t n;
 	int landlock_abi; /* 0: none */
 	bool seccomp_log;
+	int userns_errno; /* why the spawn had no user namespace (0: it had, or root) */
 };
 
 /* A directory Landlock lets the worker use: the tree beneath fd (an
@@ -142,6 +143,14 @@ bool confine_root_prepare(const struct confine_opts *o);
 void confine_apply(const struct confine_opts *o, struct confine_report *r);
 /* The first property `required` needs that does not hold, or NULL. */
 const struct confine_prop *confine_missing(const struct confine_report *r);
+/* confine_apply and the verdict: the report as JSON (role o->role), or
+ * NULL: with mode off (why empty), or when the mode is required and a
+ * property does not hold (why: one line naming it, what the probe saw and
+ * what to change). CONFINE_SECCOMP_ENV decides o->seccomp_log. */
+json_t *confine_run(struct confine_opts *o, char *why, size_t len);
+/* --self-test: confine_run from the root prepared, then its report, or
+ * {"mode":"off"}, or {"ok":false,"error":WHY} on stdout; 1 for the last. */
+int confine_self_test(struct confine_opts *o);
 /* {"version","role","mode","landlockAbi","seccomp","properties":[...],"degraded":[...]} */
 json_t *confine_report_json(const struct confine_report *r, const char *role,
 			    enum confine_mode mode);

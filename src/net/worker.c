@@ -1211,42 +1211,8 @@ static void handshake(int ctl_fd, const char *error, json_t *isolation)
  * and a property does not hold. */
 static json_t *confine(struct args *a, char *why, size_t len)
 {
-	struct confine_report r;
-	const struct confine_prop *miss;
-
-	if (a->confine.mode == CONFINE_OFF)
-		return NULL;
-	a->confine.seccomp_log = getenv(CONFINE_SECCOMP_ENV) &&
-				 strcmp(getenv(CONFINE_SECCOMP_ENV), "log") == 0;
 	a->confine.nofile = NET_WORKER_NOFILE;
-	confine_apply(&a->confine, &r);
-	miss = confine_missing(&r);
-	if (miss && a->confine.mode == CONFINE_REQUIRED) {
-		snprintf(why, len, "process isolation is required, but `%s` does not hold (%s)",
-			 miss->name, miss->detail);
-		return NULL;
-	}
-	return confine_report_json(&r, "net", a->confine.mode);
-}
-
-/* --self-test: the confinement of a real worker, without a network. */
-static int self_test(struct args *a)
-{
-	char why[256] = "";
-	json_t *j;
-
-	confine_root_prepare(&a->confine);
-	j = confine(a, why, sizeof(why));
-	if (j == NULL && *why) {
-		printf("{\"ok\":false,\"error\":\"%s\"}\n", why);
-		return 1;
-	}
-	if (j == NULL)
-		j = json_pack("{s:s}", "mode", "off");
-	json_dumpf(j, stdout, JSON_COMPACT);
-	putchar('\n');
-	json_decref(j);
-	return 0;
+	return confine_run(&a->confine, why, len);
 }
 
 int net_worker_main(int argc, char **argv)
@@ -1272,7 +1238,8 @@ int net_worker_main(int argc, char **argv)
 	}
 	if (a.self_test) {
 		free(a.ports);
-		return self_test(&a);
+		a.confine.nofile = NET_WORKER_NOFILE;
+		return confine_self_test(&a.confine);
 	}
 	if (setup(&w, &a, &err) < 0) {
 		log_error("%s", gantry_error_str(err));

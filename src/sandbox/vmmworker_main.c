@@ -312,8 +312,7 @@ static int setup(struct worker *w, gantry_error_t *err)
 static int setup_done(void *opaque, gantry_error_t *err)
 {
 	struct worker *w = opaque;
-	struct confine_report r;
-	const struct confine_prop *miss;
+	char why[512];
 	json_t *report;
 
 	/* Set up: what only set-up needed goes. */
@@ -322,18 +321,9 @@ static int setup_done(void *opaque, gantry_error_t *err)
 		    w->fds[i] != w->cfg.console_fd)
 			close(w->fds[i]);
 	w->nr_fds = 0;
-	if (w->confine.mode == CONFINE_OFF) {
-		report = NULL;
-	} else {
-		confine_apply(&w->confine, &r);
-		miss = confine_missing(&r);
-		if (miss && w->confine.mode == CONFINE_REQUIRED)
-			return gantry_error(err, 0,
-					    "process isolation is required, but `%s` does not hold "
-					    "(%s)",
-					    miss->name, miss->detail);
-		report = confine_report_json(&r, "vmm", w->confine.mode);
-	}
+	report = confine_run(&w->confine, why, sizeof(why));
+	if (report == NULL && *why)
+		return gantry_error(err, 0, "%s", why);
 	/* Landlock has them: the server holds its own copies. */
 	for (size_t i = 0; i < w->nr_exports; i++)
 		close(w->exports[i]);
@@ -374,35 +364,6 @@ static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
 	w->confine.proc_fds = true;
 	w->confine.nofile = VMM_WORKER_NOFILE;
 	w->confine.load_filter = NULL;
-	w->confine.seccomp_log = getenv(CONFINE_SECCOMP_ENV) &&
-				 strcmp(getenv(CONFINE_SECCOMP_ENV), "log") == 0;
-	return 0;
-}
-
-/* --self-test: the confinement of a real worker, without a VM. */
-static int self_test(struct worker *w)
-{
-	struct confine_report r;
-	const struct confine_prop *miss;
-	json_t *j;
-
-	confine_root_prepare(&w->confine);
-	if (w->confine.mode == CONFINE_OFF) {
-		puts("{\"mode\":\"off\"}");
-		return 0;
-	}
-	confine_apply(&w->confine, &r);
-	miss = confine_missing(&r);
-	if (miss && w->confine.mode == CONFINE_REQUIRED) {
-		printf("{\"ok\":false,\"error\":\"process isolation is required, but `%s` does not "
-		       "hold (%s)\"}\n",
-		       miss->name, miss->detail);
-		return 1;
-	}
-	j = confine_report_json(&r, "vmm", w->confine.mode);
-	json_dumpf(j, stdout, JSON_COMPACT);
-	putchar('\n');
-	json_decref(j);
 	return 0;
 }
 
@@ -422,7 +383,7 @@ int vmm_worker_main(int argc, char **argv)
 		return 2;
 	}
 	if (self)
-		return self_test(&w);
+		return confine_self_test(&w.confine);
 	/* We die with the caller; one that died before this line has hung
 	 * up the channel. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
