@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "confine/vmm_filter.h"
 #include "net/net.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
@@ -51,6 +52,7 @@ struct vmm {
 	unsigned int nr_devs;
 	char *cmdline;
 	struct console console;
+	struct vmm_filter_opts confine;
 	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
 };
 
@@ -165,6 +167,19 @@ static void vmm_console_input(void *opaque, int fd, unsigned int events)
 		ioloop_remove(&v->vm.io, fd); /* hung up: stop polling it */
 }
 
+/* The I/O thread's and the virtio-fs workers' filters (vm_confine_thread). */
+static bool vmm_confine_io(void *opaque)
+{
+	return vm_confine_thread(opaque, VMM_THREAD_IO);
+}
+
+static void vmm_confine_fs(void *opaque)
+{
+	/* Its VM ends; the worker serves on, under the I/O thread's filter,
+	 * until the teardown stops it. */
+	vm_confine_thread(opaque, VMM_THREAD_FS);
+}
+
 static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
 {
 	struct vmm *v = opaque;
@@ -204,6 +219,8 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 		if (ioloop_add(&v->vm.io, fd, vmm_queue_kick, w, err) < 0)
 			return -1;
 	}
+	d->thread_start = vmm_confine_fs;
+	d->thread_opaque = &v->vm;
 	if (bus_register(&v->vm.mmio, d->base, VIRTIO_MMIO_SIZE, virtio_mmio_access, d,
 			 d->ops->name, err) < 0)
 		return -1;
@@ -305,6 +322,26 @@ out:
 	return r;
 }
 
+/* Set-up is done: the base filter onto the whole process, and each
+ * thread's own as it starts. */
+static int vmm_confine(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+{
+	char why[128];
+
+	v->confine = (struct vmm_filter_opts){
+		.log = cfg->confine_log,
+		.console_file = v->console.path != NULL,
+		.fs = cfg->fs.handler != NULL,
+		.profile = v->vm.profile != NULL,
+	};
+	if (confine_filter_vmm(VMM_THREAD_BASE, &v->confine, why, sizeof(why)) < 0)
+		return gantry_error(err, 0, "%s", why);
+	v->vm.confine = &v->confine;
+	v->vm.io.thread_start = vmm_confine_io;
+	v->vm.io.thread_opaque = &v->vm;
+	return 0;
+}
+
 static void vmm_teardown(struct vmm *v)
 {
 	ioloop_stop(&v->vm.io);
@@ -339,11 +376,16 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 		return -1;
 	if (vmm_setup(&v, cfg, err) < 0)
 		goto out;
+	if (cfg->confine_threads && vmm_confine(&v, cfg, err) < 0)
+		goto out;
 	if (ioloop_start(&v.vm.io, err) < 0)
 		goto out;
 	t_run = now_ms_frac();
 	if (vcpus_start(&v.vm, err) < 0)
 		goto out;
+	/* Every thread of the VM's is started (see seccomp_vmm.c): the main
+	 * thread narrows last. */
+	vm_confine_thread(&v.vm, VMM_THREAD_MAIN);
 	vcpus_wait(&v.vm);
 	serial_flush(&v.serial);
 

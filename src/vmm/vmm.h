@@ -50,6 +50,13 @@ struct vmm_config {
 	 * readable (an eventfd its owner writes). Only for a guest with nothing
 	 * left to lose: no writable disk whose writes are still in its cache. */
 	int stop_fd;
+	/* Each thread under its seccomp filter once set-up is done: a base
+	 * filter on the whole process, then the vCPU, I/O, virtio-fs and main
+	 * threads each narrowed to its own (confine/vmm_filter.h,
+	 * docs/security.md). With confine_log, what would be refused is
+	 * logged by the kernel instead (the kill list still kills). */
+	bool confine_threads;
+	bool confine_log;
 };
 
 /* A file to write a profile of the guest to: its instruction pointer,
