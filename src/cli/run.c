@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "confine/confine.h"
 #include "net/portspec.h"
 #include "net/spawn.h"
 #include "sandbox/network.h"
@@ -106,6 +107,20 @@ static int shares_setup(struct vmm_config *cfg, struct run_shares *sh, gantry_er
 	return 0;
 }
 
+/* The VMM's threads run under their seccomp filters unless process
+ * isolation is off; GANTRY_SECCOMP=log logs instead of refusing. */
+static int run_confine(struct vmm_config *cfg, gantry_error_t *err)
+{
+	const char *s = getenv(CONFINE_SECCOMP_ENV);
+	enum confine_mode mode;
+
+	if (confine_mode_from_env(&mode, err) < 0)
+		return -1;
+	cfg->confine_threads = mode != CONFINE_OFF;
+	cfg->confine_log = s && strcmp(s, "log") == 0;
+	return 0;
+}
+
 static int add_port(void *opaque, const char *value, gantry_error_t *err)
 {
 	struct run_ports *ports = opaque;
@@ -182,7 +197,8 @@ static void run_usage(FILE *out, const struct flag *flags)
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
 		     "GANTRY_GUEST_PROFILE=FILE samples the guest's instruction pointer into FILE\n"
 		     "(scripts/guest-profile names the functions); GANTRY_KVM_DEVICE overrides\n"
-		     "/dev/kvm.\n");
+		     "/dev/kvm; GANTRY_PROCESS_ISOLATION=off runs the VMM's threads without their\n"
+		     "seccomp filters, GANTRY_SECCOMP=log has the kernel log what they refuse.\n");
 }
 
 int cmd_run(int argc, char **argv)
@@ -234,7 +250,7 @@ int cmd_run(int argc, char **argv)
 	} else {
 		cfg.cpus = (unsigned int)cpus;
 		cfg.timing = vmm_timing_requested();
-		if (shares_setup(&cfg, &shares, &err) < 0 ||
+		if (run_confine(&cfg, &err) < 0 || shares_setup(&cfg, &shares, &err) < 0 ||
 		    run_vm(&cfg, net, &ports, &status, &err) < 0) {
 			gantry_error_print(&err);
 			status = 125;

@@ -113,9 +113,12 @@ struct confine_opts {
 	size_t nr_dirs;
 	const char *landlock_off;
 	bool seccomp_log;   /* CONFINE_SECCOMP_ENV=log */
-	/* The seccomp filter to load last (seccomp.c), and whether the
-	 * worker forks or execs after (it may not). */
-	int (*load_filter)(bool log, char *why, size_t len);
+	/* The seccomp filter to load last (seccomp.c), with its opaque;
+	 * and whether that filter lets it open files (a share server), which
+	 * Landlock alone then refuses. */
+	int (*load_filter)(void *opaque, bool log, char *why, size_t len);
+	void *filter_opaque;
+	bool opens_files;
 };
 
 /* A worker's own arguments for its confinement: `--isolation MODE`,

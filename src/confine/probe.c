@@ -2,20 +2,26 @@
  * seccomp filter, for the tests: a call on the kill list ends the process
  * with SIGSYS; any other refused one prints its errno. The arguments are
  * harmless (a bad fd, a NULL path): what is tested is the filter, which
- * decides before the kernel looks at them. */
+ * decides before the kernel looks at them. The VMM's roles (vmm-vcpu,
+ * vmm-io, vmm-fs, vmm-main) load the base filter and then the thread's,
+ * stacked as in a VM with a virtio-fs device; vmm-base the base alone. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kvm.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "common/util.h"
 #include "confine/confine.h"
+#include "confine/vmm_filter.h"
 
 struct probe {
 	const char *name;
@@ -101,6 +107,54 @@ static long p_inet(void)
 {
 	return syscall(SYS_socket, AF_INET, SOCK_DGRAM, 0);
 }
+static long p_unix(void)
+{
+	return syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0);
+}
+static long p_execveat(void)
+{
+	return syscall(SYS_execveat, -1, "", NULL, NULL, 0);
+}
+static long p_mprotect_exec(void)
+{
+	return syscall(SYS_mprotect, NULL, 0, PROT_READ | PROT_EXEC);
+}
+static long p_create_vm(void)
+{
+	return syscall(SYS_ioctl, -1, KVM_CREATE_VM, 0);
+}
+static long p_create_vcpu(void)
+{
+	return syscall(SYS_ioctl, -1, KVM_CREATE_VCPU, 0);
+}
+static long p_set_memory(void)
+{
+	return syscall(SYS_ioctl, -1, KVM_SET_USER_MEMORY_REGION, NULL);
+}
+static long p_check_extension(void)
+{
+	return syscall(SYS_ioctl, -1, KVM_CHECK_EXTENSION, 0);
+}
+static long p_kvm_run(void)
+{
+	return syscall(SYS_ioctl, -1, KVM_RUN, 0);
+}
+static long p_irq_line(void)
+{
+	return syscall(SYS_ioctl, -1, KVM_IRQ_LINE, NULL);
+}
+static long p_winsize(void)
+{
+	return syscall(SYS_ioctl, -1, TIOCGWINSZ, NULL);
+}
+static long p_epoll_wait(void)
+{
+	return syscall(SYS_epoll_wait, -1, NULL, 1, 0);
+}
+static long p_mkdirat(void)
+{
+	return syscall(SYS_mkdirat, -1, "", 0);
+}
 
 static const struct probe probes[] = {
 	{ "execve", p_execve },
@@ -122,23 +176,59 @@ static const struct probe probes[] = {
 	{ "socket_packet", p_packet },
 	{ "mmap_exec", p_mmap_exec },
 	{ "socket_inet", p_inet },
+	{ "socket_unix", p_unix },
+	{ "execveat", p_execveat },
+	{ "mprotect_exec", p_mprotect_exec },
+	{ "kvm_create_vm", p_create_vm },
+	{ "kvm_create_vcpu", p_create_vcpu },
+	{ "kvm_set_user_memory_region", p_set_memory },
+	{ "kvm_check_extension", p_check_extension },
+	{ "kvm_run", p_kvm_run },
+	{ "kvm_irq_line", p_irq_line },
+	{ "tiocgwinsz", p_winsize },
+	{ "epoll_wait", p_epoll_wait },
+	{ "mkdirat", p_mkdirat },
 };
+
+/* The role's filters, as its process or thread has them. */
+static int probe_load(const char *role, char *why, size_t len)
+{
+	static const struct vmm_filter_opts vm = { .fs = true };
+
+	if (strcmp(role, "net") == 0)
+		return confine_filter_net(false, why, len);
+	for (int t = VMM_THREAD_BASE; t < VMM_THREAD_KINDS; t++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "vmm-%s", vmm_thread_name(t));
+		if (strcmp(role, name) != 0)
+			continue;
+		if (confine_filter_vmm(VMM_THREAD_BASE, &vm, why, len) < 0)
+			return -1;
+		return t == VMM_THREAD_BASE ? 0 : confine_filter_vmm(t, &vm, why, len);
+	}
+	snprintf(why, len, "__seccomp-probe: no role `%s`", role);
+	return -2;
+}
 
 int confine_probe_main(int argc, char **argv)
 {
 	char why[128] = "";
 	long r;
+	int l;
 
-	if (argc != 2 || strcmp(argv[0], "net") != 0) {
-		fprintf(stderr, "gantry: __seccomp-probe is for Gantry's tests: net CALL\n");
+	if (argc != 2) {
+		fprintf(stderr, "gantry: __seccomp-probe is for Gantry's tests: "
+				"net|vmm-base|vmm-vcpu|vmm-io|vmm-fs|vmm-main CALL\n");
 		return 2;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
 		if (strcmp(probes[i].name, argv[1]) != 0)
 			continue;
-		if (confine_filter_net(false, why, sizeof(why)) < 0) {
+		l = probe_load(argv[0], why, sizeof(why));
+		if (l < 0) {
 			fprintf(stderr, "gantry: %s\n", why);
-			return 1;
+			return l == -2 ? 2 : 1;
 		}
 		r = probes[i].call();
 		/* A child of the fork probe, should there be one, says nothing. */

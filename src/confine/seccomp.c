@@ -21,6 +21,7 @@
 
 #include "common/util.h"
 #include "confine/confine.h"
+#include "confine/seccomp_rules.h"
 
 /* libseccomp's SCMP_A*_32() initialise the comparison without its second
  * datum (zero, unused by SCMP_CMP_EQ). */
@@ -115,7 +116,7 @@ static const int net[] = {
 	SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(getpeername),
 };
 
-static int allow_all(scmp_filter_ctx f, const int *v, size_t n)
+int seccomp_allow_all(scmp_filter_ctx f, const int *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		int r = seccomp_rule_add(f, SCMP_ACT_ALLOW, v[i], 0);
@@ -156,7 +157,7 @@ static int net_rules(scmp_filter_ctx f)
 	 * query, by a path only the worker's own root holds. */
 	static const int families[] = { AF_INET, AF_INET6, AF_NETLINK, AF_UNIX };
 	static const unsigned long ioctls[] = { FIONREAD, FIONBIO, SIOCOUTQ };
-	int r = allow_all(f, net, ARRAY_SIZE(net));
+	int r = seccomp_allow_all(f, net, ARRAY_SIZE(net));
 
 	for (size_t i = 0; i < ARRAY_SIZE(families) && r == 0; i++)
 		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
@@ -164,6 +165,23 @@ static int net_rules(scmp_filter_ctx f)
 	for (size_t i = 0; i < ARRAY_SIZE(ioctls) && r == 0; i++)
 		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 				     SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)ioctls[i]));
+	return r;
+}
+
+int seccomp_common_rules(scmp_filter_ctx f, int spared)
+{
+	int r = seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+
+	for (size_t i = 0; i < ARRAY_SIZE(kill_list) && r == 0; i++)
+		if (kill_list[i] != spared)
+			r = seccomp_rule_add(f, SCMP_ACT_KILL_PROCESS, kill_list[i], 0);
+	/* clone3's flags are out of a filter's reach: callers fall back. */
+	if (r == 0)
+		r = seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	if (r == 0)
+		r = seccomp_allow_all(f, core, ARRAY_SIZE(core));
+	if (r == 0)
+		r = fcntl_flags(f);
 	return r;
 }
 
@@ -176,18 +194,9 @@ static int build(bool log, int (*role)(scmp_filter_ctx f), char *why, size_t len
 		snprintf(why, len, "seccomp_init failed");
 		return -1;
 	}
-	r = seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	for (size_t i = 0; i < ARRAY_SIZE(kill_list) && r == 0; i++)
-		r = seccomp_rule_add(f, SCMP_ACT_KILL_PROCESS, kill_list[i], 0);
-	/* clone3's flags are out of a filter's reach: callers fall back. */
-	if (r == 0)
-		r = seccomp_rule_add(f, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
-	if (r == 0)
-		r = allow_all(f, core, ARRAY_SIZE(core));
+	r = seccomp_common_rules(f, -1);
 	if (r == 0)
 		r = no_exec_maps(f);
-	if (r == 0)
-		r = fcntl_flags(f);
 	if (r == 0)
 		r = role(f);
 	if (r == 0)

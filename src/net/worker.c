@@ -912,6 +912,12 @@ static int parse_ip_port(const char *s, struct sockaddr_in *out)
 	return inet_pton(AF_INET, ip, &out->sin_addr) == 1 ? 0 : -1;
 }
 
+static int load_filter(void *opaque, bool log, char *why, size_t len)
+{
+	(void)opaque;
+	return confine_filter_net(log, why, len);
+}
+
 static int parse_args(int argc, char **argv, struct args *a)
 {
 	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1 };
@@ -951,7 +957,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		}
 	}
 	a->confine.role = "net";
-	a->confine.load_filter = confine_filter_net;
+	a->confine.load_filter = load_filter;
 	/* Root without a user namespace keeps the one capability a
 	 * published port below 1024 needs. */
 	a->confine.keep_bind_cap = geteuid() == 0 && !(a->confine.spawn.ns & CLONE_NEWUSER);

@@ -18,6 +18,7 @@
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "confine/confine.h"
+#include "confine/vmm_filter.h"
 #include "sandbox/vmmworker.h"
 #include "share/server.h"
 #include "virtio/devices.h"
@@ -43,14 +44,22 @@ struct worker {
 	pthread_mutex_t chan_lock; /* the I/O thread's dials, then our exit message */
 	uint64_t next_id;
 	bool ready_sent;
+	const struct vmm_filter_opts *filters; /* vmm_run's, for the base filter */
 };
 
+/* One message; without descriptors a write(), which every thread's
+ * filter allows (the main thread's says how the VM ended). */
 static void send_json(int fd, json_t *j, const int *fds, size_t nr_fds)
 {
 	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+	ssize_t n;
 
 	json_decref(j);
-	if (text && unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) < 0)
+	if (text == NULL)
+		return;
+	n = nr_fds ? unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) :
+		     write(fd, text, strlen(text));
+	if (n < 0)
 		log_warn("channel: %s", strerror(errno));
 }
 
@@ -308,8 +317,18 @@ static int setup(struct worker *w, gantry_error_t *err)
 	return 0;
 }
 
-/* Called by vmm_run once the VM is set up: confine, and say so. */
-static int setup_done(void *opaque, gantry_error_t *err)
+static int load_filter(void *opaque, bool log, char *why, size_t len)
+{
+	struct worker *w = opaque;
+	struct vmm_filter_opts f = *w->filters;
+
+	f.log = log;
+	return confine_filter_vmm(VMM_THREAD_BASE, &f, why, len);
+}
+
+/* Called by vmm_run once the VM is set up: confine (the base seccomp
+ * filter last), and say so. */
+static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantry_error_t *err)
 {
 	struct worker *w = opaque;
 	char why[512];
@@ -321,6 +340,10 @@ static int setup_done(void *opaque, gantry_error_t *err)
 		    w->fds[i] != w->cfg.console_fd)
 			close(w->fds[i]);
 	w->nr_fds = 0;
+	w->filters = filters;
+	w->confine.load_filter = filters ? load_filter : NULL;
+	w->confine.filter_opaque = w;
+	w->confine.opens_files = w->srv != NULL;
 	report = confine_run(&w->confine, why, sizeof(why));
 	if (report == NULL && *why)
 		return gantry_error(err, 0, "%s", why);
@@ -363,7 +386,6 @@ static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
 	w->confine.threads = true;
 	w->confine.proc_fds = true;
 	w->confine.nofile = VMM_WORKER_NOFILE;
-	w->confine.load_filter = NULL;
 	return 0;
 }
 
@@ -382,8 +404,16 @@ int vmm_worker_main(int argc, char **argv)
 		log_error("%s is for Gantry's own use", VMM_WORKER_ROLE);
 		return 2;
 	}
-	if (self)
+	if (self) {
+		/* As for a sandbox's VM with shares. */
+		static const struct vmm_filter_opts as_sandbox = { .fs = true };
+
+		w.filters = &as_sandbox;
+		w.confine.load_filter = load_filter;
+		w.confine.filter_opaque = &w;
+		w.confine.opens_files = true;
 		return confine_self_test(&w.confine);
+	}
 	/* We die with the caller; one that died before this line has hung
 	 * up the channel. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
@@ -400,6 +430,10 @@ int vmm_worker_main(int argc, char **argv)
 	}
 	rc = setup(&w, &err);
 	if (rc == 0) {
+		/* Off: nothing confined, the threads' filters too. */
+		w.cfg.confine_threads = w.confine.mode != CONFINE_OFF;
+		w.cfg.confine_log = getenv(CONFINE_SECCOMP_ENV) &&
+				    strcmp(getenv(CONFINE_SECCOMP_ENV), "log") == 0;
 		w.cfg.setup_done = setup_done;
 		w.cfg.setup_opaque = &w;
 		rc = vmm_run(&w.cfg, &status, &err);

@@ -108,3 +108,9 @@ void virtio_dev_notify(struct virtio_dev *d, unsigned int q)
 		d->ops->queue_notify(d, q);
 	pthread_mutex_unlock(&d->lock);
 }
+
+void virtio_dev_thread_start(struct virtio_dev *d)
+{
+	if (d->thread_start)
+		d->thread_start(d->thread_opaque);
+}

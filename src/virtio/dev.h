@@ -65,6 +65,10 @@ struct virtio_dev {
 	 * ioeventfd for QueueNotify), owned by the attacher: written to come
 	 * back for what a budget left on the ring. -1 = none. */
 	int queue_fds[VIRTIO_MAX_QUEUES];
+	/* Called first on each thread the device starts itself (virtio-fs's
+	 * workers), by the attacher's choice: the VMM narrows them. NULL = none. */
+	void (*thread_start)(void *opaque);
+	void *thread_opaque;
 };
 
 void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, void *priv,
@@ -92,5 +96,7 @@ void virtio_dev_config_changed(struct virtio_dev *d);
 /* The device is in a state it cannot continue from. */
 void virtio_dev_needs_reset(struct virtio_dev *d);
 bool virtio_dev_driver_ok(const struct virtio_dev *d);
+/* On a thread the device started, before it serves anything. */
+void virtio_dev_thread_start(struct virtio_dev *d);
 
 #endif

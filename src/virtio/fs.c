@@ -224,6 +224,7 @@ static void *fs_worker_main(void *arg)
 	struct virtio_dev *d = &fs->dev;
 
 	fs_worker_setup();
+	virtio_dev_thread_start(d);
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
 		uint64_t gen;

@@ -118,6 +118,8 @@ static void *ioloop_thread(void *arg)
 	struct ioloop *l = arg;
 	struct epoll_event evs[IOLOOP_BATCH];
 
+	if (l->thread_start && !l->thread_start(l->thread_opaque))
+		return NULL;
 	for (;;) {
 		int n = epoll_wait(l->epfd, evs, ARRAY_SIZE(evs), -1);
 

@@ -31,6 +31,10 @@ struct ioloop {
 	struct ioloop_watch **watches;
 	unsigned int nr_watches;
 	bool dispatching; /* a batch of events is being handled */
+	/* Set before ioloop_start: called first on the loop thread; false
+	 * ends it at once. */
+	bool (*thread_start)(void *opaque);
+	void *thread_opaque;
 };
 
 int ioloop_init(struct ioloop *l, gantry_error_t *err);

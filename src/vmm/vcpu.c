@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "confine/vmm_filter.h"
 #include "vmm/boot_x86.h"
 #include "vmm/vm.h"
 
@@ -384,6 +385,9 @@ static void *vcpu_thread(void *arg)
 		if (!profiling)
 			log_warn("guest profile: vCPU %u: no timer: %s", v->index, strerror(errno));
 	}
+	/* Its timer made, the vCPU narrows to its run loop. */
+	if (!vm_confine_thread(vm, VMM_THREAD_VCPU))
+		goto out;
 
 	while (atomic_load(&vm->ending) == 0) {
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
@@ -432,6 +436,7 @@ static void *vcpu_thread(void *arg)
 				       v->index, v->run->exit_reason);
 		}
 	}
+out:
 	if (profiling)
 		timer_delete(timer);
 	return NULL;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "confine/vmm_filter.h"
 #include "vmm/mptable.h"
 #include "vmm/vm.h"
 
@@ -229,4 +230,15 @@ void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt,
 	va_end(ap);
 	atomic_store(&vm->ending, 2);
 	(void)!write(vm->end_fd, &one, sizeof(one));
+}
+
+bool vm_confine_thread(struct vm *vm, int t)
+{
+	char why[128];
+
+	if (vm->confine == NULL ||
+	    confine_filter_vmm((enum vmm_thread)t, vm->confine, why, sizeof(why)) == 0)
+		return true;
+	vm_request_end(vm, VM_END_FAILURE, -1, "%s thread: %s", vmm_thread_name(t), why);
+	return false;
 }

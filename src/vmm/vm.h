@@ -37,6 +37,8 @@ struct vm_stats {
 
 struct vcpu;
 
+struct vmm_filter_opts;
+
 struct vm {
 	int kvm_fd;
 	int vm_fd;
@@ -63,6 +65,9 @@ struct vm {
 	 * instruction pointers (see vcpu.c); NULL: no sampling. */
 	const char *profile;
 	double t_start; /* now_ms_frac() when the vCPUs started */
+	/* Non-NULL: each thread loads its seccomp filter as its loop starts
+	 * (confine/vmm_filter.h); one that cannot ends the VM. */
+	const struct vmm_filter_opts *confine;
 };
 
 /* Empty VM for nr_vcpus; the caller then sets up vm->mem (guest_mem_init)
@@ -82,6 +87,10 @@ unsigned int vm_max_vcpus(int kvm_fd);
 
 /* Assert or deassert an interrupt line (GSI). */
 int vm_irq_line(struct vm *vm, unsigned int gsi, int level);
+/* Load the calling thread's seccomp filter of kind t (enum vmm_thread)
+ * where vm->confine asks for one; false (the VM's end requested, with
+ * why) when it cannot be loaded. */
+bool vm_confine_thread(struct vm *vm, int t);
 /* An eventfd that raises gsi in the kernel when written (irqfd). */
 int vm_irqfd(struct vm *vm, unsigned int gsi, gantry_error_t *err);
 /* An eventfd that KVM signals on a 4-byte write of datamatch at addr. */

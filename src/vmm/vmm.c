@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "confine/vmm_filter.h"
 #include "net/net.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
@@ -51,6 +52,7 @@ struct vmm {
 	unsigned int nr_devs;
 	char *cmdline;
 	struct console console;
+	struct vmm_filter_opts confine;
 	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
 };
 
@@ -170,6 +172,19 @@ static void vmm_console_input(void *opaque, int fd, unsigned int events)
 		ioloop_remove(&v->vm.io, fd); /* hung up: stop polling it */
 }
 
+/* The I/O thread's and the virtio-fs workers' filters (vm_confine_thread). */
+static bool vmm_confine_io(void *opaque)
+{
+	return vm_confine_thread(opaque, VMM_THREAD_IO);
+}
+
+static void vmm_confine_fs(void *opaque)
+{
+	/* Its VM ends; the worker serves on, under the I/O thread's filter,
+	 * until the teardown stops it. */
+	vm_confine_thread(opaque, VMM_THREAD_FS);
+}
+
 static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
 {
 	struct vmm *v = opaque;
@@ -209,6 +224,8 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 		if (ioloop_add(&v->vm.io, fd, vmm_queue_kick, w, err) < 0)
 			return -1;
 	}
+	d->thread_start = vmm_confine_fs;
+	d->thread_opaque = &v->vm;
 	if (bus_register(&v->vm.mmio, d->base, VIRTIO_MMIO_SIZE, virtio_mmio_access, d,
 			 d->ops->name, err) < 0)
 		return -1;
@@ -311,6 +328,31 @@ out:
 	return r;
 }
 
+/* What the VM has, which decides what its threads' filters allow. */
+static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
+{
+	v->confine = (struct vmm_filter_opts){
+		.log = cfg->confine_log,
+		.console_file = v->console.path != NULL,
+		.fs = cfg->fs.handler != NULL,
+		.profile = v->vm.profile != NULL,
+	};
+}
+
+/* Set-up is done: the base filter onto the whole process (unless the
+ * caller's hook did), and each thread's own as it starts. */
+static int vmm_confine(struct vmm *v, bool load_base, gantry_error_t *err)
+{
+	char why[128];
+
+	if (load_base && confine_filter_vmm(VMM_THREAD_BASE, &v->confine, why, sizeof(why)) < 0)
+		return gantry_error(err, 0, "%s", why);
+	v->vm.confine = &v->confine;
+	v->vm.io.thread_start = vmm_confine_io;
+	v->vm.io.thread_opaque = &v->vm;
+	return 0;
+}
+
 static void vmm_teardown(struct vmm *v)
 {
 	ioloop_stop(&v->vm.io);
@@ -345,13 +387,22 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 		return -1;
 	if (vmm_setup(&v, cfg, err) < 0)
 		goto out;
-	if (cfg->setup_done && cfg->setup_done(cfg->setup_opaque, err) < 0)
+	if (cfg->confine_threads)
+		vmm_filter_opts_fill(&v, cfg);
+	if (cfg->setup_done &&
+	    cfg->setup_done(cfg->setup_opaque, cfg->confine_threads ? &v.confine : NULL, err) < 0)
+		goto out;
+	/* The hook, when there is one, loaded the base filter itself. */
+	if (cfg->confine_threads && vmm_confine(&v, !cfg->setup_done, err) < 0)
 		goto out;
 	if (ioloop_start(&v.vm.io, err) < 0)
 		goto out;
 	t_run = now_ms_frac();
 	if (vcpus_start(&v.vm, err) < 0)
 		goto out;
+	/* Every thread of the VM's is started (see seccomp_vmm.c): the main
+	 * thread narrows last. */
+	vm_confine_thread(&v.vm, VMM_THREAD_MAIN);
 	vcpus_wait(&v.vm);
 	serial_flush(&v.serial);
 

@@ -23,6 +23,7 @@ struct vmm_disk {
 };
 
 struct virtio_fs_handler;
+struct vmm_filter_opts;
 
 /* A virtio-fs device: the guest mounts tag (mount -t virtiofs TAG DIR) and
  * handler serves its FUSE requests (virtio/devices.h). */
@@ -64,10 +65,20 @@ struct vmm_config {
 	 * readable (an eventfd its owner writes). Only for a guest with nothing
 	 * left to lose: no writable disk whose writes are still in its cache. */
 	int stop_fd;
+	/* Each thread under its seccomp filter once set-up is done: a base
+	 * filter on the whole process, then the vCPU, I/O, virtio-fs and main
+	 * threads each narrowed to its own (confine/vmm_filter.h,
+	 * docs/security.md). With confine_log, what would be refused is
+	 * logged by the kernel instead (the kill list still kills). */
+	bool confine_threads;
+	bool confine_log;
 	/* Called once the VM, its memory, vCPUs and devices exist and before
 	 * any of them runs: the place to give up what set-up needed (a
-	 * confined worker's confine_apply). Its error ends the run. */
-	int (*setup_done)(void *opaque, gantry_error_t *err);
+	 * confined worker's confine_apply). With confine_threads, filters is
+	 * what the base filter is for, and the hook loads it
+	 * (confine_filter_vmm(VMM_THREAD_BASE, filters)) as its last layer;
+	 * the threads narrow theirs after. Its error ends the run. */
+	int (*setup_done)(void *opaque, const struct vmm_filter_opts *filters, gantry_error_t *err);
 	void *setup_opaque;
 };
 

@@ -197,6 +197,53 @@ def test_seccomp_allows_the_workers_sockets(gantry):
     assert r.stdout == "socket_inet: allowed\n", r
 
 
+VMM_ROLES = ("vmm-vcpu", "vmm-io", "vmm-fs", "vmm-main")
+# The workers' kill list, and what the VMM never does after set-up.
+VMM_KILLED = KILLED + ("execveat", "mmap_exec", "mprotect_exec", "kvm_create_vm",
+                       "kvm_create_vcpu", "kvm_set_user_memory_region")
+# Refused on every VMM thread: a KVM request of set-up, other ioctls, a
+# process, a signal, an Internet socket.
+VMM_REFUSED = {"kvm_check_extension": "EPERM", "tiocgwinsz": "EPERM", "fork": "EPERM",
+               "kill": "EPERM", "getppid": "EPERM", "socket_inet": "EPERM",
+               "socket_packet": "EPERM", "clone3": "ENOSYS"}
+# What a thread's own list allows (the call then fails on its bad fd or
+# empty path) and the others refuse.
+VMM_OWN = {"kvm_run": ("vmm-vcpu",), "kvm_irq_line": ("vmm-vcpu", "vmm-io"),
+           "epoll_wait": ("vmm-io",), "socket_unix": ("vmm-io",),
+           "mkdirat": ("vmm-io", "vmm-fs"), "openat": ("vmm-io", "vmm-fs")}
+
+
+def probe(gantry, role, call):
+    return subprocess.run([str(gantry), "__seccomp-probe", role, call], capture_output=True,
+                          text=True, timeout=10)
+
+
+@pytest.mark.parametrize("role", VMM_ROLES)
+@pytest.mark.parametrize("call", VMM_KILLED)
+def test_vmm_seccomp_kill_list(gantry, role, call):
+    """Under each VMM thread's real filters (the base and its own): SIGSYS."""
+    r = probe(gantry, role, call)
+    assert (r.returncode, r.stdout) == (-31, ""), (role, call, r)
+
+
+@pytest.mark.parametrize("role", VMM_ROLES)
+@pytest.mark.parametrize("call", sorted(VMM_REFUSED))
+def test_vmm_seccomp_refusals(gantry, role, call):
+    r = probe(gantry, role, call)
+    assert (r.returncode, r.stdout) == (0, f"{call}: {VMM_REFUSED[call]}\n"), (role, r)
+
+
+@pytest.mark.parametrize("role", VMM_ROLES)
+@pytest.mark.parametrize("call", sorted(VMM_OWN))
+def test_vmm_seccomp_thread_lists(gantry, role, call):
+    r = probe(gantry, role, call)
+    assert r.returncode == 0, (role, call, r)
+    if role in VMM_OWN[call]:
+        assert r.stdout != f"{call}: EPERM\n", (role, r)
+    else:
+        assert r.stdout == f"{call}: EPERM\n", (role, r)
+
+
 @pytest.mark.kvm
 @pytest.mark.xfail(reason="known: a connection the worker refuses (the local wall, a deny rule) "
                    "makes one openat after confinement, not yet traced; refused with EPERM "

@@ -3,11 +3,14 @@ console, and the host checks it. Every test here needs KVM."""
 
 import hashlib
 import re
+import socket
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
-from conftest import BOOTED, REPO
+from conftest import BOOTED, REPO, boot_timeout, killed_after
 
 pytestmark = pytest.mark.kvm
 
@@ -169,3 +172,61 @@ def test_xsave_sizes_agree(boot):
     r = boot(append="loglevel=7")
     booted(r)
     assert "XSAVE consistency problem" not in r.stdout, r.stdout[-3000:]
+
+
+def thread_filters(pid):
+    """Each thread of pid: its name and how many seccomp filters it has."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            comm = (task / "comm").read_text().strip()
+            status = (task / "status").read_text()
+        except OSError:
+            continue  # a thread that just ended
+        m = re.search(r"^Seccomp_filters:\s+(\d+)", status, re.M)
+        out.append((comm, int(m.group(1)) if m else -1))
+    return out
+
+
+def vsock_refused(path):
+    """A host client's CONNECT to a guest port nothing listens on: the
+    guest refuses, the VMM hangs up."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.settimeout(boot_timeout())
+        c.connect(str(path))
+        c.sendall(b"CONNECT 4242\n")
+        while c.recv(256):
+            pass
+
+
+def test_vmm_threads_run_under_their_filters(gantry, vmlinux, initramfs, tmp_path):
+    """`gantry run` confines its threads once the VM is set up: the base
+    filter and one of its own on the main, I/O and vCPU threads, the
+    I/O thread's too on each virtio-fs worker (docs/security.md). The
+    guest holds its share, virtio-net and vsock (a host client refused)
+    working under them, and ends as it should."""
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "in.txt").write_text("from-host\n")
+    vsock = tmp_path / "vsock"
+    vsock.mkdir()
+    p = subprocess.Popen([str(gantry), "run", "-kernel", str(vmlinux), "-initrd", str(initramfs),
+                          "-share", f"data={share}", "-vsock", str(vsock), "-net",
+                          "-append", "gantry.test=share:data gantry.test=hold:20"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    with killed_after(p):
+        deadline = time.monotonic() + boot_timeout()
+        while not (share / "out.txt").exists() and p.poll() is None:
+            assert time.monotonic() < deadline, "the guest never wrote its share"
+            time.sleep(0.2)
+        vsock_refused(vsock / "vsock.sock")
+        threads = thread_filters(p.pid)
+        out, err = p.communicate()
+    assert p.returncode == 0, (out, err)
+    assert "hold: 20" in out, out
+    counts = sorted(n for _, n in threads)
+    assert [n for c, n in threads if c == "vcpu0"] == [2], threads
+    # main, I/O and vCPU: base and own; the fs workers: base, I/O's, own.
+    assert counts.count(2) == 3 and counts.count(3) >= 1, threads
+    assert set(counts) == {2, 3}, threads

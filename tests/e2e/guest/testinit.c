@@ -13,6 +13,7 @@
  *   serial:DEV               serial: <sysfs block/DEV/serial>
  *   share:TAG                mount virtiofs gantry-shares; share: <TAG/in.txt>,
  *                            then TAG/out.txt written with "from-guest"
+ *   hold:N                   wait N seconds (at most 600), the VM left running
  *   exit:N                   the final status (default 0; 1 if an action failed)
  *   reset                    end with reboot(RB_AUTOBOOT), not the exit port
  */
@@ -291,6 +292,9 @@ static void action_run(struct run_state *s, char *action)
 		action_serial(s, arg);
 	} else if (strcmp(action, "share") == 0 && arg && *arg && !strchr(arg, '/')) {
 		action_share(s, arg);
+	} else if (strcmp(action, "hold") == 0 && arg && parse_num(arg, &n) && n <= 600) {
+		sleep((unsigned int)n);
+		printf("hold: %llu\n", n);
 	} else if (strcmp(action, "exit") == 0 && arg && parse_num(arg, &n) && n <= 255) {
 		s->exit_status = (int)n;
 		s->exit_given = true;

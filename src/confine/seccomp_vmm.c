@@ -1,0 +1,295 @@
+/* The VMM's seccomp filters (see vmm_filter.h), built like the workers'
+ * (seccomp.c): an allowlist per thread kind, EPERM for the rest, the
+ * process killed for what the VMM never does after set-up: the workers'
+ * kill list, ioctl KVM_CREATE_VM, KVM_CREATE_VCPU and
+ * KVM_SET_USER_MEMORY_REGION, and mmap or mprotect with PROT_EXEC.
+ *
+ * How the filters stack. vmm_run loads the base filter on every thread
+ * (TSYNC) once set-up is done; it is the union of the kinds' lists plus
+ * what starting a thread takes. Then the main thread starts the I/O and
+ * vCPU threads, which inherit only the base and narrow themselves as
+ * their loops start; the main thread narrows last, once it has started
+ * them all, so it never needs clone. A thread inherits its creator's
+ * filters and may only add narrower ones, so a thread started after
+ * set-up must be started by one whose filters allow what it needs: the
+ * virtio-fs workers are (re)started by the I/O thread at the device's
+ * first notification after a reset, so where the VM has a virtio-fs
+ * device the I/O thread's filter also holds the workers' file calls and
+ * what starting them takes (clone for threads only, unshare(CLONE_FS) and
+ * umask of their set-up); each worker then narrows to the file calls
+ * alone, without the I/O thread's sockets, epoll or KVM. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+
+#include "common/util.h"
+#include "confine/seccomp_rules.h"
+#include "confine/vmm_filter.h"
+
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+#define ON(k)	  (1U << (k))
+#define ALL_KINDS (ON(VMM_THREAD_KINDS) - 1)
+
+static const char *const names[VMM_THREAD_KINDS] = { "base", "vcpu", "io", "fs", "main" };
+
+const char *vmm_thread_name(enum vmm_thread t)
+{
+	return (unsigned int)t < VMM_THREAD_KINDS ? names[t] : "?";
+}
+
+/* vmm_filter.h's lists as one table: a request and the kinds that load it. */
+static const struct {
+	unsigned long req;
+	unsigned int kinds;
+} ioctls[] = {
+#define VCPU_REQ(r)   { r, ON(VMM_THREAD_VCPU) },
+#define DEVICE_REQ(r) { r, ON(VMM_THREAD_VCPU) | ON(VMM_THREAD_IO) },
+#define IO_REQ(r)     { r, ON(VMM_THREAD_IO) },
+#define FS_REQ(r)     { r, ON(VMM_THREAD_FS) },
+#define MAIN_REQ(r)   { r, ON(VMM_THREAD_MAIN) },
+	VMM_KVM_VCPU(VCPU_REQ) VMM_KVM_DEVICE(DEVICE_REQ) VMM_KVM_IO(IO_REQ) VMM_KVM_FS(FS_REQ)
+		VMM_KVM_MAIN(MAIN_REQ)
+};
+
+#define KILLED_REQ(r) r,
+static const unsigned long killed_ioctls[] = { VMM_KVM_KILLED(KILLED_REQ) };
+
+/* A vCPU: its device emulation, a device's reset among it (the pool of
+ * virtio-fs joined, vsock's connections closed and unwatched), and the
+ * profile's timer deleted as it ends. */
+static const int vcpu_sys[] = {
+	SCMP_SYS(epoll_ctl),
+	SCMP_SYS(shutdown),
+	SCMP_SYS(timer_delete),
+};
+
+/* The I/O thread: the queues' ioeventfds, virtio-blk's file, vsock's Unix
+ * sockets (connected to and accepted) and timer, virtio-net's socket. */
+static const int io_sys[] = {
+	SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_ctl), SCMP_SYS(timerfd_settime),
+	SCMP_SYS(connect),    SCMP_SYS(accept),	     SCMP_SYS(accept4),	  SCMP_SYS(recvfrom),
+	SCMP_SYS(sendto),     SCMP_SYS(recvmsg),     SCMP_SYS(sendmsg),	  SCMP_SYS(shutdown),
+	SCMP_SYS(getsockopt), SCMP_SYS(setsockopt),  SCMP_SYS(pread64),	  SCMP_SYS(pwrite64),
+	SCMP_SYS(preadv),     SCMP_SYS(pwritev),     SCMP_SYS(fsync),	  SCMP_SYS(fdatasync),
+};
+
+/* A virtio-fs worker: the share server's calls on the shared trees, all
+ * relative to the directory fds it holds (or their /proc/self/fd links). */
+static const int fs_sys[] = {
+	SCMP_SYS(openat),	SCMP_SYS(openat2),	SCMP_SYS(statx),      SCMP_SYS(getdents64),
+	SCMP_SYS(mkdirat),	SCMP_SYS(mknodat),	SCMP_SYS(symlinkat),  SCMP_SYS(linkat),
+	SCMP_SYS(unlinkat),	SCMP_SYS(renameat),	SCMP_SYS(renameat2),  SCMP_SYS(readlinkat),
+	SCMP_SYS(fchmodat),	SCMP_SYS(utimensat),	SCMP_SYS(fallocate),  SCMP_SYS(ftruncate),
+	SCMP_SYS(fsync),	SCMP_SYS(fdatasync),	SCMP_SYS(pread64),    SCMP_SYS(pwrite64),
+	SCMP_SYS(preadv),	SCMP_SYS(pwritev),	SCMP_SYS(getxattr),   SCMP_SYS(lgetxattr),
+	SCMP_SYS(fgetxattr),	SCMP_SYS(setxattr),	SCMP_SYS(lsetxattr),  SCMP_SYS(fsetxattr),
+	SCMP_SYS(listxattr),	SCMP_SYS(llistxattr),	SCMP_SYS(flistxattr), SCMP_SYS(removexattr),
+	SCMP_SYS(lremovexattr), SCMP_SYS(fremovexattr), SCMP_SYS(fstatfs),    SCMP_SYS(statfs),
+	SCMP_SYS(syncfs),
+};
+
+/* The main thread: it waits for the VM's end, kicks and joins the vCPUs,
+ * and tears the devices down (their fds unwatched, vsock's connections
+ * shut and its listening socket unlinked). glibc's malloc reads /proc/sys/vm/overcommit_memory
+ * the first time it shrinks a thread's heap (the profile's samples
+ * freed): refused, it keeps the heap mapped and drops its pages. */
+static const int main_sys[] = {
+	SCMP_SYS(epoll_ctl),
+	SCMP_SYS(shutdown),
+	SCMP_SYS(tgkill),
+	SCMP_SYS(unlink),
+	SCMP_SYS(unlinkat),
+	SCMP_SYS(wait4),
+};
+
+/* What the thread that starts threads needs, and the new thread before
+ * its own filter. */
+static const int spawn_sys[] = {
+	SCMP_SYS(set_robust_list),
+	SCMP_SYS(rseq),
+};
+
+static int rule1(scmp_filter_ctx f, uint32_t act, int sys, struct scmp_arg_cmp c)
+{
+	return seccomp_rule_add(f, act, sys, 1, c);
+}
+
+static int allow(scmp_filter_ctx f, const int *v, size_t n, bool on)
+{
+	return on ? seccomp_allow_all(f, v, n) : 0;
+}
+
+/* ioctl by exact request: the kind's own allowed, the killed ones kill. */
+static int ioctl_rules(scmp_filter_ctx f, enum vmm_thread t)
+{
+	unsigned int mine = t == VMM_THREAD_BASE ? ALL_KINDS : ON(t);
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(killed_ioctls) && r == 0; i++)
+		r = rule1(f, SCMP_ACT_KILL_PROCESS, SCMP_SYS(ioctl),
+			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)killed_ioctls[i]));
+	for (size_t i = 0; i < ARRAY_SIZE(ioctls) && r == 0; i++)
+		if (ioctls[i].kinds & mine)
+			r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(ioctl),
+				  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)ioctls[i].req));
+	return r;
+}
+
+/* mmap and mprotect: never executable after set-up. */
+static int exec_map_rules(scmp_filter_ctx f)
+{
+	static const int sys[] = { SCMP_SYS(mmap), SCMP_SYS(mprotect) };
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(sys) && r == 0; i++) {
+		r = rule1(f, SCMP_ACT_ALLOW, sys[i], SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+		if (r == 0)
+			r = rule1(f, SCMP_ACT_KILL_PROCESS, sys[i],
+				  SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+	}
+	return r;
+}
+
+/* The capped console log's rotation (console.c): the file renamed and
+ * opened afresh for writing, or emptied. Only where the console is one. */
+static int console_rules(scmp_filter_ctx f)
+{
+	static const int sys[] = { SCMP_SYS(rename), SCMP_SYS(renameat), SCMP_SYS(renameat2),
+				   SCMP_SYS(ftruncate) };
+	int r = seccomp_allow_all(f, sys, ARRAY_SIZE(sys));
+
+	return r ? r
+		 : rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(openat),
+			 SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC,
+				 O_WRONLY | O_CREAT | O_TRUNC));
+}
+
+/* Starting threads: clone for a thread of this process only (clone3 is
+ * ENOSYS: glibc falls back to clone). */
+static int spawn_rules(scmp_filter_ctx f, bool names)
+{
+	int r = seccomp_allow_all(f, spawn_sys, ARRAY_SIZE(spawn_sys));
+
+	if (r == 0)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(clone),
+			  SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+	/* The new thread stacks its own filter: one more can only narrow. */
+	if (r == 0)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(seccomp),
+			  SCMP_A0_32(SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER));
+	/* The vCPU threads name themselves, and may start a profile timer. */
+	if (r == 0 && names)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(prctl), SCMP_A0_32(SCMP_CMP_EQ, PR_SET_NAME));
+	if (r == 0 && names)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(timer_create), 0);
+	if (r == 0 && names)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(timer_settime), 0);
+	return r;
+}
+
+/* A virtio-fs worker's set-up (fs.c): a cwd and umask of its own. Every
+ * other unshare still kills. */
+static int fs_setup_rules(scmp_filter_ctx f)
+{
+	int r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(unshare), SCMP_A0(SCMP_CMP_EQ, CLONE_FS));
+
+	if (r == 0)
+		r = rule1(f, SCMP_ACT_KILL_PROCESS, SCMP_SYS(unshare),
+			  SCMP_A0(SCMP_CMP_NE, CLONE_FS));
+	if (r == 0)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(umask), 0);
+	return r;
+}
+
+/* The main thread stops the network worker `gantry run` started, once the
+ * VM is over: SIGTERM, then SIGKILL. */
+static int main_rules(scmp_filter_ctx f)
+{
+	int r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), SCMP_A1_32(SCMP_CMP_EQ, SIGTERM));
+
+	return r ? r : rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), SCMP_A1_32(SCMP_CMP_EQ, SIGKILL));
+}
+
+static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_filter_opts *o)
+{
+	bool base = t == VMM_THREAD_BASE;
+	bool vcpu = base || t == VMM_THREAD_VCPU, io = base || t == VMM_THREAD_IO;
+	bool fs = base || t == VMM_THREAD_FS, main = base || t == VMM_THREAD_MAIN;
+	/* Who starts virtio-fs workers holds what they need (see the top). */
+	bool fs_files = o->fs && (fs || io);
+	int r = allow(f, vcpu_sys, ARRAY_SIZE(vcpu_sys), vcpu);
+
+	if (r == 0)
+		r = allow(f, io_sys, ARRAY_SIZE(io_sys), io);
+	if (r == 0)
+		r = allow(f, fs_sys, ARRAY_SIZE(fs_sys), fs_files);
+	if (r == 0)
+		r = allow(f, main_sys, ARRAY_SIZE(main_sys), main);
+	if (r == 0 && main)
+		r = main_rules(f);
+	if (r == 0 && (base || (io && o->fs)))
+		r = spawn_rules(f, base);
+	if (r == 0 && (base || io) && o->fs)
+		r = fs_setup_rules(f);
+	/* A virtio-fs worker dups the fds it hands out. */
+	if (r == 0 && fs_files)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
+			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+	/* The profile is written by the main thread once the vCPUs are joined. */
+	if (r == 0 && main && o->profile && !o->console_file)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(openat),
+			  SCMP_A2(SCMP_CMP_MASKED_EQ, O_ACCMODE | O_CREAT | O_TRUNC,
+				  O_WRONLY | O_CREAT | O_TRUNC));
+	if (r == 0 && (vcpu || main) && o->console_file)
+		r = console_rules(f);
+	/* vsock's connections to the host's Unix sockets, from the I/O thread. */
+	if (r == 0 && io)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
+	return r;
+}
+
+int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, char *why, size_t len)
+{
+	scmp_filter_ctx f;
+	bool fs_spawn = o->fs && (t == VMM_THREAD_BASE || t == VMM_THREAD_IO);
+	int r;
+
+	if ((unsigned int)t >= VMM_THREAD_KINDS) {
+		snprintf(why, len, "seccomp: no VMM thread kind %d", (int)t);
+		return -1;
+	}
+	f = seccomp_init(o->log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
+	if (f == NULL) {
+		snprintf(why, len, "seccomp_init failed");
+		return -1;
+	}
+	r = seccomp_common_rules(f, fs_spawn ? SCMP_SYS(unshare) : -1);
+	if (r == 0)
+		r = exec_map_rules(f);
+	if (r == 0)
+		r = ioctl_rules(f, t);
+	if (r == 0)
+		r = kind_rules(f, t, o);
+	/* The base one goes onto every thread there is, or fails; it sets
+	 * no_new_privs, which the threads have from then on. */
+	if (r == 0 && t == VMM_THREAD_BASE)
+		r = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
+	else if (r == 0)
+		r = seccomp_attr_set(f, SCMP_FLTATR_CTL_NNP, 0);
+	if (r == 0)
+		r = seccomp_load(f);
+	if (r < 0)
+		snprintf(why, len, "seccomp (%s): %s", vmm_thread_name(t), strerror(-r));
+	seccomp_release(f);
+	return r < 0 ? -1 : 0;
+}
