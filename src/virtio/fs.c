@@ -290,7 +290,9 @@ static int fs_kick_fd(const struct virtio_fs *fs)
 }
 
 /* Lead: wait for the guest's kick, then pop the request queue. Each job
- * but the first wakes a follower; the first the leader serves itself. */
+ * but the first wakes a follower; the first the leader serves itself. The
+ * blocking read(2) of the eventfd is the one call a worker makes beyond
+ * the handler's own, the futexes and the irqfd's write. */
 static void fs_lead(struct virtio_fs *fs)
 {
 	struct virtio_dev *d = &fs->dev;
