@@ -17,7 +17,7 @@
 
 #define VDRV_MAX_QUEUES 3
 /* Where a queue's avail and used rings lie past its descriptor table. */
-#define VDRV_AVAIL_OFF 0x1000
+#define VDRV_AVAIL_OFF 0x1000 /* for up to 256 entries; a page more per 256 above */
 #define VDRV_USED_OFF  0x2000
 
 #define VDRV_S_NEGOTIATING (VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER)
@@ -40,7 +40,9 @@ struct vdrv {
 	struct vdrv_queue q[VDRV_MAX_QUEUES];
 };
 
-/* Lay out nr_queues queues of qsize entries from base, stride bytes apart. */
+/* Lay out nr_queues queues of qsize entries from base, stride bytes apart:
+ * each its descriptor table, then its avail ring and its used ring a page
+ * after (for more than 256 entries, both move up with the table). */
 static inline void vdrv_init(struct vdrv *drv, uint8_t *ram, struct virtio_dev *dev, uint16_t qsize,
 			     unsigned int nr_queues, uint64_t base, uint64_t stride)
 {
@@ -51,10 +53,12 @@ static inline void vdrv_init(struct vdrv *drv, uint8_t *ram, struct virtio_dev *
 	drv->nr_queues = nr_queues;
 	drv->ring_base = base;
 	drv->ring_stride = stride;
+	uint64_t table = qsize > 256 ? (uint64_t)qsize * 16 : VDRV_AVAIL_OFF;
+
 	for (unsigned int q = 0; q < nr_queues && q < VDRV_MAX_QUEUES; q++) {
 		drv->q[q].desc = base + q * stride;
-		drv->q[q].avail = drv->q[q].desc + VDRV_AVAIL_OFF;
-		drv->q[q].used = drv->q[q].desc + VDRV_USED_OFF;
+		drv->q[q].avail = drv->q[q].desc + table;
+		drv->q[q].used = drv->q[q].desc + table + VDRV_USED_OFF - VDRV_AVAIL_OFF;
 	}
 }
 

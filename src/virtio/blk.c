@@ -15,7 +15,7 @@
 
 #define BLK_SECTOR   512ULL
 #define BLK_HDR_SIZE 16
-#define BLK_SEG_MAX  (VIRTQ_MAX_CHAIN - 2) /* minus header and status */
+#define BLK_SEG_MAX  126 /* data segments: a chain of 128 with header and status */
 #define BLK_REQ_MAX  (4 * MiB)		   /* largest transfer we accept */
 #define BLK_OPT_IO   (512 * 1024)	   /* announced optimal transfer */
 

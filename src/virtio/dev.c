@@ -48,6 +48,11 @@ static void virtio_raise(struct virtio_dev *d, unsigned int bits)
 		(void)!write(d->irqfd, &one, sizeof(one));
 }
 
+uint16_t virtio_dev_queue_max(const struct virtio_dev *d)
+{
+	return d->ops->queue_max ? d->ops->queue_max : VIRTQ_MAX_SIZE;
+}
+
 void virtio_dev_signal(struct virtio_dev *d, struct virtq *vq)
 {
 	if (virtq_wants_interrupt(vq))

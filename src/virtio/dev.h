@@ -27,6 +27,11 @@ struct virtio_dev_ops {
 	const char *name;
 	uint32_t device_id;
 	unsigned int num_queues;
+	/* QueueNumMax, a power of two up to VIRTQ_RING_MAX; 0: VIRTQ_MAX_SIZE. */
+	uint16_t queue_max;
+	/* Bit q: the device waits on queue q's notification fd itself, in a
+	 * blocking read on a thread of its own; the I/O loop leaves it alone. */
+	uint32_t own_kicks;
 	/* Device-specific config write (config is read straight from d->config). */
 	void (*config_write)(struct virtio_dev *d, uint32_t off, const uint8_t *data, uint32_t len);
 	/* The driver made buffers available on queue q. */
@@ -98,5 +103,7 @@ void virtio_dev_needs_reset(struct virtio_dev *d);
 bool virtio_dev_driver_ok(const struct virtio_dev *d);
 /* On a thread the device started, before it serves anything. */
 void virtio_dev_thread_start(struct virtio_dev *d);
+/* The QueueNumMax d offers. */
+uint16_t virtio_dev_queue_max(const struct virtio_dev *d);
 
 #endif

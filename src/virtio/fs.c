@@ -5,16 +5,26 @@
  * every other request. Linux 6.1 uses one request queue, whatever the
  * config offers, so that is what we offer.
  *
- * Threading: a FUSE operation may take long (an fsync, a large read), and
- * queue notifications come on the one I/O thread that every device shares.
- * So the notify, under the device lock, only pops chains, sends malformed
- * ones straight back, and queues the rest on a bounded job list. A pool of
- * worker threads takes jobs, calls the handler without the device lock,
- * then takes it to push the used element and interrupt the guest: replies
- * may complete out of order, as FUSE allows. A reset drops queued jobs,
- * waits for the handlers under way to return and joins the pool, so the
- * device touches none of the guest's buffers once the reset is done; the
- * pool starts again at the next notification. */
+ * Threading: a FUSE operation may take long (an fsync, a large read), so
+ * requests are served on a pool of worker threads, never on the one I/O
+ * thread that every device shares. The request queue's kicks go to the
+ * pool itself: one worker at a time, the leader, blocks reading the
+ * queue's ioeventfd; woken, it pops the chains under the device lock,
+ * sends malformed ones straight back, queues the rest on a bounded job
+ * list, wakes a worker for each but the first and serves that itself, so
+ * a request reaches its handler with no hand-over between threads. Before
+ * one that may wait on the host's storage (READ, WRITE, FSYNC, ...) it
+ * wakes another worker to lead meanwhile; a metadata request, which the
+ * share server serialises anyway, it serves at once. The hiprio queue
+ * (FORGETs) and a notify that comes as an MMIO exit are popped where they
+ * arrive, onto the same list.
+ * Handlers run without the device lock, which is taken again to push the
+ * used element and interrupt the guest: replies may complete out of
+ * order, as FUSE allows. A reset drops queued jobs, waits for the
+ * handlers under way to return and joins the pool (the leader woken by a
+ * write to its eventfd), so the device touches none of the guest's
+ * buffers once the reset is done; the pool starts again when the driver
+ * is ready (DRIVER_OK notifies every ready queue) or at its next kick. */
 #include <endian.h>
 #include <errno.h>
 #include <linux/fuse.h>
@@ -27,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/util.h"
@@ -36,6 +47,9 @@
 #define FS_HIPRIO_Q   0
 #define FS_REQUEST_Q  1
 #define FS_NUM_QUEUES 2
+/* QueueNumMax: Linux caps max_pages at the ring's size less four, and a
+ * ring of 1024 holds three full-size requests at once. */
+#define FS_QUEUE_SIZE 1024
 #define FS_IN_HDR     40 /* struct fuse_in_header */
 #define FS_OUT_HDR    16 /* struct fuse_out_header */
 /* Linux sends a WRITE as in header, arguments and data pages, then out
@@ -47,7 +61,8 @@
 #define FS_THREADS_MAX	   16
 
 _Static_assert(FS_CHAIN_MAX <= VIRTQ_MAX_CHAIN, "a full-size FUSE request must fit one chain");
-_Static_assert(FS_CHAIN_MAX <= VIRTQ_MAX_SIZE, "a full-size FUSE request must fit the ring");
+_Static_assert(FS_QUEUE_SIZE <= VIRTQ_RING_MAX, "ring too large");
+_Static_assert(FS_CHAIN_MAX * 2 <= FS_QUEUE_SIZE, "the ring must hold two full-size requests");
 _Static_assert(FS_NUM_QUEUES <= VIRTIO_MAX_QUEUES, "too many queues");
 _Static_assert(FS_IN_HDR == sizeof(struct fuse_in_header), "fuse_in_header");
 _Static_assert(FS_OUT_HDR == sizeof(struct fuse_out_header), "fuse_out_header");
@@ -58,6 +73,7 @@ _Static_assert(sizeof(struct virtio_fs_config) == 40, "virtio_fs_config");
 struct fs_job {
 	unsigned int q;
 	uint16_t head;
+	uint32_t opcode;	    /* as first read: only to choose a thread */
 	unsigned int nr_out, nr_in; /* virtio's sense: out = readable by us */
 	uint32_t in_len;	    /* writable bytes */
 	struct iovec iov[FS_CHAIN_MAX];
@@ -82,6 +98,8 @@ struct virtio_fs {
 	struct fs_worker workers[FS_THREADS_MAX];
 	unsigned int nr_started; /* threads running; 0: the pool is stopped */
 	bool stopping;		 /* the pool is being joined */
+	bool leading;		 /* a worker waits on the request queue's kick fd */
+	bool lead_failed;	 /* that fd failed: none waits on it till a reset */
 	uint64_t gen;		 /* bumped by reset: answers from before are dropped */
 	pthread_cond_t work;	 /* a job was queued, or the pool stops */
 	pthread_cond_t idle;	 /* a worker finished a job */
@@ -96,11 +114,10 @@ struct virtio_fs {
 /* Whether a chain has the shape of a FUSE request: a readable part that
  * holds a fuse_in_header, room for a fuse_out_header when a reply is due,
  * no more descriptors than Linux ever sends, and parts whose sizes a used
- * length can count. */
-static bool fs_chain_ok(const struct virtq_elem *e, unsigned int q)
+ * length can count. *opcode: the request's, as read now. */
+static bool fs_chain_ok(const struct virtq_elem *e, unsigned int q, uint32_t *opcode)
 {
-	uint32_t opcode;
-
+	*opcode = FUSE_FORGET;
 	if (e->nr_out + e->nr_in > FS_CHAIN_MAX || e->nr_out == 0)
 		return false;
 	if (e->out_len < FS_IN_HDR || e->out_len > UINT32_MAX || e->in_len > UINT32_MAX)
@@ -108,35 +125,59 @@ static bool fs_chain_ok(const struct virtq_elem *e, unsigned int q)
 	if (q == FS_HIPRIO_Q)
 		return true; /* FORGETs: nothing to answer */
 	/* The guest may change it later: the handler reads its own copy. */
-	if (virtq_elem_read(e, offsetof(struct fuse_in_header, opcode), &opcode, 4) != 4)
+	if (virtq_elem_read(e, offsetof(struct fuse_in_header, opcode), opcode, 4) != 4)
 		return false;
-	return e->in_len >= FS_OUT_HDR || opcode == FUSE_FORGET || opcode == FUSE_BATCH_FORGET;
+	return e->in_len >= FS_OUT_HDR || *opcode == FUSE_FORGET || *opcode == FUSE_BATCH_FORGET;
 }
 
-static void fs_queue_job(struct virtio_fs *fs, unsigned int q, const struct virtq_elem *e)
+/* Requests that may wait on the host's storage, which the share server
+ * serves without its lock, beside others: a worker about to serve one
+ * hands the lead on first. Any other it serves at once, as virtiofsd
+ * does: a kick meanwhile waits for it, and no thread is woken. */
+static bool fs_may_block(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_READ:
+	case FUSE_WRITE:
+	case FUSE_FLUSH:
+	case FUSE_FSYNC:
+	case FUSE_FSYNCDIR:
+	case FUSE_FALLOCATE:
+	case FUSE_SYNCFS:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void fs_queue_job(struct virtio_fs *fs, unsigned int q, const struct virtq_elem *e,
+			 uint32_t opcode)
 {
 	struct fs_job *j = &fs->jobs[(fs->job_head + fs->nr_jobs) % FS_JOBS_MAX];
 	unsigned int n = e->nr_out + e->nr_in;
 
 	j->q = q;
 	j->head = e->head;
+	j->opcode = opcode;
 	j->nr_out = e->nr_out;
 	j->nr_in = e->nr_in;
 	j->in_len = (uint32_t)e->in_len;
 	memcpy(j->iov, e->iov, n * sizeof(e->iov[0]));
 	fs->nr_jobs++;
-	pthread_cond_signal(&fs->work);
 }
 
 /* Move ring q's chains onto the job list while it has room; malformed ones
  * go back at once, with nothing written. The list's bound is also what
- * bounds the work of one notification. */
-static void fs_pop(struct virtio_fs *fs, unsigned int q)
+ * bounds the work of one notification. A worker is woken for each job but
+ * the first keep, which the caller serves itself. */
+static void fs_pop(struct virtio_fs *fs, unsigned int q, unsigned int keep)
 {
 	struct virtio_dev *d = &fs->dev;
 	struct virtq *vq = &d->vqs[q];
 	struct virtq_elem *e = &fs->elem;
+	unsigned int queued = 0;
 	bool pushed = false;
+	uint32_t opcode;
 	int r;
 
 	if (!vq->ready || !virtio_dev_driver_ok(d) || fs->stopping || fs->nr_started == 0)
@@ -154,16 +195,19 @@ static void fs_pop(struct virtio_fs *fs, unsigned int q)
 			virtio_dev_needs_reset(d);
 			break;
 		}
-		if (r == VIRTQ_BAD_CHAIN || !fs_chain_ok(e, q)) {
+		if (r == VIRTQ_BAD_CHAIN || !fs_chain_ok(e, q, &opcode)) {
 			fs->stats.malformed++;
 			virtq_push(vq, e->head, 0);
 			pushed = true;
 			continue;
 		}
-		fs_queue_job(fs, q, e);
+		fs_queue_job(fs, q, e, opcode);
+		queued++;
 	}
 	if (pushed)
 		virtio_dev_signal(d, vq);
+	for (; keep < queued; keep++)
+		pthread_cond_signal(&fs->work);
 }
 
 /* Take the oldest job into w; a ring that found the list full gets the
@@ -180,7 +224,7 @@ static void fs_take_job(struct virtio_fs *fs, struct fs_worker *w)
 	fs->stats.requests++;
 	for (unsigned int q = 0; q < FS_NUM_QUEUES; q++) {
 		if (fs->starved[q])
-			fs_pop(fs, q);
+			fs_pop(fs, q, 0);
 	}
 }
 
@@ -217,6 +261,64 @@ static void fs_worker_setup(void)
 	umask(0);
 }
 
+/* Serve the oldest job as w; the device lock is let go meanwhile. */
+static void fs_run_job(struct virtio_fs *fs, struct fs_worker *w)
+{
+	struct virtio_dev *d = &fs->dev;
+	uint64_t gen;
+	size_t written;
+
+	fs_take_job(fs, w);
+	if (fs_may_block(w->job.opcode) && !fs->leading)
+		pthread_cond_signal(&fs->work); /* to take the lead meanwhile */
+	gen = fs->gen;
+	pthread_mutex_unlock(&d->lock);
+	written = fs_serve(fs, &w->job);
+	pthread_mutex_lock(&d->lock);
+	fs->busy--;
+	if (gen == fs->gen)
+		fs_complete(fs, &w->job, written);
+	if (fs->nr_jobs == 0 && fs->busy == 0)
+		pthread_cond_broadcast(&fs->idle);
+}
+
+/* The request queue's kick fd (blocking; the I/O loop leaves it to us), or
+ * -1 where the device has none (tests): then notifies come as MMIO exits. */
+static int fs_kick_fd(const struct virtio_fs *fs)
+{
+	return fs->dev.queue_fds[FS_REQUEST_Q];
+}
+
+/* Lead: wait for the guest's kick, then pop the request queue. Each job
+ * but the first wakes a follower; the first the leader serves itself. The
+ * blocking read(2) of the eventfd is the one call a worker makes beyond
+ * the handler's own, the futexes and the irqfd's write. */
+static void fs_lead(struct virtio_fs *fs)
+{
+	struct virtio_dev *d = &fs->dev;
+	uint64_t n;
+	ssize_t r;
+
+	fs->leading = true;
+	pthread_mutex_unlock(&d->lock);
+	do
+		r = read(fs_kick_fd(fs), &n, sizeof(n));
+	while (r < 0 && errno == EINTR);
+	pthread_mutex_lock(&d->lock);
+	fs->leading = false;
+	if (fs->stopping)
+		return;
+	if (r != sizeof(n)) {
+		/* Cannot happen with an eventfd; never spin on it. */
+		log_warn("virtio-fs: reading the request queue's kicks: %s",
+			 r < 0 ? strerror(errno) : "short read");
+		virtio_dev_needs_reset(d);
+		fs->lead_failed = true; /* no one leads again until the reset */
+		return;
+	}
+	fs_pop(fs, FS_REQUEST_Q, 1);
+}
+
 static void *fs_worker_main(void *arg)
 {
 	struct fs_worker *w = arg;
@@ -226,24 +328,13 @@ static void *fs_worker_main(void *arg)
 	fs_worker_setup();
 	virtio_dev_thread_start(d);
 	pthread_mutex_lock(&d->lock);
-	for (;;) {
-		uint64_t gen;
-		size_t written;
-
-		while (fs->nr_jobs == 0 && !fs->stopping)
+	while (!fs->stopping) {
+		if (fs->nr_jobs > 0)
+			fs_run_job(fs, w);
+		else if (!fs->leading && !fs->lead_failed && fs_kick_fd(fs) >= 0)
+			fs_lead(fs);
+		else
 			pthread_cond_wait(&fs->work, &d->lock);
-		if (fs->stopping)
-			break;
-		fs_take_job(fs, w);
-		gen = fs->gen;
-		pthread_mutex_unlock(&d->lock);
-		written = fs_serve(fs, &w->job);
-		pthread_mutex_lock(&d->lock);
-		fs->busy--;
-		if (gen == fs->gen)
-			fs_complete(fs, &w->job, written);
-		if (fs->nr_jobs == 0 && fs->busy == 0)
-			pthread_cond_broadcast(&fs->idle);
 	}
 	pthread_mutex_unlock(&d->lock);
 	return NULL;
@@ -290,12 +381,19 @@ static void fs_pool_stop(struct virtio_fs *fs)
 		return;
 	fs->stopping = true;
 	pthread_cond_broadcast(&fs->work);
+	if (fs->leading) {
+		uint64_t one = 1;
+
+		/* The leader's read returns; it sees stopping and ends. */
+		(void)!write(fs_kick_fd(fs), &one, sizeof(one));
+	}
 	pthread_mutex_unlock(&d->lock);
 	for (unsigned int i = 0; i < n; i++)
 		pthread_join(fs->workers[i].thread, NULL);
 	pthread_mutex_lock(&d->lock);
 	fs->nr_started = 0;
 	fs->stopping = false;
+	fs->lead_failed = false;
 	pthread_cond_broadcast(&fs->idle);
 }
 
@@ -309,7 +407,7 @@ static void fs_queue_notify(struct virtio_dev *d, unsigned int q)
 		virtio_dev_needs_reset(d);
 		return;
 	}
-	fs_pop(fs, q);
+	fs_pop(fs, q, 0);
 }
 
 static void fs_reset(struct virtio_dev *d)
@@ -339,6 +437,8 @@ static const struct virtio_dev_ops fs_ops = {
 	.name = "virtio-fs",
 	.device_id = VIRTIO_ID_FS,
 	.num_queues = FS_NUM_QUEUES,
+	.queue_max = FS_QUEUE_SIZE,
+	.own_kicks = 1u << FS_REQUEST_Q,
 	.queue_notify = fs_queue_notify,
 	.reset = fs_reset,
 	.destroy = fs_destroy,

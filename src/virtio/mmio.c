@@ -94,7 +94,7 @@ static uint32_t virtio_reg_read(struct virtio_dev *d, uint64_t off)
 			return 0;
 		return (uint32_t)(d->features >> (32 * d->dev_features_sel));
 	case VIRTIO_MMIO_QUEUE_NUM_MAX:
-		return vq ? VIRTQ_MAX_SIZE : 0;
+		return vq ? virtio_dev_queue_max(d) : 0;
 	case VIRTIO_MMIO_QUEUE_READY:
 		return vq ? vq->ready : 0;
 	case VIRTIO_MMIO_INTERRUPT_STATUS:
@@ -141,7 +141,7 @@ static void virtio_reg_write(struct virtio_dev *d, uint64_t off, uint32_t v)
 		break;
 	case VIRTIO_MMIO_QUEUE_NUM:
 		if (vq_writable)
-			vq->num = v <= VIRTQ_MAX_SIZE ? (uint16_t)v : 0;
+			vq->num = v <= virtio_dev_queue_max(d) ? (uint16_t)v : 0;
 		break;
 	case VIRTIO_MMIO_QUEUE_READY:
 		if (vq == NULL)

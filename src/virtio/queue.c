@@ -33,7 +33,7 @@ int virtq_enable(struct virtq *vq, const struct guest_mem *mem)
 	uint64_t n = vq->num;
 	void *desc, *avail, *used;
 
-	if (n == 0 || n > VIRTQ_MAX_SIZE || (n & (n - 1)))
+	if (n == 0 || n > VIRTQ_RING_MAX || (n & (n - 1)))
 		return -1;
 	if ((vq->desc_gpa & 15) || (vq->avail_gpa & 1) || (vq->used_gpa & 3))
 		return -1;

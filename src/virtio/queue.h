@@ -12,8 +12,11 @@
 
 #include "vmm/memory.h"
 
-#define VIRTQ_MAX_SIZE	256 /* QueueNumMax we offer */
-#define VIRTQ_MAX_CHAIN 128 /* descriptors per request */
+#define VIRTQ_MAX_SIZE	256  /* QueueNumMax a device offers unless it says */
+#define VIRTQ_RING_MAX	1024 /* the largest ring any device offers */
+/* Descriptors per request, any device: a 256-page FUSE WRITE and its four
+ * headers (fs.c). Devices that want fewer say so to the driver. */
+#define VIRTQ_MAX_CHAIN 260
 
 enum virtq_pop_result {
 	VIRTQ_BROKEN = -2,    /* ring state impossible: stop using the queue */
@@ -43,7 +46,7 @@ struct virtq_elem {
 };
 
 void virtq_reset(struct virtq *vq);
-/* Validate num (a power of two up to VIRTQ_MAX_SIZE), ring alignment and that
+/* Validate num (a power of two up to VIRTQ_RING_MAX), ring alignment and that
  * all three rings lie in guest RAM; then mark the queue ready. */
 int virtq_enable(struct virtq *vq, const struct guest_mem *mem);
 /* Take the next request. On VIRTQ_BAD_CHAIN e->head is valid and the caller

@@ -220,6 +220,13 @@ static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t
 			return -1;
 		v->ioeventfds[i][q] = fd;
 		d->queue_fds[q] = fd;
+		if (d->ops->own_kicks & (1u << q)) {
+			/* The device's own thread blocks reading it. */
+			if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)
+				return gantry_error_errno(err, "%s: queue %u's eventfd",
+							  d->ops->name, q);
+			continue;
+		}
 		*w = (struct queue_watch){ d, q };
 		if (ioloop_add(&v->vm.io, fd, vmm_queue_kick, w, err) < 0)
 			return -1;
@@ -356,12 +363,14 @@ static int vmm_confine(struct vmm *v, bool load_base, gantry_error_t *err)
 static void vmm_teardown(struct vmm *v)
 {
 	ioloop_stop(&v->vm.io);
+	/* Each device first: a thread of its own may be blocked reading a
+	 * queue's eventfd, which closing would not wake. */
 	for (unsigned int i = 0; i < v->nr_devs; i++) {
-		for (unsigned int q = 0; q < v->devs[i]->ops->num_queues; q++) {
+		v->devs[i]->ops->destroy(v->devs[i]);
+		for (unsigned int q = 0; q < VIRTIO_MAX_QUEUES; q++) {
 			if (v->ioeventfds[i][q] >= 0)
 				close(v->ioeventfds[i][q]);
 		}
-		v->devs[i]->ops->destroy(v->devs[i]);
 	}
 	vm_destroy(&v->vm);
 	free(v->cmdline);

@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		free(ram);
 		return 0;
 	}
-	check(vq.num && !(vq.num & (vq.num - 1)) && vq.num <= VIRTQ_MAX_SIZE);
+	check(vq.num && !(vq.num & (vq.num - 1)) && vq.num <= VIRTQ_RING_MAX);
 	/* Any index is reachable by a driver that has run long enough. */
 	start = (uint16_t)(hdr[H_START] | hdr[H_START + 1] << 8);
 	vq.last_avail = vq.used_idx = start;

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,12 +30,13 @@
 #include "virtio/mmio.h"
 #include "../virtio_driver.h"
 
-#define QN	      256
+#define QN	      512 /* the driver's ring: room for one chain of CHAIN_MAX */
+#define QN_MAX	      1024
 #define HIPRIO	      0
 #define REQQ	      1
 #define RAM_SIZE      (4 * MiB)
 #define RING_GPA      0x10000ULL
-#define RING_STRIDE   0x4000ULL
+#define RING_STRIDE   0x8000ULL
 #define BUF_GPA(slot) (0x100000ULL + (uint64_t)(slot)*0x1000)
 #define IN_HDR	      ((uint32_t)sizeof(struct fuse_in_header))
 #define OUT_HDR	      ((uint32_t)sizeof(struct fuse_out_header))
@@ -63,6 +65,7 @@ struct fx {
 	struct guest_mem mem;
 	struct virtio_dev *d;
 	struct vdrv drv;
+	int kick_fd; /* the request queue's notify eventfd, as the VMM wires it; -1: none */
 };
 
 static void nap_ms(unsigned int ms)
@@ -200,23 +203,36 @@ static void driver_up(struct fx *f)
 	vdrv_driver_ok(&f->drv);
 }
 
-static int fx_setup_mode(void **state, enum handler_mode mode)
+static int fx_setup_kicks(void **state, enum handler_mode mode, bool kick_fd)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 	gantry_error_t err = NULL;
 
 	handler_reset(mode);
 	f->ram = calloc(1, RAM_SIZE);
+	f->kick_fd = -1;
 	guest_mem_init_buffer(&f->mem, f->ram, RAM_SIZE);
 	f->d = virtio_fs_create(&f->mem, TAG, &handler, &err);
 	if (f->d == NULL) {
 		fprintf(stderr, "%s\n", gantry_error_str(err));
 		return -1;
 	}
+	/* Blocking, as the VMM leaves a queue the device reads itself. */
+	if (kick_fd) {
+		assert_true(f->d->ops->own_kicks & (1u << REQQ));
+		f->kick_fd = eventfd(0, EFD_CLOEXEC);
+		assert_true(f->kick_fd >= 0);
+		f->d->queue_fds[REQQ] = f->kick_fd;
+	}
 	vdrv_init(&f->drv, f->ram, f->d, QN, 2, RING_GPA, RING_STRIDE);
 	driver_up(f);
 	*state = f;
 	return 0;
+}
+
+static int fx_setup_mode(void **state, enum handler_mode mode)
+{
+	return fx_setup_kicks(state, mode, false);
 }
 
 static int fx_setup(void **state)
@@ -225,11 +241,26 @@ static int fx_setup(void **state)
 	return fx_setup_mode(state, ECHO);
 }
 
+/* The pool's leader reads the kicks from the eventfd. */
+static int fx_setup_fd(void **state)
+{
+	unsetenv(VIRTIO_FS_THREADS_ENV);
+	return fx_setup_kicks(state, ECHO, true);
+}
+
+static int fx_setup_fd_sleep(void **state)
+{
+	unsetenv(VIRTIO_FS_THREADS_ENV);
+	return fx_setup_kicks(state, SLEEP, true);
+}
+
 static int fx_teardown(void **state)
 {
 	struct fx *f = *state;
 
 	f->d->ops->destroy(f->d);
+	if (f->kick_fd >= 0)
+		close(f->kick_fd);
 	free(f->ram);
 	free(f);
 	return 0;
@@ -255,9 +286,16 @@ static void chain(struct fx *f, unsigned int q, uint16_t first, const struct seg
 	vdrv_offer(&f->drv, q, first);
 }
 
+/* A kick as the guest's notify write makes it: through the ioeventfd
+ * when the fixture has one for q, else as an MMIO exit. */
 static void kick(struct fx *f, unsigned int q)
 {
-	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, q);
+	uint64_t one = 1;
+
+	if (q == REQQ && f->kick_fd >= 0)
+		assert_int_equal(write(f->kick_fd, &one, sizeof(one)), sizeof(one));
+	else
+		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NOTIFY, q);
 }
 
 /* Write a fuse_in_header at gpa. */
@@ -318,7 +356,7 @@ static void test_config(void **state)
 	assert_int_equal(past[0] | past[1] | past[2] | past[3], 0);
 	for (uint32_t q = 0; q < 3; q++) {
 		vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_SEL, q);
-		assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_NUM_MAX), q < 2 ? QN : 0);
+		assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_NUM_MAX), q < 2 ? QN_MAX : 0);
 	}
 }
 
@@ -628,7 +666,7 @@ static void test_one_thread(void **state)
 	assert_int_equal(virtio_fs_stats(f->d).workers, 1);
 }
 
-/* 256 FORGETs at once: more than the job list holds, so workers pop the
+/* 512 FORGETs at once: more than the job list holds, so workers pop the
  * rest of the ring as they free its slots. */
 static void test_list_full(void **state)
 {
@@ -725,6 +763,8 @@ static int fx_teardown_maybe(void **state)
 
 	if (f->d)
 		f->d->ops->destroy(f->d);
+	if (f->kick_fd >= 0)
+		close(f->kick_fd);
 	free(f->ram);
 	free(f);
 	return 0;
@@ -746,6 +786,13 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_list_full, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_reset_in_flight, fx_setup_sleep, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_destroy_in_flight, fx_setup_sleep,
+						fx_teardown_maybe),
+		cmocka_unit_test_setup_teardown(test_round_trip, fx_setup_fd, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_malformed, fx_setup_fd, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_concurrent, fx_setup_fd, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_reset_in_flight, fx_setup_fd_sleep,
+						fx_teardown),
+		cmocka_unit_test_setup_teardown(test_destroy_in_flight, fx_setup_fd_sleep,
 						fx_teardown_maybe),
 	};
 
