@@ -249,10 +249,11 @@ def test_vmm_seccomp_thread_lists(gantry, role, call):
                    "makes one openat after confinement, not yet traced; refused with EPERM "
                    "under the real filter", strict=False)
 def test_seccomp_log_mode_logs_nothing(gantry, sandbox_assets, tmp_path):
-    """GANTRY_SECCOMP=log: the filter allows and the kernel logs what it
-    would have refused. A sandbox's network at work (DNS, a connection the
-    policy refuses, a live publish and unpublish, a policy swap, the
-    traffic report) must log nothing: the allowlist is complete for it."""
+    """GANTRY_SECCOMP=log: the filters allow and the kernel logs what they
+    would have refused. A sandbox at work (a share written and read, one
+    added and removed live; DNS, a connection the policy refuses, a live
+    publish and unpublish, a policy swap, the traffic report; a stop) must
+    log nothing: the allowlists are complete for it."""
     def kmsg():
         r = subprocess.run(["dmesg"], capture_output=True, text=True)
         return [line for line in r.stdout.splitlines() if "type=1326" in line or
@@ -263,10 +264,23 @@ def test_seccomp_log_mode_logs_nothing(gantry, sandbox_assets, tmp_path):
     g.env["GANTRY_SECCOMP"] = "log"
     policy = tmp_path / "policy.json"
     policy.write_text('{"default":"allow","rules":[{"action":"deny","cidr":"192.0.2.0/24"}]}')
-    g.run("start", "logged", "-p", "127.0.0.1:18480:80", check=True)
+    work, more = tmp_path / "work", tmp_path / "more"
+    work.mkdir()
+    more.mkdir()
+    (more / "seen").write_text("from the host\n")
+    g.run("start", "logged", "-p", "127.0.0.1:18480:80", "-share", f"work={work}", check=True)
     try:
         iso = json.loads((g.home / "sandboxes" / "logged" / "isolation.json").read_text())
         assert iso["roles"]["net"]["seccomp"] == "log", iso
+        assert iso["roles"]["vmm"]["seccomp"] == "log", iso
+        # The VMM's devices and share server at work.
+        g.run("exec", "logged", "--", "sh", "-c",
+              "cd /host/work && echo data >f && mv f g && ln g h && mkdir d && "
+              "cat g h >/dev/null && ls -la >/dev/null && rm -r g h d && sync", check=True)
+        g.run("share", "add", "logged", f"more={more},ro", check=True)
+        r = g.run("exec", "logged", "--", "cat", "/host/more/seen", check=True)
+        assert r.stdout.strip() == b"from the host"
+        g.run("share", "rm", "logged", "more", check=True)
         g.run("exec", "logged", "--", "sh", "-c",
               "nslookup gateway.containers.internal. >/dev/null; "
               "nslookup -type=a host.containers.internal. >/dev/null; "
@@ -277,6 +291,7 @@ def test_seccomp_log_mode_logs_nothing(gantry, sandbox_assets, tmp_path):
         g.run("ports", "unpublish", "logged", "127.0.0.1:18481:81", check=True)
         g.run("net-policy", "set", "logged", str(policy), check=True)
         g.run("net", "traffic", "logged", check=True)
+        g.run("stop", "logged", check=True)
     finally:
         g.run("delete", "logged")
     new = [line for line in kmsg() if line not in before]
