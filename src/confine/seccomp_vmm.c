@@ -77,7 +77,7 @@ static const int vcpu_sys[] = {
  * sockets (connected to and accepted) and timer, virtio-net's socket. */
 static const int io_sys[] = {
 	SCMP_SYS(epoll_wait), SCMP_SYS(epoll_pwait), SCMP_SYS(epoll_ctl), SCMP_SYS(timerfd_settime),
-	SCMP_SYS(connect),    SCMP_SYS(accept),	     SCMP_SYS(accept4),	  SCMP_SYS(recvfrom),
+	SCMP_SYS(accept),     SCMP_SYS(accept4),     SCMP_SYS(recvfrom),
 	SCMP_SYS(sendto),     SCMP_SYS(recvmsg),     SCMP_SYS(sendmsg),	  SCMP_SYS(shutdown),
 	SCMP_SYS(getsockopt), SCMP_SYS(setsockopt),  SCMP_SYS(pread64),	  SCMP_SYS(pwrite64),
 	SCMP_SYS(preadv),     SCMP_SYS(pwritev),     SCMP_SYS(fsync),	  SCMP_SYS(fdatasync),
@@ -252,9 +252,12 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 				  O_WRONLY | O_CREAT | O_TRUNC));
 	if (r == 0 && (vcpu || main) && o->console_file)
 		r = console_rules(f);
-	/* vsock's connections to the host's Unix sockets, from the I/O thread. */
-	if (r == 0 && io)
+	/* vsock's connections to the host's Unix sockets, from the I/O
+	 * thread, where it makes them itself (a VMM worker is handed them). */
+	if (r == 0 && io && o->dials)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), SCMP_A0_32(SCMP_CMP_EQ, AF_UNIX));
+	if (r == 0 && io && o->dials)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(connect), 0);
 	return r;
 }
 

@@ -83,6 +83,7 @@ struct vmm_filter_opts {
 	bool console_file; /* a capped console log: rotation renames and reopens it */
 	bool fs;	   /* a virtio-fs device: the I/O thread starts its workers */
 	bool profile;	   /* GANTRY_GUEST_PROFILE: the main thread writes the file */
+	bool dials;	   /* vsock connects to Unix sockets itself (no vmm_vsock_host) */
 };
 
 /* "base", "vcpu", "io", "fs", "main". */

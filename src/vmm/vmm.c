@@ -343,6 +343,7 @@ static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
 		.console_file = v->console.path != NULL,
 		.fs = cfg->fs.handler != NULL,
 		.profile = v->vm.profile != NULL,
+		.dials = cfg->vsock_dir != NULL && cfg->vsock.connect == NULL,
 	};
 }
 
