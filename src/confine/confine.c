@@ -5,6 +5,7 @@
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <linux/securebits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/child.h"
@@ -489,6 +491,39 @@ static void layer_caps(const struct confine_opts *o, struct confine_report *r)
 	say(p, ok, "capset", "%s%s", what, o->keep_bind_cap ? " (net_bind_service kept)" : "");
 }
 
+/* glibc reads /proc/sys/vm/overcommit_memory once, the first time a
+ * thread's own heap (an arena other than the main one) shrinks. After
+ * the filter that open is refused (harmless: glibc then only drops the
+ * pages) and, under GANTRY_SECCOMP=log, logged; so it happens here:
+ * a thread grows a heap of its own and frees it. */
+static void *shrink_a_heap(void *arg)
+{
+	enum { PIECES = 8, PIECE = 64 * 1024 }; /* each below the mmap threshold */
+	void *p[PIECES];
+
+	(void)arg;
+	for (int i = 0; i < PIECES; i++)
+		p[i] = malloc(PIECE);
+	for (int i = PIECES - 1; i >= 0; i--)
+		free(p[i]);
+	return NULL;
+}
+
+/* What glibc opens on first use, done before the layers: the time zone
+ * (a log line's strftime loads it; with TZ unset it stats and opens
+ * /etc/localtime every time, with TZ set only when TZ changes: we log in
+ * UTC anyway) and the heap's shrinking. */
+static void libc_prime(void)
+{
+	pthread_t t;
+
+	if (getenv("TZ") == NULL)
+		setenv("TZ", "UTC0", 0);
+	tzset();
+	if (pthread_create(&t, NULL, shrink_a_heap, NULL) == 0)
+		pthread_join(t, NULL);
+}
+
 /* Past a fork, the child only exits. */
 static int try_fork(void)
 {
@@ -570,6 +605,7 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 		say(p, (o->spawn.ns & CLONE_NEWNET) != 0, "namespace", "%s",
 		    o->spawn.ns & CLONE_NEWNET ? "new, empty" : "the host's");
 	}
+	libc_prime(); /* before NPROC 0 stops its thread */
 	layer_mount(o, r);
 	layer_limits(o, r);
 	layer_privileges(o, r);

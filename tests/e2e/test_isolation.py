@@ -246,9 +246,6 @@ def test_vmm_seccomp_thread_lists(gantry, role, call):
 
 
 @pytest.mark.kvm
-@pytest.mark.xfail(reason="known: a connection the worker refuses (the local wall, a deny rule) "
-                   "makes one openat after confinement, not yet traced; refused with EPERM "
-                   "under the real filter", strict=False)
 def test_seccomp_log_mode_logs_nothing(gantry, sandbox_assets, tmp_path):
     """GANTRY_SECCOMP=log: the filters allow and the kernel logs what they
     would have refused. A sandbox at work (a share written and read, one
