@@ -199,7 +199,7 @@ static json_t *config_json(struct machine *m, struct handover *h, gantry_error_t
 		give(h, kvm, true);
 	if (open_given(h, m->cfg.kernel, O_RDONLY, "kernel", err) < 0)
 		goto fail;
-	if (m->vmm_worker.console < 0 && give_console(&m->vmm_worker, m, h, err) < 0)
+	if (give_console(&m->vmm_worker, m, h, err) < 0)
 		goto fail;
 	give(h, m->cfg.stop_fd, false);
 	if (m->cfg.net_fd > 0)
