@@ -2,6 +2,7 @@
  * each, report (see confine.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <linux/securebits.h>
@@ -509,10 +510,12 @@ static void *shrink_a_heap(void *arg)
 	return NULL;
 }
 
-/* What glibc opens on first use, done before the layers: the time zone
- * (a log line's strftime loads it; with TZ unset it stats and opens
- * /etc/localtime every time, with TZ set only when TZ changes: we log in
- * UTC anyway) and the heap's shrinking. */
+/* What glibc and jansson open on first use, done before the layers: the
+ * time zone (a log line's strftime loads it; with TZ unset it stats and
+ * opens /etc/localtime every time, with TZ set only when TZ changes: we
+ * log in UTC anyway), the heap's shrinking, and jansson's hash seed (read
+ * from /dev/urandom by the first JSON object made; past the empty root it
+ * would fall back to the time and the PID). */
 static void libc_prime(void)
 {
 	pthread_t t;
@@ -520,6 +523,7 @@ static void libc_prime(void)
 	if (getenv("TZ") == NULL)
 		setenv("TZ", "UTC0", 0);
 	tzset();
+	json_object_seed(0);
 	if (pthread_create(&t, NULL, shrink_a_heap, NULL) == 0)
 		pthread_join(t, NULL);
 }

@@ -53,11 +53,10 @@ static const struct {
 	unsigned int kinds;
 } ioctls[] = {
 #define VCPU_REQ(r)   { r, ON(VMM_THREAD_VCPU) },
-#define DEVICE_REQ(r) { r, ON(VMM_THREAD_VCPU) | ON(VMM_THREAD_IO) },
 #define IO_REQ(r)     { r, ON(VMM_THREAD_IO) },
 #define FS_REQ(r)     { r, ON(VMM_THREAD_FS) },
 #define MAIN_REQ(r)   { r, ON(VMM_THREAD_MAIN) },
-	VMM_KVM_VCPU(VCPU_REQ) VMM_KVM_DEVICE(DEVICE_REQ) VMM_KVM_IO(IO_REQ) VMM_KVM_FS(FS_REQ)
+	VMM_KVM_VCPU(VCPU_REQ) VMM_KVM_IO(IO_REQ) VMM_KVM_FS(FS_REQ)
 		VMM_KVM_MAIN(MAIN_REQ)
 };
 

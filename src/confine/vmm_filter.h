@@ -55,15 +55,11 @@
 	X(KVM_RUN)                                                                                 \
 	X(KVM_GET_REGS)
 
-/* The devices' interrupt line outside irqfds: the serial port's, raised
- * from the vCPU threads (the guest's port I/O) and the I/O thread (console
- * input). The only list two thread kinds load. */
-#define VMM_KVM_DEVICE(X) X(KVM_IRQ_LINE)
-
 /* The I/O thread, the virtio-fs workers and the main thread issue no KVM
- * request of their own: queue notifications arrive on ioeventfds and
- * interrupts leave on irqfds, both plain reads and writes. Nor any other
- * ioctl (no FIONREAD, no terminal requests) after set-up. */
+ * request of their own: queue notifications arrive on ioeventfds and every
+ * interrupt, the serial port's too, leaves on an irqfd, both plain reads
+ * and writes. Nor any other ioctl (no FIONREAD, no terminal requests)
+ * after set-up. */
 #define VMM_KVM_IO(X)
 #define VMM_KVM_FS(X)
 #define VMM_KVM_MAIN(X)

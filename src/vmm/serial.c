@@ -48,6 +48,7 @@ void serial_init(struct serial *s, struct vm *vm, struct console *console)
 	s->vm = vm;
 	s->console = console;
 	s->mcr = UART_MCR_OUT2;
+	s->irq_fd = -1;
 }
 
 static void serial_flush_locked(struct serial *s)
@@ -84,8 +85,13 @@ static void serial_update_irq(struct serial *s)
 	if (level == s->irq_level)
 		return;
 	s->irq_level = level;
-	if (s->vm)
-		vm_irq_line(s->vm, SERIAL_COM1_IRQ, level);
+	/* An edge-triggered pin sees only the rise. A full counter (it
+	 * cannot be, the kernel drains it at once) would only lose an edge. */
+	if (level && s->irq_fd >= 0) {
+		uint64_t one = 1;
+
+		(void)!write(s->irq_fd, &one, sizeof(one));
+	}
 }
 
 static uint8_t serial_msr(const struct serial *s)
@@ -226,5 +232,15 @@ void serial_flush(struct serial *s)
 
 int serial_attach(struct serial *s, gantry_error_t *err)
 {
+	s->irq_fd = vm_irqfd(s->vm, SERIAL_COM1_IRQ, err);
+	if (s->irq_fd < 0)
+		return -1;
 	return bus_register(&s->vm->pio, SERIAL_COM1_BASE, 8, serial_access, s, "serial", err);
+}
+
+void serial_destroy(struct serial *s)
+{
+	if (s->irq_fd >= 0)
+		close(s->irq_fd);
+	s->irq_fd = -1;
 }

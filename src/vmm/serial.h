@@ -1,7 +1,9 @@
 /* 16550A UART at COM1 (0x3f8, IRQ 4): the guest console. Output goes
  * line by line (or SERIAL_OUT_BUF bytes at a time) through a struct console
  * (console.h, which caps a log file); input, when attached, comes from an
- * fd. */
+ * fd. Its interrupt leaves on an irqfd: IRQ 4 is an ISA line, edge
+ * triggered, so a rising edge of the UART's line is one write, from
+ * whichever thread makes it (no KVM request after set-up). */
 #ifndef GANTRY_VMM_SERIAL_H
 #define GANTRY_VMM_SERIAL_H
 
@@ -32,10 +34,11 @@ struct serial {
 	uint8_t rx[SERIAL_RX_FIFO];
 	unsigned int rx_head, rx_count;
 	int irq_level;
+	int irq_fd; /* the irqfd of IRQ 4; -1 in tests */
 };
 
 void serial_init(struct serial *s, struct vm *vm, struct console *console);
-/* Register the UART's ports on vm's port bus. */
+/* Register the UART's ports on vm's port bus and wire its irqfd. */
 int serial_attach(struct serial *s, gantry_error_t *err);
 /* Bus access handler (exposed for tests). */
 void serial_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool is_write);
@@ -43,5 +46,7 @@ void serial_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool
 size_t serial_input(struct serial *s, const uint8_t *buf, size_t len);
 /* Write out any partial line. */
 void serial_flush(struct serial *s);
+/* Close the irqfd. */
+void serial_destroy(struct serial *s);
 
 #endif

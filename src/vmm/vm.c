@@ -173,13 +173,6 @@ void vm_destroy(struct vm *vm)
 	vm->vm_fd = vm->kvm_fd = vm->end_fd = -1;
 }
 
-int vm_irq_line(struct vm *vm, unsigned int gsi, int level)
-{
-	struct kvm_irq_level irq = { .irq = gsi, .level = level };
-
-	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq);
-}
-
 int vm_irqfd(struct vm *vm, unsigned int gsi, gantry_error_t *err)
 {
 	struct kvm_irqfd irqfd = { .gsi = gsi };

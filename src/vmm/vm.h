@@ -85,8 +85,6 @@ void vm_destroy(struct vm *vm);
  * kvm_fd as for vm_create. */
 unsigned int vm_max_vcpus(int kvm_fd);
 
-/* Assert or deassert an interrupt line (GSI). */
-int vm_irq_line(struct vm *vm, unsigned int gsi, int level);
 /* Load the calling thread's seccomp filter of kind t (enum vmm_thread)
  * where vm->confine asks for one; false (the VM's end requested, with
  * why) when it cannot be loaded. */

@@ -373,6 +373,8 @@ static void vmm_teardown(struct vmm *v)
 				close(v->ioeventfds[i][q]);
 		}
 	}
+	if (v->serial.vm) /* serial_init ran */
+		serial_destroy(&v->serial);
 	vm_destroy(&v->vm);
 	free(v->cmdline);
 }

@@ -29,9 +29,9 @@
 #error "SOURCE_ROOT: the source tree the test scans"
 #endif
 
-enum list { L_SETUP, L_VCPU, L_DEVICE, L_IO, L_FS, L_MAIN, L_COUNT };
+enum list { L_SETUP, L_VCPU, L_IO, L_FS, L_MAIN, L_COUNT };
 
-static const char *const list_names[L_COUNT] = { "set-up", "vcpu", "device", "io", "fs", "main" };
+static const char *const list_names[L_COUNT] = { "set-up", "vcpu", "io", "fs", "main" };
 
 struct req {
 	const char *name;
@@ -41,24 +41,21 @@ struct req {
 
 #define SETUP_R(r)  { #r, r, L_SETUP },
 #define VCPU_R(r)   { #r, r, L_VCPU },
-#define DEVICE_R(r) { #r, r, L_DEVICE },
 #define IO_R(r)	    { #r, r, L_IO },
 #define FS_R(r)	    { #r, r, L_FS },
 #define MAIN_R(r)   { #r, r, L_MAIN },
-static const struct req reqs[] = { VMM_KVM_SETUP(SETUP_R) VMM_KVM_VCPU(VCPU_R) VMM_KVM_DEVICE(
-	DEVICE_R) VMM_KVM_IO(IO_R) VMM_KVM_FS(FS_R) VMM_KVM_MAIN(MAIN_R) };
+static const struct req reqs[] = { VMM_KVM_SETUP(SETUP_R) VMM_KVM_VCPU(VCPU_R) VMM_KVM_IO(IO_R)
+					   VMM_KVM_FS(FS_R) VMM_KVM_MAIN(MAIN_R) };
 
 #define KILLED_R(r) #r,
 static const char *const killed[] = { VMM_KVM_KILLED(KILLED_R) };
 
-/* The thread kinds that load a list (the device one: vCPU and I/O). */
+/* The thread kind that loads a list: one each. */
 static bool list_loaded_by(enum list l, enum vmm_thread t)
 {
 	switch (l) {
 	case L_VCPU:
 		return t == VMM_THREAD_VCPU;
-	case L_DEVICE:
-		return t == VMM_THREAD_VCPU || t == VMM_THREAD_IO;
 	case L_IO:
 		return t == VMM_THREAD_IO;
 	case L_FS:
