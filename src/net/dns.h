@@ -74,7 +74,7 @@ int dns_proxy_new(struct dns_proxy **out, const struct dns_hooks *hooks,
 		  const struct sockaddr_in *upstreams, size_t nr_upstreams, const char *tcp_path,
 		  gantry_error_t *err);
 /* Its Unix socket is not to be removed at the end (it lives in a root of
- * the worker's own, gone with it). */
+ * the worker's own, gone with it, or someone else removes it). */
 void dns_proxy_keep_path(struct dns_proxy *p);
 void dns_proxy_free(struct dns_proxy *p);
 

@@ -71,6 +71,7 @@ struct worker {
 	struct nat nat;
 	struct dns_proxy *dns;
 	char *dns_dir, *dns_path;
+	int dns_cleaner; /* write end of the pipe the directory's cleaner waits on */
 	char *dns_slirp_path; /* where libslirp dials it: dns_path, or its path in our own root */
 	struct net_filter filter;
 	struct traffic *traffic;
@@ -973,6 +974,41 @@ static int nonblock(int fd, const char *what, gantry_error_t *err)
 	return 0;
 }
 
+/* A directory of the host's holds the DNS socket, and the filters will
+ * not let us remove it: a child made now, before the layers, removes it
+ * once we are gone (its end of a pipe we never write reads EOF, however we
+ * end), and does nothing else. */
+static int dns_dir_cleaner(struct worker *w, gantry_error_t *err)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return gantry_error_errno(err, "DNS proxy: pipe");
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return gantry_error_errno(err, "DNS proxy: fork");
+	}
+	if (pid == 0) {
+		char c;
+
+		signal(SIGINT, SIG_IGN); /* a Ctrl-C to the group: we go with the worker */
+		signal(SIGTERM, SIG_IGN);
+		if (dup2(p[0], 3) == 3)
+			close_range(4, ~0U, 0);
+		while (read(3, &c, 1) < 0 && errno == EINTR)
+			;
+		unlink(w->dns_path);
+		rmdir(w->dns_dir);
+		_exit(0);
+	}
+	close(p[0]);
+	w->dns_cleaner = p[1];
+	return 0;
+}
+
 /* The DNS proxy's Unix socket for TCP queries: in the worker's own root
  * when it has one (where libslirp finds it as /dns.sock once that is /),
  * else in a private directory. */
@@ -1000,7 +1036,7 @@ static int dns_socket_dir(struct worker *w, const struct args *a, gantry_error_t
 	w->dns_slirp_path = xstrdup(w->dns_path);
 	if (strlen(w->dns_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
 		return gantry_error(err, 0, "DNS proxy: socket path `%s` too long", w->dns_path);
-	return 0;
+	return a->confine.mode == CONFINE_OFF ? 0 : dns_dir_cleaner(w, err);
 }
 
 static int signals(struct worker *w, gantry_error_t *err)
@@ -1065,6 +1101,8 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	if (dns_proxy_new(&w->dns, &hooks, a->have_dns ? &a->dns : NULL, a->have_dns ? 1 : 0,
 			  w->dns_path, err) < 0)
 		return gantry_error_prefix(err, "DNS proxy");
+	if (w->dns_cleaner >= 0) /* it removes the socket once we are gone */
+		dns_proxy_keep_path(w->dns);
 	w->nat.send = slirp_send;
 	w->nat.opaque = w;
 	if (nat_init(&w->nat, w->dns_slirp_path, err) < 0)
@@ -1083,9 +1121,10 @@ static void teardown(struct worker *w)
 	nat_cleanup(&w->nat);
 	if (w->dns)
 		dns_proxy_free(w->dns);
-	if (w->dns_path)
+	/* Where a cleaner waits, it removes them once we have exited. */
+	if (w->dns_path && w->dns_cleaner < 0)
 		unlink(w->dns_path);
-	if (w->dns_dir)
+	if (w->dns_dir && w->dns_cleaner < 0)
 		rmdir(w->dns_dir);
 	free(w->dns_path);
 	free(w->dns_slirp_path);
@@ -1223,7 +1262,7 @@ static json_t *confine(struct args *a, char *why, size_t len)
 
 int net_worker_main(int argc, char **argv)
 {
-	static struct worker w = { .frame_fd = -1, .ctl_fd = -1, .sig_fd = -1 };
+	static struct worker w = { .frame_fd = -1, .ctl_fd = -1, .sig_fd = -1, .dns_cleaner = -1 };
 	gantry_error_t err = NULL;
 	json_t *isolation;
 	char why[256] = "";

@@ -60,6 +60,8 @@ def killed_after(p, seconds=None):
 def pytest_configure(config):
     config.addinivalue_line("markers", "kvm: boots a guest; needs KVM (tests/harness/kvmhost)")
     config.addinivalue_line("markers", "smp: boots a guest with several vCPUs; needs a host with 2 CPUs")
+    config.addinivalue_line("markers", "forbidden_calls: makes calls a seccomp filter refuses, "
+                            "on purpose (the probes)")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -69,6 +71,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "kvm" in item.keywords:
             item.add_marker(skip)
+
+
+def _seccomp_audit():
+    """The kernel's seccomp audit records (type=1326) of gantry processes;
+    None where dmesg cannot be read."""
+    r = subprocess.run(["dmesg"], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return [line for line in r.stdout.splitlines() if "type=1326" in line and "gantry" in line]
+
+
+@pytest.fixture(autouse=True)
+def _nothing_refused_under_seccomp_log(request):
+    """With GANTRY_SECCOMP=log in the environment, every filter of the
+    workers and of gantry run allows what it would refuse and the kernel
+    logs it: a test during which a gantry process made such a call fails
+    with the kernel's lines (an allowlist is missing something). Tests
+    that make refused calls on purpose are marked forbidden_calls."""
+    if os.environ.get("GANTRY_SECCOMP") != "log" or "forbidden_calls" in request.keywords:
+        yield
+        return
+    before = _seccomp_audit()
+    if before is None:
+        pytest.fail("GANTRY_SECCOMP=log: dmesg cannot be read here, so what the filters "
+                    "would refuse cannot be checked (run as root)")
+    yield
+    new = [line for line in _seccomp_audit() or [] if line not in before]
+    assert new == [], "calls a filter would refuse:\n" + "\n".join(new)
 
 
 def _require(path, what, how):
