@@ -184,8 +184,17 @@ static int machine_workers_start(struct machine *m, gantry_error_t *err)
 	}
 	r = vmm_worker_start(&m->vmm_worker, m, err);
 	share_worker_rpc_given(&m->share_worker);
-	if (r == 0 && m->fs_device)
-		r = share_worker_ready(&m->share_worker, err);
+	if (m->fs_device) {
+		gantry_error_t why = NULL;
+
+		/* Its own line wins: a share worker that failed to confine
+		 * itself is why the VMM worker could not hand it guest RAM. */
+		if (share_worker_ready(&m->share_worker, &why) < 0) {
+			gantry_error_free(err);
+			*err = why;
+			return -1;
+		}
+	}
 	return r;
 }
 
