@@ -36,7 +36,6 @@
 
 #define VMM_WORKER_ROLE	    "__vmm-worker"
 #define VMM_WORKER_READY_MS 20000 /* its set-up: the guest's memory, KVM, the devices */
-#define VMM_WORKER_MSG_MAX  65536
 #define VMM_WORKER_NOFILE   4096 /* vsock streams and ours */
 
 struct machine;

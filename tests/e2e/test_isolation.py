@@ -178,7 +178,7 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
                 assert "/memfd:guest-ram" in maps, role
         # The share works through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "echo hi >/s/f && cat /s/f", check=True)
-        assert r.stdout == "hi\n" and (host / "f").read_text() == "hi\n"
+        assert r.stdout == b"hi\n" and (host / "f").read_text() == "hi\n"
         # The guest and the network work through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "nslookup gateway.containers.internal. || true")
         assert r.returncode == 0
