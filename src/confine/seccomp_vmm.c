@@ -98,10 +98,17 @@ static const int fs_sys[] = {
 };
 
 /* A virtio-fs worker whose server is the share worker's: its request
- * and the answer on one of the RPC sockets (share/rpc.h). */
+ * and the answer on one of the RPC sockets (share/rpc.h); and a vCPU, for
+ * the device's reset, which the guest's status write makes there and the
+ * share worker acknowledges. Plain send and receive: no descriptor. */
 static const int rpc_sys[] = {
 	SCMP_SYS(sendto),
 	SCMP_SYS(recvfrom),
+};
+
+/* The share worker's: the memfd and the caller's share roots arrive as
+ * descriptors, and its answers on the channel go out by sendmsg. */
+static const int share_sys[] = {
 	SCMP_SYS(sendmsg),
 	SCMP_SYS(recvmsg),
 };
@@ -243,7 +250,7 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 	if (r == 0)
 		r = allow(f, fs_sys, ARRAY_SIZE(fs_sys), fs_files);
 	if (r == 0)
-		r = allow(f, rpc_sys, ARRAY_SIZE(rpc_sys), o->fs && o->fs_remote && fs);
+		r = allow(f, rpc_sys, ARRAY_SIZE(rpc_sys), o->fs && o->fs_remote && (fs || vcpu));
 	if (r == 0)
 		r = allow(f, main_sys, ARRAY_SIZE(main_sys), main);
 	if (r == 0 && main)
@@ -326,6 +333,8 @@ int confine_filter_share(bool log, char *why, size_t len)
 		r = seccomp_allow_all(f, fs_sys, ARRAY_SIZE(fs_sys));
 	if (r == 0)
 		r = seccomp_allow_all(f, rpc_sys, ARRAY_SIZE(rpc_sys));
+	if (r == 0)
+		r = seccomp_allow_all(f, share_sys, ARRAY_SIZE(share_sys));
 	if (r == 0)
 		r = spawn_rules(f, false);
 	if (r == 0)
