@@ -9,6 +9,7 @@
 #include "net/net.h"
 #include "net/worker.h"
 #include "sandbox/supervisor.h"
+#include "sandbox/shareworker.h"
 #include "sandbox/vmmworker.h"
 
 static const struct command {
@@ -34,6 +35,7 @@ static const struct command {
 	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
 	{ NET_WORKER_ROLE, net_worker_main, NULL }, /* hidden: a sandbox's network */
 	{ VMM_WORKER_ROLE, vmm_worker_main, NULL }, /* hidden: a sandbox's VM */
+	{ SHARE_WORKER_ROLE, share_worker_main, NULL }, /* hidden: its share server */
 	{ CONFINE_PROBE_ROLE, confine_probe_main, NULL }, /* hidden: the seccomp tests' */
 };
 

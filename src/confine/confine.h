@@ -94,7 +94,7 @@ struct confine_dir {
 
 /* What the worker declares. */
 struct confine_opts {
-	const char *role; /* "net", "vmm" */
+	const char *role; /* "net", "vmm", "share" */
 	enum confine_mode mode;
 	struct confine_spawn spawn;
 	rlim_t nofile;

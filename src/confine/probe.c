@@ -4,7 +4,10 @@
  * harmless (a bad fd, a NULL path): what is tested is the filter, which
  * decides before the kernel looks at them. The VMM's roles (vmm-vcpu,
  * vmm-io, vmm-fs, vmm-main) load the base filter and then the thread's,
- * stacked as in a VM with a virtio-fs device; vmm-base the base alone. */
+ * stacked as in a VM with a virtio-fs device served in its process
+ * (`gantry run -share`); vmm-base the base alone; vmm-fs-remote a
+ * virtio-fs worker's of a VMM worker, whose server is the share worker's;
+ * share the share worker's one filter. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kvm.h>
@@ -194,9 +197,16 @@ static const struct probe probes[] = {
 static int probe_load(const char *role, char *why, size_t len)
 {
 	static const struct vmm_filter_opts vm = { .fs = true };
+	static const struct vmm_filter_opts remote = { .fs = true, .fs_remote = true };
 
 	if (strcmp(role, "net") == 0)
 		return confine_filter_net(false, why, len);
+	if (strcmp(role, "share") == 0)
+		return confine_filter_share(false, why, len);
+	if (strcmp(role, "vmm-fs-remote") == 0)
+		return confine_filter_vmm(VMM_THREAD_BASE, &remote, why, len) < 0 ?
+			       -1 :
+			       confine_filter_vmm(VMM_THREAD_FS, &remote, why, len);
 	for (int t = VMM_THREAD_BASE; t < VMM_THREAD_KINDS; t++) {
 		char name[16];
 
@@ -219,7 +229,7 @@ int confine_probe_main(int argc, char **argv)
 
 	if (argc != 2) {
 		fprintf(stderr, "gantry: __seccomp-probe is for Gantry's tests: "
-				"net|vmm-base|vmm-vcpu|vmm-io|vmm-fs|vmm-main CALL\n");
+				"net|share|vmm-base|vmm-vcpu|vmm-io|vmm-fs|vmm-fs-remote|vmm-main CALL\n");
 		return 2;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {

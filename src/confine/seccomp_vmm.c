@@ -97,6 +97,22 @@ static const int fs_sys[] = {
 	SCMP_SYS(syncfs),
 };
 
+/* A virtio-fs worker whose server is the share worker's: its request
+ * and the answer on one of the RPC sockets (share/rpc.h); and a vCPU, for
+ * the device's reset, which the guest's status write makes there and the
+ * share worker acknowledges. Plain send and receive: no descriptor. */
+static const int rpc_sys[] = {
+	SCMP_SYS(sendto),
+	SCMP_SYS(recvfrom),
+};
+
+/* The share worker's: the memfd and the caller's share roots arrive as
+ * descriptors, and its answers on the channel go out by sendmsg. */
+static const int share_sys[] = {
+	SCMP_SYS(sendmsg),
+	SCMP_SYS(recvmsg),
+};
+
 /* The main thread: it waits for the VM's end, kicks and joins the vCPUs,
  * and tears the devices down (their fds unwatched, vsock's connections
  * shut and its listening socket unlinked). glibc's malloc reads /proc/sys/vm/overcommit_memory
@@ -224,14 +240,17 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 	bool base = t == VMM_THREAD_BASE;
 	bool vcpu = base || t == VMM_THREAD_VCPU, io = base || t == VMM_THREAD_IO;
 	bool fs = base || t == VMM_THREAD_FS, main = base || t == VMM_THREAD_MAIN;
-	/* Who starts virtio-fs workers holds what they need (see the top). */
-	bool fs_files = o->fs && (fs || io);
+	/* Who starts virtio-fs workers holds what they need (see the top);
+	 * a remote server's workers only send and receive. */
+	bool fs_files = o->fs && !o->fs_remote && (fs || io);
 	int r = allow(f, vcpu_sys, ARRAY_SIZE(vcpu_sys), vcpu);
 
 	if (r == 0)
 		r = allow(f, io_sys, ARRAY_SIZE(io_sys), io);
 	if (r == 0)
 		r = allow(f, fs_sys, ARRAY_SIZE(fs_sys), fs_files);
+	if (r == 0)
+		r = allow(f, rpc_sys, ARRAY_SIZE(rpc_sys), o->fs && o->fs_remote && (fs || vcpu));
 	if (r == 0)
 		r = allow(f, main_sys, ARRAY_SIZE(main_sys), main);
 	if (r == 0 && main)
@@ -292,6 +311,43 @@ int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, char 
 		r = seccomp_load(f);
 	if (r < 0)
 		snprintf(why, len, "seccomp (%s): %s", vmm_thread_name(t), strerror(-r));
+	seccomp_release(f);
+	return r < 0 ? -1 : 0;
+}
+
+/* The share worker (vmm_filter.h): one filter for all its threads, its
+ * set-up done before it. */
+int confine_filter_share(bool log, char *why, size_t len)
+{
+	scmp_filter_ctx f = seccomp_init(log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
+	int r;
+
+	if (f == NULL) {
+		snprintf(why, len, "seccomp_init failed");
+		return -1;
+	}
+	r = seccomp_common_rules(f, -1);
+	if (r == 0)
+		r = exec_map_rules(f);
+	if (r == 0)
+		r = seccomp_allow_all(f, fs_sys, ARRAY_SIZE(fs_sys));
+	if (r == 0)
+		r = seccomp_allow_all(f, rpc_sys, ARRAY_SIZE(rpc_sys));
+	if (r == 0)
+		r = seccomp_allow_all(f, share_sys, ARRAY_SIZE(share_sys));
+	if (r == 0)
+		r = spawn_rules(f, false);
+	if (r == 0)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
+			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+	/* The guest RAM's memfd is checked for its seals before it is mapped. */
+	if (r == 0)
+		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
+			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_GET_SEALS));
+	if (r == 0)
+		r = seccomp_load(f);
+	if (r < 0)
+		snprintf(why, len, "seccomp (share): %s", strerror(-r));
 	seccomp_release(f);
 	return r < 0 ? -1 : 0;
 }

@@ -78,9 +78,17 @@ struct vmm_filter_opts {
 	bool log;	   /* GANTRY_SECCOMP=log: what would be refused is logged */
 	bool console_file; /* a capped console log: rotation renames and reopens it */
 	bool fs;	   /* a virtio-fs device: the I/O thread starts its workers */
+	bool fs_remote;	   /* its server is the share worker's: the workers only
+			    * send and receive on their sockets, no file call */
 	bool profile;	   /* GANTRY_GUEST_PROFILE: the main thread writes the file */
 	bool dials;	   /* vsock connects to Unix sockets itself (no vmm_vsock_host) */
 };
+
+/* The share worker's filter for its whole process (`gantry __share-worker`,
+ * loaded last by confine_run): VMM_THREAD_FS's file calls, its threads'
+ * start, and send and receive on the sockets it was given; the same kill
+ * list, and never an executable mapping. */
+int confine_filter_share(bool log, char *why, size_t len);
 
 /* "base", "vcpu", "io", "fs", "main". */
 const char *vmm_thread_name(enum vmm_thread t);

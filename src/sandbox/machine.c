@@ -28,7 +28,10 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	const char *net = sb->net ? " " NET_GUEST_CMDLINE : "";
 	int n;
 
-	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1, .vmm_worker = VMM_WORKER_NONE };
+	*m = (struct machine){ .done_fd = -1,
+			       .cfg.stop_fd = -1,
+			       .vmm_worker = VMM_WORKER_NONE,
+			       .share_worker = SHARE_WORKER_NONE };
 	if (assets_path(ASSET_KERNEL, &m->kernel, err) < 0 ||
 	    assets_path(ASSET_SYSROOT, &m->sysroot, err) < 0)
 		return -1;
@@ -157,12 +160,42 @@ static void isolation_write(struct machine *m)
 					      "supervisor's process (one-shot exec: gantry's)"));
 	if (m->net_worker.isolation)
 		isolation_role(roles, degraded, "net", m->net_worker.isolation);
+	if (m->share_worker.isolation)
+		isolation_role(roles, degraded, "share", m->share_worker.isolation);
 	j = json_pack("{s:i,s:s,s:o,s:o}", "version", 1, "mode", confine_mode_name(m->isolation),
 		      "roles", roles, "degraded", degraded);
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL || write_file_atomic(m->isolation_path, text, strlen(text), 0600, NULL) < 0)
 		log_warn("cannot write %s", m->isolation_path);
+}
+
+/* The share worker (where the VM has the virtio-fs device) and the VMM
+ * worker, which is handed the share worker's sockets; both set up at
+ * once, the share worker's confinement checked before the guest runs. */
+static int machine_workers_start(struct machine *m, gantry_error_t *err)
+{
+	int r;
+
+	if (m->fs_device) {
+		m->share_started = true;
+		if (share_worker_start(&m->share_worker, m, err) < 0)
+			return -1;
+	}
+	r = vmm_worker_start(&m->vmm_worker, m, err);
+	share_worker_rpc_given(&m->share_worker);
+	if (m->fs_device) {
+		gantry_error_t why = NULL;
+
+		/* Its own line wins: a share worker that failed to confine
+		 * itself is why the VMM worker could not hand it guest RAM. */
+		if (share_worker_ready(&m->share_worker, &why) < 0) {
+			gantry_error_free(err);
+			*err = why;
+			return -1;
+		}
+	}
+	return r;
 }
 
 static void *machine_thread(void *arg)
@@ -199,7 +232,7 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	/* Set up and confined before the guest runs: its failure is the
 	 * start's (the network worker, set up meanwhile, is stopped by
 	 * machine_free). */
-	if (m->worker && vmm_worker_start(&m->vmm_worker, m, err) < 0)
+	if (m->worker && machine_workers_start(m, err) < 0)
 		return -1;
 	if (pthread_create(&m->thread, NULL, machine_thread, m) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
@@ -257,6 +290,9 @@ void machine_free(struct machine *m)
 	 * with it: the CLI exits while the worker is still tearing down. A
 	 * sandbox's writable layer is free again only once it is gone. */
 	vmm_worker_stop(&m->vmm_worker, !m->transient);
+	if (m->share_started)
+		share_worker_stop(&m->share_worker);
+	m->share_started = false;
 	if (m->net_started)
 		net_worker_stop(&m->net_worker);
 	/* The VM and its device's workers are gone: nothing calls it now. */
@@ -276,5 +312,8 @@ void machine_free(struct machine *m)
 	free((char *)m->cfg.console);
 	free(m->kernel);
 	free(m->sysroot);
-	*m = (struct machine){ .done_fd = -1, .cfg.stop_fd = -1, .vmm_worker = VMM_WORKER_NONE };
+	*m = (struct machine){ .done_fd = -1,
+			       .cfg.stop_fd = -1,
+			       .vmm_worker = VMM_WORKER_NONE,
+			       .share_worker = SHARE_WORKER_NONE };
 }

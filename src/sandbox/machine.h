@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "net/spawn.h"
 #include "sandbox/state.h"
+#include "sandbox/shareworker.h"
 #include "sandbox/vmmworker.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
@@ -63,10 +64,13 @@ struct machine {
 	bool shares_live;  /* shares may come and go while it runs */
 	struct machine_share *boot_shares;
 	size_t nr_boot_shares;
-	/* isolation not off: the VM runs in a confined worker (vmmworker.h),
-	 * the share server with it; else on a thread of this process. */
+	/* isolation not off: the VM runs in a confined worker (vmmworker.h)
+	 * and, with the virtio-fs device, the share server in another
+	 * (shareworker.h); else both on threads of this process. */
 	bool worker;
 	struct vmm_worker vmm_worker;
+	struct share_worker share_worker;
+	bool share_started; /* share_worker is ours to stop */
 	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
 };
 
@@ -91,7 +95,7 @@ int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gan
 void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 			  struct vmm_config *cfg);
 void machine_shares_free(struct machine *m);
-/* A running VM's share server, wherever it runs: whether it has one, an
+/* A running VM's share server, in this process or the share worker: whether it has one, an
  * export added (sp's host directory checked and opened here), one taken
  * out at once, and the handles the guest holds open beneath one. */
 bool machine_shares_running(const struct machine *m);

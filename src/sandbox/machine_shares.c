@@ -97,7 +97,8 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)
 			return -1;
-	/* A worker's server is its own (vmmworker.c gives it the roots). */
+	/* A worker's server is the share worker's (shareworker.c gives it
+	 * the roots). */
 	return m->worker ? 0 : shares_here(m, err);
 }
 
@@ -138,7 +139,7 @@ int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_err
 		return machine_share_export(m->shares, sp, err);
 	r = share_host_check(sp->host_path, &fd, err);
 	if (r == 0)
-		r = vmm_worker_share_add(&m->vmm_worker, sp, fd, err);
+		r = share_worker_add(&m->share_worker, sp, fd, err);
 	if (fd >= 0)
 		close(fd);
 	return r < 0 ? gantry_error_prefix(err, "share `%s`", sp->tag) : 0;
@@ -149,7 +150,7 @@ void machine_share_drop(struct machine *m, const char *tag)
 	gantry_error_t err = NULL;
 
 	if (m->worker)
-		vmm_worker_share_rm(&m->vmm_worker, tag, true, &err);
+		share_worker_rm(&m->share_worker, tag, true, &err);
 	else
 		fs_server_remove_export(m->shares, tag, true, NULL);
 	gantry_error_free(&err);
@@ -157,6 +158,6 @@ void machine_share_drop(struct machine *m, const char *tag)
 
 size_t machine_share_handles(struct machine *m, const char *tag)
 {
-	return m->worker ? vmm_worker_share_handles(&m->vmm_worker, tag) :
+	return m->worker ? share_worker_handles(&m->share_worker, tag) :
 			   fs_server_export_handles(m->shares, tag);
 }

@@ -1,27 +1,26 @@
-/* The VMM worker: a sandbox's VM (KVM, its vCPUs, every device, the share
- * server) in a process of its own, the gantry binary executed afresh as
+/* The VMM worker: a sandbox's VM (KVM, its vCPUs, every device) in a
+ * process of its own, the gantry binary executed afresh as
  * `gantry __vmm-worker`, confined (confine.h) before the guest runs one
  * instruction. The supervisor, or the CLI for a one-shot exec, opens
  * every file and socket the VM needs and hands them over; the worker opens
  * nothing by path and makes no socket.
  *
  * Its fds: 0 and 1 /dev/null, 2 the caller's stderr, 3 the channel (a
- * SOCK_SEQPACKET socket, one JSON message each way, with descriptors), 4
- * the share control socket.
+ * SOCK_SEQPACKET socket, one JSON message each way, with descriptors;
+ * worker.h). The share server is not in it: its virtio-fs device's
+ * requests go to the share worker (shareworker.h) over the RPC sockets
+ * the configuration brings, guest RAM a memfd it sends there first.
  *
  * The channel, in order:
  *   caller -> worker  {"op":"config",...} with the fds it lists: kernel,
  *                     console, stop eventfd, the frame socket, disks, the
- *                     vsock listener, share roots
+ *                     vsock listener, the share worker's RPC sockets
  *   worker -> caller  {"op":"ready","isolation":REPORT} once set up and
  *                     confined, or {"op":"error","error":LINE}
  *   worker -> caller  {"op":"connect","id":N,"port":P} when the guest
  *                     dials host port P; the answer {"op":"connected",
  *                     "id":N,"ok":B} carries the connected socket
- *   worker -> caller  {"op":"exit","rc":R,"status":S[,"error":LINE]} last.
- * The share control socket: {"op":"add",...} with the share's root,
- * {"op":"rm","tag":T,"force":B}, {"op":"handles","tag":T}, each answered
- * {"ok":B[,"error":LINE][,"handles":N]}. */
+ *   worker -> caller  {"op":"exit","rc":R,"status":S[,"error":LINE]} last. */
 #ifndef GANTRY_SANDBOX_VMMWORKER_H
 #define GANTRY_SANDBOX_VMMWORKER_H
 
@@ -37,8 +36,7 @@
 
 #define VMM_WORKER_ROLE	    "__vmm-worker"
 #define VMM_WORKER_READY_MS 20000 /* its set-up: the guest's memory, KVM, the devices */
-#define VMM_WORKER_MSG_MAX  65536
-#define VMM_WORKER_NOFILE   4096 /* vsock streams and ours; a share server adds its nodes */
+#define VMM_WORKER_NOFILE   4096 /* vsock streams and ours */
 
 struct machine;
 struct share_spec;
@@ -46,8 +44,6 @@ struct share_spec;
 struct vmm_worker {
 	pid_t pid; /* -1: none, or reaped */
 	int chan;  /* the channel */
-	int ctl;   /* the share control socket */
-	pthread_mutex_t ctl_lock; /* one share request at a time */
 	int console; /* the console pipe's read end, relayed; -1: the worker writes console_fd */
 	struct console con; /* the capped log it is relayed into */
 	bool con_open;
@@ -57,8 +53,6 @@ struct vmm_worker {
 #define VMM_WORKER_NONE                                                                            \
 	((struct vmm_worker){ .pid = -1,                                                           \
 			      .chan = -1,                                                          \
-			      .ctl = -1,                                                           \
-			      .ctl_lock = PTHREAD_MUTEX_INITIALIZER,                               \
 			      .console = -1 })
 
 /* Start the worker for m's configuration (machine_config's) and wait,
@@ -70,12 +64,6 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
  * vmm_run's. */
 void vmm_worker_serve(struct vmm_worker *w, struct machine *m, int *rc, int *status,
 		      gantry_error_t *err);
-/* The share server's side: as fs_server_add_export, remove_export and
- * export_handles, in the worker. */
-int vmm_worker_share_add(struct vmm_worker *w, const struct share_spec *sp, int root_fd,
-			 gantry_error_t *err);
-int vmm_worker_share_rm(struct vmm_worker *w, const char *tag, bool force, gantry_error_t *err);
-size_t vmm_worker_share_handles(struct vmm_worker *w, const char *tag);
 /* Close our ends; with wait, reap it (SIGKILL if it lingers), else only
  * if it is gone already (what exits on its own need not be waited for by
  * a process about to exit). */

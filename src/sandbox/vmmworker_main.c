@@ -20,27 +20,23 @@
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
 #include "sandbox/vmmworker.h"
-#include "share/server.h"
+#include "sandbox/worker.h"
+#include "share/rpc.h"
 #include "virtio/devices.h"
 #include "vmm/vmm.h"
 
 #define CHAN_FD		3
-#define CTL_FD		4
 #define CONFIG_WAIT_MS	10000
 #define CONNECT_WAIT_MS 2000
 
 struct worker {
 	struct confine_opts confine;
 	struct vmm_config cfg;
-	struct fs_server *srv;
+	struct share_rpc_client rpc; /* the share worker's server, for the device */
 	struct virtio_fs_handler fsh;
-	pthread_t ctl_thread;
-	bool ctl_started;
 	json_t *config;
 	int fds[UNIX_FDS_MAX];
 	size_t nr_fds;
-	int exports[FS_MAX_EXPORTS]; /* their roots, until Landlock has them */
-	size_t nr_exports;
 	pthread_mutex_t chan_lock; /* the I/O thread's dials, then our exit message */
 	uint64_t next_id;
 	bool ready_sent;
@@ -49,44 +45,20 @@ struct worker {
 
 /* One message; without descriptors a write(), which every thread's
  * filter allows (the main thread's says how the VM ended). */
-static void send_json(int fd, json_t *j, const int *fds, size_t nr_fds)
+static void send_json(int fd, json_t *j)
 {
 	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
-	ssize_t n;
 
 	json_decref(j);
-	if (text == NULL)
-		return;
-	n = nr_fds ? unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) :
-		     write(fd, text, strlen(text));
-	if (n < 0)
+	if (text && write(fd, text, strlen(text)) < 0)
 		log_warn("channel: %s", strerror(errno));
 }
 
-/* One message within ms; its JSON (NULL: EOF, an error, silence or not an
- * object), its descriptors in fds. */
 static json_t *recv_json(int fd, int ms, int *fds, size_t max_fds, size_t *nr_fds)
 {
-	cleanup_free char *buf = xmalloc(VMM_WORKER_MSG_MAX + 1);
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	json_t *j;
-	ssize_t n;
+	bool eof;
 
-	*nr_fds = 0;
-	if (poll(&p, 1, ms) <= 0)
-		return NULL;
-	n = unix_recv_fds(fd, buf, VMM_WORKER_MSG_MAX, fds, max_fds, nr_fds, MSG_DONTWAIT);
-	if (n <= 0)
-		return NULL;
-	j = json_loadb(buf, (size_t)n, 0, NULL);
-	if (!json_is_object(j)) {
-		json_decref(j);
-		for (size_t i = 0; i < *nr_fds; i++)
-			close(fds[i]);
-		*nr_fds = 0;
-		return NULL;
-	}
-	return j;
+	return worker_recv_json_fds(fd, ms, fds, max_fds, nr_fds, &eof);
 }
 
 static bool chan_hung_up(void)
@@ -107,8 +79,7 @@ static int dial(void *opaque, uint32_t port)
 	pthread_mutex_lock(&w->chan_lock);
 	id = ++w->next_id;
 	send_json(CHAN_FD, json_pack("{s:s,s:I,s:I}", "op", "connect", "id", (json_int_t)id, "port",
-				     (json_int_t)port),
-		  NULL, 0);
+				     (json_int_t)port));
 	deadline = now_ms() + CONNECT_WAIT_MS;
 	for (;;) {
 		uint64_t now = now_ms();
@@ -136,86 +107,7 @@ static int dial(void *opaque, uint32_t port)
 	return fd;
 }
 
-/* ---- the share control socket -------------------------------------------------------- */
-
-static json_t *answer(int r, gantry_error_t *err)
-{
-	json_t *a = json_pack("{s:b}", "ok", r == 0);
-
-	if (r < 0)
-		json_object_set_new(a, "error", json_string(gantry_error_str(*err)));
-	gantry_error_free(err);
-	return a;
-}
-
-static json_t *share_request(struct worker *w, json_t *req, int *fds, size_t nr_fds)
-{
-	const char *op = json_string_value(json_object_get(req, "op"));
-	const char *tag = json_string_value(json_object_get(req, "tag"));
-	gantry_error_t err = NULL;
-	int r;
-
-	if (op == NULL || tag == NULL)
-		return answer(gantry_error(&err, EINVAL, "a bad request"), &err);
-	if (strcmp(op, "add") == 0 && nr_fds == 1) {
-		struct fs_export_opts o = {
-			.ro = json_is_true(json_object_get(req, "ro")),
-			.map_owner = json_is_true(json_object_get(req, "map")),
-			.uid = (uid_t)json_integer_value(json_object_get(req, "uid")),
-			.gid = (gid_t)json_integer_value(json_object_get(req, "gid")),
-		};
-
-		r = fs_server_add_export(w->srv, tag, fds[0], &o, &err);
-		return answer(r, &err);
-	}
-	if (strcmp(op, "rm") == 0) {
-		r = fs_server_remove_export(w->srv, tag,
-					    json_is_true(json_object_get(req, "force")), &err);
-		return answer(r, &err);
-	}
-	if (strcmp(op, "handles") == 0)
-		return json_pack("{s:b,s:I}", "ok", true, "handles",
-				 (json_int_t)fs_server_export_handles(w->srv, tag));
-	return answer(gantry_error(&err, EINVAL, "unknown request `%s`", op), &err);
-}
-
-static void *ctl_main(void *arg)
-{
-	struct worker *w = arg;
-
-	for (;;) {
-		int fds[UNIX_FDS_MAX];
-		size_t n;
-		json_t *req = recv_json(CTL_FD, -1, fds, ARRAY_SIZE(fds), &n);
-
-		if (req == NULL) {
-			struct pollfd p = { .fd = CTL_FD, .events = POLLIN };
-
-			/* A bad message is dropped; a hang-up ends us. */
-			if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)))
-				break;
-			continue;
-		}
-		send_json(CTL_FD, share_request(w, req, fds, n), NULL, 0);
-		for (size_t i = 0; i < n; i++)
-			close(fds[i]);
-		json_decref(req);
-	}
-	return NULL;
-}
-
 /* ---- set-up ---------------------------------------------------------------------------- */
-
-static size_t fs_handle(void *opaque, const struct iovec *in, size_t nr_in,
-			const struct iovec *out, size_t nr_out)
-{
-	return fs_server_handle(opaque, in, nr_in, out, nr_out);
-}
-
-static void fs_reset(void *opaque)
-{
-	fs_server_reset(opaque);
-}
 
 /* The next of the descriptors that came with the configuration. */
 static int take_fd(struct worker *w, size_t *next, const char *what, gantry_error_t *err)
@@ -225,43 +117,24 @@ static int take_fd(struct worker *w, size_t *next, const char *what, gantry_erro
 	return w->fds[(*next)++];
 }
 
+/* The virtio-fs device, its requests to the share worker over the RPC
+ * sockets that came with the configuration. */
 static int setup_shares(struct worker *w, json_t *fs, size_t *next, gantry_error_t *err)
 {
-	json_t *exports = json_object_get(fs, "exports"), *e;
-	size_t i;
+	json_int_t n = json_integer_value(json_object_get(fs, "rpc"));
+	int socks[SHARE_RPC_SOCKS_MAX];
 
-	if (fs_server_new(&w->srv, 0, err) < 0)
-		return gantry_error_prefix(err, "share server");
-	if (json_array_size(exports) > FS_MAX_EXPORTS)
-		return gantry_error(err, 0, "configuration: too many shares");
-	json_array_foreach(exports, i, e) {
-		struct fs_export_opts o = {
-			.ro = json_is_true(json_object_get(e, "ro")),
-			.map_owner = json_is_true(json_object_get(e, "map")),
-			.uid = (uid_t)json_integer_value(json_object_get(e, "uid")),
-			.gid = (gid_t)json_integer_value(json_object_get(e, "gid")),
-		};
-		const char *tag = json_string_value(json_object_get(e, "tag"));
-		int fd = take_fd(w, next, "share", err);
-
-		if (fd < 0 || tag == NULL)
-			return fd < 0 ? -1 : gantry_error(err, 0, "configuration: a share without tag");
-		if (fs_server_add_export(w->srv, tag, fd, &o, err) < 0)
-			return gantry_error_prefix(err, "share `%s`", tag);
-		/* Kept for Landlock's rules, closed once they are made. */
-		w->fds[*next - 1] = -1;
-		w->exports[w->nr_exports] = fd;
-		w->confine.dirs[w->nr_exports++] = (struct confine_dir){ fd, o.ro };
+	if (n < 1 || n > SHARE_RPC_SOCKS_MAX)
+		return gantry_error(err, 0, "configuration: a bad count of share sockets");
+	for (json_int_t i = 0; i < n; i++) {
+		if ((socks[i] = take_fd(w, next, "share socket", err)) < 0)
+			return -1;
+		w->fds[*next - 1] = -1; /* the client's */
 	}
-	w->confine.nr_dirs = w->nr_exports;
-	/* Its nodes hold fds: the limit it sized itself by stays. */
-	w->confine.nofile = MAX(w->confine.nofile, (rlim_t)fs_server_fds_wanted(w->srv));
-	if (json_is_true(json_object_get(fs, "live")))
-		w->confine.landlock_off = "a share added while the sandbox runs would be out of "
-					  "reach (a ruleset cannot be widened)";
-	w->fsh = (struct virtio_fs_handler){ .handle = fs_handle, .reset = fs_reset, .opaque = w->srv };
+	share_rpc_client_init(&w->rpc, socks, (size_t)n, &w->fsh);
 	w->cfg.fs = (struct vmm_fs){ .tag = json_string_value(json_object_get(fs, "tag")),
-				     .handler = &w->fsh };
+				     .handler = &w->fsh,
+				     .remote = true };
 	if (w->cfg.fs.tag == NULL)
 		return gantry_error(err, 0, "configuration: no share tag");
 	return 0;
@@ -340,28 +213,22 @@ static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantr
 		    w->fds[i] != w->cfg.console_fd)
 			close(w->fds[i]);
 	w->nr_fds = 0;
+	/* Guest RAM to the share worker, before any request can come. */
+	if (w->cfg.fs.handler) {
+		int r = share_rpc_client_send_mem(&w->rpc);
+
+		if (r < 0)
+			return gantry_error(err, -r, "guest memory to the share worker: %s",
+					    strerror(-r));
+	}
 	w->filters = filters;
 	w->confine.load_filter = filters ? load_filter : NULL;
 	w->confine.filter_opaque = w;
-	w->confine.opens_files = w->srv != NULL;
 	report = confine_run(&w->confine, why, sizeof(why));
 	if (report == NULL && *why)
 		return gantry_error(err, 0, "%s", why);
-	/* Landlock has them: the server holds its own copies. */
-	for (size_t i = 0; i < w->nr_exports; i++)
-		close(w->exports[i]);
-	w->nr_exports = 0;
-	/* After confine_apply: every layer is per thread, and a thread has
-	 * those of the one that starts it. */
-	if (w->srv) {
-		if (pthread_create(&w->ctl_thread, NULL, ctl_main, w) != 0) {
-			json_decref(report);
-			return gantry_error(err, 0, "cannot start the share control thread");
-		}
-		w->ctl_started = true;
-	}
 	pthread_mutex_lock(&w->chan_lock);
-	send_json(CHAN_FD, json_pack("{s:s,s:o?}", "op", "ready", "isolation", report), NULL, 0);
+	send_json(CHAN_FD, json_pack("{s:s,s:o?}", "op", "ready", "isolation", report));
 	w->ready_sent = true;
 	pthread_mutex_unlock(&w->chan_lock);
 	return 0;
@@ -384,7 +251,6 @@ static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
 	}
 	w->confine.role = "vmm";
 	w->confine.threads = true;
-	w->confine.proc_fds = true;
 	w->confine.nofile = VMM_WORKER_NOFILE;
 	return 0;
 }
@@ -405,13 +271,12 @@ int vmm_worker_main(int argc, char **argv)
 		return 2;
 	}
 	if (self) {
-		/* As for a sandbox's VM with shares. */
-		static const struct vmm_filter_opts as_sandbox = { .fs = true };
+		/* As for a sandbox's VM with shares: served by the share worker. */
+		static const struct vmm_filter_opts as_sandbox = { .fs = true, .fs_remote = true };
 
 		w.filters = &as_sandbox;
 		w.confine.load_filter = load_filter;
 		w.confine.filter_opaque = &w;
-		w.confine.opens_files = true;
 		return confine_self_test(&w.confine);
 	}
 	/* We die with the caller; one that died before this line has hung
@@ -440,15 +305,13 @@ int vmm_worker_main(int argc, char **argv)
 	}
 	pthread_mutex_lock(&w.chan_lock);
 	if (!w.ready_sent)
-		send_json(CHAN_FD, json_pack("{s:s,s:s}", "op", "error", "error", gantry_error_str(err)),
-			  NULL, 0);
+		send_json(CHAN_FD, json_pack("{s:s,s:s}", "op", "error", "error", gantry_error_str(err)));
 	else
 		send_json(CHAN_FD,
 			  json_pack("{s:s,s:i,s:i,s:s?}", "op", "exit", "rc", rc, "status", status,
-				    "error", rc < 0 ? gantry_error_str(err) : NULL),
-			  NULL, 0);
+				    "error", rc < 0 ? gantry_error_str(err) : NULL));
 	pthread_mutex_unlock(&w.chan_lock);
 	gantry_error_free(&err);
-	/* The threads, the server and the VM go with the process. */
+	/* The threads and the VM go with the process. */
 	_exit(0);
 }

@@ -62,9 +62,14 @@ struct virtio_fs_handler {
 	/* The guest reset the device (no request under way now): every node
 	 * and handle it was given is gone. NULL: nothing to do. */
 	void (*reset)(void *opaque);
+	/* Called once by virtio_fs_create with the guest RAM its iovecs
+	 * point into (a remote handler translates them). NULL: none. */
+	void (*attach)(void *opaque, const struct guest_mem *mem);
 	void *opaque;
 };
 #define VIRTIO_FS_THREADS_ENV "GANTRY_FS_THREADS"
+/* The worker threads a device will run (GANTRY_FS_THREADS, else 4). */
+int virtio_fs_threads(unsigned int *n, gantry_error_t *err);
 struct virtio_dev *virtio_fs_create(const struct guest_mem *mem, const char *tag,
 				    const struct virtio_fs_handler *h, gantry_error_t *err);
 

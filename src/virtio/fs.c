@@ -444,7 +444,7 @@ static const struct virtio_dev_ops fs_ops = {
 	.destroy = fs_destroy,
 };
 
-static int fs_threads_wanted(unsigned int *n, gantry_error_t *err)
+int virtio_fs_threads(unsigned int *n, gantry_error_t *err)
 {
 	const char *s = getenv(VIRTIO_FS_THREADS_ENV);
 	uint64_t v;
@@ -475,7 +475,7 @@ struct virtio_dev *virtio_fs_create(const struct guest_mem *mem, const char *tag
 		gantry_error(err, EINVAL, "virtio-fs: no request handler");
 		return NULL;
 	}
-	if (fs_threads_wanted(&threads, err) < 0) {
+	if (virtio_fs_threads(&threads, err) < 0) {
 		gantry_error_prefix(err, "virtio-fs");
 		return NULL;
 	}
@@ -488,6 +488,8 @@ struct virtio_dev *virtio_fs_create(const struct guest_mem *mem, const char *tag
 	pthread_cond_init(&fs->work, NULL);
 	pthread_cond_init(&fs->idle, NULL);
 	virtio_dev_init(&fs->dev, &fs_ops, fs, mem, 0, &fs->config, sizeof(fs->config));
+	if (h->attach)
+		h->attach(h->opaque, mem);
 	return &fs->dev;
 }
 

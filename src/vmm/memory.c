@@ -1,5 +1,7 @@
 /* Guest physical memory (see memory.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -11,7 +13,9 @@
  * guest one and the host page behind it is a huge page (THP). */
 #define RAM_ALIGN (2u * MiB)
 
-static void *map_ram(uint64_t size)
+/* fd < 0: anonymous memory; else fd's [off, off + size), shared, over an
+ * aligned span reserved first. */
+static void *map_ram(uint64_t size, int fd, uint64_t off)
 {
 	uint64_t span = size + RAM_ALIGN;
 	uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
@@ -26,6 +30,11 @@ static void *map_ram(uint64_t size)
 	if (skip)
 		munmap(p, skip);
 	munmap(start + size, span - skip - size);
+	if (fd >= 0 && mmap(start, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+			    fd, (off_t)off) == MAP_FAILED) {
+		munmap(start, size);
+		return NULL;
+	}
 	/* Guest RAM is worth huge pages when the host offers them. */
 	madvise(start, size, MADV_HUGEPAGE);
 	/* Keep guest memory out of core dumps of the VMM. */
@@ -33,26 +42,31 @@ static void *map_ram(uint64_t size)
 	return start;
 }
 
-int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err)
+static int mem_init(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err)
 {
 	uint64_t low = MIN(size, GUEST_MEM_HOLE_START);
 
 	memset(m, 0, sizeof(*m));
 	m->mapped = true;
+	m->fd = fd;
 	m->ram_size = size;
 	m->regions[0].gpa = 0;
 	m->regions[0].size = low;
-	m->regions[0].hva = map_ram(low);
-	if (m->regions[0].hva == NULL)
-		return gantry_error_errno(err, "cannot map %llu MiB of guest memory",
-					  (unsigned long long)(size / MiB));
+	m->regions[0].hva = map_ram(low, fd, 0);
+	if (m->regions[0].hva == NULL) {
+		gantry_error_errno(err, "cannot map %llu MiB of guest memory",
+				   (unsigned long long)(size / MiB));
+		guest_mem_destroy(m);
+		return -1;
+	}
 	m->nr_regions = 1;
 	if (size > low) {
 		struct guest_region *r = &m->regions[1];
 
 		r->gpa = GUEST_MEM_HIGH_START;
 		r->size = size - low;
-		r->hva = map_ram(r->size);
+		r->fd_off = low;
+		r->hva = map_ram(r->size, fd, low);
 		if (r->hva == NULL) {
 			guest_mem_destroy(m);
 			return gantry_error_errno(err, "cannot map %llu MiB of guest memory",
@@ -63,6 +77,29 @@ int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err)
 	return 0;
 }
 
+int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err)
+{
+	return mem_init(m, size, -1, err);
+}
+
+int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *err)
+{
+	int fd = memfd_create("guest-ram", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0)
+		return gantry_error_errno(err, "memfd_create");
+	/* Its size for good: the other process that maps it never finds
+	 * a page gone (SIGBUS), whatever this one does later. */
+	if (ftruncate(fd, (off_t)size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		gantry_error_errno(err, "cannot size %llu MiB of guest memory",
+				   (unsigned long long)(size / MiB));
+		close(fd);
+		return -1;
+	}
+	return mem_init(m, size, fd, err);
+}
+
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)
 {
 	memset(m, 0, sizeof(*m));
@@ -71,6 +108,7 @@ void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)
 	m->regions[0].hva = buf;
 	m->nr_regions = 1;
 	m->ram_size = size;
+	m->fd = -1;
 }
 
 void guest_mem_destroy(struct guest_mem *m)
@@ -80,8 +118,11 @@ void guest_mem_destroy(struct guest_mem *m)
 	if (m->mapped) {
 		for (i = 0; i < m->nr_regions; i++)
 			munmap(m->regions[i].hva, m->regions[i].size);
+		if (m->fd >= 0)
+			close(m->fd);
 	}
 	memset(m, 0, sizeof(*m));
+	m->fd = -1;
 }
 
 void *guest_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len)

@@ -1,4 +1,6 @@
-/* Guest physical memory: anonymous MAP_NORESERVE mappings faulted lazily.
+/* Guest physical memory: anonymous MAP_NORESERVE mappings faulted lazily,
+ * or, for a share server in another process, one memfd mapped shared (it
+ * maps the same pages; shmem has no huge pages by default, so only then).
  * RAM sits below the 32-bit MMIO hole, and whatever does not fit there is
  * placed from 4 GiB up. Every guest-supplied address is translated through
  * guest_ptr(), which refuses ranges that leave a region or overflow. */
@@ -18,6 +20,7 @@ struct guest_region {
 	uint64_t gpa;
 	uint64_t size;
 	uint8_t *hva;
+	uint64_t fd_off; /* its offset in guest_mem.fd */
 };
 
 struct guest_mem {
@@ -25,10 +28,15 @@ struct guest_mem {
 	unsigned int nr_regions;
 	uint64_t ram_size; /* total bytes of RAM */
 	bool mapped;	   /* regions were mmap()ed by guest_mem_init */
+	int fd;		   /* guest_mem_init_shared's memfd, else -1 */
 };
 
 /* Map size bytes of guest RAM. */
 int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err);
+/* The same, the RAM one memfd (m->fd, close-on-exec) of size bytes:
+ * region 0 at offset 0, region 1 at region 0's size, each mapped shared
+ * on 2 MiB boundaries; sealed at that size (F_SEAL_SHRINK, GROW, SEAL). */
+int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *err);
 /* Describe a caller-owned buffer as guest RAM at gpa 0 (tests, fuzzers). */
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size);
 void guest_mem_destroy(struct guest_mem *m);

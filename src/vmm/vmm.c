@@ -258,7 +258,9 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 		goto out;
 	/* Load the guest before opening KVM: a bad image is bad input, whatever
 	 * this host's KVM can do. */
-	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
+	if ((cfg->fs.handler && cfg->fs.remote ?
+		     guest_mem_init_shared(&v->vm.mem, cfg->mem_mib * MiB, err) :
+		     guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err)) < 0)
 		goto out;
 	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
 		gantry_error_prefix(err, "%s", cfg->kernel);
@@ -342,6 +344,7 @@ static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
 		.log = cfg->confine_log,
 		.console_file = v->console.path != NULL,
 		.fs = cfg->fs.handler != NULL,
+		.fs_remote = cfg->fs.handler != NULL && cfg->fs.remote,
 		.profile = v->vm.profile != NULL,
 		.dials = cfg->vsock_dir != NULL && cfg->vsock.connect == NULL,
 	};

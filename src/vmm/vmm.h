@@ -31,6 +31,9 @@ struct vmm_fs {
 	const char *tag;
 	/* NULL: no virtio-fs device; else called until vmm_run returns. */
 	const struct virtio_fs_handler *handler;
+	/* The handler is another process's server (share/rpc.h): guest RAM
+	 * is one memfd it maps too, and the workers make no file call. */
+	bool remote;
 };
 
 /* Where a guest's vsock streams end when not in vsock_dir: a confined

@@ -1,4 +1,4 @@
-"""Process isolation of the VMM and network workers (docs/security.md):
+"""Process isolation of the VMM, network and share workers (docs/security.md):
 their self-tests as root and as an ordinary user, with user namespaces
 refused (auto degrades and says what, required fails with its line), and
 a running sandbox's workers as /proc shows them, with isolation.json.
@@ -20,7 +20,7 @@ from conftest import GantryHome
 NOBODY = 65534
 
 
-ROLES = ("net", "vmm")
+ROLES = ("net", "vmm", "share")
 
 
 def self_test(gantry, mode="required", as_user=None, role="net"):
@@ -69,9 +69,15 @@ def test_self_test_as_root(gantry, role):
                  "no-new-privs", "not-dumpable", "securebits", "bounding-set", "file-open"):
         assert s[name] == "enforced", (name, report)
     assert s["user-namespace"] == "n/a"  # root needs none
+    if role in ("vmm", "share"):
+        # No network of its own.
+        assert s["net-namespace"] == "enforced", report
+    if role == "share":
+        # Of /proc only its own fds (the server reopens its nodes there).
+        assert s["proc-fds"] == "enforced", report
     if role == "vmm":
-        # No network of its own, and of /proc only its own fds.
-        assert s["net-namespace"] == "enforced" and s["proc-fds"] == "enforced", report
+        # No share directory, no /proc: Landlock allows nothing at all.
+        assert s["landlock"] == "enforced" and "proc-fds" not in s, report
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -121,14 +127,14 @@ def test_user_namespaces_refused(gantry, role):
 
 
 def workers_of(sup):
-    """The supervisor's children by role: {"net": pid, "vmm": pid}."""
+    """The supervisor's children by role: {"net": pid, "vmm": pid, "share": pid}."""
     kids = [int(p) for t in os.listdir(f"/proc/{sup}/task")
             for p in open(f"/proc/{sup}/task/{t}/children").read().split()]
     found = {}
     for k in kids:
         argv = open(f"/proc/{k}/cmdline").read().split("\0")
-        if argv[1:2] in (["__net-worker"], ["__vmm-worker"]):
-            found[argv[1][2:5]] = k
+        if argv[1:2] in (["__net-worker"], ["__vmm-worker"], ["__share-worker"]):
+            found[argv[1][2:-len("-worker")]] = k
     return found
 
 
@@ -141,7 +147,10 @@ def proc_status(pid):
 def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
     g = GantryHome(gantry, tmp_path / "home", tmp_path / "images")
     g.env = own_env() | {"GANTRY_HOME": str(g.home), "GANTRY_IMAGES": str(tmp_path / "images")}
-    g.run("start", "iso", "-process-isolation", "required", check=True)
+    host = tmp_path / "shared"
+    host.mkdir()
+    g.run("start", "iso", "-process-isolation", "required", "-share", f"s={host}@/s",
+          check=True)
     try:
         d = g.home / "sandboxes" / "iso"
         iso = json.loads((d / "isolation.json").read_text())
@@ -149,8 +158,8 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
         for role in ROLES:
             report = iso["roles"][role]
             assert report["role"] == role, iso
-            # Every property holds, but Landlock for a VMM whose shares
-            # may change while it runs (it is not required there).
+            # Every property holds, but Landlock for a share worker whose
+            # shares may change while it runs (it is not required there).
             held = {p["name"]: p["state"] for p in report["properties"] if p["required"]}
             assert set(held.values()) == {"enforced"}, (role, report)
         sup = json.loads((d / "sandbox.json").read_text())["pid"]
@@ -161,12 +170,22 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
             assert status["NoNewPrivs"].strip() == "1", role
             assert status["Seccomp"].strip() == "2", role
             assert int(status["CapEff"], 16) & ~(1 << 10) == 0, role
-            for ns in ("pid", "mnt", "ipc") + (("net",) if role == "vmm" else ()):
+            for ns in ("pid", "mnt", "ipc") + (("net",) if role != "net" else ()):
                 assert os.readlink(f"/proc/{pid}/ns/{ns}") != os.readlink(f"/proc/{sup}/ns/{ns}")
             # Of the sandbox's files it holds only its disks and its log.
             targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
             assert not [t for t in targets if t.startswith(str(g.home)) and
                         not t.endswith((".erofs", ".ext4", ".log"))], (role, targets)
+            # Only the share worker holds the share's directory; the VMM
+            # worker and it share guest RAM (a memfd) and nothing else.
+            held = [t for t in targets if t.startswith(str(host))]
+            assert bool(held) == (role == "share"), (role, targets)
+            if role in ("vmm", "share"):
+                maps = open(f"/proc/{pid}/maps").read()
+                assert "/memfd:guest-ram" in maps, role
+        # The share works through them.
+        r = g.run("exec", "iso", "--", "sh", "-c", "echo hi >/s/f && cat /s/f", check=True)
+        assert r.stdout == b"hi\n" and (host / "f").read_text() == "hi\n"
         # The guest and the network work through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "nslookup gateway.containers.internal. || true")
         assert r.returncode == 0
@@ -220,6 +239,15 @@ VMM_REFUSED = {"kvm_check_extension": "EPERM", "kvm_irq_line": "EPERM", "tiocgwi
 # empty path) and the others refuse.
 VMM_OWN = {"kvm_run": ("vmm-vcpu",), "epoll_wait": ("vmm-io",),
            "mkdirat": ("vmm-io", "vmm-fs"), "openat": ("vmm-io", "vmm-fs")}
+# A VMM worker's virtio-fs thread (its server is the share worker's) and the
+# share worker: the kill list kills; the file calls are the share
+# worker's alone.
+SHARE_ROLES = ("share", "vmm-fs-remote")
+SHARE_KILLED = KILLED + ("execveat", "mmap_exec", "mprotect_exec")
+SHARE_REFUSED = {"kvm_check_extension": "EPERM", "kvm_run": "EPERM", "fork": "EPERM",
+                 "kill": "EPERM", "getppid": "EPERM", "socket_inet": "EPERM",
+                 "socket_unix": "EPERM", "socket_packet": "EPERM", "clone3": "ENOSYS",
+                 "epoll_wait": "EPERM"}
 
 
 def probe(gantry, role, call):
@@ -252,6 +280,28 @@ def test_vmm_seccomp_thread_lists(gantry, role, call):
         assert r.stdout != f"{call}: EPERM\n", (role, r)
     else:
         assert r.stdout == f"{call}: EPERM\n", (role, r)
+
+
+@pytest.mark.parametrize("role", SHARE_ROLES)
+@pytest.mark.parametrize("call", SHARE_KILLED)
+def test_share_seccomp_kill_list(gantry, role, call):
+    r = probe(gantry, role, call)
+    assert (r.returncode, r.stdout) == (-31, ""), (role, call, r)
+
+
+@pytest.mark.parametrize("role", SHARE_ROLES)
+@pytest.mark.parametrize("call", sorted(SHARE_REFUSED))
+def test_share_seccomp_refusals(gantry, role, call):
+    r = probe(gantry, role, call)
+    assert (r.returncode, r.stdout) == (0, f"{call}: {SHARE_REFUSED[call]}\n"), (role, r)
+
+
+@pytest.mark.parametrize("call", ("mkdirat", "openat"))
+def test_share_seccomp_file_calls(gantry, call):
+    """The share worker makes the file calls; a VMM worker's virtio-fs
+    thread may not."""
+    assert probe(gantry, "share", call).stdout != f"{call}: EPERM\n"
+    assert probe(gantry, "vmm-fs-remote", call).stdout == f"{call}: EPERM\n"
 
 
 @pytest.mark.kvm

@@ -1,0 +1,163 @@
+/* Starting and asking the share worker (see shareworker.h): the caller's
+ * side. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/child.h"
+#include "common/util.h"
+#include "sandbox/machine.h"
+#include "sandbox/shareworker.h"
+#include "sandbox/worker.h"
+#include "share/spec.h"
+#include "virtio/devices.h"
+
+#define CTL_WAIT_MS 10000
+
+static const char *const worker_env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, NULL };
+
+static json_t *export_json(const struct share_spec *sp)
+{
+	return json_pack("{s:s,s:b,s:b,s:I,s:I}", "tag", sp->tag, "ro", sp->ro, "map", sp->ids,
+			 "uid", (json_int_t)sp->uid, "gid", (json_int_t)sp->gid);
+}
+
+/* One RPC socket per virtio-fs worker the VMM will run. */
+static int make_rpc(struct share_worker *w, struct worker_handover *h, gantry_error_t *err)
+{
+	unsigned int n;
+
+	if (virtio_fs_threads(&n, err) < 0)
+		return -1;
+	for (unsigned int i = 0; i < n && i < SHARE_RPC_SOCKS_MAX; i++) {
+		int p[2];
+
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) < 0)
+			return gantry_error_errno(err, "share worker: socketpair");
+		w->rpc[w->nr_rpc++] = p[0];
+		worker_give(h, p[1], true);
+	}
+	return 0;
+}
+
+int share_worker_start(struct share_worker *w, struct machine *m, gantry_error_t *err)
+{
+	struct worker_handover h = { .n = 0 };
+	json_t *exports = json_array(), *c;
+	int r;
+
+	for (size_t i = 0; i < m->nr_boot_shares; i++) {
+		json_array_append_new(exports, export_json(&m->boot_shares[i].sp));
+		worker_give(&h, m->boot_shares[i].fd, false);
+	}
+	if (make_rpc(w, &h, err) < 0) {
+		json_decref(exports);
+		worker_handover_close(&h);
+		return -1;
+	}
+	/* It needs no network: an empty namespace of its own. */
+	if (worker_spawn(SHARE_WORKER_ROLE, "share worker", m->isolation, CLONE_NEWNET, worker_env,
+			 &w->pid, &w->chan, err) < 0) {
+		json_decref(exports);
+		worker_handover_close(&h);
+		return -1;
+	}
+	c = json_pack("{s:s,s:b,s:o,s:I}", "op", "config", "live", m->shares_live, "exports",
+		      exports, "rpc", (json_int_t)w->nr_rpc);
+	r = worker_send_json(w->chan, c, h.fds, h.n);
+	worker_handover_close(&h);
+	if (r < 0)
+		return gantry_error_errno(err, "share worker: send its configuration");
+	return 0;
+}
+
+void share_worker_rpc_given(struct share_worker *w)
+{
+	for (size_t i = 0; i < w->nr_rpc; i++)
+		if (w->rpc[i] >= 0)
+			close(w->rpc[i]);
+	w->nr_rpc = 0;
+}
+
+int share_worker_ready(struct share_worker *w, gantry_error_t *err)
+{
+	return worker_wait_ready(&w->pid, w->chan, SHARE_WORKER_READY_MS, "share worker",
+				 &w->isolation, err);
+}
+
+static int request(struct share_worker *w, json_t *req, int fd, json_t **answer,
+		   gantry_error_t *err)
+{
+	bool eof;
+	json_t *a;
+	int r;
+
+	*answer = NULL;
+	pthread_mutex_lock(&w->lock);
+	r = w->chan >= 0 ? worker_send_json(w->chan, req, &fd, fd >= 0) : (json_decref(req), -1);
+	a = r == 0 ? worker_recv_json(w->chan, CTL_WAIT_MS, &eof) : NULL;
+	pthread_mutex_unlock(&w->lock);
+	if (a == NULL)
+		return gantry_error(err, 0, "the share worker did not answer");
+	if (!json_is_true(json_object_get(a, "ok"))) {
+		cleanup_free char *line = worker_line(a, "error", "refused");
+
+		json_decref(a);
+		return gantry_error(err, 0, "%s", line);
+	}
+	*answer = a;
+	return 0;
+}
+
+int share_worker_add(struct share_worker *w, const struct share_spec *sp, int root_fd,
+		     gantry_error_t *err)
+{
+	json_t *req = export_json(sp), *a;
+	int r;
+
+	json_object_set_new(req, "op", json_string("add"));
+	r = request(w, req, root_fd, &a, err);
+	json_decref(a);
+	return r;
+}
+
+int share_worker_rm(struct share_worker *w, const char *tag, bool force, gantry_error_t *err)
+{
+	json_t *a;
+	int r = request(w, json_pack("{s:s,s:s,s:b}", "op", "rm", "tag", tag, "force", force), -1,
+			&a, err);
+
+	json_decref(a);
+	return r;
+}
+
+size_t share_worker_handles(struct share_worker *w, const char *tag)
+{
+	gantry_error_t err = NULL;
+	json_t *a;
+	size_t n = 0;
+
+	if (request(w, json_pack("{s:s,s:s}", "op", "handles", "tag", tag), -1, &a, &err) == 0)
+		n = (size_t)json_integer_value(json_object_get(a, "handles"));
+	gantry_error_free(&err);
+	json_decref(a);
+	return n;
+}
+
+void share_worker_stop(struct share_worker *w)
+{
+	int status;
+
+	share_worker_rpc_given(w);
+	if (w->chan >= 0)
+		close(w->chan);
+	w->chan = -1;
+	/* It ends at the hang-up; SIGKILL is its PDEATHSIG too. */
+	if (w->pid > 0)
+		kill(w->pid, SIGKILL);
+	worker_reap(&w->pid, &status);
+	json_decref(w->isolation);
+	w->isolation = NULL;
+}

@@ -1,0 +1,70 @@
+/* The share worker: a sandbox's share server (share/server.h) in a process
+ * of its own, the gantry binary executed afresh as `gantry __share-worker`
+ * and confined (confine.h) like the VMM and network workers, started by
+ * the supervisor (or the CLI for a one-shot exec) where the VM has the
+ * virtio-fs device and process isolation is not off. The VMM worker then
+ * holds no share directory: its virtio-fs device carries each request to
+ * this worker over one of the RPC sockets (share/rpc.h), guest RAM a
+ * memfd the VMM worker sends it once.
+ *
+ * Its fds: 0 and 1 /dev/null, 2 the caller's stderr, 3 the channel
+ * (worker.h).
+ *   caller -> worker  {"op":"config","live":B,"exports":[{"tag","ro","map",
+ *                     "uid","gid"}...],"rpc":N} with each export's root,
+ *                     then the N RPC sockets' far ends
+ *   worker -> caller  {"op":"ready","isolation":REPORT} once confined, or
+ *                     {"op":"error","error":LINE}
+ * then the share requests, one at a time: {"op":"add",...} with the
+ * share's root, {"op":"rm","tag":T,"force":B}, {"op":"handles","tag":T},
+ * each answered {"ok":B[,"error":LINE][,"handles":N]}. A hang-up of the
+ * channel or of any RPC socket ends it. */
+#ifndef GANTRY_SANDBOX_SHAREWORKER_H
+#define GANTRY_SANDBOX_SHAREWORKER_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "share/rpc.h"
+
+#define SHARE_WORKER_ROLE     "__share-worker"
+#define SHARE_WORKER_READY_MS 20000
+#define SHARE_WORKER_NOFILE   256 /* its sockets; the server adds its nodes */
+
+struct machine;
+struct share_spec;
+
+struct share_worker {
+	pid_t pid; /* -1: none, or reaped */
+	int chan;
+	pthread_mutex_t lock;		 /* one share request at a time */
+	int rpc[SHARE_RPC_SOCKS_MAX];	 /* our ends, for the VMM worker, until it has them */
+	size_t nr_rpc;
+	json_t *isolation; /* its report */
+};
+
+#define SHARE_WORKER_NONE                                                                          \
+	((struct share_worker){ .pid = -1, .chan = -1, .lock = PTHREAD_MUTEX_INITIALIZER })
+
+/* Start it for m's shares and send its configuration; the RPC sockets'
+ * near ends stay in w->rpc for the VMM worker's configuration. */
+int share_worker_start(struct share_worker *w, struct machine *m, gantry_error_t *err);
+/* The VMM worker has them: ours go. */
+void share_worker_rpc_given(struct share_worker *w);
+/* Wait, bounded, until it is confined; its error is its own line. */
+int share_worker_ready(struct share_worker *w, gantry_error_t *err);
+/* As fs_server_add_export, remove_export and export_handles, in it. */
+int share_worker_add(struct share_worker *w, const struct share_spec *sp, int root_fd,
+		     gantry_error_t *err);
+int share_worker_rm(struct share_worker *w, const char *tag, bool force, gantry_error_t *err);
+size_t share_worker_handles(struct share_worker *w, const char *tag);
+/* Close our ends and reap it (SIGKILL if it lingers). */
+void share_worker_stop(struct share_worker *w);
+
+/* `gantry __share-worker`: its own side (shareworker_main.c). */
+int share_worker_main(int argc, char **argv);
+
+#endif

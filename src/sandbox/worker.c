@@ -1,0 +1,181 @@
+/* Starting a confined worker and its channel (see worker.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/child.h"
+#include "common/json.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "sandbox/worker.h"
+
+#define WORKER_LOWEST 16
+#define WORKER_ERR    512
+#define REAP_MS	      5000
+
+void worker_give(struct worker_handover *h, int fd, bool ours)
+{
+	h->ours[h->n] = ours;
+	h->fds[h->n++] = fd;
+}
+
+void worker_handover_close(struct worker_handover *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->ours[i] && h->fds[i] >= 0)
+			close(h->fds[i]);
+	h->n = 0;
+}
+
+/* Only async-signal-safe calls between fork and exec. */
+static __attribute__((noreturn)) void worker_child(char *const argv[], char *const envp[], int null,
+						   int chan, const char *what)
+{
+	/* A Ctrl-C meant for the guest's process is not the worker's. */
+	setsid();
+	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(chan, WORKER_CHAN) < 0)
+		child_fail(what, "dup2 failed");
+	close_range(WORKER_CHAN + 1, ~0U, 0);
+	child_exec_self_env(argv, envp, what);
+}
+
+int worker_spawn(const char *role, const char *what, enum confine_mode mode,
+		 unsigned long extra_ns, const char *const *env, pid_t *pid, int *chan,
+		 gantry_error_t *err)
+{
+	char ns[24] = "", userns[24] = "";
+	char *argv[] = { "gantry", (char *)role, "--isolation", (char *)confine_mode_name(mode),
+			 "--ns",   ns,		 "--userns-errno", userns, NULL };
+	cleanup_close int null = -1, chan_w = -1;
+	struct confine_spawn sp;
+	char **envp;
+	int p[2];
+
+	*chan = -1;
+	null = child_fd_above(open("/dev/null", O_RDWR | O_CLOEXEC), WORKER_LOWEST);
+	if (null < 0)
+		return gantry_error_errno(err, "%s: /dev/null", what);
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) < 0)
+		return gantry_error_errno(err, "%s: socketpair", what);
+	*chan = child_fd_above(p[0], WORKER_LOWEST);
+	chan_w = child_fd_above(p[1], WORKER_LOWEST);
+	if (*chan < 0 || chan_w < 0)
+		return gantry_error_errno(err, "%s: fcntl", what);
+	envp = child_env_only(env);
+	*pid = confine_fork(mode, extra_ns, &sp);
+	if (*pid < 0) {
+		strv_free(envp);
+		return gantry_error_errno(err, "%s: fork", what);
+	}
+	confine_spawn_format(&sp, ns, userns);
+	if (*pid == 0)
+		worker_child(argv, envp, null, chan_w, what);
+	strv_free(envp);
+	return 0;
+}
+
+void worker_reap(pid_t *pid, int *status)
+{
+	*status = 0;
+	if (*pid <= 0)
+		return;
+	if (!child_reap_within(*pid, REAP_MS, status)) {
+		kill(*pid, SIGKILL);
+		child_reap_within(*pid, REAP_MS, status);
+	}
+	*pid = -1;
+}
+
+json_t *worker_recv_json_fds(int fd, int ms, int *fds, size_t max_fds, size_t *nr_fds, bool *eof)
+{
+	cleanup_free char *buf = xmalloc(WORKER_MSG_MAX + 1);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	json_t *j;
+	ssize_t n;
+	int r;
+
+	*eof = false;
+	*nr_fds = 0;
+	while ((r = poll(&p, 1, ms)) < 0 && errno == EINTR)
+		;
+	if (r <= 0)
+		return NULL;
+	n = unix_recv_fds(fd, buf, WORKER_MSG_MAX, fds, max_fds, nr_fds, MSG_DONTWAIT);
+	if (n <= 0) {
+		*eof = n == 0 || (errno != EAGAIN && errno != EINTR && errno != EMSGSIZE);
+		return NULL;
+	}
+	j = json_loadb(buf, (size_t)n, 0, NULL);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		for (size_t i = 0; i < *nr_fds; i++)
+			close(fds[i]);
+		*nr_fds = 0;
+		return NULL;
+	}
+	return j;
+}
+
+json_t *worker_recv_json(int fd, int ms, bool *eof)
+{
+	int fds[UNIX_FDS_MAX];
+	size_t n;
+	json_t *j = worker_recv_json_fds(fd, ms, fds, ARRAY_SIZE(fds), &n, eof);
+
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]); /* a worker sends us none */
+	return j;
+}
+
+int worker_send_json(int fd, json_t *j, const int *fds, size_t nr_fds)
+{
+	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
+
+	json_decref(j);
+	if (text == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+char *worker_line(json_t *j, const char *key, const char *dflt)
+{
+	const char *e = json_string_value(json_object_get(j, key));
+
+	if (e == NULL)
+		e = dflt;
+	return text_sanitized(e, strlen(e), WORKER_ERR);
+}
+
+int worker_wait_ready(pid_t *pid, int chan, int ms, const char *what, json_t **isolation,
+		      gantry_error_t *err)
+{
+	int status;
+	char why[64];
+	bool eof;
+	json_t *j = worker_recv_json(chan, ms, &eof);
+	const char *op = json_string_value(json_object_get(j, "op"));
+
+	if (op && strcmp(op, "ready") == 0) {
+		*isolation = json_incref(json_object_get(j, "isolation"));
+		json_decref(j);
+		return 0;
+	}
+	if (op && strcmp(op, "error") == 0) {
+		cleanup_free char *line = worker_line(j, "error", "it could not set itself up");
+
+		json_decref(j);
+		return gantry_error(err, 0, "%s", line);
+	}
+	json_decref(j);
+	if (!eof)
+		return gantry_error(err, ETIMEDOUT, "the %s was not ready in %d s", what, ms / 1000);
+	worker_reap(pid, &status);
+	child_describe_status(status, why, sizeof(why));
+	return gantry_error(err, 0, "the %s exited (%s) before the VM started", what, why);
+}

@@ -1,0 +1,253 @@
+/* The share server's requests across processes (see rpc.h). */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/unixsock.h"
+#include "common/util.h"
+#include "share/rpc.h"
+#include "share/server.h"
+#include "virtio/devices.h"
+#include "vmm/memory.h"
+
+#define POPULATE_MIN (64u * 1024) /* smaller ones: the faults cost less than the call */
+
+_Static_assert(SHARE_RPC_SOCKS_MAX >= 16, "one socket for each virtio-fs worker");
+
+/* ---- the VMM's side ---------------------------------------------------------------------- */
+
+/* base's memfd offset when [base, base + len) lies in one region. */
+static bool seg_of(const struct guest_mem *mem, const struct iovec *v, struct share_rpc_seg *s)
+{
+	uintptr_t b = (uintptr_t)v->iov_base;
+
+	for (unsigned int i = 0; i < mem->nr_regions; i++) {
+		const struct guest_region *r = &mem->regions[i];
+		uintptr_t start = (uintptr_t)r->hva;
+
+		if (b < start || b - start > r->size || v->iov_len > r->size - (b - start))
+			continue;
+		*s = (struct share_rpc_seg){ r->fd_off + (b - start), v->iov_len };
+		return true;
+	}
+	return false;
+}
+
+size_t share_rpc_encode(const struct guest_mem *mem, const struct iovec *in, size_t nr_in,
+			const struct iovec *out, size_t nr_out, void *msg, size_t cap)
+{
+	struct share_rpc_hdr *h = msg;
+	struct share_rpc_seg *s = (struct share_rpc_seg *)(h + 1);
+	size_t n = sizeof(*h) + (nr_in + nr_out) * sizeof(*s);
+
+	if (nr_in > SHARE_RPC_SEGS_MAX || nr_out > SHARE_RPC_SEGS_MAX ||
+	    nr_in + nr_out > SHARE_RPC_SEGS_MAX || n > cap)
+		return 0;
+	*h = (struct share_rpc_hdr){ .op = SHARE_RPC_REQ,
+				     .nr_in = (uint32_t)nr_in,
+				     .nr_out = (uint32_t)nr_out };
+	for (size_t i = 0; i < nr_in; i++)
+		if (!seg_of(mem, &in[i], &s[i]))
+			return 0;
+	for (size_t i = 0; i < nr_out; i++)
+		if (!seg_of(mem, &out[i], &s[nr_in + i]))
+			return 0;
+	return n;
+}
+
+static int take_sock(struct share_rpc_client *c)
+{
+	int i = -1;
+
+	pthread_mutex_lock(&c->lock);
+	for (;;) {
+		for (size_t k = 0; k < c->n && i < 0; k++)
+			if (!c->busy[k])
+				i = (int)k;
+		if (i >= 0)
+			break;
+		pthread_cond_wait(&c->freed, &c->lock);
+	}
+	c->busy[i] = true;
+	pthread_mutex_unlock(&c->lock);
+	return i;
+}
+
+static void put_sock(struct share_rpc_client *c, int i)
+{
+	pthread_mutex_lock(&c->lock);
+	c->busy[i] = false;
+	pthread_cond_signal(&c->freed);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* One message and its answer; the answer's length, 0 for none. */
+static uint64_t call(struct share_rpc_client *c, const void *msg, size_t n)
+{
+	struct share_rpc_reply rep = { 0 };
+	int i = take_sock(c);
+	ssize_t r;
+
+	while ((r = send(c->socks[i], msg, n, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (r == (ssize_t)n)
+		while ((r = recv(c->socks[i], &rep, sizeof(rep), 0)) < 0 && errno == EINTR)
+			;
+	put_sock(c, i);
+	return r == (ssize_t)sizeof(rep) ? rep.len : 0;
+}
+
+static size_t client_handle(void *opaque, const struct iovec *in, size_t nr_in,
+			    const struct iovec *out, size_t nr_out)
+{
+	struct share_rpc_client *c = opaque;
+	uint8_t msg[SHARE_RPC_MSG_MAX];
+	size_t n = c->mem ? share_rpc_encode(c->mem, in, nr_in, out, nr_out, msg, sizeof(msg)) : 0;
+	uint64_t room = 0, len;
+
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < nr_out; i++)
+		room += out[i].iov_len;
+	len = call(c, msg, n);
+	/* More than the chain holds is a worker gone wrong: no reply. */
+	return len <= room ? (size_t)len : 0;
+}
+
+static void client_reset(void *opaque)
+{
+	struct share_rpc_hdr h = { .op = SHARE_RPC_RESET };
+
+	call(opaque, &h, sizeof(h));
+}
+
+static void client_attach(void *opaque, const struct guest_mem *mem)
+{
+	struct share_rpc_client *c = opaque;
+
+	c->mem = mem;
+}
+
+void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t n,
+			   struct virtio_fs_handler *h)
+{
+	*c = (struct share_rpc_client){ .n = MIN(n, (size_t)SHARE_RPC_SOCKS_MAX) };
+	memcpy(c->socks, socks, c->n * sizeof(*socks));
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->freed, NULL);
+	*h = (struct virtio_fs_handler){ .handle = client_handle,
+					 .reset = client_reset,
+					 .attach = client_attach,
+					 .opaque = c };
+}
+
+int share_rpc_client_send_mem(struct share_rpc_client *c)
+{
+	struct share_rpc_hdr h = { .op = SHARE_RPC_MEM };
+
+	if (c->mem == NULL || c->mem->fd < 0 || c->n == 0)
+		return -EINVAL;
+	h.len = c->mem->ram_size;
+	return unix_send_fds(c->socks[0], &h, sizeof(h), &c->mem->fd, 1, MSG_NOSIGNAL) < 0 ? -errno :
+													      0;
+}
+
+/* ---- the share worker's side --------------------------------------------------------------- */
+
+static bool seg_ok(const struct share_rpc_seg *s, uint64_t size)
+{
+	return s->off <= size && s->len <= size - s->off && s->len <= SSIZE_MAX;
+}
+
+int share_rpc_parse(const void *msg, size_t n, uint8_t *base, uint64_t size, uint32_t *op,
+		    struct iovec *in, size_t *nr_in, struct iovec *out, size_t *nr_out)
+{
+	struct share_rpc_hdr h;
+	struct share_rpc_seg s;
+	const uint8_t *p = msg;
+	uint64_t segs;
+
+	*nr_in = *nr_out = 0;
+	if (n < sizeof(h))
+		return -1;
+	memcpy(&h, p, sizeof(h));
+	*op = h.op;
+	if (h.op == SHARE_RPC_RESET)
+		return n == sizeof(h) ? 0 : -1;
+	if (h.op != SHARE_RPC_REQ || h.nr_in > SHARE_RPC_SEGS_MAX || h.nr_out > SHARE_RPC_SEGS_MAX)
+		return -1;
+	segs = (uint64_t)h.nr_in + h.nr_out;
+	if (segs > SHARE_RPC_SEGS_MAX || n != sizeof(h) + segs * sizeof(s))
+		return -1;
+	for (uint64_t i = 0; i < segs; i++) {
+		struct iovec *v = i < h.nr_in ? &in[i] : &out[i - h.nr_in];
+
+		memcpy(&s, p + sizeof(h) + i * sizeof(s), sizeof(s));
+		if (!seg_ok(&s, size))
+			return -1;
+		*v = (struct iovec){ base + s.off, s.len };
+	}
+	*nr_in = h.nr_in;
+	*nr_out = h.nr_out;
+	return 0;
+}
+
+/* A large buffer's pages mapped here in one call rather than a fault per
+ * page as the server copies (guest RAM is shmem: no huge pages). Only a
+ * hint: a kernel without MADV_POPULATE_* (5.14) just faults. */
+static void populate(uint8_t *base, uint64_t size, const struct iovec *v, size_t n, bool write)
+{
+#if defined(MADV_POPULATE_READ) && defined(MADV_POPULATE_WRITE)
+	const uintptr_t page = 4096;
+
+	for (size_t i = 0; i < n; i++) {
+		uintptr_t start = (uintptr_t)v[i].iov_base & ~(page - 1);
+		uintptr_t end = ((uintptr_t)v[i].iov_base + v[i].iov_len + page - 1) & ~(page - 1);
+
+		if (v[i].iov_len < POPULATE_MIN || start < (uintptr_t)base ||
+		    end > (uintptr_t)base + size)
+			continue;
+		madvise((void *)start, end - start, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+	}
+#else
+	(void)base, (void)size, (void)v, (void)n, (void)write;
+#endif
+}
+
+int share_rpc_serve(int sock, uint8_t *base, uint64_t size, struct fs_server *srv)
+{
+	uint8_t msg[SHARE_RPC_MSG_MAX + 1];
+	struct iovec in[SHARE_RPC_SEGS_MAX], out[SHARE_RPC_SEGS_MAX];
+
+	for (;;) {
+		struct share_rpc_reply rep = { 0 };
+		size_t nr_in, nr_out;
+		uint32_t op = 0;
+		/* One byte more than the largest: a longer one is cut short
+		 * (MSG_TRUNC says so) and refused. */
+		ssize_t n = recv(sock, msg, sizeof(msg), MSG_TRUNC);
+
+		if (n == 0)
+			return 0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if ((size_t)n <= SHARE_RPC_MSG_MAX &&
+		    share_rpc_parse(msg, (size_t)n, base, size, &op, in, &nr_in, out, &nr_out) == 0) {
+			if (op == SHARE_RPC_RESET) {
+				fs_server_reset(srv);
+			} else {
+				populate(base, size, in, nr_in, false);
+				populate(base, size, out, nr_out, true);
+				rep.len = fs_server_handle(srv, in, nr_in, out, nr_out);
+			}
+		}
+		if (send(sock, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep))
+			return errno == EPIPE || errno == ECONNRESET ? 0 : -1;
+	}
+}
