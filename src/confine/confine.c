@@ -169,6 +169,24 @@ int confine_arg(struct confine_opts *o, const char *opt, const char *val)
 	return 0;
 }
 
+int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test)
+{
+	*self_test = false;
+	for (int i = 0; i < argc; i++) {
+		int n = confine_arg(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
+
+		if (n < 0)
+			return -1;
+		if (n > 0)
+			i += n - 1;
+		else if (strcmp(argv[i], "--self-test") == 0)
+			*self_test = true;
+		else
+			return -1;
+	}
+	return 0;
+}
+
 int confine_self_test_again(int argc, char **argv, const char *role, unsigned long extra_ns)
 {
 	enum confine_mode mode = CONFINE_REQUIRED;

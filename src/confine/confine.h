@@ -126,6 +126,9 @@ struct confine_opts {
  * count of argv words taken (2), 0 when opt is not one of them, -1 when
  * its value is bad or missing. */
 int confine_arg(struct confine_opts *o, const char *opt, const char *val);
+/* A worker whose whole command line is confine_arg's and `--self-test`
+ * (*self_test set): 0, or -1 on any other word or a bad value. */
+int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test);
 
 /* `gantry ROLE --self-test [--isolation MODE]` as typed by hand (argv
  * from --self-test on): start ROLE again as its spawner would, in

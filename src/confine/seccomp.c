@@ -157,7 +157,10 @@ static int net_rules(scmp_filter_ctx f)
 	 * query, by a path only the worker's own root holds. */
 	static const int families[] = { AF_INET, AF_INET6, AF_NETLINK, AF_UNIX };
 	static const unsigned long ioctls[] = { FIONREAD, FIONBIO, SIOCOUTQ };
-	int r = seccomp_allow_all(f, net, ARRAY_SIZE(net));
+	int r = no_exec_maps(f);
+
+	if (r == 0)
+		r = seccomp_allow_all(f, net, ARRAY_SIZE(net));
 
 	for (size_t i = 0; i < ARRAY_SIZE(families) && r == 0; i++)
 		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
@@ -185,7 +188,8 @@ int seccomp_common_rules(scmp_filter_ctx f, int spared)
 	return r;
 }
 
-static int build(bool log, int (*role)(scmp_filter_ctx f), char *why, size_t len)
+int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), char *why,
+		  size_t len)
 {
 	scmp_filter_ctx f = seccomp_init(log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
 	int r;
@@ -196,18 +200,16 @@ static int build(bool log, int (*role)(scmp_filter_ctx f), char *why, size_t len
 	}
 	r = seccomp_common_rules(f, -1);
 	if (r == 0)
-		r = no_exec_maps(f);
-	if (r == 0)
 		r = role(f);
 	if (r == 0)
 		r = seccomp_load(f);
 	if (r < 0)
-		snprintf(why, len, "seccomp: %s", strerror(-r));
+		snprintf(why, len, "seccomp (%s): %s", what, strerror(-r));
 	seccomp_release(f);
 	return r < 0 ? -1 : 0;
 }
 
 int confine_filter_net(bool log, char *why, size_t len)
 {
-	return build(log, net_rules, why, len);
+	return seccomp_build(log, "net", net_rules, why, len);
 }

@@ -3,6 +3,7 @@
 #define GANTRY_CONFINE_SECCOMP_RULES_H
 
 #include <seccomp.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Allow each syscall of v, whatever its arguments. */
@@ -12,5 +13,9 @@ int seccomp_allow_all(scmp_filter_ctx f, const int *v, size_t n);
  * (memory but for mmap and mprotect, time, signals, its fds) and fcntl for
  * flags. 0 or a negative errno. */
 int seccomp_common_rules(scmp_filter_ctx f, int spared);
+/* A whole filter for one process, loaded: EPERM (or, log, logged) for what
+ * neither the common rules nor role allow. 0, or -1 and why (naming what). */
+int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), char *why,
+		  size_t len);
 
 #endif

@@ -315,20 +315,10 @@ int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, char 
 	return r < 0 ? -1 : 0;
 }
 
-/* The share worker (vmm_filter.h): one filter for all its threads, its
- * set-up done before it. */
-int confine_filter_share(bool log, char *why, size_t len)
+static int share_rules(scmp_filter_ctx f)
 {
-	scmp_filter_ctx f = seccomp_init(log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
-	int r;
+	int r = exec_map_rules(f);
 
-	if (f == NULL) {
-		snprintf(why, len, "seccomp_init failed");
-		return -1;
-	}
-	r = seccomp_common_rules(f, -1);
-	if (r == 0)
-		r = exec_map_rules(f);
 	if (r == 0)
 		r = seccomp_allow_all(f, fs_sys, ARRAY_SIZE(fs_sys));
 	if (r == 0)
@@ -344,10 +334,12 @@ int confine_filter_share(bool log, char *why, size_t len)
 	if (r == 0)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
 			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_GET_SEALS));
-	if (r == 0)
-		r = seccomp_load(f);
-	if (r < 0)
-		snprintf(why, len, "seccomp (share): %s", strerror(-r));
-	seccomp_release(f);
-	return r < 0 ? -1 : 0;
+	return r;
+}
+
+/* The share worker (vmm_filter.h): one filter for all its threads, its
+ * set-up done before it. */
+int confine_filter_share(bool log, char *why, size_t len)
+{
+	return seccomp_build(log, "share", share_rules, why, len);
 }

@@ -226,19 +226,8 @@ static int load_filter(void *opaque, bool log, char *why, size_t len)
 
 static int parse_args(int argc, char **argv, bool *self_test)
 {
-	*self_test = false;
-	for (int i = 0; i < argc; i++) {
-		int n = confine_arg(&sw.confine, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
-
-		if (n < 0)
-			return -1;
-		if (n > 0)
-			i += n - 1;
-		else if (strcmp(argv[i], "--self-test") == 0)
-			*self_test = true;
-		else
-			return -1;
-	}
+	if (confine_args(&sw.confine, argc, argv, self_test) < 0)
+		return -1;
 	sw.confine.role = "share";
 	sw.confine.threads = true;
 	sw.confine.proc_fds = true;

@@ -236,19 +236,8 @@ static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantr
 
 static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
 {
-	*self_test = false;
-	for (int i = 0; i < argc; i++) {
-		int n = confine_arg(&w->confine, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
-
-		if (n < 0)
-			return -1;
-		if (n > 0)
-			i += n - 1;
-		else if (strcmp(argv[i], "--self-test") == 0)
-			*self_test = true;
-		else
-			return -1;
-	}
+	if (confine_args(&w->confine, argc, argv, self_test) < 0)
+		return -1;
 	w->confine.role = "vmm";
 	w->confine.threads = true;
 	w->confine.nofile = VMM_WORKER_NOFILE;

@@ -283,6 +283,7 @@ def test_vmm_seccomp_thread_lists(gantry, role, call):
 
 
 @pytest.mark.parametrize("role", SHARE_ROLES)
+@pytest.mark.forbidden_calls
 @pytest.mark.parametrize("call", SHARE_KILLED)
 def test_share_seccomp_kill_list(gantry, role, call):
     r = probe(gantry, role, call)
