@@ -534,7 +534,7 @@ static void *shrink_a_heap(void *arg)
  * log in UTC anyway), the heap's shrinking, and jansson's hash seed (read
  * from /dev/urandom by the first JSON object made; past the empty root it
  * would fall back to the time and the PID). */
-static void libc_prime(void)
+void confine_prime_libc(void)
 {
 	pthread_t t;
 
@@ -627,7 +627,7 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 		say(p, (o->spawn.ns & CLONE_NEWNET) != 0, "namespace", "%s",
 		    o->spawn.ns & CLONE_NEWNET ? "new, empty" : "the host's");
 	}
-	libc_prime(); /* before NPROC 0 stops its thread */
+	confine_prime_libc(); /* before NPROC 0 stops its thread */
 	layer_mount(o, r);
 	layer_limits(o, r);
 	layer_privileges(o, r);

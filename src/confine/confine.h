@@ -130,6 +130,12 @@ int confine_arg(struct confine_opts *o, const char *opt, const char *val);
  * (*self_test set): 0, or -1 on any other word or a bad value. */
 int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test);
 
+/* What glibc and jansson open on their first use (the time zone, the
+ * heap's shrink check, the JSON hash seed), done now: called before a
+ * seccomp filter or an empty root, so that no later call opens a file.
+ * Sets TZ to UTC0 where it is unset (our logs are in UTC). */
+void confine_prime_libc(void);
+
 /* `gantry ROLE --self-test [--isolation MODE]` as typed by hand (argv
  * from --self-test on): start ROLE again as its spawner would, in
  * namespaces (extra_ns too), with --self-test and the spawn's arguments,

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "confine/confine.h"
 #include "confine/vmm_filter.h"
 #include "net/net.h"
 #include "virtio/devices.h"
@@ -356,6 +357,8 @@ static int vmm_confine(struct vmm *v, bool load_base, gantry_error_t *err)
 {
 	char why[128];
 
+	if (load_base)
+		confine_prime_libc();
 	if (load_base && confine_filter_vmm(VMM_THREAD_BASE, &v->confine, why, sizeof(why)) < 0)
 		return gantry_error(err, 0, "%s", why);
 	v->vm.confine = &v->confine;
