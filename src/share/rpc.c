@@ -84,8 +84,9 @@ static void put_sock(struct share_rpc_client *c, int i)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* One message and its answer; the answer's length, 0 for none. */
-static uint64_t call(struct share_rpc_client *c, const void *msg, size_t n)
+/* One message and its answer: the answer's length into *len. false when
+ * the worker took or answered none (it is gone). */
+static bool call(struct share_rpc_client *c, const void *msg, size_t n, uint64_t *len)
 {
 	struct share_rpc_reply rep = { 0 };
 	int i = take_sock(c);
@@ -97,7 +98,8 @@ static uint64_t call(struct share_rpc_client *c, const void *msg, size_t n)
 		while ((r = recv(c->socks[i], &rep, sizeof(rep), 0)) < 0 && errno == EINTR)
 			;
 	put_sock(c, i);
-	return r == (ssize_t)sizeof(rep) ? rep.len : 0;
+	*len = rep.len;
+	return r == (ssize_t)sizeof(rep);
 }
 
 static size_t client_handle(void *opaque, const struct iovec *in, size_t nr_in,
@@ -112,7 +114,10 @@ static size_t client_handle(void *opaque, const struct iovec *in, size_t nr_in,
 		return 0;
 	for (size_t i = 0; i < nr_out; i++)
 		room += out[i].iov_len;
-	len = call(c, msg, n);
+	/* The worker gone, the guest's request fails with EIO rather than
+	 * waiting on an answer that never comes. */
+	if (!call(c, msg, n, &len))
+		return fs_error_reply(in, nr_in, out, nr_out, EIO);
 	/* More than the chain holds is a worker gone wrong: no reply. */
 	return len <= room ? (size_t)len : 0;
 }
@@ -120,8 +125,9 @@ static size_t client_handle(void *opaque, const struct iovec *in, size_t nr_in,
 static void client_reset(void *opaque)
 {
 	struct share_rpc_hdr h = { .op = SHARE_RPC_RESET };
+	uint64_t len;
 
-	call(opaque, &h, sizeof(h));
+	call(opaque, &h, sizeof(h), &len);
 }
 
 static void client_attach(void *opaque, const struct guest_mem *mem)

@@ -512,6 +512,23 @@ static size_t handle_locked(struct fs_server *s, struct fs_req *r, size_t readab
 	return reply_header(r->out, r->nr_out, r->h.unique, 0, r->reply_len);
 }
 
+size_t fs_error_reply(const struct iovec *in, size_t nr_in, const struct iovec *out,
+		      size_t nr_out, int error)
+{
+	struct fuse_in_header h;
+	struct fuse_out_header o = { .len = sizeof(o), .error = -error };
+
+	if (nr_in > FS_MAX_IOV || nr_out > FS_MAX_IOV || iov_total(in, nr_in) < sizeof(h) ||
+	    iov_total(out, nr_out) < sizeof(o))
+		return 0;
+	iov_copy_out(&h, in, nr_in, sizeof(h));
+	if (h.opcode == FUSE_FORGET || h.opcode == FUSE_BATCH_FORGET)
+		return 0; /* none is awaited */
+	o.unique = h.unique;
+	iov_copy_in(out, nr_out, 0, &o, sizeof(o));
+	return sizeof(o);
+}
+
 size_t fs_server_handle(struct fs_server *s, const struct iovec *in, size_t nr_in,
 			const struct iovec *out, size_t nr_out)
 {

@@ -70,6 +70,11 @@ size_t fs_server_export_handles(struct fs_server *s, const char *tag);
  * no room even for a header. */
 size_t fs_server_handle(struct fs_server *s, const struct iovec *in, size_t nr_in,
 			const struct iovec *out, size_t nr_out);
+/* The reply `error` (a positive errno) to the request in, written into out
+ * with no server at hand (the share worker gone): its bytes, 0 where no
+ * reply is awaited (a FORGET) or there is no room. */
+size_t fs_error_reply(const struct iovec *in, size_t nr_in, const struct iovec *out,
+		      size_t nr_out, int error);
 
 /* The guest reset its device: every node and handle it was given goes,
  * and it must INIT again (as after DESTROY). No request may be under way. */

@@ -308,12 +308,46 @@ static void test_client(void **state)
 	fs_server_free(s.srv);
 }
 
+/* The share worker gone: the guest's request fails with EIO, its unique
+ * kept; a FORGET, which awaits no reply, gets none. */
+static void test_worker_gone(void **state)
+{
+	struct share_rpc_client c;
+	struct virtio_fs_handler h;
+	struct guest_mem g;
+	struct fuse_in_header in_h = { .len = sizeof(in_h), .opcode = FUSE_LOOKUP, .unique = 42 };
+	struct fuse_out_header o;
+	struct iovec in[1], out[1];
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+	close(sv[1]);
+	guest_mem_init_buffer(&g, mem, MEM);
+	share_rpc_client_init(&c, &sv[0], 1, &h);
+	h.attach(h.opaque, &g);
+	memcpy(mem, &in_h, sizeof(in_h));
+	memset(mem + 4096, 0xff, 64);
+	in[0] = (struct iovec){ mem, sizeof(in_h) };
+	out[0] = (struct iovec){ mem + 4096, 64 };
+	assert_int_equal(h.handle(h.opaque, in, 1, out, 1), sizeof(o));
+	memcpy(&o, mem + 4096, sizeof(o));
+	assert_int_equal(o.len, sizeof(o));
+	assert_int_equal(o.error, -EIO);
+	assert_int_equal(o.unique, 42);
+	in_h.opcode = FUSE_FORGET;
+	memcpy(mem, &in_h, sizeof(in_h));
+	assert_int_equal(h.handle(h.opaque, in, 1, out, 1), 0);
+	h.reset(h.opaque); /* returns, answered or not */
+	close(sv[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_good),	cmocka_unit_test(test_parse_hostile),
 		cmocka_unit_test(test_encode),		cmocka_unit_test(test_serve),
-		cmocka_unit_test(test_client),
+		cmocka_unit_test(test_client),		cmocka_unit_test(test_worker_gone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
