@@ -258,20 +258,29 @@ def probe(gantry, role, call):
                           text=True, timeout=10, env=own_env())
 
 
+# Each VMM thread's real filters (the base and its own), and the share
+# worker's, or a VMM's virtio-fs thread whose share server is remote: the
+# roles with their kill list and their refusals.
+KILL_CASES = ([(role, call) for role in VMM_ROLES for call in VMM_KILLED] +
+              [(role, call) for role in SHARE_ROLES for call in SHARE_KILLED])
+REFUSAL_CASES = ([(role, call, VMM_REFUSED[call]) for role in VMM_ROLES
+                  for call in sorted(VMM_REFUSED)] +
+                 [(role, call, SHARE_REFUSED[call]) for role in SHARE_ROLES
+                  for call in sorted(SHARE_REFUSED)])
+
+
 @pytest.mark.forbidden_calls
-@pytest.mark.parametrize("role", VMM_ROLES)
-@pytest.mark.parametrize("call", VMM_KILLED)
-def test_vmm_seccomp_kill_list(gantry, role, call):
-    """Under each VMM thread's real filters (the base and its own): SIGSYS."""
+@pytest.mark.parametrize("role,call", KILL_CASES)
+def test_vmm_and_share_seccomp_kill_list(gantry, role, call):
+    """SIGSYS."""
     r = probe(gantry, role, call)
     assert (r.returncode, r.stdout) == (-31, ""), (role, call, r)
 
 
-@pytest.mark.parametrize("role", VMM_ROLES)
-@pytest.mark.parametrize("call", sorted(VMM_REFUSED))
-def test_vmm_seccomp_refusals(gantry, role, call):
+@pytest.mark.parametrize("role,call,errno", REFUSAL_CASES)
+def test_vmm_and_share_seccomp_refusals(gantry, role, call, errno):
     r = probe(gantry, role, call)
-    assert (r.returncode, r.stdout) == (0, f"{call}: {VMM_REFUSED[call]}\n"), (role, r)
+    assert (r.returncode, r.stdout) == (0, f"{call}: {errno}\n"), (role, r)
 
 
 @pytest.mark.parametrize("role", VMM_ROLES)
@@ -283,21 +292,6 @@ def test_vmm_seccomp_thread_lists(gantry, role, call):
         assert r.stdout != f"{call}: EPERM\n", (role, r)
     else:
         assert r.stdout == f"{call}: EPERM\n", (role, r)
-
-
-@pytest.mark.parametrize("role", SHARE_ROLES)
-@pytest.mark.forbidden_calls
-@pytest.mark.parametrize("call", SHARE_KILLED)
-def test_share_seccomp_kill_list(gantry, role, call):
-    r = probe(gantry, role, call)
-    assert (r.returncode, r.stdout) == (-31, ""), (role, call, r)
-
-
-@pytest.mark.parametrize("role", SHARE_ROLES)
-@pytest.mark.parametrize("call", sorted(SHARE_REFUSED))
-def test_share_seccomp_refusals(gantry, role, call):
-    r = probe(gantry, role, call)
-    assert (r.returncode, r.stdout) == (0, f"{call}: {SHARE_REFUSED[call]}\n"), (role, r)
 
 
 @pytest.mark.parametrize("call", ("mkdirat", "openat"))
