@@ -184,12 +184,24 @@ bool flows_syn_take(struct flows *t, uint64_t now_ms)
 	return true;
 }
 
-void flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq, uint32_t seqlen,
+bool flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq, uint32_t seqlen,
 		   uint64_t now_ms)
 {
 	uint32_t end = seq + seqlen;
+	bool again = false;
 
 	f->last_ms = now_ms;
+	if (f->closed && !f->cut && (flags & (TCP_SYN | TCP_ACK)) == TCP_SYN) {
+		/* The same ports once more: a new connection. */
+		f->closed = false;
+		f->fins = 0;
+		f->guest_seq = f->remote_seq = f->guest_syn = false;
+		f->until_ms = 0;
+	}
+	if (from_guest && (flags & TCP_SYN)) {
+		again = f->guest_syn;
+		f->guest_syn = true;
+	}
 	if (from_guest) {
 		if (!f->guest_seq || (int32_t)(end - f->guest_next) > 0)
 			f->guest_next = end;
@@ -206,4 +218,5 @@ void flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq,
 		if (!f->cut)
 			f->until_ms = now_ms + FLOW_CLOSED_MS;
 	}
+	return again;
 }

@@ -42,6 +42,7 @@ struct flow {
 	bool cut;
 	bool closed; /* RST seen, or FIN both ways */
 	uint8_t fins;
+	bool guest_syn; /* the guest sent its SYN (or its SYN-ACK) on this connection */
 	struct policy_verdict verdict;
 	uint64_t generation; /* of the policy that judged it */
 	/* TCP: the sequence number after the last segment each side sent. */
@@ -72,8 +73,11 @@ void flows_each(struct flows *t, void (*fn)(void *opaque, struct flow *f), void 
 bool flows_syn_take(struct flows *t, uint64_t now_ms);
 
 /* A TCP segment seen (flags, seq and the segment's length in sequence
- * space, SYN and FIN counted) from the guest or to it. */
-void flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq, uint32_t seqlen,
+ * space, SYN and FIN counted) from the guest or to it. true when it is a
+ * SYN the guest already sent on this connection: a retransmission of its
+ * SYN or SYN-ACK (or a forgery), which libslirp must not take options
+ * from (frame_tcp_forget_mss). A SYN on a closed flow starts it anew. */
+bool flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq, uint32_t seqlen,
 		   uint64_t now_ms);
 
 #endif

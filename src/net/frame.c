@@ -48,6 +48,48 @@ void frame_csum_replace16(uint8_t *csum, uint16_t old, uint16_t new)
 	frame_put16(csum, (uint16_t)~s);
 }
 
+#define TCPOPT_EOL  0
+#define TCPOPT_NOP  1
+#define TCPOPT_MSS  2
+#define TCPOLEN_MSS 4
+
+/* Bytes [at, at + len) of a TCP header set to v, word by word, each
+ * word's change folded into the checksum (RFC 1624). */
+static void tcp_fill(uint8_t *tcp, size_t at, size_t len, uint8_t v)
+{
+	for (size_t w = at & ~(size_t)1; w < at + len; w += 2) {
+		uint16_t old = frame_get16(tcp + w);
+
+		for (size_t b = w; b < w + 2; b++)
+			if (b >= at && b < at + len)
+				tcp[b] = v;
+		frame_csum_replace16(tcp + 16, old, frame_get16(tcp + w));
+	}
+}
+
+bool frame_tcp_forget_mss(uint8_t *tcp, size_t hlen)
+{
+	size_t i = TCP_HLEN, olen;
+
+	while (i < hlen && tcp[i] != TCPOPT_EOL) {
+		if (tcp[i] == TCPOPT_NOP) {
+			i++;
+			continue;
+		}
+		if (i + 1 >= hlen)
+			return false;
+		olen = tcp[i + 1];
+		if (olen < 2 || olen > hlen - i)
+			return false;
+		if (tcp[i] == TCPOPT_MSS && olen == TCPOLEN_MSS) {
+			tcp_fill(tcp, i, olen, TCPOPT_NOP);
+			return true;
+		}
+		i += olen;
+	}
+	return false;
+}
+
 int frame_ipv4_csum_ok(const uint8_t *ip)
 {
 	return frame_csum_fold(frame_csum_add(0, ip, IPV4_HLEN)) == 0;

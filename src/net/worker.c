@@ -96,6 +96,7 @@ struct worker {
 	uint16_t proxy_port;
 	bool proxy_enforce;
 	uint64_t write_error_logged;
+	uint64_t repeated_syns; /* SYNs the guest sent again, their MSS dropped */
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
 };
@@ -330,13 +331,31 @@ static void answer(struct worker *w, const uint8_t *frame, size_t len, enum filt
 
 /* --- frames from the guest ------------------------------------------- */
 
+/* A SYN or SYN-ACK the guest sends again on a connection libslirp holds:
+ * libslirp 4.7 takes the MSS option of every SYN, and sizing the socket's
+ * buffers for it again empties them, so the bytes held for either side
+ * would vanish from a stream that goes on (docs/upstream/
+ * libslirp-repeated-syn.md). A slow guest repeats its SYN whenever the
+ * answer waits in the queue longer than its retransmission timer. The
+ * first SYN's MSS stands: the repeat loses the option. */
+static void repeated_syn(struct worker *w, uint8_t *frame, size_t len)
+{
+	size_t hlen = (size_t)(frame[FRAME_L4 + 12] >> 4) * 4;
+
+	if (hlen > len - FRAME_L4 || !frame_tcp_forget_mss(frame + FRAME_L4, hlen))
+		return;
+	w->repeated_syns++;
+	log_debug("a repeated SYN from the guest: its MSS option dropped (%llu so far)",
+		  (unsigned long long)w->repeated_syns);
+}
+
 /* The egress policy: whether a frame the check passed on to libslirp may
  * leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
  * refused TCP segment is answered with a RST and a refused datagram with
  * ICMP "administratively prohibited", so the guest fails at once rather
  * than after its timeouts). A flow is judged at its first frame and then
  * only when the policy changes; why gets the policy's reason. */
-static enum net_drop egress_verdict(struct worker *w, const uint8_t *frame, size_t len,
+static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len,
 				    const struct filter_verdict *v, char *why, size_t why_len)
 {
 	uint64_t now = now_ms();
@@ -372,9 +391,9 @@ static enum net_drop egress_verdict(struct worker *w, const uint8_t *frame, size
 		f->generation = w->generation;
 	}
 	f->tx_bytes += len;
-	if (s.k.proto == NET_PROTO_TCP)
-		flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now);
-	else
+	if (s.k.proto == NET_PROTO_TCP && flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
+		repeated_syn(w, frame, len);
+	else if (s.k.proto != NET_PROTO_TCP)
 		f->last_ms = now;
 	return NET_DROP_NONE;
 }

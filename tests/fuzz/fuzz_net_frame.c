@@ -8,7 +8,8 @@
  *   bit 1: fix the IPv4 header checksum; bit 2: fix the TCP/UDP/ICMP one.
  * Checked: a frame the check passes on holds to every rule it enforces
  * (IPv4 from .2, no options or fragments, a safe destination, TCP or UDP,
- * no TCP urgent data, a checksum that was right still right); every frame built
+ * no TCP urgent data, a checksum that was right still right, also after a
+ * repeated SYN's MSS option is dropped); every frame built
  * in answer is well-formed with right sums; the table stays bounded.
  * Seeds: tests/fuzz/corpus/net_frame (tests/fuzz/mkcorpus.py). */
 #include <stdint.h>
@@ -134,6 +135,22 @@ static void check_passed(const uint8_t *f, const struct filter_verdict *v, bool 
 		check(v->port != 67 && v->port != 69);
 }
 
+/* A passed TCP segment as a repeated SYN: its option list walked within
+ * its header, its sum still right where it was, its length unchanged. */
+static void forget_mss(uint8_t *f, const struct filter_verdict *v, bool tcp_sum_was_ok)
+{
+	uint8_t *l4 = f + FRAME_L4;
+	size_t hlen;
+
+	if (f[FRAME_IP + 9] != IPPROTO_NUM_TCP)
+		return;
+	hlen = (size_t)(l4[12] >> 4) * 4;
+	check(hlen >= TCP_HLEN && hlen <= v->len - FRAME_L4);
+	if (frame_tcp_forget_mss(l4, hlen))
+		check(!tcp_sum_was_ok ||
+		      frame_l4_csum_ok(f + FRAME_IP, l4, v->len - FRAME_L4, IPPROTO_NUM_TCP));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct filter_verdict v;
@@ -163,6 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	switch (v.action) {
 	case FILTER_SLIRP:
 		check_passed(frame, &v, tcp_ok);
+		forget_mss(frame, &v, tcp_ok);
 		break;
 	case FILTER_DNS:
 		check(v.payload + v.plen <= v.len);

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "common/util.h"
 #include "net/filter.h"
 #include "net/frame.h"
 #include "net/net.h"
@@ -552,6 +553,48 @@ static void test_csum_replace(void **state)
 	}
 }
 
+/* A repeated SYN's MSS option becomes NOPs wherever it sits in the list,
+ * the other options and the checksum right; a malformed list is left. */
+static void test_forget_mss(void **state)
+{
+	static const struct {
+		uint8_t opts[20];
+		size_t len;
+		int mss; /* where the MSS option is, -1: none to find */
+	} cases[] = {
+		{ { 2, 4, 0xff, 0xd8 }, 4, 0 },
+		{ { 1, 2, 4, 0x05, 0xb4, 1, 1, 1 }, 8, 1 },
+		{ { 4, 2, 2, 4, 0x80, 0x00, 1, 1 }, 8, 2 },
+		{ { 1, 1, 8, 10, 2, 4, 2, 4, 5, 6, 7, 8, 2, 4, 0xff, 0xd8, 1, 3, 3, 7 }, 20, 12 },
+		{ { 4, 2, 1, 1 }, 4, -1 },		   /* no MSS */
+		{ { 0, 0, 2, 4, 1, 2, 0, 0 }, 8, -1 },	   /* after the end of list */
+		{ { 8, 0, 2, 4, 1, 2, 0, 0 }, 8, -1 },	   /* length 0 */
+		{ { 8, 12, 2, 4, 1, 2, 0, 0 }, 8, -1 },   /* past the header */
+		{ { 1, 1, 1, 2 }, 4, -1 },		   /* a kind without its length */
+		{ { 2, 3, 1, 1 }, 4, -1 },		   /* MSS of a wrong length */
+	};
+	uint8_t want[20];
+	struct pkt p;
+	uint8_t *t;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		tcp(&p, IP(203, 0, 113, 10), 80, TCP_SYN, cases[i].len);
+		t = p.b + FRAME_L4;
+		/* The options take the payload's place: the offset covers them. */
+		memcpy(t + TCP_HLEN, cases[i].opts, cases[i].len);
+		t[12] = (uint8_t)(((TCP_HLEN + cases[i].len) / 4) << 4);
+		l4_sum(&p);
+		memcpy(want, cases[i].opts, cases[i].len);
+		if (cases[i].mss >= 0)
+			memset(want + cases[i].mss, 1, 4);
+		assert_int_equal(frame_tcp_forget_mss(t, TCP_HLEN + cases[i].len),
+				 cases[i].mss >= 0);
+		assert_memory_equal(t + TCP_HLEN, want, cases[i].len);
+		assert_true(frame_l4_csum_ok(p.b + FRAME_IP, t, p.len - FRAME_L4, IPPROTO_NUM_TCP));
+	}
+}
+
 static void tx(struct traffic *t, uint32_t dst, uint16_t port, enum net_drop reason, time_t now)
 {
 	struct filter_verdict v = { .has_dst = true,
@@ -687,7 +730,7 @@ int main(void)
 		cmocka_unit_test(test_gateway_services),  cmocka_unit_test(test_builders),
 		cmocka_unit_test(test_csum_replace),	  cmocka_unit_test(test_traffic_table),
 		cmocka_unit_test(test_traffic_eviction),  cmocka_unit_test(test_traffic_rx_frame),
-		cmocka_unit_test(test_drop_names),
+		cmocka_unit_test(test_drop_names),	  cmocka_unit_test(test_forget_mss),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -148,6 +148,38 @@ static void test_tcp_seen(void **state)
 	flows_free(t);
 }
 
+/* The guest's SYN (or SYN-ACK) a second time on a connection is told
+ * apart from its first; after FIN both ways, a SYN opens a new one. */
+static void test_tcp_repeated_syn(void **state)
+{
+	struct flows *t = flows_new();
+	struct flow_key k = key(NET_PROTO_TCP, 1, 1);
+	struct flow *out = flow_add(t, &k, 1), *in;
+
+	(void)state;
+	assert_false(flow_tcp_seen(out, true, TCP_SYN, 100, 1, 1));
+	assert_false(flow_tcp_seen(out, false, TCP_SYN | TCP_ACK, 7, 1, 2));
+	assert_true(flow_tcp_seen(out, true, TCP_SYN, 100, 1, 3));
+	assert_false(flow_tcp_seen(out, true, TCP_ACK, 101, 1000, 4));
+	assert_true(flow_tcp_seen(out, true, TCP_SYN, 100, 1, 5));
+	flow_tcp_seen(out, true, TCP_FIN | TCP_ACK, 1101, 1, 6);
+	flow_tcp_seen(out, false, TCP_FIN | TCP_ACK, 8, 1, 7);
+	assert_true(out->closed);
+	/* The same ports again. */
+	assert_false(flow_tcp_seen(out, true, TCP_SYN, 5000, 1, 8));
+	assert_false(out->closed);
+	assert_true(flow_tcp_seen(out, true, TCP_SYN, 5000, 1, 9));
+
+	/* A published port: the host's SYN, then the guest's SYN-ACK twice. */
+	k.gport = 2;
+	in = flow_add(t, &k, 10);
+	assert_false(flow_tcp_seen(in, false, TCP_SYN, 1, 1, 10));
+	assert_false(flow_tcp_seen(in, true, TCP_SYN | TCP_ACK, 300, 1, 11));
+	assert_false(flow_tcp_seen(in, false, TCP_SYN, 1, 1, 12));
+	assert_true(flow_tcp_seen(in, true, TCP_SYN | TCP_ACK, 300, 1, 13));
+	flows_free(t);
+}
+
 static void test_proxy_parse(void **state)
 {
 	static const char *const bad[] = {
@@ -225,7 +257,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_find_add_remove), cmocka_unit_test(test_full),
 		cmocka_unit_test(test_expiry),		cmocka_unit_test(test_syn_rate),
-		cmocka_unit_test(test_tcp_seen),	cmocka_unit_test(test_proxy_parse),
+		cmocka_unit_test(test_tcp_seen), cmocka_unit_test(test_tcp_repeated_syn),	cmocka_unit_test(test_proxy_parse),
 		cmocka_unit_test(test_proxy_env_and_addrs),
 	};
 
