@@ -14,9 +14,13 @@ in the queue longer than its retransmission timer.
 Needs root, ip, dnsmasq and /dev/net/tun; skips with the reason otherwise.
 """
 
+import contextlib
 import hashlib
 import os
+import secrets
+import select
 import socket
+import struct
 import threading
 import time
 
@@ -33,6 +37,14 @@ PUB = f"127.0.0.1:18300:{GUEST_PORT}"
 PUB_PORT = 18300
 SIZE = 4 * MIB
 HELD_S = 0.5  # how long the receiver waits before reading: its end fills
+BULK_NAT_PORT = 9310
+BULK_GUEST_PORT = 9311
+BULK_PUB = f"127.0.0.1:18310:{BULK_GUEST_PORT}"
+BULK_PUB_PORT = 18310
+CLIENTS = 8
+# Each client's stream, each way; GANTRY_E2E_NET_ROUNDS runs it again.
+BULK_MIB = int(os.environ.get("GANTRY_E2E_RIG_MIB", "64"))
+ROUNDS = int(os.environ.get("GANTRY_E2E_NET_ROUNDS", "1"))
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +145,157 @@ def test_repeated_syn_loses_nothing(rig, worker, path, direction):
             t.join(20)
     assert got == (SIZE, hashlib.sha256(data).hexdigest()), \
         f"{got[0]} of {SIZE} bytes arrived ({direction}, {path}):\n{worker.log()}"
+
+
+# --- eight clients each way, as test_net.py's with KVM ---------------------
+
+
+def stream(seed, client, mib):
+    """client's stream: mib MiB, each MiB numbered (a lost, repeated or
+    reordered MiB changes the hash)."""
+    for i in range(mib):
+        yield struct.pack("!II", client, i) + seed[8:]
+
+
+def stream_digest(seed, client, mib):
+    h = hashlib.sha256()
+    for c in stream(seed, client, mib):
+        h.update(c)
+    return mib * MIB, h.hexdigest()
+
+
+class Bulk(netrig.Server):
+    """Each connection opens with a byte and a client number. b"U": the
+    client's stream comes in up to its end; "length sha256" goes back, then
+    the end. b"D": this side's stream for the client goes out, then the
+    socket closes (as an HTTP server closes after its answer)."""
+
+    def __init__(self, sock, seed):
+        self.seed = seed
+        super().__init__(sock)
+
+    def _serve_once(self):
+        conn, _ = self.sock.accept()
+        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn):
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(120)
+            op, client = struct.unpack("!cI", conn.recv(5, socket.MSG_WAITALL))
+            if op == b"U":
+                n, digest = read_all(conn)
+                conn.sendall(f"{n} {digest}".encode())
+            else:
+                for c in stream(self.seed, client + 1000, BULK_MIB):
+                    conn.sendall(c)
+
+
+def bulk_client(rig, ns, addr, op, client, seed, results):
+    try:
+        with rig.socket_in(ns) as s:
+            s.settimeout(120)
+            s.connect(addr)
+            s.sendall(struct.pack("!cI", op, client))
+            if op == b"U":
+                for c in stream(seed, client, BULK_MIB):
+                    s.sendall(c)
+                s.shutdown(socket.SHUT_WR)
+                answer = b""
+                while data := s.recv(4096):
+                    answer += data
+                n, digest = answer.decode(errors="replace").split()
+                got, want = (int(n), digest), stream_digest(seed, client, BULK_MIB)
+            else:
+                got, want = read_all(s), stream_digest(seed, client + 1000, BULK_MIB)
+        results[(op, client)] = None if got == want else f"{got[0]} of {want[0]} bytes, " \
+            f"sha256 {'equal' if got[1] == want[1] else 'differs'}"
+    except Exception as e:  # the main thread reports it, with the client
+        results[(op, client)] = repr(e)
+
+
+class SlowGuest:
+    """Stands between the worker and the TAP the way the VMM does: frames on
+    a SOCK_SEQPACKET socket, read towards the guest at a small guest's pace
+    (a pause every few frames), so the worker's socket fills, its queue
+    holds frames and it stops reading host sockets. Frames from the guest
+    go back at once."""
+
+    def __init__(self, tap_fd, every=8, pause=0.004):
+        self.tap_fd, self.every, self.pause = tap_fd, every, pause
+        self.vmm, self.worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.stop = threading.Event()
+        self.frames = 0
+        self.threads = [threading.Thread(target=fn, daemon=True)
+                        for fn in (self._to_guest, self._from_guest)]
+        for t in self.threads:
+            t.start()
+
+    def _to_guest(self):
+        while not self.stop.is_set():
+            if not select.select([self.vmm], [], [], 0.2)[0]:
+                continue
+            try:
+                frame = self.vmm.recv(1 << 17)
+            except OSError:
+                return
+            if not frame:
+                return
+            os.write(self.tap_fd, frame)
+            self.frames += 1
+            if self.frames % self.every == 0:
+                time.sleep(self.pause)
+
+    def _from_guest(self):
+        while not self.stop.is_set():
+            if not select.select([self.tap_fd], [], [], 0.2)[0]:
+                continue
+            frame = os.read(self.tap_fd, 1 << 17)
+            with contextlib.suppress(OSError):
+                self.vmm.send(frame)
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.vmm.close()
+        self.worker_end.close()
+
+
+@pytest.mark.parametrize("path", ["published", "nat"])
+def test_eight_clients_each_way_through_a_slow_guest(rig, gantry, path):
+    """Eight clients each way at once, BULK_MIB each, every stream ending
+    with a half-close (uploads) or a close (downloads) while the worker
+    still holds its tail for a guest that reads slowly: each arrives with
+    its length and sha256 (GANTRY_E2E_NET_ROUNDS rounds in a row)."""
+    seed = secrets.token_bytes(MIB)
+    if path == "nat":
+        server = Bulk(rig.listen("W", "0.0.0.0", BULK_NAT_PORT), seed)
+        ns, addr = "G", (WEB, BULK_NAT_PORT)
+        to_guest = b"D"
+    else:
+        server = Bulk(rig.listen("G", "0.0.0.0", BULK_GUEST_PORT), seed)
+        ns, addr = "W", ("127.0.0.1", BULK_PUB_PORT)
+        to_guest = b"U"
+    slow = SlowGuest(rig.tap_fd)
+    try:
+        with rig.worker(gantry, ports=[BULK_PUB], frame_fd=slow.worker_end.fileno()) as w:
+            for r in range(ROUNDS):
+                results = {}
+                t = time.monotonic()
+                threads = [threading.Thread(target=bulk_client,
+                                            args=(rig, ns, addr, op, c, seed, results))
+                           for c in range(CLIENTS) for op in (b"U", b"D")]
+                for th in threads:
+                    th.start()
+                for th in threads:
+                    th.join(600)
+                bad = {("to guest" if op == to_guest else "from guest", c): results.get((op, c), "no result")
+                       for op in (b"U", b"D") for c in range(CLIENTS)
+                       if results.get((op, c), "no result") is not None}
+                print(f"{path} round {r + 1} of {ROUNDS}: {2 * CLIENTS}x{BULK_MIB} MiB in "
+                      f"{time.monotonic() - t:.1f}s, drops {w.drops()}")
+                assert not bad, f"round {r + 1} of {ROUNDS}: {bad}\n{w.log()}"
+            assert w.alive(), w.log()
+    finally:
+        slow.close()
+        server.close()
