@@ -56,6 +56,9 @@ Probes (name is "W", "G" or another netns's full name):
   error) when it said no. Worker.publish/unpublish/traffic/drops/kill/
   stop/log. frame_fd hands it another frame fd (a SEQPACKET socket, to
   send frames no TAP carries).
+- SlowGuest(rig.tap_fd): a stand-in for the VMM between that frame fd
+  (its worker_end) and the TAP, reading the worker's frames at a slow
+  guest's pace, so the worker's queue and backpressure are in play.
 - rig.frames(): an AF_PACKET socket on tap0 in G (a context manager): what
   it sends the worker reads as the guest's frames; recv() gives what the
   worker sends to G. eth(), ipv4(), tcp(), udp(), arp(), tcp_frame(),
@@ -76,6 +79,7 @@ import ipaddress
 import json
 import os
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -367,6 +371,54 @@ class Frames:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class SlowGuest:
+    """Stands between the worker and the TAP the way the VMM does: frames on
+    a SOCK_SEQPACKET socket, read towards the guest at a small guest's pace
+    (a pause every few frames), so the worker's socket fills, its queue
+    holds frames and it stops reading host sockets. Frames from the guest
+    go back at once."""
+
+    def __init__(self, tap_fd, every=8, pause=0.004):
+        self.tap_fd, self.every, self.pause = tap_fd, every, pause
+        self.vmm, self.worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.stop = threading.Event()
+        self.frames = 0
+        self.threads = [threading.Thread(target=fn, daemon=True)
+                        for fn in (self._to_guest, self._from_guest)]
+        for t in self.threads:
+            t.start()
+
+    def _to_guest(self):
+        while not self.stop.is_set():
+            if not select.select([self.vmm], [], [], 0.2)[0]:
+                continue
+            try:
+                frame = self.vmm.recv(1 << 17)
+            except OSError:
+                return
+            if not frame:
+                return
+            os.write(self.tap_fd, frame)
+            self.frames += 1
+            if self.frames % self.every == 0:
+                time.sleep(self.pause)
+
+    def _from_guest(self):
+        while not self.stop.is_set():
+            if not select.select([self.tap_fd], [], [], 0.2)[0]:
+                continue
+            frame = os.read(self.tap_fd, 1 << 17)
+            with contextlib.suppress(OSError):
+                self.vmm.send(frame)
+
+    def close(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(5)
+        self.vmm.close()
+        self.worker_end.close()
 
 
 # --- servers --------------------------------------------------------------

@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import os
 import secrets
-import select
 import socket
 import struct
 import threading
@@ -213,54 +212,6 @@ def bulk_client(rig, ns, addr, op, client, seed, results):
         results[(op, client)] = repr(e)
 
 
-class SlowGuest:
-    """Stands between the worker and the TAP the way the VMM does: frames on
-    a SOCK_SEQPACKET socket, read towards the guest at a small guest's pace
-    (a pause every few frames), so the worker's socket fills, its queue
-    holds frames and it stops reading host sockets. Frames from the guest
-    go back at once."""
-
-    def __init__(self, tap_fd, every=8, pause=0.004):
-        self.tap_fd, self.every, self.pause = tap_fd, every, pause
-        self.vmm, self.worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.stop = threading.Event()
-        self.frames = 0
-        self.threads = [threading.Thread(target=fn, daemon=True)
-                        for fn in (self._to_guest, self._from_guest)]
-        for t in self.threads:
-            t.start()
-
-    def _to_guest(self):
-        while not self.stop.is_set():
-            if not select.select([self.vmm], [], [], 0.2)[0]:
-                continue
-            try:
-                frame = self.vmm.recv(1 << 17)
-            except OSError:
-                return
-            if not frame:
-                return
-            os.write(self.tap_fd, frame)
-            self.frames += 1
-            if self.frames % self.every == 0:
-                time.sleep(self.pause)
-
-    def _from_guest(self):
-        while not self.stop.is_set():
-            if not select.select([self.tap_fd], [], [], 0.2)[0]:
-                continue
-            frame = os.read(self.tap_fd, 1 << 17)
-            with contextlib.suppress(OSError):
-                self.vmm.send(frame)
-
-    def close(self):
-        self.stop.set()
-        for t in self.threads:
-            t.join(5)
-        self.vmm.close()
-        self.worker_end.close()
-
-
 @pytest.mark.parametrize("path", ["published", "nat"])
 def test_eight_clients_each_way_through_a_slow_guest(rig, gantry, path):
     """Eight clients each way at once, BULK_MIB each, every stream ending
@@ -276,7 +227,7 @@ def test_eight_clients_each_way_through_a_slow_guest(rig, gantry, path):
         server = Bulk(rig.listen("G", "0.0.0.0", BULK_GUEST_PORT), seed)
         ns, addr = "W", ("127.0.0.1", BULK_PUB_PORT)
         to_guest = b"U"
-    slow = SlowGuest(rig.tap_fd)
+    slow = netrig.SlowGuest(rig.tap_fd)
     try:
         with rig.worker(gantry, ports=[BULK_PUB], frame_fd=slow.worker_end.fileno()) as w:
             for r in range(ROUNDS):
