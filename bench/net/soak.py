@@ -17,8 +17,10 @@ At once, until the time is up:
   above (so nothing may be cut).
 
 Reports bytes moved, the count of each kind, mismatches (must be 0), the
-worker's RSS and open fds at start (after a warm-up round of each kind)
-and at the end (traffic stopped), and one JSON line:
+worker's RSS and open fds at start, after a warm-up (a minute, or a tenth
+of the soak if that is longer: the worker's memory grows to what the load
+needs within the first), and at the end (traffic stopped, the last
+sockets closed), and one JSON line:
   {"soak_min", "bytes", "mismatches", "errors", "connections", "dns_queries",
    "transfers", "policy_swaps", "rss_ready_mib", "rss_start_mib",
    "rss_end_mib", "rss_growth_mib", "fds_start", "fds_end"}
@@ -240,13 +242,14 @@ def soak(gantry, minutes):
                            for fn, args in jobs]
                 for t in threads:
                     t.start()
-                warm = time.monotonic() + 60
-                while time.monotonic() < warm and stats.n["transfers"] < 3:
-                    time.sleep(1)
+                # The worker's memory grows to what the load needs (its queue
+                # for the guest, libslirp's buffers) within the first minute:
+                # "start" is measured there, growth from it is what counts.
+                time.sleep(max(60, minutes * 6))
                 rss_start, fds_start = rss_mib(pid), fds(pid)
                 print(f"soak: warm after {stats.n}; worker RSS {rss_start:.2f} MiB, "
                       f"{fds_start} fds", flush=True)
-                end = time.monotonic() + minutes * 60
+                end = time.monotonic() + minutes * 60 - max(60, minutes * 6)
                 while time.monotonic() < end:
                     time.sleep(min(60, max(end - time.monotonic(), 0)))
                     print(f"soak: {stats.n}; worker RSS {rss_mib(pid):.2f} MiB, "
@@ -254,7 +257,11 @@ def soak(gantry, minutes):
                 stop.set()
                 for t in threads:
                     t.join(120)
-                time.sleep(2)  # the last connections' sockets close
+                # The last connections' sockets close (libslirp keeps a
+                # closed connection's a while: TIME_WAIT is 10 s there).
+                settle = time.monotonic() + 60
+                while time.monotonic() < settle and fds(pid) > fds_start:
+                    time.sleep(1)
                 rss_end, fds_end = rss_mib(pid), fds(pid)
                 alive = w.alive()
         finally:

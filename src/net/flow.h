@@ -43,6 +43,7 @@ struct flow {
 	bool closed; /* RST seen, or FIN both ways */
 	uint8_t fins;
 	bool guest_syn; /* the guest sent its SYN (or its SYN-ACK) on this connection */
+	bool guest_small; /* its last segment with data was short (ackhold.h) */
 	struct policy_verdict verdict;
 	uint64_t generation; /* of the policy that judged it */
 	/* TCP: the sequence number after the last segment each side sent. */

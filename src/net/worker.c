@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "confine/confine.h"
+#include "net/ackhold.h"
 #include "net/dns.h"
 #include "net/filter.h"
 #include "net/flow.h"
@@ -79,6 +81,7 @@ struct worker {
 	size_t nr_forwards;
 	struct out_frame *out_head, *out_tail;
 	size_t out_bytes;
+	bool out_trim; /* the queue was deep: give its memory back once empty */
 	uint8_t *rx;
 	struct pollfd *fds;
 	size_t nfds, cap;
@@ -90,6 +93,7 @@ struct worker {
 	struct policy_wall wall;
 	struct learned *learned;
 	struct flows *flows;
+	struct ack_hold *acks;
 	uint64_t generation, flows_expired_ms, dns_logged;
 	uint32_t proxy_ips[PROXY_IPS_MAX];
 	size_t nr_proxy_ips;
@@ -152,6 +156,12 @@ static void out_flush(struct worker *w)
 		w->out_bytes -= f->len;
 		free(f);
 	}
+	/* A burst's frames came and went through the heap: without this the
+	 * worker would keep its peak (up to OUT_HARD) for good. */
+	if (w->out_head == NULL && w->out_trim) {
+		malloc_trim(0);
+		w->out_trim = false;
+	}
 }
 
 static void out_queue(struct worker *w, struct out_frame *f)
@@ -173,8 +183,10 @@ static void backpressure(struct worker *w)
 {
 	bool was = w->nat.read_host;
 
-	if (w->out_bytes >= OUT_HIGH)
+	if (w->out_bytes >= OUT_HIGH) {
 		w->nat.read_host = false;
+		w->out_trim = true;
+	}
 	else if (w->out_bytes <= OUT_LOW)
 		w->nat.read_host = true;
 	if (was != w->nat.read_host)
@@ -256,12 +268,13 @@ static bool published(struct worker *w, enum net_proto proto, uint16_t gport)
  * policy cut. What reaches a published port and is no flow's yet (a SYN,
  * a datagram) opens an inbound flow, whose replies the policy does not
  * judge. */
-static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len)
+static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len, struct flow **out)
 {
 	struct flow *f;
 	struct seg s;
 	bool opens;
 
+	*out = NULL;
 	if (!frame_seg(frame, len, false, &s) || s.k.remote == NET_GATEWAY)
 		return true;
 	f = flow_find(w->flows, &s.k);
@@ -278,22 +291,32 @@ static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len)
 	if (f->cut)
 		return false;
 	f->rx_bytes += len;
-	if (s.k.proto == NET_PROTO_TCP)
+	if (s.k.proto == NET_PROTO_TCP) {
 		flow_tcp_seen(f, false, s.flags, s.seq, s.seqlen, now_ms());
-	else
+		*out = f;
+	} else {
 		f->last_ms = now_ms();
+	}
 	return true;
 }
 
 static void slirp_send(void *opaque, const uint8_t *frame, size_t len)
 {
 	struct worker *w = opaque;
+	struct flow *f;
 
-	if (!rx_admit(w, frame, len)) {
+	if (!rx_admit(w, frame, len, &f)) {
 		traffic_drop(w->traffic, NET_DROP_POLICY);
 		return;
 	}
+	if (f && ack_hold_offer(w->acks, &f->key, f->guest_small, frame, len, now_ms()))
+		return;
 	to_guest(w, NULL, frame, len);
+}
+
+static void held_ack_send(void *opaque, const uint8_t *frame, size_t len)
+{
+	to_guest(opaque, NULL, frame, len);
 }
 
 static void dns_answer(void *opaque, uint16_t guest_port, const uint8_t *msg, size_t len)
@@ -391,10 +414,15 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 		f->generation = w->generation;
 	}
 	f->tx_bytes += len;
-	if (s.k.proto == NET_PROTO_TCP && flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
-		repeated_syn(w, frame, len);
-	else if (s.k.proto != NET_PROTO_TCP)
+	if (s.k.proto != NET_PROTO_TCP) {
 		f->last_ms = now;
+		return NET_DROP_NONE;
+	}
+	if (flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
+		repeated_syn(w, frame, len);
+	s.seqlen -= !!(s.flags & TCP_SYN) + !!(s.flags & TCP_FIN);
+	if (s.seqlen)
+		f->guest_small = s.seqlen < ACK_HOLD_SMALL;
 	return NET_DROP_NONE;
 }
 
@@ -545,6 +573,7 @@ static void flow_cut(struct worker *w, struct flow *f, const char *why)
 	bool purged = out_purge(w, &f->key, &seq);
 	size_t n;
 
+	ack_hold_drop(w->acks, &f->key);
 	f->cut = true;
 	f->until_ms = now_ms() + FLOW_CUT_MS;
 	traffic_policy(w->traffic, f->key.remote, f->key.proto, f->key.rport, why, time(NULL));
@@ -1105,6 +1134,7 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	w->rx = xmalloc(NET_FRAME_MAX + 1);
 	w->learned = learned_new();
 	w->flows = flows_new();
+	w->acks = ack_hold_new();
 	for (size_t i = 0; i < a->nr_proxy; i++)
 		w->proxy_ips[w->nr_proxy_ips++] = ntohl(a->proxy[i].sin_addr.s_addr);
 	w->proxy_port = a->nr_proxy ? ntohs(a->proxy[0].sin_port) : 0;
@@ -1163,6 +1193,7 @@ static void teardown(struct worker *w)
 		learned_free(w->learned);
 	if (w->flows)
 		flows_free(w->flows);
+	ack_hold_free(w->acks);
 	free(w->rx);
 	free(w->fds);
 }
@@ -1215,6 +1246,7 @@ static void loop(struct worker *w)
 		w->nfds += dns_n;
 		timeout = nat_pollfds(&w->nat, &w->fds, &w->nfds, &w->cap);
 		timeout = min_timeout(timeout, dns_proxy_timeout_ms(w->dns));
+		timeout = min_timeout(timeout, ack_hold_timeout(w->acks, now_ms()));
 
 		r = poll(w->fds, w->nfds, timeout);
 		if (r < 0 && errno != EINTR) {
@@ -1227,6 +1259,7 @@ static void loop(struct worker *w)
 			w->flows_expired_ms = now_ms();
 		}
 		nat_dispatch(&w->nat, r < 0);
+		ack_hold_release(w->acks, now_ms(), held_ack_send, w);
 		if (r > 0)
 			dns_proxy_dispatch(w->dns, w->fds + dns_base, dns_n);
 		dns_proxy_tick(w->dns);

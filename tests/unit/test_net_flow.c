@@ -1,6 +1,7 @@
 /* The network worker's flow table (net/flow.h) and the workload's proxy
  * (net/proxy.h): bounds, expiry, the SYN rate, sequence tracking; the
- * proxy URLs -proxy takes and the variables they become. */
+ * proxy URLs -proxy takes and the variables they become; held ACKs
+ * (net/ackhold.h): what is held, what replaces it, when it goes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 
 #include "common/json.h"
 #include "common/util.h"
+#include "net/ackhold.h"
 #include "net/flow.h"
 #include "net/frame.h"
 #include "net/net.h"
@@ -180,6 +182,84 @@ static void test_tcp_repeated_syn(void **state)
 	flows_free(t);
 }
 
+/* A frame libslirp would send the guest: IPv4, TCP with flags, window
+ * and len bytes of payload. */
+static size_t seg_frame(uint8_t *b, uint8_t flags, uint16_t window, size_t len)
+{
+	memset(b, 0, FRAME_L4 + TCP_HLEN + len);
+	frame_put16(b + 12, ETH_TYPE_IPV4);
+	b[FRAME_IP] = 0x45;
+	frame_put16(b + FRAME_IP + 2, (uint16_t)(IPV4_HLEN + TCP_HLEN + len));
+	b[FRAME_IP + 9] = IPPROTO_NUM_TCP;
+	b[FRAME_L4 + 12] = 5 << 4;
+	b[FRAME_L4 + 13] = flags;
+	frame_put16(b + FRAME_L4 + 14, window);
+	return FRAME_L4 + TCP_HLEN + len;
+}
+
+struct sent {
+	unsigned n;
+	uint32_t last_ack;
+};
+
+static void sent_one(void *opaque, const uint8_t *frame, size_t len)
+{
+	struct sent *s = opaque;
+
+	(void)len;
+	s->n++;
+	s->last_ack = frame_get32(frame + FRAME_L4 + 8);
+}
+
+/* Only a pure ACK with an open window, on a flow whose guest writes small,
+ * is held; the next frame of its flow replaces it; it goes when due. */
+static void test_ack_hold(void **state)
+{
+	struct ack_hold *h = ack_hold_new();
+	struct flow_key a = key(NET_PROTO_TCP, 1, 1), b = key(NET_PROTO_TCP, 1, 2);
+	uint8_t f[FRAME_L4 + TCP_HLEN + 100];
+	struct sent s = { 0 };
+	size_t n;
+
+	(void)state;
+	n = seg_frame(f, TCP_ACK, 65535, 0);
+	assert_false(ack_hold_offer(h, &a, false, f, n, 100)); /* its guest writes large */
+	assert_int_equal(ack_hold_timeout(h, 100), -1);
+	assert_true(ack_hold_offer(h, &a, true, f, n, 100));
+	assert_int_equal(ack_hold_timeout(h, 100), ACK_HOLD_MS);
+	frame_put32(f + FRAME_L4 + 8, 7);
+	assert_true(ack_hold_offer(h, &a, true, f, n, 101)); /* replaces the first */
+	assert_false(ack_hold_offer(h, &b, true, f, seg_frame(f, TCP_ACK, 0, 0), 101)); /* shut */
+	assert_false(ack_hold_offer(h, &b, true, f, seg_frame(f, TCP_ACK | TCP_FIN, 9, 0), 101));
+	assert_false(ack_hold_offer(h, &b, true, f, seg_frame(f, TCP_ACK, 9, 100), 101)); /* data */
+	ack_hold_release(h, 101 + ACK_HOLD_MS - 1, sent_one, &s);
+	assert_int_equal(s.n, 0);
+	ack_hold_release(h, 101 + ACK_HOLD_MS, sent_one, &s);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(s.last_ack, 7);
+	assert_int_equal(ack_hold_timeout(h, 200), -1);
+
+	/* Data on the flow drops the held ACK: the data carries a later one. */
+	assert_true(ack_hold_offer(h, &a, true, f, seg_frame(f, TCP_ACK, 9, 0), 300));
+	assert_false(ack_hold_offer(h, &a, true, f, seg_frame(f, TCP_ACK, 9, 10), 300));
+	ack_hold_release(h, 400, sent_one, &s);
+	assert_int_equal(s.n, 1);
+
+	/* Bounded: a full table holds no more; a cut flow's is forgotten. */
+	for (uint16_t i = 0; i < ACK_HOLD_MAX; i++) {
+		struct flow_key k = key(NET_PROTO_TCP, 2, i);
+
+		assert_true(ack_hold_offer(h, &k, true, f, seg_frame(f, TCP_ACK, 9, 0), 500));
+	}
+	assert_false(ack_hold_offer(h, &a, true, f, n, 500));
+	b = key(NET_PROTO_TCP, 2, 5);
+	ack_hold_drop(h, &b);
+	assert_true(ack_hold_offer(h, &a, true, f, n, 500));
+	ack_hold_release(h, 500 + ACK_HOLD_MS, sent_one, &s);
+	assert_int_equal(s.n, 1 + ACK_HOLD_MAX);
+	ack_hold_free(h);
+}
+
 static void test_proxy_parse(void **state)
 {
 	static const char *const bad[] = {
@@ -257,7 +337,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_find_add_remove), cmocka_unit_test(test_full),
 		cmocka_unit_test(test_expiry),		cmocka_unit_test(test_syn_rate),
-		cmocka_unit_test(test_tcp_seen), cmocka_unit_test(test_tcp_repeated_syn),	cmocka_unit_test(test_proxy_parse),
+		cmocka_unit_test(test_tcp_seen), cmocka_unit_test(test_tcp_repeated_syn), cmocka_unit_test(test_ack_hold),	cmocka_unit_test(test_proxy_parse),
 		cmocka_unit_test(test_proxy_env_and_addrs),
 	};
 
