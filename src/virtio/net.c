@@ -1,8 +1,10 @@
 /* virtio-net (virtio 1.x, section 5.1): a dumb pipe of Ethernet frames
  * between the guest and the network worker, one frame per message on a
- * SOCK_SEQPACKET socket. No checksum or segmentation offload (libslirp checks
- * every sum itself), one queue pair, no control queue; a 64 KiB MTU and
- * mergeable RX buffers instead.
+ * SOCK_SEQPACKET socket. No segmentation offload and no checksum offload
+ * from the guest (libslirp checks every sum itself); towards the guest,
+ * GUEST_CSUM marks each frame's sums as checked (DATA_VALID), since the
+ * worker sends only frames whose sums it or libslirp made. One queue pair,
+ * no control queue; a 64 KiB MTU and mergeable RX buffers.
  *
  *  - TX: each chain is the 12-byte header and a frame, sent straight from
  *    guest memory. A full socket holds the chain (never dropped) and waits
@@ -42,7 +44,8 @@
 
 #define NET_FEATURES                                                                               \
 	((1ULL << VIRTIO_NET_F_MAC) | (1ULL << VIRTIO_NET_F_MTU) |                                 \
-	 (1ULL << VIRTIO_NET_F_MRG_RXBUF) | (1ULL << VIRTIO_NET_F_STATUS))
+	 (1ULL << VIRTIO_NET_F_MRG_RXBUF) | (1ULL << VIRTIO_NET_F_STATUS) |                        \
+	 (1ULL << VIRTIO_NET_F_GUEST_CSUM))
 
 /* The first fields of struct virtio_net_config: all that our features use. */
 struct net_config {
@@ -301,6 +304,12 @@ static void net_rx_copy(struct virtio_net *n, const struct virtq_elem *e)
 
 	if (n->rx_nr == 0) {
 		struct virtio_net_hdr_mrg_rxbuf h = { .num_buffers = htole16(1) };
+
+		/* Every frame the worker sends carries sums it made or checked
+		 * (libslirp's, its own answers'): the guest need not check them
+		 * again. */
+		if (n->dev.driver_features & (1ULL << VIRTIO_NET_F_GUEST_CSUM))
+			h.hdr.flags = VIRTIO_NET_HDR_F_DATA_VALID;
 
 		virtq_elem_write(e, 0, &h, sizeof(h));
 		at = n->rx_off = NET_HDR_LEN;

@@ -94,6 +94,8 @@ static void driver_up(struct fz *z, uint8_t feat)
 	if (!(feat & 2))
 		f |= (1ULL << VIRTIO_NET_F_MAC) | (1ULL << VIRTIO_NET_F_MTU) |
 		     (1ULL << VIRTIO_NET_F_STATUS);
+	if (feat & 4)
+		f |= 1ULL << VIRTIO_NET_F_GUEST_CSUM;
 	if (feat & 0x80)
 		f |= 1ULL << (feat & 0x3f); /* perhaps one we never offered */
 	vdrv_negotiate(&z->drv, f);

@@ -45,7 +45,7 @@
 #define NET_FEATS                                                                                  \
 	((1ULL << VIRTIO_NET_F_MAC) | (1ULL << VIRTIO_NET_F_MTU) |                                 \
 	 (1ULL << VIRTIO_NET_F_MRG_RXBUF) | (1ULL << VIRTIO_NET_F_STATUS) |                        \
-	 (1ULL << VIRTIO_F_VERSION_1_BIT))
+	 (1ULL << VIRTIO_NET_F_GUEST_CSUM) | (1ULL << VIRTIO_F_VERSION_1_BIT))
 
 #define S_ACK VIRTIO_CONFIG_S_ACKNOWLEDGE
 #define S_DRV VIRTIO_CONFIG_S_DRIVER
@@ -63,7 +63,14 @@ struct fx {
 	struct vdrv drv;
 	uint16_t next_desc[2];
 	unsigned int tx_slot;
+	uint64_t feat; /* what the driver took */
 };
+
+/* The RX header's flags: DATA_VALID where GUEST_CSUM was taken. */
+static uint8_t rx_flags(const struct fx *f)
+{
+	return f->feat & (1ULL << VIRTIO_NET_F_GUEST_CSUM) ? VIRTIO_NET_HDR_F_DATA_VALID : 0;
+}
 
 /* ---- the fake guest driver (virtio_driver.h) ------------------------- */
 
@@ -76,6 +83,7 @@ static void used_next(struct fx *f, unsigned int q, uint32_t *id, uint32_t *len)
 static void driver_up_with(struct fx *f, uint64_t feat)
 {
 	assert_true(vdrv_negotiate(&f->drv, feat) & S_FOK);
+	f->feat = feat;
 	memset(f->next_desc, 0, sizeof(f->next_desc));
 	assert_true(vdrv_queues_up(&f->drv));
 	vdrv_driver_ok(&f->drv);
@@ -192,7 +200,7 @@ static unsigned int guest_expect(struct fx *f, uint32_t len, uint8_t seed)
 	assert_true(id < QN);
 	assert_true(blen >= HDR + NET_ETH_HLEN);
 	memcpy(&h, f->ram + RXBUF_GPA(id), HDR);
-	assert_int_equal(h.hdr.flags, 0);
+	assert_int_equal(h.hdr.flags, rx_flags(f));
 	assert_int_equal(h.hdr.gso_type, 0);
 	nbufs = h.num_buffers;
 	assert_true(nbufs >= 1);
@@ -722,7 +730,7 @@ static void live_expect_frame(struct live *l, uint32_t i, uint8_t *frame)
 
 	got = live_take(l, first, sizeof(first), true);
 	memcpy(&h, first, HDR);
-	assert_int_equal(h.hdr.flags, 0);
+	assert_int_equal(h.hdr.flags, rx_flags(l->f));
 	assert_true(h.num_buffers >= 1);
 	memcpy(frame, first + HDR, got - HDR);
 	got -= HDR;

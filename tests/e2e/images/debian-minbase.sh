@@ -1,7 +1,9 @@
 #!/bin/bash
 # A real distribution image for the end-to-end tests: a Debian minbase root
 # made with debootstrap, with the user `tester` (1000:1000), written as an OCI
-# image layout (one gzip layer) whose config runs as that user.
+# image layout (one gzip layer) whose config runs as that user. Beside minbase
+# it holds the network clients the tests run as users do: curl and busybox
+# (its wget and nc).
 #
 #   tests/e2e/images/debian-minbase.sh          # build unless cached; print its path
 #   tests/e2e/images/debian-minbase.sh --path   # only print where it is (or would be)
@@ -68,7 +70,7 @@ PY
 fi
 
 echo "debian-minbase.sh: debootstrap --variant=minbase $suite from $mirror (minutes)" >&2
-if ! debootstrap --variant=minbase --arch="$arch" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+if ! debootstrap --variant=minbase --include=busybox,curl --arch="$arch" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
 	tail -n 20 "$work/debootstrap.log" >&2
 	die "debootstrap failed (log above)"
 fi
@@ -100,7 +102,7 @@ printf '%s' '{"architecture":"'"$arch"'","os":"linux",'\
 '"config":{"User":"tester","Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],'\
 '"Cmd":["/bin/bash"],"WorkingDir":"/home/tester"},'\
 '"rootfs":{"type":"layers","diff_ids":["sha256:'"$diff_id"'"]},'\
-'"history":[{"created_by":"debootstrap --variant=minbase '"$suite"'; useradd tester"}]}' >"$work/config.json"
+'"history":[{"created_by":"debootstrap --variant=minbase --include=busybox,curl '"$suite"'; useradd tester"}]}' >"$work/config.json"
 config_size=$(size "$work/config.json")
 config=$(put "$work/config.json")
 printf '%s' '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",'\
