@@ -26,7 +26,6 @@ sockets closed), and one JSON line:
    "rss_end_mib", "rss_growth_mib", "fds_start", "fds_end"}
 """
 
-import contextlib
 import hashlib
 import os
 import socket
@@ -73,40 +72,26 @@ class Stats:
                 self.failures.append(what)
 
 
-class Echo(netrig.Server):
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _one(conn):
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(30)
-            while data := conn.recv(65536):
-                conn.sendall(data)
+class Echo(netrig.StreamServer):
+    def handle(self, conn):
+        while data := conn.recv(65536):
+            conn.sendall(data)
 
 
-class Bulk(netrig.Server):
+class Bulk(netrig.StreamServer):
     """b"U" + length: reads that many bytes, answers their sha256.
     b"D" + length + seed: sends a stream made from seed, then closes."""
 
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    @staticmethod
-    def _one(conn):
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(60)
-            op, n, seed = struct.unpack("!cI16s", conn.recv(21, socket.MSG_WAITALL))
-            if op == b"U":
-                h = hashlib.sha256()
-                while data := conn.recv(MIB):
-                    h.update(data)
-                conn.sendall(h.hexdigest().encode())
-            else:
-                for chunk in blocks(seed, n):
-                    conn.sendall(chunk)
+    def handle(self, conn):
+        op, n, seed = struct.unpack("!cI16s", conn.recv(21, socket.MSG_WAITALL))
+        if op == b"U":
+            h = hashlib.sha256()
+            while data := conn.recv(MIB):
+                h.update(data)
+            conn.sendall(h.hexdigest().encode())
+        else:
+            for chunk in blocks(seed, n):
+                conn.sendall(chunk)
 
 
 def blocks(seed, n):

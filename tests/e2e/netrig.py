@@ -426,7 +426,8 @@ class SlowGuest:
 
 class Server:
     """A listening or bound socket served by a daemon thread, which calls
-    _serve_once() until close(). Subclasses: TcpEcho, UdpEcho, CatchAll."""
+    _serve_once() until close(). Subclasses: StreamServer, TcpEcho, UdpEcho,
+    CatchAll."""
 
     def __init__(self, sock):
         self.sock = sock
@@ -458,6 +459,27 @@ class Server:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class StreamServer(Server):
+    """A TCP server that serves each connection on a thread of its own:
+    subclasses define handle(conn); the connection is closed after it, an
+    OSError ends it quietly, and each call on it may block conn_timeout
+    seconds."""
+
+    conn_timeout = 120
+
+    def _serve_once(self):
+        conn, _ = self.sock.accept()
+        threading.Thread(target=self._serve_conn, args=(conn,), daemon=True).start()
+
+    def _serve_conn(self, conn):
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(self.conn_timeout)
+            self.handle(conn)
+
+    def handle(self, conn):
+        raise NotImplementedError
 
 
 class TcpEcho(Server):

@@ -16,11 +16,8 @@ Each file is GANTRY_E2E_CLIENTS_MIB MiB (default 16; the issue's figure is
 downloads.
 """
 
-import contextlib
 import hashlib
 import os
-import socket
-import threading
 import time
 
 import pytest
@@ -57,60 +54,51 @@ def hash_stream(conn, limit=None):
     return n, h.hexdigest()
 
 
-class NcSink(netrig.Server):
+class NcSink(netrig.StreamServer):
     """Hashes each connection up to its end; got lists (length, sha256)."""
+
+    conn_timeout = 600
 
     def __init__(self, sock):
         self.got = []
         super().__init__(sock)
 
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn):
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(600)
-            self.got.append(hash_stream(conn))
+    def handle(self, conn):
+        self.got.append(hash_stream(conn))
 
 
-class PutSink(netrig.Server):
+class PutSink(netrig.StreamServer):
     """An HTTP/1.1 PUT sink: answers each request with "LENGTH SHA256" of
     the body it got (100 Continue first when asked)."""
 
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+    conn_timeout = 600
 
-    @staticmethod
-    def _one(conn):
-        with conn, contextlib.suppress(OSError, ValueError):
-            conn.settimeout(600)
-            head = b""
-            while b"\r\n\r\n" not in head and len(head) < 65536:
-                data = conn.recv(4096)
-                if not data:
-                    return
-                head += data
-            head, body = head.split(b"\r\n\r\n", 1)
-            fields = {}
-            for line in head.split(b"\r\n")[1:]:
-                k, _, v = line.partition(b":")
-                fields[k.strip().lower()] = v.strip()
-            length = int(fields.get(b"content-length", b"0"))
-            if fields.get(b"expect", b"").lower() == b"100-continue":
-                conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-            h = hashlib.sha256(body[:length])
-            n = len(body[:length])
-            while n < length:
-                data = conn.recv(min(MIB, length - n))
-                if not data:
-                    break
-                h.update(data)
-                n += len(data)
-            answer = f"{n} {h.hexdigest()}\n".encode()
-            conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: "
-                         + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+    def handle(self, conn):
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 65536:
+            data = conn.recv(4096)
+            if not data:
+                return
+            head += data
+        head, body = head.split(b"\r\n\r\n", 1)
+        fields = {}
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            fields[k.strip().lower()] = v.strip()
+        length = int(fields.get(b"content-length", b"0"))
+        if fields.get(b"expect", b"").lower() == b"100-continue":
+            conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        h = hashlib.sha256(body[:length])
+        n = len(body[:length])
+        while n < length:
+            data = conn.recv(min(MIB, length - n))
+            if not data:
+                break
+            h.update(data)
+            n += len(data)
+        answer = f"{n} {h.hexdigest()}\n".encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: "
+                     + str(len(answer)).encode() + b"\r\n\r\n" + answer)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ in the queue longer than its retransmission timer.
 Needs root, ip, dnsmasq and /dev/net/tun; skips with the reason otherwise.
 """
 
-import contextlib
 import hashlib
 import os
 import secrets
@@ -163,7 +162,7 @@ def stream_digest(seed, client, mib):
     return mib * MIB, h.hexdigest()
 
 
-class Bulk(netrig.Server):
+class Bulk(netrig.StreamServer):
     """Each connection opens with a byte and a client number. b"U": the
     client's stream comes in up to its end; "length sha256" goes back, then
     the end. b"D": this side's stream for the client goes out, then the
@@ -173,20 +172,14 @@ class Bulk(netrig.Server):
         self.seed = seed
         super().__init__(sock)
 
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn):
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(120)
-            op, client = struct.unpack("!cI", conn.recv(5, socket.MSG_WAITALL))
-            if op == b"U":
-                n, digest = read_all(conn)
-                conn.sendall(f"{n} {digest}".encode())
-            else:
-                for c in stream(self.seed, client + 1000, BULK_MIB):
-                    conn.sendall(c)
+    def handle(self, conn):
+        op, client = struct.unpack("!cI", conn.recv(5, socket.MSG_WAITALL))
+        if op == b"U":
+            n, digest = read_all(conn)
+            conn.sendall(f"{n} {digest}".encode())
+        else:
+            for c in stream(self.seed, client + 1000, BULK_MIB):
+                conn.sendall(c)
 
 
 def bulk_client(rig, ns, addr, op, client, seed, results):

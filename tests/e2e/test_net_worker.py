@@ -478,7 +478,7 @@ def _recv_hash(conn, nbytes):
     return h.hexdigest(), nbytes - left
 
 
-class _Bulk(netrig.Server):
+class _Bulk(netrig.StreamServer):
     """Each connection: a 4-byte client number, then the client's stream
     in; the sha256 of what came in back out; then, with send_back, the
     server's own stream for that client (client + 1000) out."""
@@ -487,21 +487,15 @@ class _Bulk(netrig.Server):
         self.seed, self.send_back = seed, send_back
         super().__init__(sock)
 
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn):
-        with conn, contextlib.suppress(OSError):
-            conn.settimeout(120)
-            client = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))[0]
-            digest, _ = _recv_hash(conn, BULK_MIB * MIB)
-            conn.sendall(digest.encode())
-            if self.send_back:
-                for c in _chunks(client + 1000, self.seed, BULK_MIB):
-                    conn.sendall(c)
-            conn.shutdown(socket.SHUT_WR)
-            conn.recv(1)
+    def handle(self, conn):
+        client = struct.unpack("!I", conn.recv(4, socket.MSG_WAITALL))[0]
+        digest, _ = _recv_hash(conn, BULK_MIB * MIB)
+        conn.sendall(digest.encode())
+        if self.send_back:
+            for c in _chunks(client + 1000, self.seed, BULK_MIB):
+                conn.sendall(c)
+        conn.shutdown(socket.SHUT_WR)
+        conn.recv(1)
 
 
 def _bulk_client(rig, ns, addr, client, seed, send_back, results):
