@@ -351,8 +351,9 @@ def nf_ipv4(proto, dst, l4, csum_off, flags_frag=0x4000, ttl=64, ihl=5):
     return NF_GW_MAC + NF_GUEST_MAC + b"\x08\x00" + h + l4
 
 
-def nf_tcp(dst, dport, flags, data=b"", urp=0):
-    t = struct.pack("!HHIIBBHHH", 40000, dport, 1000, 5000, 5 << 4, flags, 65535, 0, urp) + data
+def nf_tcp(dst, dport, flags, data=b"", urp=0, opts=b""):
+    t = struct.pack("!HHIIBBHHH", 40000, dport, 1000, 5000, (5 + len(opts) // 4) << 4, flags,
+                    65535, 0, urp) + opts + data
     return nf_ipv4(6, dst, t, 16)
 
 
@@ -383,6 +384,11 @@ def net_frame_seeds():
         "tcp-syn-gw-22": nf_tcp(NF_GW, 22, 0x02),
         "tcp-urg": nf_tcp(NF_WORLD, 80, 0x38, b"urgent data", urp=5),
         "tcp-syn-fin": nf_tcp(NF_WORLD, 80, 0x03),
+        # Linux's SYN options, and a SYN-ACK's MSS at an odd offset: what a
+        # repeated SYN has its MSS option turned into NOPs in.
+        "tcp-syn-options": nf_tcp(NF_WORLD, 443, 0x02, opts=bytes.fromhex(
+            "020405b40402080a0000000100000000" "01030307")),
+        "tcp-synack-mss-odd": nf_tcp(NF_WORLD, 443, 0x12, opts=bytes.fromhex("010204ffd8010101")),
         "tcp-loopback": nf_tcp(bytes([127, 0, 0, 1]), 7777, 0x02),
         "tcp-zero": nf_tcp(bytes(4), 7777, 0x02),
         "udp-dns-gw": nf_udp(NF_GW, 53, query),
