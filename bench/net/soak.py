@@ -20,10 +20,11 @@ Reports bytes moved, the count of each kind, mismatches (must be 0), the
 worker's RSS and open fds at start, after a warm-up (a minute, or a tenth
 of the soak if that is longer: the worker's memory grows to what the load
 needs within the first), and at the end (traffic stopped, the last
-sockets closed), and one JSON line:
+sockets closed: the fds are back to what the worker had idle at its start,
+`fds_ready`, within a minute), and one JSON line:
   {"soak_min", "bytes", "mismatches", "errors", "connections", "dns_queries",
    "transfers", "policy_swaps", "rss_ready_mib", "rss_start_mib",
-   "rss_end_mib", "rss_growth_mib", "fds_start", "fds_end"}
+   "rss_end_mib", "rss_growth_mib", "fds_ready", "fds_start", "fds_end"}
 """
 
 import hashlib
@@ -216,7 +217,7 @@ def soak(gantry, minutes):
             with rig.worker(gantry, ports=[f"127.0.0.1:{PUB_PORT}:{GUEST_PORT}"],
                             frame_fd=slow.worker_end.fileno()) as w:
                 pid = w.pid
-                rss_ready = rss_mib(pid)
+                rss_ready, fds_ready = rss_mib(pid), fds(pid)
                 stop = threading.Event()
                 jobs = [(short_connections, (rig, stats, stop)), (dns, (rig, stats, stop)),
                         (transfer, (rig, stats, stop, "G", (WEB, BULK_PORT), b"U")),
@@ -245,7 +246,7 @@ def soak(gantry, minutes):
                 # The last connections' sockets close (libslirp keeps a
                 # closed connection's a while: TIME_WAIT is 10 s there).
                 settle = time.monotonic() + 60
-                while time.monotonic() < settle and fds(pid) > fds_start:
+                while time.monotonic() < settle and fds(pid) > fds_ready:
                     time.sleep(1)
                 rss_end, fds_end = rss_mib(pid), fds(pid)
                 alive = w.alive()
@@ -257,5 +258,5 @@ def soak(gantry, minutes):
         stats.fail("errors", "the worker died")
     return dict(soak_min=minutes, **stats.n, rss_ready_mib=round(rss_ready, 2),
                 rss_start_mib=round(rss_start, 2), rss_end_mib=round(rss_end, 2),
-                rss_growth_mib=round(rss_end - rss_start, 2), fds_start=fds_start,
-                fds_end=fds_end)
+                rss_growth_mib=round(rss_end - rss_start, 2), fds_ready=fds_ready,
+                fds_start=fds_start, fds_end=fds_end)
