@@ -73,12 +73,6 @@ class Stats:
                 self.failures.append(what)
 
 
-class Echo(netrig.StreamServer):
-    def handle(self, conn):
-        while data := conn.recv(65536):
-            conn.sendall(data)
-
-
 class Bulk(netrig.StreamServer):
     """b"U" + length: reads that many bytes, answers their sha256.
     b"D" + length + seed: sends a stream made from seed, then closes."""
@@ -209,7 +203,7 @@ def soak(gantry, minutes):
     """Runs the soak; returns the figures (the JSON line's fields)."""
     stats = Stats()
     with netrig.Rig() as rig:
-        rig.serve(Echo, "W", "0.0.0.0", ECHO_PORT)
+        rig.serve(netrig.TcpEcho, "W", "0.0.0.0", ECHO_PORT)
         rig.serve(Bulk, "W", "0.0.0.0", BULK_PORT)
         rig.serve(Bulk, "G", "0.0.0.0", GUEST_PORT)
         slow = netrig.SlowGuest(rig.tap_fd)

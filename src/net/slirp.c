@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "common/log.h"
@@ -14,6 +15,10 @@
  * caps every timeout at a second): then the worker may sleep on. */
 #define SLIRP_IDLE_MS	   1000
 #define GUEST_ERROR_GAP_MS 1000
+/* libslirp listens for a published port with a backlog of 1: a burst of
+ * connections overflows it, the kernel answers with SYN cookies, and a
+ * client whose first ACK found the queue full has its data reset. */
+#define FORWARD_BACKLOG 128
 
 struct nat_timer {
 	struct nat_timer *next;
@@ -271,15 +276,46 @@ void nat_dispatch(struct nat *n, bool err)
 	} while (fired);
 }
 
+/* The listener libslirp just made for a TCP forward, told apart from its
+ * other sockets by SO_ACCEPTCONN and its address, listens again with a
+ * backlog of FORWARD_BACKLOG (see there). */
+struct listener {
+	struct in_addr host;
+	uint16_t port;
+};
+
+static int raise_backlog(int fd, int events, void *opaque)
+{
+	const struct listener *l = opaque;
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa), ol = sizeof(int);
+	int on = 0;
+
+	(void)events;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &ol) == 0 && on &&
+	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+	    sa.sin_port == htons(l->port) && sa.sin_addr.s_addr == l->host.s_addr &&
+	    listen(fd, FORWARD_BACKLOG) < 0)
+		log_warn("published port %u: listen backlog stays at 1: %s", l->port,
+			 strerror(errno));
+	return -1;
+}
+
 int nat_forward_add(struct nat *n, bool udp, struct in_addr host, uint16_t host_port,
 		    uint16_t guest_port)
 {
+	struct listener l = { .host = host, .port = host_port };
+	uint32_t timeout = UINT32_MAX;
+
 	errno = 0;
 	if (slirp_add_hostfwd(n->slirp, udp, host, host_port, addr(NET_GUEST), guest_port) < 0) {
 		if (errno == 0)
 			errno = EADDRINUSE;
 		return -1;
 	}
+	/* A fill pass out of turn: the loop fills again before it polls. */
+	if (!udp)
+		slirp_pollfds_fill(n->slirp, &timeout, raise_backlog, &l);
 	return 0;
 }
 

@@ -482,20 +482,14 @@ class StreamServer(Server):
         raise NotImplementedError
 
 
-class TcpEcho(Server):
+class TcpEcho(StreamServer):
     """Echoes every connection's bytes back until it closes."""
 
-    def _serve_once(self):
-        conn, _ = self.sock.accept()
-        threading.Thread(target=self._echo, args=(conn,), daemon=True).start()
+    conn_timeout = 60
 
-    @staticmethod
-    def _echo(conn):
-        with conn:
-            conn.settimeout(60)
-            with contextlib.suppress(OSError):
-                while data := conn.recv(1 << 16):
-                    conn.sendall(data)
+    def handle(self, conn):
+        while data := conn.recv(1 << 16):
+            conn.sendall(data)
 
 
 class UdpEcho(Server):
