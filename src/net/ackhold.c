@@ -30,16 +30,10 @@ void ack_hold_free(struct ack_hold *h)
 	free(h);
 }
 
-static bool same(const struct flow_key *a, const struct flow_key *b)
-{
-	return a->remote == b->remote && a->rport == b->rport && a->gport == b->gport &&
-	       a->proto == b->proto;
-}
-
 void ack_hold_drop(struct ack_hold *h, const struct flow_key *k)
 {
 	for (size_t i = 0; h->used && i < ACK_HOLD_MAX; i++) {
-		if (h->slot[i].used && same(&h->slot[i].key, k)) {
+		if (h->slot[i].used && flow_key_eq(&h->slot[i].key, k)) {
 			h->slot[i].used = false;
 			h->used--;
 			return;

@@ -60,7 +60,7 @@ static size_t hash(const struct flow_key *k)
 	return (size_t)(h >> 40) & (FLOW_BUCKETS - 1);
 }
 
-static bool key_eq(const struct flow_key *a, const struct flow_key *b)
+bool flow_key_eq(const struct flow_key *a, const struct flow_key *b)
 {
 	return a->remote == b->remote && a->rport == b->rport && a->gport == b->gport &&
 	       a->proto == b->proto;
@@ -69,7 +69,7 @@ static bool key_eq(const struct flow_key *a, const struct flow_key *b)
 struct flow *flow_find(struct flows *t, const struct flow_key *k)
 {
 	for (struct flow *f = t->bucket[hash(k)]; f; f = f->next)
-		if (key_eq(&f->key, k))
+		if (flow_key_eq(&f->key, k))
 			return f;
 	return NULL;
 }

@@ -57,6 +57,8 @@ struct flow {
 
 struct flows;
 
+bool flow_key_eq(const struct flow_key *a, const struct flow_key *b);
+
 struct flows *flows_new(void);
 void flows_free(struct flows *t);
 

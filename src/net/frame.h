@@ -77,11 +77,11 @@ void frame_csum_replace16(uint8_t *csum, uint16_t old, uint16_t new);
 /* Whether the IPv4 header at ip (20 bytes) and an L4 segment of l4_len
  * bytes after it carry valid checksums. */
 int frame_ipv4_csum_ok(const uint8_t *ip);
+int frame_l4_csum_ok(const uint8_t *ip, const uint8_t *l4, size_t l4_len, uint8_t proto);
 /* Turn the MSS option of the TCP header at tcp (hlen bytes, options
  * included, as its data offset says) into NOPs, its checksum following;
  * whether it had one. A malformed option list is left as it is. */
 bool frame_tcp_forget_mss(uint8_t *tcp, size_t hlen);
-int frame_l4_csum_ok(const uint8_t *ip, const uint8_t *l4, size_t l4_len, uint8_t proto);
 
 /* The frames below answer a guest frame (Ethernet + 20-byte IPv4 header +
  * what its length says, as the frame check passed it): from the address
