@@ -56,6 +56,8 @@ Probes (name is "W", "G" or another netns's full name):
   error) when it said no. Worker.publish/unpublish/traffic/drops/kill/
   stop/log. frame_fd hands it another frame fd (a SEQPACKET socket, to
   send frames no TAP carries).
+- numbered_stream(client, seed, mib) and numbered_stream_sha256(...): a
+  bulk test's stream for one client, and its sha256.
 - SlowGuest(rig.tap_fd): a stand-in for the VMM between that frame fd
   (its worker_end) and the TAP, reading the worker's frames at a slow
   guest's pace, so the worker's queue and backpressure are in play.
@@ -75,6 +77,7 @@ Rig() raises RigUnavailable with the reason. Tests skip with it.
 import contextlib
 import ctypes
 import fcntl
+import hashlib
 import ipaddress
 import json
 import os
@@ -422,6 +425,21 @@ class SlowGuest:
 
 
 # --- servers --------------------------------------------------------------
+
+
+def numbered_stream(client, seed, mib):
+    """client's bulk stream: mib chunks of len(seed) bytes (1 MiB seeds),
+    each one seed with the client and chunk numbers over its first 8
+    bytes, so a lost, repeated or reordered chunk changes the hash."""
+    for i in range(mib):
+        yield struct.pack("!II", client, i) + seed[8:]
+
+
+def numbered_stream_sha256(client, seed, mib):
+    h = hashlib.sha256()
+    for c in numbered_stream(client, seed, mib):
+        h.update(c)
+    return h.hexdigest()
 
 
 class Server:

@@ -148,18 +148,8 @@ def test_repeated_syn_loses_nothing(rig, worker, path, direction):
 # --- eight clients each way, as test_net.py's with KVM ---------------------
 
 
-def stream(seed, client, mib):
-    """client's stream: mib MiB, each MiB numbered (a lost, repeated or
-    reordered MiB changes the hash)."""
-    for i in range(mib):
-        yield struct.pack("!II", client, i) + seed[8:]
-
-
 def stream_digest(seed, client, mib):
-    h = hashlib.sha256()
-    for c in stream(seed, client, mib):
-        h.update(c)
-    return mib * MIB, h.hexdigest()
+    return mib * MIB, netrig.numbered_stream_sha256(client, seed, mib)
 
 
 class Bulk(netrig.StreamServer):
@@ -178,7 +168,7 @@ class Bulk(netrig.StreamServer):
             n, digest = read_all(conn)
             conn.sendall(f"{n} {digest}".encode())
         else:
-            for c in stream(self.seed, client + 1000, BULK_MIB):
+            for c in netrig.numbered_stream(client + 1000, self.seed, BULK_MIB):
                 conn.sendall(c)
 
 
@@ -189,7 +179,7 @@ def bulk_client(rig, ns, addr, op, client, seed, results):
             s.connect(addr)
             s.sendall(struct.pack("!cI", op, client))
             if op == b"U":
-                for c in stream(seed, client, BULK_MIB):
+                for c in netrig.numbered_stream(client, seed, BULK_MIB):
                     s.sendall(c)
                 s.shutdown(socket.SHUT_WR)
                 answer = b""

@@ -452,20 +452,6 @@ def test_port_in_use_refused_at_start(rig, gantry):
 # --- bulk -----------------------------------------------------------------
 
 
-def _chunks(client, seed, total_mib):
-    """client's stream: total_mib MiB chunks, each numbered (so a lost,
-    repeated or reordered chunk changes the hash)."""
-    for i in range(total_mib):
-        yield struct.pack("!II", client, i) + seed[8:]
-
-
-def _stream_hash(client, seed, total_mib):
-    h = hashlib.sha256()
-    for c in _chunks(client, seed, total_mib):
-        h.update(c)
-    return h.hexdigest()
-
-
 def _recv_hash(conn, nbytes):
     h = hashlib.sha256()
     left = nbytes
@@ -492,7 +478,7 @@ class _Bulk(netrig.StreamServer):
         digest, _ = _recv_hash(conn, BULK_MIB * MIB)
         conn.sendall(digest.encode())
         if self.send_back:
-            for c in _chunks(client + 1000, self.seed, BULK_MIB):
+            for c in netrig.numbered_stream(client + 1000, self.seed, BULK_MIB):
                 conn.sendall(c)
         conn.shutdown(socket.SHUT_WR)
         conn.recv(1)
@@ -504,7 +490,7 @@ def _bulk_client(rig, ns, addr, client, seed, send_back, results):
             s.settimeout(120)
             s.connect(addr)
             s.sendall(struct.pack("!I", client))
-            for c in _chunks(client, seed, BULK_MIB):
+            for c in netrig.numbered_stream(client, seed, BULK_MIB):
                 s.sendall(c)
             digest = s.recv(64, socket.MSG_WAITALL).decode()
             back = None
@@ -528,9 +514,9 @@ def _bulk(rig, ns, addr, seed, send_back):
     for c in range(BULK_CLIENTS):
         r = results.get(c)
         assert not isinstance(r, Exception) and r is not None, f"client {c}: {r!r}"
-        assert r[0] == _stream_hash(c, seed, BULK_MIB), f"client {c}: upload hash differs"
+        assert r[0] == netrig.numbered_stream_sha256(c, seed, BULK_MIB), f"client {c}: upload hash differs"
         if send_back:
-            assert r[1] == _stream_hash(c + 1000, seed, BULK_MIB), f"client {c}: download differs"
+            assert r[1] == netrig.numbered_stream_sha256(c + 1000, seed, BULK_MIB), f"client {c}: download differs"
 
 
 def test_bulk_8_clients_64mib_each_way(rig, gantry):
