@@ -107,6 +107,21 @@ static inline uint16_t vdrv_used_idx(struct vdrv *drv, unsigned int q)
 	return __atomic_load_n((uint16_t *)(drv->ram + drv->q[q].used + 2), __ATOMIC_ACQUIRE);
 }
 
+/* VIRTIO_RING_F_EVENT_IDX: interrupt the driver once q's used idx passes v
+ * (used_event, after the avail ring). */
+static inline void vdrv_set_used_event(struct vdrv *drv, unsigned int q, uint16_t v)
+{
+	__atomic_store_n((uint16_t *)(drv->ram + drv->q[q].avail + 4 + 2 * drv->qsize), v,
+			 __ATOMIC_RELEASE);
+}
+
+/* The avail idx past which the device wants its next kick (avail_event). */
+static inline uint16_t vdrv_avail_event(struct vdrv *drv, unsigned int q)
+{
+	return __atomic_load_n((uint16_t *)(drv->ram + drv->q[q].used + 4 + 8 * drv->qsize),
+			       __ATOMIC_ACQUIRE);
+}
+
 /* The id and len of used entry number slot (modulo the queue size) of q. */
 static inline void vdrv_used_entry(struct vdrv *drv, unsigned int q, uint16_t slot, uint32_t *id,
 				   uint32_t *len)

@@ -1,6 +1,7 @@
 /* virtio-mmio version 2 register interface (see mmio.h). */
 #include <linux/virtio_config.h>
 #include <linux/virtio_mmio.h>
+#include <linux/virtio_ring.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,7 +149,9 @@ static void virtio_reg_write(struct virtio_dev *d, uint64_t off, uint32_t v)
 			break;
 		if (v == 0) {
 			vq->ready = false;
-		} else if (!vq->ready && virtq_enable(vq, d->mem) < 0) {
+		} else if (!vq->ready &&
+			   virtq_enable(vq, d->mem,
+					d->driver_features & (1ULL << VIRTIO_RING_F_EVENT_IDX)) < 0) {
 			/* Rings outside RAM or a bad size: QueueReady reads back 0. */
 			vq->ready = false;
 		}

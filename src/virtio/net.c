@@ -9,10 +9,12 @@
  *  - TX: each chain is the 12-byte header and a frame, sent straight from
  *    guest memory. A full socket holds the chain (never dropped) and waits
  *    for the socket to turn writable.
- *  - RX: a frame is read into a bounce buffer and copied over as many RX
- *    buffers as it needs. A ring that runs dry holds the frame and stops
- *    reading the socket, so the worker feels the backpressure, until the
- *    driver adds buffers.
+ *  - RX: a frame is read straight into the guest's RX buffers, as many as
+ *    the last frame needed, with a bounce buffer behind them for the rest;
+ *    buffers it did not need go back unused (virtq_unpop). What landed in
+ *    the bounce buffer is copied over more buffers. A ring that runs dry
+ *    stops reading the socket, holding any frame in part, so the worker
+ *    feels the backpressure, until the driver adds buffers.
  *  - The worker hanging up takes the link down for good: a config interrupt
  *    tells the driver, and TX chains come back unsent.
  *
@@ -41,6 +43,8 @@
 /* Frames one round moves each way before the other devices get their turn. */
 #define NET_TX_BUDGET 256
 #define NET_RX_BUDGET 256
+/* Guest buffer pieces one read fills, and the bounce buffer behind them. */
+#define NET_RX_IOV 1024
 
 #define NET_FEATURES                                                                               \
 	((1ULL << VIRTIO_NET_F_MAC) | (1ULL << VIRTIO_NET_F_MTU) |                                 \
@@ -79,14 +83,17 @@ struct virtio_net {
 	/* RX: the frame being placed and the buffers it took so far. */
 	bool rx_blocked; /* not reading the socket until the driver adds buffers */
 	bool rx_have;
-	uint32_t rx_len; /* frame bytes in rx_buf */
-	uint32_t rx_off; /* header and frame bytes already copied to the guest */
+	uint32_t rx_len;     /* the frame's length */
+	uint32_t rx_off;     /* header and frame bytes in the guest's buffers */
+	uint32_t rx_direct;  /* frame bytes read straight into them; rx_buf has the rest */
+	uint32_t rx_guess;   /* the last frame's length: how much room to take */
 	unsigned int rx_nr;
 	uint16_t rx_heads[VIRTQ_MAX_SIZE];
 	uint32_t rx_lens[VIRTQ_MAX_SIZE];
 	struct virtq_elem rx_first; /* the buffer whose header gets num_buffers */
 	struct virtq_elem rx_elem;
 	uint8_t *rx_buf;
+	struct iovec rx_iov[NET_RX_IOV];
 };
 
 static void net_fd_event(void *opaque, int fd, unsigned int events);
@@ -253,23 +260,108 @@ static void net_tx(struct virtio_net *n)
 
 /* ---- worker to guest: the RX queue ------------------------------------ */
 
-/* Read one frame into rx_buf. Returns 1 with a frame held, 0 when there is
- * none now (or the link went down), -1 for a frame dropped. */
-static int net_rx_recv(struct virtio_net *n)
+/* The virtio-net header at the head of the frame's first buffer; the
+ * buffer count is written once the frame is placed. */
+static void net_rx_header(struct virtio_net *n)
 {
-	ssize_t r = recv(n->fd, n->rx_buf, NET_FRAME_MAX, MSG_DONTWAIT | MSG_TRUNC);
+	struct virtio_net_hdr_mrg_rxbuf h = { .num_buffers = htole16(1) };
 
+	/* Every frame the worker sends carries sums it made or checked
+	 * (libslirp's, its own answers'): the guest need not check them again. */
+	if (n->dev.driver_features & (1ULL << VIRTIO_NET_F_GUEST_CSUM))
+		h.hdr.flags = VIRTIO_NET_HDR_F_DATA_VALID;
+	virtq_elem_write(&n->rx_first, 0, &h, sizeof(h));
+}
+
+/* Take buffers for the next frame: as many as the last one needed, fewer if
+ * the ring has fewer, each added to rx_iov past the header's room. A buffer
+ * unfit for any frame goes back empty at once if it comes first; later, it
+ * ends the run (given back, to come first next time), so those taken are
+ * always the last popped, which virtq_unpop() can give back. Returns
+ * the iovec count (0: none taken), rx_lens[] holding each buffer's room. */
+static unsigned int net_rx_take(struct virtio_net *n, unsigned int max, bool *pushed)
+{
+	struct virtq *vq = &n->dev.vqs[NET_RXQ];
+	uint64_t room = 0;
+	unsigned int iovs = 0;
+
+	n->rx_nr = 0;
+	while (n->rx_nr < max && (n->rx_nr == 0 || room < NET_HDR_LEN + n->rx_guess)) {
+		struct virtq_elem *e = n->rx_nr == 0 ? &n->rx_first : &n->rx_elem;
+		const struct iovec *in;
+		uint64_t skip = n->rx_nr == 0 ? NET_HDR_LEN : 0;
+		int r = virtq_pop(vq, e);
+
+		if (r == VIRTQ_EMPTY)
+			break;
+		if (r == VIRTQ_BROKEN) {
+			virtio_dev_needs_reset(&n->dev);
+			break;
+		}
+		/* The driver drops a first buffer shorter than a header and an
+		 * Ethernet header; later ones need only be writable. */
+		if (r == VIRTQ_BAD_CHAIN || e->nr_in == 0 ||
+		    (n->rx_nr == 0 && e->in_len < NET_HDR_LEN + NET_ETH_HLEN)) {
+			if (n->rx_nr > 0) {
+				virtq_unpop(vq, 1); /* the next frame's first */
+				break;
+			}
+			n->stats.rx_bad_buf++;
+			virtq_push(vq, e->head, 0);
+			*pushed = true;
+			continue;
+		}
+		if (iovs + e->nr_in >= NET_RX_IOV) {
+			virtq_unpop(vq, 1); /* the next frame's, or a copy's */
+			break;
+		}
+		in = e->iov + e->nr_out;
+		for (unsigned int i = 0; i < e->nr_in; i++) {
+			if (skip >= in[i].iov_len) {
+				skip -= in[i].iov_len;
+				continue;
+			}
+			n->rx_iov[iovs].iov_base = (uint8_t *)in[i].iov_base + skip;
+			n->rx_iov[iovs].iov_len = in[i].iov_len - skip;
+			iovs++;
+			skip = 0;
+		}
+		n->rx_heads[n->rx_nr] = e->head;
+		n->rx_lens[n->rx_nr] = (uint32_t)MIN(e->in_len, (uint64_t)UINT32_MAX);
+		room += e->in_len;
+		n->rx_nr++;
+	}
+	return n->rx_nr ? iovs : 0;
+}
+
+/* Read the next frame into the buffers taken (and rx_buf past them). Returns
+ * 1 with a frame held, 0 when there is none now (or the link went down), -1
+ * for a frame dropped; but for 1 the buffers are given back. */
+static int net_rx_read(struct virtio_net *n, unsigned int iovs)
+{
+	struct virtq *vq = &n->dev.vqs[NET_RXQ];
+	struct msghdr msg = { .msg_iov = n->rx_iov, .msg_iovlen = iovs + 1 };
+	uint64_t left, direct = 0;
+	unsigned int used = 0;
+	ssize_t r;
+
+	for (unsigned int i = 0; i < iovs; i++)
+		direct += n->rx_iov[i].iov_len;
+	n->rx_iov[iovs].iov_base = n->rx_buf;
+	n->rx_iov[iovs].iov_len = NET_FRAME_MAX;
+	r = recvmsg(n->fd, &msg, MSG_DONTWAIT | MSG_TRUNC);
+	if (r <= 0 || r > NET_FRAME_MAX || r < NET_ETH_HLEN)
+		virtq_unpop(vq, n->rx_nr); /* what they hold is no frame of theirs */
 	if (r < 0) {
-		if (errno == EAGAIN || errno == EINTR)
-			return 0;
-		net_link_down(n, strerror(errno));
+		if (errno != EAGAIN && errno != EINTR)
+			net_link_down(n, strerror(errno));
 		return 0;
 	}
 	if (r == 0) {
 		net_link_down(n, "end of file");
 		return 0;
 	}
-	if (r > NET_FRAME_MAX) {
+	if (r > NET_FRAME_MAX || (msg.msg_flags & MSG_TRUNC)) {
 		n->stats.rx_trunc++; /* MSG_TRUNC gave the whole length */
 		return -1;
 	}
@@ -277,10 +369,22 @@ static int net_rx_recv(struct virtio_net *n)
 		n->stats.rx_runt++;
 		return -1;
 	}
-	n->rx_have = true;
+	n->rx_guess = (uint32_t)r;
 	n->rx_len = (uint32_t)r;
-	n->rx_off = 0;
-	n->rx_nr = 0;
+	n->rx_direct = (uint32_t)MIN((uint64_t)r, direct);
+	/* Buffers in the order taken, each full before the next. */
+	left = NET_HDR_LEN + (uint64_t)n->rx_direct;
+	while (used < n->rx_nr && left > 0) {
+		uint32_t fill = (uint32_t)MIN(left, (uint64_t)n->rx_lens[used]);
+
+		n->rx_lens[used++] = fill;
+		left -= fill;
+	}
+	virtq_unpop(vq, n->rx_nr - used);
+	n->rx_nr = used;
+	n->rx_off = NET_HDR_LEN + n->rx_direct;
+	n->rx_have = true;
+	net_rx_header(n);
 	return 1;
 }
 
@@ -296,35 +400,23 @@ static void net_rx_drop(struct virtio_net *n)
 	n->rx_nr = 0;
 }
 
-/* Copy what fits of the held frame into e, the rx_nr'th buffer. */
+/* Copy what fits of the frame's rest (in rx_buf) into e, the rx_nr'th
+ * buffer. */
 static void net_rx_copy(struct virtio_net *n, const struct virtq_elem *e)
 {
 	uint32_t total = NET_HDR_LEN + n->rx_len;
-	uint64_t at = 0, chunk;
+	uint64_t chunk = MIN(e->in_len, (uint64_t)(total - n->rx_off));
 
-	if (n->rx_nr == 0) {
-		struct virtio_net_hdr_mrg_rxbuf h = { .num_buffers = htole16(1) };
-
-		/* Every frame the worker sends carries sums it made or checked
-		 * (libslirp's, its own answers'): the guest need not check them
-		 * again. */
-		if (n->dev.driver_features & (1ULL << VIRTIO_NET_F_GUEST_CSUM))
-			h.hdr.flags = VIRTIO_NET_HDR_F_DATA_VALID;
-
-		virtq_elem_write(e, 0, &h, sizeof(h));
-		at = n->rx_off = NET_HDR_LEN;
-	}
-	chunk = MIN(e->in_len - at, (uint64_t)(total - n->rx_off));
-	virtq_elem_write(e, at, n->rx_buf + (n->rx_off - NET_HDR_LEN), chunk);
+	virtq_elem_write(e, 0, n->rx_buf + (n->rx_off - NET_HDR_LEN - n->rx_direct), chunk);
 	n->rx_off += (uint32_t)chunk;
 	n->rx_heads[n->rx_nr] = e->head;
-	n->rx_lens[n->rx_nr] = (uint32_t)(at + chunk);
+	n->rx_lens[n->rx_nr] = (uint32_t)chunk;
 	n->rx_nr++;
 }
 
-/* Place the held frame: take RX buffers until it fits, then push them all
- * with the count in the first header. Buffers unfit for any frame go back
- * empty at once, so they never sit between the frame's own. */
+/* Place the rest of the held frame: take RX buffers until it fits, then
+ * push them all with the count in the first header. Buffers unfit for any
+ * frame go back empty at once, so they never sit between the frame's own. */
 static enum net_rx_result net_rx_place(struct virtio_net *n, bool *pushed)
 {
 	struct virtio_dev *d = &n->dev;
@@ -334,7 +426,7 @@ static enum net_rx_result net_rx_place(struct virtio_net *n, bool *pushed)
 	uint16_t count;
 
 	while (n->rx_off < NET_HDR_LEN + n->rx_len) {
-		struct virtq_elem *e = n->rx_nr == 0 ? &n->rx_first : &n->rx_elem;
+		struct virtq_elem *e = &n->rx_elem;
 		int r;
 
 		if (n->rx_nr == max) {
@@ -349,10 +441,7 @@ static enum net_rx_result net_rx_place(struct virtio_net *n, bool *pushed)
 			virtio_dev_needs_reset(d);
 			return RX_DRY; /* and so it stays until a reset */
 		}
-		/* The driver drops a first buffer shorter than a header and an
-		 * Ethernet header; later ones need only be writable. */
-		if (r == VIRTQ_BAD_CHAIN || e->nr_in == 0 ||
-		    (n->rx_nr == 0 && e->in_len < NET_HDR_LEN + NET_ETH_HLEN)) {
+		if (r == VIRTQ_BAD_CHAIN || e->nr_in == 0) {
 			n->stats.rx_bad_buf++;
 			virtq_push(vq, e->head, 0);
 			*pushed = true;
@@ -388,8 +477,18 @@ static void net_rx(struct virtio_net *n)
 	}
 	for (unsigned int frames = 0; frames < NET_RX_BUDGET; frames++) {
 		if (!n->rx_have) {
-			int r = n->link_up && !n->rx_blocked ? net_rx_recv(n) : 0;
+			struct virtq *vq = &n->dev.vqs[NET_RXQ];
+			unsigned int iovs;
+			int r = 0;
 
+			if (!n->link_up || n->rx_blocked)
+				break;
+			iovs = net_rx_take(n, net_mergeable(n) ? vq->num : 1, &pushed);
+			if (n->rx_nr == 0) {
+				n->rx_blocked = true; /* dry: read nothing */
+				break;
+			}
+			r = net_rx_read(n, iovs);
 			if (r == 0)
 				break;
 			if (r < 0)

@@ -28,7 +28,7 @@ void virtq_reset(struct virtq *vq)
 	memset(vq, 0, sizeof(*vq));
 }
 
-int virtq_enable(struct virtq *vq, const struct guest_mem *mem)
+int virtq_enable(struct virtq *vq, const struct guest_mem *mem, bool event_idx)
 {
 	uint64_t n = vq->num;
 	void *desc, *avail, *used;
@@ -48,23 +48,45 @@ int virtq_enable(struct virtq *vq, const struct guest_mem *mem)
 	vq->used = used;
 	vq->last_avail = 0;
 	vq->used_idx = 0;
+	vq->event_idx = event_idx;
+	vq->signalled_valid = false;
 	vq->broken = false;
 	vq->ready = true;
 	return 0;
 }
 
+static uint16_t avail_idx(const struct virtq *vq)
+{
+	return __atomic_load_n((const uint16_t *)(vq->avail + 2), __ATOMIC_ACQUIRE);
+}
+
+/* The ring ran dry: ask for a kick at the next buffer, then look again, as
+ * one added before the driver saw the request would get no kick. While a
+ * device drains the ring the request stays behind, and the driver adds
+ * without kicking. */
+static bool virtq_dry(struct virtq *vq)
+{
+	volatile uint8_t *avail_event = vq->used + 4 + 8 * (size_t)vq->num;
+
+	if (!vq->event_idx)
+		return true;
+	__atomic_store_n((uint16_t *)avail_event, vq->last_avail, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	return avail_idx(vq) == vq->last_avail;
+}
+
 int virtq_pop(struct virtq *vq, struct virtq_elem *e)
 {
-	uint16_t avail_idx, head, idx;
+	uint16_t avail, head, idx;
 	unsigned int count = 0;
 	bool seen_in = false;
 
 	if (!vq->ready || vq->broken)
 		return VIRTQ_EMPTY;
-	avail_idx = __atomic_load_n((const uint16_t *)(vq->avail + 2), __ATOMIC_ACQUIRE);
-	if (avail_idx == vq->last_avail)
+	if (avail_idx(vq) == vq->last_avail && virtq_dry(vq))
 		return VIRTQ_EMPTY;
-	if ((uint16_t)(avail_idx - vq->last_avail) > vq->num) {
+	avail = avail_idx(vq);
+	if ((uint16_t)(avail - vq->last_avail) > vq->num) {
 		vq->broken = true; /* more buffers offered than the ring holds */
 		return VIRTQ_BROKEN;
 	}
@@ -121,6 +143,11 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *e)
 	return VIRTQ_ELEM;
 }
 
+void virtq_unpop(struct virtq *vq, unsigned int n)
+{
+	vq->last_avail = (uint16_t)(vq->last_avail - n);
+}
+
 void virtq_push_many(struct virtq *vq, const uint16_t *heads, const uint32_t *lens, unsigned int n)
 {
 	if (!vq->ready || vq->broken || n == 0)
@@ -142,10 +169,22 @@ void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 	virtq_push_many(vq, &head, &len, 1);
 }
 
-bool virtq_wants_interrupt(const struct virtq *vq)
+bool virtq_wants_interrupt(struct virtq *vq)
 {
+	uint16_t old = vq->signalled_used, used_event;
+	bool valid = vq->signalled_valid;
+
+	/* Our used index is out before we read what the driver asked. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return !(ld16(vq->avail) & VRING_AVAIL_F_NO_INTERRUPT);
+	if (!vq->event_idx)
+		return !(ld16(vq->avail) & VRING_AVAIL_F_NO_INTERRUPT);
+	vq->signalled_used = vq->used_idx;
+	vq->signalled_valid = true;
+	if (!valid)
+		return true;
+	/* virtio 1.x 2.7.10: interrupt once used_idx has passed used_event. */
+	used_event = ld16(vq->avail + 4 + 2 * (size_t)vq->num);
+	return (uint16_t)(vq->used_idx - used_event - 1) < (uint16_t)(vq->used_idx - old);
 }
 
 static size_t iov_copy(const struct iovec *iov, unsigned int n, uint64_t off, void *buf, size_t len,

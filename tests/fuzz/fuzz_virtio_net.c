@@ -96,6 +96,8 @@ static void driver_up(struct fz *z, uint8_t feat)
 		     (1ULL << VIRTIO_NET_F_STATUS);
 	if (feat & 4)
 		f |= 1ULL << VIRTIO_NET_F_GUEST_CSUM;
+	if (feat & 8)
+		f |= 1ULL << VIRTIO_RING_F_EVENT_IDX;
 	if (feat & 0x80)
 		f |= 1ULL << (feat & 0x3f); /* perhaps one we never offered */
 	vdrv_negotiate(&z->drv, f);

@@ -30,6 +30,7 @@
 #define F_FEED	   0x01 /* offer one more entry after each pop, like a busy driver */
 #define F_MISALIGN 0x02
 #define F_REUSE	   0x04 /* push heads in reverse order at the end */
+#define F_EVENT_IDX 0x08 /* the driver took VIRTIO_RING_F_EVENT_IDX */
 
 static uint8_t scratch[VIRTQ_MAX_CHAIN * RAM_SIZE];
 
@@ -106,7 +107,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		vq.avail_gpa += (hdr[H_MISALIGN] >> 4) & 0x03;
 		vq.used_gpa += (hdr[H_MISALIGN] >> 6) & 0x03;
 	}
-	if (virtq_enable(&vq, &mem) < 0) {
+	if (virtq_enable(&vq, &mem, hdr[H_FLAGS] & F_EVENT_IDX) < 0) {
 		/* A refused queue must stay inert. */
 		check(!vq.ready);
 		check(virtq_pop(&vq, &e) == VIRTQ_EMPTY);
@@ -126,6 +127,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r = virtq_pop(&vq, &e);
 		if (r == VIRTQ_EMPTY || r == VIRTQ_BROKEN) {
 			check(vq.last_avail == before);
+			/* A dry ring with event indices asks for a kick at the
+			 * next buffer (avail_event, after the used ring). */
+			if (r == VIRTQ_EMPTY && (hdr[H_FLAGS] & F_EVENT_IDX)) {
+				const uint8_t *ev = ram + vq.used_gpa + 4 + 8 * (size_t)vq.num;
+
+				check((uint16_t)(ev[0] | ev[1] << 8) == vq.last_avail);
+			}
 			break;
 		}
 		check(vq.last_avail == (uint16_t)(before + 1));
@@ -153,8 +161,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			idx[1] = (uint8_t)(v >> 8);
 		}
 	}
-	while (nheads)
+	while (nheads) {
 		virtq_push(&vq, heads[--nheads], 0);
+		/* Judged after each push: nothing new, no interrupt. */
+		(void)virtq_wants_interrupt(&vq);
+		check(!(hdr[H_FLAGS] & F_EVENT_IDX) || !virtq_wants_interrupt(&vq));
+	}
 	(void)virtq_wants_interrupt(&vq);
 	free(ram);
 	return 0;

@@ -41,7 +41,7 @@ def desc(addr, length, flags=0, nxt=0):
 
 # ---- fuzz_virtq: 8-byte header, then RAM from gpa 0 ----------------------
 V_AVAIL, V_DESC = 0x0000, 0x0400
-V_FEED, V_MISALIGN, V_REUSE = 1, 2, 4
+V_FEED, V_MISALIGN, V_REUSE, V_EVENT_IDX = 1, 2, 4, 8
 
 
 def virtq_input(log2num, descs, ring, avail_idx, start=0, flags=0,
@@ -94,6 +94,12 @@ def virtq_seeds():
                             {0: 0, 1: 0, 2: 0, 3: 0}, 1, flags=V_FEED, wlen=3)
     s["misaligned"] = virtq_input(3, {0: desc(0x100, 8)}, {0: 0}, 1,
                                   flags=V_MISALIGN, misalign=0x08)
+    s["event-idx"] = virtq_input(3, {0: desc(0x100, 8), 1: desc(0x108, 8, F_WRITE)},
+                                 {0: 0, 1: 1}, 2, flags=V_EVENT_IDX)
+    s["event-idx-feed-reuse"] = virtq_input(2, {0: desc(0x100, 8, F_NEXT, 1),
+                                                1: desc(0x200, 4, F_WRITE)},
+                                            {0: 0, 1: 0, 2: 0, 3: 0}, 1,
+                                            flags=V_EVENT_IDX | V_FEED | V_REUSE, start=65535)
     s["bad-size"] = virtq_input(3, {0: desc(0x100, 8)}, {0: 0}, 1, raw_size=3)
     long_chain = {i: desc(0x100 + i, 1, F_NEXT, i + 1) for i in range(129)}
     long_chain[129] = desc(0x100, 1)
@@ -499,6 +505,11 @@ def net_seeds():
         .send(NET_FRAME_MAX).loop().up(0).read().rx(8, 1536).loop().b
     s["rings"] = NetOps().rx(4, 1536).ram(0x2000 + 2, b"\x40\x00").kick(0) \
         .ram(0x3000 + 0x1000 + 2, b"\xff\x7f").kick(1).up(0x80 | 0).tx(60).b
+    # Event indices: the RX ring's used_event (after its 32-entry avail ring)
+    # asks for an interrupt only past 5; GUEST_CSUM beside them.
+    s["event-idx"] = NetOps().up(8 | 4).rx(8, 1536).send(60, eth).loop() \
+        .ram(0x2000 + 4 + 2 * 32, b"\x05\x00").send(60, eth).send(60, eth).loop() \
+        .tx(60).kick(1).loop().read().tx(60).tx(60).loop().read().read().b
     s["config"] = NetOps().cfg(0, 3).cfg(6, 1).cfg(10, 1).cfg(0, 0, 1, 0xff).cfg(11, 3) \
         .cfg(20, 2).cfg(5, 4).b
     return s

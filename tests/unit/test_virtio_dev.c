@@ -85,7 +85,7 @@ static int fx_setup(void **state)
 	vq->desc_gpa = DESC_GPA;
 	vq->avail_gpa = AVAIL_GPA;
 	vq->used_gpa = USED_GPA;
-	assert_int_equal(virtq_enable(vq, &f->g.mem), 0);
+	assert_int_equal(virtq_enable(vq, &f->g.mem, false), 0);
 	f->d->status = VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER |
 		       VIRTIO_CONFIG_S_FEATURES_OK | VIRTIO_CONFIG_S_DRIVER_OK;
 	f->other_ran_at = -1;

@@ -324,7 +324,8 @@ static void test_features(void **state)
 	struct fx *f = *state;
 
 	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_ID), VIRTIO_ID_FS);
-	assert_true(vdrv_dev_features(&f->drv) == 1ULL << VIRTIO_F_VERSION_1_BIT);
+	assert_true(vdrv_dev_features(&f->drv) ==
+		    ((1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_RING_F_EVENT_IDX)));
 	/* Legacy, or something never offered: FEATURES_OK does not stick. */
 	assert_false(vdrv_negotiate(&f->drv, 0) & VIRTIO_CONFIG_S_FEATURES_OK);
 	assert_false(vdrv_negotiate(&f->drv, (1ULL << VIRTIO_F_VERSION_1_BIT) | 1) &

@@ -249,7 +249,7 @@ static void test_blk_features(void **state)
 	assert_true(feat & (1ULL << VIRTIO_BLK_F_TOPOLOGY));
 	assert_false(feat & (1ULL << VIRTIO_BLK_F_RO));
 	assert_false(feat & (1ULL << VIRTIO_RING_F_INDIRECT_DESC));
-	assert_false(feat & (1ULL << VIRTIO_RING_F_EVENT_IDX));
+	assert_true(feat & (1ULL << VIRTIO_RING_F_EVENT_IDX));
 	vdrv_wr(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 2);
 	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES), 0);
 	vdrv_wr(&f->drv, VIRTIO_MMIO_DEVICE_FEATURES_SEL, 0xffffffff);
@@ -296,7 +296,8 @@ static void test_rng_features(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(vdrv_dev_features(&f->drv), 1ULL << VIRTIO_F_VERSION_1_BIT);
+	assert_int_equal(vdrv_dev_features(&f->drv),
+			 (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_RING_F_EVENT_IDX));
 	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV);
 	vdrv_drv_features(&f->drv, 1ULL << VIRTIO_F_VERSION_1_BIT);
 	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK);

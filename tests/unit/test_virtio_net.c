@@ -45,7 +45,8 @@
 #define NET_FEATS                                                                                  \
 	((1ULL << VIRTIO_NET_F_MAC) | (1ULL << VIRTIO_NET_F_MTU) |                                 \
 	 (1ULL << VIRTIO_NET_F_MRG_RXBUF) | (1ULL << VIRTIO_NET_F_STATUS) |                        \
-	 (1ULL << VIRTIO_NET_F_GUEST_CSUM) | (1ULL << VIRTIO_F_VERSION_1_BIT))
+	 (1ULL << VIRTIO_NET_F_GUEST_CSUM) | (1ULL << VIRTIO_F_VERSION_1_BIT) |                     \
+	 (1ULL << VIRTIO_RING_F_EVENT_IDX))
 
 #define S_ACK VIRTIO_CONFIG_S_ACKNOWLEDGE
 #define S_DRV VIRTIO_CONFIG_S_DRIVER
@@ -486,6 +487,40 @@ static void test_rx_single(void **state)
 	assert_int_equal(virtio_net_stats(f->d).rx_frames, 3);
 }
 
+/* With event indices the guest says when it wants its next interrupt, and
+ * we say when we want the next kick: a NAPI poll that will look at the ring
+ * anyway gets no interrupt, a device draining its ring no kick. */
+static void test_event_idx(void **state)
+{
+	struct fx *f = *state;
+	unsigned long irqs;
+
+	rx_offer(f, 8, RXBUF_SIZE);
+	worker_send(f, 60, 1);
+	pump(f);
+	assert_int_equal(guest_expect(f, 60, 1), 1);
+	/* Interrupt me only once the used idx passes 3. */
+	vdrv_set_used_event(&f->drv, RXQ, 3);
+	irqs = f->d->irqs_raised;
+	worker_send(f, 60, 2);
+	worker_send(f, 60, 3);
+	pump(f);
+	assert_int_equal(vdrv_used_idx(&f->drv, RXQ), 3);
+	assert_int_equal(f->d->irqs_raised, irqs);
+	worker_send(f, 60, 4);
+	pump(f);
+	assert_int_equal(f->d->irqs_raised, irqs + 1);
+	assert_int_equal(guest_expect(f, 60, 2), 1);
+	assert_int_equal(guest_expect(f, 60, 3), 1);
+	assert_int_equal(guest_expect(f, 60, 4), 1);
+	/* TX drained to empty: the next chain gets a kick. */
+	tx_queue(f, &zero_hdr, HDR, 100, 9, NULL, 0);
+	tx_kick(f);
+	pump(f);
+	worker_expect(f, 100, 9);
+	assert_int_equal(vdrv_avail_event(&f->drv, TXQ), vdrv_used_idx(&f->drv, TXQ));
+}
+
 /* A 64 KiB frame spread over mergeable buffers, num_buffers counting them. */
 static void test_rx_scatter(void **state)
 {
@@ -504,6 +539,49 @@ static void test_rx_scatter(void **state)
 
 /* The ring runs dry in the middle of a frame: the frame waits, the socket
  * is not read meanwhile, and more buffers finish it with nothing lost. */
+/* Frames are read straight into as many buffers as the last frame needed;
+ * those a smaller frame leaves go back to the ring and are used next. A bad
+ * buffer in the middle of a run ends it, comes back empty once, and the
+ * frame goes on in the buffers after it. */
+static void test_rx_direct(void **state)
+{
+	struct fx *f = *state;
+	struct virtio_net_stats st;
+	uint32_t id, len;
+	uint16_t bad;
+
+	rx_offer(f, 8, RXBUF_SIZE);
+	worker_send(f, 3000, 1); /* nothing known yet: one buffer, the rest copied */
+	worker_send(f, 3000, 2); /* two buffers, both read into */
+	worker_send(f, 100, 3);	 /* two taken, one given back */
+	worker_send(f, 2900, 4);
+	pump(f);
+	assert_int_equal(guest_expect(f, 3000, 1), 2);
+	assert_int_equal(guest_expect(f, 3000, 2), 2);
+	assert_int_equal(guest_expect(f, 100, 3), 1);
+	assert_int_equal(guest_expect(f, 2900, 4), 2);
+	assert_int_equal(vdrv_used_idx(&f->drv, RXQ), 7);
+
+	/* The eighth buffer, then a bad one, then good ones. */
+	bad = f->next_desc[RXQ]++ % QN;
+	vdrv_set_desc(&f->drv, RXQ, bad, RXBUF_GPA(bad), 0, VRING_DESC_F_WRITE, 0);
+	vdrv_offer(&f->drv, RXQ, bad);
+	rx_offer(f, 4, RXBUF_SIZE);
+	worker_send(f, 3000, 5);
+	worker_send(f, 1000, 6);
+	pump(f);
+	used_next(f, RXQ, &id, &len);
+	assert_int_equal(id, bad);
+	assert_int_equal(len, 0);
+	assert_int_equal(guest_expect(f, 3000, 5), 2);
+	assert_int_equal(guest_expect(f, 1000, 6), 1);
+	assert_int_equal(vdrv_used_idx(&f->drv, RXQ), 11);
+	st = virtio_net_stats(f->d);
+	assert_int_equal(st.rx_bad_buf, 1);
+	assert_int_equal(st.rx_frames, 6);
+	assert_int_equal(st.rx_dropped, 0);
+}
+
 static void test_rx_dry(void **state)
 {
 	struct fx *f = *state;
@@ -937,7 +1015,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tx_eagain, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_single, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_scatter, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rx_direct, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_dry, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_event_idx, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_drops, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_no_mergeable, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_live, fx_setup, fx_teardown),

@@ -71,7 +71,7 @@ static void ring_enable(struct ring *r, uint16_t num)
 	r->vq.desc_gpa = DESC_GPA;
 	r->vq.avail_gpa = AVAIL_GPA;
 	r->vq.used_gpa = USED_GPA;
-	assert_int_equal(virtq_enable(&r->vq, &r->mem), 0);
+	assert_int_equal(virtq_enable(&r->vq, &r->mem, false), 0);
 	assert_true(r->vq.ready);
 }
 
@@ -530,7 +530,7 @@ static int try_enable(struct ring *r, uint16_t num, uint64_t desc, uint64_t avai
 	r->vq.desc_gpa = desc;
 	r->vq.avail_gpa = avail;
 	r->vq.used_gpa = used;
-	return virtq_enable(&r->vq, &r->mem);
+	return virtq_enable(&r->vq, &r->mem, false);
 }
 
 static void test_enable(void **state)
@@ -576,6 +576,99 @@ static void test_wants_interrupt(void **state)
 	assert_true(virtq_wants_interrupt(&r->vq));
 }
 
+/* VIRTIO_RING_F_EVENT_IDX: the kick request sits after the used ring, the
+ * interrupt request after the avail ring. */
+static uint16_t avail_event(const struct ring *r)
+{
+	return rd16(r->ram + USED_GPA + 4 + 8 * r->vq.num);
+}
+
+static void set_used_event(struct ring *r, uint16_t v)
+{
+	wr16(r->ram + AVAIL_GPA + 4 + 2 * r->vq.num, v);
+}
+
+static void event_idx_enable(struct ring *r)
+{
+	ring_enable(r, QSIZE);
+	r->vq.event_idx = true;
+	for (unsigned int i = 0; i < 4; i++)
+		set_desc(r, i, DATA_GPA + 0x100 * i, 16, VRING_DESC_F_WRITE, 0);
+}
+
+static void test_event_idx_kick_request(void **state)
+{
+	struct ring *r = *state;
+
+	event_idx_enable(r);
+	wr16(r->ram + USED_GPA + 4 + 8 * QSIZE, 0xbeef);
+	offer(r, 0);
+	offer(r, 1);
+	/* While the ring has buffers the old request stands: the driver adds
+	 * more without kicking a device that is draining anyway. */
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	assert_int_equal(avail_event(r), 0xbeef);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	assert_int_equal(avail_event(r), 0xbeef);
+	/* Dry: a kick at the next buffer. */
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_EMPTY);
+	assert_int_equal(avail_event(r), 2);
+	offer(r, 2);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	assert_int_equal(r->e.head, 2);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_EMPTY);
+	assert_int_equal(avail_event(r), 3);
+}
+
+static void test_event_idx_interrupts(void **state)
+{
+	struct ring *r = *state;
+
+	event_idx_enable(r);
+	for (unsigned int i = 0; i < 4; i++)
+		offer(r, (uint16_t)i);
+	/* The first judgement always interrupts: nothing to compare with. */
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	virtq_push(&r->vq, r->e.head, 1);
+	assert_true(virtq_wants_interrupt(&r->vq));
+	/* Nothing used since: nothing to say. */
+	assert_false(virtq_wants_interrupt(&r->vq));
+	/* The driver wants to hear only once used_idx passes 2 (it polls). */
+	set_used_event(r, 2);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	virtq_push(&r->vq, r->e.head, 1); /* used_idx 2: not past 2 */
+	assert_false(virtq_wants_interrupt(&r->vq));
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	virtq_push(&r->vq, r->e.head, 1); /* used_idx 3 */
+	assert_true(virtq_wants_interrupt(&r->vq));
+	/* A request already passed is not heard again; the flag is ignored. */
+	wr16(r->ram + AVAIL_GPA, VRING_AVAIL_F_NO_INTERRUPT);
+	set_used_event(r, 0);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	virtq_push(&r->vq, r->e.head, 1);
+	assert_false(virtq_wants_interrupt(&r->vq));
+	/* Several used at once, the request among them: one interrupt. */
+	set_used_event(r, 4);
+	for (unsigned int i = 0; i < 3; i++)
+		offer(r, (uint16_t)i);
+	for (unsigned int i = 0; i < 3; i++) {
+		assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+		virtq_push(&r->vq, r->e.head, 1);
+	}
+	assert_true(virtq_wants_interrupt(&r->vq));
+	/* Across the 16-bit wrap. */
+	r->vq.used_idx = r->vq.signalled_used = 0xfffe;
+	set_used_event(r, 0xffff);
+	offer(r, 3);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	virtq_push(&r->vq, r->e.head, 1); /* 0xffff: not past */
+	assert_false(virtq_wants_interrupt(&r->vq));
+	offer(r, 0);
+	assert_int_equal(virtq_pop(&r->vq, &r->e), VIRTQ_ELEM);
+	virtq_push(&r->vq, r->e.head, 1); /* 0x0000: past */
+	assert_true(virtq_wants_interrupt(&r->vq));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -603,6 +696,8 @@ int main(void)
 		T(test_push_not_ready),
 		T(test_enable),
 		T(test_wants_interrupt),
+		T(test_event_idx_kick_request),
+		T(test_event_idx_interrupts),
 #undef T
 	};
 
