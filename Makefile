@@ -8,7 +8,7 @@ KERNEL_DIR  = $(BUILD)/kernel
 KVMHOST     = tests/harness/kvmhost
 PYTEST      = /usr/bin/python3 -m pytest -q -rs
 
-.PHONY: all deps build kernel assets demo check unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share clean
+.PHONY: all deps build kernel assets demo check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share clean
 
 all: build
 
@@ -59,7 +59,11 @@ e2e: assets
 	tests/e2e/images/debian-minbase.sh >/dev/null
 	tests/e2e/run-kvm $(BUILD)/e2e-results
 
-check: unit asan fuzz e2e
+# No folder of src/ includes a folder that includes it (docs/architecture.md).
+layers:
+	scripts/include-graph
+
+check: layers unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).

@@ -31,10 +31,10 @@ def build_dir():
 def gantry_cmdline(bench):
     """gantry's default kernel command line, read from its source so that
     QEMU always gets exactly the same arguments."""
-    src = (REPO / "src" / "vmm" / "vmm.c").read_text()
+    src = (REPO / "src" / "machine" / "vmm.c").read_text()
     m = re.search(r"default_cmdline\[\]\s*=\s*((?:\s*\"[^\"]*\")+)\s*;", src)
     if m is None:
-        die(bench, "cannot find default_cmdline in src/vmm/vmm.c")
+        die(bench, "cannot find default_cmdline in src/machine/vmm.c")
     return "".join(re.findall(r"\"([^\"]*)\"", m.group(1)))
 
 

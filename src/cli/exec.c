@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 #define EXEC_VM_FAILED 125 /* the VM or Gantry failed, not the process */
 

@@ -17,7 +17,7 @@
 #include "share/server.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 
 /* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen;

@@ -8,7 +8,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
 #include "sandbox/rwlayer.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 static void start_usage(FILE *out, const struct flag *flags)
 {

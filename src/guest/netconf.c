@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "guest/netconf.h"
-#include "net/net.h"
+#include "proto/netplan.h"
 
 #define PREFIX_MIN 1
 #define PREFIX_MAX 30 /* /31 and /32 leave no room for a gateway beside us */

@@ -22,7 +22,7 @@
 #include "sandbox/process.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/supervisor.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 #define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
 #define SANDBOX_LOG_TAIL 20 /* lines of a log quoted by a failed first boot */

@@ -18,7 +18,7 @@
 #include "sandbox/vmmworker.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 /* The kernel's own bound on its command line (x86: COMMAND_LINE_SIZE). */
 #define MACHINE_APPEND_MAX 2048

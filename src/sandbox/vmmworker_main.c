@@ -23,7 +23,7 @@
 #include "sandbox/worker.h"
 #include "share/rpc.h"
 #include "virtio/devices.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 #define CHAN_FD		3
 #define CONFIG_WAIT_MS	10000

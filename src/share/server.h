@@ -26,16 +26,12 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
+#include "proto/virtiofs.h"
 
 #define FS_TAG_MAX	   36	      /* an export's tag: [A-Za-z0-9._-]{1,36} */
 #define FS_MAX_EXPORTS	   64
 #define FS_MAX_HANDLES	   4096	      /* open files and directories, all exports */
-/* A READ or WRITE: 1 MiB, Linux's most (FUSE_MAX_MAX_PAGES). The guest
- * takes it only if a chain can carry it beside the request's four header
- * descriptors, and a ring holds more than one such chain (virtio-fs: a
- * 1024-entry ring, chains up to VIRTQ_MAX_CHAIN, 260); fewer, larger
- * requests are what sequential I/O is made of. */
-#define FS_MAX_PAGES	   256
+/* A READ or WRITE: FS_MAX_PAGES (proto/virtiofs.h). */
 #define FS_MAX_WRITE	   (FS_MAX_PAGES * 4096)
 #define FS_MAX_REQUEST	   (FS_MAX_WRITE + 4096)
 

@@ -18,7 +18,17 @@ struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *pa
 struct virtio_dev *virtio_rng_create(const struct guest_mem *mem);
 
 struct ioloop;
-struct vmm_vsock_host;
+
+/* Where a guest's vsock streams end when not in a directory's sockets: a
+ * confined VMM opens no socket itself. */
+struct vmm_vsock_host {
+	/* A guest connect to host port P: a connected (or connecting,
+	 * non-blocking) stream socket the VMM takes, or -1 (refused). */
+	int (*connect)(void *opaque, uint32_t port);
+	void *opaque;
+	int listen_fd; /* > 0: host clients' listening socket ("CONNECT <port>\n") */
+};
+
 /* virtio-vsock for guest_cid: a guest connect to host port P reaches the Unix
  * socket <dir>/P.sock; host clients reach guest ports through
  * <dir>/vsock.sock ("CONNECT <port>\n", answered "OK <hostport>\n"). With

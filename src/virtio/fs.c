@@ -41,7 +41,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "share/server.h"
+#include "proto/virtiofs.h"
 #include "virtio/devices.h"
 
 #define FS_HIPRIO_Q   0

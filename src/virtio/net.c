@@ -33,7 +33,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "net/net.h"
+#include "proto/netplan.h"
 #include "virtio/devices.h"
 #include "vmm/ioloop.h"
 

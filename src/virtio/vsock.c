@@ -29,7 +29,6 @@
 #include "virtio/devices.h"
 #include "virtio/vsock_conn.h"
 #include "vmm/ioloop.h"
-#include "vmm/vmm.h"
 
 #define VSOCK_RXQ	 0
 #define VSOCK_TXQ	 1

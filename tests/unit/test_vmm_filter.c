@@ -1,6 +1,6 @@
 /* Unit tests for confine/vmm_filter.h and seccomp_vmm.c: the KVM request
- * lists against the source (every ioctl(..., KVM_...) in src/vmm and
- * src/virtio is in exactly one list, the set-up one or a thread's, and no
+ * lists against the source (every ioctl(..., KVM_...) in src/vmm,
+ * src/machine and src/virtio is in exactly one list, the set-up one or a thread's, and no
  * list names a request the source no longer issues), and each thread
  * kind's real filter, loaded in a child, allowing its own requests,
  * refusing the others with EPERM and killing on the killed ones. */
@@ -224,6 +224,7 @@ static void test_source_requests_are_listed(void **state)
 
 	(void)state;
 	scan_dir(sc, "src/vmm");
+	scan_dir(sc, "src/machine");
 	scan_dir(sc, "src/virtio");
 	assert_true(sc->n >= ARRAY_SIZE(reqs)); /* the scan found the calls at all */
 	for (size_t i = 0; i < sc->n; i++) {
@@ -243,7 +244,7 @@ static void test_source_requests_are_listed(void **state)
 	}
 	for (size_t j = 0; j < ARRAY_SIZE(reqs); j++)
 		if (!listed_seen[j])
-			fail_msg("%s (%s list) is issued nowhere in src/vmm or src/virtio",
+			fail_msg("%s (%s list) is issued nowhere in src/vmm, src/machine or src/virtio",
 				 reqs[j].name, list_names[reqs[j].list]);
 	free(sc);
 }

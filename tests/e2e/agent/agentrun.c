@@ -35,7 +35,7 @@
 
 #include "agent/session.h"
 #include "common/util.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 #define MAX_ENV	    64
 #define MAX_GIDS    16

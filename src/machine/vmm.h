@@ -1,13 +1,14 @@
 /* Boot one microVM from a kernel, an optional initrd and disks, run it until
  * the guest ends it, and say how it ended. This is `gantry run`, and the
  * engine every sandbox will be built on. */
-#ifndef GANTRY_VMM_VMM_H
-#define GANTRY_VMM_VMM_H
+#ifndef GANTRY_MACHINE_VMM_H
+#define GANTRY_MACHINE_VMM_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/error.h"
+#include "virtio/devices.h"
 
 #define VMM_MAX_DISKS	8
 #define VMM_MIN_MEM_MIB 32
@@ -34,16 +35,6 @@ struct vmm_fs {
 	/* The handler is another process's server (share/rpc.h): guest RAM
 	 * is one memfd it maps too, and the workers make no file call. */
 	bool remote;
-};
-
-/* Where a guest's vsock streams end when not in vsock_dir: a confined
- * VMM opens no socket itself. */
-struct vmm_vsock_host {
-	/* A guest connect to host port P: a connected (or connecting,
-	 * non-blocking) stream socket the VMM takes, or -1 (refused). */
-	int (*connect)(void *opaque, uint32_t port);
-	void *opaque;
-	int listen_fd; /* > 0: host clients' listening socket ("CONNECT <port>\n") */
 };
 
 struct vmm_config {

@@ -14,7 +14,7 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
-#include "net/net.h"
+#include "proto/netplan.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
 #include "vmm/console.h"
@@ -22,7 +22,7 @@
 #include "vmm/serial.h"
 #include "vmm/sysdev.h"
 #include "vmm/vm.h"
-#include "vmm/vmm.h"
+#include "machine/vmm.h"
 
 /* Interrupt lines free for virtio-mmio devices: ISA IRQs the MP table routes
  * edge-triggered to the IO-APIC, minus the PIT (0), the cascade (2), COM1 (4)
