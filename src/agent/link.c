@@ -34,13 +34,6 @@ int link_left_ms(uint64_t deadline)
 	return now >= deadline ? 0 : (int)MIN(deadline - now, (uint64_t)INT32_MAX);
 }
 
-void link_close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 static int set_nonblock(int fd, bool on)
 {
 	int fl = fcntl(fd, F_GETFL);
@@ -173,13 +166,13 @@ void agent_free(struct agent *a)
 		unlink(a->ctl_path);
 	if (a->unix_paths && a->stdio_listen >= 0)
 		unlink(a->stdio_path);
-	link_close_fd(&a->ctl_listen);
-	link_close_fd(&a->stdio_listen);
-	link_close_fd(&a->control);
-	link_close_fd(&a->cancel[0]);
-	link_close_fd(&a->cancel[1]);
-	link_close_fd(&a->wake[0]);
-	link_close_fd(&a->wake[1]);
+	close_fd(&a->ctl_listen);
+	close_fd(&a->stdio_listen);
+	close_fd(&a->control);
+	close_fd(&a->cancel[0]);
+	close_fd(&a->cancel[1]);
+	close_fd(&a->wake[0]);
+	close_fd(&a->wake[1]);
 	for (size_t i = 0; i < a->npassed; i++)
 		close(a->passed[i]);
 	outq_free(&a->out);
@@ -344,7 +337,7 @@ void link_woken(struct agent *a)
 void link_close(struct agent *a)
 {
 	pthread_mutex_lock(&a->send_lock);
-	link_close_fd(&a->control);
+	close_fd(&a->control);
 	outq_free(&a->out);
 	pthread_mutex_unlock(&a->send_lock);
 }

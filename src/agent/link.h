@@ -53,7 +53,6 @@ struct agent {
 /* Deadlines in now_ms() time; UINT64_MAX is never. */
 uint64_t link_deadline(int timeout_ms);
 int link_left_ms(uint64_t deadline);
-void link_close_fd(int *fd);
 bool link_cancelled(struct agent *a);
 
 /* Queue one frame for the peer and send what the socket takes now. */

@@ -200,7 +200,7 @@ static void queue_eof(struct run *r, uint32_t fd)
 
 static void stream_end(struct run *r)
 {
-	link_close_fd(&r->stream);
+	close_fd(&r->stream);
 	r->olen = r->ooff = 0;
 	if (r->stream_ok)
 		r->stream_closed = true;
@@ -679,7 +679,7 @@ out:
 	if (raw)
 		tcsetattr(p->in_fd, TCSANOW, &saved_tio);
 	signals_give_back(&sigs);
-	link_close_fd(&r->stream);
+	close_fd(&r->stream);
 	hostout_close(&r->out);
 	hostout_close(&r->errout);
 	free(r->sdec);

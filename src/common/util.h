@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define ARRAY_SIZE(a)	 (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b)	 ((a) < (b) ? (a) : (b))
@@ -31,6 +32,15 @@ void cleanup_fclosep(void *f);
 #define cleanup_free   __attribute__((cleanup(cleanup_freep)))
 #define cleanup_close  __attribute__((cleanup(cleanup_closep)))
 #define cleanup_fclose __attribute__((cleanup(cleanup_fclosep)))
+
+/* Close *fd if open and mark it closed. Inline: the guest's static
+ * programs use it without linking this folder. */
+static inline void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
 
 /* Hand ownership out of a cleanup variable. */
 #define steal_pointer(pp)                                                                          \

@@ -43,13 +43,6 @@ struct fence {
 	int result[2];	/* the init writes CMD's wait status to result[1] */
 };
 
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 /* The fence's parent is watched through a pidfd, which polls readable when
  * its whole process is gone (PR_SET_PDEATHSIG fires when the thread that
  * started us ends, which a threaded parent's may well do early). */

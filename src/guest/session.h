@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "guest/guest.h"
 
 struct session {
@@ -36,13 +37,6 @@ struct session {
 	size_t out_len, out_off;
 	bool next_err; /* read stderr first next time, for fairness */
 };
-
-static inline void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
 
 static inline void set_nonblock(int fd)
 {

@@ -44,34 +44,32 @@ int digest_check(const char *d, gantry_error_t *err)
 void sha256_init(struct sha256 *h)
 {
 	h->ctx = EVP_MD_CTX_new();
-	if (h->ctx == NULL || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1) {
-		fprintf(stderr, "gantry: libcrypto cannot start sha256\n");
-		abort();
-	}
+	h->failed = h->ctx == NULL || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1;
 }
 
 void sha256_update(struct sha256 *h, const void *p, size_t n)
 {
-	if (n && EVP_DigestUpdate(h->ctx, p, n) != 1) {
-		fprintf(stderr, "gantry: libcrypto sha256 update failed\n");
-		abort();
-	}
+	if (!h->failed && n && EVP_DigestUpdate(h->ctx, p, n) != 1)
+		h->failed = true;
 }
 
-void sha256_final(struct sha256 *h, char out[DIGEST_STR_MAX])
+int sha256_final(struct sha256 *h, char out[DIGEST_STR_MAX], gantry_error_t *err)
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int len = 0;
 	char *p = out + strlen(DIGEST_PREFIX);
 
-	if (EVP_DigestFinal_ex(h->ctx, md, &len) != 1 || len != DIGEST_HEX_LEN / 2) {
-		fprintf(stderr, "gantry: libcrypto sha256 final failed\n");
-		abort();
+	out[0] = '\0';
+	if (h->failed || EVP_DigestFinal_ex(h->ctx, md, &len) != 1 || len != DIGEST_HEX_LEN / 2) {
+		sha256_release(h);
+		return gantry_error(err, EIO, "libcrypto cannot compute sha256 (out of memory, or "
+					      "its configuration leaves sha256 out)");
 	}
 	memcpy(out, DIGEST_PREFIX, strlen(DIGEST_PREFIX));
 	for (unsigned int i = 0; i < len; i++, p += 2)
 		snprintf(p, 3, "%02x", md[i]);
 	sha256_release(h);
+	return 0;
 }
 
 void sha256_release(struct sha256 *h)
@@ -80,13 +78,13 @@ void sha256_release(struct sha256 *h)
 	h->ctx = NULL;
 }
 
-void sha256_buf(const void *p, size_t n, char out[DIGEST_STR_MAX])
+int sha256_buf(const void *p, size_t n, char out[DIGEST_STR_MAX], gantry_error_t *err)
 {
 	struct sha256 h;
 
 	sha256_init(&h);
 	sha256_update(&h, p, n);
-	sha256_final(&h, out);
+	return sha256_final(&h, out, err);
 }
 
 void blob_init(struct blob *b, const char *label, const char *digest, int64_t size,
@@ -151,7 +149,8 @@ int blob_finish(struct blob *b, gantry_error_t *err)
 	if (b->size >= 0 && b->got != (uint64_t)b->size)
 		return gantry_error(err, 0, "%s: %llu bytes where its descriptor says %lld",
 				    b->label, (unsigned long long)b->got, (long long)b->size);
-	sha256_final(&b->hash, b->computed);
+	if (sha256_final(&b->hash, b->computed, err) < 0)
+		return gantry_error_prefix(err, "%s", b->label);
 	if (b->digest[0] && strcmp(b->computed, b->digest) != 0)
 		return gantry_error(err, 0, "%s: content does not match its digest (got %s)",
 				    b->label, b->computed);

@@ -30,14 +30,17 @@ int digest_check(const char *d, gantry_error_t *err);
 struct evp_md_ctx_st;
 struct sha256 {
 	struct evp_md_ctx_st *ctx;
+	bool failed; /* libcrypto refused a step: sha256_final says so */
 };
 
+/* A failure in init or update (libcrypto out of memory, or configured
+ * without sha256) is kept and reported by sha256_final. */
 void sha256_init(struct sha256 *h);
 void sha256_update(struct sha256 *h, const void *p, size_t n);
-/* Writes "sha256:<hex>" and frees the context. */
-void sha256_final(struct sha256 *h, char out[DIGEST_STR_MAX]);
+/* Writes "sha256:<hex>" (or "" on failure) and frees the context. */
+int sha256_final(struct sha256 *h, char out[DIGEST_STR_MAX], gantry_error_t *err);
 void sha256_release(struct sha256 *h);
-void sha256_buf(const void *p, size_t n, char out[DIGEST_STR_MAX]);
+int sha256_buf(const void *p, size_t n, char out[DIGEST_STR_MAX], gantry_error_t *err);
 
 /* A source of blob bytes: set *buf to the next bytes and return how many
  * (0 at the end), or -1 with err filled. The bytes stay valid until the

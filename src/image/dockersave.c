@@ -136,7 +136,8 @@ int dockersave_open(const char *path, struct dockersave *d, gantry_error_t *err)
 	if (read_member(path, d->manifest.config, has_name ? named : NULL, &d->config,
 			&d->config_len, err) < 0)
 		goto fail;
-	sha256_buf(d->config, d->config_len, d->config_digest);
+	if (sha256_buf(d->config, d->config_len, d->config_digest, err) < 0)
+		goto fail;
 	return 0;
 fail:
 	dockersave_close(d);

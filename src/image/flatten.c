@@ -215,8 +215,8 @@ int flatten_layer(struct flatten *f, const struct layer_src *l, blob_pull_fn pul
 		goto out;
 	if (p.plain)
 		memcpy(diff, blob.computed, sizeof(diff));
-	else
-		sha256_final(&p.diff, diff);
+	else if (sha256_final(&p.diff, diff, err) < 0)
+		goto out;
 	if (l->diff_id && strcmp(diff, l->diff_id) != 0) {
 		gantry_error(err, 0, "%s: uncompressed content does not match diff_id %s (got %s)",
 			     l->label, l->diff_id, diff);

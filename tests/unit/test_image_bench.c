@@ -60,9 +60,8 @@ static int diff_id(const char *path, char out[DIGEST_STR_MAX], uint64_t *bytes)
 		sha256_update(&h, buf, len);
 		*bytes += len;
 	}
-	sha256_final(&h, out);
 	archive_read_free(a);
-	return 0;
+	return sha256_final(&h, out, NULL);
 }
 
 /* Copy src into OUTDIR's blobs, hashing it; the digest and size out. */
@@ -91,7 +90,8 @@ static int put_file(const char *out, const char *src, char digest[DIGEST_STR_MAX
 			return -1;
 		*size += n;
 	}
-	sha256_final(&h, digest);
+	if (sha256_final(&h, digest, NULL) < 0)
+		return -1;
 	xasprintf(&dst, "%s/blobs/sha256/%s", out, digest_hex(digest));
 	return n < 0 || rename(tmp, dst) < 0 ? -1 : 0;
 }
@@ -102,7 +102,8 @@ static int put_json(const char *out, json_t *j, char digest[DIGEST_STR_MAX], int
 	cleanup_close int fd = -1;
 
 	json_decref(j);
-	sha256_buf(s, strlen(s), digest);
+	if (sha256_buf(s, strlen(s), digest, NULL) < 0)
+		return -1;
 	*size = (int64_t)strlen(s);
 	xasprintf(&p, "%s/blobs/sha256/%s", out, digest_hex(digest));
 	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
