@@ -119,71 +119,120 @@ struct client *client_by_guest_id(struct sup *s, uint32_t id)
 
 static bool client_frames(struct sup *s, struct client *c);
 
+/* The request line (end bytes and its newline) is answered: what was sent
+ * behind it waits its turn. */
+static void client_line_done(struct client *c, size_t end)
+{
+	size_t rest = c->len - end - 1;
+
+	memmove(c->line, c->line + end + 1, rest);
+	c->len = rest;
+}
+
+static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid", (int)getpid(),
+			      "state", s->stopping ? "stopping" : "running");
+	char *text = json_dumps(r, JSON_COMPACT);
+	cleanup_free char *line = NULL;
+
+	(void)j;
+	(void)op;
+	xasprintf(&line, "%s\n", text ? text : "{}");
+	free(text);
+	json_decref(r);
+	if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0) {
+		client_drop(s, c);
+	} else {
+		client_line_done(c, end);
+		c->deadline = now_ms() + SUP_REQUEST_MS;
+	}
+}
+
+static void ctl_stop(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	(void)j;
+	(void)op;
+	(void)end;
+	c->stop_waiter = true;
+	c->deadline = 0;
+	sup_begin_stop(s, "asked to");
+}
+
+/* The connection becomes a session: what follows the line is frames. */
+static void ctl_exec(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	size_t rest = c->len - end - 1;
+
+	(void)j;
+	(void)op;
+	if (s->stopping || s->control < 0) {
+		client_reply(c, false, s->stopping ? "the sandbox is stopping" : s->guest_gone);
+		client_drop(s, c);
+		return;
+	}
+	c->session = true;
+	c->deadline = 0;
+	c->dec = xmalloc(sizeof(*c->dec));
+	proto_decoder_init(c->dec);
+	if (rest)
+		proto_decoder_push(c->dec, c->line + end + 1, rest);
+	free(c->line);
+	c->line = NULL;
+	if (client_reply(c, true, NULL) < 0)
+		client_drop(s, c);
+	else if (rest && !client_frames(s, c))
+		client_hangup(s, c);
+}
+
+/* Answered once the network worker has. */
+static void ctl_net(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	client_line_done(c, end);
+	client_net_request(s, c, j, op);
+}
+
+/* Answered once the share worker has. */
+static void ctl_share(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	client_line_done(c, end);
+	client_share_request(s, c, j, op);
+}
+
+/* Every request a client may make of the supervisor (ctl.h). */
+static const struct ctl_op {
+	const char *name;
+	void (*serve)(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
+} ctl_ops[] = {
+	{ CTL_OP_STATUS, ctl_status },
+	{ CTL_OP_STOP, ctl_stop },
+	{ CTL_OP_EXEC, ctl_exec },
+	{ CTL_OP_PUBLISH, ctl_net },
+	{ CTL_OP_UNPUBLISH, ctl_net },
+	{ CTL_OP_PORTS, ctl_net },
+	{ CTL_OP_TRAFFIC, ctl_net },
+	{ CTL_OP_NETPOLICY_SET, ctl_net },
+	{ CTL_OP_NETPOLICY_GET, ctl_net },
+	{ CTL_OP_SHARE_ADD, ctl_share },
+	{ CTL_OP_SHARE_RM, ctl_share },
+	{ CTL_OP_SHARE_LS, ctl_share },
+};
+
 static void client_request(struct sup *s, struct client *c, size_t end)
 {
 	json_error_t jerr;
 	json_t *j = json_loadb(c->line, end, 0, &jerr);
 	const char *op = json_string_value(json_object_get(j, "op"));
-	size_t rest = c->len - end - 1;
+	size_t i;
 
-	if (op == NULL) {
-		client_reply(c, false, "bad request");
+	for (i = 0; op && i < ARRAY_SIZE(ctl_ops); i++)
+		if (strcmp(op, ctl_ops[i].name) == 0)
+			break;
+	if (op == NULL || i == ARRAY_SIZE(ctl_ops)) {
+		client_reply(c, false, op ? "unknown op" : "bad request");
 		client_drop(s, c);
-	} else if (strcmp(op, CTL_OP_STATUS) == 0) {
-		json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid",
-				      (int)getpid(), "state", s->stopping ? "stopping" : "running");
-		char *text = json_dumps(r, JSON_COMPACT);
-		cleanup_free char *line = NULL;
-
-		xasprintf(&line, "%s\n", text ? text : "{}");
-		free(text);
-		json_decref(r);
-		if (outq_send(&c->q, c->fd, line, strlen(line), -1) < 0) {
-			client_drop(s, c);
-		} else {
-			/* A request sent behind this one waits its turn. */
-			memmove(c->line, c->line + end + 1, rest);
-			c->len = rest;
-			c->deadline = now_ms() + SUP_REQUEST_MS;
-		}
-	} else if (strcmp(op, CTL_OP_STOP) == 0) {
-		c->stop_waiter = true;
-		c->deadline = 0;
-		sup_begin_stop(s, "asked to");
-	} else if (strcmp(op, CTL_OP_EXEC) == 0) {
-		if (s->stopping || s->control < 0) {
-			client_reply(c, false,
-				     s->stopping ? "the sandbox is stopping" : s->guest_gone);
-			client_drop(s, c);
-		} else {
-			c->session = true;
-			c->deadline = 0;
-			c->dec = xmalloc(sizeof(*c->dec));
-			proto_decoder_init(c->dec);
-			if (rest)
-				proto_decoder_push(c->dec, c->line + end + 1, rest);
-			free(c->line);
-			c->line = NULL;
-			if (client_reply(c, true, NULL) < 0)
-				client_drop(s, c);
-			else if (rest && !client_frames(s, c))
-				client_hangup(s, c);
-		}
-	} else if (strcmp(op, CTL_OP_PUBLISH) == 0 || strcmp(op, CTL_OP_UNPUBLISH) == 0 ||
-		   strcmp(op, CTL_OP_PORTS) == 0 || strcmp(op, CTL_OP_TRAFFIC) == 0 ||
-		   strcmp(op, CTL_OP_NETPOLICY_SET) == 0 || strcmp(op, CTL_OP_NETPOLICY_GET) == 0) {
-		/* Answered once the network worker has; a line behind it waits. */
-		memmove(c->line, c->line + end + 1, rest);
-		c->len = rest;
-		client_net_request(s, c, j, op);
-	} else if (strcmp(op, CTL_OP_SHARE_ADD) == 0 || strcmp(op, CTL_OP_SHARE_RM) == 0 ||
-		   strcmp(op, CTL_OP_SHARE_LS) == 0) {
-		memmove(c->line, c->line + end + 1, rest);
-		c->len = rest;
-		client_share_request(s, c, j, op);
 	} else {
-		client_reply(c, false, "unknown op");
-		client_drop(s, c);
+		ctl_ops[i].serve(s, c, j, op, end);
 	}
 	json_decref(j);
 }
