@@ -1,0 +1,119 @@
+/* A worker's confinement, the spawner's side: the isolation mode, and the
+ * fork into new namespaces whose outcome the worker is told (see
+ * confine.h; the worker's side is confine.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "confine/confine.h"
+
+/* --- the mode --------------------------------------------------------------------------- */
+
+static const char *const mode_names[] = {
+	[CONFINE_OFF] = "off", [CONFINE_AUTO] = "auto", [CONFINE_REQUIRED] = "required"
+};
+
+const char *confine_mode_name(enum confine_mode m)
+{
+	return mode_names[m];
+}
+
+int confine_mode_parse(const char *s, enum confine_mode *m, gantry_error_t *err)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
+		if (strcmp(s, mode_names[i]) == 0) {
+			*m = (enum confine_mode)i;
+			return 0;
+		}
+	}
+	return gantry_error(err, 0, "process isolation `%s`: want auto, required or off", s);
+}
+
+int confine_mode_from_env(enum confine_mode *m, gantry_error_t *err)
+{
+	const char *s = getenv(CONFINE_MODE_ENV);
+
+	*m = CONFINE_AUTO;
+	if (s == NULL || *s == '\0')
+		return 0;
+	if (confine_mode_parse(s, m, err) < 0)
+		return gantry_error_prefix(err, "%s", CONFINE_MODE_ENV);
+	return 0;
+}
+
+/* --- the spawn ---------------------------------------------------------------------------- */
+
+static bool write_all(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text);
+}
+
+pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp)
+{
+	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | extra_ns;
+	char uid_map[32], gid_map[32];
+	bool root = geteuid() == 0;
+	pid_t pid;
+
+	*sp = (struct confine_spawn){ 0 };
+	if (mode == CONFINE_OFF)
+		return fork();
+	/* Root keeps its identity and needs no user namespace for the
+	 * others; an ordinary user is root of its own, mapped to itself. */
+	if (!root)
+		ns |= CLONE_NEWUSER;
+	snprintf(uid_map, sizeof(uid_map), "0 %u 1\n", (unsigned)geteuid());
+	snprintf(gid_map, sizeof(gid_map), "0 %u 1\n", (unsigned)getegid());
+	sp->ns = ns; /* both sides' copy, if the clone works */
+	pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid < 0) {
+		/* Refused (a sysctl, a policy, a limit): without namespaces. */
+		*sp = (struct confine_spawn){ .userns_errno = errno };
+		return fork();
+	}
+	if (pid > 0)
+		return pid;
+	if (!root && (!write_all("/proc/self/setgroups", "deny") ||
+		      !write_all("/proc/self/uid_map", uid_map) ||
+		      !write_all("/proc/self/gid_map", gid_map)))
+		_exit(126);
+	return 0;
+}
+
+/* Decimal or hex digits of v into buf (size >= 24), async-signal-safe. */
+static void format_ulong(char *buf, unsigned long v, unsigned base)
+{
+	char tmp[24];
+	size_t n = 0, o = 0;
+
+	do {
+		tmp[n++] = "0123456789abcdef"[v % base];
+		v /= base;
+	} while (v && n < sizeof(tmp));
+	if (base == 16) {
+		buf[o++] = '0';
+		buf[o++] = 'x';
+	}
+	while (n)
+		buf[o++] = tmp[--n];
+	buf[o] = '\0';
+}
+
+void confine_spawn_format(const struct confine_spawn *sp, char ns[24], char userns[24])
+{
+	format_ulong(ns, sp->ns, 16);
+	format_ulong(userns, (unsigned long)sp->userns_errno, 10);
+}
