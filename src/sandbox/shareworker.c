@@ -92,12 +92,11 @@ static int request(struct share_worker *w, json_t *req, int fd, json_t **answer,
 {
 	bool eof;
 	json_t *a;
-	int r;
 
 	*answer = NULL;
 	pthread_mutex_lock(&w->lock);
-	r = w->chan >= 0 ? worker_send_json(w->chan, req, &fd, fd >= 0) : (json_decref(req), -1);
-	a = r == 0 ? worker_recv_json(w->chan, CTL_WAIT_MS, &eof) : NULL;
+	a = w->chan >= 0 ? worker_request(w->chan, &w->next_id, req, &fd, fd >= 0, CTL_WAIT_MS, &eof)
+			 : (json_decref(req), NULL);
 	pthread_mutex_unlock(&w->lock);
 	if (a == NULL)
 		return gantry_error(err, 0, "the share worker did not answer");

@@ -44,6 +44,7 @@ struct share_worker {
 	int rpc[SHARE_RPC_SOCKS_MAX];	 /* our ends, for the VMM worker, until it has them */
 	size_t nr_rpc;
 	json_t *isolation; /* its report */
+	uint64_t next_id;  /* the last request's id (worker_request) */
 };
 
 #define SHARE_WORKER_NONE                                                                          \

@@ -110,7 +110,7 @@ static void serve_channel(void)
 				return;
 			continue; /* a bad message is dropped */
 		}
-		send_json(share_request(req, fds, n), "channel");
+		send_json(worker_answer_to(req, share_request(req, fds, n)), "channel");
 		for (size_t i = 0; i < n; i++)
 			close(fds[i]);
 		json_decref(req);

@@ -143,6 +143,43 @@ int worker_send_json(int fd, json_t *j, const int *fds, size_t nr_fds)
 	return unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
+json_t *worker_request(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
+		       int ms, bool *eof)
+{
+	uint64_t deadline = ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)ms;
+	json_int_t id = (json_int_t)(++*next_id & INT32_MAX) ?: 1;
+
+	*eof = false;
+	json_object_set_new(req, "id", json_integer(id));
+	if (worker_send_json(chan, req, fds, nr_fds) < 0) {
+		*eof = errno == EPIPE || errno == ECONNRESET;
+		return NULL;
+	}
+	for (;;) {
+		uint64_t now = now_ms();
+		json_t *a;
+
+		if (now >= deadline)
+			return NULL;
+		a = worker_recv_json(chan, ms < 0 ? -1 : (int)MIN(deadline - now, (uint64_t)INT32_MAX),
+				     eof);
+		if (a == NULL && *eof)
+			return NULL;
+		if (json_integer_value(json_object_get(a, "id")) == id)
+			return a;
+		json_decref(a); /* an earlier request's, too late, or a bad one */
+	}
+}
+
+json_t *worker_answer_to(const json_t *req, json_t *answer)
+{
+	json_t *id = json_object_get(req, "id");
+
+	if (answer && json_is_integer(id))
+		json_object_set(answer, "id", id);
+	return answer;
+}
+
 char *worker_line(json_t *j, const char *key, const char *dflt)
 {
 	const char *e = json_string_value(json_object_get(j, key));

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -47,6 +48,15 @@ json_t *worker_recv_json(int fd, int ms, bool *eof);
 json_t *worker_recv_json_fds(int fd, int ms, int *fds, size_t max_fds, size_t *nr_fds, bool *eof);
 /* One message (j taken) with fds. 0, or -1 with errno. */
 int worker_send_json(int fd, json_t *j, const int *fds, size_t nr_fds);
+/* A request (req taken, with fds) and its answer within ms (-1: no
+ * limit), matched by an id the request carries ("id", from *next_id) and
+ * the answer echoes: an answer that comes after its request gave up is
+ * dropped when it arrives, never read as a later request's. The answer,
+ * or NULL (*eof: the worker hung up; else silence or a send that failed). */
+json_t *worker_request(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
+		       int ms, bool *eof);
+/* The worker's side: answer (returned) carries req's id. */
+json_t *worker_answer_to(const json_t *req, json_t *answer);
 /* A line from the worker (key's, else dflt), fit for our messages. */
 char *worker_line(json_t *j, const char *key, const char *dflt);
 /* Its first message within ms: {"op":"ready"} (its "isolation" report
