@@ -1,6 +1,7 @@
 /* Starting and ending a sandbox's network worker: `gantry __net-worker`
- * (net.h) executed afresh with the VMM's frame socket and a control socket,
- * for a sandbox's machine (src/sandbox/machine.c) and `gantry run -net`. */
+ * (net.h) started as every worker is (worker/worker.h), its channel the
+ * control socket and the VMM's frame socket given at birth, for a
+ * sandbox's machine (src/sandbox/machine.c) and `gantry run -net`. */
 #ifndef GANTRY_NET_SPAWN_H
 #define GANTRY_NET_SPAWN_H
 
@@ -21,8 +22,9 @@
 struct net_worker {
 	pid_t pid;  /* -1: none (or reaped) */
 	int vmm_fd; /* the VMM's end of the frame socketpair, non-blocking */
-	int ctl_fd; /* SEQPACKET, one JSON request or answer per message */
+	int ctl_fd; /* its channel (worker/worker.h): one JSON request or answer a message */
 	json_t *isolation; /* its confinement report (confine.h); NULL: off */
+	uint64_t next_id;  /* the last request's id */
 };
 
 #define NET_WORKER_NONE                                                                            \
@@ -41,6 +43,7 @@ struct net_worker_opts {
 	uint16_t proxy_port;
 	bool proxy_enforce;
 	enum confine_mode isolation; /* how it is confined (confine.h) */
+	const char *const *env;	     /* the variables it keeps; NULL: those it reads */
 };
 
 /* Start `gantry __net-worker` as o says, its stderr on log_fd; wait

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "net/frame.h"
 #include "net/worker_priv.h"
+#include "worker/worker.h"
 
 /* --- the egress policy ------------------------------------------------ */
 
@@ -339,7 +340,7 @@ static json_t *ctl_request(struct worker *w, const char *buf, size_t len)
 
 	if (req == NULL)
 		return ctl_error(&err);
-	answer = ctl_op(w, req);
+	answer = worker_answer_to(req, ctl_op(w, req));
 	json_decref(req);
 	return answer;
 }

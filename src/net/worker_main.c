@@ -26,6 +26,7 @@
 #include "net/spawn.h"
 #include "net/worker.h"
 #include "net/worker_priv.h"
+#include "worker/worker.h"
 
 struct args {
 	int frame_fd, ctl_fd;
@@ -304,14 +305,12 @@ static void teardown(struct worker *w)
 	free(w->fds);
 }
 
+/* The first message (worker/worker.h). */
 static void handshake(int ctl_fd, const char *error, json_t *isolation)
 {
-	json_t *j = error ? json_pack("{s:b, s:s}", "ok", 0, "error", error)
-			  : json_pack("{s:b}", "ok", 1);
+	json_t *j = worker_ready_msg(error, isolation);
 	cleanup_free char *s = NULL;
 
-	if (isolation)
-		json_object_set(j, "isolation", isolation);
 	s = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (ctl_fd >= 0 && s && send(ctl_fd, s, strlen(s), MSG_NOSIGNAL) < 0)

@@ -10,7 +10,7 @@
 #include "common/util.h"
 #include "sandbox/machine.h"
 #include "sandbox/shareworker.h"
-#include "sandbox/worker.h"
+#include "worker/worker.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
 
@@ -58,7 +58,9 @@ int share_worker_start(struct share_worker *w, struct machine *m, gantry_error_t
 		return -1;
 	}
 	/* It needs no network: an empty namespace of its own. */
-	if (worker_spawn(SHARE_WORKER_ROLE, "share worker", m->isolation, CLONE_NEWNET, worker_env,
+	if (worker_spawn(&(struct worker_spawn){ .role = SHARE_WORKER_ROLE, .what = "share worker",
+						 .mode = m->isolation, .extra_ns = CLONE_NEWNET,
+						 .env = worker_env, .log_fd = -1 },
 			 &w->pid, &w->chan, err) < 0) {
 		json_decref(exports);
 		worker_handover_close(&h);

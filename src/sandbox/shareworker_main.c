@@ -23,7 +23,7 @@
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
 #include "sandbox/shareworker.h"
-#include "sandbox/worker.h"
+#include "worker/worker.h"
 #include "share/rpc.h"
 #include "share/server.h"
 
@@ -266,7 +266,8 @@ static int run(gantry_error_t *err)
 		json_decref(report);
 		return gantry_error(err, 0, "cannot start the request threads");
 	}
-	send_json(json_pack("{s:s,s:o?}", "op", "ready", "isolation", report), "channel");
+	send_json(worker_ready_msg(NULL, report), "channel");
+	json_decref(report);
 	sw.ready_sent = true;
 	serve_channel();
 	return 0;
@@ -293,7 +294,7 @@ int share_worker_main(int argc, char **argv)
 	/* Our own /proc/self/fd in the root to be, before anything is open. */
 	confine_root_prepare(&sw.confine);
 	if (run(&err) < 0 && !sw.ready_sent)
-		send_json(json_pack("{s:s,s:s}", "op", "error", "error", gantry_error_str(err)),
+		send_json(worker_ready_msg(gantry_error_str(err), NULL),
 			  "channel");
 	gantry_error_free(&err);
 	/* The threads and the server go with the process. */

@@ -21,7 +21,7 @@
 #include "proto/agent.h"
 #include "sandbox/machine.h"
 #include "sandbox/vmmworker.h"
-#include "sandbox/worker.h"
+#include "worker/worker.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
 #include "vmm/vm.h"
@@ -132,7 +132,9 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
 	int r;
 
 	/* Its own network namespace too: it needs none. */
-	if (worker_spawn(VMM_WORKER_ROLE, "VMM worker", m->isolation, CLONE_NEWNET, worker_env,
+	if (worker_spawn(&(struct worker_spawn){ .role = VMM_WORKER_ROLE, .what = "VMM worker",
+						 .mode = m->isolation, .extra_ns = CLONE_NEWNET,
+						 .env = worker_env, .log_fd = -1 },
 			 &w->pid, &w->chan, err) < 0)
 		return -1;
 	c = config_json(m, &h, err);

@@ -20,7 +20,7 @@
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
 #include "sandbox/vmmworker.h"
-#include "sandbox/worker.h"
+#include "worker/worker.h"
 #include "share/rpc.h"
 #include "virtio/devices.h"
 #include "machine/vmm.h"
@@ -228,7 +228,8 @@ static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantr
 	if (report == NULL && *why)
 		return gantry_error(err, 0, "%s", why);
 	pthread_mutex_lock(&w->chan_lock);
-	send_json(CHAN_FD, json_pack("{s:s,s:o?}", "op", "ready", "isolation", report));
+	send_json(CHAN_FD, worker_ready_msg(NULL, report));
+	json_decref(report);
 	w->ready_sent = true;
 	pthread_mutex_unlock(&w->chan_lock);
 	return 0;
@@ -294,7 +295,7 @@ int vmm_worker_main(int argc, char **argv)
 	}
 	pthread_mutex_lock(&w.chan_lock);
 	if (!w.ready_sent)
-		send_json(CHAN_FD, json_pack("{s:s,s:s}", "op", "error", "error", gantry_error_str(err)));
+		send_json(CHAN_FD, worker_ready_msg(gantry_error_str(err), NULL));
 	else
 		send_json(CHAN_FD,
 			  json_pack("{s:s,s:i,s:i,s:s?}", "op", "exit", "rc", rc, "status", status,

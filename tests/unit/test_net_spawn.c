@@ -29,6 +29,9 @@
 
 #define MODE_ENV "GANTRY_TEST_WORKER"
 
+/* The worker keeps only the variables it is given: this one among them. */
+static const char *const test_env[] = { MODE_ENV, NULL };
+
 static bool is_seqpacket(int fd)
 {
 	int type = 0;
@@ -55,31 +58,31 @@ static int play_worker(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(mode, "error") == 0) {
-		static const char e[] = "{\"ok\":false,\"error\":\"port 127.0.0.1:1/tcp: address "
-					"in use\\u001b[2J\"}";
+		static const char e[] = "{\"op\":\"error\",\"ok\":false,\"error\":\"port "
+					"127.0.0.1:1/tcp: address in use\\u001b[2J\"}";
 
-		(void)!send(4, e, sizeof(e) - 1, 0);
+		(void)!send(3, e, sizeof(e) - 1, 0);
 		return 1;
 	}
 	for (int fd = 5; fd < 256; fd++)
 		if (fcntl(fd, F_GETFD) >= 0)
 			open_fds++;
 	/* What it was given, in its log, where the test reads it. */
-	fprintf(stderr, "worker: frame=%d ctl=%d stdin=%s others=%d args=", is_seqpacket(3),
-		is_seqpacket(4), isatty(0) ? "tty" : "file", open_fds);
+	fprintf(stderr, "worker: frame=%d ctl=%d stdin=%s others=%d args=", is_seqpacket(4),
+		is_seqpacket(3), isatty(0) ? "tty" : "file", open_fds);
 	for (int i = 1; i < argc; i++)
 		fprintf(stderr, "%s%s", argv[i], i + 1 < argc ? " " : "\n");
 	if (strcmp(mode, "stubborn") == 0)
 		signal(SIGTERM, SIG_IGN);
-	snprintf(msg, sizeof(msg), "{\"ok\":true}");
-	if (send(4, msg, strlen(msg), 0) < 0)
+	snprintf(msg, sizeof(msg), "{\"op\":\"ready\",\"ok\":true}");
+	if (send(3, msg, strlen(msg), 0) < 0)
 		return 1;
 	if (strcmp(mode, "stubborn") == 0)
 		for (;;)
 			pause();
 	/* Echo frames back until the frame socket closes. */
-	while ((n = recv(3, buf, sizeof(buf), 0)) > 0)
-		(void)!send(3, buf, (size_t)n, 0);
+	while ((n = recv(4, buf, sizeof(buf), 0)) > 0)
+		(void)!send(4, buf, (size_t)n, 0);
 	return 0;
 }
 
@@ -110,7 +113,7 @@ static void test_start_and_stop(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "ok", 1);
-	if (net_worker_start(&w, &(struct net_worker_opts){ .ports = ports, .nr_ports = 2 }, log, &err) < 0)
+	if (net_worker_start(&w, &(struct net_worker_opts){ .ports = ports, .nr_ports = 2, .env = test_env }, log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	assert_true(w.pid > 0 && w.vmm_fd >= 0 && w.ctl_fd >= 0);
 	assert_true(fcntl(w.vmm_fd, F_GETFL) & O_NONBLOCK);
@@ -134,7 +137,7 @@ static void test_start_and_stop(void **state)
 	close(fd);
 	assert_non_null(strstr(buf,
 			       "worker: frame=1 ctl=1 stdin=file others=0 args=" NET_WORKER_ROLE
-			       " --frame-fd 3 --ctl-fd 4 -p 127.0.0.1:8080:80 -p "
+			       " --frame-fd 4 --ctl-fd 3 -p 127.0.0.1:8080:80 -p "
 			       "127.0.0.1:53:53/udp --isolation off --ns 0x0 --userns-errno 0\n"));
 	close(log);
 	unlink(path);
@@ -150,7 +153,7 @@ static void test_worker_refuses(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "error", 1);
-	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err), -1);
+	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "port 127.0.0.1:1/tcp: address in use"));
 	assert_null(strchr(gantry_error_str(err), '\x1b'));
 	assert_int_equal(w.pid, -1);
@@ -171,7 +174,7 @@ static void test_worker_exits(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "exit", 1);
-	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err), -1);
+	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "exited (status 3) before it was ready"));
 	gantry_error_free(&err);
 	fd = open(path, O_RDONLY);
@@ -193,7 +196,7 @@ static void test_worker_silent(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "silent", 1);
-	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err), -1);
+	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "not ready in 10 s"));
 	assert_true(now_ms() - t0 < NET_WORKER_READY_MS + 3000);
 	gantry_error_free(&err);
@@ -214,7 +217,7 @@ static void test_stop_stubborn(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "stubborn", 1);
-	if (net_worker_start(&w, &(struct net_worker_opts){ 0 }, log, &err) < 0)
+	if (net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	pid = w.pid;
 	t0 = now_ms();

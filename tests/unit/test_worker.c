@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "sandbox/worker.h"
+#include "worker/worker.h"
 
 struct chan {
 	int ours, theirs;

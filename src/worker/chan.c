@@ -1,4 +1,5 @@
-/* Starting a confined worker and its channel (see worker.h). */
+/* A worker's channel: JSON messages with descriptors, requests matched
+ * to answers by id, the ready handshake (see worker.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,84 +12,9 @@
 #include "common/json.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "sandbox/worker.h"
+#include "worker/worker.h"
 
-#define WORKER_LOWEST 16
-#define WORKER_ERR    512
-#define REAP_MS	      5000
-
-void worker_give(struct worker_handover *h, int fd, bool ours)
-{
-	h->ours[h->n] = ours;
-	h->fds[h->n++] = fd;
-}
-
-void worker_handover_close(struct worker_handover *h)
-{
-	for (size_t i = 0; i < h->n; i++)
-		if (h->ours[i] && h->fds[i] >= 0)
-			close(h->fds[i]);
-	h->n = 0;
-}
-
-/* Only async-signal-safe calls between fork and exec. */
-static __attribute__((noreturn)) void worker_child(char *const argv[], char *const envp[], int null,
-						   int chan, const char *what)
-{
-	/* A Ctrl-C meant for the guest's process is not the worker's. */
-	setsid();
-	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(chan, WORKER_CHAN) < 0)
-		child_fail(what, "dup2 failed");
-	close_range(WORKER_CHAN + 1, ~0U, 0);
-	child_exec_self_env(argv, envp, what);
-}
-
-int worker_spawn(const char *role, const char *what, enum confine_mode mode,
-		 unsigned long extra_ns, const char *const *env, pid_t *pid, int *chan,
-		 gantry_error_t *err)
-{
-	char ns[24] = "", userns[24] = "";
-	char *argv[] = { "gantry", (char *)role, "--isolation", (char *)confine_mode_name(mode),
-			 "--ns",   ns,		 "--userns-errno", userns, NULL };
-	cleanup_close int null = -1, chan_w = -1;
-	struct confine_spawn sp;
-	char **envp;
-	int p[2];
-
-	*chan = -1;
-	null = child_fd_above(open("/dev/null", O_RDWR | O_CLOEXEC), WORKER_LOWEST);
-	if (null < 0)
-		return gantry_error_errno(err, "%s: /dev/null", what);
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) < 0)
-		return gantry_error_errno(err, "%s: socketpair", what);
-	*chan = child_fd_above(p[0], WORKER_LOWEST);
-	chan_w = child_fd_above(p[1], WORKER_LOWEST);
-	if (*chan < 0 || chan_w < 0)
-		return gantry_error_errno(err, "%s: fcntl", what);
-	envp = child_env_only(env);
-	*pid = confine_fork(mode, extra_ns, &sp);
-	if (*pid < 0) {
-		strv_free(envp);
-		return gantry_error_errno(err, "%s: fork", what);
-	}
-	confine_spawn_format(&sp, ns, userns);
-	if (*pid == 0)
-		worker_child(argv, envp, null, chan_w, what);
-	strv_free(envp);
-	return 0;
-}
-
-void worker_reap(pid_t *pid, int *status)
-{
-	*status = 0;
-	if (*pid <= 0)
-		return;
-	if (!child_reap_within(*pid, REAP_MS, status)) {
-		kill(*pid, SIGKILL);
-		child_reap_within(*pid, REAP_MS, status);
-	}
-	*pid = -1;
-}
+#define WORKER_ERR 512
 
 json_t *worker_recv_json_fds(int fd, int ms, int *fds, size_t max_fds, size_t *nr_fds, bool *eof)
 {
@@ -180,6 +106,16 @@ json_t *worker_answer_to(const json_t *req, json_t *answer)
 	return answer;
 }
 
+json_t *worker_ready_msg(const char *error, json_t *isolation)
+{
+	json_t *j = error ? json_pack("{s:s,s:b,s:s}", "op", "error", "ok", 0, "error", error)
+			  : json_pack("{s:s,s:b}", "op", "ready", "ok", 1);
+
+	if (isolation)
+		json_object_set(j, "isolation", isolation);
+	return j;
+}
+
 char *worker_line(json_t *j, const char *key, const char *dflt)
 {
 	const char *e = json_string_value(json_object_get(j, key));
@@ -214,5 +150,5 @@ int worker_wait_ready(pid_t *pid, int chan, int ms, const char *what, json_t **i
 		return gantry_error(err, ETIMEDOUT, "the %s was not ready in %d s", what, ms / 1000);
 	worker_reap(pid, &status);
 	child_describe_status(status, why, sizeof(why));
-	return gantry_error(err, 0, "the %s exited (%s) before the VM started", what, why);
+	return gantry_error(err, 0, "the %s exited (%s) before it was ready", what, why);
 }
