@@ -1,23 +1,6 @@
-/* The share worker: a sandbox's share server (share/server.h) in a process
- * of its own, the gantry binary executed afresh as `gantry __share-worker`
- * and confined (confine.h) like the VMM and network workers, started by
- * the supervisor (or the CLI for a one-shot exec) where the VM has the
- * virtio-fs device and process isolation is not off. The VMM worker then
- * holds no share directory: its virtio-fs device carries each request to
- * this worker over one of the RPC sockets (share/rpc.h), guest RAM a
- * memfd the VMM worker sends it once.
- *
- * Its fds: 0 and 1 /dev/null, 2 the caller's stderr, 3 the channel
- * (worker.h).
- *   caller -> worker  {"op":"config","live":B,"exports":[{"tag","ro","map",
- *                     "uid","gid"}...],"rpc":N} with each export's root,
- *                     then the N RPC sockets' far ends
- *   worker -> caller  {"op":"ready","isolation":REPORT} once confined, or
- *                     {"op":"error","error":LINE}
- * then the share requests, one at a time: {"op":"add",...} with the
- * share's root, {"op":"rm","tag":T,"force":B}, {"op":"handles","tag":T},
- * each answered {"ok":B[,"error":LINE][,"handles":N]}. A hang-up of the
- * channel or of any RPC socket ends it. */
+/* Starting and asking the share worker (share/worker.h has what it is and
+ * its protocol), the caller's side: the supervisor, or the CLI for a
+ * one-shot exec. */
 #ifndef GANTRY_SANDBOX_SHAREWORKER_H
 #define GANTRY_SANDBOX_SHAREWORKER_H
 
@@ -29,10 +12,9 @@
 
 #include "common/error.h"
 #include "share/rpc.h"
+#include "share/worker.h"
 
-#define SHARE_WORKER_ROLE     "__share-worker"
 #define SHARE_WORKER_READY_MS 20000
-#define SHARE_WORKER_NOFILE   256 /* its sockets; the server adds its nodes */
 
 struct machine;
 struct share_spec;
@@ -65,7 +47,5 @@ size_t share_worker_handles(struct share_worker *w, const char *tag);
 /* Close our ends and reap it (SIGKILL if it lingers). */
 void share_worker_stop(struct share_worker *w);
 
-/* `gantry __share-worker`: its own side (shareworker_main.c). */
-int share_worker_main(int argc, char **argv);
 
 #endif

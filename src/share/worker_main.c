@@ -1,4 +1,4 @@
-/* The share worker's own side (see shareworker.h): take the share roots
+/* The share worker's own side (see worker.h): take the share roots
  * and the RPC sockets, build the server, confine ourselves, then map the
  * guest RAM the VMM worker sends and serve its requests, one thread per
  * socket, and the caller's share requests on the channel. */
@@ -22,10 +22,10 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
-#include "sandbox/shareworker.h"
-#include "worker/worker.h"
 #include "share/rpc.h"
 #include "share/server.h"
+#include "share/worker.h"
+#include "worker/worker.h"
 
 #define CONFIG_WAIT_MS 10000
 #define MEM_SEALS      (F_SEAL_SHRINK | F_SEAL_SEAL)

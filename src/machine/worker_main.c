@@ -1,4 +1,4 @@
-/* The VMM worker's own side (see vmmworker.h): take the configuration and
+/* The VMM worker's own side (see worker.h): take the configuration and
  * the descriptors, set the VM up, confine ourselves, and run it. */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,11 +19,11 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
-#include "sandbox/vmmworker.h"
-#include "worker/worker.h"
+#include "machine/vmm.h"
+#include "machine/worker.h"
 #include "share/rpc.h"
 #include "virtio/devices.h"
-#include "machine/vmm.h"
+#include "worker/worker.h"
 
 #define CHAN_FD		3
 #define CONFIG_WAIT_MS	10000
