@@ -162,6 +162,14 @@ static void isolation_write(struct machine *m)
 		isolation_role(roles, degraded, "net", m->net_worker.isolation);
 	if (m->share_worker.isolation)
 		isolation_role(roles, degraded, "share", m->share_worker.isolation);
+	{
+		const char *role;
+		json_t *how;
+
+		/* A worker that ended: its line replaces what held of it. */
+		json_object_foreach(m->workers_gone, role, how)
+			json_object_set_new(roles, role, json_pack("{s:O}", "state", how));
+	}
 	j = json_pack("{s:i,s:s,s:o,s:o}", "version", 1, "mode", confine_mode_name(m->isolation),
 		      "roles", roles, "degraded", degraded);
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -272,6 +280,16 @@ void machine_kill(struct machine *m)
 		(void)!write(m->cfg.stop_fd, &one, sizeof(one));
 }
 
+void machine_worker_gone(struct machine *m, const char *role, const char *how,
+			 const char *meaning)
+{
+	if (m->workers_gone == NULL)
+		m->workers_gone = json_object();
+	json_object_set_new(m->workers_gone, role, json_sprintf("exited (%s): %s", how, meaning));
+	if (m->isolation_path)
+		isolation_write(m);
+}
+
 void machine_join(struct machine *m)
 {
 	if (!m->started)
@@ -302,6 +320,7 @@ void machine_free(struct machine *m)
 	free(m->proxy);
 	free(m->net_log);
 	free(m->isolation_path);
+	json_decref(m->workers_gone);
 	if (m->agent)
 		agent_free(m->agent);
 	if (m->cfg.stop_fd >= 0)

@@ -58,6 +58,7 @@ struct machine {
 	struct net_worker_opts net_opts; /* what it was started with */
 	enum confine_mode isolation; /* the workers' (confine/confine.h) */
 	char *isolation_path;	     /* <dir>/isolation.json: what holds */
+	json_t *workers_gone;	     /* role -> how it ended, once a worker has */
 	struct fs_server *shares; /* the share server, in this process; NULL: none here */
 	struct virtio_fs_handler fs_handler;
 	bool fs_device;	   /* the VM has the virtio-fs device */
@@ -111,6 +112,10 @@ int machine_start(struct machine *m, gantry_error_t *err);
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
 /* End the VM now, without asking the guest (see vmm_config.stop_fd). */
 void machine_kill(struct machine *m);
+/* A worker of role ("net", "share") ended while the VM runs: say how in
+ * isolation.json (what `inspect` shows), and what it means for the guest. */
+void machine_worker_gone(struct machine *m, const char *role, const char *how,
+			 const char *meaning);
 /* Wait for the VM thread; then m->rc, m->status and m->err say how it ended. */
 void machine_join(struct machine *m);
 /* Join (killing the VM first) if it runs, stop the network worker, close

@@ -209,6 +209,8 @@ static void net_reap(struct sup *s, uint64_t now)
 	if (w->pid <= 0) {
 		s->net.reap = false;
 		log_warn("network worker exited: the guest's network link is down");
+		machine_worker_gone(&s->m, "net", "not ours to wait for",
+				    "the guest's network link is down");
 		return;
 	}
 	r = waitpid(w->pid, &status, WNOHANG);
@@ -225,6 +227,7 @@ static void net_reap(struct sup *s, uint64_t now)
 	w->pid = -1;
 	s->net.reap = false;
 	log_warn("network worker exited (%s): the guest's network link is down", how);
+	machine_worker_gone(&s->m, "net", how, "the guest's network link is down");
 }
 
 /* Send r; false when the socket has no room now (try again later). */

@@ -14,7 +14,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
+#include "common/child.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -23,6 +25,7 @@
 #include "sandbox/shares.h"
 #include "sandbox/supervisor_priv.h"
 #include "share/server.h"
+#include "worker/worker.h"
 
 void sup_shares_init(struct sup *s)
 {
@@ -243,6 +246,34 @@ static void share_rm(struct sup *s, struct client *c, json_t *req)
 }
 
 static void op_finish(struct sup *s, struct share_op *op);
+
+int sup_share_worker_fd(const struct sup *s)
+{
+	return s->m.share_started ? s->m.share_worker.chan : -1;
+}
+
+void sup_share_worker_gone(struct sup *s)
+{
+	struct share_worker *w = &s->m.share_worker;
+	char how[64];
+	int status;
+
+	pthread_mutex_lock(&w->lock);
+	close_fd(&w->chan);
+	pthread_mutex_unlock(&w->lock);
+	worker_reap(&w->pid, &status);
+	child_describe_status(status, how, sizeof(how));
+	/* It ends cleanly once the VMM worker hangs up on it: the VM is
+	 * ending, which says so itself. */
+	if (s->stopping || atomic_load(&s->m.ended) || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+		log_info("share worker exited (%s)", how);
+		return;
+	}
+	log_warn("share worker exited (%s): the guest's shares answer every request with an "
+		 "I/O error", how);
+	machine_worker_gone(&s->m, "share", how,
+			    "the guest's shares answer every request with an I/O error");
+}
 
 void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake)
 {

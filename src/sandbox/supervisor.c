@@ -324,7 +324,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 
 /* --- the loop -------------------------------------------------------------------------------- */
 
-enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_FIXED };
+enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_FIXED };
 #define SUP_MAX_FDS (F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS)
 
 static void on_signals(struct sup *s)
@@ -361,6 +361,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 	fds[F_STDIO] = (struct pollfd){ .fd = s->stdio_listen, .events = POLLIN };
 	fds[F_CTL] = (struct pollfd){ .fd = s->ctl_listen, .events = POLLIN };
 	fds[F_NET] = (struct pollfd){ .fd = s->net.ctl, .events = POLLIN };
+	/* Its answers are read where it is asked: only its hang-up here. */
+	fds[F_SHARE] = (struct pollfd){ .fd = sup_share_worker_fd(s), .events = 0 };
 	if (s->control >= 0 && outq_pending(&s->control_q))
 		wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
@@ -412,6 +414,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 		guest_event(s, fds[F_CONTROL].revents);
 	if (fds[F_NET].revents && s->net.ctl >= 0)
 		sup_net_event(s);
+	if ((fds[F_SHARE].revents & (POLLHUP | POLLERR)) && sup_share_worker_fd(s) >= 0)
+		sup_share_worker_gone(s);
 	for (size_t i = F_FIXED; i < n; i++) {
 		if (!fds[i].revents)
 			continue;

@@ -207,6 +207,10 @@ void client_share_request(struct sup *s, struct client *c, json_t *req, const ch
 void sup_shares_done(struct sup *s, const struct proto_msg *m);
 /* Removes waiting for open files look again; *wake gets the next time. */
 void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake);
+/* The share worker's channel, watched for its hang-up alone (-1: none). */
+int sup_share_worker_fd(const struct sup *s);
+/* It hung up: it is reaped, and isolation.json and the log say so. */
+void sup_share_worker_gone(struct sup *s);
 /* c is going: a remove it waits for is called off, the rest carry on. */
 void sup_shares_client_gone(struct sup *s, struct client *c);
 /* The guest's control connection is gone: every change under way fails. */

@@ -10,7 +10,9 @@ throw-away."""
 import json
 import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -194,6 +196,23 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
         assert r.returncode == 0
         assert json.loads(g.run("inspect", "iso", "--json", check=True).stdout)[
             "process_isolation"] == "required"
+        # A worker that dies is noticed: isolation.json and inspect say how
+        # it ended and what that means; the sandbox runs on.
+        os.kill(workers["net"], signal.SIGKILL)
+        os.kill(workers["share"], signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            roles = json.loads((d / "isolation.json").read_text())["roles"]
+            if all(isinstance(roles[r].get("state"), str) for r in ("net", "share")):
+                break
+            time.sleep(0.2)
+        assert roles["net"]["state"].startswith("exited ("), roles
+        assert "network link is down" in roles["net"]["state"], roles
+        assert "I/O error" in roles["share"]["state"], roles
+        text = g.run("inspect", "iso", check=True).stdout.decode()
+        assert "network link is down" in text and "I/O error" in text, text
+        r = g.run("exec", "iso", "--", "echo", "alive", check=True)
+        assert r.stdout == b"alive\n"
     finally:
         g.run("delete", "iso")
 
