@@ -459,13 +459,13 @@ static void layer_seccomp(const struct confine_opts *o, struct confine_report *r
 	struct confine_prop *p = prop(r, "syscall-policy", true);
 	struct confine_prop *task = prop(r, "task-limit", true);
 	struct confine_prop *files = prop(r, "file-open", true);
-	char why[128] = "";
+	gantry_error_t err = NULL;
 	int probe, fd;
 
 	r->seccomp_log = o->seccomp_log;
-	if (o->load_filter == NULL ||
-	    o->load_filter(o->filter_opaque, o->seccomp_log, why, sizeof(why)) < 0) {
-		say(p, false, "", "%s", *why ? why : "no filter for this role");
+	if (o->load_filter == NULL || o->load_filter(o->filter_opaque, o->seccomp_log, &err) < 0) {
+		say(p, false, "", "%s", err ? gantry_error_str(err) : "no filter for this role");
+		gantry_error_free(&err);
 		say(task, false, "", "no filter");
 		say(files, false, "", "no filter");
 		return;
@@ -563,13 +563,12 @@ static const char *hint(const struct confine_report *r, const struct confine_pro
 	return "";
 }
 
-json_t *confine_run(struct confine_opts *o, char *why, size_t len)
+json_t *confine_run(struct confine_opts *o, gantry_error_t *err)
 {
 	const char *s = getenv(CONFINE_SECCOMP_ENV);
 	const struct confine_prop *miss;
 	struct confine_report r;
 
-	*why = '\0';
 	if (o->mode == CONFINE_OFF)
 		return NULL;
 	o->seccomp_log = s && strcmp(s, "log") == 0;
@@ -577,8 +576,8 @@ json_t *confine_run(struct confine_opts *o, char *why, size_t len)
 	r.userns_errno = o->spawn.userns_errno;
 	miss = confine_missing(&r);
 	if (miss && o->mode == CONFINE_REQUIRED) {
-		snprintf(why, len, "process isolation is required, but `%s` does not hold (%s)%s",
-			 miss->name, miss->detail, hint(&r, miss));
+		gantry_error(err, EPERM, "process isolation is required, but `%s` does not hold (%s)%s",
+			     miss->name, miss->detail, hint(&r, miss));
 		return NULL;
 	}
 	return confine_report_json(&r, o->role, o->mode);
@@ -586,19 +585,23 @@ json_t *confine_run(struct confine_opts *o, char *why, size_t len)
 
 int confine_self_test(struct confine_opts *o)
 {
-	char why[512];
+	gantry_error_t err = NULL;
 	json_t *j;
+	int rc = 0;
 
 	confine_root_prepare(o);
-	j = confine_run(o, why, sizeof(why));
-	if (j == NULL && *why)
-		j = json_pack("{s:b,s:s}", "ok", false, "error", why);
-	else if (j == NULL)
+	j = confine_run(o, &err);
+	if (j == NULL && err) {
+		j = json_pack("{s:b,s:s}", "ok", false, "error", gantry_error_str(err));
+		gantry_error_free(&err);
+		rc = 1;
+	} else if (j == NULL) {
 		j = json_pack("{s:s}", "mode", "off");
+	}
 	json_dumpf(j, stdout, JSON_COMPACT);
 	putchar('\n');
 	json_decref(j);
-	return *why ? 1 : 0;
+	return rc;
 }
 
 json_t *confine_report_json(const struct confine_report *r, const char *role,

@@ -116,7 +116,7 @@ struct confine_opts {
 	/* The seccomp filter to load last (seccomp.c), with its opaque;
 	 * and whether that filter lets it open files (a share server), which
 	 * Landlock alone then refuses. */
-	int (*load_filter)(void *opaque, bool log, char *why, size_t len);
+	int (*load_filter)(void *opaque, bool log, gantry_error_t *err);
 	void *filter_opaque;
 	bool opens_files;
 };
@@ -159,7 +159,7 @@ const struct confine_prop *confine_missing(const struct confine_report *r);
  * NULL: with mode off (why empty), or when the mode is required and a
  * property does not hold (why: one line naming it, what the probe saw and
  * what to change). CONFINE_SECCOMP_ENV decides o->seccomp_log. */
-json_t *confine_run(struct confine_opts *o, char *why, size_t len);
+json_t *confine_run(struct confine_opts *o, gantry_error_t *err);
 /* --self-test: confine_run from the root prepared, then its report, or
  * {"mode":"off"}, or {"ok":false,"error":WHY} on stdout; 1 for the last. */
 int confine_self_test(struct confine_opts *o);
@@ -173,6 +173,6 @@ int confine_probe_main(int argc, char **argv);
 
 /* seccomp.c: the network worker's filter (after its set-up). 0, or -1
  * with why filled. */
-int confine_filter_net(bool log, char *why, size_t len);
+int confine_filter_net(bool log, gantry_error_t *err);
 
 #endif

@@ -194,36 +194,36 @@ static const struct probe probes[] = {
 };
 
 /* The role's filters, as its process or thread has them. */
-static int probe_load(const char *role, char *why, size_t len)
+static int probe_load(const char *role, gantry_error_t *err)
 {
 	static const struct vmm_filter_opts vm = { .fs = true };
 	static const struct vmm_filter_opts remote = { .fs = true, .fs_remote = true };
 
 	if (strcmp(role, "net") == 0)
-		return confine_filter_net(false, why, len);
+		return confine_filter_net(false, err);
 	if (strcmp(role, "share") == 0)
-		return confine_filter_share(false, why, len);
+		return confine_filter_share(false, err);
 	if (strcmp(role, "vmm-fs-remote") == 0)
-		return confine_filter_vmm(VMM_THREAD_BASE, &remote, why, len) < 0 ?
+		return confine_filter_vmm(VMM_THREAD_BASE, &remote, err) < 0 ?
 			       -1 :
-			       confine_filter_vmm(VMM_THREAD_FS, &remote, why, len);
+			       confine_filter_vmm(VMM_THREAD_FS, &remote, err);
 	for (int t = VMM_THREAD_BASE; t < VMM_THREAD_KINDS; t++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "vmm-%s", vmm_thread_name(t));
 		if (strcmp(role, name) != 0)
 			continue;
-		if (confine_filter_vmm(VMM_THREAD_BASE, &vm, why, len) < 0)
+		if (confine_filter_vmm(VMM_THREAD_BASE, &vm, err) < 0)
 			return -1;
-		return t == VMM_THREAD_BASE ? 0 : confine_filter_vmm(t, &vm, why, len);
+		return t == VMM_THREAD_BASE ? 0 : confine_filter_vmm(t, &vm, err);
 	}
-	snprintf(why, len, "__seccomp-probe: no role `%s`", role);
+	gantry_error(err, EINVAL, "__seccomp-probe: no role `%s`", role);
 	return -2;
 }
 
 int confine_probe_main(int argc, char **argv)
 {
-	char why[128] = "";
+	gantry_error_t err = NULL;
 	long r;
 	int l;
 
@@ -235,9 +235,10 @@ int confine_probe_main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
 		if (strcmp(probes[i].name, argv[1]) != 0)
 			continue;
-		l = probe_load(argv[0], why, sizeof(why));
+		l = probe_load(argv[0], &err);
 		if (l < 0) {
-			fprintf(stderr, "gantry: %s\n", why);
+			fprintf(stderr, "gantry: %s\n", gantry_error_str(err));
+			gantry_error_free(&err);
 			return l == -2 ? 2 : 1;
 		}
 		r = probes[i].call();

@@ -188,28 +188,25 @@ int seccomp_common_rules(scmp_filter_ctx f, int spared)
 	return r;
 }
 
-int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), char *why,
-		  size_t len)
+int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), gantry_error_t *err)
 {
 	scmp_filter_ctx f = seccomp_init(log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
 	int r;
 
-	if (f == NULL) {
-		snprintf(why, len, "seccomp_init failed");
-		return -1;
-	}
+	if (f == NULL)
+		return gantry_error(err, ENOMEM, "seccomp (%s): seccomp_init failed", what);
 	r = seccomp_common_rules(f, -1);
 	if (r == 0)
 		r = role(f);
 	if (r == 0)
 		r = seccomp_load(f);
-	if (r < 0)
-		snprintf(why, len, "seccomp (%s): %s", what, strerror(-r));
 	seccomp_release(f);
-	return r < 0 ? -1 : 0;
+	if (r < 0)
+		return gantry_error(err, -r, "seccomp (%s): %s", what, strerror(-r));
+	return 0;
 }
 
-int confine_filter_net(bool log, char *why, size_t len)
+int confine_filter_net(bool log, gantry_error_t *err)
 {
-	return seccomp_build(log, "net", net_rules, why, len);
+	return seccomp_build(log, "net", net_rules, err);
 }

@@ -6,6 +6,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/error.h"
+
 /* Allow each syscall of v, whatever its arguments. */
 int seccomp_allow_all(scmp_filter_ctx f, const int *v, size_t n);
 /* The kill list (but spared, which the caller rules on itself; -1: none),
@@ -15,7 +17,6 @@ int seccomp_allow_all(scmp_filter_ctx f, const int *v, size_t n);
 int seccomp_common_rules(scmp_filter_ctx f, int spared);
 /* A whole filter for one process, loaded: EPERM (or, log, logged) for what
  * neither the common rules nor role allow. 0, or -1 and why (naming what). */
-int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), char *why,
-		  size_t len);
+int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), gantry_error_t *err);
 
 #endif

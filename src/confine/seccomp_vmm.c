@@ -279,21 +279,18 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 	return r;
 }
 
-int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, char *why, size_t len)
+int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, gantry_error_t *err)
 {
 	scmp_filter_ctx f;
 	bool fs_spawn = o->fs && (t == VMM_THREAD_BASE || t == VMM_THREAD_IO);
 	int r;
 
-	if ((unsigned int)t >= VMM_THREAD_KINDS) {
-		snprintf(why, len, "seccomp: no VMM thread kind %d", (int)t);
-		return -1;
-	}
+	if ((unsigned int)t >= VMM_THREAD_KINDS)
+		return gantry_error(err, EINVAL, "seccomp: no VMM thread kind %d", (int)t);
 	f = seccomp_init(o->log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
-	if (f == NULL) {
-		snprintf(why, len, "seccomp_init failed");
-		return -1;
-	}
+	if (f == NULL)
+		return gantry_error(err, ENOMEM, "seccomp (%s): seccomp_init failed",
+				    vmm_thread_name(t));
 	r = seccomp_common_rules(f, fs_spawn ? SCMP_SYS(unshare) : -1);
 	if (r == 0)
 		r = exec_map_rules(f);
@@ -309,10 +306,10 @@ int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, char 
 		r = seccomp_attr_set(f, SCMP_FLTATR_CTL_NNP, 0);
 	if (r == 0)
 		r = seccomp_load(f);
-	if (r < 0)
-		snprintf(why, len, "seccomp (%s): %s", vmm_thread_name(t), strerror(-r));
 	seccomp_release(f);
-	return r < 0 ? -1 : 0;
+	if (r < 0)
+		return gantry_error(err, -r, "seccomp (%s): %s", vmm_thread_name(t), strerror(-r));
+	return 0;
 }
 
 static int share_rules(scmp_filter_ctx f)
@@ -339,7 +336,7 @@ static int share_rules(scmp_filter_ctx f)
 
 /* The share worker (vmm_filter.h): one filter for all its threads, its
  * set-up done before it. */
-int confine_filter_share(bool log, char *why, size_t len)
+int confine_filter_share(bool log, gantry_error_t *err)
 {
-	return seccomp_build(log, "share", share_rules, why, len);
+	return seccomp_build(log, "share", share_rules, err);
 }

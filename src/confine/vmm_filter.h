@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/error.h"
+
 /* Issued only during set-up (vm.c: vm_create, vm_max_vcpus, the irqfd and
  * ioeventfd wiring; vcpu.c: vcpus_create): refused once it is over. */
 #define VMM_KVM_SETUP(X)                                                                           \
@@ -88,7 +90,7 @@ struct vmm_filter_opts {
  * loaded last by confine_run): VMM_THREAD_FS's file calls, its threads'
  * start, and send and receive on the sockets it was given; the same kill
  * list, and never an executable mapping. */
-int confine_filter_share(bool log, char *why, size_t len);
+int confine_filter_share(bool log, gantry_error_t *err);
 
 /* "base", "vcpu", "io", "fs", "main". */
 const char *vmm_thread_name(enum vmm_thread t);
@@ -96,6 +98,6 @@ const char *vmm_thread_name(enum vmm_thread t);
 /* Load kind t's filter on the calling thread; the base one on every
  * thread of the process (TSYNC), before any has narrowed. 0, or -1 with
  * why filled. */
-int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, char *why, size_t len);
+int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, gantry_error_t *err);
 
 #endif

@@ -355,12 +355,10 @@ static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
  * caller's hook did), and each thread's own as it starts. */
 static int vmm_confine(struct vmm *v, bool load_base, gantry_error_t *err)
 {
-	char why[128];
-
 	if (load_base)
 		confine_prime_libc();
-	if (load_base && confine_filter_vmm(VMM_THREAD_BASE, &v->confine, why, sizeof(why)) < 0)
-		return gantry_error(err, 0, "%s", why);
+	if (load_base && confine_filter_vmm(VMM_THREAD_BASE, &v->confine, err) < 0)
+		return -1;
 	v->vm.confine = &v->confine;
 	v->vm.io.thread_start = vmm_confine_io;
 	v->vm.io.thread_opaque = &v->vm;

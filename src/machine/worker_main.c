@@ -190,13 +190,13 @@ static int setup(struct worker *w, gantry_error_t *err)
 	return 0;
 }
 
-static int load_filter(void *opaque, bool log, char *why, size_t len)
+static int load_filter(void *opaque, bool log, gantry_error_t *err)
 {
 	struct worker *w = opaque;
 	struct vmm_filter_opts f = *w->filters;
 
 	f.log = log;
-	return confine_filter_vmm(VMM_THREAD_BASE, &f, why, len);
+	return confine_filter_vmm(VMM_THREAD_BASE, &f, err);
 }
 
 /* Called by vmm_run once the VM is set up: confine (the base seccomp
@@ -204,7 +204,6 @@ static int load_filter(void *opaque, bool log, char *why, size_t len)
 static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantry_error_t *err)
 {
 	struct worker *w = opaque;
-	char why[512];
 	json_t *report;
 
 	/* Set up: what only set-up needed goes. */
@@ -224,9 +223,9 @@ static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantr
 	w->filters = filters;
 	w->confine.load_filter = filters ? load_filter : NULL;
 	w->confine.filter_opaque = w;
-	report = confine_run(&w->confine, why, sizeof(why));
-	if (report == NULL && *why)
-		return gantry_error(err, 0, "%s", why);
+	report = confine_run(&w->confine, err);
+	if (report == NULL && *err)
+		return -1;
 	pthread_mutex_lock(&w->chan_lock);
 	send_json(CHAN_FD, worker_ready_msg(NULL, report));
 	json_decref(report);

@@ -68,10 +68,10 @@ static int parse_ip_port(const char *s, struct sockaddr_in *out)
 	return inet_pton(AF_INET, ip, &out->sin_addr) == 1 ? 0 : -1;
 }
 
-static int load_filter(void *opaque, bool log, char *why, size_t len)
+static int load_filter(void *opaque, bool log, gantry_error_t *err)
 {
 	(void)opaque;
-	return confine_filter_net(log, why, len);
+	return confine_filter_net(log, err);
 }
 
 static int parse_args(int argc, char **argv, struct args *a)
@@ -318,12 +318,12 @@ static void handshake(int ctl_fd, const char *error, json_t *isolation)
 }
 
 /* After set-up, before anything from the guest is read: the layers of
- * confine.h, and the report. NULL with why set when the mode is required
+ * confine.h, and the report. NULL with *err set when the mode is required
  * and a property does not hold. */
-static json_t *confine(struct args *a, char *why, size_t len)
+static json_t *confine(struct args *a, gantry_error_t *err)
 {
 	a->confine.nofile = NET_WORKER_NOFILE;
-	return confine_run(&a->confine, why, len);
+	return confine_run(&a->confine, err);
 }
 
 int net_worker_main(int argc, char **argv)
@@ -331,7 +331,6 @@ int net_worker_main(int argc, char **argv)
 	static struct worker w = { .frame_fd = -1, .ctl_fd = -1, .sig_fd = -1, .dns_cleaner = -1 };
 	gantry_error_t err = NULL;
 	json_t *isolation;
-	char why[256] = "";
 	struct args a;
 	int rc;
 
@@ -361,16 +360,17 @@ int net_worker_main(int argc, char **argv)
 		return 1;
 	}
 	free(a.ports);
-	isolation = confine(&a, why, sizeof(why));
+	isolation = confine(&a, &err);
 	if (confine_root_prepare(&a.confine)) {
 		/* The DNS socket is in our own root, which goes with us. */
 		dns_proxy_keep_path(w.dns);
 		free(w.dns_path);
 		w.dns_path = NULL;
 	}
-	if (isolation == NULL && *why) {
-		log_error("%s", why);
-		handshake(w.ctl_fd, why, NULL);
+	if (isolation == NULL && err) {
+		log_error("%s", gantry_error_str(err));
+		handshake(w.ctl_fd, gantry_error_str(err), NULL);
+		gantry_error_free(&err);
 		teardown(&w);
 		return 1;
 	}

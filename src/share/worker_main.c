@@ -218,10 +218,10 @@ static int setup(json_t *c, int *fds, size_t nr_fds, gantry_error_t *err)
 	return 0;
 }
 
-static int load_filter(void *opaque, bool log, char *why, size_t len)
+static int load_filter(void *opaque, bool log, gantry_error_t *err)
 {
 	(void)opaque;
-	return confine_filter_share(log, why, len);
+	return confine_filter_share(log, err);
 }
 
 static int parse_args(int argc, char **argv, bool *self_test)
@@ -242,7 +242,6 @@ static int run(gantry_error_t *err)
 	int fds[UNIX_FDS_MAX];
 	size_t n;
 	bool eof;
-	char why[512];
 	json_t *c, *report;
 	pthread_t t;
 	int r;
@@ -254,9 +253,9 @@ static int run(gantry_error_t *err)
 	json_decref(c);
 	if (r < 0)
 		return -1;
-	report = confine_run(&sw.confine, why, sizeof(why));
-	if (report == NULL && *why)
-		return gantry_error(err, 0, "%s", why);
+	report = confine_run(&sw.confine, err);
+	if (report == NULL && *err)
+		return -1;
 	/* Landlock has them: the server holds its own copies. */
 	for (size_t i = 0; i < sw.confine.nr_dirs; i++)
 		close(sw.confine.dirs[i].fd);

@@ -227,11 +227,12 @@ void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt,
 
 bool vm_confine_thread(struct vm *vm, int t)
 {
-	char why[128];
+	gantry_error_t err = NULL;
 
-	if (vm->confine == NULL ||
-	    confine_filter_vmm((enum vmm_thread)t, vm->confine, why, sizeof(why)) == 0)
+	if (vm->confine == NULL || confine_filter_vmm((enum vmm_thread)t, vm->confine, &err) == 0)
 		return true;
-	vm_request_end(vm, VM_END_FAILURE, -1, "%s thread: %s", vmm_thread_name(t), why);
+	vm_request_end(vm, VM_END_FAILURE, -1, "%s thread: %s", vmm_thread_name(t),
+		       gantry_error_str(err));
+	gantry_error_free(&err);
 	return false;
 }

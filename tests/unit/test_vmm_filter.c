@@ -259,10 +259,8 @@ static int try_ioctl(enum vmm_thread t, unsigned long nr)
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		char why[128];
-
-		if (confine_filter_vmm(VMM_THREAD_BASE, &o, why, sizeof(why)) < 0 ||
-		    (t != VMM_THREAD_BASE && confine_filter_vmm(t, &o, why, sizeof(why)) < 0))
+		if (confine_filter_vmm(VMM_THREAD_BASE, &o, NULL) < 0 ||
+		    (t != VMM_THREAD_BASE && confine_filter_vmm(t, &o, NULL) < 0))
 			_exit(100);
 		if (ioctl(-1, nr, 0) < 0)
 			_exit(errno == EBADF ? 0 : errno == EPERM ? 1 : 101);
