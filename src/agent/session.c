@@ -32,62 +32,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-/* --- signals -------------------------------------------------------------------------- */
-
-static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
-static int sig_pipe[2] = { -1, -1 };
-static pthread_once_t sig_once = PTHREAD_ONCE_INIT;
-static atomic_bool sig_taken;
-
-static void sig_pipe_open(void)
-{
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		sig_pipe[0] = sig_pipe[1] = -1;
-}
-
-static void sig_handler(int signo)
-{
-	int saved = errno;
-	unsigned char b = (unsigned char)signo;
-
-	(void)!write(sig_pipe[1], &b, 1);
-	errno = saved;
-}
-
-struct sig_state {
-	bool on;
-	struct sigaction old[ARRAY_SIZE(forwarded)];
-};
-
-static int signals_take(struct sig_state *s, gantry_error_t *err)
-{
-	struct sigaction sa = { .sa_handler = sig_handler, .sa_flags = SA_RESTART };
-	unsigned char drain[64];
-
-	pthread_once(&sig_once, sig_pipe_open);
-	if (sig_pipe[0] < 0)
-		return gantry_error(err, 0, "cannot create the signal pipe");
-	if (atomic_exchange(&sig_taken, true))
-		return gantry_error(err, EBUSY, "another session already forwards signals");
-	while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
-		;
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
-		sigaction(forwarded[i], &sa, &s->old[i]);
-	s->on = true;
-	return 0;
-}
-
-static void signals_give_back(struct sig_state *s)
-{
-	if (!s->on)
-		return;
-	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
-		sigaction(forwarded[i], &s->old[i], NULL);
-	s->on = false;
-	atomic_store(&sig_taken, false);
-}
-
 /* --- one session ------------------------------------------------------------------------ */
 
 struct run {
@@ -107,6 +51,7 @@ struct run {
 	bool abandoned; /* a signal after EXIT: stop waiting for output */
 	uint64_t done_at;
 	unsigned int interrupts; /* SIGINTs forwarded without a terminal */
+	bool signals_eof;	 /* the caller's signal_fd closed */
 	struct hostout out, errout;
 	/* The part of an output frame its host fd has not taken yet. */
 	struct hostout *held_to;
@@ -453,7 +398,10 @@ static int read_control(struct run *r, gantry_error_t *err)
 static int handle_signals(struct run *r, gantry_error_t *err)
 {
 	unsigned char sigs[32];
-	ssize_t n = read(sig_pipe[0], sigs, sizeof(sigs));
+	ssize_t n = read(r->p->signal_fd, sigs, sizeof(sigs));
+
+	if (n == 0)
+		r->signals_eof = true; /* the caller closed it: no more to come */
 
 	for (ssize_t i = 0; i < n; i++) {
 		struct proto_msg m = { 0 };
@@ -536,7 +484,7 @@ static int relay_timeout(struct run *r)
 
 enum { P_CANCEL, P_WAKE, P_CONTROL, P_LISTEN, P_STREAM, P_STDIN, P_SIGNAL, P_HOST, P_N };
 
-static void relay_fds(struct run *r, bool signals, struct pollfd *fds)
+static void relay_fds(struct run *r, struct pollfd *fds)
 {
 	const struct agent_process *p = r->p;
 	short stream_events = (short)((r->olen ? POLLOUT : 0) |
@@ -557,8 +505,8 @@ static void relay_fds(struct run *r, bool signals, struct pollfd *fds)
 		fds[P_STREAM] = (struct pollfd){ .fd = r->stream, .events = stream_events };
 	if (r->stream_ok && !r->in_done && r->olen == 0 && !r->done)
 		fds[P_STDIN] = (struct pollfd){ .fd = p->in_fd, .events = POLLIN };
-	if (signals)
-		fds[P_SIGNAL] = (struct pollfd){ .fd = sig_pipe[0], .events = POLLIN };
+	if (p->signal_fd > 0 && !r->signals_eof)
+		fds[P_SIGNAL] = (struct pollfd){ .fd = p->signal_fd, .events = POLLIN };
 	if (r->held_len)
 		fds[P_HOST] = (struct pollfd){ .fd = hostout_fd(r->held_to), .events = POLLOUT };
 }
@@ -587,13 +535,13 @@ static int relay_control(struct run *r, const struct pollfd *fds, gantry_error_t
 	return 0;
 }
 
-static int relay(struct run *r, bool signals, gantry_error_t *err)
+static int relay(struct run *r, gantry_error_t *err)
 {
 	while (!run_finished(r)) {
 		struct pollfd fds[P_N];
 		int n;
 
-		relay_fds(r, signals, fds);
+		relay_fds(r, fds);
 		n = poll(fds, P_N, relay_timeout(r));
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -635,7 +583,6 @@ static int relay(struct run *r, bool signals, gantry_error_t *err)
 int agent_run(struct agent *a, const struct agent_process *p, struct agent_result *res,
 	      gantry_error_t *err)
 {
-	struct sig_state sigs = { 0 };
 	struct termios saved_tio;
 	bool raw = false;
 	struct run *r;
@@ -659,8 +606,6 @@ int agent_run(struct agent *a, const struct agent_process *p, struct agent_resul
 	hostout_open(&r->out, p->out_fd);
 	hostout_open(&r->errout, p->tty ? -1 : p->err_fd);
 
-	if (p->forward_signals && signals_take(&sigs, err) < 0)
-		goto out;
 	if (p->tty && p->in_fd >= 0 && isatty(p->in_fd) && tcgetattr(p->in_fd, &saved_tio) == 0) {
 		struct termios t = saved_tio;
 
@@ -669,16 +614,14 @@ int agent_run(struct agent *a, const struct agent_process *p, struct agent_resul
 	}
 	if (send_exec(r, err) == 0) {
 		atomic_store(&a->running, r->id);
-		ret = relay(r, sigs.on, err);
+		ret = relay(r, err);
 		atomic_store(&a->running, 0);
 	}
 	/* Cut off: the peer hears of it as a hang-up, now. */
 	if (ret < 0 && link_check(a, NULL) < 0)
 		link_close(a);
-out:
 	if (raw)
 		tcsetattr(p->in_fd, TCSANOW, &saved_tio);
-	signals_give_back(&sigs);
 	close_fd(&r->stream);
 	hostout_close(&r->out);
 	hostout_close(&r->errout);

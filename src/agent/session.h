@@ -50,9 +50,13 @@ struct agent_process {
 	/* Host ends: stdin (-1: empty), stdout and stderr (-1: dropped). In
 	 * tty mode everything comes out on out_fd. */
 	int in_fd, out_fd, err_fd;
-	/* SIGINT, SIGTERM, SIGHUP and SIGQUIT become SIGNAL (in tty mode
-	 * Ctrl-C is a byte of input instead); SIGWINCH becomes RESIZE. */
-	bool forward_signals;
+	/* The caller's signals to forward, one byte (the number) each as it
+	 * catches them (0 or -1: none): SIGINT, SIGTERM, SIGHUP and SIGQUIT become
+	 * SIGNAL (in tty mode Ctrl-C is a byte of input instead); SIGWINCH
+	 * becomes RESIZE. The session reads it; catching the signals is the
+	 * caller's (a CLI's, src/cli/signals.c), as handlers are the
+	 * process's. */
+	int signal_fd;
 };
 
 struct agent_result {

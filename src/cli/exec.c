@@ -4,10 +4,12 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agent/session.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
@@ -26,13 +28,33 @@ static int exec_result(struct agent_result *res)
 	return status;
 }
 
+/* This process's stdio and terminal, and its signals forwarded while the
+ * session runs. */
+static int exec_stdio(struct sandbox_stdio *io, gantry_error_t *err)
+{
+	*io = (struct sandbox_stdio){ .in = STDIN_FILENO,
+				      .out = STDOUT_FILENO,
+				      .err = STDERR_FILENO,
+				      .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
+				      .catch_signals = cli_signals_catch };
+	io->signal_fd = cli_signals_fd(err);
+	return io->signal_fd < 0 ? -1 : 0;
+}
+
 /* `gantry exec NAME [-- CMD...]`. */
 static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 {
 	struct agent_result res = { 0 };
+	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
+	int r;
 
-	if (sandbox_exec(name, args, nargs, &res, &err) < 0) {
+	if (exec_stdio(&io, &err) < 0) {
+		gantry_error_print(&err);
+		return EXEC_VM_FAILED;
+	}
+	r = sandbox_exec(name, args, nargs, &io, &res, &err);
+	if (r < 0) {
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
 	}
@@ -65,6 +87,7 @@ int cmd_exec(int argc, char **argv)
 {
 	struct sandbox_opts o = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .net = true };
 	struct agent_result res = { 0 };
+	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
 	bool help = false, show_console = false, dashdash;
 	int rest, r;
@@ -103,7 +126,11 @@ int cmd_exec(int argc, char **argv)
 		return exec_sandbox(argv[rest], argv + rest + 2,
 				    rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0);
 	}
-	r = sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &res, &err);
+	if (exec_stdio(&io, &err) == 0)
+		r = sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &io, &res,
+				     &err);
+	else
+		r = -1;
 	sandbox_opts_free(&o);
 	if (r < 0) {
 		gantry_error_print(&err);

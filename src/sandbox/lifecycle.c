@@ -621,8 +621,8 @@ void sandbox_list_free(struct sandbox *v, size_t n)
 	free(v);
 }
 
-int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent_result *res,
-		 gantry_error_t *err)
+int sandbox_exec(const char *name, char *const *args, size_t nargs,
+		 const struct sandbox_stdio *io, struct agent_result *res, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
@@ -639,7 +639,7 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent
 			     name);
 		goto out;
 	}
-	if (sandbox_process_init(&sp, sb.config, args, nargs, &sb, err) < 0)
+	if (sandbox_process_init(&sp, sb.config, args, nargs, &sb, io, err) < 0)
 		goto out;
 	if (ctl_connect(dir, &fd, err) < 0 || ctl_call(fd, CTL_OP_EXEC, 30000, NULL, err) < 0) {
 		gantry_error_prefix(err, "sandbox `%s`", name);
@@ -648,7 +648,7 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent
 	if (agent_attach(fd, &a, err) < 0)
 		goto out;
 	fd = -1;
-	r = agent_run(a, &sp.p, res, err);
+	r = sandbox_process_run(a, &sp, io, res, err);
 out:
 	if (fd >= 0)
 		close(fd);

@@ -13,6 +13,7 @@
 #include "agent/session.h"
 #include "common/error.h"
 #include "image/source.h"
+#include "sandbox/process.h"
 #include "sandbox/state.h"
 
 #define SANDBOX_DEFAULT_CPUS 1
@@ -80,10 +81,11 @@ int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err);
 void sandbox_list_free(struct sandbox *v, size_t n);
 
 /* `gantry exec NAME`: run args (none: the image's Entrypoint and Cmd, else
- * /bin/sh) in the sandbox's container with this process's terminal. 0 with
- * *res filled, -1 when the sandbox or the link failed. */
-int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent_result *res,
-		 gantry_error_t *err);
+ * /bin/sh) in the sandbox's container with the caller's stdio, terminal
+ * and signals (io). 0 with *res filled, -1 when the sandbox or the link
+ * failed. Many may run at once, from threads of one process too. */
+int sandbox_exec(const char *name, char *const *args, size_t nargs,
+		 const struct sandbox_stdio *io, struct agent_result *res, gantry_error_t *err);
 
 /* One-shot `gantry exec`: a transient sandbox on o->image (NULL: the
  * built-in image) with o->cpus and o->mem_mib, read-only, in a temporary
@@ -92,6 +94,7 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs, struct agent
  * *res filled; -1 when the image, the VM or the guest link failed, the
  * error quoting the console's last lines. */
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
-		     size_t nargs, struct agent_result *res, gantry_error_t *err);
+		     size_t nargs, const struct sandbox_stdio *io, struct agent_result *res,
+		     gantry_error_t *err);
 
 #endif

@@ -36,7 +36,8 @@ static void error_add_console(gantry_error_t *err, const char *console, bool end
 }
 
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
-		     size_t nargs, struct agent_result *res, gantry_error_t *err)
+		     size_t nargs, const struct sandbox_stdio *io, struct agent_result *res,
+		     gantry_error_t *err)
 {
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
 	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib };
@@ -62,7 +63,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	}
 	t_image = now_ms_frac() - t0;
 	sb.image_path = img.path;
-	if (sandbox_process_init(&proc, img.config, args, nargs, &sb, err) < 0)
+	if (sandbox_process_init(&proc, img.config, args, nargs, &sb, io, err) < 0)
 		goto out;
 	if (mkdtemp(rundir) == NULL) {
 		gantry_error_errno(err, "cannot create a run directory");
@@ -72,7 +73,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	    machine_start(&m, err) < 0)
 		goto out;
 	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||
-	    (t_ready = now_ms_frac() - t0, agent_run(m.agent, &proc.p, res, err) < 0)) {
+	    (t_ready = now_ms_frac() - t0, sandbox_process_run(m.agent, &proc, io, res, err) < 0)) {
 		bool ended = atomic_load(&m.ended);
 
 		/* A guest still up (not ready in time, or its agent broke) ends here. */

@@ -35,7 +35,7 @@ static char **env_merge(char *const *base, char *const *extra)
 
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
 			 char *const *args, size_t nargs, const struct sandbox *sb,
-			 gantry_error_t *err)
+			 const struct sandbox_stdio *io, gantry_error_t *err)
 {
 	char **proxy = sb ? sandbox_proxy_env(sb) : NULL;
 	static char *const no_env[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
@@ -59,12 +59,27 @@ int sandbox_process_init(struct sandbox_process *sp, const struct image_config *
 	p->gid = sp->user.gid;
 	p->gids = sp->user.groups;
 	p->ngids = sp->user.ngroups;
-	p->tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-	p->in_fd = STDIN_FILENO;
-	p->out_fd = STDOUT_FILENO;
-	p->err_fd = STDERR_FILENO;
-	p->forward_signals = true;
+	p->tty = io->tty;
+	p->in_fd = io->in;
+	p->out_fd = io->out;
+	p->err_fd = io->err;
+	p->signal_fd = io->signal_fd;
 	return 0;
+}
+
+int sandbox_process_run(struct agent *a, struct sandbox_process *sp,
+			const struct sandbox_stdio *io, struct agent_result *res,
+			gantry_error_t *err)
+{
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	if (io->catch_signals && io->catch_signals(true, err) < 0)
+		return -1;
+	r = agent_run(a, &sp->p, res, err);
+	if (io->catch_signals)
+		io->catch_signals(false, NULL);
+	return r;
 }
 
 void sandbox_process_free(struct sandbox_process *sp)

@@ -1,16 +1,32 @@
 /* The process a session runs, as one-shot `gantry exec` and `gantry exec
  * NAME` both build it: the image's Entrypoint and Cmd (a command after `--`
- * replaces Cmd), Env, WorkingDir and User, with this process's stdio and
- * terminal, signals forwarded. */
+ * replaces Cmd), Env, WorkingDir and User, with the caller's stdio,
+ * terminal and signals. */
 #ifndef GANTRY_SANDBOX_PROCESS_H
 #define GANTRY_SANDBOX_PROCESS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "agent/session.h"
 #include "common/error.h"
 #include "image/config.h"
 #include "sandbox/state.h"
+
+/* Where a session meets its caller: the descriptors its stdio goes to
+ * and comes from (in -1: none; out and err -1: dropped), whether it gets
+ * a terminal (raw mode on `in` while it runs, when that is one), and the
+ * caller's signals to forward (agent/session.h's signal_fd; 0 or -1: none).
+ * The caller's to close; they must outlive the call. catch_signals, when
+ * set, is called with on true as the session starts and false as it ends:
+ * a CLI catches its signals only then, so that one before (during a boot)
+ * still ends it. */
+struct sandbox_stdio {
+	int in, out, err;
+	bool tty;
+	int signal_fd;
+	int (*catch_signals)(bool on, gantry_error_t *err);
+};
 
 struct sandbox_process {
 	struct agent_process p;
@@ -23,7 +39,12 @@ struct sandbox_process {
  * proxy variables of sb (-proxy) replace the image's. */
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
 			 char *const *args, size_t nargs, const struct sandbox *sb,
-			 gantry_error_t *err);
+			 const struct sandbox_stdio *io, gantry_error_t *err);
 void sandbox_process_free(struct sandbox_process *sp);
+/* Run it through a's link (agent_run), the caller's signals caught
+ * meanwhile (io->catch_signals). */
+int sandbox_process_run(struct agent *a, struct sandbox_process *sp,
+			const struct sandbox_stdio *io, struct agent_result *res,
+			gantry_error_t *err);
 
 #endif

@@ -567,6 +567,7 @@ static void test_cancel(void **state)
  * as fast as it can, RESIZEs from forwarded SIGWINCHs, stdin from a file. */
 struct flooder {
 	struct agent *agent;
+	int signals; /* the write end of the session's signal_fd */
 	atomic_bool stop;
 	unsigned long sent;
 	unsigned long max; /* 0: until the link is cut */
@@ -587,8 +588,11 @@ static void *flood_control(void *opaque)
 			gantry_error_free(&err);
 			break;
 		}
-		if (++fl->sent % 64 == 0 && !fl->max)
-			kill(getpid(), SIGWINCH);
+		if (++fl->sent % 64 == 0 && !fl->max) {
+			unsigned char winch = SIGWINCH;
+
+			(void)!write(fl->signals, &winch, 1);
+		}
 	}
 	return NULL;
 }
@@ -598,16 +602,18 @@ static void test_guest_stops_reading(void **state)
 	static uint8_t in[4 << 20];
 	struct fixture *f = *state;
 	char *argv[] = { "cat", NULL };
-	struct agent_process p = {
-		.argv = argv, .tty = true, .forward_signals = true, .out_fd = -1, .err_fd = -1
-	};
+	struct agent_process p = { .argv = argv, .tty = true, .out_fd = -1, .err_fd = -1 };
 	struct flooder fl = { 0 };
+	int sigs[2];
 	struct agent_result res;
 	gantry_error_t err = NULL;
 	uint64_t t0;
 	pthread_t t;
 
 	p.in_fd = temp_file(in, sizeof(in));
+	assert_int_equal(pipe2(sigs, O_CLOEXEC | O_NONBLOCK), 0);
+	p.signal_fd = sigs[0];
+	fl.signals = sigs[1];
 	start_guest(f, GUEST_DEAF);
 	hello(f);
 	fl.agent = f->agent;
@@ -630,6 +636,8 @@ static void test_guest_stops_reading(void **state)
 	assert_int_equal(agent_run(f->agent, &p, &res, &err), -1);
 	gantry_error_free(&err);
 	close(p.in_fd);
+	close(sigs[0]);
+	close(sigs[1]);
 }
 
 /* A guest that stops reading once the socket is full: what waits below the
@@ -749,14 +757,20 @@ static void test_stuck_host_output_cancels(void **state)
 	close(out[1]);
 }
 
+struct interrupter {
+	struct guest *g;
+	int signals; /* the write end of the session's signal_fd */
+};
+
 static void *interrupt_after_exit(void *opaque)
 {
-	struct guest *g = opaque;
+	struct interrupter *in = opaque;
+	unsigned char sigint = SIGINT;
 
-	while (!atomic_load(&g->exit_sent))
+	while (!atomic_load(&in->g->exit_sent))
 		usleep(10 * 1000);
 	usleep(100 * 1000);
-	kill(getpid(), SIGINT);
+	(void)!write(in->signals, &sigint, 1);
 	return NULL;
 }
 
@@ -764,19 +778,21 @@ static void test_interrupt_after_exit(void **state)
 {
 	struct fixture *f = *state;
 	char *argv[] = { "yes", NULL };
-	struct agent_process p = {
-		.argv = argv, .in_fd = -1, .err_fd = -1, .forward_signals = true
-	};
+	struct agent_process p = { .argv = argv, .in_fd = -1, .err_fd = -1 };
+	struct interrupter in = { .g = &f->guest };
 	struct agent_result res;
 	gantry_error_t err = NULL;
-	int out[2];
+	int out[2], sigs[2];
 	pthread_t t;
 
 	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(sigs, O_CLOEXEC), 0);
 	p.out_fd = out[1];
+	p.signal_fd = sigs[0];
+	in.signals = sigs[1];
 	start_guest(f, GUEST_EXIT_FLOOD);
 	hello(f);
-	pthread_create(&t, NULL, interrupt_after_exit, &f->guest);
+	pthread_create(&t, NULL, interrupt_after_exit, &in);
 	/* The process is gone and its output will not fit: Ctrl-C ends the wait. */
 	if (agent_run(f->agent, &p, &res, &err) < 0)
 		fail_msg("agent_run: %s", gantry_error_str(err));
@@ -785,6 +801,8 @@ static void test_interrupt_after_exit(void **state)
 	agent_result_free(&res);
 	close(out[0]);
 	close(out[1]);
+	close(sigs[0]);
+	close(sigs[1]);
 }
 
 static void test_listen_errors(void **state)

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -465,6 +466,107 @@ static void test_session_through_supervisor(void **state)
 	close(sv[1]);
 }
 
+/* One connection to a supervisor's ctl.sock, as far as `exec` goes: the
+ * request line is answered ok, then the session goes as fake_supervisor
+ * plays it. */
+static void *fake_ctl_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char c = 0, line[128];
+	size_t n = 0;
+
+	while (c != '\n' && n < sizeof(line) && read(fd, &c, 1) == 1)
+		line[n++] = c;
+	assert_true(n > 0 && n < sizeof(line));
+	line[n - 1] = '\0';
+	assert_non_null(strstr(line, "\"exec\""));
+	assert_int_equal(write(fd, "{\"ok\":true}\n", 12), 12);
+	fake_supervisor(&fd);
+	close(fd);
+	return NULL;
+}
+
+#define EXEC_THREADS 8
+
+struct exec_thread {
+	pthread_t t;
+	int out[2];
+	struct agent_result res;
+	int rc;
+};
+
+/* sandbox_exec as any front end's thread calls it: its own output. */
+static void *exec_one(void *arg)
+{
+	struct exec_thread *x = arg;
+	char *argv[] = { "hello", NULL };
+	struct sandbox_stdio io = { .in = -1, .out = x->out[1], .err = -1, .signal_fd = -1 };
+	gantry_error_t err = NULL;
+
+	x->rc = sandbox_exec("eight", argv, 1, &io, &x->res, &err);
+	if (x->rc < 0)
+		fprintf(stderr, "exec: %s\n", gantry_error_str(err));
+	gantry_error_free(&err);
+	return NULL;
+}
+
+/* Eight sessions in one sandbox from eight threads of one process at once:
+ * the library keeps no process-wide state for a session. */
+static void test_execs_from_threads(void **state)
+{
+	cleanup_free char *dir = NULL, *sock = NULL;
+	struct exec_thread x[EXEC_THREADS];
+	pthread_t conns[EXEC_THREADS];
+	struct sandbox sb = { 0 };
+	gantry_error_t err = NULL;
+	int lock = -1, lfd;
+
+	(void)state;
+	make_sandbox("eight", &dir, &sb);
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = getpid();
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	sandbox_free(&sb);
+	/* Held as its supervisor holds it: the sandbox runs. */
+	assert_int_equal(sandbox_lock(dir, true, &lock, &err), 1);
+	xasprintf(&sock, "%s/%s", dir, SANDBOX_CTL);
+	lfd = unix_listen(sock, EXEC_THREADS, &err);
+	assert_true(lfd >= 0);
+	for (int i = 0; i < EXEC_THREADS; i++) {
+		memset(&x[i], 0, sizeof(x[i]));
+		assert_int_equal(pipe2(x[i].out, O_CLOEXEC), 0);
+		assert_int_equal(pthread_create(&x[i].t, NULL, exec_one, &x[i]), 0);
+	}
+	/* Every one connected before any is answered: all eight at once. */
+	int fds[EXEC_THREADS];
+
+	for (int i = 0; i < EXEC_THREADS; i++) {
+		struct pollfd p = { .fd = lfd, .events = POLLIN };
+
+		assert_int_equal(poll(&p, 1, 10000), 1); /* the listener does not block */
+		fds[i] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		assert_true(fds[i] >= 0);
+	}
+	for (int i = 0; i < EXEC_THREADS; i++)
+		assert_int_equal(pthread_create(&conns[i], NULL, fake_ctl_conn,
+						(void *)(intptr_t)fds[i]), 0);
+	for (int i = 0; i < EXEC_THREADS; i++) {
+		char got[16] = { 0 };
+
+		pthread_join(x[i].t, NULL);
+		pthread_join(conns[i], NULL);
+		assert_int_equal(x[i].rc, 0);
+		assert_int_equal(agent_result_status(&x[i].res), 5);
+		close(x[i].out[1]);
+		assert_int_equal(read(x[i].out[0], got, sizeof(got)), 3);
+		assert_string_equal(got, "hi\n");
+		close(x[i].out[0]);
+		agent_result_free(&x[i].res);
+	}
+	close(lfd);
+	close(lock);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -478,6 +580,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rwlayer_create, setup, teardown),
 		cmocka_unit_test(test_ctl_round_trip),
 		cmocka_unit_test(test_session_through_supervisor),
+		cmocka_unit_test_setup_teardown(test_execs_from_threads, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

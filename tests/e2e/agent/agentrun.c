@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agent/session.h"
+#include "cli/signals.h"
 #include "common/util.h"
 #include "machine/vmm.h"
 
@@ -145,6 +146,7 @@ int main(int argc, char **argv)
 	char console[4096], state[4096];
 	int nenv = 0, hello_timeout = 60000, status = FAIL_STATUS, i, guest_status = -1;
 	bool debug = false, with_vm, vm_started = false, vsock = false, shutdown = true;
+	bool forward = false;
 	uint64_t u;
 	pid_t init_pid = -1;
 	double t0 = now_ms_frac();
@@ -158,7 +160,7 @@ int main(int argc, char **argv)
 			p.tty = true;
 			continue;
 		} else if (strcmp(a, "-forward") == 0) {
-			p.forward_signals = true;
+			forward = true;
 			continue;
 		} else if (strcmp(a, "-no-stdin") == 0) {
 			p.in_fd = -1;
@@ -258,8 +260,13 @@ int main(int argc, char **argv)
 		killer.agent = agent;
 		pthread_create(&killer_thread, NULL, killer_main, &killer);
 	}
+	/* Signals as the CLI forwards them (src/cli/signals.c). */
+	p.signal_fd = forward ? cli_signals_fd(&err) : -1;
+	if (forward && (p.signal_fd < 0 || cli_signals_catch(true, &err) < 0))
+		goto fail;
 	if (agent_run(agent, &p, &res, &err) < 0)
 		goto fail;
+	cli_signals_catch(false, NULL);
 	status = agent_result_status(&res);
 	if (res.error)
 		fprintf(stderr, "agentrun: ERROR %d: %s\n", res.code, res.message);

@@ -1,0 +1,54 @@
+/* Forwarding the CLI's signals to a session (see signals.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "cli/signals.h"
+#include "common/util.h"
+
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+static int sig_pipe[2] = { -1, -1 };
+static struct sigaction old[ARRAY_SIZE(forwarded)];
+static bool taken;
+
+static void sig_handler(int signo)
+{
+	int saved = errno;
+	unsigned char b = (unsigned char)signo;
+
+	(void)!write(sig_pipe[1], &b, 1);
+	errno = saved;
+}
+
+int cli_signals_fd(gantry_error_t *err)
+{
+	if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return gantry_error_errno(err, "cannot create the signal pipe");
+	return sig_pipe[0];
+}
+
+int cli_signals_catch(bool on, gantry_error_t *err)
+{
+	struct sigaction sa = { .sa_handler = sig_handler, .sa_flags = SA_RESTART };
+	unsigned char drain[64];
+
+	if (!on) {
+		for (size_t i = 0; taken && i < ARRAY_SIZE(forwarded); i++)
+			sigaction(forwarded[i], &old[i], NULL);
+		taken = false;
+		return 0;
+	}
+	if (taken)
+		return gantry_error(err, EBUSY, "signals are already forwarded to a session");
+	if (cli_signals_fd(err) < 0)
+		return -1;
+	while (read(sig_pipe[0], drain, sizeof(drain)) > 0)
+		;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ARRAY_SIZE(forwarded); i++)
+		sigaction(forwarded[i], &sa, &old[i]);
+	taken = true;
+	return 0;
+}

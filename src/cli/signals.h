@@ -1,0 +1,20 @@
+/* The CLI's signals, forwarded to a session's process: while a session
+ * runs, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGWINCH are caught and each
+ * written as one byte (its number) to a pipe whose read end is the
+ * session's signal_fd (agent/session.h). Signal handlers belong to the
+ * whole process, so this lives with the CLI, not in the library: one
+ * session at a time forwards them. */
+#ifndef GANTRY_CLI_SIGNALS_H
+#define GANTRY_CLI_SIGNALS_H
+
+#include <stdbool.h>
+
+#include "common/error.h"
+
+/* The fd to read them from (ours: do not close it). */
+int cli_signals_fd(gantry_error_t *err);
+/* Catch them (on) or put back what was there before (off): a session's
+ * catch_signals (sandbox/process.h). */
+int cli_signals_catch(bool on, gantry_error_t *err);
+
+#endif
