@@ -812,8 +812,12 @@ static void test_net_relay(void **state)
 	assert_non_null(strstr(line, "network link is down"));
 	close(a);
 	assert_status_answered(r, 1000);
+	/* And what it ended with is kept for isolation.json. */
+	assert_non_null(strstr(json_string_value(json_object_get(r->s->m.workers_gone, "net")),
+				"network link is down"));
 
 	sup_net_free(r->s);
+	json_decref(r->s->m.workers_gone);
 	sandbox_free(&r->s->sb);
 	assert_int_equal(chdir(cwd), 0);
 }
