@@ -359,7 +359,8 @@ static size_t raw(uint32_t len, uint16_t type, uint16_t flags, const void *body,
 	frame[5] = (uint8_t)(type >> 8);
 	frame[6] = (uint8_t)flags;
 	frame[7] = (uint8_t)(flags >> 8);
-	memcpy(frame + PROTO_HDR_SIZE, body, body_len);
+	if (body_len)
+		memcpy(frame + PROTO_HDR_SIZE, body, body_len);
 	return PROTO_HDR_SIZE + body_len;
 }
 
