@@ -73,7 +73,6 @@ int sandbox_process_run(struct agent *a, struct sandbox_process *sp,
 {
 	int r;
 
-	memset(res, 0, sizeof(*res));
 	if (io->catch_signals && io->catch_signals(true, err) < 0)
 		return -1;
 	r = agent_run(a, &sp->p, res, err);

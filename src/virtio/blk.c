@@ -226,7 +226,7 @@ struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *pa
 
 	features = (1ULL << VIRTIO_BLK_F_SEG_MAX) | (1ULL << VIRTIO_BLK_F_SIZE_MAX) |
 		   (1ULL << VIRTIO_BLK_F_BLK_SIZE) | (1ULL << VIRTIO_BLK_F_FLUSH) |
-		   (1ULL << VIRTIO_BLK_F_TOPOLOGY);
+		   (1ULL << VIRTIO_BLK_F_TOPOLOGY) | VIRTIO_DEV_EVENT_IDX;
 	if (ro)
 		features |= 1ULL << VIRTIO_BLK_F_RO;
 	virtio_dev_init(&b->dev, &blk_ops, b, mem, features, &b->config, sizeof(b->config));

@@ -2,7 +2,6 @@
  * queue, interrupts and the needs-reset state. */
 #include <linux/virtio_config.h>
 #include <linux/virtio_mmio.h>
-#include <linux/virtio_ring.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -17,9 +16,7 @@ void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, voi
 	d->ops = ops;
 	d->priv = priv;
 	d->mem = mem;
-	/* Event indices: every device's queues go through virtq_pop() and
-	 * virtio_dev_signal(), which keep them. */
-	d->features = features | (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_RING_F_EVENT_IDX);
+	d->features = features | (1ULL << VIRTIO_F_VERSION_1_BIT);
 	d->config = config;
 	d->config_len = config_len;
 	d->irqfd = -1;

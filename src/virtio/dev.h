@@ -6,6 +6,7 @@
 #ifndef GANTRY_VIRTIO_DEV_H
 #define GANTRY_VIRTIO_DEV_H
 
+#include <linux/virtio_ring.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -75,6 +76,11 @@ struct virtio_dev {
 	void (*thread_start)(void *opaque);
 	void *thread_opaque;
 };
+
+/* Event indices (VIRTIO_RING_F_EVENT_IDX), for a device's features:
+ * virtq_pop() and virtio_dev_signal() keep them for any device that
+ * offers them. */
+#define VIRTIO_DEV_EVENT_IDX (1ULL << VIRTIO_RING_F_EVENT_IDX)
 
 void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, void *priv,
 		     const struct guest_mem *mem, uint64_t features, void *config,

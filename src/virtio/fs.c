@@ -487,7 +487,7 @@ struct virtio_dev *virtio_fs_create(const struct guest_mem *mem, const char *tag
 	fs->nr_threads = threads;
 	pthread_cond_init(&fs->work, NULL);
 	pthread_cond_init(&fs->idle, NULL);
-	virtio_dev_init(&fs->dev, &fs_ops, fs, mem, 0, &fs->config, sizeof(fs->config));
+	virtio_dev_init(&fs->dev, &fs_ops, fs, mem, VIRTIO_DEV_EVENT_IDX, &fs->config, sizeof(fs->config));
 	if (h->attach)
 		h->attach(h->opaque, mem);
 	return &fs->dev;

@@ -60,19 +60,17 @@ static uint16_t avail_idx(const struct virtq *vq)
 	return __atomic_load_n((const uint16_t *)(vq->avail + 2), __ATOMIC_ACQUIRE);
 }
 
-/* The ring ran dry: ask for a kick at the next buffer, then look again, as
- * one added before the driver saw the request would get no kick. While a
- * device drains the ring the request stays behind, and the driver adds
- * without kicking. */
-static bool virtq_dry(struct virtq *vq)
+/* The ring ran dry: ask for a kick at the next buffer, then look again (the
+ * avail index, returned), as one added before the driver saw the request
+ * would get no kick. While a device drains the ring the request stays
+ * behind, and the driver adds without kicking. */
+static uint16_t virtq_ask_kick(struct virtq *vq)
 {
 	volatile uint8_t *avail_event = vq->used + 4 + 8 * (size_t)vq->num;
 
-	if (!vq->event_idx)
-		return true;
 	__atomic_store_n((uint16_t *)avail_event, vq->last_avail, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	return avail_idx(vq) == vq->last_avail;
+	return avail_idx(vq);
 }
 
 int virtq_pop(struct virtq *vq, struct virtq_elem *e)
@@ -83,9 +81,11 @@ int virtq_pop(struct virtq *vq, struct virtq_elem *e)
 
 	if (!vq->ready || vq->broken)
 		return VIRTQ_EMPTY;
-	if (avail_idx(vq) == vq->last_avail && virtq_dry(vq))
-		return VIRTQ_EMPTY;
 	avail = avail_idx(vq);
+	if (avail == vq->last_avail && vq->event_idx)
+		avail = virtq_ask_kick(vq);
+	if (avail == vq->last_avail)
+		return VIRTQ_EMPTY;
 	if ((uint16_t)(avail - vq->last_avail) > vq->num) {
 		vq->broken = true; /* more buffers offered than the ring holds */
 		return VIRTQ_BROKEN;

@@ -49,6 +49,6 @@ struct virtio_dev *virtio_rng_create(const struct guest_mem *mem)
 {
 	struct virtio_rng *r = xzalloc(sizeof(*r));
 
-	virtio_dev_init(&r->dev, &rng_ops, r, mem, 0, NULL, 0);
+	virtio_dev_init(&r->dev, &rng_ops, r, mem, VIRTIO_DEV_EVENT_IDX, NULL, 0);
 	return &r->dev;
 }

@@ -346,7 +346,7 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 	link_init(&vs->rxq);
 	link_init(&vs->graveyard);
 	vs->config.guest_cid = htole64(guest_cid);
-	virtio_dev_init(&vs->dev, &vsock_ops, vs, mem, 0, &vs->config, sizeof(vs->config));
+	virtio_dev_init(&vs->dev, &vsock_ops, vs, mem, VIRTIO_DEV_EVENT_IDX, &vs->config, sizeof(vs->config));
 
 	if (vs->dir && vsock_listen(vs, err) < 0)
 		goto fail;
