@@ -11,6 +11,8 @@
 #define ARRAY_SIZE(a)	 (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b)	 ((a) < (b) ? (a) : (b))
 #define MAX(a, b)	 ((a) > (b) ? (a) : (b))
+/* The struct of type t whose member m p points to. */
+#define container_of(p, t, m) ((t *)(void *)((char *)(p) - offsetof(t, m)))
 #define ALIGN_UP(x, a)	 (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
 #define ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a)-1))
 

@@ -14,7 +14,6 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
-#include "proto/netplan.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
 #include "vmm/console.h"
@@ -22,6 +21,7 @@
 #include "vmm/serial.h"
 #include "vmm/sysdev.h"
 #include "vmm/vm.h"
+#include "machine/devices.h"
 #include "machine/vmm.h"
 
 /* Interrupt lines free for virtio-mmio devices: ISA IRQs the MP table routes
@@ -54,6 +54,7 @@ struct vmm {
 	char *cmdline;
 	struct console console;
 	struct vmm_filter_opts confine;
+	struct machine_slots slots; /* what the device table's adds are handed */
 	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
 };
 
@@ -142,9 +143,10 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 		return gantry_error(err, 0, "-vsock %s: not a directory", cfg->vsock_dir);
 	if (cfg->net_fd > 0 && (fstat(cfg->net_fd, &st) < 0 || !S_ISSOCK(st.st_mode)))
 		return gantry_error(err, 0, "network: fd %d is not a socket", cfg->net_fd);
-	if (cfg->nr_disks + 2 + (cfg->net_fd > 0) + (cfg->fs.handler != NULL) > VMM_MAX_DEVICES)
-		return gantry_error(err, 0, "too many devices (at most %zu disks)",
-				    VMM_MAX_DEVICES - 1);
+	if (machine_count_devices(cfg) > VMM_MAX_DEVICES)
+		return gantry_error(err, 0, "too many devices: %u disks and %u others, room for %zu",
+				    cfg->nr_disks, machine_count_devices(cfg) - cfg->nr_disks,
+				    VMM_MAX_DEVICES);
 	return 0;
 }
 
@@ -198,8 +200,9 @@ static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
 /* Place a device in the MMIO hole, wire its interrupt through an irqfd and
  * each queue's notify register through an ioeventfd, and declare it on the
  * kernel command line. */
-static int vmm_attach_virtio(struct vmm *v, struct virtio_dev *d, gantry_error_t *err)
+static int vmm_attach_virtio(struct machine_slots *s, struct virtio_dev *d, gantry_error_t *err)
 {
+	struct vmm *v = container_of(s, struct vmm, slots);
 	unsigned int i = v->nr_devs;
 	char *decl, *cmdline;
 
@@ -285,37 +288,10 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 		goto out;
 
 	v->cmdline = xstrdup(default_cmdline);
-	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
-		const struct vmm_disk *disk = &cfg->disks[i];
-		struct virtio_dev *d =
-			virtio_blk_create(&v->vm.mem, disk->path, disk->fd, disk->ro, err);
-
-		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
+	v->slots = (struct machine_slots){ &v->vm.mem, &v->vm.io, vmm_attach_virtio };
+	for (unsigned int i = 0; i < machine_nr_devices; i++)
+		if (machine_devices[i].count(cfg) && machine_devices[i].add(&v->slots, cfg, err) < 0)
 			goto out;
-	}
-	if (cfg->net_fd > 0) {
-		struct virtio_dev *d = virtio_net_create(&v->vm.mem, &v->vm.io, cfg->net_fd,
-							 (const uint8_t[6])NET_GUEST_MAC, err);
-
-		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
-			goto out;
-	}
-	if (vmm_attach_virtio(v, virtio_rng_create(&v->vm.mem), err) < 0)
-		goto out;
-	if (cfg->vsock_dir || cfg->vsock.connect) {
-		struct virtio_dev *d = virtio_vsock_create(&v->vm.mem, &v->vm.io, VMM_GUEST_CID,
-							   cfg->vsock_dir, &cfg->vsock, err);
-
-		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
-			goto out;
-	}
-	if (cfg->fs.handler) {
-		struct virtio_dev *d =
-			virtio_fs_create(&v->vm.mem, cfg->fs.tag, cfg->fs.handler, err);
-
-		if (d == NULL || vmm_attach_virtio(v, d, err) < 0)
-			goto out;
-	}
 
 	/* The user's arguments come last so they override ours. */
 	xasprintf(&full, "%s%s%s", v->cmdline, cfg->append ? " " : "",
@@ -344,11 +320,11 @@ static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
 	v->confine = (struct vmm_filter_opts){
 		.log = cfg->confine_log,
 		.console_file = v->console.path != NULL,
-		.fs = cfg->fs.handler != NULL,
-		.fs_remote = cfg->fs.handler != NULL && cfg->fs.remote,
 		.profile = v->vm.profile != NULL,
-		.dials = cfg->vsock_dir != NULL && cfg->vsock.connect == NULL,
 	};
+	for (unsigned int i = 0; i < machine_nr_devices; i++)
+		if (machine_devices[i].filter && machine_devices[i].count(cfg))
+			machine_devices[i].filter(cfg, &v->confine);
 }
 
 /* Set-up is done: the base filter onto the whole process (unless the

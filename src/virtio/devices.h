@@ -17,6 +17,17 @@ struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *pa
 /* virtio-rng fed by getrandom(2). */
 struct virtio_dev *virtio_rng_create(const struct guest_mem *mem);
 
+/* virtio-balloon for free page reporting: the pages of the ranges the
+ * guest reports free are given back to the host (guest_mem_discard). */
+struct virtio_dev *virtio_balloon_create(const struct guest_mem *mem);
+/* What it gave back so far; d must come from virtio_balloon_create. */
+struct virtio_balloon_stats {
+	uint64_t reported_bytes; /* freed by reports */
+	uint64_t reports;	 /* report chains served */
+	uint64_t inflated_bytes; /* freed by inflating (never asked for) */
+};
+struct virtio_balloon_stats virtio_balloon_stats(struct virtio_dev *d);
+
 struct ioloop;
 
 /* Where a guest's vsock streams end when not in a directory's sockets: a

@@ -12,6 +12,7 @@
  * nested page table entry only when the host address is aligned like the
  * guest one and the host page behind it is a huge page (THP). */
 #define RAM_ALIGN (2u * MiB)
+#define PAGE_SIZE 4096u
 
 /* fd < 0: anonymous memory; else fd's [off, off + size), shared, over an
  * aligned span reserved first. */
@@ -141,6 +142,20 @@ void *guest_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len)
 		return r->hva + off;
 	}
 	return NULL;
+}
+
+uint64_t guest_mem_discard(const struct guest_mem *m, void *hva, uint64_t len)
+{
+	uintptr_t start = ((uintptr_t)hva + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
+	uintptr_t end = ((uintptr_t)hva + len) & ~(uintptr_t)(PAGE_SIZE - 1);
+
+	if (!m->mapped || end <= start || (uintptr_t)hva + len < (uintptr_t)hva)
+		return 0;
+	/* A shared memfd's pages live in the file: only punching them out
+	 * of it frees them (and the other process's view reads zeros too). */
+	if (madvise((void *)start, end - start, m->fd >= 0 ? MADV_REMOVE : MADV_DONTNEED) < 0)
+		return 0;
+	return end - start;
 }
 
 uint64_t guest_mem_low_top(const struct guest_mem *m)

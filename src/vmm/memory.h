@@ -46,6 +46,12 @@ void guest_mem_destroy(struct guest_mem *m);
  * allowed, a range that wraps around is not). */
 void *guest_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len);
 
+/* Give the host back the whole pages of [hva, hva + len), a range inside
+ * one RAM region (as guest_ptr returns it): the guest reads zeros there
+ * next. Returns the bytes given back (0 for a range under one page, or on
+ * buffers not mapped by guest_mem_init). */
+uint64_t guest_mem_discard(const struct guest_mem *m, void *hva, uint64_t len);
+
 /* Top of RAM below the MMIO hole (exclusive). */
 uint64_t guest_mem_low_top(const struct guest_mem *m);
 

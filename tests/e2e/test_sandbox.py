@@ -123,6 +123,45 @@ def test_read_only_root(g):
     g.sh("ro", "touch /tmp/x", check=True)
 
 
+def guest_ram_kib(pid):
+    """The VMM's guest RAM resident on the host: its mappings marked
+    MADV_DONTDUMP ("dd"), in the supervisor or its VMM worker."""
+    total = 0
+    for p in [pid, *[int(c) for t in os.listdir(f"/proc/{pid}/task")
+                     for c in Path(f"/proc/{pid}/task/{t}/children").read_text().split()]]:
+        rss = 0
+        for line in Path(f"/proc/{p}/smaps").read_text().splitlines():
+            f = line.split()
+            if f[0] == "Rss:":
+                rss = int(f[1])
+            elif f[0] == "VmFlags:" and "dd" in f[1:]:
+                total += rss
+    return total
+
+
+def test_freed_memory_goes_back_to_the_host(g):
+    """A workload holds 128 MiB and ends: the guest reports the pages free
+    (virtio-balloon) and the host's resident guest RAM shrinks back."""
+    g.run("start", "bal", "-rw=false", check=True)
+    pid = g.ls()["bal"]["pid"]
+    before = peak = guest_ram_kib(pid)
+    holder = threading.Thread(target=g.sh, args=(
+        "bal", "dd if=/dev/zero bs=128M count=1 2>/dev/null | sleep 8; exit 0"),
+        kwargs={"check": True})
+    holder.start()
+    while holder.is_alive():
+        peak = max(peak, guest_ram_kib(pid))
+        time.sleep(0.5)
+    holder.join()
+    assert peak >= before + 96 * 1024, (before, peak)
+    deadline = time.monotonic() + 60
+    after = guest_ram_kib(pid)
+    while after > before + 32 * 1024 and time.monotonic() < deadline:
+        time.sleep(1)
+        after = guest_ram_kib(pid)
+    assert after <= before + 32 * 1024, (before, after)
+
+
 def test_eight_concurrent_sessions_of_5mb(g):
     g.run("start", "many", check=True)
     n = 8

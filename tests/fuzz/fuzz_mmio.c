@@ -1,7 +1,7 @@
 /* libFuzzer target for the virtio-mmio transport and the devices behind it.
  * The input is one flags byte and then a sequence of 12-byte operations
  * (see mkcorpus.py), applied to a virtio-blk over a small memfd and a
- * virtio-rng sharing one guest RAM: register reads and writes as the bus
+ * virtio-rng and a virtio-balloon (its free page reports) sharing one guest RAM: register reads and writes as the bus
  * delivers them, raw writes into guest RAM (so rings change between
  * notifies), queue notifications, and a macro that runs the whole driver
  * initialisation so the fuzzer reaches the request paths quickly. */
@@ -26,18 +26,21 @@
 #define MAX_OPS	     512
 #define OP_SIZE	     12
 #define RING_SPACING 0x8000 /* the rng's rings sit this far above the blk's */
+#define BALLOON_BASE 0xc000 /* and the balloon's, whichever queue is up */
+#define NR_DEVS	     3
 #define DESC_GPA     0x0000
 #define AVAIL_GPA    0x1000
 #define USED_GPA     0x2000
 
-/* Operation: kind, size, off (u16 LE), val (u64 LE). kind bit 4 picks the
- * device (0 blk, 1 rng); kind & 7 picks what to do. */
+/* Operation: kind, size, off (u16 LE), val (u64 LE). kind >> 4 picks the
+ * device (0 blk, 1 rng, 2 balloon, modulo 3); kind & 7 picks what to do. */
 enum {
 	OP_READ = 0,
 	OP_WRITE = 1,
 	OP_RAM = 2,    /* (size & 7) + 1 bytes of val at gpa off */
 	OP_NOTIFY = 3, /* queue val & 0xff; size & 1: through virtio_dev_notify */
-	OP_UP = 4,     /* reset and bring up queue 0 with 1 << (size % 9) entries */
+	OP_UP = 4,     /* reset and bring up queue off (modulo the device's
+			* queues) with 1 << (size % 9) entries */
 	OP_READ2 = 5,
 	OP_WRITE2 = 6,
 	OP_RAM2 = 7,
@@ -77,7 +80,7 @@ static void wr(struct virtio_dev *d, uint64_t off, uint32_t v)
 	virtio_mmio_access(d, off, (uint8_t *)&v, 4, true);
 }
 
-static void driver_up(struct virtio_dev *d, uint64_t base, uint32_t num)
+static void driver_up(struct virtio_dev *d, uint64_t base, uint32_t q, uint32_t num)
 {
 	uint32_t lo, hi;
 
@@ -93,7 +96,7 @@ static void driver_up(struct virtio_dev *d, uint64_t base, uint32_t num)
 	wr(d, VIRTIO_MMIO_DRIVER_FEATURES, hi);
 	wr(d, VIRTIO_MMIO_STATUS,
 	   VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK);
-	wr(d, VIRTIO_MMIO_QUEUE_SEL, 0);
+	wr(d, VIRTIO_MMIO_QUEUE_SEL, q);
 	wr(d, VIRTIO_MMIO_QUEUE_NUM, num);
 	wr(d, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)(base + DESC_GPA));
 	wr(d, VIRTIO_MMIO_QUEUE_DESC_HIGH, 0);
@@ -109,7 +112,8 @@ static void driver_up(struct virtio_dev *d, uint64_t base, uint32_t num)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct virtio_dev *devs[2];
+	static const uint64_t bases[NR_DEVS] = { 0, RING_SPACING, BALLOON_BASE };
+	struct virtio_dev *devs[NR_DEVS];
 	gantry_error_t err = NULL;
 	struct guest_mem mem;
 	uint8_t flags, *ram;
@@ -130,10 +134,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (devs[0] == NULL)
 		abort(); /* the harness itself is broken */
 	devs[1] = virtio_rng_create(&mem);
+	devs[2] = virtio_balloon_create(&mem);
 
 	for (unsigned int n = 0; n < MAX_OPS && size >= OP_SIZE;
 	     n++, data += OP_SIZE, size -= OP_SIZE) {
-		struct virtio_dev *d = devs[(data[0] >> 4) & 1];
+		unsigned int which = (data[0] >> 4) % NR_DEVS;
+		struct virtio_dev *d = devs[which];
 		uint32_t len = 1u << (data[1] & 3);
 		uint64_t off = (uint64_t)data[2] | (uint64_t)data[3] << 8;
 		uint8_t val[8];
@@ -161,13 +167,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				wr(d, VIRTIO_MMIO_QUEUE_NOTIFY, val[0]);
 			break;
 		case OP_UP:
-			driver_up(d, d == devs[1] ? RING_SPACING : 0, 1u << (data[1] % 9));
+			driver_up(d, bases[which], (uint32_t)(off % d->ops->num_queues),
+				  1u << (data[1] % 9));
 			break;
 		}
 	}
 
-	devs[0]->ops->destroy(devs[0]);
-	devs[1]->ops->destroy(devs[1]);
+	for (unsigned int i = 0; i < NR_DEVS; i++)
+		devs[i]->ops->destroy(devs[i]);
 	free(ram);
 	return 0;
 }

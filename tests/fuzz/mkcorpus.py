@@ -109,8 +109,9 @@ def virtq_seeds():
 
 # ---- fuzz_mmio: flags byte, then 12-byte ops ------------------------------
 OP_READ, OP_WRITE, OP_RAM, OP_NOTIFY, OP_UP = 0, 1, 2, 3, 4
-BLK, RNG = 0, 1
-M_DESC, M_AVAIL, M_USED, RNG_BASE = 0x0000, 0x1000, 0x2000, 0x8000
+BLK, RNG, BALLOON = 0, 1, 2
+M_DESC, M_AVAIL, M_USED, RNG_BASE, BALLOON_BASE = 0x0000, 0x1000, 0x2000, 0x8000, 0xc000
+RING_BASE = {BLK: 0, RNG: RNG_BASE, BALLOON: BALLOON_BASE}
 
 
 class Ops:
@@ -134,14 +135,14 @@ class Ops:
             self.op(OP_RAM, 0, len(chunk) - 1, gpa + i, val)
         return self
 
-    def up(self, dev, log2num):
-        return self.op(OP_UP, dev, log2num, 0, 0)
+    def up(self, dev, log2num, q=0):
+        return self.op(OP_UP, dev, log2num, q, 0)
 
     def notify(self, dev, q=0, ioeventfd=False):
         return self.op(OP_NOTIFY, dev, 1 if ioeventfd else 0, 0, q)
 
     def offer(self, dev, slot, head):
-        base = RNG_BASE if dev == RNG else 0
+        base = RING_BASE[dev]
         self.ram(base + M_AVAIL + 4 + 2 * slot, struct.pack("<H", head))
         return self.ram(base + M_AVAIL + 2, struct.pack("<H", slot + 1))
 
@@ -215,6 +216,21 @@ def mmio_seeds():
     both.blk_req(0, 0, BLK_T_IN, 0, 512, True, 0x3000)
     both.notify(RNG).notify(BLK).notify(BLK, 5).wr(BLK, "queue_sel", 7).rd(BLK, "queue_ready")
     s["both"] = both.bytes()
+
+    # The balloon: a free page report (queue 2) of two ranges, one past
+    # RAM's end; an inflate (queue 0) naming pages in and out of RAM; the
+    # driver's page count written and the config read back.
+    report = Ops().up(BALLOON, 3, q=2)
+    report.ram(BALLOON_BASE + M_DESC, desc(0x4000, 0x1000, F_WRITE | F_NEXT, 1))
+    report.ram(BALLOON_BASE + M_DESC + 16, desc(0xf800, 0x1000, F_WRITE))
+    report.offer(BALLOON, 0, 0).notify(BALLOON, 2)
+    report.wr(BALLOON, 0x104, 7).rd(BALLOON, "config", 8).rd(BALLOON, 0x108, 4)
+    s["balloon-report"] = report.bytes()
+    inflate = Ops().up(BALLOON, 2, q=0)
+    inflate.ram(0x5000, struct.pack("<III", 4, 5, 0xfffff))
+    inflate.ram(BALLOON_BASE + M_DESC, desc(0x5000, 12, 0))
+    inflate.offer(BALLOON, 0, 0).notify(BALLOON, 0).notify(BALLOON, 1).notify(BALLOON, 3)
+    s["balloon-inflate"] = inflate.bytes()
     return s
 
 
