@@ -2,9 +2,9 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -39,6 +39,55 @@ void creds_free(struct registry_creds *c)
 	*c = (struct registry_creds){ 0 };
 }
 
+static const char b64_alphabet[] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Base64 with padding (RFC 4648 section 4) of n bytes, allocated. */
+static char *b64_encode(const unsigned char *in, size_t n)
+{
+	char *out = xmalloc(4 * ((n + 2) / 3) + 1), *o = out;
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
+			     (i + 2 < n ? in[i + 2] : 0);
+
+		*o++ = b64_alphabet[v >> 18];
+		*o++ = b64_alphabet[(v >> 12) & 63];
+		*o++ = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? b64_alphabet[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Decode padded base64 (n a multiple of 4, at most two '=' at the end)
+ * into out (n / 4 * 3 bytes): the bytes decoded, or -1. */
+static int b64_decode(const char *in, size_t n, unsigned char *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i += 4) {
+		uint32_t v = 0;
+		int pad = 0;
+
+		for (size_t k = 0; k < 4; k++) {
+			const char *c = in[i + k] ? strchr(b64_alphabet, in[i + k]) : NULL;
+
+			if (in[i + k] == '=' && i + 4 == n && k >= 2 && (k == 3 || in[i + 3] == '='))
+				pad++, c = b64_alphabet;
+			else if (c == NULL || pad)
+				return -1;
+			v = v << 6 | (uint32_t)(c - b64_alphabet);
+		}
+		out[o++] = (unsigned char)(v >> 16);
+		if (pad < 2)
+			out[o++] = (unsigned char)(v >> 8);
+		if (pad < 1)
+			out[o++] = (unsigned char)v;
+	}
+	return (int)o;
+}
+
 char *creds_basic(const char *user, const char *pass)
 {
 	cleanup_free char *plain = NULL;
@@ -46,8 +95,7 @@ char *creds_basic(const char *user, const char *pass)
 	char *out;
 
 	n = (size_t)xasprintf(&plain, "%s:%s", user, pass);
-	out = xmalloc(4 * ((n + 2) / 3) + 1);
-	EVP_EncodeBlock((unsigned char *)out, (unsigned char *)plain, (int)n);
+	out = b64_encode((const unsigned char *)plain, n);
 	explicit_bzero(plain, n);
 	return out;
 }
@@ -55,21 +103,20 @@ char *creds_basic(const char *user, const char *pass)
 /* "user:pass" from base64; 0 on success. */
 static int basic_decode(const char *b64, struct registry_creds *c)
 {
-	size_t n = strlen(b64), pad = 0;
+	size_t n = strlen(b64);
 	cleanup_free char *plain = NULL;
 	char *colon;
 	int len;
 
-	if (n == 0 || n % 4 != 0)
+	if (n == 0 || n % 4 != 0 || n > INT_MAX / 2)
 		return -1;
 	plain = xmalloc(n / 4 * 3 + 1);
-	len = EVP_DecodeBlock((unsigned char *)plain, (const unsigned char *)b64, (int)n);
+	len = b64_decode(b64, n, (unsigned char *)plain);
 	if (len < 0)
 		return -1;
-	pad = (b64[n - 1] == '=') + (b64[n - 2] == '=');
-	plain[len - (int)pad] = '\0';
+	plain[len] = '\0';
 	colon = strchr(plain, ':');
-	if (colon == NULL || (size_t)(len - (int)pad) != strlen(plain))
+	if (colon == NULL || (size_t)len != strlen(plain))
 		return -1;
 	*colon = '\0';
 	c->user = xstrdup(plain);

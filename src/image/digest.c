@@ -43,13 +43,14 @@ int digest_check(const char *d, gantry_error_t *err)
 
 void sha256_init(struct sha256 *h)
 {
-	h->ctx = EVP_MD_CTX_new();
-	h->failed = h->ctx == NULL || EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) != 1;
+	/* Not loaded: sha256_final says why. */
+	h->ctx = lazy_crypto(NULL) == 0 ? sym_EVP_MD_CTX_new() : NULL;
+	h->failed = h->ctx == NULL || sym_EVP_DigestInit_ex(h->ctx, sym_EVP_sha256(), NULL) != 1;
 }
 
 void sha256_update(struct sha256 *h, const void *p, size_t n)
 {
-	if (!h->failed && n && EVP_DigestUpdate(h->ctx, p, n) != 1)
+	if (!h->failed && n && sym_EVP_DigestUpdate(h->ctx, p, n) != 1)
 		h->failed = true;
 }
 
@@ -60,7 +61,11 @@ int sha256_final(struct sha256 *h, char out[DIGEST_STR_MAX], gantry_error_t *err
 	char *p = out + strlen(DIGEST_PREFIX);
 
 	out[0] = '\0';
-	if (h->failed || EVP_DigestFinal_ex(h->ctx, md, &len) != 1 || len != DIGEST_HEX_LEN / 2) {
+	if (lazy_crypto(err) < 0) {
+		sha256_release(h);
+		return -1;
+	}
+	if (h->failed || sym_EVP_DigestFinal_ex(h->ctx, md, &len) != 1 || len != DIGEST_HEX_LEN / 2) {
 		sha256_release(h);
 		return gantry_error(err, EIO, "libcrypto cannot compute sha256 (out of memory, or "
 					      "its configuration leaves sha256 out)");
@@ -74,7 +79,8 @@ int sha256_final(struct sha256 *h, char out[DIGEST_STR_MAX], gantry_error_t *err
 
 void sha256_release(struct sha256 *h)
 {
-	EVP_MD_CTX_free(h->ctx);
+	if (h->ctx)
+		sym_EVP_MD_CTX_free(h->ctx);
 	h->ctx = NULL;
 }
 

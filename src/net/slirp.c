@@ -6,10 +6,29 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/lazy.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "net/slirp.h"
+
+/* libslirp and the GLib under it are loaded by the network worker alone,
+ * as it starts (nat_init), before its confinement: no other process maps
+ * or relocates them (common/lazy.h). */
+#define SLIRP_SYMS(X)                                                                              \
+	X(slirp_new)                                                                               \
+	X(slirp_cleanup)                                                                           \
+	X(slirp_input)                                                                             \
+	X(slirp_pollfds_fill)                                                                      \
+	X(slirp_pollfds_poll)                                                                      \
+	X(slirp_handle_timer)                                                                      \
+	X(slirp_add_unix)                                                                          \
+	X(slirp_add_hostfwd)                                                                       \
+	X(slirp_remove_hostfwd)
+
+SLIRP_SYMS(LAZY_DEFINE)
+static const struct lazy_sym slirp_syms[] = { SLIRP_SYMS(LAZY_ENTRY) };
+static struct lazy_lib slirp_lib = LAZY_LIB("libslirp.so.0", "libslirp0", slirp_syms);
 
 /* libslirp's timeout when nothing in it is pending (slirp_update_timeout
  * caps every timeout at a second): then the worker may sleep on. */
@@ -139,11 +158,13 @@ int nat_init(struct nat *n, const char *dns_path, gantry_error_t *err)
 		.disable_dhcp = true,
 	};
 
+	if (lazy_load(&slirp_lib, err) < 0)
+		return -1;
 	n->read_host = true;
-	n->slirp = slirp_new(&cfg, &callbacks, n);
+	n->slirp = sym_slirp_new(&cfg, &callbacks, n);
 	if (n->slirp == NULL)
 		return gantry_error(err, 0, "libslirp: cannot start its instance");
-	if (slirp_add_unix(n->slirp, dns_path, &gw, 53) < 0) {
+	if (sym_slirp_add_unix(n->slirp, dns_path, &gw, 53) < 0) {
 		nat_cleanup(n);
 		return gantry_error(err, 0, "libslirp: cannot forward TCP %s:53 to the DNS proxy",
 				    NET_GATEWAY_STR);
@@ -156,7 +177,7 @@ void nat_cleanup(struct nat *n)
 	struct nat_timer *t;
 
 	if (n->slirp)
-		slirp_cleanup(n->slirp);
+		sym_slirp_cleanup(n->slirp);
 	n->slirp = NULL;
 	while ((t = n->timers)) {
 		n->timers = t->next;
@@ -166,7 +187,7 @@ void nat_cleanup(struct nat *n)
 
 void nat_input(struct nat *n, const uint8_t *frame, size_t len)
 {
-	slirp_input(n->slirp, frame, (int)len);
+	sym_slirp_input(n->slirp, frame, (int)len);
 }
 
 /* The fill pass's view of the worker's poll array. */
@@ -241,7 +262,7 @@ int nat_pollfds(struct nat *n, struct pollfd **fds, size_t *nfds, size_t *cap)
 	int t, tt;
 
 	n->base = *nfds;
-	slirp_pollfds_fill(n->slirp, &timeout, add_poll, &f);
+	sym_slirp_pollfds_fill(n->slirp, &timeout, add_poll, &f);
 	n->fds = *fds;
 	n->n = *nfds - n->base;
 	t = timeout >= SLIRP_IDLE_MS ? -1 : (int)timeout;
@@ -260,7 +281,7 @@ void nat_dispatch(struct nat *n, bool err)
 	int64_t now;
 	bool fired;
 
-	slirp_pollfds_poll(n->slirp, err, get_revents, n);
+	sym_slirp_pollfds_poll(n->slirp, err, get_revents, n);
 	/* A timer's callback may re-arm or free timers: rescan after each. */
 	do {
 		fired = false;
@@ -268,7 +289,7 @@ void nat_dispatch(struct nat *n, bool err)
 		for (struct nat_timer *t = n->timers; t; t = t->next) {
 			if (t->expire_ms >= 0 && t->expire_ms <= now) {
 				t->expire_ms = -1;
-				slirp_handle_timer(n->slirp, t->id, t->cb_opaque);
+				sym_slirp_handle_timer(n->slirp, t->id, t->cb_opaque);
 				fired = true;
 				break;
 			}
@@ -308,20 +329,20 @@ int nat_forward_add(struct nat *n, bool udp, struct in_addr host, uint16_t host_
 	uint32_t timeout = UINT32_MAX;
 
 	errno = 0;
-	if (slirp_add_hostfwd(n->slirp, udp, host, host_port, addr(NET_GUEST), guest_port) < 0) {
+	if (sym_slirp_add_hostfwd(n->slirp, udp, host, host_port, addr(NET_GUEST), guest_port) < 0) {
 		if (errno == 0)
 			errno = EADDRINUSE;
 		return -1;
 	}
 	/* A fill pass out of turn: the loop fills again before it polls. */
 	if (!udp)
-		slirp_pollfds_fill(n->slirp, &timeout, raise_backlog, &l);
+		sym_slirp_pollfds_fill(n->slirp, &timeout, raise_backlog, &l);
 	return 0;
 }
 
 int nat_forward_remove(struct nat *n, bool udp, struct in_addr host, uint16_t host_port)
 {
-	if (slirp_remove_hostfwd(n->slirp, udp, host, host_port) < 0) {
+	if (sym_slirp_remove_hostfwd(n->slirp, udp, host, host_port) < 0) {
 		errno = ENOENT;
 		return -1;
 	}

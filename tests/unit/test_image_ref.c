@@ -263,6 +263,25 @@ static void test_own_credentials_keys(void **state)
 	rmdir(dir);
 }
 
+/* The Basic credentials' base64, every padding length. */
+static void test_basic_base64(void **state)
+{
+	static const char *const cases[][3] = {
+		{ "user", "pass", "dXNlcjpwYXNz" },
+		{ "u", "pw", "dTpwdw==" },
+		{ "ab", "cd", "YWI6Y2Q=" },
+		{ "a", "\xff\xfe", "YTr//g==" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char *b = creds_basic(cases[i][0], cases[i][1]);
+
+		assert_string_equal(b, cases[i][2]);
+		free(b);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +290,7 @@ int main(void)
 		cmocka_unit_test(test_platforms),
 		cmocka_unit_test(test_own_credentials),
 		cmocka_unit_test(test_own_credentials_keys),
+		cmocka_unit_test(test_basic_base64),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
