@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/child.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "confine/confine.h"
 
@@ -523,13 +524,27 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 		say(p, (o->spawn.ns & CLONE_NEWNET) != 0, "namespace", "%s",
 		    o->spawn.ns & CLONE_NEWNET ? "new, empty" : "the host's");
 	}
+	double t[8];
+
+	t[0] = now_ms_frac();
 	confine_prime_libc(); /* before NPROC 0 stops its thread */
+	t[1] = now_ms_frac();
 	layer_mount(o, r);
+	t[2] = now_ms_frac();
 	layer_limits(o, r);
 	layer_privileges(o, r);
+	t[3] = now_ms_frac();
 	layer_landlock(o, r);
+	t[4] = now_ms_frac();
 	layer_caps(o, r);
+	t[5] = now_ms_frac();
 	layer_seccomp(o, r);
+	t[6] = now_ms_frac();
+	if (o->timing)
+		log_always("confined in %.1f ms: libc %.1f, root %.1f, limits %.1f, landlock %.1f, "
+			   "caps %.1f, seccomp %.1f",
+			   t[6] - t[0], t[1] - t[0], t[2] - t[1], t[3] - t[2], t[4] - t[3],
+			   t[5] - t[4], t[6] - t[5]);
 }
 
 const struct confine_prop *confine_missing(const struct confine_report *r)

@@ -119,6 +119,7 @@ struct confine_opts {
 	int (*load_filter)(void *opaque, bool log, gantry_error_t *err);
 	void *filter_opaque;
 	bool opens_files;
+	bool timing; /* GANTRY_BOOT_TIMING: log what each layer took */
 };
 
 /* A worker's own arguments for its confinement: `--isolation MODE`,

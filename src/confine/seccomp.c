@@ -1,4 +1,6 @@
-/* seccomp filters for the workers, built with libseccomp (see confine.h).
+/* The rules of the workers' seccomp filters, for libseccomp. They are
+ * compiled into BPF when gantry is built (mkfilters.c), not at each start:
+ * filters.c loads the result.
  *
  * Each is an allowlist: what the role's loop calls after its set-up.
  * Anything else fails with EPERM (libc and libslirp then take their
@@ -20,7 +22,6 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
-#include "confine/confine.h"
 #include "confine/seccomp_rules.h"
 
 /* libseccomp's SCMP_A*_32() initialise the comparison without its second
@@ -151,7 +152,7 @@ static int fcntl_flags(scmp_filter_ctx f)
 	return r;
 }
 
-static int net_rules(scmp_filter_ctx f)
+int seccomp_net_rules(scmp_filter_ctx f)
 {
 	/* AF_UNIX: libslirp dials the DNS forwarder's socket for each TCP
 	 * query, by a path only the worker's own root holds. */
@@ -188,25 +189,13 @@ int seccomp_common_rules(scmp_filter_ctx f, int spared)
 	return r;
 }
 
-int seccomp_build(bool log, const char *what, int (*role)(scmp_filter_ctx f), gantry_error_t *err)
+scmp_filter_ctx seccomp_make(int (*role)(scmp_filter_ctx f))
 {
-	scmp_filter_ctx f = seccomp_init(log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
-	int r;
+	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 
-	if (f == NULL)
-		return gantry_error(err, ENOMEM, "seccomp (%s): seccomp_init failed", what);
-	r = seccomp_common_rules(f, -1);
-	if (r == 0)
-		r = role(f);
-	if (r == 0)
-		r = seccomp_load(f);
-	seccomp_release(f);
-	if (r < 0)
-		return gantry_error(err, -r, "seccomp (%s): %s", what, strerror(-r));
-	return 0;
-}
-
-int confine_filter_net(bool log, gantry_error_t *err)
-{
-	return seccomp_build(log, "net", net_rules, err);
+	if (f && (seccomp_common_rules(f, -1) < 0 || role(f) < 0)) {
+		seccomp_release(f);
+		f = NULL;
+	}
+	return f;
 }

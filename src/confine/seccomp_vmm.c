@@ -1,5 +1,5 @@
-/* The VMM's seccomp filters (see vmm_filter.h), built like the workers'
- * (seccomp.c): an allowlist per thread kind, EPERM for the rest, the
+/* The rules of the VMM's seccomp filters (see vmm_filter.h), made like
+ * the workers' (seccomp.c) when gantry is built: an allowlist per thread kind, EPERM for the rest, the
  * process killed for what the VMM never does after set-up: the workers'
  * kill list, ioctl KVM_CREATE_VM, KVM_CREATE_VCPU and
  * KVM_SET_USER_MEMORY_REGION, and mmap or mprotect with PROT_EXEC.
@@ -39,13 +39,6 @@
 
 #define ON(k)	  (1U << (k))
 #define ALL_KINDS (ON(VMM_THREAD_KINDS) - 1)
-
-static const char *const names[VMM_THREAD_KINDS] = { "base", "vcpu", "io", "fs", "main" };
-
-const char *vmm_thread_name(enum vmm_thread t)
-{
-	return (unsigned int)t < VMM_THREAD_KINDS ? names[t] : "?";
-}
 
 /* vmm_filter.h's lists as one table: a request and the kinds that load it. */
 static const struct {
@@ -279,18 +272,14 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 	return r;
 }
 
-int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, gantry_error_t *err)
+scmp_filter_ctx seccomp_vmm_make(enum vmm_thread t, const struct vmm_filter_opts *o)
 {
-	scmp_filter_ctx f;
 	bool fs_spawn = o->fs && (t == VMM_THREAD_BASE || t == VMM_THREAD_IO);
+	scmp_filter_ctx f = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	int r;
 
-	if ((unsigned int)t >= VMM_THREAD_KINDS)
-		return gantry_error(err, EINVAL, "seccomp: no VMM thread kind %d", (int)t);
-	f = seccomp_init(o->log ? SCMP_ACT_LOG : SCMP_ACT_ERRNO(EPERM));
 	if (f == NULL)
-		return gantry_error(err, ENOMEM, "seccomp (%s): seccomp_init failed",
-				    vmm_thread_name(t));
+		return NULL;
 	r = seccomp_common_rules(f, fs_spawn ? SCMP_SYS(unshare) : -1);
 	if (r == 0)
 		r = exec_map_rules(f);
@@ -298,21 +287,14 @@ int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, gantr
 		r = ioctl_rules(f, t);
 	if (r == 0)
 		r = kind_rules(f, t, o);
-	/* The base one goes onto every thread there is, or fails; it sets
-	 * no_new_privs, which the threads have from then on. */
-	if (r == 0 && t == VMM_THREAD_BASE)
-		r = seccomp_attr_set(f, SCMP_FLTATR_CTL_TSYNC, 1);
-	else if (r == 0)
-		r = seccomp_attr_set(f, SCMP_FLTATR_CTL_NNP, 0);
-	if (r == 0)
-		r = seccomp_load(f);
-	seccomp_release(f);
-	if (r < 0)
-		return gantry_error(err, -r, "seccomp (%s): %s", vmm_thread_name(t), strerror(-r));
-	return 0;
+	if (r < 0) {
+		seccomp_release(f);
+		return NULL;
+	}
+	return f;
 }
 
-static int share_rules(scmp_filter_ctx f)
+int seccomp_share_rules(scmp_filter_ctx f)
 {
 	int r = exec_map_rules(f);
 
@@ -332,11 +314,4 @@ static int share_rules(scmp_filter_ctx f)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
 			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_GET_SEALS));
 	return r;
-}
-
-/* The share worker (vmm_filter.h): one filter for all its threads, its
- * set-up done before it. */
-int confine_filter_share(bool log, gantry_error_t *err)
-{
-	return seccomp_build(log, "share", share_rules, err);
 }

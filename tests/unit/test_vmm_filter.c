@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -302,12 +303,58 @@ static void test_filters_follow_the_lists(void **state)
 	assert_int_equal(try_ioctl(VMM_THREAD_BASE, KVM_CHECK_EXTENSION), EPERM);
 }
 
+/* In a child, under the base and vCPU filters (with log or not): what
+ * getppid (in no list) and clone3 (ENOSYS in every filter) return. */
+static void refusals(bool log, int *getppid_errno, int *clone3_errno)
+{
+	struct vmm_filter_opts o = { .log = log };
+	int pipefd[2], got[2] = { -1, -1 };
+	pid_t pid;
+
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int r[2];
+
+		if (confine_filter_vmm(VMM_THREAD_BASE, &o, NULL) < 0 ||
+		    confine_filter_vmm(VMM_THREAD_VCPU, &o, NULL) < 0)
+			_exit(100);
+		r[0] = syscall(SYS_getppid) < 0 ? errno : 0;
+		r[1] = syscall(SYS_clone3, NULL, 0) < 0 ? errno : 0;
+		_exit(write(pipefd[1], r, sizeof(r)) == sizeof(r) ? 0 : 101);
+	}
+	close(pipefd[1]);
+	assert_int_equal(read(pipefd[0], got, sizeof(got)), sizeof(got));
+	close(pipefd[0]);
+	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	*getppid_errno = got[0];
+	*clone3_errno = got[1];
+}
+
+/* The filters are BPF made when gantry was built; with log, what they
+ * refuse is allowed (and logged by the kernel) instead, but clone3's
+ * ENOSYS, which is not a refusal, stays. */
+static void test_log_allows_what_is_refused(void **state)
+{
+	int p, c;
+
+	(void)state;
+	refusals(false, &p, &c);
+	assert_int_equal(p, EPERM);
+	assert_int_equal(c, ENOSYS);
+	refusals(true, &p, &c);
+	assert_int_equal(p, 0);
+	assert_int_equal(c, ENOSYS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_lists_are_disjoint),
 		cmocka_unit_test(test_source_requests_are_listed),
 		cmocka_unit_test(test_filters_follow_the_lists),
+		cmocka_unit_test(test_log_allows_what_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
