@@ -247,6 +247,7 @@ static int parse_args(int argc, char **argv, struct worker *w, bool *self_test)
 int vmm_worker_main(int argc, char **argv)
 {
 	static struct worker w = { .chan_lock = PTHREAD_MUTEX_INITIALIZER };
+	double t0 = now_ms_frac();
 	gantry_error_t err = NULL;
 	bool self;
 	int rc, status = 0;
@@ -283,6 +284,9 @@ int vmm_worker_main(int argc, char **argv)
 		return 1;
 	}
 	rc = setup(&w, &err);
+	w.confine.timing = w.cfg.timing;
+	if (w.cfg.timing)
+		log_always("configuration %.1f ms after main", now_ms_frac() - t0);
 	if (rc == 0) {
 		/* Off: nothing confined, the threads' filters too. */
 		w.cfg.confine_threads = w.confine.mode != CONFINE_OFF;

@@ -224,6 +224,9 @@ static void *machine_thread(void *arg)
 
 int machine_start(struct machine *m, gantry_error_t *err)
 {
+	/* GANTRY_BOOT_TIMING milestones, ms from here */
+	double t0 = now_ms_frac(), t_net = 0, t_vmm = 0;
+
 	if (vmm_validate(&m->cfg, err) < 0)
 		return -1;
 	m->cfg.stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -237,11 +240,13 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	 * frame (what the guest sends before the worker reads waits in it). */
 	if (m->net && net_start(m, err) < 0)
 		return -1;
+	t_net = now_ms_frac() - t0;
 	/* Set up and confined before the guest runs: its failure is the
 	 * start's (the network worker, set up meanwhile, is stopped by
 	 * machine_free). */
 	if (m->worker && machine_workers_start(m, err) < 0)
 		return -1;
+	t_vmm = now_ms_frac() - t0;
 	if (pthread_create(&m->thread, NULL, machine_thread, m) != 0)
 		return gantry_error(err, 0, "cannot start the VM thread");
 	m->started = true;
@@ -254,6 +259,11 @@ int machine_start(struct machine *m, gantry_error_t *err)
 		m->net_started = false;
 		return net_error(m, err);
 	}
+	if (m->cfg.timing)
+		log_always("machine: network worker spawned %.1f ms, VM %s %.1f ms, network "
+			   "worker ready %.1f ms",
+			   t_net, m->worker ? "worker ready" : "thread started", t_vmm,
+			   now_ms_frac() - t0);
 	isolation_write(m);
 	return 0;
 }

@@ -128,6 +128,7 @@ fail:
 int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *err)
 {
 	struct worker_handover h = { .n = 0 };
+	double t0 = now_ms_frac();
 	json_t *c;
 	int r;
 
@@ -146,6 +147,8 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
 	worker_handover_close(&h);
 	if (r < 0)
 		return gantry_error_errno(err, "VMM worker: send its configuration");
+	if (m->cfg.timing)
+		log_always("VMM worker spawned and configured in %.1f ms", now_ms_frac() - t0);
 	return worker_wait_ready(&w->pid, w->chan, VMM_WORKER_READY_MS, "VMM worker",
 				 &w->isolation, err);
 }
