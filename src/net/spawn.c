@@ -154,12 +154,6 @@ void net_worker_stop(struct net_worker *w)
 		close(w->vmm_fd);
 	if (w->ctl_fd >= 0)
 		close(w->ctl_fd);
-	if (w->pid > 0) {
-		kill(w->pid, SIGTERM);
-		if (!child_reap_within(w->pid, NET_WORKER_STOP_MS, &status)) {
-			kill(w->pid, SIGKILL);
-			child_reap_within(w->pid, NET_WORKER_STOP_MS, &status);
-		}
-	}
+	worker_stop(&w->pid, &status);
 	*w = NET_WORKER_NONE;
 }

@@ -15,7 +15,6 @@
 #include "confine/confine.h"
 
 #define NET_WORKER_READY_MS 10000
-#define NET_WORKER_STOP_MS  2000
 #define NET_WORKER_SOCKBUF  (4 * 1024 * 1024)
 #define NET_WORKER_NOFILE   16384 /* its flows, listeners and DNS sockets, at most */
 
@@ -63,7 +62,7 @@ int net_worker_ready(struct net_worker *w, const struct net_worker_opts *o, gant
 /* One control request while nothing else uses w->ctl_fd (at start):
  * sent, and its answer (bounded, 10 s) in *answer when it says ok. */
 int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err);
-/* Close both fds, SIGTERM, reap (bounded; SIGKILL after 2 s). */
+/* Close both fds and worker_stop() it. */
 void net_worker_stop(struct net_worker *w);
 
 #endif

@@ -146,15 +146,27 @@ fail:
 	return -1;
 }
 
-void worker_reap(pid_t *pid, int *status)
+static void reap_within(pid_t *pid, int sig, int ms, int *status)
 {
 	*status = 0;
 	if (*pid <= 0)
 		return;
-	if (!child_reap_within(*pid, REAP_MS, status)) {
+	if (sig)
+		kill(*pid, sig);
+	if (!child_reap_within(*pid, ms, status)) {
 		kill(*pid, SIGKILL);
-		child_reap_within(*pid, REAP_MS, status);
+		child_reap_within(*pid, ms, status);
 	}
 	*pid = -1;
+}
+
+void worker_reap(pid_t *pid, int *status)
+{
+	reap_within(pid, 0, REAP_MS, status);
+}
+
+void worker_stop(pid_t *pid, int *status)
+{
+	reap_within(pid, SIGTERM, WORKER_STOP_MS, status);
 }
 

@@ -56,6 +56,10 @@ struct worker_spawn {
 int worker_spawn(const struct worker_spawn *ws, pid_t *pid, int *chan, gantry_error_t *err);
 /* Reap it within a few seconds, SIGKILL if it lingers; *pid then -1. */
 void worker_reap(pid_t *pid, int *status);
+/* Stop it now: SIGTERM, then SIGKILL if it lives on past WORKER_STOP_MS;
+ * reaped, *pid then -1. */
+#define WORKER_STOP_MS 2000
+void worker_stop(pid_t *pid, int *status);
 /* One message within ms (-1: no limit): its JSON object, or NULL (EOF,
  * silence, a bad one; *eof says which). Descriptors that came with it
  * are closed. */

@@ -26,6 +26,7 @@
 #include "common/util.h"
 #include "net/net.h"
 #include "net/spawn.h"
+#include "worker/worker.h"
 
 #define MODE_ENV "GANTRY_TEST_WORKER"
 
@@ -222,8 +223,8 @@ static void test_stop_stubborn(void **state)
 	pid = w.pid;
 	t0 = now_ms();
 	net_worker_stop(&w);
-	assert_true(now_ms() - t0 >= NET_WORKER_STOP_MS - 100);
-	assert_true(now_ms() - t0 < 2 * NET_WORKER_STOP_MS + 1000);
+	assert_true(now_ms() - t0 >= WORKER_STOP_MS - 100);
+	assert_true(now_ms() - t0 < 2 * WORKER_STOP_MS + 1000);
 	assert_false(alive(pid));
 	close(log);
 	unlink(path);
