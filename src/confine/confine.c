@@ -500,6 +500,24 @@ static void layer_seccomp(const struct confine_opts *o, struct confine_report *r
 	}
 }
 
+/* The uid outside that our uid 0 is (/proc/self/uid_map), -1 if none. */
+static long outside_uid(void)
+{
+	char buf[128];
+	long inside = -1, outside = -1;
+	int fd = open("/proc/self/uid_map", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (sscanf(buf, "%ld %ld", &inside, &outside) != 2 || inside != 0)
+		return -1;
+	return outside;
+}
+
 void confine_apply(const struct confine_opts *o, struct confine_report *r)
 {
 	struct confine_prop *p;
@@ -507,9 +525,12 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 	*r = (struct confine_report){ 0 };
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	p = prop(r, "user-namespace", false);
-	if (o->spawn.ns & CLONE_NEWUSER)
+	if ((o->spawn.ns & CLONE_NEWUSER) && (o->spawn.ns & CONFINE_ROOT_UNPRIVILEGED))
+		say(p, outside_uid() == CONFINE_UNPRIVILEGED_UID, "namespace",
+		    "its root is uid %ld outside, not the caller's root", outside_uid());
+	else if (o->spawn.ns & CLONE_NEWUSER)
 		say(p, true, "namespace", "mapped to the caller's uid");
-	else if (geteuid() == 0)
+	else if (geteuid() == 0 && o->spawn.userns_errno == 0)
 		p->state = CONFINE_NA, snprintf(p->detail, sizeof(p->detail), "root: not needed");
 	else
 		say(p, false, "", "refused: %s", strerror(o->spawn.userns_errno));

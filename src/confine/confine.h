@@ -52,13 +52,20 @@ struct confine_spawn {
 	int userns_errno; /* why there is no user namespace (0: there is, or root) */
 };
 
+/* For extra_ns, not a namespace of its own: a root caller's worker runs
+ * in a user namespace too, its root there the unprivileged
+ * CONFINE_UNPRIVILEGED_UID outside (the VMM worker: everything it uses
+ * is handed to it open, so it needs no identity on the host). */
+#define CONFINE_ROOT_UNPRIVILEGED (1UL << 40)
+#define CONFINE_UNPRIVILEGED_UID  65534 /* nobody */
+
 /* fork(), for a worker that will exec: with mode off a plain fork; else
  * the child starts in new mount, PID and IPC namespaces, and a user
  * namespace (mapped to the caller's own uid and gid) unless the caller is
- * root. When the host refuses them the child starts without (sp says
- * so). extra_ns: more of them (the VMM's CLONE_NEWNET), wanted with the
- * others. The child runs only async-signal-safe calls until it execs.
- * Returns as fork() does. */
+ * root (see CONFINE_ROOT_UNPRIVILEGED). When the host refuses them the
+ * child starts without (sp says so). extra_ns: more of them (the VMM's
+ * CLONE_NEWNET), wanted with the others. The child runs only
+ * async-signal-safe calls until it execs. Returns as fork() does. */
 pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp);
 /* sp as two arguments for the worker's command line (read back by
  * confine_arg), async-signal-safe (the child calls it too). */

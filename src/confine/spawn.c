@@ -3,6 +3,7 @@
  * confine.h; the worker's side is confine.c). */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -61,35 +62,92 @@ static bool write_all(const char *path, const char *text)
 	return n == (ssize_t)strlen(text);
 }
 
+/* A root caller's child, in its own user namespace, waits on sync for
+ * its maps (only root may map it to another uid, so the caller writes
+ * them) and then becomes that namespace's root: no group left of the
+ * caller's, and uid and gid CONFINE_UNPRIVILEGED_UID outside. */
+static bool map_unprivileged(pid_t pid)
+{
+	char path[64], map[32];
+
+	snprintf(map, sizeof(map), "0 %u 1\n", CONFINE_UNPRIVILEGED_UID);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", (int)pid);
+	if (!write_all(path, map))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", (int)pid);
+	return write_all(path, map);
+}
+
+static bool become_mapped_root(int sync)
+{
+	char ok = 0;
+
+	return read(sync, &ok, 1) == 1 && ok == 1 && setgroups(0, NULL) == 0 &&
+	       setresgid(0, 0, 0) == 0 && setresuid(0, 0, 0) == 0;
+}
+
 pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp)
 {
-	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | extra_ns;
-	char uid_map[32], gid_map[32];
 	bool root = geteuid() == 0;
+	bool unpriv = root && (extra_ns & CONFINE_ROOT_UNPRIVILEGED);
+	unsigned long ns = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+			   (extra_ns & ~CONFINE_ROOT_UNPRIVILEGED);
+	char uid_map[32], gid_map[32];
+	int sync[2] = { -1, -1 };
 	pid_t pid;
 
 	*sp = (struct confine_spawn){ 0 };
 	if (mode == CONFINE_OFF)
 		return fork();
 	/* Root keeps its identity and needs no user namespace for the
-	 * others; an ordinary user is root of its own, mapped to itself. */
-	if (!root)
+	 * others, unless asked to give it up; an ordinary user is root of
+	 * its own, mapped to itself. */
+	if (!root || unpriv)
 		ns |= CLONE_NEWUSER;
+	if (unpriv && pipe2(sync, O_CLOEXEC) < 0)
+		return -1;
 	snprintf(uid_map, sizeof(uid_map), "0 %u 1\n", (unsigned)geteuid());
 	snprintf(gid_map, sizeof(gid_map), "0 %u 1\n", (unsigned)getegid());
-	sp->ns = ns; /* both sides' copy, if the clone works */
+	sp->ns = ns | (unpriv ? CONFINE_ROOT_UNPRIVILEGED : 0); /* both sides' copy */
 	pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+	if (pid < 0 && unpriv) {
+		/* No user namespace for root's worker: root's others still. */
+		int e = errno;
+
+		close(sync[0]);
+		close(sync[1]);
+		unpriv = false;
+		ns &= ~(unsigned long)CLONE_NEWUSER;
+		sp->ns = ns;
+		pid = (pid_t)syscall(SYS_clone, ns | SIGCHLD, NULL, NULL, NULL, 0);
+		sp->userns_errno = e;
+	}
 	if (pid < 0) {
 		/* Refused (a sysctl, a policy, a limit): without namespaces. */
 		*sp = (struct confine_spawn){ .userns_errno = errno };
 		return fork();
 	}
-	if (pid > 0)
+	if (pid > 0) {
+		if (unpriv) {
+			char ok = map_unprivileged(pid);
+
+			/* Not mapped: the child ends (126), the caller sees why. */
+			(void)!write(sync[1], &ok, 1);
+			close(sync[0]);
+			close(sync[1]);
+		}
 		return pid;
-	if (!root && (!write_all("/proc/self/setgroups", "deny") ||
-		      !write_all("/proc/self/uid_map", uid_map) ||
-		      !write_all("/proc/self/gid_map", gid_map)))
+	}
+	if (unpriv) {
+		close(sync[1]);
+		if (!become_mapped_root(sync[0]))
+			_exit(126);
+		close(sync[0]);
+	} else if (!root && (!write_all("/proc/self/setgroups", "deny") ||
+			     !write_all("/proc/self/uid_map", uid_map) ||
+			     !write_all("/proc/self/gid_map", gid_map))) {
 		_exit(126);
+	}
 	return 0;
 }
 

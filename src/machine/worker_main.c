@@ -254,7 +254,8 @@ int vmm_worker_main(int argc, char **argv)
 
 	log_init("vmm-worker", -1);
 	/* Started by hand: started again as a sandbox starts it. */
-	if ((rc = confine_self_test_again(argc, argv, VMM_WORKER_ROLE, CLONE_NEWNET)) >= 0)
+	if ((rc = confine_self_test_again(argc, argv, VMM_WORKER_ROLE,
+					   CLONE_NEWNET | CONFINE_ROOT_UNPRIVILEGED)) >= 0)
 		return rc;
 	if (parse_args(argc, argv, &w, &self) < 0) {
 		log_error("%s is for Gantry's own use", VMM_WORKER_ROLE);

@@ -134,7 +134,8 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
 
 	/* Its own network namespace too: it needs none. */
 	if (worker_spawn(&(struct worker_spawn){ .role = VMM_WORKER_ROLE, .what = "VMM worker",
-						 .mode = m->isolation, .extra_ns = CLONE_NEWNET,
+						 .mode = m->isolation,
+						 .extra_ns = CLONE_NEWNET | CONFINE_ROOT_UNPRIVILEGED,
 						 .env = worker_env, .log_fd = -1 },
 			 &w->pid, &w->chan, err) < 0)
 		return -1;
