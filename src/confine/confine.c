@@ -521,14 +521,17 @@ static long outside_uid(void)
 void confine_apply(const struct confine_opts *o, struct confine_report *r)
 {
 	struct confine_prop *p;
+	double t[7]; /* GANTRY_BOOT_TIMING: before the layers and after each */
+	long outside;
 
 	*r = (struct confine_report){ 0 };
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
 	p = prop(r, "user-namespace", false);
-	if ((o->spawn.ns & CLONE_NEWUSER) && (o->spawn.ns & CONFINE_ROOT_UNPRIVILEGED))
-		say(p, outside_uid() == CONFINE_UNPRIVILEGED_UID, "namespace",
-		    "its root is uid %ld outside, not the caller's root", outside_uid());
-	else if (o->spawn.ns & CLONE_NEWUSER)
+	if ((o->spawn.ns & CLONE_NEWUSER) && (o->spawn.ns & CONFINE_ROOT_UNPRIVILEGED)) {
+		outside = outside_uid();
+		say(p, outside == CONFINE_UNPRIVILEGED_UID, "namespace",
+		    "its root is uid %ld outside, not the caller's root", outside);
+	} else if (o->spawn.ns & CLONE_NEWUSER)
 		say(p, true, "namespace", "mapped to the caller's uid");
 	else if (geteuid() == 0 && o->spawn.userns_errno == 0)
 		p->state = CONFINE_NA, snprintf(p->detail, sizeof(p->detail), "root: not needed");
@@ -545,8 +548,6 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 		say(p, (o->spawn.ns & CLONE_NEWNET) != 0, "namespace", "%s",
 		    o->spawn.ns & CLONE_NEWNET ? "new, empty" : "the host's");
 	}
-	double t[8];
-
 	t[0] = now_ms_frac();
 	confine_prime_libc(); /* before NPROC 0 stops its thread */
 	t[1] = now_ms_frac();

@@ -65,9 +65,7 @@ const char *vmm_thread_name(enum vmm_thread t)
 
 int confine_filter_vmm(enum vmm_thread t, const struct vmm_filter_opts *o, gantry_error_t *err)
 {
-	unsigned int bits = (o->console_file ? FILTER_OPT_CONSOLE_FILE : 0) |
-			    (o->fs ? FILTER_OPT_FS : 0) | (o->fs_remote ? FILTER_OPT_FS_REMOTE : 0) |
-			    (o->profile ? FILTER_OPT_PROFILE : 0) | (o->dials ? FILTER_OPT_DIALS : 0);
+	unsigned int bits = filter_opts_index(o);
 	bool base = t == VMM_THREAD_BASE;
 
 	if ((unsigned int)t >= VMM_THREAD_KINDS)

@@ -21,6 +21,14 @@ enum {
 	FILTER_OPT_COMBOS = 1 << 5,
 };
 
+/* opts' index into filter_vmm[kind]. */
+static inline unsigned int filter_opts_index(const struct vmm_filter_opts *o)
+{
+	return (o->console_file ? FILTER_OPT_CONSOLE_FILE : 0) | (o->fs ? FILTER_OPT_FS : 0) |
+	       (o->fs_remote ? FILTER_OPT_FS_REMOTE : 0) | (o->profile ? FILTER_OPT_PROFILE : 0) |
+	       (o->dials ? FILTER_OPT_DIALS : 0);
+}
+
 struct filter_prog {
 	const struct sock_filter *insns;
 	size_t len;

@@ -65,30 +65,30 @@ static size_t add(scmp_filter_ctx f, const char *what)
 	return nr_progs++;
 }
 
+/* The VM filter_vmm[kind][bits] is for: what filter_opts_index() maps
+ * back to bits, or the build fails. */
 static struct vmm_filter_opts opts_of(unsigned int bits)
 {
-	return (struct vmm_filter_opts){
+	struct vmm_filter_opts o = {
 		.console_file = bits & FILTER_OPT_CONSOLE_FILE,
 		.fs = bits & FILTER_OPT_FS,
 		.fs_remote = bits & FILTER_OPT_FS_REMOTE,
 		.profile = bits & FILTER_OPT_PROFILE,
 		.dials = bits & FILTER_OPT_DIALS,
 	};
+
+	if (filter_opts_index(&o) != bits)
+		fail("FILTER_OPT_* and filter_opts_index() disagree");
+	return o;
 }
 
 static void write_prog(FILE *out, size_t i)
 {
-	const unsigned char *b = progs[i].bpf;
-
 	fprintf(out, "static const struct sock_filter prog%zu[] = {\n", i);
-	for (size_t off = 0; off < progs[i].len; off += 8) {
-		struct {
-			unsigned short code;
-			unsigned char jt, jf;
-			unsigned int k;
-		} ins;
+	for (size_t off = 0; off < progs[i].len; off += sizeof(struct sock_filter)) {
+		struct sock_filter ins;
 
-		memcpy(&ins, b + off, sizeof(ins));
+		memcpy(&ins, progs[i].bpf + off, sizeof(ins));
 		fprintf(out, "\t{ %#x, %u, %u, %#x },\n", ins.code, ins.jt, ins.jf, ins.k);
 	}
 	fprintf(out, "};\n");

@@ -95,12 +95,12 @@ static int balloon_add(struct machine_slots *s, const struct vmm_config *cfg, ga
 }
 
 const struct machine_device machine_devices[] = {
-	{ "disk", blk_count, blk_add, NULL },
-	{ "network", net_count, net_add, NULL },
-	{ "entropy", one, rng_add, NULL },
-	{ "vsock", vsock_count, vsock_add, vsock_filter },
-	{ "shares", fs_count, fs_add, fs_filter },
-	{ "balloon", one, balloon_add, NULL },
+	{ blk_count, blk_add, NULL },		   /* disks: /dev/vda on */
+	{ net_count, net_add, NULL },		   /* virtio-net */
+	{ one, rng_add, NULL },			   /* virtio-rng */
+	{ vsock_count, vsock_add, vsock_filter }, /* virtio-vsock */
+	{ fs_count, fs_add, fs_filter },	   /* virtio-fs: the shares */
+	{ one, balloon_add, NULL },		   /* virtio-balloon */
 };
 const unsigned int machine_nr_devices = ARRAY_SIZE(machine_devices);
 

@@ -23,7 +23,6 @@ struct machine_slots {
 };
 
 struct machine_device {
-	const char *name;
 	/* How many of it cfg asks for (0: none). */
 	unsigned int (*count)(const struct vmm_config *cfg);
 	/* Create them and attach each. 0, or -1 with why. */

@@ -116,6 +116,7 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 {
 	unsigned int max_cpus = vm_max_vcpus(cfg->kvm_fd);
 	uint64_t host_mib = host_ram_bytes() / MiB;
+	unsigned int devices;
 	struct stat st;
 
 	if (cfg->kernel == NULL)
@@ -143,10 +144,10 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 		return gantry_error(err, 0, "-vsock %s: not a directory", cfg->vsock_dir);
 	if (cfg->net_fd > 0 && (fstat(cfg->net_fd, &st) < 0 || !S_ISSOCK(st.st_mode)))
 		return gantry_error(err, 0, "network: fd %d is not a socket", cfg->net_fd);
-	if (machine_count_devices(cfg) > VMM_MAX_DEVICES)
+	devices = machine_count_devices(cfg);
+	if (devices > VMM_MAX_DEVICES)
 		return gantry_error(err, 0, "too many devices: %u disks and %u others, room for %zu",
-				    cfg->nr_disks, machine_count_devices(cfg) - cfg->nr_disks,
-				    VMM_MAX_DEVICES);
+				    cfg->nr_disks, devices - cfg->nr_disks, VMM_MAX_DEVICES);
 	return 0;
 }
 

@@ -50,12 +50,11 @@ static uint32_t balloon_inflate(struct virtio_dev *d, const struct virtq_elem *e
 
 		for (size_t off = 0; off + 4 <= e->iov[i].iov_len; off += 4) {
 			uint32_t pfn;
+			void *hva;
 
 			memcpy(&pfn, p + off, sizeof(pfn));
-			pfn = le32toh(pfn);
-			uint64_t gpa = (uint64_t)pfn << VIRTIO_BALLOON_PFN_SHIFT;
-			void *hva = guest_ptr(d->mem, gpa, 1u << VIRTIO_BALLOON_PFN_SHIFT);
-
+			hva = guest_ptr(d->mem, (uint64_t)le32toh(pfn) << VIRTIO_BALLOON_PFN_SHIFT,
+					1u << VIRTIO_BALLOON_PFN_SHIFT);
 			if (hva)
 				freed += guest_mem_discard(d->mem, hva,
 							   1u << VIRTIO_BALLOON_PFN_SHIFT);
