@@ -63,7 +63,7 @@ static struct agent *agent_new(gantry_error_t *err)
 {
 	struct agent *a = xzalloc(sizeof(*a));
 
-	a->ctl_listen = a->stdio_listen = a->control = -1;
+	a->ctl_listen = a->stdio_listen = a->control = a->cancel_ext = -1;
 	a->cancel[0] = a->cancel[1] = a->wake[0] = a->wake[1] = -1;
 	a->peer = "the guest";
 	outq_init(&a->out, AGENT_SEND_QUEUE_MAX);
@@ -184,11 +184,17 @@ void agent_free(struct agent *a)
 	free(a);
 }
 
+void agent_watch_cancel(struct agent *a, int fd)
+{
+	a->cancel_ext = fd;
+}
+
 bool link_cancelled(struct agent *a)
 {
-	struct pollfd p = { .fd = a->cancel[0], .events = POLLIN };
+	struct pollfd p[2] = { { .fd = a->cancel[0], .events = POLLIN },
+			       { .fd = a->cancel_ext, .events = POLLIN } };
 
-	return poll(&p, 1, 0) > 0;
+	return poll(p, 2, 0) > 0;
 }
 
 /* --- the outbound queue ------------------------------------------------------------------ */
@@ -348,15 +354,16 @@ void link_close(struct agent *a)
 static int wait_fd(struct agent *a, int fd, short events, uint64_t deadline, gantry_error_t *err)
 {
 	for (;;) {
-		struct pollfd p[2] = { { .fd = fd, .events = events },
-				       { .fd = a->cancel[0], .events = POLLIN } };
-		int r = poll(p, 2, link_left_ms(deadline));
+		struct pollfd p[3] = { { .fd = fd, .events = events },
+				       { .fd = a->cancel[0], .events = POLLIN },
+				       { .fd = a->cancel_ext, .events = POLLIN } };
+		int r = poll(p, 3, link_left_ms(deadline));
 
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return gantry_error_errno(err, "poll");
-		if (p[1].revents)
+		if (p[1].revents || p[2].revents)
 			return gantry_error(err, ECANCELED, "cancelled");
 		return r > 0;
 	}

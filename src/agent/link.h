@@ -35,6 +35,7 @@ struct agent {
 	const char *peer; /* "the guest" or "the sandbox": who errors blame */
 	struct proto_decoder *dec;
 	int cancel[2];
+	int cancel_ext; /* the caller's (agent_watch_cancel), or -1 */
 	int wake[2]; /* bytes were queued from another thread: poll for POLLOUT */
 	uint32_t next_id;
 	_Atomic uint32_t running;  /* the session agent_run serves, or 0 */

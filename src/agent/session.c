@@ -482,7 +482,18 @@ static int relay_timeout(struct run *r)
 	return t;
 }
 
-enum { P_CANCEL, P_WAKE, P_CONTROL, P_LISTEN, P_STREAM, P_STDIN, P_SIGNAL, P_HOST, P_N };
+enum {
+	P_CANCEL,
+	P_CANCEL_EXT,
+	P_WAKE,
+	P_CONTROL,
+	P_LISTEN,
+	P_STREAM,
+	P_STDIN,
+	P_SIGNAL,
+	P_HOST,
+	P_N
+};
 
 static void relay_fds(struct run *r, struct pollfd *fds)
 {
@@ -493,6 +504,7 @@ static void relay_fds(struct run *r, struct pollfd *fds)
 	for (int i = 0; i < P_N; i++)
 		fds[i] = (struct pollfd){ .fd = -1 };
 	fds[P_CANCEL] = (struct pollfd){ .fd = r->a->cancel[0], .events = POLLIN };
+	fds[P_CANCEL_EXT] = (struct pollfd){ .fd = r->a->cancel_ext, .events = POLLIN };
 	fds[P_WAKE] = (struct pollfd){ .fd = r->a->wake[0], .events = POLLIN };
 	if (r->a->control >= 0)
 		fds[P_CONTROL] =
@@ -547,7 +559,7 @@ static int relay(struct run *r, gantry_error_t *err)
 			continue;
 		if (n < 0)
 			return gantry_error_errno(err, "poll");
-		if (fds[P_CANCEL].revents)
+		if (fds[P_CANCEL].revents || fds[P_CANCEL_EXT].revents)
 			return gantry_error(err, ECANCELED, "cancelled");
 		if (fds[P_WAKE].revents)
 			link_woken(r->a);

@@ -7,9 +7,10 @@
  * It owns no more of the process than one call needs: no global main loop,
  * no threads. The VMM may run in the same process on its own threads (it
  * connects the guest's dials to our Unix sockets); agent_cancel, from any
- * thread, makes a waiting call return. Signal forwarding, when asked for,
- * installs handlers for the duration of agent_run only, and only one
- * agent_run at a time may forward signals.
+ * thread, makes a waiting call return, and so does the caller's own cancel
+ * token (agent_watch_cancel) while it waits for the guest. Signals reach a
+ * session as the caller reads them (agent_process's signal_fd): no handler
+ * is installed here.
  *
  * The host never waits on the guest: every socket is non-blocking, and what
  * the host sends on the control connection waits in a bounded queue. A peer
@@ -108,6 +109,10 @@ int agent_signal(struct agent *a, int signo, gantry_error_t *err);
 int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *err);
 /* Thread-safe and async-signal-safe: make the current and later waits fail. */
 void agent_cancel(struct agent *a);
+/* Also give up waiting for the guest (accept, HELLO, READY, shutdown)
+ * once fd is readable: a caller's cancel token (common/cancel.h), or a
+ * supervisor's signalfd. -1: none. Set it before the waits. */
+void agent_watch_cancel(struct agent *a, int fd);
 /* Close everything and remove the two sockets. */
 void agent_free(struct agent *a);
 

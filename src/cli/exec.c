@@ -1,6 +1,7 @@
 /* `gantry exec`: one-shot, a transient sandbox (sandbox_run_once), or
  * `gantry exec NAME`, a session in a running persistent sandbox
  * (sandbox_exec). Flags and printing only; the work is src/sandbox/. */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +14,6 @@
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
-#include "machine/vmm.h"
 
 #define EXEC_VM_FAILED 125 /* the VM or Gantry failed, not the process */
 
@@ -85,8 +85,9 @@ static void exec_usage(FILE *out, const struct flag *flags)
 
 int cmd_exec(int argc, char **argv)
 {
-	struct sandbox_opts o = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .net = true };
+	struct sandbox_opts o;
 	struct agent_result res = { 0 };
+	static struct gantry_cancel cancel;
 	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
 	bool help = false, show_console = false, dashdash;
@@ -98,6 +99,8 @@ int cmd_exec(int argc, char **argv)
 		{ 0 },
 	};
 
+	sandbox_opts_init(&o);
+	o.writable = false; /* no layer: its writes live in guest memory */
 	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);
 	if (r <= 0) {
 		sandbox_opts_free(&o);
@@ -126,15 +129,19 @@ int cmd_exec(int argc, char **argv)
 		return exec_sandbox(argv[rest], argv + rest + 2,
 				    rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0);
 	}
-	if (exec_stdio(&io, &err) == 0)
-		r = sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &io, &res,
-				     &err);
+	/* Ctrl-C while the VM boots ends it; once the command runs, the
+	 * session forwards signals to it instead. */
+	if (exec_stdio(&io, &err) == 0 && cli_signals_cancel(&cancel, &err) == 0)
+		r = sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &io,
+				     &cancel, &res, &err);
 	else
 		r = -1;
 	sandbox_opts_free(&o);
 	if (r < 0) {
+		bool cancelled = err->status == ECANCELED;
+
 		gantry_error_print(&err);
-		return EXEC_VM_FAILED;
+		return cancelled ? CLI_EXIT_CANCELLED : EXEC_VM_FAILED;
 	}
 	return exec_result(&res);
 }

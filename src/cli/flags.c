@@ -1,4 +1,5 @@
 /* Go-style flag parsing (see flags.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,8 +172,10 @@ int flags_one_name(const char *cmd, const char *what, int argc, char **argv, con
 int cli_finish(gantry_error_t *err, int r)
 {
 	if (r < 0) {
+		bool cancelled = *err && (*err)->status == ECANCELED;
+
 		gantry_error_print(err);
-		return 1;
+		return cancelled ? CLI_EXIT_CANCELLED : 1;
 	}
 	return 0;
 }

@@ -89,7 +89,9 @@ int cli_show(const char *cmd, const char *what, int argc, char **argv,
 	     void (*usage)(FILE *out, const struct flag *flags),
 	     int (*get)(const char *name, json_t **out, gantry_error_t *err),
 	     void (*table)(json_t *o));
-/* A command's exit status: 0, or 1 after printing the error when r < 0. */
+#define CLI_EXIT_CANCELLED 130 /* as a shell reports a command ended by SIGINT */
+/* A command's exit status: 0, or after printing the error when r < 0, 1
+ * (CLI_EXIT_CANCELLED when the call was cancelled). */
 int cli_finish(gantry_error_t *err, int r);
 
 #endif

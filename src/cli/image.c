@@ -9,8 +9,6 @@
 #include "cli/flags.h"
 #include "cli/image.h"
 #include "common/util.h"
-#include "image/inventory.h"
-#include "image/source.h"
 #include "sandbox/images.h"
 
 #define IMAGE_USAGE_ERROR 2
@@ -107,7 +105,7 @@ static int image_pull(int argc, char **argv)
 		       flags, argc, argv, 1, 1, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (image_resolve_with(pos[0], &o, &img, &err) < 0)
+	if (sandbox_image_pull(pos[0], &o, &img, &err) < 0)
 		return image_fail(&err);
 	printf("%s %s%s\n", img.source, img.digest ? img.digest : "(prebuilt)",
 	       img.converted ? "" : " (cached)");
@@ -152,17 +150,11 @@ static void ls_json(const struct image_entry *e, size_t n)
 	free(text);
 }
 
-static int with_cache(gantry_error_t *err, struct image_cache *c)
-{
-	return image_cache_open(c, err);
-}
-
 static int image_ls(int argc, char **argv)
 {
 	cleanup_free char **pos = NULL;
 	struct image_entry *e;
 	gantry_error_t err = NULL;
-	struct image_cache c;
 	bool help = false, quiet = false, as_json = false;
 	size_t n;
 	int npos, r;
@@ -187,11 +179,7 @@ static int image_ls(int argc, char **argv)
 		fprintf(stderr, "gantry: image ls: -q and -json do not go together\n");
 		return IMAGE_USAGE_ERROR;
 	}
-	if (with_cache(&err, &c) < 0)
-		return image_fail(&err);
-	r = image_list(&c, &e, &n, &err);
-	image_cache_close(&c);
-	if (r < 0)
+	if (sandbox_image_list(&e, &n, &err) < 0)
 		return image_fail(&err);
 	if (as_json)
 		ls_json(e, n);
@@ -201,27 +189,11 @@ static int image_ls(int argc, char **argv)
 	return 0;
 }
 
-/* The cache, and which of its images the saved sandboxes hold. */
-static int cache_and_uses(struct image_cache *c, struct image_use **uses, size_t *n,
-			  gantry_error_t *err)
-{
-	if (sandbox_images_in_use(uses, n, err) < 0)
-		return -1;
-	if (with_cache(err, c) < 0) {
-		sandbox_images_free(*uses, *n);
-		return -1;
-	}
-	return 0;
-}
-
 static int image_rm(int argc, char **argv)
 {
 	cleanup_free char **pos = NULL;
-	struct image_use *uses;
 	gantry_error_t err = NULL;
-	struct image_cache c;
 	bool help = false;
-	size_t nuses;
 	int npos, r, status = 0;
 	const struct flag flags[] = { HELP_FLAG(&help), { 0 } };
 
@@ -232,31 +204,25 @@ static int image_rm(int argc, char **argv)
 		       flags, argc, argv, 1, -1, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (cache_and_uses(&c, &uses, &nuses, &err) < 0)
-		return image_fail(&err);
 	for (int i = 0; i < npos; i++) {
 		cleanup_free char *digest = NULL;
 
-		if (image_remove(&c, pos[i], uses, nuses, &digest, &err) < 0) {
+		if (sandbox_image_remove(pos[i], &digest, &err) < 0) {
 			status = image_fail(&err);
 			continue;
 		}
 		printf("removed %s%s%s\n", pos[i], digest ? " " : "", digest ? digest : "");
 	}
-	image_cache_close(&c);
-	sandbox_images_free(uses, nuses);
 	return status;
 }
 
 static int image_prune_cmd(int argc, char **argv)
 {
 	cleanup_free char **pos = NULL;
-	struct image_use *uses;
 	gantry_error_t err = NULL;
-	struct image_cache c;
 	bool help = false;
 	uint64_t freed;
-	size_t removed, nuses;
+	size_t removed;
 	char size[32];
 	int npos, r;
 	const struct flag flags[] = { HELP_FLAG(&help), { 0 } };
@@ -267,12 +233,7 @@ static int image_prune_cmd(int argc, char **argv)
 		       flags, argc, argv, 0, 0, &pos, &npos);
 	if (r)
 		return r < 0 ? 0 : r;
-	if (cache_and_uses(&c, &uses, &nuses, &err) < 0)
-		return image_fail(&err);
-	r = image_prune(&c, uses, nuses, &removed, &freed, &err);
-	image_cache_close(&c);
-	sandbox_images_free(uses, nuses);
-	if (r < 0)
+	if (sandbox_image_prune(&removed, &freed, &err) < 0)
 		return image_fail(&err);
 	human_size(size, sizeof(size), freed);
 	printf("removed %zu image%s, freed %s\n", removed, removed == 1 ? "" : "s", size);

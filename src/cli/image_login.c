@@ -13,8 +13,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "image/creds.h"
-#include "image/registry.h"
-#include "image/registry_host.h"
+#include "sandbox/images.h"
 
 /* Longer secrets are not passwords anyone types or pipes. */
 #define LOGIN_SECRET_MAX 8192
@@ -96,7 +95,6 @@ int image_login(int argc, char **argv)
 	char *pass = NULL;
 	const char *user = NULL;
 	gantry_error_t err = NULL;
-	struct registry r = { 0 };
 	bool help = false, from_stdin = false, insecure = false;
 	int npos, ret;
 	const struct flag flags[] = {
@@ -116,26 +114,17 @@ int image_login(int argc, char **argv)
 			 flags, argc, argv, 1, 1, &pos, &npos);
 	if (ret)
 		return ret < 0 ? 0 : ret;
-	reg = registry_normalize(pos[0]);
-	if (reg == NULL) {
-		gantry_error(&err, 0, "image login: `%s` is not a registry name", pos[0]);
-		return image_fail(&err);
-	}
-	if (login_secret(from_stdin, &user, &user_buf, &pass, &err) < 0 ||
-	    registry_open(reg, "", insecure ? reg : NULL, &r, &err) < 0)
-		goto out;
-	registry_set_creds(&r, user, pass);
-	if (registry_ping(&r, &err) < 0 || creds_store(reg, user, pass, &err) < 0 ||
-	    creds_file(&path, &err) < 0)
-		goto out;
-	printf("logged in to %s (credentials in %s)\n", reg, path);
-out:
-	registry_close(&r);
+	if (login_secret(from_stdin, &user, &user_buf, &pass, &err) == 0 &&
+	    sandbox_registry_login(pos[0], user, pass, insecure, &reg, &path, &err) == 0)
+		printf("logged in to %s (credentials in %s)\n", reg, path);
 	if (pass) {
 		explicit_bzero(pass, strlen(pass));
 		free(pass);
 	}
-	return err ? image_fail(&err) : 0;
+	if (err == NULL)
+		return 0;
+	gantry_error_prefix(&err, "image login");
+	return image_fail(&err);
 }
 
 int image_logout(int argc, char **argv)
@@ -153,17 +142,14 @@ int image_logout(int argc, char **argv)
 	if (ret)
 		return ret < 0 ? 0 : ret;
 	for (int i = 0; i < npos; i++) {
-		cleanup_free char *reg = registry_normalize(pos[i]);
-		bool removed;
+		cleanup_free char *reg = NULL;
 
-		if (reg == NULL)
-			gantry_error(&err, 0, "image logout: `%s` is not a registry name", pos[i]);
-		else if (creds_erase(reg, &removed, &err) == 0 && !removed)
-			gantry_error(&err, 0, "image logout: not logged in to %s", reg);
-		else if (err == NULL)
+		if (sandbox_registry_logout(pos[i], &reg, &err) == 0) {
 			printf("logged out of %s\n", reg);
-		if (err)
-			status = image_fail(&err);
+			continue;
+		}
+		gantry_error_prefix(&err, "image logout");
+		status = image_fail(&err);
 	}
 	return status;
 }
@@ -189,16 +175,10 @@ int image_credentials(int argc, char **argv)
 	if (npos == 0 && creds_registries(&regs, &n, &err) < 0)
 		return image_fail(&err);
 	for (size_t i = 0; i < (npos ? (size_t)npos : n); i++) {
-		cleanup_free char *reg = registry_normalize(npos ? pos[i] : regs[i]);
-		cleanup_free char *source = NULL;
+		cleanup_free char *reg = NULL, *source = NULL;
 
-		if (reg == NULL) {
-			gantry_error(&err, 0, "image credentials: `%s` is not a registry name",
-				     pos[i]);
-			status = image_fail(&err);
-			continue;
-		}
-		if (creds_source(reg, &source, &err) < 0) {
+		if (sandbox_registry_source(npos ? pos[i] : regs[i], &reg, &source, &err) < 0) {
+			gantry_error_prefix(&err, "image credentials");
 			status = image_fail(&err);
 			continue;
 		}

@@ -8,7 +8,8 @@
 #include "common/util.h"
 #include "net/net.h"
 #include "net/worker.h"
-#include "sandbox/supervisor.h"
+#include "sandbox/spawn.h"
+#include "supervisor/supervisor.h"
 #include "sandbox/shareworker.h"
 #include "sandbox/vmmworker.h"
 

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "sandbox/lifecycle.h"
 
 int cmd_resume(int argc, char **argv)
@@ -15,5 +16,12 @@ int cmd_resume(int argc, char **argv)
 			       "Returns once gantry exec NAME can run commands in it.",
 			       argc, argv, &name);
 
-	return r <= 0 ? -r * 2 : cli_finish(&err, sandbox_resume(name, &err));
+	static struct gantry_cancel cancel;
+
+	if (r <= 0)
+		return -r * 2;
+	/* Ctrl-C while it boots ends the boot; the sandbox stays stopped. */
+	if (cli_signals_cancel(&cancel, &err) < 0)
+		return cli_finish(&err, -1);
+	return cli_finish(&err, sandbox_resume(name, &cancel, &err));
 }

@@ -22,6 +22,32 @@ static void sig_handler(int signo)
 	errno = saved;
 }
 
+static struct gantry_cancel *cancel_token;
+
+static void cancel_handler(int signo)
+{
+	int saved = errno;
+
+	(void)signo;
+	cancel_fire(cancel_token);
+	errno = saved;
+}
+
+int cli_signals_cancel(struct gantry_cancel *c, gantry_error_t *err)
+{
+	static const int ending[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = cancel_handler, .sa_flags = SA_RESTART };
+
+	if (cancel_init(c, err) < 0)
+		return -1;
+	cancel_token = c;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ARRAY_SIZE(ending); i++)
+		if (sigaction(ending[i], &sa, NULL) < 0)
+			return gantry_error_errno(err, "sigaction");
+	return 0;
+}
+
 int cli_signals_fd(gantry_error_t *err)
 {
 	if (sig_pipe[0] < 0 && pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)

@@ -4,11 +4,10 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
-#include "sandbox/rwlayer.h"
-#include "machine/vmm.h"
 
 static void start_usage(FILE *out, const struct flag *flags)
 {
@@ -17,7 +16,8 @@ static void start_usage(FILE *out, const struct flag *flags)
 		"                         [-rw=false] [-rwlayer PATH] [-net=false] [-p SPEC]...\n\n"
 		"Create the persistent sandbox NAME and boot it: one long-lived container on\n"
 		"the image, with a writable layer that keeps its files across stop and\n"
-		"resume. Returns once `gantry exec NAME` can run commands in it.\n"
+		"resume. Returns once `gantry exec NAME` can run commands in it; Ctrl-C\n"
+		"before then ends the boot and leaves nothing behind (exit status 130).\n"
 		"NAME: 1 to 64 of A-Z a-z 0-9 . _ - (not . or .., not starting with -).\n"
 		"SRC as for gantry exec.\n"
 		"The guest has a network (NAT through the host; -net=false: none, only lo).\n"
@@ -30,11 +30,8 @@ static void start_usage(FILE *out, const struct flag *flags)
 
 int cmd_start(int argc, char **argv)
 {
-	struct sandbox_opts o = { .cpus = SANDBOX_DEFAULT_CPUS,
-				  .mem_mib = VMM_DEFAULT_MEM,
-				  .disk_mib = RWLAYER_DEFAULT_MIB,
-				  .writable = true,
-				  .net = true };
+	struct sandbox_opts o;
+	static struct gantry_cancel cancel;
 	gantry_error_t err = NULL;
 	bool help = false, dashdash;
 	int rest, r;
@@ -50,6 +47,7 @@ int cmd_start(int argc, char **argv)
 		{ 0 },
 	};
 
+	sandbox_opts_init(&o);
 	/* NAME first, flags after it (flags before it work too). */
 	if (argc > 0 && argv[0][0] != '-') {
 		o.name = argv[0];
@@ -75,11 +73,10 @@ int cmd_start(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return 2;
 	}
-	r = sandbox_create(&o, &err);
+	/* Ctrl-C while it boots ends the boot and leaves nothing behind. */
+	r = cli_signals_cancel(&cancel, &err);
+	if (r == 0)
+		r = sandbox_create(&o, &cancel, &err);
 	sandbox_opts_free(&o);
-	if (r < 0) {
-		gantry_error_print(&err);
-		return 1;
-	}
-	return 0;
+	return cli_finish(&err, r);
 }

@@ -76,7 +76,9 @@ const char *gantry_error_str(gantry_error_t err)
 
 	if (err == NULL)
 		return "unknown error";
-	if (err->status == 0)
+	/* A cancel's message says it all ("cancelled"); its status stays for
+	 * the caller to tell it from a failure. */
+	if (err->status == 0 || err->status == ECANCELED)
 		return err->msg;
 	xasprintf(&full, "%s: %s", err->msg, strerror(err->status));
 	free(err->msg);

@@ -27,7 +27,8 @@ int gantry_error_prefix(gantry_error_t *err, const char *fmt, ...)
  * name from an image, a registry's words): text_sanitize (common/text.h),
  * cut to max bytes (0: no limit). Returns -1. */
 int gantry_error_sanitize(gantry_error_t *err, size_t max);
-/* "msg" or "msg: strerror(status)"; the string lives as long as the error. */
+/* "msg" or "msg: strerror(status)" (but "msg" alone for ECANCELED, whose
+ * status it keeps); the string lives as long as the error. */
 const char *gantry_error_str(gantry_error_t err);
 void gantry_error_free(gantry_error_t *err);
 /* Print "gantry: <msg>" on stderr and free the error. */

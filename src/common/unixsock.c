@@ -14,7 +14,6 @@ int unix_listen(const char *path, int backlog, gantry_error_t *err)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	cleanup_close int fd = -1;
 	struct stat st;
-	mode_t old;
 	int r;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
@@ -25,10 +24,9 @@ int unix_listen(const char *path, int backlog, gantry_error_t *err)
 		return gantry_error_errno(err, "socket");
 	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(path) < 0)
 		return gantry_error_errno(err, "remove stale `%s`", path);
-	old = umask(0177);
-	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (r < 0)
+	/* No umask dance (it is the whole process's, threads and all): until
+	 * listen() nobody can connect, and by then it is 0600. */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return gantry_error_errno(err, "bind `%s`", path);
 	if (chmod(path, 0600) < 0 || listen(fd, backlog) < 0) {
 		r = errno;

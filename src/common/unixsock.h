@@ -9,8 +9,9 @@
 #include "common/error.h"
 
 /* A non-blocking, close-on-exec stream socket listening at path, mode 0600
- * from the moment it exists. A socket left at path (by a process that died)
- * is replaced; anything else there makes it fail. */
+ * before anyone can connect to it; the process's umask is left alone, so
+ * threads may call it. A socket left at path (by a process that died) is
+ * replaced; anything else there makes it fail. */
 int unix_listen(const char *path, int backlog, gantry_error_t *err);
 
 /* sendmsg() of len bytes from buf with fd attached (SCM_RIGHTS); flags as

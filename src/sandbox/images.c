@@ -1,11 +1,15 @@
-/* Images the saved sandboxes use (see images.h). */
+/* Images and registries for the front ends, and the images the saved
+ * sandboxes use (see images.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/files.h"
 #include "common/json.h"
 #include "common/util.h"
+#include "image/creds.h"
 #include "image/digest.h"
+#include "image/registry.h"
+#include "image/registry_host.h"
 #include "sandbox/images.h"
 #include "sandbox/state.h"
 
@@ -76,4 +80,115 @@ int sandbox_images_in_use(struct image_use **out, size_t *n, gantry_error_t *err
 	strv_free(dirs);
 	strv_free(names);
 	return r;
+}
+
+int sandbox_image_pull(const char *src, const struct image_resolve_opts *o, struct image *img,
+		       gantry_error_t *err)
+{
+	struct image_resolve_opts po = *o;
+
+	po.pull = true;
+	return image_resolve_with(src, &po, img, err);
+}
+
+int sandbox_image_list(struct image_entry **out, size_t *n, gantry_error_t *err)
+{
+	struct image_cache c;
+	int r;
+
+	if (image_cache_open(&c, err) < 0)
+		return -1;
+	r = image_list(&c, out, n, err);
+	image_cache_close(&c);
+	return r;
+}
+
+/* The cache, and which of its images the saved sandboxes hold. */
+static int cache_and_uses(struct image_cache *c, struct image_use **uses, size_t *n,
+			  gantry_error_t *err)
+{
+	if (sandbox_images_in_use(uses, n, err) < 0)
+		return -1;
+	if (image_cache_open(c, err) < 0) {
+		sandbox_images_free(*uses, *n);
+		return -1;
+	}
+	return 0;
+}
+
+int sandbox_image_remove(const char *what, char **digest, gantry_error_t *err)
+{
+	struct image_use *uses;
+	struct image_cache c;
+	size_t nuses;
+	int r;
+
+	*digest = NULL;
+	if (cache_and_uses(&c, &uses, &nuses, err) < 0)
+		return -1;
+	r = image_remove(&c, what, uses, nuses, digest, err);
+	image_cache_close(&c);
+	sandbox_images_free(uses, nuses);
+	return r;
+}
+
+int sandbox_image_prune(size_t *removed, uint64_t *freed, gantry_error_t *err)
+{
+	struct image_use *uses;
+	struct image_cache c;
+	size_t nuses;
+	int r;
+
+	if (cache_and_uses(&c, &uses, &nuses, err) < 0)
+		return -1;
+	r = image_prune(&c, uses, nuses, removed, freed, err);
+	image_cache_close(&c);
+	sandbox_images_free(uses, nuses);
+	return r;
+}
+
+static int registry_name(const char *registry, char **reg, gantry_error_t *err)
+{
+	*reg = registry_normalize(registry);
+	if (*reg == NULL)
+		return gantry_error(err, 0, "`%s` is not a registry name", registry);
+	return 0;
+}
+
+int sandbox_registry_login(const char *registry, const char *user, const char *pass, bool insecure,
+			   char **reg, char **path, gantry_error_t *err)
+{
+	struct registry r = { 0 };
+	int ret = -1;
+
+	*path = NULL;
+	if (registry_name(registry, reg, err) < 0 ||
+	    registry_open(*reg, "", insecure ? *reg : NULL, &r, err) < 0)
+		goto out;
+	registry_set_creds(&r, user, pass);
+	if (registry_ping(&r, err) == 0 && creds_store(*reg, user, pass, err) == 0 &&
+	    creds_file(path, err) == 0)
+		ret = 0;
+out:
+	registry_close(&r);
+	return ret;
+}
+
+int sandbox_registry_logout(const char *registry, char **reg, gantry_error_t *err)
+{
+	bool removed;
+
+	if (registry_name(registry, reg, err) < 0 || creds_erase(*reg, &removed, err) < 0)
+		return -1;
+	if (!removed)
+		return gantry_error(err, 0, "not logged in to %s", *reg);
+	return 0;
+}
+
+int sandbox_registry_source(const char *registry, char **reg, char **source, gantry_error_t *err)
+{
+	*source = NULL;
+	if (registry_name(registry, reg, err) < 0)
+		return -1;
+	return creds_source(*reg, source, err);
 }

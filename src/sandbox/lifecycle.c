@@ -21,7 +21,7 @@
 #include "sandbox/network.h"
 #include "sandbox/process.h"
 #include "sandbox/rwlayer.h"
-#include "sandbox/supervisor.h"
+#include "sandbox/spawn.h"
 #include "machine/vmm.h"
 
 #define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
@@ -139,6 +139,15 @@ static int rwlayer_outside_managed(const char *path, const char *given, gantry_e
 				    "manages: use a path outside it",
 				    given, mreal);
 	return 0;
+}
+
+void sandbox_opts_init(struct sandbox_opts *o)
+{
+	*o = (struct sandbox_opts){ .cpus = SANDBOX_DEFAULT_CPUS,
+				    .mem_mib = VMM_DEFAULT_MEM,
+				    .disk_mib = RWLAYER_DEFAULT_MIB,
+				    .writable = true,
+				    .net = true };
 }
 
 int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err)
@@ -261,7 +270,8 @@ static int prepare_rwlayer(struct sandbox *sb, bool *created, gantry_error_t *er
 	return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), true, err);
 }
 
-int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
+int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *cancel,
+		   gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
@@ -275,7 +285,8 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 				    "sandbox name `%s` is taken: it exists (gantry resume %s, or "
 				    "gantry delete %s)",
 				    o->name, o->name, o->name);
-	if (sandbox_dirs_make(err) < 0 || describe(o, &sb, err) < 0)
+	if (cancel_check(cancel, err) < 0 || sandbox_dirs_make(err) < 0 ||
+	    describe(o, &sb, err) < 0 || cancel_check(cancel, err) < 0)
 		goto fail;
 	{
 		/* The VM's limits are checked before anything is made. */
@@ -293,17 +304,18 @@ int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err)
 	claimed = true;
 	/* "creating" (with our pid) until the supervisor saves "running": a
 	 * delete meanwhile is refused. */
-	if (prepare_rwlayer(&sb, &layer_made, err) < 0)
+	if (prepare_rwlayer(&sb, &layer_made, err) < 0 || cancel_check(cancel, err) < 0)
 		goto fail;
 	spawned = true;
-	if (supervisor_spawn(sb.name, dir, err) < 0)
+	if (supervisor_spawn(sb.name, dir, cancel, err) < 0)
 		goto fail;
 	sandbox_free(&sb);
 	return 0;
 fail:
 	if (claimed) {
-		/* The logs the error points to go with the directory: quote them. */
-		if (spawned)
+		/* The logs the error points to go with the directory: quote them
+		 * (a cancel is the caller's doing, not the logs'). */
+		if (spawned && !cancel_fired(cancel))
 			error_add_log_tail(err, dir);
 		if (layer_made)
 			rwlayer_remove(sb.rwlayer);
@@ -321,7 +333,7 @@ static bool creator_alive(const struct sandbox *sb)
 	return kill((pid_t)sb->pid, 0) == 0 || errno == EPERM;
 }
 
-int sandbox_resume(const char *name, gantry_error_t *err)
+int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
@@ -347,7 +359,7 @@ int sandbox_resume(const char *name, gantry_error_t *err)
 		gantry_error_errno(err, "its image `%s`", sb.image_path);
 		goto out;
 	}
-	if (rwlayer_check(&sb, err) < 0 || supervisor_spawn(name, dir, err) < 0)
+	if (rwlayer_check(&sb, err) < 0 || supervisor_spawn(name, dir, cancel, err) < 0)
 		goto out;
 	r = 0;
 out:

@@ -1,7 +1,10 @@
-/* Persistent sandboxes, for every front end (the CLI now; the dashboard and
- * the HTTP API later): create and boot, resume, stop, delete, list, and run
- * a session in a running one. Each call validates its input first and
- * leaves other sandboxes, the image cache and users' files alone. */
+/* The lifecycle, for every front end (the CLI now; the dashboard and the
+ * HTTP API later): this header is the whole API. Persistent sandboxes
+ * (create and boot, resume, stop, delete, list, a session in a running
+ * one), one-shot runs, and (sandbox/images.h, included) images and
+ * registries. Each call validates its input first and leaves other
+ * sandboxes, the image cache and users' files alone. Which calls may come
+ * from threads, and why: docs/architecture.md. */
 #ifndef GANTRY_SANDBOX_LIFECYCLE_H
 #define GANTRY_SANDBOX_LIFECYCLE_H
 
@@ -11,8 +14,10 @@
 #include <stdint.h>
 
 #include "agent/session.h"
+#include "common/cancel.h"
 #include "common/error.h"
 #include "image/source.h"
+#include "sandbox/images.h"
 #include "sandbox/process.h"
 #include "sandbox/state.h"
 
@@ -37,6 +42,11 @@ struct sandbox_opts {
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 };
 
+/* The defaults every front end starts from: SANDBOX_DEFAULT_CPUS vCPU,
+ * VMM_DEFAULT_MEM MiB, a writable root on a new RWLAYER_DEFAULT_MIB MiB
+ * layer, a network, and no name, image (the built-in one), ports or
+ * shares; isolation as the environment says. */
+void sandbox_opts_init(struct sandbox_opts *o);
 /* -p SPEC (a FLAG_FUNC for opaque = struct sandbox_opts *): checked and
  * added to o->ports; the same bind twice is an error. */
 int sandbox_opts_publish(void *opaque, const char *spec, gantry_error_t *err);
@@ -51,10 +61,14 @@ int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *er
 /* `gantry start`: create the sandbox and boot it; returns once its guest
  * agent and ctl.sock accept work. Exactly one of racing creates of a name
  * wins. A first boot that fails leaves nothing behind (nor a -rwlayer file
- * it made); its error quotes the tail of the log that says why. */
-int sandbox_create(const struct sandbox_opts *o, gantry_error_t *err);
-/* Boot a stopped (or crashed) sandbox from its sandbox.json. */
-int sandbox_resume(const char *name, gantry_error_t *err);
+ * it made); its error quotes the tail of the log that says why. So does a
+ * start whose cancel (may be NULL) fires: its VM is ended, and it fails
+ * with ECANCELED. */
+int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *cancel,
+		   gantry_error_t *err);
+/* Boot a stopped (or crashed) sandbox from its sandbox.json; a cancel
+ * ends the boot and leaves it stopped. */
+int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err);
 /* Ask the guest to sync and power off; returns when the supervisor is gone. */
 int sandbox_stop(const char *name, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
@@ -92,9 +106,11 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs,
  * run directory: boot it, run args as sandbox_exec does (show_console: the
  * guest console on stderr), end the VM, and leave nothing behind. 0 with
  * *res filled; -1 when the image, the VM or the guest link failed, the
- * error quoting the console's last lines. */
+ * error quoting the console's last lines, or when cancel (may be NULL)
+ * fired (ECANCELED; the VM is ended at once, whatever it was doing). */
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
-		     size_t nargs, const struct sandbox_stdio *io, struct agent_result *res,
+		     size_t nargs, const struct sandbox_stdio *io,
+		     const struct gantry_cancel *cancel, struct agent_result *res,
 		     gantry_error_t *err);
 
 #endif

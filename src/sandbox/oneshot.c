@@ -1,6 +1,7 @@
 /* One-shot `gantry exec` (see lifecycle.h): a transient sandbox in a
  * temporary run directory, its VM on a thread of this process, one session,
  * and nothing left behind. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,8 @@ static void error_add_console(gantry_error_t *err, const char *console, bool end
 }
 
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
-		     size_t nargs, const struct sandbox_stdio *io, struct agent_result *res,
+		     size_t nargs, const struct sandbox_stdio *io,
+		     const struct gantry_cancel *cancel, struct agent_result *res,
 		     gantry_error_t *err)
 {
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
@@ -63,7 +65,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	}
 	t_image = now_ms_frac() - t0;
 	sb.image_path = img.path;
-	if (sandbox_process_init(&proc, img.config, args, nargs, &sb, io, err) < 0)
+	if (cancel_check(cancel, err) < 0 ||
+	    sandbox_process_init(&proc, img.config, args, nargs, &sb, io, err) < 0)
 		goto out;
 	if (mkdtemp(rundir) == NULL) {
 		gantry_error_errno(err, "cannot create a run directory");
@@ -72,6 +75,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	if (machine_config(&m, &sb, rundir, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    machine_start(&m, err) < 0)
 		goto out;
+	agent_watch_cancel(m.agent, cancel_fd(cancel));
 	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||
 	    (t_ready = now_ms_frac() - t0, sandbox_process_run(m.agent, &proc, io, res, err) < 0)) {
 		bool ended = atomic_load(&m.ended);
@@ -79,6 +83,11 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		/* A guest still up (not ready in time, or its agent broke) ends here. */
 		machine_kill(&m);
 		machine_join(&m);
+		if (cancel_fired(cancel)) {
+			gantry_error_free(err);
+			gantry_error(err, ECANCELED, "cancelled");
+			goto out;
+		}
 		if (m.rc < 0) {
 			gantry_error_free(err);
 			gantry_error(err, 0, "%s", gantry_error_str(m.err));

@@ -1,4 +1,4 @@
-/* Starting a sandbox's supervisor (see supervisor.h): the gantry binary
+/* Starting a sandbox's supervisor (see spawn.h): the gantry binary
  * executed afresh in its hidden role, detached from the caller, its stdio
  * the sandbox's log and fd 3 a pipe that says when it is ready. Executing
  * (not only forking) keeps the caller's address space, threads and locks
@@ -15,12 +15,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/cancel.h"
 #include "common/child.h"
 #include "common/util.h"
 #include "sandbox/state.h"
-#include "sandbox/supervisor.h"
+#include "sandbox/spawn.h"
 
 #define SUP_READY_TIMEOUT_MS 300000 /* nested test hosts boot slowly */
+#define SUP_END_GRACE_MS     10000  /* for a booting supervisor to end its VM */
 /* The parent's fds sit at this or above before the child's dup2s. */
 #define SPAWN_FD_FLOOR (SUPERVISOR_READY_FD + 1)
 #define SUP_LOG_ROTATE (1u << 20)
@@ -57,11 +59,38 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, 
 	child_exec_self(argv, "supervisor");
 }
 
+/* End a supervisor that is not ready yet: SIGTERM first (a boot in
+ * progress then ends itself and its VM), SIGKILL if it lingers; returns
+ * once its lock is free, so nothing of the sandbox is in use. */
+static void end_supervisor(const char *dir, long pid, int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint64_t deadline = now_ms() + SUP_END_GRACE_MS;
+	char buf[256];
+
+	if (pid <= 0)
+		return;
+	kill((pid_t)pid, SIGTERM);
+	/* The ready pipe's end is its own (close-on-exec): EOF is its exit. */
+	while (now_ms() < deadline) {
+		int r = poll(&pf, 1, (int)(deadline - now_ms()));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || read(fd, buf, sizeof(buf)) == 0)
+			break;
+	}
+	kill((pid_t)pid, SIGKILL);
+	for (int i = 0; i < 500 && sandbox_is_running(dir); i++)
+		usleep(10000);
+}
+
 /* Read the ready pipe: "pid N" first, then "ok" or "error: ...", one per
- * line; until then EOF, or the deadline (then the supervisor is ended, so
- * nothing of the sandbox is in use once this returns). */
+ * line; until then EOF, the deadline or the caller's cancel (then the
+ * supervisor is ended, so nothing of the sandbox is in use once this
+ * returns). */
 static int wait_ready(const char *name, const char *dir, const char *log, int fd,
-		      gantry_error_t *err)
+		      const struct gantry_cancel *cancel, gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + SUP_READY_TIMEOUT_MS;
 	char buf[4096];
@@ -70,20 +99,23 @@ static int wait_ready(const char *name, const char *dir, const char *log, int fd
 	char *line;
 
 	for (;;) {
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		/* The cancel is heard once the pid is known, its first line. */
+		struct pollfd pf[2] = { { .fd = fd, .events = POLLIN },
+					{ .fd = pid > 0 ? cancel_fd(cancel) : -1,
+					  .events = POLLIN } };
 		uint64_t now = now_ms();
 		ssize_t n;
 		int r;
 
-		r = now < deadline ? poll(&pf, 1, (int)(deadline - now)) : 0;
+		r = now < deadline ? poll(pf, 2, (int)(deadline - now)) : 0;
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r > 0 && pf[1].revents && !(pf[0].revents & POLLIN)) {
+			end_supervisor(dir, pid, fd);
+			return gantry_error(err, ECANCELED, "cancelled");
+		}
 		if (r == 0) {
-			if (pid > 0) {
-				kill((pid_t)pid, SIGKILL);
-				for (int i = 0; i < 500 && sandbox_is_running(dir); i++)
-					usleep(10000);
-			}
+			end_supervisor(dir, pid, fd);
 			return gantry_error(err, 0, "sandbox `%s` was not ready in %d s (see %s)",
 					    name, SUP_READY_TIMEOUT_MS / 1000, log);
 		}
@@ -109,12 +141,13 @@ static int wait_ready(const char *name, const char *dir, const char *log, int fd
 			    name, log);
 }
 
-int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
+int supervisor_spawn(const char *name, const char *dir, const struct gantry_cancel *cancel,
+		     gantry_error_t *err)
 {
 	char *argv[] = { "gantry", SUPERVISOR_ROLE, (char *)name, NULL };
 	cleanup_free char *log = NULL;
 	cleanup_close int null = -1, logfd = -1, rd = -1;
-	int p[2], status, r;
+	int p[2], status;
 	pid_t pid;
 
 	xasprintf(&log, "%s/%s", dir, SANDBOX_LOG);
@@ -142,6 +175,5 @@ int supervisor_spawn(const char *name, const char *dir, gantry_error_t *err)
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return gantry_error(err, 0, "cannot start the supervisor of `%s`: fork failed",
 				    name);
-	r = wait_ready(name, dir, log, rd, err);
-	return r;
+	return wait_ready(name, dir, log, rd, cancel, err);
 }

@@ -288,6 +288,57 @@ def test_failed_first_boot_quotes_its_log_and_leaves_nothing(g, tmp_path):
     assert list((g.home / "sandboxes").iterdir()) == []
 
 
+def ours_alive(g):
+    """Processes (of this test's GANTRY_HOME) still running."""
+    mark = f"GANTRY_HOME={g.home}".encode()
+    left = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and mark in (d / "environ").read_bytes().split(b"\0"):
+                left.append(int(d.name))
+        except OSError:
+            pass
+    return left
+
+
+def sigint_while_booting(g, proc, sandbox_dir, timeout):
+    deadline = time.monotonic() + timeout
+    while not (sandbox_dir / "console.log").exists() and proc.poll() is None:
+        assert time.monotonic() < deadline, "the VM never started"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    return proc.communicate(timeout=60)
+
+
+def test_ctrl_c_while_booting_leaves_nothing(g):
+    # gantry start: its VM ends, the name, directory and layer go.
+    p = g.popen("start", "intr", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = sigint_while_booting(g, p, g.home / "sandboxes" / "intr", boot_timeout())
+    assert p.returncode == 130, err
+    assert err.decode().strip() == "gantry: start `intr`: cancelled", err
+    assert g.ls() == {}
+    assert list((g.home / "sandboxes").iterdir()) == []
+    assert list((g.home / "rwlayers").iterdir()) == []
+    assert ours_alive(g) == []
+    # The name is free again.
+    g.run("start", "intr", "-rw=false", check=True)
+    g.run("delete", "intr", check=True)
+
+    # One-shot exec: its VM and its run directory go.
+    before = set(Path("/tmp").glob("gantry-exec.*"))
+    p = g.popen("exec", "--", "sleep", "100", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + boot_timeout()
+    while set(Path("/tmp").glob("gantry-exec.*")) == before and p.poll() is None:
+        assert time.monotonic() < deadline, "the VM never started"
+        time.sleep(0.02)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    # 130 either way: the boot was cancelled, or sleep got the SIGINT.
+    assert p.returncode == 130, err
+    assert set(Path("/tmp").glob("gantry-exec.*")) == before
+    assert ours_alive(g) == []
+
+
 def test_full_disk_is_enospc_and_the_sandbox_lives(g):
     g.run("start", "full", "-disk-size", "64", check=True)
     r = g.sh("full", "dd if=/dev/zero of=/big bs=1M count=200 2>&1; sync")

@@ -1,6 +1,8 @@
 /* Unit tests for src/sandbox: names, sandbox.json round trips, the
  * lifetime lock and stale clean-up, writable-layer pairing, and the control
- * socket's peer check and request/answer framing. No VM boots here. */
+ * socket's peer check and request/answer framing, starts from threads and a
+ * start cancelled midway (this binary pretends to be the supervisor). No VM
+ * boots here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -22,6 +24,7 @@
 #include <cmocka.h>
 
 #include "agent/session.h"
+#include "common/cancel.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "proto/agent.h"
@@ -30,6 +33,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/state.h"
+#include "sandbox/spawn.h"
 #include "skip.h"
 
 static char home[64];
@@ -293,7 +297,7 @@ static void test_delete_while_creating(void **state)
 	assert_int_equal(waitpid(dead, NULL, 0), dead);
 	sb.pid = (long)dead;
 	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
-	assert_int_equal(sandbox_resume("mk", &err), -1);
+	assert_int_equal(sandbox_resume("mk", NULL, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "never fully created"));
 	gantry_error_free(&err);
 	assert_int_equal(sandbox_delete("mk", &err), 0);
@@ -567,8 +571,206 @@ static void test_execs_from_threads(void **state)
 	close(lock);
 }
 
-int main(void)
+/* --- a start cancelled midway -------------------------------------------------------------- */
+
+#define FAKE_SUP_PIDFILE "fake-supervisor-%s.pid" /* by sandbox name */
+#define FAKE_SUP_READY   "FAKE_SUPERVISOR_READY" /* set: it says ok */
+
+/* What this binary does when the start executes it as the supervisor: it
+ * says its pid as the real one does, then "boots" until it is ended. */
+static int pretend_supervisor(const char *name)
 {
+	cleanup_free char *path = NULL;
+	FILE *f;
+
+	dprintf(SUPERVISOR_READY_FD, "pid %d\n", (int)getpid());
+	xasprintf(&path, "%s/" FAKE_SUP_PIDFILE, getenv("GANTRY_HOME"), name);
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "%d\n", (int)getpid());
+		fclose(f);
+	}
+	if (getenv(FAKE_SUP_READY))
+		dprintf(SUPERVISOR_READY_FD, "ok\n");
+	sleep(60);
+	return 1;
+}
+
+static long pretend_supervisor_pid(const char *name)
+{
+	cleanup_free char *path = NULL, *text = NULL;
+	size_t len;
+
+	xasprintf(&path, "%s/" FAKE_SUP_PIDFILE, home, name);
+	if (read_file_max(path, 64, &text, &len, NULL) < 0 || text == NULL)
+		return 0;
+	return strtol(text, NULL, 10);
+}
+
+struct create_thread {
+	const struct sandbox_opts *o;
+	const struct gantry_cancel *cancel;
+	int rc, status;
+	pthread_t t;
+};
+
+static void *create_one(void *arg)
+{
+	struct create_thread *c = arg;
+	gantry_error_t err = NULL;
+
+	c->rc = sandbox_create(c->o, c->cancel, &err);
+	c->status = err ? err->status : 0;
+	gantry_error_free(&err);
+	return NULL;
+}
+
+static bool process_gone(long pid)
+{
+	cleanup_free char *path = NULL;
+	char stat[512] = { 0 }, *state;
+	FILE *f;
+
+	if (kill((pid_t)pid, 0) < 0)
+		return true;
+	xasprintf(&path, "/proc/%ld/stat", pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return true;
+	(void)!fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	state = strrchr(stat, ')');
+	return state && state[1] == ' ' && state[2] == 'Z'; /* ended, not reaped yet */
+}
+
+/* A kernel and an image that pass the start's checks: the pretend
+ * supervisor boots neither. */
+static void fake_assets(char **image)
+{
+	cleanup_free char *assets = NULL, *kernel = NULL;
+	unsigned char sb[2048] = { 0 };
+	uint32_t magic = 0xE0F5E1E2; /* EROFS, at 1024 */
+	int fd;
+
+	xasprintf(&assets, "%s/assets", home);
+	assert_int_equal(mkdir(assets, 0700), 0);
+	xasprintf(&kernel, "%s/vmlinux", assets);
+	fd = open(kernel, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	xasprintf(image, "%s/img.erofs", home);
+	memcpy(sb + 1024, &magic, sizeof(magic));
+	fd = open(*image, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	assert_int_equal(write(fd, sb, sizeof(sb)), (ssize_t)sizeof(sb));
+	close(fd);
+	setenv("GANTRY_ASSETS", assets, 1);
+}
+
+/* The start is cancelled while its supervisor boots: the supervisor is
+ * ended, and the name, its directory and the writable layer the start
+ * made are gone. */
+static void test_cancel_start_midway(void **state)
+{
+	cleanup_free char *image = NULL, *dir = NULL, *layer = NULL;
+	struct sandbox_opts o = { .name = "cx", .cpus = 1, .mem_mib = 256, .disk_mib = 64,
+				  .writable = true };
+	struct create_thread c = { .o = &o };
+	struct gantry_cancel cancel;
+	gantry_error_t err = NULL;
+	long pid = 0;
+
+	(void)state;
+	fake_assets(&image);
+	o.image = image;
+	o.isolation = "off";
+
+	assert_int_equal(cancel_init(&cancel, &err), 0);
+	c.cancel = &cancel;
+	assert_int_equal(pthread_create(&c.t, NULL, create_one, &c), 0);
+	for (int i = 0; i < 1000 && (pid = pretend_supervisor_pid("cx")) == 0; i++)
+		usleep(10000);
+	assert_true(pid > 0);
+	assert_int_equal(sandbox_dir("cx", &dir, &err), 0);
+	assert_int_equal(sandbox_rwlayer_default("cx", &layer, &err), 0);
+	assert_int_equal(access(dir, F_OK), 0); /* midway: claimed, layer made */
+	assert_int_equal(access(layer, F_OK), 0);
+
+	cancel_fire(&cancel);
+	pthread_join(c.t, NULL);
+	assert_int_equal(c.rc, -1);
+	assert_int_equal(c.status, ECANCELED);
+	assert_true(process_gone(pid));
+	assert_int_not_equal(access(dir, F_OK), 0);
+	assert_int_not_equal(access(layer, F_OK), 0);
+	{
+		struct sandbox *v = NULL;
+		size_t n = 9;
+
+		assert_int_equal(sandbox_list(&v, &n, &err), 0);
+		assert_int_equal(n, 0);
+		sandbox_list_free(v, n);
+	}
+	/* A cancel fired before the call: nothing is made at all. */
+	c.rc = 0;
+	create_one(&c);
+	assert_int_equal(c.rc, -1);
+	assert_int_equal(c.status, ECANCELED);
+	assert_int_not_equal(access(dir, F_OK), 0);
+	cancel_destroy(&cancel);
+	unsetenv("GANTRY_ASSETS");
+}
+
+#define CREATE_THREADS 8
+
+/* Eight starts of eight names from eight threads of one process at once:
+ * each claims its own name and layer, none waits on another. */
+static void test_creates_from_threads(void **state)
+{
+	cleanup_free char *image = NULL;
+	struct sandbox_opts o[CREATE_THREADS];
+	struct create_thread c[CREATE_THREADS];
+	char names[CREATE_THREADS][8];
+	struct sandbox *v = NULL;
+	gantry_error_t err = NULL;
+	size_t n = 0;
+
+	(void)state;
+	fake_assets(&image);
+	setenv(FAKE_SUP_READY, "1", 1);
+	for (int i = 0; i < CREATE_THREADS; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%d", i);
+		sandbox_opts_init(&o[i]);
+		o[i].name = names[i];
+		o[i].image = image;
+		o[i].disk_mib = 64;
+		o[i].net = false;
+		o[i].isolation = "off";
+		c[i] = (struct create_thread){ .o = &o[i] };
+		assert_int_equal(pthread_create(&c[i].t, NULL, create_one, &c[i]), 0);
+	}
+	for (int i = 0; i < CREATE_THREADS; i++) {
+		cleanup_free char *layer = NULL;
+		long pid;
+
+		pthread_join(c[i].t, NULL);
+		assert_int_equal(c[i].rc, 0);
+		assert_int_equal(sandbox_rwlayer_default(names[i], &layer, &err), 0);
+		assert_int_equal(access(layer, F_OK), 0);
+		pid = pretend_supervisor_pid(names[i]);
+		assert_true(pid > 0);
+		kill((pid_t)pid, SIGKILL);
+	}
+	assert_int_equal(sandbox_list(&v, &n, &err), 0);
+	assert_int_equal(n, CREATE_THREADS);
+	sandbox_list_free(v, n);
+	unsetenv(FAKE_SUP_READY);
+	unsetenv("GANTRY_ASSETS");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], SUPERVISOR_ROLE) == 0)
+		return pretend_supervisor(argv[2]);
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names),
 		cmocka_unit_test_setup_teardown(test_json_round_trip, setup, teardown),
@@ -581,6 +783,8 @@ int main(void)
 		cmocka_unit_test(test_ctl_round_trip),
 		cmocka_unit_test(test_session_through_supervisor),
 		cmocka_unit_test_setup_teardown(test_execs_from_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_start_midway, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_creates_from_threads, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -28,7 +28,7 @@
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/ctl.h"
-#include "sandbox/supervisor_priv.h"
+#include "supervisor/supervisor_priv.h"
 #include "share/spec.h"
 
 /* The share server's test client; not every helper of it is used here. */

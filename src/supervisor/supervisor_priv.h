@@ -5,8 +5,8 @@
  * is non-blocking, what a peer does not take at once waits in a bounded
  * outbound queue, and a peer that stops reading or says nothing in time is
  * cut off. */
-#ifndef GANTRY_SANDBOX_SUPERVISOR_PRIV_H
-#define GANTRY_SANDBOX_SUPERVISOR_PRIV_H
+#ifndef GANTRY_SUPERVISOR_SUPERVISOR_PRIV_H
+#define GANTRY_SUPERVISOR_SUPERVISOR_PRIV_H
 
 #include <jansson.h>
 #include <poll.h>

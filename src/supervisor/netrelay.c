@@ -22,7 +22,7 @@
 #include "net/net.h"
 #include "net/policy.h"
 #include "sandbox/ctl.h"
-#include "sandbox/supervisor_priv.h"
+#include "supervisor/supervisor_priv.h"
 
 #define NET_ERROR_MAX 512 /* of an error line the worker sends */
 #define NET_GONE      "the network worker is gone: the guest's network link is down"

@@ -13,7 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sandbox/ctl.h"
-#include "sandbox/supervisor_priv.h"
+#include "supervisor/supervisor_priv.h"
 
 bool sup_log_due(uint64_t *last)
 {

@@ -23,7 +23,7 @@
 #include "sandbox/ctl.h"
 #include "sandbox/machine.h"
 #include "sandbox/shares.h"
-#include "sandbox/supervisor_priv.h"
+#include "supervisor/supervisor_priv.h"
 #include "share/server.h"
 #include "worker/worker.h"
 

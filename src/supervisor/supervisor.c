@@ -17,8 +17,9 @@
 #include "common/util.h"
 #include "sandbox/ctl.h"
 #include "sandbox/rwlayer.h"
-#include "sandbox/supervisor.h"
-#include "sandbox/supervisor_priv.h"
+#include "sandbox/spawn.h"
+#include "supervisor/supervisor.h"
+#include "supervisor/supervisor_priv.h"
 
 #define SUP_AGENT_TIMEOUT_MS 180000
 #define SUP_LOCK_WAIT_MS     3000
@@ -296,18 +297,21 @@ static int setup(struct sup *s, gantry_error_t *err)
 		return gantry_error_errno(err, "signalfd");
 	if (s->m.cfg.timing)
 		log_always("booting");
-	/* Before any VMM thread: making a socket changes the umask. */
 	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
 	if (s->ctl_listen < 0 || machine_start(&s->m, err) < 0)
 		return -1;
 	sup_net_init(s, s->m.net_started ? s->m.net_worker.ctl_fd : -1, s->sb.ports,
 		     s->sb.nr_ports);
+	/* A SIGTERM while the guest boots (the start was cancelled, or a
+	 * stop came first) ends the boot: setup fails and the VM goes with us. */
+	agent_watch_cancel(s->m.agent, s->sigfd);
 	if (machine_wait_ready(&s->m, SUP_AGENT_TIMEOUT_MS, err) < 0) {
 		if (s->m.rc < 0)
 			return -1;
 		return gantry_error_prefix(err, "the guest did not come up (see %s/%s)", s->dir,
 					   SANDBOX_CONSOLE);
 	}
+	agent_watch_cancel(s->m.agent, -1);
 	if (agent_take_link(s->m.agent, &s->control, &s->stdio_listen, err) < 0)
 		return -1;
 	/* The guest has its one control connection: later dials find nobody. */
