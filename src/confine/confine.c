@@ -526,7 +526,9 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 
 	*r = (struct confine_report){ 0 };
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	p = prop(r, "user-namespace", false);
+	/* Required where the role gives up root's identity in it (the VMM
+	 * worker); for the others it is only the way to their namespaces. */
+	p = prop(r, "user-namespace", (o->spawn.ns & CONFINE_ROOT_UNPRIVILEGED) != 0);
 	if ((o->spawn.ns & CLONE_NEWUSER) && (o->spawn.ns & CONFINE_ROOT_UNPRIVILEGED)) {
 		outside = outside_uid();
 		say(p, outside == CONFINE_UNPRIVILEGED_UID, "namespace",
@@ -590,7 +592,8 @@ static const char *hint(const struct confine_report *r, const struct confine_pro
 				return "; to allow user namespaces: sysctl "
 				       "user.max_user_namespaces=15000 (Debian: "
 				       "kernel.unprivileged_userns_clone=1), or an AppArmor "
-				       "profile granting `userns,` to gantry";
+				       "profile granting `userns,` to gantry (and no chroot: "
+				       "it refuses them to root too)";
 	}
 	if (strcmp(p->name, "syscall-policy") == 0 || strcmp(p->name, "task-limit") == 0 ||
 	    strcmp(p->name, "file-open") == 0)

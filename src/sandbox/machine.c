@@ -75,8 +75,12 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		xasprintf((char **)&m->cfg.console, "%s/%s", dir, SANDBOX_CONSOLE);
 	}
 	/* A sandbox's shares may change while it runs (they need its
-	 * writable root for their mount points). */
-	if (machine_shares(m, sb->shares, sb->nr_shares, !sb->transient && sb->writable, err) < 0)
+	 * writable root for their mount points), but not under `required`:
+	 * there the share worker's Landlock must hold, and a ruleset cannot
+	 * be widened, so its shares are those it boots with. */
+	if (machine_shares(m, sb->shares, sb->nr_shares,
+			   !sb->transient && sb->writable && sb->isolation != CONFINE_REQUIRED,
+			   err) < 0)
 		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = m->sysroot, .ro = true };
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = sb->image_path, .ro = true };

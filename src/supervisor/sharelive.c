@@ -153,6 +153,14 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 
 	if (spec == NULL)
 		return client_answer(s, c, "share.add: no spec");
+	if (!s->m.shares_live) {
+		xasprintf(&msg,
+			  "sandbox `%s` runs with process isolation required: its shares are "
+			  "those it booted with (the share worker's Landlock rules cannot be "
+			  "widened); add the share while it is stopped",
+			  s->name);
+		return client_answer(s, c, msg);
+	}
 	if (share_spec_parse(spec, NULL, &sp, &err) < 0)
 		return reply_err(s, c, &err);
 	at = shares_find(s->shares.live, s->shares.nr_live, sp.tag);

@@ -131,6 +131,13 @@ def test_user_namespaces_refused(gantry, role):
         code, report, err = self_test(gantry, mode="required", as_user=NOBODY, role=role)
         assert code == 1, (report, err)
         assert "process isolation is required" in report["error"], report
+        if role == "vmm":
+            # Root's VMM worker gives root up in a user namespace: refused
+            # here, auto says so and required fails with the reason.
+            code, report, err = self_test(gantry, mode="auto", role=role)
+            assert code == 0 and "user-namespace" in report["degraded"], (report, err)
+            code, report, err = self_test(gantry, mode="required", role=role)
+            assert code == 1 and "`user-namespace` does not hold" in report["error"], report
     finally:
         knob.write_text(old)
 
@@ -167,10 +174,12 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
         for role in ROLES:
             report = iso["roles"][role]
             assert report["role"] == role, iso
-            # Every property holds, but Landlock for a share worker whose
-            # shares may change while it runs (it is not required there).
+            # Every property holds, the share worker's Landlock and
+            # file-open too: under required its shares are fixed at boot.
             held = {p["name"]: p["state"] for p in report["properties"] if p["required"]}
             assert set(held.values()) == {"enforced"}, (role, report)
+            if role == "share":
+                assert held["landlock"] == held["file-open"] == "enforced", report
         sup = json.loads((d / "sandbox.json").read_text())["pid"]
         workers = workers_of(sup)
         assert set(workers) == set(ROLES), workers
@@ -198,6 +207,16 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
         # The share works through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "echo hi >/s/f && cat /s/f", check=True)
         assert r.stdout == b"hi\n" and (host / "f").read_text() == "hi\n"
+        # A share added live would be out of the ruleset's reach: refused,
+        # in one line, and the sandbox and its share are as they were.
+        other = tmp_path / "other"
+        other.mkdir()
+        r = g.run("share", "add", "iso", f"o={other}@/o")
+        lines = r.stderr.decode().strip().splitlines()
+        assert r.returncode == 1 and len(lines) == 1, r
+        assert "Landlock" in lines[0] and "stopped" in lines[0], lines
+        r = g.run("exec", "iso", "--", "sh", "-c", "cat /s/f && ! test -e /o", check=True)
+        assert r.stdout == b"hi\n"
         # The guest and the network work through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "nslookup gateway.containers.internal. || true")
         assert r.returncode == 0

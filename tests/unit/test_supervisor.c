@@ -645,6 +645,7 @@ static void test_share_ops(void **state)
 				     .state = SANDBOX_RUNNING,
 				     .writable = true };
 	r->s->m.shares = c->s;
+	r->s->m.shares_live = true; /* as machine_config() says outside `required` */
 	sup_shares_init(r->s);
 
 	snprintf(req, sizeof(req), "{\"op\":\"share.add\",\"spec\":\"live=%s@/w\"}\n", dir);
