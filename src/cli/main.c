@@ -50,8 +50,38 @@ static void usage(FILE *out)
 	fprintf(out, "\nRun `gantry COMMAND -help` for a command's flags.\n");
 }
 
+/* The library's names for the options it checks (struct sandbox_opts's
+ * fields, struct vmm_config's for `run`), as the flags that set them. */
+static const char *flag_of(const char *option)
+{
+	static const struct {
+		const char *option, *flag;
+	} flags[] = {
+		{ "cpus", "-cpus" },
+		{ "mem_mib", "-mem" },
+		{ "disk_mib", "-disk-size" },
+		{ "rwlayer", "-rwlayer" },
+		{ "ports", "-p" },
+		{ "shares", "-share" },
+		{ "net_policy", "-net-policy" },
+		{ "allow_local_net", "-allow-local-net" },
+		{ "proxy", "-proxy" },
+		{ "no_proxy", "-no-proxy" },
+		{ "proxy_enforce", "-proxy-enforce" },
+		{ "isolation", "-process-isolation" },
+		{ "kernel", "-kernel" },
+		{ "vsock_dir", "-vsock" },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+		if (strcmp(option, flags[i].option) == 0)
+			return flags[i].flag;
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
+	gantry_error_set_namer(flag_of);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

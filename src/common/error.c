@@ -33,6 +33,71 @@ int gantry_error(gantry_error_t *err, int status, const char *fmt, ...)
 	return -1;
 }
 
+int gantry_error_opt(gantry_error_t *err, const char *option, const char *fmt, ...)
+{
+	char *body;
+	va_list ap;
+
+	if (err == NULL || *err != NULL)
+		return -1;
+	va_start(ap, fmt);
+	if (vasprintf(&body, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	gantry_error(err, 0, "%s%s", option, body);
+	free(body);
+	(*err)->option = option;
+	(*err)->option_tail = strlen((*err)->msg);
+	return -1;
+}
+
+int gantry_error_prefix_opt(gantry_error_t *err, const char *option, const char *fmt, ...)
+{
+	char *what;
+	va_list ap;
+
+	if (err == NULL || *err == NULL)
+		return -1;
+	va_start(ap, fmt);
+	if (vasprintf(&what, fmt, ap) < 0)
+		abort();
+	va_end(ap);
+	gantry_error_prefix(err, "%s%s", option, what);
+	free(what);
+	(*err)->option = option;
+	(*err)->option_named = false;
+	(*err)->option_tail = strlen((*err)->msg);
+	return -1;
+}
+
+static const char *(*option_namer)(const char *option);
+
+void gantry_error_set_namer(const char *(*namer)(const char *option))
+{
+	option_namer = namer;
+}
+
+/* The option's name in msg as the front end calls it, once. */
+static void name_option(struct gantry_error *e)
+{
+	size_t len = strlen(e->msg), olen;
+	const char *shown;
+	char *msg;
+
+	if (e->option == NULL || e->option_named || option_namer == NULL || e->option_tail > len)
+		return;
+	olen = strlen(e->option);
+	shown = option_namer(e->option);
+	if (shown == NULL || strncmp(e->msg + len - e->option_tail, e->option, olen) != 0)
+		return;
+	xasprintf(&msg, "%.*s%s%s", (int)(len - e->option_tail), e->msg, shown,
+		  e->msg + len - e->option_tail + olen);
+	free(e->msg);
+	e->msg = msg;
+	e->option_tail = e->option_tail - olen + strlen(shown);
+	e->option_named = true;
+}
+
 int gantry_error_errno(gantry_error_t *err, const char *fmt, ...)
 {
 	int saved = errno;
@@ -76,11 +141,13 @@ const char *gantry_error_str(gantry_error_t err)
 
 	if (err == NULL)
 		return "unknown error";
+	name_option(err);
 	/* A cancel's message says it all ("cancelled"); its status stays for
 	 * the caller to tell it from a failure. */
 	if (err->status == 0 || err->status == ECANCELED)
 		return err->msg;
 	xasprintf(&full, "%s: %s", err->msg, strerror(err->status));
+	err->option_tail += strlen(full) - strlen(err->msg);
 	free(err->msg);
 	err->msg = full;
 	err->status = 0;

@@ -5,11 +5,18 @@
 #define GANTRY_COMMON_ERROR_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct gantry_error {
 	int status; /* errno, or 0 when the failure has no errno */
 	char *msg;
+	/* The caller's option whose value was wrong (gantry_error_opt), by
+	 * the library's name for it, or NULL; option_tail: how far from the
+	 * end of msg its name starts (prefixes leave that as it is). */
+	const char *option;
+	size_t option_tail;
+	bool option_named; /* by the front end's namer, already */
 };
 
 typedef struct gantry_error *gantry_error_t;
@@ -20,6 +27,22 @@ int gantry_error(gantry_error_t *err, int status, const char *fmt, ...)
 /* Same as gantry_error with status = errno. */
 int gantry_error_errno(gantry_error_t *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* An error in the value of the caller's option: its library name
+ * (option, a static string: a field of struct sandbox_opts, say "cpus")
+ * starts the message, followed by fmt's text (" 300: this host allows 1 to
+ * 8"). A front end reads err->option to point at its own input, and may
+ * have the name shown its own way (gantry_error_set_namer). */
+int gantry_error_opt(gantry_error_t *err, const char *option, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* gantry_error_prefix's "<option><fmt>: " before an error about the
+ * option's value (a parser's), which then names it as gantry_error_opt
+ * does. */
+int gantry_error_prefix_opt(gantry_error_t *err, const char *option, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* How the process's front end names the library's options in messages
+ * (the CLI: "cpus" is "-cpus"); namer returns NULL for a name it does not
+ * know (shown as it is). Set once, before any thread; NULL: as they are. */
+void gantry_error_set_namer(const char *(*namer)(const char *option));
 /* Prefix "<context>: " to an existing error; returns -1. */
 int gantry_error_prefix(gantry_error_t *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

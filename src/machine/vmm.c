@@ -120,7 +120,7 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 	struct stat st;
 
 	if (cfg->kernel == NULL)
-		return gantry_error(err, 0, "run: -kernel PATH is required");
+		return gantry_error_opt(err, "kernel", " is required (a vmlinux ELF or bzImage)");
 	if ((cfg->kernel_fd > 0 ? fstat(cfg->kernel_fd, &st) : stat(cfg->kernel, &st)) < 0)
 		return gantry_error_errno(err, "kernel `%s`", cfg->kernel);
 	if (cfg->initrd && stat(cfg->initrd, &st) < 0)
@@ -132,16 +132,17 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 			return gantry_error_errno(err, "disk `%s`", d->path);
 	}
 	if (cfg->cpus == 0 || cfg->cpus > max_cpus)
-		return gantry_error(err, 0, "-cpus %u: this host allows 1 to %u", cfg->cpus,
-				    max_cpus);
+		return gantry_error_opt(err, "cpus", " %u: this host allows 1 to %u", cfg->cpus,
+					max_cpus);
 	if (cfg->mem_mib < VMM_MIN_MEM_MIB)
-		return gantry_error(err, 0, "-mem %llu: at least %u MiB is needed",
-				    (unsigned long long)cfg->mem_mib, VMM_MIN_MEM_MIB);
+		return gantry_error_opt(err, "mem_mib", " %llu: at least %u MiB is needed",
+					(unsigned long long)cfg->mem_mib, VMM_MIN_MEM_MIB);
 	if (cfg->mem_mib > VMM_MAX_MEM_MIB || cfg->mem_mib > host_mib)
-		return gantry_error(err, 0, "-mem %llu: this host has %llu MiB of RAM",
-				    (unsigned long long)cfg->mem_mib, (unsigned long long)host_mib);
+		return gantry_error_opt(err, "mem_mib", " %llu: this host has %llu MiB of RAM",
+					(unsigned long long)cfg->mem_mib,
+					(unsigned long long)host_mib);
 	if (cfg->vsock_dir && (stat(cfg->vsock_dir, &st) < 0 || !S_ISDIR(st.st_mode)))
-		return gantry_error(err, 0, "-vsock %s: not a directory", cfg->vsock_dir);
+		return gantry_error_opt(err, "vsock_dir", " %s: not a directory", cfg->vsock_dir);
 	if (cfg->net_fd > 0 && (fstat(cfg->net_fd, &st) < 0 || !S_ISSOCK(st.st_mode)))
 		return gantry_error(err, 0, "network: fd %d is not a socket", cfg->net_fd);
 	devices = machine_count_devices(cfg);

@@ -35,34 +35,35 @@ int net_proxy_parse(const char *url, struct net_proxy *out, gantry_error_t *err)
 
 	memset(out, 0, sizeof(*out));
 	if (sep == NULL)
-		return gantry_error(err, 0, "-proxy `%.80s`: want SCHEME://HOST[:PORT]", url);
+		return gantry_error_opt(err, "proxy", " `%.80s`: want SCHEME://HOST[:PORT]", url);
 	for (i = 0; i < ARRAY_SIZE(schemes); i++)
 		if ((size_t)(sep - url) == strlen(schemes[i]) &&
 		    strncasecmp(url, schemes[i], strlen(schemes[i])) == 0)
 			break;
 	if (i == ARRAY_SIZE(schemes))
-		return gantry_error(err, 0,
-				    "-proxy `%.80s`: the scheme must be http, https, socks5 or socks5h",
-				    url);
+		return gantry_error_opt(
+			err, "proxy", " `%.80s`: the scheme must be http, https, socks5 or socks5h",
+			url);
 	snprintf(out->scheme, sizeof(out->scheme), "%s", schemes[i]);
 	host = sep + 3;
 	end = host + strcspn(host, "/");
 	if (end[0] == '/' && end[1] != '\0')
-		return gantry_error(err, 0, "-proxy `%.80s`: no path after the host", url);
+		return gantry_error_opt(err, "proxy", " `%.80s`: no path after the host", url);
 	if (memchr(host, '@', (size_t)(end - host)))
-		return gantry_error(err, 0,
-				    "-proxy `%.80s`: no user or password in the URL (the workload's "
-				    "environment is no place for a secret)",
-				    url);
+		return gantry_error_opt(err, "proxy",
+					" `%.80s`: no user or password in the URL (the workload's "
+					"environment is no place for a secret)",
+					url);
 	if (host[0] == '[')
-		return gantry_error(err, 0, "-proxy `%.80s`: IPv6 proxies are not supported", url);
+		return gantry_error_opt(err, "proxy", " `%.80s`: IPv6 proxies are not supported",
+					url);
 	colon = memchr(host, ':', (size_t)(end - host));
 	hlen = (size_t)((colon ? colon : end) - host);
 	if (hlen == 0 || hlen > NET_PROXY_HOST_MAX)
-		return gantry_error(err, 0, "-proxy `%.80s`: no host", url);
+		return gantry_error_opt(err, "proxy", " `%.80s`: no host", url);
 	for (i = 0; i < hlen; i++) {
 		if (!host_char(host[i]))
-			return gantry_error(err, 0, "-proxy `%.80s`: bad host name", url);
+			return gantry_error_opt(err, "proxy", " `%.80s`: bad host name", url);
 		out->host[i] = (char)tolower((unsigned char)host[i]);
 	}
 	if (colon) {
@@ -70,13 +71,14 @@ int net_proxy_parse(const char *url, struct net_proxy *out, gantry_error_t *err)
 		size_t dlen = (size_t)(end - colon - 1);
 
 		if (dlen == 0 || dlen >= sizeof(digits))
-			return gantry_error(err, 0, "-proxy `%.80s`: bad port", url);
+			return gantry_error_opt(err, "proxy", " `%.80s`: bad port", url);
 		memcpy(digits, colon + 1, dlen);
 		digits[dlen] = '\0';
 		if (parse_u64(digits, 65535, &port) < 0 || port == 0)
-			return gantry_error(err, 0, "-proxy `%.80s`: bad port", url);
+			return gantry_error_opt(err, "proxy", " `%.80s`: bad port", url);
 	} else if (strncmp(out->scheme, "socks", 5) == 0) {
-		return gantry_error(err, 0, "-proxy `%.80s`: a SOCKS proxy needs its port", url);
+		return gantry_error_opt(err, "proxy", " `%.80s`: a SOCKS proxy needs its port",
+					url);
 	} else {
 		port = strcmp(out->scheme, "https") == 0 ? 443 : 80;
 	}
@@ -90,10 +92,12 @@ int net_proxy_parse(const char *url, struct net_proxy *out, gantry_error_t *err)
 int net_no_proxy_check(const char *list, gantry_error_t *err)
 {
 	if (strlen(list) > NET_NO_PROXY_MAX)
-		return gantry_error(err, 0, "-no-proxy: longer than %d bytes", NET_NO_PROXY_MAX);
+		return gantry_error_opt(err, "no_proxy", ": longer than %d bytes",
+					NET_NO_PROXY_MAX);
 	for (const char *c = list; *c; c++)
 		if (!host_char(*c) && !strchr(",:*/[]", *c))
-			return gantry_error(err, 0, "-no-proxy: `%c` is not allowed in the list", *c);
+			return gantry_error_opt(err, "no_proxy",
+						": `%c` is not allowed in the list", *c);
 	return 0;
 }
 
@@ -130,8 +134,8 @@ int net_proxy_addrs(const struct net_proxy *p, uint32_t *out, size_t max, size_t
 	}
 	rc = getaddrinfo(p->host, NULL, &hints, &res);
 	if (rc != 0)
-		return gantry_error(err, 0, "-proxy: cannot resolve `%s`: %s", p->host,
-				    gai_strerror(rc));
+		return gantry_error_opt(err, "proxy", ": cannot resolve `%s`: %s", p->host,
+					gai_strerror(rc));
 	for (ai = res; ai && *n < max; ai = ai->ai_next) {
 		uint32_t ip = ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr);
 		bool seen = false;
@@ -143,6 +147,6 @@ int net_proxy_addrs(const struct net_proxy *p, uint32_t *out, size_t max, size_t
 	}
 	freeaddrinfo(res);
 	if (*n == 0)
-		return gantry_error(err, 0, "-proxy: `%s` has no IPv4 address", p->host);
+		return gantry_error_opt(err, "proxy", ": `%s` has no IPv4 address", p->host);
 	return 0;
 }

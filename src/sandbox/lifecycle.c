@@ -74,23 +74,24 @@ static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 	if (sandbox_name_check(o->name, err) < 0)
 		return -1;
 	if (o->cpus < 1 || o->cpus > max)
-		return gantry_error(err, 0, "-cpus %llu: this host allows 1 to %llu",
-				    (unsigned long long)o->cpus, (unsigned long long)max);
+		return gantry_error_opt(err, "cpus", " %llu: this host allows 1 to %llu",
+					(unsigned long long)o->cpus, (unsigned long long)max);
 	if (o->mem_mib < VMM_MIN_MEM_MIB || o->mem_mib > VMM_MAX_MEM_MIB)
-		return gantry_error(err, 0, "-mem %llu: want %d MiB to 1 TiB",
-				    (unsigned long long)o->mem_mib, VMM_MIN_MEM_MIB);
+		return gantry_error_opt(err, "mem_mib", " %llu: want %d MiB to 1 TiB",
+					(unsigned long long)o->mem_mib, VMM_MIN_MEM_MIB);
 	if (o->disk_mib < RWLAYER_MIN_MIB || o->disk_mib > RWLAYER_MAX_MIB)
-		return gantry_error(err, 0, "-disk-size %llu: want %d to %d MiB",
-				    (unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,
-				    RWLAYER_MAX_MIB);
+		return gantry_error_opt(err, "disk_mib", " %llu: want %d to %d MiB",
+					(unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,
+					RWLAYER_MAX_MIB);
 	if (o->nr_shares && !o->writable)
-		return gantry_error(err, 0, "-share needs a writable root (not with -rw=false)");
+		return gantry_error_opt(err, "shares", " needs a writable root (this one is read-only)");
 	if (o->rwlayer && !o->writable)
-		return gantry_error(err, 0, "-rwlayer needs a writable root (not with -rw=false)");
+		return gantry_error_opt(err, "rwlayer",
+					" needs a writable root (this one is read-only)");
 	if (o->rwlayer && *o->rwlayer == '\0')
-		return gantry_error(err, 0, "-rwlayer: empty path");
+		return gantry_error_opt(err, "rwlayer", ": empty path");
 	if (o->nr_ports && !o->net)
-		return gantry_error(err, 0, "-p needs a network (not with -net=false)");
+		return gantry_error_opt(err, "ports", " needs a network (this sandbox has none)");
 	return 0;
 }
 
@@ -103,7 +104,7 @@ static int rwlayer_abs(const char *path, char **out, gantry_error_t *err)
 	char real[PATH_MAX];
 
 	if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-		return gantry_error(err, 0, "-rwlayer `%s`: not a file name", path);
+		return gantry_error_opt(err, "rwlayer", " `%s`: not a file name", path);
 	if (slash == copy)
 		dir = xstrdup("/");
 	else if (slash) {
@@ -192,7 +193,7 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 		    rwlayer_outside_managed(sb->rwlayer, o->rwlayer, err) < 0)
 			return -1;
 		if (stat(sb->rwlayer, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-			return gantry_error(err, 0, "-rwlayer `%s` is not a file", o->rwlayer);
+			return gantry_error_opt(err, "rwlayer", " `%s` is not a file", o->rwlayer);
 	} else if (o->writable) {
 		sb->rwlayer_managed = true;
 		if (sandbox_rwlayer_default(o->name, &sb->rwlayer, err) < 0)

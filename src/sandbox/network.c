@@ -131,8 +131,8 @@ static int open_net(const char *name, struct sandbox *sb, char **dir, int *lock,
 	if (sandbox_open_locked(name, sb, dir, lock, err) < 0)
 		return -1;
 	if (!sb->net)
-		return gantry_error(err, 0, "sandbox `%s` has no network (started with -net=false)",
-				    name);
+		return gantry_error(
+			err, 0, "sandbox `%s` has no network (it was started without one)", name);
 	return 0;
 }
 
@@ -266,7 +266,8 @@ int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
 	if (sandbox_inspect(name, &sb, &dir, err) < 0)
 		goto out;
 	if (!sb.net) {
-		gantry_error(err, 0, "sandbox `%s` has no network (started with -net=false)", name);
+		gantry_error(err, 0, "sandbox `%s` has no network (it was started without one)",
+			     name);
 		goto out;
 	}
 	if (sandbox_is_running(dir) &&
@@ -276,7 +277,8 @@ int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
 	if (read_file_max(path, TRAFFIC_FILE_MAX, &buf, &len, err) < 0)
 		goto out;
 	if (buf == NULL)
-		*out = json_pack("{s:[],s:[],s:{},s:i}", "destinations", "dns", "drops", "evicted", 0);
+		*out = json_pack("{s:[],s:[],s:{},s:i}", "destinations", "dns", "drops", "evicted",
+				 0);
 	else if ((*out = jsonh_load(buf, len, path, err)) == NULL)
 		goto out;
 	r = 0;
@@ -309,8 +311,8 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 			json_decref(*out);
 			*out = NULL;
 			return gantry_error(err, 0,
-					    "net-policy `%s`: more than %d KiB once written out", path,
-					    POLICY_DOC_MAX / 1024);
+					    "net-policy `%s`: more than %d KiB once written out",
+					    path, POLICY_DOC_MAX / 1024);
 		}
 	}
 	return 0;
@@ -322,21 +324,22 @@ int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 	struct net_proxy proxy;
 
 	if (o->nr_ports && !o->net)
-		return gantry_error(err, 0, "-p needs a network (not with -net=false)");
+		return gantry_error_opt(err, "ports", " needs a network (this sandbox has none)");
 	if (!o->net && (o->net_policy || o->allow_local_net || o->proxy))
-		return gantry_error(err, 0, "%s needs a network (not with -net=false)",
-				    o->net_policy ? "-net-policy"
-				    : o->proxy    ? "-proxy"
-						  : "-allow-local-net");
+		return gantry_error_opt(err,
+					o->net_policy ? "net_policy"
+					: o->proxy    ? "proxy"
+						      : "allow_local_net",
+					" needs a network (this sandbox has none)");
 	if ((o->no_proxy || o->proxy_enforce) && !o->proxy)
-		return gantry_error(err, 0, "%s needs -proxy",
-				    o->no_proxy ? "-no-proxy" : "-proxy-enforce");
+		return gantry_error_opt(err, o->no_proxy ? "no_proxy" : "proxy_enforce",
+					" needs a proxy (none is given)");
 	if (o->proxy && net_proxy_parse(o->proxy, &proxy, err) < 0)
 		return -1;
 	if (o->no_proxy && net_no_proxy_check(o->no_proxy, err) < 0)
 		return -1;
 	if (o->isolation && confine_mode_parse(o->isolation, &mode, err) < 0)
-		return gantry_error_prefix(err, "-process-isolation");
+		return gantry_error_prefix_opt(err, "isolation", "%s", "");
 	if (!o->isolation && confine_mode_from_env(&mode, err) < 0)
 		return -1;
 	/* Read now too, so that a bad file fails before any image work. */
@@ -360,7 +363,7 @@ int shares_check(char *const *shares, size_t n, gantry_error_t *err)
 			return -1;
 		r = share_host_check(sp.host_path, NULL, err);
 		if (r < 0)
-			gantry_error_prefix(err, "-share `%s`", sp.tag);
+			gantry_error_prefix_opt(err, "shares", " `%s`", sp.tag);
 		share_spec_free(&sp);
 		if (r < 0)
 			return -1;
@@ -453,8 +456,8 @@ int sandbox_net_policy_show(const char *name, json_t **out, gantry_error_t *err)
 	if (lock >= 0) {
 		struct policy *p = policy_default(sb.allow_local_net);
 
-		json_object_set_new(*out, "policy", sb.net_policy ? json_incref(sb.net_policy)
-								  : policy_to_json(p));
+		json_object_set_new(*out, "policy",
+				    sb.net_policy ? json_incref(sb.net_policy) : policy_to_json(p));
 		policy_free(p);
 		r = 0;
 		goto out;

@@ -75,8 +75,9 @@ int rwlayer_create(const char *path, uint64_t size_mib, gantry_error_t *err)
 	cleanup_close int fd = -1;
 
 	if (size_mib < RWLAYER_MIN_MIB || size_mib > RWLAYER_MAX_MIB)
-		return gantry_error(err, 0, "-disk-size %llu: want %d to %d MiB",
-				    (unsigned long long)size_mib, RWLAYER_MIN_MIB, RWLAYER_MAX_MIB);
+		return gantry_error_opt(err, "disk_mib", " %llu: want %d to %d MiB",
+					(unsigned long long)size_mib, RWLAYER_MIN_MIB,
+					RWLAYER_MAX_MIB);
 	xasprintf(&tmp, "%s.new", path);
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)

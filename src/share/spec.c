@@ -34,7 +34,7 @@ static int spec_error(gantry_error_t *err, const char *s, const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		abort();
 	va_end(ap);
-	return gantry_error(err, 0, "-share `%s`: %s", shown, msg);
+	return gantry_error_opt(err, "shares", " `%s`: %s", shown, msg);
 }
 
 static bool path_within(const char *a, const char *b)

@@ -470,7 +470,7 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
 	c->waiting = true;
 	c->deadline = 0;
 	if (!s->sb.net) {
-		client_answer(s, c, "the sandbox has no network (started with -net=false)");
+		client_answer(s, c, "the sandbox has no network (it was started without one)");
 		return;
 	}
 	if (strcmp(op, CTL_OP_PORTS) == 0) {

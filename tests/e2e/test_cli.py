@@ -234,8 +234,8 @@ def test_policy_and_proxy_flags_refused(gantry, tmp_path, cmd):
     tail = ("--", "true") if cmd == ("exec",) else ()
     for flags, why in ((("-net=false", "-net-policy", "x.json"), "-net-policy needs a network"),
                        (("-net=false", "-allow-local-net"), "-allow-local-net needs a network"),
-                       (("-proxy-enforce",), "-proxy-enforce needs -proxy"),
-                       (("-no-proxy", "a.example"), "-no-proxy needs -proxy"),
+                       (("-proxy-enforce",), "-proxy-enforce needs a proxy"),
+                       (("-no-proxy", "a.example"), "-no-proxy needs a proxy"),
                        (("-proxy", "http://user:pw@proxy:3128"), "no user or password"),
                        (("-proxy", "socks5://proxy"), "needs its port"),
                        (("-proxy", "ftp://proxy:21"), "scheme")):

@@ -30,7 +30,7 @@ def refused(r, status, *needles):
 
 
 def test_kernel_is_required(run, gantry):
-    refused(run(gantry, "run"), INVALID, "-kernel PATH is required")
+    refused(run(gantry, "run"), INVALID, "-kernel is required")
 
 
 def test_missing_kernel(run, gantry, tmp_path):

@@ -115,7 +115,8 @@ static void assert_bad(const char *in, const char *cwd, const char *why)
 	if (share_spec_parse(in, cwd, &sp, &err) == 0)
 		fail_msg("`%s` parsed as %s@%s", in, sp.host_path, sp.ctr_path);
 	msg = gantry_error_str(err);
-	assert_non_null(strstr(msg, "-share `"));
+	assert_string_equal(err->option, "shares"); /* -share in the CLI */
+	assert_non_null(strstr(msg, "shares `"));
 	assert_null(strchr(msg, '\n'));
 	if (strstr(msg, why) == NULL)
 		fail_msg("`%s`: `%s` lacks `%s`", in, msg, why);
@@ -184,7 +185,7 @@ static void test_bad(void **state)
 	assert_bad("t=eA@L3k,encoding=base64url", NULL, "host path must be absolute");
 	assert_bad("t=L3g@eQ,encoding=base64url", CWD, "container path must be absolute");
 	/* Quoted, the spec is made one safe line. */
-	assert_bad("t\n=/x", CWD, "-share `t?=/x`");
+	assert_bad("t\n=/x", CWD, "shares `t?=/x`");
 
 	long_host = xmalloc(PATH_MAX + 8);
 	long_host[0] = 't';

@@ -1,5 +1,7 @@
 /* Unit tests for common/text.c: what untrusted text may keep on its way to
- * a terminal, a log or a JSON string, and gantry_error_sanitize on top. */
+ * a terminal, a log or a JSON string, and gantry_error_sanitize and the
+ * errors that name a caller's option on top. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -151,6 +153,44 @@ static void test_error_sanitize(void **state)
 	assert_int_equal(gantry_error_sanitize(NULL, 0), -1);
 }
 
+static const char *as_flag(const char *option)
+{
+	return strcmp(option, "cpus") == 0 ? "-cpus" : NULL;
+}
+
+/* An option's error keeps the option for the caller, and its name in the
+ * message is the front end's, wherever prefixes and strerror put it. */
+static void test_error_option(void **state)
+{
+	gantry_error_t err = NULL;
+
+	(void)state;
+	gantry_error_opt(&err, "cpus", " %d: this host allows 1 to %d", 300, 2);
+	gantry_error_prefix(&err, "start `cpus`");
+	assert_string_equal(err->option, "cpus");
+	assert_string_equal(gantry_error_str(err), "start `cpus`: cpus 300: this host allows 1 to 2");
+	gantry_error_free(&err);
+
+	gantry_error_set_namer(as_flag);
+	gantry_error_opt(&err, "cpus", " %d: too many", 300);
+	gantry_error_prefix(&err, "start `cpus`");
+	err->status = EINVAL;
+	assert_string_equal(gantry_error_str(err),
+			    "start `cpus`: -cpus 300: too many: Invalid argument");
+	assert_string_equal(gantry_error_str(err),
+			    "start `cpus`: -cpus 300: too many: Invalid argument");
+	gantry_error_free(&err);
+
+	/* A parser's error made an option's; a name the namer does not know
+	 * stays as it is. */
+	gantry_error(&err, 0, "want auto, required or off");
+	gantry_error_prefix_opt(&err, "isolation", " `%s`", "x");
+	assert_string_equal(err->option, "isolation");
+	assert_string_equal(gantry_error_str(err), "isolation `x`: want auto, required or off");
+	gantry_error_free(&err);
+	gantry_error_set_namer(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -163,6 +203,7 @@ int main(void)
 		cmocka_unit_test(test_copy),
 		cmocka_unit_test(test_utf8_only),
 		cmocka_unit_test(test_error_sanitize),
+		cmocka_unit_test(test_error_option),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
