@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "confine/confine.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "net/worker.h"
@@ -82,6 +83,8 @@ static const char *flag_of(const char *option)
 int main(int argc, char **argv)
 {
 	gantry_error_set_namer(flag_of);
+	/* The CLI's settings are its environment's, read once, here. */
+	gantry_settings_load();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -8,11 +8,12 @@
 #include <unistd.h>
 
 #include "common/assets.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 static int assets_dir(char **out, gantry_error_t *err)
 {
-	const char *env = getenv("GANTRY_ASSETS");
+	const char *env = gantry_setting("GANTRY_ASSETS");
 	char self[PATH_MAX];
 	ssize_t n;
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/child.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 int child_fd_above(int fd, int floor)
@@ -63,7 +64,9 @@ char **child_env_only(const char *const *names)
 	env = xzalloc((n + 1) * sizeof(*env));
 	n = 0;
 	for (size_t i = 0; names[i]; i++) {
-		const char *v = getenv(names[i]);
+		/* The front end's settings, as it resolved them. */
+		const char *v = gantry_setting_known(names[i]) ? gantry_setting(names[i])
+							       : getenv(names[i]);
 
 		if (v)
 			xasprintf(&env[n++], "%s=%s", names[i], v);

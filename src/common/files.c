@@ -13,12 +13,13 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/settings.h"
 #include "common/text.h"
 #include "common/util.h"
 
 int gantry_home(char **out, gantry_error_t *err)
 {
-	const char *home = getenv("GANTRY_HOME"), *h = getenv("HOME");
+	const char *home = gantry_setting("GANTRY_HOME"), *h = gantry_setting("HOME");
 	struct passwd *pw;
 
 	if (home && *home) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/text.h"
 #include "common/util.h"
 
@@ -24,7 +25,7 @@ void log_init(const char *role, int fd)
 static int level_from_env(void)
 {
 	static const char *const names[] = { "error", "warn", "info", "debug" };
-	const char *v = getenv("GANTRY_LOG");
+	const char *v = gantry_setting("GANTRY_LOG");
 
 	for (size_t i = 0; v && i < ARRAY_SIZE(names); i++)
 		if (strcmp(v, names[i]) == 0)

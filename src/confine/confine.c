@@ -25,6 +25,7 @@
 
 #include "common/child.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 
@@ -605,7 +606,7 @@ static const char *hint(const struct confine_report *r, const struct confine_pro
 
 json_t *confine_run(struct confine_opts *o, gantry_error_t *err)
 {
-	const char *s = getenv(CONFINE_SECCOMP_ENV);
+	const char *s = gantry_setting(CONFINE_SECCOMP_ENV);
 	const struct confine_prop *miss;
 	struct confine_report r;
 

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 
@@ -38,7 +39,7 @@ int confine_mode_parse(const char *s, enum confine_mode *m, gantry_error_t *err)
 
 int confine_mode_from_env(enum confine_mode *m, gantry_error_t *err)
 {
-	const char *s = getenv(CONFINE_MODE_ENV);
+	const char *s = gantry_setting(CONFINE_MODE_ENV);
 
 	*m = CONFINE_AUTO;
 	if (s == NULL || *s == '\0')

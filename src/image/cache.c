@@ -12,6 +12,7 @@
 
 #include "common/files.h"
 #include "common/json.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "image/cache.h"
 #include "image/digest.h"
@@ -24,7 +25,7 @@
 
 int image_cache_open(struct image_cache *c, gantry_error_t *err)
 {
-	const char *images = getenv("GANTRY_IMAGES");
+	const char *images = gantry_setting("GANTRY_IMAGES");
 	char *dir, *home;
 
 	*c = (struct image_cache){ 0 };

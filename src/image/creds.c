@@ -20,6 +20,7 @@
 
 #include "common/files.h"
 #include "common/json.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "image/creds.h"
 #include "image/reference.h"
@@ -127,7 +128,7 @@ static int basic_decode(const char *b64, struct registry_creds *c)
 
 static char *docker_config_path(void)
 {
-	const char *dir = getenv("DOCKER_CONFIG"), *home = getenv("HOME");
+	const char *dir = gantry_setting("DOCKER_CONFIG"), *home = gantry_setting("HOME");
 	char *p;
 
 	if (dir && *dir)

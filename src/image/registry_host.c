@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "image/reference.h"
 #include "image/registry_host.h"
@@ -160,6 +161,6 @@ static bool listed(const char *host, const char *list)
 
 bool registry_plain_http(const char *host, const char *extra)
 {
-	return registry_is_loopback(host) || listed(host, getenv(REGISTRY_INSECURE_ENV)) ||
+	return registry_is_loopback(host) || listed(host, gantry_setting(REGISTRY_INSECURE_ENV)) ||
 	       listed(host, extra);
 }

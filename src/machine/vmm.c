@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
@@ -107,7 +108,7 @@ static uint64_t host_ram_bytes(void)
 
 bool vmm_timing_requested(void)
 {
-	const char *v = getenv("GANTRY_BOOT_TIMING");
+	const char *v = gantry_setting("GANTRY_BOOT_TIMING");
 
 	return v && *v && strcmp(v, "0") != 0;
 }
@@ -369,7 +370,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 
 	memset(&v, 0, sizeof(v));
 	vm_init(&v.vm, cfg->cpus);
-	v.vm.profile = getenv(VMM_PROFILE_ENV);
+	v.vm.profile = gantry_setting(VMM_PROFILE_ENV);
 	if (v.vm.profile && *v.vm.profile == '\0')
 		v.vm.profile = NULL;
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/outq.h"
+#include "common/settings.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "net/dns.h"
@@ -566,7 +567,7 @@ int dns_proxy_new(struct dns_proxy **out, const struct dns_hooks *hooks,
 		  gantry_error_t *err)
 {
 	struct dns_proxy *p = xzalloc(sizeof(*p));
-	const char *env = getenv(NET_DNS_ENV);
+	const char *env = gantry_setting(NET_DNS_ENV);
 
 	p->hooks = *hooks;
 	p->listen_fd = -1;

@@ -21,6 +21,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 #include "net/spawn.h"
@@ -169,7 +170,7 @@ static int dns_dir_cleaner(struct worker *w, gantry_error_t *err)
  * else in a private directory. */
 static int dns_socket_dir(struct worker *w, const struct args *a, gantry_error_t *err)
 {
-	const char *base = getenv("XDG_RUNTIME_DIR");
+	const char *base = gantry_setting("XDG_RUNTIME_DIR");
 	char *dir;
 
 	if (confine_root_prepare(&a->confine)) {
@@ -178,7 +179,7 @@ static int dns_socket_dir(struct worker *w, const struct args *a, gantry_error_t
 		return 0;
 	}
 	if (base == NULL || base[0] != '/' || access(base, W_OK) < 0)
-		base = getenv("TMPDIR");
+		base = gantry_setting("TMPDIR");
 	if (base == NULL || base[0] != '/' || access(base, W_OK) < 0)
 		base = "/tmp";
 	xasprintf(&dir, "%s/gantry-net-XXXXXX", base);

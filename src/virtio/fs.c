@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "proto/virtiofs.h"
 #include "virtio/devices.h"
@@ -446,7 +447,7 @@ static const struct virtio_dev_ops fs_ops = {
 
 int virtio_fs_threads(unsigned int *n, gantry_error_t *err)
 {
-	const char *s = getenv(VIRTIO_FS_THREADS_ENV);
+	const char *s = gantry_setting(VIRTIO_FS_THREADS_ENV);
 	uint64_t v;
 
 	*n = FS_THREADS_DEFAULT;

@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "confine/vmm_filter.h"
 #include "vmm/mptable.h"
@@ -15,7 +16,7 @@
 
 const char *vm_kvm_device(void)
 {
-	const char *p = getenv("GANTRY_KVM_DEVICE");
+	const char *p = gantry_setting("GANTRY_KVM_DEVICE");
 
 	return p && *p ? p : "/dev/kvm";
 }

@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "share/server.h"
 #include "virtio/devices.h"
@@ -263,6 +264,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (ram == NULL)
 		abort();
 	setenv(VIRTIO_FS_THREADS_ENV, threads, 1);
+	gantry_settings_load();
 	guest_mem_init_buffer(&mem, ram, RAM_SIZE);
 	z.d = virtio_fs_create(&mem, "gantry-shares", &handler, &err);
 	if (z.d == NULL)

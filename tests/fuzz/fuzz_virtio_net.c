@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "virtio/devices.h"
@@ -276,6 +277,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (z.ram == NULL || ioloop_init(&z.loop, &err) < 0 ||
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		abort();
+	gantry_settings_load();
 	z.dev_fd = sv[0];
 	z.worker_fd = sv[1];
 	guest_mem_init_buffer(&mem, z.ram, RAM_SIZE);

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "net/dns.h"
 #include "net/dns_wire.h"
@@ -809,6 +810,7 @@ static void test_env_upstream(void **state)
 	hooks = (struct dns_hooks){ .opaque = &f, .udp_answer = on_answer };
 	snprintf(env, sizeof(env), "127.0.0.1:%u", ntohs(f.up_addr.sin_port));
 	setenv(NET_DNS_ENV, env, 1);
+	gantry_settings_load();
 	assert_int_equal(dns_proxy_new(&f.p, &hooks, NULL, 0, NULL, &err), 0);
 	n = mkquery(b, 0x5555, "www.example.com", DNS_TYPE_A);
 	dns_proxy_udp_query(f.p, 5000, b, n);
@@ -818,10 +820,12 @@ static void test_env_upstream(void **state)
 	fx_close(&f);
 
 	setenv(NET_DNS_ENV, "127.0.0.1", 1);
+	gantry_settings_load();
 	assert_int_equal(dns_proxy_new(&p, &hooks, NULL, 0, NULL, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), NET_DNS_ENV));
 	gantry_error_free(&err);
 	unsetenv(NET_DNS_ENV);
+	gantry_settings_load();
 }
 
 /* ---- TCP ------------------------------------------------------------------ */

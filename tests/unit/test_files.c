@@ -14,7 +14,10 @@
 
 #include <cmocka.h>
 
+#include "common/child.h"
 #include "common/files.h"
+#include "common/json.h"
+#include "common/settings.h"
 #include "common/util.h"
 
 struct dir {
@@ -186,6 +189,37 @@ static void test_huge_file_without_newline(void **state)
 	free_lines(lines, n);
 }
 
+/* Settings are read from the environment once; a front end's own value
+ * wins, for the library (gantry_home) and the workers it starts. */
+static void test_settings_resolved_once(void **state)
+{
+	static const char *const keep[] = { "GANTRY_HOME", "NOT_A_SETTING", NULL };
+	gantry_error_t err = NULL;
+	char *home = NULL, **env;
+
+	(void)state;
+	setenv("GANTRY_HOME", "/from/env", 1);
+	setenv("NOT_A_SETTING", "x", 1);
+	gantry_settings_load();
+	setenv("GANTRY_HOME", "/changed/later", 1);
+	assert_string_equal(gantry_setting("GANTRY_HOME"), "/from/env");
+	assert_int_equal(gantry_settings_set("GANTRY_HOME", "/front/end", &err), 0);
+	assert_int_equal(gantry_home(&home, &err), 0);
+	assert_string_equal(home, "/front/end");
+	free(home);
+	env = child_env_only(keep);
+	assert_string_equal(env[0], "GANTRY_HOME=/front/end");
+	assert_string_equal(env[1], "NOT_A_SETTING=x");
+	assert_null(env[2]);
+	strv_free(env);
+	assert_int_equal(gantry_settings_set("NOT_A_SETTING", "y", &err), -1);
+	gantry_error_free(&err);
+	unsetenv("GANTRY_HOME");
+	unsetenv("NOT_A_SETTING");
+	gantry_settings_load();
+	assert_null(gantry_setting("GANTRY_HOME"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +232,7 @@ int main(void)
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_huge_file_without_newline, dir_setup,
 						dir_teardown),
+		cmocka_unit_test(test_settings_resolved_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

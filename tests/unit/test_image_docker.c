@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "erofs/layers.h"
 #include "image/cache.h"
@@ -174,6 +175,7 @@ static void test_docker_save(void **state)
 		  },
 		  4);
 	setenv("GANTRY_IMAGES", at(state, "cache2"), 1);
+	gantry_settings_load();
 	msg = resolve_fails(tar);
 	assert_contains(msg, "layer `bbb/layer.tar`: uncompressed content does not match diff_id");
 	free(msg);
@@ -224,6 +226,7 @@ static void test_docker_save_blobs(void **state)
 	assert_false(img.converted); /* same config digest as the plain tar */
 	image_free(&img);
 	setenv("GANTRY_IMAGES", at(state, "cache-gz"), 1);
+	gantry_settings_load();
 	resolve_ok(tar, &img);
 	assert_true(img.converted);
 	f = image_file(img.path, "hello");

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "erofs/reader.h"
 #include "image/manifest.h"
@@ -29,6 +30,7 @@ int setup(void **state)
 		return -1;
 	xasprintf(&c->cache, "%s/cache", c->dir);
 	setenv("GANTRY_IMAGES", c->cache, 1);
+	gantry_settings_load();
 	*state = c;
 	return 0;
 }
@@ -45,6 +47,7 @@ int teardown(void **state)
 
 	nftw(c->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	unsetenv("GANTRY_IMAGES");
+	gantry_settings_load();
 	for (size_t i = 0; i < c->npaths; i++)
 		free(c->paths[i]);
 	free(c->paths);

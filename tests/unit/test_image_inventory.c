@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "erofs/layers.h"
 #include "image/cache.h"
@@ -39,12 +40,14 @@ static int inv_setup(void **state)
 	if (setup(state) < 0)
 		return -1;
 	setenv("GANTRY_HOME", at(state, "home"), 1);
+	gantry_settings_load();
 	return mkdir(at(state, "home"), 0700) == 0 ? 0 : -1;
 }
 
 static int inv_teardown(void **state)
 {
 	unsetenv("GANTRY_HOME");
+	gantry_settings_load();
 	return teardown(state);
 }
 

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "image/creds.h"
 #include "image/pull.h"
@@ -112,12 +113,15 @@ static void test_object_and_hosts(void **state)
 	assert_false(registry_is_loopback("localhost.example.com"));
 
 	unsetenv(REGISTRY_INSECURE_ENV);
+	gantry_settings_load();
 	assert_false(registry_plain_http("reg.lan:5000", NULL));
 	assert_true(registry_plain_http("reg.lan:5000", "other,reg.lan:5000"));
 	setenv(REGISTRY_INSECURE_ENV, "x.lan, reg.lan", 1);
+	gantry_settings_load();
 	assert_true(registry_plain_http("reg.lan:5000", NULL));
 	assert_false(registry_plain_http("reg.lan.evil:5000", NULL));
 	unsetenv(REGISTRY_INSECURE_ENV);
+	gantry_settings_load();
 
 	n = registry_normalize("https://index.docker.io/v1/");
 	assert_string_equal(n, "docker.io");
@@ -168,8 +172,10 @@ static void test_own_credentials(void **state)
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	setenv("GANTRY_HOME", dir, 1);
+	gantry_settings_load();
 	setenv("DOCKER_CONFIG", dir, 1); /* no config.json there */
 	assert_int_equal(creds_lookup("reg.lan", &c, &err), 0);
+	gantry_settings_load();
 	assert_int_equal(creds_store("reg.lan", "u", "p:a:ss", &err), 0);
 	assert_int_equal(creds_file(&path, &err), 0);
 	assert_int_equal(stat(path, &st), 0);
@@ -231,7 +237,9 @@ static void test_own_credentials_keys(void **state)
 	(void)state;
 	assert_non_null(mkdtemp(dir));
 	setenv("GANTRY_HOME", dir, 1);
+	gantry_settings_load();
 	setenv("DOCKER_CONFIG", dir, 1);
+	gantry_settings_load();
 	write_text(dir, "credentials.json",
 		   "{\"auths\":{\"https://Reg.LAN/v1/\":{\"auth\":\"dTE6cDE=\"},"
 		   "\"reg.lan\":{\"auth\":\"dTI6cDI=\"},\"other.lan\":{\"auth\":\"dTM6cDM=\"}}}",

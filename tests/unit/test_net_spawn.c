@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "net/spawn.h"
@@ -114,6 +115,7 @@ static void test_start_and_stop(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "ok", 1);
+	gantry_settings_load();
 	if (net_worker_start(&w, &(struct net_worker_opts){ .ports = ports, .nr_ports = 2, .env = test_env }, log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	assert_true(w.pid > 0 && w.vmm_fd >= 0 && w.ctl_fd >= 0);
@@ -154,6 +156,7 @@ static void test_worker_refuses(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "error", 1);
+	gantry_settings_load();
 	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "port 127.0.0.1:1/tcp: address in use"));
 	assert_null(strchr(gantry_error_str(err), '\x1b'));
@@ -175,6 +178,7 @@ static void test_worker_exits(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "exit", 1);
+	gantry_settings_load();
 	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "exited (status 3) before it was ready"));
 	gantry_error_free(&err);
@@ -197,6 +201,7 @@ static void test_worker_silent(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "silent", 1);
+	gantry_settings_load();
 	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "not ready in 10 s"));
 	assert_true(now_ms() - t0 < NET_WORKER_READY_MS + 3000);
@@ -218,6 +223,7 @@ static void test_stop_stubborn(void **state)
 
 	(void)state;
 	setenv(MODE_ENV, "stubborn", 1);
+	gantry_settings_load();
 	if (net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	pid = w.pid;

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "agent/session.h"
 #include "common/cancel.h"
 #include "common/unixsock.h"
@@ -44,6 +45,7 @@ static int setup(void **state)
 	snprintf(home, sizeof(home), "/tmp/gantry-sbtest.XXXXXX");
 	assert_non_null(mkdtemp(home));
 	setenv("GANTRY_HOME", home, 1);
+	gantry_settings_load();
 	return 0;
 }
 
@@ -664,6 +666,7 @@ static void fake_assets(char **image)
 	assert_int_equal(write(fd, sb, sizeof(sb)), (ssize_t)sizeof(sb));
 	close(fd);
 	setenv("GANTRY_ASSETS", assets, 1);
+	gantry_settings_load();
 }
 
 /* The start is cancelled while its supervisor boots: the supervisor is
@@ -718,6 +721,7 @@ static void test_cancel_start_midway(void **state)
 	assert_int_not_equal(access(dir, F_OK), 0);
 	cancel_destroy(&cancel);
 	unsetenv("GANTRY_ASSETS");
+	gantry_settings_load();
 }
 
 #define CREATE_THREADS 8
@@ -737,6 +741,7 @@ static void test_creates_from_threads(void **state)
 	(void)state;
 	fake_assets(&image);
 	setenv(FAKE_SUP_READY, "1", 1);
+	gantry_settings_load();
 	for (int i = 0; i < CREATE_THREADS; i++) {
 		snprintf(names[i], sizeof(names[i]), "t%d", i);
 		sandbox_opts_init(&o[i]);
@@ -764,7 +769,9 @@ static void test_creates_from_threads(void **state)
 	assert_int_equal(n, CREATE_THREADS);
 	sandbox_list_free(v, n);
 	unsetenv(FAKE_SUP_READY);
+	gantry_settings_load();
 	unsetenv("GANTRY_ASSETS");
+	gantry_settings_load();
 }
 
 int main(int argc, char **argv)

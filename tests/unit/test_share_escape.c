@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "share/spec.h"
 #include "share_client.h"
 #include "skip.h"
@@ -1592,6 +1593,7 @@ static void test_case39_gantry_home(void **state)
 	assert_int_equal(mkdir(inner, 0700), 0);
 	assert_int_equal(symlink(home, link), 0);
 	setenv("GANTRY_HOME", home, 1);
+	gantry_settings_load();
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		gantry_error_t err = NULL;
 
@@ -1604,6 +1606,7 @@ static void test_case39_gantry_home(void **state)
 		setenv("GANTRY_HOME", old, 1);
 	else
 		unsetenv("GANTRY_HOME");
+	gantry_settings_load();
 	canary_same(f);
 }
 

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "share/spec.h"
 
@@ -382,6 +383,7 @@ static void test_host_check(void **state)
 	close(fd);
 	assert_int_equal(symlink(home, link), 0);
 	assert_int_equal(setenv("GANTRY_HOME", home, 1), 0);
+	gantry_settings_load();
 
 	assert_check_good(proj);
 	assert_check_bad("/", "is /");
@@ -408,11 +410,13 @@ static void test_host_check(void **state)
 
 		xasprintf(&via, "%s/.gantry", link_home);
 		assert_int_equal(setenv("GANTRY_HOME", via, 1), 0);
+		gantry_settings_load();
 		assert_check_bad(inner, "is inside Gantry's state directory");
 		assert_check_good(proj);
 		free(via);
 		xasprintf(&via, "%s/not/yet", link_home);
 		assert_int_equal(setenv("GANTRY_HOME", via, 1), 0);
+		gantry_settings_load();
 		{
 			cleanup_free char *h = at("home");
 

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "common/settings.h"
 #include "common/util.h"
 #include "share/server.h"
 #include "virtio/devices.h"
@@ -238,6 +239,7 @@ static int fx_setup_mode(void **state, enum handler_mode mode)
 static int fx_setup(void **state)
 {
 	unsetenv(VIRTIO_FS_THREADS_ENV);
+	gantry_settings_load();
 	return fx_setup_mode(state, ECHO);
 }
 
@@ -245,12 +247,14 @@ static int fx_setup(void **state)
 static int fx_setup_fd(void **state)
 {
 	unsetenv(VIRTIO_FS_THREADS_ENV);
+	gantry_settings_load();
 	return fx_setup_kicks(state, ECHO, true);
 }
 
 static int fx_setup_fd_sleep(void **state)
 {
 	unsetenv(VIRTIO_FS_THREADS_ENV);
+	gantry_settings_load();
 	return fx_setup_kicks(state, SLEEP, true);
 }
 
@@ -401,15 +405,18 @@ static void test_threads_env(void **state)
 	guest_mem_init_buffer(&mem, ram, sizeof(ram));
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		setenv(VIRTIO_FS_THREADS_ENV, bad[i], 1);
+		gantry_settings_load();
 		assert_null(virtio_fs_create(&mem, TAG, &handler, &err));
 		assert_non_null(strstr(gantry_error_str(err), VIRTIO_FS_THREADS_ENV));
 		gantry_error_free(&err);
 	}
 	setenv(VIRTIO_FS_THREADS_ENV, "16", 1);
+	gantry_settings_load();
 	d = virtio_fs_create(&mem, TAG, &handler, &err);
 	assert_non_null(d);
 	d->ops->destroy(d);
 	unsetenv(VIRTIO_FS_THREADS_ENV);
+	gantry_settings_load();
 }
 
 static void test_round_trip(void **state)
@@ -638,9 +645,11 @@ static void test_concurrent(void **state)
 static int fx_setup_one_thread(void **state)
 {
 	setenv(VIRTIO_FS_THREADS_ENV, "1", 1);
+	gantry_settings_load();
 	int r = fx_setup_mode(state, NAP);
 
 	unsetenv(VIRTIO_FS_THREADS_ENV);
+	gantry_settings_load();
 	return r;
 }
 
@@ -697,6 +706,7 @@ static void test_list_full(void **state)
 static int fx_setup_sleep(void **state)
 {
 	unsetenv(VIRTIO_FS_THREADS_ENV);
+	gantry_settings_load();
 	return fx_setup_mode(state, SLEEP);
 }
 
