@@ -53,7 +53,7 @@ static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
 	}
-	r = sandbox_exec(name, args, nargs, &io, &res, &err);
+	r = sandbox_exec(name, args, nargs, &io, NULL, &res, &err); /* signals are forwarded */
 	if (r < 0) {
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;

@@ -635,7 +635,8 @@ void sandbox_list_free(struct sandbox *v, size_t n)
 }
 
 int sandbox_exec(const char *name, char *const *args, size_t nargs,
-		 const struct sandbox_stdio *io, struct agent_result *res, gantry_error_t *err)
+		 const struct sandbox_stdio *io, const struct gantry_cancel *cancel,
+		 struct agent_result *res, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
@@ -661,6 +662,8 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs,
 	if (agent_attach(fd, &a, err) < 0)
 		goto out;
 	fd = -1;
+	/* A cancel hangs up: the supervisor sends the process SIGHUP. */
+	agent_watch_cancel(a, cancel_fd(cancel));
 	r = sandbox_process_run(a, &sp, io, res, err);
 out:
 	if (fd >= 0)

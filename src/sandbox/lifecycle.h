@@ -97,9 +97,12 @@ void sandbox_list_free(struct sandbox *v, size_t n);
 /* `gantry exec NAME`: run args (none: the image's Entrypoint and Cmd, else
  * /bin/sh) in the sandbox's container with the caller's stdio, terminal
  * and signals (io). 0 with *res filled, -1 when the sandbox or the link
- * failed. Many may run at once, from threads of one process too. */
+ * failed, or cancel (may be NULL) fired: then the session is hung up, and
+ * its process gets SIGHUP as from a terminal that went away. Many may run
+ * at once, from threads of one process too. */
 int sandbox_exec(const char *name, char *const *args, size_t nargs,
-		 const struct sandbox_stdio *io, struct agent_result *res, gantry_error_t *err);
+		 const struct sandbox_stdio *io, const struct gantry_cancel *cancel,
+		 struct agent_result *res, gantry_error_t *err);
 
 /* One-shot `gantry exec`: a transient sandbox on o->image (NULL: the
  * built-in image) with o->cpus and o->mem_mib, read-only, in a temporary

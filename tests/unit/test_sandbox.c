@@ -509,7 +509,7 @@ static void *exec_one(void *arg)
 	struct sandbox_stdio io = { .in = -1, .out = x->out[1], .err = -1, .signal_fd = -1 };
 	gantry_error_t err = NULL;
 
-	x->rc = sandbox_exec("eight", argv, 1, &io, &x->res, &err);
+	x->rc = sandbox_exec("eight", argv, 1, &io, NULL, &x->res, &err);
 	if (x->rc < 0)
 		fprintf(stderr, "exec: %s\n", gantry_error_str(err));
 	gantry_error_free(&err);
@@ -571,6 +571,79 @@ static void test_execs_from_threads(void **state)
 	}
 	close(lfd);
 	close(lock);
+}
+
+/* A session whose caller cancels it: the call returns ECANCELED at once
+ * and hangs up, which is how the supervisor learns to SIGHUP it. */
+struct cancelled_exec {
+	const struct gantry_cancel *cancel;
+	int rc, status;
+};
+
+static void *exec_cancelled(void *arg)
+{
+	struct cancelled_exec *x = arg;
+	char *argv[] = { "sleep", "100", NULL };
+	struct sandbox_stdio io = { .in = -1, .out = -1, .err = -1, .signal_fd = -1 };
+	struct agent_result res;
+	gantry_error_t err = NULL;
+
+	x->rc = sandbox_exec("slow", argv, 2, &io, x->cancel, &res, &err);
+	x->status = err ? err->status : 0;
+	gantry_error_free(&err);
+	agent_result_free(&res);
+	return NULL;
+}
+
+static void test_exec_cancelled(void **state)
+{
+	cleanup_free char *dir = NULL, *sock = NULL;
+	struct cancelled_exec x = { 0 };
+	struct gantry_cancel cancel;
+	struct sandbox sb = { 0 };
+	gantry_error_t err = NULL;
+	struct pollfd p;
+	char c = 0, buf[4096];
+	int lock = -1, lfd, fd;
+	pthread_t t;
+
+	(void)state;
+	make_sandbox("slow", &dir, &sb);
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = getpid();
+	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
+	sandbox_free(&sb);
+	assert_int_equal(sandbox_lock(dir, true, &lock, &err), 1);
+	xasprintf(&sock, "%s/%s", dir, SANDBOX_CTL);
+	lfd = unix_listen(sock, 1, &err);
+	assert_true(lfd >= 0);
+	assert_int_equal(cancel_init(&cancel, &err), 0);
+	x.cancel = &cancel;
+	assert_int_equal(pthread_create(&t, NULL, exec_cancelled, &x), 0);
+	p = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(fd >= 0);
+	while (c != '\n' && read(fd, &c, 1) == 1)
+		;
+	assert_int_equal(write(fd, "{\"ok\":true}\n", 12), 12);
+	/* Its EXEC comes; no answer ever will. */
+	p = (struct pollfd){ .fd = fd, .events = POLLIN };
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	assert_true(read(fd, buf, sizeof(buf)) > 0);
+	cancel_fire(&cancel);
+	pthread_join(t, NULL);
+	assert_int_equal(x.rc, -1);
+	assert_int_equal(x.status, ECANCELED);
+	/* Hung up. */
+	assert_int_equal(poll(&p, 1, 10000), 1);
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
+	assert_int_equal(read(fd, buf, sizeof(buf)), 0);
+	close(fd);
+	close(lfd);
+	close(lock);
+	cancel_destroy(&cancel);
 }
 
 /* --- a start cancelled midway -------------------------------------------------------------- */
@@ -790,6 +863,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ctl_round_trip),
 		cmocka_unit_test(test_session_through_supervisor),
 		cmocka_unit_test_setup_teardown(test_execs_from_threads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exec_cancelled, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_start_midway, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_creates_from_threads, setup, teardown),
 	};
