@@ -104,47 +104,47 @@ int sandbox_image_list(struct image_entry **out, size_t *n, gantry_error_t *err)
 }
 
 /* The cache, and which of its images the saved sandboxes hold. */
-static int cache_and_uses(struct image_cache *c, struct image_use **uses, size_t *n,
-			  gantry_error_t *err)
+struct cache_uses {
+	struct image_cache c;
+	struct image_use *uses;
+	size_t n;
+};
+
+static int uses_open(struct cache_uses *cu, gantry_error_t *err)
 {
-	if (sandbox_images_in_use(uses, n, err) < 0)
+	if (sandbox_images_in_use(&cu->uses, &cu->n, err) < 0)
 		return -1;
-	if (image_cache_open(c, err) < 0) {
-		sandbox_images_free(*uses, *n);
+	if (image_cache_open(&cu->c, err) < 0) {
+		sandbox_images_free(cu->uses, cu->n);
 		return -1;
 	}
 	return 0;
 }
 
+static int uses_close(struct cache_uses *cu, int r)
+{
+	image_cache_close(&cu->c);
+	sandbox_images_free(cu->uses, cu->n);
+	return r;
+}
+
 int sandbox_image_remove(const char *what, char **digest, gantry_error_t *err)
 {
-	struct image_use *uses;
-	struct image_cache c;
-	size_t nuses;
-	int r;
+	struct cache_uses cu;
 
 	*digest = NULL;
-	if (cache_and_uses(&c, &uses, &nuses, err) < 0)
+	if (uses_open(&cu, err) < 0)
 		return -1;
-	r = image_remove(&c, what, uses, nuses, digest, err);
-	image_cache_close(&c);
-	sandbox_images_free(uses, nuses);
-	return r;
+	return uses_close(&cu, image_remove(&cu.c, what, cu.uses, cu.n, digest, err));
 }
 
 int sandbox_image_prune(size_t *removed, uint64_t *freed, gantry_error_t *err)
 {
-	struct image_use *uses;
-	struct image_cache c;
-	size_t nuses;
-	int r;
+	struct cache_uses cu;
 
-	if (cache_and_uses(&c, &uses, &nuses, err) < 0)
+	if (uses_open(&cu, err) < 0)
 		return -1;
-	r = image_prune(&c, uses, nuses, removed, freed, err);
-	image_cache_close(&c);
-	sandbox_images_free(uses, nuses);
-	return r;
+	return uses_close(&cu, image_prune(&cu.c, cu.uses, cu.n, removed, freed, err));
 }
 
 static int registry_name(const char *registry, char **reg, gantry_error_t *err)

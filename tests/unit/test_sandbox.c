@@ -516,28 +516,39 @@ static void *exec_one(void *arg)
 	return NULL;
 }
 
+/* A sandbox that runs as far as a client can tell: its state saved
+ * running, its lifetime lock held as its supervisor holds it (*lock), and
+ * a listening ctl.sock (returned). */
+static int running_sandbox(const char *name, int backlog, char **dir, int *lock)
+{
+	cleanup_free char *sock = NULL;
+	struct sandbox sb = { 0 };
+	gantry_error_t err = NULL;
+	int lfd;
+
+	make_sandbox(name, dir, &sb);
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = getpid();
+	assert_int_equal(sandbox_save(*dir, &sb, &err), 0);
+	sandbox_free(&sb);
+	assert_int_equal(sandbox_lock(*dir, true, lock, &err), 1);
+	xasprintf(&sock, "%s/%s", *dir, SANDBOX_CTL);
+	lfd = unix_listen(sock, backlog, &err);
+	assert_true(lfd >= 0);
+	return lfd;
+}
+
 /* Eight sessions in one sandbox from eight threads of one process at once:
  * the library keeps no process-wide state for a session. */
 static void test_execs_from_threads(void **state)
 {
-	cleanup_free char *dir = NULL, *sock = NULL;
+	cleanup_free char *dir = NULL;
 	struct exec_thread x[EXEC_THREADS];
 	pthread_t conns[EXEC_THREADS];
-	struct sandbox sb = { 0 };
-	gantry_error_t err = NULL;
 	int lock = -1, lfd;
 
 	(void)state;
-	make_sandbox("eight", &dir, &sb);
-	sb.state = SANDBOX_RUNNING;
-	sb.pid = getpid();
-	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
-	sandbox_free(&sb);
-	/* Held as its supervisor holds it: the sandbox runs. */
-	assert_int_equal(sandbox_lock(dir, true, &lock, &err), 1);
-	xasprintf(&sock, "%s/%s", dir, SANDBOX_CTL);
-	lfd = unix_listen(sock, EXEC_THREADS, &err);
-	assert_true(lfd >= 0);
+	lfd = running_sandbox("eight", EXEC_THREADS, &dir, &lock);
 	for (int i = 0; i < EXEC_THREADS; i++) {
 		memset(&x[i], 0, sizeof(x[i]));
 		assert_int_equal(pipe2(x[i].out, O_CLOEXEC), 0);
@@ -597,10 +608,9 @@ static void *exec_cancelled(void *arg)
 
 static void test_exec_cancelled(void **state)
 {
-	cleanup_free char *dir = NULL, *sock = NULL;
+	cleanup_free char *dir = NULL;
 	struct cancelled_exec x = { 0 };
 	struct gantry_cancel cancel;
-	struct sandbox sb = { 0 };
 	gantry_error_t err = NULL;
 	struct pollfd p;
 	char c = 0, buf[4096];
@@ -608,15 +618,7 @@ static void test_exec_cancelled(void **state)
 	pthread_t t;
 
 	(void)state;
-	make_sandbox("slow", &dir, &sb);
-	sb.state = SANDBOX_RUNNING;
-	sb.pid = getpid();
-	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
-	sandbox_free(&sb);
-	assert_int_equal(sandbox_lock(dir, true, &lock, &err), 1);
-	xasprintf(&sock, "%s/%s", dir, SANDBOX_CTL);
-	lfd = unix_listen(sock, 1, &err);
-	assert_true(lfd >= 0);
+	lfd = running_sandbox("slow", 1, &dir, &lock);
 	assert_int_equal(cancel_init(&cancel, &err), 0);
 	x.cancel = &cancel;
 	assert_int_equal(pthread_create(&t, NULL, exec_cancelled, &x), 0);
