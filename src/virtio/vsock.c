@@ -261,15 +261,6 @@ static void vsock_reset(struct virtio_dev *d)
 	vs->rx_held = false;
 }
 
-static void vsock_close_fd(struct virtio_vsock *vs, int *fd)
-{
-	if (*fd < 0)
-		return;
-	ioloop_remove(vs->loop, *fd);
-	close(*fd);
-	*fd = -1;
-}
-
 static void vsock_destroy(struct virtio_dev *d)
 {
 	struct virtio_vsock *vs = d->priv;
@@ -278,9 +269,9 @@ static void vsock_destroy(struct virtio_dev *d)
 	vsock_reap(vs);
 	if (vs->bound)
 		unlink(vs->listen_path);
-	vsock_close_fd(vs, &vs->listen_fd);
-	vsock_close_fd(vs, &vs->timer_fd);
-	vsock_close_fd(vs, &vs->kick_fd);
+	ioloop_close(vs->loop, &vs->listen_fd);
+	ioloop_close(vs->loop, &vs->timer_fd);
+	ioloop_close(vs->loop, &vs->kick_fd);
 	free(vs->listen_path);
 	free(vs->dir);
 	virtio_dev_destroy(d);

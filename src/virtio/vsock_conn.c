@@ -162,11 +162,7 @@ static struct vsock_conn *conn_new(struct virtio_vsock *vs, int fd, enum conn_st
 
 static void conn_close_fd(struct vsock_conn *c)
 {
-	if (c->fd >= 0) {
-		ioloop_remove(c->vs->loop, c->fd);
-		close(c->fd);
-		c->fd = -1;
-	}
+	ioloop_close(c->vs->loop, &c->fd);
 	free(c->out);
 	c->out = NULL;
 	c->out_off = c->out_len = 0;

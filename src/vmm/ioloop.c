@@ -70,6 +70,15 @@ static void ioloop_sweep(struct ioloop *l)
 	l->nr_watches = kept;
 }
 
+void ioloop_close(struct ioloop *l, int *fd)
+{
+	if (*fd < 0)
+		return;
+	ioloop_remove(l, *fd);
+	close(*fd);
+	*fd = -1;
+}
+
 void ioloop_remove(struct ioloop *l, int fd)
 {
 	pthread_mutex_lock(&l->lock);

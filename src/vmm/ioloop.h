@@ -50,6 +50,8 @@ int ioloop_add_events(struct ioloop *l, int fd, unsigned int events, ioloop_fn f
  * already under way may still finish. The fd stays open (its owner closes
  * it, after this call). */
 void ioloop_remove(struct ioloop *l, int fd);
+/* ioloop_remove, then close *fd and set it to -1 (-1 already: nothing). */
+void ioloop_close(struct ioloop *l, int *fd);
 int ioloop_start(struct ioloop *l, gantry_error_t *err);
 /* Stop and join the thread; watched fds stay open (their owners close them). */
 void ioloop_stop(struct ioloop *l);
