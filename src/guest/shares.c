@@ -5,49 +5,15 @@
 #include <string.h>
 
 #include "guest/shares.h"
-
-/* The value of one base64url character, or -1. */
-static int b64url_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
-}
+#include "proto/base64.h"
 
 long shares_b64url_decode(const char *in, size_t len, char *out, size_t size)
 {
-	size_t n = len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0), o = 0;
-	unsigned int acc = 0, bits = 0;
+	long n = size ? b64_decode(in, len, out, size - 1, B64_URL) : -1;
 
-	/* One character alone holds 6 bits: not a whole byte. */
-	if (len % 4 == 1 || n >= size)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		int v = b64url_value((unsigned char)in[i]);
-
-		if (v < 0)
-			return -1;
-		acc = (acc << 6 | (unsigned int)v) & 0xfff;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[o++] = (char)(acc >> bits);
-		}
-	}
-	/* The canonical encoding leaves the bits past the last byte zero;
-	 * anything else is a second spelling of the same path. */
-	if (acc & ((1u << bits) - 1))
-		return -1;
-	out[o] = '\0';
-	return (long)o;
+	if (n >= 0)
+		out[n] = '\0';
+	return n;
 }
 
 bool shares_tag_valid(const char *tag, size_t len)

@@ -23,6 +23,7 @@
 #include "common/settings.h"
 #include "common/util.h"
 #include "image/creds.h"
+#include "proto/base64.h"
 #include "image/reference.h"
 #include "image/registry_host.h"
 
@@ -40,55 +41,6 @@ void creds_free(struct registry_creds *c)
 	*c = (struct registry_creds){ 0 };
 }
 
-static const char b64_alphabet[] =
-	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* Base64 with padding (RFC 4648 section 4) of n bytes, allocated. */
-static char *b64_encode(const unsigned char *in, size_t n)
-{
-	char *out = xmalloc(4 * ((n + 2) / 3) + 1), *o = out;
-
-	for (size_t i = 0; i < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0) |
-			     (i + 2 < n ? in[i + 2] : 0);
-
-		*o++ = b64_alphabet[v >> 18];
-		*o++ = b64_alphabet[(v >> 12) & 63];
-		*o++ = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
-		*o++ = i + 2 < n ? b64_alphabet[v & 63] : '=';
-	}
-	*o = '\0';
-	return out;
-}
-
-/* Decode padded base64 (n a multiple of 4, at most two '=' at the end)
- * into out (n / 4 * 3 bytes): the bytes decoded, or -1. */
-static int b64_decode(const char *in, size_t n, unsigned char *out)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < n; i += 4) {
-		uint32_t v = 0;
-		int pad = 0;
-
-		for (size_t k = 0; k < 4; k++) {
-			const char *c = in[i + k] ? strchr(b64_alphabet, in[i + k]) : NULL;
-
-			if (in[i + k] == '=' && i + 4 == n && k >= 2 && (k == 3 || in[i + 3] == '='))
-				pad++, c = b64_alphabet;
-			else if (c == NULL || pad)
-				return -1;
-			v = v << 6 | (uint32_t)(c - b64_alphabet);
-		}
-		out[o++] = (unsigned char)(v >> 16);
-		if (pad < 2)
-			out[o++] = (unsigned char)(v >> 8);
-		if (pad < 1)
-			out[o++] = (unsigned char)v;
-	}
-	return (int)o;
-}
-
 char *creds_basic(const char *user, const char *pass)
 {
 	cleanup_free char *plain = NULL;
@@ -96,7 +48,8 @@ char *creds_basic(const char *user, const char *pass)
 	char *out;
 
 	n = (size_t)xasprintf(&plain, "%s:%s", user, pass);
-	out = b64_encode((const unsigned char *)plain, n);
+	out = xmalloc(b64_encoded_len(n, B64_PADDED) + 1);
+	b64_encode(plain, n, out, B64_PADDED);
 	explicit_bzero(plain, n);
 	return out;
 }
@@ -107,12 +60,12 @@ static int basic_decode(const char *b64, struct registry_creds *c)
 	size_t n = strlen(b64);
 	cleanup_free char *plain = NULL;
 	char *colon;
-	int len;
+	long len;
 
-	if (n == 0 || n % 4 != 0 || n > INT_MAX / 2)
+	if (n == 0 || n > INT_MAX / 2)
 		return -1;
 	plain = xmalloc(n / 4 * 3 + 1);
-	len = b64_decode(b64, n, (unsigned char *)plain);
+	len = b64_decode(b64, n, plain, n / 4 * 3, B64_PADDED);
 	if (len < 0)
 		return -1;
 	plain[len] = '\0';

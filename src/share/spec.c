@@ -12,6 +12,7 @@
 #include "common/files.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "proto/base64.h"
 #include "share/spec.h"
 
 #define SHOW_MAX 200 /* bytes of a spec quoted in an error */
@@ -19,7 +20,6 @@
 /* Trees the guest's own kernel and init own: a share there would hide them. */
 static const char *const ctr_refused[] = { "/proc", "/sys", "/dev", "/run/gantry" };
 
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 static int spec_error(gantry_error_t *err, const char *s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -78,26 +78,10 @@ static int path_normal(const char *p, bool dotdot, char **out)
 
 char *share_b64url(const char *s)
 {
-	const unsigned char *in = (const unsigned char *)s;
-	size_t len = strlen(s), n = 0;
-	char *o = xmalloc(len / 3 * 4 + 5);
+	size_t n = strlen(s);
+	char *o = xmalloc(b64_encoded_len(n, B64_URL) + 1);
 
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		size_t left = len - i;
-
-		if (left > 1)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (left > 2)
-			v |= in[i + 2];
-		o[n++] = b64url[v >> 18 & 63];
-		o[n++] = b64url[v >> 12 & 63];
-		if (left > 1)
-			o[n++] = b64url[v >> 6 & 63];
-		if (left > 2)
-			o[n++] = b64url[v & 63];
-	}
-	o[n] = '\0';
+	b64_encode(s, n, o, B64_URL);
 	return o;
 }
 
@@ -105,33 +89,16 @@ char *share_b64url(const char *s)
  * NULL when s is not that or decodes to a NUL byte. */
 static char *b64url_decode(const char *s)
 {
-	size_t len = strlen(s), n = 0, bits = 0;
+	size_t len = strlen(s);
 	char *o = xmalloc(len / 4 * 3 + 3);
-	uint32_t acc = 0;
+	long n = b64_decode(s, len, o, len / 4 * 3 + 2, B64_URL);
 
-	if (len % 4 == 1)
-		goto bad;
-	for (size_t i = 0; i < len; i++) {
-		const char *c = s[i] ? strchr(b64url, s[i]) : NULL;
-
-		if (c == NULL)
-			goto bad;
-		acc = acc << 6 | (uint32_t)(c - b64url);
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			o[n] = (char)(acc >> bits & 0xff);
-			if (o[n++] == '\0')
-				goto bad;
-		}
+	if (n < 0 || memchr(o, '\0', (size_t)n)) {
+		free(o);
+		return NULL;
 	}
-	if (acc & ((1u << bits) - 1))
-		goto bad;
 	o[n] = '\0';
 	return o;
-bad:
-	free(o);
-	return NULL;
 }
 
 static bool tag_valid(const char *t, size_t len)
