@@ -1,8 +1,9 @@
 /* The lifecycle, for every front end (the CLI now; the dashboard and the
  * HTTP API later): this header is the whole API. Persistent sandboxes
  * (create and boot, resume, stop, delete, list, a session in a running
- * one), one-shot runs, and (sandbox/images.h, included) images and
- * registries. Each call validates its input first and leaves other
+ * one), one-shot runs, and (included: sandbox/images.h, network.h,
+ * shares.h) images and registries, and a sandbox's ports, egress policy
+ * and shares, live or for its next boot. Each call validates its input first and leaves other
  * sandboxes, the image cache and users' files alone. Which calls may come
  * from threads, and why: docs/architecture.md. */
 #ifndef GANTRY_SANDBOX_LIFECYCLE_H
@@ -18,6 +19,8 @@
 #include "common/error.h"
 #include "image/source.h"
 #include "sandbox/images.h"
+#include "sandbox/network.h"
+#include "sandbox/shares.h"
 #include "sandbox/process.h"
 #include "sandbox/state.h"
 
