@@ -8,7 +8,6 @@
 #include "cli/flags.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 #include "net/portspec.h"
@@ -112,13 +111,12 @@ static int shares_setup(struct vmm_config *cfg, struct run_shares *sh, gantry_er
  * isolation is off; GANTRY_SECCOMP=log logs instead of refusing. */
 static int run_confine(struct vmm_config *cfg, gantry_error_t *err)
 {
-	const char *s = gantry_setting(CONFINE_SECCOMP_ENV);
 	enum confine_mode mode;
 
 	if (confine_mode_from_env(&mode, err) < 0)
 		return -1;
 	cfg->confine_threads = mode != CONFINE_OFF;
-	cfg->confine_log = s && strcmp(s, "log") == 0;
+	cfg->confine_log = confine_seccomp_log();
 	return 0;
 }
 

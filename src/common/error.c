@@ -33,27 +33,36 @@ int gantry_error(gantry_error_t *err, int status, const char *fmt, ...)
 	return -1;
 }
 
+/* e->msg becomes "<option><what><sep><msg>", its option named there. */
+static int option_first(struct gantry_error *e, const char *option, const char *what,
+			const char *sep)
+{
+	char *msg;
+
+	xasprintf(&msg, "%s%s%s%s", option, what, sep, e->msg);
+	free(e->msg);
+	e->msg = msg;
+	e->option = option;
+	e->option_tail = strlen(msg);
+	e->option_named = false;
+	return -1;
+}
+
 int gantry_error_opt(gantry_error_t *err, const char *option, const char *fmt, ...)
 {
-	char *body;
 	va_list ap;
 
 	if (err == NULL || *err != NULL)
 		return -1;
 	va_start(ap, fmt);
-	if (vasprintf(&body, fmt, ap) < 0)
-		abort();
+	error_vmake(err, 0, fmt, ap);
 	va_end(ap);
-	gantry_error(err, 0, "%s%s", option, body);
-	free(body);
-	(*err)->option = option;
-	(*err)->option_tail = strlen((*err)->msg);
-	return -1;
+	return option_first(*err, option, "", "");
 }
 
 int gantry_error_prefix_opt(gantry_error_t *err, const char *option, const char *fmt, ...)
 {
-	char *what;
+	cleanup_free char *what = NULL;
 	va_list ap;
 
 	if (err == NULL || *err == NULL)
@@ -62,12 +71,7 @@ int gantry_error_prefix_opt(gantry_error_t *err, const char *option, const char 
 	if (vasprintf(&what, fmt, ap) < 0)
 		abort();
 	va_end(ap);
-	gantry_error_prefix(err, "%s%s", option, what);
-	free(what);
-	(*err)->option = option;
-	(*err)->option_named = false;
-	(*err)->option_tail = strlen((*err)->msg);
-	return -1;
+	return option_first(*err, option, what, ": ");
 }
 
 static const char *(*option_namer)(const char *option);

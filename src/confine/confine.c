@@ -25,7 +25,6 @@
 
 #include "common/child.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 
@@ -606,13 +605,12 @@ static const char *hint(const struct confine_report *r, const struct confine_pro
 
 json_t *confine_run(struct confine_opts *o, gantry_error_t *err)
 {
-	const char *s = gantry_setting(CONFINE_SECCOMP_ENV);
 	const struct confine_prop *miss;
 	struct confine_report r;
 
 	if (o->mode == CONFINE_OFF)
 		return NULL;
-	o->seccomp_log = s && strcmp(s, "log") == 0;
+	o->seccomp_log = confine_seccomp_log();
 	confine_apply(o, &r);
 	r.userns_errno = o->spawn.userns_errno;
 	miss = confine_missing(&r);

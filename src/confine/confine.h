@@ -45,6 +45,8 @@ int confine_mode_parse(const char *s, enum confine_mode *m, gantry_error_t *err)
 const char *confine_mode_name(enum confine_mode m);
 /* CONFINE_MODE_ENV, or auto; a bad value is an error. */
 int confine_mode_from_env(enum confine_mode *m, gantry_error_t *err);
+/* CONFINE_SECCOMP_ENV is "log": the filters log what they would refuse. */
+bool confine_seccomp_log(void);
 
 /* The namespaces a worker was started in (CLONE_NEW* bits). */
 struct confine_spawn {

@@ -37,6 +37,13 @@ int confine_mode_parse(const char *s, enum confine_mode *m, gantry_error_t *err)
 	return gantry_error(err, 0, "process isolation `%s`: want auto, required or off", s);
 }
 
+bool confine_seccomp_log(void)
+{
+	const char *s = gantry_setting(CONFINE_SECCOMP_ENV);
+
+	return s && strcmp(s, "log") == 0;
+}
+
 int confine_mode_from_env(enum confine_mode *m, gantry_error_t *err)
 {
 	const char *s = gantry_setting(CONFINE_MODE_ENV);

@@ -15,7 +15,6 @@
 
 #include "common/json.h"
 #include "common/log.h"
-#include "common/settings.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "confine/confine.h"
@@ -292,8 +291,7 @@ int vmm_worker_main(int argc, char **argv)
 	if (rc == 0) {
 		/* Off: nothing confined, the threads' filters too. */
 		w.cfg.confine_threads = w.confine.mode != CONFINE_OFF;
-		w.cfg.confine_log = gantry_setting(CONFINE_SECCOMP_ENV) &&
-				    strcmp(gantry_setting(CONFINE_SECCOMP_ENV), "log") == 0;
+		w.cfg.confine_log = confine_seccomp_log();
 		w.cfg.setup_done = setup_done;
 		w.cfg.setup_opaque = &w;
 		rc = vmm_run(&w.cfg, &status, &err);
