@@ -1,7 +1,6 @@
 /* `gantry exec`: one-shot, a transient sandbox (sandbox_run_once), or
  * `gantry exec NAME`, a session in a running persistent sandbox
  * (sandbox_exec). Flags and printing only; the work is src/sandbox/. */
-#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -137,11 +136,7 @@ int cmd_exec(int argc, char **argv)
 	else
 		r = -1;
 	sandbox_opts_free(&o);
-	if (r < 0) {
-		bool cancelled = err->status == ECANCELED;
-
-		gantry_error_print(&err);
-		return cancelled ? CLI_EXIT_CANCELLED : EXEC_VM_FAILED;
-	}
+	if (r < 0)
+		return cli_fail(&err, EXEC_VM_FAILED);
 	return exec_result(&res);
 }

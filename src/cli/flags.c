@@ -169,15 +169,17 @@ int flags_one_name(const char *cmd, const char *what, int argc, char **argv, con
 	return 1;
 }
 
+int cli_fail(gantry_error_t *err, int failed)
+{
+	bool cancelled = *err && (*err)->status == ECANCELED;
+
+	gantry_error_print(err);
+	return cancelled ? CLI_EXIT_CANCELLED : failed;
+}
+
 int cli_finish(gantry_error_t *err, int r)
 {
-	if (r < 0) {
-		bool cancelled = *err && (*err)->status == ECANCELED;
-
-		gantry_error_print(err);
-		return cancelled ? CLI_EXIT_CANCELLED : 1;
-	}
-	return 0;
+	return r < 0 ? cli_fail(err, 1) : 0;
 }
 
 void cli_print_json(json_t *v)

@@ -90,8 +90,10 @@ int cli_show(const char *cmd, const char *what, int argc, char **argv,
 	     int (*get)(const char *name, json_t **out, gantry_error_t *err),
 	     void (*table)(json_t *o));
 #define CLI_EXIT_CANCELLED 130 /* as a shell reports a command ended by SIGINT */
-/* A command's exit status: 0, or after printing the error when r < 0, 1
- * (CLI_EXIT_CANCELLED when the call was cancelled). */
+/* Print the error and give the exit status: failed, or CLI_EXIT_CANCELLED
+ * when the call was cancelled. */
+int cli_fail(gantry_error_t *err, int failed);
+/* A command's exit status: 0, or cli_fail(err, 1) when r < 0. */
 int cli_finish(gantry_error_t *err, int r);
 
 #endif

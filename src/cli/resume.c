@@ -9,14 +9,13 @@
 
 int cmd_resume(int argc, char **argv)
 {
+	static struct gantry_cancel cancel;
 	gantry_error_t err = NULL;
 	const char *name;
 	int r = flags_one_name("resume",
 			       "Boot a stopped (or crashed) sandbox again, with the files it had.\n"
 			       "Returns once gantry exec NAME can run commands in it.",
 			       argc, argv, &name);
-
-	static struct gantry_cancel cancel;
 
 	if (r <= 0)
 		return -r * 2;

@@ -60,7 +60,7 @@ void gantry_settings_load(void)
 	read_all();
 }
 
-int gantry_setting_known(const char *name)
+bool gantry_setting_known(const char *name)
 {
 	return find(name) >= 0;
 }

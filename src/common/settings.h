@@ -9,6 +9,8 @@
 #ifndef GANTRY_COMMON_SETTINGS_H
 #define GANTRY_COMMON_SETTINGS_H
 
+#include <stdbool.h>
+
 #include "common/error.h"
 
 /* name's value, or NULL when unset or empty; name must be one of the
@@ -21,6 +23,6 @@ void gantry_settings_load(void);
  * unknown name is an error. */
 int gantry_settings_set(const char *name, const char *value, gantry_error_t *err);
 /* Whether name is one of the settings. */
-int gantry_setting_known(const char *name);
+bool gantry_setting_known(const char *name);
 
 #endif

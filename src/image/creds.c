@@ -23,9 +23,9 @@
 #include "common/settings.h"
 #include "common/util.h"
 #include "image/creds.h"
-#include "proto/base64.h"
 #include "image/reference.h"
 #include "image/registry_host.h"
+#include "proto/base64.h"
 
 #define HELPER_PREFIX "docker-credential-"
 

@@ -3,9 +3,9 @@
  * (create and boot, resume, stop, delete, list, a session in a running
  * one), one-shot runs, and (included: sandbox/images.h, network.h,
  * shares.h) images and registries, and a sandbox's ports, egress policy
- * and shares, live or for its next boot. Each call validates its input first and leaves other
- * sandboxes, the image cache and users' files alone. Which calls may come
- * from threads, and why: docs/architecture.md. */
+ * and shares, live or for its next boot. Each call validates its input
+ * first and leaves other sandboxes, the image cache and users' files
+ * alone. Which calls may come from threads, and why: docs/architecture.md. */
 #ifndef GANTRY_SANDBOX_LIFECYCLE_H
 #define GANTRY_SANDBOX_LIFECYCLE_H
 
@@ -64,9 +64,9 @@ int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *er
 /* `gantry start`: create the sandbox and boot it; returns once its guest
  * agent and ctl.sock accept work. Exactly one of racing creates of a name
  * wins. A first boot that fails leaves nothing behind (nor a -rwlayer file
- * it made); its error quotes the tail of the log that says why. So does a
- * start whose cancel (may be NULL) fires: its VM is ended, and it fails
- * with ECANCELED. */
+ * it made); its error quotes the tail of the log that says why. A start
+ * whose cancel (may be NULL) fires leaves nothing behind either: its VM is
+ * ended, and it fails with ECANCELED. */
 int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *cancel,
 		   gantry_error_t *err);
 /* Boot a stopped (or crashed) sandbox from its sandbox.json; a cancel

@@ -131,8 +131,8 @@ static int open_net(const char *name, struct sandbox *sb, char **dir, int *lock,
 	if (sandbox_open_locked(name, sb, dir, lock, err) < 0)
 		return -1;
 	if (!sb->net)
-		return gantry_error(
-			err, 0, "sandbox `%s` has no network (it was started without one)", name);
+		return gantry_error(err, 0,
+				    "sandbox `%s` has no network (it was started without one)", name);
 	return 0;
 }
 
@@ -277,8 +277,7 @@ int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
 	if (read_file_max(path, TRAFFIC_FILE_MAX, &buf, &len, err) < 0)
 		goto out;
 	if (buf == NULL)
-		*out = json_pack("{s:[],s:[],s:{},s:i}", "destinations", "dns", "drops", "evicted",
-				 0);
+		*out = json_pack("{s:[],s:[],s:{},s:i}", "destinations", "dns", "drops", "evicted", 0);
 	else if ((*out = jsonh_load(buf, len, path, err)) == NULL)
 		goto out;
 	r = 0;
@@ -311,8 +310,8 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 			json_decref(*out);
 			*out = NULL;
 			return gantry_error(err, 0,
-					    "net-policy `%s`: more than %d KiB once written out",
-					    path, POLICY_DOC_MAX / 1024);
+					    "net-policy `%s`: more than %d KiB once written out", path,
+					    POLICY_DOC_MAX / 1024);
 		}
 	}
 	return 0;
@@ -456,8 +455,8 @@ int sandbox_net_policy_show(const char *name, json_t **out, gantry_error_t *err)
 	if (lock >= 0) {
 		struct policy *p = policy_default(sb.allow_local_net);
 
-		json_object_set_new(*out, "policy",
-				    sb.net_policy ? json_incref(sb.net_policy) : policy_to_json(p));
+		json_object_set_new(*out, "policy", sb.net_policy ? json_incref(sb.net_policy)
+								  : policy_to_json(p));
 		policy_free(p);
 		r = 0;
 		goto out;

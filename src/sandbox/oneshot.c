@@ -1,7 +1,6 @@
 /* One-shot `gantry exec` (see lifecycle.h): a transient sandbox in a
  * temporary run directory, its VM on a thread of this process, one session,
  * and nothing left behind. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +84,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		machine_join(&m);
 		if (cancel_fired(cancel)) {
 			gantry_error_free(err);
-			gantry_error(err, ECANCELED, "cancelled");
+			cancel_check(cancel, err);
 			goto out;
 		}
 		if (m.rc < 0) {

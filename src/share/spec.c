@@ -20,7 +20,6 @@
 /* Trees the guest's own kernel and init own: a share there would hide them. */
 static const char *const ctr_refused[] = { "/proc", "/sys", "/dev", "/run/gantry" };
 
-
 static int spec_error(gantry_error_t *err, const char *s, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
