@@ -56,8 +56,6 @@ static int add_disk(void *opaque, const char *value, gantry_error_t *err)
 struct run_shares {
 	char **v;
 	size_t n;
-	struct fs_server *server;
-	struct virtio_fs_handler handler;
 };
 
 static int add_share(void *opaque, const char *value, gantry_error_t *err)
@@ -68,55 +66,27 @@ static int add_share(void *opaque, const char *value, gantry_error_t *err)
 	return shares_add(&sh->v, &sh->n, value, cwd, err);
 }
 
-/* One share: its directory checked and opened once, an export of the
- * server. The guest has no container, so a container path means nothing. */
-static int share_one(struct fs_server *s, const char *spec, gantry_error_t *err)
+/* The guest has no container, so a container path means nothing. */
+static int run_shares_check(const struct run_shares *sh, gantry_error_t *err)
 {
-	struct share_spec sp;
-	char dflt[sizeof("/host/") + SHARE_TAG_MAX];
-	int r = -1;
+	for (size_t i = 0; i < sh->n; i++) {
+		char dflt[sizeof("/host/") + SHARE_TAG_MAX];
+		struct share_spec sp;
+		bool ctr;
 
-	if (share_spec_parse(spec, NULL, &sp, err) < 0)
-		return -1;
-	snprintf(dflt, sizeof(dflt), "/host/%s", sp.tag);
-	if (strcmp(sp.ctr_path, dflt) != 0) {
-		gantry_error(err, 0,
-			     "-share `%s`: `@CTR_PATH` is for sandboxes; the guest "
-			     "of `gantry run` mounts the shares itself",
-			     sp.tag);
-		goto out;
-	}
-	r = machine_share_export(s, &sp, err);
-out:
-	share_spec_free(&sp);
-	return r;
-}
-
-/* With -share: the share server over every directory, behind the one
- * virtio-fs device. */
-static int shares_setup(struct vmm_config *cfg, struct run_shares *sh, gantry_error_t *err)
-{
-	if (sh->n == 0)
-		return 0;
-	if (fs_server_new(&sh->server, 0, err) < 0)
-		return gantry_error_prefix(err, "share server");
-	for (size_t i = 0; i < sh->n; i++)
-		if (share_one(sh->server, sh->v[i], err) < 0)
+		if (share_spec_parse(sh->v[i], NULL, &sp, err) < 0)
 			return -1;
-	machine_share_device(sh->server, &sh->handler, cfg);
-	return 0;
-}
-
-/* The VMM's threads run under their seccomp filters unless process
- * isolation is off; GANTRY_SECCOMP=log logs instead of refusing. */
-static int run_confine(struct vmm_config *cfg, gantry_error_t *err)
-{
-	enum confine_mode mode;
-
-	if (confine_mode_from_env(&mode, err) < 0)
-		return -1;
-	cfg->confine_threads = mode != CONFINE_OFF;
-	cfg->confine_log = confine_seccomp_log();
+		snprintf(dflt, sizeof(dflt), "/host/%s", sp.tag);
+		ctr = strcmp(sp.ctr_path, dflt) != 0;
+		if (ctr)
+			gantry_error(err, 0,
+				     "-share `%s`: `@CTR_PATH` is for sandboxes; the guest of "
+				     "`gantry run` mounts the shares itself",
+				     sp.tag);
+		share_spec_free(&sp);
+		if (ctr)
+			return -1;
+	}
 	return 0;
 }
 
@@ -127,43 +97,54 @@ static int add_port(void *opaque, const char *value, gantry_error_t *err)
 	return ports_add(&ports->v, &ports->n, value, err);
 }
 
-/* With -net: start the network worker and hand the VMM its frame socket,
- * then run the VM; the worker goes when the VM does. */
-static int run_vm(struct vmm_config *cfg, bool net, struct run_ports *ports, int *status,
-		  gantry_error_t *err)
+/* Ports of 0 chosen now, and said: a port picked for the user is one they
+ * could not know otherwise. */
+static int ports_choose(struct run_ports *ports, gantry_error_t *err)
 {
-	struct net_worker w = NET_WORKER_NONE;
-	enum confine_mode mode;
 	bool given[PORTS_MAX];
 	struct port_spec p;
-	int r;
 
-	if (!net)
-		return vmm_run(cfg, status, err);
-	/* A config that cannot boot fails before a worker is started for it. */
-	if (vmm_validate(cfg, err) < 0)
-		return -1;
 	for (size_t i = 0; i < ports->n; i++)
 		given[i] = port_spec_parse(ports->v[i], &p, NULL) == 0 && p.host_port != 0;
 	if (ports_pick(ports->v, ports->n, err) < 0)
 		return -1;
-	/* A port picked for the user is one they could not know otherwise. */
 	for (size_t i = 0; i < ports->n; i++)
 		if (!given[i])
 			log_info("run: publishing %s", ports->v[i]);
-	if (confine_mode_from_env(&mode, err) < 0)
+	return 0;
+}
+
+/* The VM, built by the machine layer as a sandbox's is: its network, share
+ * and VMM workers confined as GANTRY_PROCESS_ISOLATION says. */
+static int run_vm(struct machine_run *r, struct run_ports *ports, struct run_shares *shares,
+		  int *status, gantry_error_t *err)
+{
+	struct machine m;
+	int rc = -1;
+
+	if (run_shares_check(shares, err) < 0 || confine_mode_from_env(&r->isolation, err) < 0)
 		return -1;
-	if (net_worker_start(&w,
-			     &(struct net_worker_opts){ .ports = ports->v,
-							.nr_ports = ports->n,
-							.allow_local = ports->allow_local,
-							.isolation = mode },
-			     STDERR_FILENO, err) < 0)
+	/* A config that cannot boot fails before a port is taken for it. */
+	if (vmm_validate(&r->cfg, err) < 0)
 		return -1;
-	cfg->net_fd = w.vmm_fd;
-	r = vmm_run(cfg, status, err);
-	net_worker_stop(&w);
-	return r;
+	if (r->net && ports_choose(ports, err) < 0)
+		return -1;
+	r->ports = ports->v;
+	r->nr_ports = ports->n;
+	r->allow_local_net = ports->allow_local;
+	r->shares = shares->v;
+	r->nr_shares = shares->n;
+	if (machine_config_run(&m, r, err) == 0 && machine_start(&m, err) == 0) {
+		machine_join(&m);
+		rc = m.rc;
+		*status = m.status;
+		if (rc < 0) {
+			*err = m.err;
+			m.err = NULL;
+		}
+	}
+	machine_free(&m);
+	return rc;
 }
 
 static void run_usage(FILE *out, const struct flag *flags)
@@ -196,35 +177,40 @@ static void run_usage(FILE *out, const struct flag *flags)
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
 		     "GANTRY_GUEST_PROFILE=FILE samples the guest's instruction pointer into FILE\n"
 		     "(scripts/guest-profile names the functions); GANTRY_KVM_DEVICE overrides\n"
-		     "/dev/kvm; GANTRY_PROCESS_ISOLATION=off runs the VMM's threads without their\n"
-		     "seccomp filters, GANTRY_SECCOMP=log has the kernel log what they refuse.\n");
+		     "/dev/kvm; GANTRY_PROCESS_ISOLATION (auto, required or off) confines the\n"
+		     "VMM, network and share workers as for a sandbox, and off runs the VM in\n"
+		     "gantry's own process, unconfined; GANTRY_SECCOMP=log has the kernel log\n"
+		     "what the filters refuse.\n");
 }
 
 int cmd_run(int argc, char **argv)
 {
-	struct vmm_config cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true };
+	struct machine_run r = {
+		.cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true }
+	};
+	struct vmm_config *cfg = &r.cfg;
 	gantry_error_t err = NULL;
 	uint64_t cpus = 1;
 	struct run_ports ports = { .v = NULL, .n = 0, .allow_local = false };
 	struct run_shares shares = { 0 };
-	bool help = false, net = false, dashdash;
-	int rest, status = 0, r;
+	bool help = false, dashdash;
+	int rest, status = 0, rc;
 	const struct flag flags[] = {
-		{ "kernel", FLAG_STRING, &cfg.kernel, NULL, "PATH",
+		{ "kernel", FLAG_STRING, &cfg->kernel, NULL, "PATH",
 		  "kernel: vmlinux ELF or bzImage", 0 },
-		{ "initrd", FLAG_STRING, &cfg.initrd, NULL, "PATH",
+		{ "initrd", FLAG_STRING, &cfg->initrd, NULL, "PATH",
 		  "initial ramdisk (cpio archive)", 0 },
-		{ "disk", FLAG_FUNC, &cfg, add_disk, "PATH[,ro]", "virtio-blk disk (repeatable)",
+		{ "disk", FLAG_FUNC, cfg, add_disk, "PATH[,ro]", "virtio-blk disk (repeatable)",
 		  0 },
-		{ "append", FLAG_STRING, &cfg.append, NULL, "ARGS", "extra kernel command line",
+		{ "append", FLAG_STRING, &cfg->append, NULL, "ARGS", "extra kernel command line",
 		  0 },
 		{ "cpus", FLAG_UINT, &cpus, NULL, "N", "vCPUs (default 1)", 1024 },
-		{ "mem", FLAG_UINT, &cfg.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
-		{ "console", FLAG_STRING, &cfg.console, NULL, "PATH", "write the console to PATH",
+		{ "mem", FLAG_UINT, &cfg->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
+		{ "console", FLAG_STRING, &cfg->console, NULL, "PATH", "write the console to PATH",
 		  0 },
-		{ "vsock", FLAG_STRING, &cfg.vsock_dir, NULL, "DIR",
+		{ "vsock", FLAG_STRING, &cfg->vsock_dir, NULL, "DIR",
 		  "virtio-vsock, guest CID 3: guest port P reaches DIR/P.sock", 0 },
-		{ "net", FLAG_BOOL, &net, NULL, NULL,
+		{ "net", FLAG_BOOL, &r.net, NULL, NULL,
 		  "virtio-net through the network worker (NAT, no DHCP)", 0 },
 		{ "p", FLAG_FUNC, &ports, add_port, "SPEC",
 		  "with -net, publish a port: [IP:]HOST:GUEST[/udp] or GUEST (repeatable)", 0 },
@@ -236,29 +222,27 @@ int cmd_run(int argc, char **argv)
 		{ 0 },
 	};
 
-	r = flags_parse_cmd("run", flags, argc, argv, &rest, &dashdash, run_usage);
-	if (r <= 0)
-		return -r;
+	rc = flags_parse_cmd("run", flags, argc, argv, &rest, &dashdash, run_usage);
+	if (rc <= 0)
+		return -rc;
 	if (rest < argc) {
 		log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
-	if (ports.n > 0 && !net) {
+	if (ports.n > 0 && !r.net) {
 		log_error("run: -p needs -net");
 		status = 2;
 	} else {
-		cfg.cpus = (unsigned int)cpus;
-		cfg.timing = vmm_timing_requested();
-		if (run_confine(&cfg, &err) < 0 || shares_setup(&cfg, &shares, &err) < 0 ||
-		    run_vm(&cfg, net, &ports, &status, &err) < 0) {
+		cfg->cpus = (unsigned int)cpus;
+		cfg->timing = vmm_timing_requested();
+		if (run_vm(&r, &ports, &shares, &status, &err) < 0) {
 			gantry_error_print(&err);
 			status = 125;
 		}
 	}
-	for (unsigned int i = 0; i < cfg.nr_disks; i++)
-		free((char *)cfg.disks[i].path);
+	for (unsigned int i = 0; i < cfg->nr_disks; i++)
+		free((char *)cfg->disks[i].path);
 	strv_free(ports.v);
 	strv_free(shares.v);
-	fs_server_free(shares.server);
 	return status;
 }

@@ -124,7 +124,7 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 		return gantry_error_opt(err, "kernel", " is required (a vmlinux ELF or bzImage)");
 	if ((cfg->kernel_fd > 0 ? fstat(cfg->kernel_fd, &st) : stat(cfg->kernel, &st)) < 0)
 		return gantry_error_errno(err, "kernel `%s`", cfg->kernel);
-	if (cfg->initrd && stat(cfg->initrd, &st) < 0)
+	if (cfg->initrd && (cfg->initrd_fd > 0 ? fstat(cfg->initrd_fd, &st) : stat(cfg->initrd, &st)) < 0)
 		return gantry_error_errno(err, "initrd `%s`", cfg->initrd);
 	for (unsigned int i = 0; i < cfg->nr_disks; i++) {
 		const struct vmm_disk *d = &cfg->disks[i];
@@ -261,7 +261,7 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 
 	if (map_file("kernel", cfg->kernel, cfg->kernel_fd, &kernel, err) < 0)
 		goto out;
-	if (cfg->initrd && map_file("initrd", cfg->initrd, -1, &initrd, err) < 0)
+	if (cfg->initrd && map_file("initrd", cfg->initrd, cfg->initrd_fd, &initrd, err) < 0)
 		goto out;
 	/* Load the guest before opening KVM: a bad image is bad input, whatever
 	 * this host's KVM can do. */
@@ -370,7 +370,9 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 
 	memset(&v, 0, sizeof(v));
 	vm_init(&v.vm, cfg->cpus);
-	v.vm.profile = gantry_setting(VMM_PROFILE_ENV);
+	v.vm.profile = cfg->profile ? cfg->profile : gantry_setting(VMM_PROFILE_ENV);
+	if (cfg->profile && cfg->profile_fd > 0)
+		v.vm.profile_fd = cfg->profile_fd;
 	if (v.vm.profile && *v.vm.profile == '\0')
 		v.vm.profile = NULL;
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));

@@ -41,11 +41,16 @@ struct vmm_config {
 	int kvm_fd;	    /* > 0: /dev/kvm, opened by the caller; not closed */
 	const char *kernel; /* opened here, or only named in messages when kernel_fd > 0 */
 	int kernel_fd;	    /* > 0: the kernel, opened by the caller; not closed */
-	const char *initrd;
+	const char *initrd; /* the same, with initrd_fd */
+	int initrd_fd;
 	const char *append;
 	const char *console;   /* file for the serial console, capped (console.h); NULL = stdout */
 	int console_fd;	       /* > 0: write the console to this fd instead */
 	bool console_input;    /* feed a terminal on stdin to the console */
+	/* The guest profile (VMM_PROFILE_ENV): opened here, or only named in
+	 * messages when profile_fd > 0; NULL: the setting's file, if any. */
+	const char *profile;
+	int profile_fd;
 	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
 	struct vmm_vsock_host vsock; /* or, with connect set, these */
 	int net_fd;	       /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */

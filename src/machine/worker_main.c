@@ -140,6 +140,19 @@ static int setup_shares(struct worker *w, json_t *fs, size_t *next, gantry_error
 	return 0;
 }
 
+/* The caller's terminal, read by the serial console as its stdin. */
+static int setup_console_input(struct worker *w, size_t *next, gantry_error_t *err)
+{
+	int fd = take_fd(w, next, "console input", err);
+
+	if (fd < 0)
+		return -1;
+	if (dup2(fd, STDIN_FILENO) < 0)
+		return gantry_error_errno(err, "console input");
+	w->cfg.console_input = true;
+	return 0;
+}
+
 static int setup(struct worker *w, gantry_error_t *err)
 {
 	json_t *c = w->config, *disks, *d, *fs;
@@ -158,9 +171,16 @@ static int setup(struct worker *w, gantry_error_t *err)
 	if (json_is_true(json_object_get(c, "kvm")) &&
 	    (w->cfg.kvm_fd = take_fd(w, &next, "KVM device", err)) < 0)
 		return -1;
-	if ((w->cfg.kernel_fd = take_fd(w, &next, "kernel", err)) < 0 ||
-	    (w->cfg.console_fd = take_fd(w, &next, "console", err)) < 0 ||
-	    (w->cfg.stop_fd = take_fd(w, &next, "stop event", err)) < 0)
+	if ((w->cfg.kernel_fd = take_fd(w, &next, "kernel", err)) < 0)
+		return -1;
+	w->cfg.initrd = json_string_value(json_object_get(c, "initrd"));
+	if (w->cfg.initrd && (w->cfg.initrd_fd = take_fd(w, &next, "initrd", err)) < 0)
+		return -1;
+	if ((w->cfg.console_fd = take_fd(w, &next, "console", err)) < 0)
+		return -1;
+	if (json_is_true(json_object_get(c, "console_input")) && setup_console_input(w, &next, err) < 0)
+		return -1;
+	if ((w->cfg.stop_fd = take_fd(w, &next, "stop event", err)) < 0)
 		return -1;
 	if (json_is_true(json_object_get(c, "net")) &&
 	    (w->cfg.net_fd = take_fd(w, &next, "frame socket", err)) < 0)
@@ -180,10 +200,15 @@ static int setup(struct worker *w, gantry_error_t *err)
 			return -1;
 		w->fds[next - 1] = -1;
 	}
-	w->cfg.vsock = (struct vmm_vsock_host){ .connect = dial, .opaque = w };
-	if ((w->cfg.vsock.listen_fd = take_fd(w, &next, "vsock listener", err)) < 0)
+	if (json_is_true(json_object_get(c, "vsock"))) {
+		w->cfg.vsock = (struct vmm_vsock_host){ .connect = dial, .opaque = w };
+		if ((w->cfg.vsock.listen_fd = take_fd(w, &next, "vsock listener", err)) < 0)
+			return -1;
+		w->fds[next - 1] = -1;
+	}
+	w->cfg.profile = json_string_value(json_object_get(c, "profile"));
+	if (w->cfg.profile && (w->cfg.profile_fd = take_fd(w, &next, "guest profile", err)) < 0)
 		return -1;
-	w->fds[next - 1] = -1;
 	fs = json_object_get(c, "fs");
 	if (json_is_object(fs) && setup_shares(w, fs, &next, err) < 0)
 		return -1;
@@ -209,7 +234,7 @@ static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantr
 	/* Set up: what only set-up needed goes. */
 	for (size_t i = 0; i < w->nr_fds; i++)
 		if (w->fds[i] >= 0 && w->fds[i] != w->cfg.stop_fd && w->fds[i] != w->cfg.net_fd &&
-		    w->fds[i] != w->cfg.console_fd)
+		    w->fds[i] != w->cfg.console_fd && w->fds[i] != w->cfg.profile_fd)
 			close(w->fds[i]);
 	w->nr_fds = 0;
 	/* Guest RAM to the share worker, before any request can come. */

@@ -21,6 +21,12 @@
 #define NET_LOG_ROTATE	    (1u << 20)
 #define NET_LOG_TAIL	    10
 
+#define MACHINE_NONE                                                                               \
+	((struct machine){ .done_fd = -1,                                                          \
+			   .cfg.stop_fd = -1,                                                      \
+			   .vmm_worker = VMM_WORKER_NONE,                                          \
+			   .share_worker = SHARE_WORKER_NONE })
+
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err)
 {
@@ -28,10 +34,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	const char *net = sb->net ? " " NET_GUEST_CMDLINE : "";
 	int n;
 
-	*m = (struct machine){ .done_fd = -1,
-			       .cfg.stop_fd = -1,
-			       .vmm_worker = VMM_WORKER_NONE,
-			       .share_worker = SHARE_WORKER_NONE };
+	*m = MACHINE_NONE;
 	if (assets_path(ASSET_KERNEL, &m->kernel, err) < 0 ||
 	    assets_path(ASSET_SYSROOT, &m->sysroot, err) < 0)
 		return -1;
@@ -89,6 +92,38 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	return 0;
 }
 
+int machine_config_run(struct machine *m, const struct machine_run *r, gantry_error_t *err)
+{
+	const char *append = r->cfg.append ? r->cfg.append : "";
+
+	*m = MACHINE_NONE;
+	m->bare = true;
+	if (strlen(append) >= sizeof(m->append))
+		return gantry_error(err, 0, "kernel command line too long (at most %zu bytes)",
+				    sizeof(m->append) - 1);
+	strcpy(m->append, append);
+	m->kernel = r->cfg.kernel ? xstrdup(r->cfg.kernel) : NULL;
+	m->isolation = r->isolation;
+	m->worker = r->isolation != CONFINE_OFF;
+	if (r->net) {
+		m->net = true;
+		m->ports = strv_dup((char **)r->ports, r->nr_ports);
+		m->nr_ports = r->nr_ports;
+		m->allow_local_net = r->allow_local_net;
+	}
+	m->cfg = r->cfg;
+	m->cfg.kernel = m->kernel;
+	m->cfg.append = *m->append ? m->append : NULL;
+	m->cfg.stop_fd = -1;
+	m->cfg.net_fd = 0;
+	m->cfg.fs = (struct vmm_fs){ 0 };
+	/* Ours to free, as a sandbox's console.log path is. */
+	m->cfg.console = r->cfg.console ? xstrdup(r->cfg.console) : NULL;
+	if (m->cfg.console == NULL && m->cfg.console_fd <= 0)
+		m->cfg.console_fd = STDOUT_FILENO;
+	return machine_shares(m, r->shares, r->nr_shares, false, err);
+}
+
 static void rotate_log(const char *path)
 {
 	cleanup_free char *prev = NULL;
@@ -103,7 +138,7 @@ static void rotate_log(const char *path)
 /* The worker's error, with the tail of its log when it died or hung. */
 static int net_error(struct machine *m, gantry_error_t *err)
 {
-	if (strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
+	if (m->net_log && strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
 		error_add_tail(err, m->net_log, NET_LOG_TAIL, "last lines of the network worker's log:");
 	return -1;
 }
@@ -114,6 +149,7 @@ static int net_start(struct machine *m, gantry_error_t *err)
 	struct net_worker_opts *o = &m->net_opts;
 	cleanup_close int log = -1;
 	struct net_proxy proxy;
+	int fd = STDERR_FILENO;
 
 	*o = (struct net_worker_opts){ .ports = m->ports,
 				       .nr_ports = m->nr_ports,
@@ -127,11 +163,14 @@ static int net_start(struct machine *m, gantry_error_t *err)
 			return -1;
 		o->proxy_port = proxy.port;
 	}
-	rotate_log(m->net_log);
-	log = open(m->net_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (log < 0)
-		return gantry_error_errno(err, "open `%s`", m->net_log);
-	if (net_worker_spawn(&m->net_worker, o, log, err) < 0)
+	/* A sandbox's has a log of its own; `gantry run`'s is our stderr. */
+	if (m->net_log) {
+		rotate_log(m->net_log);
+		fd = log = open(m->net_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (log < 0)
+			return gantry_error_errno(err, "open `%s`", m->net_log);
+	}
+	if (net_worker_spawn(&m->net_worker, o, fd, err) < 0)
 		return net_error(m, err);
 	m->net_started = true;
 	m->cfg.net_fd = m->net_worker.vmm_fd;
@@ -152,9 +191,13 @@ static void isolation_role(json_t *roles, json_t *degraded, const char *role, js
  * guest data. */
 static void isolation_write(struct machine *m)
 {
-	json_t *roles = json_object(), *degraded = json_array(), *j;
+	json_t *roles, *degraded, *j;
 	cleanup_free char *text = NULL;
 
+	if (m->isolation_path == NULL)
+		return; /* `gantry run`'s: no sandbox to show it */
+	roles = json_object();
+	degraded = json_array();
 	if (m->vmm_worker.isolation)
 		isolation_role(roles, degraded, "vmm", m->vmm_worker.isolation);
 	else
@@ -221,7 +264,8 @@ static void *machine_thread(void *arg)
 		m->rc = vmm_run(&m->cfg, &m->status, &m->err);
 	atomic_store(&m->ended, true);
 	/* The guest is gone: whatever waits on it must stop waiting. */
-	agent_cancel(m->agent);
+	if (m->agent)
+		agent_cancel(m->agent);
 	(void)!write(m->done_fd, &one, sizeof(one));
 	return NULL;
 }
@@ -238,7 +282,7 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	if (m->cfg.stop_fd < 0 || m->done_fd < 0)
 		return gantry_error_errno(err, "eventfd");
 	/* Before the guest boots, so its first dial lands. */
-	if (agent_listen(m->cfg.vsock_dir, &m->agent, err) < 0)
+	if (!m->bare && agent_listen(m->cfg.vsock_dir, &m->agent, err) < 0)
 		return -1;
 	/* Before the VM thread: the device's socket is there from its first
 	 * frame (what the guest sends before the worker reads waits in it). */
@@ -263,11 +307,14 @@ int machine_start(struct machine *m, gantry_error_t *err)
 		m->net_started = false;
 		return net_error(m, err);
 	}
-	if (m->cfg.timing)
+	if (m->cfg.timing && m->net)
 		log_always("machine: network worker spawned %.1f ms, VM %s %.1f ms, network "
 			   "worker ready %.1f ms",
 			   t_net, m->worker ? "worker ready" : "thread started", t_vmm,
 			   now_ms_frac() - t0);
+	else if (m->cfg.timing)
+		log_always("machine: VM %s %.1f ms", m->worker ? "worker ready" : "thread started",
+			   t_vmm);
 	isolation_write(m);
 	return 0;
 }
@@ -345,8 +392,5 @@ void machine_free(struct machine *m)
 	free((char *)m->cfg.console);
 	free(m->kernel);
 	free(m->sysroot);
-	*m = (struct machine){ .done_fd = -1,
-			       .cfg.stop_fd = -1,
-			       .vmm_worker = VMM_WORKER_NONE,
-			       .share_worker = SHARE_WORKER_NONE };
+	*m = MACHINE_NONE;
 }

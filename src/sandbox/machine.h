@@ -73,6 +73,25 @@ struct machine {
 	struct share_worker share_worker;
 	bool share_started; /* share_worker is ours to stop */
 	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
+	/* `gantry run`'s: the user's kernel and devices, no guest agent, no
+	 * sandbox state; its network worker logs to our stderr. */
+	bool bare;
+};
+
+/* What `gantry run` asks for: in cfg the kernel, initrd, command line,
+ * disks, vCPUs, memory, console and vsock directory (the strings stay the
+ * caller's and must outlive the machine); a network with its ports
+ * (canonical specs, host ports chosen); shares (canonical specs, each at
+ * its default guest path); the workers' isolation. */
+struct machine_run {
+	struct vmm_config cfg;
+	bool net;
+	char *const *ports;
+	size_t nr_ports;
+	bool allow_local_net;
+	char *const *shares;
+	size_t nr_shares;
+	enum confine_mode isolation;
 };
 
 /* The recipe: system root, image, writable layer, resources and kernel
@@ -81,6 +100,9 @@ struct machine {
  * container: its one process is the session. */
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err);
+/* The recipe of `gantry run`'s VM: r as it is, through the same workers
+ * and devices as a sandbox's. */
+int machine_config_run(struct machine *m, const struct machine_run *r, gantry_error_t *err);
 /* The share server for shares (canonical specs), in this process, and
  * the virtio-fs device and command line that bring them to the guest
  * (machine_shares.c); called by machine_config. live: the device and
@@ -104,9 +126,10 @@ int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_err
 void machine_share_drop(struct machine *m, const char *tag);
 size_t machine_share_handles(struct machine *m, const char *tag);
 
-/* Listen for the guest agent, check the configuration against this host,
- * start the network worker (a networked sandbox) and boot on a thread of
- * its own. */
+/* Check the configuration against this host, listen for the guest agent
+ * (a sandbox's), start the network worker (a networked VM) and the
+ * confined VMM and share workers (isolation not off), and boot on a
+ * thread of its own. */
 int machine_start(struct machine *m, gantry_error_t *err);
 /* Wait for the agent's READY; a VMM that failed meanwhile wins the error. */
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);

@@ -56,6 +56,8 @@ static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 	m->nr_boot_shares++;
 	if (share_host_check(ms->sp.host_path, &ms->fd, err) < 0)
 		return gantry_error_prefix(err, "share `%s`", ms->sp.tag);
+	if (m->bare)
+		return 0; /* `gantry run`'s guest mounts its shares itself */
 	enc = share_b64url(ms->sp.ctr_path);
 	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s",
 		     ms->sp.tag, ms->sp.ro ? "ro" : "rw", enc);

@@ -15,6 +15,7 @@
 #include "common/child.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/text.h"
 #include "common/unixsock.h"
 #include "common/util.h"
@@ -38,7 +39,7 @@ static const char *const worker_env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, VIR
 static int open_given(struct worker_handover *h, const char *path, int flags, const char *what,
 		      gantry_error_t *err)
 {
-	int fd = open(path, flags | O_CLOEXEC);
+	int fd = open(path, flags | O_CLOEXEC, 0600);
 
 	if (fd < 0)
 		return gantry_error_errno(err, "%s `%s`", what, path);
@@ -82,16 +83,26 @@ static int give_vsock(struct machine *m, struct worker_handover *h, gantry_error
 static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_error_t *err)
 {
 	json_t *c, *disks = json_array(), *fs = json_null();
+	bool console_input = m->cfg.console_input && isatty(STDIN_FILENO);
+	const char *profile = gantry_setting(VMM_PROFILE_ENV);
 	int kvm;
 
-	/* Without it the worker says why, as the VMM does. */
+	/* Opened here, the device the settings name: the worker could not. */
 	kvm = open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
-	if (kvm >= 0)
-		worker_give(h, kvm, true);
+	if (kvm < 0) {
+		vm_kvm_open_error(errno, err);
+		goto fail;
+	}
+	worker_give(h, kvm, true);
 	if (open_given(h, m->cfg.kernel, O_RDONLY, "kernel", err) < 0)
+		goto fail;
+	if (m->cfg.initrd && open_given(h, m->cfg.initrd, O_RDONLY, "initrd", err) < 0)
 		goto fail;
 	if (give_console(&m->vmm_worker, m, h, err) < 0)
 		goto fail;
+	/* Keystrokes: the caller's terminal itself, read by the worker. */
+	if (console_input)
+		worker_give(h, STDIN_FILENO, false);
 	worker_give(h, m->cfg.stop_fd, false);
 	if (m->cfg.net_fd > 0)
 		worker_give(h, m->cfg.net_fd, false);
@@ -102,7 +113,11 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 			goto fail;
 		json_array_append_new(disks, json_pack("{s:s,s:b}", "path", d->path, "ro", d->ro));
 	}
-	if (give_vsock(m, h, err) < 0)
+	if (m->cfg.vsock_dir && give_vsock(m, h, err) < 0)
+		goto fail;
+	if (profile && *profile == '\0')
+		profile = NULL;
+	if (profile && open_given(h, profile, O_WRONLY | O_CREAT | O_TRUNC, "guest profile", err) < 0)
 		goto fail;
 	/* The share worker's sockets: its server serves the device. */
 	if (m->fs_device) {
@@ -112,10 +127,12 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 		fs = json_pack("{s:s,s:I}", "tag", MACHINE_SHARES_TAG, "rpc",
 			       (json_int_t)m->share_worker.nr_rpc);
 	}
-	c = json_pack("{s:s,s:b,s:s,s:s,s:I,s:I,s:b,s:b,s:o,s:o}", "op", "config", "kvm", kvm >= 0,
-		      "kernel", m->cfg.kernel, "append", m->append, "cpus", (json_int_t)m->cfg.cpus,
-		      "mem", (json_int_t)m->cfg.mem_mib, "timing", m->cfg.timing, "net",
-		      m->cfg.net_fd > 0, "disks", disks, "fs", fs);
+	c = json_pack("{s:s,s:b,s:s,s:s?,s:s,s:I,s:I,s:b,s:b,s:b,s:b,s:s?,s:o,s:o}", "op",
+		      "config", "kvm", kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd,
+		      "append", m->append, "cpus", (json_int_t)m->cfg.cpus, "mem",
+		      (json_int_t)m->cfg.mem_mib, "timing", m->cfg.timing, "console_input",
+		      console_input, "net", m->cfg.net_fd > 0, "vsock", m->cfg.vsock_dir != NULL,
+		      "profile", profile, "disks", disks, "fs", fs);
 	if (c == NULL)
 		gantry_error(err, ENOMEM, "VMM worker: its configuration");
 	return c;
@@ -156,8 +173,16 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
 
 /* ---- serve ----------------------------------------------------------------------------- */
 
-/* The guest dials host port P: only the agent's ports, in the run
- * directory, connected here. */
+/* Whether the guest may dial host port P: a sandbox's only its agent's
+ * ports, `gantry run`'s any (the user's directory holds the sockets). */
+static bool dial_allowed(const struct machine *m, json_int_t port)
+{
+	if (m->bare)
+		return port >= 0 && port <= UINT32_MAX;
+	return port == PROTO_CONTROL_PORT || port == PROTO_STDIO_PORT;
+}
+
+/* The guest dials host port P: <vsock_dir>/P.sock, connected here. */
 static void answer_dial(struct vmm_worker *w, struct machine *m, json_t *req)
 {
 	json_int_t port = json_integer_value(json_object_get(req, "port"));
@@ -165,9 +190,10 @@ static void answer_dial(struct vmm_worker *w, struct machine *m, json_t *req)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = -1;
 
-	if (port == PROTO_CONTROL_PORT || port == PROTO_STDIO_PORT) {
+	if (dial_allowed(m, port) &&
+	    (size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%lld.sock", m->cfg.vsock_dir,
+			     (long long)port) < sizeof(sa.sun_path)) {
 		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%d.sock", m->cfg.vsock_dir, (int)port);
 		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 			close(fd);
 			fd = -1;

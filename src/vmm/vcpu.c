@@ -2,6 +2,7 @@
  * one thread per vCPU and the exit loop that routes port I/O and MMIO to the
  * buses. Application processors wait for INIT/SIPI in the in-kernel LAPIC. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -346,28 +347,56 @@ static void profile_sample(struct vcpu *v)
 	};
 }
 
+/* Buffered output to the profile's fd; false once a write failed. */
+struct profile_out {
+	int fd;
+	size_t len;
+	bool ok;
+	char buf[16384];
+};
+
+static void profile_flush(struct profile_out *o)
+{
+	if (o->ok && o->len > 0 && write_full(o->fd, o->buf, o->len) < 0)
+		o->ok = false;
+	o->len = 0;
+}
+
+static void profile_line(struct profile_out *o, double ms, unsigned int vcpu, uint64_t rip)
+{
+	if (sizeof(o->buf) - o->len < 64)
+		profile_flush(o);
+	o->len += (size_t)snprintf(o->buf + o->len, sizeof(o->buf) - o->len, "%.1f %u %#llx\n", ms,
+				   vcpu, (unsigned long long)rip);
+}
+
 /* "ms vcpu rip" lines, vCPU by vCPU; scripts/guest-profile reads them. */
 static void profile_write(struct vm *vm)
 {
-	FILE *f = fopen(vm->profile, "we");
+	struct profile_out o;
+	int fd = vm->profile_fd;
 
-	if (f == NULL) {
+	if (fd <= 0 && (fd = open(vm->profile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
 		log_warn("guest profile `%s`: %s", vm->profile, strerror(errno));
 		return;
 	}
-	fprintf(f,
-		"# gantry guest profile: ms since the vCPUs started, vCPU, instruction "
-		"pointer; one sample every %d us\n",
-		PROFILE_PERIOD_US);
+	o.fd = fd;
+	o.ok = true;
+	o.len = (size_t)snprintf(o.buf, sizeof(o.buf),
+				 "# gantry guest profile: ms since the vCPUs started, vCPU, "
+				 "instruction pointer; one sample every %d us\n",
+				 PROFILE_PERIOD_US);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		const struct vcpu *v = &vm->vcpus[i];
 
 		for (size_t j = 0; j < v->nr_samples; j++)
-			fprintf(f, "%.1f %u %#llx\n", v->samples[j].ms, i,
-				(unsigned long long)v->samples[j].rip);
+			profile_line(&o, v->samples[j].ms, i, v->samples[j].rip);
 	}
-	if (fclose(f) != 0)
+	profile_flush(&o);
+	if (!o.ok)
 		log_warn("guest profile `%s`: %s", vm->profile, strerror(errno));
+	if (fd != vm->profile_fd)
+		close(fd);
 }
 
 static void *vcpu_thread(void *arg)

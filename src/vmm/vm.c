@@ -54,6 +54,18 @@ static int kvm_check_caps(int kvm_fd, gantry_error_t *err)
 }
 
 /* The caller's /dev/kvm (> 0), or ours. */
+int vm_kvm_open_error(int errnum, gantry_error_t *err)
+{
+	if (errnum == ENOENT)
+		return gantry_error(err, 0,
+				    "%s does not exist: this machine offers no KVM; "
+				    "run under tests/harness/kvmhost (a nested KVM host), "
+				    "see docs/testing.md",
+				    vm_kvm_device());
+	return gantry_error(err, errnum, "cannot open %s (is your user in group kvm?)",
+			    vm_kvm_device());
+}
+
 static int kvm_open(int given)
 {
 	return given > 0 ? fcntl(given, F_DUPFD_CLOEXEC, 3) : open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
@@ -97,7 +109,7 @@ static int vm_map_memory(struct vm *vm, gantry_error_t *err)
 void vm_init(struct vm *vm, unsigned int nr_vcpus)
 {
 	memset(vm, 0, sizeof(*vm));
-	vm->kvm_fd = vm->vm_fd = vm->end_fd = -1;
+	vm->kvm_fd = vm->vm_fd = vm->end_fd = vm->profile_fd = -1;
 	vm->io.epfd = vm->io.stopfd = -1;
 	vm->nr_vcpus = nr_vcpus;
 }
@@ -109,16 +121,8 @@ int vm_create(struct vm *vm, int kvm_fd, gantry_error_t *err)
 	int version;
 
 	vm->kvm_fd = kvm_open(kvm_fd);
-	if (vm->kvm_fd < 0) {
-		if (errno == ENOENT)
-			return gantry_error(err, 0,
-					    "%s does not exist: this machine offers no KVM; "
-					    "run under tests/harness/kvmhost (a nested KVM host), "
-					    "see docs/testing.md",
-					    vm_kvm_device());
-		return gantry_error_errno(err, "cannot open %s (is your user in group kvm?)",
-					  vm_kvm_device());
-	}
+	if (vm->kvm_fd < 0)
+		return vm_kvm_open_error(errno, err);
 	if (kvm_is_pvm() && strcmp(vm_kvm_device(), "/dev/kvm") == 0)
 		return gantry_error(
 			err, 0,

@@ -62,8 +62,10 @@ struct vm {
 
 	struct vm_stats stats;
 	/* GANTRY_GUEST_PROFILE: where vcpus_wait() writes the sampled guest
-	 * instruction pointers (see vcpu.c); NULL: no sampling. */
+	 * instruction pointers (see vcpu.c), opened then, or only named in
+	 * messages when profile_fd > 0; NULL: no sampling. */
 	const char *profile;
+	int profile_fd; /* > 0: the profile's file, opened by the caller; not closed */
 	double t_start; /* now_ms_frac() when the vCPUs started */
 	/* Non-NULL: each thread loads its seccomp filter as its loop starts
 	 * (confine/vmm_filter.h); one that cannot ends the VM. */
@@ -75,6 +77,8 @@ struct vm {
 void vm_init(struct vm *vm, unsigned int nr_vcpus);
 /* /dev/kvm, or $GANTRY_KVM_DEVICE. */
 const char *vm_kvm_device(void);
+/* Why opening it failed with errnum, said as one line. */
+int vm_kvm_open_error(int errnum, gantry_error_t *err);
 /* Open /dev/kvm (or $GANTRY_KVM_DEVICE; kvm_fd > 0: a duplicate of that
  * one), check the capabilities we rely on, create the VM with in-kernel
  * irqchip and PIT, and give it vm->mem. */

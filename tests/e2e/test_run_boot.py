@@ -5,6 +5,7 @@ import hashlib
 import re
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -126,6 +127,31 @@ def test_share_ro_refuses_writes(boot, tmp_path):
     assert not (share / "out.txt").exists()
 
 
+def test_guest_dials_a_host_socket(boot, tmp_path):
+    """-vsock DIR: the guest's dial to host port P reaches DIR/P.sock (the
+    VMM worker asks gantry to connect it); what each side writes arrives."""
+    vsock = tmp_path / "vsock"
+    vsock.mkdir()
+    got = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
+        srv.bind(str(vsock / "5123.sock"))
+        srv.listen(1)
+
+        def serve():
+            c, _ = srv.accept()
+            with c:
+                got.append(c.makefile("rb").readline())
+                c.sendall(b"from-host\n")
+
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        r = boot("-vsock", vsock, tests=["vsock:5123"])
+        t.join(5)
+    booted(r)
+    assert r.value("vsock") == "from-host", r
+    assert got == [b"from-guest\n"], got
+
+
 def test_virtio_rng(boot):
     r = boot(tests=["rng"])
     booted(r)
@@ -188,6 +214,29 @@ def thread_filters(pid):
     return out
 
 
+def vmm_worker_of(pid):
+    """The VMM worker among pid's descendants (`gantry run` starts it as a
+    sandbox's supervisor does)."""
+    parents = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            status = (d / "status").read_text()
+            cmdline = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ppid = int(re.search(r"^PPid:\s+(\d+)", status, re.M).group(1))
+        parents[int(d.name)] = (ppid, cmdline)
+    for child, (ppid, cmdline) in parents.items():
+        up = ppid
+        while up in parents and up != pid:
+            up = parents[up][0]
+        if up == pid and b"__vmm-worker" in cmdline[:2]:
+            return child
+    raise AssertionError(f"no VMM worker under {pid}")
+
+
 def vsock_refused(path):
     """A host client's CONNECT to a guest port nothing listens on: the
     guest refuses, the VMM hangs up."""
@@ -200,10 +249,11 @@ def vsock_refused(path):
 
 
 def test_vmm_threads_run_under_their_filters(gantry, vmlinux, initramfs, tmp_path):
-    """`gantry run` confines its threads once the VM is set up: the base
-    filter and one of its own on the main, I/O and vCPU threads, the
-    I/O thread's too on each virtio-fs worker (docs/security.md). The
-    guest holds its share, virtio-net and vsock (a host client refused)
+    """`gantry run`'s VM runs in a VMM worker, as a sandbox's does, whose
+    threads are confined once the VM is set up: the base filter and one of
+    its own on the main, I/O and vCPU threads, the I/O thread's too on each
+    virtio-fs worker (docs/security.md). The guest holds its share (served
+    by the share worker), virtio-net and vsock (a host client refused)
     working under them, and ends as it should."""
     share = tmp_path / "share"
     share.mkdir()
@@ -221,7 +271,7 @@ def test_vmm_threads_run_under_their_filters(gantry, vmlinux, initramfs, tmp_pat
             assert time.monotonic() < deadline, "the guest never wrote its share"
             time.sleep(0.2)
         vsock_refused(vsock / "vsock.sock")
-        threads = thread_filters(p.pid)
+        threads = thread_filters(vmm_worker_of(p.pid))
         out, err = p.communicate()
     assert p.returncode == 0, (out, err)
     assert "hold: 20" in out, out

@@ -13,6 +13,8 @@
  *   serial:DEV               serial: <sysfs block/DEV/serial>
  *   share:TAG                mount virtiofs gantry-shares; share: <TAG/in.txt>,
  *                            then TAG/out.txt written with "from-guest"
+ *   vsock:PORT               dial host port PORT (CID 2), send "from-guest\n";
+ *                            vsock: <the host's first line>
  *   hold:N                   wait N seconds (at most 600), the VM left running
  *   exit:N                   the final status (default 0; 1 if an action failed)
  *   reset                    end with reboot(RB_AUTOBOOT), not the exit port
@@ -20,14 +22,17 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
+#include <linux/vm_sockets.h>
 
 #include "guest/poweroff.h"
 
@@ -270,6 +275,35 @@ static int action_share(struct run_state *s, const char *tag)
 	return 0;
 }
 
+/* gantry run -vsock DIR: a guest dial to host port P reaches DIR/P.sock. */
+static int action_vsock(struct run_state *s, unsigned int port)
+{
+	static const char hello[] = "from-guest\n";
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST,
+				  .svm_port = port };
+	char line[READ_MAX];
+	size_t got = 0;
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write(fd, hello, sizeof(hello) - 1) != sizeof(hello) - 1) {
+		if (fd >= 0)
+			close(fd);
+		return fail(s, "vsock", strerror(errno));
+	}
+	while (got < sizeof(line) - 1) {
+		ssize_t n = read(fd, line + got, 1);
+
+		if (n <= 0 || line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	close(fd);
+	printf("vsock: %s\n", line);
+	return 0;
+}
+
 static void action_run(struct run_state *s, char *action)
 {
 	char *colon = strchr(action, ':');
@@ -292,6 +326,8 @@ static void action_run(struct run_state *s, char *action)
 		action_serial(s, arg);
 	} else if (strcmp(action, "share") == 0 && arg && *arg && !strchr(arg, '/')) {
 		action_share(s, arg);
+	} else if (strcmp(action, "vsock") == 0 && arg && parse_num(arg, &n) && n <= UINT32_MAX) {
+		action_vsock(s, (unsigned int)n);
 	} else if (strcmp(action, "hold") == 0 && arg && parse_num(arg, &n) && n <= 600) {
 		sleep((unsigned int)n);
 		printf("hold: %llu\n", n);
