@@ -21,12 +21,6 @@
 #define NET_LOG_ROTATE	    (1u << 20)
 #define NET_LOG_TAIL	    10
 
-#define MACHINE_NONE                                                                               \
-	((struct machine){ .done_fd = -1,                                                          \
-			   .cfg.stop_fd = -1,                                                      \
-			   .vmm_worker = VMM_WORKER_NONE,                                          \
-			   .share_worker = SHARE_WORKER_NONE })
-
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err)
 {

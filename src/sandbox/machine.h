@@ -78,6 +78,13 @@ struct machine {
 	bool bare;
 };
 
+/* A machine with nothing in it yet: machine_free may be called on it. */
+#define MACHINE_NONE                                                                               \
+	((struct machine){ .done_fd = -1,                                                          \
+			   .cfg.stop_fd = -1,                                                      \
+			   .vmm_worker = VMM_WORKER_NONE,                                          \
+			   .share_worker = SHARE_WORKER_NONE })
+
 /* What `gantry run` asks for: in cfg the kernel, initrd, command line,
  * disks, vCPUs, memory, console and vsock directory (the strings stay the
  * caller's and must outlive the machine); a network with its ports

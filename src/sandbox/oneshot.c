@@ -42,11 +42,12 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 {
 	char rundir[] = "/tmp/gantry-exec.XXXXXX";
 	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib };
-	struct machine m = { .done_fd = -1, .cfg.stop_fd = -1 };
+	struct machine m = MACHINE_NONE;
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
+	bool made = false;
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -71,6 +72,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 		gantry_error_errno(err, "cannot create a run directory");
 		goto out;
 	}
+	made = true;
 	if (machine_config(&m, &sb, rundir, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    machine_start(&m, err) < 0)
 		goto out;
@@ -108,7 +110,8 @@ out:
 			   "VM gone %.1f ms",
 			   t_image, t_ready, t_done, now_ms_frac() - t0);
 	machine_free(&m);
-	if (rundir[strlen(rundir) - 1] != 'X')
+	/* (Not told by its name: a random suffix may end in X too.) */
+	if (made)
 		rm_tree(rundir);
 	sandbox_process_free(&proc);
 	image_free(&img);

@@ -461,7 +461,7 @@ void sup_init(struct sup *s, const char *name)
 			   .stdio_listen = -1,
 			   .ctl_listen = -1,
 			   .sigfd = -1,
-			   .m = { .done_fd = -1, .cfg.stop_fd = -1 },
+			   .m = MACHINE_NONE,
 			   .net = { .ctl = -1 } };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
 		s->streams[i].fd = -1;
