@@ -361,15 +361,9 @@ static void layer_landlock(const struct confine_opts *o, struct confine_report *
 		say(p, false, "", "no Landlock: %s", strerror(errno));
 		return;
 	}
-	/* required whenever the kernel has it, and the worker can have it
-	 * whole */
-	p->required = o->landlock_off == NULL;
+	/* required whenever the kernel has it */
+	p->required = true;
 	attr.fs = landlock_fs_rights(abi);
-	/* Without the whole ruleset, what no worker does anywhere: run a
-	 * program, make a device node. */
-	if (o->landlock_off)
-		attr.fs &= LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
-			   LANDLOCK_ACCESS_FS_MAKE_BLOCK | LL_FS_IOCTL_DEV;
 	if (abi >= 6) {
 		/* Abstract sockets and signals beyond our own domain. */
 		attr.scoped = LL_SCOPE_ABSTRACT | LL_SCOPE_SIGNAL;
@@ -384,11 +378,6 @@ static void layer_landlock(const struct confine_opts *o, struct confine_report *
 		return;
 	}
 	close(rs);
-	if (o->landlock_off) {
-		say(p, false, "", "ABI %d, only execution and device nodes refused: %s", abi,
-		    o->landlock_off);
-		return;
-	}
 	probe = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (probe >= 0)
 		close(probe);

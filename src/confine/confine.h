@@ -115,12 +115,9 @@ struct confine_opts {
 	 * nothing else of /proc): the share server reopens its O_PATH handles
 	 * through those magic links. */
 	bool proc_fds;
-	/* Landlock allows these trees and nothing else; landlock_off says
-	 * why there is no ruleset at all (it could not be widened later for
-	 * a share added while the worker runs). */
+	/* Landlock allows these trees and nothing else. */
 	struct confine_dir dirs[CONFINE_DIRS_MAX];
 	size_t nr_dirs;
-	const char *landlock_off;
 	bool seccomp_log;   /* CONFINE_SECCOMP_ENV=log */
 	/* The seccomp filter to load last (seccomp.c), with its opaque;
 	 * and whether that filter lets it open files (a share server), which

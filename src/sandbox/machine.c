@@ -16,6 +16,7 @@
 #include "net/proxy.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
+#include "share/server.h"
 
 #define MACHINE_APPEND_BASE "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init"
 #define NET_LOG_ROTATE	    (1u << 20)
@@ -72,12 +73,9 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		xasprintf((char **)&m->cfg.console, "%s/%s", dir, SANDBOX_CONSOLE);
 	}
 	/* A sandbox's shares may change while it runs (they need its
-	 * writable root for their mount points), but not under `required`:
-	 * there the share worker's Landlock must hold, and a ruleset cannot
-	 * be widened, so its shares are those it boots with. */
-	if (machine_shares(m, sb->shares, sb->nr_shares,
-			   !sb->transient && sb->writable && sb->isolation != CONFINE_REQUIRED,
-			   err) < 0)
+	 * writable root for their mount points); each one added then gets a
+	 * share worker of its own, as a Landlock ruleset cannot be widened. */
+	if (machine_shares(m, sb->shares, sb->nr_shares, !sb->transient && sb->writable, err) < 0)
 		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = m->sysroot, .ro = true };
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = sb->image_path, .ro = true };
@@ -181,9 +179,7 @@ static void isolation_role(json_t *roles, json_t *degraded, const char *role, js
 		json_array_append_new(degraded, json_sprintf("%s.%s", role, json_string_value(v)));
 }
 
-/* isolation.json: what holds for each part of the sandbox that touches
- * guest data. */
-static void isolation_write(struct machine *m)
+void machine_isolation_save(struct machine *m)
 {
 	json_t *roles, *degraded, *j;
 	cleanup_free char *text = NULL;
@@ -203,6 +199,15 @@ static void isolation_write(struct machine *m)
 		isolation_role(roles, degraded, "net", m->net_worker.isolation);
 	if (m->share_worker.isolation)
 		isolation_role(roles, degraded, "share", m->share_worker.isolation);
+	for (size_t i = 0; m->live_shares && i < FS_MAX_EXPORTS; i++) {
+		const struct machine_live_share *ls = &m->live_shares[i];
+		cleanup_free char *role = NULL;
+
+		if (ls->tag == NULL || ls->w.isolation == NULL)
+			continue;
+		xasprintf(&role, "share:%s", ls->tag);
+		isolation_role(roles, degraded, role, ls->w.isolation);
+	}
 	{
 		const char *role;
 		json_t *how;
@@ -309,7 +314,7 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	else if (m->cfg.timing)
 		log_always("machine: VM %s %.1f ms", m->worker ? "worker ready" : "thread started",
 			   t_vmm);
-	isolation_write(m);
+	machine_isolation_save(m);
 	return 0;
 }
 
@@ -342,7 +347,7 @@ void machine_worker_gone(struct machine *m, const char *role, const char *how,
 		m->workers_gone = json_object();
 	json_object_set_new(m->workers_gone, role, json_sprintf("exited (%s): %s", how, meaning));
 	if (m->isolation_path)
-		isolation_write(m);
+		machine_isolation_save(m);
 }
 
 void machine_join(struct machine *m)

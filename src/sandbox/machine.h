@@ -34,6 +34,14 @@ struct machine_share {
 	int fd;
 };
 
+/* A share added while the guest runs, where the shares are in a worker:
+ * served by a share worker of its own, confined to that one directory,
+ * behind the first (share/routes.h). */
+struct machine_live_share {
+	char *tag; /* NULL: a free slot */
+	struct share_worker w;
+};
+
 struct machine {
 	char *kernel, *sysroot;
 	char append[MACHINE_APPEND_MAX];
@@ -72,6 +80,8 @@ struct machine {
 	struct vmm_worker vmm_worker;
 	struct share_worker share_worker;
 	bool share_started; /* share_worker is ours to stop */
+	struct machine_live_share *live_shares; /* FS_MAX_EXPORTS slots, once one is added */
+	unsigned int last_route;		/* the last one's route: never one again */
 	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
 	/* `gantry run`'s: the user's kernel and devices, no guest agent, no
 	 * sandbox state; its network worker logs to our stderr. */
@@ -142,6 +152,9 @@ int machine_start(struct machine *m, gantry_error_t *err);
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
 /* End the VM now, without asking the guest (see vmm_config.stop_fd). */
 void machine_kill(struct machine *m);
+/* isolation.json: what holds for each worker that touches guest data
+ * (the live shares' as "share:TAG"); nothing for `gantry run`'s. */
+void machine_isolation_save(struct machine *m);
 /* A worker of role ("net", "share") ended while the VM runs: say how in
  * isolation.json (what `inspect` shows), and what it means for the guest. */
 void machine_worker_gone(struct machine *m, const char *role, const char *how,

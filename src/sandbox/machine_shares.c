@@ -5,6 +5,7 @@
  * share goes in the container (gantry.share=TAG:ro|rw:CTR_PATH in
  * base64url). A sandbox that may take shares while it runs gets the
  * device even with none at boot: virtio-mmio cannot hot-plug one. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +74,7 @@ static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 /* The server in this process, for a VM on a thread of it. */
 static int shares_here(struct machine *m, gantry_error_t *err)
 {
-	if (fs_server_new(&m->shares, 0, err) < 0)
+	if (fs_server_new(&m->shares, 0, 0, err) < 0)
 		return gantry_error_prefix(err, "share server");
 	for (size_t i = 0; i < m->nr_boot_shares; i++) {
 		const struct share_spec *sp = &m->boot_shares[i].sp;
@@ -113,8 +114,29 @@ void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 	cfg->fs = (struct vmm_fs){ .tag = MACHINE_SHARES_TAG, .handler = h };
 }
 
+/* The slot of tag's live share worker, or NULL. */
+static struct machine_live_share *live_find(struct machine *m, const char *tag)
+{
+	for (size_t i = 0; m->live_shares && i < FS_MAX_EXPORTS; i++)
+		if (m->live_shares[i].tag && strcmp(m->live_shares[i].tag, tag) == 0)
+			return &m->live_shares[i];
+	return NULL;
+}
+
+static void live_stop(struct machine_live_share *ls)
+{
+	share_worker_stop(&ls->w);
+	free(ls->tag);
+	*ls = (struct machine_live_share){ .w = SHARE_WORKER_NONE };
+}
+
 void machine_shares_free(struct machine *m)
 {
+	for (size_t i = 0; m->live_shares && i < FS_MAX_EXPORTS; i++)
+		if (m->live_shares[i].tag)
+			live_stop(&m->live_shares[i]);
+	free(m->live_shares);
+	m->live_shares = NULL;
 	if (m->shares)
 		fs_server_free(m->shares);
 	m->shares = NULL;
@@ -133,6 +155,49 @@ bool machine_shares_running(const struct machine *m)
 	return m->shares != NULL || (m->worker && m->fs_device);
 }
 
+/* A share added to a running VM whose shares are in a worker: a worker
+ * of its own, behind the first, confined to its one directory. */
+static int live_add(struct machine *m, const struct share_spec *sp, int fd, gantry_error_t *err)
+{
+	struct machine_live_share *ls = NULL;
+	int r;
+
+	if (m->live_shares == NULL) {
+		m->live_shares = xzalloc(FS_MAX_EXPORTS * sizeof(*m->live_shares));
+		for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+			m->live_shares[i].w = SHARE_WORKER_NONE;
+	}
+	for (size_t i = 0; i < FS_MAX_EXPORTS && !ls; i++)
+		if (m->live_shares[i].tag == NULL)
+			ls = &m->live_shares[i];
+	if (ls == NULL)
+		return gantry_error(err, ENOSPC, "more than %d shares", FS_MAX_EXPORTS);
+	/* A route is never taken twice: the guest may still name nodes of
+	 * one that went. */
+	if (m->last_route >= FS_ROUTE_MAX)
+		return gantry_error(err, ENOSPC,
+				    "%u shares were added since the sandbox started: restart it to "
+				    "add more",
+				    FS_ROUTE_MAX);
+	r = share_worker_start_behind(&ls->w, &m->share_worker, sp, fd, ++m->last_route,
+				      m->isolation, err);
+	if (r < 0) {
+		share_worker_stop(&ls->w);
+		ls->w = SHARE_WORKER_NONE;
+		return -1;
+	}
+	ls->tag = xstrdup(sp->tag);
+	/* A worker of a share of the same tag that died is history now. */
+	if (m->workers_gone) {
+		cleanup_free char *role = NULL;
+
+		xasprintf(&role, "share:%s", sp->tag);
+		json_object_del(m->workers_gone, role);
+	}
+	machine_isolation_save(m);
+	return 0;
+}
+
 int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_error_t *err)
 {
 	int fd = -1, r;
@@ -141,7 +206,7 @@ int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_err
 		return machine_share_export(m->shares, sp, err);
 	r = share_host_check(sp->host_path, &fd, err);
 	if (r == 0)
-		r = share_worker_add(&m->share_worker, sp, fd, err);
+		r = live_add(m, sp, fd, err);
 	if (fd >= 0)
 		close(fd);
 	return r < 0 ? gantry_error_prefix(err, "share `%s`", sp->tag) : 0;
@@ -149,17 +214,28 @@ int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_err
 
 void machine_share_drop(struct machine *m, const char *tag)
 {
+	struct machine_live_share *ls = m->worker ? live_find(m, tag) : NULL;
 	gantry_error_t err = NULL;
 
+	/* Its worker first: what the front worker passed on to it comes back
+	 * at once (EIO), and the route closes without waiting on it. */
+	if (ls)
+		live_stop(ls);
 	if (m->worker)
 		share_worker_rm(&m->share_worker, tag, true, &err);
 	else
 		fs_server_remove_export(m->shares, tag, true, NULL);
 	gantry_error_free(&err);
+	if (ls)
+		machine_isolation_save(m);
 }
 
 size_t machine_share_handles(struct machine *m, const char *tag)
 {
+	struct machine_live_share *ls = m->worker ? live_find(m, tag) : NULL;
+
+	if (ls)
+		return share_worker_handles(&ls->w, tag);
 	return m->worker ? share_worker_handles(&m->share_worker, tag) :
 			   fs_server_export_handles(m->shares, tag);
 }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "confine/confine.h"
 #include "share/rpc.h"
 #include "share/worker.h"
 
@@ -23,7 +24,8 @@ struct share_worker {
 	pid_t pid; /* -1: none, or reaped */
 	int chan;
 	pthread_mutex_t lock;		 /* one share request at a time */
-	int rpc[SHARE_RPC_SOCKS_MAX];	 /* our ends, for the VMM worker, until it has them */
+	int rpc[SHARE_RPC_SOCKS_MAX];	 /* our ends, for the VMM worker (or the front
+					  * worker), until it has them */
 	size_t nr_rpc;
 	json_t *isolation; /* its report */
 	uint64_t next_id;  /* the last request's id (worker_request) */
@@ -35,13 +37,20 @@ struct share_worker {
 /* Start it for m's shares and send its configuration; the RPC sockets'
  * near ends stay in w->rpc for the VMM worker's configuration. */
 int share_worker_start(struct share_worker *w, struct machine *m, gantry_error_t *err);
+/* A worker for one share added while the guest runs, behind front (the
+ * one share_worker_start started, which passes the share's requests on:
+ * share/routes.h): started for sp under mode, its node ids under route
+ * (1..FS_ROUTE_MAX, never one front had), confined to root_fd alone, and
+ * attached to front. On error w is the caller's to stop. */
+int share_worker_start_behind(struct share_worker *w, struct share_worker *front,
+			      const struct share_spec *sp, int root_fd, unsigned int route,
+			      enum confine_mode mode, gantry_error_t *err);
 /* The VMM worker has them: ours go. */
 void share_worker_rpc_given(struct share_worker *w);
 /* Wait, bounded, until it is confined; its error is its own line. */
 int share_worker_ready(struct share_worker *w, gantry_error_t *err);
-/* As fs_server_add_export, remove_export and export_handles, in it. */
-int share_worker_add(struct share_worker *w, const struct share_spec *sp, int root_fd,
-		     gantry_error_t *err);
+/* As fs_server_remove_export (a share behind it: its route closed too)
+ * and fs_server_export_handles, in it. */
 int share_worker_rm(struct share_worker *w, const char *tag, bool force, gantry_error_t *err);
 size_t share_worker_handles(struct share_worker *w, const char *tag);
 /* Close our ends and reap it (SIGKILL if it lingers). */

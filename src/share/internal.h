@@ -32,6 +32,11 @@ struct fs_export {
 	size_t handles; /* open beneath it */
 };
 
+struct fs_remote {
+	char tag[FS_TAG_MAX + 1];
+	unsigned int route; /* 0: a free slot */
+};
+
 struct fs_node {
 	uint64_t id;
 	int fd;		       /* O_PATH|O_NOFOLLOW; -1 for the hub */
@@ -58,6 +63,7 @@ struct fs_server {
 	bool inited;
 	uint32_t minor;
 	struct fs_export *exports[FS_MAX_EXPORTS];
+	struct fs_remote remotes[FS_MAX_EXPORTS]; /* served behind us */
 	struct fs_node hub;
 	/* nodes: two chained hash tables over the same nodes */
 	struct fs_node **by_id, **by_key;
@@ -84,7 +90,7 @@ struct fs_req {
 };
 
 /* nodes.c */
-int fs_nodes_init(struct fs_server *s, size_t max_nodes);
+int fs_nodes_init(struct fs_server *s, size_t max_nodes, unsigned int route);
 void fs_nodes_fini(struct fs_server *s);
 struct fs_node *fs_node_get(struct fs_server *s, uint64_t id);
 /* Take fd (O_PATH) as a node of exp, or count one more lookup of the node it

@@ -61,13 +61,13 @@ static size_t default_max_nodes(void)
 	return MIN(max, (size_t)FS_NODES_CAP);
 }
 
-int fs_nodes_init(struct fs_server *s, size_t max_nodes)
+int fs_nodes_init(struct fs_server *s, size_t max_nodes, unsigned int route)
 {
 	s->max_nodes = max_nodes ? max_nodes : default_max_nodes();
 	s->buckets = FS_BUCKETS_MIN;
 	s->by_id = xcalloc(s->buckets, sizeof(*s->by_id));
 	s->by_key = xcalloc(s->buckets, sizeof(*s->by_key));
-	s->next_id = FS_ROOT_ID + 1;
+	s->next_id = ((uint64_t)route << FS_ROUTE_SHIFT) + FS_ROOT_ID + 1;
 	s->handles = xcalloc(FS_MAX_HANDLES, sizeof(*s->handles));
 	for (uint32_t i = 0; i < FS_MAX_HANDLES; i++) {
 		s->handles[i].fd = -1;

@@ -98,6 +98,18 @@ static int hub_list(struct fs_req *r, uint64_t from, bool plus)
 		if (!put(r, plus, exp->root->ino, pos, DT_DIR, exp->tag, plus ? &e : NULL))
 			return 0;
 	}
+	/* Served behind us: listed without attributes (the guest looks
+	 * each up, and that lookup goes to its server). */
+	for (size_t i = 0; i < FS_MAX_EXPORTS; i++) {
+		const struct fs_remote *rem = &r->s->remotes[i];
+
+		pos = 3 + FS_MAX_EXPORTS + i;
+		if (!rem->route || pos <= from)
+			continue;
+		if (!put(r, plus, (uint64_t)rem->route << FS_ROUTE_SHIFT | FS_ROOT_ID, pos, DT_DIR,
+			 rem->tag, NULL))
+			return 0;
+	}
 	return 0;
 }
 

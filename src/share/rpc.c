@@ -8,6 +8,7 @@
 
 #include "common/unixsock.h"
 #include "common/util.h"
+#include "share/routes.h"
 #include "share/rpc.h"
 #include "share/server.h"
 #include "virtio/devices.h"
@@ -223,7 +224,8 @@ static void populate(uint8_t *base, uint64_t size, const struct iovec *v, size_t
 #endif
 }
 
-int share_rpc_serve(int sock, uint8_t *base, uint64_t size, struct fs_server *srv)
+int share_rpc_serve(int sock, size_t thread, uint8_t *base, uint64_t size, struct fs_server *srv,
+		    struct share_routes *routes)
 {
 	uint8_t msg[SHARE_RPC_MSG_MAX + 1];
 	struct iovec in[SHARE_RPC_SEGS_MAX], out[SHARE_RPC_SEGS_MAX];
@@ -245,13 +247,12 @@ int share_rpc_serve(int sock, uint8_t *base, uint64_t size, struct fs_server *sr
 		}
 		if ((size_t)n <= SHARE_RPC_MSG_MAX &&
 		    share_rpc_parse(msg, (size_t)n, base, size, &op, in, &nr_in, out, &nr_out) == 0) {
-			if (op == SHARE_RPC_RESET) {
-				fs_server_reset(srv);
-			} else {
+			if (op == SHARE_RPC_REQ) {
 				populate(base, size, in, nr_in, false);
 				populate(base, size, out, nr_out, true);
-				rep.len = fs_server_handle(srv, in, nr_in, out, nr_out);
 			}
+			rep.len = share_routes_handle(routes, srv, thread, op, msg, (size_t)n, in,
+						      nr_in, out, nr_out);
 		}
 		if (send(sock, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep))
 			return errno == EPIPE || errno == ECONNRESET ? 0 : -1;

@@ -11,7 +11,8 @@
  *   worker -> VMM  struct share_rpc_reply: the bytes written into out
  * RESET (the guest reset the device) is answered the same way, len 0.
  * Before any request the VMM sends MEM on the first socket, with the memfd
- * (SCM_RIGHTS) and its size in len.
+ * (SCM_RIGHTS) and its size in len. The share worker passes some requests
+ * on to workers behind it the same way (routes.h).
  *
  * The VMM worker is guest-facing, so the share worker trusts nothing of a
  * message: its size, counts, offsets and lengths are all checked against
@@ -39,8 +40,9 @@ enum share_rpc_op { SHARE_RPC_REQ = 1, SHARE_RPC_RESET = 2, SHARE_RPC_MEM = 3 };
 struct share_rpc_hdr {
 	uint32_t op;
 	uint32_t nr_in, nr_out;
-	uint32_t pad;
-	uint64_t len; /* MEM: the memfd's size */
+	uint32_t minor; /* MEM to a worker behind another (routes.h): the FUSE
+			 * minor its guest settled on, 0 for none yet */
+	uint64_t len;	/* MEM: the memfd's size */
 };
 
 struct share_rpc_seg {
@@ -85,9 +87,12 @@ size_t share_rpc_encode(const struct guest_mem *mem, const struct iovec *in, siz
  * (nothing of it is to be served). */
 int share_rpc_parse(const void *msg, size_t n, uint8_t *base, uint64_t size, uint32_t *op,
 		    struct iovec *in, size_t *nr_in, struct iovec *out, size_t *nr_out);
-/* Serve sock until it hangs up: each request checked, served by srv and
- * answered (a bad one with 0 bytes). Returns 0 at a hang-up, -1 on an
- * error of the socket. */
-int share_rpc_serve(int sock, uint8_t *base, uint64_t size, struct fs_server *srv);
+/* Serve sock, request thread thread, until it hangs up: each request
+ * checked, served by srv or passed on by routes (NULL: none) and answered
+ * (a bad one with 0 bytes). Returns 0 at a hang-up, -1 on an error of the
+ * socket. */
+struct share_routes;
+int share_rpc_serve(int sock, size_t thread, uint8_t *base, uint64_t size, struct fs_server *srv,
+		    struct share_routes *routes);
 
 #endif

@@ -80,13 +80,16 @@ static const struct fs_op ops[] = {
 	[FUSE_SYNCFS] = { fs_op_syncfs, sizeof(struct fuse_syncfs_in), 0 },
 };
 
-int fs_server_new(struct fs_server **out, size_t max_nodes, gantry_error_t *err)
+int fs_server_new(struct fs_server **out, size_t max_nodes, unsigned int route,
+		  gantry_error_t *err)
 {
-	struct fs_server *s = xzalloc(sizeof(*s));
+	struct fs_server *s;
 
-	(void)err;
+	if (route > FS_ROUTE_MAX)
+		return gantry_error(err, EINVAL, "share server: route %u out of range", route);
+	s = xzalloc(sizeof(*s));
 	pthread_mutex_init(&s->lock, NULL);
-	fs_nodes_init(s, max_nodes);
+	fs_nodes_init(s, max_nodes, route);
 	s->hub.id = FS_ROOT_ID;
 	s->hub.fd = -1;
 	s->hub.type = S_IFDIR;
@@ -125,6 +128,32 @@ static struct fs_export **export_slot(struct fs_server *s, const char *tag)
 	return NULL;
 }
 
+static struct fs_remote *remote_find(struct fs_server *s, const char *tag)
+{
+	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+		if (s->remotes[i].route && strcmp(s->remotes[i].tag, tag) == 0)
+			return &s->remotes[i];
+	return NULL;
+}
+
+/* A tag the hub may take, and room for it: exports and remote ones
+ * together are FS_MAX_EXPORTS at most. */
+static int tag_free(struct fs_server *s, const char *tag, gantry_error_t *err)
+{
+	size_t n = 0;
+
+	if (!tag_ok(tag))
+		return gantry_error(err, EINVAL, "share tag `%s`: want [A-Za-z0-9._-]{1,%d}", tag,
+				    FS_TAG_MAX);
+	if (export_slot(s, tag) || remote_find(s, tag))
+		return gantry_error(err, EEXIST, "share tag `%s` is taken", tag);
+	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+		n += (s->exports[i] != NULL) + (s->remotes[i].route != 0);
+	if (n >= FS_MAX_EXPORTS)
+		return gantry_error(err, ENOSPC, "more than %d shares", FS_MAX_EXPORTS);
+	return 0;
+}
+
 struct fs_export *fs_export_find(struct fs_server *s, const char *tag)
 {
 	struct fs_export **e = export_slot(s, tag);
@@ -139,16 +168,11 @@ static int add_export(struct fs_server *s, const char *tag, int root_fd,
 	struct stat st;
 	int fd;
 
-	if (!tag_ok(tag))
-		return gantry_error(err, EINVAL, "share tag `%s`: want [A-Za-z0-9._-]{1,%d}", tag,
-				    FS_TAG_MAX);
-	if (export_slot(s, tag))
-		return gantry_error(err, EEXIST, "share tag `%s` is taken", tag);
+	if (tag_free(s, tag, err) < 0)
+		return -1;
 	for (size_t i = 0; i < FS_MAX_EXPORTS && !slot; i++)
 		if (!s->exports[i])
 			slot = &s->exports[i];
-	if (!slot)
-		return gantry_error(err, ENOSPC, "more than %d shares", FS_MAX_EXPORTS);
 	if (fstat(root_fd, &st) < 0)
 		return gantry_error_errno(err, "share `%s`: stat its root", tag);
 	if (!S_ISDIR(st.st_mode))
@@ -182,14 +206,38 @@ int fs_server_add_export(struct fs_server *s, const char *tag, int root_fd,
 	return ret;
 }
 
+int fs_server_add_remote(struct fs_server *s, const char *tag, unsigned int route,
+			 gantry_error_t *err)
+{
+	int ret;
+
+	if (route == 0 || route > FS_ROUTE_MAX)
+		return gantry_error(err, EINVAL, "share `%s`: route %u out of range", tag, route);
+	pthread_mutex_lock(&s->lock);
+	ret = tag_free(s, tag, err);
+	for (size_t i = 0; i < FS_MAX_EXPORTS && ret == 0; i++) {
+		if (s->remotes[i].route == 0) {
+			strcpy(s->remotes[i].tag, tag);
+			s->remotes[i].route = route;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
 int fs_server_remove_export(struct fs_server *s, const char *tag, bool force, gantry_error_t *err)
 {
 	struct fs_export **slot;
+	struct fs_remote *rem;
 	int ret = 0;
 
 	pthread_mutex_lock(&s->lock);
 	slot = export_slot(s, tag);
-	if (!slot) {
+	rem = slot ? NULL : remote_find(s, tag);
+	if (rem) {
+		*rem = (struct fs_remote){ .route = 0 };
+	} else if (!slot) {
 		ret = gantry_error(err, ENOENT, "no share `%s`", tag);
 	} else if (!force && (*slot)->handles) {
 		ret = gantry_error(err, EBUSY, "share `%s`: %zu files open in the guest", tag,
@@ -220,6 +268,26 @@ void fs_server_reset(struct fs_server *s)
 	pthread_mutex_lock(&s->lock);
 	fs_node_drop_all(s);
 	s->inited = false;
+	pthread_mutex_unlock(&s->lock);
+}
+
+uint32_t fs_server_minor(struct fs_server *s)
+{
+	uint32_t minor;
+
+	pthread_mutex_lock(&s->lock);
+	minor = s->inited ? s->minor : 0;
+	pthread_mutex_unlock(&s->lock);
+	return minor;
+}
+
+void fs_server_assume_init(struct fs_server *s, uint32_t minor)
+{
+	pthread_mutex_lock(&s->lock);
+	if (minor >= FS_MIN_MINOR && !s->inited) {
+		s->minor = MIN(minor, (uint32_t)FUSE_KERNEL_MINOR_VERSION);
+		s->inited = true;
+	}
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -510,6 +578,42 @@ static size_t handle_locked(struct fs_server *s, struct fs_req *r, size_t readab
 		iov_copy_in(r->out, r->nr_out, sizeof(struct fuse_out_header), r->reply,
 			    r->reply_len);
 	return reply_header(r->out, r->nr_out, r->h.unique, 0, r->reply_len);
+}
+
+unsigned int fs_server_route(struct fs_server *s, const struct iovec *in, size_t nr_in)
+{
+	struct fuse_in_header h;
+	struct iovec sub[FS_MAX_IOV];
+	char name[FS_TAG_MAX + 2] = "";
+	const struct fs_remote *rem;
+	unsigned int route = 0;
+	size_t len, k;
+
+	if (nr_in > FS_MAX_IOV || iov_total(in, nr_in) < sizeof(h))
+		return 0; /* ours to refuse */
+	iov_copy_out(&h, in, nr_in, sizeof(h));
+	switch (h.opcode) {
+	case FUSE_INIT:
+	case FUSE_DESTROY:
+	case FUSE_BATCH_FORGET:
+	case FUSE_SYNCFS:
+		return FS_ROUTE_ALL;
+	}
+	if (h.nodeid >> FS_ROUTE_SHIFT)
+		return (unsigned int)MIN(h.nodeid >> FS_ROUTE_SHIFT, (uint64_t)FS_ROUTE_MAX);
+	if (h.opcode != FUSE_LOOKUP || h.nodeid != FS_ROOT_ID || h.len <= sizeof(h))
+		return 0;
+	/* A lookup in the hub: of a remote export's tag (NUL-terminated). */
+	len = MIN((size_t)h.len - sizeof(h), sizeof(name) - 1);
+	k = fs_iov_slice(in, nr_in, sizeof(h), len, sub);
+	iov_copy_out(name, sub, k, len);
+	name[len] = '\0';
+	pthread_mutex_lock(&s->lock);
+	rem = strlen(name) < len ? remote_find(s, name) : NULL;
+	if (rem)
+		route = rem->route;
+	pthread_mutex_unlock(&s->lock);
+	return route;
 }
 
 size_t fs_error_reply(const struct iovec *in, size_t nr_in, const struct iovec *out,

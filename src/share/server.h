@@ -44,20 +44,47 @@ struct fs_export_opts {
 
 struct fs_server;
 
-/* max_nodes: 0 for the default (bounded by RLIMIT_NOFILE). */
-int fs_server_new(struct fs_server **out, size_t max_nodes, gantry_error_t *err);
+/* A share added while the guest runs is served by a share worker of its
+ * own, confined to that one directory, behind the first: the first
+ * server lists it in its hub as a "remote" export, and fs_server_route
+ * says which server a request is for. Every server's node ids carry its
+ * route in their top 16 bits (the first server's: 0), so a node id names
+ * its server, and one never reaches another's nodes. */
+#define FS_ROUTE_SHIFT 48
+#define FS_ROUTE_MAX   0xffffu
+#define FS_ROUTE_ALL   (FS_ROUTE_MAX + 1) /* every server, this one last */
+
+/* max_nodes: 0 for the default (bounded by RLIMIT_NOFILE). route: the
+ * top bits of its node ids (0 for the first server). */
+int fs_server_new(struct fs_server **out, size_t max_nodes, unsigned int route,
+		  gantry_error_t *err);
 void fs_server_free(struct fs_server *s);
 
 /* Add an export under tag; root_fd (O_PATH|O_DIRECTORY, the caller's) is
  * duplicated. Errors: a bad or taken tag, not a directory, too many. */
 int fs_server_add_export(struct fs_server *s, const char *tag, int root_fd,
 			 const struct fs_export_opts *o, gantry_error_t *err);
-/* Take an export out of the hub. Without force, refused (EBUSY) while the
+/* List tag in the hub as a remote export, served by the server of route
+ * (1..FS_ROUTE_MAX). Errors as fs_server_add_export's. */
+int fs_server_add_remote(struct fs_server *s, const char *tag, unsigned int route,
+			 gantry_error_t *err);
+/* Where the request in goes: 0 this server; a route, for a request on a
+ * node of that route's server or a lookup of its tag in the hub;
+ * FS_ROUTE_ALL for INIT, DESTROY, BATCH_FORGET and SYNCFS, which every
+ * server must see. A route no server has is the caller's to answer
+ * (ESTALE). */
+unsigned int fs_server_route(struct fs_server *s, const struct iovec *in, size_t nr_in);
+/* The FUSE minor the guest settled on at INIT, 0 before it; a server
+ * started behind another takes it as if it had seen that INIT. */
+uint32_t fs_server_minor(struct fs_server *s);
+void fs_server_assume_init(struct fs_server *s, uint32_t minor);
+/* Take an export, or a remote one, out of the hub. Without force, refused (EBUSY) while the
  * guest holds handles open beneath it; with force, its nodes and handles
  * go at once and the guest's ids for them answer ESTALE/EBADF. */
 int fs_server_remove_export(struct fs_server *s, const char *tag, bool force,
 			    gantry_error_t *err);
-/* Handles open beneath the export (for `share rm` without --force). */
+/* Handles open beneath the export (for `share rm` without --force; a
+ * remote export's are its own server's). */
 size_t fs_server_export_handles(struct fs_server *s, const char *tag);
 
 /* One request. in: the readable descriptors, out: the writable ones.

@@ -9,15 +9,22 @@
  *
  * Its fds: 0 and 1 /dev/null, 2 the caller's stderr, 3 the channel
  * (worker/worker.h).
- *   caller -> worker  {"op":"config","live":B,"exports":[{"tag","ro","map",
- *                     "uid","gid"}...],"rpc":N} with each export's root,
- *                     then the N RPC sockets' far ends
+ *   caller -> worker  {"op":"config","live":B,"route":R,"exports":[{"tag",
+ *                     "ro","map","uid","gid"}...],"rpc":N} with each
+ *                     export's root, then the N RPC sockets' far ends
  *   worker -> caller  {"op":"ready","isolation":REPORT} once confined, or
  *                     {"op":"error","error":LINE}
- * then the share requests, one at a time: {"op":"add",...} with the
- * share's root, {"op":"rm","tag":T,"force":B}, {"op":"handles","tag":T},
+ * then the share requests, one at a time: {"op":"attach","tag":T,
+ * "route":R} with the N sockets of a share's worker behind this one
+ * (live only), {"op":"rm","tag":T,"force":B}, {"op":"handles","tag":T},
  * each answered {"ok":B[,"error":LINE][,"handles":N]}. A hang-up of the
- * channel or of any RPC socket ends it. */
+ * channel or of any RPC socket ends it.
+ *
+ * Landlock confines it to the exports it is configured with, and a
+ * ruleset cannot be widened: a share added while the guest runs is served
+ * by a worker of its own ("route" R > 0, that one export), behind the
+ * sandbox's first worker ("live"), which passes its requests on
+ * (routes.h) and sends it guest RAM. */
 #ifndef GANTRY_SHARE_WORKER_H
 #define GANTRY_SHARE_WORKER_H
 

@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
+#include "share/routes.h"
 #include "share/rpc.h"
 #include "share/server.h"
 #include "share/worker.h"
@@ -38,6 +39,9 @@ struct sworker {
 	uint8_t *mem; /* guest RAM, as the VMM worker maps it */
 	uint64_t mem_size;
 	bool ready_sent;
+	unsigned int route; /* a worker behind another: its route (routes.h) */
+	bool live;	    /* shares come while the guest runs, each behind us */
+	struct share_routes *routes; /* live's, once guest RAM came */
 };
 
 static struct sworker sw;
@@ -70,6 +74,18 @@ static struct fs_export_opts export_opts(json_t *e)
 	};
 }
 
+/* A share added live: its worker's sockets, one for each request thread. */
+static int attach(json_t *req, const char *tag, int *fds, size_t nr_fds, gantry_error_t *err)
+{
+	struct share_routes *t = __atomic_load_n(&sw.routes, __ATOMIC_ACQUIRE);
+	json_int_t route = json_integer_value(json_object_get(req, "route"));
+
+	if (t == NULL || route < 1 || route > FS_ROUTE_MAX)
+		return gantry_error(err, EINVAL, t ? "a bad route" : "no guest memory yet");
+	/* Taken (closed on error too): the caller's close them no more. */
+	return share_routes_attach(t, sw.srv, tag, (unsigned int)route, fds, nr_fds, err);
+}
+
 static json_t *share_request(json_t *req, int *fds, size_t nr_fds)
 {
 	const char *op = json_string_value(json_object_get(req, "op"));
@@ -79,12 +95,15 @@ static json_t *share_request(json_t *req, int *fds, size_t nr_fds)
 
 	if (op == NULL || tag == NULL)
 		return answer(gantry_error(&err, EINVAL, "a bad request"), &err);
-	if (strcmp(op, "add") == 0 && nr_fds == 1) {
-		struct fs_export_opts o = export_opts(req);
-
-		r = fs_server_add_export(sw.srv, tag, fds[0], &o, &err);
+	if (strcmp(op, "attach") == 0 && nr_fds == sw.nr_rpc) {
+		r = attach(req, tag, fds, nr_fds, &err);
+		for (size_t i = 0; i < nr_fds; i++)
+			fds[i] = -1;
 		return answer(r, &err);
 	}
+	if (strcmp(op, "rm") == 0 &&
+	    share_routes_detach(__atomic_load_n(&sw.routes, __ATOMIC_ACQUIRE), sw.srv, tag))
+		return answer(0, &err);
 	if (strcmp(op, "rm") == 0) {
 		r = fs_server_remove_export(sw.srv, tag, json_is_true(json_object_get(req, "force")),
 					    &err);
@@ -112,7 +131,8 @@ static void serve_channel(void)
 		}
 		send_json(worker_answer_to(req, share_request(req, fds, n)), "channel");
 		for (size_t i = 0; i < n; i++)
-			close(fds[i]);
+			if (fds[i] >= 0)
+				close(fds[i]);
 		json_decref(req);
 	}
 }
@@ -146,22 +166,31 @@ static int map_guest_ram(int sock)
 		return -1;
 	}
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
-	close(fd);
 	if (p == MAP_FAILED) {
 		log_error("cannot map the guest memory: %s", strerror(errno));
+		close(fd);
 		return -1;
 	}
 	madvise(p, (size_t)st.st_size, MADV_DONTDUMP);
 	sw.mem = p;
 	sw.mem_size = (uint64_t)st.st_size;
+	/* Behind another worker: its guest may be past INIT. */
+	if (sw.route && h.minor)
+		fs_server_assume_init(sw.srv, h.minor);
+	/* Each share added live gets guest RAM from us. */
+	if (sw.live)
+		__atomic_store_n(&sw.routes, share_routes_new(sw.nr_rpc, fd), __ATOMIC_RELEASE);
+	if (!sw.live || sw.routes == NULL)
+		close(fd);
 	return 0;
 }
 
 static void *serve_rpc(void *arg)
 {
-	int sock = (int)(intptr_t)arg;
+	size_t thread = (size_t)(uintptr_t)arg;
 
-	share_rpc_serve(sock, sw.mem, sw.mem_size, sw.srv);
+	share_rpc_serve(sw.rpc[thread], thread, sw.mem, sw.mem_size, sw.srv,
+			__atomic_load_n(&sw.routes, __ATOMIC_ACQUIRE));
 	/* The VMM worker is gone, or broke the protocol: so are we. */
 	_exit(0);
 }
@@ -175,12 +204,12 @@ static void *rpc_main(void *arg)
 	for (size_t i = 1; i < sw.nr_rpc; i++) {
 		pthread_t t;
 
-		if (pthread_create(&t, NULL, serve_rpc, (void *)(intptr_t)sw.rpc[i]) != 0) {
+		if (pthread_create(&t, NULL, serve_rpc, (void *)(uintptr_t)i) != 0) {
 			log_error("cannot start a request thread");
 			_exit(1);
 		}
 	}
-	return serve_rpc((void *)(intptr_t)sw.rpc[0]);
+	return serve_rpc((void *)(uintptr_t)0);
 }
 
 /* ---- set-up ----------------------------------------------------------------------------- */
@@ -189,12 +218,15 @@ static int setup(json_t *c, int *fds, size_t nr_fds, gantry_error_t *err)
 {
 	json_t *exports = json_object_get(c, "exports"), *e;
 	json_int_t rpc = json_integer_value(json_object_get(c, "rpc"));
+	json_int_t route = json_integer_value(json_object_get(c, "route"));
 	size_t i, next = 0;
 
 	if (json_array_size(exports) > FS_MAX_EXPORTS || rpc < 1 || rpc > SHARE_RPC_SOCKS_MAX ||
-	    json_array_size(exports) + (size_t)rpc != nr_fds)
+	    json_array_size(exports) + (size_t)rpc != nr_fds || route < 0 || route > FS_ROUTE_MAX)
 		return gantry_error(err, 0, "a bad configuration");
-	if (fs_server_new(&sw.srv, 0, err) < 0)
+	sw.route = (unsigned int)route;
+	sw.live = json_is_true(json_object_get(c, "live"));
+	if (fs_server_new(&sw.srv, 0, sw.route, err) < 0)
 		return gantry_error_prefix(err, "share server");
 	json_array_foreach(exports, i, e) {
 		struct fs_export_opts o = export_opts(e);
@@ -212,9 +244,6 @@ static int setup(json_t *c, int *fds, size_t nr_fds, gantry_error_t *err)
 		sw.rpc[sw.nr_rpc++] = fds[next++];
 	/* Its nodes hold fds: the limit it sized itself by stays. */
 	sw.confine.nofile = MAX(sw.confine.nofile, (rlim_t)fs_server_fds_wanted(sw.srv));
-	if (json_is_true(json_object_get(c, "live")))
-		sw.confine.landlock_off = "a share added while the sandbox runs would be out of "
-					  "reach (a ruleset cannot be widened)";
 	return 0;
 }
 

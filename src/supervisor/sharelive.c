@@ -153,14 +153,6 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 
 	if (spec == NULL)
 		return client_answer(s, c, "share.add: no spec");
-	if (!s->m.shares_live) {
-		xasprintf(&msg,
-			  "sandbox `%s` runs with process isolation required: its shares are "
-			  "those it booted with (the share worker's Landlock rules cannot be "
-			  "widened); add the share while it is stopped",
-			  s->name);
-		return client_answer(s, c, msg);
-	}
 	if (share_spec_parse(spec, NULL, &sp, &err) < 0)
 		return reply_err(s, c, &err);
 	at = shares_find(s->shares.live, s->shares.nr_live, sp.tag);
@@ -281,6 +273,45 @@ void sup_share_worker_gone(struct sup *s)
 		 "I/O error", how);
 	machine_worker_gone(&s->m, "share", how,
 			    "the guest's shares answer every request with an I/O error");
+}
+
+size_t sup_live_share_fds(const struct sup *s, struct pollfd *fds)
+{
+	const struct machine_live_share *ls = s->m.live_shares;
+	size_t n = 0;
+
+	for (size_t i = 0; ls && i < FS_MAX_EXPORTS; i++)
+		if (ls[i].tag && ls[i].w.chan >= 0)
+			fds[n++] = (struct pollfd){ .fd = ls[i].w.chan, .events = 0 };
+	return n;
+}
+
+void sup_live_share_gone(struct sup *s, int fd)
+{
+	struct machine_live_share *ls = s->m.live_shares;
+	cleanup_free char *role = NULL, *meaning = NULL;
+	char how[64];
+	int status;
+
+	for (size_t i = 0; ls && i < FS_MAX_EXPORTS; i++) {
+		struct share_worker *w = &ls[i].w;
+
+		if (ls[i].tag == NULL || w->chan != fd)
+			continue;
+		pthread_mutex_lock(&w->lock);
+		close_fd(&w->chan);
+		pthread_mutex_unlock(&w->lock);
+		worker_reap(&w->pid, &status);
+		child_describe_status(status, how, sizeof(how));
+		if (s->stopping || atomic_load(&s->m.ended))
+			return;
+		xasprintf(&role, "share:%s", ls[i].tag);
+		xasprintf(&meaning, "the share `%s` answers every request with an I/O error",
+			  ls[i].tag);
+		log_warn("share worker of `%s` exited (%s): %s", ls[i].tag, how, meaning);
+		machine_worker_gone(&s->m, role, how, meaning);
+		return;
+	}
 }
 
 void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake)

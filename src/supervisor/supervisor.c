@@ -18,6 +18,7 @@
 #include "sandbox/ctl.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/spawn.h"
+#include "share/server.h"
 #include "supervisor/supervisor.h"
 #include "supervisor/supervisor_priv.h"
 
@@ -329,7 +330,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 /* --- the loop -------------------------------------------------------------------------------- */
 
 enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_FIXED };
-#define SUP_MAX_FDS (F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS)
+#define SUP_MAX_FDS (F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS + FS_MAX_EXPORTS)
 
 static void on_signals(struct sup *s)
 {
@@ -392,6 +393,9 @@ void sup_serve_once(struct sup *s, int max_ms)
 		waiting[n] = &s->streams[i];
 		fds[n++] = (struct pollfd){ .fd = s->streams[i].fd, .events = POLLIN };
 	}
+	/* Neither a client's nor a stream's: a live share worker's channel. */
+	for (size_t k = sup_live_share_fds(s, fds + n); k; k--, n++)
+		owner[n] = NULL, waiting[n] = NULL;
 	if (s->stopping) {
 		if (now >= s->stop_deadline)
 			finish(s, "the guest did not power off in time");
@@ -426,6 +430,10 @@ void sup_serve_once(struct sup *s, int max_ms)
 		if (waiting[i]) {
 			if (waiting[i]->fd == fds[i].fd)
 				stream_event(s, waiting[i]);
+			continue;
+		}
+		if (owner[i] == NULL) {
+			sup_live_share_gone(s, fds[i].fd);
 			continue;
 		}
 		/* A client dropped by an earlier event is gone. */

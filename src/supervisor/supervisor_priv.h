@@ -209,6 +209,10 @@ void sup_shares_done(struct sup *s, const struct proto_msg *m);
 void sup_shares_tick(struct sup *s, uint64_t now, uint64_t *wake);
 /* The share worker's channel, watched for its hang-up alone (-1: none). */
 int sup_share_worker_fd(const struct sup *s);
+/* The channels of the live shares' workers, for their hang-ups, into fds
+ * (FS_MAX_EXPORTS at most); the one of fd hung up. */
+size_t sup_live_share_fds(const struct sup *s, struct pollfd *fds);
+void sup_live_share_gone(struct sup *s, int fd);
 /* It hung up: it is reaped, and isolation.json and the log say so. */
 void sup_share_worker_gone(struct sup *s);
 /* c is going: a remove it waits for is called off, the rest carry on. */

@@ -142,16 +142,25 @@ def test_user_namespaces_refused(gantry, role):
         knob.write_text(old)
 
 
-def workers_of(sup):
-    """The supervisor's children by role: {"net": pid, "vmm": pid, "share": pid}."""
+def workers_of(sup, role=None):
+    """The supervisor's children by role: {"net": pid, "vmm": pid, "share": pid}
+    (the first of each); with role, every pid of that role, in start order."""
     kids = [int(p) for t in os.listdir(f"/proc/{sup}/task")
             for p in open(f"/proc/{sup}/task/{t}/children").read().split()]
-    found = {}
-    for k in kids:
+    found, all_of = {}, []
+    for k in sorted(kids, key=lambda k: int(open(f"/proc/{k}/stat").read().rsplit(")", 1)[1].split()[19])):
         argv = open(f"/proc/{k}/cmdline").read().split("\0")
         if argv[1:2] in (["__net-worker"], ["__vmm-worker"], ["__share-worker"]):
-            found[argv[1][2:-len("-worker")]] = k
-    return found
+            found.setdefault(argv[1][2:-len("-worker")], k)
+            if argv[1] == f"__{role}-worker":
+                all_of.append(k)
+    return all_of if role else found
+
+
+def fds_under(pid, path):
+    """What pid holds open beneath path."""
+    targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+    return [t for t in targets if t.startswith(str(path))]
 
 
 def proc_status(pid):
@@ -175,7 +184,7 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
             report = iso["roles"][role]
             assert report["role"] == role, iso
             # Every property holds, the share worker's Landlock and
-            # file-open too: under required its shares are fixed at boot.
+            # file-open too.
             held = {p["name"]: p["state"] for p in report["properties"] if p["required"]}
             assert set(held.values()) == {"enforced"}, (role, report)
             if role == "share":
@@ -207,16 +216,37 @@ def test_running_sandbox_workers(gantry, sandbox_assets, tmp_path):
         # The share works through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "echo hi >/s/f && cat /s/f", check=True)
         assert r.stdout == b"hi\n" and (host / "f").read_text() == "hi\n"
-        # A share added live would be out of the ruleset's reach: refused,
-        # in one line, and the sandbox and its share are as they were.
+        # A share added live gets a share worker of its own, confined to
+        # that directory alone (a Landlock ruleset cannot be widened), and
+        # every property of it holds as well; the first never holds it.
         other = tmp_path / "other"
         other.mkdir()
-        r = g.run("share", "add", "iso", f"o={other}@/o")
-        lines = r.stderr.decode().strip().splitlines()
-        assert r.returncode == 1 and len(lines) == 1, r
-        assert "Landlock" in lines[0] and "stopped" in lines[0], lines
-        r = g.run("exec", "iso", "--", "sh", "-c", "cat /s/f && ! test -e /o", check=True)
-        assert r.stdout == b"hi\n"
+        g.run("share", "add", "iso", f"o={other}@/o", check=True)
+        r = g.run("exec", "iso", "--", "sh", "-c", "echo o >/o/g && cat /s/f /o/g", check=True)
+        assert r.stdout == b"hi\no\n" and (other / "g").read_text() == "o\n"
+        report = json.loads((d / "isolation.json").read_text())["roles"]["share:o"]
+        held = {p["name"]: p["state"] for p in report["properties"] if p["required"]}
+        assert set(held.values()) == {"enforced"} and held["landlock"] == "enforced", report
+        first, behind = workers_of(sup, "share")
+        assert first == workers["share"]
+        assert fds_under(behind, other) and not fds_under(behind, host)
+        assert not fds_under(first, other)
+        # Its worker gone, its share answers I/O errors; the rest works on.
+        os.kill(behind, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            roles = json.loads((d / "isolation.json").read_text())["roles"]
+            if isinstance(roles["share:o"].get("state"), str):
+                break
+            time.sleep(0.2)
+        assert "I/O error" in roles["share:o"]["state"], roles
+        r = g.run("exec", "iso", "--", "sh", "-c", "cat /s/f; cat /o/g")
+        assert r.stdout == b"hi\n" and r.returncode != 0, r
+        # Taken out and added again: a new worker, a new route.
+        g.run("share", "rm", "--force", "iso", "o", check=True)
+        g.run("share", "add", "iso", f"o={other}@/o", check=True)
+        r = g.run("exec", "iso", "--", "cat", "/o/g", check=True)
+        assert r.stdout == b"o\n"
         # The guest and the network work through them.
         r = g.run("exec", "iso", "--", "sh", "-c", "nslookup gateway.containers.internal. || true")
         assert r.returncode == 0

@@ -68,6 +68,13 @@ def test_add_reaches_a_running_process_and_new_sessions(sb, dirs):
     ls = listed(sb)
     assert ls["a"]["live"] and ls["a"]["saved"] and ls["a"]["path"] == "/host/a"
     assert [s.split("=")[0] for s in saved(sb)] == ["a"]
+    # Its own share worker, Landlock confining it to that directory, under
+    # the default mode too (the first worker's ruleset cannot be widened).
+    iso = json.loads((sb.home / "sandboxes" / NAME / "isolation.json").read_text())
+    props = {p["name"]: p["state"] for p in iso["roles"]["share:a"]["properties"]}
+    assert props["landlock"] == "enforced", iso["roles"]["share:a"]
+    first = {p["name"]: p["state"] for p in iso["roles"]["share"]["properties"]}
+    assert first["landlock"] == "enforced", iso["roles"]["share"]
 
 
 def test_add_read_only_with_owner_mapping(sb, dirs):

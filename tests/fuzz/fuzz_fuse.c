@@ -32,6 +32,7 @@
 #define FZ_MAX_REQS  64
 #define FZ_MAX_ARGS  8192
 #define FZ_KNOWN     16
+#define FZ_ROUTE     7
 #define FZ_MAX_NODES 64		   /* small, so ENFILE is reached */
 #define FZ_MAX_ALLOC (1024 * 1024) /* FALLOCATE bounded: the scratch tree is real disk */
 
@@ -146,11 +147,18 @@ static size_t send(const void *req, size_t len, size_t cut, size_t room, int *er
 			       { (uint8_t *)req + MIN(cut, len), 0 } };
 	struct iovec o[2] = { { out, MIN(room, (size_t)5) }, { out + MIN(room, (size_t)5), 0 } };
 	const struct fuse_out_header *oh = (const void *)out;
+	unsigned int route;
 	size_t ret;
 
 	in[1].iov_len = len - in[0].iov_len;
 	o[1].iov_len = room - o[0].iov_len;
 	memset(out, 0x5a, sizeof(*oh));
+	/* Routed (share/routes.h): here, everywhere, the share behind by its
+	 * tag, or the server its node id names. */
+	route = fs_server_route(srv, in, 2);
+	check(route == 0 || route == FS_ROUTE_ALL || route == FZ_ROUTE ||
+	      (len >= sizeof(struct fuse_in_header) &&
+	       route == ((const struct fuse_in_header *)req)->nodeid >> FS_ROUTE_SHIFT));
 	ret = fs_server_handle(srv, in, 2, o, 2);
 	*error = 1;
 	if (ret == 0)
@@ -226,13 +234,15 @@ static void setup(void)
 	put("canary/secret", "top secret");
 	tree("rw");
 	tree("ro");
-	check(fs_server_new(&srv, FZ_MAX_NODES, NULL) == 0);
+	check(fs_server_new(&srv, FZ_MAX_NODES, 0, NULL) == 0);
 	fd = open(at("rw"), O_PATH | O_DIRECTORY | O_CLOEXEC);
 	check(fs_server_add_export(srv, "rw", fd, &rw, NULL) == 0);
 	close(fd);
 	fd = open(at("ro"), O_PATH | O_DIRECTORY | O_CLOEXEC);
 	check(fs_server_add_export(srv, "ro", fd, &ro, NULL) == 0);
 	close(fd);
+	/* A share served behind this server: listed in the hub, never here. */
+	check(fs_server_add_remote(srv, "live", FZ_ROUTE, NULL) == 0);
 	canary_was = listing("canary");
 	ro_was = listing("ro");
 }

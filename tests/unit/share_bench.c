@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fs_server_new(&srv, 1 << 16, &err) < 0 ||
+	if (fd < 0 || fs_server_new(&srv, 1 << 16, 0, &err) < 0 ||
 	    fs_server_add_export(srv, "b", fd, &opts, &err) < 0) {
 		fprintf(stderr, "share_bench: %s\n", err ? gantry_error_str(err) : strerror(errno));
 		return 1;

@@ -282,7 +282,7 @@ static struct cl *cl_new(size_t max_nodes)
 	cl_put(c, "canary/secret", "top secret");
 	cl_put(c, "canary/sub/deep", "deep");
 	assert_int_equal(symlink("secret", cl_path(c, "canary/link")), 0);
-	assert_int_equal(fs_server_new(&c->s, max_nodes, &err), 0);
+	assert_int_equal(fs_server_new(&c->s, max_nodes, 0, &err), 0);
 	fd = open(cl_path(c, "share"), O_PATH | O_DIRECTORY | O_CLOEXEC);
 	assert_int_equal(fs_server_add_export(c->s, "rw", fd, &rw, &err), 0);
 	assert_int_equal(fs_server_add_export(c->s, "ro", fd, &ro, &err), 0);

@@ -175,7 +175,7 @@ static void *serve(void *arg)
 {
 	struct served *s = arg;
 
-	s->rc = share_rpc_serve(s->sock, mem, MEM, s->srv);
+	s->rc = share_rpc_serve(s->sock, 0, mem, MEM, s->srv, NULL);
 	return NULL;
 }
 
@@ -218,7 +218,7 @@ static void test_serve(void **state)
 
 	(void)state;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	assert_int_equal(fs_server_new(&s.srv, 64, &err), 0);
+	assert_int_equal(fs_server_new(&s.srv, 64, 0, &err), 0);
 	s.sock = sv[1];
 	assert_int_equal(pthread_create(&t, NULL, serve, &s), 0);
 
@@ -278,7 +278,7 @@ static void test_client(void **state)
 
 	(void)state;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
-	assert_int_equal(fs_server_new(&s.srv, 64, &err), 0);
+	assert_int_equal(fs_server_new(&s.srv, 64, 0, &err), 0);
 	s.sock = sv[1];
 	assert_int_equal(pthread_create(&t, NULL, serve, &s), 0);
 	guest_mem_init_buffer(&g, mem, MEM);
