@@ -153,6 +153,23 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 	return 0;
 }
 
+int vmm_check_images(const struct vmm_config *cfg, gantry_error_t *err)
+{
+	struct mapped_file f;
+	bool kernel_ok;
+
+	if (map_file("kernel", cfg->kernel, cfg->kernel_fd, &f, err) < 0)
+		return -1;
+	kernel_ok = boot_kernel_format_ok(f.data, f.len);
+	unmap_file(&f);
+	if (!kernel_ok)
+		return gantry_error(err, 0, "kernel `%s`: not a vmlinux ELF or bzImage", cfg->kernel);
+	if (cfg->initrd && map_file("initrd", cfg->initrd, cfg->initrd_fd, &f, err) < 0)
+		return -1;
+	unmap_file(&f);
+	return 0;
+}
+
 static void vmm_queue_kick(void *opaque, int fd, unsigned int events)
 {
 	struct queue_watch *w = opaque;

@@ -93,6 +93,10 @@ bool vmm_timing_requested(void);
 /* Check the config against this host before touching KVM: files exist and
  * are what they claim, CPU and memory sizes are possible. */
 int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err);
+/* The kernel and initrd as they will be loaded: regular, not empty, and
+ * a kernel we know the format of. For a caller that opens /dev/kvm for a
+ * VMM worker: bad input is said as such whether or not this host has KVM. */
+int vmm_check_images(const struct vmm_config *cfg, gantry_error_t *err);
 
 /* Boot and run. On success *status is what `gantry run` exits with: the
  * status the guest reported, or 0 when it reset or shut down. */

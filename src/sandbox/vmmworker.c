@@ -88,6 +88,8 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 	int kvm;
 
 	/* Opened here, the device the settings name: the worker could not. */
+	if (vmm_check_images(&m->cfg, err) < 0 || vm_kvm_usable(err) < 0)
+		goto fail;
 	kvm = open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
 	if (kvm < 0) {
 		vm_kvm_open_error(errno, err);

@@ -232,6 +232,11 @@ static bool is_bzimage(const uint8_t *img, size_t len)
 	return flag == BZ_BOOT_FLAG_MAGIC && magic == BZ_MAGIC;
 }
 
+bool boot_kernel_format_ok(const void *img, size_t len)
+{
+	return (len >= SELFMAG && memcmp(img, ELFMAG, SELFMAG) == 0) || is_bzimage(img, len);
+}
+
 int boot_load_kernel(struct guest_mem *m, const void *img, size_t len, struct boot_image *out,
 		     gantry_error_t *err)
 {

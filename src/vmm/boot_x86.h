@@ -60,6 +60,9 @@ struct boot_e820 {
  * their physical addresses) or a bzImage (boot protocol >= 2.12 with a
  * 64-bit entry). Every header field is checked against the file and guest
  * RAM before use; a malformed image fails with a message naming the field. */
+/* Whether img looks like a kernel we load (ELF, or bzImage's magic),
+ * before any guest memory exists. */
+bool boot_kernel_format_ok(const void *img, size_t len);
 int boot_load_kernel(struct guest_mem *m, const void *img, size_t len, struct boot_image *out,
 		     gantry_error_t *err);
 /* Copy an initrd to the highest page-aligned address below both the

@@ -30,6 +30,17 @@ static bool kvm_is_pvm(void)
 	       access("/sys/module/kvm_amd", F_OK) != 0;
 }
 
+int vm_kvm_usable(gantry_error_t *err)
+{
+	if (kvm_is_pvm() && strcmp(vm_kvm_device(), "/dev/kvm") == 0)
+		return gantry_error(err, 0,
+				    "%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
+				    "run under tests/harness/kvmhost (a nested KVM host), "
+				    "see docs/testing.md",
+				    vm_kvm_device());
+	return 0;
+}
+
 static int kvm_check_caps(int kvm_fd, gantry_error_t *err)
 {
 	static const struct {
@@ -120,16 +131,11 @@ int vm_create(struct vm *vm, int kvm_fd, gantry_error_t *err)
 	uint64_t map_addr = VM_IDENTITY_MAP_ADDR;
 	int version;
 
+	if (vm_kvm_usable(err) < 0)
+		return -1;
 	vm->kvm_fd = kvm_open(kvm_fd);
 	if (vm->kvm_fd < 0)
 		return vm_kvm_open_error(errno, err);
-	if (kvm_is_pvm() && strcmp(vm_kvm_device(), "/dev/kvm") == 0)
-		return gantry_error(
-			err, 0,
-			"%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
-			"run under tests/harness/kvmhost (a nested KVM host), "
-			"see docs/testing.md",
-			vm_kvm_device());
 	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
 	if (version != KVM_API_VERSION)
 		return gantry_error(err, 0, "KVM API version %d, want %d", version,

@@ -79,6 +79,9 @@ void vm_init(struct vm *vm, unsigned int nr_vcpus);
 const char *vm_kvm_device(void);
 /* Why opening it failed with errnum, said as one line. */
 int vm_kvm_open_error(int errnum, gantry_error_t *err);
+/* Before opening it: a device this host has that our guests cannot use
+ * (PVM) fails, saying so. */
+int vm_kvm_usable(gantry_error_t *err);
 /* Open /dev/kvm (or $GANTRY_KVM_DEVICE; kvm_fd > 0: a duplicate of that
  * one), check the capabilities we rely on, create the VM with in-kernel
  * irqchip and PIT, and give it vm->mem. */
