@@ -35,6 +35,10 @@ struct vmm_fs {
 	/* The handler is another process's server (share/rpc.h): guest RAM
 	 * is one memfd it maps too, and the workers make no file call. */
 	bool remote;
+	/* For a VMM worker, the sockets to that server's worker (the
+	 * caller's; handed over, then the worker's handler is set). */
+	const int *rpc;
+	size_t nr_rpc;
 };
 
 struct vmm_config {

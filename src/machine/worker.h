@@ -12,9 +12,12 @@
  * the configuration brings, guest RAM a memfd it sends there first.
  *
  * The channel, in order:
- *   caller -> worker  {"op":"config",...} with the fds it lists: kernel,
- *                     console, stop eventfd, the frame socket, disks, the
- *                     vsock listener, the share worker's RPC sockets
+ *   caller -> worker  {"op":"config",...,"devices":{KEY:V...}} with the
+ *                     fds it lists: /dev/kvm, kernel, initrd, console,
+ *                     terminal input, stop eventfd, guest profile, then
+ *                     each device's in the device table's order
+ *                     (machine/devices.h: the disks, the frame socket,
+ *                     the vsock listener, the share worker's RPC sockets)
  *   worker -> caller  {"op":"ready","isolation":REPORT} once set up and
  *                     confined, or {"op":"error","error":LINE}
  *   worker -> caller  {"op":"connect","id":N,"port":P} when the guest

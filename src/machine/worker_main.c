@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
+#include "machine/devices.h"
 #include "machine/vmm.h"
 #include "machine/worker.h"
 #include "share/rpc.h"
@@ -32,8 +33,7 @@
 struct worker {
 	struct confine_opts confine;
 	struct vmm_config cfg;
-	struct share_rpc_client rpc; /* the share worker's server, for the device */
-	struct virtio_fs_handler fsh;
+	struct machine_take take; /* the handover, and what its devices lend */
 	json_t *config;
 	int fds[UNIX_FDS_MAX];
 	size_t nr_fds;
@@ -109,41 +109,10 @@ static int dial(void *opaque, uint32_t port)
 
 /* ---- set-up ---------------------------------------------------------------------------- */
 
-/* The next of the descriptors that came with the configuration. */
-static int take_fd(struct worker *w, size_t *next, const char *what, gantry_error_t *err)
-{
-	if (*next >= w->nr_fds)
-		return gantry_error(err, 0, "configuration: no descriptor for the %s", what);
-	return w->fds[(*next)++];
-}
-
-/* The virtio-fs device, its requests to the share worker over the RPC
- * sockets that came with the configuration. */
-static int setup_shares(struct worker *w, json_t *fs, size_t *next, gantry_error_t *err)
-{
-	json_int_t n = json_integer_value(json_object_get(fs, "rpc"));
-	int socks[SHARE_RPC_SOCKS_MAX];
-
-	if (n < 1 || n > SHARE_RPC_SOCKS_MAX)
-		return gantry_error(err, 0, "configuration: a bad count of share sockets");
-	for (json_int_t i = 0; i < n; i++) {
-		if ((socks[i] = take_fd(w, next, "share socket", err)) < 0)
-			return -1;
-		w->fds[*next - 1] = -1; /* the client's */
-	}
-	share_rpc_client_init(&w->rpc, socks, (size_t)n, &w->fsh);
-	w->cfg.fs = (struct vmm_fs){ .tag = json_string_value(json_object_get(fs, "tag")),
-				     .handler = &w->fsh,
-				     .remote = true };
-	if (w->cfg.fs.tag == NULL)
-		return gantry_error(err, 0, "configuration: no share tag");
-	return 0;
-}
-
 /* The caller's terminal, read by the serial console as its stdin. */
-static int setup_console_input(struct worker *w, size_t *next, gantry_error_t *err)
+static int setup_console_input(struct worker *w, gantry_error_t *err)
 {
-	int fd = take_fd(w, next, "console input", err);
+	int fd = machine_take_fd(&w->take, "console input", false, err);
 
 	if (fd < 0)
 		return -1;
@@ -155,11 +124,15 @@ static int setup_console_input(struct worker *w, size_t *next, gantry_error_t *e
 
 static int setup(struct worker *w, gantry_error_t *err)
 {
-	json_t *c = w->config, *disks, *d, *fs;
+	json_t *c = w->config;
+	struct machine_take *t = &w->take;
 	uint64_t cpus, mem;
-	size_t next = 0, i;
 
 	w->cfg = (struct vmm_config){ .stop_fd = -1 };
+	*t = (struct machine_take){ .cfg = &w->cfg,
+				    .fds = w->fds,
+				    .nr_fds = w->nr_fds,
+				    .vsock = { .connect = dial, .opaque = w } };
 	w->cfg.kernel = json_string_value(json_object_get(c, "kernel"));
 	w->cfg.append = json_string_value(json_object_get(c, "append"));
 	if (w->cfg.kernel == NULL || w->cfg.append == NULL ||
@@ -169,50 +142,24 @@ static int setup(struct worker *w, gantry_error_t *err)
 	w->cfg.mem_mib = mem;
 	w->cfg.timing = json_is_true(json_object_get(c, "timing"));
 	if (json_is_true(json_object_get(c, "kvm")) &&
-	    (w->cfg.kvm_fd = take_fd(w, &next, "KVM device", err)) < 0)
+	    (w->cfg.kvm_fd = machine_take_fd(t, "KVM device", false, err)) < 0)
 		return -1;
-	if ((w->cfg.kernel_fd = take_fd(w, &next, "kernel", err)) < 0)
+	if ((w->cfg.kernel_fd = machine_take_fd(t, "kernel", false, err)) < 0)
 		return -1;
 	w->cfg.initrd = json_string_value(json_object_get(c, "initrd"));
-	if (w->cfg.initrd && (w->cfg.initrd_fd = take_fd(w, &next, "initrd", err)) < 0)
+	if (w->cfg.initrd && (w->cfg.initrd_fd = machine_take_fd(t, "initrd", false, err)) < 0)
 		return -1;
-	if ((w->cfg.console_fd = take_fd(w, &next, "console", err)) < 0)
+	if ((w->cfg.console_fd = machine_take_fd(t, "console", true, err)) < 0)
 		return -1;
-	if (json_is_true(json_object_get(c, "console_input")) && setup_console_input(w, &next, err) < 0)
+	if (json_is_true(json_object_get(c, "console_input")) && setup_console_input(w, err) < 0)
 		return -1;
-	if ((w->cfg.stop_fd = take_fd(w, &next, "stop event", err)) < 0)
+	if ((w->cfg.stop_fd = machine_take_fd(t, "stop event", true, err)) < 0)
 		return -1;
-	if (json_is_true(json_object_get(c, "net")) &&
-	    (w->cfg.net_fd = take_fd(w, &next, "frame socket", err)) < 0)
-		return -1;
-	disks = json_object_get(c, "disks");
-	if (json_array_size(disks) > VMM_MAX_DISKS)
-		return gantry_error(err, 0, "configuration: too many disks");
-	json_array_foreach(disks, i, d) {
-		struct vmm_disk *k = &w->cfg.disks[w->cfg.nr_disks++];
-
-		k->path = json_string_value(json_object_get(d, "path"));
-		k->ro = json_is_true(json_object_get(d, "ro"));
-		if (k->path == NULL)
-			return gantry_error(err, 0, "configuration: a disk without path");
-		/* The device takes it. */
-		if ((k->fd = take_fd(w, &next, "disk", err)) < 0)
-			return -1;
-		w->fds[next - 1] = -1;
-	}
-	if (json_is_true(json_object_get(c, "vsock"))) {
-		w->cfg.vsock = (struct vmm_vsock_host){ .connect = dial, .opaque = w };
-		if ((w->cfg.vsock.listen_fd = take_fd(w, &next, "vsock listener", err)) < 0)
-			return -1;
-		w->fds[next - 1] = -1;
-	}
 	w->cfg.profile = json_string_value(json_object_get(c, "profile"));
-	if (w->cfg.profile && (w->cfg.profile_fd = take_fd(w, &next, "guest profile", err)) < 0)
+	if (w->cfg.profile &&
+	    (w->cfg.profile_fd = machine_take_fd(t, "guest profile", true, err)) < 0)
 		return -1;
-	fs = json_object_get(c, "fs");
-	if (json_is_object(fs) && setup_shares(w, fs, &next, err) < 0)
-		return -1;
-	return 0;
+	return machine_devices_take(json_object_get(c, "devices"), t, err);
 }
 
 static int load_filter(void *opaque, bool log, gantry_error_t *err)
@@ -233,13 +180,12 @@ static int setup_done(void *opaque, const struct vmm_filter_opts *filters, gantr
 
 	/* Set up: what only set-up needed goes. */
 	for (size_t i = 0; i < w->nr_fds; i++)
-		if (w->fds[i] >= 0 && w->fds[i] != w->cfg.stop_fd && w->fds[i] != w->cfg.net_fd &&
-		    w->fds[i] != w->cfg.console_fd && w->fds[i] != w->cfg.profile_fd)
+		if (w->fds[i] >= 0)
 			close(w->fds[i]);
 	w->nr_fds = 0;
 	/* Guest RAM to the share worker, before any request can come. */
 	if (w->cfg.fs.handler) {
-		int r = share_rpc_client_send_mem(&w->rpc);
+		int r = share_rpc_client_send_mem(&w->take.rpc);
 
 		if (r < 0)
 			return gantry_error(err, -r, "guest memory to the share worker: %s",

@@ -235,9 +235,16 @@ static int machine_workers_start(struct machine *m, gantry_error_t *err)
 		m->share_started = true;
 		if (share_worker_start(&m->share_worker, m, err) < 0)
 			return -1;
+		/* The device's requests go to it, over these. */
+		m->cfg.fs = (struct vmm_fs){ .tag = MACHINE_SHARES_TAG,
+					     .remote = true,
+					     .rpc = m->share_worker.rpc,
+					     .nr_rpc = m->share_worker.nr_rpc };
 	}
 	r = vmm_worker_start(&m->vmm_worker, m, err);
 	share_worker_rpc_given(&m->share_worker);
+	m->cfg.fs.rpc = NULL;
+	m->cfg.fs.nr_rpc = 0;
 	if (m->fs_device) {
 		gantry_error_t why = NULL;
 

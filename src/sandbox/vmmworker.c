@@ -19,6 +19,7 @@
 #include "common/text.h"
 #include "common/unixsock.h"
 #include "common/util.h"
+#include "machine/devices.h"
 #include "proto/agent.h"
 #include "sandbox/machine.h"
 #include "sandbox/vmmworker.h"
@@ -28,7 +29,6 @@
 #include "vmm/vm.h"
 
 #define CONSOLE_CHUNK 65536
-#define VSOCK_BACKLOG 16
 
 /* What it reads of the environment; nothing else of ours goes to it. */
 static const char *const worker_env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, VIRTIO_FS_THREADS_ENV,
@@ -67,81 +67,48 @@ static int give_console(struct vmm_worker *w, struct machine *m, struct worker_h
 	return 0;
 }
 
-static int give_vsock(struct machine *m, struct worker_handover *h, gantry_error_t *err)
-{
-	cleanup_free char *path = NULL;
-	int fd;
-
-	xasprintf(&path, "%s/vsock.sock", m->cfg.vsock_dir);
-	fd = unix_listen(path, VSOCK_BACKLOG, err);
-	if (fd < 0)
-		return -1;
-	worker_give(h, fd, true);
-	return 0;
-}
-
 static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_error_t *err)
 {
-	json_t *c, *disks = json_array(), *fs = json_null();
+	json_t *c, *devices;
 	bool console_input = m->cfg.console_input && isatty(STDIN_FILENO);
 	const char *profile = gantry_setting(VMM_PROFILE_ENV);
 	int kvm;
 
 	/* Opened here, the device the settings name: the worker could not. */
 	if (vmm_check_images(&m->cfg, err) < 0 || vm_kvm_usable(err) < 0)
-		goto fail;
+		return NULL;
 	kvm = open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
 	if (kvm < 0) {
 		vm_kvm_open_error(errno, err);
-		goto fail;
+		return NULL;
 	}
 	worker_give(h, kvm, true);
 	if (open_given(h, m->cfg.kernel, O_RDONLY, "kernel", err) < 0)
-		goto fail;
+		return NULL;
 	if (m->cfg.initrd && open_given(h, m->cfg.initrd, O_RDONLY, "initrd", err) < 0)
-		goto fail;
+		return NULL;
 	if (give_console(&m->vmm_worker, m, h, err) < 0)
-		goto fail;
+		return NULL;
 	/* Keystrokes: the caller's terminal itself, read by the worker. */
 	if (console_input)
 		worker_give(h, STDIN_FILENO, false);
 	worker_give(h, m->cfg.stop_fd, false);
-	if (m->cfg.net_fd > 0)
-		worker_give(h, m->cfg.net_fd, false);
-	for (unsigned int i = 0; i < m->cfg.nr_disks; i++) {
-		const struct vmm_disk *d = &m->cfg.disks[i];
-
-		if (open_given(h, d->path, d->ro ? O_RDONLY : O_RDWR, "disk", err) < 0)
-			goto fail;
-		json_array_append_new(disks, json_pack("{s:s,s:b}", "path", d->path, "ro", d->ro));
-	}
-	if (m->cfg.vsock_dir && give_vsock(m, h, err) < 0)
-		goto fail;
 	if (profile && *profile == '\0')
 		profile = NULL;
 	if (profile && open_given(h, profile, O_WRONLY | O_CREAT | O_TRUNC, "guest profile", err) < 0)
-		goto fail;
-	/* The share worker's sockets: its server serves the device. */
-	if (m->fs_device) {
-		for (size_t i = 0; i < m->share_worker.nr_rpc; i++)
-			worker_give(h, m->share_worker.rpc[i], false);
-		json_decref(fs);
-		fs = json_pack("{s:s,s:I}", "tag", MACHINE_SHARES_TAG, "rpc",
-			       (json_int_t)m->share_worker.nr_rpc);
-	}
-	c = json_pack("{s:s,s:b,s:s,s:s?,s:s,s:I,s:I,s:b,s:b,s:b,s:b,s:s?,s:o,s:o}", "op",
-		      "config", "kvm", kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd,
-		      "append", m->append, "cpus", (json_int_t)m->cfg.cpus, "mem",
-		      (json_int_t)m->cfg.mem_mib, "timing", m->cfg.timing, "console_input",
-		      console_input, "net", m->cfg.net_fd > 0, "vsock", m->cfg.vsock_dir != NULL,
-		      "profile", profile, "disks", disks, "fs", fs);
+		return NULL;
+	/* Then each device's own (machine/devices.c). */
+	devices = machine_devices_give(&m->cfg, h, err);
+	if (devices == NULL)
+		return NULL;
+	c = json_pack("{s:s,s:b,s:s,s:s?,s:s,s:I,s:I,s:b,s:b,s:s?,s:o}", "op", "config", "kvm",
+		      kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd, "append",
+		      m->append, "cpus", (json_int_t)m->cfg.cpus, "mem", (json_int_t)m->cfg.mem_mib,
+		      "timing", m->cfg.timing, "console_input", console_input, "profile", profile,
+		      "devices", devices);
 	if (c == NULL)
 		gantry_error(err, ENOMEM, "VMM worker: its configuration");
 	return c;
-fail:
-	json_decref(disks);
-	json_decref(fs);
-	return NULL;
 }
 
 int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *err)
