@@ -40,8 +40,8 @@ static int exec_stdio(struct sandbox_stdio *io, gantry_error_t *err)
 	return io->signal_fd < 0 ? -1 : 0;
 }
 
-/* `gantry exec NAME [-- CMD...]`. */
-static int exec_sandbox(const char *name, char *const *args, size_t nargs)
+/* `gantry exec [PROCESS FLAGS] NAME [-- CMD...]`. */
+static int exec_sandbox(const char *name, const struct sandbox_process_opts *po)
 {
 	struct agent_result res = { 0 };
 	struct sandbox_stdio io;
@@ -52,7 +52,7 @@ static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
 	}
-	r = sandbox_exec(name, args, nargs, &io, NULL, &res, &err); /* signals are forwarded */
+	r = sandbox_exec(name, po, &io, NULL, &res, &err); /* signals are forwarded */
 	if (r < 0) {
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
@@ -63,9 +63,10 @@ static int exec_sandbox(const char *name, char *const *args, size_t nargs)
 static void exec_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
-		"Usage: gantry exec NAME [-- CMD ARG...]\n"
+		"Usage: gantry exec [-e NAME=VALUE]... [-w DIR] [-u USER] [-entrypoint CMD]\n"
+		"                   NAME [-- CMD ARG...]\n"
 		"       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-net=false] [-p SPEC]...\n"
-		"                   [-console] [-- CMD...]\n\n"
+		"                   [-e ...] [-w DIR] [-u USER] [-console] [-- CMD...]\n\n"
 		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		"long-lived container; many sessions may run at once.\n"
 		"Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
@@ -78,12 +79,33 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"is not in the image, 125 when the VM itself failed. Signals go to the\n"
 		"process; without a terminal the third Ctrl-C kills it.\n"
 		"The fresh microVM has a network (NAT through the host; -net=false: only lo);\n"
-		"-p SPEC publishes a port while it runs, as for gantry start.\n\nFlags:\n");
+		"-p SPEC publishes a port while it runs, as for gantry start.\n"
+		"-e, -env-file, -w, -u and -entrypoint set the process's environment, working\n"
+		"directory, user and command over the image's Env, WorkingDir, User and\n"
+		"Entrypoint, as docker run does (-entrypoint drops the image's Cmd too); they\n"
+		"go before NAME, the other flags only without one.\n\nFlags:\n");
 	flags_usage(out, flags);
+}
+
+/* Any flag that shapes a fresh microVM: none is for a running sandbox. */
+static bool vm_flags_set(const struct sandbox_opts *o, bool show_console)
+{
+	struct sandbox_opts d;
+	bool same;
+
+	sandbox_opts_init(&d);
+	same = o->image == d.image && o->cpus == d.cpus && o->mem_mib == d.mem_mib &&
+	       o->net == d.net && o->nr_ports == 0 && o->net_policy == NULL &&
+	       o->allow_local_net == d.allow_local_net && o->proxy == NULL && o->no_proxy == NULL &&
+	       o->proxy_enforce == d.proxy_enforce && o->nr_shares == 0 &&
+	       o->isolation == d.isolation && !show_console;
+	sandbox_opts_free(&d);
+	return !same;
 }
 
 int cmd_exec(int argc, char **argv)
 {
+	struct sandbox_process_opts po = { 0 };
 	struct sandbox_opts o;
 	struct agent_result res = { 0 };
 	static struct gantry_cancel cancel;
@@ -93,6 +115,7 @@ int cmd_exec(int argc, char **argv)
 	int rest, r;
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
+		FLAGS_PROCESS(&po),
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
@@ -101,42 +124,50 @@ int cmd_exec(int argc, char **argv)
 	sandbox_opts_init(&o);
 	o.writable = false; /* no layer: its writes live in guest memory */
 	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);
-	if (r <= 0) {
-		sandbox_opts_free(&o);
-		return -r;
-	}
-	if (sandbox_opts_check(&o, &err) < 0) {
-		gantry_error_prefix(&err, "exec");
-		gantry_error_print(&err);
-		sandbox_opts_free(&o);
-		return 2;
-	}
+	if (r <= 0)
+		goto done;
 	if (!dashdash && rest < argc) {
-		sandbox_opts_free(&o);
-		if (rest > 0) {
-			log_error("exec: flags are for a fresh microVM, not for the "
-				  "sandbox `%s` (gantry exec NAME -- CMD)",
+		r = 2;
+		if (vm_flags_set(&o, show_console)) {
+			log_error("exec: -image, -cpus, -mem, -net, -p, -share, -proxy, "
+				  "-process-isolation and -console are for a fresh microVM, not "
+				  "for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
-			return 2;
+			goto done;
 		}
 		if (rest + 1 < argc && strcmp(argv[rest + 1], "--") != 0) {
 			log_error("exec: unexpected argument `%s` (put the command "
 				  "after --)",
 				  argv[rest + 1]);
-			return 2;
+			goto done;
 		}
-		return exec_sandbox(argv[rest], argv + rest + 2,
-				    rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0);
+		po.args = argv + rest + 2;
+		po.nargs = rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0;
+		if (sandbox_process_opts_check(&po, &err) < 0) {
+			gantry_error_prefix(&err, "exec");
+			gantry_error_print(&err);
+			goto done;
+		}
+		r = exec_sandbox(argv[rest], &po);
+		goto done;
+	}
+	po.args = argv + rest;
+	po.nargs = (size_t)(argc - rest);
+	if (sandbox_opts_check(&o, &err) < 0 || sandbox_process_opts_check(&po, &err) < 0) {
+		gantry_error_prefix(&err, "exec");
+		gantry_error_print(&err);
+		r = 2;
+		goto done;
 	}
 	/* Ctrl-C while the VM boots ends it; once the command runs, the
 	 * session forwards signals to it instead. */
 	if (exec_stdio(&io, &err) == 0 && cli_signals_cancel(&cancel, &err) == 0)
-		r = sandbox_run_once(&o, show_console, argv + rest, (size_t)(argc - rest), &io,
-				     &cancel, &res, &err);
+		r = sandbox_run_once(&o, show_console, &po, &io, &cancel, &res, &err);
 	else
 		r = -1;
+	r = r < 0 ? cli_fail(&err, EXEC_VM_FAILED) : exec_result(&res);
+done:
+	sandbox_process_opts_free(&po);
 	sandbox_opts_free(&o);
-	if (r < 0)
-		return cli_fail(&err, EXEC_VM_FAILED);
-	return exec_result(&res);
+	return r < 0 ? -r : r;
 }

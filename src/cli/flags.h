@@ -59,6 +59,27 @@ struct flag {
 	  "$GANTRY_PROCESS_ISOLATION)", 0 }
 /* clang-format on */
 
+/* The flags of the process a session runs (exec, one-shot or NAME),
+ * filling a struct sandbox_process_opts *po (sandbox/process.h). */
+int cli_flag_env(void *opaque, const char *spec, gantry_error_t *err);
+int cli_flag_env_file(void *opaque, const char *path, gantry_error_t *err);
+/* clang-format off */
+#define FLAGS_PROCESS(po)                                                             \
+	{ "e", FLAG_FUNC, (po), cli_flag_env, "NAME[=VALUE]",                         \
+	  "set a variable of the process (NAME alone: its value here; repeatable)", 0 }, \
+	{ "env", FLAG_FUNC, (po), cli_flag_env, "NAME[=VALUE]", "same as -e", 0 },    \
+	{ "env-file", FLAG_FUNC, (po), cli_flag_env_file, "FILE",                     \
+	  "-e for each line of FILE: NAME=VALUE or NAME; # starts a comment", 0 },    \
+	{ "w", FLAG_STRING, &(po)->workdir, NULL, "DIR",                              \
+	  "working directory, absolute (default: the image's WorkingDir, else /)", 0 }, \
+	{ "workdir", FLAG_STRING, &(po)->workdir, NULL, "DIR", "same as -w", 0 },     \
+	{ "u", FLAG_STRING, &(po)->user, NULL, "USER[:GROUP]",                        \
+	  "run as this user, a name or uid (default: the image's User)", 0 },         \
+	{ "user", FLAG_STRING, &(po)->user, NULL, "USER[:GROUP]", "same as -u", 0 },  \
+	{ "entrypoint", FLAG_STRING, &(po)->entrypoint, NULL, "CMD",                  \
+	  "replaces the image's Entrypoint and its Cmd (\"\": neither)", 0 }
+/* clang-format on */
+
 /* Parse argv[0..argc) against flags; on success *rest is the index of the
  * first positional argument (after `--` if present) and *dashdash tells
  * whether `--` was seen. Errors name the flag. */

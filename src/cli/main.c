@@ -72,6 +72,10 @@ static const char *flag_of(const char *option)
 		{ "isolation", "-process-isolation" },
 		{ "kernel", "-kernel" },
 		{ "vsock_dir", "-vsock" },
+		{ "env", "-e" },
+		{ "workdir", "-w" },
+		{ "user", "-u" },
+		{ "entrypoint", "-entrypoint" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)

@@ -634,7 +634,7 @@ void sandbox_list_free(struct sandbox *v, size_t n)
 	free(v);
 }
 
-int sandbox_exec(const char *name, char *const *args, size_t nargs,
+int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 		 const struct sandbox_stdio *io, const struct gantry_cancel *cancel,
 		 struct agent_result *res, gantry_error_t *err)
 {
@@ -653,7 +653,7 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs,
 			     name);
 		goto out;
 	}
-	if (sandbox_process_init(&sp, sb.config, args, nargs, &sb, io, err) < 0)
+	if (sandbox_process_init(&sp, sb.config, po, &sb, io, err) < 0)
 		goto out;
 	if (ctl_connect(dir, &fd, err) < 0 || ctl_call(fd, CTL_OP_EXEC, 30000, NULL, err) < 0) {
 		gantry_error_prefix(err, "sandbox `%s`", name);

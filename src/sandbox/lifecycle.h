@@ -97,13 +97,14 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir);
 int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err);
 void sandbox_list_free(struct sandbox *v, size_t n);
 
-/* `gantry exec NAME`: run args (none: the image's Entrypoint and Cmd, else
- * /bin/sh) in the sandbox's container with the caller's stdio, terminal
- * and signals (io). 0 with *res filled, -1 when the sandbox or the link
- * failed, or cancel (may be NULL) fired: then the session is hung up, and
- * its process gets SIGHUP as from a terminal that went away. Many may run
- * at once, from threads of one process too. */
-int sandbox_exec(const char *name, char *const *args, size_t nargs,
+/* `gantry exec NAME`: run po's process (its command, else the image's
+ * Entrypoint and Cmd, else /bin/sh; po NULL: the image's as it is) in the
+ * sandbox's container with the caller's stdio, terminal and signals (io).
+ * 0 with *res filled, -1 when the sandbox or the link failed, or cancel
+ * (may be NULL) fired: then the session is hung up, and its process gets
+ * SIGHUP as from a terminal that went away. Many may run at once, from
+ * threads of one process too. */
+int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 		 const struct sandbox_stdio *io, const struct gantry_cancel *cancel,
 		 struct agent_result *res, gantry_error_t *err);
 
@@ -114,8 +115,8 @@ int sandbox_exec(const char *name, char *const *args, size_t nargs,
  * *res filled; -1 when the image, the VM or the guest link failed, the
  * error quoting the console's last lines, or when cancel (may be NULL)
  * fired (ECANCELED; the VM is ended at once, whatever it was doing). */
-int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
-		     size_t nargs, const struct sandbox_stdio *io,
+int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
+		     const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
 		     const struct gantry_cancel *cancel, struct agent_result *res,
 		     gantry_error_t *err);
 

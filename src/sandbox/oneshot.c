@@ -35,8 +35,8 @@ static void error_add_console(gantry_error_t *err, const char *console, bool end
 			       "last lines of the guest console:");
 }
 
-int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *const *args,
-		     size_t nargs, const struct sandbox_stdio *io,
+int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
+		     const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
 		     const struct gantry_cancel *cancel, struct agent_result *res,
 		     gantry_error_t *err)
 {
@@ -51,6 +51,9 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
+	/* Every value checked before an image is pulled for it. */
+	if (sandbox_process_opts_check(po, err) < 0)
+		return -1;
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
 		sandbox_transient_free(&sb);
 		return -1;
@@ -66,7 +69,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console, char *cons
 	t_image = now_ms_frac() - t0;
 	sb.image_path = img.path;
 	if (cancel_check(cancel, err) < 0 ||
-	    sandbox_process_init(&proc, img.config, args, nargs, &sb, io, err) < 0)
+	    sandbox_process_init(&proc, img.config, po, &sb, io, err) < 0)
 		goto out;
 	if (mkdtemp(rundir) == NULL) {
 		gantry_error_errno(err, "cannot create a run directory");

@@ -1,4 +1,5 @@
 /* The session's process (see process.h). */
+#include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,28 +34,104 @@ static char **env_merge(char *const *base, char *const *extra)
 	return out;
 }
 
-int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
-			 char *const *args, size_t nargs, const struct sandbox *sb,
-			 const struct sandbox_stdio *io, gantry_error_t *err)
+int sandbox_process_opts_env(struct sandbox_process_opts *o, const char *spec,
+			     gantry_error_t *err)
 {
-	char **proxy = sb ? sandbox_proxy_env(sb) : NULL;
+	size_t name = strcspn(spec, "=");
+
+	if (name == 0 || spec[name] != '=')
+		return gantry_error(err, 0, "variable `%.*s`: want NAME=VALUE", 64, spec);
+	o->env = xrealloc(o->env, (o->nr_env + 2) * sizeof(*o->env));
+	o->env[o->nr_env++] = xstrdup(spec);
+	o->env[o->nr_env] = NULL;
+	return 0;
+}
+
+int sandbox_process_opts_check(const struct sandbox_process_opts *o, gantry_error_t *err)
+{
+	if (o == NULL)
+		return 0;
+	if (o->workdir && o->workdir[0] != '/')
+		return gantry_error_opt(err, "workdir", " `%.*s`: want an absolute path", 256,
+					o->workdir);
+	if (o->entrypoint && !*o->entrypoint && o->nargs == 0)
+		return gantry_error_opt(err, "entrypoint",
+					" is empty and there is no command after --: nothing to run");
+	if (o->user && *o->user == '\0')
+		return gantry_error_opt(err, "user", " is empty: want USER[:GROUP] or UID[:GID]");
+	return 0;
+}
+
+void sandbox_process_opts_free(struct sandbox_process_opts *o)
+{
+	strv_free(o->env);
+	o->env = NULL;
+	o->nr_env = 0;
+}
+
+/* Entrypoint and Cmd as Docker's --entrypoint has them: the one given (""
+ * none), and the command after it, the image's Cmd gone. */
+static void entrypoint_argv(const struct sandbox_process_opts *o, char ***argv)
+{
+	size_t n = 0;
+
+	*argv = xzalloc((o->nargs + 2) * sizeof(**argv));
+	if (*o->entrypoint)
+		(*argv)[n++] = xstrdup(o->entrypoint);
+	for (size_t i = 0; i < o->nargs; i++)
+		(*argv)[n++] = xstrdup(o->args[i]);
+}
+
+/* The image's Env (or a PATH), then the proxy's, then the caller's. */
+static void env_build(struct sandbox_process *sp, const struct image_config *cfg,
+		      const struct sandbox_process_opts *o, const struct sandbox *sb)
+{
 	static char *const no_env[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
 					"/sbin:/bin",
 					NULL };
+	char **proxy = sb ? sandbox_proxy_env(sb) : NULL;
+	char *const *env = cfg ? cfg->env : no_env;
+
+	sp->p.env = env;
+	if (proxy) {
+		sp->env = env_merge(env, proxy);
+		sp->p.env = sp->env;
+		strv_free(proxy);
+	}
+	/* One by one: a name given twice, the later wins. */
+	for (size_t i = 0; i < o->nr_env; i++) {
+		char *const one[] = { o->env[i], NULL };
+		char **next = env_merge(sp->p.env, one);
+
+		strv_free(sp->env);
+		sp->env = next;
+		sp->p.env = sp->env;
+	}
+}
+
+int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
+			 const struct sandbox_process_opts *o, const struct sandbox *sb,
+			 const struct sandbox_stdio *io, gantry_error_t *err)
+{
+	static const struct sandbox_process_opts none = { 0 };
 	struct agent_process *p = &sp->p;
 
 	memset(sp, 0, sizeof(*sp));
-	image_config_argv(cfg, args, nargs, &sp->argv);
-	p->argv = sp->argv;
-	p->env = cfg ? cfg->env : no_env;
-	if (proxy) {
-		sp->env = env_merge(p->env, proxy);
-		p->env = sp->env;
-		strv_free(proxy);
-	}
-	p->cwd = cfg && cfg->working_dir[0] ? cfg->working_dir : "/";
-	if (cfg && image_config_user(cfg, NULL, &sp->user, err) < 0)
+	if (o == NULL)
+		o = &none;
+	if (sandbox_process_opts_check(o, err) < 0)
 		return -1;
+	if (o->entrypoint)
+		entrypoint_argv(o, &sp->argv);
+	else
+		image_config_argv(cfg, o->args, o->nargs, &sp->argv);
+	p->argv = sp->argv;
+	env_build(sp, cfg, o, sb);
+	p->cwd = o->workdir			   ? o->workdir :
+		 cfg && cfg->working_dir[0] ? cfg->working_dir :
+					      "/";
+	if ((cfg || o->user) && image_config_user(cfg, o->user, &sp->user, err) < 0)
+		return o->user ? gantry_error_prefix_opt(err, "user", "%s", "") : -1;
 	p->uid = sp->user.uid;
 	p->gid = sp->user.gid;
 	p->gids = sp->user.groups;

@@ -1,7 +1,8 @@
 /* The process a session runs, as one-shot `gantry exec` and `gantry exec
  * NAME` both build it: the image's Entrypoint and Cmd (a command after `--`
- * replaces Cmd), Env, WorkingDir and User, with the caller's stdio,
- * terminal and signals. */
+ * replaces Cmd), Env, WorkingDir and User, each overridden as the caller
+ * asks the way Docker merges them, with the caller's stdio, terminal and
+ * signals. */
 #ifndef GANTRY_SANDBOX_PROCESS_H
 #define GANTRY_SANDBOX_PROCESS_H
 
@@ -28,6 +29,26 @@ struct sandbox_stdio {
 	int (*catch_signals)(bool on, gantry_error_t *err);
 };
 
+/* What the caller sets on the process, over the image's config. */
+struct sandbox_process_opts {
+	char *const *args; /* a command (after `--`): replaces Cmd */
+	size_t nargs;
+	char **env; /* NAME=VALUE, over the image's Env (a later one wins) */
+	size_t nr_env;
+	const char *workdir;	/* an absolute path; NULL: WorkingDir, else / */
+	const char *user;	/* user[:group] or uid[:gid]; NULL: User */
+	const char *entrypoint; /* NULL: Entrypoint; else replaces it (""
+				 * leaves none) and Cmd with it */
+};
+
+/* -e NAME=VALUE: checked (a name, no NUL) and added to o->env. */
+int sandbox_process_opts_env(struct sandbox_process_opts *o, const char *spec,
+			     gantry_error_t *err);
+/* What can be checked before any image is at hand: the working
+ * directory, a command to run at all. */
+int sandbox_process_opts_check(const struct sandbox_process_opts *o, gantry_error_t *err);
+void sandbox_process_opts_free(struct sandbox_process_opts *o);
+
 struct sandbox_process {
 	struct agent_process p;
 	struct image_user user;
@@ -36,9 +57,10 @@ struct sandbox_process {
 };
 
 /* cfg may be NULL (a prebuilt .erofs: /bin/sh or the command given); the
- * proxy variables of sb (-proxy) replace the image's. */
+ * proxy variables of sb (-proxy) replace the image's, and o's variables
+ * both. Errors name the option that was wrong. */
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
-			 char *const *args, size_t nargs, const struct sandbox *sb,
+			 const struct sandbox_process_opts *o, const struct sandbox *sb,
 			 const struct sandbox_stdio *io, gantry_error_t *err);
 void sandbox_process_free(struct sandbox_process *sp);
 /* Run it through a's link (agent_run), the caller's signals caught

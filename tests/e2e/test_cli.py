@@ -77,6 +77,39 @@ def test_bad_input_is_one_line(gantry, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout) == [], r
 
 
+BAD_PROCESS_FLAGS = [
+    (("-w", "relative"), "-w `relative`: want an absolute path"),
+    (("-w", ""), "-w ``: want an absolute path"),
+    (("-u", ""), "-u is empty"),
+    (("-entrypoint", ""), "-entrypoint is empty"),
+    (("-e", "=x"), "-e: variable `=x`: want NAME=VALUE"),
+    (("-e", ""), "-e: variable ``: want NAME=VALUE"),
+    (("-env-file", "/nonexistent/env"), "-env-file: /nonexistent/env: No such file"),
+]
+
+
+@pytest.mark.parametrize("flags,why", BAD_PROCESS_FLAGS)
+@pytest.mark.parametrize("name", [None, "sb"])
+def test_bad_process_flags_are_one_line(gantry, tmp_path, flags, why, name):
+    """Refused before any image is pulled (GANTRY_IMAGES stays empty), for
+    one-shot exec and exec NAME alike."""
+    images = tmp_path / "images"
+    args = ["exec", *flags, *([name] if name else []), "--"]
+    if flags[0] != "-entrypoint":
+        args.append("true")
+    r = subprocess.run([str(gantry), *args], capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, GANTRY_HOME=str(tmp_path), GANTRY_IMAGES=str(images)))
+    assert why in one_error(r, 2), r
+    assert not images.exists() or not any(images.iterdir())
+
+
+def test_vm_flags_refused_for_a_sandbox(gantry, tmp_path):
+    line = one_error(run(gantry, tmp_path, "exec", "-mem", "256", "-e", "A=1", "sb", "--", "true"),
+                     2)
+    assert "fresh microVM" in line and "`sb`" in line, line
+
+
 BAD_PORTS = ["70000:80", "8080:0", "x", "/sctp", "[::1]:80:80", "1.2.3:80:80", ""]
 
 

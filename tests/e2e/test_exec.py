@@ -32,6 +32,7 @@ def gexec(gantry, tmp_path_factory):
             timeout=boot_timeout() * 2,
         )
 
+    _exec.gantry, _exec.env = gantry, env
     return _exec
 
 
@@ -132,3 +133,56 @@ def test_bad_image_is_one_line(gantry, tmp_path):
     )
     assert r.returncode != 0
     assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
+
+
+@pytest.fixture(scope="module")
+def app_image(tmp_path_factory):
+    """A busybox image with an Env, WorkingDir, User, Entrypoint and Cmd of
+    its own, as an OCI layout."""
+    from registry import Layout
+
+    root = tmp_path_factory.mktemp("app")
+    layout = Layout(root / "layout")
+    files = {"bin/busybox": open("/bin/busybox", "rb").read(),
+             "etc/passwd": b"root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n",
+             "etc/group": b"root:x:0:\napp:x:1000:\nstaff:x:50:\n"}
+    for d in ("srv", "work", "tmp", "proc", "dev", "sys", "home/app"):
+        files[d] = ("dir",)
+    for tool in ("sh", "echo", "pwd", "id", "printf"):
+        files[f"bin/{tool}"] = ("link", "busybox")
+    layout.tag(layout.image([(files, "gzip")], config={
+        "Env": ["PATH=/bin", "FROM_IMAGE=yes", "OVER=image"], "WorkingDir": "/srv",
+        "User": "app", "Entrypoint": ["/bin/sh", "-c"], "Cmd": ["echo image-cmd"]}), "app")
+    return str(root / "layout")
+
+
+def test_process_flags_over_the_image_config(gexec, app_image, tmp_path):
+    """-e, --env-file, -w, -u and --entrypoint over the image's Env,
+    WorkingDir, User, Entrypoint and Cmd, as docker run merges them."""
+    show = 'echo "$FROM_IMAGE $OVER $ADDED $FROM_FILE $PASSED"; pwd; id -u; id -g'
+    # The image's own: its Entrypoint runs its Cmd, as its user, in its dir.
+    r = gexec(flags=("-image", app_image))
+    assert r.returncode == 0 and r.stdout == b"image-cmd\n", r
+    r = gexec(show, flags=("-image", app_image))
+    assert r.returncode == 0, r
+    assert r.stdout.decode().split("\n")[:4] == ["yes image   ", "/srv", "1000", "1000"]
+    # Each over the image's; a later -e wins; NAME alone takes our value.
+    env_file = tmp_path / "env"
+    env_file.write_text("# set by a file\nFROM_FILE=file\n\nOVER=from-file\n")
+    r = subprocess.run(
+        [str(gexec.gantry), "exec", "-image", app_image, "--env-file", str(env_file),
+         "-e", "OVER=flag", "-e", "ADDED=1", "-e", "PASSED", "-e", "NOT_SET_HERE",
+         "-w", "/work", "-u", "0:50", "--", show],
+        env=gexec.env | {"PASSED": "from-host"}, capture_output=True, timeout=boot_timeout() * 2)
+    assert r.returncode == 0, r
+    assert r.stdout.decode().split("\n")[:4] == [
+        "yes flag 1 file from-host", "/work", "0", "50"]
+    # --entrypoint replaces the Entrypoint and drops the Cmd.
+    r = gexec("hello", flags=("-image", app_image, "--entrypoint", "/bin/echo"))
+    assert r.returncode == 0 and r.stdout == b"hello\n", r
+    r = gexec(flags=("-image", app_image, "--entrypoint", "/bin/pwd"))
+    assert r.returncode == 0 and r.stdout == b"/srv\n", r
+    # A user the image does not have: one line, naming the flag.
+    r = gexec("true", flags=("-image", app_image, "-u", "nobody"))
+    lines = r.stderr.decode().strip().splitlines()
+    assert r.returncode == 125 and len(lines) == 1 and "-u" in lines[0], r

@@ -109,6 +109,15 @@ def test_exec_status_streams_and_signals(g):
     time.sleep(0.5)
     r = g.sh("st", "echo still-here")
     assert (r.returncode, r.stdout) == (0, b"still-here\n"), r
+    # The process flags go before NAME: a variable, a directory, a user.
+    r = g.run("exec", "-e", "A=1", "-e", "B=two words", "-w", "/tmp", "-u", "1000:1000", "st",
+              "--", "sh", "-c", 'echo "$A|$B"; pwd; id -u; id -g')
+    assert (r.returncode, r.stdout) == (0, b"1|two words\n/tmp\n1000\n1000\n"), r
+    r = g.run("exec", "--entrypoint", "/bin/echo", "st", "--", "from", "entrypoint")
+    assert (r.returncode, r.stdout) == (0, b"from entrypoint\n"), r
+    # A flag that shapes a fresh microVM is not for a running sandbox.
+    r = g.run("exec", "-cpus", "2", "st", "--", "true")
+    assert r.returncode == 2 and "fresh microVM" in one_line(r), r
 
 
 def test_read_only_root(g):

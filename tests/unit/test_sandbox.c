@@ -509,7 +509,8 @@ static void *exec_one(void *arg)
 	struct sandbox_stdio io = { .in = -1, .out = x->out[1], .err = -1, .signal_fd = -1 };
 	gantry_error_t err = NULL;
 
-	x->rc = sandbox_exec("eight", argv, 1, &io, NULL, &x->res, &err);
+	x->rc = sandbox_exec("eight", &(struct sandbox_process_opts){ .args = argv, .nargs = 1 },
+			     &io, NULL, &x->res, &err);
 	if (x->rc < 0)
 		fprintf(stderr, "exec: %s\n", gantry_error_str(err));
 	gantry_error_free(&err);
@@ -599,7 +600,8 @@ static void *exec_cancelled(void *arg)
 	struct agent_result res;
 	gantry_error_t err = NULL;
 
-	x->rc = sandbox_exec("slow", argv, 2, &io, x->cancel, &res, &err);
+	x->rc = sandbox_exec("slow", &(struct sandbox_process_opts){ .args = argv, .nargs = 2 },
+			     &io, x->cancel, &res, &err);
 	x->status = err ? err->status : 0;
 	gantry_error_free(&err);
 	agent_result_free(&res);
