@@ -74,6 +74,9 @@ int flags_parse(const char *cmd, const struct flag *flags, int argc, char **argv
 		name = a + 1 + (a[1] == '-');
 		eq = strchr(name, '=');
 		f = flag_find(flags, name, eq ? (size_t)(eq - name) : strlen(name));
+		/* -h: the help, where a command has it and no -h of its own. */
+		if (f == NULL && strcmp(name, "h") == 0)
+			f = flag_find(flags, "help", 4);
 		if (f == NULL)
 			return gantry_error(err, 0, "%s: unknown flag `%s` (see gantry %s -help)",
 					    cmd, a, cmd);

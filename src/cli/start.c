@@ -23,7 +23,10 @@ static void start_usage(FILE *out, const struct flag *flags)
 		"The guest has a network (NAT through the host; -net=false: none, only lo).\n"
 		"-p [IP:]HOST:GUEST[/tcp|/udp] forwards HOST on IP (default 127.0.0.1) to\n"
 		"GUEST in the guest; -p GUEST or a HOST of 0 picks a free host port, kept\n"
-		"across stop and resume (gantry ports ls NAME shows it).\n\n"
+		"across stop and resume (gantry ports ls NAME shows it).\n"
+		"-e, -env-file, -w, -u and -entrypoint become the sandbox's own Env,\n"
+		"WorkingDir, User and Entrypoint over its image's, as docker run makes them\n"
+		"the container's: every gantry exec NAME starts from them.\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 }
@@ -37,6 +40,7 @@ int cmd_start(int argc, char **argv)
 	int rest, r;
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
+		FLAGS_PROCESS(&o.process),
 		{ "disk-size", FLAG_UINT, &o.disk_mib, NULL, "MiB",
 		  "size of a new writable layer (default 512; 64 to 65536)", 0 },
 		{ "rw", FLAG_BOOL, &o.writable, NULL, NULL,

@@ -176,6 +176,9 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->image_path = steal_pointer(&img.path);
 	sb->config = steal_pointer(&img.config);
 	image_free(&img);
+	/* -e, -w, -u, -entrypoint: the sandbox's own, over its image's. */
+	if (sandbox_process_apply(&sb->config, &o->process, err) < 0)
+		return -1;
 	sb->cpus = o->cpus;
 	sb->mem_mib = o->mem_mib;
 	sb->disk_mib = o->disk_mib;

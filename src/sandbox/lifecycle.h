@@ -43,6 +43,9 @@ struct sandbox_opts {
 	char **shares; /* -share: canonical specs (share/spec.h) */
 	size_t nr_shares;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
+	/* start's: the sandbox's own environment, working directory, user
+	 * and entrypoint over its image's (sandbox_process_apply) */
+	struct sandbox_process_opts process;
 };
 
 /* The defaults every front end starts from: SANDBOX_DEFAULT_CPUS vCPU,

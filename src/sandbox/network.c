@@ -118,6 +118,7 @@ int sandbox_opts_share(void *opaque, const char *spec, gantry_error_t *err)
 
 void sandbox_opts_free(struct sandbox_opts *o)
 {
+	sandbox_process_opts_free(&o->process);
 	strv_free(o->ports);
 	strv_free(o->shares);
 	o->ports = o->shares = NULL;
@@ -336,6 +337,12 @@ int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 	if (o->proxy && net_proxy_parse(o->proxy, &proxy, err) < 0)
 		return -1;
 	if (o->no_proxy && net_no_proxy_check(o->no_proxy, err) < 0)
+		return -1;
+	/* start's process fields (an entrypoint "" is fine there: no command
+	 * is run until a session names one). */
+	if (sandbox_process_opts_check(&(struct sandbox_process_opts){ .workdir = o->process.workdir,
+								       .user = o->process.user },
+				       err) < 0)
 		return -1;
 	if (o->isolation && confine_mode_parse(o->isolation, &mode, err) < 0)
 		return gantry_error_prefix_opt(err, "isolation", "%s", "");

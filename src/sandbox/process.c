@@ -1,6 +1,7 @@
 /* The session's process (see process.h). */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -62,6 +63,70 @@ int sandbox_process_opts_check(const struct sandbox_process_opts *o, gantry_erro
 	return 0;
 }
 
+static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
+				   "/sbin:/bin";
+
+static struct image_config *config_empty(void)
+{
+	struct image_config *c = xzalloc(sizeof(*c));
+
+	c->env = xzalloc(2 * sizeof(*c->env));
+	c->env[0] = xstrdup(default_path);
+	c->nenv = 1;
+	c->user = xstrdup("");
+	c->working_dir = xstrdup("");
+	return c;
+}
+
+int sandbox_process_apply(struct image_config **cfg, const struct sandbox_process_opts *o,
+			  gantry_error_t *err)
+{
+	struct image_config *c = *cfg;
+	struct image_user u;
+
+	if (o->nr_env == 0 && !o->workdir && !o->user && !o->entrypoint)
+		return 0;
+	if (o->workdir && o->workdir[0] != '/')
+		return gantry_error_opt(err, "workdir", " `%.*s`: want an absolute path", 256,
+					o->workdir);
+	if (c == NULL)
+		c = *cfg = config_empty();
+	if (o->user) {
+		if (image_config_user(c, o->user, &u, err) < 0)
+			return gantry_error_prefix_opt(err, "user", "%s", "");
+		image_user_free(&u);
+		free(c->user);
+		c->user = xstrdup(o->user);
+	}
+	for (size_t i = 0; i < o->nr_env; i++) {
+		char *const one[] = { o->env[i], NULL };
+		char **next = env_merge(c->env, one);
+
+		strv_free(c->env);
+		c->env = next;
+	}
+	for (c->nenv = 0; c->env && c->env[c->nenv]; c->nenv++)
+		;
+	if (o->workdir) {
+		free(c->working_dir);
+		c->working_dir = xstrdup(o->workdir);
+	}
+	if (o->entrypoint) {
+		strv_free(c->entrypoint);
+		strv_free(c->cmd);
+		c->entrypoint = NULL;
+		c->nentrypoint = 0;
+		c->cmd = NULL;
+		c->ncmd = 0;
+		if (*o->entrypoint) {
+			c->entrypoint = xzalloc(2 * sizeof(*c->entrypoint));
+			c->entrypoint[0] = xstrdup(o->entrypoint);
+			c->nentrypoint = 1;
+		}
+	}
+	return 0;
+}
+
 void sandbox_process_opts_free(struct sandbox_process_opts *o)
 {
 	strv_free(o->env);
@@ -86,9 +151,7 @@ static void entrypoint_argv(const struct sandbox_process_opts *o, char ***argv)
 static void env_build(struct sandbox_process *sp, const struct image_config *cfg,
 		      const struct sandbox_process_opts *o, const struct sandbox *sb)
 {
-	static char *const no_env[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
-					"/sbin:/bin",
-					NULL };
+	static char *const no_env[] = { (char *)default_path, NULL };
 	char **proxy = sb ? sandbox_proxy_env(sb) : NULL;
 	char *const *env = cfg ? cfg->env : no_env;
 

@@ -48,6 +48,13 @@ int sandbox_process_opts_env(struct sandbox_process_opts *o, const char *spec,
  * directory, a command to run at all. */
 int sandbox_process_opts_check(const struct sandbox_process_opts *o, gantry_error_t *err);
 void sandbox_process_opts_free(struct sandbox_process_opts *o);
+/* `gantry start`'s: o's environment, working directory, user and
+ * entrypoint made the sandbox's own, written over its image's config
+ * (*cfg; NULL for a prebuilt .erofs: one is made), as docker run makes
+ * them the container's: every session starts from them. The user is
+ * checked against the image's /etc/passwd and /etc/group. */
+int sandbox_process_apply(struct image_config **cfg, const struct sandbox_process_opts *o,
+			  gantry_error_t *err);
 
 struct sandbox_process {
 	struct agent_process p;

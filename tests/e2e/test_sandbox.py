@@ -82,7 +82,14 @@ def test_files_survive_stop_and_resume(g):
 
 
 def test_exec_status_streams_and_signals(g):
-    g.run("start", "st", "-rw=false", check=True)
+    # start's process flags become the sandbox's own: every session
+    # starts from them, and a session's own flags go over them.
+    g.run("start", "st", "-rw=false", "-e", "FROM_START=1", "-e", "OVER=start", "-w", "/tmp",
+          check=True)
+    r = g.sh("st", 'echo "$FROM_START $OVER"; pwd')
+    assert (r.returncode, r.stdout) == (0, b"1 start\n/tmp\n"), r
+    r = g.run("exec", "-e", "OVER=exec", "-w", "/", "st", "--", "sh", "-c", 'echo "$OVER"; pwd')
+    assert (r.returncode, r.stdout) == (0, b"exec\n/\n"), r
     r = g.sh("st", "echo out; echo err >&2; exit 3")
     assert (r.returncode, r.stdout, r.stderr) == (3, b"out\n", b"err\n")
     r = g.run("exec", "st", "--", "no-such-command")
