@@ -128,6 +128,12 @@ int cmd_exec(int argc, char **argv)
 		goto done;
 	if (!dashdash && rest < argc) {
 		r = 2;
+		if (cli_image_like(argv[rest])) {
+			log_error("exec: `%s` is an image, not a sandbox name: gantry exec -image %s "
+				  "-- CMD runs it once",
+				  argv[rest], argv[rest]);
+			goto done;
+		}
 		if (vm_flags_set(&o, show_console)) {
 			log_error("exec: -image, -cpus, -mem, -net, -p, -share, -proxy, "
 				  "-process-isolation and -console are for a fresh microVM, not "

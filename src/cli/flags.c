@@ -8,6 +8,7 @@
 #include "cli/flags.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "sandbox/state.h"
 
 static const struct flag *flag_find(const struct flag *flags, const char *name, size_t len)
 {
@@ -227,4 +228,9 @@ int cli_show(const char *cmd, const char *what, int argc, char **argv,
 		table(o);
 	json_decref(o);
 	return 0;
+}
+
+bool cli_image_like(const char *s)
+{
+	return !sandbox_name_valid(s) && s[0] != '-' && strpbrk(s, ":/@") != NULL;
 }

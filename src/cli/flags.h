@@ -110,6 +110,9 @@ int cli_show(const char *cmd, const char *what, int argc, char **argv,
 	     void (*usage)(FILE *out, const struct flag *flags),
 	     int (*get)(const char *name, json_t **out, gantry_error_t *err),
 	     void (*table)(json_t *o));
+/* s is no sandbox name but reads as an image reference (a tag, a digest
+ * or a registry path): the mistake of typing docker's `run IMAGE`. */
+bool cli_image_like(const char *s);
 #define CLI_EXIT_CANCELLED 130 /* as a shell reports a command ended by SIGINT */
 /* Print the error and give the exit status: failed, or CLI_EXIT_CANCELLED
  * when the call was cancelled. */

@@ -41,6 +41,26 @@ static const struct command {
 	{ CONFINE_PROBE_ROLE, confine_probe_main, NULL }, /* hidden: the seccomp tests' */
 };
 
+/* What a Docker or Podman user types, and what Gantry calls it. */
+static const struct {
+	const char *word, *ours;
+} docker_words[] = {
+	{ "ps", "ls" },
+	{ "list", "ls" },
+	{ "rm", "delete" },
+	{ "remove", "delete" },
+	{ "kill", "stop (or delete)" },
+	{ "create", "start" },
+	{ "restart", "stop, then gantry resume" },
+	{ "attach", "exec NAME" },
+	{ "images", "image ls" },
+	{ "pull", "image pull" },
+	{ "rmi", "image rm" },
+	{ "login", "image login" },
+	{ "logout", "image logout" },
+	{ "port", "ports ls" },
+};
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: gantry COMMAND [FLAGS] [ARGS]\n\n"
@@ -93,6 +113,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-version") == 0)
+		return cmd_version(argc - 2, argv + 2);
 	if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "-help") == 0 ||
 	    strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
 		usage(stdout);
@@ -101,6 +123,13 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
 		if (strcmp(argv[1], commands[i].name) == 0)
 			return commands[i].fn(argc - 2, argv + 2);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(docker_words); i++) {
+		if (strcmp(argv[1], docker_words[i].word) == 0) {
+			log_error("unknown command `%s`: did you mean gantry %s? (see gantry -help)",
+				  argv[1], docker_words[i].ours);
+			return 2;
+		}
 	}
 	log_error("unknown command `%s` (see gantry -help)", argv[1]);
 	return 2;

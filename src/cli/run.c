@@ -226,7 +226,13 @@ int cmd_run(int argc, char **argv)
 	if (rc <= 0)
 		return -rc;
 	if (rest < argc) {
-		log_error("run: unexpected argument `%s`", argv[rest]);
+		if (r.cfg.kernel == NULL)
+			log_error("run: unexpected argument `%s`: gantry run boots a kernel (-kernel); "
+				  "to run an image: gantry exec -image %s -- CMD, or gantry start NAME "
+				  "-image %s",
+				  argv[rest], argv[rest], argv[rest]);
+		else
+			log_error("run: unexpected argument `%s`", argv[rest]);
 		return 2;
 	}
 	if (ports.n > 0 && !r.net) {

@@ -71,6 +71,12 @@ int cmd_start(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return 2;
 	}
+	if (cli_image_like(o.name)) {
+		log_error("start: `%s` is an image, not a sandbox name: gantry start NAME -image %s",
+			  o.name, o.name);
+		sandbox_opts_free(&o);
+		return 2;
+	}
 	if (sandbox_opts_check(&o, &err) < 0) {
 		gantry_error_prefix(&err, "start");
 		gantry_error_print(&err);

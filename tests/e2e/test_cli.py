@@ -359,3 +359,44 @@ def test_shares_of_stopped_sandbox(gantry, stopped, tmp_path_factory):
                                   ("ls",), ("add", "--bogus", "quiet", "a=/tmp")])
 def test_share_usage_errors(gantry, tmp_path, args):
     one_error(run(gantry, tmp_path, "share", *args), 2)
+
+
+@pytest.mark.parametrize("word,ours", [("ps", "gantry ls"), ("rm", "gantry delete"),
+                                       ("images", "gantry image ls"),
+                                       ("pull", "gantry image pull"), ("rmi", "gantry image rm"),
+                                       ("create", "gantry start"), ("login", "gantry image login")])
+def test_docker_words_say_ours(gantry, tmp_path, word, ours):
+    line = one_error(run(gantry, tmp_path, word, "x"), 2)
+    assert f"did you mean {ours}?" in line, line
+
+
+@pytest.mark.parametrize("args,hint", [
+    (("start", "python:3.12"), "gantry start NAME -image python:3.12"),
+    (("start", "ghcr.io/org/app"), "gantry start NAME -image ghcr.io/org/app"),
+    (("exec", "alpine:3", "--", "true"), "gantry exec -image alpine:3 -- CMD"),
+    (("exec", "-e", "A=1", "busybox@sha256:" + "0" * 64, "--", "true"), "gantry exec -image"),
+    (("run", "alpine"), "gantry exec -image alpine -- CMD"),
+])
+def test_image_where_a_name_goes(gantry, tmp_path, args, hint):
+    """Docker's `run IMAGE` reflex: one line that says where the image goes,
+    nothing made."""
+    assert hint in one_error(run(gantry, tmp_path, *args), 2)
+    no_sandbox_left(tmp_path)
+
+
+COMMANDS = ["start", "exec", "ls", "stop", "resume", "delete", "inspect", "ports", "share", "net",
+            "net-policy", "image", "run", "fence", "version"]
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+@pytest.mark.parametrize("flag", ["-h", "-help", "--help"])
+def test_help_of_every_command(gantry, tmp_path, cmd, flag):
+    r = run(gantry, tmp_path, cmd, flag)
+    assert r.returncode == 0 and r.stderr == "", r
+    assert r.stdout.startswith("Usage: gantry ") or r.stdout.startswith("gantry "), r
+
+
+def test_version_flag(gantry, tmp_path):
+    for flag in ("--version", "-version"):
+        r = run(gantry, tmp_path, flag)
+        assert r.returncode == 0 and r.stdout.startswith("gantry "), r
