@@ -1,4 +1,4 @@
-/* `gantry delete NAME`: stop if running, then remove its state. */
+/* `gantry delete NAME...`: stop each if running, then remove its state. */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,14 +8,11 @@
 
 int cmd_delete(int argc, char **argv)
 {
-	gantry_error_t err = NULL;
-	const char *name;
-	int r = flags_one_name(
-		"delete",
-		"Delete a sandbox, stopping it first if it runs: its state and the\n"
-		"writable layer Gantry made for it. A -rwlayer file you gave is kept,\n"
-		"and so are cached images.",
-		argc, argv, &name);
+	int r = flags_names("delete",
+			    "Delete sandboxes, stopping each first if it runs: its state and the\n"
+			    "writable layer Gantry made for it. A -rwlayer file you gave is kept,\n"
+			    "and so are cached images.",
+			    argc, argv);
 
-	return r <= 0 ? -r * 2 : cli_finish(&err, sandbox_delete(name, &err));
+	return r <= 0 ? -r * 2 : cli_each_name(argc, argv, sandbox_delete);
 }

@@ -159,18 +159,40 @@ bool flags_help_only(int argc, char **argv)
 			     strcmp(argv[0], "-h") == 0);
 }
 
-int flags_one_name(const char *cmd, const char *what, int argc, char **argv, const char **name)
+int flags_names(const char *cmd, const char *what, int argc, char **argv)
 {
 	if (flags_help_only(argc, argv)) {
-		printf("Usage: gantry %s NAME\n\n%s\n", cmd, what);
+		printf("Usage: gantry %s NAME...\n\n%s\n", cmd, what);
 		return 0;
 	}
-	if (argc != 1 || argv[0][0] == '-') {
-		log_error("%s: want exactly one NAME (see gantry %s -help)", cmd, cmd);
+	for (int i = 0; i < argc; i++) {
+		if (argv[i][0] == '-') {
+			log_error("%s: unknown flag `%s` (see gantry %s -help)", cmd, argv[i], cmd);
+			return -1;
+		}
+	}
+	if (argc == 0) {
+		log_error("%s: want one NAME or more (see gantry %s -help)", cmd, cmd);
 		return -1;
 	}
-	*name = argv[0];
-	return 1;
+	return argc;
+}
+
+int cli_each_name(int argc, char **argv, int (*fn)(const char *name, gantry_error_t *err))
+{
+	int status = 0;
+
+	for (int i = 0; i < argc; i++) {
+		gantry_error_t err = NULL;
+		int r = fn(argv[i], &err);
+
+		if (r < 0) {
+			status = cli_fail(&err, 1);
+			if (status == CLI_EXIT_CANCELLED)
+				break;
+		}
+	}
+	return status;
 }
 
 int cli_fail(gantry_error_t *err, int failed)

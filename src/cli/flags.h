@@ -98,9 +98,12 @@ int flags_parse_mixed(const char *cmd, const struct flag *flags, int argc, char 
 		      int max, int *npos, void (*usage)(FILE *out, const struct flag *flags));
 /* argv is exactly one of -h, -help, --help. */
 bool flags_help_only(int argc, char **argv);
-/* For commands that take exactly one NAME and no flags: 1 with *name set,
- * 0 after printing the help (usage and what), -1 after a usage error. */
-int flags_one_name(const char *cmd, const char *what, int argc, char **argv, const char **name);
+/* For commands that take NAME... and no flags: the count of names, 0
+ * after printing the help, -1 after a usage error. */
+int flags_names(const char *cmd, const char *what, int argc, char **argv);
+/* fn for each name in turn, each failure printed: 0 when all went well,
+ * else the last failure's status (CLI_EXIT_CANCELLED ends the round). */
+int cli_each_name(int argc, char **argv, int (*fn)(const char *name, gantry_error_t *err));
 /* Print a JSON value indented, ASCII only, and a newline. */
 void cli_print_json(json_t *v);
 /* `CMD NAME [--json]`: get(NAME) gives a JSON object, printed as JSON with

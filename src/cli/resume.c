@@ -1,4 +1,4 @@
-/* `gantry resume NAME`: boot a stopped or crashed sandbox again. */
+/* `gantry resume NAME...`: boot stopped or crashed sandboxes again. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,20 +7,26 @@
 #include "cli/signals.h"
 #include "sandbox/lifecycle.h"
 
+static struct gantry_cancel cancel;
+
+static int resume_one(const char *name, gantry_error_t *err)
+{
+	return sandbox_resume(name, &cancel, err);
+}
+
 int cmd_resume(int argc, char **argv)
 {
-	static struct gantry_cancel cancel;
 	gantry_error_t err = NULL;
-	const char *name;
-	int r = flags_one_name("resume",
-			       "Boot a stopped (or crashed) sandbox again, with the files it had.\n"
-			       "Returns once gantry exec NAME can run commands in it.",
-			       argc, argv, &name);
+	int r = flags_names("resume",
+			    "Boot stopped (or crashed) sandboxes again, with the files they had.\n"
+			    "Returns once gantry exec NAME can run commands in each.",
+			    argc, argv);
 
 	if (r <= 0)
 		return -r * 2;
-	/* Ctrl-C while it boots ends the boot; the sandbox stays stopped. */
+	/* Ctrl-C while one boots ends that boot (it stays stopped) and the
+	 * round. */
 	if (cli_signals_cancel(&cancel, &err) < 0)
 		return cli_finish(&err, -1);
-	return cli_finish(&err, sandbox_resume(name, &cancel, &err));
+	return cli_each_name(argc, argv, resume_one);
 }

@@ -1,4 +1,4 @@
-/* `gantry stop NAME`: the guest syncs and powers off; its files stay. */
+/* `gantry stop NAME...`: each guest syncs and powers off; its files stay. */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,13 +8,11 @@
 
 int cmd_stop(int argc, char **argv)
 {
-	gantry_error_t err = NULL;
-	const char *name;
-	int r = flags_one_name(
-		"stop",
-		"Stop a running sandbox: its guest syncs and powers off, its processes\n"
-		"end. Its configuration and writable layer stay for gantry resume.",
-		argc, argv, &name);
+	int r = flags_names("stop",
+			    "Stop running sandboxes: each guest syncs and powers off, its processes\n"
+			    "end. Their configuration and writable layers stay for gantry resume.\n"
+			    "A sandbox that is not running is left as it is.",
+			    argc, argv);
 
-	return r <= 0 ? -r * 2 : cli_finish(&err, sandbox_stop(name, &err));
+	return r <= 0 ? -r * 2 : cli_each_name(argc, argv, sandbox_stop);
 }

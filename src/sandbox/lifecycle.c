@@ -420,7 +420,7 @@ int sandbox_stop(const char *name, gantry_error_t *err)
 		return -1;
 	sandbox_free(&sb);
 	if (!sandbox_is_running(dir))
-		return gantry_error(err, 0, "sandbox `%s` is not running", name);
+		return 0; /* stopped already: as asked */
 	r = stop_running(name, dir, &sb, err);
 	sandbox_free(&sb);
 	return r;

@@ -75,7 +75,8 @@ int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *can
 /* Boot a stopped (or crashed) sandbox from its sandbox.json; a cancel
  * ends the boot and leaves it stopped. */
 int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err);
-/* Ask the guest to sync and power off; returns when the supervisor is gone. */
+/* Ask the guest to sync and power off; returns when the supervisor is
+ * gone. One that is not running is left as it is (0). */
 int sandbox_stop(const char *name, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
  * layer (never a -rwlayer the user gave, nor images). */

@@ -400,3 +400,21 @@ def test_version_flag(gantry, tmp_path):
     for flag in ("--version", "-version"):
         r = run(gantry, tmp_path, flag)
         assert r.returncode == 0 and r.stdout.startswith("gantry "), r
+
+
+def test_stop_of_a_stopped_sandbox_and_several_names(gantry, stopped):
+    r = run(gantry, stopped, "stop", "quiet")
+    assert r.returncode == 0 and r.stderr == "", r
+    assert json.loads((stopped / "sandboxes" / "quiet" / "sandbox.json").read_text())[
+        "state"] == "stopped"
+    # Each name in turn: one line for each that fails, the rest go on.
+    r = run(gantry, stopped, "stop", "nosuch", "quiet", "other")
+    lines = r.stderr.splitlines()
+    assert r.returncode == 1 and len(lines) == 2, r
+    assert "`nosuch`" in lines[0] and "`other`" in lines[1], lines
+    r = run(gantry, stopped, "delete", "nosuch", "quiet")
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r
+    assert not (stopped / "sandboxes" / "quiet").exists()
+    for cmd in ("stop", "resume", "delete"):
+        assert "one NAME or more" in one_error(run(gantry, stopped, cmd), 2)
+        assert "unknown flag" in one_error(run(gantry, stopped, cmd, "-x", "quiet"), 2)
