@@ -14,8 +14,8 @@
 static void ls_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out, "Usage: gantry ls [--json]\n\nList sandboxes: NAME, STATE (running, stopped, "
-		     "crashed), the supervisor's PID,\nIMAGE, CPUS and MEM (MiB). A crashed "
-		     "sandbox's reason follows the table.\nWith --json, an array of objects (see "
+		     "crashed, broken), the supervisor's PID,\nIMAGE, CPUS and MEM (MiB). A crashed "
+		     "or broken sandbox's reason follows the table.\nWith --json, an array of objects (see "
 		     "docs/sandboxes.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
@@ -37,7 +37,8 @@ static void ls_table(const struct sandbox *v, size_t n)
 {
 	printf("%-24s %-8s %-8s %-32s %-4s %s\n", "NAME", "STATE", "PID", "IMAGE", "CPUS", "MEM");
 	for (size_t i = 0; i < n; i++) {
-		cleanup_free char *image = text_sanitized(v[i].image, strlen(v[i].image), 0);
+		const char *img = v[i].image ? v[i].image : "-";
+		cleanup_free char *image = text_sanitized(img, strlen(img), 0);
 		char pid[24] = "-";
 
 		if (v[i].pid > 0)
@@ -47,11 +48,13 @@ static void ls_table(const struct sandbox *v, size_t n)
 		       (unsigned long long)v[i].mem_mib);
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (v[i].state == SANDBOX_CRASHED && v[i].reason) {
+		if ((v[i].state == SANDBOX_CRASHED || v[i].state == SANDBOX_BROKEN) && v[i].reason) {
 			cleanup_free char *reason =
 				text_sanitized(v[i].reason, strlen(v[i].reason), 0);
 
-			printf("%s: crashed: %s\n", v[i].name, reason);
+			printf("%s: %s: %s%s\n", v[i].name, sandbox_state_name(v[i].state), reason,
+			       v[i].state == SANDBOX_BROKEN ? " (gantry delete --force removes it)"
+							    : "");
 		}
 	}
 }

@@ -63,7 +63,7 @@ int sandbox_images_in_use(struct image_use **out, size_t *n, gantry_error_t *err
 		cleanup_free char *digest = NULL;
 
 		if (image_digest_of(dirs[i], &digest, err) < 0) {
-			r = gantry_error_prefix(err, "sandbox `%s`", names[i]);
+			r = gantry_error_prefix(err, "sandbox `%s` is broken", names[i]);
 			sandbox_images_free(*out, *n);
 			*out = NULL;
 			*n = 0;

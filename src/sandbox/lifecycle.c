@@ -426,14 +426,69 @@ int sandbox_stop(const char *name, gantry_error_t *err)
 	return r;
 }
 
-int sandbox_delete(const char *name, gantry_error_t *err)
+/* Out of the way at once, then removed: a new start of the name finds
+ * nothing of it. */
+static int remove_dir(const char *name, const char *dir, gantry_error_t *err)
 {
-	cleanup_free char *dir = NULL, *parent = NULL, *tmp = NULL;
+	cleanup_free char *parent = NULL, *tmp = NULL;
+
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		return -1;
+	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
+	if (rename(dir, tmp) < 0)
+		return gantry_error_errno(err, "remove `%s`", dir);
+	rm_tree(tmp);
+	return 0;
+}
+
+/* Its sandbox.json is there and does not read. */
+static bool broken(const char *dir)
+{
+	struct sandbox sb = { 0 };
+	gantry_error_t why = NULL;
+	bool b = sandbox_load(dir, &sb, &why) < 0 && why && why->status != ENOENT;
+
+	sandbox_free(&sb);
+	gantry_error_free(&why);
+	return b;
+}
+
+/* A sandbox whose sandbox.json does not read: its directory and the
+ * layer Gantry would have made for it (a -rwlayer of the user's is never
+ * under rwlayers/), unless its supervisor still runs. */
+static int delete_broken(const char *name, const char *dir, gantry_error_t *err)
+{
+	cleanup_free char *layer = NULL;
+	cleanup_close int lock = -1;
+
+	gantry_error_free(err);
+	if (sandbox_is_running(dir) || sandbox_lock(dir, true, &lock, err) != 1)
+		return gantry_error(err, 0,
+				    "sandbox `%s` is broken but its supervisor still runs: end it "
+				    "first",
+				    name);
+	if (sandbox_rwlayer_default(name, &layer, err) < 0)
+		return -1;
+	rwlayer_remove(layer);
+	return remove_dir(name, dir, err);
+}
+
+int sandbox_delete(const char *name, bool force, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL;
 	cleanup_close int lock = -1;
 	struct sandbox sb = { 0 }, again = { 0 };
 
-	if (open_sandbox(name, &dir, &sb, err) < 0)
+	if (force && sandbox_name_valid(name) && sandbox_dir(name, &dir, err) == 0 && broken(dir))
+		return delete_broken(name, dir, err);
+	free(dir);
+	dir = NULL;
+	if (open_sandbox(name, &dir, &sb, err) < 0) {
+		if (dir && broken(dir))
+			gantry_error_prefix(err, "sandbox `%s` is broken (a forced delete removes it)",
+					    name);
 		return -1;
+	}
 	if (creator_alive(&sb)) {
 		gantry_error(err, 0, "sandbox `%s` is being created (by process %ld); try again",
 			     name, sb.pid);
@@ -447,18 +502,12 @@ int sandbox_delete(const char *name, gantry_error_t *err)
 		gantry_error(err, 0, "sandbox `%s` is busy (being resumed?)", name);
 		goto fail;
 	}
-	if (sandbox_dir(NULL, &parent, err) < 0)
-		goto fail;
 	/* While we hold the name: once the directory is gone, a new start of
 	 * it may make a layer of the same path. */
 	if (sb.writable && sb.rwlayer_managed)
 		rwlayer_remove(sb.rwlayer);
-	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
-	if (rename(dir, tmp) < 0) {
-		gantry_error_errno(err, "remove `%s`", dir);
+	if (remove_dir(name, dir, err) < 0)
 		goto fail;
-	}
-	rm_tree(tmp);
 	sandbox_free(&sb);
 	return 0;
 fail:
@@ -563,7 +612,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	cleanup_free char *own = NULL;
 	json_t *iso = NULL, *deg;
 	json_t *o =
-		json_pack("{s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:b}", "name", sb->name, "state",
+		json_pack("{s:s,s:s,s:i,s:s?,s:I,s:I,s:I,s:b}", "name", sb->name, "state",
 			  sandbox_state_name(sb->state), "pid", (int)sb->pid, "image", sb->image,
 			  "cpus", (json_int_t)sb->cpus, "mem_mib", (json_int_t)sb->mem_mib,
 			  "disk_mib", (json_int_t)sb->disk_mib, "writable", sb->writable);
@@ -613,20 +662,33 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 
 int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 {
-	char **dirs;
+	char **dirs, **names;
 	size_t ndirs;
 
 	*out = NULL;
 	*n = 0;
-	if (sandbox_dirs_list(&dirs, NULL, &ndirs, err) < 0)
+	if (sandbox_dirs_list(&dirs, &names, &ndirs, err) < 0)
 		return -1;
 	*out = xzalloc((ndirs ? ndirs : 1) * sizeof(**out));
 	for (size_t i = 0; i < ndirs; i++) {
-		if (sandbox_load(dirs[i], &(*out)[*n], NULL) < 0)
-			continue; /* being deleted, or not ours */
-		live_state(dirs[i], &(*out)[(*n)++]);
+		struct sandbox *sb = &(*out)[*n];
+		gantry_error_t why = NULL;
+
+		if (sandbox_load(dirs[i], sb, &why) == 0) {
+			live_state(dirs[i], sb);
+			(*n)++;
+		} else if (why && why->status != ENOENT) {
+			/* Listed, with why: delete --force is the way out. */
+			sandbox_free(sb);
+			*sb = (struct sandbox){ .name = xstrdup(names[i]),
+						.state = SANDBOX_BROKEN,
+						.reason = xstrdup(gantry_error_str(why)) };
+			(*n)++;
+		} /* else being created or deleted */
+		gantry_error_free(&why);
 	}
 	strv_free(dirs);
+	strv_free(names);
 	return 0;
 }
 

@@ -79,8 +79,11 @@ int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_
  * gone. One that is not running is left as it is (0). */
 int sandbox_stop(const char *name, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
- * layer (never a -rwlayer the user gave, nor images). */
-int sandbox_delete(const char *name, gantry_error_t *err);
+ * layer (never a -rwlayer the user gave, nor images). force: a sandbox
+ * whose sandbox.json does not read (`broken` in a listing) is removed
+ * too, with the layer Gantry would have made for it, unless its
+ * supervisor still runs. */
+int sandbox_delete(const char *name, bool force, gantry_error_t *err);
 
 /* One sandbox's live state (as sandbox_list gives it) and its directory. */
 int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_error_t *err);

@@ -30,6 +30,7 @@ static const char *const state_names[] = {
 	[SANDBOX_RUNNING] = "running",
 	[SANDBOX_STOPPED] = "stopped",
 	[SANDBOX_CRASHED] = "crashed",
+	[SANDBOX_BROKEN] = "broken",
 };
 
 bool sandbox_name_valid(const char *name)

@@ -32,6 +32,7 @@ enum sandbox_state {
 	SANDBOX_RUNNING,
 	SANDBOX_STOPPED,
 	SANDBOX_CRASHED, /* ended without being stopped; reason says how */
+	SANDBOX_BROKEN,	 /* its sandbox.json does not read; reason says why */
 };
 
 struct sandbox {

@@ -418,3 +418,32 @@ def test_stop_of_a_stopped_sandbox_and_several_names(gantry, stopped):
     for cmd in ("stop", "resume", "delete"):
         assert "one NAME or more" in one_error(run(gantry, stopped, cmd), 2)
         assert "unknown flag" in one_error(run(gantry, stopped, cmd, "-x", "quiet"), 2)
+
+
+def test_broken_sandbox_is_listed_and_force_deleted(gantry, stopped):
+    """A sandbox.json that does not read: listed as broken with why, refused
+    by a plain delete (nothing changed), removed by delete --force with the
+    layer Gantry would have made; the others stay as they were."""
+    bad = stopped / "sandboxes" / "bad"
+    bad.mkdir(mode=0o700)
+    (bad / "sandbox.json").write_text("{not json")
+    layers = stopped / "rwlayers"
+    layers.mkdir(exist_ok=True)
+    (layers / "bad.ext4").write_bytes(b"x")
+    r = run(gantry, stopped, "ls", "--json")
+    assert r.returncode == 0, r
+    listed = {s["name"]: s for s in json.loads(r.stdout)}
+    assert listed["quiet"]["state"] == "stopped", listed
+    assert listed["bad"]["state"] == "broken" and "invalid JSON" in listed["bad"]["reason"]
+    r = run(gantry, stopped, "ls")
+    assert "bad: broken: " in r.stdout and "delete --force" in r.stdout, r
+    line = one_error(run(gantry, stopped, "delete", "bad"), 1)
+    assert "broken" in line and "forced delete" in line, line
+    assert (bad / "sandbox.json").exists() and (layers / "bad.ext4").exists()
+    assert "is broken" in one_error(run(gantry, stopped, "image", "prune"), 1)
+    r = run(gantry, stopped, "delete", "--force", "bad")
+    assert r.returncode == 0 and r.stderr == "", r
+    assert not bad.exists() and not (layers / "bad.ext4").exists()
+    assert (stopped / "sandboxes" / "quiet" / "sandbox.json").exists()
+    assert [s["name"] for s in json.loads(run(gantry, stopped, "ls", "--json").stdout)] == [
+        "quiet"]

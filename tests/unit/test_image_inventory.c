@@ -186,13 +186,13 @@ static void test_in_use(void **state)
 	assert_int_equal(sandbox_images_in_use(&u, &n, &err), -1);
 	assert_null(u);
 	assert_int_equal(n, 0);
-	assert_contains(gantry_error_str(err), "sandbox `broken`: ");
+	assert_contains(gantry_error_str(err), "sandbox `broken` is broken: ");
 	assert_contains(gantry_error_str(err), "invalid JSON");
 	gantry_error_free(&err);
 	unlink(at(state, "home/sandboxes/broken/sandbox.json"));
 	sandbox_json(state, "wrong-type", "{\"image_digest\":7}");
 	assert_int_equal(sandbox_images_in_use(&u, &n, &err), -1);
-	assert_contains(gantry_error_str(err), "sandbox `wrong-type`: ");
+	assert_contains(gantry_error_str(err), "sandbox `wrong-type` is broken: ");
 	assert_contains(gantry_error_str(err), "`image_digest` is not a string");
 	gantry_error_free(&err);
 	free(im.layout_a);

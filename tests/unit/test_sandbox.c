@@ -287,7 +287,7 @@ static void test_delete_while_creating(void **state)
 	sb.state = SANDBOX_CREATING;
 	sb.pid = (long)getppid();
 	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
-	assert_int_equal(sandbox_delete("mk", &err), -1);
+	assert_int_equal(sandbox_delete("mk", false, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "being created"));
 	gantry_error_free(&err);
 	assert_int_equal(access(dir, F_OK), 0);
@@ -302,7 +302,7 @@ static void test_delete_while_creating(void **state)
 	assert_int_equal(sandbox_resume("mk", NULL, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "never fully created"));
 	gantry_error_free(&err);
-	assert_int_equal(sandbox_delete("mk", &err), 0);
+	assert_int_equal(sandbox_delete("mk", false, &err), 0);
 	assert_int_equal(access(dir, F_OK), -1);
 	assert_int_equal(access(layer, F_OK), -1);
 	sandbox_free(&sb);
