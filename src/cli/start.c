@@ -87,6 +87,8 @@ int cmd_start(int argc, char **argv)
 	r = cli_signals_cancel(&cancel, &err);
 	if (r == 0)
 		r = sandbox_create(&o, &cancel, &err);
+	if (r == 0)
+		log_info("sandbox `%s` is running: gantry exec %s -- CMD", o.name, o.name);
 	sandbox_opts_free(&o);
 	return cli_finish(&err, r);
 }
