@@ -111,12 +111,22 @@ int cmd_exec(int argc, char **argv)
 	static struct gantry_cancel cancel;
 	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
-	bool help = false, show_console = false, dashdash;
+	bool help = false, show_console = false, dashdash, docker = false, detach = false;
 	int rest, r;
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
 		FLAGS_PROCESS(&po),
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },
+		/* Docker's, for what gantry exec does anyway. */
+		{ "i", FLAG_BOOL, &docker, NULL, NULL, "accepted: stdin is always relayed", 0 },
+		{ "t", FLAG_BOOL, &docker, NULL, NULL,
+		  "accepted: a terminal is given when stdin and stdout are one", 0 },
+		{ "it", FLAG_BOOL, &docker, NULL, NULL, "accepted: -i and -t", 0 },
+		{ "ti", FLAG_BOOL, &docker, NULL, NULL, "accepted: -i and -t", 0 },
+		{ "rm", FLAG_BOOL, &docker, NULL, NULL,
+		  "accepted: a one-shot microVM leaves nothing behind", 0 },
+		{ "d", FLAG_BOOL, &detach, NULL, NULL,
+		  "refused: exec runs in the foreground (gantry start NAME keeps one)", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -126,6 +136,12 @@ int cmd_exec(int argc, char **argv)
 	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);
 	if (r <= 0)
 		goto done;
+	if (detach) {
+		log_error("exec: -d: exec runs in the foreground; gantry start NAME keeps a sandbox "
+			  "running, and gantry exec NAME -- CMD runs in it");
+		r = 2;
+		goto done;
+	}
 	if (!dashdash && rest < argc) {
 		r = 2;
 		if (cli_image_like(argv[rest])) {

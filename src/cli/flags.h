@@ -54,6 +54,12 @@ struct flag {
 	  "with -proxy: deny direct TCP 80/443 and UDP 443", 0 },                     \
 	{ "share", FLAG_FUNC, (o), sandbox_opts_share, "SPEC",                        \
 	  "share a host directory: TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N]", 0 }, \
+	{ "v", FLAG_FUNC, (o), sandbox_opts_volume, "HOST:CTR[:ro]",                  \
+	  "docker's spelling of -share HOST_PATH at CTR_PATH (repeatable)", 0 },      \
+	{ "volume", FLAG_FUNC, (o), sandbox_opts_volume, "HOST:CTR[:ro]", "same as -v", 0 }, \
+	{ "m", FLAG_FUNC, (o), sandbox_opts_memory, "SIZE",                           \
+	  "guest memory as docker's -m: 1g, 512m (whole MiB)", 0 },                   \
+	{ "memory", FLAG_FUNC, (o), sandbox_opts_memory, "SIZE", "same as -m", 0 },   \
 	{ "process-isolation", FLAG_STRING, &(o)->isolation, NULL, "MODE",            \
 	  "confine the workers: auto, required or off (default auto, or "           \
 	  "$GANTRY_PROCESS_ISOLATION)", 0 }

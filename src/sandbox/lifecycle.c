@@ -68,17 +68,8 @@ static int rwlayer_check(const struct sandbox *sb, gantry_error_t *err)
 
 static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 {
-	long host = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t max = MIN((uint64_t)(host > 0 ? host : 1), (uint64_t)SANDBOX_MAX_CPUS);
-
-	if (sandbox_name_check(o->name, err) < 0)
+	if (sandbox_name_check(o->name, err) < 0 || sandbox_opts_resources(o, err) < 0)
 		return -1;
-	if (o->cpus < 1 || o->cpus > max)
-		return gantry_error_opt(err, "cpus", " %llu: this host allows 1 to %llu",
-					(unsigned long long)o->cpus, (unsigned long long)max);
-	if (o->mem_mib < VMM_MIN_MEM_MIB || o->mem_mib > VMM_MAX_MEM_MIB)
-		return gantry_error_opt(err, "mem_mib", " %llu: want %d MiB to 1 TiB",
-					(unsigned long long)o->mem_mib, VMM_MIN_MEM_MIB);
 	if (o->disk_mib < RWLAYER_MIN_MIB || o->disk_mib > RWLAYER_MAX_MIB)
 		return gantry_error_opt(err, "disk_mib", " %llu: want %d to %d MiB",
 					(unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,

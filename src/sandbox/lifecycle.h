@@ -58,6 +58,12 @@ void sandbox_opts_init(struct sandbox_opts *o);
 int sandbox_opts_publish(void *opaque, const char *spec, gantry_error_t *err);
 /* -share SPEC (a FLAG_FUNC, the same): checked and added to o->shares. */
 int sandbox_opts_share(void *opaque, const char *spec, gantry_error_t *err);
+/* -v HOST_PATH:CTR_PATH[:ro|rw], Docker's spelling of a share (a
+ * FLAG_FUNC, the same): added as a share tagged after CTR_PATH's name. */
+int sandbox_opts_volume(void *opaque, const char *spec, gantry_error_t *err);
+/* -m SIZE, Docker's: bytes, or with a k, m or g suffix (a FLAG_FUNC, the
+ * same), into o->mem_mib. */
+int sandbox_opts_memory(void *opaque, const char *size, gantry_error_t *err);
 void sandbox_opts_free(struct sandbox_opts *o);
 
 /* The image a sandbox of src boots (NULL: the built-in one), converted

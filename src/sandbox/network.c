@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include "common/json.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "machine/vmm.h"
 #include "net/net.h"
 #include "net/policy.h"
 #include "net/proxy.h"
@@ -114,6 +116,91 @@ int sandbox_opts_share(void *opaque, const char *spec, gantry_error_t *err)
 	cleanup_free char *cwd = getcwd(NULL, 0);
 
 	return shares_add(&o->shares, &o->nr_shares, spec, cwd, err);
+}
+
+/* A tag for a -v share: its container path's last name, made of tag
+ * characters, and numbered past the tags o has. */
+static char *volume_tag(const struct sandbox_opts *o, const char *ctr)
+{
+	const char *base = strrchr(ctr, '/');
+	char tag[32];
+	size_t n = 0;
+	char *out = NULL;
+
+	for (base = base ? base + 1 : ctr; *base && n < 24; base++)
+		tag[n++] = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-",
+				  *base) ? *base : '-';
+	tag[n] = '\0';
+	if (n == 0 || strcmp(tag, ".") == 0 || strcmp(tag, "..") == 0)
+		strcpy(tag, "vol");
+	for (unsigned int i = 1;; i++) {
+		free(out);
+		if (i == 1)
+			out = xstrdup(tag);
+		else
+			xasprintf(&out, "%s-%u", tag, i);
+		if (shares_find(o->shares, o->nr_shares, out) < 0)
+			return out;
+	}
+}
+
+int sandbox_opts_volume(void *opaque, const char *spec, gantry_error_t *err)
+{
+	struct sandbox_opts *o = opaque;
+	cleanup_free char *host = xstrdup(spec), *share = NULL, *tag = NULL;
+	char *ctr = strchr(host, ':'), *mode = NULL;
+	bool ro = false;
+
+	if (ctr == NULL || ctr == host)
+		return gantry_error(err, 0, "volume `%.*s`: want HOST_PATH:CTR_PATH[:ro|rw]", 256,
+				    spec);
+	*ctr++ = '\0';
+	mode = strchr(ctr, ':');
+	if (mode) {
+		*mode++ = '\0';
+		if (strcmp(mode, "ro") != 0 && strcmp(mode, "rw") != 0)
+			return gantry_error(err, 0, "volume `%.*s`: mode `%.*s`: want ro or rw",
+					    256, spec, 16, mode);
+		ro = strcmp(mode, "ro") == 0;
+	}
+	if (host[0] != '/' && host[0] != '.')
+		return gantry_error(err, 0,
+				    "volume `%.*s`: named volumes are not supported: give a host "
+				    "path (/PATH or ./PATH)",
+				    256, spec);
+	if (ctr[0] != '/')
+		return gantry_error(err, 0, "volume `%.*s`: the container path must be absolute",
+				    256, spec);
+	tag = volume_tag(o, ctr);
+	xasprintf(&share, "%s=%s@%s%s", tag, host, ctr, ro ? ",ro" : "");
+	return sandbox_opts_share(o, share, err);
+}
+
+int sandbox_opts_memory(void *opaque, const char *size, gantry_error_t *err)
+{
+	struct sandbox_opts *o = opaque;
+	unsigned long long v;
+	uint64_t unit = 1;
+	char *end;
+
+	errno = 0;
+	v = strtoull(size, &end, 10);
+	if (end == size || size[0] == '-' || errno)
+		return gantry_error(err, 0, "size `%.*s`: want a number, then b, k, m or g", 32,
+				    size);
+	switch (*end) {
+	case 'g': case 'G': unit = 1ull << 30; end++; break;
+	case 'm': case 'M': unit = 1ull << 20; end++; break;
+	case 'k': case 'K': unit = 1ull << 10; end++; break;
+	case 'b': case 'B': end++; break;
+	}
+	if (*end != '\0' || v > (UINT64_MAX >> 30))
+		return gantry_error(err, 0, "size `%.*s`: want a number, then b, k, m or g", 32,
+				    size);
+	if ((v * unit) % (1ull << 20))
+		return gantry_error(err, 0, "size `%.*s`: want whole MiB", 32, size);
+	o->mem_mib = v * unit >> 20;
+	return 0;
 }
 
 void sandbox_opts_free(struct sandbox_opts *o)
@@ -318,10 +405,27 @@ int net_policy_file(const char *path, json_t **out, gantry_error_t *err)
 	return 0;
 }
 
+int sandbox_opts_resources(const struct sandbox_opts *o, gantry_error_t *err)
+{
+	long host = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t max = MIN((uint64_t)(host > 0 ? host : 1), (uint64_t)SANDBOX_MAX_CPUS);
+
+	if (o->cpus < 1 || o->cpus > max)
+		return gantry_error_opt(err, "cpus", " %llu: this host allows 1 to %llu",
+					(unsigned long long)o->cpus, (unsigned long long)max);
+	if (o->mem_mib < VMM_MIN_MEM_MIB || o->mem_mib > VMM_MAX_MEM_MIB)
+		return gantry_error_opt(err, "mem_mib", " %llu: want %d MiB to 1 TiB",
+					(unsigned long long)o->mem_mib, VMM_MIN_MEM_MIB);
+	return 0;
+}
+
 int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	enum confine_mode mode;
 	struct net_proxy proxy;
+
+	if (sandbox_opts_resources(o, err) < 0)
+		return -1;
 
 	if (o->nr_ports && !o->net)
 		return gantry_error_opt(err, "ports", " needs a network (this sandbox has none)");

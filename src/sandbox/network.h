@@ -50,10 +50,12 @@ int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err);
  * recorded gets an empty snapshot. */
 int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err);
 
-/* The network and share flags of start and one-shot exec that go
- * together, the proxy's syntax, the policy file and the shared
+/* The vCPUs (1 to this host's, at most SANDBOX_MAX_CPUS) and memory. */
+int sandbox_opts_resources(const struct sandbox_opts *o, gantry_error_t *err);
+/* The resources, the network and share flags of start and one-shot exec
+ * that go together, the proxy's syntax, the policy file and the shared
  * directories: what the CLI refuses as a usage error, before anything
- * else is done. */
+ * else is done (before an image is pulled). */
 int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err);
 /* Each share's host directory may be shared (share_host_check). */
 int shares_check(char *const *shares, size_t n, gantry_error_t *err);

@@ -447,3 +447,44 @@ def test_broken_sandbox_is_listed_and_force_deleted(gantry, stopped):
     assert (stopped / "sandboxes" / "quiet" / "sandbox.json").exists()
     assert [s["name"] for s in json.loads(run(gantry, stopped, "ls", "--json").stdout)] == [
         "quiet"]
+
+
+@pytest.mark.parametrize("flags,why", [
+    (("-d",), "exec runs in the foreground"),
+    (("-m", "1x"), "-m: size `1x`"),
+    (("-m", "100"), "want whole MiB"),
+    (("-memory", "16m"), "-mem 16: want 32 MiB"),
+    (("-v", "data"), "want HOST_PATH:CTR_PATH"),
+    (("-v", "data:/data"), "named volumes are not supported"),
+    (("-v", "/tmp:rel"), "container path must be absolute"),
+    (("-v", "/tmp:/x:z"), "mode `z`: want ro or rw"),
+    (("-cpus", "0"), "-cpus 0"),
+    (("-mem", "1"), "-mem 1"),
+])
+def test_docker_spellings_refused_before_any_image(gantry, tmp_path, flags, why):
+    images = tmp_path / "images"
+    r = subprocess.run([str(gantry), "exec", *flags, "--", "true"], capture_output=True,
+                       text=True, timeout=30, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, GANTRY_HOME=str(tmp_path), GANTRY_IMAGES=str(images)))
+    assert why in one_error(r, 2), r
+    assert not images.exists() or not any(images.iterdir())
+
+
+def test_docker_spellings_accepted(gantry, tmp_path):
+    """-it, -i, -t and --rm are what gantry exec does anyway; -m and -v are
+    spellings of -mem and -share (seen in the start a name that is no
+    sandbox's never gets to)."""
+    for flags in (("-it",), ("-i", "-t"), ("--rm",), ("-ti", "--rm")):
+        line = one_error(run(gantry, tmp_path, "exec", *flags, "nosuch", "--", "true"), 125)
+        assert "no sandbox named `nosuch`" in line, line
+    share = tmp_path / "data"
+    share.mkdir()
+    r = run(gantry, tmp_path, "start", "-help")
+    assert "-v HOST:CTR[:ro]" in r.stdout and "-m SIZE" in r.stdout, r
+    # -m 1g is -mem 1024, -v HOST:CTR a share tagged after CTR's name:
+    # both checked with the rest, a bad -disk-size stopping the start.
+    home = tmp_path / "home"
+    line = one_error(run(gantry, home, "start", "x", "-m", "1g", "-v", f"{share}:/srv/data:ro",
+                         "-v", f"{share}:/other/data", "-disk-size", "1"), 1)
+    assert "-disk-size 1" in line, line
+    no_sandbox_left(home)

@@ -182,6 +182,12 @@ def test_one_shot_exec_with_a_share(gantry, assets, tree, tmp_path):
               "cat /w/hello.txt && echo one-shot >/w/one-shot.txt")
     assert out(r) == "hello from the host\n"
     assert (tree / "rw" / "one-shot.txt").read_text() == "one-shot\n"
+    # Docker's spelling: -v HOST:CTR[:ro], and -m SIZE.
+    r = g.run("exec", "-m", "256m", "-v", f"{tree / 'rw'}:/data", "-v", f"{tree / 'ro'}:/ro:ro",
+              "--", "sh", "-c", "cat /data/hello.txt && ! touch /ro/x 2>/dev/null && "
+              "echo v >/data/v.txt && awk '/MemTotal/ { print ($2 < 262144) }' /proc/meminfo")
+    assert out(r) == "hello from the host\n1\n"
+    assert (tree / "rw" / "v.txt").read_text() == "v\n"
 
 
 def test_bad_share_specs(gantry, tmp_path, tree):
