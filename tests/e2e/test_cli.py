@@ -88,20 +88,24 @@ BAD_PROCESS_FLAGS = [
 ]
 
 
+def refused_before_any_image(gantry, home, args, why):
+    """One line saying why, exit 2, and GANTRY_IMAGES still empty."""
+    images = home / "images"
+    r = subprocess.run([str(gantry), *args], capture_output=True, text=True, timeout=30,
+                       stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(images)))
+    assert why in one_error(r, 2), r
+    assert not images.exists() or not any(images.iterdir())
+
+
 @pytest.mark.parametrize("flags,why", BAD_PROCESS_FLAGS)
 @pytest.mark.parametrize("name", [None, "sb"])
 def test_bad_process_flags_are_one_line(gantry, tmp_path, flags, why, name):
-    """Refused before any image is pulled (GANTRY_IMAGES stays empty), for
-    one-shot exec and exec NAME alike."""
-    images = tmp_path / "images"
+    """For one-shot exec and exec NAME alike."""
     args = ["exec", *flags, *([name] if name else []), "--"]
     if flags[0] != "-entrypoint":
         args.append("true")
-    r = subprocess.run([str(gantry), *args], capture_output=True, text=True, timeout=30,
-                       stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, GANTRY_HOME=str(tmp_path), GANTRY_IMAGES=str(images)))
-    assert why in one_error(r, 2), r
-    assert not images.exists() or not any(images.iterdir())
+    refused_before_any_image(gantry, tmp_path, args, why)
 
 
 def test_vm_flags_refused_for_a_sandbox(gantry, tmp_path):
@@ -462,12 +466,7 @@ def test_broken_sandbox_is_listed_and_force_deleted(gantry, stopped):
     (("-mem", "1"), "-mem 1"),
 ])
 def test_docker_spellings_refused_before_any_image(gantry, tmp_path, flags, why):
-    images = tmp_path / "images"
-    r = subprocess.run([str(gantry), "exec", *flags, "--", "true"], capture_output=True,
-                       text=True, timeout=30, stdin=subprocess.DEVNULL,
-                       env=dict(os.environ, GANTRY_HOME=str(tmp_path), GANTRY_IMAGES=str(images)))
-    assert why in one_error(r, 2), r
-    assert not images.exists() or not any(images.iterdir())
+    refused_before_any_image(gantry, tmp_path, ["exec", *flags, "--", "true"], why)
 
 
 def test_docker_spellings_accepted(gantry, tmp_path):
