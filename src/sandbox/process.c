@@ -10,7 +10,25 @@
 #include "sandbox/network.h"
 #include "sandbox/process.h"
 
-/* base with every variable of extra replacing the one of its name. */
+/* Whether the NAME=VALUE entries a and b set the same name. */
+static bool same_name(const char *a, const char *b)
+{
+	size_t klen = strcspn(a, "=");
+
+	return strncmp(a, b, klen) == 0 && b[klen] == '=';
+}
+
+/* Whether any of v[from..n) sets the name e sets. */
+static bool named_in(const char *e, char *const *v, size_t from, size_t n)
+{
+	for (size_t k = from; k < n; k++)
+		if (same_name(e, v[k]))
+			return true;
+	return false;
+}
+
+/* base with every variable of extra replacing the one of its name, and of
+ * a name extra gives twice, the later. */
 static char **env_merge(char *const *base, char *const *extra)
 {
 	size_t nb = 0, ne = 0, n = 0;
@@ -21,17 +39,12 @@ static char **env_merge(char *const *base, char *const *extra)
 	while (extra[ne])
 		ne++;
 	out = xzalloc((nb + ne + 1) * sizeof(*out));
-	for (size_t i = 0; i < nb; i++) {
-		size_t klen = strcspn(base[i], "=");
-		bool replaced = false;
-
-		for (size_t k = 0; k < ne && !replaced; k++)
-			replaced = strncmp(extra[k], base[i], klen) == 0 && extra[k][klen] == '=';
-		if (!replaced)
+	for (size_t i = 0; i < nb; i++)
+		if (!named_in(base[i], extra, 0, ne))
 			out[n++] = xstrdup(base[i]);
-	}
 	for (size_t k = 0; k < ne; k++)
-		out[n++] = xstrdup(extra[k]);
+		if (!named_in(extra[k], extra, k + 1, ne))
+			out[n++] = xstrdup(extra[k]);
 	return out;
 }
 
@@ -98,9 +111,8 @@ int sandbox_process_apply(struct image_config **cfg, const struct sandbox_proces
 		free(c->user);
 		c->user = xstrdup(o->user);
 	}
-	for (size_t i = 0; i < o->nr_env; i++) {
-		char *const one[] = { o->env[i], NULL };
-		char **next = env_merge(c->env, one);
+	if (o->env) {
+		char **next = env_merge(c->env, o->env);
 
 		strv_free(c->env);
 		c->env = next;
@@ -161,10 +173,8 @@ static void env_build(struct sandbox_process *sp, const struct image_config *cfg
 		sp->p.env = sp->env;
 		strv_free(proxy);
 	}
-	/* One by one: a name given twice, the later wins. */
-	for (size_t i = 0; i < o->nr_env; i++) {
-		char *const one[] = { o->env[i], NULL };
-		char **next = env_merge(sp->p.env, one);
+	if (o->env) {
+		char **next = env_merge(sp->p.env, o->env);
 
 		strv_free(sp->env);
 		sp->env = next;
