@@ -217,6 +217,15 @@ def test_published_udp_port_from_the_host(g, rig):
         assert got is not None and got.startswith(f"udp-{TOKEN}-".encode()), got
 
 
+def daemon_log(g, lines=40):
+    """The last lines of the sandbox's daemon.log, for a failure's message."""
+    path = g.home / "sandboxes" / NAME / "daemon.log"
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as e:
+        return f"{path}: {e}"
+
+
 def published(g):
     r = g.run("ports", "ls", NAME, "--json", check=True)
     return [p["spec"] for p in json.loads(r.stdout)["ports"]]
@@ -235,7 +244,8 @@ def test_publish_then_unpublish_live(g, rig):
     assert r.returncode == 7, (r.returncode, r.stdout, r.stderr)
     assert LIVE_SPEC not in published(g)
     # The ports given at start are untouched.
-    assert world_curl(rig, PORTS["http"][1]).stdout.strip() == TOKEN
+    r = world_curl(rig, PORTS["http"][1])
+    assert (r.returncode, r.stdout.strip()) == (0, TOKEN), (r.stderr, daemon_log(g))
 
 
 def h2g_mismatch(got, sent):

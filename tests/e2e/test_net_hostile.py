@@ -11,6 +11,7 @@ Needs root, ip, dnsmasq and /dev/net/tun; skips with the reason otherwise.
 """
 
 import contextlib
+import json
 import os
 import random
 import secrets
@@ -349,29 +350,51 @@ def _sockets(pid):
     return n
 
 
+def _tap0(rig):
+    """tap0's queue length and how many frames it dropped, as G sees it."""
+    link = json.loads(rig.g(netrig.IP, "-j", "-s", "link", "show", "tap0", check=True).stdout)[0]
+    return link["txqlen"], link["stats64"]["tx"]["dropped"]
+
+
 def test_syn_flood_bounded(rig, worker):
     """20,000 forged SYNs to an allowed listener, from as many ports, as
     fast as tap0 takes them: the SYN rate (1000/s, bursts of 1000) and the
     flow table (4096) bound the host sockets the worker opens; the rest
-    are dropped and counted, and the link works on."""
+    are dropped and counted, and the link works on. tap0's queue is made
+    long enough to hold the flood, so that a worker slow to read (a loaded
+    machine) still sees every SYN; any tap0 drops anyway are not counted
+    against the worker."""
     before = worker.drops()
     n, burst = 20000, 200
-    t = time.monotonic()
-    with rig.frames() as f:
-        for i in range(n):
-            f.send(tcp_frame(WEB, WEB_PORT, sport=10000 + i % 50000, seq=i))
-            if i % burst == burst - 1:
-                time.sleep(0.005)
-    elapsed = time.monotonic() - t
-    time.sleep(0.5)
+    qlen, tap_before = _tap0(rig)
+    rig.g(netrig.IP, "link", "set", "tap0", "txqueuelen", str(n + 1000), check=True)
+    try:
+        t = time.monotonic()
+        with rig.frames() as f:
+            for i in range(n):
+                f.send(tcp_frame(WEB, WEB_PORT, sport=10000 + i % 50000, seq=i))
+                if i % burst == burst - 1:
+                    time.sleep(0.005)
+        sent = time.monotonic() - t
+        # The worker is done with the flood when its counters stop moving.
+        limited, still = -1, 0
+        while still < 3 and time.monotonic() - t < sent + 30:
+            time.sleep(0.25)
+            now = _counted(before, worker.drops(), {"syn_rate", "flow_table"})
+            still = still + 1 if now == limited else 0
+            limited = now
+        elapsed = time.monotonic() - t - 0.75
+    finally:
+        rig.g(netrig.IP, "link", "set", "tap0", "txqueuelen", str(qlen))
+    reached = n - (_tap0(rig)[1] - tap_before)
     socks = _sockets(worker.pid)
-    limited = _counted(before, worker.drops(), {"syn_rate", "flow_table"})
-    admitted = 1000 + 1000 * (elapsed + 0.5)
-    print(f"{n} SYNs in {elapsed:.2f}s: {socks} sockets in the worker, {limited} refused")
+    admitted = 1000 + 1000 * elapsed
+    print(f"{n} SYNs sent in {sent:.2f}s, {reached} reached the worker, done in {elapsed:.2f}s: "
+          f"{socks} sockets in the worker, {limited} refused")
     assert socks <= min(4096, admitted) + 64, f"{socks} sockets after {n} SYNs in {elapsed:.2f}s"
-    # Some never reach the worker (tap0's queue is 1000 frames); of those
-    # that do, all past the rate are refused.
-    assert limited >= 1000, (limited, elapsed)
+    assert reached >= n // 2, f"tap0 dropped {n - reached} of {n} SYNs"
+    # Of the SYNs that reached the worker, all past the rate are refused.
+    assert limited >= reached - admitted, (limited, reached, elapsed)
     assert worker.alive(), worker.log()
     assert_responsive(rig, worker)
 
