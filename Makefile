@@ -7,8 +7,10 @@ FUZZ_BUILD ?= build-fuzz
 KERNEL_DIR  = $(BUILD)/kernel
 KVMHOST     = tests/harness/kvmhost
 PYTEST      = /usr/bin/python3 -m pytest -q -rs
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share clean
 
 all: build
 
@@ -33,6 +35,17 @@ assets: build kernel
 
 demo: assets
 	@sh scripts/demo.sh $(BUILD)
+
+# gantry in PREFIX/bin, what it boots in PREFIX/lib/gantry/assets.
+install: assets
+	@sh scripts/install.sh $(BUILD) "$(DESTDIR)$(PREFIX)"
+
+uninstall:
+	@sh scripts/install.sh --uninstall "$(DESTDIR)$(PREFIX)"
+
+# A Debian package of the same, in $(BUILD)/ (scripts/deb.sh).
+deb: assets
+	@sh scripts/deb.sh $(BUILD)
 
 unit: build
 	meson test -C $(BUILD) --print-errorlogs

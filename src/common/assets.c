@@ -14,7 +14,8 @@
 static int assets_dir(char **out, gantry_error_t *err)
 {
 	const char *env = gantry_setting("GANTRY_ASSETS");
-	char self[PATH_MAX];
+	char self[PATH_MAX], *dir;
+	struct stat st;
 	ssize_t n;
 
 	if (env && *env) {
@@ -25,7 +26,14 @@ static int assets_dir(char **out, gantry_error_t *err)
 	if (n < 0)
 		return gantry_error_errno(err, "cannot find the gantry binary");
 	self[n] = '\0';
-	xasprintf(out, "%s/assets", dirname(self));
+	/* A build tree's binary has them beside it; an installed one under
+	 * PREFIX/lib/gantry, PREFIX/bin being where it is. */
+	dir = dirname(self);
+	xasprintf(out, "%s/assets", dir);
+	if (stat(*out, &st) == 0 && S_ISDIR(st.st_mode))
+		return 0;
+	free(*out);
+	xasprintf(out, "%s/%s", dirname(dir), ASSETS_INSTALLED);
 	return 0;
 }
 
@@ -38,8 +46,8 @@ int assets_path(const char *name, char **out, gantry_error_t *err)
 		return -1;
 	xasprintf(out, "%s/%s", dir, name);
 	if (stat(*out, &st) < 0) {
-		gantry_error_errno(err, "guest asset `%s` (build it with `make assets`, or set "
-					"GANTRY_ASSETS)",
+		gantry_error_errno(err, "guest asset `%s` (build it with `make assets` and install "
+					"it with `make install`, or set GANTRY_ASSETS)",
 				   *out);
 		free(*out);
 		*out = NULL;

@@ -138,6 +138,11 @@ static struct in_addr addr(uint32_t host_order)
 	return (struct in_addr){ .s_addr = htonl(host_order) };
 }
 
+int nat_lib_load(gantry_error_t *err)
+{
+	return lazy_load(&slirp_lib, err);
+}
+
 int nat_init(struct nat *n, const char *dns_path, gantry_error_t *err)
 {
 	struct in_addr gw = addr(NET_GATEWAY);
@@ -158,7 +163,7 @@ int nat_init(struct nat *n, const char *dns_path, gantry_error_t *err)
 		.disable_dhcp = true,
 	};
 
-	if (lazy_load(&slirp_lib, err) < 0)
+	if (nat_lib_load(err) < 0)
 		return -1;
 	n->read_host = true;
 	n->slirp = sym_slirp_new(&cfg, &callbacks, n);

@@ -30,6 +30,8 @@ struct nat {
 };
 
 /* dns_path: the DNS proxy's Unix socket, reached for TCP to .1:53. */
+/* libslirp loaded (nat_init does it); what is missing said as one line. */
+int nat_lib_load(gantry_error_t *err);
 int nat_init(struct nat *n, const char *dns_path, gantry_error_t *err);
 void nat_cleanup(struct nat *n);
 /* A guest frame the check passed. */

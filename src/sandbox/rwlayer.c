@@ -15,7 +15,7 @@
 #define RWLAYER_MKE2FS_OUT 4096 /* bytes of mke2fs's complaint quoted */
 
 /* mke2fs lives in sbin, which a user's PATH may lack. */
-static const char *mke2fs_path(void)
+const char *rwlayer_mke2fs(void)
 {
 	static const char *const dirs[] = { "/usr/sbin/mke2fs", "/sbin/mke2fs" };
 
@@ -41,7 +41,7 @@ static int run_mke2fs(const char *path, gantry_error_t *err)
 		return gantry_error_errno(err, "fork");
 	}
 	if (pid == 0) {
-		const char *mke2fs = mke2fs_path();
+		const char *mke2fs = rwlayer_mke2fs();
 
 		dup2(pipefd[1], 1);
 		dup2(pipefd[1], 2);

@@ -17,6 +17,9 @@
 #define RWLAYER_LABEL	    "rwlayer"
 #define RWLAYER_SIDECAR	    ".image"
 
+/* The mke2fs rwlayer_create runs: in /usr/sbin or /sbin, else "mke2fs"
+ * (from PATH). */
+const char *rwlayer_mke2fs(void);
 /* A new empty ext4 of size_mib at path (made beside it, then renamed). */
 int rwlayer_create(const char *path, uint64_t size_mib, gantry_error_t *err);
 /* Check that the layer at path belongs to image_id; with a layer that has

@@ -34,9 +34,8 @@ int vm_kvm_usable(gantry_error_t *err)
 {
 	if (kvm_is_pvm() && strcmp(vm_kvm_device(), "/dev/kvm") == 0)
 		return gantry_error(err, 0,
-				    "%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels; "
-				    "run under tests/harness/kvmhost (a nested KVM host), "
-				    "see docs/testing.md",
+				    "%s is PVM (kvm_pvm), which runs only PVM-enabled guest kernels "
+				    "(see `gantry doctor`)",
 				    vm_kvm_device());
 	return 0;
 }
@@ -56,7 +55,10 @@ static int kvm_check_caps(int kvm_fd, gantry_error_t *err)
 		{ KVM_CAP_IMMEDIATE_EXIT, "immediate exit" },
 		{ KVM_CAP_SET_TSS_ADDR, "TSS address" },
 	};
+	int version = ioctl(kvm_fd, KVM_GET_API_VERSION, 0);
 
+	if (version != KVM_API_VERSION)
+		return gantry_error(err, 0, "KVM API version %d, want %d", version, KVM_API_VERSION);
 	for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
 		if (ioctl(kvm_fd, KVM_CHECK_EXTENSION, need[i].cap) <= 0)
 			return gantry_error(err, 0, "KVM lacks %s support", need[i].name);
@@ -69,17 +71,30 @@ int vm_kvm_open_error(int errnum, gantry_error_t *err)
 {
 	if (errnum == ENOENT)
 		return gantry_error(err, 0,
-				    "%s does not exist: this machine offers no KVM; "
-				    "run under tests/harness/kvmhost (a nested KVM host), "
-				    "see docs/testing.md",
+				    "%s does not exist: this machine offers no KVM "
+				    "(`gantry doctor` says what it needs)",
 				    vm_kvm_device());
-	return gantry_error(err, errnum, "cannot open %s (is your user in group kvm?)",
+	return gantry_error(err, errnum, "cannot open %s (is your user in group kvm? see `gantry doctor`)",
 			    vm_kvm_device());
 }
 
 static int kvm_open(int given)
 {
 	return given > 0 ? fcntl(given, F_DUPFD_CLOEXEC, 3) : open(vm_kvm_device(), O_RDWR | O_CLOEXEC);
+}
+
+int vm_kvm_check(gantry_error_t *err)
+{
+	int fd, r;
+
+	if (vm_kvm_usable(err) < 0)
+		return -1;
+	fd = kvm_open(-1);
+	if (fd < 0)
+		return vm_kvm_open_error(errno, err);
+	r = kvm_check_caps(fd, err);
+	close(fd);
+	return r;
 }
 
 unsigned int vm_max_vcpus(int kvm_fd)
@@ -129,17 +144,12 @@ int vm_create(struct vm *vm, int kvm_fd, gantry_error_t *err)
 {
 	struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
 	uint64_t map_addr = VM_IDENTITY_MAP_ADDR;
-	int version;
 
 	if (vm_kvm_usable(err) < 0)
 		return -1;
 	vm->kvm_fd = kvm_open(kvm_fd);
 	if (vm->kvm_fd < 0)
 		return vm_kvm_open_error(errno, err);
-	version = ioctl(vm->kvm_fd, KVM_GET_API_VERSION, 0);
-	if (version != KVM_API_VERSION)
-		return gantry_error(err, 0, "KVM API version %d, want %d", version,
-				    KVM_API_VERSION);
 	if (kvm_check_caps(vm->kvm_fd, err) < 0)
 		return -1;
 	vm->vcpu_mmap_size = ioctl(vm->kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);

@@ -82,6 +82,9 @@ int vm_kvm_open_error(int errnum, gantry_error_t *err);
 /* Before opening it: a device this host has that our guests cannot use
  * (PVM) fails, saying so. */
 int vm_kvm_usable(gantry_error_t *err);
+/* Whether this host's KVM can run a VM of ours: vm_kvm_usable, and the
+ * device opens, speaks API 12 and has what vm_create needs. */
+int vm_kvm_check(gantry_error_t *err);
 /* Open /dev/kvm (or $GANTRY_KVM_DEVICE; kvm_fd > 0: a duplicate of that
  * one), check the capabilities we rely on, create the VM with in-kernel
  * irqchip and PIT, and give it vm->mem. */

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import boot_timeout, build_dir, killed_after
+from conftest import REPO, boot_timeout, build_dir, killed_after
 
 pytestmark = pytest.mark.kvm
 
@@ -186,3 +186,16 @@ def test_process_flags_over_the_image_config(gexec, app_image, tmp_path):
     r = gexec("true", flags=("-image", app_image, "-u", "nobody"))
     lines = r.stderr.decode().strip().splitlines()
     assert r.returncode == 125 and len(lines) == 1 and "-u" in lines[0], r
+
+
+def test_installed_gantry_runs_without_the_build_tree(gexec, tmp_path):
+    """scripts/install.sh (what `make install` runs) into a prefix: that
+    gantry, run from elsewhere with no GANTRY_ASSETS, finds what it boots."""
+    prefix = tmp_path / "prefix"
+    subprocess.run(["sh", str(REPO / "scripts" / "install.sh"), str(build_dir()), str(prefix)],
+                   check=True, capture_output=True, timeout=120)
+    env = {k: v for k, v in gexec.env.items() if k != "GANTRY_ASSETS"}
+    r = subprocess.run([str(prefix / "bin" / "gantry"), "exec", "--", "true"], env=env,
+                       cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=boot_timeout() * 2)
+    assert r.returncode == 0, r.stderr

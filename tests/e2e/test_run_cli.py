@@ -169,7 +169,7 @@ def test_missing_kvm_device(run, gantry, tiny_elf, tmp_path):
         run(gantry, "run", "-kernel", tiny_elf, env={"GANTRY_KVM_DEVICE": str(device)}),
         INVALID,
         device,
-        "kvmhost",
+        "gantry doctor",
     )
 
 
@@ -181,4 +181,4 @@ def test_pvm_kvm_is_refused(run, gantry, tiny_elf):
     if not pvm:
         pytest.skip("this machine's /dev/kvm is not PVM (kvm_pvm)")
     r = run(gantry, "run", "-kernel", tiny_elf, env={"GANTRY_KVM_DEVICE": None})
-    refused(r, INVALID, "PVM", "kvmhost")
+    refused(r, INVALID, "PVM", "gantry doctor")
