@@ -242,17 +242,17 @@ int vmm_worker_main(int argc, char **argv)
 		return confine_self_test(&w.confine);
 	}
 	/* We die with the caller; one that died before this line has hung
-	 * up the channel. */
+	 * up the channel. A caller that hangs up before sending the
+	 * configuration gave up (no KVM, say) and says why itself. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-	if (chan_hung_up()) {
-		log_error("the caller is gone");
+	if (chan_hung_up())
 		return 1;
-	}
 	/* Our own /proc/self/fd in the root to be, before anything is open. */
 	confine_root_prepare(&w.confine);
 	w.config = recv_json(CHAN_FD, CONFIG_WAIT_MS, w.fds, ARRAY_SIZE(w.fds), &w.nr_fds);
 	if (w.config == NULL) {
-		log_error("no configuration came");
+		if (!chan_hung_up())
+			log_error("no configuration came");
 		return 1;
 	}
 	rc = setup(&w, &err);
