@@ -18,5 +18,6 @@ int cmd_net_policy(int argc, char **argv);
 int cmd_fence(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
 
 #endif

@@ -25,6 +25,7 @@ static const struct command {
 	{ "stop", cmd_stop, "stop a sandbox, keeping its files" },
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
+	{ "logs", cmd_logs, "print or follow a sandbox's log or guest console" },
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
 	{ "share", cmd_share, "add, remove and list a sandbox's host directory shares" },

@@ -81,6 +81,27 @@ def test_files_survive_stop_and_resume(g):
     assert r.stdout.strip() == b"0", r
 
 
+def test_logs_follow_a_sandbox_until_it_stops(g):
+    g.run("start", "logs", check=True)
+    r = g.run("logs", "logs", check=True)
+    assert "ready" in r.stdout.decode(), r.stdout
+    r = g.run("logs", "-console", "-tail", "3", "logs", check=True)
+    lines = r.stdout.decode().splitlines()
+    assert 1 <= len(lines) <= 3, lines
+    p = g.popen("logs", "-f", "logs")
+    try:
+        time.sleep(1)
+        assert p.poll() is None, p.communicate()
+        g.run("stop", "logs", check=True)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, err
+    assert "stopping" in out.decode(), out
+
+
 def test_exec_status_streams_and_signals(g):
     # start's process flags become the sandbox's own: every session
     # starts from them, and a session's own flags go over them.
