@@ -197,10 +197,10 @@ int cli_each_name(int argc, char **argv, int (*fn)(const char *name, gantry_erro
 
 int cli_fail(gantry_error_t *err, int failed)
 {
-	bool cancelled = *err && (*err)->status == ECANCELED;
+	bool cancelled = *err && (*err)->status == ECANCELED, usage = gantry_error_is_usage(*err);
 
 	gantry_error_print(err);
-	return cancelled ? CLI_EXIT_CANCELLED : failed;
+	return cancelled ? CLI_EXIT_CANCELLED : usage ? CLI_EXIT_USAGE : failed;
 }
 
 int cli_finish(gantry_error_t *err, int r)
@@ -241,8 +241,7 @@ int cli_show(const char *cmd, const char *what, int argc, char **argv,
 	}
 	if (get(pos[0], &o, &err) < 0) {
 		gantry_error_sanitize(&err, 0);
-		gantry_error_print(&err);
-		return 1;
+		return cli_fail(&err, CLI_EXIT_FAILED);
 	}
 	if (as_json)
 		cli_print_json(o);

@@ -122,9 +122,17 @@ int cli_show(const char *cmd, const char *what, int argc, char **argv,
 /* s is no sandbox name but reads as an image reference (a tag, a digest
  * or a registry path): the mistake of typing docker's `run IMAGE`. */
 bool cli_image_like(const char *s);
+/* Exit statuses, one rule for every command (docs/cli.md): 0 done; 2 the
+ * command line was wrong (a flag, an argument, a value out of range, a
+ * spec, a name: nothing was done); 1 the operation failed (no such
+ * sandbox, a registry's error); exec and run pass the workload's status
+ * and say 125 for their own failures, 126 and 127 as a shell does. */
+#define CLI_EXIT_FAILED	   1
+#define CLI_EXIT_USAGE	   2
 #define CLI_EXIT_CANCELLED 130 /* as a shell reports a command ended by SIGINT */
-/* Print the error and give the exit status: failed, or CLI_EXIT_CANCELLED
- * when the call was cancelled. */
+/* Print the error and give the exit status: failed; CLI_EXIT_USAGE for an
+ * error about the caller's input (gantry_error_is_usage); or
+ * CLI_EXIT_CANCELLED when the call was cancelled. */
 int cli_fail(gantry_error_t *err, int failed);
 /* A command's exit status: 0, or cli_fail(err, 1) when r < 0. */
 int cli_finish(gantry_error_t *err, int r);

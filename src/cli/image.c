@@ -41,8 +41,7 @@ int image_parse(const char *cmd, const struct flag *flags, int argc, char **argv
 
 int image_fail(gantry_error_t *err)
 {
-	gantry_error_print(err);
-	return 1;
+	return cli_fail(err, CLI_EXIT_FAILED);
 }
 
 static void usage_of(FILE *out, const char *synopsis, const char *text, const struct flag *flags)

@@ -158,8 +158,7 @@ int cmd_inspect(int argc, char **argv)
 		return 2;
 	}
 	if (sandbox_inspect(name, &sb, &dir, &err) < 0) {
-		gantry_error_print(&err);
-		return 1;
+		return cli_fail(&err, CLI_EXIT_FAILED);
 	}
 	o = sandbox_to_json(&sb, dir);
 	if (as_json) {

@@ -88,10 +88,6 @@ int cmd_logs(int argc, char **argv)
 	if (parse_tail(tail, &o.tail) < 0)
 		return 2;
 	o.which = console ? SANDBOX_LOG_CONSOLE : net ? SANDBOX_LOG_NET : SANDBOX_LOG_DAEMON;
-	if (sandbox_logs(name, &o, print_line, &o.follow, NULL, &err) < 0) {
-		log_error("%s", gantry_error_str(err));
-		gantry_error_free(&err);
-		return 1;
-	}
-	return 0;
+	r = sandbox_logs(name, &o, print_line, &o.follow, NULL, &err);
+	return cli_finish(&err, r);
 }

@@ -80,8 +80,7 @@ int cmd_ls(int argc, char **argv)
 		return 2;
 	}
 	if (sandbox_list(&v, &n, &err) < 0) {
-		gantry_error_print(&err);
-		return 1;
+		return cli_fail(&err, CLI_EXIT_FAILED);
 	}
 	if (as_json)
 		ls_json(v, n);

@@ -58,14 +58,13 @@ static int netpolicy_change(const char *what, bool set, int argc, char **argv)
 		log_error("%s: want NAME%s (see gantry net-policy -help)", cmd, set ? " and FILE" : "");
 		return 2;
 	}
-	r = set ? net_policy_file(pos[1], &policy, &err) : 0;
+	r = set && net_policy_file(pos[1], &policy, &err) < 0 ? gantry_error_as_usage(&err) : 0;
 	if (r == 0)
 		r = sandbox_net_policy_set(pos[0], policy, allow_local, &out, &err);
 	json_decref(policy);
 	if (r < 0) {
 		gantry_error_sanitize(&err, 0);
-		gantry_error_print(&err);
-		return 1;
+		return cli_fail(&err, CLI_EXIT_FAILED);
 	}
 	if (json_is_true(json_object_get(out, "running")))
 		printf("sandbox %s: policy in force (generation %lld); %lld connections cut\n", pos[0],

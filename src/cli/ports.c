@@ -56,8 +56,7 @@ static int ports_change(bool publish, int argc, char **argv)
 		r = sandbox_unpublish(pos[0], pos[1], ephemeral, &err);
 	if (r < 0) {
 		gantry_error_sanitize(&err, 0);
-		gantry_error_print(&err);
-		return 1;
+		return cli_fail(&err, CLI_EXIT_FAILED);
 	}
 	if (chosen)
 		printf("%s\n", chosen);

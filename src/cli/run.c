@@ -241,10 +241,8 @@ int cmd_run(int argc, char **argv)
 	} else {
 		cfg->cpus = (unsigned int)cpus;
 		cfg->timing = vmm_timing_requested();
-		if (run_vm(&r, &ports, &shares, &status, &err) < 0) {
-			gantry_error_print(&err);
-			status = 125;
-		}
+		if (run_vm(&r, &ports, &shares, &status, &err) < 0)
+			status = cli_fail(&err, 125);
 	}
 	for (unsigned int i = 0; i < cfg->nr_disks; i++)
 		free((char *)cfg->disks[i].path);

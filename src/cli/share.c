@@ -75,8 +75,7 @@ static int share_change(bool add, int argc, char **argv)
 		r = sandbox_share_rm(pos[0], pos[1], force, ephemeral, rm_waiting, &err);
 	if (r < 0) {
 		gantry_error_sanitize(&err, 0);
-		gantry_error_print(&err);
-		return 1;
+		return cli_fail(&err, CLI_EXIT_FAILED);
 	}
 	if (kept) {
 		text_sanitize(kept, 0);

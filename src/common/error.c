@@ -23,6 +23,35 @@ static int error_vmake(gantry_error_t *err, int status, const char *fmt, va_list
 	return -1;
 }
 
+int gantry_error_usage(gantry_error_t *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	error_vmake(err, 0, fmt, ap);
+	va_end(ap);
+	return gantry_error_as_usage(err);
+}
+
+int gantry_error_as_usage(gantry_error_t *err)
+{
+	if (err && *err)
+		(*err)->usage = true;
+	return -1;
+}
+
+int gantry_error_as_conflict(gantry_error_t *err)
+{
+	if (err && *err)
+		(*err)->conflict = true;
+	return -1;
+}
+
+bool gantry_error_is_usage(gantry_error_t err)
+{
+	return err && !err->conflict && (err->usage || err->option);
+}
+
 int gantry_error(gantry_error_t *err, int status, const char *fmt, ...)
 {
 	va_list ap;

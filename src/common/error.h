@@ -17,6 +17,12 @@ struct gantry_error {
 	const char *option;
 	size_t option_tail;
 	bool option_named; /* by the front end's namer, already */
+	/* The caller's input was wrong (a value, a name, a spec), as with
+	 * an option's (option set): a front end's usage error. */
+	bool usage;
+	/* Well-formed input that conflicts with what exists (a share's tag
+	 * taken on the sandbox): the operation failed, usage or not. */
+	bool conflict;
 };
 
 typedef struct gantry_error *gantry_error_t;
@@ -27,6 +33,16 @@ int gantry_error(gantry_error_t *err, int status, const char *fmt, ...)
 /* Same as gantry_error with status = errno. */
 int gantry_error_errno(gantry_error_t *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* gantry_error for input of the caller's that is wrong (usage set). */
+int gantry_error_usage(gantry_error_t *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* The error already in *err becomes one about the caller's input. -1. */
+int gantry_error_as_usage(gantry_error_t *err);
+/* The error already in *err is a conflict with what exists. -1. */
+int gantry_error_as_conflict(gantry_error_t *err);
+/* Whether err is about the caller's input: usage, or an option's value,
+ * and no conflict. */
+bool gantry_error_is_usage(gantry_error_t err);
 /* An error in the value of the caller's option: its library name
  * (option, a static string: a field of struct sandbox_opts, say "cpus")
  * starts the message, followed by fmt's text (" 300: this host allows 1 to

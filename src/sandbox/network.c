@@ -234,10 +234,12 @@ static int canonical(const char *spec, bool pick, char buf[PORT_SPEC_MAX], gantr
 {
 	struct port_spec p;
 
-	if (port_spec_parse(spec, &p, err) < 0 || (pick && port_spec_pick(&p, err) < 0))
+	if (port_spec_parse(spec, &p, err) < 0)
+		return gantry_error_as_usage(err);
+	if (pick && port_spec_pick(&p, err) < 0)
 		return -1;
 	if (!pick && p.host_port == 0)
-		return gantry_error(err, 0, "port `%s`: name its host port", spec);
+		return gantry_error_usage(err, "port `%s`: name its host port", spec);
 	port_spec_format(&p, buf);
 	return 0;
 }

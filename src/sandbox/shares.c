@@ -37,10 +37,12 @@ static int share_canonical(const char *spec, char **out, gantry_error_t *err)
 	int r;
 
 	if (share_spec_parse(spec, cwd, &sp, err) < 0)
-		return -1;
+		return gantry_error_as_usage(err);
 	r = share_host_check(sp.host_path, NULL, err);
-	if (r < 0)
+	if (r < 0) {
+		gantry_error_as_usage(err);
 		gantry_error_prefix(err, "-share `%s`", sp.tag);
+	}
 	else
 		*out = share_spec_format(&sp);
 	share_spec_free(&sp);
@@ -102,7 +104,10 @@ int sandbox_share_add(const char *name, const char *spec, bool replace, bool eph
 	}
 	if (replace)
 		drop_tag(&sb, canon);
+	/* Its spec was checked: what fails now is the sandbox's shares. */
 	r = shares_add(&sb.shares, &sb.nr_shares, canon, NULL, err);
+	if (r < 0)
+		gantry_error_as_conflict(err);
 	if (r == 0)
 		r = sandbox_save(dir, &sb, err);
 	if (r == 0 && canonical)

@@ -54,12 +54,12 @@ int sandbox_name_check(const char *name, gantry_error_t *err)
 	/* Quote at most a line's worth, safe for a terminal. */
 	shown = text_sanitized(name, strlen(name), SANDBOX_NAME_MAX + 4);
 	if (name[0] == '-')
-		return gantry_error(
-			err, 0, "invalid sandbox name `%s`: names may not start with '-'", shown);
-	return gantry_error(err, 0,
-			    "invalid sandbox name `%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
-			    "(not . or .., no leading -)",
-			    shown, SANDBOX_NAME_MAX);
+		return gantry_error_usage(
+			err, "invalid sandbox name `%s`: names may not start with '-'", shown);
+	return gantry_error_usage(err,
+				  "invalid sandbox name `%s`: use 1 to %d of A-Z a-z 0-9 . _ - "
+				  "(not . or .., no leading -)",
+				  shown, SANDBOX_NAME_MAX);
 }
 
 const char *sandbox_state_name(enum sandbox_state s)

@@ -152,7 +152,7 @@ def test_ports_and_traffic_of_unknown_sandbox(gantry, tmp_path):
     one_error(run(gantry, tmp_path, "ports"), 2)
     one_error(run(gantry, tmp_path, "ports", "ls"), 2)
     one_error(run(gantry, tmp_path, "ports", "publish", "quiet"), 2)
-    one_error(run(gantry, tmp_path, "ports", "publish", "quiet", "x"), 1)
+    one_error(run(gantry, tmp_path, "ports", "publish", "quiet", "x"), 2)
     one_error(run(gantry, tmp_path, "net"), 2)
     one_error(run(gantry, tmp_path, "net", "traffic"), 2)
 
@@ -305,7 +305,7 @@ def test_net_policy_of_stopped_sandbox(gantry, stopped, tmp_path):
     # A bad file changes nothing.
     bad = tmp_path / "bad.json"
     bad.write_text('{"default":"deny","rules":[{"action":"block"}]}')
-    line = one_error(run(gantry, stopped, "net-policy", "set", "quiet", bad), 1)
+    line = one_error(run(gantry, stopped, "net-policy", "set", "quiet", bad), 2)
     assert "rules[0].action" in line, line
     assert saved(stopped)["net_policy"] == p
 
@@ -329,7 +329,8 @@ def test_shares_of_stopped_sandbox(gantry, stopped, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("outside")
     share = tmp_path / "src"
     share.mkdir()
-    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"x={stopped}"), 1)
+    # 2: a spec that cannot be right; 1: refused by this sandbox's state.
+    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"x={stopped}"), 2)
     assert "GANTRY_HOME" in line, line
     line = one_error(run(gantry, stopped, "share", "add", "quiet", f"src={share}"), 1)
     assert "read-only root" in line, line
@@ -346,7 +347,7 @@ def test_shares_of_stopped_sandbox(gantry, stopped, tmp_path_factory):
     line = one_error(run(gantry, stopped, "share", "add", "--ephemeral", "quiet",
                          f"b={share}@/b"), 1)
     assert "not running" in line, line
-    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"b={tmp_path}/nope"), 1)
+    line = one_error(run(gantry, stopped, "share", "add", "quiet", f"b={tmp_path}/nope"), 2)
     assert "nope" in line, line
     ls = json.loads(run(gantry, stopped, "share", "ls", "quiet", "--json").stdout)
     assert ls["running"] is False and [(x["tag"], x["path"], x["ro"], x["live"], x["saved"])
@@ -484,6 +485,6 @@ def test_docker_spellings_accepted(gantry, tmp_path):
     # both checked with the rest, a bad -disk-size stopping the start.
     home = tmp_path / "home"
     line = one_error(run(gantry, home, "start", "x", "-m", "1g", "-v", f"{share}:/srv/data:ro",
-                         "-v", f"{share}:/other/data", "-disk-size", "1"), 1)
+                         "-v", f"{share}:/other/data", "-disk-size", "1"), 2)
     assert "-disk-size 1" in line, line
     no_sandbox_left(home)

@@ -99,14 +99,14 @@ def test_bad_usage_is_one_line_exit_2(g, args, why):
     assert len(err.splitlines()) == 1 and why in err, err
 
 
-@pytest.mark.parametrize("name,why", [
-    ("nosuch", "no sandbox named `nosuch`"),
-    ("../etc", "name"),
+@pytest.mark.parametrize("name,why,status", [
+    ("nosuch", "no sandbox named `nosuch`", 1),
+    ("../etc", "invalid sandbox name", 2),
 ])
-def test_no_such_sandbox(g, name, why):
+def test_no_such_sandbox(g, name, why, status):
     sandbox_dir(g)
     code, out, err = logs(g, name)
-    assert code == 1 and out == ""
+    assert code == status and out == ""
     assert len(err.splitlines()) == 1 and why in err, err
 
 

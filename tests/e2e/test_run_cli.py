@@ -30,7 +30,7 @@ def refused(r, status, *needles):
 
 
 def test_kernel_is_required(run, gantry):
-    refused(run(gantry, "run"), INVALID, "-kernel is required")
+    refused(run(gantry, "run"), FLAG_ERROR, "-kernel is required")
 
 
 def test_missing_kernel(run, gantry, tmp_path):
@@ -120,7 +120,7 @@ def test_share_container_path_refused(run, gantry, fake_kernel, tmp_path):
 
 
 def test_zero_cpus(run, gantry, fake_kernel):
-    refused(run(gantry, "run", "-kernel", fake_kernel, "-cpus", "0"), INVALID, "-cpus 0")
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-cpus", "0"), FLAG_ERROR, "-cpus 0")
 
 
 def test_too_many_cpus(run, gantry, fake_kernel):
@@ -131,7 +131,7 @@ def test_more_cpus_than_host(run, gantry, fake_kernel):
     n = 1024  # the flag's own limit; more than this machine and KVM allow
     if (os.cpu_count() or 0) >= n:
         pytest.skip(f"this machine has {os.cpu_count()} CPUs")
-    refused(run(gantry, "run", "-kernel", fake_kernel, "-cpus", n), INVALID, f"-cpus {n}")
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-cpus", n), FLAG_ERROR, f"-cpus {n}")
 
 
 def test_cpus_not_a_number(run, gantry, fake_kernel):
@@ -139,13 +139,13 @@ def test_cpus_not_a_number(run, gantry, fake_kernel):
 
 
 def test_memory_too_small(run, gantry, fake_kernel):
-    refused(run(gantry, "run", "-kernel", fake_kernel, "-mem", "1"), INVALID, "-mem 1")
+    refused(run(gantry, "run", "-kernel", fake_kernel, "-mem", "1"), FLAG_ERROR, "-mem 1")
 
 
 def test_memory_more_than_host(run, gantry, fake_kernel):
     refused(
         run(gantry, "run", "-kernel", fake_kernel, "-mem", "99999999"),
-        INVALID,
+        FLAG_ERROR,
         "-mem 99999999",
         "MiB of RAM",
     )

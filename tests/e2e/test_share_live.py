@@ -88,12 +88,13 @@ def test_add_read_only_with_owner_mapping(sb, dirs):
 
 def test_bad_live_changes_change_nothing(sb, dirs, tmp_path):
     before = saved(sb)
-    for spec, why in ((f"a={dirs / 'c'}", "--replace"),
-                      (f"c={dirs / 'c'}@/host/a/inner", "overlaps"),
-                      (f"c={tmp_path / 'missing'}", "missing"),
-                      ("bad tag=/tmp", "tag")):
+    # 1: refused by the sandbox's shares; 2: a spec wrong in itself.
+    for spec, why, code in ((f"a={dirs / 'c'}", "--replace", 1),
+                            (f"c={dirs / 'c'}@/host/a/inner", "overlaps", 1),
+                            (f"c={tmp_path / 'missing'}", "missing", 2),
+                            ("bad tag=/tmp", "tag", 2)):
         r = sb.run("share", "add", NAME, spec)
-        assert r.returncode == 1 and why in r.stderr.decode(), (spec, r.stderr)
+        assert r.returncode == code and why in r.stderr.decode(), (spec, r.stderr)
         assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
     r = sb.run("share", "rm", NAME, "nosuch")
     assert r.returncode == 1 and b"no share `nosuch`" in r.stderr, r.stderr
