@@ -11,7 +11,7 @@ linux-source bc flex bison libelf-dev libssl-dev xz-utils
 qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
 erofs-utils e2fsprogs crun
 libarchive-dev libjansson-dev zstd
-umoci tmux debootstrap git procps
+umoci tmux debootstrap git procps zsh groff-base
 libslirp-dev libseccomp-dev dnsmasq-base iperf3 slirp4netns nftables dnsutils iproute2 curl
 docker-registry skopeo apache2-utils libcurl4-openssl-dev
 "

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs gantry and the guest assets it boots where the installed binary
 # finds them (src/common/assets.h): PREFIX/bin/gantry and
-# PREFIX/lib/gantry/assets/. Used by `make install` and `make deb`, and by
+# PREFIX/lib/gantry/assets/; and its man page and bash and zsh completions,
+# made from its help texts (scripts/cli-doc), under PREFIX/share. Used by `make install` and `make deb`, and by
 # `meson install` (--assets-only: meson installs the binary itself, and
 # names the destination in MESON_INSTALL_DESTDIR_PREFIX).
 #
@@ -12,7 +13,9 @@ set -eu
 
 if [ "${1:-}" = --uninstall ]; then
 	dest=${2:?usage: install.sh --uninstall DEST}
-	rm -f "$dest/bin/gantry"
+	rm -f "$dest/bin/gantry" "$dest/share/man/man1/gantry.1" \
+		"$dest/share/bash-completion/completions/gantry" \
+		"$dest/share/zsh/vendor-completions/_gantry"
 	rm -rf "$dest/lib/gantry"
 	echo "removed gantry from $dest"
 	exit 0
@@ -51,4 +54,13 @@ cp -R "$assets/default-image" "$lib.new/default-image"
 chmod -R u=rwX,go=rX "$lib.new/default-image"
 rm -rf "$lib"
 mv "$lib.new" "$lib"
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+share=$dest/share
+install -d -m 0755 "$share/man/man1" "$share/bash-completion/completions" \
+	"$share/zsh/vendor-completions"
+python3 "$top/scripts/cli-doc" --binary "$build/gantry" --man "$share/man/man1/gantry.1" \
+	--bash "$share/bash-completion/completions/gantry" --zsh "$share/zsh/vendor-completions/_gantry"
+chmod 0644 "$share/man/man1/gantry.1" "$share/bash-completion/completions/gantry" \
+	"$share/zsh/vendor-completions/_gantry"
 echo "installed gantry in $dest (assets in $lib)"

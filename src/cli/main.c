@@ -70,7 +70,15 @@ static void usage(FILE *out)
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		if (commands[i].summary)
 			fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-	fprintf(out, "\nRun `gantry COMMAND -help` for a command's flags.\n");
+	fprintf(out,
+		"\nRun `gantry COMMAND -help` for a command's flags.\n\n"
+		"Flags are spelled -flag or --flag, a value after a space or '=' (-cpus 2,\n"
+		"--cpus=2); -flag=false turns a boolean off; `--` ends the flags. -h, -help\n"
+		"and --help show a command's help.\n\n"
+		"Exit status: 0 done; 1 the operation failed; 2 the command line was wrong (a\n"
+		"flag, an argument, a value, a spec or a name: nothing was done); 130\n"
+		"interrupted. exec and run return the workload's status, or 125 when Gantry\n"
+		"failed, 126 when the command cannot be run and 127 when it is not found.\n");
 }
 
 /* The library's names for the options it checks (struct sandbox_opts's
@@ -112,8 +120,8 @@ int main(int argc, char **argv)
 	/* The CLI's settings are its environment's, read once, here. */
 	gantry_settings_load();
 	if (argc < 2) {
-		usage(stderr);
-		return 2;
+		usage(stdout);
+		return 0;
 	}
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-version") == 0)
 		return cmd_version(argc - 2, argv + 2);

@@ -24,11 +24,11 @@ int platform_parse(const char *s, struct platform *p, gantry_error_t *err)
 	n = sscanf(s, "%63[a-z0-9_]/%63[a-z0-9_]/%63[a-z0-9_]", os, p->arch, p->variant);
 	snprintf(back, sizeof(back), "%s/%s%s%s", os, p->arch, n == 3 ? "/" : "", p->variant);
 	if (strlen(s) >= PLATFORM_MAX || n < 2 || strcmp(back, s) != 0) {
-		gantry_error(err, 0, "platform `%.64s`: want linux/ARCH[/VARIANT]", s);
+		gantry_error_usage(err, "platform `%.64s`: want linux/ARCH[/VARIANT]", s);
 		return gantry_error_sanitize(err, 0); /* the user's text */
 	}
 	if (strcmp(os, "linux") != 0)
-		return gantry_error(err, 0, "platform `%s`: Gantry runs linux images only", s);
+		return gantry_error_usage(err, "platform `%s`: Gantry runs linux images only", s);
 	snprintf(p->str, sizeof(p->str), "%s", s);
 	return 0;
 }

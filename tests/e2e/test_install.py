@@ -48,6 +48,9 @@ def assert_installed(prefix):
     assert os.access(prefix / "bin" / "gantry", os.X_OK)
     for name in ASSETS:
         assert (prefix / "lib" / "gantry" / "assets" / name).is_file(), name
+    for name in ("man/man1/gantry.1", "bash-completion/completions/gantry",
+                 "zsh/vendor-completions/_gantry"):
+        assert (prefix / "share" / name).is_file(), name
 
 
 def test_make_install_then_uninstall(tmp_path):
@@ -63,8 +66,7 @@ def test_make_install_then_uninstall(tmp_path):
     assert checks["assets"]["status"] == "ok", checks["assets"]
     assert checks["assets"]["detail"] == str(prefix / "lib" / "gantry" / "assets")
     make("uninstall", f"PREFIX={prefix}")
-    assert not (prefix / "bin" / "gantry").exists()
-    assert not (prefix / "lib" / "gantry").exists()
+    assert [p for p in prefix.rglob("*") if p.is_file()] == []
 
 
 def test_meson_install_brings_the_assets(tmp_path):
