@@ -26,6 +26,7 @@ static const struct command {
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
 	{ "logs", cmd_logs, "print or follow a sandbox's log or guest console" },
+	{ "stats", cmd_stats, "show the CPU, memory, disk and network each sandbox uses" },
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
 	{ "share", cmd_share, "add, remove and list a sandbox's host directory shares" },
@@ -61,6 +62,7 @@ static const struct {
 	{ "login", "image login" },
 	{ "logout", "image logout" },
 	{ "port", "ports ls" },
+	{ "top", "stats" },
 };
 
 static void usage(FILE *out)

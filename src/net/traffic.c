@@ -42,6 +42,8 @@ struct traffic {
 	size_t n;
 	uint64_t tick, evicted;
 	uint64_t drops[NET_DROP_COUNT];
+	/* Every frame each way, whatever its destination or fate. */
+	uint64_t tx_bytes, rx_bytes, tx_packets, rx_packets;
 	struct name_entry names[TRAFFIC_NAMES_MAX];
 	size_t nr_names;
 };
@@ -119,6 +121,8 @@ void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now
 {
 	struct entry *e;
 
+	t->tx_bytes += v->len;
+	t->tx_packets++;
 	if (v->reason != NET_DROP_NONE)
 		traffic_drop(t, v->reason);
 	if (!v->has_dst)
@@ -187,6 +191,8 @@ void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, time_
 	uint16_t port = 0;
 	size_t ihl;
 
+	t->rx_bytes += len;
+	t->rx_packets++;
 	if (len < NET_ETH_HLEN)
 		return;
 	if (frame_get16(frame + 12) == ETH_TYPE_ARP) {
@@ -285,8 +291,11 @@ json_t *traffic_json(const struct traffic *t)
 		if (t->drops[r])
 			json_object_set_new(drops, net_drop_name(r),
 					    json_integer((json_int_t)t->drops[r]));
-	return json_pack("{s:o, s:o, s:o, s:I}", "destinations", dests, "dns", names_json(t),
-			 "drops", drops, "evicted", (json_int_t)t->evicted);
+	return json_pack("{s:o, s:o, s:o, s:I, s:{s:I, s:I, s:I, s:I}}", "destinations", dests,
+			 "dns", names_json(t), "drops", drops, "evicted", (json_int_t)t->evicted,
+			 "totals", "tx_bytes", (json_int_t)t->tx_bytes, "rx_bytes",
+			 (json_int_t)t->rx_bytes, "tx_packets", (json_int_t)t->tx_packets,
+			 "rx_packets", (json_int_t)t->rx_packets);
 }
 
 size_t traffic_count(const struct traffic *t)

@@ -4,7 +4,10 @@ and one-line errors for bad input."""
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -488,3 +491,54 @@ def test_docker_spellings_accepted(gantry, tmp_path):
                          "-v", f"{share}:/other/data", "-disk-size", "1"), 2)
     assert "-disk-size 1" in line, line
     no_sandbox_left(home)
+
+
+def test_stats_of_a_stopped_sandbox(gantry, stopped):
+    r = run(gantry, stopped, "stats", "quiet", "--json")
+    assert r.returncode == 0, r
+    (s,) = json.loads(r.stdout)
+    assert s["name"] == "quiet" and s["running"] is False, s
+    assert s["memory_limit_bytes"] == 256 << 20, s
+    for key in ("cpu_percent", "cpu_ns", "memory_bytes", "pids", "disk_bytes"):
+        assert s[key] is None, (key, s)
+    assert (s["net_rx_bytes"], s["net_tx_bytes"]) == (0, 0), s
+    r = run(gantry, stopped, "stats", "quiet")
+    assert r.returncode == 0 and r.stdout.splitlines()[1].split()[:3] == ["quiet", "stopped", "-"]
+    # Without NAME: the running ones, none here.
+    r = run(gantry, stopped, "stats")
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 1, r
+    for args, status in ((("stats", "nosuch"), 1), (("stats", "../x"), 2),
+                         (("stats", "-bogus"), 2)):
+        one_error(run(gantry, stopped, *args), status)
+
+
+def test_stats_of_a_running_sandbox_sums_its_processes(gantry, stopped):
+    """A sandbox whose lock is held (as by its supervisor) with the pid of
+    a process tree the test made: its CPU, memory and processes summed."""
+    import fcntl
+    hog = ("import os, time\n"
+           "if os.fork() == 0:\n"
+           "    b = bytearray(96 << 20)\n"
+           "    for i in range(0, len(b), 4096): b[i] = 1\n"
+           "    time.sleep(60)\n"
+           "else:\n"
+           "    t = time.time()\n"
+           "    while time.time() < t + 60: pass\n")
+    p = subprocess.Popen([sys.executable, "-c", hog], start_new_session=True)
+    try:
+        d = stopped / "sandboxes" / "quiet"
+        s = json.loads((d / "sandbox.json").read_text())
+        s.update(state="running", pid=p.pid)
+        (d / "sandbox.json").write_text(json.dumps(s))
+        with open(d / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            time.sleep(1)  # the child has touched its memory
+            r = run(gantry, stopped, "stats", "--json")
+        assert r.returncode == 0, r
+        (s,) = json.loads(r.stdout)
+        assert s["running"] is True and s["pids"] == 2, s
+        assert s["memory_bytes"] >= 90 << 20, s
+        assert s["cpu_percent"] >= 50, s  # the parent spins
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)  # the tree this test made: its own group
+        p.wait()

@@ -82,7 +82,10 @@ def test_files_survive_stop_and_resume(g):
 
 
 def test_logs_follow_a_sandbox_until_it_stops(g):
+    # Boot timing on: gantry-init's milestones reach the console.
+    g.env["GANTRY_BOOT_TIMING"] = "1"
     g.run("start", "logs", check=True)
+    del g.env["GANTRY_BOOT_TIMING"]
     r = g.run("logs", "logs", check=True)
     assert "ready" in r.stdout.decode(), r.stdout
     r = g.run("logs", "-console", "-tail", "3", "logs", check=True)
@@ -100,6 +103,35 @@ def test_logs_follow_a_sandbox_until_it_stops(g):
             p.wait()
     assert p.returncode == 0, err
     assert "stopping" in out.decode(), out
+
+
+def test_stats_show_memory_rising_as_the_guest_allocates(g):
+    g.run("start", "st", check=True)
+
+    def stats():
+        r = g.run("stats", "st", "--json", check=True)
+        (s,) = json.loads(r.stdout)
+        return s
+
+    s = stats()
+    assert s["running"] and s["pids"] >= 2 and s["memory_limit_bytes"] == 512 << 20, s
+    assert s["disk_bytes"] > 0 and s["disk_limit_bytes"] > s["disk_bytes"], s
+    before = s["memory_bytes"]
+    # 128 MiB of string held, then a busy loop: the guest's RAM grows on
+    # the host and its vCPU is busy.
+    hog = g.popen("exec", "st", "--", "awk",
+                  'BEGIN { s = "x"; while (length(s) < 134217728) s = s s; while (1) {} }')
+    try:
+        deadline = time.monotonic() + boot_timeout()
+        while True:
+            s = stats()
+            if s["memory_bytes"] >= before + (100 << 20) or time.monotonic() > deadline:
+                break
+        assert s["memory_bytes"] >= before + (100 << 20), (before, s)
+        assert s["cpu_percent"] > 20, s
+    finally:
+        hog.kill()
+        hog.wait()
 
 
 def test_exec_status_streams_and_signals(g):
