@@ -20,5 +20,6 @@ int cmd_version(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
 
 #endif

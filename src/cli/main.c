@@ -26,6 +26,7 @@ static const struct command {
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
 	{ "logs", cmd_logs, "print or follow a sandbox's log or guest console" },
+	{ "cp", cmd_cp, "copy files between the host and a sandbox" },
 	{ "stats", cmd_stats, "show the CPU, memory, disk and network each sandbox uses" },
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },

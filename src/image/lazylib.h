@@ -28,16 +28,27 @@
 #include "common/lazy.h"
 
 #define ARCHIVE_SYMS(X)                                                                        \
+	X(archive_entry_clear)                                                                 \
+	X(archive_entry_copy_pathname)                                                         \
+	X(archive_entry_copy_symlink)                                                          \
 	X(archive_entry_filetype)                                                              \
+	X(archive_entry_free)                                                                  \
 	X(archive_entry_gid)                                                                   \
 	X(archive_entry_hardlink)                                                              \
 	X(archive_entry_mtime)                                                                 \
 	X(archive_entry_mtime_is_set)                                                          \
 	X(archive_entry_mtime_nsec)                                                            \
+	X(archive_entry_new)                                                                   \
 	X(archive_entry_pathname)                                                              \
 	X(archive_entry_perm)                                                                  \
 	X(archive_entry_rdevmajor)                                                             \
 	X(archive_entry_rdevminor)                                                             \
+	X(archive_entry_set_filetype)                                                          \
+	X(archive_entry_set_gid)                                                               \
+	X(archive_entry_set_mtime)                                                             \
+	X(archive_entry_set_perm)                                                              \
+	X(archive_entry_set_size)                                                              \
+	X(archive_entry_set_uid)                                                               \
 	X(archive_entry_size)                                                                  \
 	X(archive_entry_size_is_set)                                                           \
 	X(archive_entry_sparse_count)                                                          \
@@ -60,7 +71,14 @@
 	X(archive_read_support_format_empty)                                                   \
 	X(archive_read_support_format_raw)                                                     \
 	X(archive_read_support_format_tar)                                                     \
-	X(archive_set_error)
+	X(archive_set_error)                                                                   \
+	X(archive_write_close)                                                                 \
+	X(archive_write_data)                                                                  \
+	X(archive_write_free)                                                                  \
+	X(archive_write_header)                                                                \
+	X(archive_write_new)                                                                   \
+	X(archive_write_open_fd)                                                               \
+	X(archive_write_set_format_pax_restricted)
 
 #define CURL_SYMS(X)                                                                           \
 	X(curl_easy_cleanup)                                                                   \

@@ -134,6 +134,65 @@ def test_stats_show_memory_rising_as_the_guest_allocates(g):
         hog.wait()
 
 
+def tree_of(root):
+    """{relative path: (kind, mode, content or link target)} under root."""
+    out = {}
+    for p in sorted(Path(root).rglob("*")):
+        rel = str(p.relative_to(root))
+        st = p.lstat()
+        if p.is_symlink():
+            out[rel] = ("link", None, os.readlink(p))
+        elif p.is_dir():
+            out[rel] = ("dir", st.st_mode & 0o7777, None)
+        else:
+            out[rel] = ("file", st.st_mode & 0o7777, hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def test_cp_both_ways(g, tmp_path):
+    g.run("start", "cp", check=True)
+    big = tmp_path / "big.bin"
+    big.write_bytes(os.urandom(32 << 20))
+    g.run("cp", big, "cp:/big.bin", check=True)
+    r = g.sh("cp", "sha256sum /big.bin; stat -c '%u:%g %a' /big.bin")
+    digest = hashlib.sha256(big.read_bytes()).hexdigest()
+    assert r.stdout.decode().split() == [digest, "/big.bin", "0:0", "644"], r
+    g.run("cp", "cp:/big.bin", tmp_path / "back.bin", check=True)
+    assert hashlib.sha256((tmp_path / "back.bin").read_bytes()).hexdigest() == digest
+
+    # A tree in, into an existing directory, then out again.
+    src = tmp_path / "tree"
+    (src / "sub" / "deep").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha\n")
+    (src / "sub" / "run.sh").write_text("#!/bin/sh\n")
+    (src / "sub" / "run.sh").chmod(0o750)
+    (src / "sub" / "deep" / "z").write_bytes(os.urandom(70000))
+    (src / "link").symlink_to("sub/run.sh")
+    os.chown(src / "a.txt", 1234, 1234)
+    g.sh("cp", "mkdir -p /dst", check=True)
+    g.run("cp", src, "cp:/dst", check=True)
+    r = g.sh("cp", "cd /dst/tree && stat -c '%n %u %a' a.txt sub/run.sh && readlink link")
+    assert r.stdout.decode().split() == ["a.txt", "0", "644", "sub/run.sh", "0", "750",
+                                         "sub/run.sh"], r
+    g.run("cp", "-a", src, "cp:/kept", check=True)
+    r = g.sh("cp", "stat -c '%u:%g' /kept/a.txt")
+    assert r.stdout.decode().strip() == "1234:1234", r
+    g.sh("cp", "chown 1000:1000 /dst/tree/sub/deep/z", check=True)
+    back = tmp_path / "out"
+    g.run("cp", "cp:/dst/tree", back, check=True)
+    assert tree_of(back) == tree_of(src)
+    assert (back / "sub" / "deep" / "z").stat().st_uid == os.geteuid()
+    g.run("cp", "-a", "cp:/dst/tree", tmp_path / "out-a", check=True)
+    assert (tmp_path / "out-a" / "sub" / "deep" / "z").stat().st_uid == 1000
+
+    # What cannot be: one line each.
+    for args, status, why in ((("cp", "cp:/nonexistent", tmp_path / "x"), 1, "nonexistent"),
+                              (("cp", tmp_path / "nonexistent", "cp:/x"), 2, "nonexistent"),
+                              (("cp", "cp:relative", tmp_path / "x"), 2, "absolute")):
+        r = g.run(*args)
+        assert r.returncode == status and why in one_line(r), (args, r)
+
+
 def test_exec_status_streams_and_signals(g):
     # start's process flags become the sandbox's own: every session
     # starts from them, and a session's own flags go over them.

@@ -909,6 +909,26 @@ def share_spec_seeds():
     return s
 
 
+def untar_seeds():
+    """Streams as `tar -cf - -C DIR src` in a guest makes them, and hostile ones."""
+    s = {}
+    s["tree"] = tar_bytes([("src/", "dir", None), ("src/a", "file", b"alpha"),
+                           ("src/sub/", "dir", None), ("src/sub/b", "file", b"b" * 5000),
+                           ("src/l", "sym", "/etc/passwd")])
+    s["file"] = tar_bytes([("src", "file", b"one file")])
+    s["escapes"] = tar_bytes([
+        ("src/", "dir", None), ("src/../beside/x", "file", b"x"),
+        ("/tmp/gantry-fuzz-untar-escaped", "file", b"a"), ("beside/y", "file", b"y"),
+        ("src/up", "sym", "../beside"), ("src/up/z", "file", b"z"),
+        ("src/abs", "sym", "/tmp"), ("src/abs/gantry-fuzz-untar-escaped", "file", b"t")])
+    s["odd-kinds"] = tar_bytes([("src/", "dir", None), ("src/null", "chr", None),
+                                ("src/fifo", "fifo", None), ("src/hard", "link", "src/a"),
+                                ("src/a", "file", b"a")])
+    s["dir-over-file"] = tar_bytes([("src", "file", b"f"), ("src/", "dir", None),
+                                    ("src/x", "file", b"x"), ("src", "sym", "/")])
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -918,7 +938,7 @@ def main():
                         ("dns", dns_seeds()),
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
                         ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
-                        ("share_spec", share_spec_seeds())):
+                        ("share_spec", share_spec_seeds()), ("untar", untar_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -1,0 +1,706 @@
+/* `gantry cp` (see copy.h): a tar stream made here and untarred in the
+ * container, or made there and written here entry by entry. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/session.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "image/lazylib.h"
+#include "sandbox/copy.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/process.h"
+
+#define COPY_DEPTH_MAX 128	   /* directories deep, either way */
+#define COPY_COMPONENTS_MAX 256 /* components of one entry's path */
+#define COPY_BLOCK (64u << 10)
+#define COPY_WHY_MAX 300 /* bytes of tar's complaint quoted */
+
+/* ---- a session running tar in the container, as root ------------------------------ */
+
+struct tar_run {
+	const char *name;
+	char *const *args;
+	size_t nargs;
+	int in, out;
+	const struct gantry_cancel *cancel;
+	struct agent_result res;
+	char why[COPY_WHY_MAX + 1]; /* its stderr's first line, sanitised */
+	int rc;
+	gantry_error_t err;
+};
+
+static void tar_run(struct tar_run *t)
+{
+	struct sandbox_process_opts po = {
+		.args = t->args, .nargs = t->nargs, .user = "0:0", .entrypoint = "", .workdir = "/"
+	};
+	int efd = memfd_create("gantry-cp-stderr", MFD_CLOEXEC);
+	struct sandbox_stdio io = { .in = t->in, .out = t->out, .err = efd, .signal_fd = -1 };
+	ssize_t n;
+
+	t->why[0] = '\0';
+	if (efd < 0) {
+		t->rc = gantry_error_errno(&t->err, "memfd_create");
+		return;
+	}
+	t->rc = sandbox_exec(t->name, &po, &io, t->cancel, &t->res, &t->err);
+	n = pread(efd, t->why, COPY_WHY_MAX, 0);
+	t->why[n > 0 ? n : 0] = '\0';
+	t->why[strcspn(t->why, "\n")] = '\0';
+	text_sanitize(t->why, 0);
+	close(efd);
+}
+
+static void *tar_thread(void *opaque)
+{
+	struct tar_run *t = opaque;
+	sigset_t pipe;
+
+	/* A reader here that stopped early: EPIPE for the session, no signal. */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+	tar_run(t);
+	close(t->out);
+	t->out = -1;
+	return NULL;
+}
+
+/* The session's failure, or tar's, as one error; 0 when tar exited 0. */
+static int tar_status(struct tar_run *t, const char *what, gantry_error_t *err)
+{
+	if (t->rc < 0) {
+		*err = steal_pointer(&t->err);
+		return -1;
+	}
+	if (t->res.error || (!t->res.signaled && t->res.code == 127))
+		return gantry_error(err, 0, "%s: the sandbox's image has no tar (gantry cp needs one)",
+				    what);
+	if (t->res.signaled)
+		return gantry_error(err, 0, "%s: tar in the sandbox was killed by signal %d", what,
+				    t->res.code);
+	if (t->res.code != 0)
+		return gantry_error(err, 0, "%s: %s", what,
+				    t->why[0] ? t->why : "tar in the sandbox failed");
+	return 0;
+}
+
+/* ---- out: entries written below the destination, never through a symlink -------- */
+
+struct dir_fix {
+	char *path; /* below the destination's parent */
+	mode_t mode;
+	uid_t uid;
+	gid_t gid;
+};
+
+struct extract {
+	int parent;	  /* the destination's parent directory */
+	const char *top;  /* the destination's name in it */
+	const char *base; /* the first component of tar's names ("." for all) */
+	bool archive, own;
+	struct sandbox_copy_result *res;
+	struct dir_fix *dirs;
+	size_t nr_dirs;
+};
+
+/* comps[0..n) joined by '/', allocated. */
+static char *joined(char *const *comps, size_t n)
+{
+	size_t len = 1;
+	char *s, *at;
+
+	for (size_t i = 0; i < n; i++)
+		len += strlen(comps[i]) + 1;
+	at = s = xmalloc(len);
+	*s = '\0';
+	for (size_t i = 0; i < n; i++)
+		at += sprintf(at, "%s%s", i ? "/" : "", comps[i]);
+	return s;
+}
+
+/* name's components below the destination's parent: top, then name's
+ * after base; -1 for a name that leaves it or is not base's. */
+static int components(const struct extract *x, char *name, char **comps, size_t *n)
+{
+	char *save = NULL, *c;
+	bool first = strcmp(x->base, ".") != 0;
+
+	*n = 0;
+	comps[(*n)++] = (char *)x->top;
+	for (c = strtok_r(name, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0)
+			continue;
+		if (strcmp(c, "..") == 0)
+			return -1;
+		if (first) {
+			if (strcmp(c, x->base) != 0)
+				return -1;
+			first = false;
+			continue;
+		}
+		if (*n == COPY_COMPONENTS_MAX)
+			return -1;
+		comps[(*n)++] = c;
+	}
+	return first ? -1 : 0;
+}
+
+/* The directory holding comps[n-1], each one before it opened with no
+ * symlink followed and made when missing. */
+static int walk(int parent, char **comps, size_t n, bool make)
+{
+	int fd = fcntl(parent, F_DUPFD_CLOEXEC, 3);
+
+	for (size_t i = 0; fd >= 0 && i + 1 < n; i++) {
+		int next = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (next < 0 && errno == ENOENT && make && mkdirat(fd, comps[i], 0755) == 0)
+			next = openat(fd, comps[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = next;
+	}
+	return fd;
+}
+
+/* What is at last in dir goes, unless it is a directory. */
+static int clear(int dir, const char *last)
+{
+	struct stat st;
+
+	if (fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		return -1;
+	}
+	return unlinkat(dir, last, 0);
+}
+
+static int write_file(struct archive *a, int fd, struct sandbox_copy_result *res)
+{
+	const void *buf;
+	size_t len;
+	la_int64_t off;
+	int r;
+
+	while ((r = sym_archive_read_data_block(a, &buf, &len, &off)) == ARCHIVE_OK) {
+		for (size_t done = 0; done < len;) {
+			ssize_t w = pwrite(fd, (const char *)buf + done, len - done,
+					   off + (off_t)done);
+
+			if (w < 0)
+				return -1;
+			done += (size_t)w;
+		}
+		res->bytes += len;
+	}
+	if (r != ARCHIVE_EOF) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+static int one_entry(struct extract *x, struct archive *a, struct archive_entry *e,
+		     gantry_error_t *err)
+{
+	cleanup_free char *name = xstrdup(sym_archive_entry_pathname(e) ?: "");
+	char *comps[COPY_COMPONENTS_MAX + 1];
+	mode_t perm = sym_archive_entry_perm(e) & (x->archive ? 07777 : 0777);
+	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT } };
+	cleanup_close int dir = -1;
+	const char *last;
+	size_t n;
+	int fd;
+
+	if (components(x, name, comps, &n) < 0) {
+		cleanup_free char *shown = xstrdup(sym_archive_entry_pathname(e) ?: "");
+
+		text_sanitize(shown, 200);
+		return gantry_error(err, 0, "entry `%s` is not below what was asked for", shown);
+	}
+	last = comps[n - 1];
+	if (sym_archive_entry_hardlink(e) || (sym_archive_entry_filetype(e) != AE_IFREG &&
+					      sym_archive_entry_filetype(e) != AE_IFDIR &&
+					      sym_archive_entry_filetype(e) != AE_IFLNK)) {
+		x->res->skipped++;
+		return 0;
+	}
+	dir = walk(x->parent, comps, n, true);
+	if (dir < 0)
+		goto fail;
+	switch (sym_archive_entry_filetype(e)) {
+	case AE_IFDIR: {
+		struct stat st;
+		cleanup_free char *path = NULL;
+
+		if (mkdirat(dir, last, 0700) < 0 &&
+		    (errno != EEXIST || fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		     !S_ISDIR(st.st_mode)))
+			goto fail;
+		path = joined(comps, n);
+		x->dirs = xrealloc(x->dirs, (x->nr_dirs + 1) * sizeof(*x->dirs));
+		x->dirs[x->nr_dirs++] = (struct dir_fix){ steal_pointer(&path), perm,
+							  (uid_t)sym_archive_entry_uid(e),
+							  (gid_t)sym_archive_entry_gid(e) };
+		x->res->dirs++;
+		return 0;
+	}
+	case AE_IFLNK:
+		if (clear(dir, last) < 0 || symlinkat(sym_archive_entry_symlink(e) ?: "", dir, last) < 0)
+			goto fail;
+		if (x->own)
+			fchownat(dir, last, (uid_t)sym_archive_entry_uid(e),
+				 (gid_t)sym_archive_entry_gid(e), AT_SYMLINK_NOFOLLOW);
+		x->res->links++;
+		return 0;
+	default:
+		break;
+	}
+	if (clear(dir, last) < 0)
+		goto fail;
+	fd = openat(dir, last, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto fail;
+	/* The size too: a sparse file's hole at its end. */
+	if (write_file(a, fd, x->res) < 0 ||
+	    ftruncate(fd, (off_t)sym_archive_entry_size(e)) < 0 ||
+	    (x->own && fchown(fd, (uid_t)sym_archive_entry_uid(e), (gid_t)sym_archive_entry_gid(e)) <
+			       0) ||
+	    fchmod(fd, perm) < 0) {
+		close(fd);
+		goto fail;
+	}
+	times[1] = (struct timespec){ .tv_sec = sym_archive_entry_mtime(e) };
+	futimens(fd, times);
+	close(fd);
+	x->res->files++;
+	return 0;
+fail:
+	{
+		cleanup_free char *shown = joined(comps, n);
+
+		text_sanitize(shown, 200);
+		return gantry_error_errno(err, "write `%s`", shown);
+	}
+}
+
+/* The directories' own modes (and owners), once nothing more goes in. */
+static void fix_dirs(struct extract *x)
+{
+	for (size_t i = x->nr_dirs; i-- > 0;) {
+		struct dir_fix *d = &x->dirs[i];
+		char *comps[COPY_COMPONENTS_MAX + 2], *save = NULL;
+		size_t n = 0;
+		int dir, fd;
+
+		for (char *c = strtok_r(d->path, "/", &save); c && n <= COPY_COMPONENTS_MAX;
+		     c = strtok_r(NULL, "/", &save))
+			comps[n++] = c;
+		dir = n ? walk(x->parent, comps, n, false) : -1;
+		fd = dir >= 0 ? openat(dir, comps[n - 1],
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) :
+				-1;
+		if (fd >= 0) {
+			if (x->own)
+				fchown(fd, d->uid, d->gid);
+			fchmod(fd, d->mode);
+			close(fd);
+		}
+		if (dir >= 0)
+			close(dir);
+		free(d->path);
+	}
+	free(x->dirs);
+}
+
+/* *refused: the failure is ours (an entry refused or not written, or
+ * cancel), not the stream's. */
+static int extract(struct extract *x, int fd, const struct gantry_cancel *cancel, bool *refused,
+		   gantry_error_t *err)
+{
+	struct archive *a = sym_archive_read_new();
+	struct archive_entry *e;
+	int r = 0, rr;
+
+	*refused = false;
+	sym_archive_read_support_format_tar(a);
+	if (sym_archive_read_open_fd(a, fd, COPY_BLOCK) != ARCHIVE_OK) {
+		r = gantry_error(err, 0, "read the sandbox's tar stream: %s",
+				 sym_archive_error_string(a));
+		goto out;
+	}
+	while ((rr = sym_archive_read_next_header(a, &e)) == ARCHIVE_OK) {
+		if (cancel_check(cancel, err) < 0 || one_entry(x, a, e, err) < 0) {
+			*refused = true;
+			r = -1;
+			goto out;
+		}
+	}
+	if (rr != ARCHIVE_EOF) {
+		cleanup_free char *why = xstrdup(sym_archive_error_string(a) ?: "corrupt");
+
+		r = gantry_error(err, 0, "the sandbox's tar stream: %s", text_sanitize(why, 200));
+	}
+out:
+	sym_archive_read_free(a);
+	fix_dirs(x);
+	return r;
+}
+
+int sandbox_untar(int fd, const char *base, const char *host_dest,
+		  const struct sandbox_copy_opts *o, const struct gantry_cancel *cancel,
+		  struct sandbox_copy_result *res, bool *refused, gantry_error_t *err)
+{
+	cleanup_free char *hdir = NULL, *hbase = NULL;
+	struct extract x = { .archive = o->archive, .own = o->archive && geteuid() == 0,
+			     .res = res, .base = base };
+	struct stat st;
+	int r;
+
+	*refused = true;
+	if (lazy_archive(err) < 0)
+		return -1;
+	/* Into an existing directory, or as the destination itself. */
+	if (stat(host_dest, &st) == 0 && S_ISDIR(st.st_mode) && strcmp(base, ".") != 0) {
+		hdir = xstrdup(host_dest);
+		hbase = xstrdup(base);
+	} else {
+		cleanup_free char *d = xstrdup(host_dest), *b = xstrdup(host_dest);
+
+		hdir = xstrdup(dirname(d));
+		hbase = xstrdup(basename(b));
+	}
+	if (strcmp(hbase, "/") == 0 || strcmp(hbase, "..") == 0 || strcmp(hbase, ".") == 0)
+		return gantry_error_usage(err, "`%s`: name a file or directory to write", host_dest);
+	x.top = hbase;
+	x.parent = open(hdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (x.parent < 0)
+		return gantry_error_errno(err, "`%s`", hdir);
+	r = extract(&x, fd, cancel, refused, err);
+	close(x.parent);
+	return r;
+}
+
+int sandbox_copy_out(const char *name, const char *path, const char *host_dest,
+		     const struct sandbox_copy_opts *o, const struct gantry_cancel *cancel,
+		     struct sandbox_copy_result *res, gantry_error_t *err)
+{
+	cleanup_free char *gdir = xstrdup(path), *gbase = xstrdup(path), *what = NULL;
+	char *args[] = { "tar", "-cf", "-", "-C", NULL, NULL, NULL };
+	struct tar_run t = { .name = name, .args = args, .nargs = 6, .in = -1, .out = -1 };
+	struct gantry_cancel stop = { -1 };
+	pthread_t thread;
+	int p[2] = { -1, -1 }, devnull = -1, r = -1;
+	bool refused = false;
+	char buf[COPY_BLOCK];
+
+	*res = (struct sandbox_copy_result){ 0 };
+	if (path[0] != '/')
+		return gantry_error_usage(err, "`%s`: want an absolute path in the sandbox", path);
+	args[4] = dirname(gdir);
+	args[5] = basename(gbase);
+	if (strcmp(args[5], "/") == 0)
+		args[5] = ".";
+	xasprintf(&what, "%s:%s", name, path);
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0 || pipe2(p, O_CLOEXEC) < 0 || cancel_init(&stop, err) < 0) {
+		if (!*err)
+			gantry_error_errno(err, "cp");
+		goto done;
+	}
+	t.in = devnull;
+	t.out = p[1];
+	t.cancel = &stop;
+	if (pthread_create(&thread, NULL, tar_thread, &t) != 0) {
+		gantry_error(err, 0, "cp: cannot start a thread");
+		close(p[1]);
+		goto done;
+	}
+	p[1] = -1; /* the thread's now */
+	r = sandbox_untar(p[0], args[5], host_dest, o, cancel, res, &refused, err);
+	if (refused)
+		cancel_fire(&stop);
+	/* Whatever tar has left, until its session ends. */
+	while (read(p[0], buf, sizeof(buf)) > 0)
+		;
+	pthread_join(thread, NULL);
+	/* The session's or tar's failure explains a stream that broke off;
+	 * one we ended ourselves is ours to explain. */
+	if (!refused) {
+		gantry_error_t why = NULL;
+
+		if (tar_status(&t, what, &why) < 0) {
+			gantry_error_free(err);
+			*err = why;
+			r = -1;
+		}
+	}
+	gantry_error_free(&t.err);
+	if (r == 0 && res->files + res->dirs + res->links == 0)
+		r = gantry_error(err, 0, "%s: nothing came", what);
+done:
+	free(t.res.message);
+	cancel_destroy(&stop);
+	if (p[0] >= 0)
+		close(p[0]);
+	if (devnull >= 0)
+		close(devnull);
+	return r;
+}
+
+/* ---- in: a tar stream of the host's files -------------------------------------------- */
+
+struct pack {
+	struct archive *a;
+	struct archive_entry *e;
+	bool archive;
+	struct sandbox_copy_result *res;
+	gantry_error_t err;
+};
+
+static int pack_error(struct pack *k, const char *arcname)
+{
+	return gantry_error(&k->err, 0, "pack `%s`: %s", arcname, sym_archive_error_string(k->a));
+}
+
+static int pack_tree(struct pack *k, int dir, const char *name, const char *arcname, int depth)
+{
+	struct stat st;
+	char target[PATH_MAX];
+	ssize_t n;
+
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return gantry_error_errno(&k->err, "`%s`", arcname);
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		k->res->skipped++;
+		return 0;
+	}
+	sym_archive_entry_clear(k->e);
+	sym_archive_entry_copy_pathname(k->e, arcname);
+	sym_archive_entry_set_filetype(k->e, st.st_mode & S_IFMT);
+	sym_archive_entry_set_perm(k->e, st.st_mode & (k->archive ? 07777 : 0777));
+	sym_archive_entry_set_uid(k->e, k->archive ? st.st_uid : 0);
+	sym_archive_entry_set_gid(k->e, k->archive ? st.st_gid : 0);
+	sym_archive_entry_set_mtime(k->e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	if (S_ISLNK(st.st_mode)) {
+		n = readlinkat(dir, name, target, sizeof(target) - 1);
+		if (n < 0)
+			return gantry_error_errno(&k->err, "`%s`", arcname);
+		target[n] = '\0';
+		sym_archive_entry_copy_symlink(k->e, target);
+		if (sym_archive_write_header(k->a, k->e) != ARCHIVE_OK)
+			return pack_error(k, arcname);
+		k->res->links++;
+		return 0;
+	}
+	if (S_ISREG(st.st_mode)) {
+		char buf[COPY_BLOCK];
+		off_t left = st.st_size;
+		int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+		if (fd < 0)
+			return gantry_error_errno(&k->err, "`%s`", arcname);
+		sym_archive_entry_set_size(k->e, st.st_size);
+		if (sym_archive_write_header(k->a, k->e) != ARCHIVE_OK) {
+			close(fd);
+			return pack_error(k, arcname);
+		}
+		/* Exactly the size announced: a file that shrinks meanwhile
+		 * is padded with zeros, one that grows cut. */
+		while (left > 0) {
+			size_t want = left < (off_t)sizeof(buf) ? (size_t)left : sizeof(buf);
+			ssize_t got = read(fd, buf, want);
+
+			if (got < 0) {
+				close(fd);
+				return gantry_error_errno(&k->err, "read `%s`", arcname);
+			}
+			if (got == 0) {
+				memset(buf, 0, want);
+				got = (ssize_t)want;
+			}
+			if (sym_archive_write_data(k->a, buf, (size_t)got) != got) {
+				close(fd);
+				return pack_error(k, arcname);
+			}
+			left -= got;
+			k->res->bytes += (unsigned long long)got;
+		}
+		close(fd);
+		k->res->files++;
+		return 0;
+	}
+	/* A directory, then what is in it. */
+	if (depth >= COPY_DEPTH_MAX)
+		return gantry_error(&k->err, 0, "`%s`: more than %d directories deep", arcname,
+				    COPY_DEPTH_MAX);
+	if (sym_archive_write_header(k->a, k->e) != ARCHIVE_OK)
+		return pack_error(k, arcname);
+	k->res->dirs++;
+	{
+		int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+		struct dirent *de;
+		int r = 0;
+
+		if (d == NULL) {
+			if (fd >= 0)
+				close(fd);
+			return gantry_error_errno(&k->err, "`%s`", arcname);
+		}
+		while (r == 0 && (de = readdir(d)) != NULL) {
+			cleanup_free char *sub = NULL;
+
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+				continue;
+			xasprintf(&sub, "%s/%s", arcname, de->d_name);
+			r = pack_tree(k, dirfd(d), de->d_name, sub, depth + 1);
+		}
+		closedir(d);
+		return r;
+	}
+}
+
+struct packer {
+	struct pack k;
+	int dir;
+	const char *name, *arcname;
+	int fd;
+	int rc;
+};
+
+static void *pack_thread(void *opaque)
+{
+	struct packer *p = opaque;
+	sigset_t pipe;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+	p->k.a = sym_archive_write_new();
+	p->k.e = sym_archive_entry_new();
+	sym_archive_write_set_format_pax_restricted(p->k.a);
+	if (sym_archive_write_open_fd(p->k.a, p->fd) != ARCHIVE_OK)
+		p->rc = gantry_error(&p->k.err, 0, "cp: %s", sym_archive_error_string(p->k.a));
+	else
+		p->rc = pack_tree(&p->k, p->dir, p->name, p->arcname, 0);
+	if (sym_archive_write_close(p->k.a) != ARCHIVE_OK && p->rc == 0)
+		p->rc = pack_error(&p->k, p->arcname);
+	sym_archive_entry_free(p->k.e);
+	sym_archive_write_free(p->k.a);
+	close(p->fd);
+	return NULL;
+}
+
+/* Whether path is a directory in the container (test -d there). */
+static int guest_is_dir(const char *name, const char *path, bool *is_dir, gantry_error_t *err)
+{
+	char *args[] = { "test", "-d", (char *)path, NULL };
+	struct tar_run t = { .name = name, .args = args, .nargs = 3, .in = -1, .out = -1 };
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (devnull < 0)
+		return gantry_error_errno(err, "/dev/null");
+	t.in = t.out = devnull;
+	tar_run(&t);
+	close(devnull);
+	free(t.res.message);
+	if (t.rc < 0) {
+		*err = steal_pointer(&t.err);
+		return -1;
+	}
+	*is_dir = !t.res.error && !t.res.signaled && t.res.code == 0;
+	return 0;
+}
+
+int sandbox_copy_in(const char *name, const char *host_src, const char *path,
+		    const struct sandbox_copy_opts *o, const struct gantry_cancel *cancel,
+		    struct sandbox_copy_result *res, gantry_error_t *err)
+{
+	cleanup_free char *hdir = xstrdup(host_src), *hbase = xstrdup(host_src), *gdir = NULL,
+			  *gbase = NULL, *what = NULL;
+	char *args[] = { "tar", "-xf", "-", "-C", NULL, NULL };
+	struct tar_run t = { .name = name, .args = args, .nargs = 5, .out = -1 };
+	struct packer k = { .k = { .archive = o->archive, .res = res }, .fd = -1 };
+	size_t len = strlen(path);
+	bool into = len > 1 && path[len - 1] == '/';
+	struct stat st;
+	pthread_t thread;
+	int p[2] = { -1, -1 }, devnull = -1, r = -1;
+
+	*res = (struct sandbox_copy_result){ 0 };
+	if (path[0] != '/')
+		return gantry_error_usage(err, "`%s`: want an absolute path in the sandbox", path);
+	if (lstat(host_src, &st) < 0)
+		return gantry_error_usage(err, "`%s`: %s", host_src, strerror(errno));
+	if (lazy_archive(err) < 0)
+		return -1;
+	k.name = basename(hbase);
+	if (strcmp(k.name, "/") == 0)
+		k.name = ".";
+	if (!into && guest_is_dir(name, path, &into, err) < 0)
+		return -1;
+	if (into || strcmp(path, "/") == 0) {
+		gdir = xstrdup(path);
+		gbase = xstrdup(k.name);
+	} else {
+		cleanup_free char *d = xstrdup(path), *b = xstrdup(path);
+
+		gdir = xstrdup(dirname(d));
+		gbase = xstrdup(basename(b));
+	}
+	args[4] = gdir;
+	k.arcname = gbase;
+	xasprintf(&what, "%s:%s", name, path);
+	k.dir = open(dirname(hdir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (k.dir < 0)
+		return gantry_error_errno(err, "`%s`", host_src);
+	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (devnull < 0 || pipe2(p, O_CLOEXEC) < 0) {
+		gantry_error_errno(err, "cp");
+		goto done;
+	}
+	k.fd = p[1];
+	if (pthread_create(&thread, NULL, pack_thread, &k) != 0) {
+		gantry_error(err, 0, "cp: cannot start a thread");
+		close(p[1]);
+		goto done;
+	}
+	p[1] = -1;
+	t.in = p[0];
+	t.out = devnull;
+	t.cancel = cancel;
+	tar_run(&t);
+	/* tar is done with the stream: a packer still writing gets EPIPE. */
+	close(p[0]);
+	p[0] = -1;
+	pthread_join(thread, NULL);
+	r = tar_status(&t, what, err);
+	if (r == 0 && k.rc < 0) {
+		*err = steal_pointer(&k.k.err);
+		r = -1;
+	}
+	gantry_error_free(&k.k.err);
+done:
+	free(t.res.message);
+	if (p[0] >= 0)
+		close(p[0]);
+	if (devnull >= 0)
+		close(devnull);
+	close(k.dir);
+	return r;
+}
