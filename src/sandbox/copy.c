@@ -63,15 +63,22 @@ static void tar_run(struct tar_run *t)
 	close(efd);
 }
 
-static void *tar_thread(void *opaque)
+/* A thread's writes to a pipe whose reader stopped early: EPIPE, not the
+ * whole process's death. */
+static void block_sigpipe(void)
 {
-	struct tar_run *t = opaque;
 	sigset_t pipe;
 
-	/* A reader here that stopped early: EPIPE for the session, no signal. */
 	sigemptyset(&pipe);
 	sigaddset(&pipe, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+}
+
+static void *tar_thread(void *opaque)
+{
+	struct tar_run *t = opaque;
+
+	block_sigpipe();
 	tar_run(t);
 	close(t->out);
 	t->out = -1;
@@ -586,11 +593,8 @@ struct packer {
 static void *pack_thread(void *opaque)
 {
 	struct packer *p = opaque;
-	sigset_t pipe;
 
-	sigemptyset(&pipe);
-	sigaddset(&pipe, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
+	block_sigpipe();
 	p->k.a = sym_archive_write_new();
 	p->k.e = sym_archive_entry_new();
 	sym_archive_write_set_format_pax_restricted(p->k.a);
