@@ -144,6 +144,9 @@ void sandbox_opts_init(struct sandbox_opts *o)
 
 int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err)
 {
+	/* A pull that start or exec makes shows its layers as image pull
+	 * does, on a terminal only. */
+	const struct image_resolve_opts o = { .progress = true };
 	cleanup_free char *default_image = NULL;
 
 	if (src == NULL) {
@@ -151,7 +154,7 @@ int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *er
 			return -1;
 		src = default_image;
 	}
-	return image_resolve(src, img, err);
+	return image_resolve_with(src, &o, img, err);
 }
 
 static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)

@@ -67,7 +67,8 @@ int sandbox_opts_memory(void *opaque, const char *size, gantry_error_t *err);
 void sandbox_opts_free(struct sandbox_opts *o);
 
 /* The image a sandbox of src boots (NULL: the built-in one), converted
- * into the cache when it is not there yet. */
+ * into the cache when it is not there yet; a pull draws its layers on
+ * stderr when that is a terminal. */
 int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err);
 
 /* `gantry start`: create the sandbox and boot it; returns once its guest
