@@ -649,7 +649,7 @@ json_t *confine_report_json(const struct confine_report *r, const char *role,
 			json_array_append_new(degraded, json_string(p->name));
 	}
 	return json_pack("{s:i,s:s,s:s,s:i,s:s,s:o,s:o}", "version", 1, "role", role, "mode",
-			 confine_mode_name(mode), "landlockAbi", r->landlock_abi, "seccomp",
+			 confine_mode_name(mode), "landlock_abi", r->landlock_abi, "seccomp",
 			 r->seccomp_log ? "log" : "enforce", "properties", props, "degraded",
 			 degraded);
 }

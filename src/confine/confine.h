@@ -170,7 +170,7 @@ json_t *confine_run(struct confine_opts *o, gantry_error_t *err);
 /* --self-test: confine_run from the root prepared, then its report, or
  * {"mode":"off"}, or {"ok":false,"error":WHY} on stdout; 1 for the last. */
 int confine_self_test(struct confine_opts *o);
-/* {"version","role","mode","landlockAbi","seccomp","properties":[...],"degraded":[...]} */
+/* {"version","role","mode","landlock_abi","seccomp","properties":[...],"degraded":[...]} */
 json_t *confine_report_json(const struct confine_report *r, const char *role,
 			    enum confine_mode mode);
 
