@@ -26,6 +26,8 @@
 #define COPY_COMPONENTS_MAX 256 /* components of one entry's path */
 #define COPY_BLOCK (64u << 10)
 #define COPY_WHY_MAX 300 /* bytes of tar's complaint quoted */
+#define COPY_DIRS_MAX 65536 /* directories made by one copy out */
+#define COPY_DRAIN_MAX (1u << 20) /* bytes after the archive's end, at most */
 
 /* ---- a session running tar in the container, as root ------------------------------ */
 
@@ -41,26 +43,59 @@ struct tar_run {
 	gantry_error_t err;
 };
 
+/* The session's stderr: its first COPY_WHY_MAX bytes kept, the rest read
+ * and dropped (however much the guest writes, it costs no memory). */
+struct why_reader {
+	int fd;
+	char *why;
+	size_t len;
+};
+
+static void *why_thread(void *opaque)
+{
+	struct why_reader *w = opaque;
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = read(w->fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+		size_t take = n > 0 ? MIN((size_t)n, COPY_WHY_MAX - w->len) : 0;
+
+		memcpy(w->why + w->len, buf, take);
+		w->len += take;
+	}
+	return NULL;
+}
+
 static void tar_run(struct tar_run *t)
 {
 	struct sandbox_process_opts po = {
 		.args = t->args, .nargs = t->nargs, .user = "0:0", .entrypoint = "", .workdir = "/"
 	};
-	int efd = memfd_create("gantry-cp-stderr", MFD_CLOEXEC);
-	struct sandbox_stdio io = { .in = t->in, .out = t->out, .err = efd, .signal_fd = -1 };
-	ssize_t n;
+	struct why_reader w = { .why = t->why };
+	struct sandbox_stdio io = { .in = t->in, .out = t->out, .signal_fd = -1 };
+	pthread_t reader;
+	int e[2];
 
 	t->why[0] = '\0';
-	if (efd < 0) {
-		t->rc = gantry_error_errno(&t->err, "memfd_create");
+	if (pipe2(e, O_CLOEXEC) < 0) {
+		t->rc = gantry_error_errno(&t->err, "pipe");
 		return;
 	}
+	w.fd = e[0];
+	if (pthread_create(&reader, NULL, why_thread, &w) != 0) {
+		close(e[0]);
+		close(e[1]);
+		t->rc = gantry_error(&t->err, 0, "cp: cannot start a thread");
+		return;
+	}
+	io.err = e[1];
 	t->rc = sandbox_exec(t->name, &po, &io, t->cancel, &t->res, &t->err);
-	n = pread(efd, t->why, COPY_WHY_MAX, 0);
-	t->why[n > 0 ? n : 0] = '\0';
+	close(e[1]); /* the reader sees its end */
+	pthread_join(reader, NULL);
+	close(e[0]);
+	t->why[w.len] = '\0';
 	t->why[strcspn(t->why, "\n")] = '\0';
 	text_sanitize(t->why, 0);
-	close(efd);
 }
 
 /* A thread's writes to a pipe whose reader stopped early: EPIPE, not the
@@ -118,6 +153,7 @@ struct extract {
 	const char *top;  /* the destination's name in it */
 	const char *base; /* the first component of tar's names ("." for all) */
 	bool archive, own;
+	mode_t umask; /* the caller's, applied but in archive mode */
 	struct sandbox_copy_result *res;
 	struct dir_fix *dirs;
 	size_t nr_dirs;
@@ -226,7 +262,7 @@ static int one_entry(struct extract *x, struct archive *a, struct archive_entry 
 {
 	cleanup_free char *name = xstrdup(sym_archive_entry_pathname(e) ?: "");
 	char *comps[COPY_COMPONENTS_MAX + 1];
-	mode_t perm = sym_archive_entry_perm(e) & (x->archive ? 07777 : 0777);
+	mode_t perm = sym_archive_entry_perm(e) & (x->archive ? 07777 : 0777 & ~x->umask);
 	struct timespec times[2] = { { .tv_nsec = UTIME_OMIT } };
 	cleanup_close int dir = -1;
 	const char *last;
@@ -254,10 +290,18 @@ static int one_entry(struct extract *x, struct archive *a, struct archive_entry 
 		struct stat st;
 		cleanup_free char *path = NULL;
 
-		if (mkdirat(dir, last, 0700) < 0 &&
-		    (errno != EEXIST || fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		     !S_ISDIR(st.st_mode)))
+		if (mkdirat(dir, last, 0700) == 0) {
+			if (x->nr_dirs == COPY_DIRS_MAX)
+				return gantry_error(err, 0, "more than %d directories",
+						    COPY_DIRS_MAX);
+		} else if (errno != EEXIST || fstatat(dir, last, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			   !S_ISDIR(st.st_mode)) {
 			goto fail;
+		} else {
+			/* One that was there keeps its own mode and owner. */
+			x->res->dirs++;
+			return 0;
+		}
 		path = joined(comps, n);
 		x->dirs = xrealloc(x->dirs, (x->nr_dirs + 1) * sizeof(*x->dirs));
 		x->dirs[x->nr_dirs++] = (struct dir_fix){ steal_pointer(&path), perm,
@@ -368,6 +412,27 @@ out:
 	return r;
 }
 
+/* The process's umask, read without changing it (threads may be making
+ * files meanwhile). */
+static mode_t current_umask(void)
+{
+	char buf[2048];
+	const char *at;
+	unsigned int m;
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n > 0) {
+		buf[n] = '\0';
+		at = strstr(buf, "\nUmask:");
+		if (at && sscanf(at, "\nUmask: %o", &m) == 1)
+			return (mode_t)m & 0777;
+	}
+	return 022;
+}
+
 int sandbox_untar(int fd, const char *base, const char *host_dest,
 		  const struct sandbox_copy_opts *o, const struct gantry_cancel *cancel,
 		  struct sandbox_copy_result *res, bool *refused, gantry_error_t *err)
@@ -377,6 +442,8 @@ int sandbox_untar(int fd, const char *base, const char *host_dest,
 			     .res = res, .base = base };
 	struct stat st;
 	int r;
+
+	x.umask = current_umask();
 
 	*refused = true;
 	if (lazy_archive(err) < 0)
@@ -413,7 +480,7 @@ int sandbox_copy_out(const char *name, const char *path, const char *host_dest,
 	pthread_t thread;
 	int p[2] = { -1, -1 }, devnull = -1, r = -1;
 	bool refused = false;
-	char buf[COPY_BLOCK];
+	char buf[4096];
 
 	*res = (struct sandbox_copy_result){ 0 };
 	if (path[0] != '/')
@@ -423,10 +490,11 @@ int sandbox_copy_out(const char *name, const char *path, const char *host_dest,
 	if (strcmp(args[5], "/") == 0)
 		args[5] = ".";
 	xasprintf(&what, "%s:%s", name, path);
+	if (cancel_init(&stop, err) < 0)
+		return -1;
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (devnull < 0 || pipe2(p, O_CLOEXEC) < 0 || cancel_init(&stop, err) < 0) {
-		if (!*err)
-			gantry_error_errno(err, "cp");
+	if (devnull < 0 || pipe2(p, O_CLOEXEC) < 0) {
+		gantry_error_errno(err, "cp");
 		goto done;
 	}
 	t.in = devnull;
@@ -439,11 +507,26 @@ int sandbox_copy_out(const char *name, const char *path, const char *host_dest,
 	}
 	p[1] = -1; /* the thread's now */
 	r = sandbox_untar(p[0], args[5], host_dest, o, cancel, res, &refused, err);
-	if (refused)
+	if (refused || cancel_fired(cancel))
 		cancel_fire(&stop);
-	/* Whatever tar has left, until its session ends. */
-	while (read(p[0], buf, sizeof(buf)) > 0)
-		;
+	/* What tar has left (its last record's padding), until its session
+	 * ends; a guest that goes on sending past that is ended. */
+	for (size_t drained = 0;;) {
+		ssize_t n = read(p[0], buf, sizeof(buf));
+
+		if (n <= 0 && !(n < 0 && errno == EINTR))
+			break;
+		drained += n > 0 ? (size_t)n : 0;
+		if ((drained > COPY_DRAIN_MAX || cancel_fired(cancel)) && !cancel_fired(&stop)) {
+			cancel_fire(&stop);
+			if (r == 0)
+				r = cancel_fired(cancel) ?
+					    cancel_check(cancel, err) :
+					    gantry_error(err, 0, "%s: the sandbox sent more than "
+							 "the archive", what);
+			refused = true;
+		}
+	}
 	pthread_join(thread, NULL);
 	/* The session's or tar's failure explains a stream that broke off;
 	 * one we ended ourselves is ours to explain. */
@@ -474,6 +557,7 @@ done:
 struct pack {
 	struct archive *a;
 	struct archive_entry *e;
+	char *buf; /* COPY_BLOCK bytes: one for every level of the walk */
 	bool archive;
 	struct sandbox_copy_result *res;
 	gantry_error_t err;
@@ -515,12 +599,20 @@ static int pack_tree(struct pack *k, int dir, const char *name, const char *arcn
 		return 0;
 	}
 	if (S_ISREG(st.st_mode)) {
-		char buf[COPY_BLOCK];
+		char *buf = k->buf;
 		off_t left = st.st_size;
-		int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		/* Non-blocking: a FIFO swapped in since fstatat must not hang
+		 * the open; what was opened must still be a regular file. */
+		int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat now;
 
 		if (fd < 0)
 			return gantry_error_errno(&k->err, "`%s`", arcname);
+		if (fstat(fd, &now) < 0 || !S_ISREG(now.st_mode)) {
+			close(fd);
+			k->res->skipped++;
+			return 0;
+		}
 		sym_archive_entry_set_size(k->e, st.st_size);
 		if (sym_archive_write_header(k->a, k->e) != ARCHIVE_OK) {
 			close(fd);
@@ -529,7 +621,7 @@ static int pack_tree(struct pack *k, int dir, const char *name, const char *arcn
 		/* Exactly the size announced: a file that shrinks meanwhile
 		 * is padded with zeros, one that grows cut. */
 		while (left > 0) {
-			size_t want = left < (off_t)sizeof(buf) ? (size_t)left : sizeof(buf);
+			size_t want = left < (off_t)COPY_BLOCK ? (size_t)left : COPY_BLOCK;
 			ssize_t got = read(fd, buf, want);
 
 			if (got < 0) {
@@ -597,6 +689,7 @@ static void *pack_thread(void *opaque)
 	block_sigpipe();
 	p->k.a = sym_archive_write_new();
 	p->k.e = sym_archive_entry_new();
+	p->k.buf = xmalloc(COPY_BLOCK);
 	sym_archive_write_set_format_pax_restricted(p->k.a);
 	if (sym_archive_write_open_fd(p->k.a, p->fd) != ARCHIVE_OK)
 		p->rc = gantry_error(&p->k.err, 0, "cp: %s", sym_archive_error_string(p->k.a));
@@ -606,6 +699,7 @@ static void *pack_thread(void *opaque)
 		p->rc = pack_error(&p->k, p->arcname);
 	sym_archive_entry_free(p->k.e);
 	sym_archive_write_free(p->k.a);
+	free(p->k.buf);
 	close(p->fd);
 	return NULL;
 }

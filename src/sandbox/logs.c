@@ -29,11 +29,18 @@ struct reader {
 
 static void emit(struct reader *r)
 {
+	size_t len;
+
+	/* A NUL would end the text before its end: shown as any control. */
+	for (size_t i = 0; i < r->len; i++)
+		if (r->line[i] == '\0')
+			r->line[i] = '\x01';
 	r->line[r->len] = '\0';
 	text_sanitize(r->line, 0);
-	if (r->cut && r->len >= 3)
-		memcpy(r->line + r->len - 3, "...", 3);
-	r->out(r->opaque, r->line, r->len);
+	len = strlen(r->line); /* sanitising may shorten it */
+	if (r->cut && len >= 3)
+		memcpy(r->line + len - 3, "...", 3);
+	r->out(r->opaque, r->line, len);
 	r->len = 0;
 	r->cut = false;
 }
@@ -178,8 +185,9 @@ int sandbox_logs(const char *name, const struct sandbox_logs_opts *o,
 				goto out;
 			if (r->len)
 				emit(r);
-			reopen(r, path);
-			continue;
+			/* One that cannot be opened is looked at again next round. */
+			if (reopen(r, path))
+				continue;
 		}
 		if (!running)
 			break;

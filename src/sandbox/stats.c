@@ -14,7 +14,7 @@
 #include "sandbox/network.h"
 #include "sandbox/stats.h"
 
-#define STATS_PIDS_MAX 4096 /* processes looked at on the host */
+#define STATS_PIDS_MAX (1u << 22) /* the kernel's own pid_max limit */
 
 struct proc {
 	pid_t pid, ppid;
@@ -48,26 +48,32 @@ static const char *stat_fields(pid_t pid, char *buf, size_t cap)
 	return end + 2; /* ") S ..." */
 }
 
-/* Every process on the host with its parent; how many (at most max). */
-static size_t processes(struct proc *out, size_t max)
+/* Every process on the host with its parent, into *out (allocated);
+ * how many. */
+static size_t processes(struct proc **out)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	size_t n = 0;
+	size_t n = 0, cap = 1024;
 	char buf[1024];
 
+	*out = xmalloc(cap * sizeof(**out));
 	if (d == NULL)
 		return 0;
-	while (n < max && (e = readdir(d)) != NULL) {
+	while (n < STATS_PIDS_MAX && (e = readdir(d)) != NULL) {
 		const char *f;
 		int ppid;
 
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
-		out[n].pid = (pid_t)atoi(e->d_name);
-		f = stat_fields(out[n].pid, buf, sizeof(buf));
+		if (n == cap) {
+			cap *= 2;
+			*out = xrealloc(*out, cap * sizeof(**out));
+		}
+		(*out)[n].pid = (pid_t)atoi(e->d_name);
+		f = stat_fields((*out)[n].pid, buf, sizeof(buf));
 		if (f && sscanf(f, "%*c %d", &ppid) == 1) {
-			out[n].ppid = (pid_t)ppid;
+			(*out)[n].ppid = (pid_t)ppid;
 			n++;
 		}
 	}
@@ -114,9 +120,10 @@ static uint64_t mem_bytes(pid_t pid)
 /* root and its descendants: CPU time, memory, how many. */
 static void tree(pid_t root, struct sandbox_stats *st)
 {
-	struct proc *all = xzalloc(STATS_PIDS_MAX * sizeof(*all));
-	pid_t *todo = xzalloc(STATS_PIDS_MAX * sizeof(*todo));
-	size_t n = processes(all, STATS_PIDS_MAX), head = 0, tail = 0;
+	struct proc *all;
+	size_t n = processes(&all), head = 0, tail = 0;
+	/* Each process at most once in the walk: n + 1 slots are enough. */
+	pid_t *todo = xmalloc((n + 1) * sizeof(*todo));
 
 	todo[tail++] = root;
 	while (head < tail) {
@@ -125,8 +132,8 @@ static void tree(pid_t root, struct sandbox_stats *st)
 		st->cpu_ns += cpu_ns(p);
 		st->mem_bytes += mem_bytes(p);
 		st->pids++;
-		for (size_t i = 0; i < n && tail < STATS_PIDS_MAX; i++)
-			if (all[i].ppid == p)
+		for (size_t i = 0; i < n && tail <= n; i++)
+			if (all[i].ppid == p && all[i].pid != root)
 				todo[tail++] = all[i].pid;
 	}
 	free(todo);

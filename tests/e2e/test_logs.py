@@ -65,12 +65,17 @@ def test_hostile_bytes_are_made_safe(g):
             b"\x9b31mC1 CSI\n"               # a C1 control, as one byte
             b"\xff\xfe not utf-8\r\n"
             b"caf\xc3\xa9 stays\n"
-            b"last line, no newline")
+            b"nul\x00\x1b]52;c;owned\x07after\n"      # a NUL, then an escape
+            + b"\xc2\x80" * 50 + b"\x1b[31mshrunk\n"  # 2-byte C1s: sanitising shortens
+            + b"last line, no newline")
     (d / "console.log").write_bytes(evil)
     code, out, _ = logs(g, "-console", "box")
     assert code == 0
     assert "\x1b" not in out and "\x07" not in out and "\r" not in out and "\x9b" not in out
+    assert "\x00" not in out and "\x80" not in out
     lines = out.splitlines()
+    assert [l for l in lines if l.startswith("nul")][0].endswith("after")
+    assert [l for l in lines if l.endswith("shrunk")], lines
     assert lines[0].endswith("title") and lines[1].endswith("clear")
     assert "café stays" in lines
     assert lines[-1] == "last line, no newline"
