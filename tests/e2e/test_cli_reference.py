@@ -286,13 +286,15 @@ def test_bash_completion(gantry, tmp_path):
 ZPTY = """zmodload zsh/zpty
 zpty z zsh -f -i
 zpty -w z "fpath=(%s \\$fpath); autoload -Uz compinit; compinit -u; PS1='> '"
-sleep 1
-local all="" chunk
-while zpty -r -t z chunk; do all+=$chunk; done
 zpty -w -n z "$1"$'\\t'
-sleep 1
-all=""
-while zpty -r -t z chunk; do all+=$chunk; done
+local all="" chunk
+integer i
+# Until the completed line shows (a loaded machine may take seconds).
+for (( i = 0; i < 100; i++ )); do
+  while zpty -r -t z chunk; do all+=$chunk; done
+  [[ ${all//$'\\a'/} == *"$2"* ]] && break
+  sleep 0.1
+done
 print -r -- "$all"
 zpty -d z
 """
@@ -310,8 +312,8 @@ def test_zsh_completion(gantry, tmp_path):
     for line, done in (("gantry ima", "gantry image "), ("gantry image pu", "gantry image pull "),
                        ("gantry logs -pre", "gantry logs -previous "),
                        ("gantry ports pub", "gantry ports publish ")):
-        r = subprocess.run(["zsh", "-f", str(probe), line], capture_output=True, text=True,
-                           timeout=30, env=env)
+        r = subprocess.run(["zsh", "-f", str(probe), line, done.split()[-1]],
+                           capture_output=True, text=True, timeout=60, env=env)
         shown = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]|\x07|.\x08", "", r.stdout)
         assert done in shown, (line, shown[-300:], r.stderr)
 
