@@ -38,8 +38,9 @@ def doctor(binary, env, cwd=None):
 
 
 def make(*args, timeout=900):
-    r = subprocess.run(["make", f"BUILD={build_dir()}", *args], cwd=REPO, capture_output=True,
-                       text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    # Under make check this make is a sub-make: no "Entering directory" lines.
+    r = subprocess.run(["make", "--no-print-directory", f"BUILD={build_dir()}", *args], cwd=REPO,
+                       capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, (args, r.stdout[-2000:], r.stderr[-2000:])
     return r
 
@@ -87,7 +88,7 @@ def test_deb_installs_and_purges(tmp_path):
     for tool in ("dpkg", "dpkg-deb"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} not found: apt-get install dpkg")
-    out = make("deb").stdout.strip().splitlines()[-1]
+    out = [line for line in make("deb").stdout.splitlines() if line.endswith(".deb")][-1]
     deb = Path(out if os.path.isabs(out) else REPO / out)
     fields = subprocess.run(["dpkg-deb", "-f", str(deb), "Package", "Depends"],
                             capture_output=True, text=True, check=True).stdout
