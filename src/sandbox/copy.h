@@ -15,6 +15,8 @@
 #include "common/cancel.h"
 #include "common/error.h"
 
+#define COPY_BLOCK (64u << 10) /* bytes read or written at a time */
+
 struct sandbox_copy_opts {
 	/* Owners and modes kept: in the container as on the host; on the
 	 * host as in the container (as root). Otherwise what goes in is

@@ -1,4 +1,4 @@
-/* Unit tests for sandbox/copy.c's sandbox_untar(): what `gantry cp` writes
+/* Unit tests for sandbox/untar.c's sandbox_untar(): what `gantry cp` writes
  * on the host from a tar stream the guest made. A hostile stream (.., an
  * absolute name, another top, a write through a symlink it planted, a
  * device, a hard link, set-id bits) writes nothing outside the
