@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -94,14 +93,6 @@ static size_t names_of(int argc, char **argv, char **names, size_t max, gantry_e
 	return n;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* One reading of each, sampled over STATS_SAMPLE_MS; 0, or 1 when one of
  * them failed (printed). */
 static int once(char **names, size_t n, bool as_json, bool clear)
@@ -109,10 +100,11 @@ static int once(char **names, size_t n, bool as_json, bool clear)
 	struct sandbox_stats *a = xzalloc((n + 1) * sizeof(*a)), *b = xzalloc((n + 1) * sizeof(*b));
 	bool *ok = xzalloc((n + 1) * sizeof(*ok));
 	gantry_error_t err = NULL;
-	uint64_t t0, wall;
+	double t0;
+	uint64_t wall;
 	int status = 0;
 
-	t0 = mono_ns();
+	t0 = now_ms_frac();
 	for (size_t i = 0; i < n; i++) {
 		ok[i] = sandbox_stats(names[i], &a[i], &err) == 0;
 		if (!ok[i])
@@ -125,7 +117,7 @@ static int once(char **names, size_t n, bool as_json, bool clear)
 			status = cli_fail(&err, CLI_EXIT_FAILED);
 		}
 	}
-	wall = mono_ns() - t0;
+	wall = (uint64_t)((now_ms_frac() - t0) * 1e6);
 	if (as_json) {
 		json_t *arr = json_array();
 

@@ -83,6 +83,41 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 	return 0;
 }
 
+ssize_t read_small(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n >= 0)
+		buf[n] = '\0';
+	return n;
+}
+
+char *path_find(const char *name)
+{
+	const char *path = getenv("PATH"), *p, *end;
+	struct stat st;
+
+	for (p = path ? path : "/bin:/usr/bin";; p = end + 1) {
+		char *file;
+
+		end = strchrnul(p, ':');
+		if (end == p)
+			xasprintf(&file, "./%s", name);
+		else
+			xasprintf(&file, "%.*s/%s", (int)(end - p), p, name);
+		if (stat(file, &st) == 0)
+			return file;
+		free(file);
+		if (*end == '\0')
+			return NULL;
+	}
+}
+
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err)
 {
 	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);

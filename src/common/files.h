@@ -34,6 +34,13 @@ void free_lines(char **lines, size_t n);
  * to *err's message: for an error that points at a log about to go, or
  * one the user would look in next. Nothing when the log has no lines. */
 void error_add_tail(gantry_error_t *err, const char *path, size_t max, const char *header);
+/* A small file whose size stat does not tell (a /proc one) into buf,
+ * NUL-terminated, at most cap - 1 bytes of it: their count, or -1. */
+ssize_t read_small(const char *path, char *buf, size_t cap);
+/* The first file called name in a directory of $PATH (an empty entry is
+ * the current directory; no PATH: /bin:/usr/bin), allocated; NULL when
+ * there is none. */
+char *path_find(const char *name);
 /* Remove path and everything below it, not following symlinks; best effort. */
 void rm_tree(const char *path);
 

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "fence/fence.h"
@@ -234,23 +235,9 @@ static int fence_mounts(struct fence_guards *g, const char *cwd, gantry_error_t 
  * when it cannot be run). */
 static bool in_path(const char *name)
 {
-	const char *path = getenv("PATH"), *p, *end;
-	struct stat st;
+	cleanup_free char *file = path_find(name);
 
-	for (p = path ? path : "/bin:/usr/bin";; p = end + 1) {
-		cleanup_free char *file = NULL;
-
-		end = strchrnul(p, ':');
-		/* An empty entry is the current directory. */
-		if (end == p)
-			xasprintf(&file, "./%s", name);
-		else
-			xasprintf(&file, "%.*s/%s", (int)(end - p), p, name);
-		if (stat(file, &st) == 0)
-			return true;
-		if (*end == '\0')
-			return false;
-	}
+	return file != NULL;
 }
 
 /* In CMD's process, forked from the init. */

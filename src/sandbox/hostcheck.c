@@ -311,21 +311,8 @@ static void check_mke2fs(struct checks *cs)
 {
 	struct host_check *c = add(cs, "mke2fs");
 	const char *path = rwlayer_mke2fs();
-	cleanup_free char *found = path[0] == '/' ? xstrdup(path) : NULL;
-	const char *env = getenv("PATH");
+	cleanup_free char *found = path[0] == '/' ? xstrdup(path) : path_find(path);
 
-	if (found == NULL && env) {
-		cleanup_free char *dirs = xstrdup(env);
-		char *save = NULL;
-
-		for (char *d = strtok_r(dirs, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
-			xasprintf(&found, "%s/mke2fs", d);
-			if (access(found, X_OK) != 0) {
-				free(found);
-				found = NULL;
-			}
-		}
-	}
 	if (found)
 		say(c, HOST_OK, NULL, "%s", found);
 	else

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
@@ -20,21 +21,6 @@ struct proc {
 	pid_t pid, ppid;
 };
 
-/* A small /proc file into buf (NUL-terminated); its length, or -1. */
-static ssize_t read_proc(const char *path, char *buf, size_t cap)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, cap - 1);
-	close(fd);
-	if (n >= 0)
-		buf[n] = '\0';
-	return n;
-}
-
 /* /proc/pid/stat's fields after the command (which may hold spaces and
  * parentheses: the last ')' ends it). */
 static const char *stat_fields(pid_t pid, char *buf, size_t cap)
@@ -43,7 +29,7 @@ static const char *stat_fields(pid_t pid, char *buf, size_t cap)
 	char *end;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (read_proc(path, buf, cap) < 0 || (end = strrchr(buf, ')')) == NULL)
+	if (read_small(path, buf, cap) < 0 || (end = strrchr(buf, ')')) == NULL)
 		return NULL;
 	return end + 2; /* ") S ..." */
 }
@@ -108,11 +94,11 @@ static uint64_t mem_bytes(pid_t pid)
 	const char *pss;
 
 	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
-	if (read_proc(path, buf, sizeof(buf)) > 0 && (pss = strstr(buf, "\nPss:")) != NULL &&
+	if (read_small(path, buf, sizeof(buf)) > 0 && (pss = strstr(buf, "\nPss:")) != NULL &&
 	    sscanf(pss, "\nPss: %llu kB", &kb) == 1)
 		return kb << 10;
 	snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
-	if (read_proc(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%*u %llu", &pages) == 1)
+	if (read_small(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%*u %llu", &pages) == 1)
 		return pages * (uint64_t)sysconf(_SC_PAGESIZE);
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/text.h"
 #include "common/util.h"
 #include "image/lazylib.h"
@@ -296,17 +297,10 @@ static mode_t current_umask(void)
 	char buf[2048];
 	const char *at;
 	unsigned int m;
-	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 
-	if (fd >= 0)
-		close(fd);
-	if (n > 0) {
-		buf[n] = '\0';
-		at = strstr(buf, "\nUmask:");
-		if (at && sscanf(at, "\nUmask: %o", &m) == 1)
-			return (mode_t)m & 0777;
-	}
+	if (read_small("/proc/self/status", buf, sizeof(buf)) > 0 &&
+	    (at = strstr(buf, "\nUmask:")) != NULL && sscanf(at, "\nUmask: %o", &m) == 1)
+		return (mode_t)m & 0777;
 	return 022;
 }
 
