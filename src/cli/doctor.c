@@ -25,7 +25,7 @@ static void doctor_usage(FILE *out, const struct flag *flags)
 int cmd_doctor(int argc, char **argv)
 {
 	struct host_check checks[HOST_CHECKS_MAX];
-	bool as_json = false, help = false, dashdash, failed = false;
+	bool as_json = false, help = false, dashdash, failed;
 	int rest, r;
 	size_t n;
 	const struct flag flags[] = {
@@ -42,8 +42,7 @@ int cmd_doctor(int argc, char **argv)
 		return 2;
 	}
 	n = host_checks(checks, HOST_CHECKS_MAX);
-	for (size_t i = 0; i < n; i++)
-		failed = failed || checks[i].status == HOST_FAIL;
+	failed = host_checks_failed(checks, n);
 	if (as_json) {
 		json_t *o = host_checks_json(checks, n);
 

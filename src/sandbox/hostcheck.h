@@ -28,6 +28,8 @@ struct host_check {
 
 /* Runs every check into out (at most max of them); returns how many. */
 size_t host_checks(struct host_check *out, size_t max);
+/* Whether one of the n checks failed. */
+bool host_checks_failed(const struct host_check *c, size_t n);
 const char *host_status_name(enum host_status s);
 /* {"ok": no check failed, "checks": [{name, status, detail, fix|null}]} */
 json_t *host_checks_json(const struct host_check *c, size_t n);
