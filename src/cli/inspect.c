@@ -157,9 +157,8 @@ int cmd_inspect(int argc, char **argv)
 			  name ? "unexpected arguments after NAME" : "NAME is required");
 		return 2;
 	}
-	if (sandbox_inspect(name, &sb, &dir, &err) < 0) {
+	if (sandbox_inspect(name, &sb, &dir, &err) < 0)
 		return cli_fail(&err, CLI_EXIT_FAILED);
-	}
 	o = sandbox_to_json(&sb, dir);
 	if (as_json) {
 		cli_print_json(o);

@@ -79,9 +79,8 @@ int cmd_ls(int argc, char **argv)
 		log_error("ls: unexpected argument `%s` (see gantry ls -help)", argv[rest]);
 		return 2;
 	}
-	if (sandbox_list(&v, &n, &err) < 0) {
+	if (sandbox_list(&v, &n, &err) < 0)
 		return cli_fail(&err, CLI_EXIT_FAILED);
-	}
 	if (as_json)
 		ls_json(v, n);
 	else
