@@ -37,6 +37,19 @@ struct fs_remote {
 	unsigned int route; /* 0: a free slot */
 };
 
+/* What the guest set that the host does not hold (meta.c). */
+struct fs_meta {
+	bool set;
+	uid_t uid;
+	gid_t gid;
+	mode_t mode;	 /* 07777 */
+	mode_t dev_type; /* S_IFCHR or S_IFBLK: a device kept as a regular file; 0 */
+	dev_t rdev;
+};
+
+#define FS_META_XATTR "user.gantry.stat"
+#define FS_META_BUF   64
+
 struct fs_node {
 	uint64_t id;
 	int fd;		       /* O_PATH|O_NOFOLLOW; -1 for the hub */
@@ -48,6 +61,9 @@ struct fs_node {
 	uint64_t nlookup;
 	uint32_t handles;
 	bool pinned; /* an export root or the hub: freed with its export */
+	bool meta_known;	     /* meta is what the xattr held at meta_ctime */
+	struct timespec meta_ctime;
+	struct fs_meta meta;
 	struct fs_node *next_id, *next_key;
 };
 
@@ -72,6 +88,7 @@ struct fs_server {
 	/* handles: slots with a free list; fh = generation << 32 | slot + 1 */
 	struct fs_handle *handles;
 	uint32_t free_head, nr_handles, gen;
+	mode_t umask; /* the process's, taken back from what it makes */
 	struct fs_stats stats;
 };
 
@@ -116,11 +133,38 @@ const void *fs_arg(struct fs_req *r, size_t off, size_t len);
  * not "." or "..". Returns a negative errno or the offset past its NUL. */
 long fs_name(struct fs_req *r, size_t off, const char **name);
 void *fs_reply(struct fs_req *r, size_t len);
-void fs_attr_fill(const struct fs_node *n, const struct stat *st, struct fuse_attr *a);
+/* The reply's attributes from the host's stat of n, as the guest sees them. */
+void fs_attr_fill(struct fs_node *n, const struct stat *st, struct fuse_attr *a);
 void fs_entry_fill(struct fs_node *n, const struct stat *st, struct fuse_entry_out *e);
 int fs_proc_path(char buf[32], int fd);
 /* Copy part of an iovec array: len bytes from off. Returns descriptors used. */
 size_t fs_iov_slice(const struct iovec *v, size_t n, size_t off, size_t len, struct iovec *dst);
+
+/* meta.c: the guest's owners and modes beside the host file */
+/* The host's permission bits for a guest mode of type: no set-id or
+ * sticky bit, and the owner (the server) may always read and write (and
+ * search a directory); a FIFO's or socket's as they are. */
+mode_t fs_host_mode(mode_t type, mode_t mode);
+int fs_meta_parse(const char *v, size_t len, struct fs_meta *m);
+size_t fs_meta_format(const struct fs_meta *m, char buf[FS_META_BUF]);
+/* The node's metadata, read again when host's ctime moved since. */
+const struct fs_meta *fs_meta_get(struct fs_node *n, const struct stat *host);
+/* Turn the host's stat of n into what the guest sees. */
+void fs_meta_view(struct fs_node *n, struct stat *st);
+/* Stat n as the guest sees it. */
+int fs_meta_stat(struct fs_node *n, struct stat *st);
+/* Keep want for n (host: its stat now), or drop what is kept where the
+ * host shows it by itself: 1 when the xattr changed, 0 when nothing was
+ * to do; -EOPNOTSUPP: n's type cannot carry it, or the host's
+ * filesystem has no user xattrs. */
+int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta *want);
+/* The guest may not see or touch this xattr. */
+bool fs_meta_name(const char *name);
+/* Make the mode of what was just made at fd exactly mode, where the
+ * process's umask took bits of it. */
+int fs_mode_exact(struct fs_server *s, int fd, mode_t mode);
+/* The process's umask, read without changing it (0022 if unreadable). */
+mode_t fs_process_umask(void);
 
 /* ops_entry.c */
 int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
@@ -141,6 +185,14 @@ int fs_op_rename2(struct fs_req *r);
 int fs_op_link(struct fs_req *r);
 int fs_op_statfs(struct fs_req *r);
 int fs_op_access(struct fs_req *r);
+/* The guest's owner and mode for n, just made in dir: the caller's, and
+ * the directory's group where that is set-group-ID (a directory inherits
+ * the bit); the host's bits made exact where the umask took some. 1:
+ * kept beside the host file; 0: the host shows it as it is; -EOPNOTSUPP:
+ * n cannot carry it (a symlink, FIFO or socket, or no user xattrs on the
+ * host). */
+int fs_own_new(struct fs_req *r, struct fs_node *dir, struct fs_node *n, mode_t mode,
+	       mode_t dev_type, dev_t rdev);
 
 /* ops_file.c */
 int fs_reopen(const struct fs_node *n, int flags);

@@ -17,6 +17,7 @@
 
 #define FS_SYMLINK_MAX (PATH_MAX - 1)
 
+/* The host's stat of n. */
 static int stat_node(const struct fs_node *n, struct stat *st)
 {
 	if (fstatat(n->fd, "", st, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
@@ -170,15 +171,6 @@ int fs_op_getattr(struct fs_req *r)
 	return ret < 0 ? ret : reply_attr(r, &st);
 }
 
-/* Modes the host may keep: no setuid anywhere, setgid on directories only. */
-static mode_t safe_mode(mode_t type, mode_t mode)
-{
-	mode &= 07777 & ~S_ISUID;
-	if (type != S_IFDIR)
-		mode &= ~S_ISGID;
-	return mode;
-}
-
 static int set_size(struct fs_req *r, const struct fuse_setattr_in *in)
 {
 	cleanup_close int fd = -1;
@@ -187,7 +179,7 @@ static int set_size(struct fs_req *r, const struct fuse_setattr_in *in)
 
 	if (r->node->type == S_IFDIR)
 		return -EISDIR;
-	if (r->node->type != S_IFREG)
+	if (r->node->type != S_IFREG || r->node->meta.dev_type)
 		return -EPERM;
 	if (in->valid & FATTR_FH)
 		h = fs_handle_get(r->s, in->fh, r->node);
@@ -200,10 +192,10 @@ static int set_size(struct fs_req *r, const struct fuse_setattr_in *in)
 	return ftruncate(fd, (off_t)in->size) < 0 ? -errno : 0;
 }
 
+/* On the node's own O_PATH fd: a symlink's times are its own. */
 static int set_times(struct fs_req *r, const struct fuse_setattr_in *in)
 {
 	struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
-	char p[32];
 
 	if (in->valid & FATTR_ATIME_NOW)
 		ts[0].tv_nsec = UTIME_NOW;
@@ -213,34 +205,68 @@ static int set_times(struct fs_req *r, const struct fuse_setattr_in *in)
 		ts[1].tv_nsec = UTIME_NOW;
 	else if (in->valid & FATTR_MTIME)
 		ts[1] = (struct timespec){ (time_t)in->mtime, in->mtimensec };
-	fs_proc_path(p, r->node->fd);
-	return utimensat(AT_FDCWD, p, ts, 0) < 0 ? -errno : 0;
+	if (utimensat(r->node->fd, "", ts, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	return 0;
+}
+
+/* A new owner or mode: the host gets its safe permission bits, the rest
+ * is kept beside it (meta.c). A symlink's mode cannot change (Linux has
+ * no lchmod); a FIFO's or socket's owner stays the host's. */
+static int set_owner_mode(struct fs_req *r, const struct fuse_setattr_in *in)
+{
+	struct fs_node *n = r->node;
+	struct stat host, view;
+	struct fs_meta m;
+	char p[32];
+	int ret;
+
+	if ((in->valid & FATTR_MODE) && n->type == S_IFLNK)
+		return -EOPNOTSUPP;
+	if ((in->valid & FATTR_MODE) && (n->type == S_IFCHR || n->type == S_IFBLK))
+		return -EPERM; /* the host's own device node: never through /proc */
+	ret = stat_node(n, &host);
+	if (ret < 0)
+		return ret;
+	view = host;
+	fs_meta_view(n, &view);
+	m = (struct fs_meta){ .uid = view.st_uid, .gid = view.st_gid, .mode = view.st_mode & 07777,
+			      .dev_type = n->meta.set ? n->meta.dev_type : 0, .rdev = view.st_rdev };
+	if (in->valid & FATTR_UID)
+		m.uid = in->uid;
+	if (in->valid & FATTR_GID)
+		m.gid = in->gid;
+	if (in->valid & FATTR_MODE) {
+		mode_t want = m.dev_type ? S_IRUSR | S_IWUSR : fs_host_mode(n->type, in->mode);
+
+		m.mode = in->mode & 07777;
+		fs_proc_path(p, n->fd);
+		if ((host.st_mode & 07777) != want) {
+			if (fchmodat(AT_FDCWD, p, want, 0) < 0)
+				return -errno;
+			ret = stat_node(n, &host);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	ret = fs_meta_set(n, &host, &m);
+	/* Where nothing can be kept, an owner is taken and has no effect. */
+	return ret == -EOPNOTSUPP ? 0 : MIN(ret, 0);
 }
 
 int fs_op_setattr(struct fs_req *r)
 {
 	const struct fuse_setattr_in *in = fs_arg(r, 0, sizeof(*in));
-	mode_t t = r->node->type;
 	struct stat st;
-	char p[32];
 	int ret;
 
-	/* Through /proc only for inodes that path cannot open: no devices,
-	 * and a symlink's magic link would act on the link's target. */
-	if ((in->valid & (FATTR_MODE | FATTR_SIZE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW |
-			  FATTR_MTIME_NOW)) &&
-	    t == S_IFLNK)
-		return (in->valid & FATTR_SIZE) ? -EPERM : -EOPNOTSUPP;
-	if ((in->valid &
-	     (FATTR_MODE | FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) &&
-	    (t == S_IFCHR || t == S_IFBLK))
+	if ((in->valid & FATTR_SIZE) && r->node->type == S_IFLNK)
 		return -EPERM;
-	if (in->valid & FATTR_MODE) {
-		fs_proc_path(p, r->node->fd);
-		if (fchmodat(AT_FDCWD, p, safe_mode(t, in->mode), 0) < 0)
-			return -errno;
+	if (in->valid & (FATTR_MODE | FATTR_UID | FATTR_GID)) {
+		ret = set_owner_mode(r, in);
+		if (ret < 0)
+			return ret;
 	}
-	/* FATTR_UID/GID: squashed; new and changed files stay the VMM user's. */
 	if (in->valid & FATTR_SIZE) {
 		ret = set_size(r, in);
 		if (ret < 0)
@@ -273,6 +299,71 @@ int fs_op_readlink(struct fs_req *r)
 	return 0;
 }
 
+int fs_own_new(struct fs_req *r, struct fs_node *dir, struct fs_node *n, mode_t mode,
+	       mode_t dev_type, dev_t rdev)
+{
+	struct fs_meta m = { .uid = r->h.uid, .gid = r->h.gid, .mode = mode & 07777,
+			     .dev_type = dev_type, .rdev = rdev };
+	struct stat pv, host;
+	int ret = fs_meta_stat(dir, &pv);
+
+	if (ret < 0)
+		return ret;
+	if (pv.st_mode & S_ISGID) {
+		m.gid = pv.st_gid;
+		if (n->type == S_IFDIR)
+			m.mode |= S_ISGID;
+	}
+	ret = stat_node(n, &host);
+	if (ret < 0)
+		return ret;
+	/* The umask of the process took bits the guest asked for. */
+	if (n->type != S_IFLNK) {
+		ret = fs_mode_exact(r->s, n->fd,
+				    dev_type ? S_IRUSR | S_IWUSR : fs_host_mode(n->type, mode));
+		if (ret < 0)
+			return ret;
+		if (ret == 0 && r->s->umask)
+			stat_node(n, &host);
+	}
+	return fs_meta_set(n, &host, &m);
+}
+
+/* Reply with the entry of name, just made in this request's node, owned
+ * as fs_own_new says. A device kept in a file that cannot carry its type is
+ * taken back: EPERM, as before there was metadata. */
+static int new_entry(struct fs_req *r, const char *name, mode_t mode, mode_t dev_type, dev_t rdev)
+{
+	struct fuse_entry_out *e = fs_reply(r, sizeof(*e));
+	struct fs_node *n;
+	struct stat st;
+	int ret;
+
+	if (!e)
+		return -EINVAL;
+	ret = fs_lookup_name(r, r->node, name, e);
+	if (ret < 0)
+		return ret;
+	n = fs_node_get(r->s, e->nodeid);
+	ret = fs_own_new(r, r->node, n, mode, dev_type, rdev);
+	if (ret == 1 || (ret == 0 && r->s->umask))
+		ret = stat_node(n, &st);
+	else if (ret == -EOPNOTSUPP && !dev_type)
+		return 0;
+	else if (ret == 0)
+		return 0;
+	if (ret < 0) {
+		fs_node_forget(r->s, n, 1);
+		if (dev_type) {
+			unlinkat(r->node->fd, name, 0);
+			return -EPERM;
+		}
+		return ret;
+	}
+	fs_attr_fill(n, &st, &e->attr);
+	return 0;
+}
+
 int fs_op_symlink(struct fs_req *r)
 {
 	const char *name, *target;
@@ -291,7 +382,24 @@ int fs_op_symlink(struct fs_req *r)
 		return -ENFILE;
 	if (symlinkat(target, r->node->fd, name) < 0)
 		return -errno;
-	return reply_entry(r, r->node, name);
+	return new_entry(r, name, 0777, 0, 0);
+}
+
+/* A device node the guest makes is an empty file of the server's on the
+ * host; its type and number live in the metadata. */
+static int make_device_file(struct fs_req *r, const char *name)
+{
+	struct open_how how = {
+		.flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		.mode = S_IRUSR | S_IWUSR,
+		.resolve = FS_RESOLVE,
+	};
+	int fd = (int)syscall(SYS_openat2, r->node->fd, name, &how, sizeof(how));
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
 }
 
 int fs_op_mknod(struct fs_req *r)
@@ -303,15 +411,19 @@ int fs_op_mknod(struct fs_req *r)
 
 	if (ret < 0)
 		return ret;
-	if (t == S_IFCHR || t == S_IFBLK)
-		return -EPERM;
-	if (t != S_IFREG && t != S_IFIFO && t != S_IFSOCK)
+	if (t != S_IFREG && t != S_IFIFO && t != S_IFSOCK && t != S_IFCHR && t != S_IFBLK)
 		return -EINVAL;
 	if (node_room(r) < 0)
 		return -ENFILE;
-	if (mknodat(r->node->fd, name, t | safe_mode(t, in->mode), 0) < 0)
+	if (t == S_IFCHR || t == S_IFBLK) {
+		ret = make_device_file(r, name);
+		if (ret < 0)
+			return ret;
+		return new_entry(r, name, in->mode, t, (dev_t)in->rdev);
+	}
+	if (mknodat(r->node->fd, name, t | fs_host_mode(t, in->mode), 0) < 0)
 		return -errno;
-	return reply_entry(r, r->node, name);
+	return new_entry(r, name, in->mode, 0, 0);
 }
 
 int fs_op_mkdir(struct fs_req *r)
@@ -324,9 +436,9 @@ int fs_op_mkdir(struct fs_req *r)
 		return ret;
 	if (node_room(r) < 0)
 		return -ENFILE;
-	if (mkdirat(r->node->fd, name, safe_mode(S_IFDIR, in->mode)) < 0)
+	if (mkdirat(r->node->fd, name, fs_host_mode(S_IFDIR, in->mode)) < 0)
 		return -errno;
-	return reply_entry(r, r->node, name);
+	return new_entry(r, name, in->mode, 0, 0);
 }
 
 static int remove_name(struct fs_req *r, int flags)
@@ -421,9 +533,10 @@ int fs_op_link(struct fs_req *r)
 		return ret;
 	if (r->node->type != S_IFDIR)
 		return -ENOTDIR;
-	if (old->type != S_IFREG && old->type != S_IFLNK)
+	if (old->type == S_IFDIR)
 		return -EPERM;
-	/* Through /proc a symlink's O_PATH fd links the symlink itself. */
+	/* Through /proc an O_PATH fd links the inode itself (a symlink, a
+	 * FIFO or socket) and its metadata goes with it. */
 	fs_proc_path(p, old->fd);
 	if (linkat(AT_FDCWD, p, r->node->fd, name, AT_SYMLINK_FOLLOW) < 0)
 		return -errno;

@@ -41,6 +41,8 @@ int fs_reopen(const struct fs_node *n, int flags)
 		return -ELOOP;
 	if (n->type != S_IFREG && n->type != S_IFDIR)
 		return -EPERM;
+	if (n->meta_known && n->meta.set && n->meta.dev_type)
+		return -EACCES; /* a device the guest made: its bytes are not a device's */
 	if (n->type == S_IFDIR && (flags & O_ACCMODE) != O_RDONLY)
 		return -EISDIR;
 	fs_proc_path(p, n->fd);
@@ -134,7 +136,7 @@ int fs_op_create(struct fs_req *r)
 	if (r->s->nr_nodes >= r->s->max_nodes)
 		return -ENFILE;
 	how.flags = (uint64_t)(flags | O_CREAT | O_EXCL | O_NOFOLLOW);
-	how.mode = in->mode & 07777 & ~(S_ISUID | S_ISGID);
+	how.mode = fs_host_mode(S_IFREG, in->mode);
 	fd = (int)syscall(SYS_openat2, r->node->fd, name, &how, sizeof(how));
 	if (fd < 0 && errno == EEXIST && !(in->flags & O_EXCL))
 		return create_existing(r, name, flags, e, o);
@@ -157,8 +159,9 @@ int fs_op_create(struct fs_req *r)
 	{
 		struct stat st;
 
-		if (fstat(fd, &st) < 0) {
-			ret = -errno;
+		ret = fs_own_new(r, r->node, n, in->mode, 0, 0);
+		if ((ret < 0 && ret != -EOPNOTSUPP) || fstat(fd, &st) < 0) {
+			ret = ret < 0 && ret != -EOPNOTSUPP ? ret : -errno;
 			close(fd);
 			fs_node_forget(r->s, n, 1);
 			return ret;

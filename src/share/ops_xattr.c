@@ -1,5 +1,5 @@
 /* Extended attributes: the user.* namespace only, on regular files and
- * directories. Other namespaces can carry privilege on the host
+ * directories, but for FS_META_XATTR, which the guest never sees. Other namespaces can carry privilege on the host
  * (security.capability, trusted.*, ACLs): writes are EPERM and reads see
  * nothing there. */
 #include <errno.h>
@@ -13,10 +13,18 @@
 
 #define FS_XATTR_PREFIX "user."
 
+/* A user.* name, and not the one that keeps owners and modes (meta.c). */
 static bool user_name(const char *name)
 {
 	return strncmp(name, FS_XATTR_PREFIX, strlen(FS_XATTR_PREFIX)) == 0 &&
-	       name[strlen(FS_XATTR_PREFIX)] != 0;
+	       name[strlen(FS_XATTR_PREFIX)] != 0 && !fs_meta_name(name);
+}
+
+/* POSIX ACLs: the share has none, as a filesystem mounted without them
+ * (EOPNOTSUPP: a tool setting one falls back to the mode). */
+static bool acl_name(const char *name)
+{
+	return strncmp(name, "system.posix_acl_", 17) == 0;
 }
 
 static bool has_xattrs(const struct fs_node *n)
@@ -52,6 +60,8 @@ int fs_op_setxattr(struct fs_req *r)
 		return -E2BIG;
 	if ((size_t)end + in->size != r->arg_len)
 		return -EINVAL;
+	if (acl_name(name))
+		return -EOPNOTSUPP;
 	if (!user_name(name) || !has_xattrs(r->node))
 		return -EPERM;
 	if (in->flags & ~(XATTR_CREATE | XATTR_REPLACE))
@@ -161,6 +171,8 @@ int fs_op_removexattr(struct fs_req *r)
 		return (int)end;
 	if ((size_t)end != r->arg_len)
 		return -EINVAL;
+	if (acl_name(name))
+		return -EOPNOTSUPP;
 	if (!user_name(name) || !has_xattrs(r->node))
 		return -EPERM;
 	fs_proc_path(p, r->node->fd);

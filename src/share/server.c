@@ -95,6 +95,7 @@ int fs_server_new(struct fs_server **out, size_t max_nodes, unsigned int route,
 	s->hub.type = S_IFDIR;
 	s->hub.ino = FS_ROOT_ID;
 	s->hub.pinned = true;
+	s->umask = fs_process_umask();
 	*out = s;
 	return 0;
 }
@@ -339,8 +340,11 @@ void *fs_reply(struct fs_req *r, size_t len)
 	return r->reply;
 }
 
-void fs_attr_fill(const struct fs_node *n, const struct stat *st, struct fuse_attr *a)
+void fs_attr_fill(struct fs_node *n, const struct stat *host, struct fuse_attr *a)
 {
+	struct stat view = *host, *st = &view;
+
+	fs_meta_view(n, st);
 	memset(a, 0, sizeof(*a));
 	a->ino = st->st_ino;
 	a->size = st->st_size;
@@ -357,10 +361,6 @@ void fs_attr_fill(const struct fs_node *n, const struct stat *st, struct fuse_at
 	a->gid = st->st_gid;
 	a->rdev = st->st_rdev;
 	a->blksize = st->st_blksize;
-	if (n->exp && n->exp->o.map_owner) {
-		a->uid = n->exp->o.uid;
-		a->gid = n->exp->o.gid;
-	}
 }
 
 void fs_entry_fill(struct fs_node *n, const struct stat *st, struct fuse_entry_out *e)
