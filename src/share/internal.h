@@ -143,7 +143,7 @@ size_t fs_iov_slice(const struct iovec *v, size_t n, size_t off, size_t len, str
 /* meta.c: the guest's owners and modes beside the host file */
 /* The host's permission bits for a guest mode of type: no set-id or
  * sticky bit, and the owner (the server) may always read and write (and
- * search a directory); a FIFO's or socket's as they are. */
+ * search a directory); a FIFO's or socket's as they are, but set-id. */
 mode_t fs_host_mode(mode_t type, mode_t mode);
 int fs_meta_parse(const char *v, size_t len, struct fs_meta *m);
 size_t fs_meta_format(const struct fs_meta *m, char buf[FS_META_BUF]);

@@ -36,12 +36,12 @@ static bool carries_meta(mode_t host_type)
 
 mode_t fs_host_mode(mode_t type, mode_t mode)
 {
-	mode &= 0777;
 	if (type == S_IFDIR)
-		return mode | S_IRWXU;
+		return (mode & 0777) | S_IRWXU;
 	if (type == S_IFREG || type == S_IFCHR || type == S_IFBLK)
-		return mode | S_IRUSR | S_IWUSR;
-	return mode;
+		return (mode & 0777) | S_IRUSR | S_IWUSR;
+	/* a FIFO or socket keeps its own, which has nowhere else to go */
+	return mode & 01777;
 }
 
 /* A decimal or octal number of at most max, up to the next ':' or '-'. */

@@ -929,6 +929,35 @@ def untar_seeds():
     return s
 
 
+def share_rpc_seeds():
+    """Request messages as the VMM worker sends them, over RAM holding the
+    FUSE request; and metadata values as meta.c writes them."""
+    def msg(op, ins, outs):
+        m = struct.pack("<IIIIQ", op, len(ins), len(outs), 0, 0)
+        for off, ln in ins + outs:
+            m += struct.pack("<QQ", off, ln)
+        return m
+
+    def rpc(ram_size, m, ram):
+        return b"\0" + struct.pack("<HH", ram_size - 1, len(m)) + m + ram
+
+    init = struct.pack("<IIQQIIII", 40 + 16, 26, 1, 0, 0, 0, 0, 0) + \
+        struct.pack("<IIII", 7, 31, 0, 0)
+    look = struct.pack("<IIQQIIII", 40 + 5, 1, 2, 1, 0, 0, 0, 0) + b"tag\0\0"
+    s = {}
+    s["init"] = rpc(4096, msg(1, [(0, len(init))], [(256, 512)]), init)
+    s["lookup-split"] = rpc(4096, msg(1, [(0, 20), (20, len(look) - 20)], [(512, 128), (640, 16)]), look)
+    s["reset"] = rpc(64, msg(2, [], []), b"")
+    s["out-of-ram"] = rpc(64, msg(1, [(60, 8)], [(0, 4)]), b"")
+    s["wraps"] = rpc(64, msg(1, [(0xffffffffffffff00, 0x200)], []), b"")
+    s["too-many"] = rpc(4096, msg(1, [(0, 1)] * 300, []), b"")
+    for name, v in (("meta-file", b"1000:1000:0644"), ("meta-suid", b"0:0:4755"),
+                    ("meta-char", b"0:5:0620:char-136-3"), ("meta-block", b"6:6:0660:block-8-1"),
+                    ("meta-bad", b"1:2:99999"), ("meta-neg", b"-1:0:0644")):
+        s[name] = b"\1" + v
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -938,7 +967,8 @@ def main():
                         ("dns", dns_seeds()),
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
                         ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
-                        ("share_spec", share_spec_seeds()), ("untar", untar_seeds())):
+                        ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
+                        ("share_rpc", share_rpc_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
