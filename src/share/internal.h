@@ -158,8 +158,12 @@ int fs_meta_stat(struct fs_node *n, struct stat *st);
  * to do; -EOPNOTSUPP: n's type cannot carry it, or the host's
  * filesystem has no user xattrs. */
 int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta *want);
-/* The guest may not see or touch this xattr. */
+/* The guest may not see or touch this xattr (nor one of its per-inode
+ * names on a share's root). */
 bool fs_meta_name(const char *name);
+/* st (its stat before) was unlinked from exp: its last link gone, what
+ * was kept for it on the root goes too. */
+void fs_meta_unlinked(struct fs_export *exp, const struct stat *st);
 /* Make the mode of what was just made at fd exactly mode, where the
  * process's umask took bits of it. */
 int fs_mode_exact(struct fs_server *s, int fd, mode_t mode);

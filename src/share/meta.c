@@ -9,8 +9,11 @@
  * write (and search) added, never a set-id bit.
  *
  * Only regular files and directories can carry a user.* xattr: a
- * symlink, FIFO or socket shows the host's owner and its own mode. A
- * file the host user made has none and shows as it is (or as the share's
+ * symlink's, FIFO's or socket's is kept on its share's root, as
+ * FS_META_XATTR.INODE, and taken off when its last link is removed
+ * through the server (one the host removes leaves its own behind, which
+ * an inode of that number made later would show). A file the host user
+ * made has none and shows as it is (or as the share's
  * uid=/gid= say). The value is parsed strictly; anything else in it is
  * as if it were not there. The guest never sees, sets or removes it
  * (ops_xattr.c). */
@@ -32,6 +35,30 @@
 static bool carries_meta(mode_t host_type)
 {
 	return host_type == S_IFREG || host_type == S_IFDIR;
+}
+
+/* A symlink, FIFO or socket keeps its metadata in its share root's
+ * xattr named by its inode number. */
+static bool kept_at_root(mode_t host_type)
+{
+	return host_type == S_IFLNK || host_type == S_IFIFO || host_type == S_IFSOCK;
+}
+
+/* Where n's metadata lives: the path and name to pass to *xattr(). */
+static bool meta_place(const struct fs_node *n, char path[32], char name[48])
+{
+	if (!n->exp)
+		return false;
+	if (carries_meta(n->type)) {
+		fs_proc_path(path, n->fd);
+		snprintf(name, 48, "%s", FS_META_XATTR);
+		return true;
+	}
+	if (!kept_at_root(n->type) || !n->exp->root)
+		return false;
+	fs_proc_path(path, n->exp->root->fd);
+	snprintf(name, 48, "%s.%llu", FS_META_XATTR, (unsigned long long)n->ino);
+	return true;
 }
 
 mode_t fs_host_mode(mode_t type, mode_t mode)
@@ -107,14 +134,13 @@ size_t fs_meta_format(const struct fs_meta *m, char buf[FS_META_BUF])
 /* The node's metadata as its xattr holds it now (none: m->set false). */
 static void read_meta(const struct fs_node *n, struct fs_meta *m)
 {
-	char p[32], v[META_MAX + 1];
+	char p[32], name[48], v[META_MAX + 1];
 	ssize_t len;
 
 	m->set = false;
-	if (!n->exp || !carries_meta(n->type))
+	if (!meta_place(n, p, name))
 		return;
-	fs_proc_path(p, n->fd);
-	len = getxattr(p, FS_META_XATTR, v, sizeof(v));
+	len = getxattr(p, name, v, sizeof(v));
 	if (len > 0 && fs_meta_parse(v, (size_t)len, m) < 0)
 		m->set = false;
 	/* A device kept in a file: only in a regular one. */
@@ -170,31 +196,46 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 	struct fs_meta m = *want;
 	uid_t uid = n->exp->o.map_owner ? n->exp->o.uid : host->st_uid;
 	gid_t gid = n->exp->o.map_owner ? n->exp->o.gid : host->st_gid;
-	char p[32], v[FS_META_BUF];
+	char p[32], name[48], v[FS_META_BUF];
 	size_t len;
 
-	if (!carries_meta(n->type))
+	if (!meta_place(n, p, name) || (m.dev_type && n->type != S_IFREG))
 		return -EOPNOTSUPP;
 	m.mode &= 07777;
-	fs_proc_path(p, n->fd);
+	if (n->type == S_IFLNK)
+		m.mode = host->st_mode & 07777; /* Linux has no symlink modes */
 	/* What the host shows by itself needs nothing kept. */
 	if (!m.dev_type && m.uid == uid && m.gid == gid && m.mode == (host->st_mode & 07777) &&
 	    fs_host_mode(n->type, m.mode) == m.mode) {
 		if (!fs_meta_get(n, host)->set)
 			return 0;
 		n->meta_known = false;
-		if (removexattr(p, FS_META_XATTR) < 0 && errno != ENODATA)
+		if (removexattr(p, name) < 0 && errno != ENODATA)
 			return -errno;
 		return 1;
 	}
 	n->meta_known = false;
 	len = fs_meta_format(&m, v);
-	return setxattr(p, FS_META_XATTR, v, len, 0) < 0 ? -errno : 1;
+	if (setxattr(p, name, v, len, 0) < 0)
+		return errno == ENOSPC || errno == E2BIG ? -EOPNOTSUPP : -errno;
+	return 1;
 }
 
 bool fs_meta_name(const char *name)
 {
-	return strcmp(name, FS_META_XATTR) == 0;
+	return strncmp(name, FS_META_XATTR, strlen(FS_META_XATTR)) == 0 &&
+	       (name[strlen(FS_META_XATTR)] == 0 || name[strlen(FS_META_XATTR)] == '.');
+}
+
+void fs_meta_unlinked(struct fs_export *exp, const struct stat *st)
+{
+	char p[32], name[48];
+
+	if (!exp->root || !kept_at_root(st->st_mode & S_IFMT) || st->st_nlink != 1)
+		return;
+	fs_proc_path(p, exp->root->fd);
+	snprintf(name, sizeof(name), "%s.%llu", FS_META_XATTR, (unsigned long long)st->st_ino);
+	removexattr(p, name);
 }
 
 mode_t fs_process_umask(void)

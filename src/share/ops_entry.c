@@ -444,11 +444,18 @@ int fs_op_mkdir(struct fs_req *r)
 static int remove_name(struct fs_req *r, int flags)
 {
 	const char *name;
+	struct stat st;
+	bool known;
 	int ret = only_name(r, 0, &name);
 
 	if (ret < 0)
 		return ret;
-	return unlinkat(r->node->fd, name, flags) < 0 ? -errno : 0;
+	known = !flags && fstatat(r->node->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (unlinkat(r->node->fd, name, flags) < 0)
+		return -errno;
+	if (known)
+		fs_meta_unlinked(r->node->exp, &st);
+	return 0;
 }
 
 int fs_op_unlink(struct fs_req *r)

@@ -72,6 +72,20 @@ def as_user(uid, code, gid=None):
     return r.returncode
 
 
+def test_special_files_made_by_a_user_are_its_own(share):
+    host, g = share
+    os.mkdir(g / "u", 0o777)
+    code = (f"os.mkfifo('{g}/u/fifo', 0o4640)\nos.symlink('x', '{g}/u/l')\n"
+            "import socket\ns = socket.socket(socket.AF_UNIX)\n"
+            f"s.bind('{g}/u/sock')\nos.chmod('{g}/u/fifo', 0o1640)")
+    assert as_user(NOBODY, code, gid=OTHER) == 0
+    for name in ("fifo", "l", "sock"):
+        st = os.lstat(g / "u" / name)
+        assert (st.st_uid, st.st_gid) == (NOBODY, OTHER), name
+        assert os.lstat(host / "u" / name).st_uid == 0, name
+    assert stat.S_IMODE(os.lstat(g / "u" / "fifo").st_mode) == 0o1640
+
+
 def test_owners_are_the_guests_and_the_host_keeps_its_own(share):
     host, g = share
     (g / "d").mkdir(mode=0o755)
@@ -170,9 +184,22 @@ def test_hard_links_to_every_type(share):
         a, b = os.lstat(g / name), os.lstat(g / f"{name}2")
         assert a.st_ino == b.st_ino and a.st_nlink == b.st_nlink == 2, name
         assert stat.S_IFMT(a.st_mode) == stat.S_IFMT(b.st_mode), name
-    # an owner set through one link is every link's
-    os.chown(g / "chr", NOBODY, NOBODY, follow_symlinks=False)
-    assert os.lstat(g / "chr2").st_uid == NOBODY
+    # an owner set through one link is every link's, of every type
+    for name in ("file", "link", "fifo", "chr", "sock"):
+        os.chown(g / name, NOBODY, OTHER, follow_symlinks=False)
+        assert (os.lstat(g / f"{name}2").st_uid, os.lstat(g / f"{name}2").st_gid) == \
+            (NOBODY, OTHER), name
+    assert os.stat(g / "file").st_uid == NOBODY
+    # a symlink's, FIFO's and socket's are kept on the share's root, and
+    # go with their last link
+    kept = [x for x in os.listxattr(host) if x.startswith("user.gantry.stat.")]
+    assert len(kept) == 3, kept
+    assert not [x for x in os.listxattr(g) if x.startswith("user.gantry")]
+    for name in ("link", "fifo", "sock"):
+        os.unlink(g / name)
+        assert os.lstat(g / f"{name}2").st_uid == NOBODY
+        os.unlink(g / f"{name}2")
+    assert not [x for x in os.listxattr(host) if x.startswith("user.gantry.stat.")]
     with pytest.raises(OSError) as e:
         os.link(g / "file", g / "file2")
     assert e.value.errno == errno.EEXIST
