@@ -60,8 +60,8 @@ struct fs_node {
 	mode_t type; /* S_IFMT bits: an inode's type never changes */
 	uint64_t nlookup;
 	uint32_t handles;
-	bool pinned; /* an export root or the hub: freed with its export */
-	bool meta_known;	     /* meta is what the xattr held at meta_ctime */
+	bool pinned;	 /* an export root or the hub: freed with its export */
+	bool meta_known; /* meta is what the xattr held at meta_ctime */
 	struct timespec meta_ctime;
 	struct fs_meta meta;
 	struct fs_node *next_id, *next_key;

@@ -29,8 +29,8 @@
 #include "common/files.h"
 #include "share/internal.h"
 
-#define META_MAX    64
-#define DEV_PART    ((1u << 20) - 1) /* a major or minor: 20 bits is Linux's most */
+#define META_MAX 64
+#define DEV_PART ((1u << 20) - 1) /* a major or minor: 20 bits is Linux's most */
 
 static bool carries_meta(mode_t host_type)
 {
@@ -109,13 +109,17 @@ int fs_meta_parse(const char *v, size_t len, struct fs_meta *m)
 		else
 			return -1;
 		p = strchr(p, '-') + 1;
-		if (!number(&p, 10, DEV_PART, &maj) || *p++ != '-' || !number(&p, 10, DEV_PART, &min))
+		if (!number(&p, 10, DEV_PART, &maj) || *p++ != '-' ||
+		    !number(&p, 10, DEV_PART, &min))
 			return -1;
 	}
 	if (*p)
 		return -1;
-	*m = (struct fs_meta){ .set = true, .uid = (uid_t)uid, .gid = (gid_t)gid,
-			       .mode = (mode_t)mode, .dev_type = type,
+	*m = (struct fs_meta){ .set = true,
+			       .uid = (uid_t)uid,
+			       .gid = (gid_t)gid,
+			       .mode = (mode_t)mode,
+			       .dev_type = type,
 			       .rdev = makedev((unsigned int)maj, (unsigned int)min) };
 	return 0;
 }

@@ -230,8 +230,11 @@ static int set_owner_mode(struct fs_req *r, const struct fuse_setattr_in *in)
 		return ret;
 	view = host;
 	fs_meta_view(n, &view);
-	m = (struct fs_meta){ .uid = view.st_uid, .gid = view.st_gid, .mode = view.st_mode & 07777,
-			      .dev_type = n->meta.set ? n->meta.dev_type : 0, .rdev = view.st_rdev };
+	m = (struct fs_meta){ .uid = view.st_uid,
+			      .gid = view.st_gid,
+			      .mode = view.st_mode & 07777,
+			      .dev_type = n->meta.set ? n->meta.dev_type : 0,
+			      .rdev = view.st_rdev };
 	if (in->valid & FATTR_UID)
 		m.uid = in->uid;
 	if (in->valid & FATTR_GID)
@@ -302,8 +305,11 @@ int fs_op_readlink(struct fs_req *r)
 int fs_own_new(struct fs_req *r, struct fs_node *dir, struct fs_node *n, mode_t mode,
 	       mode_t dev_type, dev_t rdev)
 {
-	struct fs_meta m = { .uid = r->h.uid, .gid = r->h.gid, .mode = mode & 07777,
-			     .dev_type = dev_type, .rdev = rdev };
+	struct fs_meta m = { .uid = r->h.uid,
+			     .gid = r->h.gid,
+			     .mode = mode & 07777,
+			     .dev_type = dev_type,
+			     .rdev = rdev };
 	struct stat pv, host;
 	int ret = fs_meta_stat(dir, &pv);
 

@@ -1,7 +1,8 @@
 /* Extended attributes: the user.* namespace only, on regular files and
- * directories, but for FS_META_XATTR, which the guest never sees. Other namespaces can carry privilege on the host
- * (security.capability, trusted.*, ACLs): writes are EPERM and reads see
- * nothing there. */
+ * directories, but for FS_META_XATTR, which the guest never sees. Other
+ * namespaces can carry privilege on the host (security.capability,
+ * trusted.*, ACLs): writes are EPERM (ACLs EOPNOTSUPP: the share has
+ * none) and reads see nothing there. */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>

@@ -54,7 +54,8 @@ static void fuzz_rpc(const uint8_t *data, size_t size)
 			const struct iovec *v = i < nr_in ? &in[i] : &out[i - nr_in];
 			uint8_t *b = v->iov_base;
 
-			check(b >= ram && v->iov_len <= ram_size && b + v->iov_len <= ram + ram_size);
+			check(b >= ram && v->iov_len <= ram_size &&
+			      b + v->iov_len <= ram + ram_size);
 			for (size_t k = 0; k < v->iov_len; k++)
 				sum ^= b[k]; /* ASan: every byte is guest RAM */
 		}

@@ -263,9 +263,9 @@ static void test_case17_mknod_devices(void **state)
 		assert_int_equal(st.st_mode, S_IFREG | 0600);
 		assert_int_equal(st.st_size, 0);
 		/* and the guest cannot open its bytes */
-		assert_int_equal(cl_open(c, FUSE_OPEN, (uint64_t)cl_lookup(c, c->rw, names[i]),
-					 O_RDWR),
-				 -EACCES);
+		assert_int_equal(
+			cl_open(c, FUSE_OPEN, (uint64_t)cl_lookup(c, c->rw, names[i]), O_RDWR),
+			-EACCES);
 	}
 	/* FIFOs and sockets are made (usable guest-side only). */
 	mn = (struct fuse_mknod_in){ .mode = S_IFIFO | 0644 };
@@ -1730,8 +1730,7 @@ static void test_case50_xattr_namespaces(void **state)
 					 want);
 			assert_int_equal(CALL(c, FUSE_GETXATTR, nodes[i], ARG(gx), STR(names[j])),
 					 -ENODATA);
-			assert_int_equal(CALL(c, FUSE_REMOVEXATTR, nodes[i], STR(names[j])),
-					 want);
+			assert_int_equal(CALL(c, FUSE_REMOVEXATTR, nodes[i], STR(names[j])), want);
 		}
 	}
 	/* user.* too, but not on a FIFO or a symlink (which would act on its target) */

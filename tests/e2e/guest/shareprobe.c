@@ -194,7 +194,9 @@ static void links(void)
 
 /* ---- device nodes, FIFOs, sockets ---- */
 
-/* A device node the guest made: shown as one, never opened (nodev). */
+/* A device node the guest made: shown as one, never opened (nodev).
+ * Where the host's filesystem keeps no user xattrs, mknod is EPERM
+ * instead (the test checks which, on the host). */
 static bool device_kept(const char *path, mode_t type, dev_t rdev)
 {
 	struct stat st;
@@ -218,13 +220,16 @@ static void nodes(void)
 	long n;
 
 	r = mknod(P(rw, "null"), S_IFCHR | 0666, makedev(1, 3));
-	report("mknod_chr", r == 0 && device_kept(P(rw, "null"), S_IFCHR, makedev(1, 3)), "%s",
+	report("mknod_chr",
+	       r == 0 ? device_kept(P(rw, "null"), S_IFCHR, makedev(1, 3)) : errno == EPERM, "%s",
 	       r ? strerror(errno) : "made, in the guest's view only");
 	r = mknod(P(rw, "sda"), S_IFBLK | 0666, makedev(8, 0));
-	report("mknod_blk", r == 0 && device_kept(P(rw, "sda"), S_IFBLK, makedev(8, 0)), "%s",
+	report("mknod_blk",
+	       r == 0 ? device_kept(P(rw, "sda"), S_IFBLK, makedev(8, 0)) : errno == EPERM, "%s",
 	       r ? strerror(errno) : "made, in the guest's view only");
 	r = mknod(P(rw, "wh"), S_IFCHR | 0666, makedev(0, 0));
-	report("mknod_whiteout", r == 0 && device_kept(P(rw, "wh"), S_IFCHR, makedev(0, 0)), "%s",
+	report("mknod_whiteout",
+	       r == 0 ? device_kept(P(rw, "wh"), S_IFCHR, makedev(0, 0)) : errno == EPERM, "%s",
 	       r ? strerror(errno) : "made, in the guest's view only");
 	r = mkfifo(P(rw, "fifo"), 0666);
 	if (r == 0) {
