@@ -161,6 +161,8 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 /* The guest may not see or touch this xattr (nor one of its per-inode
  * names on a share's root). */
 bool fs_meta_name(const char *name);
+/* Move n's ctime to now and change nothing else. */
+void fs_touch_ctime(const struct fs_node *n);
 /* st (its stat before) was unlinked from exp: its last link gone, what
  * was kept for it on the root goes too. */
 void fs_meta_unlinked(struct fs_export *exp, const struct stat *st);

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "common/files.h"
 #include "share/internal.h"
@@ -222,6 +223,9 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 	len = fs_meta_format(&m, v);
 	if (setxattr(p, name, v, len, 0) < 0)
 		return errno == ENOSPC || errno == E2BIG ? -EOPNOTSUPP : -errno;
+	/* Kept on the root: the node's own ctime moves as a chown's would. */
+	if (!carries_meta(n->type))
+		fs_touch_ctime(n);
 	return 1;
 }
 
@@ -229,6 +233,12 @@ bool fs_meta_name(const char *name)
 {
 	return strncmp(name, FS_META_XATTR, strlen(FS_META_XATTR)) == 0 &&
 	       (name[strlen(FS_META_XATTR)] == 0 || name[strlen(FS_META_XATTR)] == '.');
+}
+
+void fs_touch_ctime(const struct fs_node *n)
+{
+	/* chown to -1:-1 changes nothing but the ctime, for any caller. */
+	fchownat(n->fd, "", (uid_t)-1, (gid_t)-1, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
 }
 
 void fs_meta_unlinked(struct fs_export *exp, const struct stat *st)

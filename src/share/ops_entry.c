@@ -253,6 +253,9 @@ static int set_owner_mode(struct fs_req *r, const struct fuse_setattr_in *in)
 		}
 	}
 	ret = fs_meta_set(n, &host, &m);
+	/* A chown that changed nothing still moves the ctime, as on a disk. */
+	if (ret == 0 && (in->valid & (FATTR_UID | FATTR_GID)) && !(in->valid & FATTR_MODE))
+		fs_touch_ctime(n);
 	/* Where nothing can be kept, an owner is taken and has no effect. */
 	return ret == -EOPNOTSUPP ? 0 : MIN(ret, 0);
 }
