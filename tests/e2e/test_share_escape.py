@@ -39,8 +39,6 @@ RENAME_EXCHANGE = 2
 Gantry = GantryHome
 
 
-@pytest.fixture(scope="module")
-
 def user_xattrs(d):
     """Whether the filesystem of directory d keeps user.* xattrs."""
     probe = d / ".xattr-probe"
@@ -53,6 +51,8 @@ def user_xattrs(d):
     finally:
         probe.unlink(missing_ok=True)
 
+
+@pytest.fixture(scope="module")
 def assets(sandbox_assets):
     return sandbox_assets
 
