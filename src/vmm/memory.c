@@ -14,9 +14,7 @@
 #define RAM_ALIGN (2u * MiB)
 #define PAGE_SIZE 4096u
 
-/* fd < 0: anonymous memory; else fd's [off, off + size), shared, over an
- * aligned span reserved first. */
-static void *map_ram(uint64_t size, int fd, uint64_t off)
+void *guest_ram_map(uint64_t size, int fd, uint64_t off)
 {
 	uint64_t span = size + RAM_ALIGN;
 	uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
@@ -53,7 +51,7 @@ static int mem_init(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *
 	m->ram_size = size;
 	m->regions[0].gpa = 0;
 	m->regions[0].size = low;
-	m->regions[0].hva = map_ram(low, fd, 0);
+	m->regions[0].hva = guest_ram_map(low, fd, 0);
 	if (m->regions[0].hva == NULL) {
 		gantry_error_errno(err, "cannot map %llu MiB of guest memory",
 				   (unsigned long long)(size / MiB));
@@ -67,7 +65,7 @@ static int mem_init(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *
 		r->gpa = GUEST_MEM_HIGH_START;
 		r->size = size - low;
 		r->fd_off = low;
-		r->hva = map_ram(r->size, fd, low);
+		r->hva = guest_ram_map(r->size, fd, low);
 		if (r->hva == NULL) {
 			guest_mem_destroy(m);
 			return gantry_error_errno(err, "cannot map %llu MiB of guest memory",

@@ -31,6 +31,11 @@ struct guest_mem {
 	int fd;		   /* guest_mem_init_shared's memfd, else -1 */
 };
 
+/* Map guest RAM: fd < 0, anonymous memory; else fd's [off, off + size),
+ * shared. On a 2 MiB boundary, with huge pages asked for (used where the
+ * host offers them: THP, and shmem_enabled for a memfd) and kept out of
+ * core dumps. NULL with errno. The VMM's and the share worker's view. */
+void *guest_ram_map(uint64_t size, int fd, uint64_t off);
 /* Map size bytes of guest RAM. */
 int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err);
 /* The same, the RAM one memfd (m->fd, close-on-exec) of size bytes:
