@@ -105,10 +105,25 @@ static int only_name(struct fs_req *r, size_t skip, const char **name)
 
 int fs_op_lookup(struct fs_req *r)
 {
+	struct fuse_entry_out *e;
 	const char *name;
 	int ret = only_name(r, 0, &name);
 
-	return ret < 0 ? ret : reply_entry(r, r->node, name);
+	if (ret < 0)
+		return ret;
+	ret = reply_entry(r, r->node, name);
+	if (ret != -ENOENT || !r->node->exp)
+		return ret;
+	/* A name that is not there: an entry of node 0, which the guest
+	 * keeps as a negative dentry for as long as it would a found one
+	 * (a file the host makes meanwhile shows within FS_TTL_SEC), and
+	 * does not ask again for each missing name a build or an import
+	 * probes. */
+	e = fs_reply(r, sizeof(*e));
+	if (!e)
+		return -ENOENT;
+	e->entry_valid = FS_TTL_SEC;
+	return 0;
 }
 
 int fs_op_forget(struct fs_req *r)

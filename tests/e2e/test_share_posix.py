@@ -289,3 +289,19 @@ def test_the_host_holds_nothing_unsafe_afterwards(share):
             assert st.st_uid == os.geteuid(), name
             assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID), name
             assert not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)), name
+
+
+def test_a_missing_name_is_remembered_briefly(share):
+    """A lookup of a missing name is a negative entry the kernel keeps for
+    the same second as a found one: a file the host makes shows within
+    it, one made through the share at once."""
+    host, g = share
+    assert not (g / "late").exists()
+    (host / "late").write_text("host")
+    deadline = time.monotonic() + 3
+    while not (g / "late").exists():
+        assert time.monotonic() < deadline, "a host file not seen after 3 s"
+        time.sleep(0.05)
+    assert not (g / "mine").exists()
+    (g / "mine").write_text("guest")
+    assert (g / "mine").read_text() == "guest"

@@ -114,11 +114,17 @@ static void cl_init(struct cl *c)
 }
 
 /* Returns the node id, or a negative errno. */
+/* The node of name in dir, or a negative errno: a negative entry (node
+ * 0, the server's answer for a name that is not there) is -ENOENT. */
 static int64_t cl_lookup(struct cl *c, uint64_t dir, const char *name)
 {
 	int ret = CALL(c, FUSE_LOOKUP, dir, STR(name));
+	uint64_t id;
 
-	return ret ? ret : (int64_t)((const struct fuse_entry_out *)c->rep)->nodeid;
+	if (ret)
+		return ret;
+	id = ((const struct fuse_entry_out *)c->rep)->nodeid;
+	return id ? (int64_t)id : -ENOENT;
 }
 
 static const struct fuse_attr *cl_attr(struct cl *c, uint64_t node)

@@ -95,13 +95,14 @@ static int call(int sock, uint32_t opcode, uint64_t nodeid, const void *args, si
 	return oh.error;
 }
 
+/* A lookup's node; a negative entry (node 0) is -ENOENT. */
 static int lookup(int sock, uint64_t dir, const char *name, uint64_t *id)
 {
 	struct fuse_entry_out e = { 0 };
 	int r = call(sock, FUSE_LOOKUP, dir, name, strlen(name) + 1, &e, sizeof(e));
 
 	*id = e.nodeid;
-	return r;
+	return r == 0 && e.nodeid == 0 ? -ENOENT : r;
 }
 
 static char *dir_with(const char *file)
