@@ -7,6 +7,9 @@
 #
 #   tests/e2e/images/debian-minbase.sh          # build unless cached; print its path
 #   tests/e2e/images/debian-minbase.sh --path   # only print where it is (or would be)
+#   tests/e2e/images/debian-minbase.sh --dev [--path]
+#                  # the same with a developer's tools: git, python3 (venv, pip),
+#                  # xz and make, for bench/share's workloads
 #
 # debootstrap takes minutes and needs root, so the layout is cached outside the
 # tree, under ${XDG_CACHE_HOME:-~/.cache}/gantry/test-images/, in a directory
@@ -22,8 +25,15 @@ export LC_ALL=C
 suite=${DEBIAN_SUITE:-bookworm}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/gantry/test-images
-key=$( (cat "${BASH_SOURCE[0]}"; echo "$suite $mirror") | sha256sum | cut -c1-16)
-out=$cache/debian-minbase-$suite-$key
+flavour=minbase
+include=busybox,curl
+if [ "${1:-}" = --dev ]; then
+	flavour=dev
+	include=$include,git,python3,python3-venv,python3-pip,xz-utils,make
+	shift
+fi
+key=$( (cat "${BASH_SOURCE[0]}"; echo "$suite $mirror $include") | sha256sum | cut -c1-16)
+out=$cache/debian-$flavour-$suite-$key
 unavailable=$out.unavailable
 
 die() {
@@ -43,7 +53,7 @@ if [ "${1:-}" = --path ]; then
 	echo "$out"
 	exit 0
 fi
-[ $# -eq 0 ] || die "usage: debian-minbase.sh [--path]"
+[ $# -eq 0 ] || die "usage: debian-minbase.sh [--dev] [--path]"
 if [ -f "$out/index.json" ]; then
 	echo "$out"
 	exit 0
@@ -70,7 +80,7 @@ PY
 fi
 
 echo "debian-minbase.sh: debootstrap --variant=minbase $suite from $mirror (minutes)" >&2
-if ! debootstrap --variant=minbase --include=busybox,curl --arch="$arch" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
+if ! debootstrap --variant=minbase --include="$include" --arch="$arch" "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1; then
 	tail -n 20 "$work/debootstrap.log" >&2
 	die "debootstrap failed (log above)"
 fi
@@ -102,7 +112,7 @@ printf '%s' '{"architecture":"'"$arch"'","os":"linux",'\
 '"config":{"User":"tester","Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],'\
 '"Cmd":["/bin/bash"],"WorkingDir":"/home/tester"},'\
 '"rootfs":{"type":"layers","diff_ids":["sha256:'"$diff_id"'"]},'\
-'"history":[{"created_by":"debootstrap --variant=minbase --include=busybox,curl '"$suite"'; useradd tester"}]}' >"$work/config.json"
+'"history":[{"created_by":"debootstrap --variant=minbase --include='"$include $suite"'; useradd tester"}]}' >"$work/config.json"
 config_size=$(size "$work/config.json")
 config=$(put "$work/config.json")
 printf '%s' '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json",'\
