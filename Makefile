@@ -10,7 +10,7 @@ PYTEST      = /usr/bin/python3 -m pytest -q -rs
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share bench-share-workloads clean
 
 all: build
 
@@ -80,7 +80,7 @@ check: layers unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-share bench-share-workloads
 
 bench-boot: build kernel
 	bench/boot/run
@@ -94,6 +94,8 @@ bench-net: build kernel
 	bench/net/run
 bench-share: build kernel
 	bench/share/run
+bench-share-workloads: assets
+	bench/share/workloads
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
