@@ -10,9 +10,9 @@
  *
  * Only regular files and directories can carry a user.* xattr: a
  * symlink's, FIFO's or socket's is kept on its share's root, as
- * FS_META_XATTR.INODE, and taken off when its last link is removed
- * through the server (one the host removes leaves its own behind, which
- * an inode of that number made later would show). A file the host user
+ * FS_META_XATTR.INODE, and taken off when its last link is removed or
+ * renamed over through the server (one the host removes leaves its own
+ * behind, which an inode of that number made later would show). A file the host user
  * made has none and shows as it is (or as the share's
  * uid=/gid= say). The value is parsed strictly; anything else in it is
  * as if it were not there. The guest never sees, sets or removes it
@@ -142,15 +142,15 @@ static void read_meta(const struct fs_node *n, struct fs_meta *m)
 	char p[32], name[48], v[META_MAX + 1];
 	ssize_t len;
 
-	m->set = false;
+	*m = (struct fs_meta){ .set = false };
 	if (!meta_place(n, p, name))
 		return;
 	len = getxattr(p, name, v, sizeof(v));
 	if (len > 0 && fs_meta_parse(v, (size_t)len, m) < 0)
-		m->set = false;
+		*m = (struct fs_meta){ .set = false };
 	/* A device kept in a file: only in a regular one. */
 	if (m->set && m->dev_type && n->type != S_IFREG)
-		m->set = false;
+		*m = (struct fs_meta){ .set = false };
 }
 
 const struct fs_meta *fs_meta_get(struct fs_node *n, const struct stat *host)

@@ -510,6 +510,8 @@ static int peer_node(struct fs_req *r, uint64_t id, struct fs_node **out)
 static int do_rename(struct fs_req *r, size_t skip, uint64_t newdir, uint32_t flags)
 {
 	struct fs_node *nd;
+	struct stat st;
+	bool replaced;
 	const char *from, *to;
 	long end = fs_name(r, skip, &from);
 	int ret;
@@ -530,8 +532,13 @@ static int do_rename(struct fs_req *r, size_t skip, uint64_t newdir, uint32_t fl
 		return ret;
 	if (r->node->type != S_IFDIR || nd->type != S_IFDIR)
 		return -ENOTDIR;
+	/* What a rename replaces is unlinked. */
+	replaced = !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
+		   fstatat(nd->fd, to, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (renameat2(r->node->fd, from, nd->fd, to, flags) < 0)
 		return -errno;
+	if (replaced)
+		fs_meta_unlinked(nd->exp, &st);
 	return 0;
 }
 

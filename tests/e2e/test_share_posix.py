@@ -305,3 +305,15 @@ def test_a_missing_name_is_remembered_briefly(share):
     assert not (g / "mine").exists()
     (g / "mine").write_text("guest")
     assert (g / "mine").read_text() == "guest"
+
+
+def test_a_rename_over_a_special_file_takes_what_was_kept_for_it(share):
+    host, g = share
+    os.mkfifo(g / "a")
+    os.mkfifo(g / "b")
+    os.chown(g / "a", NOBODY, NOBODY)
+    os.chown(g / "b", OTHER, OTHER)
+    assert len([x for x in os.listxattr(host) if x.startswith("user.gantry.stat.")]) == 2
+    os.rename(g / "a", g / "b")
+    assert os.lstat(g / "b").st_uid == NOBODY
+    assert len([x for x in os.listxattr(host) if x.startswith("user.gantry.stat.")]) == 1
