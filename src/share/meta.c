@@ -155,7 +155,9 @@ static void read_meta(const struct fs_node *n, struct fs_meta *m)
 
 const struct fs_meta *fs_meta_get(struct fs_node *n, const struct stat *host)
 {
-	/* Our own change moves the ctime, and so does one on the host. */
+	/* Our own change moves the ctime, and so does one on the host to
+	 * the file's own xattr (one to what its share's root keeps for a
+	 * symlink, FIFO or socket is seen once the node's ctime moves). */
 	if (!n->meta_known || n->meta_ctime.tv_sec != host->st_ctim.tv_sec ||
 	    n->meta_ctime.tv_nsec != host->st_ctim.tv_nsec) {
 		read_meta(n, &n->meta);
@@ -206,6 +208,9 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 
 	if (!meta_place(n, p, name) || (m.dev_type && n->type != S_IFREG))
 		return -EOPNOTSUPP;
+	/* Nothing kept on the root for an inode with no name left. */
+	if (!carries_meta(n->type) && host->st_nlink == 0)
+		return -EOPNOTSUPP;
 	m.mode &= 07777;
 	if (n->type == S_IFLNK)
 		m.mode = host->st_mode & 07777; /* Linux has no symlink modes */
@@ -217,6 +222,8 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 		n->meta_known = false;
 		if (removexattr(p, name) < 0 && errno != ENODATA)
 			return -errno;
+		if (!carries_meta(n->type))
+			fs_touch_ctime(n);
 		return 1;
 	}
 	n->meta_known = false;

@@ -329,8 +329,13 @@ int fs_own_new(struct fs_req *r, struct fs_node *dir, struct fs_node *n, mode_t 
 			     .dev_type = dev_type,
 			     .rdev = rdev };
 	struct stat pv, host;
-	int ret = fs_meta_stat(dir, &pv);
+	int ret;
 
+	/* A symlink's owner is kept only when chowned: kept on the share's
+	 * root, one for each symlink a guest makes would not scale. */
+	if (n->type == S_IFLNK)
+		return -EOPNOTSUPP;
+	ret = fs_meta_stat(dir, &pv);
 	if (ret < 0)
 		return ret;
 	if (pv.st_mode & S_ISGID) {
@@ -342,21 +347,21 @@ int fs_own_new(struct fs_req *r, struct fs_node *dir, struct fs_node *n, mode_t 
 	if (ret < 0)
 		return ret;
 	/* The umask of the process took bits the guest asked for. */
-	if (n->type != S_IFLNK) {
-		ret = fs_mode_exact(r->s, n->fd,
-				    dev_type ? S_IRUSR | S_IWUSR : fs_host_mode(n->type, mode));
-		if (ret < 0)
-			return ret;
-		if (ret == 0 && r->s->umask)
-			stat_node(n, &host);
-	}
+	ret = fs_mode_exact(r->s, n->fd, dev_type ? S_IRUSR | S_IWUSR : fs_host_mode(n->type, mode));
+	if (ret < 0)
+		return ret;
+	if (r->s->umask)
+		stat_node(n, &host);
 	return fs_meta_set(n, &host, &m);
 }
 
 /* Reply with the entry of name, just made in this request's node, owned
- * as fs_own_new says. A device kept in a file that cannot carry its type is
- * taken back: EPERM, as before there was metadata. */
-static int new_entry(struct fs_req *r, const char *name, mode_t mode, mode_t dev_type, dev_t rdev)
+ * as fs_own_new says; where nothing can be kept, as the host shows it. A
+ * device (dev_ino: the empty file made for it) whose type cannot be kept
+ * is taken back, while the name still holds that file: EPERM, as before
+ * there was metadata. */
+static int new_entry(struct fs_req *r, const char *name, mode_t mode, mode_t dev_type, dev_t rdev,
+		     ino_t dev_ino)
 {
 	struct fuse_entry_out *e = fs_reply(r, sizeof(*e));
 	struct fs_node *n;
@@ -369,22 +374,20 @@ static int new_entry(struct fs_req *r, const char *name, mode_t mode, mode_t dev
 	if (ret < 0)
 		return ret;
 	n = fs_node_get(r->s, e->nodeid);
-	ret = fs_own_new(r, r->node, n, mode, dev_type, rdev);
-	if (ret == 1 || (ret == 0 && r->s->umask))
-		ret = stat_node(n, &st);
-	else if (ret == -EOPNOTSUPP && !dev_type)
-		return 0;
-	else if (ret == 0)
-		return 0;
-	if (ret < 0) {
-		fs_node_forget(r->s, n, 1);
-		if (dev_type) {
-			unlinkat(r->node->fd, name, 0);
-			return -EPERM;
-		}
-		return ret;
+	if (dev_type && n->ino != dev_ino) {
+		fs_node_forget(r->s, n, 1); /* the name was swapped meanwhile */
+		return -ENOENT;
 	}
-	fs_attr_fill(n, &st, &e->attr);
+	ret = fs_own_new(r, r->node, n, mode, dev_type, rdev);
+	if (ret < 0 && dev_type) {
+		fs_node_forget(r->s, n, 1);
+		if (fstatat(r->node->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_ino == dev_ino)
+			unlinkat(r->node->fd, name, 0);
+		return -EPERM;
+	}
+	/* e is the view already, unless the xattr or the mode changed. */
+	if ((ret == 1 || r->s->umask) && stat_node(n, &st) == 0)
+		fs_attr_fill(n, &st, &e->attr);
 	return 0;
 }
 
@@ -406,13 +409,14 @@ int fs_op_symlink(struct fs_req *r)
 		return -ENFILE;
 	if (symlinkat(target, r->node->fd, name) < 0)
 		return -errno;
-	return new_entry(r, name, 0777, 0, 0);
+	return new_entry(r, name, 0777, 0, 0, 0);
 }
 
 /* A device node the guest makes is an empty file of the server's on the
  * host; its type and number live in the metadata. */
-static int make_device_file(struct fs_req *r, const char *name)
+static int make_device_file(struct fs_req *r, const char *name, ino_t *ino)
 {
+	struct stat st;
 	struct open_how how = {
 		.flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		.mode = S_IRUSR | S_IWUSR,
@@ -422,6 +426,7 @@ static int make_device_file(struct fs_req *r, const char *name)
 
 	if (fd < 0)
 		return -errno;
+	*ino = fstat(fd, &st) == 0 ? st.st_ino : 0;
 	close(fd);
 	return 0;
 }
@@ -440,14 +445,16 @@ int fs_op_mknod(struct fs_req *r)
 	if (node_room(r) < 0)
 		return -ENFILE;
 	if (t == S_IFCHR || t == S_IFBLK) {
-		ret = make_device_file(r, name);
+		ino_t ino = 0;
+
+		ret = make_device_file(r, name, &ino);
 		if (ret < 0)
 			return ret;
-		return new_entry(r, name, in->mode, t, (dev_t)in->rdev);
+		return new_entry(r, name, in->mode, t, (dev_t)in->rdev, ino);
 	}
 	if (mknodat(r->node->fd, name, t | fs_host_mode(t, in->mode), 0) < 0)
 		return -errno;
-	return new_entry(r, name, in->mode, 0, 0);
+	return new_entry(r, name, in->mode, 0, 0, 0);
 }
 
 int fs_op_mkdir(struct fs_req *r)
@@ -462,7 +469,7 @@ int fs_op_mkdir(struct fs_req *r)
 		return -ENFILE;
 	if (mkdirat(r->node->fd, name, fs_host_mode(S_IFDIR, in->mode)) < 0)
 		return -errno;
-	return new_entry(r, name, in->mode, 0, 0);
+	return new_entry(r, name, in->mode, 0, 0, 0);
 }
 
 static int remove_name(struct fs_req *r, int flags)
@@ -571,8 +578,9 @@ int fs_op_link(struct fs_req *r)
 		return ret;
 	if (r->node->type != S_IFDIR)
 		return -ENOTDIR;
-	if (old->type == S_IFDIR)
-		return -EPERM;
+	if (old->type != S_IFREG && old->type != S_IFLNK && old->type != S_IFIFO &&
+	    old->type != S_IFSOCK)
+		return -EPERM; /* a directory, or the host's own device node */
 	/* Through /proc an O_PATH fd links the inode itself (a symlink, a
 	 * FIFO or socket) and its metadata goes with it. */
 	fs_proc_path(p, old->fd);

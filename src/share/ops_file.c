@@ -159,9 +159,10 @@ int fs_op_create(struct fs_req *r)
 	{
 		struct stat st;
 
-		ret = fs_own_new(r, r->node, n, in->mode, 0, 0);
-		if ((ret < 0 && ret != -EOPNOTSUPP) || fstat(fd, &st) < 0) {
-			ret = ret < 0 && ret != -EOPNOTSUPP ? ret : -errno;
+		/* Where the owner cannot be kept, the file is the host's. */
+		fs_own_new(r, r->node, n, in->mode, 0, 0);
+		if (fstat(fd, &st) < 0) {
+			ret = -errno;
 			close(fd);
 			fs_node_forget(r->s, n, 1);
 			return ret;

@@ -79,11 +79,15 @@ def test_special_files_made_by_a_user_are_its_own(share):
             "import socket\ns = socket.socket(socket.AF_UNIX)\n"
             f"s.bind('{g}/u/sock')\nos.chmod('{g}/u/fifo', 0o1640)")
     assert as_user(NOBODY, code, gid=OTHER) == 0
-    for name in ("fifo", "l", "sock"):
+    for name in ("fifo", "sock"):
         st = os.lstat(g / "u" / name)
         assert (st.st_uid, st.st_gid) == (NOBODY, OTHER), name
         assert os.lstat(host / "u" / name).st_uid == 0, name
     assert stat.S_IMODE(os.lstat(g / "u" / "fifo").st_mode) == 0o1640
+    # a symlink's owner is kept only once chowned (docs/shares.md)
+    assert os.lstat(g / "u" / "l").st_uid == 0
+    os.chown(g / "u" / "l", NOBODY, OTHER, follow_symlinks=False)
+    assert (os.lstat(g / "u" / "l").st_uid, os.lstat(g / "u" / "l").st_gid) == (NOBODY, OTHER)
 
 
 def test_owners_are_the_guests_and_the_host_keeps_its_own(share):
