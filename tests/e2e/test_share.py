@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 
 import pytest
@@ -198,3 +199,55 @@ def test_bad_share_specs(gantry, tmp_path, tree):
         r = g.run("exec", "-share", spec, "--", "true")
         lines = r.stderr.decode().splitlines()
         assert r.returncode != 0 and len(lines) == 1, (spec, r)
+
+
+@pytest.fixture
+def ext4_dir(tmp_path):
+    """A directory on an ext4 of its own (user xattrs: the test host's
+    tmpfs, Linux 6.1, keeps none), loop-mounted for the test."""
+    if os.geteuid() != 0:
+        pytest.skip("a loop-mounted ext4 needs root")
+    img, mnt = tmp_path / "x.img", tmp_path / "x"
+    mnt.mkdir()
+    subprocess.run(["modprobe", "loop"], capture_output=True)
+    subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True, capture_output=True)
+    r = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot loop-mount an ext4 here: {r.stderr.strip()}")
+    try:
+        (mnt / "share").mkdir()
+        yield mnt / "share"
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_owners_modes_and_devices_as_a_real_guest_sets_them(gantry, assets, ext4_dir, tmp_path):
+    """docs/shares.md, "Owners and modes", through the guest's virtio-fs
+    client: what root in the guest sets is what it sees, and the host keeps
+    its own owner, no set-id bit and no device node."""
+    g = Gantry(gantry, tmp_path / "home", tmp_path / "images")
+    r = g.run("exec", "-u", "root", "-share", f"s={ext4_dir}@/s", "--", "sh", "-c",
+              "set -e; cd /s; umask 022; touch f; chown 65534:65533 f; chmod 4755 f; "
+              "mkdir d; chown 1000:1000 d; chmod 2775 d; touch d/x; mkdir d/y; "
+              "mknod c c 1 3; mkfifo p; chown 123:456 p; ln p p2; "
+              "stat -c '%n %u %g %a %F %t %T' f d d/x d/y c p p2")
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    seen = {ln.split()[0]: ln.split(None, 1)[1] for ln in out(r).splitlines()}
+    assert seen == {
+        "f": "65534 65533 4755 regular empty file 0 0",
+        "d": "1000 1000 2775 directory 0 0",
+        "d/x": "0 1000 644 regular empty file 0 0",
+        "d/y": "0 1000 2755 directory 0 0",
+        "c": "0 0 644 character special file 1 3",
+        "p": "123 456 644 fifo 0 0",
+        "p2": "123 456 644 fifo 0 0",
+    }, seen
+    for dirpath, dirs, files in os.walk(ext4_dir):
+        for name in dirs + files:
+            st = os.lstat(os.path.join(dirpath, name))
+            assert st.st_uid == os.geteuid(), name
+            assert not st.st_mode & (stat.S_ISUID | stat.S_ISGID), (name, oct(st.st_mode))
+            assert not (stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)), name
+    assert stat.S_ISREG(os.lstat(ext4_dir / "c").st_mode)
+    assert stat.S_ISFIFO(os.lstat(ext4_dir / "p").st_mode)
