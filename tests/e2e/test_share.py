@@ -209,7 +209,8 @@ def ext4_dir(tmp_path):
         pytest.skip("a loop-mounted ext4 needs root")
     img, mnt = tmp_path / "x.img", tmp_path / "x"
     mnt.mkdir()
-    subprocess.run(["modprobe", "loop"], capture_output=True)
+    for mod in ("loop", "ext4"):
+        subprocess.run(["modprobe", mod], capture_output=True)
     subprocess.run(["truncate", "-s", "64M", str(img)], check=True)
     subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True, capture_output=True)
     r = subprocess.run(["mount", "-o", "loop", str(img), str(mnt)], capture_output=True, text=True)
