@@ -228,6 +228,15 @@ static int main_rules(scmp_filter_ctx f)
 	return r ? r : rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(kill), SCMP_A1_32(SCMP_CMP_EQ, SIGKILL));
 }
 
+/* The share server moves a node's ctime with a chown to -1:-1 (a kept
+ * owner changed beside it): that chown only, never an owner. */
+static int ctime_rule(scmp_filter_ctx f)
+{
+	return seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(fchownat), 2,
+				SCMP_A2_32(SCMP_CMP_EQ, (uint32_t)-1),
+				SCMP_A3_32(SCMP_CMP_EQ, (uint32_t)-1));
+}
+
 static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_filter_opts *o)
 {
 	bool base = t == VMM_THREAD_BASE;
@@ -256,6 +265,8 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 	if (r == 0 && fs_files)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
 			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+	if (r == 0 && fs_files)
+		r = ctime_rule(f);
 	/* The profile is written by the main thread once the vCPUs are joined. */
 	if (r == 0 && main && o->profile && !o->console_file)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(openat),
@@ -309,6 +320,8 @@ int seccomp_share_rules(scmp_filter_ctx f)
 	if (r == 0)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
 			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+	if (r == 0)
+		r = ctime_rule(f);
 	/* The guest RAM's memfd is checked for its seals before it is mapped. */
 	if (r == 0)
 		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),

@@ -232,9 +232,14 @@ def test_owners_modes_and_devices_as_a_real_guest_sets_them(gantry, assets, ext4
               "set -e; cd /s; umask 022; touch f; chown 65534:65533 f; chmod 4755 f; "
               "mkdir d; chown 1000:1000 d; chmod 2775 d; touch d/x; mkdir d/y; "
               "mknod c c 1 3; mkfifo p; chown 123:456 p; ln p p2; "
-              "stat -c '%n %u %g %a %F %t %T' f d d/x d/y c p p2")
+              "stat -c '%n %u %g %a %F %t %T' f d d/x d/y c p p2; "
+              # a chown kept on the share's root moves the FIFO's own ctime
+              "t=$(stat -c %Z p); sleep 1.1; chown 124 p; "
+              "[ $(stat -c %Z p) -gt $t ] && echo ctime moved")
     assert r.returncode == 0, r.stderr.decode(errors="replace")
-    seen = {ln.split()[0]: ln.split(None, 1)[1] for ln in out(r).splitlines()}
+    lines = out(r).splitlines()
+    assert lines[-1] == "ctime moved", lines
+    seen = {ln.split()[0]: ln.split(None, 1)[1] for ln in lines[:-1]}
     assert seen == {
         "f": "65534 65533 4755 regular empty file 0 0",
         "d": "1000 1000 2775 directory 0 0",
