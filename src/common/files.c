@@ -97,6 +97,18 @@ ssize_t read_small(const char *path, char *buf, size_t cap)
 	return n;
 }
 
+mode_t process_umask(void)
+{
+	char buf[4096];
+	const char *at;
+	unsigned int m;
+
+	if (read_small("/proc/self/status", buf, sizeof(buf)) > 0 &&
+	    (at = strstr(buf, "\nUmask:")) != NULL && sscanf(at, "\nUmask: %o", &m) == 1)
+		return (mode_t)m & 0777;
+	return 022;
+}
+
 char *path_find(const char *name)
 {
 	const char *path = getenv("PATH"), *p, *end;

@@ -37,6 +37,9 @@ void error_add_tail(gantry_error_t *err, const char *path, size_t max, const cha
 /* A small file whose size stat does not tell (a /proc one) into buf,
  * NUL-terminated, at most cap - 1 bytes of it: their count, or -1. */
 ssize_t read_small(const char *path, char *buf, size_t cap);
+/* The process's umask, read without changing it (threads may be making
+ * files meanwhile); 022 when /proc cannot say. */
+mode_t process_umask(void);
 /* The first file called name in a directory of $PATH (an empty entry is
  * the current directory; no PATH: /bin:/usr/bin), allocated; NULL when
  * there is none. */

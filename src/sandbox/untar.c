@@ -290,20 +290,6 @@ out:
 	return r;
 }
 
-/* The process's umask, read without changing it (threads may be making
- * files meanwhile). */
-static mode_t current_umask(void)
-{
-	char buf[2048];
-	const char *at;
-	unsigned int m;
-
-	if (read_small("/proc/self/status", buf, sizeof(buf)) > 0 &&
-	    (at = strstr(buf, "\nUmask:")) != NULL && sscanf(at, "\nUmask: %o", &m) == 1)
-		return (mode_t)m & 0777;
-	return 022;
-}
-
 int sandbox_untar(int fd, const char *base, const char *host_dest,
 		  const struct sandbox_copy_opts *o, const struct gantry_cancel *cancel,
 		  struct sandbox_copy_result *res, bool *refused, gantry_error_t *err)
@@ -314,7 +300,7 @@ int sandbox_untar(int fd, const char *base, const char *host_dest,
 	struct stat st;
 	int r;
 
-	x.umask = current_umask();
+	x.umask = process_umask();
 
 	*refused = true;
 	if (lazy_archive(err) < 0)

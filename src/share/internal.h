@@ -167,10 +167,9 @@ void fs_touch_ctime(const struct fs_node *n);
  * was kept for it on the root goes too. */
 void fs_meta_unlinked(struct fs_export *exp, const struct stat *st);
 /* Make the mode of what was just made at fd exactly mode, where the
- * process's umask took bits of it. */
+ * process's umask took bits of it: 1 when it did, 0 when nothing was
+ * taken, or -errno. */
 int fs_mode_exact(struct fs_server *s, int fd, mode_t mode);
-/* The process's umask, read without changing it (0022 if unreadable). */
-mode_t fs_process_umask(void);
 
 /* ops_entry.c */
 int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,

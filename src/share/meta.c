@@ -259,20 +259,6 @@ void fs_meta_unlinked(struct fs_export *exp, const struct stat *st)
 	removexattr(p, name);
 }
 
-mode_t fs_process_umask(void)
-{
-	char buf[4096], *p;
-	unsigned long m;
-
-	if (read_small("/proc/self/status", buf, sizeof(buf)) < 0)
-		return 022;
-	p = strstr(buf, "\nUmask:");
-	if (!p)
-		return 022;
-	m = strtoul(p + 7, NULL, 8);
-	return (mode_t)(m & 0777);
-}
-
 int fs_mode_exact(struct fs_server *s, int fd, mode_t mode)
 {
 	char p[32];
@@ -280,5 +266,5 @@ int fs_mode_exact(struct fs_server *s, int fd, mode_t mode)
 	if (!(s->umask & mode & 0777))
 		return 0;
 	fs_proc_path(p, fd);
-	return fchmodat(AT_FDCWD, p, mode, 0) < 0 ? -errno : 0;
+	return fchmodat(AT_FDCWD, p, mode, 0) < 0 ? -errno : 1;
 }

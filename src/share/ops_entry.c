@@ -350,7 +350,7 @@ int fs_own_new(struct fs_req *r, struct fs_node *dir, struct fs_node *n, mode_t 
 	ret = fs_mode_exact(r->s, n->fd, dev_type ? S_IRUSR | S_IWUSR : fs_host_mode(n->type, mode));
 	if (ret < 0)
 		return ret;
-	if (r->s->umask)
+	if (ret == 1)
 		stat_node(n, &host);
 	return fs_meta_set(n, &host, &m);
 }

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/util.h"
 #include "share/internal.h"
 
@@ -95,7 +96,7 @@ int fs_server_new(struct fs_server **out, size_t max_nodes, unsigned int route,
 	s->hub.type = S_IFDIR;
 	s->hub.ino = FS_ROOT_ID;
 	s->hub.pinned = true;
-	s->umask = fs_process_umask();
+	s->umask = process_umask();
 	*out = s;
 	return 0;
 }

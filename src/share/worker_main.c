@@ -321,6 +321,9 @@ int share_worker_main(int argc, char **argv)
 		return confine_self_test(&sw.confine);
 	/* We die with the caller. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+	/* Every file we make gets the mode the guest asked for (meta.c):
+	 * no umask of ours takes bits of it, nor costs a chmod after. */
+	umask(0);
 	/* Our own /proc/self/fd in the root to be, before anything is open. */
 	confine_root_prepare(&sw.confine);
 	if (run(&err) < 0 && !sw.ready_sent)
