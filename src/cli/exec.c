@@ -65,8 +65,9 @@ static void exec_usage(FILE *out, const struct flag *flags)
 	fprintf(out,
 		"Usage: gantry exec [-e NAME=VALUE]... [-w DIR] [-u USER] [-entrypoint CMD]\n"
 		"                   NAME [-- CMD ARG...]\n"
-		"       gantry exec [-image SRC] [-cpus N] [-mem MiB] [-net=false] [-p SPEC]...\n"
-		"                   [-e ...] [-w DIR] [-u USER] [-console] [-- CMD...]\n\n"
+		"       gantry exec [-name NAME] [-image SRC] [-cpus N] [-mem MiB] [-net=false]\n"
+		"                   [-p SPEC]... [-e ...] [-w DIR] [-u USER] [-console]\n"
+		"                   [-- CMD...]\n\n"
 		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		"long-lived container; many sessions may run at once.\n"
 		"Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
@@ -75,6 +76,8 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
 		"a registry reference (pulled on first use, then taken from the cache; see\n"
 		"gantry image -help); without -image, Gantry's built-in busybox image.\n"
+		"While it runs it is listed by gantry ls (as -name NAME, else exec-XXXXXXXX)\n"
+		"and gantry stop NAME ends it (SIGTERM to the command, SIGKILL after 10 s).\n"
 		"Exit status: the process's own, 128+N for signal N, 127 when the command\n"
 		"is not in the image, 125 when the VM itself failed, 2 for a bad flag or\n"
 		"value (checked before any image is pulled). Signals go to the\n"
@@ -95,11 +98,11 @@ static bool vm_flags_set(const struct sandbox_opts *o, bool show_console)
 	bool same;
 
 	sandbox_opts_init(&d);
-	same = o->image == d.image && o->cpus == d.cpus && o->mem_mib == d.mem_mib &&
-	       o->net == d.net && o->nr_ports == 0 && o->net_policy == NULL &&
-	       o->allow_local_net == d.allow_local_net && o->proxy == NULL && o->no_proxy == NULL &&
-	       o->proxy_enforce == d.proxy_enforce && o->nr_shares == 0 &&
-	       o->isolation == d.isolation && !show_console;
+	same = o->name == NULL && o->image == d.image && o->cpus == d.cpus &&
+	       o->mem_mib == d.mem_mib && o->net == d.net && o->nr_ports == 0 &&
+	       o->net_policy == NULL && o->allow_local_net == d.allow_local_net &&
+	       o->proxy == NULL && o->no_proxy == NULL && o->proxy_enforce == d.proxy_enforce &&
+	       o->nr_shares == 0 && o->isolation == d.isolation && !show_console;
 	sandbox_opts_free(&d);
 	return !same;
 }
@@ -117,6 +120,8 @@ int cmd_exec(int argc, char **argv)
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
 		FLAGS_PROCESS(&po),
+		{ "name", FLAG_STRING, &o.name, NULL, "NAME",
+		  "its name in gantry ls while it runs (default exec-XXXXXXXX)", 0 },
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },
 		/* Docker's, for what gantry exec does anyway. */
 		{ "i", FLAG_BOOL, &docker, NULL, NULL, "accepted: stdin is always relayed", 0 },
@@ -152,7 +157,7 @@ int cmd_exec(int argc, char **argv)
 			goto done;
 		}
 		if (vm_flags_set(&o, show_console)) {
-			log_error("exec: -image, -cpus, -mem, -net, -p, -share, -proxy, "
+			log_error("exec: -name, -image, -cpus, -mem, -net, -p, -share, -proxy, "
 				  "-process-isolation and -console are for a fresh microVM, not "
 				  "for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);

@@ -13,10 +13,12 @@
 
 static void ls_usage(FILE *out, const struct flag *flags)
 {
-	fprintf(out, "Usage: gantry ls [--json]\n\nList sandboxes: NAME, STATE (running, stopped, "
-		     "crashed, broken), the supervisor's PID,\nIMAGE, CPUS and MEM (MiB). A crashed "
-		     "or broken sandbox's reason follows the table.\nWith --json, an array of objects (see "
-		     "docs/sandboxes.md).\n\nFlags:\n");
+	fprintf(out, "Usage: gantry ls [--json]\n\n"
+		     "List sandboxes: NAME, STATE (running, stopped, crashed, broken), the\n"
+		     "supervisor's PID, IMAGE, CPUS and MEM (MiB). A crashed or broken sandbox's\n"
+		     "reason follows the table. A one-shot gantry exec is listed while it runs\n"
+		     "(running, its PID the gantry exec's; \"oneshot\": true in JSON).\n"
+		     "With --json, an array of objects (see docs/sandboxes.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 

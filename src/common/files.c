@@ -83,6 +83,20 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 	return 0;
 }
 
+int write_file_new(const char *path, const void *data, size_t len, mode_t mode, gantry_error_t *err)
+{
+	cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+
+	if (fd < 0)
+		return gantry_error_errno(err, "create `%s`", path);
+	if (write_full(fd, data, len) < 0) {
+		gantry_error_errno(err, "write `%s`", path);
+		unlink(path);
+		return -1;
+	}
+	return 0;
+}
+
 ssize_t read_small(const char *path, char *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -17,6 +17,10 @@ int mkdir_p(const char *path, gantry_error_t *err);
  * fsync the directory. No temporary file is left on failure. */
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode,
 		      gantry_error_t *err);
+/* Create path (it must not exist) holding data, not synced: for a file in
+ * a directory not yet renamed into place. */
+int write_file_new(const char *path, const void *data, size_t len, mode_t mode,
+		   gantry_error_t *err);
 /* Read a whole regular file of at most max bytes, NUL-terminated; 0 with
  * *out NULL when it does not exist. */
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err);

@@ -25,21 +25,30 @@
 #include "machine/vmm.h"
 
 #define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
+#define ONESHOT_STOP_WAIT_MS 10000 /* SIGTERM to SIGKILL, as docker stop */
 #define SANDBOX_LOG_TAIL 20 /* lines of a log quoted by a failed first boot */
-
-static void rfc3339_now(char **out)
-{
-	char buf[32];
-	time_t t = time(NULL);
-	struct tm tm;
-
-	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
-	*out = xstrdup(buf);
-}
 
 /* The sandbox's directory and state, checked to exist; stale leftovers of
  * a supervisor that died are cleaned on the way. */
-static int open_sandbox(const char *name, char **dir, struct sandbox *sb, gantry_error_t *err)
+/* A one-shot's entry whose process is gone (killed): nothing of it is
+ * worth keeping. Removed under its lock, so a racing look finds it whole
+ * or not at all. */
+static bool oneshot_gone(const char *name, const char *dir)
+{
+	cleanup_close int lock = -1;
+
+	if (sandbox_lock(dir, true, &lock, NULL) != 1)
+		return false;
+	sandbox_dir_remove(name, dir, NULL);
+	return true;
+}
+
+/* The sandbox's directory and state, checked to exist; stale leftovers of
+ * a supervisor that died are cleaned up. A running one-shot exec's entry
+ * is opened only with oneshot_ok (to look at it, stop or delete it); a
+ * dead one's is removed and counts as none. */
+static int open_sandbox_as(const char *name, bool oneshot_ok, char **dir, struct sandbox *sb,
+			   gantry_error_t *err)
 {
 	if (sandbox_name_check(name, err) < 0 || sandbox_dir(name, dir, err) < 0)
 		return -1;
@@ -50,9 +59,36 @@ static int open_sandbox(const char *name, char **dir, struct sandbox *sb, gantry
 		}
 		return -1;
 	}
+	if (sb->transient) {
+		if (!sandbox_is_running(*dir) && oneshot_gone(name, *dir)) {
+			sandbox_free(sb);
+			return gantry_error(err, 0, "no sandbox named `%s` (see gantry ls)", name);
+		}
+		sb->state = SANDBOX_RUNNING;
+		if (!oneshot_ok && sandbox_refuse_oneshot(sb, err) < 0) {
+			sandbox_free(sb);
+			return -1;
+		}
+		return 0;
+	}
 	if (!sandbox_is_running(*dir))
 		sandbox_cleanup_stale(*dir, sb);
 	return 0;
+}
+
+static int open_sandbox(const char *name, char **dir, struct sandbox *sb, gantry_error_t *err)
+{
+	return open_sandbox_as(name, false, dir, sb, err);
+}
+
+int sandbox_refuse_oneshot(const struct sandbox *sb, gantry_error_t *err)
+{
+	if (!sb->transient)
+		return 0;
+	return gantry_error(err, 0,
+			    "sandbox `%s` is a one-shot exec (process %ld): it runs its one "
+			    "command and is gone when that ends (gantry stop %s ends it)",
+			    sb->name, sb->pid, sb->name);
 }
 
 /* Refuse a layer another VM holds, or one paired with another image. */
@@ -184,7 +220,7 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 		return -1;
 	sb->state = SANDBOX_CREATING;
 	sb->pid = (long)getpid(); /* the creator, until its supervisor runs */
-	rfc3339_now(&sb->created);
+	sandbox_time_now(&sb->created);
 	if (o->writable && o->rwlayer) {
 		if (rwlayer_abs(o->rwlayer, &sb->rwlayer, err) < 0 ||
 		    rwlayer_outside_managed(sb->rwlayer, o->rwlayer, err) < 0)
@@ -213,34 +249,6 @@ static void error_add_log_tail(gantry_error_t *err, const char *dir)
 	xasprintf(&path, "%s/%s", dir, log);
 	xasprintf(&header, "last lines of its %s (removed with it):", log);
 	error_add_tail(err, path, SANDBOX_LOG_TAIL, header);
-}
-
-/* Claim the name: a directory made aside, then renamed into place, so
- * exactly one of racing creates gets it and nobody sees half a sandbox. */
-static int claim(const struct sandbox *sb, const char *dir, gantry_error_t *err)
-{
-	cleanup_free char *parent = NULL, *tmp = NULL;
-
-	if (sandbox_dir(NULL, &parent, err) < 0)
-		return -1;
-	/* '~' is not allowed in names: listing never shows it. */
-	xasprintf(&tmp, "%s/~new-XXXXXX", parent);
-	if (mkdtemp(tmp) == NULL)
-		return gantry_error_errno(err, "create a directory in `%s`", parent);
-	if (sandbox_save(tmp, sb, err) < 0) {
-		rm_tree(tmp);
-		return -1;
-	}
-	if (rename(tmp, dir) < 0) {
-		int e = errno;
-
-		rm_tree(tmp);
-		if (e == EEXIST || e == ENOTEMPTY)
-			return gantry_error(err, 0, "sandbox name `%s` is taken", sb->name);
-		errno = e;
-		return gantry_error_errno(err, "create `%s`", dir);
-	}
-	return 0;
 }
 
 /* *created: whether this call made the layer file (then it is ours to
@@ -297,7 +305,7 @@ int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *can
 		if (vmm_validate(&cfg, err) < 0)
 			goto fail;
 	}
-	if (claim(&sb, dir, err) < 0)
+	if (sandbox_claim(&sb, dir, NULL, err) != 0)
 		goto fail;
 	claimed = true;
 	/* "creating" (with our pid) until the supervisor saves "running": a
@@ -404,35 +412,42 @@ static int stop_running(const char *name, const char *dir, struct sandbox *sb, g
 	return 0;
 }
 
+/* A one-shot exec's process: SIGTERM, which it forwards to its command
+ * (or which cancels its boot), then SIGKILL; its entry goes with it. */
+static int stop_oneshot(const char *name, const char *dir, long pid, gantry_error_t *err)
+{
+	if (pid > 0 && sandbox_is_running(dir)) {
+		kill((pid_t)pid, SIGTERM);
+		if (wait_gone(dir, now_ms() + ONESHOT_STOP_WAIT_MS) < 0) {
+			kill((pid_t)pid, SIGKILL);
+			wait_gone(dir, now_ms() + 5000);
+		}
+	}
+	if (sandbox_is_running(dir))
+		return gantry_error(err, 0, "one-shot exec `%s` did not stop", name);
+	oneshot_gone(name, dir);
+	return 0;
+}
+
 int sandbox_stop(const char *name, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
 	int r;
 
-	if (open_sandbox(name, &dir, &sb, err) < 0)
+	if (open_sandbox_as(name, true, &dir, &sb, err) < 0)
 		return -1;
+	if (sb.transient) {
+		r = stop_oneshot(name, dir, sb.pid, err);
+		sandbox_free(&sb);
+		return r;
+	}
 	sandbox_free(&sb);
 	if (!sandbox_is_running(dir))
 		return 0; /* stopped already: as asked */
 	r = stop_running(name, dir, &sb, err);
 	sandbox_free(&sb);
 	return r;
-}
-
-/* Out of the way at once, then removed: a new start of the name finds
- * nothing of it. */
-static int remove_dir(const char *name, const char *dir, gantry_error_t *err)
-{
-	cleanup_free char *parent = NULL, *tmp = NULL;
-
-	if (sandbox_dir(NULL, &parent, err) < 0)
-		return -1;
-	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
-	if (rename(dir, tmp) < 0)
-		return gantry_error_errno(err, "remove `%s`", dir);
-	rm_tree(tmp);
-	return 0;
 }
 
 /* Its sandbox.json is there and does not read. */
@@ -464,7 +479,7 @@ static int delete_broken(const char *name, const char *dir, gantry_error_t *err)
 	if (sandbox_rwlayer_default(name, &layer, err) < 0)
 		return -1;
 	rwlayer_remove(layer);
-	return remove_dir(name, dir, err);
+	return sandbox_dir_remove(name, dir, err);
 }
 
 int sandbox_delete(const char *name, bool force, gantry_error_t *err)
@@ -477,11 +492,17 @@ int sandbox_delete(const char *name, bool force, gantry_error_t *err)
 		return delete_broken(name, dir, err);
 	free(dir);
 	dir = NULL;
-	if (open_sandbox(name, &dir, &sb, err) < 0) {
+	if (open_sandbox_as(name, true, &dir, &sb, err) < 0) {
 		if (dir && broken(dir))
 			gantry_error_prefix(err, "sandbox `%s` is broken (a forced delete removes it)",
 					    name);
 		return -1;
+	}
+	if (sb.transient) {
+		int r = stop_oneshot(name, dir, sb.pid, err);
+
+		sandbox_free(&sb);
+		return r;
 	}
 	if (creator_alive(&sb)) {
 		gantry_error(err, 0, "sandbox `%s` is being created (by process %ld); try again",
@@ -500,7 +521,7 @@ int sandbox_delete(const char *name, bool force, gantry_error_t *err)
 	 * it may make a layer of the same path. */
 	if (sb.writable && sb.rwlayer_managed)
 		rwlayer_remove(sb.rwlayer);
-	if (remove_dir(name, dir, err) < 0)
+	if (sandbox_dir_remove(name, dir, err) < 0)
 		goto fail;
 	sandbox_free(&sb);
 	return 0;
@@ -529,8 +550,9 @@ int sandbox_open_locked(const char *name, struct sandbox *sb, char **dir, int *l
 	int r;
 
 	*lock = -1;
-	if (sandbox_inspect(name, sb, dir, err) < 0)
+	if (open_sandbox(name, dir, sb, err) < 0)
 		return -1;
+	live_state(*dir, sb);
 	r = sandbox_lock(*dir, true, lock, err);
 	if (r < 0)
 		return -1;
@@ -561,9 +583,10 @@ int sandbox_request(const char *name, const char *dir, json_t *req, int timeout_
 
 int sandbox_inspect(const char *name, struct sandbox *sb, char **dir, gantry_error_t *err)
 {
-	if (open_sandbox(name, dir, sb, err) < 0)
+	if (open_sandbox_as(name, true, dir, sb, err) < 0)
 		return -1;
-	live_state(*dir, sb);
+	if (!sb->transient)
+		live_state(*dir, sb);
 	return 0;
 }
 
@@ -611,6 +634,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 			  "cpus", (json_int_t)sb->cpus, "mem_mib", (json_int_t)sb->mem_mib,
 			  "disk_mib", (json_int_t)sb->disk_mib, "writable", sb->writable);
 
+	json_object_set_new(o, "oneshot", json_boolean(sb->transient));
 	json_object_set_new(o, "image_digest", jsonh_string_or_null(sb->image_digest));
 	json_object_set_new(o, "rwlayer", jsonh_string_or_null(sb->rwlayer));
 	json_object_set_new(o, "rwlayer_managed", json_boolean(sb->rwlayer_managed));
@@ -669,7 +693,15 @@ int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 		gantry_error_t why = NULL;
 
 		if (sandbox_load(dirs[i], sb, &why) == 0) {
-			live_state(dirs[i], sb);
+			if (!sb->transient) {
+				live_state(dirs[i], sb);
+			} else if (!sandbox_is_running(dirs[i]) &&
+				   oneshot_gone(names[i], dirs[i])) {
+				sandbox_free(sb);
+				continue;
+			} else {
+				sb->state = SANDBOX_RUNNING;
+			}
 			(*n)++;
 		} else if (why && why->status != ENOENT) {
 			/* Listed, with why: delete --force is the way out. */

@@ -107,7 +107,12 @@ int sandbox_request(const char *name, const char *dir, json_t *req, int timeout_
  * config and the sandbox's paths too. */
 json_t *sandbox_to_json(const struct sandbox *sb, const char *dir);
 
-/* Every sandbox, by name; each entry's state is the live one. */
+/* An error saying so when sb is a one-shot exec's (sb->transient), which
+ * has no supervisor to change or ask: 0 otherwise. */
+int sandbox_refuse_oneshot(const struct sandbox *sb, gantry_error_t *err);
+
+/* Every sandbox, by name, running one-shot execs among them; each entry's
+ * state is the live one. */
 int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err);
 void sandbox_list_free(struct sandbox *v, size_t n);
 
@@ -123,9 +128,12 @@ int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 		 struct agent_result *res, gantry_error_t *err);
 
 /* One-shot `gantry exec`: a transient sandbox on o->image (NULL: the
- * built-in image) with o->cpus and o->mem_mib, read-only, in a temporary
- * run directory: boot it, run args as sandbox_exec does (show_console: the
- * guest console on stderr), end the VM, and leave nothing behind. 0 with
+ * built-in image) with o->cpus and o->mem_mib, read-only: boot it, run
+ * args as sandbox_exec does (show_console: the guest console on stderr),
+ * end the VM, and leave nothing behind. While it runs it is listed among
+ * the sandboxes as o->name (NULL: exec-XXXXXXXX; a name given must be
+ * free), and sandbox_stop ends it; where $GANTRY_HOME cannot hold that
+ * entry and no name was given, it runs unlisted. 0 with
  * *res filled; -1 when the image, the VM or the guest link failed, the
  * error quoting the console's last lines, or when cancel (may be NULL)
  * fired (ECANCELED; the VM is ended at once, whatever it was doing). */

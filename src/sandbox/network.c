@@ -311,7 +311,7 @@ int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err)
 	int r = -1;
 
 	*out = NULL;
-	if (sandbox_inspect(name, &sb, &dir, err) < 0)
+	if (sandbox_inspect(name, &sb, &dir, err) < 0 || sandbox_refuse_oneshot(&sb, err) < 0)
 		goto out;
 	r = sandbox_lock(dir, true, &lock, err);
 	if (r < 0)
@@ -353,7 +353,7 @@ int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err)
 	int r = -1;
 
 	*out = NULL;
-	if (sandbox_inspect(name, &sb, &dir, err) < 0)
+	if (sandbox_inspect(name, &sb, &dir, err) < 0 || sandbox_refuse_oneshot(&sb, err) < 0)
 		goto out;
 	if (!sb.net) {
 		gantry_error(err, 0, "sandbox `%s` has no network (it was started without one)",

@@ -1,9 +1,14 @@
-/* One-shot `gantry exec` (see lifecycle.h): a transient sandbox in a
- * temporary run directory, its VM on a thread of this process, one session,
- * and nothing left behind. */
+/* One-shot `gantry exec` (see lifecycle.h): a transient sandbox, its VM
+ * on a thread of this process, one session, and nothing left behind. While
+ * it runs it has an entry among the sandboxes, so `ls` lists it and `stop`
+ * ends it; the entry is its run directory too, so `logs -console` reads
+ * its guest's console. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/files.h"
@@ -18,6 +23,105 @@
 
 #define ONESHOT_READY_TIMEOUT 120000
 #define ONESHOT_CONSOLE_TAIL  20
+#define ONESHOT_NAME_TRIES    8
+
+/* A one-shot's entry among the sandboxes, and where its VM keeps its
+ * sockets and logs: the entry itself, or a private directory in /tmp. */
+struct oneshot_dir {
+	char *entry, *name; /* NULL: not listed */
+	int lock;
+	char *run;
+	bool run_own; /* run is not the entry: removed on its own */
+};
+
+/* A name for a one-shot that was given none: exec-<8 hex digits>. */
+static char *oneshot_name(void)
+{
+	unsigned char r[4] = { 0 };
+	char *name;
+
+	if (getrandom(r, sizeof(r), GRND_NONBLOCK) != sizeof(r))
+		xasprintf(&name, "exec-%08x", (unsigned)getpid() ^ (unsigned)now_ms());
+	else
+		xasprintf(&name, "exec-%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
+	return name;
+}
+
+/* Its entry among the sandboxes, sb (borrowed fields) as what ls shows,
+ * locked as a running supervisor's is. A name given must be free; a name
+ * made up is tried again when taken. */
+static int oneshot_claim(const char *given, struct sandbox *sb, struct oneshot_dir *d,
+			 gantry_error_t *err)
+{
+	int r = -1;
+
+	for (int i = 0; i < ONESHOT_NAME_TRIES; i++) {
+		cleanup_free char *name = given ? xstrdup(given) : oneshot_name(), *dir = NULL;
+
+		if (sandbox_dir(name, &dir, err) < 0)
+			return -1;
+		sb->name = name;
+		r = sandbox_claim(sb, dir, &d->lock, err);
+		sb->name = NULL;
+		if (r == 0) {
+			d->entry = steal_pointer(&dir);
+			d->name = steal_pointer(&name);
+			return 0;
+		}
+		if (given || r < 0 || i + 1 == ONESHOT_NAME_TRIES)
+			break;
+		gantry_error_free(err);
+	}
+	if (given && r == 1) {
+		gantry_error_free(err);
+		gantry_error(err, 0, "sandbox name `%s` is taken (gantry ls)", given);
+		return gantry_error_as_conflict(err);
+	}
+	return -1;
+}
+
+/* The entry; where $GANTRY_HOME cannot hold one (read-only, say) and no
+ * name was asked for, none. The run directory is the entry unless its
+ * path is too long for a socket's (sun_path) or there is none. */
+static int oneshot_dir_make(const struct sandbox_opts *o, struct sandbox *sb, struct oneshot_dir *d,
+			    gantry_error_t *err)
+{
+	char tmp[] = "/tmp/gantry-exec.XXXXXX";
+
+	*d = (struct oneshot_dir){ .lock = -1 };
+	if (sandbox_dirs_make(err) < 0 || oneshot_claim(o->name, sb, d, err) < 0) {
+		if (o->name)
+			return -1;
+		log_debug("exec: not listed: %s", gantry_error_str(*err));
+		gantry_error_free(err);
+	}
+	if (d->entry && strlen(d->entry) + sizeof("/4294967295.sock") <=
+				sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		d->run = d->entry;
+		return 0;
+	}
+	if (mkdtemp(tmp) == NULL)
+		return gantry_error_errno(err, "cannot create a run directory");
+	d->run = xstrdup(tmp);
+	d->run_own = true;
+	return 0;
+}
+
+static void oneshot_dir_remove(struct oneshot_dir *d)
+{
+	if (d->run_own) {
+		rm_tree(d->run);
+		free(d->run);
+	}
+	/* Removed while still locked: nobody sees an entry without its process. */
+	if (d->entry)
+		sandbox_dir_remove(d->name, d->entry, NULL);
+	if (d->lock >= 0)
+		close(d->lock);
+	free(d->entry);
+	free(d->name);
+	*d = (struct oneshot_dir){ .lock = -1 };
+}
 
 /* The guest's last words, for an error that says the VM failed. */
 static void error_add_console(gantry_error_t *err, const char *console, bool ended)
@@ -40,19 +144,20 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		     const struct gantry_cancel *cancel, struct agent_result *res,
 		     gantry_error_t *err)
 {
-	char rundir[] = "/tmp/gantry-exec.XXXXXX";
+	struct oneshot_dir rundir = { .lock = -1 };
 	struct sandbox sb = { .transient = true, .cpus = o->cpus, .mem_mib = o->mem_mib };
+	cleanup_free char *created = NULL;
 	struct machine m = MACHINE_NONE;
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
-	bool made = false;
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
 	/* Every value checked before an image is pulled for it. */
-	if (sandbox_process_opts_check(po, err) < 0)
+	if ((o->name && sandbox_name_check(o->name, err) < 0) ||
+	    sandbox_process_opts_check(po, err) < 0)
 		return -1;
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
 		sandbox_transient_free(&sb);
@@ -71,12 +176,21 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (cancel_check(cancel, err) < 0 ||
 	    sandbox_process_init(&proc, img.config, po, &sb, io, err) < 0)
 		goto out;
-	if (mkdtemp(rundir) == NULL) {
-		gantry_error_errno(err, "cannot create a run directory");
+	/* What ls shows of it: the fields are borrowed, and given back below. */
+	sb.image = (char *)(o->image ? o->image : "(built-in)");
+	sb.image_digest = img.digest;
+	sb.config = img.config;
+	sandbox_time_now(&created);
+	sb.created = created;
+	sb.state = SANDBOX_RUNNING;
+	sb.pid = (long)getpid();
+	r = oneshot_dir_make(o, &sb, &rundir, err);
+	sb.image = sb.image_digest = sb.created = NULL;
+	sb.config = NULL;
+	if (r < 0)
 		goto out;
-	}
-	made = true;
-	if (machine_config(&m, &sb, rundir, show_console ? STDERR_FILENO : -1, err) < 0 ||
+	r = -1;
+	if (machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    machine_start(&m, err) < 0)
 		goto out;
 	agent_watch_cancel(m.agent, cancel_fd(cancel));
@@ -113,9 +227,7 @@ out:
 			   "VM gone %.1f ms",
 			   t_image, t_ready, t_done, now_ms_frac() - t0);
 	machine_free(&m);
-	/* (Not told by its name: a random suffix may end in X too.) */
-	if (made)
-		rm_tree(rundir);
+	oneshot_dir_remove(&rundir);
 	sandbox_process_free(&proc);
 	image_free(&img);
 	sandbox_transient_free(&sb);

@@ -177,7 +177,7 @@ int sandbox_shares_list(const char *name, json_t **out, gantry_error_t *err)
 	int r = -1;
 
 	*out = NULL;
-	if (sandbox_inspect(name, &sb, &dir, err) < 0)
+	if (sandbox_inspect(name, &sb, &dir, err) < 0 || sandbox_refuse_oneshot(&sb, err) < 0)
 		goto out;
 	running = sandbox_is_running(dir);
 	if (running) {

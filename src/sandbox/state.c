@@ -101,6 +101,29 @@ int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err)
 	return 0;
 }
 
+void sandbox_time_now(char **out)
+{
+	char buf[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	*out = xstrdup(buf);
+}
+
+int sandbox_dir_remove(const char *name, const char *dir, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL, *tmp = NULL;
+
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		return -1;
+	xasprintf(&tmp, "%s/~del-%s-%d", parent, name, (int)getpid());
+	if (rename(dir, tmp) < 0)
+		return gantry_error_errno(err, "remove `%s`", dir);
+	rm_tree(tmp);
+	return 0;
+}
+
 static int by_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -310,6 +333,7 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 		goto out;
 	}
 	sb->writable = json_is_true(json_object_get(j, "writable"));
+	sb->transient = json_is_true(json_object_get(j, "oneshot"));
 	sb->rwlayer_managed = json_is_true(json_object_get(j, "rwlayer_managed"));
 	sb->pid = (long)json_integer_value(json_object_get(j, "pid"));
 	/* Sandboxes made before guest networking had it on, like new ones. */
@@ -343,7 +367,9 @@ static void set_str(json_t *j, const char *key, const char *v)
 		json_object_set_new(j, key, json_string(v));
 }
 
-int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
+/* durable: synced to disk, as a persistent sandbox's must be; a one-shot's
+ * record ends with its process and is only renamed into place. */
+static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *text = NULL;
 	json_t *j = json_object();
@@ -375,13 +401,57 @@ int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
 	json_object_set_new(j, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	json_object_set_new(j, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(j, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
+	if (sb->transient)
+		json_object_set_new(j, "oneshot", json_true());
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL)
 		return gantry_error(err, ENOMEM, "encode `%s`", SANDBOX_JSON);
 	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
-	r = write_file_atomic(path, text, strlen(text), 0600, err);
+	if (durable)
+		r = write_file_atomic(path, text, strlen(text), 0600, err);
+	else
+		r = write_file_new(path, text, strlen(text), 0600, err);
 	return r;
+}
+
+int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err)
+{
+	return save(dir, sb, true, err);
+}
+
+int sandbox_claim(const struct sandbox *sb, const char *dir, int *lock, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL, *tmp = NULL;
+	cleanup_close int fd = -1;
+
+	if (lock)
+		*lock = -1;
+	if (sandbox_dir(NULL, &parent, err) < 0)
+		return -1;
+	/* '~' is not allowed in names: listing never shows it. */
+	xasprintf(&tmp, "%s/~new-XXXXXX", parent);
+	if (mkdtemp(tmp) == NULL)
+		return gantry_error_errno(err, "create a directory in `%s`", parent);
+	if (save(tmp, sb, !sb->transient, err) < 0 ||
+	    (lock && sandbox_lock(tmp, true, &fd, err) != 1)) {
+		rm_tree(tmp);
+		return -1;
+	}
+	if (rename(tmp, dir) < 0) {
+		int e = errno;
+
+		rm_tree(tmp);
+		if (e == EEXIST || e == ENOTEMPTY) {
+			gantry_error(err, 0, "sandbox name `%s` is taken", sb->name);
+			return 1;
+		}
+		errno = e;
+		return gantry_error_errno(err, "create `%s`", dir);
+	}
+	if (lock)
+		*lock = steal_fd(&fd);
+	return 0;
 }
 
 int sandbox_lock(const char *dir, bool exclusive, int *fd, gantry_error_t *err)

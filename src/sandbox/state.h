@@ -49,7 +49,8 @@ struct sandbox {
 	enum sandbox_state state;
 	char *reason;	/* crashed: why */
 	long pid;	/* the supervisor's, while running */
-	bool transient; /* one-shot `gantry exec`: never saved, no container kept */
+	bool transient; /* one-shot `gantry exec`: no container kept; listed
+			   ("oneshot") only while its process runs */
 	bool net;	/* a network link (net.h); a sandbox.json without "net" has one */
 	char **ports;	/* published ports, canonical specs (portspec.h), NULL-terminated */
 	size_t nr_ports;
@@ -79,10 +80,21 @@ int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err);
 int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *err);
 /* Create $GANTRY_HOME/sandboxes and rwlayers (0700) when missing. */
 int sandbox_dirs_make(gantry_error_t *err);
+/* Remove name's directory dir: renamed out of the way at once, so a new
+ * claim of the name finds nothing of it, then removed. */
+int sandbox_dir_remove(const char *name, const char *dir, gantry_error_t *err);
+/* Now, RFC 3339 in UTC (malloc()ed). */
+void sandbox_time_now(char **out);
 
 /* Read <dir>/sandbox.json; ENOENT in the error when there is none. */
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err);
 int sandbox_save(const char *dir, const struct sandbox *sb, gantry_error_t *err);
+/* Claim sb's name: a directory made aside with its sandbox.json, then
+ * renamed into place as dir, so exactly one of racing claims gets it and
+ * nobody sees half a sandbox: 0, or 1 when the name is taken (-1 other
+ * errors; err set for both). lock (may be NULL) gets the lifetime lock,
+ * taken before the rename. */
+int sandbox_claim(const struct sandbox *sb, const char *dir, int *lock, gantry_error_t *err);
 void sandbox_free(struct sandbox *sb);
 /* Free only the fields a transient sandbox owns (its network settings and
  * shares); the others are borrowed. */

@@ -168,8 +168,9 @@ int sandbox_stats(const char *name, struct sandbox_stats *st, gantry_error_t *er
 		st->disk_bytes = (uint64_t)s.st_blocks * 512;
 		st->disk_limit = (uint64_t)s.st_size;
 	}
-	st->net = sb.net;
-	if (sb.net)
+	/* A one-shot's traffic has no supervisor to count it. */
+	st->net = sb.net && !sb.transient;
+	if (st->net)
 		net_bytes(name, st);
 	sandbox_free(&sb);
 	return 0;

@@ -2,7 +2,9 @@
 the assets from `make assets`)."""
 
 import hashlib
+import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -199,3 +201,42 @@ def test_installed_gantry_runs_without_the_build_tree(gexec, tmp_path):
                        cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
                        timeout=boot_timeout() * 2)
     assert r.returncode == 0, r.stderr
+
+
+def test_listed_while_it_runs_and_ended_by_stop(gantry, tmp_path):
+    # Named, then unnamed: each listed by ls while it runs, its console's
+    # log readable, ended by gantry stop (SIGTERM to the command), and
+    # gone from ls and from disk once it ends.
+    home = tmp_path / "home"
+    env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(tmp_path / "images"))
+    script = 'trap "exit 143" TERM; echo ready; while :; do sleep 1; done'
+
+    def ls():
+        r = subprocess.run([str(gantry), "ls", "--json"], env=env, capture_output=True,
+                           check=True)
+        return {s["name"]: s for s in json.loads(r.stdout)}
+
+    for flags in (["-name", "job"], []):
+        p = subprocess.Popen([str(gantry), "exec", *flags, "--", "sh", "-c", script],
+                             env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        with killed_after(p):
+            assert p.stdout.readline() == b"ready\n"
+            listed = ls()
+            assert len(listed) == 1, listed
+            name, s = listed.popitem()
+            assert name == "job" if flags else re.fullmatch(r"exec-[0-9a-f]{8}", name), name
+            assert (s["state"], s["pid"], s["oneshot"]) == ("running", p.pid, True)
+            taken = subprocess.run([str(gantry), "exec", "-name", name, "--", "true"], env=env,
+                                   capture_output=True, timeout=boot_timeout())
+            assert taken.returncode == 125 and b"is taken" in taken.stderr, taken.stderr
+            logs = subprocess.run([str(gantry), "logs", "-console", name], env=env,
+                                  capture_output=True, timeout=30)
+            assert logs.returncode == 0, logs.stderr
+            r = subprocess.run([str(gantry), "stop", name], env=env, capture_output=True,
+                               timeout=60)
+            assert r.returncode == 0, r.stderr
+            out, err = p.communicate(timeout=boot_timeout())
+        assert p.returncode == 143, err
+        assert ls() == {}
+        assert os.listdir(home / "sandboxes") == []
