@@ -1,7 +1,8 @@
 """Installing Gantry (docs/install.md): `make install` and `meson install`
 put the binary and its guest assets where the installed binary finds them,
-`make deb` builds a package dpkg installs and purges cleanly, and `gantry
-doctor` reports on the host. What boots the installed binary is in
+`make deb` builds a package dpkg installs and purges cleanly (in an empty
+root, and in a Debian root made by debootstrap), and `gantry doctor`
+reports on the host. What boots the installed binary is in
 test_exec.py (KVM)."""
 
 import json
@@ -120,6 +121,85 @@ def test_deb_installs_and_purges(tmp_path):
     left = [str(p.relative_to(root)) for p in root.rglob("*")
             if p.is_file() and admin not in p.parents]
     assert left == [], left
+
+
+def debian_root(tmp_path, flavour):
+    """A Debian root made by debootstrap (tests/e2e/images/debian-minbase.sh,
+    cached), unpacked from its one layer; skips where it cannot be made."""
+    script = REPO / "tests" / "e2e" / "images" / "debian-minbase.sh"
+    r = subprocess.run([str(script), flavour], capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-2000:]
+    layout = Path(r.stdout.strip().splitlines()[-1])
+    why = Path(str(layout) + ".unavailable")
+    if not (layout / "index.json").exists():
+        pytest.skip(why.read_text().strip() if why.exists() else f"no image at {layout}")
+
+    def blob(digest):
+        return layout / "blobs" / "sha256" / digest.split(":", 1)[1]
+
+    index = json.loads((layout / "index.json").read_text())
+    manifest = json.loads(blob(index["manifests"][0]["digest"]).read_text())
+    root = tmp_path / "debian"
+    root.mkdir()
+    for layer in manifest["layers"]:
+        subprocess.run(["tar", "-xzf", str(blob(layer["digest"])), "-C", str(root),
+                        "--numeric-owner"], check=True, timeout=600)
+    return root
+
+
+def tree(root, skip=()):
+    """Every path under root but those under skip (relative), with its kind."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if any(rel == s or rel.startswith(s + "/") for s in skip):
+            dirs[:] = []
+            continue
+        for name in dirs + files:
+            p = os.path.join(dirpath, name)
+            out[os.path.normpath(os.path.join(rel, name))] = os.lstat(p).st_mode >> 12
+    return out
+
+
+def test_deb_in_a_debootstrap_chroot(tmp_path):
+    # The package as a user installs it: dpkg in a clean Debian root made by
+    # debootstrap with what its Depends name and nothing forced; the
+    # installed binary finds its assets, loads its lazy libraries and mke2fs
+    # from that root; a purge leaves the root as it was.
+    needs_assets()
+    if os.geteuid() != 0 or shutil.which("chroot") is None or shutil.which("unshare") is None:
+        pytest.skip("needs root, chroot and unshare")
+    root = debian_root(tmp_path, "--deb-deps")
+    out = [line for line in make("deb").stdout.splitlines() if line.endswith(".deb")][-1]
+    deb = Path(out if os.path.isabs(out) else REPO / out)
+    shutil.copy(deb, root / "tmp" / "gantry.deb")
+    skip = ("var/lib/dpkg", "var/log", "var/cache", "tmp", "proc")
+    before = tree(root, skip)
+
+    def chroot(*cmd, proc=False):
+        argv = ["chroot", str(root), *cmd]
+        if proc:  # doctor reads /proc: a mount of its own, gone with it
+            argv = ["unshare", "--mount", "--fork", "--pid", "sh", "-c",
+                    f'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"', str(root), *cmd]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300,
+                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C",
+                                   "HOME": "/root"})
+
+    r = chroot("dpkg", "-i", "/tmp/gantry.deb")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = chroot("dpkg-query", "-W", "-f", "${Status}", "gantry")
+    assert r.stdout == "install ok installed", r.stdout + r.stderr
+    assert_installed(root / "usr")
+    r = chroot("gantry", "version")
+    assert r.returncode == 0 and r.stdout.startswith("gantry "), r.stderr
+    r = chroot("gantry", "doctor", "--json", proc=True)
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    for name in ("assets", "libraries", "mke2fs"):
+        assert checks[name]["status"] == "ok", checks[name]
+    r = chroot("dpkg", "--purge", "gantry")
+    assert r.returncode == 0, r.stdout + r.stderr
+    after = tree(root, skip)
+    assert after == before, (set(after) ^ set(before))
 
 
 def test_doctor_reports_every_check(gantry, tmp_path):

@@ -10,6 +10,9 @@
 #   tests/e2e/images/debian-minbase.sh --dev [--path]
 #                  # the same with a developer's tools: git, python3 (venv, pip),
 #                  # xz and make, for bench/share's workloads
+#   tests/e2e/images/debian-minbase.sh --deb-deps [--path]
+#                  # the same with what gantry's .deb Depends on (scripts/deb.sh),
+#                  # a clean root to install and purge the package in
 #
 # debootstrap takes minutes and needs root, so the layout is cached outside the
 # tree, under ${XDG_CACHE_HOME:-~/.cache}/gantry/test-images/, in a directory
@@ -30,6 +33,10 @@ include=busybox,curl
 if [ "${1:-}" = --dev ]; then
 	flavour=dev
 	include=$include,git,python3,python3-venv,python3-pip,xz-utils,make
+	shift
+elif [ "${1:-}" = --deb-deps ]; then
+	flavour=debdeps
+	include=$include,libjansson4,libslirp0,libarchive13,libcurl4,libssl3,e2fsprogs
 	shift
 fi
 key=$( (cat "${BASH_SOURCE[0]}"; echo "$suite $mirror $include") | sha256sum | cut -c1-16)
@@ -53,7 +60,7 @@ if [ "${1:-}" = --path ]; then
 	echo "$out"
 	exit 0
 fi
-[ $# -eq 0 ] || die "usage: debian-minbase.sh [--dev] [--path]"
+[ $# -eq 0 ] || die "usage: debian-minbase.sh [--dev | --deb-deps] [--path]"
 if [ -f "$out/index.json" ]; then
 	echo "$out"
 	exit 0
