@@ -106,7 +106,7 @@ static int once(char **names, size_t n, bool as_json, bool clear)
 
 	t0 = now_ms_frac();
 	for (size_t i = 0; i < n; i++) {
-		ok[i] = sandbox_stats(names[i], &a[i], &err) == 0;
+		ok[i] = sandbox_stats_cpu(names[i], &a[i], &err) == 0;
 		if (!ok[i])
 			status = cli_fail(&err, CLI_EXIT_FAILED);
 	}

@@ -103,8 +103,8 @@ static uint64_t mem_bytes(pid_t pid)
 	return 0;
 }
 
-/* root and its descendants: CPU time, memory, how many. */
-static void tree(pid_t root, struct sandbox_stats *st)
+/* root and its descendants: CPU time, how many, and with mem their memory. */
+static void tree(pid_t root, bool mem, struct sandbox_stats *st)
 {
 	struct proc *all;
 	size_t n = processes(&all), head = 0, tail = 0;
@@ -116,7 +116,8 @@ static void tree(pid_t root, struct sandbox_stats *st)
 		pid_t p = todo[head++];
 
 		st->cpu_ns += cpu_ns(p);
-		st->mem_bytes += mem_bytes(p);
+		if (mem)
+			st->mem_bytes += mem_bytes(p);
 		st->pids++;
 		for (size_t i = 0; i < n && tail <= n; i++)
 			if (all[i].ppid == p && all[i].pid != root)
@@ -149,7 +150,9 @@ static void net_bytes(const char *name, struct sandbox_stats *st)
 	json_decref(t);
 }
 
-int sandbox_stats(const char *name, struct sandbox_stats *st, gantry_error_t *err)
+/* full: every figure; else only what the CPU share needs (running,
+ * cpu_ns), for the first of two readings. */
+static int stats_read(const char *name, bool full, struct sandbox_stats *st, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
@@ -162,7 +165,11 @@ int sandbox_stats(const char *name, struct sandbox_stats *st, gantry_error_t *er
 	st->running = sb.state == SANDBOX_RUNNING && sb.pid > 0;
 	st->mem_limit = sb.mem_mib << 20;
 	if (st->running)
-		tree((pid_t)sb.pid, st);
+		tree((pid_t)sb.pid, full, st);
+	if (!full) {
+		sandbox_free(&sb);
+		return 0;
+	}
 	if (sb.writable && sb.rwlayer && stat(sb.rwlayer, &s) == 0) {
 		st->disk = true;
 		st->disk_bytes = (uint64_t)s.st_blocks * 512;
@@ -174,6 +181,16 @@ int sandbox_stats(const char *name, struct sandbox_stats *st, gantry_error_t *er
 		net_bytes(name, st);
 	sandbox_free(&sb);
 	return 0;
+}
+
+int sandbox_stats(const char *name, struct sandbox_stats *st, gantry_error_t *err)
+{
+	return stats_read(name, true, st, err);
+}
+
+int sandbox_stats_cpu(const char *name, struct sandbox_stats *st, gantry_error_t *err)
+{
+	return stats_read(name, false, st, err);
 }
 
 double sandbox_stats_cpu_percent(const struct sandbox_stats *st, const struct sandbox_stats *prev,

@@ -28,6 +28,9 @@ struct sandbox_stats {
 
 /* name's figures now; the processes' only while it runs. */
 int sandbox_stats(const char *name, struct sandbox_stats *st, gantry_error_t *err);
+/* Only running and cpu_ns (no memory, disk or network asked for): the
+ * reading a CPU share starts from. */
+int sandbox_stats_cpu(const char *name, struct sandbox_stats *st, gantry_error_t *err);
 /* st as JSON, with cpu_percent from the CPU time since prev (the same
  * sandbox's, wall_ns earlier; NULL: null). */
 json_t *sandbox_stats_json(const struct sandbox_stats *st, const struct sandbox_stats *prev,
