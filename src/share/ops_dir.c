@@ -130,7 +130,8 @@ static bool host_entry(struct fs_req *r, bool plus, const struct fs_dirent64 *d)
 	/* Gone, or a mount point, or over the node limit: listed without attributes. */
 	if (fs_lookup_name(r, r->node, d->name, &e) < 0)
 		return put(r, plus, d->ino, (uint64_t)d->off, d->type, d->name, NULL);
-	return put(r, plus, d->ino, (uint64_t)d->off, d->type, d->name, &e);
+	/* The type the guest sees: a device it made is a regular file here. */
+	return put(r, plus, d->ino, (uint64_t)d->off, e.attr.mode >> 12, d->name, &e);
 }
 
 static int list(struct fs_req *r, bool plus)

@@ -159,6 +159,10 @@ def test_device_nodes_fifos_and_sockets(share):
         hs = os.lstat(host / name)
         assert stat.S_ISREG(hs.st_mode) and stat.S_IMODE(hs.st_mode) == 0o600
         assert hs.st_size == 0
+    # A listing gives each entry the type the guest made (readdirplus).
+    kinds = {e.name: (e.is_file(follow_symlinks=False), e.is_dir(follow_symlinks=False))
+             for e in os.scandir(g)}
+    assert kinds["null"] == kinds["sda"] == (False, False), kinds
     os.chmod(g / "null", 0o600)
     assert stat.S_IMODE(os.stat(g / "null").st_mode) == 0o600
     # the share is mounted nodev: a device is not opened as one
