@@ -17,6 +17,12 @@ if [ "${1:-}" = --uninstall ]; then
 		"$dest/share/bash-completion/completions/gantry" \
 		"$dest/share/zsh/vendor-completions/_gantry"
 	rm -rf "$dest/lib/gantry"
+	# The directories an install made, where nothing else is left in them
+	# (rmdir takes only empty ones; /usr/bin and the like stay).
+	for d in bin lib share/man/man1 share/man share/bash-completion/completions \
+		share/bash-completion share/zsh/vendor-completions share/zsh share; do
+		rmdir "$dest/$d" 2>/dev/null || true
+	done
 	echo "removed gantry from $dest"
 	exit 0
 fi

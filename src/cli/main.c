@@ -1,6 +1,7 @@
 /* gantry: the command-line entry point and its dispatch table. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "cli/commands.h"
 #include "confine/confine.h"
@@ -117,6 +118,19 @@ static const char *flag_of(const char *option)
 	return NULL;
 }
 
+/* A hidden role's process is named for it (gantry-net, gantry-vmm...),
+ * where ps, top and ss would otherwise say "exe" (it runs /proc/self/exe). */
+static void name_role(const char *role)
+{
+	char comm[16];
+	size_t n = strcspn(role, "-");
+
+	if (strcmp(role + n, "-worker") != 0)
+		n = strlen(role);
+	snprintf(comm, sizeof(comm), "gantry-%.*s", (int)n, role);
+	prctl(PR_SET_NAME, comm, 0, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
 	gantry_error_set_namer(flag_of);
@@ -134,8 +148,11 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(commands); i++) {
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].fn(argc - 2, argv + 2);
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (strncmp(argv[1], "__", 2) == 0)
+			name_role(argv[1] + 2);
+		return commands[i].fn(argc - 2, argv + 2);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(docker_words); i++) {
 		if (strcmp(argv[1], docker_words[i].word) == 0) {

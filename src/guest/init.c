@@ -486,5 +486,10 @@ int main(int argc, char **argv)
 		crun_container_start(&g);
 	guest_debug(&g, "ready");
 	send_ready(&g);
+	/* A sandbox's console says each boot came up (`gantry logs -console`);
+	 * a one-shot's stays quiet, its console is seen only when it fails. */
+	if (cfg->persist && !cfg->debug)
+		guest_log("ready: %s", g.rootfs_error ? "no container (its root failed)"
+						      : "the container runs");
 	serve(&g);
 }

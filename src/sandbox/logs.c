@@ -31,6 +31,9 @@ static void emit(struct reader *r)
 {
 	size_t len;
 
+	/* A serial console ends its lines with CR LF: the CR is no text. */
+	if (r->len && r->line[r->len - 1] == '\r' && !r->cut)
+		r->len--;
 	/* A NUL would end the text before its end: shown as any control. */
 	for (size_t i = 0; i < r->len; i++)
 		if (r->line[i] == '\0')

@@ -153,6 +153,11 @@ static int map_guest_ram(int sock)
 
 	while ((r = unix_recv_fds(sock, &h, sizeof(h), &fd, 1, &n, 0)) < 0 && errno == EINTR)
 		;
+	if (r == 0) {
+		/* The VMM went before its VM was made: its own error says why. */
+		log_debug("the VMM closed its channel before sending guest memory");
+		return -1;
+	}
 	if (r != (ssize_t)sizeof(h) || n != 1 || h.op != SHARE_RPC_MEM) {
 		if (n)
 			close(fd);

@@ -68,7 +68,12 @@ def test_make_install_then_uninstall(tmp_path):
     assert checks["assets"]["status"] == "ok", checks["assets"]
     assert checks["assets"]["detail"] == str(prefix / "lib" / "gantry" / "assets")
     make("uninstall", f"PREFIX={prefix}")
-    assert [p for p in prefix.rglob("*") if p.is_file()] == []
+    assert list(prefix.rglob("*")) == []
+    # What is not ours stays, with the directories holding it.
+    make("install", f"PREFIX={prefix}")
+    (prefix / "bin" / "other").write_text("x")
+    make("uninstall", f"PREFIX={prefix}")
+    assert [p.relative_to(prefix) for p in prefix.rglob("*")] == [Path("bin"), Path("bin/other")]
 
 
 def test_meson_install_brings_the_assets(tmp_path):
