@@ -243,11 +243,17 @@ static int send_locked(struct agent *a, const struct proto_msg *m, gantry_error_
 {
 	uint8_t frame[PROTO_MAX_FRAME];
 	ssize_t n = proto_encode(m, frame, sizeof(frame));
+	int r;
 
 	if (n < 0)
 		return gantry_error(err, EMSGSIZE, "%s does not fit in one frame",
 				    proto_type_name(m->type));
-	if (outq_send(&a->out, a->control, frame, (size_t)n, -1) < 0) {
+	r = outq_send(&a->out, a->control, frame, (size_t)n, -1);
+	/* An EXEC's environment may hold secrets: gone from the stack now
+	 * (a part the socket did not take waits in the queue, which zeroes
+	 * what it frees). */
+	explicit_bzero(frame, (size_t)n);
+	if (r < 0) {
 		if (errno == ENOBUFS)
 			return link_cut(a, err, "more than %d KiB waiting",
 					AGENT_SEND_QUEUE_MAX / 1024);

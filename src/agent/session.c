@@ -88,15 +88,16 @@ static void get_winsize(const struct agent_process *p, uint32_t *rows, uint32_t 
 	}
 }
 
-static int send_exec(struct run *r, gantry_error_t *err)
+static int send_exec(struct run *run, gantry_error_t *err)
 {
 	static char *const no_env[] = { NULL };
-	const struct agent_process *p = r->p;
+	const struct agent_process *p = run->p;
 	struct proto_msg m = { .type = PROTO_EXEC };
 	struct proto_exec *e = &m.u.exec;
-	cleanup_free uint8_t *buf = xmalloc(PROTO_MAX_FRAME);
+	uint8_t *buf = xmalloc(PROTO_MAX_FRAME);
+	int r;
 
-	e->id = r->id;
+	e->id = run->id;
 	e->argv = (char **)p->argv;
 	while (p->argv[e->argc])
 		e->argc++;
@@ -113,17 +114,21 @@ static int send_exec(struct run *r, gantry_error_t *err)
 		get_winsize(p, &e->rows, &e->cols);
 	}
 	if (e->argc == 0)
-		return gantry_error(err, EINVAL, "no command to run");
-	if (p->ngids > PROTO_MAX_GIDS)
-		return gantry_error(err, E2BIG, "too many groups (at most %d)", PROTO_MAX_GIDS);
+		r = gantry_error(err, EINVAL, "no command to run");
+	else if (p->ngids > PROTO_MAX_GIDS)
+		r = gantry_error(err, E2BIG, "too many groups (at most %d)", PROTO_MAX_GIDS);
 	/* Say what is too big here, rather than a bare EMSGSIZE. */
-	if (proto_encode(&m, buf, PROTO_MAX_FRAME) < 0)
-		return gantry_error(err, E2BIG,
-				    "command, environment and directory too large for one "
-				    "request (at most %d KiB, %d strings of at most %d KiB)",
-				    PROTO_MAX_CONTROL / 1024, PROTO_MAX_STRV,
-				    PROTO_MAX_STRING / 1024);
-	return link_send(r->a, &m, err);
+	else if (proto_encode(&m, buf, PROTO_MAX_FRAME) < 0)
+		r = gantry_error(err, E2BIG,
+				 "command, environment and directory too large for one "
+				 "request (at most %d KiB, %d strings of at most %d KiB)",
+				 PROTO_MAX_CONTROL / 1024, PROTO_MAX_STRV, PROTO_MAX_STRING / 1024);
+	else
+		r = link_send(run->a, &m, err);
+	/* The environment may hold secrets: no copy of it outlives the send. */
+	explicit_bzero(buf, PROTO_MAX_FRAME);
+	free(buf);
+	return r;
 }
 
 static void queue(struct run *r, uint16_t type, const void *body, size_t len)

@@ -67,7 +67,7 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"                   NAME [-- CMD ARG...]\n"
 		"       gantry exec [-name NAME] [-image SRC] [-cpus N] [-mem MiB] [-net=false]\n"
 		"                   [-p SPEC]... [-e ...] [-w DIR] [-u USER] [-console]\n"
-		"                   [-- CMD...]\n\n"
+		"                   [-secret SPEC]... [-secret-file FILE] [-- CMD...]\n\n"
 		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		"long-lived container; many sessions may run at once.\n"
 		"Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
@@ -87,7 +87,9 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"-e, -env-file, -w, -u and -entrypoint set the process's environment, working\n"
 		"directory, user and command over the image's Env, WorkingDir, User and\n"
 		"Entrypoint, as docker run does (-entrypoint drops the image's Cmd too); they\n"
-		"go before NAME, the other flags only without one.\n\nFlags:\n");
+		"go before NAME, the other flags only without one.\n"
+		"-secret and -secret-file put secrets in the process's environment, never in\n"
+		"a host command line, environment or file (see docs/secrets.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -98,7 +100,7 @@ static bool vm_flags_set(const struct sandbox_opts *o, bool show_console)
 	bool same;
 
 	sandbox_opts_init(&d);
-	same = o->name == NULL && o->image == d.image && o->cpus == d.cpus &&
+	same = o->name == NULL && o->secrets == NULL && o->image == d.image && o->cpus == d.cpus &&
 	       o->mem_mib == d.mem_mib && o->net == d.net && o->nr_ports == 0 &&
 	       o->net_policy == NULL && o->allow_local_net == d.allow_local_net &&
 	       o->proxy == NULL && o->no_proxy == NULL && o->proxy_enforce == d.proxy_enforce &&
@@ -120,6 +122,7 @@ int cmd_exec(int argc, char **argv)
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
 		FLAGS_PROCESS(&po),
+		FLAGS_SECRETS(&o),
 		{ "name", FLAG_STRING, &o.name, NULL, "NAME",
 		  "its name in gantry ls while it runs (default exec-XXXXXXXX)", 0 },
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },
@@ -157,8 +160,9 @@ int cmd_exec(int argc, char **argv)
 			goto done;
 		}
 		if (vm_flags_set(&o, show_console)) {
-			log_error("exec: -name, -image, -cpus, -mem, -net, -p, -share, -proxy, "
-				  "-process-isolation and -console are for a fresh microVM, not "
+			log_error("exec: -name, -secret, -image, -cpus, -mem, -net, -p, -share, "
+				  "-proxy, -process-isolation and -console are for a fresh microVM, "
+				  "not "
 				  "for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
 			goto done;

@@ -69,6 +69,10 @@ struct flag {
  * filling a struct sandbox_process_opts *po (sandbox/process.h). */
 int cli_flag_env(void *opaque, const char *spec, gantry_error_t *err);
 int cli_flag_env_file(void *opaque, const char *path, gantry_error_t *err);
+/* -secret SPEC and -secret-file FILE into opaque's (struct sandbox_opts)
+ * secrets; a bare NAME takes its value from this process's environment. */
+int cli_flag_secret(void *opaque, const char *spec, gantry_error_t *err);
+int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err);
 /* clang-format off */
 #define FLAGS_PROCESS(po)                                                             \
 	{ "e", FLAG_FUNC, (po), cli_flag_env, "NAME[=VALUE]",                         \
@@ -84,6 +88,13 @@ int cli_flag_env_file(void *opaque, const char *path, gantry_error_t *err);
 	{ "user", FLAG_STRING, &(po)->user, NULL, "USER[:GROUP]", "same as -u", 0 },  \
 	{ "entrypoint", FLAG_STRING, &(po)->entrypoint, NULL, "CMD",                  \
 	  "replaces the image's Entrypoint and its Cmd (\"\": neither)", 0 }
+/* -secret and -secret-file (FLAG_FUNCs for opaque = struct sandbox_opts *). */
+#define FLAGS_SECRETS(o)                                                              \
+	{ "secret", FLAG_FUNC, (o), cli_flag_secret, "SPEC",                          \
+	  "a secret in the process's environment: NAME (its value here), "           \
+	  "NAME=@FILE or NAME='!CMD ARGS' [,ttl=DUR] (repeatable)", 0 },              \
+	{ "secret-file", FLAG_FUNC, (o), cli_flag_secret_file, "FILE",                \
+	  "secrets from a dotenv file: NAME=VALUE lines, read into memory only", 0 }
 /* clang-format on */
 
 /* Parse argv[0..argc) against flags; on success *rest is the index of the

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/flags.h"
+#include "sandbox/lifecycle.h"
 #include "common/files.h"
 #include "common/util.h"
 #include "sandbox/process.h"
@@ -58,4 +59,36 @@ int cli_flag_env_file(void *opaque, const char *path, gantry_error_t *err)
 			return gantry_error_prefix(err, "%s:%zu", path, lineno);
 	}
 	return 0;
+}
+
+static struct secret_store *secrets_of(struct sandbox_opts *o)
+{
+	if (o->secrets == NULL) {
+		o->secrets = xzalloc(sizeof(*o->secrets));
+		secret_store_init(o->secrets);
+	}
+	return o->secrets;
+}
+
+int cli_flag_secret(void *opaque, const char *spec, gantry_error_t *err)
+{
+	char name[SECRET_NAME_MAX + 1];
+	size_t n = strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+
+	char *value;
+
+	snprintf(name, sizeof(name), "%.*s", (int)MIN(n, (size_t)SECRET_NAME_MAX), spec);
+	value = getenv(name);
+	if (secret_store_add(secrets_of(opaque), spec, value, err) < 0)
+		return -1;
+	/* Taken: gone from this process's environment too, so that its
+	 * /proc/PID/environ no longer shows it (the value is in the arena). */
+	if (value && n == strlen(spec))
+		explicit_bzero(value, strlen(value));
+	return 0;
+}
+
+int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err)
+{
+	return secret_store_add_dotenv(secrets_of(opaque), path, err);
 }

@@ -26,10 +26,12 @@ bool outq_pending(const struct outq *q)
 	return q->head != NULL;
 }
 
+/* Zeroed first: a queued frame may carry a process's environment. */
 static void chunk_free(struct outq_chunk *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
+	explicit_bzero(c->data, c->len);
 	free(c);
 }
 

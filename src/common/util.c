@@ -52,6 +52,16 @@ char *xstrdup(const char *s)
 	return p;
 }
 
+char *xstrndup(const char *s, size_t n)
+{
+	size_t len = strnlen(s, n);
+	char *p = xmalloc(len + 1);
+
+	memcpy(p, s, len);
+	p[len] = '\0';
+	return p;
+}
+
 int xasprintf(char **out, const char *fmt, ...)
 {
 	va_list ap;

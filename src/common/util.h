@@ -25,6 +25,8 @@ void *xmalloc(size_t size);
 void *xzalloc(size_t size);
 void *xrealloc(void *p, size_t size);
 char *xstrdup(const char *s);
+/* The first n bytes of s (fewer where s ends first), NUL-terminated. */
+char *xstrndup(const char *s, size_t n);
 int xasprintf(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void cleanup_freep(void *p);

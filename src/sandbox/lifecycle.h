@@ -23,6 +23,7 @@
 #include "sandbox/shares.h"
 #include "sandbox/process.h"
 #include "sandbox/state.h"
+#include "secret/store.h"
 
 #define SANDBOX_DEFAULT_CPUS 1
 #define SANDBOX_MAX_CPUS     251
@@ -43,6 +44,9 @@ struct sandbox_opts {
 	char **shares; /* -share: canonical specs (share/spec.h) */
 	size_t nr_shares;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
+	/* -secret, -secret-file: the process's secrets (one-shot exec; NULL:
+	 * none). Freed by sandbox_opts_free. */
+	struct secret_store *secrets;
 	/* start's: the sandbox's own environment, working directory, user
 	 * and entrypoint over its image's (sandbox_process_apply) */
 	struct sandbox_process_opts process;

@@ -205,6 +205,11 @@ int sandbox_opts_memory(void *opaque, const char *size, gantry_error_t *err)
 
 void sandbox_opts_free(struct sandbox_opts *o)
 {
+	if (o->secrets) {
+		secret_store_free(o->secrets);
+		free(o->secrets);
+		o->secrets = NULL;
+	}
 	sandbox_process_opts_free(&o->process);
 	strv_free(o->ports);
 	strv_free(o->shares);

@@ -123,6 +123,26 @@ static void oneshot_dir_remove(struct oneshot_dir *d)
 	*d = (struct oneshot_dir){ .lock = -1 };
 }
 
+/* Host-bound secrets are served by a broker in a sandbox's supervisor,
+ * which a one-shot has not: refused before anything is made. */
+static int secrets_check(struct secret_store *st, gantry_error_t *err)
+{
+	int r = 0;
+
+	if (st == NULL)
+		return 0;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && r == 0; i++)
+		if (st->v[i].spec.nr_hosts)
+			r = gantry_error_usage(err,
+					       "secret `%s`: a host-bound secret (NAME@HOST) is "
+					       "not served to a one-shot exec; without @HOST it "
+					       "goes into the process's environment",
+					       st->v[i].spec.name);
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
 /* The guest's last words, for an error that says the VM failed. */
 static void error_add_console(gantry_error_t *err, const char *console, bool ended)
 {
@@ -150,6 +170,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct machine m = MACHINE_NONE;
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
+	struct secret_env senv = { 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
 	int r = -1;
@@ -157,7 +178,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	memset(res, 0, sizeof(*res));
 	/* Every value checked before an image is pulled for it. */
 	if ((o->name && sandbox_name_check(o->name, err) < 0) ||
-	    sandbox_process_opts_check(po, err) < 0)
+	    sandbox_process_opts_check(po, err) < 0 || secrets_check(o->secrets, err) < 0)
 		return -1;
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
 		sandbox_transient_free(&sb);
@@ -176,6 +197,14 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (cancel_check(cancel, err) < 0 ||
 	    sandbox_process_init(&proc, img.config, po, &sb, io, err) < 0)
 		goto out;
+	/* Each secret's source is read now, before the VM: one that fails
+	 * fails the exec (fails closed). */
+	if (o->secrets) {
+		if (secret_store_env(o->secrets, &senv, err) < 0)
+			goto out;
+		if (senv.envp)
+			sandbox_process_secrets(&proc, senv.envp);
+	}
 	/* What ls shows of it: the fields are borrowed, and given back below. */
 	sb.image = (char *)(o->image ? o->image : "(built-in)");
 	sb.image_digest = img.digest;
@@ -229,6 +258,7 @@ out:
 	machine_free(&m);
 	oneshot_dir_remove(&rundir);
 	sandbox_process_free(&proc);
+	secret_env_free(&senv);
 	image_free(&img);
 	sandbox_transient_free(&sb);
 	return r;

@@ -231,11 +231,32 @@ int sandbox_process_run(struct agent *a, struct sandbox_process *sp,
 	return r;
 }
 
+void sandbox_process_secrets(struct sandbox_process *sp, char *const *secrets)
+{
+	char *const *base = sp->p.env;
+	size_t nb = 0, ns = 0, n = 0;
+
+	while (base && base[nb])
+		nb++;
+	while (secrets[ns])
+		ns++;
+	free(sp->envp);
+	sp->envp = xzalloc((nb + ns + 1) * sizeof(*sp->envp));
+	for (size_t i = 0; i < nb; i++)
+		if (!named_in(base[i], secrets, 0, ns))
+			sp->envp[n++] = base[i];
+	for (size_t k = 0; k < ns; k++)
+		sp->envp[n++] = secrets[k];
+	sp->p.env = sp->envp;
+}
+
 void sandbox_process_free(struct sandbox_process *sp)
 {
 	image_user_free(&sp->user);
 	strv_free(sp->argv);
 	strv_free(sp->env);
+	free(sp->envp);
 	sp->argv = NULL;
 	sp->env = NULL;
+	sp->envp = NULL;
 }

@@ -60,7 +60,8 @@ struct sandbox_process {
 	struct agent_process p;
 	struct image_user user;
 	char **argv;
-	char **env; /* the image's with sb's proxy variables, when it has a proxy */
+	char **env;  /* the image's with sb's proxy variables, when it has a proxy */
+	char **envp; /* with secrets: the environment's pointers, none owned */
 };
 
 /* cfg may be NULL (a prebuilt .erofs: /bin/sh or the command given); the
@@ -69,6 +70,9 @@ struct sandbox_process {
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
 			 const struct sandbox_process_opts *o, const struct sandbox *sb,
 			 const struct sandbox_stdio *io, gantry_error_t *err);
+/* Secrets (NAME=VALUE, the caller's: they must outlive sp) into the
+ * process's environment, over any variable of their names. */
+void sandbox_process_secrets(struct sandbox_process *sp, char *const *secrets);
 void sandbox_process_free(struct sandbox_process *sp);
 /* Run it through a's link (agent_run), the caller's signals caught
  * meanwhile (io->catch_signals). */

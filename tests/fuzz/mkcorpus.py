@@ -958,6 +958,28 @@ def share_rpc_seeds():
     return s
 
 
+def secret_spec_seeds():
+    # -secret specs as users write them, and -secret-file dotenvs (a
+    # leading newline; fuzz_secret_spec.c).
+    s = {}
+    s["env"] = b"GITHUB_TOKEN"
+    s["file"] = b"API_KEY=@/run/keys/api"
+    s["file-ttl"] = b"API_KEY=@/run/keys/api,ttl=1m30s"
+    s["cmd"] = b"NPM_TOKEN=!pass show npm/token"
+    s["cmd-ttl0"] = b"K=!/usr/bin/vault kv get -field=v secret/k,ttl=0"
+    s["bound"] = b"GH@github.com,*.githubusercontent.com"
+    s["bound-file"] = b"GH@github.com=@/k,ttl=5m"
+    s["literal"] = b"TOKEN=hunter2-not-allowed"
+    s["path-comma"] = b"K=@/a,b,ttl=2s"
+    s["micro"] = b"K=@/p,ttl=3\xc2\xb5s"
+    s["bad-ttl"] = b"K=@/p,ttl=5y"
+    s["bad-host"] = b"K@Upper.example"
+    s["dotenv"] = b"\n# comment\nA=1\r\nB=\"two words\"\nC='x'\n\nD=\n"
+    s["dotenv-bad"] = b"\nA=1\nno equals\n"
+    s["dotenv-nul"] = b"\nA=x\x00y\n"
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -968,7 +990,7 @@ def main():
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
                         ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
                         ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
-                        ("share_rpc", share_rpc_seeds())):
+                        ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

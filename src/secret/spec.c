@@ -1,0 +1,308 @@
+/* Secret specs and dotenv files (see spec.h). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/util.h"
+#include "secret/spec.h"
+
+#define TTL_SUFFIX ",ttl="
+
+bool secret_name_valid(const char *name, size_t len)
+{
+	if (len == 0 || len > SECRET_NAME_MAX || (name[0] >= '0' && name[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		char c = name[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return false;
+	}
+	return true;
+}
+
+/* A lowercase DNS name, or *. and one: labels of 1-63 of a-z 0-9 -, not
+ * starting or ending with -, at most 253 in all. */
+static bool host_valid(const char *h, size_t len)
+{
+	size_t label = 0;
+
+	if (len >= 2 && h[0] == '*' && h[1] == '.') {
+		h += 2;
+		len -= 2;
+	}
+	if (len == 0 || len > SECRET_HOST_MAX)
+		return false;
+	for (size_t i = 0; i <= len; i++) {
+		char c = i < len ? h[i] : '.';
+
+		if (c == '.') {
+			if (label == 0 || label > 63 || h[i - 1] == '-' || h[i - label] == '-')
+				return false;
+			label = 0;
+		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') {
+			label++;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* One unit of a Go duration, in nanoseconds; 0: none. */
+static long double unit_ns(const char *u, size_t n)
+{
+	static const struct {
+		const char *name;
+		long double ns;
+	} units[] = {
+		{ "ns", 1 },   { "us", 1e3 }, { "\xc2\xb5s", 1e3 }, { "\xce\xbcs", 1e3 },
+		{ "ms", 1e6 }, { "s", 1e9 },  { "m", 60e9 },	    { "h", 3600e9 },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++)
+		if (strlen(units[i].name) == n && memcmp(units[i].name, u, n) == 0)
+			return units[i].ns;
+	return 0;
+}
+
+int secret_ttl_parse(const char *s, size_t len, int64_t *ms)
+{
+	long double total = 0;
+	size_t i = 0;
+
+	if (len == 1 && s[0] == '0') {
+		*ms = 0;
+		return 0;
+	}
+	if (len == 0 || len > 64)
+		return -1;
+	while (i < len) {
+		long double v = 0, scale = 1, per;
+		bool digits = false;
+		size_t u;
+
+		for (; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits = true)
+			v = v * 10 + (s[i] - '0');
+		if (i < len && s[i] == '.') {
+			for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++, digits = true)
+				v += (s[i] - '0') * (scale /= 10);
+		}
+		if (!digits)
+			return -1;
+		for (u = i; i < len && !(s[i] >= '0' && s[i] <= '9') && s[i] != '.'; i++)
+			;
+		per = unit_ns(s + u, i - u);
+		if (per == 0)
+			return -1;
+		total += v * per;
+		if (total / 1e6 > (long double)SECRET_TTL_MAX_MS)
+			return -1;
+	}
+	*ms = (int64_t)(total / 1e6);
+	return 0;
+}
+
+void secret_spec_free(struct secret_spec *s)
+{
+	for (size_t i = 0; i < s->nr_hosts; i++)
+		free(s->hosts[i]);
+	free(s->path);
+	strv_free(s->argv);
+	memset(s, 0, sizeof(*s));
+}
+
+static int hosts_parse(struct secret_spec *s, const char *h, size_t len, gantry_error_t *err)
+{
+	for (size_t at = 0; at <= len;) {
+		const char *comma = memchr(h + at, ',', len - at);
+		size_t n = comma ? (size_t)(comma - (h + at)) : len - at;
+
+		if (!host_valid(h + at, n))
+			return gantry_error_usage(
+				err,
+				"secret `%s`: host %zu is not a lowercase DNS name "
+				"(or *.name)",
+				s->name, s->nr_hosts + 1);
+		if (s->nr_hosts == SECRET_HOSTS_MAX)
+			return gantry_error_usage(err, "secret `%s`: more than %d hosts", s->name,
+						  SECRET_HOSTS_MAX);
+		s->hosts[s->nr_hosts++] = xstrndup(h + at, n);
+		at += n + 1;
+	}
+	return 0;
+}
+
+static int argv_parse(struct secret_spec *s, const char *cmd, gantry_error_t *err)
+{
+	size_t n = 0;
+
+	s->argv = xzalloc((SECRET_ARGV_MAX + 1) * sizeof(*s->argv));
+	for (const char *p = cmd;;) {
+		size_t len;
+
+		p += strspn(p, " \t");
+		if (*p == '\0')
+			break;
+		if (n == SECRET_ARGV_MAX)
+			return gantry_error_usage(err,
+						  "secret `%s`: a command of more than %d words",
+						  s->name, SECRET_ARGV_MAX);
+		len = strcspn(p, " \t");
+		s->argv[n++] = xstrndup(p, len);
+		p += len;
+	}
+	if (n == 0)
+		return gantry_error_usage(err, "secret `%s`: ='!' needs a command", s->name);
+	return 0;
+}
+
+/* What follows NAME[@HOSTS]=. */
+static int source_parse(struct secret_spec *s, const char *src, gantry_error_t *err)
+{
+	if (src[0] == '@') {
+		if (src[1] != '/')
+			return gantry_error_usage(err, "secret `%s`: =@ needs an absolute path",
+						  s->name);
+		if (strlen(src + 1) >= PATH_MAX)
+			return gantry_error_usage(err, "secret `%s`: path too long", s->name);
+		s->source = SECRET_FROM_FILE;
+		s->path = xstrdup(src + 1);
+		return 0;
+	}
+	if (src[0] == '!') {
+		s->source = SECRET_FROM_CMD;
+		return argv_parse(s, src + 1, err);
+	}
+	return gantry_error_usage(
+		err,
+		"secret `%s`: NAME=VALUE would put the value in the command line, "
+		"which every user of this host can read: use -secret %s (from the "
+		"environment), %s=@FILE, %s='!COMMAND' or -secret-file FILE",
+		s->name, s->name, s->name, s->name);
+}
+
+static int parse(const char *spec, struct secret_spec *s, gantry_error_t *err)
+{
+	cleanup_free char *copy = NULL;
+	size_t len = strlen(spec), name_len;
+	char *ttl, *rest, *eq;
+
+	if (len == 0)
+		return gantry_error_usage(err, "empty secret spec");
+	if (len > SECRET_SPEC_MAX)
+		return gantry_error_usage(err, "secret spec longer than %d bytes", SECRET_SPEC_MAX);
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)spec[i] < 0x20 || spec[i] == 0x7f)
+			return gantry_error_usage(err, "secret spec with a control character");
+	name_len = strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+	if (!secret_name_valid(spec, name_len) ||
+	    (spec[name_len] && !strchr("@=,", spec[name_len])))
+		return gantry_error_usage(err, "invalid secret name: use [A-Za-z_][A-Za-z0-9_]* "
+					       "(at most 128)");
+	memcpy(s->name, spec, name_len);
+	copy = xstrdup(spec + name_len);
+	ttl = strstr(copy, TTL_SUFFIX);
+	while (ttl && strstr(ttl + 1, TTL_SUFFIX))
+		ttl = strstr(ttl + 1, TTL_SUFFIX);
+	if (ttl) {
+		const char *dur = ttl + strlen(TTL_SUFFIX);
+
+		if (secret_ttl_parse(dur, strlen(dur), &s->ttl_ms) < 0)
+			return gantry_error_usage(err,
+						  "secret `%s`: ttl is not a duration (90s, 1m30s, "
+						  "0)",
+						  s->name);
+		*ttl = '\0';
+	}
+	rest = copy;
+	eq = strchr(rest, '=');
+	if (eq)
+		*eq = '\0';
+	if (rest[0] == '@' && hosts_parse(s, rest + 1, strlen(rest + 1), err) < 0)
+		return -1;
+	if (rest[0] != '\0' && rest[0] != '@')
+		return gantry_error_usage(err, "secret `%s`: unexpected `%c` after the name",
+					  s->name, rest[0]);
+	if (eq && source_parse(s, eq + 1, err) < 0)
+		return -1;
+	if (ttl && s->source == SECRET_FROM_ENV)
+		return gantry_error_usage(err, "secret `%s`: ttl needs =@FILE or ='!COMMAND'",
+					  s->name);
+	return 0;
+}
+
+int secret_spec_parse(const char *spec, struct secret_spec *out, gantry_error_t *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->ttl_ms = -1;
+	if (parse(spec, out, err) == 0)
+		return 0;
+	secret_spec_free(out);
+	return -1;
+}
+
+char *secret_spec_format(const struct secret_spec *s)
+{
+	size_t cap = SECRET_SPEC_MAX + 64, len;
+	char *out = xmalloc(cap);
+
+	len = (size_t)snprintf(out, cap, "%s", s->name);
+	for (size_t i = 0; i < s->nr_hosts && len < cap; i++)
+		len += (size_t)snprintf(out + len, cap - len, "%c%s", i ? ',' : '@', s->hosts[i]);
+	if (s->source == SECRET_FROM_FILE && len < cap)
+		len += (size_t)snprintf(out + len, cap - len, "=@%s", s->path);
+	if (s->source == SECRET_FROM_CMD)
+		for (size_t i = 0; s->argv[i] && len < cap; i++)
+			len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "=!",
+						s->argv[i]);
+	if (s->ttl_ms >= 0 && len < cap)
+		snprintf(out + len, cap - len, ",ttl=%lldms", (long long)s->ttl_ms);
+	return out;
+}
+
+int secret_dotenv_parse(const char *buf, size_t len,
+			int (*fn)(void *opaque, const char *name, size_t name_len,
+				  const char *value, size_t value_len, gantry_error_t *err),
+			void *opaque, gantry_error_t *err)
+{
+	size_t line = 0;
+
+	for (size_t at = 0; at < len;) {
+		const char *p = buf + at, *nl = memchr(p, '\n', len - at), *eq, *v;
+		size_t n = nl ? (size_t)(nl - p) : len - at, name_len, vlen;
+		int r;
+
+		at += n + (nl != NULL);
+		line++;
+		if (n && p[n - 1] == '\r')
+			n--;
+		while (n && (*p == ' ' || *p == '\t')) {
+			p++;
+			n--;
+		}
+		if (n == 0 || *p == '#')
+			continue;
+		eq = memchr(p, '=', n);
+		if (eq == NULL)
+			return gantry_error_usage(err, "line %zu: no `=` (NAME=VALUE)", line);
+		name_len = (size_t)(eq - p);
+		if (!secret_name_valid(p, name_len))
+			return gantry_error_usage(err, "line %zu: invalid name", line);
+		v = eq + 1;
+		vlen = n - name_len - 1;
+		if (memchr(v, '\0', vlen))
+			return gantry_error_usage(err, "line %zu: a NUL in the value", line);
+		if (vlen >= 2 && (v[0] == '"' || v[0] == '\'') && v[vlen - 1] == v[0]) {
+			v++;
+			vlen -= 2;
+		}
+		r = fn(opaque, p, name_len, v, vlen, err);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}

@@ -1,0 +1,420 @@
+/* A sandbox's secrets and their sources (see store.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "common/util.h"
+#include "secret/store.h"
+
+/* Where a command's argv0 without a '/' is looked for, and its PATH. */
+#define CMD_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+void secret_store_init(struct secret_store *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_init(&st->lock, NULL);
+}
+
+static void entry_drop_value(struct secret_store *st, struct secret_entry *e)
+{
+	if (e->env)
+		st->bytes -= e->env_size;
+	secret_free(e->env, e->env_size);
+	e->env = NULL;
+	e->env_size = 0;
+}
+
+void secret_store_free(struct secret_store *st)
+{
+	for (size_t i = 0; i < st->n; i++) {
+		entry_drop_value(st, &st->v[i]);
+		secret_spec_free(&st->v[i].spec);
+	}
+	free(st->v);
+	pthread_mutex_destroy(&st->lock);
+	memset(st, 0, sizeof(*st));
+}
+
+/* Locked: e's value now NAME=VALUE from value (len bytes, no NUL). */
+static int entry_set(struct secret_store *st, struct secret_entry *e, const char *value, size_t len,
+		     gantry_error_t *err)
+{
+	size_t name_len = strlen(e->spec.name), size = name_len + 1 + len + 1;
+	char *p;
+
+	if (memchr(value, '\0', len))
+		return gantry_error(err, 0, "secret `%s`: its value holds a NUL byte",
+				    e->spec.name);
+	if (st->bytes - (e->env ? e->env_size : 0) + size > SECRETS_BYTES_MAX)
+		return gantry_error(err, 0, "secret `%s`: the secrets come to more than %u KiB",
+				    e->spec.name, SECRETS_BYTES_MAX >> 10);
+	p = secret_alloc(size);
+	if (p == NULL)
+		return gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena",
+				    e->spec.name);
+	memcpy(p, e->spec.name, name_len);
+	p[name_len] = '=';
+	memcpy(p + name_len + 1, value, len);
+	p[size - 1] = '\0';
+	entry_drop_value(st, e);
+	e->env = p;
+	e->env_size = size;
+	e->fetched_ms = now_ms();
+	st->bytes += size;
+	return 0;
+}
+
+/* Locked: the entry named name, made (empty) when there is none. */
+static struct secret_entry *entry_for(struct secret_store *st, const char *name,
+				      gantry_error_t *err)
+{
+	for (size_t i = 0; i < st->n; i++)
+		if (strcmp(st->v[i].spec.name, name) == 0)
+			return &st->v[i];
+	if (st->n == SECRETS_MAX) {
+		gantry_error(err, 0, "more than %d secrets", SECRETS_MAX);
+		return NULL;
+	}
+	st->v = xrealloc(st->v, (st->n + 1) * sizeof(*st->v));
+	memset(&st->v[st->n], 0, sizeof(st->v[st->n]));
+	return &st->v[st->n++];
+}
+
+/* A value read or made ends without its trailing newline. */
+static size_t chomp(const char *v, size_t len)
+{
+	if (len && v[len - 1] == '\n')
+		len--;
+	if (len && v[len - 1] == '\r')
+		len--;
+	return len;
+}
+
+/* Locked: =@PATH read into the arena. */
+static int resolve_file(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
+{
+	cleanup_close int fd = open(e->spec.path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat s;
+	char *buf;
+	ssize_t n;
+	int r;
+
+	if (fd < 0)
+		return gantry_error_errno(err, "secret `%s`: open `%s`", e->spec.name,
+					  e->spec.path);
+	if (fstat(fd, &s) < 0 || !S_ISREG(s.st_mode))
+		return gantry_error(err, 0, "secret `%s`: `%s` is not a regular file", e->spec.name,
+				    e->spec.path);
+	if (s.st_size > SECRET_VALUE_MAX)
+		return gantry_error(err, 0, "secret `%s`: `%s` is larger than %u KiB", e->spec.name,
+				    e->spec.path, SECRET_VALUE_MAX >> 10);
+	buf = secret_alloc(SECRET_VALUE_MAX + 1);
+	if (buf == NULL)
+		return gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena",
+				    e->spec.name);
+	do
+		n = pread(fd, buf, SECRET_VALUE_MAX + 1, 0);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 || n > SECRET_VALUE_MAX)
+		r = n < 0 ? gantry_error_errno(err, "secret `%s`: read `%s`", e->spec.name,
+					       e->spec.path)
+			  : gantry_error(err, 0, "secret `%s`: `%s` grew past %u KiB", e->spec.name,
+					 e->spec.path, SECRET_VALUE_MAX >> 10);
+	else
+		r = entry_set(st, e, buf, chomp(buf, (size_t)n), err);
+	secret_free(buf, SECRET_VALUE_MAX + 1);
+	return r;
+}
+
+/* argv0 as the command runs it: itself with a '/', else found on CMD_PATH. */
+static char *cmd_path(const char *argv0)
+{
+	const char *dir = CMD_PATH;
+
+	if (strchr(argv0, '/'))
+		return xstrdup(argv0);
+	while (*dir) {
+		size_t n = strcspn(dir, ":");
+		char *p;
+
+		xasprintf(&p, "%.*s/%s", (int)n, dir, argv0);
+		if (access(p, X_OK) == 0)
+			return p;
+		free(p);
+		dir += n + (dir[n] == ':');
+	}
+	return NULL;
+}
+
+/* Read the command's stdout until its end, SECRET_VALUE_MAX + 1 bytes or
+ * the deadline: the bytes read, or -1 (timed out: ETIMEDOUT). */
+static ssize_t read_until(int fd, char *buf, size_t cap, uint64_t deadline)
+{
+	size_t got = 0;
+
+	while (got < cap) {
+		uint64_t now = now_ms();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+		int r;
+
+		if (now >= deadline) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		r = poll(&p, 1, (int)(deadline - now));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			continue;
+		n = read(fd, buf + got, cap - got);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return n < 0 ? -1 : (ssize_t)got;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+static pid_t cmd_spawn(const char *name, char *path, char **argv, int out, gantry_error_t *err)
+{
+	char *envp[] = { "PATH=" CMD_PATH, "LC_ALL=C", NULL };
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int r;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out, 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	r = posix_spawn(&pid, path, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0) {
+		errno = r;
+		return gantry_error_errno(err, "secret `%s`: run `%s`", name, argv[0]);
+	}
+	return pid;
+}
+
+/* Locked: ='!ARGV' run, no shell, its stdout the value: at most
+ * SECRET_VALUE_MAX bytes within SECRET_CMD_TIMEOUT_MS, and status 0. */
+static int resolve_cmd(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
+{
+	cleanup_free char *path = cmd_path(e->spec.argv[0]);
+	const char *name = e->spec.name;
+	int pipefd[2], status = 0, r = -1;
+	char *buf;
+	ssize_t n;
+	pid_t pid;
+
+	if (path == NULL)
+		return gantry_error(err, 0, "secret `%s`: command `%s` not found", name,
+				    e->spec.argv[0]);
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return gantry_error_errno(err, "secret `%s`: pipe", name);
+	buf = secret_alloc(SECRET_VALUE_MAX + 1);
+	pid = buf ? cmd_spawn(name, path, e->spec.argv, pipefd[1], err)
+		  : gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena", name);
+	close(pipefd[1]);
+	if (pid < 0)
+		goto out;
+	n = read_until(pipefd[0], buf, SECRET_VALUE_MAX + 1, now_ms() + SECRET_CMD_TIMEOUT_MS);
+	if (n < 0 || n > SECRET_VALUE_MAX)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (n < 0 && errno == ETIMEDOUT)
+		gantry_error(err, 0, "secret `%s`: its command took more than %d s", name,
+			     SECRET_CMD_TIMEOUT_MS / 1000);
+	else if (n < 0)
+		gantry_error_errno(err, "secret `%s`: read its command's output", name);
+	else if (n > SECRET_VALUE_MAX)
+		gantry_error(err, 0, "secret `%s`: its command printed more than %u KiB", name,
+			     SECRET_VALUE_MAX >> 10);
+	else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		gantry_error(err, 0, "secret `%s`: its command failed (%s %d)", name,
+			     WIFEXITED(status) ? "status" : "signal",
+			     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+	else
+		r = entry_set(st, e, buf, chomp(buf, (size_t)n), err);
+out:
+	close(pipefd[0]);
+	secret_free(buf, SECRET_VALUE_MAX + 1);
+	return r;
+}
+
+/* Locked: e's value, fetched again when its ttl has passed. A source that
+ * fails leaves no value behind. */
+static int resolve(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
+{
+	int64_t ttl = e->spec.ttl_ms;
+	int r;
+
+	if (e->spec.source == SECRET_FROM_ENV || e->spec.source == SECRET_FROM_VALUE)
+		return e->env ? 0 : gantry_error(err, 0, "secret `%s` has no value", e->spec.name);
+	if (ttl < 0)
+		ttl = e->spec.source == SECRET_FROM_FILE ? SECRET_FILE_TTL_MS : SECRET_CMD_TTL_MS;
+	if (e->env && ttl > 0 && now_ms() - e->fetched_ms < (uint64_t)ttl)
+		return 0;
+	r = e->spec.source == SECRET_FROM_FILE ? resolve_file(st, e, err) : resolve_cmd(st, e, err);
+	if (r < 0)
+		entry_drop_value(st, e);
+	return r;
+}
+
+int secret_store_add(struct secret_store *st, const char *spec, const char *env_value,
+		     gantry_error_t *err)
+{
+	struct secret_spec s;
+	struct secret_entry *e;
+	int r = -1;
+
+	if (secret_spec_parse(spec, &s, err) < 0)
+		return -1;
+	if (s.source == SECRET_FROM_ENV && env_value == NULL) {
+		gantry_error_usage(err, "secret `%s` is not set in this environment", s.name);
+		secret_spec_free(&s);
+		return -1;
+	}
+	pthread_mutex_lock(&st->lock);
+	e = entry_for(st, s.name, err);
+	if (e) {
+		entry_drop_value(st, e);
+		secret_spec_free(&e->spec);
+		e->spec = s;
+		r = s.source == SECRET_FROM_ENV
+			    ? entry_set(st, e, env_value, strlen(env_value), err)
+			    : 0;
+	} else {
+		secret_spec_free(&s);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int secret_store_add_value(struct secret_store *st, const char *name, size_t name_len,
+			   const char *value, size_t value_len, gantry_error_t *err)
+{
+	struct secret_entry *e;
+	char key[SECRET_NAME_MAX + 1];
+	int r = -1;
+
+	if (!secret_name_valid(name, name_len))
+		return gantry_error_usage(err, "invalid secret name");
+	memcpy(key, name, name_len);
+	key[name_len] = '\0';
+	pthread_mutex_lock(&st->lock);
+	e = entry_for(st, key, err);
+	if (e) {
+		entry_drop_value(st, e);
+		secret_spec_free(&e->spec);
+		memcpy(e->spec.name, key, name_len + 1);
+		e->spec.source = SECRET_FROM_VALUE;
+		e->spec.ttl_ms = -1;
+		r = entry_set(st, e, value, value_len, err);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+static int dotenv_line(void *opaque, const char *name, size_t name_len, const char *value,
+		       size_t value_len, gantry_error_t *err)
+{
+	return secret_store_add_value(opaque, name, name_len, value, value_len, err);
+}
+
+int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat s;
+	char *buf;
+	ssize_t n;
+	int r;
+
+	if (fd < 0)
+		return gantry_error_usage(err, "secret file `%s`: %s", path, strerror(errno));
+	if (fstat(fd, &s) < 0 || !S_ISREG(s.st_mode))
+		return gantry_error_usage(err, "secret file `%s` is not a regular file", path);
+	if (s.st_size > SECRETS_BYTES_MAX)
+		return gantry_error_usage(err, "secret file `%s` is larger than %u KiB", path,
+					  SECRETS_BYTES_MAX >> 10);
+	buf = secret_alloc((size_t)s.st_size + 1);
+	if (buf == NULL)
+		return gantry_error(err, ENOMEM, "secret file `%s`: no room in the secret arena",
+				    path);
+	n = pread(fd, buf, (size_t)s.st_size, 0);
+	if (n < 0)
+		r = gantry_error_errno(err, "secret file `%s`", path);
+	else
+		r = secret_dotenv_parse(buf, (size_t)n, dotenv_line, st, err);
+	secret_free(buf, (size_t)s.st_size + 1);
+	return r < 0 ? gantry_error_prefix(err, "secret file `%s`", path) : 0;
+}
+
+char **secret_store_names(struct secret_store *st)
+{
+	char **v;
+
+	pthread_mutex_lock(&st->lock);
+	v = xzalloc((st->n + 1) * sizeof(*v));
+	for (size_t i = 0; i < st->n; i++)
+		v[i] = xstrdup(st->v[i].spec.name);
+	pthread_mutex_unlock(&st->lock);
+	return v;
+}
+
+int secret_store_env(struct secret_store *st, struct secret_env *out, gantry_error_t *err)
+{
+	size_t size = 0, at = 0, k = 0;
+	int r = 0;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && r == 0; i++)
+		if (st->v[i].spec.nr_hosts == 0)
+			r = resolve(st, &st->v[i], err);
+	for (size_t i = 0; i < st->n && r == 0; i++)
+		if (st->v[i].spec.nr_hosts == 0)
+			size += strlen(st->v[i].env) + 1;
+	if (r == 0 && size) {
+		out->block = secret_alloc(size);
+		out->size = size;
+		if (out->block == NULL)
+			r = gantry_error(err, ENOMEM, "no room in the secret arena");
+	}
+	if (r == 0) {
+		out->envp = xzalloc((st->n + 1) * sizeof(*out->envp));
+		for (size_t i = 0; i < st->n && size; i++) {
+			size_t len;
+
+			if (st->v[i].spec.nr_hosts)
+				continue;
+			len = strlen(st->v[i].env) + 1;
+			memcpy(out->block + at, st->v[i].env, len);
+			out->envp[k++] = out->block + at;
+			at += len;
+		}
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (r < 0)
+		secret_env_free(out);
+	return r;
+}
+
+void secret_env_free(struct secret_env *e)
+{
+	secret_free(e->block, e->size);
+	free(e->envp);
+	memset(e, 0, sizeof(*e));
+}

@@ -1,0 +1,77 @@
+/* Secret values, held in one arena of this process: a mapping locked in
+ * RAM (where RLIMIT_MEMLOCK allows), left out of core dumps, zero pages in
+ * a forked child (MADV_WIPEONFORK), with guard pages around it; every block
+ * is zeroed when freed. A value is never in argv, the environment of a
+ * host process, a file, a log or an error message: errors name the secret,
+ * never its value.
+ *
+ * A store holds a sandbox's secrets by spec (spec.h), each value resolved
+ * when it is used: from the caller's environment once, from a file or a
+ * command again once its ttl has passed (60 s and 5 min unless given). A
+ * source that fails withholds the secret (fails closed): the call that
+ * wanted it fails, naming it. */
+#ifndef GANTRY_SECRET_STORE_H
+#define GANTRY_SECRET_STORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "secret/spec.h"
+
+#define SECRETS_MAX	      256
+#define SECRETS_BYTES_MAX     (1u << 20)  /* all values together */
+#define SECRET_VALUE_MAX      (64u << 10) /* one from a file or a command */
+#define SECRET_FILE_TTL_MS    60000
+#define SECRET_CMD_TTL_MS     300000
+#define SECRET_CMD_TIMEOUT_MS 10000
+
+/* The arena: len bytes, or NULL when it is full. */
+void *secret_alloc(size_t len);
+/* Zero and give back what secret_alloc gave (p may be NULL). */
+void secret_free(void *p, size_t len);
+/* Whether the arena is locked in RAM (false: RLIMIT_MEMLOCK refused it). */
+bool secret_arena_locked(void);
+
+struct secret_entry {
+	struct secret_spec spec;
+	char *env;	     /* "NAME=VALUE" in the arena; NULL: not resolved */
+	size_t env_size;     /* its block's size */
+	uint64_t fetched_ms; /* when it was resolved (CLOCK_MONOTONIC) */
+};
+
+struct secret_store {
+	pthread_mutex_t lock;
+	struct secret_entry *v;
+	size_t n;
+	size_t bytes; /* the values' sizes together */
+};
+
+void secret_store_init(struct secret_store *st);
+void secret_store_free(struct secret_store *st);
+/* Add spec (a later one of the same name replaces it). A secret from the
+ * environment takes env_value, the caller's value of its name (NULL: not
+ * set, an error). */
+int secret_store_add(struct secret_store *st, const char *spec, const char *env_value,
+		     gantry_error_t *err);
+/* Add NAME with value (value_len bytes, no NUL): a -secret-file line. */
+int secret_store_add_value(struct secret_store *st, const char *name, size_t name_len,
+			   const char *value, size_t value_len, gantry_error_t *err);
+/* Add every line of the dotenv at path (read into the arena only). */
+int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err);
+/* The names, NULL-terminated (strv_free). */
+char **secret_store_names(struct secret_store *st);
+
+/* What a process's environment gets: every secret not bound to hosts,
+ * resolved now, as NAME=VALUE strings in one arena block of its own. */
+struct secret_env {
+	char **envp; /* NULL-terminated; the strings are in block */
+	char *block;
+	size_t size;
+};
+int secret_store_env(struct secret_store *st, struct secret_env *out, gantry_error_t *err);
+void secret_env_free(struct secret_env *e);
+
+#endif
