@@ -75,16 +75,23 @@ int cli_flag_secret(void *opaque, const char *spec, gantry_error_t *err)
 	char name[SECRET_NAME_MAX + 1];
 	size_t n = strspn(spec, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
 
+	struct secret_store *st = secrets_of(opaque);
 	char *value;
 
 	snprintf(name, sizeof(name), "%.*s", (int)MIN(n, (size_t)SECRET_NAME_MAX), spec);
 	value = getenv(name);
-	if (secret_store_add(secrets_of(opaque), spec, value, err) < 0)
+	/* Given twice: its value was taken the first time. */
+	if (value == NULL && strchr(spec, '=') == NULL && secret_store_has(st, name))
+		return 0;
+	if (secret_store_add(st, spec, value, err) < 0)
 		return -1;
-	/* Taken: gone from this process's environment too, so that its
-	 * /proc/PID/environ no longer shows it (the value is in the arena). */
-	if (value && n == strlen(spec))
+	/* Taken: gone from this process's environment too, so that neither
+	 * its /proc/PID/environ nor a process it starts has it (the value is
+	 * in the arena). */
+	if (value && strchr(spec, '=') == NULL) {
 		explicit_bzero(value, strlen(value));
+		unsetenv(name);
+	}
 	return 0;
 }
 

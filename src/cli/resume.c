@@ -1,5 +1,6 @@
 /* `gantry resume NAME...`: boot stopped or crashed sandboxes again. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
@@ -9,9 +10,15 @@
 
 static struct gantry_cancel cancel;
 
+/* A sandbox's secrets from the environment come from this one. */
+static const char *cli_getenv(const char *name)
+{
+	return getenv(name);
+}
+
 static int resume_one(const char *name, gantry_error_t *err)
 {
-	return sandbox_resume(name, &cancel, err);
+	return sandbox_resume(name, cli_getenv, &cancel, err);
 }
 
 int cmd_resume(int argc, char **argv)

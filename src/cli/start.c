@@ -41,6 +41,7 @@ int cmd_start(int argc, char **argv)
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
 		FLAGS_PROCESS(&o.process),
+		FLAGS_SECRETS(&o),
 		{ "disk-size", FLAG_UINT, &o.disk_mib, NULL, "MiB",
 		  "size of a new writable layer (default 512; 64 to 65536)", 0 },
 		{ "rw", FLAG_BOOL, &o.writable, NULL, NULL,

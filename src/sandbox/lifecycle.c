@@ -21,6 +21,7 @@
 #include "sandbox/network.h"
 #include "sandbox/process.h"
 #include "sandbox/rwlayer.h"
+#include "sandbox/secrets.h"
 #include "sandbox/spawn.h"
 #include "machine/vmm.h"
 
@@ -104,7 +105,8 @@ static int rwlayer_check(const struct sandbox *sb, gantry_error_t *err)
 
 static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 {
-	if (sandbox_name_check(o->name, err) < 0 || sandbox_opts_resources(o, err) < 0)
+	if (sandbox_name_check(o->name, err) < 0 || sandbox_opts_resources(o, err) < 0 ||
+	    sandbox_secrets_check(o->secrets, err) < 0)
 		return -1;
 	if (o->disk_mib < RWLAYER_MIN_MIB || o->disk_mib > RWLAYER_MAX_MIB)
 		return gantry_error_opt(err, "disk_mib", " %llu: want %d to %d MiB",
@@ -213,7 +215,7 @@ static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_err
 	sb->mem_mib = o->mem_mib;
 	sb->disk_mib = o->disk_mib;
 	sb->writable = o->writable;
-	if (sandbox_opts_net(o, sb, err) < 0)
+	if (sandbox_opts_net(o, sb, err) < 0 || sandbox_secrets_describe(o->secrets, sb, err) < 0)
 		return -1;
 	/* Stored as chosen, so the next boot forwards the same port. */
 	if (ports_pick(sb->ports, sb->nr_ports, err) < 0)
@@ -313,7 +315,7 @@ int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *can
 	if (prepare_rwlayer(&sb, &layer_made, err) < 0 || cancel_check(cancel, err) < 0)
 		goto fail;
 	spawned = true;
-	if (supervisor_spawn(sb.name, dir, cancel, err) < 0)
+	if (supervisor_spawn(sb.name, dir, o->secrets, cancel, err) < 0)
 		goto fail;
 	sandbox_free(&sb);
 	return 0;
@@ -339,9 +341,11 @@ static bool creator_alive(const struct sandbox *sb)
 	return kill((pid_t)sb->pid, 0) == 0 || errno == EPERM;
 }
 
-int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err)
+int sandbox_resume(const char *name, sandbox_env_fn env, const struct gantry_cancel *cancel,
+		   gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
+	struct secret_store *secrets = NULL;
 	struct sandbox sb = { 0 };
 	int r = -1;
 
@@ -365,10 +369,12 @@ int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_
 		gantry_error_errno(err, "its image `%s`", sb.image_path);
 		goto out;
 	}
-	if (rwlayer_check(&sb, err) < 0 || supervisor_spawn(name, dir, cancel, err) < 0)
+	if (rwlayer_check(&sb, err) < 0 || sandbox_secrets_from_env(&sb, env, &secrets, err) < 0 ||
+	    supervisor_spawn(name, dir, secrets, cancel, err) < 0)
 		goto out;
 	r = 0;
 out:
+	sandbox_secrets_free(&secrets);
 	sandbox_free(&sb);
 	return r < 0 ? gantry_error_prefix(err, "resume `%s`", name) : 0;
 }
@@ -624,6 +630,17 @@ static json_t *isolation_json(const char *dir)
 	return j ? j : json_null();
 }
 
+/* Its secrets' names: never a value, nor where one comes from. */
+static json_t *secret_names_json(const struct sandbox *sb)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < sb->nr_secrets; i++)
+		json_array_append_new(a,
+				      json_stringn(sb->secrets[i], strcspn(sb->secrets[i], "@=,")));
+	return a;
+}
+
 json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 {
 	cleanup_free char *own = NULL;
@@ -649,6 +666,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	json_object_set_new(o, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(o, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
+	json_object_set_new(o, "secrets", secret_names_json(sb));
 	/* What does not hold, by role; inspect (dir) gives the whole report. */
 	if (dir == NULL && sandbox_dir(sb->name, &own, NULL) == 0)
 		iso = isolation_json(own);

@@ -44,8 +44,8 @@ struct sandbox_opts {
 	char **shares; /* -share: canonical specs (share/spec.h) */
 	size_t nr_shares;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
-	/* -secret, -secret-file: the process's secrets (one-shot exec; NULL:
-	 * none). Freed by sandbox_opts_free. */
+	/* -secret, -secret-file: the secrets of its processes (NULL: none).
+	 * Freed by sandbox_opts_free. */
 	struct secret_store *secrets;
 	/* start's: the sandbox's own environment, working directory, user
 	 * and entrypoint over its image's (sandbox_process_apply) */
@@ -83,9 +83,15 @@ int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *er
  * ended, and it fails with ECANCELED. */
 int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *cancel,
 		   gantry_error_t *err);
-/* Boot a stopped (or crashed) sandbox from its sandbox.json; a cancel
- * ends the boot and leaves it stopped. */
-int sandbox_resume(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err);
+/* The caller's value of an environment variable (getenv, for a CLI), or
+ * NULL: where a sandbox's secrets from the environment come from. */
+typedef const char *(*sandbox_env_fn)(const char *name);
+/* Boot a stopped (or crashed) sandbox from its sandbox.json, its secrets
+ * from the environment taken from env (NULL: none given; then a sandbox
+ * with such secrets does not resume); a cancel ends the boot and leaves it
+ * stopped. */
+int sandbox_resume(const char *name, sandbox_env_fn env, const struct gantry_cancel *cancel,
+		   gantry_error_t *err);
 /* Ask the guest to sync and power off; returns when the supervisor is
  * gone. One that is not running is left as it is (0). */
 int sandbox_stop(const char *name, gantry_error_t *err);

@@ -20,6 +20,7 @@
 #include "sandbox/machine.h"
 #include "sandbox/network.h"
 #include "sandbox/process.h"
+#include "sandbox/secrets.h"
 
 #define ONESHOT_READY_TIMEOUT 120000
 #define ONESHOT_CONSOLE_TAIL  20
@@ -123,26 +124,6 @@ static void oneshot_dir_remove(struct oneshot_dir *d)
 	*d = (struct oneshot_dir){ .lock = -1 };
 }
 
-/* Host-bound secrets are served by a broker in a sandbox's supervisor,
- * which a one-shot has not: refused before anything is made. */
-static int secrets_check(struct secret_store *st, gantry_error_t *err)
-{
-	int r = 0;
-
-	if (st == NULL)
-		return 0;
-	pthread_mutex_lock(&st->lock);
-	for (size_t i = 0; i < st->n && r == 0; i++)
-		if (st->v[i].spec.nr_hosts)
-			r = gantry_error_usage(err,
-					       "secret `%s`: a host-bound secret (NAME@HOST) is "
-					       "not served to a one-shot exec; without @HOST it "
-					       "goes into the process's environment",
-					       st->v[i].spec.name);
-	pthread_mutex_unlock(&st->lock);
-	return r;
-}
-
 /* The guest's last words, for an error that says the VM failed. */
 static void error_add_console(gantry_error_t *err, const char *console, bool ended)
 {
@@ -178,7 +159,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	memset(res, 0, sizeof(*res));
 	/* Every value checked before an image is pulled for it. */
 	if ((o->name && sandbox_name_check(o->name, err) < 0) ||
-	    sandbox_process_opts_check(po, err) < 0 || secrets_check(o->secrets, err) < 0)
+	    sandbox_process_opts_check(po, err) < 0 || sandbox_secrets_check(o->secrets, err) < 0)
 		return -1;
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
 		sandbox_transient_free(&sb);

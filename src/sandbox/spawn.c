@@ -13,10 +13,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/cancel.h"
 #include "common/child.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "sandbox/state.h"
 #include "sandbox/spawn.h"
@@ -43,7 +45,7 @@ static void rotate_log(const char *path)
  * async-signal-safe calls between fork and exec (_Fork runs no atfork
  * handlers). */
 static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, int logfd,
-						  int ready_w)
+						  int ready_w, int secrets)
 {
 	pid_t pid;
 
@@ -55,7 +57,9 @@ static __attribute__((noreturn)) void spawn_child(char *const argv[], int null, 
 		_exit(127);
 	if (ready_w != SUPERVISOR_READY_FD && dup2(ready_w, SUPERVISOR_READY_FD) < 0)
 		child_fail("supervisor", "dup2 failed");
-	close_range(SUPERVISOR_READY_FD + 1, ~0U, 0);
+	if (secrets >= 0 && dup2(secrets, SUPERVISOR_SECRETS_FD) < 0)
+		child_fail("supervisor", "dup2 failed");
+	close_range(secrets >= 0 ? SUPERVISOR_SECRETS_FD + 1 : SUPERVISOR_READY_FD + 1, ~0U, 0);
 	child_exec_self(argv, "supervisor");
 }
 
@@ -141,13 +145,14 @@ static int wait_ready(const char *name, const char *dir, const char *log, int fd
 			    name, log);
 }
 
-int supervisor_spawn(const char *name, const char *dir, const struct gantry_cancel *cancel,
-		     gantry_error_t *err)
+int supervisor_spawn(const char *name, const char *dir, struct secret_store *secrets,
+		     const struct gantry_cancel *cancel, gantry_error_t *err)
 {
-	char *argv[] = { "gantry", SUPERVISOR_ROLE, (char *)name, NULL };
+	char *argv[] = { "gantry", SUPERVISOR_ROLE, (char *)name, secrets ? "--secrets" : NULL,
+			 NULL };
 	cleanup_free char *log = NULL;
-	cleanup_close int null = -1, logfd = -1, rd = -1;
-	int p[2], status;
+	cleanup_close int null = -1, logfd = -1, rd = -1, sec = -1, sec_child = -1;
+	int p[2], sv[2], status;
 	pid_t pid;
 
 	xasprintf(&log, "%s/%s", dir, SANDBOX_LOG);
@@ -162,18 +167,32 @@ int supervisor_spawn(const char *name, const char *dir, const struct gantry_canc
 		return gantry_error_errno(err, "pipe");
 	rd = p[0];
 	p[1] = child_fd_above(p[1], SPAWN_FD_FLOOR);
+	if (secrets) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+			close(p[1]);
+			return gantry_error_errno(err, "socketpair");
+		}
+		sec = sv[0];
+		sec_child = child_fd_above(sv[1], SPAWN_FD_FLOOR);
+	}
 	pid = fork();
 	if (pid < 0) {
 		close(p[1]);
 		return gantry_error_errno(err, "fork");
 	}
 	if (pid == 0)
-		spawn_child(argv, null, logfd, p[1]);
+		spawn_child(argv, null, logfd, p[1], sec_child);
 	close(p[1]);
+	close_fd(&sec_child);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		return gantry_error(err, 0, "cannot start the supervisor of `%s`: fork failed",
 				    name);
+	/* It reads them first of all; one that died instead is an EPIPE here,
+	 * and wait_ready then says why. */
+	if (secrets && secret_store_send(secrets, sec, NULL) < 0)
+		log_debug("the supervisor of `%s` did not take its secrets", name);
+	close_fd(&sec);
 	return wait_ready(name, dir, log, rd, cancel, err);
 }

@@ -17,6 +17,7 @@
 #include "net/portspec.h"
 #include "net/proxy.h"
 #include "share/spec.h"
+#include "secret/store.h"
 #include "sandbox/state.h"
 
 #define SANDBOX_JSON_MAX  (4u << 20)
@@ -211,6 +212,9 @@ void sandbox_free(struct sandbox *sb)
 
 void sandbox_transient_free(struct sandbox *sb)
 {
+	strv_free(sb->secrets);
+	sb->secrets = NULL;
+	sb->nr_secrets = 0;
 	strv_free(sb->shares);
 	sb->shares = NULL;
 	sb->nr_shares = 0;
@@ -300,6 +304,27 @@ static int shares_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
 	return 0;
 }
 
+/* Secrets as stored: specs that parse, each name once, no value. */
+static int secrets_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
+{
+	if (jsonh_strv(j, "secrets", SECRETS_MAX, &sb->secrets, &sb->nr_secrets, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sb->nr_secrets; i++) {
+		struct secret_spec s;
+
+		if (secret_spec_parse(sb->secrets[i], &s, err) < 0)
+			return gantry_error_prefix(err, "field `secrets`");
+		for (size_t k = 0; k < i; k++)
+			if (strncmp(sb->secrets[k], s.name, strlen(s.name)) == 0 &&
+			    strchr("@=,", sb->secrets[k][strlen(s.name)]) != NULL) {
+				secret_spec_free(&s);
+				return gantry_error(err, 0, "field `secrets`: `%s` twice", s.name);
+			}
+		secret_spec_free(&s);
+	}
+	return 0;
+}
+
 int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *buf = NULL, *state = NULL;
@@ -339,7 +364,8 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	/* Sandboxes made before guest networking had it on, like new ones. */
 	sb->net = !json_is_false(json_object_get(j, "net"));
 	if (jsonh_strv(j, "ports", SANDBOX_PORTS_MAX, &sb->ports, &sb->nr_ports, err) < 0 ||
-	    ports_canonical(sb, err) < 0 || net_fields(j, sb, err) < 0 || shares_field(j, sb, err) < 0)
+	    ports_canonical(sb, err) < 0 || net_fields(j, sb, err) < 0 ||
+	    shares_field(j, sb, err) < 0 || secrets_field(j, sb, err) < 0)
 		goto out;
 	if (sb->writable && sb->rwlayer == NULL) {
 		gantry_error(err, 0, "writable without a field `rwlayer`");
@@ -401,6 +427,8 @@ static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_
 	json_object_set_new(j, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	json_object_set_new(j, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(j, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
+	if (sb->nr_secrets)
+		json_object_set_new(j, "secrets", jsonh_from_strv(sb->secrets, sb->nr_secrets));
 	if (sb->transient)
 		json_object_set_new(j, "oneshot", json_true());
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

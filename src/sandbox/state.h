@@ -62,6 +62,8 @@ struct sandbox {
 	enum confine_mode isolation; /* how its workers are confined (confine/confine.h) */
 	char **shares; /* host directories shared in, canonical specs (share/spec.h) */
 	size_t nr_shares;
+	char **secrets; /* secret specs without values (secret/spec.h) */
+	size_t nr_secrets;
 };
 
 bool sandbox_name_valid(const char *name);

@@ -2,6 +2,7 @@
  * found first-fit in a bitmap. Small and simple: at most a few hundred
  * values live at once. */
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -93,8 +94,17 @@ void secret_free(void *p, size_t len)
 
 	if (p == NULL)
 		return;
-	explicit_bzero(p, n * ARENA_UNIT);
+	/* A block that is not one of ours is a bug that would zero, or mark
+	 * free, another secret: stop here. */
+	if (arena == NULL || arena == MAP_FAILED || (uint8_t *)p < arena ||
+	    (size_t)((uint8_t *)p - arena) % ARENA_UNIT ||
+	    (size_t)((uint8_t *)p - arena) / ARENA_UNIT + n > ARENA_UNITS)
+		abort();
 	at = (size_t)((uint8_t *)p - arena) / ARENA_UNIT;
+	for (size_t i = at; i < at + n; i++)
+		if (!unit_used(i))
+			abort();
+	explicit_bzero(p, n * ARENA_UNIT);
 	pthread_mutex_lock(&arena_lock);
 	units_mark(at, n, false);
 	pthread_mutex_unlock(&arena_lock);

@@ -193,7 +193,8 @@ static int parse(const char *spec, struct secret_spec *s, gantry_error_t *err)
 
 	if (len == 0)
 		return gantry_error_usage(err, "empty secret spec");
-	if (len > SECRET_SPEC_MAX)
+	/* (A little over, for a spec this code formatted: its ttl in ms.) */
+	if (len > SECRET_SPEC_MAX + 32)
 		return gantry_error_usage(err, "secret spec longer than %d bytes", SECRET_SPEC_MAX);
 	for (size_t i = 0; i < len; i++)
 		if ((unsigned char)spec[i] < 0x20 || spec[i] == 0x7f)
@@ -259,8 +260,22 @@ char *secret_spec_format(const struct secret_spec *s)
 		for (size_t i = 0; s->argv[i] && len < cap; i++)
 			len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "=!",
 						s->argv[i]);
-	if (s->ttl_ms >= 0 && len < cap)
-		snprintf(out + len, cap - len, ",ttl=%lldms", (long long)s->ttl_ms);
+	if (s->ttl_ms >= 0 && len < cap) {
+		/* In its largest whole unit: 0, 90s, 5m, 1500ms. */
+		static const struct {
+			int64_t ms;
+			const char *unit;
+		} units[] = { { 3600000, "h" }, { 60000, "m" }, { 1000, "s" }, { 1, "ms" } };
+		size_t u = 0;
+
+		while (s->ttl_ms && s->ttl_ms % units[u].ms)
+			u++;
+		if (s->ttl_ms == 0)
+			snprintf(out + len, cap - len, ",ttl=0");
+		else
+			snprintf(out + len, cap - len, ",ttl=%lld%s",
+				 (long long)(s->ttl_ms / units[u].ms), units[u].unit);
+	}
 	return out;
 }
 

@@ -2,10 +2,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,19 +189,57 @@ static ssize_t read_until(int fd, char *buf, size_t cap, uint64_t deadline)
 	return (ssize_t)got;
 }
 
+/* The command's environment: PATH, LC_ALL, and the user's HOME, USER and
+ * XDG_RUNTIME_DIR (from the password file and /run/user), for tools such
+ * as pass and its gpg-agent. */
+static char **cmd_env(void)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096], run[64];
+	char **env = xzalloc(6 * sizeof(*env));
+	size_t n = 0;
+
+	env[n++] = xstrdup("PATH=" CMD_PATH);
+	env[n++] = xstrdup("LC_ALL=C");
+	if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res) == 0 && res) {
+		xasprintf(&env[n++], "HOME=%s", pw.pw_dir);
+		xasprintf(&env[n++], "USER=%s", pw.pw_name);
+	}
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)getuid());
+	if (access(run, X_OK) == 0)
+		xasprintf(&env[n++], "XDG_RUNTIME_DIR=%s", run);
+	return env;
+}
+
+/* The command in a process group of its own (so that a timeout ends what
+ * it started too), default signals and none blocked, no fd of ours but
+ * its stdout. */
 static pid_t cmd_spawn(const char *name, char *path, char **argv, int out, gantry_error_t *err)
 {
-	char *envp[] = { "PATH=" CMD_PATH, "LC_ALL=C", NULL };
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	char **envp = cmd_env();
 	pid_t pid;
 	int r;
 
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+						POSIX_SPAWN_SETPGROUP);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, out, 1);
 	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-	r = posix_spawn(&pid, path, &fa, NULL, argv, envp);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+	r = posix_spawn(&pid, path, &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	strv_free(envp);
 	if (r != 0) {
 		errno = r;
 		return gantry_error_errno(err, "secret `%s`: run `%s`", name, argv[0]);
@@ -207,13 +247,36 @@ static pid_t cmd_spawn(const char *name, char *path, char **argv, int out, gantr
 	return pid;
 }
 
+/* Reap pid by the deadline, else end its group and reap it: 0 with its
+ * status, or -1 when it ran too long or was not ours to reap. */
+static int cmd_reap(pid_t pid, uint64_t deadline, int *status)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (now_ms() >= deadline) {
+			kill(-pid, SIGKILL);
+			while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+				;
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		usleep(2000);
+	}
+}
+
 /* Locked: ='!ARGV' run, no shell, its stdout the value: at most
- * SECRET_VALUE_MAX bytes within SECRET_CMD_TIMEOUT_MS, and status 0. */
+ * SECRET_VALUE_MAX bytes, exit status 0, all within SECRET_CMD_TIMEOUT_MS. */
 static int resolve_cmd(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
 {
 	cleanup_free char *path = cmd_path(e->spec.argv[0]);
+	uint64_t deadline = now_ms() + SECRET_CMD_TIMEOUT_MS;
 	const char *name = e->spec.name;
-	int pipefd[2], status = 0, r = -1;
+	int pipefd[2], status = 0, r = -1, read_errno = 0, reaped;
 	char *buf;
 	ssize_t n;
 	pid_t pid;
@@ -229,19 +292,23 @@ static int resolve_cmd(struct secret_store *st, struct secret_entry *e, gantry_e
 	close(pipefd[1]);
 	if (pid < 0)
 		goto out;
-	n = read_until(pipefd[0], buf, SECRET_VALUE_MAX + 1, now_ms() + SECRET_CMD_TIMEOUT_MS);
+	n = read_until(pipefd[0], buf, SECRET_VALUE_MAX + 1, deadline);
+	if (n < 0)
+		read_errno = errno;
 	if (n < 0 || n > SECRET_VALUE_MAX)
-		kill(pid, SIGKILL);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (n < 0 && errno == ETIMEDOUT)
+		deadline = 0; /* ended at once */
+	reaped = cmd_reap(pid, deadline, &status);
+	if ((n < 0 && read_errno == ETIMEDOUT) ||
+	    (reaped < 0 && errno == ETIMEDOUT && n >= 0 && n <= SECRET_VALUE_MAX))
 		gantry_error(err, 0, "secret `%s`: its command took more than %d s", name,
 			     SECRET_CMD_TIMEOUT_MS / 1000);
 	else if (n < 0)
-		gantry_error_errno(err, "secret `%s`: read its command's output", name);
+		gantry_error(err, read_errno, "secret `%s`: read its command's output", name);
 	else if (n > SECRET_VALUE_MAX)
 		gantry_error(err, 0, "secret `%s`: its command printed more than %u KiB", name,
 			     SECRET_VALUE_MAX >> 10);
+	else if (reaped < 0)
+		gantry_error(err, 0, "secret `%s`: its command's status is unknown", name);
 	else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 		gantry_error(err, 0, "secret `%s`: its command failed (%s %d)", name,
 			     WIFEXITED(status) ? "status" : "signal",
@@ -353,13 +420,26 @@ int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_er
 	if (buf == NULL)
 		return gantry_error(err, ENOMEM, "secret file `%s`: no room in the secret arena",
 				    path);
-	n = pread(fd, buf, (size_t)s.st_size, 0);
+	do
+		n = pread(fd, buf, (size_t)s.st_size, 0);
+	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		r = gantry_error_errno(err, "secret file `%s`", path);
 	else
 		r = secret_dotenv_parse(buf, (size_t)n, dotenv_line, st, err);
 	secret_free(buf, (size_t)s.st_size + 1);
 	return r < 0 ? gantry_error_prefix(err, "secret file `%s`", path) : 0;
+}
+
+bool secret_store_has(struct secret_store *st, const char *name)
+{
+	bool r = false;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && !r; i++)
+		r = strcmp(st->v[i].spec.name, name) == 0;
+	pthread_mutex_unlock(&st->lock);
+	return r;
 }
 
 char **secret_store_names(struct secret_store *st)
@@ -417,4 +497,112 @@ void secret_env_free(struct secret_env *e)
 	secret_free(e->block, e->size);
 	free(e->envp);
 	memset(e, 0, sizeof(*e));
+}
+
+static int send_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int secret_store_send(struct secret_store *st, int fd, gantry_error_t *err)
+{
+	uint16_t end = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && r == 0; i++) {
+		const struct secret_entry *e = &st->v[i];
+		uint16_t nl = (uint16_t)strlen(e->spec.name);
+		uint32_t vl;
+
+		if ((e->spec.source != SECRET_FROM_ENV && e->spec.source != SECRET_FROM_VALUE) ||
+		    e->env == NULL)
+			continue;
+		vl = (uint32_t)strlen(e->env + nl + 1);
+		if (send_all(fd, &nl, sizeof(nl)) < 0 || send_all(fd, e->spec.name, nl) < 0 ||
+		    send_all(fd, &vl, sizeof(vl)) < 0 || send_all(fd, e->env + nl + 1, vl) < 0)
+			r = gantry_error_errno(err, "hand the secrets over");
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (r == 0 && send_all(fd, &end, sizeof(end)) < 0)
+		r = gantry_error_errno(err, "hand the secrets over");
+	return r;
+}
+
+/* len bytes from fd by the deadline. */
+static int recv_all(int fd, void *buf, size_t len, uint64_t deadline)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		uint64_t now = now_ms();
+		ssize_t n;
+
+		if (now >= deadline) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		if (poll(&pf, 1, (int)(deadline - now)) < 0 && errno != EINTR)
+			return -1;
+		n = recv(fd, p, len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = EPIPE;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int secret_store_recv(struct secret_store *st, int fd, int timeout_ms, gantry_error_t *err)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	size_t total = 0;
+
+	for (size_t k = 0;; k++) {
+		char name[SECRET_NAME_MAX + 1];
+		uint16_t nl;
+		uint32_t vl;
+		char *v;
+		int r;
+
+		if (recv_all(fd, &nl, sizeof(nl), deadline) < 0)
+			return gantry_error_errno(err, "take the secrets");
+		if (nl == 0)
+			return 0;
+		if (k == SECRETS_MAX || nl > SECRET_NAME_MAX ||
+		    recv_all(fd, name, nl, deadline) < 0 ||
+		    recv_all(fd, &vl, sizeof(vl), deadline) < 0)
+			return gantry_error(err, EPROTO, "take the secrets: a bad frame");
+		if (vl > SECRETS_BYTES_MAX - total)
+			return gantry_error(err, EPROTO, "take the secrets: more than %u KiB",
+					    SECRETS_BYTES_MAX >> 10);
+		total += vl;
+		v = secret_alloc(vl + 1);
+		if (v == NULL)
+			return gantry_error(err, ENOMEM, "take the secrets: no room in the arena");
+		r = recv_all(fd, v, vl, deadline) < 0
+			    ? gantry_error(err, EPROTO, "take the secrets: cut short")
+			    : secret_store_add_value(st, name, nl, v, vl, err);
+		secret_free(v, vl + 1);
+		if (r < 0)
+			return -1;
+	}
 }

@@ -61,8 +61,19 @@ int secret_store_add_value(struct secret_store *st, const char *name, size_t nam
 			   const char *value, size_t value_len, gantry_error_t *err);
 /* Add every line of the dotenv at path (read into the arena only). */
 int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err);
+/* Whether it holds a secret of that name. */
+bool secret_store_has(struct secret_store *st, const char *name);
 /* The names, NULL-terminated (strv_free). */
 char **secret_store_names(struct secret_store *st);
+
+/* Hand the values of the secrets from the environment or a dotenv (not
+ * the file and command sources: the receiver reads those itself) over a
+ * stream socket, and take them on the other end into st (as values):
+ * frames of a u16 name length, the name, a u32 value length and the value,
+ * ended by a u16 0. The receiver bounds everything it reads and gives up
+ * after timeout_ms. */
+int secret_store_send(struct secret_store *st, int fd, gantry_error_t *err);
+int secret_store_recv(struct secret_store *st, int fd, int timeout_ms, gantry_error_t *err);
 
 /* What a process's environment gets: every secret not bound to hosts,
  * resolved now, as NAME=VALUE strings in one arena block of its own. */

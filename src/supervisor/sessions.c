@@ -237,6 +237,53 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 	json_decref(j);
 }
 
+/* A session's process gets the sandbox's secrets in its environment,
+ * over any variable of their names, added here: its client never sees
+ * them. A secret whose source fails now withholds the session (ERROR). */
+static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
+{
+	char **env = m->u.exec.env, **with;
+	uint32_t envc = m->u.exec.envc, n = 0;
+	gantry_error_t err = NULL;
+	struct secret_env e;
+	bool ok;
+
+	if (s->secrets.n == 0)
+		return sup_send_guest(s, m, false);
+	if (secret_store_env(&s->secrets, &e, &err) < 0) {
+		struct proto_msg no = { .type = PROTO_ERROR };
+
+		log_warn("a session withheld: %s", gantry_error_str(err));
+		no.u.error.id = c->client_id;
+		no.u.error.code = PROTO_ERR_RUNTIME;
+		no.u.error.message = (char *)gantry_error_str(err);
+		client_send(s, c, &no, -1);
+		gantry_error_free(&err);
+		c->done = true;
+		return true;
+	}
+	with = xzalloc((envc + SECRETS_MAX + 1) * sizeof(*with));
+	for (uint32_t i = 0; i < envc; i++) {
+		size_t nl = strcspn(env[i], "=");
+		bool secret = false;
+
+		for (size_t k = 0; e.envp[k] && !secret; k++)
+			secret = strncmp(e.envp[k], env[i], nl) == 0 && e.envp[k][nl] == '=';
+		if (!secret)
+			with[n++] = env[i];
+	}
+	for (size_t k = 0; e.envp[k]; k++)
+		with[n++] = e.envp[k];
+	m->u.exec.env = with;
+	m->u.exec.envc = n;
+	ok = sup_send_guest(s, m, false);
+	m->u.exec.env = env;
+	m->u.exec.envc = envc;
+	free(with);
+	secret_env_free(&e);
+	return ok;
+}
+
 /* false: c is to be hung up on. */
 static bool client_frame(struct sup *s, struct client *c, struct proto_msg *m)
 {
@@ -247,7 +294,7 @@ static bool client_frame(struct sup *s, struct client *c, struct proto_msg *m)
 		c->client_id = m->u.exec.id;
 		c->guest_id = ++s->next_id ? s->next_id : ++s->next_id;
 		m->u.exec.id = c->guest_id;
-		return sup_send_guest(s, m, false);
+		return send_exec(s, c, m);
 	case PROTO_SIGNAL:
 		if (c->guest_id && !c->done) {
 			m->u.signal.id = c->guest_id;

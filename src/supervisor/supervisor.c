@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -76,12 +77,19 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own)
 
 	if (s->control < 0)
 		return false;
+	int r;
+
 	len = proto_encode(m, frame, sizeof(frame));
 	if (len < 0)
 		return false;
-	if (!own && s->control_q.bytes + (size_t)len > SUP_GUEST_QUEUE)
+	if (!own && s->control_q.bytes + (size_t)len > SUP_GUEST_QUEUE) {
+		explicit_bzero(frame, (size_t)len);
 		return false; /* whoever asked for it is hung up on, not the guest */
-	if (outq_send(&s->control_q, s->control, frame, (size_t)len, -1) == 0)
+	}
+	r = outq_send(&s->control_q, s->control, frame, (size_t)len, -1);
+	/* An EXEC's environment may hold secrets. */
+	explicit_bzero(frame, (size_t)len);
+	if (r == 0)
 		return true;
 	if (errno == ENOBUFS)
 		return false; /* whoever asked for it is hung up on, not the guest */
@@ -262,7 +270,9 @@ static int lock_wait(struct sup *s, int *fd, gantry_error_t *err)
 	}
 }
 
-static int setup(struct sup *s, gantry_error_t *err)
+static int secrets_setup(struct sup *s, bool handed, gantry_error_t *err);
+
+static int setup(struct sup *s, bool handed, gantry_error_t *err)
 {
 	sigset_t set;
 	int lock;
@@ -274,7 +284,7 @@ static int setup(struct sup *s, gantry_error_t *err)
 	if (lock_wait(s, &lock, err) < 0)
 		return -1;
 	(void)lock; /* held until we exit */
-	if (sandbox_load(".", &s->sb, err) < 0)
+	if (sandbox_load(".", &s->sb, err) < 0 || secrets_setup(s, handed, err) < 0)
 		return -1;
 	if (s->sb.writable &&
 	    (rwlayer_pair(s->sb.rwlayer, sandbox_image_id(&s->sb), false, err) < 0))
@@ -478,23 +488,65 @@ void sup_init(struct sup *s, const char *name)
 	proto_decoder_init(s->dec);
 }
 
+/* Its secrets: the values handed over (those from the environment), then
+ * the file and command sources of its sandbox.json, each read once now so
+ * that one that fails fails the boot. The values it inherited in its own
+ * environment are wiped there: /proc/PID/environ shows none. */
+static int secrets_setup(struct sup *s, bool handed, gantry_error_t *err)
+{
+	struct secret_env e;
+
+	if (handed) {
+		int r = secret_store_recv(&s->secrets, SUPERVISOR_SECRETS_FD, SUP_SECRETS_WAIT_MS,
+					  err);
+
+		close(SUPERVISOR_SECRETS_FD);
+		if (r < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < s->sb.nr_secrets; i++) {
+		struct secret_spec sp;
+		char *inherited;
+		bool have = false;
+
+		if (secret_spec_parse(s->sb.secrets[i], &sp, err) < 0)
+			return -1;
+		inherited = getenv(sp.name);
+		if (inherited)
+			explicit_bzero(inherited, strlen(inherited));
+		for (size_t k = 0; k < s->secrets.n; k++)
+			have = have || strcmp(s->secrets.v[k].spec.name, sp.name) == 0;
+		secret_spec_free(&sp);
+		if (!have && secret_store_add(&s->secrets, s->sb.secrets[i], NULL, err) < 0)
+			return gantry_error_prefix(err, "its secrets");
+	}
+	if (secret_store_env(&s->secrets, &e, err) < 0)
+		return -1;
+	secret_env_free(&e);
+	return 0;
+}
+
 int supervisor_main(int argc, char **argv)
 {
 	static struct sup s;
 	gantry_error_t err = NULL;
+	bool handed = argc == 2 && strcmp(argv[1], "--secrets") == 0;
 
-	if (argc != 1 || !sandbox_name_valid(argv[0])) {
+	if ((argc != 1 && !handed) || !sandbox_name_valid(argv[0])) {
 		log_error("%s is for Gantry's own use", SUPERVISOR_ROLE);
 		return 2;
 	}
+	/* Nothing of it in a core dump: it may hold secrets. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	log_init("supervisor", -1);
 	sup_init(&s, argv[0]);
+	secret_store_init(&s.secrets);
 	if (fcntl(SUPERVISOR_READY_FD, F_SETFD, FD_CLOEXEC) == 0) {
 		s.ready_fd = SUPERVISOR_READY_FD;
 		dprintf(s.ready_fd, "pid %d\n", (int)getpid());
 	}
 	log_info("starting sandbox `%s`", s.name);
-	if (setup(&s, &err) < 0) {
+	if (setup(&s, handed, &err) < 0) {
 		log_error("%s", gantry_error_str(err));
 		ready(&s, gantry_error_str(err));
 		/* A VM that is up goes with us. */

@@ -18,6 +18,7 @@
 #include "proto/agent.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
+#include "secret/store.h"
 #include "share/spec.h"
 
 #define SUP_MAX_CLIENTS	    256
@@ -129,6 +130,8 @@ struct stream_wait {
 	uint64_t deadline;
 };
 
+#define SUP_SECRETS_WAIT_MS 10000 /* for the caller to hand its secrets over */
+
 struct sup {
 	const char *name;
 	char *dir;
@@ -150,6 +153,7 @@ struct sup {
 	uint64_t stop_deadline;
 	struct sup_net net;
 	struct sup_shares shares;
+	struct secret_store secrets; /* its processes' (secret/store.h) */
 };
 
 /* supervisor.c */

@@ -31,7 +31,7 @@ def sentinel(kind):
     (["-secret", "K=@relative/path"], "absolute path"),
     (["-secret", "K=@/p,ttl=5y"], "not a duration"),
     (["-secret", "NOT_SET_ANYWHERE_HERE"], "not set in this environment"),
-    (["-secret", "GH@github.com=@/k"], "host-bound secret"),
+    (["-secret", "GH@github.com=@/k"], "host-bound secrets"),
     (["-secret-file", "/nonexistent/dot.env"], "secret file `/nonexistent/dot.env`"),
 ])
 def test_bad_specs_are_one_line_and_status_2(g, args, says):
@@ -130,3 +130,61 @@ def test_secrets_reach_the_process_and_nothing_else(gantry, tmp_path):
         out, err = p.communicate(timeout=boot_timeout())
     assert p.returncode == 143, err
     assert not [k for k, v in s.items() if v.encode() in err]
+
+
+@pytest.mark.kvm
+def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp_path):
+    for name in ("vmlinux", "sysroot.erofs", "default-image"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    s = {k: sentinel(k) for k in ("env", "file", "cmd", "dotenv", "file2")}
+    key = tmp_path / "key"
+    key.write_text(s["file"] + "\n")
+    (tmp_path / "cmd-key").write_text(s["cmd"])
+    (tmp_path / "dot.env").write_text(f"FROM_DOTENV={s['dotenv']}\n")
+    g = GantryHome(gantry, tmp_path / "home", tmp_path / "images")
+    g.env["FROM_ENV"] = s["env"]
+
+    def seen():
+        r = g.sh("keep", "env | grep ^FROM_ | sort")
+        assert r.returncode == 0, r
+        return dict(line.split("=", 1) for line in r.stdout.decode().split())
+
+    g.run("start", "keep", "-rw=false", "-secret", "FROM_ENV",
+          "-secret", f"FROM_FILE=@{key},ttl=0",
+          "-secret", f"FROM_CMD=!cat {tmp_path / 'cmd-key'}",
+          "-secret-file", str(tmp_path / "dot.env"), check=True)
+    try:
+        assert seen() == {"FROM_ENV": s["env"], "FROM_FILE": s["file"],
+                          "FROM_CMD": s["cmd"], "FROM_DOTENV": s["dotenv"]}
+        # Names only where it keeps them; no host process shows a value
+        # (the supervisor's own environment had FROM_ENV: wiped).
+        state = (g.home / "sandboxes" / "keep" / "sandbox.json").read_text()
+        assert not [k for k, v in s.items() if v in state], state
+        assert g.ls()["keep"]["secrets"] == ["FROM_ENV", "FROM_FILE", "FROM_CMD",
+                                             "FROM_DOTENV"]
+        assert host_holders(s.values()) == []
+        for f in (g.home / "sandboxes" / "keep").iterdir():
+            if f.is_file():
+                assert not [k for k, v in s.items() if v.encode() in f.read_bytes()], f
+        # ttl=0: each session reads the file again.
+        key.write_text(s["file2"])
+        assert seen()["FROM_FILE"] == s["file2"]
+        # Gone: the next session is withheld, with the reason.
+        key.unlink()
+        r = g.sh("keep", "true")
+        assert r.returncode != 0 and b"secret `FROM_FILE`" in r.stderr, r
+        key.write_text(s["file"])
+        g.run("stop", "keep", check=True)
+        # A resume takes the environment's secrets from its own caller.
+        del g.env["FROM_ENV"]
+        r = g.run("resume", "keep")
+        assert r.returncode == 1 and b"secret `FROM_ENV` is not set" in r.stderr, r
+        g.env["FROM_ENV"] = s["env"] + "-again"
+        g.env["FROM_DOTENV"] = s["dotenv"]
+        g.run("resume", "keep", check=True)
+        got = seen()
+        assert got["FROM_ENV"] == s["env"] + "-again" and got["FROM_DOTENV"] == s["dotenv"]
+        assert host_holders(s.values()) == []
+    finally:
+        g.run("delete", "keep")

@@ -299,7 +299,7 @@ static void test_delete_while_creating(void **state)
 	assert_int_equal(waitpid(dead, NULL, 0), dead);
 	sb.pid = (long)dead;
 	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
-	assert_int_equal(sandbox_resume("mk", NULL, &err), -1);
+	assert_int_equal(sandbox_resume("mk", NULL, NULL, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "never fully created"));
 	gantry_error_free(&err);
 	assert_int_equal(sandbox_delete("mk", false, &err), 0);

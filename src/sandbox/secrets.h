@@ -1,0 +1,24 @@
+/* A sandbox's secrets on their way to its supervisor: what sandbox.json
+ * keeps of them (specs without values) and, at a resume, their values
+ * from the caller's environment. The supervisor holds the values
+ * (secret/store.h); the lifecycle only hands them over. */
+#ifndef GANTRY_SANDBOX_SECRETS_H
+#define GANTRY_SANDBOX_SECRETS_H
+
+#include "common/error.h"
+#include "sandbox/lifecycle.h"
+#include "secret/store.h"
+
+/* Refuse what is not served yet (host-bound secrets); st may be NULL. */
+int sandbox_secrets_check(struct secret_store *st, gantry_error_t *err);
+/* st's secrets as sb keeps them (sb->secrets), each read once now so
+ * that a source that fails fails the start; host-bound ones refused. */
+int sandbox_secrets_describe(struct secret_store *st, struct sandbox *sb, gantry_error_t *err);
+/* The values of sb's secrets from the environment, from env (*out NULL
+ * when it has none); -1 when one is not set there. */
+int sandbox_secrets_from_env(const struct sandbox *sb, sandbox_env_fn env,
+			     struct secret_store **out, gantry_error_t *err);
+/* Free *st (may be NULL) and clear it. */
+void sandbox_secrets_free(struct secret_store **st);
+
+#endif
