@@ -64,7 +64,7 @@ static void exec_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
 		"Usage: gantry exec [-e NAME=VALUE]... [-w DIR] [-u USER] [-entrypoint CMD]\n"
-		"                   NAME [-- CMD ARG...]\n"
+		"                   [-secret SPEC]... NAME [-- CMD ARG...]\n"
 		"       gantry exec [-name NAME] [-image SRC] [-cpus N] [-mem MiB] [-net=false]\n"
 		"                   [-p SPEC]... [-e ...] [-w DIR] [-u USER] [-console]\n"
 		"                   [-secret SPEC]... [-secret-file FILE] [-- CMD...]\n\n"
@@ -87,7 +87,7 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"-e, -env-file, -w, -u and -entrypoint set the process's environment, working\n"
 		"directory, user and command over the image's Env, WorkingDir, User and\n"
 		"Entrypoint, as docker run does (-entrypoint drops the image's Cmd too); they\n"
-		"go before NAME, the other flags only without one.\n"
+		"and -secret go before NAME, the other flags only without one.\n"
 		"-secret and -secret-file put secrets in the process's environment, never in\n"
 		"a host command line, environment or file (see docs/secrets.md).\n\nFlags:\n");
 	flags_usage(out, flags);
@@ -100,7 +100,7 @@ static bool vm_flags_set(const struct sandbox_opts *o, bool show_console)
 	bool same;
 
 	sandbox_opts_init(&d);
-	same = o->name == NULL && o->secrets == NULL && o->image == d.image && o->cpus == d.cpus &&
+	same = o->name == NULL && o->image == d.image && o->cpus == d.cpus &&
 	       o->mem_mib == d.mem_mib && o->net == d.net && o->nr_ports == 0 &&
 	       o->net_policy == NULL && o->allow_local_net == d.allow_local_net &&
 	       o->proxy == NULL && o->no_proxy == NULL && o->proxy_enforce == d.proxy_enforce &&
@@ -160,9 +160,8 @@ int cmd_exec(int argc, char **argv)
 			goto done;
 		}
 		if (vm_flags_set(&o, show_console)) {
-			log_error("exec: -name, -secret, -image, -cpus, -mem, -net, -p, -share, "
-				  "-proxy, -process-isolation and -console are for a fresh microVM, "
-				  "not "
+			log_error("exec: -name, -image, -cpus, -mem, -net, -p, -share, -proxy, "
+				  "-process-isolation and -console are for a fresh microVM, not "
 				  "for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
 			goto done;
@@ -175,6 +174,7 @@ int cmd_exec(int argc, char **argv)
 		}
 		po.args = argv + rest + 2;
 		po.nargs = rest + 2 <= argc ? (size_t)(argc - rest - 2) : 0;
+		po.secrets = o.secrets; /* the session's own, with the sandbox's */
 		if (sandbox_process_opts_check(&po, &err) < 0) {
 			gantry_error_prefix(&err, "exec");
 			gantry_error_print(&err);

@@ -20,7 +20,6 @@
 #include "sandbox/machine.h"
 #include "sandbox/network.h"
 #include "sandbox/process.h"
-#include "sandbox/secrets.h"
 
 #define ONESHOT_READY_TIMEOUT 120000
 #define ONESHOT_CONSOLE_TAIL  20
@@ -151,15 +150,19 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct machine m = MACHINE_NONE;
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
-	struct secret_env senv = { 0 };
+	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
+	/* The one-shot's secrets are its process's. */
+	if (with.secrets == NULL)
+		with.secrets = o->secrets;
+	po = &with;
 	/* Every value checked before an image is pulled for it. */
 	if ((o->name && sandbox_name_check(o->name, err) < 0) ||
-	    sandbox_process_opts_check(po, err) < 0 || sandbox_secrets_check(o->secrets, err) < 0)
+	    sandbox_process_opts_check(po, err) < 0)
 		return -1;
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
 		sandbox_transient_free(&sb);
@@ -178,14 +181,6 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (cancel_check(cancel, err) < 0 ||
 	    sandbox_process_init(&proc, img.config, po, &sb, io, err) < 0)
 		goto out;
-	/* Each secret's source is read now, before the VM: one that fails
-	 * fails the exec (fails closed). */
-	if (o->secrets) {
-		if (secret_store_env(o->secrets, &senv, err) < 0)
-			goto out;
-		if (senv.envp)
-			sandbox_process_secrets(&proc, senv.envp);
-	}
 	/* What ls shows of it: the fields are borrowed, and given back below. */
 	sb.image = (char *)(o->image ? o->image : "(built-in)");
 	sb.image_digest = img.digest;
@@ -239,7 +234,6 @@ out:
 	machine_free(&m);
 	oneshot_dir_remove(&rundir);
 	sandbox_process_free(&proc);
-	secret_env_free(&senv);
 	image_free(&img);
 	sandbox_transient_free(&sb);
 	return r;

@@ -9,6 +9,7 @@
 #include "common/util.h"
 #include "sandbox/network.h"
 #include "sandbox/process.h"
+#include "sandbox/secrets.h"
 
 /* Whether the NAME=VALUE entries a and b set the same name. */
 static bool same_name(const char *a, const char *b)
@@ -73,7 +74,7 @@ int sandbox_process_opts_check(const struct sandbox_process_opts *o, gantry_erro
 					" is empty and there is no command after --: nothing to run");
 	if (o->user && *o->user == '\0')
 		return gantry_error_opt(err, "user", " is empty: want USER[:GROUP] or UID[:GID]");
-	return 0;
+	return sandbox_secrets_check(o->secrets, err);
 }
 
 static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
@@ -205,6 +206,12 @@ int sandbox_process_init(struct sandbox_process *sp, const struct image_config *
 					      "/";
 	if ((cfg || o->user) && image_config_user(cfg, o->user, &sp->user, err) < 0)
 		return o->user ? gantry_error_prefix_opt(err, "user", "%s", "") : -1;
+	if (o->secrets) {
+		if (secret_store_env(o->secrets, &sp->secrets, err) < 0)
+			return -1;
+		if (sp->secrets.envp)
+			sandbox_process_secrets(sp, sp->secrets.envp);
+	}
 	p->uid = sp->user.uid;
 	p->gid = sp->user.gid;
 	p->gids = sp->user.groups;
@@ -256,6 +263,7 @@ void sandbox_process_free(struct sandbox_process *sp)
 	strv_free(sp->argv);
 	strv_free(sp->env);
 	free(sp->envp);
+	secret_env_free(&sp->secrets);
 	sp->argv = NULL;
 	sp->env = NULL;
 	sp->envp = NULL;

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "image/config.h"
 #include "sandbox/state.h"
+#include "secret/store.h"
 
 /* Where a session meets its caller: the descriptors its stdio goes to
  * and comes from (in -1: none; out and err -1: dropped), whether it gets
@@ -39,6 +40,8 @@ struct sandbox_process_opts {
 	const char *user;	/* user[:group] or uid[:gid]; NULL: User */
 	const char *entrypoint; /* NULL: Entrypoint; else replaces it (""
 				 * leaves none) and Cmd with it */
+	struct secret_store *secrets; /* -secret: into its environment, over
+				       * the rest (borrowed; NULL: none) */
 };
 
 /* -e NAME=VALUE: checked (a name, no NUL) and added to o->env. */
@@ -62,11 +65,13 @@ struct sandbox_process {
 	char **argv;
 	char **env;  /* the image's with sb's proxy variables, when it has a proxy */
 	char **envp; /* with secrets: the environment's pointers, none owned */
+	struct secret_env secrets; /* o->secrets' values, read at init */
 };
 
 /* cfg may be NULL (a prebuilt .erofs: /bin/sh or the command given); the
- * proxy variables of sb (-proxy) replace the image's, and o's variables
- * both. Errors name the option that was wrong. */
+ * proxy variables of sb (-proxy) replace the image's, o's variables both,
+ * and o's secrets (read now: a source that fails fails this) all three.
+ * Errors name the option that was wrong. */
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
 			 const struct sandbox_process_opts *o, const struct sandbox *sb,
 			 const struct sandbox_stdio *io, gantry_error_t *err);

@@ -167,6 +167,13 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         for f in (g.home / "sandboxes" / "keep").iterdir():
             if f.is_file():
                 assert not [k for k, v in s.items() if v.encode() in f.read_bytes()], f
+        # A session's own secret, beside the sandbox's.
+        g.env["SESSION_ONLY"] = s["env"] + "-session"
+        r = g.run("exec", "-secret", "SESSION_ONLY", "keep", "--", "sh", "-c",
+                  'echo "$SESSION_ONLY $FROM_CMD"')
+        del g.env["SESSION_ONLY"]
+        assert r.returncode == 0 and r.stdout.decode().split() == [s["env"] + "-session",
+                                                                   s["cmd"]], r
         # ttl=0: each session reads the file again.
         key.write_text(s["file2"])
         assert seen()["FROM_FILE"] == s["file2"]
