@@ -26,11 +26,9 @@
 #include "machine/vmm.h"
 
 #define STOP_WAIT_MS	 (CTL_STOP_TIMEOUT_MS + 10000)
-#define ONESHOT_STOP_WAIT_MS 10000 /* SIGTERM to SIGKILL, as docker stop */
+#define TERM_WAIT_MS	 10000 /* SIGTERM to SIGKILL, as docker stop */
 #define SANDBOX_LOG_TAIL 20 /* lines of a log quoted by a failed first boot */
 
-/* The sandbox's directory and state, checked to exist; stale leftovers of
- * a supervisor that died are cleaned on the way. */
 /* A one-shot's entry whose process is gone (killed): nothing of it is
  * worth keeping. Removed under its lock, so a racing look finds it whole
  * or not at all. */
@@ -41,6 +39,16 @@ static bool oneshot_gone(const char *name, const char *dir)
 	if (sandbox_lock(dir, true, &lock, NULL) != 1)
 		return false;
 	sandbox_dir_remove(name, dir, NULL);
+	return true;
+}
+
+/* A one-shot's live state: running while its process holds the lock
+ * (true), else removed (false). */
+static bool oneshot_live(const char *name, const char *dir, struct sandbox *sb)
+{
+	if (!sandbox_is_running(dir) && oneshot_gone(name, dir))
+		return false;
+	sb->state = SANDBOX_RUNNING;
 	return true;
 }
 
@@ -61,11 +69,10 @@ static int open_sandbox_as(const char *name, bool oneshot_ok, char **dir, struct
 		return -1;
 	}
 	if (sb->transient) {
-		if (!sandbox_is_running(*dir) && oneshot_gone(name, *dir)) {
+		if (!oneshot_live(name, *dir, sb)) {
 			sandbox_free(sb);
 			return gantry_error(err, 0, "no sandbox named `%s` (see gantry ls)", name);
 		}
-		sb->state = SANDBOX_RUNNING;
 		if (!oneshot_ok && sandbox_refuse_oneshot(sb, err) < 0) {
 			sandbox_free(sb);
 			return -1;
@@ -392,6 +399,19 @@ static int wait_gone(const char *dir, uint64_t deadline)
 	return 0;
 }
 
+/* The process pid holding dir's lock (a supervisor, a one-shot exec):
+ * SIGTERM, then SIGKILL if it holds the lock TERM_WAIT_MS later. */
+static void end_holder(const char *dir, long pid)
+{
+	if (pid <= 0 || !sandbox_is_running(dir))
+		return;
+	kill((pid_t)pid, SIGTERM);
+	if (wait_gone(dir, now_ms() + TERM_WAIT_MS) < 0) {
+		kill((pid_t)pid, SIGKILL);
+		wait_gone(dir, now_ms() + 5000);
+	}
+}
+
 static int stop_running(const char *name, const char *dir, struct sandbox *sb, gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + STOP_WAIT_MS;
@@ -406,13 +426,8 @@ static int stop_running(const char *name, const char *dir, struct sandbox *sb, g
 	}
 	/* A supervisor that does not answer: end it. */
 	gantry_error_free(&cerr);
-	if (sandbox_load(dir, sb, NULL) == 0 && sb->pid > 0 && sandbox_is_running(dir)) {
-		kill((pid_t)sb->pid, SIGTERM);
-		if (wait_gone(dir, now_ms() + 10000) < 0) {
-			kill((pid_t)sb->pid, SIGKILL);
-			wait_gone(dir, now_ms() + 5000);
-		}
-	}
+	if (sandbox_load(dir, sb, NULL) == 0)
+		end_holder(dir, sb->pid);
 	if (sandbox_is_running(dir))
 		return gantry_error(err, 0, "sandbox `%s` did not stop", name);
 	return 0;
@@ -422,13 +437,7 @@ static int stop_running(const char *name, const char *dir, struct sandbox *sb, g
  * (or which cancels its boot), then SIGKILL; its entry goes with it. */
 static int stop_oneshot(const char *name, const char *dir, long pid, gantry_error_t *err)
 {
-	if (pid > 0 && sandbox_is_running(dir)) {
-		kill((pid_t)pid, SIGTERM);
-		if (wait_gone(dir, now_ms() + ONESHOT_STOP_WAIT_MS) < 0) {
-			kill((pid_t)pid, SIGKILL);
-			wait_gone(dir, now_ms() + 5000);
-		}
-	}
+	end_holder(dir, pid);
 	if (sandbox_is_running(dir))
 		return gantry_error(err, 0, "one-shot exec `%s` did not stop", name);
 	oneshot_gone(name, dir);
@@ -713,12 +722,9 @@ int sandbox_list(struct sandbox **out, size_t *n, gantry_error_t *err)
 		if (sandbox_load(dirs[i], sb, &why) == 0) {
 			if (!sb->transient) {
 				live_state(dirs[i], sb);
-			} else if (!sandbox_is_running(dirs[i]) &&
-				   oneshot_gone(names[i], dirs[i])) {
+			} else if (!oneshot_live(names[i], dirs[i], sb)) {
 				sandbox_free(sb);
 				continue;
-			} else {
-				sb->state = SANDBOX_RUNNING;
 			}
 			(*n)++;
 		} else if (why && why->status != ENOENT) {
