@@ -24,12 +24,11 @@ int sandbox_secrets_check(struct secret_store *st, gantry_error_t *err)
 	return r;
 }
 
-/* A sandbox's secrets as kept: specs without values, each read once now
- * so that a source that fails fails the start. */
+/* A sandbox's secrets as kept: specs without values. Their sources are
+ * read by its supervisor as it starts (one that fails fails the start),
+ * not here too: a command would run twice. */
 int sandbox_secrets_describe(struct secret_store *st, struct sandbox *sb, gantry_error_t *err)
 {
-	struct secret_env e;
-
 	if (st == NULL)
 		return 0;
 	if (sandbox_secrets_check(st, err) < 0)
@@ -39,9 +38,6 @@ int sandbox_secrets_describe(struct secret_store *st, struct sandbox *sb, gantry
 	for (size_t i = 0; i < st->n; i++)
 		sb->secrets[sb->nr_secrets++] = secret_spec_format(&st->v[i].spec);
 	pthread_mutex_unlock(&st->lock);
-	if (secret_store_env(st, &e, err) < 0)
-		return -1;
-	secret_env_free(&e);
 	return 0;
 }
 

@@ -11,8 +11,8 @@
 
 /* Refuse what is not served yet (host-bound secrets); st may be NULL. */
 int sandbox_secrets_check(struct secret_store *st, gantry_error_t *err);
-/* st's secrets as sb keeps them (sb->secrets), each read once now so
- * that a source that fails fails the start; host-bound ones refused. */
+/* st's secrets as sb keeps them (sb->secrets): specs without values
+ * (its supervisor reads their sources); host-bound ones refused. */
 int sandbox_secrets_describe(struct secret_store *st, struct sandbox *sb, gantry_error_t *err);
 /* The values of sb's secrets from the environment, from env (*out NULL
  * when it has none); -1 when one is not set there. */

@@ -67,6 +67,14 @@ def test_a_failing_source_fails_closed_before_the_vm(g, spec, says):
     assert not (g.home / "sandboxes").exists() or not any((g.home / "sandboxes").iterdir())
 
 
+def test_a_failing_source_fails_a_start_and_leaves_nothing(g):
+    # The supervisor reads the sources before it makes the VM: no KVM needed.
+    r = g.run("start", "bad", "-rw=false", "-secret", "K=!false", timeout=120)
+    err = r.stderr.decode()
+    assert r.returncode == 1 and "secret `K`: its command failed (status 1)" in err, err
+    assert not (g.home / "sandboxes" / "bad").exists()
+
+
 def host_holders(values):
     """Every host process whose cmdline or environ holds one of values."""
     found = []
