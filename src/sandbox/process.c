@@ -238,22 +238,30 @@ int sandbox_process_run(struct agent *a, struct sandbox_process *sp,
 	return r;
 }
 
-void sandbox_process_secrets(struct sandbox_process *sp, char *const *secrets)
+char **sandbox_env_overlay(char *const *base, char *const *over)
 {
-	char *const *base = sp->p.env;
-	size_t nb = 0, ns = 0, n = 0;
+	size_t nb = 0, no = 0, n = 0;
+	char **out;
 
 	while (base && base[nb])
 		nb++;
-	while (secrets[ns])
-		ns++;
-	free(sp->envp);
-	sp->envp = xzalloc((nb + ns + 1) * sizeof(*sp->envp));
+	while (over[no])
+		no++;
+	out = xzalloc((nb + no + 1) * sizeof(*out));
 	for (size_t i = 0; i < nb; i++)
-		if (!named_in(base[i], secrets, 0, ns))
-			sp->envp[n++] = base[i];
-	for (size_t k = 0; k < ns; k++)
-		sp->envp[n++] = secrets[k];
+		if (!named_in(base[i], over, 0, no))
+			out[n++] = base[i];
+	for (size_t k = 0; k < no; k++)
+		out[n++] = over[k];
+	return out;
+}
+
+void sandbox_process_secrets(struct sandbox_process *sp, char *const *secrets)
+{
+	char **envp = sandbox_env_overlay(sp->p.env, secrets);
+
+	free(sp->envp);
+	sp->envp = envp;
 	sp->p.env = sp->envp;
 }
 

@@ -75,6 +75,9 @@ struct sandbox_process {
 int sandbox_process_init(struct sandbox_process *sp, const struct image_config *cfg,
 			 const struct sandbox_process_opts *o, const struct sandbox *sb,
 			 const struct sandbox_stdio *io, gantry_error_t *err);
+/* base's NAME=VALUE strings but those whose names over has, then over's:
+ * a new array of the same pointers (free the array only). */
+char **sandbox_env_overlay(char *const *base, char *const *over);
 /* Secrets (NAME=VALUE, the caller's: they must outlive sp) into the
  * process's environment, over any variable of their names. */
 void sandbox_process_secrets(struct sandbox_process *sp, char *const *secrets);

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sandbox/ctl.h"
+#include "sandbox/process.h"
 #include "supervisor/supervisor_priv.h"
 
 bool sup_log_due(uint64_t *last)
@@ -262,18 +263,9 @@ static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 		c->done = true;
 		return true;
 	}
-	with = xzalloc((envc + SECRETS_MAX + 1) * sizeof(*with));
-	for (uint32_t i = 0; i < envc; i++) {
-		size_t nl = strcspn(env[i], "=");
-		bool secret = false;
-
-		for (size_t k = 0; e.envp[k] && !secret; k++)
-			secret = strncmp(e.envp[k], env[i], nl) == 0 && e.envp[k][nl] == '=';
-		if (!secret)
-			with[n++] = env[i];
-	}
-	for (size_t k = 0; e.envp[k]; k++)
-		with[n++] = e.envp[k];
+	with = sandbox_env_overlay(env, e.envp);
+	while (with[n])
+		n++;
 	m->u.exec.env = with;
 	m->u.exec.envc = n;
 	ok = sup_send_guest(s, m, false);
