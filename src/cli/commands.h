@@ -21,5 +21,7 @@ int cmd_doctor(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_secret(int argc, char **argv);
+int cmd_audit(int argc, char **argv);
 
 #endif

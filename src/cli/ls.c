@@ -10,14 +10,16 @@
 #include "common/util.h"
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
+#include "secret/spec.h"
 
 static void ls_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out, "Usage: gantry ls [--json]\n\n"
 		     "List sandboxes: NAME, STATE (running, stopped, crashed, broken), the\n"
-		     "supervisor's PID, IMAGE, CPUS and MEM (MiB). A crashed or broken sandbox's\n"
-		     "reason follows the table. A one-shot gantry exec is listed while it runs\n"
-		     "(running, its PID the gantry exec's; \"oneshot\": true in JSON).\n"
+		     "supervisor's PID, SECRETS (names only), IMAGE, CPUS and MEM (MiB). A\n"
+		     "crashed or broken sandbox's reason follows the table. A one-shot gantry\n"
+		     "exec is listed while it runs (running, its PID the gantry exec's;\n"
+		     "\"oneshot\": true in JSON).\n"
 		     "With --json, an array of objects (see docs/sandboxes.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
@@ -35,19 +37,36 @@ static void ls_json(const struct sandbox *v, size_t n)
 	free(text);
 }
 
+/* Its secrets' names, joined by commas; "-" when it has none. */
+static char *secret_names(const struct sandbox *sb)
+{
+	char *out = xstrdup(sb->nr_secrets ? "" : "-");
+
+	for (size_t i = 0; i < sb->nr_secrets; i++) {
+		char *was = out;
+
+		xasprintf(&out, "%s%s%.*s", was, i ? "," : "",
+			  (int)secret_spec_name_len(sb->secrets[i]), sb->secrets[i]);
+		free(was);
+	}
+	return out;
+}
+
 static void ls_table(const struct sandbox *v, size_t n)
 {
-	printf("%-24s %-8s %-8s %-32s %-4s %s\n", "NAME", "STATE", "PID", "IMAGE", "CPUS", "MEM");
+	printf("%-24s %-8s %-8s %-16s %-32s %-4s %s\n", "NAME", "STATE", "PID", "SECRETS", "IMAGE",
+	       "CPUS", "MEM");
 	for (size_t i = 0; i < n; i++) {
 		const char *img = v[i].image ? v[i].image : "-";
 		cleanup_free char *image = text_sanitized(img, strlen(img), 0);
+		cleanup_free char *secrets = secret_names(&v[i]);
 		char pid[24] = "-";
 
 		if (v[i].pid > 0)
 			snprintf(pid, sizeof(pid), "%ld", v[i].pid);
-		printf("%-24s %-8s %-8s %-32s %-4llu %llu\n", v[i].name,
-		       sandbox_state_name(v[i].state), pid, image, (unsigned long long)v[i].cpus,
-		       (unsigned long long)v[i].mem_mib);
+		printf("%-24s %-8s %-8s %-16s %-32s %-4llu %llu\n", v[i].name,
+		       sandbox_state_name(v[i].state), pid, secrets, image,
+		       (unsigned long long)v[i].cpus, (unsigned long long)v[i].mem_mib);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if ((v[i].state == SANDBOX_CRASHED || v[i].state == SANDBOX_BROKEN) && v[i].reason) {

@@ -32,6 +32,8 @@ static const struct command {
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
 	{ "share", cmd_share, "add, remove and list a sandbox's host directory shares" },
+	{ "secret", cmd_secret, "set, remove and list a sandbox's secrets" },
+	{ "audit", cmd_audit, "show a sandbox's security events" },
 	{ "net", cmd_net, "show a sandbox's network traffic" },
 	{ "net-policy", cmd_net_policy, "change or show a sandbox's egress policy" },
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
@@ -39,10 +41,10 @@ static const struct command {
 	{ "fence", cmd_fence, "run a host command in a PID namespace, the checkout read-only" },
 	{ "doctor", cmd_doctor, "check this host for what Gantry needs" },
 	{ "version", cmd_version, "print the version" },
-	{ SUPERVISOR_ROLE, supervisor_main, NULL }, /* hidden: a sandbox's supervisor */
-	{ NET_WORKER_ROLE, net_worker_main, NULL }, /* hidden: a sandbox's network */
-	{ VMM_WORKER_ROLE, vmm_worker_main, NULL }, /* hidden: a sandbox's VM */
-	{ SHARE_WORKER_ROLE, share_worker_main, NULL }, /* hidden: its share server */
+	{ SUPERVISOR_ROLE, supervisor_main, NULL },	  /* hidden: a sandbox's supervisor */
+	{ NET_WORKER_ROLE, net_worker_main, NULL },	  /* hidden: a sandbox's network */
+	{ VMM_WORKER_ROLE, vmm_worker_main, NULL },	  /* hidden: a sandbox's VM */
+	{ SHARE_WORKER_ROLE, share_worker_main, NULL },	  /* hidden: its share server */
 	{ CONFINE_PROBE_ROLE, confine_probe_main, NULL }, /* hidden: the seccomp tests' */
 };
 

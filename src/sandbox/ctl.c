@@ -19,14 +19,19 @@ int ctl_listen(const char *path, gantry_error_t *err)
 	return unix_listen(path, 64, err);
 }
 
-bool ctl_peer_ok(int fd)
+long ctl_peer_uid(int fd)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		return false;
-	return cred.uid == geteuid();
+		return -1;
+	return (long)cred.uid;
+}
+
+bool ctl_peer_ok(int fd)
+{
+	return ctl_peer_uid(fd) == (long)geteuid();
 }
 
 int ctl_connect(const char *dir, int *out, gantry_error_t *err)
@@ -95,6 +100,12 @@ int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t 
 
 int ctl_request(int fd, json_t *req, int timeout_ms, json_t **reply, gantry_error_t *err)
 {
+	return ctl_request_data(fd, req, NULL, 0, timeout_ms, reply, err);
+}
+
+int ctl_request_data(int fd, json_t *req, const void *data, size_t len, int timeout_ms,
+		     json_t **reply, gantry_error_t *err)
+{
 	cleanup_free char *line = xmalloc(CTL_LINE_MAX);
 	json_error_t jerr;
 	json_t *j;
@@ -103,6 +114,15 @@ int ctl_request(int fd, json_t *req, int timeout_ms, json_t **reply, gantry_erro
 		*reply = NULL;
 	if (ctl_send_json(fd, req, err) < 0)
 		return -1;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = send(fd, (const char *)data + done, len - done, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return gantry_error_errno(err, "send on the control socket");
+		done += (size_t)n;
+	}
 	if (ctl_read_line(fd, line, CTL_LINE_MAX, timeout_ms, err) < 0)
 		return -1;
 	j = json_loads(line, 0, &jerr);

@@ -14,7 +14,11 @@
  * its host port chosen; ephemeral: not saved in sandbox.json);
  * "ports.ls", answered {"ok":true,"ports":[{"spec":S,"ephemeral":B}...]};
  * "net.traffic", answered once network-traffic.json holds a fresh
- * snapshot. */
+ * snapshot.
+ *
+ * A secret from the caller's environment is set with {"op":"secret.set",
+ * "spec":S,"length":N} followed at once by the N bytes of its value (no
+ * newline): the value never passes through JSON. */
 #ifndef GANTRY_SANDBOX_CTL_H
 #define GANTRY_SANDBOX_CTL_H
 
@@ -36,12 +40,17 @@
 #define CTL_OP_SHARE_ADD     "share.add" /* {"spec":S,"replace":B,"ephemeral":B} */
 #define CTL_OP_SHARE_RM	     "share.rm"	 /* {"tag":T,"force":B,"ephemeral":B} */
 #define CTL_OP_SHARE_LS	     "share.ls"
+#define CTL_OP_SECRET_SET    "secret.set" /* {"spec":S[,"length":N]} and N bytes of value */
+#define CTL_OP_SECRET_RM     "secret.rm"  /* {"name":NAME} */
+#define CTL_OP_AUDIT	     "audit.tail" /* answered {"ok":true,"events":[...]} */
 #define CTL_STOP_TIMEOUT_MS 60000
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */
 int ctl_listen(const char *path, gantry_error_t *err);
 /* Whether the peer on fd runs as our UID. */
 bool ctl_peer_ok(int fd);
+/* The peer's UID; -1 when it cannot be known. */
+long ctl_peer_uid(int fd);
 /* Connect to <dir>/ctl.sock however long dir is; ENOENT or ECONNREFUSED
  * in the error when no supervisor listens there. */
 int ctl_connect(const char *dir, int *fd, gantry_error_t *err);
@@ -50,6 +59,9 @@ int ctl_connect(const char *dir, int *fd, gantry_error_t *err);
 int ctl_call(int fd, const char *op, int timeout_ms, json_t **reply, gantry_error_t *err);
 /* The same with a request of more fields than "op". */
 int ctl_request(int fd, json_t *req, int timeout_ms, json_t **reply, gantry_error_t *err);
+/* The same with len bytes of data sent right behind the request line. */
+int ctl_request_data(int fd, json_t *req, const void *data, size_t len, int timeout_ms,
+		     json_t **reply, gantry_error_t *err);
 /* Read one line (without the newline, NUL-terminated) byte by byte, so
  * nothing after it is consumed. */
 int ctl_read_line(int fd, char *buf, size_t cap, int timeout_ms, gantry_error_t *err);

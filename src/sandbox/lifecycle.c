@@ -645,8 +645,8 @@ static json_t *secret_names_json(const struct sandbox *sb)
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < sb->nr_secrets; i++)
-		json_array_append_new(a,
-				      json_stringn(sb->secrets[i], strcspn(sb->secrets[i], "@=,")));
+		json_array_append_new(
+			a, json_stringn(sb->secrets[i], secret_spec_name_len(sb->secrets[i])));
 	return a;
 }
 

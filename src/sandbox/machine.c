@@ -179,13 +179,10 @@ static void isolation_role(json_t *roles, json_t *degraded, const char *role, js
 		json_array_append_new(degraded, json_sprintf("%s.%s", role, json_string_value(v)));
 }
 
-void machine_isolation_save(struct machine *m)
+json_t *machine_isolation(struct machine *m)
 {
-	json_t *roles, *degraded, *j;
-	cleanup_free char *text = NULL;
+	json_t *roles, *degraded;
 
-	if (m->isolation_path == NULL)
-		return; /* `gantry run`'s: no sandbox to show it */
 	roles = json_object();
 	degraded = json_array();
 	if (m->vmm_worker.isolation)
@@ -216,8 +213,18 @@ void machine_isolation_save(struct machine *m)
 		json_object_foreach(m->workers_gone, role, how)
 			json_object_set_new(roles, role, json_pack("{s:O}", "state", how));
 	}
-	j = json_pack("{s:i,s:s,s:o,s:o}", "version", 1, "mode", confine_mode_name(m->isolation),
-		      "roles", roles, "degraded", degraded);
+	return json_pack("{s:i,s:s,s:o,s:o}", "version", 1, "mode", confine_mode_name(m->isolation),
+			 "roles", roles, "degraded", degraded);
+}
+
+void machine_isolation_save(struct machine *m)
+{
+	cleanup_free char *text = NULL;
+	json_t *j;
+
+	if (m->isolation_path == NULL)
+		return; /* `gantry run`'s: no sandbox to show it */
+	j = machine_isolation(m);
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL || write_file_atomic(m->isolation_path, text, strlen(text), 0600, NULL) < 0)

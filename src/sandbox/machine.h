@@ -155,6 +155,8 @@ void machine_kill(struct machine *m);
 /* isolation.json: what holds for each worker that touches guest data
  * (the live shares' as "share:TAG"); nothing for `gantry run`'s. */
 void machine_isolation_save(struct machine *m);
+/* What isolation.json holds: {version, mode, roles, degraded}. */
+json_t *machine_isolation(struct machine *m);
 /* A worker of role ("net", "share") ended while the VM runs: say how in
  * isolation.json (what `inspect` shows), and what it means for the guest. */
 void machine_worker_gone(struct machine *m, const char *role, const char *how,

@@ -18,7 +18,25 @@ int sandbox_secrets_describe(struct secret_store *st, struct sandbox *sb, gantry
  * when it has none); -1 when one is not set there. */
 int sandbox_secrets_from_env(const struct sandbox *sb, sandbox_env_fn env,
 			     struct secret_store **out, gantry_error_t *err);
+/* sb keeps spec (valueless, canonical) in place of its secret of that
+ * name, or beside the others. */
+int sandbox_secret_keep(struct sandbox *sb, const char *spec, gantry_error_t *err);
+/* sb no longer keeps the secret named name; false: it had none. */
+bool sandbox_secret_drop(struct sandbox *sb, const char *name);
 /* Free *st (may be NULL) and clear it. */
 void sandbox_secrets_free(struct secret_store **st);
+
+/* `gantry secret set NAME SPEC`: live on a running sandbox (its sessions
+ * from then on see it), kept in sandbox.json either way; a secret from the
+ * environment takes its value from env now. */
+int sandbox_secret_set(const char *name, const char *spec, sandbox_env_fn env, gantry_error_t *err);
+/* `gantry secret rm NAME SECRET`. */
+int sandbox_secret_rm(const char *name, const char *secret, gantry_error_t *err);
+/* {name, running, secrets: [{name, source, path|command, hosts, ttlMs}]}:
+ * sources, never values. */
+int sandbox_secrets_list(const char *name, json_t **out, gantry_error_t *err);
+/* {name, events: [...]}: the running supervisor's audit ring, or the
+ * audit.json it left. */
+int sandbox_audit(const char *name, json_t **out, gantry_error_t *err);
 
 #endif

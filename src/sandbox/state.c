@@ -315,8 +315,8 @@ static int secrets_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
 		if (secret_spec_parse(sb->secrets[i], &s, err) < 0)
 			return gantry_error_prefix(err, "field `secrets`");
 		for (size_t k = 0; k < i; k++)
-			if (strncmp(sb->secrets[k], s.name, strlen(s.name)) == 0 &&
-			    strchr("@=,", sb->secrets[k][strlen(s.name)]) != NULL) {
+			if (secret_spec_name_len(sb->secrets[k]) == strlen(s.name) &&
+			    strncmp(sb->secrets[k], s.name, strlen(s.name)) == 0) {
 				secret_spec_free(&s);
 				return gantry_error(err, 0, "field `secrets`: `%s` twice", s.name);
 			}

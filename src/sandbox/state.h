@@ -24,6 +24,7 @@
 #define SANDBOX_CTL	 "ctl.sock"
 #define SANDBOX_LOG	 "daemon.log"
 #define SANDBOX_CONSOLE	 "console.log"
+#define SANDBOX_AUDIT	 "audit.json"
 #define SANDBOXES_SUBDIR "sandboxes"
 #define RWLAYERS_SUBDIR	 "rwlayers"
 

@@ -246,6 +246,11 @@ int secret_spec_parse(const char *spec, struct secret_spec *out, gantry_error_t 
 	return -1;
 }
 
+size_t secret_spec_name_len(const char *spec)
+{
+	return strcspn(spec, "@=,");
+}
+
 char *secret_spec_format(const struct secret_spec *s)
 {
 	size_t cap = SECRET_SPEC_MAX + 64, len;

@@ -54,6 +54,8 @@ void secret_spec_free(struct secret_spec *s);
 /* The spec as a string that parses back to it, with no value in it (what a
  * sandbox keeps). */
 char *secret_spec_format(const struct secret_spec *s);
+/* How long the name at the start of a spec is. */
+size_t secret_spec_name_len(const char *spec);
 /* A Go duration ("1h2m3.5s", "0"): 0 with *ms, -1 when it is not one. */
 int secret_ttl_parse(const char *s, size_t len, int64_t *ms);
 

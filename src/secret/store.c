@@ -370,6 +370,60 @@ int secret_store_add(struct secret_store *st, const char *spec, const char *env_
 	return r;
 }
 
+int secret_store_put(struct secret_store *st, const char *spec, const char *value, size_t len,
+		     gantry_error_t *err)
+{
+	struct secret_entry e = { 0 }, *slot;
+	int r = -1;
+
+	if (secret_spec_parse(spec, &e.spec, err) < 0)
+		return -1;
+	if ((e.spec.source == SECRET_FROM_ENV) != (value != NULL)) {
+		secret_spec_free(&e.spec);
+		return gantry_error_usage(err, "secret `%s`: %s", e.spec.name,
+					  value ? "a value comes only with a secret from the "
+						  "environment"
+						: "no value came for it");
+	}
+	pthread_mutex_lock(&st->lock);
+	if (value)
+		r = entry_set(st, &e, value, len, err);
+	else if (e.spec.source == SECRET_FROM_FILE)
+		r = resolve_file(st, &e, err);
+	else
+		r = 0; /* a command runs when its value is first used */
+	slot = r == 0 ? entry_for(st, e.spec.name, err) : NULL;
+	if (slot) {
+		entry_drop_value(st, slot);
+		secret_spec_free(&slot->spec);
+		*slot = e;
+	} else {
+		entry_drop_value(st, &e);
+		secret_spec_free(&e.spec);
+		r = -1;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+bool secret_store_remove(struct secret_store *st, const char *name)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && !found; i++) {
+		if (strcmp(st->v[i].spec.name, name) != 0)
+			continue;
+		entry_drop_value(st, &st->v[i]);
+		secret_spec_free(&st->v[i].spec);
+		memmove(&st->v[i], &st->v[i + 1], (st->n - i - 1) * sizeof(st->v[i]));
+		st->n--;
+		found = true;
+	}
+	pthread_mutex_unlock(&st->lock);
+	return found;
+}
+
 int secret_store_add_value(struct secret_store *st, const char *name, size_t name_len,
 			   const char *value, size_t value_len, gantry_error_t *err)
 {

@@ -59,6 +59,13 @@ int secret_store_add(struct secret_store *st, const char *spec, const char *env_
 /* Add NAME with value (value_len bytes, no NUL): a -secret-file line. */
 int secret_store_add_value(struct secret_store *st, const char *name, size_t name_len,
 			   const char *value, size_t value_len, gantry_error_t *err);
+/* Set the secret of spec now, or leave what there was: value (len bytes)
+ * for one from the environment, none for the others; a file is read at
+ * once, a command when the value is first used. */
+int secret_store_put(struct secret_store *st, const char *spec, const char *value, size_t len,
+		     gantry_error_t *err);
+/* Drop the secret named name (its value zeroed); false: there was none. */
+bool secret_store_remove(struct secret_store *st, const char *name);
 /* Add every line of the dotenv at path (read into the arena only). */
 int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err);
 /* Whether it holds a secret of that name. */

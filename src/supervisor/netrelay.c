@@ -227,6 +227,7 @@ static void net_reap(struct sup *s, uint64_t now)
 	w->pid = -1;
 	s->net.reap = false;
 	log_warn("network worker exited (%s): the guest's network link is down", how);
+	sup_audit(s, "worker", "exited", NULL, NULL, "network worker: %s", how);
 	machine_worker_gone(&s->m, "net", how, "the guest's network link is down");
 }
 
@@ -329,6 +330,9 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 	prev = s->sb.net_policy;
 	s->sb.net_policy = r->policy ? json_incref(r->policy) : NULL;
 	s->sb.allow_local_net = r->allow_local;
+	sup_audit(s, "policy", "changed", NULL, NULL, "%s egress policy%s in force",
+		  r->policy ? "the user's" : "the default",
+		  r->allow_local ? ", local network allowed" : "");
 	log_info("egress policy %s%s in force (generation %lld, %lld flows cut)",
 		 r->policy ? "from the user" : "default",
 		 r->allow_local ? ", local network allowed" : "",

@@ -35,6 +35,9 @@ void client_drop(struct sup *s, struct client *c)
 			s->clients[i] = NULL;
 	close(c->fd);
 	outq_free(&c->q);
+	client_secret_free(c);
+	if (c->line)
+		explicit_bzero(c->line, c->len); /* a value may have come behind a line */
 	free(c->line);
 	free(c->dec);
 	free(c);
@@ -120,9 +123,7 @@ struct client *client_by_guest_id(struct sup *s, uint32_t id)
 
 static bool client_frames(struct sup *s, struct client *c);
 
-/* The request line (end bytes and its newline) is answered: what was sent
- * behind it waits its turn. */
-static void client_line_done(struct client *c, size_t end)
+void client_line_done(struct client *c, size_t end)
 {
 	size_t rest = c->len - end - 1;
 
@@ -200,23 +201,25 @@ static void ctl_share(struct sup *s, struct client *c, json_t *j, const char *op
 	client_share_request(s, c, j, op);
 }
 
+/* Answered at once, or once a secret's value has come. */
+static void ctl_secret(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	client_secret_request(s, c, j, op, end);
+}
+
 /* Every request a client may make of the supervisor (ctl.h). */
 static const struct ctl_op {
 	const char *name;
 	void (*serve)(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
 } ctl_ops[] = {
-	{ CTL_OP_STATUS, ctl_status },
-	{ CTL_OP_STOP, ctl_stop },
-	{ CTL_OP_EXEC, ctl_exec },
-	{ CTL_OP_PUBLISH, ctl_net },
-	{ CTL_OP_UNPUBLISH, ctl_net },
-	{ CTL_OP_PORTS, ctl_net },
-	{ CTL_OP_TRAFFIC, ctl_net },
-	{ CTL_OP_NETPOLICY_SET, ctl_net },
-	{ CTL_OP_NETPOLICY_GET, ctl_net },
-	{ CTL_OP_SHARE_ADD, ctl_share },
-	{ CTL_OP_SHARE_RM, ctl_share },
-	{ CTL_OP_SHARE_LS, ctl_share },
+	{ CTL_OP_STATUS, ctl_status },	   { CTL_OP_STOP, ctl_stop },
+	{ CTL_OP_EXEC, ctl_exec },	   { CTL_OP_PUBLISH, ctl_net },
+	{ CTL_OP_UNPUBLISH, ctl_net },	   { CTL_OP_PORTS, ctl_net },
+	{ CTL_OP_TRAFFIC, ctl_net },	   { CTL_OP_NETPOLICY_SET, ctl_net },
+	{ CTL_OP_NETPOLICY_GET, ctl_net }, { CTL_OP_SHARE_ADD, ctl_share },
+	{ CTL_OP_SHARE_RM, ctl_share },	   { CTL_OP_SHARE_LS, ctl_share },
+	{ CTL_OP_SECRET_SET, ctl_secret }, { CTL_OP_SECRET_RM, ctl_secret },
+	{ CTL_OP_AUDIT, ctl_secret },
 };
 
 static void client_request(struct sup *s, struct client *c, size_t end)
@@ -238,6 +241,31 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 	json_decref(j);
 }
 
+/* c's EXEC does not go to the guest: ERROR, with why. */
+static void exec_refused(struct sup *s, struct client *c, const char *why)
+{
+	struct proto_msg no = { .type = PROTO_ERROR };
+
+	no.u.error.id = c->client_id;
+	no.u.error.code = PROTO_ERR_RUNTIME;
+	no.u.error.message = (char *)why;
+	client_send(s, c, &no, -1);
+	c->done = true;
+}
+
+/* The names e delivers to a session, one event. */
+static void audit_delivered(struct sup *s, const struct secret_env *e)
+{
+	char names[sizeof(((struct audit_event *)0)->secret)];
+	size_t len = 0;
+
+	names[0] = '\0';
+	for (size_t i = 0; e->envp[i] && len < sizeof(names); i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%.*s", i ? "," : "",
+					(int)strcspn(e->envp[i], "="), e->envp[i]);
+	sup_audit(s, "deliver", "env", names, NULL, "to a session");
+}
+
 /* A session's process gets the sandbox's secrets in its environment,
  * over any variable of their names, added here: its client never sees
  * them. A secret whose source fails now withholds the session (ERROR). */
@@ -252,15 +280,10 @@ static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 	if (s->secrets.n == 0)
 		return sup_send_guest(s, m, false);
 	if (secret_store_env(&s->secrets, &e, &err) < 0) {
-		struct proto_msg no = { .type = PROTO_ERROR };
-
 		log_warn("a session withheld: %s", gantry_error_str(err));
-		no.u.error.id = c->client_id;
-		no.u.error.code = PROTO_ERR_RUNTIME;
-		no.u.error.message = (char *)gantry_error_str(err);
-		client_send(s, c, &no, -1);
+		sup_audit(s, "withhold", "withheld", NULL, NULL, "%s", gantry_error_str(err));
+		exec_refused(s, c, gantry_error_str(err));
 		gantry_error_free(&err);
-		c->done = true;
 		return true;
 	}
 	with = sandbox_env_overlay(env, e.envp);
@@ -269,6 +292,17 @@ static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 	m->u.exec.env = with;
 	m->u.exec.envc = n;
 	ok = sup_send_guest(s, m, false);
+	if (ok) {
+		audit_delivered(s, &e);
+	} else if (errno == EMSGSIZE) {
+		static const char big[] = "the session's environment, its secrets in it, is larger "
+					  "than a request carries (64 KiB in all, 32 KiB for one "
+					  "variable)";
+
+		sup_audit(s, "withhold", "withheld", NULL, NULL, "%s", big);
+		exec_refused(s, c, big);
+		ok = true;
+	}
 	m->u.exec.env = env;
 	m->u.exec.envc = envc;
 	free(with);
@@ -358,6 +392,10 @@ void client_event(struct sup *s, struct client *c, short revents)
 	}
 	if (!(revents & (POLLIN | POLLHUP | POLLERR)))
 		return;
+	if (!c->session && c->value) {
+		client_secret_value(s, c);
+		return;
+	}
 	if (!c->session) {
 		client_read_line(s, c);
 		return;
@@ -385,6 +423,8 @@ void clients_accept(struct sup *s)
 			static const char no[] = "{\"ok\":false,\"error\":\"permission denied\"}\n";
 
 			log_warn("refused a ctl.sock connection from another user");
+			sup_audit(s, "ctl", "refused", NULL, NULL, "a peer of uid %ld",
+				  ctl_peer_uid(fd));
 			(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
 			continue;

@@ -269,6 +269,7 @@ void sup_share_worker_gone(struct sup *s)
 		log_info("share worker exited (%s)", how);
 		return;
 	}
+	sup_audit(s, "worker", "exited", NULL, NULL, "share worker: %s", how);
 	log_warn("share worker exited (%s): the guest's shares answer every request with an "
 		 "I/O error", how);
 	machine_worker_gone(&s->m, "share", how,

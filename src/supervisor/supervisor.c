@@ -75,13 +75,16 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own)
 	uint8_t frame[PROTO_MAX_FRAME];
 	ssize_t len;
 
-	if (s->control < 0)
-		return false;
 	int r;
 
-	len = proto_encode(m, frame, sizeof(frame));
-	if (len < 0)
+	if (s->control < 0)
 		return false;
+	len = proto_encode(m, frame, sizeof(frame));
+	if (len < 0) {
+		explicit_bzero(frame, sizeof(frame)); /* what of an EXEC's did fit */
+		errno = EMSGSIZE;
+		return false;
+	}
 	if (!own && s->control_q.bytes + (size_t)len > SUP_GUEST_QUEUE) {
 		explicit_bzero(frame, (size_t)len);
 		return false; /* whoever asked for it is hung up on, not the guest */
@@ -218,6 +221,7 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 	}
 	s->sb.pid = 0;
 	sup_net_final(s);
+	sup_audit_save(s);
 	if (sandbox_save(".", &s->sb, &err) < 0)
 		gantry_error_print(&err);
 	log_info("%s%s%s", sandbox_state_name(s->sb.state), s->sb.reason ? ": " : "",
@@ -367,6 +371,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	clients_expire(s, now, &wake);
 	sup_net_tick(s, now, &wake);
 	sup_shares_tick(s, now, &wake);
+	sup_audit_tick(s, now, &wake);
 	fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
 	fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
 	fds[F_CONTROL] = (struct pollfd){
@@ -526,6 +531,20 @@ static int secrets_setup(struct sup *s, bool handed, gantry_error_t *err)
 	return 0;
 }
 
+/* What the sandbox runs without, as isolation.json says it. */
+static void audit_isolation(struct sup *s)
+{
+	json_t *j = machine_isolation(&s->m), *v;
+	size_t i;
+
+	if (s->sb.isolation == CONFINE_OFF)
+		sup_audit(s, "isolation", "off", NULL, NULL,
+			  "process isolation is off: the VM runs in the supervisor");
+	json_array_foreach(json_object_get(j, "degraded"), i, v)
+		sup_audit(s, "isolation", "degraded", NULL, NULL, "%s", json_string_value(v));
+	json_decref(j);
+}
+
 int supervisor_main(int argc, char **argv)
 {
 	static struct sup s;
@@ -552,6 +571,7 @@ int supervisor_main(int argc, char **argv)
 		/* A VM that is up goes with us. */
 		_exit(1);
 	}
+	audit_isolation(&s);
 	log_info("ready (guest agent and %s)", SANDBOX_CTL);
 	ready(&s, NULL);
 	serve(&s);

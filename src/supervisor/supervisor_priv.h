@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/outq.h"
 #include "sandbox/network.h"
@@ -50,6 +51,9 @@ struct client {
 	bool done;	   /* EXIT or ERROR went to it */
 	uint64_t deadline; /* its request line is due by then; 0: none due */
 	bool waiting;	   /* its request waits: for the network worker, or a share change */
+	char *value;	   /* a secret.set's value coming in, in the secret arena */
+	size_t value_len, value_got;
+	char *value_spec;
 	struct outq q;
 };
 
@@ -131,6 +135,25 @@ struct stream_wait {
 };
 
 #define SUP_SECRETS_WAIT_MS 10000 /* for the caller to hand its secrets over */
+#define SUP_AUDIT_EVENTS    256
+
+/* One security event (audit.c): names, never values. */
+struct audit_event {
+	time_t time;
+	char kind[24];
+	char decision[16];
+	char secret[256]; /* a name, or names joined by commas */
+	char host[256];
+	char reason[200];
+	uint32_t count; /* repeated back to back this often */
+};
+
+struct sup_audit {
+	struct audit_event ring[SUP_AUDIT_EVENTS];
+	size_t head, n;
+	bool dirty; /* audit.json is behind */
+	uint64_t saved_at;
+};
 
 struct sup {
 	const char *name;
@@ -154,6 +177,7 @@ struct sup {
 	struct sup_net net;
 	struct sup_shares shares;
 	struct secret_store secrets; /* its processes' (secret/store.h) */
+	struct sup_audit audit;
 };
 
 /* supervisor.c */
@@ -163,8 +187,9 @@ void sup_init(struct sup *s, const char *name);
  * and at most max_ms (-1: no limit), and serve it. Does not return once
  * the VM has ended (the supervisor exits). */
 void sup_serve_once(struct sup *s, int max_ms);
-/* Queue m for the guest; false when it could not be (the guest is gone, or
- * more is owed to it than SUP_GUEST_QUEUE). own: a frame of the
+/* Queue m for the guest; false when it could not be (the guest is gone,
+ * more is owed to it than SUP_GUEST_QUEUE, or m is larger than a frame:
+ * EMSGSIZE). own: a frame of the
  * supervisor's (SIGHUP for a client gone, SHUTDOWN), which has room past
  * that. */
 bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own);
@@ -199,8 +224,33 @@ void clients_guest_gone(struct sup *s, const char *why);
 void clients_expire(struct sup *s, uint64_t now, uint64_t *wake);
 void streams_accept(struct sup *s);
 void stream_event(struct sup *s, struct stream_wait *w);
+/* c's request line (end bytes and its newline) is answered: what was
+ * sent behind it waits its turn. */
+void client_line_done(struct client *c, size_t end);
 /* Take an op for the worker out of c's request (op is its "op"). */
 void client_net_request(struct sup *s, struct client *c, json_t *req, const char *op);
+
+/* audit.c */
+/* Record an event: kind and decision from audit.c's list (docs/audit.md),
+ * the secret's name and the host where it has them, and why (printf). */
+void sup_audit(struct sup *s, const char *kind, const char *decision, const char *secret,
+	       const char *host, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The events, oldest first. */
+json_t *sup_audit_json(const struct sup *s);
+/* audit.json as the ring is now (when it changed). */
+void sup_audit_save(struct sup *s);
+/* Save what changed once a second; *wake gets when. */
+void sup_audit_tick(struct sup *s, uint64_t now, uint64_t *wake);
+
+/* secretlive.c */
+/* secret.set, secret.rm and audit.tail from c, its request line end bytes
+ * long (op is its "op"): answered at once, or once a value has come. */
+void client_secret_request(struct sup *s, struct client *c, json_t *req, const char *op,
+			   size_t end);
+/* More of a secret.set's value is readable on c. */
+void client_secret_value(struct sup *s, struct client *c);
+/* A value c was sending, zeroed and freed. */
+void client_secret_free(struct client *c);
 
 /* sharelive.c */
 /* The live list starts as the shares the VM booted with. */

@@ -75,6 +75,99 @@ def test_a_failing_source_fails_a_start_and_leaves_nothing(g):
     assert not (g.home / "sandboxes" / "bad").exists()
 
 
+@pytest.fixture
+def stopped(g, tmp_path):
+    """A stopped sandbox as `gantry stop` leaves one (read-only: no layer)."""
+    d = g.home / "sandboxes" / "quiet"
+    d.mkdir(parents=True, mode=0o700)
+    (d / "sandbox.json").write_text(json.dumps({
+        "name": "quiet", "image": "example:1", "image_digest": "sha256:" + "ab" * 32,
+        "image_path": str(tmp_path / "img.erofs"),
+        "image_config": {"Env": ["PATH=/bin"], "Entrypoint": ["/bin/sh"], "Cmd": [],
+                         "User": "", "WorkingDir": "/"},
+        "cpus": 1, "mem_mib": 256, "disk_mib": 512, "writable": False,
+        "rwlayer_managed": False, "created": "2026-01-02T03:04:05Z", "state": "stopped",
+    }))
+    return d
+
+
+def one_line(r, status):
+    err = r.stderr.decode()
+    assert r.returncode == status and len(err.strip().splitlines()) == 1, (r.returncode, err)
+    return err
+
+
+def test_secrets_of_a_stopped_sandbox_are_kept_by_name(g, stopped, tmp_path):
+    value = sentinel("set")
+    g.env["API_TOKEN"] = value
+    g.run("secret", "set", "quiet", "API_TOKEN", check=True)
+    g.run("secret", "set", "quiet", f"KEY=@{tmp_path / 'key'},ttl=90s", check=True)
+    g.run("secret", "set", "quiet", "PASS=!pass show model/api", check=True)
+    kept = json.loads((stopped / "sandbox.json").read_text())["secrets"]
+    assert kept == ["API_TOKEN", f"KEY=@{tmp_path / 'key'},ttl=90s",
+                    "PASS=!pass show model/api"], kept
+    # Set again: replaced in place, not twice.
+    g.run("secret", "set", "quiet", f"KEY=@{tmp_path / 'key2'}", check=True)
+    r = g.run("secret", "ls", "quiet", "--json", check=True)
+    ls = json.loads(r.stdout)
+    assert ls["running"] is False and ls["secrets"] == [
+        {"name": "API_TOKEN", "source": "env"},
+        {"name": "KEY", "source": "file", "path": str(tmp_path / "key2")},
+        {"name": "PASS", "source": "command", "command": ["pass", "show", "model/api"]},
+    ], ls
+    r = g.run("secret", "ls", "quiet", check=True)
+    assert r.stdout.decode().split("\n")[0].split() == ["SECRET", "SOURCE", "TTL", "HOSTS",
+                                                          "FROM"], r
+    # `ls` shows the names, and nothing shows the value.
+    r = g.run("ls", check=True)
+    assert r.stdout.decode().splitlines()[1].split()[:4] == \
+        ["quiet", "stopped", "-", "API_TOKEN,KEY,PASS"], r
+    assert g.ls()["quiet"]["secrets"] == ["API_TOKEN", "KEY", "PASS"]
+    for f in stopped.iterdir():
+        assert value.encode() not in f.read_bytes(), f
+    g.run("secret", "rm", "quiet", "KEY", check=True)
+    assert json.loads((stopped / "sandbox.json").read_text())["secrets"] == \
+        ["API_TOKEN", "PASS=!pass show model/api"]
+    assert "has no secret `KEY`" in one_line(g.run("secret", "rm", "quiet", "KEY"), 1)
+
+
+@pytest.mark.parametrize("args,status,says", [
+    (["set", "quiet", "TOKEN=VALUE-typed-by-mistake"], 2, "would put the value in the command"),
+    (["set", "quiet", "NOT_SET_ANYWHERE_HERE"], 2, "not set in this environment"),
+    (["set", "quiet", "GH@github.com"], 2, "host-bound secrets"),
+    (["set", "nobody", "K=@/k"], 1, "no sandbox"),
+    (["set", "quiet"], 2, "want NAME and SPEC"),
+    (["rm", "quiet", "9bad"], 2, "not a secret name"),
+    (["frob", "quiet"], 2, "want set, rm or ls"),
+])
+def test_bad_secret_changes_are_one_line(g, stopped, args, status, says):
+    before = (stopped / "sandbox.json").read_bytes()
+    err = one_line(g.run("secret", *args), status)
+    assert says in err and "VALUE-typed-by-mistake" not in err, err
+    assert (stopped / "sandbox.json").read_bytes() == before
+
+
+def test_audit_of_a_stopped_sandbox(g, stopped):
+    r = g.run("audit", "quiet", "--json", check=True)
+    assert json.loads(r.stdout) == {"name": "quiet", "events": []}, r
+    events = [{"time": "2026-01-02T03:04:05Z", "kind": "secret.set", "decision": "ok",
+               "secret": "TOK", "reason": "from env"},
+              {"time": "2026-01-02T03:04:06Z", "kind": "ctl", "decision": "refused",
+               "reason": "a peer of uid 1000\x1b[31m", "count": 3}]
+    (stopped / "audit.json").write_text(json.dumps({"events": events}))
+    r = g.run("audit", "quiet", "--json", check=True)
+    assert json.loads(r.stdout)["events"] == events
+    r = g.run("audit", "quiet", check=True)
+    lines = r.stdout.decode().splitlines()
+    assert lines[0].split() == ["TIME", "KIND", "DECISION", "SECRET/HOST", "REASON"], lines
+    assert lines[1].split() == ["2026-01-02T03:04:05Z", "secret.set", "ok", "TOK", "from",
+                                "env"], lines
+    assert "(x3)" in lines[2] and "\x1b" not in r.stdout.decode(), lines
+    (stopped / "audit.json").write_text("{not json")
+    assert "audit.json does not read" in one_line(g.run("audit", "quiet"), 1)
+    one_line(g.run("audit", "nobody"), 1)
+
+
 def host_holders(values):
     """Every host process whose cmdline or environ holds one of values."""
     found = []
@@ -190,13 +283,54 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         r = g.sh("keep", "true")
         assert r.returncode != 0 and b"secret `FROM_FILE`" in r.stderr, r
         key.write_text(s["file"])
+        # Live: a secret set now is in the sessions from then on (a value
+        # of 20 KiB comes behind its request in more than one piece); one
+        # removed is gone from them; sandbox.json follows, without values.
+        live = (s["env"] + "-live-") * 450
+        g.env["FROM_LIVE"] = live
+        g.run("secret", "set", "keep", "FROM_LIVE", check=True)
+        del g.env["FROM_LIVE"]
+        assert seen()["FROM_LIVE"] == live
+        g.run("secret", "set", "keep", f"FROM_FILE=@{tmp_path / 'cmd-key'}", check=True)
+        g.run("secret", "rm", "keep", "FROM_CMD", check=True)
+        got = seen()
+        assert got["FROM_FILE"] == s["cmd"] and "FROM_CMD" not in got, got
+        r = g.run("secret", "set", "keep", "MISSING=@/nonexistent/key")
+        assert r.returncode == 1 and b"open `/nonexistent/key`" in r.stderr, r
+        assert "MISSING" not in seen()
+        r = g.run("secret", "ls", "keep", "--json", check=True)
+        assert [x["name"] for x in json.loads(r.stdout)["secrets"]] == \
+            ["FROM_ENV", "FROM_FILE", "FROM_DOTENV", "FROM_LIVE"], r
+        state = (g.home / "sandboxes" / "keep" / "sandbox.json").read_text()
+        assert live not in state and "FROM_LIVE" in state, state
+        assert host_holders([live] + list(s.values())) == []
+        # The audit says what happened, by name.
+        r = g.run("audit", "keep", "--json", check=True)
+        events = json.loads(r.stdout)["events"]
+        kinds = [(e["kind"], e["decision"], e.get("secret")) for e in events]
+        assert ("secret.set", "ok", "FROM_LIVE") in kinds, kinds
+        assert ("secret.rm", "ok", "FROM_CMD") in kinds, kinds
+        assert ("secret.set", "refused", "MISSING") in kinds, kinds
+        assert ("withhold", "withheld", None) in kinds, kinds
+        assert any(k == "deliver" and "FROM_LIVE" in n for k, _, n in kinds), kinds
+        assert not [k for k, v in s.items() if v.encode() in r.stdout]
         g.run("stop", "keep", check=True)
+        # Stopped: the trail it left, and still no value anywhere.
+        r = g.run("audit", "keep", "--json", check=True)
+        after = json.loads(r.stdout)["events"]
+        assert [e["kind"] for e in after][:len(events)] == [e["kind"] for e in events], r
+        for f in (g.home / "sandboxes" / "keep").iterdir():
+            if f.is_file():
+                data = f.read_bytes()
+                assert live.encode() not in data, f
+                assert not [k for k, v in s.items() if v.encode() in data], f
         # A resume takes the environment's secrets from its own caller.
         del g.env["FROM_ENV"]
         r = g.run("resume", "keep")
         assert r.returncode == 1 and b"secret `FROM_ENV` is not set" in r.stderr, r
         g.env["FROM_ENV"] = s["env"] + "-again"
         g.env["FROM_DOTENV"] = s["dotenv"]
+        g.env["FROM_LIVE"] = "again"
         g.run("resume", "keep", check=True)
         got = seen()
         assert got["FROM_ENV"] == s["env"] + "-again" and got["FROM_DOTENV"] == s["dotenv"]

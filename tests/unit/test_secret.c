@@ -383,12 +383,67 @@ static void test_sources_fail_closed(void **state)
 	}
 }
 
+/* secret_store_put: all or nothing; remove zeroes and forgets. */
+static void test_store_put_and_remove(void **state)
+{
+	struct secret_store st;
+	gantry_error_t err = NULL;
+	char *file = tmpfile_with("from-file\n"), *spec, *v;
+	size_t bytes;
+
+	(void)state;
+	secret_store_init(&st);
+	assert_int_equal(secret_store_put(&st, "TOK", SENTINEL "-1", strlen(SENTINEL) + 2, &err),
+			 0);
+	bytes = st.bytes;
+	/* A file that cannot be read leaves the secret as it was. */
+	assert_int_equal(secret_store_put(&st, "TOK=@/nonexistent/k", NULL, 0, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "secret `TOK`: open"));
+	gantry_error_free(&err);
+	v = env_of(&st, "TOK");
+	assert_string_equal(v, SENTINEL "-1");
+	free(v);
+	assert_int_equal(st.bytes, bytes);
+	/* A value only with a secret from the environment, and one always then. */
+	assert_int_equal(secret_store_put(&st, "TOK=@/k", "x", 1, &err), -1);
+	gantry_error_free(&err);
+	assert_int_equal(secret_store_put(&st, "TOK", NULL, 0, &err), -1);
+	gantry_error_free(&err);
+	assert_int_equal(secret_store_put(&st, "TOK=literal", NULL, 0, &err), -1);
+	gantry_error_free(&err);
+	/* Replaced by a file: read at once; a command waits for its use. */
+	xasprintf(&spec, "TOK=@%s", file);
+	assert_int_equal(secret_store_put(&st, spec, NULL, 0, &err), 0);
+	free(spec);
+	v = env_of(&st, "TOK");
+	assert_string_equal(v, "from-file");
+	free(v);
+	assert_int_equal(secret_store_put(&st, "CMD=!printf %s ran", NULL, 0, &err), 0);
+	assert_int_equal(st.n, 2);
+	v = env_of(&st, "CMD");
+	assert_string_equal(v, "ran");
+	free(v);
+	assert_true(secret_store_remove(&st, "TOK"));
+	assert_false(secret_store_remove(&st, "TOK"));
+	assert_int_equal(st.n, 1);
+	assert_null(env_of(&st, "TOK"));
+	assert_true(secret_store_remove(&st, "CMD"));
+	assert_int_equal(st.bytes, 0);
+	unlink(file);
+	free(file);
+	secret_store_free(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_spec_grammar),  cmocka_unit_test(test_ttl),
-		cmocka_unit_test(test_dotenv),	      cmocka_unit_test(test_arena_flags_and_fork),
-		cmocka_unit_test(test_store_sources), cmocka_unit_test(test_sources_fail_closed),
+		cmocka_unit_test(test_spec_grammar),
+		cmocka_unit_test(test_ttl),
+		cmocka_unit_test(test_dotenv),
+		cmocka_unit_test(test_arena_flags_and_fork),
+		cmocka_unit_test(test_store_sources),
+		cmocka_unit_test(test_sources_fail_closed),
+		cmocka_unit_test(test_store_put_and_remove),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,179 @@
+/* A running sandbox's secrets, changed live (ctl.h: secret.set,
+ * secret.rm), and its audit trail read (audit.tail). A secret from the
+ * caller's environment comes as its request line and, right behind it,
+ * "length" bytes of value: read as they arrive, without blocking the
+ * loop, straight into the secret arena (what came with the line is moved
+ * there and zeroed where it was). The new value is for the sessions that
+ * start from then on; sandbox.json keeps the spec, never the value. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/ctl.h"
+#include "sandbox/secrets.h"
+#include "supervisor/supervisor_priv.h"
+
+static const char *const source_names[] = {
+	[SECRET_FROM_ENV] = "env",
+	[SECRET_FROM_FILE] = "file",
+	[SECRET_FROM_CMD] = "command",
+	[SECRET_FROM_VALUE] = "value",
+};
+
+static void value_drop(struct client *c)
+{
+	secret_free(c->value, MAX(c->value_len, 1));
+	c->value = NULL;
+	c->value_len = c->value_got = 0;
+	free(c->value_spec);
+	c->value_spec = NULL;
+}
+
+static void answer(struct sup *s, struct client *c, gantry_error_t *err)
+{
+	client_answer(s, c, *err ? gantry_error_str(*err) : NULL);
+	gantry_error_free(err);
+}
+
+/* Whether sandbox.json keeps what changed: a failure is logged, the live
+ * change stands (it was asked for and made). */
+static void save(struct sup *s)
+{
+	gantry_error_t err = NULL;
+
+	if (sandbox_save(".", &s->sb, &err) < 0) {
+		log_warn("a secret change is live but not saved: %s", gantry_error_str(err));
+		gantry_error_free(&err);
+	}
+}
+
+/* The value (NULL: a file or command source) has come: the store takes it. */
+static void set_done(struct sup *s, struct client *c)
+{
+	gantry_error_t err = NULL;
+	struct secret_spec sp;
+
+	if (secret_spec_parse(c->value_spec, &sp, &err) == 0 &&
+	    secret_store_put(&s->secrets, c->value_spec, c->value, c->value_len, &err) == 0 &&
+	    sandbox_secret_keep(&s->sb, c->value_spec, &err) == 0) {
+		save(s);
+		sup_audit(s, "secret.set", "ok", sp.name, NULL, "from %s", source_names[sp.source]);
+	} else if (sp.name[0]) {
+		sup_audit(s, "secret.set", "refused", sp.name, NULL, "%s", gantry_error_str(err));
+	}
+	secret_spec_free(&sp);
+	value_drop(c);
+	answer(s, c, &err);
+}
+
+static void secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	const char *spec = json_string_value(json_object_get(req, "spec"));
+	json_t *length = json_object_get(req, "length");
+	size_t rest = c->len - end - 1, take = 0;
+	gantry_error_t err = NULL;
+	struct secret_spec sp;
+
+	if (spec == NULL || secret_spec_parse(spec, &sp, &err) < 0) {
+		if (err == NULL)
+			gantry_error(&err, 0, "secret.set: no spec");
+		client_line_done(c, end);
+		answer(s, c, &err);
+		return;
+	}
+	if (sp.nr_hosts)
+		gantry_error(&err, 0, "secret `%s`: host-bound secrets are not served yet",
+			     sp.name);
+	else if ((sp.source == SECRET_FROM_ENV) != json_is_integer(length))
+		gantry_error(&err, 0, "secret `%s`: %s", sp.name,
+			     length ? "a value comes only with a secret from the environment"
+				    : "no length for its value");
+	else if (length && (json_integer_value(length) < 0 ||
+			    json_integer_value(length) > (json_int_t)SECRET_VALUE_MAX))
+		gantry_error(&err, 0, "secret `%s`: its value is larger than %u KiB", sp.name,
+			     SECRET_VALUE_MAX >> 10);
+	if (err == NULL) {
+		c->value_spec = secret_spec_format(&sp);
+		c->value_len = length ? (size_t)json_integer_value(length) : 0;
+	}
+	if (err == NULL && length) {
+		c->value = secret_alloc(MAX(c->value_len, 1));
+		if (c->value == NULL)
+			gantry_error(&err, ENOMEM, "secret `%s`: no room in the secret arena",
+				     sp.name);
+	}
+	secret_spec_free(&sp);
+	if (c->value) {
+		take = MIN(rest, c->value_len);
+		memcpy(c->value, c->line + end + 1, take);
+		explicit_bzero(c->line + end + 1, take);
+		c->value_got = take;
+	}
+	/* The line and the value's bytes that came with it are used up. */
+	memmove(c->line, c->line + end + 1 + take, rest - take);
+	c->len = rest - take;
+	if (err) {
+		value_drop(c);
+		answer(s, c, &err);
+	} else if (c->value == NULL || c->value_got == c->value_len) {
+		set_done(s, c);
+	} else {
+		c->deadline = now_ms() + SUP_REQUEST_MS; /* for the rest of the value */
+	}
+}
+
+void client_secret_value(struct sup *s, struct client *c)
+{
+	ssize_t n = recv(c->fd, c->value + c->value_got, c->value_len - c->value_got, MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		client_drop(s, c);
+		return;
+	}
+	c->value_got += (size_t)n;
+	if (c->value_got == c->value_len)
+		set_done(s, c);
+}
+
+static void secret_rm(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	const char *name = json_string_value(json_object_get(req, "name"));
+	gantry_error_t err = NULL;
+
+	client_line_done(c, end);
+	if (name == NULL || !secret_name_valid(name, strlen(name))) {
+		gantry_error(&err, 0, "secret.rm: no valid name");
+	} else if (!sandbox_secret_drop(&s->sb, name) && !secret_store_has(&s->secrets, name)) {
+		gantry_error(&err, 0, "sandbox `%s` has no secret `%s`", s->name, name);
+	} else {
+		secret_store_remove(&s->secrets, name);
+		save(s);
+		sup_audit(s, "secret.rm", "ok", name, NULL, NULL);
+	}
+	answer(s, c, &err);
+}
+
+static void audit_tail(struct sup *s, struct client *c, size_t end)
+{
+	client_line_done(c, end);
+	client_reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "events", sup_audit_json(s)));
+}
+
+void client_secret_request(struct sup *s, struct client *c, json_t *req, const char *op, size_t end)
+{
+	if (strcmp(op, CTL_OP_SECRET_SET) == 0)
+		secret_set(s, c, req, end);
+	else if (strcmp(op, CTL_OP_SECRET_RM) == 0)
+		secret_rm(s, c, req, end);
+	else
+		audit_tail(s, c, end);
+}
+
+void client_secret_free(struct client *c)
+{
+	value_drop(c);
+}
