@@ -52,6 +52,8 @@ static const char *const drop_names[NET_DROP_COUNT] = {
 	[NET_DROP_FLOW_TABLE] = "flow_table",
 	[NET_DROP_SYN_RATE] = "syn_rate",
 	[NET_DROP_GUEST_QUEUE] = "guest_queue",
+	[NET_DROP_TLS_NAME] = "tls_name",
+	[NET_DROP_TLS_ORDER] = "tls_order",
 };
 
 const char *net_drop_name(enum net_drop r)

@@ -52,6 +52,8 @@ enum net_drop {
 	NET_DROP_FLOW_TABLE,   /* a new TCP connection with the flow table full */
 	NET_DROP_SYN_RATE,     /* new TCP connections over the rate limit */
 	NET_DROP_GUEST_QUEUE,  /* a frame to the guest past the hard bound, or refused */
+	NET_DROP_TLS_NAME,  /* a TLS hello to a learned address names a host not learned for it */
+	NET_DROP_TLS_ORDER, /* a segment ahead of the hello's bytes read: sent again later */
 	NET_DROP_COUNT
 };
 

@@ -23,6 +23,7 @@ struct flows {
 	uint32_t syn_tokens;
 	uint64_t syn_refill_ms;
 	bool syn_started;
+	size_t hello_bytes; /* the flows' first bytes held, together */
 };
 
 static struct pool *pool_of(struct flows *t, enum net_proto p)
@@ -48,6 +49,8 @@ static struct flow *pool_take(struct pool *pl)
 
 void flows_free(struct flows *t)
 {
+	for (size_t i = 0; i < t->tcp.fresh; i++)
+		free(t->tcp.e[i].hello);
 	free(t);
 }
 
@@ -74,6 +77,25 @@ struct flow *flow_find(struct flows *t, const struct flow_key *k)
 	return NULL;
 }
 
+bool flow_hello_append(struct flows *t, struct flow *f, const uint8_t *p, size_t n)
+{
+	if (n > FLOW_HELLO_MAX - f->hello_len || n > FLOW_HELLO_BYTES - t->hello_bytes)
+		return false;
+	f->hello = xrealloc(f->hello, f->hello_len + n);
+	memcpy(f->hello + f->hello_len, p, n);
+	f->hello_len += (uint32_t)n;
+	t->hello_bytes += n;
+	return true;
+}
+
+void flow_hello_drop(struct flows *t, struct flow *f)
+{
+	t->hello_bytes -= f->hello_len;
+	free(f->hello);
+	f->hello = NULL;
+	f->hello_len = 0;
+}
+
 void flow_remove(struct flows *t, struct flow *f)
 {
 	struct flow **p = &t->bucket[hash(&f->key)];
@@ -84,6 +106,7 @@ void flow_remove(struct flows *t, struct flow *f)
 	if (*p == NULL)
 		return;
 	*p = f->next;
+	flow_hello_drop(t, f);
 	memset(f, 0, sizeof(*f));
 	f->next = pl->free;
 	pl->free = f;

@@ -23,6 +23,8 @@
 #define FLOW_UDP_IDLE_MS (60 * 1000ull)
 #define FLOW_CLOSED_MS	 (30 * 1000ull) /* a TCP flow after FIN both ways or a RST */
 #define FLOW_CUT_MS	 (10 * 1000ull) /* a cut flow's tombstone */
+#define FLOW_HELLO_MAX	 16384		/* of one flow's first bytes, held to read its hello */
+#define FLOW_HELLO_BYTES (4u << 20)	/* of all flows' */
 #define FLOW_SYN_RATE	 1000		/* new TCP connections a second, */
 #define FLOW_SYN_BURST	 1000		/* in bursts of this many */
 
@@ -34,6 +36,12 @@ struct flow_key {
 };
 
 enum flow_fin { FLOW_FIN_GUEST = 1, FLOW_FIN_REMOTE = 2 };
+
+enum flow_tls {
+	FLOW_TLS_NONE, /* nothing to check */
+	FLOW_TLS_WAIT, /* its first bytes are read until they say */
+	FLOW_TLS_DONE, /* its name checked (or not TLS): passes */
+};
 
 struct flow {
 	struct flow_key key;
@@ -51,6 +59,12 @@ struct flow {
 	bool guest_seq, remote_seq; /* whether the field above was seen */
 	uint64_t last_ms, until_ms; /* until_ms: a closed or cut flow's end */
 	uint64_t tx_bytes, rx_bytes;
+	/* TCP to an address the policy admits only as learned from DNS: the
+	 * guest's ClientHello is read for its server name (worker_tls.c). */
+	uint8_t tls;	/* enum flow_tls */
+	uint8_t *hello; /* the stream's first bytes so far */
+	uint32_t hello_len;
+	uint32_t hello_seq; /* the sequence number of its first byte */
 	/* Hash chain and free list (flow.c). */
 	struct flow *next;
 };
@@ -71,6 +85,12 @@ void flows_expire(struct flows *t, uint64_t now_ms);
 size_t flows_count(const struct flows *t, enum net_proto proto);
 /* Each entry in turn; fn may cut it but not remove it. */
 void flows_each(struct flows *t, void (*fn)(void *opaque, struct flow *f), void *opaque);
+
+/* Hold n more of f's first bytes; false past FLOW_HELLO_MAX for f or
+ * FLOW_HELLO_BYTES for all. */
+bool flow_hello_append(struct flows *t, struct flow *f, const uint8_t *p, size_t n);
+/* Let go of f's first bytes. */
+void flow_hello_drop(struct flows *t, struct flow *f);
 
 /* The SYN rate limit: whether one more new TCP connection may open now. */
 bool flows_syn_take(struct flows *t, uint64_t now_ms);

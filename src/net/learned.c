@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/util.h"
 #include "net/policy.h"
@@ -171,6 +172,16 @@ const char *learned_name(const struct learned *l, uint32_t ip, uint64_t now_ms)
 		if (e->names[i].expires_ms > now_ms)
 			return e->names[i].name;
 	return NULL;
+}
+
+bool learned_has_name(const struct learned *l, uint32_t ip, const char *name, uint64_t now_ms)
+{
+	const struct learned_entry *e = learned_find(l, ip);
+
+	for (size_t i = 0; e != NULL && i < e->nr_names; i++)
+		if (e->names[i].expires_ms > now_ms && strcasecmp(e->names[i].name, name) == 0)
+			return true;
+	return false;
 }
 
 bool learned_has(const struct learned *l, uint32_t ip, uint64_t now_ms)

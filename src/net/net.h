@@ -29,8 +29,10 @@
 
 /* Control requests: {"op":"publish","spec":S}, {"op":"unpublish","spec":S}
  * (S a canonical port spec, portspec.h), {"op":"traffic"} answered with
- * {"ok":true,"traffic":{...}} (docs/network.md has the fields). Every answer
- * is {"ok":true,...} or {"ok":false,"error":"one line"}. */
+ * {"ok":true,"traffic":{...},"events":[...]} (docs/network.md has the
+ * fields; events: at most NET_EVENTS_MAX + 1 for the audit since the last
+ * snapshot, each {kind, decision, host, reason}). Every answer is
+ * {"ok":true,...} or {"ok":false,"error":"one line"}. */
 #define NET_CTL_PUBLISH	   "publish"
 #define NET_CTL_UNPUBLISH  "unpublish"
 #define NET_CTL_TRAFFIC	   "traffic"
@@ -42,6 +44,7 @@
 #define NET_CTL_POLICY	   "policy"
 #define NET_CTL_POLICY_SHOW "policy_show"
 #define NET_CTL_MSG_MAX	   (512 * 1024)
+#define NET_EVENTS_MAX	    64
 
 /* network-traffic.json in a sandbox's directory: the supervisor's copy of
  * the worker's last traffic snapshot. */

@@ -117,6 +117,8 @@ void learned_free(struct learned *l);
 void learned_add(struct learned *l, uint32_t ip, const char *name, uint32_t ttl_s,
 		 uint64_t now_ms);
 bool learned_has(const struct learned *l, uint32_t ip, uint64_t now_ms);
+/* Whether name (any case) is one of ip's names now. */
+bool learned_has_name(const struct learned *l, uint32_t ip, const char *name, uint64_t now_ms);
 /* The first unexpired name ip was learned for, or NULL. */
 const char *learned_name(const struct learned *l, uint32_t ip, uint64_t now_ms);
 /* After a swap: drop the names p no longer lets learn, and expired ones. */

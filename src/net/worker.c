@@ -193,8 +193,9 @@ bool worker_frame_seg(const uint8_t *frame, size_t len, bool from_guest, struct 
 		s->k.proto = NET_PROTO_TCP;
 		s->flags = l4[13];
 		s->seq = frame_get32(l4 + 4);
-		s->seqlen = (uint32_t)(tot - ihl - MIN(doff, tot - ihl)) + !!(s->flags & TCP_SYN) +
-			    !!(s->flags & TCP_FIN);
+		s->data_off = (uint32_t)(FRAME_IP + ihl + MIN(doff, tot - ihl));
+		s->data_len = (uint32_t)(tot - ihl - MIN(doff, tot - ihl));
+		s->seqlen = s->data_len + !!(s->flags & TCP_SYN) + !!(s->flags & TCP_FIN);
 	} else if (ip[9] == IPPROTO_NUM_UDP) {
 		s->k.proto = NET_PROTO_UDP;
 		s->flags = 0;
@@ -335,6 +336,7 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 {
 	uint64_t now = now_ms();
 	struct policy_verdict pv;
+	enum net_drop r;
 	struct flow *f;
 	struct seg s;
 
@@ -365,11 +367,15 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 		f->verdict = pv;
 		f->generation = w->generation;
 	}
-	f->tx_bytes += len;
 	if (s.k.proto != NET_PROTO_TCP) {
+		f->tx_bytes += len;
 		f->last_ms = now;
 		return NET_DROP_NONE;
 	}
+	r = worker_tls_check(w, f, frame, &s, why, why_len);
+	if (r != NET_DROP_NONE)
+		return r;
+	f->tx_bytes += len;
 	if (flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
 		repeated_syn(w, frame, len);
 	s.seqlen -= !!(s.flags & TCP_SYN) + !!(s.flags & TCP_FIN);

@@ -22,7 +22,7 @@
 
 /* End flow f for good: its queued frames to the guest dropped, and for TCP
  * a RST to the guest and one into libslirp, which closes its host socket. */
-static void flow_cut(struct worker *w, struct flow *f, const char *why)
+void worker_flow_cut(struct worker *w, struct flow *f, const char *why)
 {
 	uint8_t buf[FRAME_L4 + TCP_HLEN];
 	uint32_t seq = f->remote_next;
@@ -32,6 +32,7 @@ static void flow_cut(struct worker *w, struct flow *f, const char *why)
 	size_t n;
 
 	ack_hold_drop(w->acks, &f->key);
+	flow_hello_drop(w->flows, f);
 	f->cut = true;
 	f->until_ms = now_ms() + FLOW_CUT_MS;
 	traffic_policy(w->traffic, f->key.remote, f->key.proto, f->key.rport, why, time(NULL));
@@ -50,6 +51,20 @@ static void flow_cut(struct worker *w, struct flow *f, const char *why)
 				       f->key.gport, f->guest_next, f->remote_next);
 		nat_input(&w->nat, buf, n);
 	}
+}
+
+void worker_event(struct worker *w, const char *kind, const char *decision, const char *host,
+		  const char *reason)
+{
+	if (w->events == NULL)
+		w->events = json_array();
+	if (json_array_size(w->events) >= NET_EVENTS_MAX) {
+		w->events_lost++;
+		return;
+	}
+	json_array_append_new(w->events,
+			      json_pack("{s:s,s:s,s:s,s:s}", "kind", kind, "decision", decision,
+					"host", host ? host : "", "reason", reason ? reason : ""));
 }
 
 struct rejudge {
@@ -74,7 +89,7 @@ static void rejudge(void *opaque, struct flow *f)
 	if (pv.allow)
 		return;
 	policy_verdict_str(&pv, w->learned, f->key.remote, r->now, why, sizeof(why));
-	flow_cut(w, f, why);
+	worker_flow_cut(w, f, why);
 	r->cut++;
 }
 
@@ -219,7 +234,7 @@ static void cut_inbound(void *opaque, struct flow *f)
 
 	if (f->inbound && !f->cut && f->key.gport == u->s->guest_port &&
 	    (f->key.proto == NET_PROTO_UDP) == u->s->udp)
-		flow_cut(u->w, f, "port unpublished");
+		worker_flow_cut(u->w, f, "port unpublished");
 }
 
 static int unpublish(struct worker *w, const char *text, gantry_error_t *err)
@@ -298,8 +313,18 @@ static json_t *ctl_op(struct worker *w, json_t *req)
 	}
 	if (jsonh_string(req, "op", true, &op, &err) < 0)
 		return ctl_error(&err);
-	if (strcmp(op, NET_CTL_TRAFFIC) == 0)
-		return json_pack("{s:b, s:o}", "ok", 1, "traffic", traffic_json(w->traffic));
+	if (strcmp(op, NET_CTL_TRAFFIC) == 0) {
+		json_t *events = w->events ? w->events : json_array();
+
+		w->events = NULL;
+		if (w->events_lost)
+			json_array_append_new(events, json_pack("{s:s,s:s,s:s}", "kind", "events",
+								"decision", "lost", "reason",
+								"more events than were kept"));
+		w->events_lost = 0;
+		return json_pack("{s:b,s:o,s:o}", "ok", 1, "traffic", traffic_json(w->traffic),
+				 "events", events);
+	}
 	if (strcmp(op, NET_CTL_POLICY_SHOW) == 0)
 		return policy_show(w);
 	if (strcmp(op, NET_CTL_POLICY) == 0) {

@@ -6,6 +6,7 @@
 #ifndef GANTRY_NET_WORKER_PRIV_H
 #define GANTRY_NET_WORKER_PRIV_H
 
+#include <jansson.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -88,6 +89,8 @@ struct worker {
 	uint64_t repeated_syns; /* SYNs the guest sent again, their MSS dropped */
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
+	json_t *events; /* for the supervisor's audit, taken with each traffic snapshot */
+	uint64_t events_lost;
 };
 
 /* A TCP or UDP frame to or from the guest, as a flow key: its protocol,
@@ -97,6 +100,7 @@ struct seg {
 	struct flow_key k;
 	uint8_t flags;
 	uint32_t seq, seqlen;
+	uint32_t data_off, data_len; /* TCP: its payload in the frame */
 };
 
 /* worker.c: a frame to the guest, in its own buffer (f) or the caller's
@@ -114,6 +118,16 @@ void worker_dns_answer(void *opaque, uint16_t guest_port, const uint8_t *msg, si
 void worker_loop(struct worker *w);
 /* libslirp reads host sockets or waits, by how much the queue holds. */
 void worker_backpressure(struct worker *w);
+/* worker_tls.c: a TCP segment from the guest on flow f (its verdict
+ * made) passes the TLS name check: NET_DROP_NONE, or why it may not (the
+ * flow is cut then, why says so). */
+enum net_drop worker_tls_check(struct worker *w, struct flow *f, const uint8_t *frame,
+			       const struct seg *s, char *why, size_t why_len);
+/* worker_ctl.c: end flow f for good (see there); an event for the
+ * supervisor's audit (kind, decision, host; at most NET_EVENTS_MAX wait). */
+void worker_flow_cut(struct worker *w, struct flow *f, const char *why);
+void worker_event(struct worker *w, const char *kind, const char *decision, const char *host,
+		  const char *reason);
 /* Take the frames of flow k out of the guest's queue; *seq gets the
  * sequence number of the first TCP frame taken. Whether there were any. */
 bool worker_out_purge(struct worker *w, const struct flow_key *k, uint32_t *seq);

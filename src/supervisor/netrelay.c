@@ -356,6 +356,28 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 				     json_object_get(j, "cut")));
 }
 
+/* The worker's events since the last snapshot (guest-made text: bounded
+ * and sanitised by sup_audit) into the audit. */
+static void audit_events(struct sup *s, json_t *events)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(events, i, e)
+	{
+		const char *kind = json_string_value(json_object_get(e, "kind"));
+		const char *decision = json_string_value(json_object_get(e, "decision"));
+		const char *host = json_string_value(json_object_get(e, "host"));
+		const char *reason = json_string_value(json_object_get(e, "reason"));
+
+		if (i == NET_EVENTS_MAX + 1)
+			break;
+		if (kind && decision)
+			sup_audit(s, kind, decision, NULL, host && host[0] ? host : NULL, "%s",
+				  reason ? reason : "");
+	}
+}
+
 /* The answer to the request outstanding. */
 static void net_answer(struct sup *s, json_t *j)
 {
@@ -380,6 +402,7 @@ static void net_answer(struct sup *s, json_t *j)
 		return;
 	}
 	if (r.op == NET_OP_TRAFFIC) {
+		audit_events(s, json_object_get(j, "events"));
 		traffic_write(json_object_get(j, "traffic"));
 		client_answer(s, r.c, NULL);
 		return;

@@ -980,6 +980,40 @@ def secret_spec_seeds():
     return s
 
 
+def client_hello(name=b"allowed.test", extra=b"", version=b"\x03\x03", ext_first=b""):
+    """A TLS 1.2/1.3-style ClientHello record with a server_name of name
+    (None: no such extension), extensions ext_first before it."""
+    exts = ext_first
+    if name is not None:
+        entry = b"\x00" + len(name).to_bytes(2, "big") + name
+        sni = len(entry).to_bytes(2, "big") + entry
+        exts += b"\x00\x00" + len(sni).to_bytes(2, "big") + sni
+    exts += extra
+    body = (version + bytes(range(32)) + b"\x20" + bytes(32) + b"\x00\x04\x13\x01\x13\x02" +
+            b"\x01\x00" + len(exts).to_bytes(2, "big") + exts)
+    hs = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + len(hs).to_bytes(2, "big") + hs
+
+
+def tls_hello_seeds():
+    s = {}
+    s["sni"] = client_hello()
+    s["sni-upper-dot"] = client_hello(b"Allowed.Test.")
+    s["no-sni"] = client_hello(None)
+    s["alpn-first"] = client_hello(ext_first=b"\x00\x10\x00\x0b\x00\x09\x08http/1.1")
+    s["padding"] = client_hello(extra=b"\x00\x15\x01\x00" + bytes(256))
+    whole = client_hello(b"other.test")
+    hs = whole[5:]
+    # The handshake split over two records, as a large hello may be.
+    s["two-records"] = (b"\x16\x03\x01" + (40).to_bytes(2, "big") + hs[:40] +
+                        b"\x16\x03\x01" + (len(hs) - 40).to_bytes(2, "big") + hs[40:])
+    s["truncated"] = whole[:60]
+    s["http"] = b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n"
+    s["bad-name"] = client_hello(b"bad name")
+    s["server-hello"] = b"\x16\x03\x03\x00\x04\x02\x00\x00\x00"
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -990,7 +1024,8 @@ def main():
                         ("net_frame", net_frame_seeds()), ("net_policy", net_policy_seeds()),
                         ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
                         ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
-                        ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds())):
+                        ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds()),
+                        ("tls_hello", tls_hello_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -18,6 +18,7 @@
 #include "net/frame.h"
 #include "net/net.h"
 #include "net/proxy.h"
+#include "net/tls_hello.h"
 
 static struct flow_key key(enum net_proto proto, uint32_t remote, uint16_t gport)
 {
@@ -333,13 +334,77 @@ static void test_proxy_env_and_addrs(void **state)
 	gantry_error_free(&err);
 }
 
+/* A ClientHello record with a server_name of name (NULL: none). */
+static size_t hello(uint8_t *out, const char *name)
+{
+	uint8_t exts[300], body[400];
+	size_t e = 0, b = 0, n = name ? strlen(name) : 0;
+
+	if (name) {
+		uint8_t ext[] = { 0, 0, (uint8_t)((n + 5) >> 8), (uint8_t)(n + 5),
+				  (uint8_t)((n + 3) >> 8), (uint8_t)(n + 3), 0, (uint8_t)(n >> 8),
+				  (uint8_t)n };
+
+		memcpy(exts, ext, sizeof(ext));
+		memcpy(exts + sizeof(ext), name, n);
+		e = sizeof(ext) + n;
+	}
+	body[b++] = 3, body[b++] = 3;
+	memset(body + b, 7, 32), b += 32;
+	body[b++] = 0; /* no session id */
+	body[b++] = 0, body[b++] = 2, body[b++] = 0x13, body[b++] = 1;
+	body[b++] = 1, body[b++] = 0;
+	body[b++] = (uint8_t)(e >> 8), body[b++] = (uint8_t)e;
+	memcpy(body + b, exts, e), b += e;
+	out[0] = 22, out[1] = 3, out[2] = 1, out[3] = (uint8_t)((b + 4) >> 8),
+	out[4] = (uint8_t)(b + 4);
+	out[5] = 1, out[6] = 0, out[7] = (uint8_t)(b >> 8), out[8] = (uint8_t)b;
+	memcpy(out + 9, body, b);
+	return 9 + b;
+}
+
+static void test_tls_hello(void **state)
+{
+	uint8_t buf[600], split[700];
+	char name[TLS_NAME_MAX + 1];
+	size_t n = hello(buf, "Allowed.Test."), k;
+
+	(void)state;
+	assert_int_equal(tls_hello_name(buf, n, name), TLS_HELLO_NAME);
+	assert_string_equal(name, "allowed.test");
+	/* Every prefix is "more" until the name is whole. */
+	for (k = 0; k < n - 1; k++)
+		if (tls_hello_name(buf, k, name) != TLS_HELLO_MORE)
+			break;
+	assert_true(k >= n - 14);
+	/* The handshake over two records. */
+	memcpy(split, buf, 5);
+	split[3] = 0, split[4] = 20;
+	memcpy(split + 5, buf + 5, 20);
+	split[25] = 22, split[26] = 3, split[27] = 1, split[28] = 0;
+	split[29] = (uint8_t)(n - 5 - 20);
+	memcpy(split + 30, buf + 25, n - 25);
+	assert_int_equal(tls_hello_name(split, n + 5, name), TLS_HELLO_NAME);
+	assert_string_equal(name, "allowed.test");
+	n = hello(buf, NULL);
+	assert_int_equal(tls_hello_name(buf, n, name), TLS_HELLO_NO_NAME);
+	n = hello(buf, "bad name");
+	assert_int_equal(tls_hello_name(buf, n, name), TLS_HELLO_BAD);
+	assert_int_equal(tls_hello_name((const uint8_t *)"GET / HTTP/1.1\r\n", 16, name),
+			 TLS_HELLO_NOT_TLS);
+	/* A server's hello is no client's. */
+	assert_int_equal(tls_hello_name((const uint8_t *)"\x16\x03\x03\x00\x04\x02\x00\x00\x00",
+					9, name),
+			 TLS_HELLO_BAD);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_find_add_remove), cmocka_unit_test(test_full),
 		cmocka_unit_test(test_expiry),		cmocka_unit_test(test_syn_rate),
 		cmocka_unit_test(test_tcp_seen), cmocka_unit_test(test_tcp_repeated_syn), cmocka_unit_test(test_ack_hold),	cmocka_unit_test(test_proxy_parse),
-		cmocka_unit_test(test_proxy_env_and_addrs),
+		cmocka_unit_test(test_proxy_env_and_addrs), cmocka_unit_test(test_tls_hello),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,79 @@
+/* The TLS name check (docs/network.md, "TLS names"). A TCP connection
+ * the egress policy admits only because DNS learned its address for an
+ * allowed name could reach any site that shares the address (a CDN's):
+ * so its first bytes are read, and when they are a TLS ClientHello its
+ * server name must be one of the names learned for the address, or the
+ * connection is cut before the hello's end reaches the server.
+ *
+ * The bytes are read in stream order as the guest sends them: a segment
+ * ahead of what was read is dropped (TCP sends it again), so no byte of
+ * the hello reaches libslirp unread. Each flow holds at most
+ * FLOW_HELLO_MAX bytes while it waits, all flows FLOW_HELLO_BYTES; a
+ * hello larger than that, without a name, or malformed is refused too.
+ * A stream that is not TLS passes: the check is for TLS names. */
+#include <arpa/inet.h>
+#include <stdio.h>
+
+#include "net/frame.h"
+#include "net/tls_hello.h"
+#include "net/worker_priv.h"
+
+static enum net_drop refuse(struct worker *w, struct flow *f, const char *name, char *why,
+			    size_t why_len, const char *fmt)
+{
+	char ip[INET_ADDRSTRLEN];
+	struct in_addr a = { .s_addr = htonl(f->key.remote) };
+
+	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	snprintf(why, why_len, fmt, name);
+	worker_event(w, "tls", "refused", ip, why);
+	worker_flow_cut(w, f, why);
+	return NET_DROP_TLS_NAME;
+}
+
+enum net_drop worker_tls_check(struct worker *w, struct flow *f, const uint8_t *frame,
+			       const struct seg *s, char *why, size_t why_len)
+{
+	char name[TLS_NAME_MAX + 1];
+	uint32_t at, skip;
+
+	if (s->flags & TCP_SYN) {
+		/* A connection (again, on a closed flow's ports): read from its start. */
+		flow_hello_drop(w->flows, f);
+		f->tls = f->verdict.why == POLICY_WHY_LEARNED ? FLOW_TLS_WAIT : FLOW_TLS_NONE;
+		f->hello_seq = s->seq + 1;
+		return NET_DROP_NONE;
+	}
+	if (f->tls != FLOW_TLS_WAIT || s->data_len == 0)
+		return NET_DROP_NONE;
+	at = s->seq - f->hello_seq;
+	if ((int32_t)at < 0 || at + s->data_len <= f->hello_len)
+		return NET_DROP_NONE; /* bytes already read, sent again */
+	if (at > f->hello_len)
+		return NET_DROP_TLS_ORDER;
+	skip = f->hello_len - at;
+	if (!flow_hello_append(w->flows, f, frame + s->data_off + skip, s->data_len - skip))
+		return refuse(w, f, "", why, why_len,
+			      "a TLS hello larger than the network can hold to read its name%s");
+	switch (tls_hello_name(f->hello, f->hello_len, name)) {
+	case TLS_HELLO_MORE:
+		if (f->hello_len < FLOW_HELLO_MAX)
+			return NET_DROP_NONE;
+		return refuse(w, f, "", why, why_len, "a TLS hello larger than 16 KiB%s");
+	case TLS_HELLO_NOT_TLS:
+		break;
+	case TLS_HELLO_NAME:
+		if (learned_has_name(w->learned, f->key.remote, name, now_ms()))
+			break;
+		return refuse(w, f, name, why, why_len,
+			      "TLS name %s is not a name DNS gave this address for");
+	case TLS_HELLO_NO_NAME:
+		return refuse(w, f, "", why, why_len,
+			      "a TLS hello without a server name to an address learned by name%s");
+	case TLS_HELLO_BAD:
+		return refuse(w, f, "", why, why_len, "a malformed TLS hello%s");
+	}
+	f->tls = FLOW_TLS_DONE;
+	flow_hello_drop(w->flows, f);
+	return NET_DROP_NONE;
+}
