@@ -25,6 +25,9 @@
 #define GUEST_CONTAINER	   "gantry"		/* the long-lived container's crun name */
 #define GUEST_PAUSE_PATH   "/dev/.gantry-pause" /* where its init is bound */
 #define GUEST_PAUSE_ARG	   "--pause"
+/* Bound into every container too: git's credential helper (credential.c). */
+#define GUEST_HELPER_PATH PROTO_HELPER_PATH
+#define GUEST_HELPER_ARG  PROTO_HELPER_ARG
 
 /* Where things live. Defaults are the guest's; gantry-init's test mode
  * (--host-dir, --state, --rootfs) points them at a host directory. */
@@ -82,6 +85,8 @@ uint64_t guest_now_ms(clockid_t clock);
 int link_dial(const struct guest_config *cfg, unsigned int port);
 /* The control connection, retried briefly: the vsock transport or the
  * host's listener may be a moment behind us. */
+/* credential.c: git's credential helper (argv: the operation). */
+int guest_credential_main(int argc, char **argv);
 int link_dial_control(const struct guest_config *cfg);
 /* Send one frame on the control connection; a failure closes it. */
 void link_send(struct guest *g, const struct proto_msg *m);

@@ -411,6 +411,8 @@ int main(int argc, char **argv)
 
 	if (argc == 2 && strcmp(argv[1], GUEST_PAUSE_ARG) == 0)
 		pause_main();
+	if (argc >= 2 && strcmp(argv[1], GUEST_HELPER_ARG) == 0)
+		return guest_credential_main(argc - 2, argv + 2);
 	started = guest_now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";

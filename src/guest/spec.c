@@ -282,6 +282,10 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 			",{\"destination\":\"%s\",\"type\":\"bind\",\"source\":\"%s\","
 			"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
 			GUEST_PAUSE_PATH, cfg->self);
+	fprintf(f,
+		",{\"destination\":\"%s\",\"type\":\"bind\",\"source\":\"%s\","
+		"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
+		GUEST_HELPER_PATH, cfg->self);
 	write_etc_binds(f, cfg);
 	write_share_binds(f, cfg);
 	fputs("],", f);

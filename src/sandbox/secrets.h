@@ -9,10 +9,11 @@
 #include "sandbox/lifecycle.h"
 #include "secret/store.h"
 
-/* Refuse what is not served yet (host-bound secrets); st may be NULL. */
+/* A process's own secrets (a one-shot's, a session's): host-bound ones
+ * refused, as only a sandbox's supervisor serves them; st may be NULL. */
 int sandbox_secrets_check(struct secret_store *st, gantry_error_t *err);
 /* st's secrets as sb keeps them (sb->secrets): specs without values
- * (its supervisor reads their sources); host-bound ones refused. */
+ * (its supervisor reads their sources). */
 int sandbox_secrets_describe(struct secret_store *st, struct sandbox *sb, gantry_error_t *err);
 /* The values of sb's secrets from the environment, from env (*out NULL
  * when it has none); -1 when one is not set there. */

@@ -334,7 +334,14 @@ static int resolve(struct secret_store *st, struct secret_entry *e, gantry_error
 		ttl = e->spec.source == SECRET_FROM_FILE ? SECRET_FILE_TTL_MS : SECRET_CMD_TTL_MS;
 	if (e->env && ttl > 0 && now_ms() - e->fetched_ms < (uint64_t)ttl)
 		return 0;
+	/* A command that just failed is not run again at once: a guest that
+	 * keeps asking cannot keep one running. */
+	if (e->spec.source == SECRET_FROM_CMD && e->failed_ms &&
+	    now_ms() - e->failed_ms < SECRET_RETRY_MS)
+		return gantry_error(err, 0, "secret `%s`: its command failed less than %d s ago",
+				    e->spec.name, SECRET_RETRY_MS / 1000);
 	r = e->spec.source == SECRET_FROM_FILE ? resolve_file(st, e, err) : resolve_cmd(st, e, err);
+	e->failed_ms = r < 0 ? now_ms() : 0;
 	if (r < 0)
 		entry_drop_value(st, e);
 	return r;
@@ -360,6 +367,7 @@ int secret_store_add(struct secret_store *st, const char *spec, const char *env_
 		entry_drop_value(st, e);
 		secret_spec_free(&e->spec);
 		e->spec = s;
+		e->failed_ms = 0;
 		r = s.source == SECRET_FROM_ENV
 			    ? entry_set(st, e, env_value, strlen(env_value), err)
 			    : 0;
@@ -492,6 +500,58 @@ bool secret_store_has(struct secret_store *st, const char *name)
 	pthread_mutex_lock(&st->lock);
 	for (size_t i = 0; i < st->n && !r; i++)
 		r = strcmp(st->v[i].spec.name, name) == 0;
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int secret_store_for_host(struct secret_store *st, const char *host,
+			  bool (*match)(const char *pattern, const char *host),
+			  struct secret_value *out, gantry_error_t *err)
+{
+	struct secret_entry *e = NULL;
+	size_t name_len;
+	int r;
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && e == NULL; i++)
+		for (size_t k = 0; k < st->v[i].spec.nr_hosts && e == NULL; k++)
+			if (match(st->v[i].spec.hosts[k], host))
+				e = &st->v[i];
+	if (e == NULL) {
+		pthread_mutex_unlock(&st->lock);
+		return 0;
+	}
+	snprintf(out->name, sizeof(out->name), "%s", e->spec.name);
+	r = resolve(st, e, err);
+	if (r == 0) {
+		name_len = strlen(e->spec.name) + 1; /* and its '=' */
+		out->len = e->env_size - name_len - 1;
+		out->size = out->len + 1;
+		out->value = secret_alloc(out->size);
+		if (out->value == NULL)
+			r = gantry_error(err, ENOMEM, "no room in the secret arena");
+		else
+			memcpy(out->value, e->env + name_len, out->len + 1);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return r < 0 ? -1 : 1;
+}
+
+void secret_value_free(struct secret_value *v)
+{
+	secret_free(v->value, v->size);
+	v->value = NULL;
+	v->len = v->size = 0;
+}
+
+bool secret_store_has_bound(struct secret_store *st)
+{
+	bool r = false;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && !r; i++)
+		r = st->v[i].spec.nr_hosts > 0;
 	pthread_mutex_unlock(&st->lock);
 	return r;
 }

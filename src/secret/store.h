@@ -27,6 +27,7 @@
 #define SECRET_FILE_TTL_MS    60000
 #define SECRET_CMD_TTL_MS     300000
 #define SECRET_CMD_TIMEOUT_MS 10000
+#define SECRET_RETRY_MS	      10000 /* a command that failed is not run again sooner */
 
 /* The arena: len bytes, or NULL when it is full. */
 void *secret_alloc(size_t len);
@@ -40,6 +41,7 @@ struct secret_entry {
 	char *env;	     /* "NAME=VALUE" in the arena; NULL: not resolved */
 	size_t env_size;     /* its block's size */
 	uint64_t fetched_ms; /* when it was resolved (CLOCK_MONOTONIC) */
+	uint64_t failed_ms;  /* when its command last failed; 0: it did not */
 };
 
 struct secret_store {
@@ -70,6 +72,8 @@ bool secret_store_remove(struct secret_store *st, const char *name);
 int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err);
 /* Whether it holds a secret of that name. */
 bool secret_store_has(struct secret_store *st, const char *name);
+/* Whether it holds a secret bound to hosts. */
+bool secret_store_has_bound(struct secret_store *st);
 /* The names, NULL-terminated (strv_free). */
 char **secret_store_names(struct secret_store *st);
 
@@ -81,6 +85,21 @@ char **secret_store_names(struct secret_store *st);
  * after timeout_ms. */
 int secret_store_send(struct secret_store *st, int fd, gantry_error_t *err);
 int secret_store_recv(struct secret_store *st, int fd, int timeout_ms, gantry_error_t *err);
+
+/* A host-bound secret's value, as the broker hands it out: in an arena
+ * block of its own. */
+struct secret_value {
+	char name[SECRET_NAME_MAX + 1];
+	char *value; /* NUL-terminated */
+	size_t len, size;
+};
+/* The secret bound to host (match(pattern, host) for each of its hosts;
+ * the first that matches), resolved now: 1 with *out, 0 when no secret is
+ * bound to host, -1 when its source failed (err names it; out->name too). */
+int secret_store_for_host(struct secret_store *st, const char *host,
+			  bool (*match)(const char *pattern, const char *host),
+			  struct secret_value *out, gantry_error_t *err);
+void secret_value_free(struct secret_value *v);
 
 /* What a process's environment gets: every secret not bound to hosts,
  * resolved now, as NAME=VALUE strings in one arena block of its own. */

@@ -83,10 +83,7 @@ static void secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
 		answer(s, c, &err);
 		return;
 	}
-	if (sp.nr_hosts)
-		gantry_error(&err, 0, "secret `%s`: host-bound secrets are not served yet",
-			     sp.name);
-	else if ((sp.source == SECRET_FROM_ENV) != json_is_integer(length))
+	if ((sp.source == SECRET_FROM_ENV) != json_is_integer(length))
 		gantry_error(&err, 0, "secret `%s`: %s", sp.name,
 			     length ? "a value comes only with a secret from the environment"
 				    : "no length for its value");

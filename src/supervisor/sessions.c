@@ -271,7 +271,18 @@ static void audit_delivered(struct sup *s, const struct secret_env *e)
  * them. A secret whose source fails now withholds the session (ERROR). */
 static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 {
-	char **env = m->u.exec.env, **with;
+	/* With a host-bound secret, git asks the broker and no helper the
+	 * image or the user configured (one that stores would keep the value
+	 * on disk). */
+	static char *const git[] = {
+		"GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_KEY_0=credential.helper",
+		"GIT_CONFIG_VALUE_0=",
+		"GIT_CONFIG_KEY_1=credential.helper",
+		"GIT_CONFIG_VALUE_1=" PROTO_HELPER_PATH " " PROTO_HELPER_ARG,
+		NULL,
+	};
+	char **env = m->u.exec.env, **with, **over = NULL;
 	uint32_t envc = m->u.exec.envc, n = 0;
 	gantry_error_t err = NULL;
 	struct secret_env e;
@@ -281,31 +292,35 @@ static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 		return sup_send_guest(s, m, false);
 	if (secret_store_env(&s->secrets, &e, &err) < 0) {
 		log_warn("a session withheld: %s", gantry_error_str(err));
-		sup_audit(s, "withhold", "withheld", NULL, NULL, "%s", gantry_error_str(err));
+		sup_audit(s, "withhold", "source", NULL, NULL, "%s", gantry_error_str(err));
 		exec_refused(s, c, gantry_error_str(err));
 		gantry_error_free(&err);
 		return true;
 	}
-	with = sandbox_env_overlay(env, e.envp);
+	if (secret_store_has_bound(&s->secrets))
+		over = sandbox_env_overlay(e.envp, git);
+	with = sandbox_env_overlay(env, over ? over : e.envp);
 	while (with[n])
 		n++;
 	m->u.exec.env = with;
 	m->u.exec.envc = n;
 	ok = sup_send_guest(s, m, false);
 	if (ok) {
-		audit_delivered(s, &e);
+		if (e.envp[0])
+			audit_delivered(s, &e);
 	} else if (errno == EMSGSIZE) {
 		static const char big[] = "the session's environment, its secrets in it, is larger "
 					  "than a request carries (64 KiB in all, 32 KiB for one "
 					  "variable)";
 
-		sup_audit(s, "withhold", "withheld", NULL, NULL, "%s", big);
+		sup_audit(s, "withhold", "size", NULL, NULL, "%s", big);
 		exec_refused(s, c, big);
 		ok = true;
 	}
 	m->u.exec.env = env;
 	m->u.exec.envc = envc;
 	free(with);
+	free(over);
 	secret_env_free(&e);
 	return ok;
 }

@@ -28,7 +28,8 @@
 #define SUP_SHUTDOWN_MS	     30000
 #define SUP_CONSOLE_SCAN     (64 * 1024)
 
-static const char *const sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock" };
+static const char *const sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock",
+				       SUP_BROKER_SOCK };
 
 static void remove_sockets(void)
 {
@@ -312,6 +313,7 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 		return gantry_error_errno(err, "signalfd");
 	if (s->m.cfg.timing)
 		log_always("booting");
+	sup_broker_init(s);
 	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
 	if (s->ctl_listen < 0 || machine_start(&s->m, err) < 0)
 		return -1;
@@ -343,8 +345,9 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 
 /* --- the loop -------------------------------------------------------------------------------- */
 
-enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_FIXED };
-#define SUP_MAX_FDS (F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS + FS_MAX_EXPORTS)
+enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_BROKER, F_FIXED };
+#define SUP_MAX_FDS                                                                                \
+	(F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS + FS_MAX_EXPORTS + SUP_BROKER_CONNS)
 
 static void on_signals(struct sup *s)
 {
@@ -360,6 +363,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 	struct pollfd fds[SUP_MAX_FDS];
 	struct client *owner[SUP_MAX_FDS];
 	struct stream_wait *waiting[SUP_MAX_FDS];
+	struct broker_conn *broker[SUP_MAX_FDS];
+	size_t nb;
 	uint64_t now = now_ms(), wake = UINT64_MAX;
 	/* While the guest owes us reading, sessions' frames wait. */
 	bool guest_busy = sup_guest_busy(s), timeout_now = false;
@@ -383,6 +388,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	fds[F_NET] = (struct pollfd){ .fd = s->net.ctl, .events = POLLIN };
 	/* Its answers are read where it is asked: only its hang-up here. */
 	fds[F_SHARE] = (struct pollfd){ .fd = sup_share_worker_fd(s), .events = 0 };
+	fds[F_BROKER] = (struct pollfd){ .fd = s->broker.listen, .events = POLLIN };
 	if (s->control >= 0 && outq_pending(&s->control_q))
 		wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
@@ -408,9 +414,15 @@ void sup_serve_once(struct sup *s, int max_ms)
 		waiting[n] = &s->streams[i];
 		fds[n++] = (struct pollfd){ .fd = s->streams[i].fd, .events = POLLIN };
 	}
+	for (size_t i = 0; i < n; i++)
+		broker[i] = NULL;
+	/* A credential helper's. */
+	nb = sup_broker_fds(s, fds + n, broker + n, now, &wake);
+	for (size_t k = 0; k < nb; k++, n++)
+		owner[n] = NULL, waiting[n] = NULL;
 	/* Neither a client's nor a stream's: a live share worker's channel. */
 	for (size_t k = sup_live_share_fds(s, fds + n); k; k--, n++)
-		owner[n] = NULL, waiting[n] = NULL;
+		owner[n] = NULL, waiting[n] = NULL, broker[n] = NULL;
 	if (s->stopping) {
 		if (now >= s->stop_deadline)
 			finish(s, "the guest did not power off in time");
@@ -439,12 +451,18 @@ void sup_serve_once(struct sup *s, int max_ms)
 		sup_net_event(s);
 	if ((fds[F_SHARE].revents & (POLLHUP | POLLERR)) && sup_share_worker_fd(s) >= 0)
 		sup_share_worker_gone(s);
+	if (fds[F_BROKER].revents && s->broker.listen >= 0)
+		sup_broker_accept(s);
 	for (size_t i = F_FIXED; i < n; i++) {
 		if (!fds[i].revents)
 			continue;
 		if (waiting[i]) {
 			if (waiting[i]->fd == fds[i].fd)
 				stream_event(s, waiting[i]);
+			continue;
+		}
+		if (broker[i]) {
+			sup_broker_event(s, broker[i], fds[i].fd, fds[i].revents);
 			continue;
 		}
 		if (owner[i] == NULL) {
@@ -485,9 +503,12 @@ void sup_init(struct sup *s, const char *name)
 			   .ctl_listen = -1,
 			   .sigfd = -1,
 			   .m = MACHINE_NONE,
-			   .net = { .ctl = -1 } };
+			   .net = { .ctl = -1 },
+			   .broker = { .listen = -1 } };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
 		s->streams[i].fd = -1;
+	for (size_t i = 0; i < SUP_BROKER_CONNS; i++)
+		s->broker.c[i].fd = -1;
 	outq_init(&s->control_q, SUP_GUEST_QUEUE + SUP_GUEST_OWN);
 	s->dec = xmalloc(sizeof(*s->dec));
 	proto_decoder_init(s->dec);

@@ -136,6 +136,25 @@ struct stream_wait {
 
 #define SUP_SECRETS_WAIT_MS 10000 /* for the caller to hand its secrets over */
 #define SUP_AUDIT_EVENTS    256
+#define SUP_BROKER_SOCK	    "1027.sock" /* PROTO_BROKER_PORT's, bridged by the VMM */
+#define SUP_BROKER_CONNS    8
+#define SUP_BROKER_IN	    4096
+#define SUP_BROKER_MS	    5000
+
+/* A credential helper's connection to the broker (broker.c). */
+struct broker_conn {
+	int fd; /* -1: a free slot */
+	char in[SUP_BROKER_IN + 1];
+	size_t got;
+	uint64_t deadline;
+	char *out; /* the answer, in the secret arena; NULL: still reading */
+	size_t out_len, out_sent, out_size;
+};
+
+struct sup_broker {
+	int listen;
+	struct broker_conn c[SUP_BROKER_CONNS];
+};
 
 /* One security event (audit.c): names, never values. */
 struct audit_event {
@@ -178,6 +197,7 @@ struct sup {
 	struct sup_shares shares;
 	struct secret_store secrets; /* its processes' (secret/store.h) */
 	struct sup_audit audit;
+	struct sup_broker broker;
 };
 
 /* supervisor.c */
@@ -241,6 +261,17 @@ json_t *sup_audit_json(const struct sup *s);
 void sup_audit_save(struct sup *s);
 /* Save what changed once a second; *wake gets when. */
 void sup_audit_tick(struct sup *s, uint64_t now, uint64_t *wake);
+
+/* broker.c */
+/* Listen on SUP_BROKER_SOCK (a failure is logged: bound secrets are then
+ * withheld, as the helper finds no broker). */
+void sup_broker_init(struct sup *s);
+void sup_broker_accept(struct sup *s);
+/* The connections to poll into fds (SUP_BROKER_CONNS at most), owner[i]
+ * each one's; those past their deadline closed; *wake gets the next. */
+size_t sup_broker_fds(struct sup *s, struct pollfd *fds, struct broker_conn **owner, uint64_t now,
+		      uint64_t *wake);
+void sup_broker_event(struct sup *s, struct broker_conn *b, int fd, short revents);
 
 /* secretlive.c */
 /* secret.set, secret.rm and audit.tail from c, its request line end bytes

@@ -31,7 +31,7 @@ def sentinel(kind):
     (["-secret", "K=@relative/path"], "absolute path"),
     (["-secret", "K=@/p,ttl=5y"], "not a duration"),
     (["-secret", "NOT_SET_ANYWHERE_HERE"], "not set in this environment"),
-    (["-secret", "GH@github.com=@/k"], "host-bound secrets"),
+    (["-secret", "GH@github.com=@/k"], "a host-bound secret (NAME@HOST) is a sandbox's"),
     (["-secret-file", "/nonexistent/dot.env"], "secret file `/nonexistent/dot.env`"),
 ])
 def test_bad_specs_are_one_line_and_status_2(g, args, says):
@@ -103,9 +103,11 @@ def test_secrets_of_a_stopped_sandbox_are_kept_by_name(g, stopped, tmp_path):
     g.run("secret", "set", "quiet", "API_TOKEN", check=True)
     g.run("secret", "set", "quiet", f"KEY=@{tmp_path / 'key'},ttl=90s", check=True)
     g.run("secret", "set", "quiet", "PASS=!pass show model/api", check=True)
+    g.run("secret", "set", "quiet", "GH@github.com,*.githubusercontent.com=@/k", check=True)
     kept = json.loads((stopped / "sandbox.json").read_text())["secrets"]
     assert kept == ["API_TOKEN", f"KEY=@{tmp_path / 'key'},ttl=90s",
-                    "PASS=!pass show model/api"], kept
+                    "PASS=!pass show model/api", "GH@github.com,*.githubusercontent.com=@/k"], kept
+    g.run("secret", "rm", "quiet", "GH", check=True)
     # Set again: replaced in place, not twice.
     g.run("secret", "set", "quiet", f"KEY=@{tmp_path / 'key2'}", check=True)
     r = g.run("secret", "ls", "quiet", "--json", check=True)
@@ -134,7 +136,8 @@ def test_secrets_of_a_stopped_sandbox_are_kept_by_name(g, stopped, tmp_path):
 @pytest.mark.parametrize("args,status,says", [
     (["set", "quiet", "TOKEN=VALUE-typed-by-mistake"], 2, "would put the value in the command"),
     (["set", "quiet", "NOT_SET_ANYWHERE_HERE"], 2, "not set in this environment"),
-    (["set", "quiet", "GH@github.com"], 2, "host-bound secrets"),
+    (["set", "quiet", "GH@github.com"], 2, "secret `GH` is not set in this environment"),
+    (["set", "quiet", "GH@Bad_Host"], 2, "GH"),
     (["set", "nobody", "K=@/k"], 1, "no sandbox"),
     (["set", "quiet"], 2, "want NAME and SPEC"),
     (["rm", "quiet", "9bad"], 2, "not a secret name"),
@@ -311,9 +314,45 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         assert ("secret.set", "ok", "FROM_LIVE") in kinds, kinds
         assert ("secret.rm", "ok", "FROM_CMD") in kinds, kinds
         assert ("secret.set", "refused", "MISSING") in kinds, kinds
-        assert ("withhold", "withheld", None) in kinds, kinds
+        assert ("withhold", "source", None) in kinds, kinds
         assert any(k == "deliver" and "FROM_LIVE" in n for k, _, n in kinds), kinds
         assert not [k for k, v in s.items() if v.encode() in r.stdout]
+        # Host-bound: not in the environment; git's helper in the container
+        # gets it from the broker for its host only, until it is removed.
+        bound = s["env"] + "-bound"
+        g.env["GIT_TOKEN"] = bound
+        g.run("secret", "set", "keep", "GIT_TOKEN@git.example.com,*.git.example.org", check=True)
+        del g.env["GIT_TOKEN"]
+
+        def helper(host):
+            return g.run("exec", "keep", "--", "sh", "-c",
+                         f"printf 'protocol=https\\nhost={host}\\n\\n' | "
+                         "/dev/.gantry-guest credential get")
+
+        r = helper("git.example.com")
+        assert r.returncode == 0 and r.stdout.decode() == \
+            f"username=x-access-token\npassword={bound}\n", r
+        r = helper("Mirror.Git.Example.ORG:8443")
+        assert r.stdout.decode().endswith(f"password={bound}\n"), r
+        r = helper("other.example.com")
+        assert r.returncode == 0 and r.stdout == b"" and \
+            b"gantry: no secret is bound to that host" in r.stderr, r
+        env = g.run("exec", "keep", "--", "env", check=True).stdout.decode()
+        assert bound not in env and "GIT_TOKEN" not in env, env
+        assert "GIT_CONFIG_VALUE_1=/dev/.gantry-guest credential" in env, env
+        # A command that fails withholds, and says so; removed, it is gone.
+        g.run("secret", "set", "keep", "GIT_TOKEN@git.example.com=!false", check=True)
+        r = helper("git.example.com")
+        assert r.stdout == b"" and b"its command failed" in r.stderr, r
+        g.run("secret", "rm", "keep", "GIT_TOKEN", check=True)
+        r = helper("git.example.com")
+        assert r.stdout == b"" and b"no secret is bound" in r.stderr, r
+        events = json.loads(g.run("audit", "keep", "--json", check=True).stdout)["events"]
+        got = [(e["kind"], e["decision"], e.get("secret"), e.get("host")) for e in events]
+        assert ("deliver", "broker", "GIT_TOKEN", "git.example.com") in got, got
+        assert ("withhold", "binding", None, "other.example.com") in got, got
+        assert ("withhold", "source", "GIT_TOKEN", "git.example.com") in got, got
+        assert host_holders([bound]) == []
         g.run("stop", "keep", check=True)
         # Stopped: the trail it left, and still no value anywhere.
         r = g.run("audit", "keep", "--json", check=True)
@@ -322,7 +361,7 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         for f in (g.home / "sandboxes" / "keep").iterdir():
             if f.is_file():
                 data = f.read_bytes()
-                assert live.encode() not in data, f
+                assert live.encode() not in data and bound.encode() not in data, f
                 assert not [k for k, v in s.items() if v.encode() in data], f
         # A resume takes the environment's secrets from its own caller.
         del g.env["FROM_ENV"]

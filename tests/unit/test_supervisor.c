@@ -823,6 +823,100 @@ static void test_net_relay(void **state)
 	assert_int_equal(chdir(cwd), 0);
 }
 
+static int broker_dial(struct rig *r)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", r->dir, SUP_BROKER_SOCK);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+/* Ask the broker: the whole answer (until it closes) into out. */
+static void broker_ask(struct rig *r, const char *req, size_t len, char *out, size_t cap)
+{
+	size_t got = 0;
+	uint64_t t0 = now_ms();
+	int fd = broker_dial(r);
+
+	assert_int_equal(write(fd, req, len), (ssize_t)len);
+	while (now_ms() - t0 < 3000) {
+		ssize_t n;
+
+		sup_serve_once(r->s, ROUND_MS);
+		if (!readable(fd))
+			continue;
+		n = read(fd, out + got, cap - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	out[got] = '\0';
+	close(fd);
+}
+
+/* The credential broker: a host-bound secret for its host only, under the
+ * egress policy; what is not a well-formed request is refused; a silent
+ * helper is cut at its deadline while the loop goes on. */
+static void test_broker(void **state)
+{
+	struct rig *r = *state;
+	gantry_error_t err = NULL;
+	char cwd[4096], out[8192], *big;
+	int silent;
+
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(r->dir), 0);
+	secret_store_init(&r->s->secrets);
+	sup_broker_init(r->s);
+	assert_true(r->s->broker.listen >= 0);
+	r->s->sb.net = true;
+	assert_int_equal(secret_store_add(&r->s->secrets, "TOK@git.test,*.example.org", "s3cret", &err),
+			 0);
+
+#define ASK(req, out) broker_ask(r, req, sizeof(req) - 1, out, sizeof(out))
+	ASK("protocol=https\nhost=git.test:8443\npath=o/r.git\n\n", out);
+	assert_string_equal(out, "username=x-access-token\npassword=s3cret\n\n");
+	ASK("protocol=http\nusername=me\nhost=Git.Example.ORG\n\n", out);
+	assert_string_equal(out, "username=me\npassword=s3cret\n\n");
+	ASK("protocol=https\nhost=other.test\n\n", out);
+	assert_string_equal(out, "error=no secret is bound to that host\n\n");
+	ASK("protocol=ftp\nhost=git.test\n\n", out);
+	assert_non_null(strstr(out, "error=only https and http"));
+	ASK("protocol=https\nhost=git..test\n\n", out);
+	assert_non_null(strstr(out, "error=no host, or not a DNS name"));
+	/* The egress policy first: a host it does not let the guest reach. */
+	r->s->sb.net_policy = json_pack("{s:s}", "default", "deny");
+	ASK("protocol=https\nhost=git.test\n\n", out);
+	assert_string_equal(out, "error=the egress policy does not allow that host\n\n");
+	json_decref(r->s->sb.net_policy);
+	r->s->sb.net_policy = NULL;
+	/* Too long, or a NUL in it: refused, or cut. */
+	big = xmalloc(SUP_BROKER_IN + 100);
+	memset(big, 'a', SUP_BROKER_IN + 100);
+	broker_ask(r, big, SUP_BROKER_IN + 100, out, sizeof(out));
+	assert_string_equal(out, "error=the request is too long\n\n");
+	free(big);
+	broker_ask(r, "host=git.test\0\n\n", 16, out, sizeof(out));
+	assert_string_equal(out, "");
+	/* A helper that says nothing is cut at its deadline; the loop serves
+	 * on meanwhile. */
+	silent = broker_dial(r);
+	assert_status_answered(r, 1000);
+	assert_true(serve_until(r, silent, SUP_BROKER_MS + 2000) >= 0);
+	assert_int_equal(read(silent, out, sizeof(out)), 0);
+	close(silent);
+#undef ASK
+
+	close(r->s->broker.listen);
+	secret_store_free(&r->s->secrets);
+	unlink(SUP_BROKER_SOCK);
+	unlink(SANDBOX_AUDIT);
+	assert_int_equal(chdir(cwd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -838,6 +932,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_share_ops, rig_setup, rig_teardown),
 		cmocka_unit_test_setup_teardown(test_frames_for_no_session, rig_setup,
 						rig_teardown),
+		cmocka_unit_test_setup_teardown(test_broker, rig_setup, rig_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
