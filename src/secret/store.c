@@ -457,6 +457,30 @@ int secret_store_add_value(struct secret_store *st, const char *name, size_t nam
 	return r;
 }
 
+int secret_store_adopt(struct secret_store *st, const char *spec, gantry_error_t *err)
+{
+	struct secret_spec s;
+	int r = 0;
+
+	if (secret_spec_parse(spec, &s, err) < 0)
+		return -1;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && r == 0; i++) {
+		struct secret_entry *e = &st->v[i];
+
+		if (strcmp(e->spec.name, s.name) != 0 || e->spec.source != SECRET_FROM_VALUE ||
+		    s.source != SECRET_FROM_ENV)
+			continue;
+		secret_spec_free(&e->spec);
+		e->spec = s;
+		r = 1;
+	}
+	pthread_mutex_unlock(&st->lock);
+	if (r == 0)
+		secret_spec_free(&s);
+	return r;
+}
+
 static int dotenv_line(void *opaque, const char *name, size_t name_len, const char *value,
 		       size_t value_len, gantry_error_t *err)
 {

@@ -68,6 +68,10 @@ int secret_store_put(struct secret_store *st, const char *spec, const char *valu
 		     gantry_error_t *err);
 /* Drop the secret named name (its value zeroed); false: there was none. */
 bool secret_store_remove(struct secret_store *st, const char *name);
+/* A value handed over (secret_store_recv) takes the spec it was kept by,
+ * a secret from the environment: its hosts and ttl. 1 when one did, 0
+ * when there is none of that name to take it. */
+int secret_store_adopt(struct secret_store *st, const char *spec, gantry_error_t *err);
 /* Add every line of the dotenv at path (read into the arena only). */
 int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err);
 /* Whether it holds a secret of that name. */

@@ -533,17 +533,20 @@ static int secrets_setup(struct sup *s, bool handed, gantry_error_t *err)
 	for (size_t i = 0; i < s->sb.nr_secrets; i++) {
 		struct secret_spec sp;
 		char *inherited;
-		bool have = false;
+		int r;
 
 		if (secret_spec_parse(s->sb.secrets[i], &sp, err) < 0)
 			return -1;
 		inherited = getenv(sp.name);
 		if (inherited)
 			explicit_bzero(inherited, strlen(inherited));
-		for (size_t k = 0; k < s->secrets.n; k++)
-			have = have || strcmp(s->secrets.v[k].spec.name, sp.name) == 0;
 		secret_spec_free(&sp);
-		if (!have && secret_store_add(&s->secrets, s->sb.secrets[i], NULL, err) < 0)
+		/* A value handed over takes its spec (its hosts); the others
+		 * are read from their sources. */
+		r = secret_store_adopt(&s->secrets, s->sb.secrets[i], err);
+		if (r == 0)
+			r = secret_store_add(&s->secrets, s->sb.secrets[i], NULL, err);
+		if (r < 0)
 			return gantry_error_prefix(err, "its secrets");
 	}
 	if (secret_store_env(&s->secrets, &e, err) < 0)

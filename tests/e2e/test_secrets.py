@@ -254,7 +254,7 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         assert r.returncode == 0, r
         return dict(line.split("=", 1) for line in r.stdout.decode().split())
 
-    g.run("start", "keep", "-rw=false", "-secret", "FROM_ENV",
+    g.run("start", "keep", "-secret", "FROM_ENV",
           "-secret", f"FROM_FILE=@{key},ttl=0",
           "-secret", f"FROM_CMD=!cat {tmp_path / 'cmd-key'}",
           "-secret-file", str(tmp_path / "dot.env"), check=True)
@@ -357,6 +357,12 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         # Stopped: the trail it left, and still no value anywhere.
         r = g.run("audit", "keep", "--json", check=True)
         after = json.loads(r.stdout)["events"]
+        # The writable layer holds none of them either.
+        layer = json.loads((g.home / "sandboxes" / "keep" / "sandbox.json").read_text())["rwlayer"]
+        with open(layer, "rb") as f:
+            data = f.read()
+        assert data and not [v for v in [live, bound, *s.values()] if v.encode() in data]
+        del data
         assert [e["kind"] for e in after][:len(events)] == [e["kind"] for e in events], r
         for f in (g.home / "sandboxes" / "keep").iterdir():
             if f.is_file():

@@ -434,6 +434,35 @@ static void test_store_put_and_remove(void **state)
 	secret_store_free(&st);
 }
 
+static bool same_host(const char *pattern, const char *host)
+{
+	return strcmp(pattern, host) == 0;
+}
+
+/* A value handed over takes the spec it was kept by: bound to hosts, it
+ * leaves the environment and is the broker's. */
+static void test_store_adopt(void **state)
+{
+	struct secret_store st;
+	struct secret_value v;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	secret_store_init(&st);
+	assert_int_equal(secret_store_add_value(&st, "GH", 2, SENTINEL, strlen(SENTINEL), &err), 0);
+	assert_int_equal(secret_store_adopt(&st, "NOPE@git.test", &err), 0);
+	assert_int_equal(secret_store_adopt(&st, "GH@git.test", &err), 1);
+	assert_true(secret_store_has_bound(&st));
+	assert_null(env_of(&st, "GH"));
+	assert_int_equal(secret_store_for_host(&st, "other.test", same_host, &v, &err), 0);
+	assert_int_equal(secret_store_for_host(&st, "git.test", same_host, &v, &err), 1);
+	assert_string_equal(v.name, "GH");
+	assert_string_equal(v.value, SENTINEL);
+	assert_int_equal(v.len, strlen(SENTINEL));
+	secret_value_free(&v);
+	secret_store_free(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -443,7 +472,7 @@ int main(void)
 		cmocka_unit_test(test_arena_flags_and_fork),
 		cmocka_unit_test(test_store_sources),
 		cmocka_unit_test(test_sources_fail_closed),
-		cmocka_unit_test(test_store_put_and_remove),
+		cmocka_unit_test(test_store_put_and_remove), cmocka_unit_test(test_store_adopt),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
