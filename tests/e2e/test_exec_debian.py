@@ -16,24 +16,33 @@ pytestmark = pytest.mark.kvm
 SCRIPT = REPO / "tests" / "e2e" / "images" / "debian-minbase.sh"
 
 
-@pytest.fixture(scope="module")
-def debian_layout():
-    where = subprocess.run([str(SCRIPT), "--path"], capture_output=True, text=True, timeout=60)
+def debian_image(*flavour):
+    """The layout debian-minbase.sh makes with flavour (none, or "--dev"):
+    its path, or the test skipped with the reason it is not there."""
+    name = " ".join([SCRIPT.name, *flavour])
+    where = subprocess.run([str(SCRIPT), *flavour, "--path"], capture_output=True, text=True,
+                           timeout=60)
     if where.returncode != 0:
-        pytest.fail(f"{SCRIPT} --path: {where.stderr.strip()}")
+        pytest.fail(f"{name} --path: {where.stderr.strip()}")
     layout = Path(where.stdout.strip())
     unavailable = Path(str(layout) + ".unavailable")
     if not (layout / "index.json").exists() and os.environ.get("KVMHOST") == "direct":
         # Where the root is writable (no nested host), build it here.
-        build = subprocess.run([str(SCRIPT)], capture_output=True, text=True, timeout=1800)
+        build = subprocess.run([str(SCRIPT), *flavour], capture_output=True, text=True,
+                               timeout=1800)
         if build.returncode != 0:
-            pytest.fail(f"{SCRIPT} failed:\n{build.stderr[-3000:]}")
+            pytest.fail(f"{name} failed:\n{build.stderr[-3000:]}")
     if (layout / "index.json").exists():
         return layout
     if unavailable.exists():
-        pytest.skip(f"no Debian image: {unavailable.read_text().strip()}")
-    pytest.skip(f"no Debian image at {layout}: run {SCRIPT.relative_to(REPO)} first "
-                "(as root, with network; `make e2e` does)")
+        pytest.skip(f"no Debian image ({name}): {unavailable.read_text().strip()}")
+    pytest.skip(f"no Debian image at {layout}: run {SCRIPT.relative_to(REPO)} "
+                f"{' '.join(flavour)} first (as root, with network; `make e2e` does)")
+
+
+@pytest.fixture(scope="module")
+def debian_layout():
+    return debian_image()
 
 
 @pytest.fixture(scope="module")

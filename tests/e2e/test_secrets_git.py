@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 import netrig
-from conftest import REPO, boot_timeout
+from conftest import boot_timeout
+from test_exec_debian import debian_image
 from test_net import Gantry, rig  # noqa: F401  (rig is a fixture)
 from test_secrets import host_holders
 
@@ -29,23 +30,11 @@ pytestmark = pytest.mark.kvm
 
 NAME = "gitsec"
 PORT = 8082
-SCRIPT = REPO / "tests" / "e2e" / "images" / "debian-minbase.sh"
 
 
 @pytest.fixture(scope="module")
 def dev_layout():
-    where = subprocess.run([str(SCRIPT), "--dev", "--path"], capture_output=True, text=True,
-                           timeout=60)
-    if where.returncode != 0:
-        pytest.fail(f"{SCRIPT} --dev --path: {where.stderr.strip()}")
-    layout = Path(where.stdout.strip())
-    unavailable = Path(str(layout) + ".unavailable")
-    if (layout / "index.json").exists():
-        return layout
-    if unavailable.exists():
-        pytest.skip(f"no Debian dev image: {unavailable.read_text().strip()}")
-    pytest.skip(f"no Debian dev image at {layout}: run {SCRIPT.relative_to(REPO)} --dev "
-                "first (as root, with network; `make e2e` does)")
+    return debian_image("--dev")
 
 
 def git(*args, cwd=None):
