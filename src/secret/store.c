@@ -100,40 +100,31 @@ static size_t chomp(const char *v, size_t len)
 	return len;
 }
 
-/* Locked: =@PATH read into the arena. */
-static int resolve_file(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
+/* =@PATH read into buf (SECRET_VALUE_MAX + 1 bytes of the arena): its
+ * length, one trailing newline dropped, or -1. No lock held. */
+static ssize_t read_file(const struct secret_spec *sp, char *buf, gantry_error_t *err)
 {
-	cleanup_close int fd = open(e->spec.path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	cleanup_close int fd = open(sp->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	struct stat s;
-	char *buf;
 	ssize_t n;
-	int r;
 
 	if (fd < 0)
-		return gantry_error_errno(err, "secret `%s`: open `%s`", e->spec.name,
-					  e->spec.path);
+		return gantry_error_errno(err, "secret `%s`: open `%s`", sp->name, sp->path);
 	if (fstat(fd, &s) < 0 || !S_ISREG(s.st_mode))
-		return gantry_error(err, 0, "secret `%s`: `%s` is not a regular file", e->spec.name,
-				    e->spec.path);
+		return gantry_error(err, 0, "secret `%s`: `%s` is not a regular file", sp->name,
+				    sp->path);
 	if (s.st_size > SECRET_VALUE_MAX)
-		return gantry_error(err, 0, "secret `%s`: `%s` is larger than %u KiB", e->spec.name,
-				    e->spec.path, SECRET_VALUE_MAX >> 10);
-	buf = secret_alloc(SECRET_VALUE_MAX + 1);
-	if (buf == NULL)
-		return gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena",
-				    e->spec.name);
+		return gantry_error(err, 0, "secret `%s`: `%s` is larger than %u KiB", sp->name,
+				    sp->path, SECRET_VALUE_MAX >> 10);
 	do
 		n = pread(fd, buf, SECRET_VALUE_MAX + 1, 0);
 	while (n < 0 && errno == EINTR);
-	if (n < 0 || n > SECRET_VALUE_MAX)
-		r = n < 0 ? gantry_error_errno(err, "secret `%s`: read `%s`", e->spec.name,
-					       e->spec.path)
-			  : gantry_error(err, 0, "secret `%s`: `%s` grew past %u KiB", e->spec.name,
-					 e->spec.path, SECRET_VALUE_MAX >> 10);
-	else
-		r = entry_set(st, e, buf, chomp(buf, (size_t)n), err);
-	secret_free(buf, SECRET_VALUE_MAX + 1);
-	return r;
+	if (n < 0)
+		return gantry_error_errno(err, "secret `%s`: read `%s`", sp->name, sp->path);
+	if (n > SECRET_VALUE_MAX)
+		return gantry_error(err, 0, "secret `%s`: `%s` grew past %u KiB", sp->name,
+				    sp->path, SECRET_VALUE_MAX >> 10);
+	return (ssize_t)chomp(buf, (size_t)n);
 }
 
 /* argv0 as the command runs it: itself with a '/', else found on CMD_PATH. */
@@ -269,26 +260,25 @@ static int cmd_reap(pid_t pid, uint64_t deadline, int *status)
 	}
 }
 
-/* Locked: ='!ARGV' run, no shell, its stdout the value: at most
- * SECRET_VALUE_MAX bytes, exit status 0, all within SECRET_CMD_TIMEOUT_MS. */
-static int resolve_cmd(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
+/* ='!ARGV' run, no shell, its stdout the value, into buf (SECRET_VALUE_MAX
+ * + 1 bytes of the arena): at most SECRET_VALUE_MAX bytes, exit status 0,
+ * all within SECRET_CMD_TIMEOUT_MS. Its length, one trailing newline
+ * dropped, or -1. No lock held. */
+static ssize_t run_cmd(const struct secret_spec *sp, char *buf, gantry_error_t *err)
 {
-	cleanup_free char *path = cmd_path(e->spec.argv[0]);
+	cleanup_free char *path = cmd_path(sp->argv[0]);
 	uint64_t deadline = now_ms() + SECRET_CMD_TIMEOUT_MS;
-	const char *name = e->spec.name;
-	int pipefd[2], status = 0, r = -1, read_errno = 0, reaped;
-	char *buf;
-	ssize_t n;
+	const char *name = sp->name;
+	int pipefd[2], status = 0, read_errno = 0, reaped;
+	ssize_t n, r = -1;
 	pid_t pid;
 
 	if (path == NULL)
 		return gantry_error(err, 0, "secret `%s`: command `%s` not found", name,
-				    e->spec.argv[0]);
+				    sp->argv[0]);
 	if (pipe2(pipefd, O_CLOEXEC) < 0)
 		return gantry_error_errno(err, "secret `%s`: pipe", name);
-	buf = secret_alloc(SECRET_VALUE_MAX + 1);
-	pid = buf ? cmd_spawn(name, path, e->spec.argv, pipefd[1], err)
-		  : gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena", name);
+	pid = cmd_spawn(name, path, sp->argv, pipefd[1], err);
 	close(pipefd[1]);
 	if (pid < 0)
 		goto out;
@@ -314,18 +304,40 @@ static int resolve_cmd(struct secret_store *st, struct secret_entry *e, gantry_e
 			     WIFEXITED(status) ? "status" : "signal",
 			     WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	else
-		r = entry_set(st, e, buf, chomp(buf, (size_t)n), err);
+		r = (ssize_t)chomp(buf, (size_t)n);
 out:
 	close(pipefd[0]);
-	secret_free(buf, SECRET_VALUE_MAX + 1);
 	return r;
 }
 
-/* Locked: e's value, fetched again when its ttl has passed. A source that
- * fails leaves no value behind. */
-static int resolve(struct secret_store *st, struct secret_entry *e, gantry_error_t *err)
+/* The entry named name whose spec is now as text says (NULL: it is gone,
+ * or was changed). */
+static struct secret_entry *entry_again(struct secret_store *st, const char *text)
 {
+	for (size_t i = 0; i < st->n; i++) {
+		cleanup_free char *now = NULL;
+
+		if (strncmp(st->v[i].spec.name, text, strlen(st->v[i].spec.name)) != 0)
+			continue;
+		now = secret_spec_format(&st->v[i].spec);
+		if (strcmp(now, text) == 0)
+			return &st->v[i];
+	}
+	return NULL;
+}
+
+/* Locked: *pe's value, fetched again when its ttl has passed. A file is
+ * read and a command run with the lock let go (another thread may use the
+ * store meanwhile): *pe is then the entry found again, NULL when it was
+ * removed or changed. A source that fails leaves no value behind. */
+static int resolve(struct secret_store *st, struct secret_entry **pe, gantry_error_t *err)
+{
+	struct secret_entry *e = *pe;
 	int64_t ttl = e->spec.ttl_ms;
+	cleanup_free char *text = NULL;
+	struct secret_spec copy;
+	ssize_t n = -1;
+	char *buf;
 	int r;
 
 	if (e->spec.source == SECRET_FROM_ENV || e->spec.source == SECRET_FROM_VALUE)
@@ -340,10 +352,30 @@ static int resolve(struct secret_store *st, struct secret_entry *e, gantry_error
 	    now_ms() - e->failed_ms < SECRET_RETRY_MS)
 		return gantry_error(err, 0, "secret `%s`: its command failed less than %d s ago",
 				    e->spec.name, SECRET_RETRY_MS / 1000);
-	r = e->spec.source == SECRET_FROM_FILE ? resolve_file(st, e, err) : resolve_cmd(st, e, err);
-	e->failed_ms = r < 0 ? now_ms() : 0;
-	if (r < 0)
-		entry_drop_value(st, e);
+	text = secret_spec_format(&e->spec);
+	if (secret_spec_parse(text, &copy, err) < 0)
+		return -1;
+	buf = secret_alloc(SECRET_VALUE_MAX + 1);
+	pthread_mutex_unlock(&st->lock);
+	if (buf == NULL)
+		gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena", copy.name);
+	else
+		n = copy.source == SECRET_FROM_FILE ? read_file(&copy, buf, err)
+						    : run_cmd(&copy, buf, err);
+	pthread_mutex_lock(&st->lock);
+	e = *pe = entry_again(st, text);
+	if (e == NULL) {
+		r = n < 0 ? -1
+			  : gantry_error(err, 0, "secret `%s` changed while its source was read",
+					 copy.name);
+	} else {
+		r = n < 0 ? -1 : entry_set(st, e, buf, (size_t)n, err);
+		e->failed_ms = r < 0 ? now_ms() : 0;
+		if (r < 0)
+			entry_drop_value(st, e);
+	}
+	secret_free(buf, SECRET_VALUE_MAX + 1);
+	secret_spec_free(&copy);
 	return r;
 }
 
@@ -393,13 +425,22 @@ int secret_store_put(struct secret_store *st, const char *spec, const char *valu
 						  "environment"
 						: "no value came for it");
 	}
-	pthread_mutex_lock(&st->lock);
-	if (value)
-		r = entry_set(st, &e, value, len, err);
-	else if (e.spec.source == SECRET_FROM_FILE)
-		r = resolve_file(st, &e, err);
-	else
-		r = 0; /* a command runs when its value is first used */
+	if (e.spec.source == SECRET_FROM_FILE) {
+		/* Read before the lock: the store's users do not wait on it. */
+		char *buf = secret_alloc(SECRET_VALUE_MAX + 1);
+		ssize_t n =
+			buf ? read_file(&e.spec, buf, err)
+			    : gantry_error(err, ENOMEM, "secret `%s`: no room in the secret arena",
+					   e.spec.name);
+
+		pthread_mutex_lock(&st->lock);
+		r = n < 0 ? -1 : entry_set(st, &e, buf, (size_t)n, err);
+		secret_free(buf, SECRET_VALUE_MAX + 1);
+	} else {
+		pthread_mutex_lock(&st->lock);
+		/* A command runs when its value is first used. */
+		r = value ? entry_set(st, &e, value, len, err) : 0;
+	}
 	slot = r == 0 ? entry_for(st, e.spec.name, err) : NULL;
 	if (slot) {
 		entry_drop_value(st, slot);
@@ -547,7 +588,7 @@ int secret_store_for_host(struct secret_store *st, const char *host,
 		return 0;
 	}
 	snprintf(out->name, sizeof(out->name), "%s", e->spec.name);
-	r = resolve(st, e, err);
+	r = resolve(st, &e, err);
 	if (r == 0) {
 		name_len = strlen(e->spec.name) + 1; /* and its '=' */
 		out->len = e->env_size - name_len - 1;
@@ -599,11 +640,16 @@ int secret_store_env(struct secret_store *st, struct secret_env *out, gantry_err
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && r == 0; i++) {
+		struct secret_entry *e = &st->v[i];
+
+		if (e->spec.nr_hosts == 0)
+			r = resolve(st, &e, err);
+	}
+	/* One set while a source was read may have no value yet: it is for
+	 * the sessions after this one. */
 	for (size_t i = 0; i < st->n && r == 0; i++)
-		if (st->v[i].spec.nr_hosts == 0)
-			r = resolve(st, &st->v[i], err);
-	for (size_t i = 0; i < st->n && r == 0; i++)
-		if (st->v[i].spec.nr_hosts == 0)
+		if (st->v[i].spec.nr_hosts == 0 && st->v[i].env)
 			size += strlen(st->v[i].env) + 1;
 	if (r == 0 && size) {
 		out->block = secret_alloc(size);
@@ -616,7 +662,7 @@ int secret_store_env(struct secret_store *st, struct secret_env *out, gantry_err
 		for (size_t i = 0; i < st->n && size; i++) {
 			size_t len;
 
-			if (st->v[i].spec.nr_hosts)
+			if (st->v[i].spec.nr_hosts || st->v[i].env == NULL)
 				continue;
 			len = strlen(st->v[i].env) + 1;
 			memcpy(out->block + at, st->v[i].env, len);

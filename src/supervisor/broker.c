@@ -10,11 +10,14 @@
  * that is a DNS name); the sandbox has a network and its egress policy
  * lets the guest reach that name (before any source of the secret runs);
  * a secret is bound to the host (exactly, or *.suffix); its value is
- * there (its file or command read now, failing closed). The answer is
- * built in the secret arena and zeroed once sent. */
+ * there (its file or command read now, failing closed: on a thread of
+ * its own, so a slow command never holds the loop). The answer is built
+ * in the secret arena and zeroed once sent. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -31,6 +34,11 @@ void sup_broker_init(struct sup *s)
 	gantry_error_t err = NULL;
 
 	unlink(SUP_BROKER_SOCK);
+	s->broker.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->broker.wake < 0) {
+		log_warn("no credential broker: eventfd: %s", strerror(errno));
+		return;
+	}
 	s->broker.listen = unix_listen(SUP_BROKER_SOCK, SUP_BROKER_CONNS, &err);
 	if (s->broker.listen < 0) {
 		log_warn("no credential broker: %s", gantry_error_str(err));
@@ -38,9 +46,11 @@ void sup_broker_init(struct sup *s)
 	}
 }
 
+/* Its connection ends; a lookup under way keeps the slot until it is done. */
 static void conn_close(struct broker_conn *b)
 {
-	close(b->fd);
+	if (b->fd >= 0)
+		close(b->fd);
 	b->fd = -1;
 	explicit_bzero(b->in, sizeof(b->in));
 	secret_free(b->out, b->out_size);
@@ -57,7 +67,7 @@ void sup_broker_accept(struct sup *s)
 		if (fd < 0)
 			return;
 		for (size_t i = 0; i < SUP_BROKER_CONNS && b == NULL; i++)
-			if (s->broker.c[i].fd < 0)
+			if (s->broker.c[i].fd < 0 && !s->broker.c[i].resolving)
 				b = &s->broker.c[i];
 		if (b == NULL) {
 			close(fd); /* the helper says the broker did not answer */
@@ -155,13 +165,27 @@ static bool host_name(char *host)
 	return strstr(host, "..") == NULL;
 }
 
+/* On a thread of its own: the value of the secret bound to b->host (its
+ * source read, maybe slowly); the loop is woken when it is there. */
+static void *lookup(void *arg)
+{
+	struct broker_conn *b = arg;
+	gantry_error_t err = NULL;
+	uint64_t one = 1;
+
+	b->r = secret_store_for_host(b->store, b->host, policy_domain_match, &b->v, &err);
+	if (b->r < 0)
+		snprintf(b->why, sizeof(b->why), "%s", gantry_error_str(err));
+	gantry_error_free(&err);
+	atomic_store(&b->resolved, true);
+	(void)!write(b->wake, &one, sizeof(one));
+	return NULL;
+}
+
 static void broker_request(struct sup *s, struct broker_conn *b)
 {
 	char proto[16], host[SECRET_HOST_MAX + 8], user[256] = BROKER_USER;
-	struct secret_value v;
-	gantry_error_t err = NULL;
 	const char *why;
-	int r;
 
 	if (!field(b->in, "protocol=", proto, sizeof(proto)) ||
 	    (strcmp(proto, "https") != 0 && strcmp(proto, "http") != 0)) {
@@ -178,27 +202,60 @@ static void broker_request(struct sup *s, struct broker_conn *b)
 		withhold(s, b, "policy", NULL, host, why);
 		return;
 	}
-	r = secret_store_for_host(&s->secrets, host, policy_domain_match, &v, &err);
-	if (r == 0) {
-		withhold(s, b, "binding", NULL, host, "no secret is bound to that host");
-	} else if (r < 0) {
-		withhold(s, b, "source", v.name, host, gantry_error_str(err));
-		gantry_error_free(&err);
-	} else if (strpbrk(v.value, "\n\r")) {
-		withhold(s, b, "source", v.name, host, "its value holds a line break");
-		secret_value_free(&v);
+	snprintf(b->host, sizeof(b->host), "%s", host);
+	snprintf(b->user, sizeof(b->user), "%s", user);
+	b->store = &s->secrets;
+	b->wake = s->broker.wake;
+	atomic_store(&b->resolved, false);
+	if (pthread_create(&b->thread, NULL, lookup, b) != 0)
+		withhold(s, b, "source", NULL, host, "no thread to look the secret up");
+	else
+		b->resolving = true;
+}
+
+/* The lookup is done: its answer, on the loop's thread. */
+static void lookup_done(struct sup *s, struct broker_conn *b)
+{
+	pthread_join(b->thread, NULL);
+	b->resolving = false;
+	if (b->fd < 0) {
+		/* The helper went (or ran out of time) meanwhile. */
+		secret_value_free(&b->v);
+		return;
+	}
+	if (b->r == 0) {
+		withhold(s, b, "binding", NULL, b->host, "no secret is bound to that host");
+	} else if (b->r < 0) {
+		withhold(s, b, "source", b->v.name, b->host, b->why);
+	} else if (strpbrk(b->v.value, "\n\r")) {
+		withhold(s, b, "source", b->v.name, b->host, "its value holds a line break");
 	} else {
-		size_t n = sizeof("username=\npassword=\n\n") + strlen(user) + v.len;
+		size_t n = sizeof("username=\npassword=\n\n") + strlen(b->user) + b->v.len;
 
 		b->out = secret_alloc(n);
 		if (b->out) {
 			b->out_size = n;
 			b->out_len = (size_t)snprintf(b->out, n, "username=%s\npassword=%s\n\n",
-						      user, v.value);
-			sup_audit(s, "deliver", "broker", v.name, host,
+						      b->user, b->v.value);
+			sup_audit(s, "deliver", "broker", b->v.name, b->host,
 				  "to git's credential helper");
 		}
-		secret_value_free(&v);
+	}
+	secret_value_free(&b->v);
+	if (b->out == NULL)
+		conn_close(b); /* no room in the arena: the helper hears nothing */
+}
+
+void sup_broker_woken(struct sup *s)
+{
+	uint64_t n;
+
+	(void)!read(s->broker.wake, &n, sizeof(n));
+	for (size_t i = 0; i < SUP_BROKER_CONNS; i++) {
+		struct broker_conn *b = &s->broker.c[i];
+
+		if (b->resolving && atomic_load(&b->resolved))
+			lookup_done(s, b);
 	}
 }
 
@@ -228,6 +285,8 @@ static void conn_event(struct sup *s, struct broker_conn *b, short revents)
 		} else {
 			broker_request(s, b);
 		}
+		if (b->resolving)
+			return; /* answered once the lookup is done */
 		if (b->out == NULL) {
 			conn_close(b); /* no room in the arena: the helper hears nothing */
 			return;
@@ -260,6 +319,8 @@ size_t sup_broker_fds(struct sup *s, struct pollfd *fds, struct broker_conn **ow
 			continue;
 		}
 		*wake = MIN(*wake, b->deadline);
+		if (b->resolving)
+			continue; /* nothing to read or write until it is done */
 		owner[n] = b;
 		fds[n++] = (struct pollfd){ .fd = b->fd, .events = b->out ? POLLOUT : POLLIN };
 	}

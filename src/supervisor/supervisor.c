@@ -345,7 +345,7 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 
 /* --- the loop -------------------------------------------------------------------------------- */
 
-enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_BROKER, F_FIXED };
+enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_BROKER, F_LOOKUP, F_FIXED };
 #define SUP_MAX_FDS                                                                                \
 	(F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS + FS_MAX_EXPORTS + SUP_BROKER_CONNS)
 
@@ -389,6 +389,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	/* Its answers are read where it is asked: only its hang-up here. */
 	fds[F_SHARE] = (struct pollfd){ .fd = sup_share_worker_fd(s), .events = 0 };
 	fds[F_BROKER] = (struct pollfd){ .fd = s->broker.listen, .events = POLLIN };
+	fds[F_LOOKUP] = (struct pollfd){ .fd = s->broker.wake, .events = POLLIN };
 	if (s->control >= 0 && outq_pending(&s->control_q))
 		wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
@@ -453,6 +454,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 		sup_share_worker_gone(s);
 	if (fds[F_BROKER].revents && s->broker.listen >= 0)
 		sup_broker_accept(s);
+	if (fds[F_LOOKUP].revents && s->broker.wake >= 0)
+		sup_broker_woken(s);
 	for (size_t i = F_FIXED; i < n; i++) {
 		if (!fds[i].revents)
 			continue;
@@ -504,7 +507,7 @@ void sup_init(struct sup *s, const char *name)
 			   .sigfd = -1,
 			   .m = MACHINE_NONE,
 			   .net = { .ctl = -1 },
-			   .broker = { .listen = -1 } };
+			   .broker = { .listen = -1, .wake = -1 } };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
 		s->streams[i].fd = -1;
 	for (size_t i = 0; i < SUP_BROKER_CONNS; i++)

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
@@ -143,16 +145,28 @@ struct stream_wait {
 
 /* A credential helper's connection to the broker (broker.c). */
 struct broker_conn {
-	int fd; /* -1: a free slot */
+	int fd; /* -1: closed (the slot is free unless resolving) */
 	char in[SUP_BROKER_IN + 1];
 	size_t got;
 	uint64_t deadline;
 	char *out; /* the answer, in the secret arena; NULL: still reading */
 	size_t out_len, out_sent, out_size;
+	/* The value is looked up on a thread of its own (a file read, a
+	 * command run), which sets resolved and wakes the loop. */
+	bool resolving;
+	atomic_bool resolved;
+	pthread_t thread;
+	struct secret_store *store;
+	int wake;
+	char host[SECRET_HOST_MAX + 1], user[256];
+	struct secret_value v;
+	int r;
+	char why[256];
 };
 
 struct sup_broker {
 	int listen;
+	int wake; /* an eventfd the lookups' threads write when done */
 	struct broker_conn c[SUP_BROKER_CONNS];
 };
 
@@ -267,6 +281,8 @@ void sup_audit_tick(struct sup *s, uint64_t now, uint64_t *wake);
  * withheld, as the helper finds no broker). */
 void sup_broker_init(struct sup *s);
 void sup_broker_accept(struct sup *s);
+/* Its wake eventfd is readable: the lookups that are done are answered. */
+void sup_broker_woken(struct sup *s);
 /* The connections to poll into fds (SUP_BROKER_CONNS at most), owner[i]
  * each one's; those past their deadline closed; *wake gets the next. */
 size_t sup_broker_fds(struct sup *s, struct pollfd *fds, struct broker_conn **owner, uint64_t now,

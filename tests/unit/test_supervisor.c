@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -901,6 +902,43 @@ static void test_broker(void **state)
 	free(big);
 	broker_ask(r, "host=git.test\0\n\n", 16, out, sizeof(out));
 	assert_string_equal(out, "");
+	/* A slow command is looked up off the loop: a status request is
+	 * answered while it runs, and the helper gets its value after. */
+	{
+		static const char req[] = "protocol=https\nhost=slow.test\n\n";
+		char script[] = "/tmp/gantry-slow.XXXXXX", *spec;
+		int sfd = mkstemp(script), hfd;
+		size_t got = 0;
+		uint64_t t0;
+
+		assert_true(sfd >= 0);
+		assert_int_equal(write(sfd, "#!/bin/sh\nsleep 1\necho late\n", 29), 29);
+		close(sfd);
+		chmod(script, 0700);
+		xasprintf(&spec, "SLOW@slow.test=!%s", script);
+		assert_int_equal(secret_store_add(&r->s->secrets, spec, NULL, &err), 0);
+		free(spec);
+		hfd = broker_dial(r);
+		assert_int_equal(write(hfd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
+		t0 = now_ms();
+		assert_status_answered(r, 500);
+		assert_true(now_ms() - t0 < 900);
+		while (now_ms() - t0 < 5000) {
+			ssize_t n;
+
+			sup_serve_once(r->s, ROUND_MS);
+			if (!readable(hfd))
+				continue;
+			n = read(hfd, out + got, sizeof(out) - 1 - got);
+			if (n <= 0)
+				break;
+			got += (size_t)n;
+		}
+		out[got] = '\0';
+		assert_string_equal(out, "username=x-access-token\npassword=late\n\n");
+		close(hfd);
+		unlink(script);
+	}
 	/* A helper that says nothing is cut at its deadline; the loop serves
 	 * on meanwhile. */
 	silent = broker_dial(r);
@@ -911,6 +949,7 @@ static void test_broker(void **state)
 #undef ASK
 
 	close(r->s->broker.listen);
+	close(r->s->broker.wake);
 	secret_store_free(&r->s->secrets);
 	unlink(SUP_BROKER_SOCK);
 	unlink(SANDBOX_AUDIT);
