@@ -19,7 +19,7 @@
 
 #define GUEST_CRED_MAX	      4096
 #define GUEST_CRED_ANSWER_MAX (96 * 1024)
-#define GUEST_CRED_WAIT_MS    5000
+#define GUEST_CRED_WAIT_MS    15000 /* the host may run a command for 10 s */
 
 static char request[GUEST_CRED_MAX + 1], answer[GUEST_CRED_ANSWER_MAX + 1];
 

@@ -6,8 +6,10 @@
  * connection is cut before the hello's end reaches the server.
  *
  * The bytes are read in stream order as the guest sends them: a segment
- * ahead of what was read is dropped (TCP sends it again), so no byte of
- * the hello reaches libslirp unread. Each flow holds at most
+ * ahead of what was read is dropped (TCP sends it again), and so is one
+ * libslirp would not take as sent (a bad checksum, an ACK of more than it
+ * sent, data on a SYN): no byte of the hello reaches libslirp unread, and
+ * none is read that libslirp drops. Each flow holds at most
  * FLOW_HELLO_MAX bytes while it waits, all flows FLOW_HELLO_BYTES; a
  * hello larger than that, without a name, or malformed is refused too.
  * A stream that is not TLS passes: the check is for TLS names. */
@@ -31,28 +33,57 @@ static enum net_drop refuse(struct worker *w, struct flow *f, const char *name, 
 	return NET_DROP_TLS_NAME;
 }
 
+/* Whether libslirp takes s's data as the guest sent it: a valid TCP
+ * checksum, ACK set and no more than it sent, no RST. What it would drop
+ * must not be read as the stream's bytes (the guest could show the check
+ * one hello and the server another). */
+static bool slirp_takes(const struct flow *f, const uint8_t *frame, const struct seg *s)
+{
+	const uint8_t *ip = frame + FRAME_IP, *l4 = frame + FRAME_L4;
+	size_t ihl = (size_t)(ip[0] & 0xf) * 4, tot = frame_get16(ip + 2);
+	uint32_t ack = frame_get32(l4 + 8);
+
+	if (ihl != IPV4_HLEN || !frame_l4_csum_ok(ip, l4, tot - ihl, IPPROTO_NUM_TCP))
+		return false;
+	if ((s->flags & (TCP_ACK | TCP_RST | TCP_SYN)) != TCP_ACK)
+		return false;
+	return f->remote_seq && (int32_t)(ack - f->remote_next) <= 0;
+}
+
 enum net_drop worker_tls_check(struct worker *w, struct flow *f, const uint8_t *frame,
 			       const struct seg *s, char *why, size_t why_len)
 {
 	char name[TLS_NAME_MAX + 1];
-	uint32_t at, skip;
+	int64_t at, skip;
 
 	if (s->flags & TCP_SYN) {
-		/* A connection (again, on a closed flow's ports): read from its start. */
-		flow_hello_drop(w->flows, f);
-		f->tls = f->verdict.why == POLICY_WHY_LEARNED ? FLOW_TLS_WAIT : FLOW_TLS_NONE;
-		f->hello_seq = s->seq + 1;
+		if (f->tls == FLOW_TLS_WAIT && s->data_len)
+			return NET_DROP_TLS_ORDER; /* data on a SYN: not read, so not taken */
+		/* A connection: read from its start. A SYN again on one being
+		 * read (a retransmission, or a forgery) changes nothing. */
+		if (f->tls == FLOW_TLS_NONE || f->hello_len == 0 || f->closed) {
+			flow_hello_drop(w->flows, f);
+			f->tls = f->verdict.why == POLICY_WHY_LEARNED && !f->inbound
+					 ? FLOW_TLS_WAIT
+					 : FLOW_TLS_NONE;
+			f->hello_seq = s->seq + 1;
+		}
 		return NET_DROP_NONE;
 	}
 	if (f->tls != FLOW_TLS_WAIT || s->data_len == 0)
 		return NET_DROP_NONE;
-	at = s->seq - f->hello_seq;
-	if ((int32_t)at < 0 || at + s->data_len <= f->hello_len)
-		return NET_DROP_NONE; /* bytes already read, sent again */
-	if (at > f->hello_len)
+	if (!slirp_takes(f, frame, s))
 		return NET_DROP_TLS_ORDER;
-	skip = f->hello_len - at;
-	if (!flow_hello_append(w->flows, f, frame + s->data_off + skip, s->data_len - skip))
+	/* Where the segment starts in the stream, from the SYN on: bytes
+	 * before the first or already read are libslirp's to trim; what is
+	 * past them is read before it goes on. */
+	at = (int32_t)(s->seq - f->hello_seq);
+	if (at > (int64_t)f->hello_len)
+		return NET_DROP_TLS_ORDER;
+	skip = (int64_t)f->hello_len - at;
+	if (skip >= (int64_t)s->data_len)
+		return NET_DROP_NONE;
+	if (!flow_hello_append(w->flows, f, frame + s->data_off + skip, s->data_len - (size_t)skip))
 		return refuse(w, f, "", why, why_len,
 			      "a TLS hello larger than the network can hold to read its name%s");
 	switch (tls_hello_name(f->hello, f->hello_len, name)) {

@@ -23,6 +23,7 @@ void secret_store_init(struct secret_store *st)
 {
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_init(&st->lock, NULL);
+	pthread_cond_init(&st->read, NULL);
 }
 
 static void entry_drop_value(struct secret_store *st, struct secret_entry *e)
@@ -42,6 +43,7 @@ void secret_store_free(struct secret_store *st)
 	}
 	free(st->v);
 	pthread_mutex_destroy(&st->lock);
+	pthread_cond_destroy(&st->read);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -353,8 +355,22 @@ static int resolve(struct secret_store *st, struct secret_entry **pe, gantry_err
 		return gantry_error(err, 0, "secret `%s`: its command failed less than %d s ago",
 				    e->spec.name, SECRET_RETRY_MS / 1000);
 	text = secret_spec_format(&e->spec);
+	/* One thread reads a source at a time; the others wait for it, then
+	 * take its value, or read again when ttl=0 asks for every use. */
+	while (e->reading) {
+		pthread_cond_wait(&st->read, &st->lock);
+		e = *pe = entry_again(st, text);
+		if (e == NULL)
+			return gantry_error(err, 0, "a secret changed while its source was read");
+		if (e->env && ttl > 0 && now_ms() - e->fetched_ms < (uint64_t)ttl)
+			return 0;
+		if (!e->reading && e->env == NULL && e->failed_ms)
+			return gantry_error(err, 0, "secret `%s`: its source failed just now",
+					    e->spec.name);
+	}
 	if (secret_spec_parse(text, &copy, err) < 0)
 		return -1;
+	e->reading = true;
 	buf = secret_alloc(SECRET_VALUE_MAX + 1);
 	pthread_mutex_unlock(&st->lock);
 	if (buf == NULL)
@@ -364,6 +380,9 @@ static int resolve(struct secret_store *st, struct secret_entry **pe, gantry_err
 						    : run_cmd(&copy, buf, err);
 	pthread_mutex_lock(&st->lock);
 	e = *pe = entry_again(st, text);
+	if (e)
+		e->reading = false;
+	pthread_cond_broadcast(&st->read);
 	if (e == NULL) {
 		r = n < 0 ? -1
 			  : gantry_error(err, 0, "secret `%s` changed while its source was read",
@@ -419,11 +438,11 @@ int secret_store_put(struct secret_store *st, const char *spec, const char *valu
 	if (secret_spec_parse(spec, &e.spec, err) < 0)
 		return -1;
 	if ((e.spec.source == SECRET_FROM_ENV) != (value != NULL)) {
+		gantry_error_usage(err, "secret `%s`: %s", e.spec.name,
+				   value ? "a value comes only with a secret from the environment"
+					 : "no value came for it");
 		secret_spec_free(&e.spec);
-		return gantry_error_usage(err, "secret `%s`: %s", e.spec.name,
-					  value ? "a value comes only with a secret from the "
-						  "environment"
-						: "no value came for it");
+		return -1;
 	}
 	if (e.spec.source == SECRET_FROM_FILE) {
 		/* Read before the lock: the store's users do not wait on it. */

@@ -42,10 +42,12 @@ struct secret_entry {
 	size_t env_size;     /* its block's size */
 	uint64_t fetched_ms; /* when it was resolved (CLOCK_MONOTONIC) */
 	uint64_t failed_ms;  /* when its command last failed; 0: it did not */
+	bool reading;	     /* a thread reads its source now (the lock let go) */
 };
 
 struct secret_store {
 	pthread_mutex_t lock;
+	pthread_cond_t read; /* an entry's source was read: its waiters look again */
 	struct secret_entry *v;
 	size_t n;
 	size_t bytes; /* the values' sizes together */

@@ -1,5 +1,6 @@
 /* A sandbox's security events (see supervisor_priv.h): the last
- * SUP_AUDIT_EVENTS of them in a ring, each mirrored to the supervisor's
+ * SUP_AUDIT_EVENTS of them in a ring (and as many of those a guest can
+ * cause in a ring of their own), each mirrored to the supervisor's
  * log as it happens and kept in audit.json (at most once a second, and at
  * the end) for `gantry audit` on a stopped sandbox. An event names secrets,
  * hosts and peers, never a value. One repeated back to back is counted on
@@ -32,27 +33,23 @@ static bool same_event(const struct audit_event *a, const struct audit_event *b)
 	       strcmp(a->reason, b->reason) == 0;
 }
 
-void sup_audit(struct sup *s, const char *kind, const char *decision, const char *secret,
-	       const char *host, const char *fmt, ...)
+static void record(struct sup *s, struct audit_ring *ring, const char *kind, const char *decision,
+		   const char *secret, const char *host, const char *fmt, va_list ap)
 {
 	struct sup_audit *a = &s->audit;
 	struct audit_event e = { .count = 1 };
 	char reason[sizeof(e.reason)] = "";
-	va_list ap;
 
-	if (fmt) {
-		va_start(ap, fmt);
+	if (fmt)
 		vsnprintf(reason, sizeof(reason), fmt, ap);
-		va_end(ap);
-	}
 	e.time = time(NULL);
 	copy_field(e.kind, sizeof(e.kind), kind);
 	copy_field(e.decision, sizeof(e.decision), decision);
 	copy_field(e.secret, sizeof(e.secret), secret);
 	copy_field(e.host, sizeof(e.host), host);
 	copy_field(e.reason, sizeof(e.reason), reason);
-	if (a->n) {
-		struct audit_event *last = &a->ring[(a->head + a->n - 1) % SUP_AUDIT_EVENTS];
+	if (ring->n) {
+		struct audit_event *last = &ring->ev[(ring->head + ring->n - 1) % SUP_AUDIT_EVENTS];
 
 		if (same_event(last, &e)) {
 			last->count++;
@@ -63,12 +60,33 @@ void sup_audit(struct sup *s, const char *kind, const char *decision, const char
 	}
 	log_info("audit: %s %s%s%s%s%s%s%s", e.kind, e.decision, e.secret[0] ? " secret " : "",
 		 e.secret, e.host[0] ? " host " : "", e.host, e.reason[0] ? ": " : "", e.reason);
-	if (a->n == SUP_AUDIT_EVENTS)
-		a->head = (a->head + 1) % SUP_AUDIT_EVENTS;
+	e.seq = ++a->seq;
+	if (ring->n == SUP_AUDIT_EVENTS)
+		ring->head = (ring->head + 1) % SUP_AUDIT_EVENTS;
 	else
-		a->n++;
-	a->ring[(a->head + a->n - 1) % SUP_AUDIT_EVENTS] = e;
+		ring->n++;
+	ring->ev[(ring->head + ring->n - 1) % SUP_AUDIT_EVENTS] = e;
 	a->dirty = true;
+}
+
+void sup_audit(struct sup *s, const char *kind, const char *decision, const char *secret,
+	       const char *host, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	record(s, &s->audit.host, kind, decision, secret, host, fmt, ap);
+	va_end(ap);
+}
+
+void sup_audit_guest(struct sup *s, const char *kind, const char *decision, const char *secret,
+		     const char *host, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	record(s, &s->audit.guest, kind, decision, secret, host, fmt, ap);
+	va_end(ap);
 }
 
 static json_t *event_json(const struct audit_event *e)
@@ -92,11 +110,25 @@ static json_t *event_json(const struct audit_event *e)
 
 json_t *sup_audit_json(const struct sup *s)
 {
-	const struct sup_audit *a = &s->audit;
+	const struct audit_ring *h = &s->audit.host, *g = &s->audit.guest;
 	json_t *v = json_array();
+	size_t i = 0, k = 0;
 
-	for (size_t i = 0; i < a->n; i++)
-		json_array_append_new(v, event_json(&a->ring[(a->head + i) % SUP_AUDIT_EVENTS]));
+	/* The two rings merged in the order the events came. */
+	while (i < h->n || k < g->n) {
+		const struct audit_event *a =
+			i < h->n ? &h->ev[(h->head + i) % SUP_AUDIT_EVENTS] : NULL;
+		const struct audit_event *b =
+			k < g->n ? &g->ev[(g->head + k) % SUP_AUDIT_EVENTS] : NULL;
+
+		if (b == NULL || (a && a->seq < b->seq)) {
+			json_array_append_new(v, event_json(a));
+			i++;
+		} else {
+			json_array_append_new(v, event_json(b));
+			k++;
+		}
+	}
 	return v;
 }
 

@@ -90,12 +90,14 @@ static void answer_plain(struct broker_conn *b, const char *fmt, const char *why
 	b->out_len = (size_t)snprintf(b->out, n, fmt, why);
 }
 
-/* gate: which one said no (docs/audit.md). */
+/* gate: which one said no (docs/audit.md). The guest hears why, but not
+ * a source's details (its path, its command): those are the audit's. */
 static void withhold(struct sup *s, struct broker_conn *b, const char *gate, const char *secret,
 		     const char *host, const char *why)
 {
-	sup_audit(s, "withhold", gate, secret, host, "%s", why);
-	answer_plain(b, "error=%s\n\n", why);
+	sup_audit_guest(s, "withhold", gate, secret, host, "%s", why);
+	answer_plain(b, "error=%s\n\n",
+		     strcmp(gate, "source") == 0 ? "its source failed (see gantry audit)" : why);
 }
 
 /* Whether the egress policy lets the guest reach name: the policy's DNS
@@ -237,8 +239,8 @@ static void lookup_done(struct sup *s, struct broker_conn *b)
 			b->out_size = n;
 			b->out_len = (size_t)snprintf(b->out, n, "username=%s\npassword=%s\n\n",
 						      b->user, b->v.value);
-			sup_audit(s, "deliver", "broker", b->v.name, b->host,
-				  "to git's credential helper");
+			sup_audit_guest(s, "deliver", "broker", b->v.name, b->host,
+					"to git's credential helper");
 		}
 	}
 	secret_value_free(&b->v);

@@ -373,8 +373,8 @@ static void audit_events(struct sup *s, json_t *events)
 		if (i == NET_EVENTS_MAX + 1)
 			break;
 		if (kind && decision)
-			sup_audit(s, kind, decision, NULL, host && host[0] ? host : NULL, "%s",
-				  reason ? reason : "");
+			sup_audit_guest(s, kind, decision, NULL, host && host[0] ? host : NULL,
+					"%s", reason ? reason : "");
 	}
 }
 

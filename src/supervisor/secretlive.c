@@ -68,6 +68,23 @@ static void set_done(struct sup *s, struct client *c)
 	answer(s, c, &err);
 }
 
+/* A refused secret.set: its value (length bytes, when it has one) is
+ * still coming; those bytes are read and zeroed, never taken for the
+ * next request. */
+static void refused(struct sup *s, struct client *c, size_t end, json_t *length,
+		    gantry_error_t *err)
+{
+	size_t rest = c->len - end - 1, n = length ? (size_t)json_integer_value(length) : 0;
+	size_t take = MIN(rest, n);
+
+	explicit_bzero(c->line + end + 1, take);
+	memmove(c->line, c->line + end + 1 + take, rest - take);
+	c->len = rest - take;
+	explicit_bzero(c->line + c->len, end + 1 + take);
+	c->discard = n - take;
+	answer(s, c, err);
+}
+
 static void secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
 {
 	const char *spec = json_string_value(json_object_get(req, "spec"));
@@ -76,11 +93,16 @@ static void secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
 	gantry_error_t err = NULL;
 	struct secret_spec sp;
 
+	if (length && (!json_is_integer(length) || json_integer_value(length) < 0)) {
+		/* Where its value ends is not known: nothing after it is read. */
+		client_reply(c, false, "secret.set: a bad length");
+		client_drop(s, c);
+		return;
+	}
 	if (spec == NULL || secret_spec_parse(spec, &sp, &err) < 0) {
 		if (err == NULL)
 			gantry_error(&err, 0, "secret.set: no spec");
-		client_line_done(c, end);
-		answer(s, c, &err);
+		refused(s, c, end, length, &err);
 		return;
 	}
 	if ((sp.source == SECRET_FROM_ENV) != json_is_integer(length))
@@ -108,17 +130,35 @@ static void secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
 		explicit_bzero(c->line + end + 1, take);
 		c->value_got = take;
 	}
+	if (err) {
+		value_drop(c);
+		refused(s, c, end, length, &err);
+		return;
+	}
 	/* The line and the value's bytes that came with it are used up. */
 	memmove(c->line, c->line + end + 1 + take, rest - take);
 	c->len = rest - take;
-	if (err) {
-		value_drop(c);
-		answer(s, c, &err);
-	} else if (c->value == NULL || c->value_got == c->value_len) {
+	explicit_bzero(c->line + c->len, end + 1 + take);
+	if (c->value == NULL || c->value_got == c->value_len) {
 		set_done(s, c);
 	} else {
 		c->deadline = now_ms() + SUP_REQUEST_MS; /* for the rest of the value */
 	}
+}
+
+void client_secret_discard(struct sup *s, struct client *c)
+{
+	char buf[4096];
+	ssize_t n = recv(c->fd, buf, MIN(sizeof(buf), c->discard), MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		client_drop(s, c);
+		return;
+	}
+	explicit_bzero(buf, (size_t)n);
+	c->discard -= (size_t)n;
 }
 
 void client_secret_value(struct sup *s, struct client *c)

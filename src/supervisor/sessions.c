@@ -37,7 +37,7 @@ void client_drop(struct sup *s, struct client *c)
 	outq_free(&c->q);
 	client_secret_free(c);
 	if (c->line)
-		explicit_bzero(c->line, c->len); /* a value may have come behind a line */
+		explicit_bzero(c->line, CTL_LINE_MAX); /* a value may have come behind a line */
 	free(c->line);
 	free(c->dec);
 	free(c);
@@ -409,6 +409,10 @@ void client_event(struct sup *s, struct client *c, short revents)
 		return;
 	if (!c->session && c->value) {
 		client_secret_value(s, c);
+		return;
+	}
+	if (!c->session && c->discard) {
+		client_secret_discard(s, c);
 		return;
 	}
 	if (!c->session) {

@@ -78,8 +78,10 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own)
 
 	int r;
 
-	if (s->control < 0)
+	if (s->control < 0) {
+		errno = ENOTCONN;
 		return false;
+	}
 	len = proto_encode(m, frame, sizeof(frame));
 	if (len < 0) {
 		explicit_bzero(frame, sizeof(frame)); /* what of an EXEC's did fit */
@@ -88,6 +90,7 @@ bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own)
 	}
 	if (!own && s->control_q.bytes + (size_t)len > SUP_GUEST_QUEUE) {
 		explicit_bzero(frame, (size_t)len);
+		errno = ENOBUFS;
 		return false; /* whoever asked for it is hung up on, not the guest */
 	}
 	r = outq_send(&s->control_q, s->control, frame, (size_t)len, -1);

@@ -56,6 +56,7 @@ struct client {
 	char *value;	   /* a secret.set's value coming in, in the secret arena */
 	size_t value_len, value_got;
 	char *value_spec;
+	size_t discard; /* a refused secret.set's value still to come, read and zeroed */
 	struct outq q;
 };
 
@@ -141,7 +142,7 @@ struct stream_wait {
 #define SUP_BROKER_SOCK	    "1027.sock" /* PROTO_BROKER_PORT's, bridged by the VMM */
 #define SUP_BROKER_CONNS    8
 #define SUP_BROKER_IN	    4096
-#define SUP_BROKER_MS	    5000
+#define SUP_BROKER_MS	    15000 /* a command source may take 10 s */
 
 /* A credential helper's connection to the broker (broker.c). */
 struct broker_conn {
@@ -172,6 +173,7 @@ struct sup_broker {
 
 /* One security event (audit.c): names, never values. */
 struct audit_event {
+	uint64_t seq; /* the order of events across both rings */
 	time_t time;
 	char kind[24];
 	char decision[16];
@@ -181,9 +183,16 @@ struct audit_event {
 	uint32_t count; /* repeated back to back this often */
 };
 
-struct sup_audit {
-	struct audit_event ring[SUP_AUDIT_EVENTS];
+struct audit_ring {
+	struct audit_event ev[SUP_AUDIT_EVENTS];
 	size_t head, n;
+};
+
+/* What the guest can cause (credential requests, TLS refusals) has a ring
+ * of its own: however much of it there is, it cannot push out the rest. */
+struct sup_audit {
+	struct audit_ring host, guest;
+	uint64_t seq;
 	bool dirty; /* audit.json is behind */
 	uint64_t saved_at;
 };
@@ -269,7 +278,10 @@ void client_net_request(struct sup *s, struct client *c, json_t *req, const char
  * the secret's name and the host where it has them, and why (printf). */
 void sup_audit(struct sup *s, const char *kind, const char *decision, const char *secret,
 	       const char *host, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-/* The events, oldest first. */
+/* The same, for an event the guest caused (its own ring). */
+void sup_audit_guest(struct sup *s, const char *kind, const char *decision, const char *secret,
+		     const char *host, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The events of both rings, oldest first. */
 json_t *sup_audit_json(const struct sup *s);
 /* audit.json as the ring is now (when it changed). */
 void sup_audit_save(struct sup *s);
@@ -296,6 +308,8 @@ void client_secret_request(struct sup *s, struct client *c, json_t *req, const c
 			   size_t end);
 /* More of a secret.set's value is readable on c. */
 void client_secret_value(struct sup *s, struct client *c);
+/* More of a refused secret.set's value is readable on c: read, zeroed. */
+void client_secret_discard(struct sup *s, struct client *c);
 /* A value c was sending, zeroed and freed. */
 void client_secret_free(struct client *c);
 

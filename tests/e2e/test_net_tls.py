@@ -19,12 +19,14 @@ otherwise), and openssl for the test certificate.
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import time
 
 import pytest
 
 import netrig
+from netrig import TCP_ACK, TCP_PSH, TCP_RST, TCP_SYN
 from test_net_policy import resolve, start_worker
 from test_net_policy import rig  # noqa: F401  (a fixture)
 
@@ -191,4 +193,92 @@ def test_tls_name_must_be_one_learned_for_the_address(rig, gantry, tls):  # noqa
     assert all(e["host"] == ADDR for e in events if e["kind"] == "tls"), events
     # Taken: the next snapshot has none of them again.
     assert w.ctl({"op": "traffic"})["events"] == []
+    assert w.alive(), w.log()
+
+
+class Handshake:
+    """A TCP connection from the guest made frame by frame on tap0 (G's
+    kernel, which knows nothing of it, has its RSTs to ADDR:443 dropped)."""
+
+    def __init__(self, frames, sport):
+        self.f, self.sport, self.seq = frames, sport, 7000
+        frames.send(netrig.tcp_frame(ADDR, 443, sport=sport, seq=self.seq, flags=TCP_SYN))
+        self.seq += 1
+        self.ack = None
+        deadline = time.monotonic() + 3
+        while self.ack is None and time.monotonic() < deadline:
+            got = self._segment(frames.recv(0.5))
+            if got and got[2] & TCP_SYN:
+                self.ack = got[0] + 1
+        assert self.ack is not None, "no SYN-ACK from the worker"
+
+    def _segment(self, frame):
+        """(seq, ack, flags, payload) of a frame from ADDR:443 to us."""
+        if not frame or len(frame) < 54 or frame[23] != 6:
+            return None
+        ihl = (frame[14] & 0xF) * 4
+        l4 = frame[14 + ihl:]
+        sport, dport, seq, ack, off, flags = struct.unpack("!HHIIBB", l4[:14])
+        if socket.inet_ntoa(frame[26:30]) != ADDR or sport != 443 or dport != self.sport:
+            return None
+        return seq, ack, flags, l4[(off >> 4) * 4:]
+
+    def send(self, data, seq=None, checksum=None, flags=TCP_ACK | TCP_PSH, ack=None):
+        self.f.send(netrig.tcp_frame(ADDR, 443, sport=self.sport, seq=self.seq if seq is None
+                                     else seq, ack=self.ack if ack is None else ack,
+                                     flags=flags, payload=data, checksum=checksum))
+
+    def reset(self, timeout=2.0):
+        """Whether the worker sent a RST on this connection."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self._segment(self.f.recv(0.2))
+            if got and got[2] & TCP_RST:
+                return True
+        return False
+
+
+def test_what_the_server_would_not_take_is_not_read(rig, gantry, tls):  # noqa: F811
+    """The review's ways around the check, frame by frame: a hello for an
+    allowed name that libslirp drops (a bad checksum, an ACK of more than
+    it sent) read first, then the real one naming another host; a segment
+    starting before the stream with the real hello; data on a SYN. Each
+    time the real hello is read (and the flow cut) or never taken, and W
+    never reads other.test."""
+    server, _ = tls
+    if netrig.nft_unavailable():
+        pytest.skip(netrig.nft_unavailable())
+    w = start_worker(rig, gantry, POLICY)
+    assert resolve(rig, "allowed.test") == ADDR
+    script = rig.dir / "norst.nft"
+    script.write_text("table ip gantry_norst {\n  chain out {\n"
+                      "    type filter hook output priority 0;\n"
+                      f"    ip daddr {ADDR} tcp dport 443 tcp flags & rst == rst drop\n"
+                      "  }\n}\n")
+    rig.g(netrig.NFT, "-f", script, check=True)
+    good, evil = client_hello(b"allowed.test"), client_hello(b"other.test")
+    try:
+        with rig.frames() as f:
+            # A decoy with a bad checksum, then the real hello.
+            c = Handshake(f, 41001)
+            c.send(good, checksum=0x1234)
+            c.send(evil)
+            assert c.reset(), "the hello after a decoy with a bad checksum was not cut"
+            # A decoy acknowledging what the worker never sent.
+            c = Handshake(f, 41002)
+            c.send(good, ack=c.ack + 100000)
+            c.send(evil)
+            assert c.reset(), "the hello after a decoy with a bad ACK was not cut"
+            # The real hello behind a byte before the stream's start.
+            c = Handshake(f, 41003)
+            c.send(b"x" + evil, seq=c.seq - 1)
+            assert c.reset(), "a hello starting before the stream was not read"
+            # Data on a SYN to a checked address is not taken.
+            f.send(netrig.tcp_frame(ADDR, 443, sport=41004, seq=9000, flags=TCP_SYN,
+                                    payload=evil))
+            time.sleep(0.5)
+    finally:
+        rig.g(netrig.NFT, "delete", "table", "ip", "gantry_norst")
+    time.sleep(0.5)
+    assert not [x for x in server.names_seen() if b"other.test" in x], server.names_seen()
     assert w.alive(), w.log()
