@@ -422,6 +422,14 @@ int main(int argc, char **argv)
 	cfg->hostname = DEFAULT_HOSTNAME;
 	cfg->nofile = CONTAINER_NOFILE;
 	if (!cfg->pid1) {
+		static char self[GUEST_PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		/* Test mode: bound into the container from where it is. */
+		if (n > 0) {
+			self[n] = '\0';
+			cfg->self = self;
+		}
 		cfg->state_dir = cfg->rootfs = NULL;
 		if (parse_args(argc, argv, cfg) < 0)
 			return 2;

@@ -343,7 +343,7 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         # A command that fails withholds, and says so; removed, it is gone.
         g.run("secret", "set", "keep", "GIT_TOKEN@git.example.com=!false", check=True)
         r = helper("git.example.com")
-        assert r.stdout == b"" and b"its command failed" in r.stderr, r
+        assert r.stdout == b"" and b"its source failed (see gantry audit)" in r.stderr, r
         g.run("secret", "rm", "keep", "GIT_TOKEN", check=True)
         r = helper("git.example.com")
         assert r.stdout == b"" and b"no secret is bound" in r.stderr, r
@@ -352,6 +352,9 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         assert ("deliver", "broker", "GIT_TOKEN", "git.example.com") in got, got
         assert ("withhold", "binding", None, "other.example.com") in got, got
         assert ("withhold", "source", "GIT_TOKEN", "git.example.com") in got, got
+        # The guest heard only that the source failed; the audit has why.
+        assert [e for e in events if e.get("secret") == "GIT_TOKEN" and
+                "its command failed" in e.get("reason", "")], events
         assert host_holders([bound]) == []
         g.run("stop", "keep", check=True)
         # Stopped: the trail it left, and still no value anywhere.

@@ -107,7 +107,7 @@ def test_git_gets_a_bound_secret_from_the_broker(gantry, rig, server, dev_layout
         # A command that fails withholds.
         g.run("secret", "set", NAME, "GIT_TOKEN@allowed.test=!false", check=True)
         r = sh("git -C /tmp/one fetch -q origin")
-        assert r.returncode != 0 and b"its command failed" in r.stderr, r
+        assert r.returncode != 0 and b"its source failed (see gantry audit)" in r.stderr, r
         # Back, from a file: the fetch works again.
         (server / "key").write_text(token + "\n")
         g.run("secret", "set", NAME, f"GIT_TOKEN@allowed.test=@{server / 'key'}", check=True)
