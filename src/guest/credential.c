@@ -6,7 +6,7 @@
  * nothing on stdout, so git goes on as if no helper had one. `store` and
  * `erase` do nothing: the host keeps the secret, the guest never does.
  *
- * Only protocol, host and path go to the host, each at most
+ * Only protocol, host, path and username go to the host, at most
  * GUEST_CRED_MAX bytes in all; the answer is read for at most
  * GUEST_CRED_WAIT_MS and at most GUEST_CRED_ANSWER_MAX bytes. */
 #include <errno.h>
@@ -38,7 +38,7 @@ static ssize_t read_request(void)
 		if (line[0] == '\n' || line[0] == '\0')
 			break;
 		if (strncmp(line, "protocol=", 9) && strncmp(line, "host=", 5) &&
-		    strncmp(line, "path=", 5))
+		    strncmp(line, "path=", 5) && strncmp(line, "username=", 9))
 			continue;
 		if (line[n - 1] != '\n')
 			line[n++] = '\n';

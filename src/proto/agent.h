@@ -65,9 +65,9 @@
 #define PROTO_STDIO_PORT   1026
 /* Host-bound secrets: the container's credential helper dials this host
  * port and writes git's credential description (git-credential(1):
- * protocol=, host=, path= lines, then a blank line, at most 4 KiB); the
- * host answers username= and password= lines, or one error= line, and a
- * blank line, then closes. */
+ * protocol=, host=, path=, username= lines, then a blank line, at most
+ * 4 KiB); the host answers username= and password= lines, or one error=
+ * line, and a blank line, then closes. */
 #define PROTO_BROKER_PORT 1027
 /* The helper, bound into every container: git runs it with the
  * operation after PROTO_HELPER_ARG. */
