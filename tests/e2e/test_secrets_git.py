@@ -86,6 +86,12 @@ def test_git_gets_a_bound_secret_from_the_broker(gantry, rig, server, dev_layout
         let_in = [q for q in requests(server) if q["auth"]]
         assert let_in and all(q["host"] == f"allowed.test:{PORT}" and q["user"] == "x-access-token"
                               for q in let_in), requests(server)
+        # A user in the URL is the one git sends.
+        before = len(requests(server))
+        r = sh(f"git clone -q http://bob@allowed.test:{PORT}/repo.git /tmp/bob")
+        assert r.returncode == 0, r
+        users = [q["user"] for q in requests(server)[before:] if q["auth"]]
+        assert users and set(users) == {"bob"}, requests(server)
         # Nothing of it stays in the guest: not in the clone, not in a
         # git config or credential store, not in the environment.
         r = sh(f"grep -rlF '{token}' /tmp /home /root /etc 2>/dev/null; env | grep -c GIT_TOKEN")
