@@ -24,8 +24,9 @@ static void net_usage(FILE *out, const struct flag *flags)
 		"and port, allowed or dropped (and why), bytes and packets each way (TX: from\n"
 		"the guest), when last seen, the egress policy's reason for a refusal, the\n"
 		"DNS names the guest asked and whether the policy let them through, and drops\n"
-		"by reason. A running sandbox's counters are fresh; a stopped one's are those\n"
-		"it stopped with.\n\nFlags:\n");
+		"by reason. Connections the host opened to a published port are one line per\n"
+		"peer and guest port, REASON inbound. A running sandbox's counters are fresh;\n"
+		"a stopped one's are those it stopped with.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -64,6 +65,11 @@ static void traffic_table(json_t *t)
 
 		if (json_is_integer(json_object_get(v, "port")) && count(v, "port"))
 			snprintf(port, sizeof(port), "%u", (unsigned)(count(v, "port") & 0xffff));
+		/* To the guest's port, from the host: not one of its destinations. */
+		if (json_is_true(json_object_get(v, "inbound")) && reason[0] == '\0') {
+			free(reason);
+			reason = xstrdup("inbound");
+		}
 		printf("%-16s %-5s %-5s %-7s %-14s %12" PRIu64 " %12" PRIu64 " %9" PRIu64 " %s%s%s\n",
 		       addr, proto, port, verdict, reason, count(v, "tx_bytes"),
 		       count(v, "rx_bytes"), count(v, "tx_packets") + count(v, "rx_packets"), seen,

@@ -86,6 +86,7 @@ struct filter_verdict {
 	size_t len;	      /* bytes of the frame that count (Ethernet padding cut) */
 	size_t payload, plen; /* UDP payload (FILTER_DNS) */
 	bool urg_cleared;
+	bool inbound; /* on a connection from the host to a published port (the worker's) */
 };
 
 #define FILTER_ARP_RATE	 100 /* ARP frames per second, */

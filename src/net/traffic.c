@@ -20,6 +20,7 @@ struct entry {
 	uint16_t port;
 	uint8_t proto;
 	uint8_t reason; /* latest verdict: NET_DROP_NONE is allowed */
+	bool inbound;	/* port is the guest's, on connections from the host */
 	uint16_t next;	/* hash chain */
 	uint64_t tx_bytes, rx_bytes, tx_packets, rx_packets;
 	time_t first_seen, last_seen;
@@ -61,9 +62,10 @@ void traffic_free(struct traffic *t)
 	free(t);
 }
 
-static unsigned hash(uint32_t addr, uint8_t proto, uint16_t port)
+static unsigned hash(uint32_t addr, uint8_t proto, uint16_t port, bool inbound)
 {
-	uint32_t h = addr * 0x9e3779b1u ^ ((uint32_t)port << 8 | proto) * 0x85ebca6bu;
+	uint32_t h = addr * 0x9e3779b1u ^
+		     ((uint32_t)inbound << 24 | (uint32_t)port << 8 | proto) * 0x85ebca6bu;
 
 	return (h ^ h >> 15) & (BUCKETS - 1);
 }
@@ -71,7 +73,7 @@ static unsigned hash(uint32_t addr, uint8_t proto, uint16_t port)
 static void unlink_entry(struct traffic *t, uint16_t i)
 {
 	struct entry *e = &t->e[i];
-	uint16_t *p = &t->bucket[hash(e->addr, e->proto, e->port)];
+	uint16_t *p = &t->bucket[hash(e->addr, e->proto, e->port, e->inbound)];
 
 	while (*p != i)
 		p = &t->e[*p].next;
@@ -92,15 +94,16 @@ static uint16_t evict(struct traffic *t)
 }
 
 static struct entry *lookup(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port,
-			    time_t now)
+			    bool inbound, time_t now)
 {
-	unsigned h = hash(addr, (uint8_t)proto, port);
+	unsigned h = hash(addr, (uint8_t)proto, port, inbound);
 	uint16_t i;
 	struct entry *e;
 
 	for (i = t->bucket[h]; i != NIL; i = t->e[i].next) {
 		e = &t->e[i];
-		if (e->addr == addr && e->proto == proto && e->port == port)
+		if (e->addr == addr && e->proto == proto && e->port == port &&
+		    e->inbound == inbound)
 			goto found;
 	}
 	i = t->n < TRAFFIC_MAX ? (uint16_t)t->n++ : evict(t);
@@ -108,6 +111,7 @@ static struct entry *lookup(struct traffic *t, uint32_t addr, enum net_proto pro
 	*e = (struct entry){ .addr = addr,
 			     .port = port,
 			     .proto = (uint8_t)proto,
+			     .inbound = inbound,
 			     .next = t->bucket[h],
 			     .first_seen = now };
 	t->bucket[h] = i;
@@ -127,7 +131,7 @@ void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now
 		traffic_drop(t, v->reason);
 	if (!v->has_dst)
 		return;
-	e = lookup(t, v->dst, v->proto, v->port, now);
+	e = lookup(t, v->dst, v->proto, v->inbound ? v->sport : v->port, v->inbound, now);
 	e->reason = (uint8_t)v->reason;
 	e->tx_bytes += v->len;
 	e->tx_packets++;
@@ -136,7 +140,7 @@ void traffic_guest(struct traffic *t, const struct filter_verdict *v, time_t now
 void traffic_policy(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port,
 		    const char *why, time_t now)
 {
-	struct entry *e = lookup(t, addr, proto, port, now);
+	struct entry *e = lookup(t, addr, proto, port, false, now);
 
 	snprintf(e->why, sizeof(e->why), "%s", why ? why : "");
 }
@@ -175,16 +179,25 @@ void traffic_drop(struct traffic *t, enum net_drop reason)
 		t->drops[reason]++;
 }
 
-void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port, size_t bytes,
-		time_t now)
+static void rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port, bool inbound,
+	       size_t bytes, time_t now)
 {
-	struct entry *e = lookup(t, addr, proto, port, now);
+	struct entry *e = lookup(t, addr, proto, port, inbound, now);
 
 	e->rx_bytes += bytes;
 	e->rx_packets++;
 }
 
-void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, time_t now)
+void traffic_rx(struct traffic *t, uint32_t addr, enum net_proto proto, uint16_t port, size_t bytes,
+		time_t now)
+{
+	struct entry *e = lookup(t, addr, proto, port, false, now);
+
+	e->rx_bytes += bytes;
+	e->rx_packets++;
+}
+
+void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, bool inbound, time_t now)
 {
 	const uint8_t *ip = frame + FRAME_IP;
 	enum net_proto proto = NET_PROTO_OTHER;
@@ -208,10 +221,10 @@ void traffic_rx_frame(struct traffic *t, const uint8_t *frame, size_t len, time_
 		proto = NET_PROTO_ICMP;
 	} else if (ip[9] == IPPROTO_NUM_TCP || ip[9] == IPPROTO_NUM_UDP) {
 		proto = ip[9] == IPPROTO_NUM_TCP ? NET_PROTO_TCP : NET_PROTO_UDP;
-		if (ihl >= IPV4_HLEN && len >= FRAME_IP + ihl + 2)
-			port = frame_get16(ip + ihl);
+		if (ihl >= IPV4_HLEN && len >= FRAME_IP + ihl + (inbound ? 4 : 2))
+			port = frame_get16(ip + ihl + (inbound ? 2 : 0));
 	}
-	traffic_rx(t, frame_get32(ip + 12), proto, port, len, now);
+	rx(t, frame_get32(ip + 12), proto, port, inbound && port, len, now);
 }
 
 static json_t *time_json(time_t t)
@@ -229,14 +242,20 @@ static json_t *entry_json(const struct entry *e)
 	struct in_addr a = { .s_addr = htonl(e->addr) };
 	char ip[INET_ADDRSTRLEN];
 
+	json_t *o;
+
 	inet_ntop(AF_INET, &a, ip, sizeof(ip));
-	return json_pack("{s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "addr", ip,
-			 "proto", net_proto_name(e->proto), "port", (int)e->port, "verdict",
-			 e->reason == NET_DROP_NONE ? "allowed" : "dropped", "reason",
-			 net_drop_name(e->reason), "tx_bytes", (json_int_t)e->tx_bytes, "rx_bytes",
-			 (json_int_t)e->rx_bytes, "tx_packets", (json_int_t)e->tx_packets,
-			 "rx_packets", (json_int_t)e->rx_packets, "first_seen",
-			 time_json(e->first_seen), "last_seen", time_json(e->last_seen));
+	o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "addr", ip,
+		      "proto", net_proto_name(e->proto), "port", (int)e->port, "verdict",
+		      e->reason == NET_DROP_NONE ? "allowed" : "dropped", "reason",
+		      net_drop_name(e->reason), "tx_bytes", (json_int_t)e->tx_bytes, "rx_bytes",
+		      (json_int_t)e->rx_bytes, "tx_packets", (json_int_t)e->tx_packets,
+		      "rx_packets", (json_int_t)e->rx_packets, "first_seen",
+		      time_json(e->first_seen), "last_seen", time_json(e->last_seen));
+	/* The guest's port, on connections the host opened to it. */
+	if (e->inbound)
+		json_object_set_new(o, "inbound", json_true());
+	return o;
 }
 
 static int names_by_recency(const void *a, const void *b)

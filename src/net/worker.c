@@ -129,6 +129,19 @@ void worker_backpressure(struct worker *w)
 			  w->nat.read_host ? "read again" : "wait");
 }
 
+/* Whether a frame to the guest is on a connection the host opened to a
+ * published port. */
+static bool inbound(struct worker *w, const uint8_t *frame, size_t len)
+{
+	struct flow *f;
+	struct seg s;
+
+	if (!worker_frame_seg(frame, len, false, &s))
+		return false;
+	f = flow_find(w->flows, &s.k);
+	return f && f->inbound;
+}
+
 /* A frame in its own buffer (f) or the caller's (buf, len, f NULL). */
 void worker_to_guest(struct worker *w, struct out_frame *f, const uint8_t *buf, size_t len)
 {
@@ -136,7 +149,7 @@ void worker_to_guest(struct worker *w, struct out_frame *f, const uint8_t *buf, 
 		buf = f->data;
 		len = f->len;
 	}
-	traffic_rx_frame(w->traffic, buf, len, time(NULL));
+	traffic_rx_frame(w->traffic, buf, len, inbound(w, buf, len), time(NULL));
 	if (w->out_head == NULL && !out_write(w, buf, len)) {
 		free(f);
 		return;
@@ -332,7 +345,7 @@ static void repeated_syn(struct worker *w, uint8_t *frame, size_t len)
  * than after its timeouts). A flow is judged at its first frame and then
  * only when the policy changes; why gets the policy's reason. */
 static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len,
-				    const struct filter_verdict *v, char *why, size_t why_len)
+				    struct filter_verdict *v, char *why, size_t why_len)
 {
 	uint64_t now = now_ms();
 	struct policy_verdict pv;
@@ -349,6 +362,8 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 		snprintf(why, why_len, "cut by the policy");
 		return NET_DROP_POLICY;
 	}
+	if (f && f->inbound)
+		v->inbound = true;
 	if (f == NULL) {
 		pv = policy_judge(w->policy, &w->wall, w->learned, s.k.remote, s.k.proto, s.k.rport,
 				  now);

@@ -234,6 +234,22 @@ def test_published_tcp(rig, worker):
     assert p.returncode == 0 and "gantry-net-rig guest" in p.stdout, f"{p}\n{worker.log()}"
 
 
+def test_published_connections_are_one_inbound_entry(rig, worker):
+    """Each connection from the host comes from a port of its own; the
+    traffic report files them all under the guest's published port, as
+    inbound, and none as a destination of the guest's."""
+    for _ in range(5):
+        p = curl(rig, "W", "http://127.0.0.1:18000/")
+        assert p.returncode == 0, f"{p}\n{worker.log()}"
+    dests = worker.traffic()["destinations"]
+    inbound = [d for d in dests if d.get("inbound")]
+    assert [(d["proto"], d["port"]) for d in inbound] == [("tcp", 8000)], dests
+    assert inbound[0]["tx_packets"] >= 5 and inbound[0]["rx_packets"] >= 5, inbound
+    peer = inbound[0]["addr"]
+    assert not [d for d in dests if d["addr"] == peer and not d.get("inbound")
+                and d["proto"] == "tcp"], dests
+
+
 def test_published_udp(rig, worker):
     with rig.socket_in("W", socket.SOCK_DGRAM) as s:
         s.settimeout(1)

@@ -101,7 +101,7 @@ static void check_built(size_t n, size_t cap)
 	check(frame_ipv4_csum_ok(ip));
 	check(frame_get32(ip + 16) == NET_GUEST);
 	check(frame_l4_csum_ok(ip, out + FRAME_L4, n - FRAME_L4, ip[9]));
-	traffic_rx_frame(traffic, out, n, (time_t)runs);
+	traffic_rx_frame(traffic, out, n, runs & 1, (time_t)runs);
 }
 
 static void check_passed(const uint8_t *f, const struct filter_verdict *v, bool tcp_sum_was_ok)
@@ -212,7 +212,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_built(n, sizeof(out));
 
 	traffic_guest(traffic, &v, (time_t)runs);
-	traffic_rx_frame(traffic, frame, len, (time_t)runs);
+	traffic_rx_frame(traffic, frame, len, runs & 2, (time_t)runs);
 	check(traffic_count(traffic) <= TRAFFIC_MAX);
 	if (runs % 4096 == 0) {
 		json_t *j = traffic_json(traffic);

@@ -695,8 +695,8 @@ static void test_traffic_rx_frame(void **state)
 
 	(void)state;
 	n = frame_udp_to_guest(out, sizeof(out), NET_GATEWAY, 53, 4444, (const uint8_t *)"x", 1);
-	traffic_rx_frame(t, out, n, 100);
-	traffic_rx_frame(t, out, 10, 100); /* too short: ignored */
+	traffic_rx_frame(t, out, n, false, 100);
+	traffic_rx_frame(t, out, 10, false, 100); /* too short: ignored */
 	assert_int_equal(traffic_count(t), 1);
 	j = traffic_json(t);
 	e = json_array_get(json_object_get(j, "destinations"), 0);
