@@ -13,9 +13,13 @@ default-deny policy allowing only that name).
   the worker hands the supervisor an audit event for each.
 
 Needs root, ip, dnsmasq and /dev/net/tun (skips with the reason
-otherwise), and openssl for the test certificate.
+otherwise), and openssl for the test certificate. The last test does it
+again from a real guest (KVM, the Debian dev image): curl and Python's
+ssl in a sandbox started in W with the same policy.
 """
 
+import json
+import os
 import shutil
 import socket
 import ssl
@@ -28,9 +32,18 @@ import pytest
 import netrig
 from netrig import TCP_ACK, TCP_PSH, TCP_RST, TCP_SYN
 from test_net_policy import resolve, start_worker
-from test_net_policy import rig  # noqa: F401  (a fixture)
 
 POLICY = {"default": "deny", "allowDomains": ["allowed.test"]}
+
+
+@pytest.fixture
+def rig():
+    # The KVM test host loads only what KVM and its root need; the rig's
+    # TAP needs the tun module.
+    if not os.path.exists("/dev/net/tun"):
+        subprocess.run(["modprobe", "tun"], capture_output=True)
+    with netrig.rig_or_skip() as r:
+        yield r
 ADDR = "203.0.113.30"
 
 
@@ -84,7 +97,11 @@ class TlsServer(netrig.StreamServer):
         conn.settimeout(self.conn_timeout)
         with self.ctx.wrap_socket(conn, server_side=True) as t:
             data = t.recv(4096)
-            t.sendall(data)
+            if data.startswith(b"GET "):
+                t.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\nConnection: close\r\n\r\n"
+                          b"tls-name\n")
+            else:
+                t.sendall(data)
 
     def names_seen(self):
         with self.lock:
@@ -282,3 +299,54 @@ def test_what_the_server_would_not_take_is_not_read(rig, gantry, tls):  # noqa: 
     time.sleep(0.5)
     assert not [x for x in server.names_seen() if b"other.test" in x], server.names_seen()
     assert w.alive(), w.log()
+
+
+@pytest.mark.kvm
+def test_curl_and_python_in_a_guest(rig, gantry, tls, tmp_path):  # noqa: F811
+    """The same from a sandbox: curl and Python reach allowed.test over TLS
+    on its learned address; naming other.test to that address, both fail
+    (reset before the hello's end reaches W), and the audit says so."""
+    from conftest import boot_timeout
+    from test_exec_debian import debian_image
+    from test_net import Gantry
+
+    server, _ = tls
+    layout = debian_image("--dev")
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    g = Gantry(gantry, tmp_path / "home", tmp_path / "images", rig)
+    g.run("start", "tlsname", "-image", layout, "-mem", "1024", "-net-policy", policy,
+          check=True, in_world=True, timeout=boot_timeout() * 6)
+    py = ("import socket, ssl, sys\n"
+          "c = ssl.create_default_context()\n"
+          "c.check_hostname = False\n"
+          "c.verify_mode = ssl.CERT_NONE\n"
+          "s = c.wrap_socket(socket.create_connection(('allowed.test', 443), 5),\n"
+          "                  server_hostname=sys.argv[1])\n"
+          "s.sendall(b'ping')\n"
+          "print(s.recv(10).decode())\n")
+
+    def sh(script):
+        return g.run("exec", "tlsname", "--", "sh", "-c", script, timeout=boot_timeout() * 2)
+
+    try:
+        r = sh("curl -sSk https://allowed.test/")
+        assert r.returncode == 0 and r.stdout == b"tls-name\n", r
+        r = sh(f"curl -sSk --resolve other.test:443:{ADDR} https://other.test/")
+        assert r.returncode != 0, r
+        r = sh(f"python3 -c \"{py}\" allowed.test")
+        assert r.returncode == 0 and r.stdout == b"ping\n", r
+        r = sh(f"python3 -c \"{py}\" other.test")
+        assert r.returncode != 0 and b"Error" in r.stderr, r
+        assert not [x for x in server.names_seen() if b"other.test" in x], server.names_seen()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            events = json.loads(g.run("audit", "tlsname", "--json", check=True).stdout)["events"]
+            refused = [e for e in events if e["kind"] == "tls" and e["decision"] == "refused"]
+            if refused:
+                break
+            time.sleep(1)
+        assert refused and all(e["host"] == ADDR and "other.test" in e["reason"]
+                               for e in refused), events
+    finally:
+        g.run("delete", "tlsname")
