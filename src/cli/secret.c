@@ -20,10 +20,12 @@ static void secret_usage(FILE *out, const struct flag *flags)
 		     "Give the sandbox NAME a secret, take one away, or list them (names and\n"
 		     "sources, never values). SPEC is as for -secret: SECRET (its value from this\n"
 		     "environment, now), SECRET=@/PATH or SECRET='!COMMAND ARG...' (read by the\n"
-		     "sandbox when used), with ,ttl=DUR. On a running sandbox the change is live:\n"
-		     "the sessions that start from then on see it; one already running keeps the\n"
-		     "environment it started with. It is kept for the sandbox's next boot either\n"
-		     "way (a secret from the environment is taken again from the resume's).\n"
+		     "sandbox when used), with ,ttl=DUR; SECRET@HOST[,HOST...] keeps it out of\n"
+		     "the environment, for git on those hosts only. On a running sandbox the\n"
+		     "change is live: the sessions that start from then on see it; one already\n"
+		     "running keeps the environment it started with. It is kept for the\n"
+		     "sandbox's next boot either way (a secret from the environment is taken\n"
+		     "again from the resume's).\n"
 		     "See docs/secrets.md.\n\nFlags:\n");
 	flags_usage(out, flags);
 }
