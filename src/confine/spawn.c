@@ -86,12 +86,15 @@ static bool map_unprivileged(pid_t pid)
 	return write_all(path, map);
 }
 
+/* Raw system calls: the child of a raw clone() has one thread, but the C
+ * library still counts its parent's, and its setgroups() and setres*id()
+ * would wait forever for them to change their credentials too. */
 static bool become_mapped_root(int sync)
 {
 	char ok = 0;
 
-	return read(sync, &ok, 1) == 1 && ok == 1 && setgroups(0, NULL) == 0 &&
-	       setresgid(0, 0, 0) == 0 && setresuid(0, 0, 0) == 0;
+	return read(sync, &ok, 1) == 1 && ok == 1 && syscall(SYS_setgroups, 0, NULL) == 0 &&
+	       syscall(SYS_setresgid, 0, 0, 0) == 0 && syscall(SYS_setresuid, 0, 0, 0) == 0;
 }
 
 pid_t confine_fork(enum confine_mode mode, unsigned long extra_ns, struct confine_spawn *sp)

@@ -488,6 +488,31 @@ int shares_check(char *const *shares, size_t n, gantry_error_t *err)
 	return 0;
 }
 
+bool sandbox_net_reaches(const struct sandbox *sb, const char *name, const char **why)
+{
+	struct policy *p = NULL;
+	gantry_error_t err = NULL;
+	enum policy_dns d;
+	bool ok;
+
+	if (!sb->net) {
+		*why = "the sandbox has no network";
+		return false;
+	}
+	if (sb->net_policy == NULL)
+		p = policy_default(sb->allow_local_net);
+	else if (policy_from_json(sb->net_policy, &p, &err) < 0) {
+		gantry_error_free(&err);
+		*why = "its egress policy does not read";
+		return false;
+	}
+	d = policy_dns_name(p, name);
+	ok = d == POLICY_DNS_LEARN || (d == POLICY_DNS_RESOLVE && p->default_allow);
+	policy_free(p);
+	*why = "the egress policy does not allow that host";
+	return ok;
+}
+
 int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
 {
 	if (sandbox_opts_check(o, err) < 0)

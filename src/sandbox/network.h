@@ -63,6 +63,10 @@ int shares_check(char *const *shares, size_t n, gantry_error_t *err);
  * sb: the ports (not yet picked), the -net-policy file read and made
  * canonical, -allow-local-net, the proxy and the shares. */
 int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err);
+/* Whether sb's egress policy lets the guest reach the DNS name name: its
+ * DNS would learn the name's addresses, or resolve it under a default
+ * that allows; *why says why not. */
+bool sandbox_net_reaches(const struct sandbox *sb, const char *name, const char **why);
 /* Read and check a policy file: its canonical document. Errors are
  * "net-policy FILE: <JSON path>: why". */
 int net_policy_file(const char *path, json_t **out, gantry_error_t *err);

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "image/source.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/oneshot_broker.h"
 #include "common/json.h"
 #include "sandbox/machine.h"
 #include "sandbox/network.h"
@@ -150,15 +151,18 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct machine m = MACHINE_NONE;
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
+	struct oneshot_broker broker = { .listen = -1, .stop = { -1, -1 } };
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
 	int r = -1;
 
 	memset(res, 0, sizeof(*res));
-	/* The one-shot's secrets are its process's. */
+	/* The one-shot's secrets are its process's; those bound to hosts its
+	 * broker serves. */
 	if (with.secrets == NULL)
 		with.secrets = o->secrets;
+	with.serves_bound = true;
 	po = &with;
 	/* Every value checked before an image is pulled for it. */
 	if ((o->name && sandbox_name_check(o->name, err) < 0) ||
@@ -195,8 +199,9 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (r < 0)
 		goto out;
 	r = -1;
-	if (machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
-	    machine_start(&m, err) < 0)
+	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
+	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
+	    machine_start(&m, err) < 0 || oneshot_broker_run(&broker, err) < 0)
 		goto out;
 	agent_watch_cancel(m.agent, cancel_fd(cancel));
 	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||
@@ -227,6 +232,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = 0;
 out:
 	machine_join(&m);
+	oneshot_broker_stop(&broker);
 	if (m.cfg.timing && t_done > 0)
 		log_always("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
 			   "VM gone %.1f ms",

@@ -10,6 +10,7 @@
 #include "sandbox/network.h"
 #include "sandbox/process.h"
 #include "sandbox/secrets.h"
+#include "secret/broker.h"
 
 /* Whether the NAME=VALUE entries a and b set the same name. */
 static bool same_name(const char *a, const char *b)
@@ -74,7 +75,7 @@ int sandbox_process_opts_check(const struct sandbox_process_opts *o, gantry_erro
 					" is empty and there is no command after --: nothing to run");
 	if (o->user && *o->user == '\0')
 		return gantry_error_opt(err, "user", " is empty: want USER[:GROUP] or UID[:GID]");
-	return sandbox_secrets_check(o->secrets, err);
+	return o->serves_bound ? 0 : sandbox_secrets_check(o->secrets, err);
 }
 
 static const char default_path[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:"
@@ -211,6 +212,8 @@ int sandbox_process_init(struct sandbox_process *sp, const struct image_config *
 			return -1;
 		if (sp->secrets.envp)
 			sandbox_process_secrets(sp, sp->secrets.envp);
+		if (secret_store_has_bound(o->secrets))
+			sandbox_process_secrets(sp, broker_git_env);
 	}
 	p->uid = sp->user.uid;
 	p->gid = sp->user.gid;

@@ -42,6 +42,8 @@ struct sandbox_process_opts {
 				 * leaves none) and Cmd with it */
 	struct secret_store *secrets; /* -secret: into its environment, over
 				       * the rest (borrowed; NULL: none) */
+	bool serves_bound;	      /* host-bound secrets are served to it (a
+				       * one-shot's broker); else refused */
 };
 
 /* -e NAME=VALUE: checked (a name, no NUL) and added to o->env. */

@@ -20,9 +20,9 @@ int sandbox_secrets_check(struct secret_store *st, gantry_error_t *err)
 		if (st->v[i].spec.nr_hosts)
 			r = gantry_error_usage(
 				err,
-				"secret `%s`: a host-bound secret (NAME@HOST) is a sandbox's, "
-				"served by its supervisor (gantry start -secret, gantry secret "
-				"set); a process's own go into its environment, without @HOST",
+				"secret `%s`: a session's own secrets go into its environment; "
+				"one bound to hosts (NAME@HOST) is the sandbox's: gantry secret "
+				"set",
 				st->v[i].spec.name);
 	pthread_mutex_unlock(&st->lock);
 	return r;

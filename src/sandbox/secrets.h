@@ -9,8 +9,8 @@
 #include "sandbox/lifecycle.h"
 #include "secret/store.h"
 
-/* A process's own secrets (a one-shot's, a session's): host-bound ones
- * refused, as only a sandbox's supervisor serves them; st may be NULL. */
+/* A session's own secrets: host-bound ones refused (its sandbox's
+ * supervisor serves the sandbox's); st may be NULL. */
 int sandbox_secrets_check(struct secret_store *st, gantry_error_t *err);
 /* st's secrets as sb keeps them (sb->secrets): specs without values
  * (its supervisor reads their sources). */

@@ -25,9 +25,9 @@
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "net/policy.h"
+#include "sandbox/network.h"
+#include "secret/broker.h"
 #include "supervisor/supervisor_priv.h"
-
-#define BROKER_USER "x-access-token" /* what git hosts take with a token as its password */
 
 void sup_broker_init(struct sup *s)
 {
@@ -53,9 +53,8 @@ static void conn_close(struct broker_conn *b)
 		close(b->fd);
 	b->fd = -1;
 	explicit_bzero(b->in, sizeof(b->in));
-	secret_free(b->out, b->out_size);
-	b->out = NULL;
-	b->got = b->out_len = b->out_sent = b->out_size = 0;
+	broker_out_free(&b->out);
+	b->got = b->out_sent = 0;
 }
 
 void sup_broker_accept(struct sup *s)
@@ -78,96 +77,17 @@ void sup_broker_accept(struct sup *s)
 	}
 }
 
-/* Queue text (a plain answer: no secret in it) or the arena's answer. */
-static void answer_plain(struct broker_conn *b, const char *fmt, const char *why)
-{
-	size_t n = (size_t)snprintf(NULL, 0, fmt, why) + 1;
-
-	b->out = secret_alloc(n);
-	if (b->out == NULL)
-		return;
-	b->out_size = n;
-	b->out_len = (size_t)snprintf(b->out, n, fmt, why);
-}
-
 /* gate: which one said no (docs/audit.md). The guest hears why, but not
  * a source's details (its path, its command): those are the audit's. */
 static void withhold(struct sup *s, struct broker_conn *b, const char *gate, const char *secret,
 		     const char *host, const char *why)
 {
 	sup_audit_guest(s, "withhold", gate, secret, host, "%s", why);
-	answer_plain(b, "error=%s\n\n",
-		     strcmp(gate, "source") == 0 ? "its source failed (see gantry audit)" : why);
+	broker_refusal(&b->out,
+		       strcmp(gate, "source") == 0 ? "its source failed (see gantry audit)" : why);
 }
 
-/* Whether the egress policy lets the guest reach name: the policy's DNS
- * would learn its addresses, or resolve it under a default that allows. */
-static bool policy_allows(struct sup *s, const char *name, const char **why)
-{
-	struct policy *p = NULL;
-	gantry_error_t err = NULL;
-	enum policy_dns d;
-	bool ok;
-
-	if (!s->sb.net) {
-		*why = "the sandbox has no network";
-		return false;
-	}
-	if (s->sb.net_policy == NULL)
-		p = policy_default(s->sb.allow_local_net);
-	else if (policy_from_json(s->sb.net_policy, &p, &err) < 0) {
-		gantry_error_free(&err);
-		*why = "its egress policy does not read";
-		return false;
-	}
-	d = policy_dns_name(p, name);
-	ok = d == POLICY_DNS_LEARN || (d == POLICY_DNS_RESOLVE && p->default_allow);
-	policy_free(p);
-	*why = "the egress policy does not allow that host";
-	return ok;
-}
-
-/* A request's value of key ("host="...), at most cap - 1 bytes; false
- * when it has none. */
-static bool field(const char *req, const char *key, char *out, size_t cap)
-{
-	size_t klen = strlen(key);
-
-	for (const char *line = req; *line;) {
-		size_t n = strcspn(line, "\n");
-
-		if (n > klen && strncmp(line, key, klen) == 0 && n - klen < cap) {
-			memcpy(out, line + klen, n - klen);
-			out[n - klen] = '\0';
-			return true;
-		}
-		line += n + (line[n] == '\n');
-	}
-	return false;
-}
-
-/* A host as git names it (maybe with a port): the DNS name, lowercased. */
-static bool host_name(char *host)
-{
-	size_t n;
-
-	host[strcspn(host, ":")] = '\0';
-	n = strlen(host);
-	if (n == 0 || n > SECRET_HOST_MAX || host[0] == '.' || host[n - 1] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = host[i];
-
-		if (ch >= 'A' && ch <= 'Z')
-			host[i] = (char)(ch - 'A' + 'a');
-		else if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-			   ch == '.'))
-			return false;
-	}
-	return strstr(host, "..") == NULL;
-}
-
-/* On a thread of its own: the value of the secret bound to b->host (its
+/* On a thread of its own: the value of the secret bound to the host (its
  * source read, maybe slowly); the loop is woken when it is there. */
 static void *lookup(void *arg)
 {
@@ -175,7 +95,7 @@ static void *lookup(void *arg)
 	gantry_error_t err = NULL;
 	uint64_t one = 1;
 
-	b->r = secret_store_for_host(b->store, b->host, policy_domain_match, &b->v, &err);
+	b->r = secret_store_for_host(b->store, b->req.host, policy_domain_match, &b->v, &err);
 	if (b->r < 0)
 		snprintf(b->why, sizeof(b->why), "%s", gantry_error_str(err));
 	gantry_error_free(&err);
@@ -186,31 +106,21 @@ static void *lookup(void *arg)
 
 static void broker_request(struct sup *s, struct broker_conn *b)
 {
-	char proto[16], host[SECRET_HOST_MAX + 8], user[256] = BROKER_USER;
 	const char *why;
 
-	if (!field(b->in, "protocol=", proto, sizeof(proto)) ||
-	    (strcmp(proto, "https") != 0 && strcmp(proto, "http") != 0)) {
-		withhold(s, b, "request", NULL, NULL, "only https and http credentials are served");
+	if (broker_parse(b->in, &b->req, &why) < 0) {
+		withhold(s, b, "request", NULL, NULL, why);
 		return;
 	}
-	if (!field(b->in, "host=", host, sizeof(host)) || !host_name(host)) {
-		withhold(s, b, "request", NULL, NULL, "no host, or not a DNS name");
+	if (!sandbox_net_reaches(&s->sb, b->req.host, &why)) {
+		withhold(s, b, "policy", NULL, b->req.host, why);
 		return;
 	}
-	if (field(b->in, "username=", user, sizeof(user)) && strpbrk(user, "\r"))
-		snprintf(user, sizeof(user), "%s", BROKER_USER);
-	if (!policy_allows(s, host, &why)) {
-		withhold(s, b, "policy", NULL, host, why);
-		return;
-	}
-	snprintf(b->host, sizeof(b->host), "%s", host);
-	snprintf(b->user, sizeof(b->user), "%s", user);
 	b->store = &s->secrets;
 	b->wake = s->broker.wake;
 	atomic_store(&b->resolved, false);
 	if (pthread_create(&b->thread, NULL, lookup, b) != 0)
-		withhold(s, b, "source", NULL, host, "no thread to look the secret up");
+		withhold(s, b, "source", NULL, b->req.host, "no thread to look the secret up");
 	else
 		b->resolving = true;
 }
@@ -218,6 +128,8 @@ static void broker_request(struct sup *s, struct broker_conn *b)
 /* The lookup is done: its answer, on the loop's thread. */
 static void lookup_done(struct sup *s, struct broker_conn *b)
 {
+	const char *why;
+
 	pthread_join(b->thread, NULL);
 	b->resolving = false;
 	if (b->fd < 0) {
@@ -225,26 +137,17 @@ static void lookup_done(struct sup *s, struct broker_conn *b)
 		secret_value_free(&b->v);
 		return;
 	}
-	if (b->r == 0) {
-		withhold(s, b, "binding", NULL, b->host, "no secret is bound to that host");
-	} else if (b->r < 0) {
-		withhold(s, b, "source", b->v.name, b->host, b->why);
-	} else if (strpbrk(b->v.value, "\n\r")) {
-		withhold(s, b, "source", b->v.name, b->host, "its value holds a line break");
-	} else {
-		size_t n = sizeof("username=\npassword=\n\n") + strlen(b->user) + b->v.len;
-
-		b->out = secret_alloc(n);
-		if (b->out) {
-			b->out_size = n;
-			b->out_len = (size_t)snprintf(b->out, n, "username=%s\npassword=%s\n\n",
-						      b->user, b->v.value);
-			sup_audit_guest(s, "deliver", "broker", b->v.name, b->host,
-					"to git's credential helper");
-		}
-	}
+	if (b->r == 0)
+		withhold(s, b, "binding", NULL, b->req.host, "no secret is bound to that host");
+	else if (b->r < 0)
+		withhold(s, b, "source", b->v.name, b->req.host, b->why);
+	else if (broker_answer(&b->req, &b->v, &b->out, &why) < 0)
+		withhold(s, b, "source", b->v.name, b->req.host, why);
+	else if (b->out.text)
+		sup_audit_guest(s, "deliver", "broker", b->v.name, b->req.host,
+				"to git's credential helper");
 	secret_value_free(&b->v);
-	if (b->out == NULL)
+	if (b->out.text == NULL)
 		conn_close(b); /* no room in the arena: the helper hears nothing */
 }
 
@@ -265,7 +168,7 @@ static void conn_event(struct sup *s, struct broker_conn *b, short revents)
 {
 	ssize_t n;
 
-	if (b->out == NULL && (revents & (POLLIN | POLLHUP | POLLERR))) {
+	if (b->out.text == NULL && (revents & (POLLIN | POLLHUP | POLLERR))) {
 		n = recv(b->fd, b->in + b->got, SUP_BROKER_IN - b->got, MSG_DONTWAIT);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
@@ -279,7 +182,7 @@ static void conn_event(struct sup *s, struct broker_conn *b, short revents)
 			conn_close(b);
 			return;
 		}
-		if (strstr(b->in, "\n\n") == NULL && b->in[0] != '\n') {
+		if (!broker_request_whole(b->in, b->got)) {
 			if (b->got == SUP_BROKER_IN)
 				withhold(s, b, "request", NULL, NULL, "the request is too long");
 			else
@@ -289,19 +192,19 @@ static void conn_event(struct sup *s, struct broker_conn *b, short revents)
 		}
 		if (b->resolving)
 			return; /* answered once the lookup is done */
-		if (b->out == NULL) {
+		if (b->out.text == NULL) {
 			conn_close(b); /* no room in the arena: the helper hears nothing */
 			return;
 		}
 	}
-	if (b->out) {
-		n = send(b->fd, b->out + b->out_sent, b->out_len - b->out_sent,
+	if (b->out.text) {
+		n = send(b->fd, b->out.text + b->out_sent, b->out.len - b->out_sent,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (n > 0)
 			b->out_sent += (size_t)n;
-		if (n <= 0 || b->out_sent == b->out_len)
+		if (n <= 0 || b->out_sent == b->out.len)
 			conn_close(b);
 	}
 }
@@ -324,7 +227,7 @@ size_t sup_broker_fds(struct sup *s, struct pollfd *fds, struct broker_conn **ow
 		if (b->resolving)
 			continue; /* nothing to read or write until it is done */
 		owner[n] = b;
-		fds[n++] = (struct pollfd){ .fd = b->fd, .events = b->out ? POLLOUT : POLLIN };
+		fds[n++] = (struct pollfd){ .fd = b->fd, .events = b->out.text ? POLLOUT : POLLIN };
 	}
 	return n;
 }

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "sandbox/ctl.h"
 #include "sandbox/process.h"
+#include "secret/broker.h"
 #include "supervisor/supervisor_priv.h"
 
 bool sup_log_due(uint64_t *last)
@@ -271,17 +272,6 @@ static void audit_delivered(struct sup *s, const struct secret_env *e)
  * them. A secret whose source fails now withholds the session (ERROR). */
 static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 {
-	/* With a host-bound secret, git asks the broker and no helper the
-	 * image or the user configured (one that stores would keep the value
-	 * on disk). */
-	static char *const git[] = {
-		"GIT_CONFIG_COUNT=2",
-		"GIT_CONFIG_KEY_0=credential.helper",
-		"GIT_CONFIG_VALUE_0=",
-		"GIT_CONFIG_KEY_1=credential.helper",
-		"GIT_CONFIG_VALUE_1=" PROTO_HELPER_PATH " " PROTO_HELPER_ARG,
-		NULL,
-	};
 	char **env = m->u.exec.env, **with, **over = NULL;
 	uint32_t envc = m->u.exec.envc, n = 0;
 	gantry_error_t err = NULL;
@@ -298,7 +288,7 @@ static bool send_exec(struct sup *s, struct client *c, struct proto_msg *m)
 		return true;
 	}
 	if (secret_store_has_bound(&s->secrets))
-		over = sandbox_env_overlay(e.envp, git);
+		over = sandbox_env_overlay(e.envp, broker_git_env);
 	with = sandbox_env_overlay(env, over ? over : e.envp);
 	while (with[n])
 		n++;

@@ -21,6 +21,7 @@
 #include "proto/agent.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
+#include "secret/broker.h"
 #include "secret/store.h"
 #include "share/spec.h"
 
@@ -141,8 +142,8 @@ struct stream_wait {
 #define SUP_AUDIT_EVENTS    256
 #define SUP_BROKER_SOCK	    "1027.sock" /* PROTO_BROKER_PORT's, bridged by the VMM */
 #define SUP_BROKER_CONNS    8
-#define SUP_BROKER_IN	    4096
-#define SUP_BROKER_MS	    15000 /* a command source may take 10 s */
+#define SUP_BROKER_IN	    BROKER_REQUEST_MAX
+#define SUP_BROKER_MS	    BROKER_WAIT_MS
 
 /* A credential helper's connection to the broker (broker.c). */
 struct broker_conn {
@@ -150,8 +151,8 @@ struct broker_conn {
 	char in[SUP_BROKER_IN + 1];
 	size_t got;
 	uint64_t deadline;
-	char *out; /* the answer, in the secret arena; NULL: still reading */
-	size_t out_len, out_sent, out_size;
+	struct broker_out out; /* the answer; text NULL: still reading */
+	size_t out_sent;
 	/* The value is looked up on a thread of its own (a file read, a
 	 * command run), which sets resolved and wakes the loop. */
 	bool resolving;
@@ -159,7 +160,7 @@ struct broker_conn {
 	pthread_t thread;
 	struct secret_store *store;
 	int wake;
-	char host[SECRET_HOST_MAX + 1], user[256];
+	struct broker_req req;
 	struct secret_value v;
 	int r;
 	char why[256];

@@ -31,7 +31,7 @@ def sentinel(kind):
     (["-secret", "K=@relative/path"], "absolute path"),
     (["-secret", "K=@/p,ttl=5y"], "not a duration"),
     (["-secret", "NOT_SET_ANYWHERE_HERE"], "not set in this environment"),
-    (["-secret", "GH@github.com=@/k"], "a host-bound secret (NAME@HOST) is a sandbox's"),
+    (["-secret", "GH@github.com=@/k", "nosuch"], "one bound to hosts (NAME@HOST) is the sandbox's"),
     (["-secret-file", "/nonexistent/dot.env"], "secret file `/nonexistent/dot.env`"),
 ])
 def test_bad_specs_are_one_line_and_status_2(g, args, says):
@@ -201,10 +201,17 @@ def test_secrets_reach_the_process_and_nothing_else(gantry, tmp_path):
     home = tmp_path / "home"
     env = dict(os.environ, GANTRY_HOME=str(home), GANTRY_IMAGES=str(tmp_path / "images"),
                FROM_ENV=s["env"])
-    script = ('trap "exit 143" TERM; env | grep ^FROM_ | sort; echo ready; '
-              'while :; do sleep 1; done')
+    s["bound"] = sentinel("bound")
+    env["GIT_TOKEN"] = s["bound"]
+    # A host-bound secret: not in the environment, served to git's helper
+    # by the exec's own broker.
+    script = ('trap "exit 143" TERM; env | grep ^FROM_ | sort; '
+              "printf 'protocol=https\\nhost=git.example.com\\n\\n' | "
+              "/dev/.gantry-guest credential get | sed -n 's/^password=/FROM_HELPER=/p'; "
+              'echo ready; while :; do sleep 1; done')
     p = subprocess.Popen(
-        [str(gantry), "exec", "-name", "sec", "-secret", "FROM_ENV",
+        [str(gantry), "exec", "-name", "sec", "-secret", "GIT_TOKEN@git.example.com",
+         "-secret", "FROM_ENV",
          "-secret", f"FROM_FILE=@{tmp_path / 'key'}",
          "-secret", f"FROM_CMD=!cat {tmp_path / 'cmd-key'}",
          "-secret-file", str(tmp_path / "dot.env"), "--", "sh", "-c", script],
@@ -218,7 +225,8 @@ def test_secrets_reach_the_process_and_nothing_else(gantry, tmp_path):
                 break
             lines.append(line)
         assert lines == sorted([f"FROM_CMD={s['cmd']}", f"FROM_DOTENV={s['dotenv']}",
-                                f"FROM_ENV={s['env']}", f"FROM_FILE={s['file']}"]), lines
+                                f"FROM_ENV={s['env']}", f"FROM_FILE={s['file']}"]) + \
+            [f"FROM_HELPER={s['bound']}"], lines
         # While it runs: on the host, no process shows one (gantry's own
         # environ had FROM_ENV: it is wiped once taken).
         assert host_holders(s.values()) == []
