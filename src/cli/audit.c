@@ -10,13 +10,6 @@
 #include "common/util.h"
 #include "sandbox/secrets.h"
 
-static const char *str(json_t *o, const char *key, const char *none)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-
-	return v ? v : none;
-}
-
 static void audit_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
@@ -39,11 +32,12 @@ static void audit_table(json_t *o)
 	{
 		cleanup_free char *what = NULL, *reason = NULL;
 		json_int_t count = json_integer_value(json_object_get(v, "count"));
-		const char *secret = str(v, "secret", NULL), *host = str(v, "host", NULL);
+		const char *secret = cli_json_str(v, "secret", NULL),
+			   *host = cli_json_str(v, "host", NULL);
 
 		xasprintf(&what, "%s%s%s", secret ? secret : "", secret && host ? "@" : "",
 			  host ? host : "");
-		reason = xstrdup(str(v, "reason", ""));
+		reason = xstrdup(cli_json_str(v, "reason", ""));
 		if (count > 1) {
 			char *was = reason;
 
@@ -52,8 +46,9 @@ static void audit_table(json_t *o)
 		}
 		text_sanitize(what, 0);
 		text_sanitize(reason, 0);
-		printf("%-20s %-12s %-10s %-20s %s\n", str(v, "time", "?"), str(v, "kind", "?"),
-		       str(v, "decision", "?"), what[0] ? what : "-", reason);
+		printf("%-20s %-12s %-10s %-20s %s\n", cli_json_str(v, "time", "?"),
+		       cli_json_str(v, "kind", "?"), cli_json_str(v, "decision", "?"),
+		       what[0] ? what : "-", reason);
 	}
 }
 

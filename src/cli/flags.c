@@ -208,6 +208,13 @@ int cli_finish(gantry_error_t *err, int r)
 	return r < 0 ? cli_fail(err, 1) : 0;
 }
 
+const char *cli_json_str(json_t *o, const char *key, const char *none)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v ? v : none;
+}
+
 void cli_print_json(json_t *v)
 {
 	char *text = json_dumps(v, JSON_INDENT(2) | JSON_ENSURE_ASCII);

@@ -124,6 +124,9 @@ int flags_names(const char *cmd, const char *what, int argc, char **argv);
 int cli_each_name(int argc, char **argv, int (*fn)(const char *name, gantry_error_t *err));
 /* Print a JSON value indented, ASCII only, and a newline. */
 void cli_print_json(json_t *v);
+/* o's string under key, as it is (sanitise before printing); none when
+ * it has none. */
+const char *cli_json_str(json_t *o, const char *key, const char *none);
 /* `CMD NAME [--json]`: get(NAME) gives a JSON object, printed as JSON with
  * --json or by table() otherwise; what names the command's topic for the
  * usage error (see gantry WHAT -help). */

@@ -64,13 +64,6 @@ static int secret_change(bool set, int argc, char **argv)
 	return 0;
 }
 
-static const char *str(json_t *o, const char *key, const char *none)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-
-	return v ? v : none;
-}
-
 static void secret_table(json_t *o)
 {
 	json_t *v;
@@ -88,7 +81,7 @@ static void secret_table(json_t *o)
 			snprintf(ttl, sizeof(ttl), "%llds",
 				 (long long)json_integer_value(json_object_get(v, "ttlMs")) / 1000);
 		if (json_object_get(v, "path")) {
-			from = xstrdup(str(v, "path", ""));
+			from = xstrdup(cli_json_str(v, "path", ""));
 		} else {
 			json_array_foreach(json_object_get(v, "command"), k, x)
 			{
@@ -109,8 +102,8 @@ static void secret_table(json_t *o)
 		}
 		if (from)
 			text_sanitize(from, 0);
-		printf("%-24s %-8s %-8s %-24s %s\n", str(v, "name", "?"), str(v, "source", "?"),
-		       ttl, hosts ? hosts : "-", from ? from : "-");
+		printf("%-24s %-8s %-8s %-24s %s\n", cli_json_str(v, "name", "?"),
+		       cli_json_str(v, "source", "?"), ttl, hosts ? hosts : "-", from ? from : "-");
 	}
 }
 

@@ -84,13 +84,6 @@ static int share_change(bool add, int argc, char **argv)
 	return 0;
 }
 
-static const char *str(json_t *o, const char *key)
-{
-	const char *v = json_string_value(json_object_get(o, key));
-
-	return v ? v : "?";
-}
-
 static void share_table(json_t *o)
 {
 	json_t *v;
@@ -99,7 +92,8 @@ static void share_table(json_t *o)
 	printf("%-16s %-4s %-9s %-6s %-24s %s\n", "TAG", "MODE", "OWNER", "STATE", "PATH", "HOST");
 	json_array_foreach(json_object_get(o, "shares"), i, v)
 	{
-		cleanup_free char *path = xstrdup(str(v, "path")), *host = xstrdup(str(v, "host"));
+		cleanup_free char *path = xstrdup(cli_json_str(v, "path", "?")),
+				  *host = xstrdup(cli_json_str(v, "host", "?"));
 		char owner[32] = "-";
 		const char *state;
 
@@ -113,7 +107,7 @@ static void share_table(json_t *o)
 			state = json_is_true(json_object_get(o, "running")) ? "saved" : "-";
 		else
 			state = json_is_true(json_object_get(v, "saved")) ? "live" : "live*";
-		printf("%-16s %-4s %-9s %-6s %-24s %s\n", str(v, "tag"),
+		printf("%-16s %-4s %-9s %-6s %-24s %s\n", cli_json_str(v, "tag", "?"),
 		       json_is_true(json_object_get(v, "ro")) ? "ro" : "rw", owner, state, path,
 		       host);
 	}

@@ -217,19 +217,11 @@ static json_t *secret_json(const char *spec)
 
 	if (secret_spec_parse(spec, &sp, NULL) < 0)
 		return json_pack("{s:s%}", "name", spec, secret_spec_name_len(spec));
-	o = json_pack("{s:s}", "name", sp.name);
-	switch (sp.source) {
-	case SECRET_FROM_FILE:
-		json_object_set_new(o, "source", json_string("file"));
+	o = json_pack("{s:s,s:s}", "name", sp.name, "source", secret_source_name(sp.source));
+	if (sp.source == SECRET_FROM_FILE)
 		json_object_set_new(o, "path", json_string(sp.path));
-		break;
-	case SECRET_FROM_CMD:
-		json_object_set_new(o, "source", json_string("command"));
+	else if (sp.source == SECRET_FROM_CMD)
 		json_object_set_new(o, "command", jsonh_from_strv(sp.argv, argv_count(sp.argv)));
-		break;
-	default:
-		json_object_set_new(o, "source", json_string("env"));
-	}
 	if (sp.nr_hosts)
 		json_object_set_new(o, "hosts", jsonh_from_strv(sp.hosts, sp.nr_hosts));
 	if (sp.ttl_ms >= 0)

@@ -246,6 +246,20 @@ int secret_spec_parse(const char *spec, struct secret_spec *out, gantry_error_t 
 	return -1;
 }
 
+const char *secret_source_name(enum secret_source source)
+{
+	switch (source) {
+	case SECRET_FROM_FILE:
+		return "file";
+	case SECRET_FROM_CMD:
+		return "command";
+	case SECRET_FROM_ENV:
+	case SECRET_FROM_VALUE:
+	default:
+		return "env";
+	}
+}
+
 size_t secret_spec_name_len(const char *spec)
 {
 	return strcspn(spec, "@=,");

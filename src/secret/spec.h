@@ -54,6 +54,9 @@ void secret_spec_free(struct secret_spec *s);
 /* The spec as a string that parses back to it, with no value in it (what a
  * sandbox keeps). */
 char *secret_spec_format(const struct secret_spec *s);
+/* What a source is called where names are shown (sandbox.json keeps a
+ * -secret-file value's as "env": a resume takes it from there). */
+const char *secret_source_name(enum secret_source source);
 /* How long the name at the start of a spec is. */
 size_t secret_spec_name_len(const char *spec);
 /* A Go duration ("1h2m3.5s", "0"): 0 with *ms, -1 when it is not one. */

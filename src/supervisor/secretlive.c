@@ -15,13 +15,6 @@
 #include "sandbox/secrets.h"
 #include "supervisor/supervisor_priv.h"
 
-static const char *const source_names[] = {
-	[SECRET_FROM_ENV] = "env",
-	[SECRET_FROM_FILE] = "file",
-	[SECRET_FROM_CMD] = "command",
-	[SECRET_FROM_VALUE] = "value",
-};
-
 static void value_drop(struct client *c)
 {
 	secret_free(c->value, MAX(c->value_len, 1));
@@ -59,7 +52,8 @@ static void set_done(struct sup *s, struct client *c)
 	    secret_store_put(&s->secrets, c->value_spec, c->value, c->value_len, &err) == 0 &&
 	    sandbox_secret_keep(&s->sb, c->value_spec, &err) == 0) {
 		save(s);
-		sup_audit(s, "secret.set", "ok", sp.name, NULL, "from %s", source_names[sp.source]);
+		sup_audit(s, "secret.set", "ok", sp.name, NULL, "from %s",
+			  secret_source_name(sp.source));
 	} else if (sp.name[0]) {
 		sup_audit(s, "secret.set", "refused", sp.name, NULL, "%s", gantry_error_str(err));
 	}
