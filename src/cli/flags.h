@@ -93,7 +93,8 @@ int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err);
 	{ "secret", FLAG_FUNC, (o), cli_flag_secret, "SPEC",                          \
 	  "a secret in the process's environment: NAME (its value here), "           \
 	  "NAME=@FILE or NAME='!CMD ARGS' [,ttl=DUR] (repeatable); NAME@HOST,...: "   \
-	  "for git on those hosts only", 0 },                                         \
+	  "for git on those hosts only; NAME@HOST,...,inject [,header=H] "            \
+	  "[,format=F]: a placeholder, the value injected into HTTPS to those hosts", 0 }, \
 	{ "secret-file", FLAG_FUNC, (o), cli_flag_secret_file, "FILE",                \
 	  "secrets from a dotenv file: NAME=VALUE lines, read into memory only", 0 }
 /* clang-format on */

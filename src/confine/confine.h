@@ -181,5 +181,7 @@ int confine_probe_main(int argc, char **argv);
 /* seccomp.c: the network worker's filter (after its set-up). 0, or -1
  * with why filled. */
 int confine_filter_net(bool log, gantry_error_t *err);
+/* The egress worker's (egress/egress.h). */
+int confine_filter_egress(bool log, gantry_error_t *err);
 
 #endif

@@ -51,6 +51,11 @@ int confine_filter_net(bool log, gantry_error_t *err)
 	return load(&filter_net, log, false, true, "net", err);
 }
 
+int confine_filter_egress(bool log, gantry_error_t *err)
+{
+	return load(&filter_egress, log, false, true, "egress", err);
+}
+
 int confine_filter_share(bool log, gantry_error_t *err)
 {
 	return load(&filter_share, log, false, true, "share", err);

@@ -96,13 +96,14 @@ static void write_prog(FILE *out, size_t i)
 
 int main(int argc, char **argv)
 {
-	size_t net, share, vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS];
+	size_t net, share, egress, vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS];
 	FILE *out;
 
 	if (argc != 2)
 		fail("usage: gantry-mkfilters OUT.c");
 	net = add(seccomp_make(seccomp_net_rules), "the network worker's filter");
 	share = add(seccomp_make(seccomp_share_rules), "the share worker's filter");
+	egress = add(seccomp_make(seccomp_egress_rules), "the egress worker's filter");
 	for (unsigned int t = 0; t < VMM_THREAD_KINDS; t++) {
 		for (unsigned int bits = 0; bits < FILTER_OPT_COMBOS; bits++) {
 			struct vmm_filter_opts o = opts_of(bits);
@@ -123,6 +124,8 @@ int main(int argc, char **argv)
 		progs[net].len / 8);
 	fprintf(out, "const struct filter_prog filter_share = { prog%zu, %zu };\n", share,
 		progs[share].len / 8);
+	fprintf(out, "const struct filter_prog filter_egress = { prog%zu, %zu };\n", egress,
+		progs[egress].len / 8);
 	fprintf(out, "const struct filter_prog filter_vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS] = {\n");
 	for (unsigned int t = 0; t < VMM_THREAD_KINDS; t++) {
 		fprintf(out, "\t{\n");

@@ -172,6 +172,27 @@ int seccomp_net_rules(scmp_filter_ctx f)
 	return r;
 }
 
+/* The egress worker's: TCP to the bound hosts and UDP to the nameservers
+ * (AF_INET only), the connections the network worker hands over
+ * (recvmsg), its channel; one thread, no listener, no file. */
+int seccomp_egress_rules(scmp_filter_ctx f)
+{
+	static const int egress[] = {
+		SCMP_SYS(recvfrom),    SCMP_SYS(sendto),     SCMP_SYS(recvmsg),
+		SCMP_SYS(sendmsg),     SCMP_SYS(connect),    SCMP_SYS(shutdown),
+		SCMP_SYS(getsockopt),  SCMP_SYS(setsockopt), SCMP_SYS(getsockname),
+		SCMP_SYS(getpeername),
+	};
+	int r = no_exec_maps(f);
+
+	if (r == 0)
+		r = seccomp_allow_all(f, egress, ARRAY_SIZE(egress));
+	if (r == 0)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)AF_INET));
+	return r;
+}
+
 int seccomp_common_rules(scmp_filter_ctx f, int spared)
 {
 	int r = seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);

@@ -48,6 +48,9 @@ struct guest_config {
 	bool debug;
 	/* gantry.share=, bound into the container; NULL: none */
 	const struct shares *shares;
+	/* gantry.ca=: the egress CA's base64 (trust.c); NULL: none */
+	const char *ca;
+	bool image_bundle; /* the image has /etc/ssl/certs/ca-certificates.crt */
 };
 
 struct session;
@@ -140,6 +143,19 @@ int net_write_etc(struct guest_config *cfg, const struct netconf *n);
 void net_prepare_root(const char *rootfs);
 /* The i-th generated file's name under etc_dir (and /etc), or NULL. */
 const char *net_etc_file(size_t i);
+
+/* trust.c: where the container finds the egress CA, alone and with the
+ * image's bundle. */
+#define TRUST_CA     "/etc/gantry/ca.pem"
+#define TRUST_BUNDLE "/etc/gantry/ca-bundle.crt"
+bool trust_b64_valid(const char *s);
+/* Write gantry-ca.pem and gantry-ca-bundle.crt in etc_dir (the root
+ * assembled); on failure cfg->ca is NULL again (logged). */
+void trust_write(struct guest_config *cfg);
+/* The variables that point the container's TLS clients at them. */
+size_t trust_env_count(void);
+const char *trust_env_name(size_t i);
+const char *trust_env_value(size_t i);
 
 /* spec.c: write <bundle>/config.json for one EXEC (pause: for the
  * long-lived container, whose init is gantry-init --pause). */

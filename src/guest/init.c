@@ -209,8 +209,14 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 				snprintf(net, sizeof(net), "%s", tok + 11);
 			else if (strcmp(net, tok + 11) != 0)
 				snprintf(net, sizeof(net), "given twice");
-		} else if (strncmp(tok, SHARES_PARAM, sizeof(SHARES_PARAM) - 1) == 0)
+		} else if (strncmp(tok, SHARES_PARAM, sizeof(SHARES_PARAM) - 1) == 0) {
 			read_share(&shares, tok + sizeof(SHARES_PARAM) - 1);
+		} else if (strncmp(tok, "gantry.ca=", 10) == 0) {
+			if (trust_b64_valid(tok + 10))
+				cfg->ca = tok + 10;
+			else
+				guest_log("gantry.ca=: not a certificate; not trusted");
+		}
 	}
 	if (nets)
 		cfg->net = net;
@@ -489,6 +495,7 @@ int main(int argc, char **argv)
 	if (net_write_etc(cfg, &net) < 0)
 		guest_log("%s/etc: %s; the container keeps the image's resolv.conf and hosts",
 			  cfg->state_dir, strerror(errno));
+	trust_write(cfg);
 	snprintf(state, sizeof(state), "%s/bundles", cfg->state_dir);
 	if (mkdir(state, 0700) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", state, strerror(errno));

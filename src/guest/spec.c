@@ -146,6 +146,9 @@ static void write_process(FILE *f, const struct guest_config *cfg, const struct 
 			e->envc ? "," : "");
 	if (tty && !env_has(e, "TERM"))
 		fputs(",\"TERM=xterm\"", f);
+	for (size_t i = 0; cfg->ca && i < trust_env_count(); i++)
+		if (!env_has(e, trust_env_name(i)))
+			fprintf(f, ",\"%s=%s\"", trust_env_name(i), trust_env_value(i));
 	fputs("],\"cwd\":", f);
 	json_str(f, e->cwd && *e->cwd ? e->cwd : "/");
 	fputs(",\"capabilities\":{", f);
@@ -190,6 +193,32 @@ static void write_etc_binds(FILE *f, const struct guest_config *cfg)
 		json_str(f, source);
 		fputs(",\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\",\"noexec\"]}", f);
 	}
+}
+
+static void bind_ro(FILE *f, const char *dest, const char *dir, const char *name)
+{
+	char source[GUEST_PATH_MAX];
+
+	if (guest_pathf(source, sizeof(source), "%s/%s", dir, name) < 0)
+		return;
+	fputs(",{\"destination\":", f);
+	json_str(f, dest);
+	fputs(",\"type\":\"bind\",\"source\":", f);
+	json_str(f, source);
+	fputs(",\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\",\"noexec\"]}", f);
+}
+
+/* The egress CA (trust.c), alone and in a bundle, the bundle over the
+ * image's own where it has one. */
+static void write_trust_binds(FILE *f, const struct guest_config *cfg)
+{
+	if (cfg->ca == NULL || cfg->etc_dir == NULL)
+		return;
+	bind_ro(f, TRUST_CA, cfg->etc_dir, "gantry-ca.pem");
+	bind_ro(f, TRUST_BUNDLE, cfg->etc_dir, "gantry-ca-bundle.crt");
+	if (cfg->image_bundle)
+		bind_ro(f, "/etc/ssl/certs/ca-certificates.crt", cfg->etc_dir,
+			"gantry-ca-bundle.crt");
 }
 
 /* The host's shares, last so that one over /tmp or /etc/hosts wins; crun
@@ -287,6 +316,7 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 		"\"options\":[\"bind\",\"ro\",\"nosuid\",\"nodev\"]}",
 		GUEST_HELPER_PATH, cfg->self);
 	write_etc_binds(f, cfg);
+	write_trust_binds(f, cfg);
 	write_share_binds(f, cfg);
 	fputs("],", f);
 	write_linux(f);

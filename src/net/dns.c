@@ -411,6 +411,15 @@ static void judge(struct dns_proxy *p, const struct dns_client *from, const uint
 		reply_rcode(p, from, msg, q.end, DNS_RCODE_REFUSED);
 		return;
 	}
+	if (p->hooks.intercept && p->hooks.intercept(p->hooks.opaque, &q)) {
+		bool has = q.qtype == DNS_TYPE_A || q.qtype == DNS_TYPE_ANY;
+
+		a.s_addr = htonl(NET_GATEWAY);
+		p->stats.answered_local++;
+		reply(p, from, out,
+		      build_answer(out, msg, q.end, DNS_RCODE_NOERROR, has ? &a : NULL), q.end);
+		return;
+	}
 	if (!rate_take(p)) {
 		p->stats.rate_limited++;
 		reply_rcode(p, from, msg, q.end, DNS_RCODE_REFUSED);
@@ -562,12 +571,25 @@ static int parse_ip_port(const char *s, struct sockaddr_in *out)
 	return 0;
 }
 
+int dns_upstreams(struct sockaddr_in *out, size_t *n, gantry_error_t *err)
+{
+	const char *env = gantry_setting(NET_DNS_ENV);
+
+	if (env && *env) {
+		if (parse_ip_port(env, &out[0]) < 0)
+			return gantry_error(err, EINVAL, "%s=`%s`: not IP:PORT", NET_DNS_ENV, env);
+		*n = 1;
+		return 0;
+	}
+	*n = dns_resolv_conf("/etc/resolv.conf", out, DNS_MAX_UPSTREAM);
+	return 0;
+}
+
 int dns_proxy_new(struct dns_proxy **out, const struct dns_hooks *hooks,
 		  const struct sockaddr_in *upstreams, size_t nr_upstreams, const char *tcp_path,
 		  gantry_error_t *err)
 {
 	struct dns_proxy *p = xzalloc(sizeof(*p));
-	const char *env = gantry_setting(NET_DNS_ENV);
 
 	p->hooks = *hooks;
 	p->listen_fd = -1;
@@ -580,14 +602,9 @@ int dns_proxy_new(struct dns_proxy **out, const struct dns_hooks *hooks,
 	if (upstreams) {
 		p->nr_up = MIN(nr_upstreams, (size_t)DNS_MAX_UPSTREAM);
 		memcpy(p->up, upstreams, p->nr_up * sizeof(*upstreams));
-	} else if (env && *env) {
-		if (parse_ip_port(env, &p->up[0]) < 0) {
-			free(p);
-			return gantry_error(err, EINVAL, "%s=`%s`: not IP:PORT", NET_DNS_ENV, env);
-		}
-		p->nr_up = 1;
-	} else {
-		p->nr_up = dns_resolv_conf("/etc/resolv.conf", p->up, DNS_MAX_UPSTREAM);
+	} else if (dns_upstreams(p->up, &p->nr_up, err) < 0) {
+		free(p);
+		return -1;
 	}
 	if (tcp_path) {
 		p->listen_fd = unix_listen(tcp_path, 16, err);

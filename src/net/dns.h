@@ -60,6 +60,10 @@ struct dns_hooks {
 	 * record's and the chain's CNAMEs' up to it. NULL: ignored. */
 	void (*learned)(void *opaque, const struct dns_question *q, const char *owner,
 			struct in_addr ip, uint32_t ttl);
+	/* Whether allowed query q names a host whose HTTPS the egress worker
+	 * takes (egress/egress.h): answered here with the gateway's address
+	 * (no other record), never sent upstream. NULL: none is. */
+	bool (*intercept)(void *opaque, const struct dns_question *q);
 	/* Above 0: the TTLs of an answer whose addresses are learned are cut
 	 * to at most this many seconds before the guest sees them, so its
 	 * cache never outlives what was learned. */
@@ -124,6 +128,9 @@ void dns_answer_cap_ttl(uint8_t *msg, size_t len, size_t qend, uint32_t cap);
  * limit, idle connections), so a test need not wait them out. */
 void dns_proxy_clock_skew(struct dns_proxy *p, uint64_t ms);
 
+/* The upstreams a proxy with none given asks: NET_DNS_ENV's, else
+ * /etc/resolv.conf's (at most DNS_MAX_UPSTREAM into out, *n of them). */
+int dns_upstreams(struct sockaddr_in *out, size_t *n, gantry_error_t *err);
 /* The nameservers of a resolv.conf (IPv4, port 53), at most max. */
 size_t dns_resolv_conf(const char *path, struct sockaddr_in *out, size_t max);
 

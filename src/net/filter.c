@@ -9,6 +9,7 @@
 #include "net/net.h"
 
 #define DNS_PORT  53
+#define HTTPS_PORT 443
 #define DHCP_PORT 67
 #define TFTP_PORT 69
 
@@ -159,7 +160,8 @@ static void clear_urg(uint8_t *tcp, struct filter_verdict *v)
 	v->urg_cleared = true;
 }
 
-static void check_tcp(uint8_t *l4, size_t l4_len, uint32_t dst, struct filter_verdict *v)
+static void check_tcp(const struct net_filter *f, uint8_t *l4, size_t l4_len, uint32_t dst,
+		      struct filter_verdict *v)
 {
 	size_t doff;
 	uint8_t flags;
@@ -175,7 +177,7 @@ static void check_tcp(uint8_t *l4, size_t l4_len, uint32_t dst, struct filter_ve
 	flags = l4[13];
 	if ((flags & TCP_SYN) && (flags & (TCP_FIN | TCP_RST)))
 		return drop(v, NET_DROP_TCP_FLAGS);
-	if (dst == NET_GATEWAY && v->port != DNS_PORT) {
+	if (dst == NET_GATEWAY && v->port != DNS_PORT && !(f->https && v->port == HTTPS_PORT)) {
 		v->reason = NET_DROP_GATEWAY;
 		v->action = (flags & TCP_RST) ? FILTER_DROP : FILTER_RST;
 		return;
@@ -232,7 +234,8 @@ static void check_icmp(const uint8_t *ip, const uint8_t *l4, size_t l4_len, uint
 	v->action = FILTER_ECHO;
 }
 
-static void check_ipv4(uint8_t *frame, size_t len, struct filter_verdict *v)
+static void check_ipv4(const struct net_filter *f, uint8_t *frame, size_t len,
+		       struct filter_verdict *v)
 {
 	uint8_t *ip = frame + FRAME_IP, *l4 = frame + FRAME_L4;
 	size_t tot, l4_len;
@@ -277,7 +280,7 @@ static void check_ipv4(uint8_t *frame, size_t len, struct filter_verdict *v)
 		return drop(v, cls);
 	switch (ip[9]) {
 	case IPPROTO_NUM_TCP:
-		return check_tcp(l4, l4_len, dst, v);
+		return check_tcp(f, l4, l4_len, dst, v);
 	case IPPROTO_NUM_UDP:
 		return check_udp(ip, l4, l4_len, dst, v);
 	case IPPROTO_NUM_ICMP:
@@ -301,6 +304,6 @@ void filter_frame(struct net_filter *f, uint8_t *frame, size_t len, uint64_t now
 	if (type == ETH_TYPE_ARP)
 		return check_arp(f, frame, len, now_ms, v);
 	if (type == ETH_TYPE_IPV4)
-		return check_ipv4(frame, len, v);
+		return check_ipv4(f, frame, len, v);
 	drop(v, NET_DROP_ETHERTYPE);
 }

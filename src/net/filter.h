@@ -93,6 +93,7 @@ struct filter_verdict {
 #define FILTER_ARP_BURST 100 /* with bursts of this many */
 
 struct net_filter {
+	bool https; /* the gateway serves TCP 443 too (the egress worker's) */
 	uint32_t arp_tokens;
 	uint64_t arp_refill_ms;
 };

@@ -177,6 +177,16 @@ int nat_init(struct nat *n, const char *dns_path, gantry_error_t *err)
 	return 0;
 }
 
+int nat_add_unix(struct nat *n, const char *path, uint16_t port, gantry_error_t *err)
+{
+	struct in_addr gw = addr(NET_GATEWAY);
+
+	if (sym_slirp_add_unix(n->slirp, path, &gw, port) < 0)
+		return gantry_error(err, 0, "libslirp: cannot forward TCP %s:%u", NET_GATEWAY_STR,
+				    port);
+	return 0;
+}
+
 void nat_cleanup(struct nat *n)
 {
 	struct nat_timer *t;

@@ -33,6 +33,9 @@ struct nat {
 /* libslirp loaded (nat_init does it); what is missing said as one line. */
 int nat_lib_load(gantry_error_t *err);
 int nat_init(struct nat *n, const char *dns_path, gantry_error_t *err);
+/* TCP to the gateway's port goes to the Unix socket path (libslirp
+ * dials it for each connection). */
+int nat_add_unix(struct nat *n, const char *path, uint16_t port, gantry_error_t *err);
 void nat_cleanup(struct nat *n);
 /* A guest frame the check passed. */
 void nat_input(struct nat *n, const uint8_t *frame, size_t len);

@@ -68,10 +68,11 @@ static int give_policy(struct net_worker *w, const struct net_worker_opts *o, ga
 int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
 		     gantry_error_t *err)
 {
-	cleanup_free const char **args =
-		xzalloc((8 + 2 * o->nr_ports + 2 * o->nr_proxy_ips) * sizeof(*args));
+	cleanup_free const char **args = xzalloc(
+		(10 + 2 * o->nr_ports + 2 * o->nr_proxy_ips + 2 * o->nr_inject) * sizeof(*args));
 	char proxies[NET_PROXY_IPS_MAX][INET_ADDRSTRLEN + 8];
-	char frame_arg[16], ctl_arg[16];
+	char frame_arg[16], ctl_arg[16], inject_arg[16];
+	int fds[2];
 	cleanup_close int frame_w = -1;
 	int frame[2], buf = NET_WORKER_SOCKBUF, n = 0;
 
@@ -97,6 +98,15 @@ int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int 
 	}
 	if (o->proxy_enforce && o->nr_proxy_ips)
 		args[n++] = "--proxy-enforce";
+	if (o->nr_inject) {
+		snprintf(inject_arg, sizeof(inject_arg), "%d", NET_FRAME_FD + 1);
+		args[n++] = "--inject-fd";
+		args[n++] = inject_arg;
+		for (size_t i = 0; i < o->nr_inject; i++) {
+			args[n++] = "--inject-host";
+			args[n++] = o->inject_hosts[i];
+		}
+	}
 	args[n] = NULL;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, frame) < 0)
 		return gantry_error_errno(err, "network worker: socketpair");
@@ -112,11 +122,16 @@ int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int 
 		gantry_error_errno(err, "network worker: fcntl");
 		goto fail;
 	}
-	if (worker_spawn(&(struct worker_spawn){ .role = NET_WORKER_ROLE, .what = "network worker",
+	fds[0] = frame_w;
+	fds[1] = o->inject_fd;
+	if (worker_spawn(&(struct worker_spawn){ .role = NET_WORKER_ROLE,
+						 .what = "network worker",
 						 .mode = o->isolation,
 						 .env = o->env ? o->env : net_worker_env,
-						 .args = args, .log_fd = log_fd, .fds = &frame_w,
-						 .nr_fds = 1 },
+						 .args = args,
+						 .log_fd = log_fd,
+						 .fds = fds,
+						 .nr_fds = o->nr_inject ? 2 : 1 },
 			 &w->pid, &w->ctl_fd, err) < 0)
 		goto fail;
 	return 0;

@@ -41,6 +41,11 @@ struct net_worker_opts {
 	size_t nr_proxy_ips;
 	uint16_t proxy_port;
 	bool proxy_enforce;
+	/* The egress worker's end for the HTTPS connections to inject_hosts
+	 * (egress/spawn.h), when there are any. Not closed here. */
+	int inject_fd;
+	char *const *inject_hosts;
+	size_t nr_inject;
 	enum confine_mode isolation; /* how it is confined (confine.h) */
 	const char *const *env;	     /* the variables it keeps; NULL: those it reads */
 };

@@ -535,7 +535,50 @@ static int min_timeout(int a, int b)
 }
 
 /* Indices of the fixed entries in the poll set. */
-enum { FD_FRAME, FD_SIGNAL, FD_CTL };
+enum { FD_FRAME, FD_SIGNAL, FD_CTL, FD_HTTPS };
+
+bool worker_dns_intercept(void *opaque, const struct dns_question *q)
+{
+	struct worker *w = opaque;
+
+	for (size_t i = 0; i < w->nr_inject; i++)
+		if (strcmp(w->inject_hosts[i], q->name) == 0)
+			return true;
+	return false;
+}
+
+/* Each connection waiting goes to the egress worker, one descriptor a
+ * message; one it cannot take now (its socket full: it is that busy) is
+ * closed, and counted. */
+void worker_https_accept(struct worker *w)
+{
+	int fd;
+
+	while ((fd = accept4(w->https_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+		static const char one = 'c';
+		struct iovec iov = { .iov_base = (void *)&one, .iov_len = 1 };
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct msghdr msg = { .msg_iov = &iov,
+				      .msg_iovlen = 1,
+				      .msg_control = u.buf,
+				      .msg_controllen = sizeof(u.buf) };
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+		memset(&u, 0, sizeof(u));
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+		if (sendmsg(w->inject_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 &&
+		    w->https_lost++ % 100 == 0)
+			log_warn("egress worker: a connection not handed over: %s",
+				 strerror(errno));
+		close(fd);
+	}
+}
 
 void worker_loop(struct worker *w)
 {
@@ -550,6 +593,7 @@ void worker_loop(struct worker *w)
 				(w->out_head ? POLLOUT : 0)));
 		push_fd(w, w->sig_fd, POLLIN);
 		push_fd(w, w->ctl_fd, POLLIN); /* -1: ignored by poll() */
+		push_fd(w, w->https_listen, POLLIN);
 		fds_reserve(w, DNS_POLL_MAX);
 		dns_base = w->nfds;
 		dns_n = dns_proxy_pollfds(w->dns, w->fds + dns_base, DNS_POLL_MAX);
@@ -589,6 +633,8 @@ void worker_loop(struct worker *w)
 			w->done = true;
 		}
 		worker_backpressure(w);
+		if (w->fds[FD_HTTPS].revents & POLLIN)
+			worker_https_accept(w);
 		re = w->fds[FD_CTL].revents;
 		if (re & POLLIN)
 			worker_read_ctl(w);

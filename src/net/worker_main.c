@@ -40,6 +40,9 @@ struct args {
 	struct sockaddr_in proxy[PROXY_IPS_MAX];
 	size_t nr_proxy;
 	bool proxy_enforce;
+	int inject_fd;
+	char **inject_hosts;
+	size_t nr_inject;
 	struct confine_opts confine; /* mode off: not confined */
 	bool self_test;
 };
@@ -77,8 +80,9 @@ static int load_filter(void *opaque, bool log, gantry_error_t *err)
 
 static int parse_args(int argc, char **argv, struct args *a)
 {
-	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1 };
+	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1, .inject_fd = -1 };
 	a->ports = xzalloc(sizeof(char *) * ((size_t)argc + 1));
+	a->inject_hosts = xzalloc(sizeof(char *) * ((size_t)argc + 1));
 	for (int i = 0; i < argc; i++) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int n = confine_arg(&a->confine, opt, val);
@@ -109,6 +113,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 			i++;
 		} else if (strcmp(opt, "--proxy-enforce") == 0) {
 			a->proxy_enforce = true;
+		} else if (strcmp(opt, "--inject-fd") == 0 && parse_fd(val, &a->inject_fd) == 0) {
+			i++;
+		} else if (strcmp(opt, "--inject-host") == 0 && val) {
+			a->inject_hosts[a->nr_inject++] = argv[++i];
 		} else {
 			return -1;
 		}
@@ -128,6 +136,15 @@ static int nonblock(int fd, const char *what, gantry_error_t *err)
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
 		return gantry_error_errno(err, "%s", what);
 	return 0;
+}
+
+/* Remove name in dir, whatever is there. */
+static void unlinkat_in(const char *dir, const char *name)
+{
+	char path[PATH_MAX];
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) < sizeof(path))
+		unlink(path);
 }
 
 /* A directory of the host's holds the DNS socket, and the filters will
@@ -157,6 +174,7 @@ static int dns_dir_cleaner(struct worker *w, gantry_error_t *err)
 		while (read(3, &c, 1) < 0 && errno == EINTR)
 			;
 		unlink(w->dns_path);
+		unlinkat_in(w->dns_dir, "https.sock");
 		rmdir(w->dns_dir);
 		_exit(0);
 	}
@@ -224,6 +242,33 @@ static int load_policy(const char *path, struct policy **out, gantry_error_t *er
 	return 0;
 }
 
+/* The listener libslirp dials for HTTPS to the gateway, beside the DNS
+ * proxy's socket (and gone with it). */
+static int https_setup(struct worker *w, const struct args *a, gantry_error_t *err)
+{
+	char *slash = strrchr(w->dns_path, '/');
+	cleanup_free char *dir = xstrndup(w->dns_path, (size_t)(slash - w->dns_path));
+	const char *in_root = strrchr(w->dns_slirp_path, '/');
+	cleanup_free char *path = NULL;
+
+	w->inject_fd = a->inject_fd;
+	w->inject_hosts = xzalloc((a->nr_inject + 1) * sizeof(char *));
+	for (size_t i = 0; i < a->nr_inject; i++)
+		w->inject_hosts[w->nr_inject++] = xstrdup(a->inject_hosts[i]);
+	xasprintf(&path, "%s/https.sock", dir);
+	w->https_listen = unix_listen(path, 64, err);
+	if (w->https_listen < 0)
+		return gantry_error_prefix(err, "HTTPS to the egress worker");
+	if (nonblock(w->https_listen, "HTTPS listener", err) < 0 ||
+	    nonblock(w->inject_fd, "egress worker's socket", err) < 0)
+		return -1;
+	/* libslirp dials it by the path it has in our root, as the DNS one. */
+	xasprintf(&w->https_path, "%.*shttps.sock", (int)(in_root - w->dns_slirp_path + 1),
+		  w->dns_slirp_path);
+	w->filter.https = true;
+	return 0;
+}
+
 static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 {
 	const struct dns_hooks hooks = { .opaque = w,
@@ -231,6 +276,7 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 					 .allow = worker_dns_allow,
 					 .learn = worker_dns_learn,
 					 .learned = worker_dns_learned,
+					 .intercept = worker_dns_intercept,
 					 .ttl_cap = POLICY_TTL_CAP };
 	struct policy *policy = NULL;
 	struct port_spec s;
@@ -255,6 +301,8 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 		return -1;
 	if (dns_socket_dir(w, a, err) < 0)
 		return -1;
+	if (a->inject_fd >= 0 && https_setup(w, a, err) < 0)
+		return -1;
 	if (dns_proxy_new(&w->dns, &hooks, a->have_dns ? &a->dns : NULL, a->have_dns ? 1 : 0,
 			  w->dns_path, err) < 0)
 		return gantry_error_prefix(err, "DNS proxy");
@@ -263,6 +311,8 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	w->nat.send = worker_slirp_send;
 	w->nat.opaque = w;
 	if (nat_init(&w->nat, w->dns_slirp_path, err) < 0)
+		return -1;
+	if (w->https_path && nat_add_unix(&w->nat, w->https_path, 443, err) < 0)
 		return -1;
 	for (size_t i = 0; i < a->nr_ports; i++)
 		if (worker_publish(w, a->ports[i], &s, err) < 0)
@@ -281,11 +331,17 @@ static void teardown(struct worker *w)
 	/* Where a cleaner waits, it removes them once we have exited. */
 	if (w->dns_path && w->dns_cleaner < 0)
 		unlink(w->dns_path);
-	if (w->dns_dir && w->dns_cleaner < 0)
+	if (w->dns_dir && w->dns_cleaner < 0) {
+		unlinkat_in(w->dns_dir, "https.sock");
 		rmdir(w->dns_dir);
+	}
 	free(w->dns_path);
 	free(w->dns_slirp_path);
 	free(w->dns_dir);
+	if (w->https_listen >= 0)
+		close(w->https_listen);
+	free(w->https_path);
+	strv_free(w->inject_hosts);
 	while ((f = w->out_head)) {
 		w->out_head = f->next;
 		free(f);
@@ -329,7 +385,12 @@ static json_t *confine(struct args *a, gantry_error_t *err)
 
 int net_worker_main(int argc, char **argv)
 {
-	static struct worker w = { .frame_fd = -1, .ctl_fd = -1, .sig_fd = -1, .dns_cleaner = -1 };
+	static struct worker w = { .frame_fd = -1,
+				   .ctl_fd = -1,
+				   .sig_fd = -1,
+				   .dns_cleaner = -1,
+				   .inject_fd = -1,
+				   .https_listen = -1 };
 	gantry_error_t err = NULL;
 	json_t *isolation;
 	struct args a;
@@ -345,10 +406,12 @@ int net_worker_main(int argc, char **argv)
 			  "[--proxy IP:PORT]... [--proxy-enforce]",
 			  NET_WORKER_ROLE);
 		free(a.ports);
+		free(a.inject_hosts);
 		return 2;
 	}
 	if (a.self_test) {
 		free(a.ports);
+		free(a.inject_hosts);
 		a.confine.nofile = NET_WORKER_NOFILE;
 		return confine_self_test(&a.confine);
 	}
@@ -358,9 +421,11 @@ int net_worker_main(int argc, char **argv)
 		gantry_error_free(&err);
 		teardown(&w);
 		free(a.ports);
+		free(a.inject_hosts);
 		return 1;
 	}
 	free(a.ports);
+	free(a.inject_hosts);
 	isolation = confine(&a, &err);
 	if (confine_root_prepare(&a.confine)) {
 		/* The DNS socket is in our own root, which goes with us. */

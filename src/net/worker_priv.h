@@ -89,6 +89,15 @@ struct worker {
 	uint64_t repeated_syns; /* SYNs the guest sent again, their MSS dropped */
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
+	/* HTTPS to the hosts an injected secret is bound to: the guest's DNS
+	 * answers the gateway for them, libslirp dials https_path for each
+	 * connection to .1:443, and each one accepted here goes on to the
+	 * egress worker over inject_fd (egress/egress.h). */
+	int inject_fd, https_listen;
+	char **inject_hosts;
+	size_t nr_inject;
+	char *https_path;
+	uint64_t https_lost;
 	json_t *events; /* for the supervisor's audit, taken with each traffic snapshot */
 	uint64_t events_lost;
 };
@@ -145,5 +154,8 @@ void worker_dns_learned(void *opaque, const struct dns_question *q, const char *
 int worker_publish(struct worker *w, const char *text, struct port_spec *out, gantry_error_t *err);
 /* Serve what waits on the control socket. */
 void worker_read_ctl(struct worker *w);
+/* A connection libslirp made to .1:443, handed to the egress worker. */
+void worker_https_accept(struct worker *w);
+bool worker_dns_intercept(void *opaque, const struct dns_question *q);
 
 #endif

@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "net/net.h"
 #include "net/proxy.h"
+#include "egress/egress.h"
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
 #include "share/server.h"
@@ -57,6 +58,16 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		m->proxy = sb->proxy ? xstrdup(sb->proxy) : NULL;
 		m->proxy_enforce = sb->proxy_enforce;
 		xasprintf(&m->net_log, "%s/%s", dir, NET_WORKER_LOG);
+		m->inject_hosts = egress_hosts(sb->secrets, sb->nr_secrets, &m->nr_inject);
+		xasprintf(&m->egress_log, "%s/%s", dir, EGRESS_WORKER_LOG);
+	} else {
+		size_t n;
+		char **hosts = egress_hosts(sb->secrets, sb->nr_secrets, &n);
+
+		strv_free(hosts);
+		if (n)
+			return gantry_error_usage(err, "an injected secret needs the sandbox's "
+						       "network (not -net none)");
 	}
 	m->cfg = (struct vmm_config){
 		.kernel = m->kernel,
@@ -135,6 +146,29 @@ static int net_error(struct machine *m, gantry_error_t *err)
 	return -1;
 }
 
+/* The egress worker, for the hosts of injected secrets, before the
+ * network worker that hands it their connections; its CA goes on the
+ * guest's command line (gantry-init has the guest trust it). */
+static int egress_start(struct machine *m, gantry_error_t *err)
+{
+	cleanup_close int log = -1;
+	cleanup_free char *ca = NULL;
+	size_t len = strlen(m->append);
+
+	rotate_log(m->egress_log);
+	log = open(m->egress_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (log < 0)
+		return gantry_error_errno(err, "open `%s`", m->egress_log);
+	if (egress_worker_start(&m->egress, m->inject_hosts, m->nr_inject, m->allow_local_net,
+				m->isolation, log, err) < 0)
+		return -1;
+	ca = egress_ca_cmdline(m->egress.ca_pem);
+	if (ca == NULL || len + strlen(" gantry.ca=") + strlen(ca) >= sizeof(m->append))
+		return gantry_error(err, 0, "kernel command line too long for the egress CA");
+	snprintf(m->append + len, sizeof(m->append) - len, " gantry.ca=%s", ca);
+	return 0;
+}
+
 /* Start the network worker; net_ready waits for it. */
 static int net_start(struct machine *m, gantry_error_t *err)
 {
@@ -149,6 +183,13 @@ static int net_start(struct machine *m, gantry_error_t *err)
 				       .allow_local = m->allow_local_net,
 				       .proxy_enforce = m->proxy_enforce,
 				       .isolation = m->isolation };
+	if (m->nr_inject) {
+		if (egress_start(m, err) < 0)
+			return -1;
+		o->inject_fd = m->egress.net_fd;
+		o->inject_hosts = m->inject_hosts;
+		o->nr_inject = m->nr_inject;
+	}
 	if (m->proxy) {
 		if (net_proxy_parse(m->proxy, &proxy, err) < 0 ||
 		    net_proxy_addrs(&proxy, o->proxy_ips, NET_PROXY_IPS_MAX, &o->nr_proxy_ips, err) < 0)
@@ -165,6 +206,10 @@ static int net_start(struct machine *m, gantry_error_t *err)
 	if (net_worker_spawn(&m->net_worker, o, fd, err) < 0)
 		return net_error(m, err);
 	m->net_started = true;
+	if (m->egress.net_fd >= 0) { /* the network worker has it */
+		close(m->egress.net_fd);
+		m->egress.net_fd = -1;
+	}
 	m->cfg.net_fd = m->net_worker.vmm_fd;
 	return 0;
 }
@@ -196,6 +241,8 @@ json_t *machine_isolation(struct machine *m)
 		isolation_role(roles, degraded, "net", m->net_worker.isolation);
 	if (m->share_worker.isolation)
 		isolation_role(roles, degraded, "share", m->share_worker.isolation);
+	if (m->egress.isolation)
+		isolation_role(roles, degraded, "egress", m->egress.isolation);
 	for (size_t i = 0; m->live_shares && i < FS_MAX_EXPORTS; i++) {
 		const struct machine_live_share *ls = &m->live_shares[i];
 		cleanup_free char *role = NULL;
@@ -387,6 +434,9 @@ void machine_free(struct machine *m)
 	m->share_started = false;
 	if (m->net_started)
 		net_worker_stop(&m->net_worker);
+	egress_worker_stop(&m->egress);
+	strv_free(m->inject_hosts);
+	free(m->egress_log);
 	/* The VM and its device's workers are gone: nothing calls it now. */
 	machine_shares_free(m);
 	strv_free(m->ports);

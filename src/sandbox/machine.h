@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "net/spawn.h"
 #include "sandbox/state.h"
+#include "sandbox/egressworker.h"
 #include "sandbox/shareworker.h"
 #include "sandbox/vmmworker.h"
 #include "share/spec.h"
@@ -64,6 +65,12 @@ struct machine {
 	bool net_started; /* net_worker is ours to stop */
 	struct net_worker net_worker;
 	struct net_worker_opts net_opts; /* what it was started with */
+	/* The hosts injected secrets are bound to, and the egress worker
+	 * that takes their HTTPS (egressworker.h); none: no worker. */
+	char **inject_hosts;
+	size_t nr_inject;
+	char *egress_log;
+	struct egress_worker egress;
 	enum confine_mode isolation; /* the workers' (confine/confine.h) */
 	char *isolation_path;	     /* <dir>/isolation.json: what holds */
 	json_t *workers_gone;	     /* role -> how it ended, once a worker has */
@@ -93,6 +100,7 @@ struct machine {
 	((struct machine){ .done_fd = -1,                                                          \
 			   .cfg.stop_fd = -1,                                                      \
 			   .vmm_worker = VMM_WORKER_NONE,                                          \
+			   .egress = EGRESS_WORKER_NONE,                                           \
 			   .share_worker = SHARE_WORKER_NONE })
 
 /* What `gantry run` asks for: in cfg the kernel, initrd, command line,

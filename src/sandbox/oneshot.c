@@ -21,6 +21,7 @@
 #include "sandbox/machine.h"
 #include "sandbox/network.h"
 #include "sandbox/process.h"
+#include "sandbox/secrets.h"
 
 #define ONESHOT_READY_TIMEOUT 120000
 #define ONESHOT_CONSOLE_TAIL  20
@@ -124,6 +125,30 @@ static void oneshot_dir_remove(struct oneshot_dir *d)
 	*d = (struct oneshot_dir){ .lock = -1 };
 }
 
+/* Its egress worker, where it has injected secrets: their values, and
+ * the bound hosts its policy lets it reach. Its events have no audit to
+ * go to (a one-shot has none): the worker drops them. */
+static int oneshot_egress(struct machine *m, const struct sandbox *sb, struct secret_store *st,
+			  gantry_error_t *err)
+{
+	char **ok;
+	size_t n = 0;
+	int r;
+
+	if (m->egress.pid < 0 || st == NULL)
+		return 0;
+	ok = xzalloc((m->nr_inject + 1) * sizeof(*ok));
+	for (size_t i = 0; i < m->nr_inject; i++) {
+		const char *why = NULL;
+
+		if (sandbox_net_reaches(sb, m->inject_hosts[i], &why))
+			ok[n++] = m->inject_hosts[i];
+	}
+	r = egress_worker_allowed(&m->egress, ok, err);
+	free(ok);
+	return r < 0 ? -1 : egress_worker_bindings(&m->egress, st, err);
+}
+
 /* The guest's last words, for an error that says the VM failed. */
 static void error_add_console(gantry_error_t *err, const char *console, bool ended)
 {
@@ -193,6 +218,9 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	sb.created = created;
 	sb.state = SANDBOX_RUNNING;
 	sb.pid = (long)getpid();
+	/* By name in what ls shows; the injected ones' hosts for the machine. */
+	if (sb.secrets == NULL)
+		sandbox_secrets_describe(po->secrets, &sb, NULL);
 	r = oneshot_dir_make(o, &sb, &rundir, err);
 	sb.image = sb.image_digest = sb.created = NULL;
 	sb.config = NULL;
@@ -201,7 +229,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
-	    machine_start(&m, err) < 0 || oneshot_broker_run(&broker, err) < 0)
+	    machine_start(&m, err) < 0 || oneshot_broker_run(&broker, err) < 0 ||
+	    oneshot_egress(&m, &sb, po->secrets, err) < 0)
 		goto out;
 	agent_watch_cancel(m.agent, cancel_fd(cancel));
 	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||

@@ -8,7 +8,33 @@
 #include "common/util.h"
 #include "secret/spec.h"
 
-#define TTL_SUFFIX ",ttl="
+#define FORMAT_MAX 256
+
+/* A header's name as HTTP has it (a token), at most SECRET_HEADER_MAX. */
+static bool header_valid(const char *h, size_t len)
+{
+	if (len == 0 || len > SECRET_HEADER_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!(h[i] >= 'A' && h[i] <= 'Z') && !(h[i] >= 'a' && h[i] <= 'z') &&
+		    !(h[i] >= '0' && h[i] <= '9') && !strchr("!#$%&'*+-.^_`|~", h[i]))
+			return false;
+	return true;
+}
+
+/* A format: printable, one %s and no other %, at most FORMAT_MAX. */
+static bool format_valid(const char *f, size_t len)
+{
+	const char *s = memmem(f, len, "%s", 2);
+
+	if (len == 0 || len > FORMAT_MAX || s == NULL)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)f[i] < 0x20 || (unsigned char)f[i] >= 0x7f ||
+		    (f[i] == '%' && f + i != s))
+			return false;
+	return true;
+}
 
 bool secret_name_valid(const char *name, size_t len)
 {
@@ -111,6 +137,8 @@ void secret_spec_free(struct secret_spec *s)
 	for (size_t i = 0; i < s->nr_hosts; i++)
 		free(s->hosts[i]);
 	free(s->path);
+	free(s->header);
+	free(s->format);
 	strv_free(s->argv);
 	memset(s, 0, sizeof(*s));
 }
@@ -185,11 +213,56 @@ static int source_parse(struct secret_spec *s, const char *src, gantry_error_t *
 		s->name, s->name, s->name, s->name);
 }
 
+/* The options at the end of a spec, each after a comma, in any order:
+ * ttl=DUR, inject, header=NAME, format=TEXT. Taken off the end of rest
+ * one at a time, so hosts and sources before them keep their commas. */
+static int options_parse(struct secret_spec *s, char *rest, gantry_error_t *err)
+{
+	char *comma;
+
+	while ((comma = strrchr(rest, ','))) {
+		char *o = comma + 1;
+
+		if (strcmp(o, "inject") == 0) {
+			s->inject = true;
+		} else if (strncmp(o, "ttl=", 4) == 0) {
+			if (s->ttl_ms >= 0 ||
+			    secret_ttl_parse(o + 4, strlen(o + 4), &s->ttl_ms) < 0)
+				return gantry_error_usage(
+					err,
+					"secret `%s`: ttl is not a duration (90s, "
+					"1m30s, 0)",
+					s->name);
+		} else if (strncmp(o, "header=", 7) == 0) {
+			if (s->header || !header_valid(o + 7, strlen(o + 7)))
+				return gantry_error_usage(err,
+							  "secret `%s`: header= needs one HTTP "
+							  "header name",
+							  s->name);
+			s->header = xstrdup(o + 7);
+			s->inject = true;
+		} else if (strncmp(o, "format=", 7) == 0) {
+			if (s->format || !format_valid(o + 7, strlen(o + 7)))
+				return gantry_error_usage(
+					err,
+					"secret `%s`: format= needs printable text "
+					"with one %%s and no other %% (at most %d)",
+					s->name, FORMAT_MAX);
+			s->format = xstrdup(o + 7);
+			s->inject = true;
+		} else {
+			break;
+		}
+		*comma = '\0';
+	}
+	return 0;
+}
+
 static int parse(const char *spec, struct secret_spec *s, gantry_error_t *err)
 {
 	cleanup_free char *copy = NULL;
 	size_t len = strlen(spec), name_len;
-	char *ttl, *rest, *eq;
+	char *rest, *eq;
 
 	if (len == 0)
 		return gantry_error_usage(err, "empty secret spec");
@@ -206,19 +279,8 @@ static int parse(const char *spec, struct secret_spec *s, gantry_error_t *err)
 					       "(at most 128)");
 	memcpy(s->name, spec, name_len);
 	copy = xstrdup(spec + name_len);
-	ttl = strstr(copy, TTL_SUFFIX);
-	while (ttl && strstr(ttl + 1, TTL_SUFFIX))
-		ttl = strstr(ttl + 1, TTL_SUFFIX);
-	if (ttl) {
-		const char *dur = ttl + strlen(TTL_SUFFIX);
-
-		if (secret_ttl_parse(dur, strlen(dur), &s->ttl_ms) < 0)
-			return gantry_error_usage(err,
-						  "secret `%s`: ttl is not a duration (90s, 1m30s, "
-						  "0)",
-						  s->name);
-		*ttl = '\0';
-	}
+	if (options_parse(s, copy, err) < 0)
+		return -1;
 	rest = copy;
 	eq = strchr(rest, '=');
 	if (eq)
@@ -230,9 +292,22 @@ static int parse(const char *spec, struct secret_spec *s, gantry_error_t *err)
 					  s->name, rest[0]);
 	if (eq && source_parse(s, eq + 1, err) < 0)
 		return -1;
-	if (ttl && s->source == SECRET_FROM_ENV)
+	if (s->ttl_ms >= 0 && s->source == SECRET_FROM_ENV)
 		return gantry_error_usage(err, "secret `%s`: ttl needs =@FILE or ='!COMMAND'",
 					  s->name);
+	if (s->format && !s->header)
+		return gantry_error_usage(err, "secret `%s`: format= needs header=", s->name);
+	if (s->inject && s->nr_hosts == 0)
+		return gantry_error_usage(err,
+					  "secret `%s`: an injected secret needs the hosts it goes "
+					  "to (NAME@HOST,inject)",
+					  s->name);
+	for (size_t i = 0; s->inject && i < s->nr_hosts; i++)
+		if (s->hosts[i][0] == '*')
+			return gantry_error_usage(err,
+						  "secret `%s`: an injected secret names each host "
+						  "(no *.name)",
+						  s->name);
 	return 0;
 }
 
@@ -279,6 +354,12 @@ char *secret_spec_format(const struct secret_spec *s)
 		for (size_t i = 0; s->argv[i] && len < cap; i++)
 			len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? " " : "=!",
 						s->argv[i]);
+	if (s->inject && len < cap)
+		len += (size_t)snprintf(out + len, cap - len, ",inject");
+	if (s->header && len < cap)
+		len += (size_t)snprintf(out + len, cap - len, ",header=%s", s->header);
+	if (s->format && len < cap)
+		len += (size_t)snprintf(out + len, cap - len, ",format=%s", s->format);
 	if (s->ttl_ms >= 0 && len < cap) {
 		/* In its largest whole unit: 0, 90s, 5m, 1500ms. */
 		static const struct {

@@ -1,6 +1,9 @@
 /* A secret's spec, as -secret gives it (the Go original's grammar):
  *
- *   NAME[@HOST[,HOST...]][=@/PATH | ='!ARGV0 ARG...'][,ttl=DUR]
+ *   NAME[@HOST[,HOST...]][=@/PATH | ='!ARGV0 ARG...'][,OPTION...]
+ *
+ * OPTION: ttl=DUR, inject, header=NAME, format=TEXT (in any order, after
+ * everything else).
  *
  * NAME is [A-Za-z_][A-Za-z0-9_]*. Without a source the value is NAME's
  * in the caller's environment, taken once; =@PATH reads a file and ='!...'
@@ -8,7 +11,13 @@
  * value is used and again once ttl has passed (DUR as Go writes a
  * duration: 90s, 1m30s, 0 for every use). NAME=VALUE is refused: a value
  * in argv is one every user of the host can read in /proc. @HOST binds
- * the secret to hosts: it is then not put in the environment.
+ * the secret to hosts: it is then not put in the environment, and the
+ * guest's git credential helper gets it for those hosts. With inject (or
+ * header= or format=, which imply it) it is injected at egress instead:
+ * the environment holds a placeholder, which Gantry replaces with the
+ * value in the headers of HTTPS requests to those hosts (header=: only in
+ * that header; format=: the header, with %s the value, added to requests
+ * that lack it). The value then never enters the guest.
  *
  * -secret-file FILE holds NAME=VALUE lines (a dotenv): # comments, blank
  * lines and CRs skipped, one pair of quotes around a value taken off. */
@@ -26,6 +35,7 @@
 #define SECRET_HOSTS_MAX  16
 #define SECRET_ARGV_MAX	  64
 #define SECRET_SPEC_MAX	  4096
+#define SECRET_HEADER_MAX 64
 #define SECRET_TTL_MAX_MS (366LL * 24 * 3600 * 1000)
 
 enum secret_source {
@@ -43,6 +53,9 @@ struct secret_spec {
 	char *path;	/* SECRET_FROM_FILE: absolute */
 	char **argv;	/* SECRET_FROM_CMD: NULL-terminated */
 	int64_t ttl_ms; /* -1: the source's default */
+	bool inject;	/* injected at egress: the guest holds a placeholder */
+	char *header;	/* inject: only in this header (NULL: any) */
+	char *format;	/* inject: the header added when absent ("Bearer %s") */
 };
 
 bool secret_name_valid(const char *name, size_t len);

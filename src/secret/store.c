@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -68,6 +70,31 @@ static int entry_set(struct secret_store *st, struct secret_entry *e, const char
 	e->fetched_ms = now_ms();
 	st->bytes += size;
 	return 0;
+}
+
+/* Locked: e's placeholder, when it is injected: the one the name had
+ * (old, may be NULL), else a new one. */
+static void entry_placeholder(struct secret_entry *e, const struct secret_entry *old)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t r[20];
+
+	if (!e->spec.inject) {
+		e->placeholder[0] = '\0';
+		return;
+	}
+	if (old && old->placeholder[0]) {
+		memcpy(e->placeholder, old->placeholder, sizeof(e->placeholder));
+		return;
+	}
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		abort(); /* a placeholder others could guess is worse than none */
+	memcpy(e->placeholder, "gantry-", 7);
+	for (size_t i = 0; i < sizeof(r); i++) {
+		e->placeholder[7 + 2 * i] = hex[r[i] >> 4];
+		e->placeholder[8 + 2 * i] = hex[r[i] & 15];
+	}
+	e->placeholder[SECRET_PLACEHOLDER_LEN] = '\0';
 }
 
 /* Locked: the entry named name, made (empty) when there is none. */
@@ -193,6 +220,7 @@ int secret_store_add(struct secret_store *st, const char *spec, const char *env_
 		secret_spec_free(&e->spec);
 		e->spec = s;
 		e->failed_ms = 0;
+		entry_placeholder(e, e);
 		r = s.source == SECRET_FROM_ENV
 			    ? entry_set(st, e, env_value, strlen(env_value), err)
 			    : 0;
@@ -236,6 +264,7 @@ int secret_store_put(struct secret_store *st, const char *spec, const char *valu
 	}
 	slot = r == 0 ? entry_for(st, e.spec.name, err) : NULL;
 	if (slot) {
+		entry_placeholder(&e, slot);
 		entry_drop_value(st, slot);
 		secret_spec_free(&slot->spec);
 		*slot = e;
@@ -373,7 +402,8 @@ int secret_store_for_host(struct secret_store *st, const char *host,
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&st->lock);
 	for (size_t i = 0; i < st->n && e == NULL; i++)
-		for (size_t k = 0; k < st->v[i].spec.nr_hosts && e == NULL; k++)
+		for (size_t k = 0; !st->v[i].spec.inject && k < st->v[i].spec.nr_hosts && e == NULL;
+		     k++)
 			if (match(st->v[i].spec.hosts[k], host))
 				e = &st->v[i];
 	if (e == NULL) {
@@ -409,9 +439,75 @@ bool secret_store_has_bound(struct secret_store *st)
 
 	pthread_mutex_lock(&st->lock);
 	for (size_t i = 0; i < st->n && !r; i++)
-		r = st->v[i].spec.nr_hosts > 0;
+		r = st->v[i].spec.nr_hosts > 0 && !st->v[i].spec.inject;
 	pthread_mutex_unlock(&st->lock);
 	return r;
+}
+
+bool secret_store_has_injected(struct secret_store *st)
+{
+	bool r = false;
+
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n && !r; i++)
+		r = st->v[i].spec.inject;
+	pthread_mutex_unlock(&st->lock);
+	return r;
+}
+
+int secret_store_injected(struct secret_store *st, json_t **desc, char **block, size_t *size,
+			  size_t *len, gantry_error_t *err)
+{
+	size_t total = 0;
+
+	*desc = json_array();
+	*block = NULL;
+	*size = *len = 0;
+	pthread_mutex_lock(&st->lock);
+	for (size_t i = 0; i < st->n; i++) {
+		struct secret_entry *e = &st->v[i];
+		gantry_error_t why = NULL;
+
+		if (!e->spec.inject)
+			continue;
+		if (resolve(st, &e, &why) < 0)
+			gantry_error_free(&why);
+		else if (e)
+			total += e->env_size;
+	}
+	if (total && (*block = secret_alloc(total)) == NULL) {
+		pthread_mutex_unlock(&st->lock);
+		json_decref(*desc);
+		*desc = NULL;
+		return gantry_error(err, ENOMEM, "no room in the secret arena");
+	}
+	*size = total;
+	for (size_t i = 0; i < st->n; i++) {
+		const struct secret_entry *e = &st->v[i];
+		size_t name_len = strlen(e->spec.name) + 1, vlen;
+		json_t *o;
+
+		if (!e->spec.inject)
+			continue;
+		o = json_pack("{s:s,s:o,s:s}", "name", e->spec.name, "hosts",
+			      jsonh_from_strv(e->spec.hosts, e->spec.nr_hosts), "placeholder",
+			      e->placeholder);
+		if (e->spec.header)
+			json_object_set_new(o, "header", json_string(e->spec.header));
+		if (e->spec.format)
+			json_object_set_new(o, "format", json_string(e->spec.format));
+		vlen = e->env ? e->env_size - name_len - 1 : 0;
+		if (e->env == NULL || *len + vlen > total) {
+			json_object_set_new(o, "error", json_string("its source failed"));
+		} else {
+			memcpy(*block + *len, e->env + name_len, vlen);
+			*len += vlen;
+			json_object_set_new(o, "length", json_integer((json_int_t)vlen));
+		}
+		json_array_append_new(*desc, o);
+	}
+	pthread_mutex_unlock(&st->lock);
+	return 0;
 }
 
 char **secret_store_names(struct secret_store *st)
@@ -438,6 +534,8 @@ int secret_store_env(struct secret_store *st, struct secret_env *out, gantry_err
 
 		if (e->spec.nr_hosts == 0)
 			r = resolve(st, &e, err);
+		else if (e->spec.inject)
+			size += strlen(e->spec.name) + 1 + SECRET_PLACEHOLDER_LEN + 1;
 	}
 	/* One set while a source was read may have no value yet: it is for
 	 * the sessions after this one. */
@@ -455,6 +553,14 @@ int secret_store_env(struct secret_store *st, struct secret_env *out, gantry_err
 		for (size_t i = 0; i < st->n && size; i++) {
 			size_t len;
 
+			if (st->v[i].spec.inject) {
+				len = (size_t)sprintf(out->block + at, "%s=%s", st->v[i].spec.name,
+						      st->v[i].placeholder) +
+				      1;
+				out->envp[k++] = out->block + at;
+				at += len;
+				continue;
+			}
 			if (st->v[i].spec.nr_hosts || st->v[i].env == NULL)
 				continue;
 			len = strlen(st->v[i].env) + 1;

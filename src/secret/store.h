@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/error.h"
 #include "secret/spec.h"
 
@@ -27,6 +29,7 @@
 #define SECRET_FILE_TTL_MS    60000
 #define SECRET_CMD_TTL_MS     300000
 #define SECRET_CMD_TIMEOUT_MS 10000
+#define SECRET_PLACEHOLDER_LEN 47
 #define SECRET_RETRY_MS	      10000 /* a command that failed is not run again sooner */
 
 /* The arena: len bytes, or NULL when it is full. */
@@ -43,6 +46,9 @@ struct secret_entry {
 	uint64_t fetched_ms; /* when it was resolved (CLOCK_MONOTONIC) */
 	uint64_t failed_ms;  /* when its command last failed; 0: it did not */
 	bool reading;	     /* a thread reads its source now (the lock let go) */
+	/* An injected one's stand-in in the environment, random, kept
+	 * while the name is: "gantry-" and 40 hex digits. */
+	char placeholder[SECRET_PLACEHOLDER_LEN + 1];
 };
 
 struct secret_store {
@@ -78,8 +84,18 @@ int secret_store_adopt(struct secret_store *st, const char *spec, gantry_error_t
 int secret_store_add_dotenv(struct secret_store *st, const char *path, gantry_error_t *err);
 /* Whether it holds a secret of that name. */
 bool secret_store_has(struct secret_store *st, const char *name);
-/* Whether it holds a secret bound to hosts. */
+/* Whether it holds a secret bound to hosts for the git helper (not an
+ * injected one). */
 bool secret_store_has_bound(struct secret_store *st);
+/* Whether it holds a secret injected at egress. */
+bool secret_store_has_injected(struct secret_store *st);
+/* The injected secrets, resolved now, as the egress worker takes them:
+ * *desc an array of {"name","hosts","header","format","placeholder",
+ * "length"} (a source that failed: no length, "error" instead), and their
+ * values one after another in *block, an arena block of *size bytes
+ * (NULL when none), *len of them used. */
+int secret_store_injected(struct secret_store *st, json_t **desc, char **block, size_t *size,
+			  size_t *len, gantry_error_t *err);
 /* The names, NULL-terminated (strv_free). */
 char **secret_store_names(struct secret_store *st);
 
@@ -108,7 +124,8 @@ int secret_store_for_host(struct secret_store *st, const char *host,
 void secret_value_free(struct secret_value *v);
 
 /* What a process's environment gets: every secret not bound to hosts,
- * resolved now, as NAME=VALUE strings in one arena block of its own. */
+ * resolved now, and each injected one's placeholder, as NAME=VALUE strings in one arena block of
+ * its own. */
 struct secret_env {
 	char **envp; /* NULL-terminated; the strings are in block */
 	char *block;

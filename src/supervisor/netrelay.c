@@ -330,6 +330,7 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 	prev = s->sb.net_policy;
 	s->sb.net_policy = r->policy ? json_incref(r->policy) : NULL;
 	s->sb.allow_local_net = r->allow_local;
+	sup_egress_allowed(s);
 	sup_audit(s, "policy", "changed", NULL, NULL, "%s egress policy%s in force",
 		  r->policy ? "the user's" : "the default",
 		  r->allow_local ? ", local network allowed" : "");

@@ -48,10 +48,11 @@ static void set_done(struct sup *s, struct client *c)
 	gantry_error_t err = NULL;
 	struct secret_spec sp;
 
-	if (secret_spec_parse(c->value_spec, &sp, &err) == 0 &&
+	if (secret_spec_parse(c->value_spec, &sp, &err) == 0 && sup_egress_covers(s, &sp, &err) &&
 	    secret_store_put(&s->secrets, c->value_spec, c->value, c->value_len, &err) == 0 &&
 	    sandbox_secret_keep(&s->sb, c->value_spec, &err) == 0) {
 		save(s);
+		sup_egress_bindings(s);
 		sup_audit(s, "secret.set", "ok", sp.name, NULL, "from %s",
 			  secret_source_name(sp.source));
 	} else if (sp.name[0]) {
@@ -183,6 +184,7 @@ static void secret_rm(struct sup *s, struct client *c, json_t *req, size_t end)
 	} else {
 		secret_store_remove(&s->secrets, name);
 		save(s);
+		sup_egress_bindings(s);
 		sup_audit(s, "secret.rm", "ok", name, NULL, NULL);
 	}
 	answer(s, c, &err);

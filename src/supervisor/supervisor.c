@@ -322,6 +322,8 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 		return -1;
 	sup_net_init(s, s->m.net_started ? s->m.net_worker.ctl_fd : -1, s->sb.ports,
 		     s->sb.nr_ports);
+	sup_egress_allowed(s);
+	sup_egress_bindings(s);
 	/* A SIGTERM while the guest boots (the start was cancelled, or a
 	 * stop came first) ends the boot: setup fails and the VM goes with us. */
 	agent_watch_cancel(s->m.agent, s->sigfd);
@@ -348,7 +350,19 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 
 /* --- the loop -------------------------------------------------------------------------------- */
 
-enum { F_DONE, F_SIG, F_CONTROL, F_STDIO, F_CTL, F_NET, F_SHARE, F_BROKER, F_LOOKUP, F_FIXED };
+enum {
+	F_DONE,
+	F_SIG,
+	F_CONTROL,
+	F_STDIO,
+	F_CTL,
+	F_NET,
+	F_SHARE,
+	F_BROKER,
+	F_LOOKUP,
+	F_EGRESS,
+	F_FIXED
+};
 #define SUP_MAX_FDS                                                                                \
 	(F_FIXED + SUP_MAX_CLIENTS + SUP_MAX_STREAMS + FS_MAX_EXPORTS + SUP_BROKER_CONNS)
 
@@ -393,6 +407,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	fds[F_SHARE] = (struct pollfd){ .fd = sup_share_worker_fd(s), .events = 0 };
 	fds[F_BROKER] = (struct pollfd){ .fd = s->broker.listen, .events = POLLIN };
 	fds[F_LOOKUP] = (struct pollfd){ .fd = s->broker.wake, .events = POLLIN };
+	fds[F_EGRESS] = (struct pollfd){ .fd = sup_egress_fd(s), .events = POLLIN };
 	if (s->control >= 0 && outq_pending(&s->control_q))
 		wake = MIN(wake, s->control_q.progress_at + SUP_GUEST_STALL_MS);
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
@@ -459,6 +474,8 @@ void sup_serve_once(struct sup *s, int max_ms)
 		sup_broker_accept(s);
 	if (fds[F_LOOKUP].revents && s->broker.wake >= 0)
 		sup_broker_woken(s);
+	if (fds[F_EGRESS].revents && sup_egress_fd(s) >= 0)
+		sup_egress_event(s);
 	for (size_t i = F_FIXED; i < n; i++) {
 		if (!fds[i].revents)
 			continue;

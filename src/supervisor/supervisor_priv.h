@@ -289,6 +289,16 @@ void sup_audit_save(struct sup *s);
 /* Save what changed once a second; *wake gets when. */
 void sup_audit_tick(struct sup *s, uint64_t now, uint64_t *wake);
 
+/* egress.c: the egress worker (none: each does nothing) is given the
+ * injected secrets now, and the bound hosts the policy lets through now;
+ * whether its hosts cover sp's (else err says so); its channel (-1:
+ * none), and what came on it. */
+void sup_egress_bindings(struct sup *s);
+void sup_egress_allowed(struct sup *s);
+bool sup_egress_covers(struct sup *s, const struct secret_spec *sp, gantry_error_t *err);
+int sup_egress_fd(const struct sup *s);
+void sup_egress_event(struct sup *s);
+
 /* broker.c */
 /* Listen on SUP_BROKER_SOCK (a failure is logged: bound secrets are then
  * withheld, as the helper finds no broker). */

@@ -899,9 +899,11 @@ class Rig:
 
     # the worker
 
-    def worker(self, gantry, ports=(), args=(), env=None, mtu=None, frame_fd=None):
+    def worker(self, gantry, ports=(), args=(), env=None, mtu=None, frame_fd=None,
+               extra_fds=()):
         """Start `gantry __net-worker` in W on the TAP (or frame_fd) with
-        -p for each of ports, and wait for its handshake. Returns a Worker
+        -p for each of ports (extra_fds: more it inherits, as args name them),
+        and wait for its handshake. Returns a Worker
         (a context manager; stopped with the rig in any case). Raises
         WorkerStartError with its error when it answers {"ok":false}."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -920,7 +922,8 @@ class Rig:
         log = self.dir / f"worker-{len(self._procs)}.log"
         with open(log, "w") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                    pass_fds=(frame, theirs.fileno()), env=full_env)
+                                    pass_fds=(frame, theirs.fileno(), *extra_fds),
+                                    env=full_env)
         theirs.close()
         self._procs.append(proc)
         w = Worker(proc, mine, log)

@@ -1014,6 +1014,47 @@ def tls_hello_seeds():
     return s
 
 
+def egress_http_seeds():
+    """fuzz_egress_http's layout: four bytes seeding the split points, then
+    the guest's request stream; the placeholders are the target's."""
+    tok, key, bearer = b"gantry-ph-token-0001", b"gantry-ph-apikey-001", b"gantry-ph-bearer-001"
+    unfit, other = b"gantry-ph-unfit-0001", b"gantry-ph-foreign-01"
+    get = b"GET /v1/x HTTP/1.1\r\nHost: api.test\r\n"
+    s = {}
+
+    def seed(name, stream, split=0x01020304):
+        s[name] = struct.pack("<I", split) + stream
+
+    seed("bearer", get + b"Authorization: Bearer " + tok + b"\r\nAccept: */*\r\n\r\n")
+    seed("api-key", get + b"X-Api-Key: " + key + b"\r\n\r\n")
+    seed("several", get + b"X-T: " + tok + b"," + tok + b"\r\nx-api-key: " + key + tok + b"\r\n\r\n")
+    seed("misplaced", get + b"Authorization: Bearer " + key + b"\r\n\r\n")
+    seed("format-absent", get + b"Accept: */*\r\n\r\n")
+    seed("format-present", get + b"Authorization: Bearer " + bearer + b"\r\n\r\n")
+    seed("basic", get + b"Authorization: Basic " + base64.b64encode(b"x-access-token:" + tok) +
+         b"\r\nProxy-Authorization: basic " + base64.b64encode(b"u:" + other) + b"\r\n\r\n")
+    seed("foreign-unfit", get + b"X-Other: " + other + b"\r\nX-Unfit: " + unfit + b"\r\n\r\n")
+    body = b'{"k":"' + tok + b'"}'
+    seed("content-length", b"POST /a HTTP/1.1\r\nContent-Length: %d\r\nX: " % len(body) + tok +
+         b"\r\n\r\n" + body + get + b"X: " + tok + b"\r\n\r\n")
+    seed("chunked", b"POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" +
+         b"%x;x=y\r\n" % len(body) + body + b"\r\n3\r\nabc\r\n0\r\nX-Trailer: " + tok +
+         b"\r\n\r\n" + get + b"X: " + tok + b"\r\n\r\n")
+    seed("pipelined", b"\r\n" + get + b"A: " + tok + b"\r\n\r\n" +
+         b"HEAD /2 HTTP/1.1\r\nX-Api-Key: " + key + b"\r\n\r\nDELETE /3 HTTP/1.0\r\n\r\n", 7)
+    seed("upgrade", b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nX: " + tok +
+         b"\r\n\r\n\x81\x05hello" + get + b"X: " + tok + b"\r\n\r\n")
+    seed("connect", b"CONNECT db.test:5432 HTTP/1.1\r\nHost: db.test:5432\r\n"
+         b"Proxy-Authorization: Bearer " + tok + b"\r\n\r\n\x16\x03\x01\x00\x05hello")
+    seed("no-placeholder", get + b"Cookie: a=b\r\nContent-Length: 5\r\n\r\nhello", 0xffffffff)
+    seed("bare-lf", b"GET / HTTP/1.1\nHost: a\n\n")
+    seed("obs-fold", get + b"X: a\r\n " + tok + b"\r\n\r\n")
+    seed("cl-te", b"POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+         b"0\r\n\r\n")
+    seed("many-lines", b"GET / HTTP/1.1\r\n" + b"".join(b"X: %d\r\n" % i for i in range(257)) + b"\r\n")
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -1025,7 +1066,7 @@ def main():
                         ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
                         ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
                         ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds()),
-                        ("tls_hello", tls_hello_seeds())):
+                        ("tls_hello", tls_hello_seeds()), ("egress_http", egress_http_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -8,7 +8,7 @@
 #   tests/e2e/images/debian-minbase.sh          # build unless cached; print its path
 #   tests/e2e/images/debian-minbase.sh --path   # only print where it is (or would be)
 #   tests/e2e/images/debian-minbase.sh --dev [--path]
-#                  # the same with a developer's tools: git, python3 (venv, pip),
+#                  # the same with a developer's tools: git, python3 (venv, pip), nodejs,
 #                  # xz and make, for bench/share's workloads
 #   tests/e2e/images/debian-minbase.sh --deb-deps [--path]
 #                  # the same with what gantry's .deb Depends on (scripts/deb.sh),
@@ -32,7 +32,7 @@ flavour=minbase
 include=busybox,curl
 if [ "${1:-}" = --dev ]; then
 	flavour=dev
-	include=$include,git,python3,python3-venv,python3-pip,xz-utils,make
+	include=$include,git,python3,python3-venv,python3-pip,nodejs,xz-utils,make
 	shift
 elif [ "${1:-}" = --deb-deps ]; then
 	flavour=debdeps

@@ -1,0 +1,994 @@
+/* The egress proxy's HTTP/1.x request rewriter (see http.h). A head is
+ * gathered whole, read byte by byte here (stricter than http_parser: CR
+ * only before LF, no folded lines, no control bytes) and by http_parser,
+ * then written out rewritten; a body is passed on as it comes, framed by
+ * http_parser and, where chunked, by a strict reader of its own beside it.
+ * Strict, because where our framing and the server's could differ, the
+ * guest would choose where a request ends, and so which bytes we take for
+ * a head and fill with values. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <http_parser.h>
+
+#include "common/lazy.h"
+#include "common/util.h"
+#include "egress/http.h"
+
+/* libhttp-parser is loaded by the first connection's egress_http_new. */
+#define HTTP_SYMS(X)                                                                               \
+	X(http_parser_init)                                                                        \
+	X(http_parser_execute)                                                                     \
+	X(http_parser_pause)
+
+HTTP_SYMS(LAZY_DEFINE)
+static const struct lazy_sym http_syms[] = { HTTP_SYMS(LAZY_ENTRY) };
+static struct lazy_lib http_lib = LAZY_LIB("libhttp_parser.so.2.9", "libhttp-parser2.9", http_syms);
+
+#define CHUNK_LINE_MAX 4096 /* a chunk's size line, extensions and all */
+
+enum http_state {
+	ST_HEAD, /* gathering a head */
+	ST_BODY, /* passing a body on */
+	ST_RAW,	 /* after an Upgrade or a CONNECT: no longer HTTP */
+	ST_FAILED,
+};
+
+/* The chunked framing, read strictly (RFC 9112 7.1, no whitespace). */
+enum chunk_state {
+	CK_SIZE0, /* a size's first digit */
+	CK_SIZE,
+	CK_EXT, /* after ';', to CR */
+	CK_SIZE_LF,
+	CK_DATA,
+	CK_DATA_CR,
+	CK_DATA_LF,
+	CK_TRAILER0, /* a trailer line's start, or the last CR */
+	CK_TRAILER,
+	CK_TRAILER_LF,
+	CK_END_LF,
+	CK_DONE,
+};
+
+struct chunk_check {
+	enum chunk_state state;
+	uint64_t size; /* the size being read, then the data left */
+	size_t line;   /* bytes of the size line */
+	size_t trailer_bytes, trailer_lines;
+};
+
+struct header {
+	const uint8_t *name, *val; /* val: all after the colon, to CR */
+	size_t name_len, val_len;
+};
+
+struct egress_http {
+	http_parser parser;
+	enum http_state state;
+	enum egress_http_status failed;
+	struct egress_buf head; /* the guest's bytes of the head so far */
+	/* The head's reading so far (head_byte). */
+	size_t line_len; /* bytes of the current line, CR included */
+	size_t lines;	 /* its non-empty lines */
+	bool cr;	 /* the last byte was a CR */
+	/* From http_parser's callbacks, during an execute. */
+	bool headers_done, message_done;
+	bool chunked;
+	struct chunk_check ck;
+	/* The whole head, split (head_split). */
+	size_t pre_len; /* leading blank lines and the request line */
+	struct header hdrs[EGRESS_HTTP_LINES_MAX];
+	size_t nr_hdrs;
+};
+
+void egress_buf_reserve(struct egress_buf *b, size_t more)
+{
+	size_t len = b->len, cap;
+	uint8_t *p;
+
+	if (more <= b->cap - len)
+		return;
+	/* Never realloc: it may leave the old block as it was. */
+	cap = MAX(b->cap * 2, (size_t)256);
+	if (more > SIZE_MAX / 2 - len)
+		cap = SIZE_MAX; /* malloc refuses it: xmalloc's message */
+	else if (cap < len + more)
+		cap = len + more;
+	p = xmalloc(cap);
+	if (len)
+		memcpy(p, b->data, len);
+	egress_buf_wipe_free(b);
+	b->data = p;
+	b->len = len;
+	b->cap = cap;
+}
+
+void egress_buf_append(struct egress_buf *b, const void *p, size_t n)
+{
+	if (n == 0)
+		return;
+	egress_buf_reserve(b, n);
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+}
+
+void egress_buf_consume(struct egress_buf *b, size_t n)
+{
+	n = MIN(n, b->len);
+	if (n == 0)
+		return;
+	memmove(b->data, b->data + n, b->len - n);
+	explicit_bzero(b->data + b->len - n, n);
+	b->len -= n;
+}
+
+void egress_buf_wipe_free(struct egress_buf *b)
+{
+	if (b->data) {
+		explicit_bzero(b->data, b->cap);
+		free(b->data);
+	}
+	b->data = NULL;
+	b->len = 0;
+	b->cap = 0;
+}
+
+/* RFC 9110 5.6.2's tchar. */
+static bool is_tchar(uint8_t c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static uint8_t lower(uint8_t c)
+{
+	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+/* ASCII only, whatever the locale. */
+static bool case_eq(const uint8_t *a, size_t n, const char *b)
+{
+	if (strlen(b) != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (lower(a[i]) != lower((uint8_t)b[i]))
+			return false;
+	return true;
+}
+
+static bool is_ows(uint8_t c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* v without the whitespace around it. */
+static void trim(const uint8_t **v, size_t *n)
+{
+	while (*n && is_ows(**v)) {
+		(*v)++;
+		(*n)--;
+	}
+	while (*n && is_ows((*v)[*n - 1]))
+		(*n)--;
+}
+
+/* One more byte of a head: *end where it is the head's last. */
+static enum egress_http_status head_byte(struct egress_http *h, uint8_t c, bool *end)
+{
+	/* A lone CR or LF is a line end to some servers and not to others. */
+	if (h->cr != (c == '\n'))
+		return EGRESS_HTTP_BAD;
+	h->cr = c == '\r';
+	if (c == '\n') {
+		if (h->line_len == 1) {
+			/* Blank lines before the request line are skipped
+			 * (RFC 9112 2.2); the one after the headers ends it. */
+			*end = h->lines > 0;
+		} else if (++h->lines > EGRESS_HTTP_LINES_MAX + 1) {
+			return EGRESS_HTTP_TOO_BIG;
+		}
+		h->line_len = 0;
+		return EGRESS_HTTP_OK;
+	}
+	/* A folded line (obs-fold) continues a value some servers unfold. */
+	if (h->line_len == 0 && is_ows(c))
+		return EGRESS_HTTP_BAD;
+	if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
+		return EGRESS_HTTP_BAD;
+	if (c == '\t' && h->lines == 0)
+		return EGRESS_HTTP_BAD;
+	h->line_len++;
+	return EGRESS_HTTP_OK;
+}
+
+static int hex_digit(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = lower(c);
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+/* One more byte of a chunked body's framing, outside a chunk's data. */
+static enum egress_http_status chunk_byte(struct chunk_check *ck, uint8_t c)
+{
+	int d;
+
+	switch (ck->state) {
+	case CK_SIZE0:
+	case CK_SIZE:
+		if (++ck->line > CHUNK_LINE_MAX)
+			return EGRESS_HTTP_BAD;
+		d = hex_digit(c);
+		if (d >= 0) {
+			if (ck->size >> 59)
+				return EGRESS_HTTP_BAD;
+			ck->size = ck->size * 16 + (uint64_t)d;
+			ck->state = CK_SIZE;
+		} else if (ck->state == CK_SIZE0) {
+			return EGRESS_HTTP_BAD;
+		} else if (c == ';') {
+			ck->state = CK_EXT;
+		} else if (c == '\r') {
+			ck->state = CK_SIZE_LF;
+		} else {
+			return EGRESS_HTTP_BAD;
+		}
+		return EGRESS_HTTP_OK;
+	case CK_EXT:
+		if (++ck->line > CHUNK_LINE_MAX)
+			return EGRESS_HTTP_BAD;
+		if (c == '\r')
+			ck->state = CK_SIZE_LF;
+		else if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return EGRESS_HTTP_BAD;
+		return EGRESS_HTTP_OK;
+	case CK_SIZE_LF:
+		if (c != '\n')
+			return EGRESS_HTTP_BAD;
+		ck->line = 0;
+		ck->state = ck->size ? CK_DATA : CK_TRAILER0;
+		return EGRESS_HTTP_OK;
+	case CK_DATA_CR:
+		if (c != '\r')
+			return EGRESS_HTTP_BAD;
+		ck->state = CK_DATA_LF;
+		return EGRESS_HTTP_OK;
+	case CK_DATA_LF:
+		if (c != '\n')
+			return EGRESS_HTTP_BAD;
+		ck->state = CK_SIZE0;
+		return EGRESS_HTTP_OK;
+	case CK_TRAILER0:
+	case CK_TRAILER:
+	case CK_TRAILER_LF:
+	case CK_END_LF:
+		if (++ck->trailer_bytes > EGRESS_HTTP_HEAD_MAX)
+			return EGRESS_HTTP_TOO_BIG;
+		break;
+	case CK_DATA:
+	case CK_DONE:
+		return EGRESS_HTTP_BAD;
+	}
+	/* The trailer: header lines, passed on as they are. */
+	switch (ck->state) {
+	case CK_TRAILER0:
+		if (c == '\r') {
+			ck->state = CK_END_LF;
+			return EGRESS_HTTP_OK;
+		}
+		if (is_ows(c))
+			return EGRESS_HTTP_BAD;
+		if (++ck->trailer_lines > EGRESS_HTTP_LINES_MAX)
+			return EGRESS_HTTP_TOO_BIG;
+		ck->state = CK_TRAILER;
+		/* fall through */
+	case CK_TRAILER:
+		if (c == '\r')
+			ck->state = CK_TRAILER_LF;
+		else if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return EGRESS_HTTP_BAD;
+		return EGRESS_HTTP_OK;
+	case CK_TRAILER_LF:
+		if (c != '\n')
+			return EGRESS_HTTP_BAD;
+		ck->state = CK_TRAILER0;
+		return EGRESS_HTTP_OK;
+	default: /* CK_END_LF */
+		if (c != '\n')
+			return EGRESS_HTTP_BAD;
+		ck->state = CK_DONE;
+		return EGRESS_HTTP_OK;
+	}
+}
+
+/* Read the chunked framing over buf, up to the body's end: *took, the
+ * bytes read before that end or the byte refused. */
+static enum egress_http_status chunk_scan(struct chunk_check *ck, const uint8_t *buf, size_t len,
+					  size_t *took)
+{
+	enum egress_http_status r = EGRESS_HTTP_OK;
+	size_t i = 0, n;
+
+	while (i < len && ck->state != CK_DONE) {
+		if (ck->state == CK_DATA) {
+			n = (size_t)MIN(ck->size, (uint64_t)(len - i));
+			ck->size -= n;
+			i += n;
+			if (ck->size == 0)
+				ck->state = CK_DATA_CR;
+			continue;
+		}
+		r = chunk_byte(ck, buf[i]);
+		if (r != EGRESS_HTTP_OK)
+			break;
+		i++;
+	}
+	*took = i;
+	return r;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	struct egress_http *h = p->data;
+
+	h->headers_done = true;
+	return 0;
+}
+
+/* Pauses the parser: execute returns with the message's last byte, and
+ * what follows is read as a new head (or raw). */
+static int on_message_complete(http_parser *p)
+{
+	struct egress_http *h = p->data;
+
+	h->message_done = true;
+	sym_http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings parser_settings = {
+	.on_headers_complete = on_headers_complete,
+	.on_message_complete = on_message_complete,
+};
+
+/* http_parser over buf: *took, its bytes up to the message's end. */
+static enum egress_http_status parse(struct egress_http *h, const uint8_t *buf, size_t len,
+				     size_t *took)
+{
+	size_t n;
+
+	*took = 0;
+	if (len == 0) /* to http_parser, the end of the stream */
+		return EGRESS_HTTP_OK;
+	n = sym_http_parser_execute(&h->parser, &parser_settings, (const char *)buf, len);
+	if (HTTP_PARSER_ERRNO(&h->parser) == HPE_PAUSED && h->message_done)
+		sym_http_parser_pause(&h->parser, 0);
+	else if (HTTP_PARSER_ERRNO(&h->parser) != HPE_OK || n != len)
+		return EGRESS_HTTP_BAD;
+	*took = n;
+	return EGRESS_HTTP_OK;
+}
+
+/* method SP request-target SP HTTP-version, exactly (RFC 9112 3): what
+ * http_parser lets by (spaces, odd versions) some servers read otherwise. */
+static bool request_line_ok(const uint8_t *p, size_t n)
+{
+	size_t i = 0, j;
+
+	while (i < n && is_tchar(p[i]))
+		i++;
+	if (i == 0 || i == n || p[i] != ' ')
+		return false;
+	for (j = ++i; j < n && p[j] != ' ';)
+		j++;
+	if (j == i || n - j != 9)
+		return false;
+	p += j + 1;
+	return memcmp(p, "HTTP/", 5) == 0 && p[5] >= '0' && p[5] <= '9' && p[6] == '.' &&
+	       p[7] >= '0' && p[7] <= '9';
+}
+
+/* Split the whole head into its header lines (head_byte has checked its
+ * bytes and line ends, http_parser its grammar), and refuse the framing
+ * headers a server could read other than http_parser does. */
+static enum egress_http_status head_split(struct egress_http *h)
+{
+	const uint8_t *p = h->head.data, *end = p + h->head.len - 2, *cr, *colon, *v;
+	size_t n, nr_cl = 0, nr_te = 0;
+
+	while (p[0] == '\r') /* blank lines */
+		p += 2;
+	cr = memchr(p, '\r', (size_t)(end - p));
+	if (cr == NULL || !request_line_ok(p, (size_t)(cr - p)))
+		return EGRESS_HTTP_BAD;
+	p = cr + 2;
+	h->pre_len = (size_t)(p - h->head.data);
+	h->nr_hdrs = 0;
+	for (; p < end; p = cr + 2) {
+		struct header *hd = &h->hdrs[h->nr_hdrs];
+
+		cr = memchr(p, '\r', (size_t)(end - p));
+		if (cr == NULL)
+			return EGRESS_HTTP_BAD;
+		colon = memchr(p, ':', (size_t)(cr - p));
+		if (colon == NULL || colon == p || h->nr_hdrs == EGRESS_HTTP_LINES_MAX)
+			return EGRESS_HTTP_BAD;
+		for (const uint8_t *c = p; c < colon; c++)
+			if (!is_tchar(*c))
+				return EGRESS_HTTP_BAD;
+		hd->name = p;
+		hd->name_len = (size_t)(colon - p);
+		hd->val = colon + 1;
+		hd->val_len = (size_t)(cr - hd->val);
+		h->nr_hdrs++;
+
+		v = hd->val;
+		n = hd->val_len;
+		trim(&v, &n);
+		if (case_eq(hd->name, hd->name_len, "content-length")) {
+			if (++nr_cl > 1 || n == 0 || n > 18)
+				return EGRESS_HTTP_BAD;
+			for (size_t i = 0; i < n; i++)
+				if (v[i] < '0' || v[i] > '9')
+					return EGRESS_HTTP_BAD;
+		} else if (case_eq(hd->name, hd->name_len, "transfer-encoding")) {
+			/* Chunked alone: anything else is framed differently
+			 * by different servers, or not at all. */
+			if (++nr_te > 1 || !case_eq(v, n, "chunked"))
+				return EGRESS_HTTP_BAD;
+		}
+	}
+	if (nr_cl && nr_te)
+		return EGRESS_HTTP_BAD;
+	/* What the framing headers said is what http_parser took them for. */
+	if (!!nr_te != !!(h->parser.flags & F_CHUNKED))
+		return EGRESS_HTTP_BAD;
+	return EGRESS_HTTP_OK;
+}
+
+/* Where a head's rewriting goes: out, or (NULL) nowhere, only counted,
+ * to learn its size before a byte of a value is written. */
+struct writer {
+	struct egress_buf *out;
+	size_t len;
+	egress_event_fn *fn;
+	void *opaque;
+	const struct egress_bindings *b;
+	size_t *sel; /* room for b->nr_bound indexes */
+};
+
+static void put(struct writer *w, const void *p, size_t n)
+{
+	if (w->out)
+		egress_buf_append(w->out, p, n);
+	w->len = n > SIZE_MAX - w->len ? SIZE_MAX : w->len + n;
+}
+
+static void put_str(struct writer *w, const char *s)
+{
+	put(w, s, strlen(s));
+}
+
+/* Events name a header by its token characters, cut short. */
+static void event(struct writer *w, enum egress_event_kind kind, const struct egress_binding *e,
+		  const uint8_t *header, size_t header_len)
+{
+	char name[EGRESS_HTTP_NAME_MAX + 1];
+	size_t n = MIN(header_len, (size_t)EGRESS_HTTP_NAME_MAX);
+
+	if (w->out == NULL || w->fn == NULL)
+		return;
+	for (size_t i = 0; i < n; i++)
+		name[i] = is_tchar(header[i]) ? (char)header[i] : '_';
+	name[n] = '\0';
+	w->fn(w->opaque, kind, e->name ? e->name : "", name);
+}
+
+static size_t placeholder_len(const struct egress_binding *e)
+{
+	size_t n = e->placeholder ? strlen(e->placeholder) : 0;
+
+	return n >= EGRESS_HTTP_PLACEHOLDER_MIN ? n : 0;
+}
+
+/* A value that cannot end a line or a C string early in the server's
+ * reading of the head. */
+static bool value_fits(const struct egress_binding *e)
+{
+	if (e->value == NULL)
+		return e->value_len == 0;
+	return memchr(e->value, '\r', e->value_len) == NULL &&
+	       memchr(e->value, '\n', e->value_len) == NULL &&
+	       memchr(e->value, '\0', e->value_len) == NULL;
+}
+
+/* Which bound secrets go into the value v of header name (their indexes
+ * in w->sel; how many), with an event for each placeholder v holds. */
+static size_t pick(struct writer *w, const uint8_t *name, size_t name_len, const uint8_t *v,
+		   size_t n)
+{
+	const struct egress_bindings *b = w->b;
+	size_t nr = 0, pl;
+
+	for (size_t i = 0; i < b->nr_bound; i++) {
+		const struct egress_binding *e = &b->bound[i];
+
+		pl = placeholder_len(e);
+		if (pl == 0 || memmem(v, n, e->placeholder, pl) == NULL)
+			continue;
+		if (e->header && !case_eq(name, name_len, e->header)) {
+			event(w, EGRESS_EV_MISPLACED, e, name, name_len);
+		} else if (!value_fits(e)) {
+			event(w, EGRESS_EV_UNFIT, e, name, name_len);
+		} else {
+			w->sel[nr++] = i;
+			event(w, EGRESS_EV_INJECT, e, name, name_len);
+		}
+	}
+	for (size_t i = 0; i < b->nr_foreign; i++) {
+		const struct egress_binding *e = &b->foreign[i];
+
+		pl = placeholder_len(e);
+		if (pl && memmem(v, n, e->placeholder, pl))
+			event(w, EGRESS_EV_FOREIGN, e, name, name_len);
+	}
+	return nr;
+}
+
+/* v with the placeholders of the nr picked secrets replaced, in one pass:
+ * a value put in is never searched again. */
+static void substitute(struct writer *w, const uint8_t *v, size_t n, size_t nr)
+{
+	size_t i = 0, from = 0;
+
+	while (i < n) {
+		const struct egress_binding *e = NULL;
+		size_t pl = 0;
+
+		for (size_t k = 0; k < nr && e == NULL; k++) {
+			const struct egress_binding *c = &w->b->bound[w->sel[k]];
+
+			pl = strlen(c->placeholder);
+			if (pl <= n - i && memcmp(v + i, c->placeholder, pl) == 0)
+				e = c;
+		}
+		if (e == NULL) {
+			i++;
+			continue;
+		}
+		put(w, v + from, i - from);
+		put(w, e->value, e->value_len);
+		i += pl;
+		from = i;
+	}
+	put(w, v + from, n - from);
+}
+
+static const char b64_chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64_val(uint8_t c)
+{
+	const char *p = c ? strchr(b64_chars, c) : NULL;
+
+	return p ? (int)(p - b64_chars) : -1;
+}
+
+/* The credentials of a value "Basic <base64>" (RFC 7617), OWS around:
+ * their offset and length in v; false where v is no such value. */
+static bool basic_find(const uint8_t *v, size_t n, size_t *off, size_t *len)
+{
+	size_t i = 0, j;
+
+	while (i < n && is_ows(v[i]))
+		i++;
+	if (n - i < 6 || !case_eq(v + i, 5, "basic") || v[i + 5] != ' ')
+		return false;
+	for (i += 5; i < n && v[i] == ' ';)
+		i++;
+	for (j = i; j < n && (b64_val(v[j]) >= 0 || v[j] == '=');)
+		j++;
+	*off = i;
+	*len = j - i;
+	while (j < n && is_ows(v[j]))
+		j++;
+	return j == n && *len > 0 && *len % 4 == 0;
+}
+
+/* Strict base64 (padded, no stray bits) into out (3 * n / 4 bytes): the
+ * decoded length, or -1. */
+static ssize_t b64_decode(const uint8_t *in, size_t n, uint8_t *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i += 4) {
+		int d[4];
+		size_t pad = 0;
+
+		for (int k = 0; k < 4; k++) {
+			d[k] = b64_val(in[i + k]);
+			if (in[i + k] == '=' && i + 4 == n && k >= 2) {
+				pad++;
+				d[k] = 0;
+			} else if (d[k] < 0 || pad) {
+				return -1;
+			}
+		}
+		if ((pad == 1 && (d[2] & 3)) || (pad == 2 && (d[1] & 15)))
+			return -1;
+		out[o++] = (uint8_t)(d[0] << 2 | d[1] >> 4);
+		if (pad < 2)
+			out[o++] = (uint8_t)(d[1] << 4 | d[2] >> 2);
+		if (pad < 1)
+			out[o++] = (uint8_t)(d[2] << 6 | d[3]);
+	}
+	return (ssize_t)o;
+}
+
+static void b64_put(struct writer *w, const uint8_t *in, size_t n)
+{
+	uint8_t q[4];
+
+	for (size_t i = 0; i < n; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+
+		if (i + 1 < n)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		q[0] = (uint8_t)b64_chars[v >> 18 & 63];
+		q[1] = (uint8_t)b64_chars[v >> 12 & 63];
+		q[2] = i + 1 < n ? (uint8_t)b64_chars[v >> 6 & 63] : '=';
+		q[3] = i + 2 < n ? (uint8_t)b64_chars[v & 63] : '=';
+		put(w, q, 4);
+	}
+	explicit_bzero(q, sizeof(q));
+}
+
+/* An Authorization value with Basic credentials: the placeholder is
+ * inside their base64 (git sends a token as a password). false where v
+ * is no such value. */
+static bool basic_write(struct writer *w, const struct header *hd)
+{
+	struct egress_buf plain = { 0 }, sub = { 0 };
+	struct writer sw = *w;
+	size_t off, len, nr;
+	ssize_t n;
+
+	if (!case_eq(hd->name, hd->name_len, "authorization") &&
+	    !case_eq(hd->name, hd->name_len, "proxy-authorization"))
+		return false;
+	if (!basic_find(hd->val, hd->val_len, &off, &len))
+		return false;
+	egress_buf_reserve(&plain, len / 4 * 3);
+	n = b64_decode(hd->val + off, len, plain.data);
+	if (n < 0) {
+		egress_buf_wipe_free(&plain);
+		return false;
+	}
+	plain.len = (size_t)n;
+	nr = pick(w, hd->name, hd->name_len, plain.data, plain.len);
+	if (nr == 0) {
+		put(w, hd->val, hd->val_len);
+	} else {
+		/* The credentials with the value in them, counted, then
+		 * (where w writes) made and encoded. */
+		sw.out = NULL;
+		sw.len = 0;
+		substitute(&sw, plain.data, plain.len, nr);
+		put(w, hd->val, off);
+		if (w->out == NULL) {
+			put(w, NULL, sw.len / 3 * 4 + (sw.len % 3 ? 4 : 0));
+		} else {
+			sw.out = &sub;
+			substitute(&sw, plain.data, plain.len, nr);
+			b64_put(w, sub.data, sub.len);
+		}
+		put(w, hd->val + off + len, hd->val_len - off - len);
+	}
+	egress_buf_wipe_free(&sub);
+	egress_buf_wipe_free(&plain);
+	return true;
+}
+
+/* A format with one "%s" and "%%" for '%', nothing that ends a line. */
+static bool format_fits(const char *f)
+{
+	size_t nr_s = 0;
+
+	for (; *f; f++) {
+		if (*f == '\r' || *f == '\n')
+			return false;
+		if (*f != '%')
+			continue;
+		f++;
+		if (*f == 's')
+			nr_s++;
+		else if (*f != '%')
+			return false;
+	}
+	return nr_s == 1;
+}
+
+static void format_put(struct writer *w, const struct egress_binding *e)
+{
+	for (const char *f = e->format; *f; f++) {
+		if (*f != '%') {
+			put(w, f, 1);
+		} else if (*++f == 's') {
+			put(w, e->value, e->value_len);
+		} else {
+			put(w, f, 1);
+		}
+	}
+}
+
+/* A header name we may write: a token, as long as events show. */
+static bool name_fits(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > EGRESS_HTTP_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!is_tchar((uint8_t)name[i]))
+			return false;
+	return true;
+}
+
+static bool has_header(const struct egress_http *h, const char *name)
+{
+	for (size_t i = 0; i < h->nr_hdrs; i++)
+		if (case_eq(h->hdrs[i].name, h->hdrs[i].name_len, name))
+			return true;
+	return false;
+}
+
+/* The headers of the secrets with a format that the request lacks. */
+static void added_write(struct writer *w, const struct egress_http *h)
+{
+	const struct egress_bindings *b = w->b;
+	size_t nr_added = 0;
+
+	for (size_t i = 0; i < b->nr_bound; i++) {
+		const struct egress_binding *e = &b->bound[i];
+		const uint8_t *name = (const uint8_t *)e->header;
+		bool taken = false;
+
+		if (e->format == NULL || e->header == NULL || has_header(h, e->header))
+			continue;
+		/* One header for each name: the first secret's. */
+		for (size_t k = 0; k < nr_added && !taken; k++)
+			taken = case_eq(name, strlen(e->header), b->bound[w->sel[k]].header);
+		if (taken)
+			continue;
+		if (!value_fits(e) || !format_fits(e->format) || !name_fits(e->header)) {
+			event(w, EGRESS_EV_UNFIT, e, name, strlen(e->header));
+			continue;
+		}
+		put_str(w, e->header);
+		put_str(w, ": ");
+		format_put(w, e);
+		put_str(w, "\r\n");
+		w->sel[nr_added++] = i;
+		event(w, EGRESS_EV_INJECT, e, name, strlen(e->header));
+	}
+}
+
+static void head_write(struct writer *w, const struct egress_http *h)
+{
+	put(w, h->head.data, h->pre_len);
+	for (size_t i = 0; i < h->nr_hdrs; i++) {
+		const struct header *hd = &h->hdrs[i];
+		size_t nr;
+
+		put(w, hd->name, hd->name_len + 1); /* and the colon */
+		if (!basic_write(w, hd)) {
+			nr = pick(w, hd->name, hd->name_len, hd->val, hd->val_len);
+			substitute(w, hd->val, hd->val_len, nr);
+		}
+		put_str(w, "\r\n");
+	}
+	added_write(w, h);
+	put_str(w, "\r\n");
+}
+
+/* The whole head in h->head, rewritten into out. */
+static enum egress_http_status head_rewrite(struct egress_http *h, const struct egress_bindings *b,
+					    struct egress_buf *out, egress_event_fn *fn,
+					    void *opaque)
+{
+	static const struct egress_bindings none;
+	enum egress_http_status r;
+	struct writer w = { .fn = fn, .opaque = opaque, .b = b ? b : &none };
+
+	r = head_split(h);
+	if (r != EGRESS_HTTP_OK)
+		return r;
+	w.sel = xmalloc(w.b->nr_bound * sizeof(*w.sel));
+	/* Counted first: a head refused for its size puts out no value and
+	 * reports no event. */
+	head_write(&w, h);
+	if (w.len > EGRESS_HTTP_HEAD_OUT_MAX) {
+		r = EGRESS_HTTP_TOO_BIG;
+	} else {
+		egress_buf_reserve(out, w.len);
+		w.out = out;
+		w.len = 0;
+		head_write(&w, h);
+	}
+	free(w.sel);
+	return r;
+}
+
+static void head_reset(struct egress_http *h)
+{
+	if (h->head.len)
+		explicit_bzero(h->head.data, h->head.len);
+	h->head.len = 0;
+	h->line_len = 0;
+	h->lines = 0;
+	h->cr = false;
+	h->nr_hdrs = 0;
+}
+
+/* After a message's last byte: the next head, or no more HTTP. */
+static void message_next(struct egress_http *h)
+{
+	h->headers_done = false;
+	h->message_done = false;
+	h->state = h->parser.upgrade ? ST_RAW : ST_HEAD;
+}
+
+/* Gather a head from buf; once whole, write it out rewritten. *used: the
+ * bytes of buf taken. */
+static enum egress_http_status head_take(struct egress_http *h, const uint8_t *buf, size_t len,
+					 size_t *used, const struct egress_bindings *b,
+					 struct egress_buf *out, egress_event_fn *fn, void *opaque)
+{
+	enum egress_http_status r = EGRESS_HTTP_OK, pr;
+	bool end = false;
+	size_t n, took;
+
+	/* Our reading first, then http_parser's of the bytes it let
+	 * through: each refuses a head at the same byte, however split. */
+	for (n = 0; n < len && !end; n++) {
+		if (h->head.len + n >= EGRESS_HTTP_HEAD_MAX) {
+			r = EGRESS_HTTP_TOO_BIG;
+			break;
+		}
+		r = head_byte(h, buf[n], &end);
+		if (r != EGRESS_HTTP_OK)
+			break;
+	}
+	egress_buf_append(&h->head, buf, n);
+	pr = parse(h, buf, n, &took);
+	if (pr != EGRESS_HTTP_OK)
+		return pr;
+	if (r != EGRESS_HTTP_OK)
+		return r;
+	/* Both readings end the head at the same byte. */
+	if (h->headers_done != end || took != n)
+		return EGRESS_HTTP_BAD;
+	*used = n;
+	if (!end)
+		return EGRESS_HTTP_OK;
+	r = head_rewrite(h, b, out, fn, opaque);
+	head_reset(h);
+	if (r != EGRESS_HTTP_OK)
+		return r;
+	if (h->message_done) {
+		message_next(h);
+	} else {
+		h->state = ST_BODY;
+		h->chunked = h->parser.flags & F_CHUNKED;
+		memset(&h->ck, 0, sizeof(h->ck));
+	}
+	return EGRESS_HTTP_OK;
+}
+
+/* Pass a body's bytes on, up to its end. */
+static enum egress_http_status body_take(struct egress_http *h, const uint8_t *buf, size_t len,
+					 size_t *used, struct egress_buf *out)
+{
+	enum egress_http_status r = EGRESS_HTTP_OK, pr;
+	size_t n = len, took;
+
+	if (h->chunked)
+		r = chunk_scan(&h->ck, buf, len, &n);
+	pr = parse(h, buf, n, &took);
+	if (pr != EGRESS_HTTP_OK)
+		return pr;
+	if (r != EGRESS_HTTP_OK)
+		return r;
+	/* A chunked body ends where both readings say it does. */
+	if (h->chunked && (took != n || (h->ck.state == CK_DONE) != h->message_done))
+		return EGRESS_HTTP_BAD;
+	egress_buf_append(out, buf, took);
+	*used = took;
+	if (h->message_done)
+		message_next(h);
+	return EGRESS_HTTP_OK;
+}
+
+enum egress_http_status egress_http_feed(struct egress_http *h, const uint8_t *buf, size_t len,
+					 const struct egress_bindings *b, struct egress_buf *out,
+					 egress_event_fn *fn, void *opaque)
+{
+	enum egress_http_status r = EGRESS_HTTP_OK;
+	size_t used;
+
+	while (len > 0 && r == EGRESS_HTTP_OK) {
+		used = 0;
+		switch (h->state) {
+		case ST_HEAD:
+			r = head_take(h, buf, len, &used, b, out, fn, opaque);
+			break;
+		case ST_BODY:
+			r = body_take(h, buf, len, &used, out);
+			break;
+		case ST_RAW:
+			egress_buf_append(out, buf, len);
+			used = len;
+			break;
+		case ST_FAILED:
+			return h->failed;
+		}
+		if (r == EGRESS_HTTP_OK && used == 0) /* never: but never spin */
+			r = EGRESS_HTTP_BAD;
+		buf += used;
+		len -= used;
+	}
+	if (r != EGRESS_HTTP_OK) {
+		head_reset(h);
+		h->state = ST_FAILED;
+		h->failed = r;
+	}
+	return h->state == ST_FAILED ? h->failed : EGRESS_HTTP_OK;
+}
+
+bool egress_http_in_head(const struct egress_http *h)
+{
+	return h->state == ST_HEAD && h->head.len > 0;
+}
+
+const char *egress_http_status_str(enum egress_http_status s)
+{
+	switch (s) {
+	case EGRESS_HTTP_OK:
+		return "ok";
+	case EGRESS_HTTP_BAD:
+		return "malformed request";
+	case EGRESS_HTTP_TOO_BIG:
+		return "request header fields too large";
+	}
+	return "unknown";
+}
+
+int egress_http_new(struct egress_http **out, gantry_error_t *err)
+{
+	struct egress_http *h;
+
+	if (lazy_load(&http_lib, err) < 0)
+		return gantry_error_prefix(err, "egress HTTP parser");
+	h = xzalloc(sizeof(*h));
+	sym_http_parser_init(&h->parser, HTTP_REQUEST);
+	h->parser.data = h;
+	h->state = ST_HEAD;
+	*out = h;
+	return 0;
+}
+
+void egress_http_free(struct egress_http *h)
+{
+	if (h == NULL)
+		return;
+	egress_buf_wipe_free(&h->head);
+	explicit_bzero(h, sizeof(*h));
+	free(h);
+}

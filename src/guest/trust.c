@@ -1,0 +1,153 @@
+/* The sandbox's egress CA (gantry.ca=BASE64, the certificate's DER in
+ * base64 on one line): with injected secrets, the guest's HTTPS to their
+ * hosts ends in Gantry's egress worker, whose leaves this CA signs. The
+ * container trusts it three ways, each bound read-only from <state>/etc:
+ * /etc/gantry/ca.pem (the CA alone), /etc/gantry/ca-bundle.crt (the
+ * image's own bundle and the CA), which also covers the image's
+ * /etc/ssl/certs/ca-certificates.crt where it has one; and the variables
+ * OpenSSL, curl, Python's requests and Node read (spec.c). The CA's key
+ * never leaves the host. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "guest/guest.h"
+
+#define CA_B64_MAX   4096
+#define BUNDLE_MAX   (4 * 1024 * 1024)
+#define IMAGE_BUNDLE "etc/ssl/certs/ca-certificates.crt"
+
+static const char *const trust_env[][2] = {
+	{ "SSL_CERT_FILE", TRUST_BUNDLE },
+	{ "REQUESTS_CA_BUNDLE", TRUST_BUNDLE },
+	{ "CURL_CA_BUNDLE", TRUST_BUNDLE },
+	{ "NODE_EXTRA_CA_CERTS", TRUST_CA },
+};
+
+bool trust_b64_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > CA_B64_MAX || n % 4)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '+' || s[i] == '/' ||
+		      (s[i] == '=' && i >= n - 2)))
+			return false;
+	return true;
+}
+
+static int put(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n) {
+		ssize_t w = write(fd, c, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The CA as PEM on fd. */
+static int put_pem(int fd, const char *b64)
+{
+	size_t n = strlen(b64);
+
+	if (put(fd, "-----BEGIN CERTIFICATE-----\n", 28) < 0)
+		return -1;
+	for (size_t at = 0; at < n; at += 64)
+		if (put(fd, b64 + at, n - at < 64 ? n - at : 64) < 0 || put(fd, "\n", 1) < 0)
+			return -1;
+	return put(fd, "-----END CERTIFICATE-----\n", 26);
+}
+
+/* The image's bundle, as the container would resolve it, onto fd; whether
+ * it has one. */
+static bool put_image_bundle(const char *rootfs, int fd)
+{
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
+	int root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC), in = -1;
+	char buf[16384];
+	size_t total = 0;
+	struct stat st;
+	ssize_t n;
+	bool ok = false;
+
+	if (root >= 0)
+		in = (int)syscall(SYS_openat2, root, IMAGE_BUNDLE, &how, sizeof(how));
+	if (in >= 0 && fstat(in, &st) == 0 && S_ISREG(st.st_mode)) {
+		ok = true;
+		while ((n = read(in, buf, sizeof(buf))) > 0 && total < BUNDLE_MAX) {
+			total += (size_t)n;
+			if (put(fd, buf, (size_t)n) < 0)
+				break;
+		}
+		if (total && buf[(total - 1) % sizeof(buf)] != '\n')
+			put(fd, "\n", 1);
+	}
+	if (in >= 0)
+		close(in);
+	if (root >= 0)
+		close(root);
+	return ok;
+}
+
+static int create(const char *dir, const char *name)
+{
+	char path[GUEST_PATH_MAX];
+
+	if (guest_pathf(path, sizeof(path), "%s/%s", dir, name) < 0)
+		return -1;
+	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+void trust_write(struct guest_config *cfg)
+{
+	int ca, bundle;
+	bool ok;
+
+	if (cfg->ca == NULL || cfg->etc_dir == NULL)
+		return;
+	ca = create(cfg->etc_dir, "gantry-ca.pem");
+	bundle = create(cfg->etc_dir, "gantry-ca-bundle.crt");
+	cfg->image_bundle = bundle >= 0 && put_image_bundle(cfg->rootfs, bundle);
+	ok = ca >= 0 && bundle >= 0 && put_pem(ca, cfg->ca) == 0 && put_pem(bundle, cfg->ca) == 0;
+	if (ca >= 0)
+		close(ca);
+	if (bundle >= 0)
+		close(bundle);
+	if (!ok) {
+		guest_log("the egress CA: %s; HTTPS with injected secrets will not be trusted",
+			  strerror(errno));
+		cfg->ca = NULL;
+	}
+}
+
+size_t trust_env_count(void)
+{
+	return sizeof(trust_env) / sizeof(trust_env[0]);
+}
+
+const char *trust_env_name(size_t i)
+{
+	return trust_env[i][0];
+}
+
+const char *trust_env_value(size_t i)
+{
+	return trust_env[i][1];
+}
