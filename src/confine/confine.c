@@ -533,7 +533,7 @@ void confine_apply(const struct confine_opts *o, struct confine_report *r)
 	p = prop(r, "ipc-namespace", true);
 	say(p, (o->spawn.ns & CLONE_NEWIPC) != 0, "namespace", "%s",
 	    o->spawn.ns & CLONE_NEWIPC ? "new" : "the host's");
-	if (strcmp(o->role, "net") != 0) {
+	if (!o->host_net) {
 		/* It needs no network: an empty namespace of its own. */
 		p = prop(r, "net-namespace", true);
 		say(p, (o->spawn.ns & CLONE_NEWNET) != 0, "namespace", "%s",

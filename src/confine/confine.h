@@ -108,6 +108,7 @@ struct confine_opts {
 	struct confine_spawn spawn;
 	rlim_t nofile;
 	bool keep_bind_cap; /* root without a user namespace: CAP_NET_BIND_SERVICE stays */
+	bool host_net;	    /* it reaches the world: the host's network namespace */
 	/* It starts threads after (the VMM's vCPUs): RLIMIT_NPROC stays as
 	 * it was, and the filter alone refuses a new process. */
 	bool threads;

@@ -122,6 +122,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 		}
 	}
 	a->confine.role = "net";
+	a->confine.host_net = true;
 	a->confine.load_filter = load_filter;
 	/* Root without a user namespace keeps the one capability a
 	 * published port below 1024 needs. */

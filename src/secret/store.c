@@ -336,6 +336,7 @@ int secret_store_adopt(struct secret_store *st, const char *spec, gantry_error_t
 			continue;
 		secret_spec_free(&e->spec);
 		e->spec = s;
+		entry_placeholder(e, e);
 		r = 1;
 	}
 	pthread_mutex_unlock(&st->lock);

@@ -22,7 +22,7 @@ from conftest import GantryHome
 NOBODY = 65534
 
 
-ROLES = ("net", "vmm", "share")
+ROLES = ("net", "vmm", "share", "egress")
 
 
 def self_test(gantry, mode="required", as_user=None, role="net"):
@@ -76,7 +76,8 @@ def test_self_test_as_root(gantry, role):
         assert s["user-namespace"] == "enforced" and "uid 65534 outside" in ns["detail"], report
     else:
         # The network worker binds low ports live, the share worker
-        # serves the host's files: both keep root's identity.
+        # serves the host's files, the egress worker is the network's
+        # peer: they keep root's identity.
         assert s["user-namespace"] == "n/a", report
     if role in ("vmm", "share"):
         # No network of its own.

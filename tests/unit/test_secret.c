@@ -463,6 +463,73 @@ static void test_store_adopt(void **state)
 	secret_store_free(&st);
 }
 
+/* Injected secrets: the options, in any order; the environment gets a
+ * placeholder kept while the name is (a value handed over and adopted
+ * too); the egress worker's view has the value; the git broker never
+ * serves one. */
+static void test_inject(void **state)
+{
+	struct secret_store st;
+	struct secret_value v;
+	struct secret_spec s;
+	gantry_error_t err = NULL;
+	char *ph, *block;
+	size_t size, len;
+	json_t *desc;
+
+	(void)state;
+	parses("K@api.test,inject", "K", SECRET_FROM_ENV, 1, -1);
+	parses("K@a.test,b.test=@/k,format=Bearer %s,header=Authorization,ttl=5m", "K",
+	       SECRET_FROM_FILE, 2, 300000);
+	assert_int_equal(secret_spec_parse("K@a.test=@/k,header=X-Key,ttl=1m", &s, &err), 0);
+	assert_true(s.inject);
+	assert_string_equal(s.header, "X-Key");
+	assert_null(s.format);
+	secret_spec_free(&s);
+	refused("K,inject", "needs the hosts");
+	refused("K@*.a.test,inject", "no *.name");
+	refused("K@a.test,format=Bearer %s", "format= needs header=");
+	refused("K@a.test,header=X,format=no-percent", "one %s");
+	refused("K@a.test,header=X,format=%s%d", "one %s");
+	refused("K@a.test,header=a b", "one HTTP header name");
+	refused("K@a.test,ttl=1m,ttl=2m", "ttl is not a duration");
+
+	secret_store_init(&st);
+	assert_int_equal(secret_store_add(&st, "K@api.test,inject", SENTINEL, &err), 0);
+	assert_true(secret_store_has_injected(&st));
+	assert_false(secret_store_has_bound(&st));
+	ph = env_of(&st, "K");
+	assert_non_null(ph);
+	assert_int_equal(strlen(ph), SECRET_PLACEHOLDER_LEN);
+	assert_memory_equal(ph, "gantry-", 7);
+	assert_null(strstr(ph, SENTINEL));
+	assert_int_equal(secret_store_for_host(&st, "api.test", same_host, &v, &err), 0);
+	/* A new value keeps the placeholder; the worker's view has the value. */
+	assert_int_equal(secret_store_add(&st, "K@api.test,inject", SENTINEL "2", &err), 0);
+	assert_string_equal(env_of(&st, "K"), ph);
+	assert_int_equal(secret_store_injected(&st, &desc, &block, &size, &len, &err), 0);
+	assert_int_equal(json_array_size(desc), 1);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(desc, 0),
+							      "placeholder")),
+			    ph);
+	assert_int_equal(len, strlen(SENTINEL "2"));
+	assert_memory_equal(block, SENTINEL "2", len);
+	secret_free(block, size);
+	json_decref(desc);
+	free(ph);
+	secret_store_free(&st);
+
+	/* A value handed over, adopted by its injected spec. */
+	secret_store_init(&st);
+	assert_int_equal(secret_store_add_value(&st, "K", 1, SENTINEL, strlen(SENTINEL), &err), 0);
+	assert_int_equal(secret_store_adopt(&st, "K@api.test,inject", &err), 1);
+	ph = env_of(&st, "K");
+	assert_non_null(ph);
+	assert_memory_equal(ph, "gantry-", 7);
+	free(ph);
+	secret_store_free(&st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +540,7 @@ int main(void)
 		cmocka_unit_test(test_store_sources),
 		cmocka_unit_test(test_sources_fail_closed),
 		cmocka_unit_test(test_store_put_and_remove), cmocka_unit_test(test_store_adopt),
+		cmocka_unit_test(test_inject),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
