@@ -5,6 +5,7 @@ starts it (the caller plays the supervisor on its channel), and G's
 resolver pointed at the network worker's DNS proxy."""
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -36,9 +37,15 @@ def make_certs(d):
     return d
 
 
+def digest(value):
+    """What HttpsEcho answers for a header's value."""
+    return hashlib.sha256(value.encode("latin-1")).hexdigest()[:32]
+
+
 class HttpsEcho(netrig.StreamServer):
-    """Answers each HTTPS request with the request's head as JSON; with
-    keepalive, any number on a connection, else one."""
+    """Answers each HTTPS request with its request line and each header's
+    digest() as JSON (seen() has the values); with keepalive, any number
+    on a connection, else one."""
 
     conn_timeout = 10
 
@@ -65,7 +72,10 @@ class HttpsEcho(netrig.StreamServer):
                     headers[k.strip().lower()] = v.strip()
                 with self.lock:
                     self.heads.append({"line": lines[0], "headers": headers})
-                body = json.dumps({"line": lines[0], "headers": headers}).encode()
+                # Digests, never the values: a server that sent a header
+                # back would give the guest the value it must never hold.
+                body = json.dumps({"line": lines[0], "headers": {
+                    k: digest(v) for k, v in headers.items()}}).encode()
                 t.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" +
                           (b"" if self.keepalive else b"Connection: close\r\n") +
                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)

