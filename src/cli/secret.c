@@ -103,6 +103,12 @@ static void secret_table(json_t *o)
 				  json_string_value(x));
 			free(was);
 		}
+		if (hosts && json_is_true(json_object_get(v, "inject"))) {
+			char *was = hosts;
+
+			xasprintf(&hosts, "%s (inject)", was);
+			free(was);
+		}
 		if (from)
 			text_sanitize(from, 0);
 		printf("%-24s %-8s %-8s %-24s %s\n", cli_json_str(v, "name", "?"),

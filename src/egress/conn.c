@@ -118,6 +118,8 @@ static bool allowed(struct egress *e, const char *host)
 
 static void connect_next(struct egress *e, struct conn *c);
 
+static void lookup_done(struct egress *e, struct conn *c);
+
 static void hello_done(struct egress *e, struct conn *c)
 {
 	gantry_error_t err = NULL;
@@ -129,6 +131,15 @@ static void hello_done(struct egress *e, struct conn *c)
 		refuse(c, 403, "the egress policy does not let this sandbox reach this host");
 		return;
 	}
+	for (size_t i = 0; i < EGRESS_HOSTS_MAX; i++) {
+		if (strcmp(e->known[i].host, c->host) != 0 || e->known[i].until < now_ms())
+			continue;
+		memcpy(c->lk.ips, e->known[i].ips, sizeof(c->lk.ips));
+		c->lk.nr_ips = e->known[i].nr_ips;
+		c->lk.ttl = 0; /* known: not kept again */
+		lookup_done(e, c);
+		return;
+	}
 	if (lookup_start(&c->lk, c->host, e->up, e->nr_up, &err) < 0) {
 		refuse(c, 502, gantry_error_str(err));
 		gantry_error_free(&err);
@@ -137,8 +148,30 @@ static void hello_done(struct egress *e, struct conn *c)
 	c->st = C_LOOKUP;
 }
 
+/* Keep what the look-up found for the next connection to its host: in
+ * its own slot, else an expired one, else the one that expires first. */
+static void lookup_keep(struct egress *e, const struct conn *c)
+{
+	size_t slot = 0;
+
+	for (size_t i = 0; i < EGRESS_HOSTS_MAX; i++) {
+		if (strcmp(e->known[i].host, c->host) == 0) {
+			slot = i;
+			break;
+		}
+		if (e->known[i].until < e->known[slot].until)
+			slot = i;
+	}
+	snprintf(e->known[slot].host, sizeof(e->known[slot].host), "%s", c->host);
+	memcpy(e->known[slot].ips, c->lk.ips, sizeof(c->lk.ips));
+	e->known[slot].nr_ips = c->lk.nr_ips;
+	e->known[slot].until = now_ms() + (uint64_t)MIN(c->lk.ttl, LOOKUP_KEEP_S) * 1000;
+}
+
 static void lookup_done(struct egress *e, struct conn *c)
 {
+	if (c->lk.ttl)
+		lookup_keep(e, c);
 	c->nr_ips = 0;
 	for (size_t i = 0; i < c->lk.nr_ips; i++)
 		if (e->allow_local || !policy_wall_hit(&e->wall, c->lk.ips[i]))

@@ -17,9 +17,10 @@ static void learned(void *opaque, const struct dns_question *q, const char *owne
 
 	(void)q;
 	(void)owner;
-	(void)ttl;
-	if (l->nr_ips < LOOKUP_ADDRS_MAX)
+	if (l->nr_ips < LOOKUP_ADDRS_MAX) {
+		l->ttl = l->nr_ips ? MIN(l->ttl, ttl) : ttl;
 		l->ips[l->nr_ips++] = ntohl(ip.s_addr);
+	}
 }
 
 /* The query for l->q into buf (at least DNS_HDR_LEN + 258 + 4 bytes). */

@@ -17,6 +17,7 @@
 
 #define LOOKUP_ADDRS_MAX 8
 #define LOOKUP_TRY_MS	 2000 /* for each nameserver */
+#define LOOKUP_KEEP_S	 60   /* an answer is used again for its TTL, at most this */
 
 struct lookup {
 	int fd; /* -1: none in flight */
@@ -26,6 +27,7 @@ struct lookup {
 	uint64_t deadline;		/* CLOCK_MONOTONIC ms of this try */
 	uint32_t ips[LOOKUP_ADDRS_MAX]; /* host order */
 	size_t nr_ips;
+	uint32_t ttl; /* seconds: the least of the answer's */
 };
 
 /* Ask for host's A records (up: the nameservers, kept by the caller). */

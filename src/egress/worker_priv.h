@@ -73,6 +73,14 @@ struct egress {
 	uint8_t *values; /* the arena block the values are in */
 	size_t values_size;
 	char **allowed; /* bound hosts the policy lets through now */
+	/* The hosts' addresses as last looked up, until their TTL (at most
+	 * LOOKUP_KEEP_S) has passed. */
+	struct {
+		char host[DNS_NAME_MAX + 1];
+		uint32_t ips[LOOKUP_ADDRS_MAX];
+		size_t nr_ips;
+		uint64_t until;
+	} known[EGRESS_HOSTS_MAX];
 	struct conn conns[EGRESS_CONNS_MAX];
 	size_t nr_conns;
 	uint64_t events_lost;

@@ -226,6 +226,12 @@ static json_t *secret_json(const char *spec)
 		json_object_set_new(o, "hosts", jsonh_from_strv(sp.hosts, sp.nr_hosts));
 	if (sp.ttl_ms >= 0)
 		json_object_set_new(o, "ttlMs", json_integer(sp.ttl_ms));
+	if (sp.inject)
+		json_object_set_new(o, "inject", json_true());
+	if (sp.header)
+		json_object_set_new(o, "header", json_string(sp.header));
+	if (sp.format)
+		json_object_set_new(o, "format", json_string(sp.format));
 	secret_spec_free(&sp);
 	return o;
 }

@@ -56,6 +56,9 @@ class HttpsEcho(netrig.StreamServer):
         super().__init__(sock)
 
     def handle(self, conn):
+        # As a real server: its handshake's writes go at once, not behind
+        # the client's delayed ACK.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.ctx.wrap_socket(conn, server_side=True) as t:
             buf = b""
             while True:

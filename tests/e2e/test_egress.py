@@ -307,9 +307,10 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
     r = g.run("ls", "--json", check=True)
     assert not [v for v in values if v.encode() in r.stdout]
     g.run("stop", "eg", check=True, timeout=60)
-    entry = g.home / "sandboxes" / "eg"
-    for f in entry.rglob("*"):
-        if f.is_file():
-            data = f.read_bytes()
-            assert not [v for v in values if v.encode() in data], f
+    # Every file of the sandbox's: its entry, logs, console.log, its
+    # isolation.json and sandbox.json, and its writable layer.
+    assert (g.home / "rwlayers").is_dir()
+    for v in values:
+        r = subprocess.run(["grep", "-rlaF", v, str(g.home)], capture_output=True, text=True)
+        assert r.returncode == 1 and r.stdout == "", (v, r.stdout)
     assert len(server.seen()) >= 5

@@ -393,3 +393,25 @@ def test_a_sandbox_keeps_secrets_by_name_and_resume_takes_them_again(gantry, tmp
         assert host_holders(s.values()) == []
     finally:
         g.run("delete", "keep")
+
+
+def test_injected_secret_of_a_stopped_sandbox(g, stopped):
+    """An injected secret is kept by its spec, options and all; ls --json
+    says so, the table marks its hosts; bad options are one line."""
+    value = sentinel("inject")
+    g.env["MODEL_KEY"] = value
+    g.run("secret", "set", "quiet", "MODEL_KEY@api.example.com,header=x-api-key,format=%s",
+          check=True)
+    kept = json.loads((stopped / "sandbox.json").read_text())["secrets"]
+    assert kept == ["MODEL_KEY@api.example.com,inject,header=x-api-key,format=%s"], kept
+    ls = json.loads(g.run("secret", "ls", "quiet", "--json", check=True).stdout)
+    assert ls["secrets"] == [{"name": "MODEL_KEY", "source": "env", "hosts": ["api.example.com"],
+                              "inject": True, "header": "x-api-key", "format": "%s"}], ls
+    table = g.run("secret", "ls", "quiet", check=True).stdout.decode()
+    assert "api.example.com (inject)" in table, table
+    for f in stopped.iterdir():
+        assert value.encode() not in f.read_bytes(), f
+    assert "format= needs header=" in one_line(
+        g.run("secret", "set", "quiet", "MODEL_KEY@api.example.com,format=Bearer %s"), 2)
+    assert "no *.name" in one_line(
+        g.run("secret", "set", "quiet", "MODEL_KEY@*.example.com,inject"), 2)

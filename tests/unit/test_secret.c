@@ -506,7 +506,12 @@ static void test_inject(void **state)
 	assert_int_equal(secret_store_for_host(&st, "api.test", same_host, &v, &err), 0);
 	/* A new value keeps the placeholder; the worker's view has the value. */
 	assert_int_equal(secret_store_add(&st, "K@api.test,inject", SENTINEL "2", &err), 0);
-	assert_string_equal(env_of(&st, "K"), ph);
+	{
+		char *again = env_of(&st, "K");
+
+		assert_string_equal(again, ph);
+		free(again);
+	}
 	assert_int_equal(secret_store_injected(&st, &desc, &block, &size, &len, &err), 0);
 	assert_int_equal(json_array_size(desc), 1);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(desc, 0),
