@@ -1,5 +1,6 @@
 /* Checked allocation, cleanup helpers and full reads/writes. */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +93,16 @@ void cleanup_fclosep(void *f)
 
 	if (*fp)
 		fclose(*fp);
+}
+
+int parse_fd(const char *s, int *out)
+{
+	uint64_t v;
+
+	if (s == NULL || parse_u64(s, INT_MAX, &v) < 0)
+		return -1;
+	*out = (int)v;
+	return 0;
 }
 
 int parse_u64(const char *s, uint64_t max, uint64_t *out)

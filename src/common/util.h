@@ -63,6 +63,9 @@ static inline void close_fd(int *fd)
 /* Parse a decimal unsigned integer: 0, or -1 when s is not one, -2 when it
  * is larger than max. */
 int parse_u64(const char *s, uint64_t max, uint64_t *out);
+/* A descriptor's number as a worker's argument gives it (s may be NULL):
+ * 0, or -1 when it is not one. */
+int parse_fd(const char *s, int *out);
 
 /* Read/write the whole buffer, retrying on EINTR and short transfers. */
 int read_full(int fd, void *buf, size_t len);

@@ -235,16 +235,6 @@ struct args {
 	bool self_test;
 };
 
-static int parse_fd(const char *s, int *out)
-{
-	uint64_t v;
-
-	if (s == NULL || parse_u64(s, INT_MAX, &v) < 0)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static int load_filter(void *opaque, bool log, gantry_error_t *err)
 {
 	(void)opaque;

@@ -47,16 +47,6 @@ struct args {
 	bool self_test;
 };
 
-static int parse_fd(const char *s, int *out)
-{
-	uint64_t v;
-
-	if (s == NULL || parse_u64(s, INT_MAX, &v) < 0)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
 static int parse_ip_port(const char *s, struct sockaddr_in *out)
 {
 	char ip[INET_ADDRSTRLEN];
