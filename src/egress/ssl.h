@@ -29,15 +29,22 @@
 	X(SSL_CTX_free)                                                                            \
 	X(SSL_CTX_get_cert_store)                                                                  \
 	X(SSL_CTX_new)                                                                             \
+	X(SSL_CTX_sess_set_new_cb)                                                                 \
 	X(SSL_CTX_set_alpn_protos)                                                                 \
 	X(SSL_CTX_set_alpn_select_cb)                                                              \
 	X(SSL_CTX_set_num_tickets)                                                                 \
 	X(SSL_CTX_set_options)                                                                     \
 	X(SSL_CTX_set_verify)                                                                      \
+	X(SSL_SESSION_free)                                                                        \
+	X(SSL_SESSION_get_time)                                                                    \
+	X(SSL_SESSION_get_timeout)                                                                 \
+	X(SSL_SESSION_is_resumable)                                                                \
+	X(SSL_SESSION_up_ref)                                                                      \
 	X(SSL_ctrl)                                                                                \
 	X(SSL_do_handshake)                                                                        \
 	X(SSL_free)                                                                                \
 	X(SSL_get0_alpn_selected)                                                                  \
+	X(SSL_get0_peer_certificate)                                                               \
 	X(SSL_get_error)                                                                           \
 	X(SSL_get_ex_data)                                                                         \
 	X(SSL_get_servername)                                                                      \
@@ -45,12 +52,14 @@
 	X(SSL_new)                                                                                 \
 	X(SSL_pending)                                                                             \
 	X(SSL_read_ex)                                                                             \
+	X(SSL_session_reused)                                                                      \
 	X(SSL_set1_host)                                                                           \
 	X(SSL_set_accept_state)                                                                    \
 	X(SSL_set_connect_state)                                                                   \
 	X(SSL_set_ex_data)                                                                         \
 	X(SSL_set_fd)                                                                              \
 	X(SSL_set_hostflags)                                                                       \
+	X(SSL_set_session)                                                                         \
 	X(SSL_shutdown)                                                                            \
 	X(SSL_use_PrivateKey)                                                                      \
 	X(SSL_use_certificate)                                                                     \
@@ -82,6 +91,7 @@
 	X(X509_NAME_add_entry_by_txt)                                                              \
 	X(X509_STORE_add_cert)                                                                     \
 	X(X509_add_ext)                                                                            \
+	X(X509_check_host)                                                                         \
 	X(X509_free)                                                                               \
 	X(X509_get_serialNumber)                                                                   \
 	X(X509_get_subject_name)                                                                   \

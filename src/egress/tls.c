@@ -1,5 +1,6 @@
 /* The egress worker's TLS: the two contexts and both sides of a proxied
- * connection (see tls.h); the sandbox CA and its leaves are cert.c's. */
+ * connection (see tls.h); the sandbox CA and its leaves are cert.c's, the
+ * upstream sessions session.c's. */
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -252,6 +253,20 @@ static int trust_load(X509_STORE *store, const char *trust, size_t len, gantry_e
 	return 0;
 }
 
+/* The client context's new-session callback: a TLS 1.3 ticket, read
+ * after the handshake, or a TLS 1.2 handshake's end. 1: t keeps s. */
+static int session_keep(SSL *ssl, SSL_SESSION *s)
+{
+	struct egress_conn *c = sym_SSL_get_ex_data(ssl, 0);
+
+	/* Only a verified connection gets this far; a resumed one whose
+	 * session failed its check is broken. */
+	if (c == NULL || c->server || c->broken || !sym_SSL_SESSION_is_resumable(s))
+		return 0;
+	session_put(c->t, c->name, s);
+	return 1;
+}
+
 static int client_ctx_new(struct egress_tls *t, const char *trust, size_t trust_len,
 			  gantry_error_t *err)
 {
@@ -268,6 +283,12 @@ static int client_ctx_new(struct egress_tls *t, const char *trust, size_t trust_
 	if (sym_SSL_CTX_set_alpn_protos(t->client, (const unsigned char *)ALPN_HTTP11_WIRE,
 					sizeof(ALPN_HTTP11_WIRE) - 1) != 0)
 		return ssl_fail(err, 0, "cannot set ALPN");
+	/* SSL_CTX_set_session_cache_mode: sessions go to session_keep and
+	 * from there to session.c's store, keyed by host, never to
+	 * OpenSSL's. */
+	sym_SSL_CTX_ctrl(t->client, SSL_CTRL_SET_SESS_CACHE_MODE,
+			 SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE, NULL);
+	sym_SSL_CTX_sess_set_new_cb(t->client, session_keep);
 	return 0;
 }
 
@@ -342,6 +363,7 @@ void egress_tls_free(struct egress_tls *t)
 {
 	if (t == NULL)
 		return;
+	sessions_free(t);
 	sym_SSL_CTX_free(t->server);
 	sym_SSL_CTX_free(t->client);
 	for (size_t i = 0; i < t->nr_hosts; i++)
@@ -388,6 +410,7 @@ int egress_conn_client(struct egress_tls *t, int fd, const char *host, struct eg
 {
 	const char *why = host_invalid(host);
 	struct egress_conn *c;
+	SSL_SESSION *s;
 
 	if (why)
 		return host_refuse(err, host, why);
@@ -409,6 +432,13 @@ int egress_conn_client(struct egress_tls *t, int fd, const char *host, struct eg
 		return -1;
 	}
 	sym_SSL_set_hostflags(c->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+	/* This host's last session, if the server takes it again: made under
+	 * the same SNI and verified for the same name. A session it cannot
+	 * take means a full handshake. */
+	s = session_get1(t, c->name);
+	if (s && sym_SSL_set_session(c->ssl, s) != 1)
+		sym_ERR_clear_error();
+	sym_SSL_SESSION_free(s);
 	*out = c;
 	return 0;
 }
@@ -465,6 +495,7 @@ static int conn_unusable(const struct egress_conn *c, bool writing, gantry_error
 int egress_conn_handshake(struct egress_conn *c, short *events, gantry_error_t *err)
 {
 	char buf[EGRESS_HOST_MAX + 32];
+	const char *why;
 	long verify;
 	int r, e;
 
@@ -476,6 +507,16 @@ int egress_conn_handshake(struct egress_conn *c, short *events, gantry_error_t *
 	sym_ERR_clear_error();
 	errno = 0;
 	r = sym_SSL_do_handshake(c->ssl);
+	/* A resumed handshake verified nothing itself: its session must
+	 * stand for the host as a certificate would; one that does not is
+	 * dropped. */
+	if (r == 1 && !c->server && sym_SSL_session_reused(c->ssl) == 1 &&
+	    (why = session_unverified(c->ssl, c->name)) != NULL) {
+		c->broken = true;
+		session_forget(c->t, c->name);
+		sym_ERR_clear_error();
+		return gantry_error(err, 0, "certificate of %s not trusted: %s", c->host, why);
+	}
 	if (r == 1) {
 		c->up = true;
 		return 1;
@@ -505,6 +546,11 @@ int egress_conn_handshake(struct egress_conn *c, short *events, gantry_error_t *
 const char *egress_conn_host(const struct egress_conn *c)
 {
 	return c->host;
+}
+
+bool egress_conn_resumed(const struct egress_conn *c)
+{
+	return c->up && sym_SSL_session_reused(c->ssl) == 1;
 }
 
 const char *egress_conn_alpn(const struct egress_conn *c)

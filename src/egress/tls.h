@@ -5,9 +5,9 @@
  * starts (its private key in this process's memory alone, never written;
  * the guest is given the CA certificate to trust), and opens its own
  * connection to the real host, verified against the host's trust store.
- * This module owns that CA, the leaves and the two OpenSSL contexts, and
- * wraps each side of a connection (struct egress_conn); the HTTP relayed
- * between them is another module's.
+ * This module owns that CA, the leaves, the two OpenSSL contexts and the
+ * upstream side's sessions, and wraps each side of a connection (struct
+ * egress_conn); the HTTP relayed between them is another module's.
  *
  * Every connection is a non-blocking socket that its caller polls: calls
  * that would block return EGRESS_AGAIN (or 0 from the handshake) with the
@@ -42,7 +42,10 @@ struct egress_tls;
  * trust, trust_len bytes of PEM certificates (a CA bundle the caller read:
  * the worker has no file system), other PEM blocks skipped; trust NULL
  * and trust_len 0: no upstream connections (egress_conn_client fails).
- * TLS 1.2 and 1.3 only, no renegotiation, no resumption. */
+ * TLS 1.2 and 1.3 only, no renegotiation. The guest's side resumes no
+ * session; the upstream side keeps each host's most recent resumable
+ * one (at most EGRESS_TLS_HOSTS_MAX hosts) and offers it on the next
+ * connection to that host name, and to no other. */
 int egress_tls_new(struct egress_tls **out, const char *const *hosts, size_t nr_hosts,
 		   const char *trust, size_t trust_len, gantry_error_t *err);
 /* Bind one more host, while handshakes go on in other threads: a
@@ -73,6 +76,9 @@ int egress_conn_handshake(struct egress_conn *c, short *events, gantry_error_t *
 /* The guest's side: the bound host its SNI named (NULL before the
  * handshake chose one); the upstream side: its host. */
 const char *egress_conn_host(const struct egress_conn *c);
+/* Whether the handshake is done and resumed a session (the upstream
+ * side's, from an earlier connection to its host); false before. */
+bool egress_conn_resumed(const struct egress_conn *c);
 /* What ALPN agreed on once the handshake is done: "http/1.1", or NULL
  * where it agreed on nothing (HTTP/1.1 all the same). */
 const char *egress_conn_alpn(const struct egress_conn *c);

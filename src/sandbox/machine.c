@@ -58,17 +58,10 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		m->proxy = sb->proxy ? xstrdup(sb->proxy) : NULL;
 		m->proxy_enforce = sb->proxy_enforce;
 		xasprintf(&m->net_log, "%s/%s", dir, NET_WORKER_LOG);
-		m->inject_hosts = egress_hosts(sb->secrets, sb->nr_secrets, &m->nr_inject);
 		xasprintf(&m->egress_log, "%s/%s", dir, EGRESS_WORKER_LOG);
-	} else {
-		size_t n;
-		char **hosts = egress_hosts(sb->secrets, sb->nr_secrets, &n);
-
-		strv_free(hosts);
-		if (n)
-			return gantry_error_usage(err, "an injected secret needs the sandbox's "
-						       "network (not -net none)");
 	}
+	if (machine_inject(m, sb->secrets, sb->nr_secrets, err) < 0)
+		return -1;
 	m->cfg = (struct vmm_config){
 		.kernel = m->kernel,
 		.append = m->append,
@@ -144,6 +137,22 @@ static int net_error(struct machine *m, gantry_error_t *err)
 	if (m->net_log && strncmp(gantry_error_str(*err), "the network worker", 18) == 0)
 		error_add_tail(err, m->net_log, NET_LOG_TAIL, "last lines of the network worker's log:");
 	return -1;
+}
+
+int machine_inject(struct machine *m, char *const *specs, size_t n, gantry_error_t *err)
+{
+	size_t nr;
+	char **hosts = egress_hosts(specs, n, &nr);
+
+	if (nr && !m->net) {
+		strv_free(hosts);
+		return gantry_error_usage(err, "an injected secret needs the sandbox's network "
+					       "(not -net none)");
+	}
+	strv_free(m->inject_hosts);
+	m->inject_hosts = hosts;
+	m->nr_inject = nr;
+	return 0;
 }
 
 /* The egress worker, for the hosts of injected secrets, before the

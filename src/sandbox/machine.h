@@ -125,6 +125,10 @@ struct machine_run {
  * container: its one process is the session. */
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
 		   gantry_error_t *err);
+/* The hosts the injected secrets among specs (secret/spec.h) are bound
+ * to, for the egress worker the machine starts (machine_config takes the
+ * sandbox's; a one-shot's secrets are its process's). */
+int machine_inject(struct machine *m, char *const *specs, size_t n, gantry_error_t *err);
 /* The recipe of `gantry run`'s VM: r as it is, through the same workers
  * and devices as a sandbox's. */
 int machine_config_run(struct machine *m, const struct machine_run *r, gantry_error_t *err);

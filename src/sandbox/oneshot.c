@@ -125,6 +125,21 @@ static void oneshot_dir_remove(struct oneshot_dir *d)
 	*d = (struct oneshot_dir){ .lock = -1 };
 }
 
+/* Its process's injected secrets' hosts, for its machine's egress worker
+ * (its entry keeps no secret, not even a name). */
+static int oneshot_inject(struct machine *m, struct secret_store *st, gantry_error_t *err)
+{
+	struct sandbox specs = { 0 };
+	int r;
+
+	if (st == NULL || !secret_store_has_injected(st))
+		return 0;
+	sandbox_secrets_describe(st, &specs, NULL);
+	r = machine_inject(m, specs.secrets, specs.nr_secrets, err);
+	strv_free(specs.secrets);
+	return r;
+}
+
 /* Its egress worker, where it has injected secrets: their values, and
  * the bound hosts its policy lets it reach. Its events have no audit to
  * go to (a one-shot has none): the worker drops them. */
@@ -218,9 +233,6 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	sb.created = created;
 	sb.state = SANDBOX_RUNNING;
 	sb.pid = (long)getpid();
-	/* By name in what ls shows; the injected ones' hosts for the machine. */
-	if (sb.secrets == NULL)
-		sandbox_secrets_describe(po->secrets, &sb, NULL);
 	r = oneshot_dir_make(o, &sb, &rundir, err);
 	sb.image = sb.image_digest = sb.created = NULL;
 	sb.config = NULL;
@@ -229,8 +241,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
-	    machine_start(&m, err) < 0 || oneshot_broker_run(&broker, err) < 0 ||
-	    oneshot_egress(&m, &sb, po->secrets, err) < 0)
+	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||
+	    oneshot_broker_run(&broker, err) < 0 || oneshot_egress(&m, &sb, po->secrets, err) < 0)
 		goto out;
 	agent_watch_cancel(m.agent, cancel_fd(cancel));
 	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||

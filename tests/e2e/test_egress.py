@@ -295,6 +295,19 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
     r = g.run("ls", "--json", check=True)
     assert not [v for v in values if v.encode() in r.stdout]
     g.run("stop", "eg", check=True, timeout=60)
+    # A one-shot exec injects the same way, its egress worker its own.
+    g.env["API_KEY"] = SECRET
+    r = g.run("exec", "-image", layout, "-mem", "1024",
+              "-secret", "API_KEY@api.allowed.test,inject", "--", "sh", "-c",
+              'echo "$API_KEY"; curl -sS --max-time 20 -H "Authorization: Bearer $API_KEY" '
+              "https://api.allowed.test/oneshot",
+              in_world=True, timeout=boot_timeout() * 6)
+    del g.env["API_KEY"]
+    out = r.stdout.decode()
+    assert r.returncode == 0, r.stderr.decode()
+    assert out.startswith("gantry-") and SECRET not in out, out
+    assert json.loads(out.split("\n", 1)[1])["headers"]["authorization"] == \
+        digest(f"Bearer {SECRET}")
     # Every file of the sandbox's: its entry, logs, console.log, its
     # isolation.json and sandbox.json, and its writable layer.
     assert (g.home / "rwlayers").is_dir()
