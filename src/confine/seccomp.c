@@ -178,10 +178,8 @@ int seccomp_net_rules(scmp_filter_ctx f)
 int seccomp_egress_rules(scmp_filter_ctx f)
 {
 	static const int egress[] = {
-		SCMP_SYS(recvfrom),    SCMP_SYS(sendto),     SCMP_SYS(recvmsg),
-		SCMP_SYS(sendmsg),     SCMP_SYS(connect),    SCMP_SYS(shutdown),
-		SCMP_SYS(getsockopt),  SCMP_SYS(setsockopt), SCMP_SYS(getsockname),
-		SCMP_SYS(getpeername),
+		SCMP_SYS(recvfrom), SCMP_SYS(sendto),	  SCMP_SYS(recvmsg),	SCMP_SYS(sendmsg),
+		SCMP_SYS(connect),  SCMP_SYS(getsockopt), SCMP_SYS(setsockopt),
 	};
 	int r = no_exec_maps(f);
 

@@ -95,6 +95,8 @@ static void refuse(struct conn *c, int status, const char *why)
 {
 	static const char *const reasons[] = { [400] = "Bad Request",
 					       [403] = "Forbidden",
+					       [405] = "Method Not Allowed",
+					       [421] = "Misdirected Request",
 					       [431] = "Request Header Fields Too Large",
 					       [502] = "Bad Gateway",
 					       [504] = "Gateway Timeout" };
@@ -108,7 +110,21 @@ static void refuse(struct conn *c, int status, const char *why)
 					   status, reasons[status], strlen(body), body);
 	c->refusal_off = 0;
 	c->st = C_REFUSE;
+	/* A guest that does not read it does not keep the slot. */
+	c->deadline = now_ms() + REFUSAL_MS;
 	log_info("%s: %d: %s", c->host[0] ? c->host : "(no name)", status, why);
+}
+
+/* The same in the relay (0), where an answer of the host's may be half
+ * written to the guest: then the connection just ends (-1). */
+static int refuse_in_relay(struct conn *c, int status, const char *why)
+{
+	if (c->down_len) {
+		log_info("%s: %d: %s (the connection cut)", c->host, status, why);
+		return -1;
+	}
+	refuse(c, status, why);
+	return 0;
 }
 
 static bool allowed(struct egress *e, const char *host)
@@ -239,7 +255,10 @@ static void upshake_done(struct egress *e, struct conn *c)
 		gantry_error_free(&err);
 		return;
 	}
-	(void)e;
+	for (size_t i = 0; i < e->nr_b; i++)
+		if (e->b[i].value == NULL && egress_has_host(e->b[i].hosts, c->host))
+			egress_event(e, "withhold", "source", e->b[i].name, c->host,
+				     "its source failed: its placeholder goes as it is");
 	c->st = C_RELAY;
 	c->g_rd = c->u_rd = true;
 }
@@ -265,14 +284,16 @@ static void view_make(struct egress *e, const char *host, struct view *v)
 					     .header = b->header,
 					     .format = b->format };
 
-		if (egress_has_host(b->hosts, host) && b->value)
-			v->bound[nb++] = eb;
-		else
+		if (!egress_has_host(b->hosts, host))
 			v->foreign[nf++] = eb;
+		else if (b->value) /* else withheld: said once, in upshake_done */
+			v->bound[nb++] = eb;
 	}
-	v->set = (struct egress_bindings){
-		.bound = v->bound, .nr_bound = nb, .foreign = v->foreign, .nr_foreign = nf
-	};
+	v->set = (struct egress_bindings){ .bound = v->bound,
+					   .nr_bound = nb,
+					   .foreign = v->foreign,
+					   .nr_foreign = nf,
+					   .host = host };
 }
 
 static void view_free(struct view *v)
@@ -288,12 +309,18 @@ static int relay(struct egress *e, struct conn *c)
 	uint8_t buf[IO_CHUNK];
 	gantry_error_t err = NULL;
 	bool moved = true;
+	size_t budget = RELAY_BUDGET;
 	ssize_t n;
 	short ev;
 
 	c->gwant = c->uwant = 0;
+	c->busy = false;
 	while (moved) {
 		moved = false;
+		if (budget == 0) { /* the others' turn: poll at once, and on */
+			c->busy = true;
+			break;
+		}
 		if (!c->g_eof && c->up.len - c->up_off < UP_HIGH && c->st == C_RELAY &&
 		    (c->g_rd || egress_conn_pending(c->g))) {
 			n = egress_conn_read(c->g, buf, sizeof(buf), &ev, &err);
@@ -306,19 +333,34 @@ static int relay(struct egress *e, struct conn *c)
 				struct view v;
 				enum egress_http_status st;
 
+				budget -= MIN(budget, (size_t)n);
+				/* The policy may have changed since the hello. */
+				if (!allowed(e, c->host)) {
+					explicit_bzero(buf, (size_t)n);
+					return refuse_in_relay(c, 403,
+							       "the egress policy no longer lets "
+							       "this sandbox reach "
+							       "this host");
+				}
 				view_make(e, c->host, &v);
 				st = egress_http_feed(c->http, buf, (size_t)n, &v.set, &c->up,
 						      http_event, &who);
 				view_free(&v);
 				explicit_bzero(buf, (size_t)n);
-				if (st == EGRESS_HTTP_TOO_BIG) {
-					refuse(c, 431, "a request head larger than Gantry passes");
-					return 0;
-				}
-				if (st != EGRESS_HTTP_OK) {
-					refuse(c, 400, "a request Gantry cannot read as HTTP/1.1");
-					return 0;
-				}
+				if (st == EGRESS_HTTP_TOO_BIG)
+					return refuse_in_relay(
+						c, 431, "a request head larger than Gantry passes");
+				if (st == EGRESS_HTTP_MISDIRECTED)
+					return refuse_in_relay(
+						c, 421,
+						"a request for another host than the connection's "
+						"(its Host header or target)");
+				if (st == EGRESS_HTTP_METHOD)
+					return refuse_in_relay(
+						c, 405, "CONNECT, TRACE and TRACK are not passed");
+				if (st != EGRESS_HTTP_OK)
+					return refuse_in_relay(
+						c, 400, "a request Gantry cannot read as HTTP/1.1");
 				moved = true;
 			} else if (n == 0) {
 				c->g_eof = moved = true;
@@ -337,6 +379,9 @@ static int relay(struct egress *e, struct conn *c)
 				if (c->up_off == c->up.len) {
 					explicit_bzero(c->up.data, c->up.len);
 					c->up.len = c->up_off = 0;
+				} else if (c->up_off >= UP_COMPACT) { /* zeroes what it drops */
+					egress_buf_consume(&c->up, c->up_off);
+					c->up_off = 0;
 				}
 				moved = true;
 			} else if (n == EGRESS_AGAIN) {
@@ -345,15 +390,19 @@ static int relay(struct egress *e, struct conn *c)
 				goto fail;
 			}
 		}
-		if (c->g_eof && c->up.len == 0 && !c->u_closed) {
-			egress_conn_close(c->u);
+		if (c->g_eof && c->up.len == 0 && (!c->u_closed || c->u_closing)) {
+			/* Its close_notify may wait for room: POLLOUT, then again. */
+			c->u_closing = !egress_conn_close(c->u);
 			c->u_closed = true;
+			if (c->u_closing)
+				c->uwant |= POLLOUT;
 		}
 		if (!c->u_eof && c->down_len == 0 && (c->u_rd || egress_conn_pending(c->u))) {
 			n = egress_conn_read(c->u, c->down, sizeof(c->down), &ev, &err);
 			if (n > 0 && (size_t)n < sizeof(c->down))
 				c->u_rd = false;
 			if (n > 0) {
+				budget -= MIN(budget, (size_t)n);
 				c->down_len = (size_t)n;
 				c->down_off = 0;
 				moved = true;
@@ -448,6 +497,10 @@ int conn_step(struct egress *e, struct conn *c, uint64_t now, short grev, short 
 			hello_done(e, c);
 			break;
 		case C_LOOKUP:
+			if (now > c->deadline) {
+				refuse(c, 504, "no nameserver answered in time");
+				break;
+			}
 			r = lookup_step(&c->lk, now, &err);
 			if (r < 0) {
 				refuse(c, 502, gantry_error_str(err));
@@ -490,8 +543,10 @@ int conn_step(struct egress *e, struct conn *c, uint64_t now, short grev, short 
 				return 0;
 			break;
 		case C_REFUSE:
-			return refusal_flush(c);
+			return now > c->deadline ? -1 : refusal_flush(c);
 		}
+		/* What poll said was of the state before. */
+		grev = urev = 0;
 		if (c->st == was && c->st != C_RELAY)
 			return 0;
 	}

@@ -19,12 +19,13 @@
  * The channel, one JSON object a message: after its ready message the
  * worker sends {"op":"ca","pem":PEM}, the CA the guest is to trust. The
  * owner sends {"op":"bindings","secrets":[...],"bytes":N} (the secrets
- * as secret_store_injected describes them), then one message of the N
- * bytes of their values; and {"op":"allowed","hosts":[...]}, the bound
- * hosts the egress policy lets the sandbox reach now (none until it
- * comes). The worker sends {"op":"event","kind","decision","secret",
- * "host","reason"} for the audit: a value injected, a placeholder seen
- * going where its secret is not bound, a host refused and why. */
+ * as secret_store_injected describes them), then the N bytes of their
+ * values in messages of "V" and at most EGRESS_VALUES_PIECE of them; and
+ * {"op":"allowed","hosts":[...],"allowLocal":B}, the bound hosts the
+ * egress policy lets the sandbox reach now (none until it comes) and
+ * whether local addresses are let through. The worker sends
+ * {"op":"event","kind","decision","secret", "host","reason"} for the audit: a value injected, a
+ * placeholder seen going where its secret is not bound, a host refused and why. */
 #ifndef GANTRY_EGRESS_EGRESS_H
 #define GANTRY_EGRESS_EGRESS_H
 
@@ -37,6 +38,7 @@
 #define EGRESS_IDLE_MS	     (15 * 60000)      /* a relay with nothing either way */
 #define EGRESS_TRUST_MAX     (8 * 1024 * 1024) /* the trust store's PEM */
 #define EGRESS_WORKER_NOFILE 1024
+#define EGRESS_VALUES_PIECE  (32 * 1024) /* the values' bytes in one message */
 
 int egress_worker_main(int argc, char **argv);
 

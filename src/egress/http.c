@@ -369,6 +369,56 @@ enum egress_http_status head_split(struct egress_http *h)
 	return EGRESS_HTTP_OK;
 }
 
+/* v (n bytes) names host: HOST or HOST:443, in any case. */
+static bool authority_is(const uint8_t *v, size_t n, const char *host)
+{
+	size_t hl = strlen(host);
+
+	if (n == hl + 4 && memcmp(v + hl, ":443", 4) == 0)
+		n = hl;
+	return case_eq(v, n, host);
+}
+
+enum egress_http_status head_route(const struct egress_http *h, const char *host)
+{
+	const uint8_t *p = h->head.data, *sp, *target, *end;
+	size_t method_len, nr_host = 0;
+
+	end = p + h->pre_len - 2; /* the request line's CR */
+	while (p[0] == '\r')	  /* blank lines */
+		p += 2;
+	sp = memchr(p, ' ', (size_t)(end - p));
+	method_len = (size_t)(sp - p);
+	/* TRACE echoes the head, values and all; CONNECT tunnels to
+	 * wherever it names. */
+	if (case_eq(p, method_len, "CONNECT") || case_eq(p, method_len, "TRACE") ||
+	    case_eq(p, method_len, "TRACK"))
+		return EGRESS_HTTP_METHOD;
+	target = sp + 1;
+	end = memchr(target, ' ', (size_t)(end - target));
+	if (target[0] != '/' && !(end - target == 1 && target[0] == '*')) {
+		/* Absolute-form: https://HOST[:443] and its path, nothing else. */
+		const uint8_t *auth = target + 8, *slash;
+
+		if (end - target < 8 || !case_eq(target, 8, "https://"))
+			return EGRESS_HTTP_MISDIRECTED;
+		slash = memchr(auth, '/', (size_t)(end - auth));
+		if (!authority_is(auth, (size_t)((slash ? slash : end) - auth), host))
+			return EGRESS_HTTP_MISDIRECTED;
+	}
+	for (size_t i = 0; i < h->nr_hdrs; i++) {
+		const uint8_t *v = h->hdrs[i].val;
+		size_t n = h->hdrs[i].val_len;
+
+		if (!case_eq(h->hdrs[i].name, h->hdrs[i].name_len, "host"))
+			continue;
+		trim(&v, &n);
+		if (++nr_host > 1 || !authority_is(v, n, host))
+			return EGRESS_HTTP_MISDIRECTED;
+	}
+	return nr_host == 1 ? EGRESS_HTTP_OK : EGRESS_HTTP_MISDIRECTED;
+}
+
 static void head_reset(struct egress_http *h)
 {
 	if (h->head.len)
@@ -509,6 +559,10 @@ const char *egress_http_status_str(enum egress_http_status s)
 		return "malformed request";
 	case EGRESS_HTTP_TOO_BIG:
 		return "request header fields too large";
+	case EGRESS_HTTP_MISDIRECTED:
+		return "a request for another host";
+	case EGRESS_HTTP_METHOD:
+		return "a method that echoes or tunnels";
 	}
 	return "unknown";
 }

@@ -57,6 +57,11 @@ struct egress_bindings {
 	size_t nr_bound;
 	const struct egress_binding *foreign;
 	size_t nr_foreign;
+	/* The host the connection is to (its TLS name): each request must
+	 * be for it, by one Host header (HOST or HOST:443) and an
+	 * origin-form target (or an absolute one naming it), else it is
+	 * MISDIRECTED; CONNECT, TRACE and TRACK are METHOD. NULL: no check. */
+	const char *host;
 };
 
 enum egress_event_kind {
@@ -76,8 +81,10 @@ typedef void egress_event_fn(void *opaque, enum egress_event_kind kind, const ch
 
 enum egress_http_status {
 	EGRESS_HTTP_OK,
-	EGRESS_HTTP_BAD,     /* not a request we read as the server must: answer 400 */
-	EGRESS_HTTP_TOO_BIG, /* a head or trailer over the bounds: answer 431 */
+	EGRESS_HTTP_BAD,	 /* not a request we read as the server must: answer 400 */
+	EGRESS_HTTP_TOO_BIG,	 /* a head or trailer over the bounds: answer 431 */
+	EGRESS_HTTP_MISDIRECTED, /* for another host than the connection's: answer 421 */
+	EGRESS_HTTP_METHOD,	 /* a method that would echo or tunnel the head: answer 405 */
 };
 
 struct egress_http; /* one connection's request stream */

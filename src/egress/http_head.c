@@ -366,6 +366,8 @@ enum egress_http_status head_rewrite(struct egress_http *h, const struct egress_
 	struct writer w = { .fn = fn, .opaque = opaque, .b = b ? b : &none };
 
 	r = head_split(h);
+	if (r == EGRESS_HTTP_OK && w.b->host)
+		r = head_route(h, w.b->host);
 	if (r != EGRESS_HTTP_OK)
 		return r;
 	w.sel = xmalloc(w.b->nr_bound * sizeof(*w.sel));

@@ -101,6 +101,8 @@ static inline bool is_ows(uint8_t c)
 enum egress_http_status head_split(struct egress_http *h);
 
 /* http_head.c: the whole head in h->head, rewritten into out. */
+/* http.c: whether split head h is for host alone (egress_bindings.host). */
+enum egress_http_status head_route(const struct egress_http *h, const char *host);
 enum egress_http_status head_rewrite(struct egress_http *h, const struct egress_bindings *b,
 				     struct egress_buf *out, egress_event_fn *fn, void *opaque);
 

@@ -66,18 +66,32 @@ bool egress_has_host(char *const *hosts, const char *host)
 static int values_recv(struct egress *e, size_t n, gantry_error_t *err)
 {
 	struct pollfd p = { .fd = e->chan, .events = POLLIN };
-	ssize_t got;
+	uint8_t *piece = secret_alloc(EGRESS_VALUES_PIECE + 1);
+	size_t got = 0;
+	ssize_t r;
+	int rc = 0;
 
 	e->values = secret_alloc(n + 1);
-	if (e->values == NULL)
+	if (e->values == NULL || piece == NULL) {
+		secret_free(piece, EGRESS_VALUES_PIECE + 1);
 		return gantry_error(err, ENOMEM, "no room in the secret arena");
+	}
 	e->values_size = n + 1;
-	if (poll(&p, 1, 1000) != 1)
-		return gantry_error(err, ETIMEDOUT, "the values did not come");
-	got = recv(e->chan, e->values, n + 1, MSG_DONTWAIT);
-	if (got != (ssize_t)n)
-		return gantry_error(err, EPROTO, "the values came short");
-	return 0;
+	/* Pieces of "V" and up to EGRESS_VALUES_PIECE bytes, back to back
+	 * behind the bindings; anything else is not ours to take. */
+	while (got < n && rc == 0) {
+		if (poll(&p, 1, 1000) != 1) {
+			rc = gantry_error(err, ETIMEDOUT, "the values did not come");
+			break;
+		}
+		r = recv(e->chan, piece, EGRESS_VALUES_PIECE + 1, MSG_DONTWAIT);
+		if (r < 2 || piece[0] != 'V' || (size_t)r - 1 > n - got)
+			rc = gantry_error(err, EPROTO, "the values came malformed");
+		else
+			memcpy(e->values + got, piece + 1, (size_t)r - 1), got += (size_t)r - 1;
+	}
+	secret_free(piece, EGRESS_VALUES_PIECE + 1);
+	return rc;
 }
 
 static int bindings_take(struct egress *e, json_t *j, gantry_error_t *err)
@@ -141,8 +155,13 @@ static void chan_read(struct egress *e)
 	op = json_string_value(json_object_get(j, "op"));
 	if (op && strcmp(op, "bindings") == 0) {
 		if (bindings_take(e, j, &err) < 0) {
-			log_warn("%s: no secret is injected", gantry_error_str(err));
+			/* A message of the owner's may have gone with it: until
+			 * the next, no host is reached either (fail closed). */
+			log_warn("%s: no secret is injected, no host reached",
+				 gantry_error_str(err));
 			bindings_free(e);
+			strv_free(e->allowed);
+			e->allowed = NULL;
 			gantry_error_free(&err);
 		}
 	} else if (op && strcmp(op, "allowed") == 0) {
@@ -150,6 +169,7 @@ static void chan_read(struct egress *e)
 
 		strv_free(e->allowed);
 		e->allowed = NULL;
+		e->allow_local = json_is_true(json_object_get(j, "allowLocal"));
 		if (jsonh_strv(j, "hosts", EGRESS_HOSTS_MAX, &e->allowed, &nr, &err) < 0) {
 			log_warn("allowed hosts: %s", gantry_error_str(err));
 			gantry_error_free(&err);
@@ -187,6 +207,10 @@ static void loop(struct egress *e)
 			left--;
 			if (c->st != C_RELAY && c->deadline < next)
 				next = c->deadline;
+			if (c->st == C_LOOKUP && c->lk.deadline < next)
+				next = c->lk.deadline; /* the next nameserver's turn */
+			if (c->busy)
+				next = now;
 			fds[n] = (struct pollfd){ .fd = c->gwant ? gfd : -1, .events = c->gwant };
 			who[n++ - FD_FIRST] = c;
 			fds[n] = (struct pollfd){ .fd = uwant ? ufd : -1, .events = uwant };
@@ -216,7 +240,10 @@ static void loop(struct egress *e)
 				conn_end(e, c);
 				continue;
 			}
-			if (!woke && (c->st == C_RELAY || now <= c->deadline))
+			if (!woke && !c->busy &&
+			    (c->st == C_RELAY ? true
+					      : now <= c->deadline && (c->st != C_LOOKUP ||
+								       now < c->lk.deadline)))
 				continue;
 			if (conn_step(e, c, now, fds[i].revents, fds[i + 1].revents) < 0)
 				conn_end(e, c);
@@ -310,6 +337,8 @@ static int setup(struct egress *e, const struct args *a, gantry_error_t *err)
 	e->chan = a->chan;
 	e->conn_fd = a->conn_fd;
 	e->allow_local = a->allow_local;
+	/* The arena is mapped and locked now, while mlock may be called. */
+	secret_free(secret_alloc(1), 1);
 	for (size_t i = 0; i < EGRESS_CONNS_MAX; i++)
 		e->conns[i].gfd = e->conns[i].ufd = -1;
 	signal(SIGPIPE, SIG_IGN);

@@ -20,6 +20,9 @@
 
 #define IO_CHUNK    (16 * 1024)
 #define UP_HIGH	    (256 * 1024) /* rewritten bytes waiting for the host: read no more */
+#define UP_COMPACT   (64 * 1024)  /* sent bytes dropped from the front past this */
+#define RELAY_BUDGET (256 * 1024) /* bytes one connection moves before the others' turn */
+#define REFUSAL_MS   5000	  /* for the guest to take an answer from Gantry */
 #define EVENTS_SEEN 8		 /* what one connection reported, not reported again */
 
 /* One injected secret, as the owner last gave it. */
@@ -54,6 +57,8 @@ struct conn {
 	short gwant, uwant;
 	bool g_rd, u_rd; /* a read may find something: poll said so, or none was tried */
 	bool g_eof, u_eof, u_closed;
+	bool u_closing; /* its close_notify waits for room */
+	bool busy;	/* its budget ran out with more to move */
 	struct {
 		int kind;
 		char name[SECRET_NAME_MAX + 1];

@@ -78,7 +78,7 @@ static int put_pem(int fd, const char *b64)
  * it has one. */
 static bool put_image_bundle(const char *rootfs, int fd)
 {
-	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, /* a FIFO */
 				.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS };
 	int root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC), in = -1;
 	char buf[16384];

@@ -528,6 +528,12 @@ static void accept_conns(struct dns_proxy *p)
 	}
 }
 
+void dns_proxy_accept(struct dns_proxy *p)
+{
+	if (p->listen_fd >= 0)
+		accept_conns(p);
+}
+
 /* ---- setup and the poll loop ------------------------------------------- */
 
 size_t dns_resolv_conf(const char *path, struct sockaddr_in *out, size_t max)
@@ -607,7 +613,7 @@ int dns_proxy_new(struct dns_proxy **out, const struct dns_hooks *hooks,
 		return -1;
 	}
 	if (tcp_path) {
-		p->listen_fd = unix_listen(tcp_path, 16, err);
+		p->listen_fd = unix_listen(tcp_path, DNS_TCP_BACKLOG, err);
 		if (p->listen_fd < 0) {
 			free(p);
 			return gantry_error_prefix(err, "DNS over TCP");

@@ -34,6 +34,11 @@
 #define DNS_MAX_UPSTREAM 3
 #define DNS_INFLIGHT_MAX 256 /* queries waiting upstream; more: SERVFAIL */
 #define DNS_TCP_CONNS	 64  /* TCP connections at once; more are closed at accept */
+/* libslirp's connect() to the TCP socket blocks while its backlog is
+ * full, and it is this thread's to accept: the worker takes what waits
+ * before each batch of guest frames (at most 64 connects), into room for
+ * twice that. */
+#define DNS_TCP_BACKLOG 128
 /* The most fds dns_proxy_pollfds() fills: the TCP listener, its
  * connections and one socket per query in flight. */
 #define DNS_POLLFDS_MAX	 (1 + DNS_TCP_CONNS + DNS_INFLIGHT_MAX)
@@ -86,6 +91,8 @@ void dns_proxy_free(struct dns_proxy *p);
 void dns_proxy_udp_query(struct dns_proxy *p, uint16_t guest_port, const uint8_t *msg,
 			 size_t len);
 
+/* Take every TCP connection waiting on the listener (see DNS_TCP_BACKLOG). */
+void dns_proxy_accept(struct dns_proxy *p);
 /* Poll integration: the proxy's fds and events into fds[0..max) (returns
  * how many), then, after poll(), the same slice back to dispatch. */
 size_t dns_proxy_pollfds(struct dns_proxy *p, struct pollfd *fds, size_t max);

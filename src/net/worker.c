@@ -626,9 +626,14 @@ void worker_loop(struct worker *w)
 		re = w->fds[FD_FRAME].revents;
 		if (re & POLLOUT)
 			out_flush(w);
-		if (re & POLLIN)
+		/* Each guest frame may make libslirp connect() to one of our
+		 * listeners, blocking while its backlog is full: empty them. */
+		if (re & POLLIN) {
+			dns_proxy_accept(w->dns);
+			if (w->https_listen >= 0)
+				worker_https_accept(w);
 			read_guest(w);
-		else if (re & (POLLHUP | POLLERR | POLLNVAL)) {
+		} else if (re & (POLLHUP | POLLERR | POLLNVAL)) {
 			log_info("frame fd closed: stopping");
 			w->done = true;
 		}

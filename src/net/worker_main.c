@@ -247,7 +247,8 @@ static int https_setup(struct worker *w, const struct args *a, gantry_error_t *e
 	for (size_t i = 0; i < a->nr_inject; i++)
 		w->inject_hosts[w->nr_inject++] = xstrdup(a->inject_hosts[i]);
 	xasprintf(&path, "%s/https.sock", dir);
-	w->https_listen = unix_listen(path, 64, err);
+	w->https_listen =
+		unix_listen(path, DNS_TCP_BACKLOG, err); /* as DNS's, for the same reason */
 	if (w->https_listen < 0)
 		return gantry_error_prefix(err, "HTTPS to the egress worker");
 	if (nonblock(w->https_listen, "HTTPS listener", err) < 0 ||

@@ -138,14 +138,28 @@ int egress_worker_bindings(struct egress_worker *w, struct secret_store *st, gan
 	if (worker_send_json(w->chan,
 			     json_pack("{s:s,s:o,s:I}", "op", "bindings", "secrets", desc, "bytes",
 				       (json_int_t)len),
-			     NULL, 0) < 0 ||
-	    (len && send(w->chan, block, len, MSG_NOSIGNAL) != (ssize_t)len))
+			     NULL, 0) < 0)
 		r = gantry_error_errno(err, "egress worker: its secrets");
+	for (size_t at = 0; r == 0 && at < len; at += EGRESS_VALUES_PIECE) {
+		size_t n = MIN(len - at, (size_t)EGRESS_VALUES_PIECE);
+		char *piece = secret_alloc(n + 1);
+
+		if (piece == NULL) {
+			r = gantry_error(err, ENOMEM, "no room in the secret arena");
+			break;
+		}
+		piece[0] = 'V';
+		memcpy(piece + 1, block + at, n);
+		if (send(w->chan, piece, n + 1, MSG_NOSIGNAL) != (ssize_t)(n + 1))
+			r = gantry_error_errno(err, "egress worker: its secrets");
+		secret_free(piece, n + 1);
+	}
 	secret_free(block, size);
 	return r;
 }
 
-int egress_worker_allowed(struct egress_worker *w, char *const *hosts, gantry_error_t *err)
+int egress_worker_allowed(struct egress_worker *w, char *const *hosts, bool allow_local,
+			  gantry_error_t *err)
 {
 	size_t n = 0;
 
@@ -153,10 +167,10 @@ int egress_worker_allowed(struct egress_worker *w, char *const *hosts, gantry_er
 		return 0;
 	while (hosts && hosts[n])
 		n++;
-	if (worker_send_json(
-		    w->chan,
-		    json_pack("{s:s,s:o}", "op", "allowed", "hosts", jsonh_from_strv(hosts, n)),
-		    NULL, 0) < 0)
+	if (worker_send_json(w->chan,
+			     json_pack("{s:s,s:o,s:b}", "op", "allowed", "hosts",
+				       jsonh_from_strv(hosts, n), "allowLocal", allow_local),
+			     NULL, 0) < 0)
 		return gantry_error_errno(err, "egress worker: the hosts it may reach");
 	return 0;
 }

@@ -42,7 +42,8 @@ int egress_worker_start(struct egress_worker *w, char *const *hosts, size_t nr_h
 /* The injected secrets of st, resolved now, and the bound hosts the
  * policy lets the sandbox reach (NULL-terminated). */
 int egress_worker_bindings(struct egress_worker *w, struct secret_store *st, gantry_error_t *err);
-int egress_worker_allowed(struct egress_worker *w, char *const *hosts, gantry_error_t *err);
+int egress_worker_allowed(struct egress_worker *w, char *const *hosts, bool allow_local,
+			  gantry_error_t *err);
 /* What it sent (its channel readable): an event, or NULL (*eof: gone). */
 json_t *egress_worker_recv(struct egress_worker *w, bool *eof);
 /* The CA as gantry-init takes it: the certificate's base64, one line. */

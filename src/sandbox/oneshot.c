@@ -159,7 +159,7 @@ static int oneshot_egress(struct machine *m, const struct sandbox *sb, struct se
 		if (sandbox_net_reaches(sb, m->inject_hosts[i], &why))
 			ok[n++] = m->inject_hosts[i];
 	}
-	r = egress_worker_allowed(&m->egress, ok, err);
+	r = egress_worker_allowed(&m->egress, ok, sb->allow_local_net, err);
 	free(ok);
 	return r < 0 ? -1 : egress_worker_bindings(&m->egress, st, err);
 }

@@ -23,6 +23,20 @@ void sup_egress_bindings(struct sup *s)
 	}
 }
 
+void sup_egress_tick(struct sup *s, uint64_t now, uint64_t *wake)
+{
+	if (sup_egress_fd(s) < 0)
+		return;
+	if (s->egress_next == 0)
+		s->egress_next = now + SUP_EGRESS_REFRESH_MS;
+	if (now >= s->egress_next) {
+		/* A file or command source past its ttl is read again now. */
+		sup_egress_bindings(s);
+		s->egress_next = now + SUP_EGRESS_REFRESH_MS;
+	}
+	*wake = MIN(*wake, s->egress_next);
+}
+
 void sup_egress_allowed(struct sup *s)
 {
 	gantry_error_t err = NULL;
@@ -38,7 +52,7 @@ void sup_egress_allowed(struct sup *s)
 		if (sandbox_net_reaches(&s->sb, s->m.inject_hosts[i], &why))
 			ok[n++] = s->m.inject_hosts[i];
 	}
-	if (egress_worker_allowed(&s->m.egress, ok, &err) < 0) {
+	if (egress_worker_allowed(&s->m.egress, ok, s->sb.allow_local_net, &err) < 0) {
 		log_warn("%s", gantry_error_str(err));
 		gantry_error_free(&err);
 	}

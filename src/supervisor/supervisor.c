@@ -394,6 +394,7 @@ void sup_serve_once(struct sup *s, int max_ms)
 	sup_net_tick(s, now, &wake);
 	sup_shares_tick(s, now, &wake);
 	sup_audit_tick(s, now, &wake);
+	sup_egress_tick(s, now, &wake);
 	fds[F_DONE] = (struct pollfd){ .fd = s->m.done_fd, .events = POLLIN };
 	fds[F_SIG] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
 	fds[F_CONTROL] = (struct pollfd){

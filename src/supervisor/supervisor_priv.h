@@ -220,6 +220,7 @@ struct sup {
 	struct sup_net net;
 	struct sup_shares shares;
 	struct secret_store secrets; /* its processes' (secret/store.h) */
+	uint64_t egress_next;	     /* when the egress worker's values are read again */
 	struct sup_audit audit;
 	struct sup_broker broker;
 };
@@ -298,6 +299,10 @@ void sup_egress_allowed(struct sup *s);
 bool sup_egress_covers(struct sup *s, const struct secret_spec *sp, gantry_error_t *err);
 int sup_egress_fd(const struct sup *s);
 void sup_egress_event(struct sup *s);
+/* Every SUP_EGRESS_REFRESH_MS the injected secrets are resolved again
+ * (each source by its own ttl) and given to the worker; *wake gets when. */
+#define SUP_EGRESS_REFRESH_MS 30000
+void sup_egress_tick(struct sup *s, uint64_t now, uint64_t *wake);
 
 /* broker.c */
 /* Listen on SUP_BROKER_SOCK (a failure is logged: bound secrets are then

@@ -124,11 +124,12 @@ class Egress:
             values += value.encode()
         self.chan.send(json.dumps({"op": "bindings", "secrets": desc,
                                    "bytes": len(values)}).encode())
-        if values:
-            self.chan.send(values)
+        for at in range(0, len(values), 32 * 1024):
+            self.chan.send(b"V" + values[at:at + 32 * 1024])
 
-    def allowed(self, hosts):
-        self.chan.send(json.dumps({"op": "allowed", "hosts": hosts}).encode())
+    def allowed(self, hosts, allow_local=False):
+        self.chan.send(json.dumps({"op": "allowed", "hosts": hosts,
+                                   "allowLocal": allow_local}).encode())
 
     def events(self, wait=2.0):
         out, deadline = [], time.monotonic() + wait

@@ -315,3 +315,18 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
         r = subprocess.run(["grep", "-rlaF", v, str(g.home)], capture_output=True, text=True)
         assert r.returncode == 1 and r.stdout == "", (v, r.stdout)
     assert len(server.seen()) >= 5
+
+
+def test_a_request_for_another_host_is_refused(rig, egress):
+    """A value goes only with a request for the host the TLS named: another
+    Host, an absolute target elsewhere or TRACE get an answer from Gantry,
+    and the server sees none of them."""
+    e, server, _ = egress
+    before = len(server.seen())
+    for opts, status in ((["-H", "Host: evil.test"], "421"),
+                         (["--request-target", "https://evil.test/x"], "421"),
+                         (["-X", "TRACE"], "405")):
+        r = curl(rig, e, "https://api.allowed.test/", f"Authorization: Bearer {PH}",
+                 opts=["-i", *opts])
+        assert r.stdout.startswith(f"HTTP/1.1 {status}"), (opts, r.stdout, r.stderr)
+    assert len(server.seen()) == before

@@ -506,6 +506,43 @@ static void test_any_split(void **state)
 	free(whole.out);
 }
 
+/* With the connection's host: each request must be for it alone. */
+static void test_route(void **state)
+{
+	struct egress_bindings routed = bindings;
+	static const char *const misdirected[] = {
+		"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: api.test.evil\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: api.test:8443\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n",
+		"GET / HTTP/1.1\r\nAccept: */*\r\n\r\n",
+		"GET https://evil.test/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+		"GET http://api.test/x HTTP/1.1\r\nHost: api.test\r\n\r\n",
+	};
+	static const char *const refused[] = {
+		"CONNECT evil.test:443 HTTP/1.1\r\nHost: api.test\r\n\r\n",
+		"TRACE / HTTP/1.1\r\nHost: api.test\r\n\r\n",
+	};
+
+	(void)state;
+	routed.host = "api.test";
+	for (size_t i = 0; i < ARRAY_SIZE(misdirected); i++)
+		expect(misdirected[i], &routed, EGRESS_HTTP_MISDIRECTED, NULL, "");
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		expect(refused[i], &routed, EGRESS_HTTP_METHOD, NULL, "");
+	expect("GET / HTTP/1.1\r\nHost: API.Test:443\r\n\r\n", &routed, EGRESS_HTTP_OK,
+	       "GET / HTTP/1.1\r\nHost: API.Test:443\r\n\r\n", "");
+	expect("GET https://api.test:443/v1 HTTP/1.1\r\nHost: api.test\r\n\r\n", &routed,
+	       EGRESS_HTTP_OK, "GET https://api.test:443/v1 HTTP/1.1\r\nHost: api.test\r\n\r\n", "");
+	expect("OPTIONS * HTTP/1.1\r\nHost: api.test\r\n\r\n", &routed, EGRESS_HTTP_OK,
+	       "OPTIONS * HTTP/1.1\r\nHost: api.test\r\n\r\n", "");
+	/* A value goes only with a request for the host. */
+	expect(GET "Authorization: Bearer " PH_TOKEN "\r\n\r\n", &routed, EGRESS_HTTP_OK,
+	       GET "Authorization: Bearer sk-real-token\r\n\r\n", "inject TOKEN Authorization\n");
+	expect("GET / HTTP/1.1\r\nHost: evil.test\r\nAuthorization: Bearer " PH_TOKEN "\r\n\r\n",
+	       &routed, EGRESS_HTTP_MISDIRECTED, NULL, "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -522,6 +559,7 @@ int main(void)
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_in_head_and_buf),
 		cmocka_unit_test(test_any_split),
+		cmocka_unit_test(test_route),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
