@@ -46,6 +46,10 @@ int confine_arg(struct confine_opts *o, const char *opt, const char *val)
 	char *end;
 	long v;
 
+	if (strcmp(opt, "--self-test") == 0) {
+		o->self_test = true;
+		return 1;
+	}
 	if (strcmp(opt, "--isolation") == 0)
 		return val && confine_mode_parse(val, &o->mode, NULL) == 0 ? 2 : -1;
 	if (strcmp(opt, "--ns") == 0) {
@@ -68,19 +72,14 @@ int confine_arg(struct confine_opts *o, const char *opt, const char *val)
 
 int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test)
 {
-	*self_test = false;
 	for (int i = 0; i < argc; i++) {
 		int n = confine_arg(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
 
-		if (n < 0)
+		if (n <= 0)
 			return -1;
-		if (n > 0)
-			i += n - 1;
-		else if (strcmp(argv[i], "--self-test") == 0)
-			*self_test = true;
-		else
-			return -1;
+		i += n - 1;
 	}
+	*self_test = o->self_test;
 	return 0;
 }
 

@@ -126,13 +126,15 @@ struct confine_opts {
 	int (*load_filter)(void *opaque, bool log, gantry_error_t *err);
 	void *filter_opaque;
 	bool opens_files;
-	bool timing; /* GANTRY_BOOT_TIMING: log what each layer took */
+	bool timing;	/* GANTRY_BOOT_TIMING: log what each layer took */
+	bool self_test; /* --self-test: report what holds, then exit */
 };
 
 /* A worker's own arguments for its confinement: `--isolation MODE`,
- * `--ns HEX` and `--userns-errno N` (confine_spawn_format's), into o. The
- * count of argv words taken (2), 0 when opt is not one of them, -1 when
- * its value is bad or missing. */
+ * `--ns HEX` and `--userns-errno N` (confine_spawn_format's), and
+ * `--self-test`, into o. The count of argv words taken (2, 1 for
+ * --self-test), 0 when opt is not one of them, -1 when its value is bad
+ * or missing. */
 int confine_arg(struct confine_opts *o, const char *opt, const char *val);
 /* A worker whose whole command line is confine_arg's and `--self-test`
  * (*self_test set): 0, or -1 on any other word or a bad value. */

@@ -259,7 +259,6 @@ struct args {
 	size_t nr_hosts;
 	bool allow_local;
 	struct confine_opts confine;
-	bool self_test;
 };
 
 static int load_filter(void *opaque, bool log, gantry_error_t *err)
@@ -280,8 +279,6 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -1;
 		if (n > 0)
 			i += n - 1;
-		else if (strcmp(opt, "--self-test") == 0)
-			a->self_test = true;
 		else if (strcmp(opt, "--conn-fd") == 0 && parse_fd(val, &a->conn_fd) == 0)
 			i++;
 		else if (strcmp(opt, "--chan-fd") == 0 && parse_fd(val, &a->chan) == 0)
@@ -299,7 +296,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 	a->confine.host_net = true;
 	a->confine.load_filter = load_filter;
 	a->confine.nofile = EGRESS_WORKER_NOFILE;
-	return (a->conn_fd >= 0 && a->trust_fd >= 0 && a->nr_hosts) || a->self_test ? 0 : -1;
+	return (a->conn_fd >= 0 && a->trust_fd >= 0 && a->nr_hosts) || a->confine.self_test ? 0
+											    : -1;
 }
 
 /* The trust store, read whole from its descriptor. */
@@ -389,7 +387,7 @@ int egress_worker_main(int argc, char **argv)
 		free(a.hosts);
 		return 2;
 	}
-	if (a.self_test) {
+	if (a.confine.self_test) {
 		free(a.hosts);
 		return confine_self_test(&a.confine);
 	}

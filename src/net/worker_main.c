@@ -44,7 +44,6 @@ struct args {
 	char **inject_hosts;
 	size_t nr_inject;
 	struct confine_opts confine; /* mode off: not confined */
-	bool self_test;
 };
 
 static int parse_ip_port(const char *s, struct sockaddr_in *out)
@@ -81,8 +80,6 @@ static int parse_args(int argc, char **argv, struct args *a)
 			return -1;
 		if (n > 0)
 			i += n - 1;
-		else if (strcmp(opt, "--self-test") == 0)
-			a->self_test = true;
 		else if (strcmp(opt, "--frame-fd") == 0 && parse_fd(val, &a->frame_fd) == 0)
 			i++;
 		else if (strcmp(opt, "--ctl-fd") == 0 && parse_fd(val, &a->ctl_fd) == 0)
@@ -117,7 +114,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 	/* Root without a user namespace keeps the one capability a
 	 * published port below 1024 needs. */
 	a->confine.keep_bind_cap = geteuid() == 0 && !(a->confine.spawn.ns & CLONE_NEWUSER);
-	return a->frame_fd >= 0 || a->self_test ? 0 : -1;
+	return a->frame_fd >= 0 || a->confine.self_test ? 0 : -1;
 }
 
 static int nonblock(int fd, const char *what, gantry_error_t *err)
@@ -401,7 +398,7 @@ int net_worker_main(int argc, char **argv)
 		free(a.inject_hosts);
 		return 2;
 	}
-	if (a.self_test) {
+	if (a.confine.self_test) {
 		free(a.ports);
 		free(a.inject_hosts);
 		a.confine.nofile = NET_WORKER_NOFILE;
