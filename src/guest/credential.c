@@ -51,21 +51,6 @@ static ssize_t read_request(void)
 	return (ssize_t)len;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The broker's answer, up to its blank line: its length, or -1. */
 static ssize_t read_answer(int fd)
 {
@@ -116,7 +101,7 @@ int guest_credential_main(int argc, char **argv)
 		fprintf(stderr, "gantry: no credential broker: %s\n", strerror(errno));
 		return 0;
 	}
-	if (write_all(fd, request, (size_t)n) < 0 || (n = read_answer(fd)) < 0) {
+	if (guest_write_all(fd, request, (size_t)n) < 0 || (n = read_answer(fd)) < 0) {
 		fprintf(stderr, "gantry: the credential broker did not answer\n");
 		close(fd);
 		return 0;
@@ -131,7 +116,7 @@ int guest_credential_main(int argc, char **argv)
 		return 0;
 	}
 	explicit_bzero(request, sizeof(request));
-	n = write_all(STDOUT_FILENO, answer, strlen(answer));
+	n = guest_write_all(STDOUT_FILENO, answer, strlen(answer));
 	explicit_bzero(answer, sizeof(answer));
 	return n < 0 ? 1 : 0;
 }

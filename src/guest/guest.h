@@ -149,6 +149,9 @@ const char *net_etc_file(size_t i);
 #define TRUST_CA     "/etc/gantry/ca.pem"
 #define TRUST_BUNDLE "/etc/gantry/ca-bundle.crt"
 bool trust_b64_valid(const char *s);
+/* All n bytes of p to fd, over EINTR and short writes: 0, or -1 (here for
+ * credential.c too, which every build of trust.c has beside it). */
+int guest_write_all(int fd, const void *p, size_t n);
 /* Write gantry-ca.pem and gantry-ca-bundle.crt in etc_dir (the root
  * assembled); on failure cfg->ca is NULL again (logged). */
 void trust_write(struct guest_config *cfg);

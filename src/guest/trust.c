@@ -44,7 +44,7 @@ bool trust_b64_valid(const char *s)
 	return true;
 }
 
-static int put(int fd, const void *p, size_t n)
+int guest_write_all(int fd, const void *p, size_t n)
 {
 	const char *c = p;
 
@@ -66,12 +66,13 @@ static int put_pem(int fd, const char *b64)
 {
 	size_t n = strlen(b64);
 
-	if (put(fd, "-----BEGIN CERTIFICATE-----\n", 28) < 0)
+	if (guest_write_all(fd, "-----BEGIN CERTIFICATE-----\n", 28) < 0)
 		return -1;
 	for (size_t at = 0; at < n; at += 64)
-		if (put(fd, b64 + at, n - at < 64 ? n - at : 64) < 0 || put(fd, "\n", 1) < 0)
+		if (guest_write_all(fd, b64 + at, n - at < 64 ? n - at : 64) < 0 ||
+		    guest_write_all(fd, "\n", 1) < 0)
 			return -1;
-	return put(fd, "-----END CERTIFICATE-----\n", 26);
+	return guest_write_all(fd, "-----END CERTIFICATE-----\n", 26);
 }
 
 /* The image's bundle, as the container would resolve it, onto fd; whether
@@ -93,11 +94,11 @@ static bool put_image_bundle(const char *rootfs, int fd)
 		ok = true;
 		while ((n = read(in, buf, sizeof(buf))) > 0 && total < BUNDLE_MAX) {
 			total += (size_t)n;
-			if (put(fd, buf, (size_t)n) < 0)
+			if (guest_write_all(fd, buf, (size_t)n) < 0)
 				break;
 		}
 		if (total && buf[(total - 1) % sizeof(buf)] != '\n')
-			put(fd, "\n", 1);
+			guest_write_all(fd, "\n", 1);
 	}
 	if (in >= 0)
 		close(in);
