@@ -53,14 +53,20 @@ def certs(tmp_path):
     return egressrig.make_certs(tmp_path)
 
 
-@pytest.fixture
-def egress(rig, gantry, certs):
+def servers(rig, certs):
+    """allowed.test's names' server (a certificate the test CA signed) and
+    evil.test's (self-signed), in W."""
     good = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     good.load_cert_chain(certs / "good.crt", certs / "good.key")
     bad = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     bad.load_cert_chain(certs / "bad.crt", certs / "bad.key")
-    server = rig.serve(HttpsEcho, "W", "203.0.113.30", 443, ctx=good)
-    evil = rig.serve(HttpsEcho, "W", "198.51.100.66", 443, ctx=bad)
+    return (rig.serve(HttpsEcho, "W", "203.0.113.30", 443, ctx=good),
+            rig.serve(HttpsEcho, "W", "198.51.100.66", 443, ctx=bad))
+
+
+@pytest.fixture
+def egress(rig, gantry, certs):
+    server, evil = servers(rig, certs)
     e = Egress(rig, gantry, certs / "ca.crt", HOSTS)
     args = ["--inject-fd", str(e.net_end.fileno())]
     for h in HOSTS:
@@ -223,12 +229,7 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
     for name in ("vmlinux", "sysroot.erofs"):
         if not (build_dir() / "assets" / name).exists():
             pytest.skip(f"guest asset {name} missing: run `make assets`")
-    good = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    good.load_cert_chain(certs / "good.crt", certs / "good.key")
-    bad = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    bad.load_cert_chain(certs / "bad.crt", certs / "bad.key")
-    server = rig.serve(HttpsEcho, "W", "203.0.113.30", 443, ctx=good)
-    evil = rig.serve(HttpsEcho, "W", "198.51.100.66", 443, ctx=bad)
+    server, evil = servers(rig, certs)
     layout = debian_image("--dev")
     g = Gantry(gantry, tmp_path / "home", tmp_path / "images", rig)
     g.env["API_KEY"] = SECRET
