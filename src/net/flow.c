@@ -128,6 +128,30 @@ static struct flow *udp_victim(struct flows *t)
 	return best;
 }
 
+/* Half open: the guest's SYN answered (libslirp answers once its host
+ * connection is up, and only then does a RST from the guest close that
+ * socket) and nothing acknowledged since. */
+static bool half_open(const struct flow *f)
+{
+	return f->used && !f->inbound && !f->cut && !f->closed && f->guest_syn && !f->guest_ack &&
+	       f->remote_seq;
+}
+
+struct flow *flow_tcp_victim(struct flows *t)
+{
+	struct flow *best = NULL;
+
+	if (t->tcp.used < FLOW_MAX)
+		return NULL;
+	for (size_t i = 0; i < t->tcp.fresh; i++) {
+		struct flow *f = &t->tcp.e[i];
+
+		if (half_open(f) && (best == NULL || f->born_ms < best->born_ms))
+			best = f;
+	}
+	return best;
+}
+
 struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms)
 {
 	struct pool *pl = pool_of(t, k->proto);
@@ -144,7 +168,7 @@ struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms
 	memset(f, 0, sizeof(*f));
 	f->used = true;
 	f->key = *k;
-	f->last_ms = now_ms;
+	f->born_ms = f->last_ms = now_ms;
 	f->verdict.rule = -1;
 	b = &t->bucket[hash(k)];
 	f->next = *b;
@@ -218,13 +242,18 @@ bool flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq,
 		/* The same ports once more: a new connection. */
 		f->closed = false;
 		f->fins = 0;
-		f->guest_seq = f->remote_seq = f->guest_syn = false;
+		f->guest_seq = f->remote_seq = f->guest_syn = f->guest_ack = false;
+		f->born_ms = now_ms;
 		f->until_ms = 0;
 	}
 	if (from_guest && (flags & TCP_SYN)) {
 		again = f->guest_syn;
 		f->guest_syn = true;
 	}
+	/* A SYN-ACK the guest sends answers a published port's SYN: its flow is
+	 * inbound, never half open in the sense above. */
+	if (from_guest && (flags & (TCP_SYN | TCP_ACK)) == TCP_ACK)
+		f->guest_ack = true;
 	if (from_guest) {
 		if (!f->guest_seq || (int32_t)(end - f->guest_next) > 0)
 			f->guest_next = end;

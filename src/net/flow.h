@@ -1,8 +1,11 @@
 /* The network worker's flow table: the TCP connections and UDP exchanges
  * the egress policy admitted (or that a published port opened from the
  * host), so each is judged once, at its first frame, and again only when
- * the policy changes. Bounded: at most FLOW_MAX of each protocol; a new
- * TCP connection finds no room until an old one ends or idles out, a new
+ * the policy changes. Bounded: at most FLOW_MAX of each protocol. With
+ * the table full, a new TCP connection takes the place of the oldest one
+ * still half open (the guest's SYN answered, and never acknowledged: what
+ * a SYN flood leaves), as a kernel's SYN queue does; with none such it
+ * finds no room until an old one ends or idles out. A new
  * UDP exchange takes the place of the one idle longest.
  *
  * A flow the policy no longer allows is cut: its entry stays a while as a
@@ -51,13 +54,14 @@ struct flow {
 	bool closed; /* RST seen, or FIN both ways */
 	uint8_t fins;
 	bool guest_syn; /* the guest sent its SYN (or its SYN-ACK) on this connection */
+	bool guest_ack; /* and a segment with ACK since: the connection is not half open */
 	bool guest_small; /* its last segment with data was short (ackhold.h) */
 	struct policy_verdict verdict;
 	uint64_t generation; /* of the policy that judged it */
 	/* TCP: the sequence number after the last segment each side sent. */
 	uint32_t guest_next, remote_next;
 	bool guest_seq, remote_seq; /* whether the field above was seen */
-	uint64_t last_ms, until_ms; /* until_ms: a closed or cut flow's end */
+	uint64_t born_ms, last_ms, until_ms; /* until_ms: a closed or cut flow's end */
 	uint64_t tx_bytes, rx_bytes;
 	/* TCP to an address the policy admits only as learned from DNS: the
 	 * guest's ClientHello is read for its server name (worker_tls.c). */
@@ -80,6 +84,10 @@ struct flow *flow_find(struct flows *t, const struct flow_key *k);
 /* A new entry for k (not there yet), or NULL when the table is full. */
 struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms);
 void flow_remove(struct flows *t, struct flow *f);
+/* With the TCP table full: the half-open connection the guest opened
+ * longest ago (its SYN answered, nothing acknowledged since), to end;
+ * NULL when there is room or no such flow. */
+struct flow *flow_tcp_victim(struct flows *t);
 /* Drop idle, closed and cut entries whose time is up. */
 void flows_expire(struct flows *t, uint64_t now_ms);
 size_t flows_count(const struct flows *t, enum net_proto proto);

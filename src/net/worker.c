@@ -344,6 +344,26 @@ static void repeated_syn(struct worker *w, uint8_t *frame, size_t len)
  * ICMP "administratively prohibited", so the guest fails at once rather
  * than after its timeouts). A flow is judged at its first frame and then
  * only when the policy changes; why gets the policy's reason. */
+/* The TCP flow table full: the oldest half-open connection ends (reset
+ * both ways) to make room for a new one, so that a flood of SYNs that are
+ * never followed up holds the table only until real connections come. */
+static bool end_half_open(struct worker *w, uint64_t now)
+{
+	struct flow *f = flow_tcp_victim(w->flows);
+
+	if (f == NULL)
+		return false;
+	worker_flow_reset(w, f);
+	flow_remove(w->flows, f);
+	w->half_open_ended++;
+	if (now - w->half_open_logged >= DROP_LOG_GAP_MS) {
+		log_info("flow table full: %llu half-open connections ended for new ones",
+			 (unsigned long long)w->half_open_ended);
+		w->half_open_logged = now;
+	}
+	return true;
+}
+
 static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len,
 				    struct filter_verdict *v, char *why, size_t why_len)
 {
@@ -377,6 +397,8 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 		if (s.k.proto == NET_PROTO_TCP && !flows_syn_take(w->flows, now))
 			return NET_DROP_SYN_RATE;
 		f = flow_add(w->flows, &s.k, now);
+		if (f == NULL && s.k.proto == NET_PROTO_TCP && end_half_open(w, now))
+			f = flow_add(w->flows, &s.k, now);
 		if (f == NULL)
 			return NET_DROP_FLOW_TABLE;
 		f->verdict = pv;

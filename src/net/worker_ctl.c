@@ -20,25 +20,18 @@
 
 /* --- the egress policy ------------------------------------------------ */
 
-/* End flow f for good: its queued frames to the guest dropped, and for TCP
- * a RST to the guest and one into libslirp, which closes its host socket. */
-void worker_flow_cut(struct worker *w, struct flow *f, const char *why)
+/* Flow f's TCP connection ended both ways: the frames queued for the
+ * guest dropped, a RST to the guest (where it has heard from the far end)
+ * and one into libslirp, which closes its host socket. */
+void worker_flow_reset(struct worker *w, struct flow *f)
 {
 	uint8_t buf[FRAME_L4 + TCP_HLEN];
 	uint32_t seq = f->remote_next;
-	char ip[INET_ADDRSTRLEN];
-	struct in_addr a = { .s_addr = htonl(f->key.remote) };
 	bool purged = worker_out_purge(w, &f->key, &seq);
 	size_t n;
 
 	ack_hold_drop(w->acks, &f->key);
 	flow_hello_drop(w->flows, f);
-	f->cut = true;
-	f->until_ms = now_ms() + FLOW_CUT_MS;
-	traffic_policy(w->traffic, f->key.remote, f->key.proto, f->key.rport, why, time(NULL));
-	inet_ntop(AF_INET, &a, ip, sizeof(ip));
-	log_info("flow %s/%u -> %s:%u cut: %s", net_proto_name(f->key.proto), f->key.gport, ip,
-		 f->key.rport, why);
 	if (f->key.proto != NET_PROTO_TCP || f->closed)
 		return;
 	if (f->remote_seq || purged) {
@@ -51,6 +44,21 @@ void worker_flow_cut(struct worker *w, struct flow *f, const char *why)
 				       f->key.gport, f->guest_next, f->remote_next);
 		nat_input(&w->nat, buf, n);
 	}
+}
+
+/* End flow f for good: reset, and kept a while as a tombstone. */
+void worker_flow_cut(struct worker *w, struct flow *f, const char *why)
+{
+	char ip[INET_ADDRSTRLEN];
+	struct in_addr a = { .s_addr = htonl(f->key.remote) };
+
+	worker_flow_reset(w, f);
+	f->cut = true;
+	f->until_ms = now_ms() + FLOW_CUT_MS;
+	traffic_policy(w->traffic, f->key.remote, f->key.proto, f->key.rport, why, time(NULL));
+	inet_ntop(AF_INET, &a, ip, sizeof(ip));
+	log_info("flow %s/%u -> %s:%u cut: %s", net_proto_name(f->key.proto), f->key.gport, ip,
+		 f->key.rport, why);
 }
 
 void worker_event(struct worker *w, const char *kind, const char *decision, const char *host,

@@ -87,6 +87,7 @@ struct worker {
 	bool proxy_enforce;
 	uint64_t write_error_logged;
 	uint64_t repeated_syns; /* SYNs the guest sent again, their MSS dropped */
+	uint64_t half_open_ended, half_open_logged; /* for room in a full flow table */
 	uint64_t drop_logged[NET_DROP_COUNT];
 	uint64_t drop_quiet[NET_DROP_COUNT];
 	/* HTTPS to the hosts an injected secret is bound to: the guest's DNS
@@ -132,9 +133,11 @@ void worker_backpressure(struct worker *w);
  * flow is cut then, why says so). */
 enum net_drop worker_tls_check(struct worker *w, struct flow *f, const uint8_t *frame,
 			       const struct seg *s, char *why, size_t why_len);
-/* worker_ctl.c: end flow f for good (see there); an event for the
+/* worker_ctl.c: end flow f for good (see there); a TCP flow's RSTs both
+ * ways, its queued frames to the guest dropped; an event for the
  * supervisor's audit (kind, decision, host; at most NET_EVENTS_MAX wait). */
 void worker_flow_cut(struct worker *w, struct flow *f, const char *why);
+void worker_flow_reset(struct worker *w, struct flow *f);
 void worker_event(struct worker *w, const char *kind, const char *decision, const char *host,
 		  const char *reason);
 /* Take the frames of flow k out of the guest's queue; *seq gets the

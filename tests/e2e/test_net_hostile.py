@@ -435,6 +435,32 @@ def test_syn_flood_bounded(rig, worker):
     assert_responsive(rig, worker)
 
 
+def test_syn_flood_fills_table(rig, worker):
+    """Forged SYNs at the rate the worker admits, for longer than its flow
+    table (4096) lasts: once it is full, each new connection ends the
+    oldest half-open one (a RST both ways, libslirp's host socket closed),
+    so the host sockets stay bounded and a real connection still opens."""
+    n, batch = 7000, 100
+    base = _sockets(worker.pid)
+    with _g_sends_no_rst(rig), _tap0_holds(rig, n + 1000):
+        web = _to_web(worker)
+        t = time.monotonic()
+        with rig.frames() as f:
+            for i in range(n):
+                f.send(tcp_frame(WEB, WEB_PORT, sport=1024 + i, seq=i))
+                if i % batch == batch - 1:
+                    time.sleep(max(0.0, t + (i + 1) / 1100 - time.monotonic()))
+        while _to_web(worker) - web < n and time.monotonic() - t < 30:
+            time.sleep(0.25)
+        socks = _sockets(worker.pid)
+    log = worker.log()
+    print(f"{n} SYNs in {time.monotonic() - t:.2f}s: {socks} sockets in the worker, {base} before")
+    assert "half-open connections ended for new ones" in log, log[-2000:]
+    assert socks <= base + 4096 + 16, f"{socks} sockets after {n} paced SYNs, {base} before"
+    assert worker.alive(), log
+    assert_responsive(rig, worker)
+
+
 def test_runt_and_oversize_frames(rig, gantry):
     """On a SEQPACKET frame fd (the VMM's kind), frames of 1-13 bytes and
     over 65534 are dropped and counted; the worker runs on."""

@@ -81,6 +81,43 @@ static void test_full(void **state)
 	flows_free(t);
 }
 
+/* A full TCP table gives up its oldest half-open connection, never one
+ * the guest acknowledged or one opened from the host. */
+static void test_half_open_victim(void **state)
+{
+	struct flows *t = flows_new();
+	struct flow_key k;
+	struct flow *f;
+
+	(void)state;
+	for (uint32_t i = 0; i < FLOW_MAX; i++) {
+		k = key(NET_PROTO_TCP, 0xcb007100, (uint16_t)i);
+		assert_null(flow_tcp_victim(t));
+		f = flow_add(t, &k, 1000 + i);
+		flow_tcp_seen(f, true, TCP_SYN, 1, 1, 1000 + i);
+		/* Half open once answered (a SYN-ACK from the far end): before
+		 * that, libslirp is still connecting and takes no RST. */
+		flow_tcp_seen(f, false, TCP_SYN | TCP_ACK, 9, 1, 5000);
+		if (i < 2) /* established */
+			flow_tcp_seen(f, true, TCP_ACK, 2, 0, 5000);
+		if (i == 2) /* opened from the host */
+			f->inbound = true;
+	}
+	f = flow_tcp_victim(t);
+	assert_non_null(f);
+	assert_int_equal(f->key.gport, 3);
+	flow_remove(t, f);
+	assert_null(flow_tcp_victim(t)); /* room again */
+	k = key(NET_PROTO_TCP, 0xc6336401, 1);
+	assert_non_null(flow_add(t, &k, 9000));
+	assert_int_equal(flow_tcp_victim(t)->key.gport, 4);
+	k = key(NET_PROTO_TCP, 0xcb007100, 4);
+	f = flow_find(t, &k);
+	f->remote_seq = false;
+	assert_int_equal(flow_tcp_victim(t)->key.gport, 5);
+	flows_free(t);
+}
+
 static void test_expiry(void **state)
 {
 	struct flows *t = flows_new();
@@ -264,10 +301,18 @@ static void test_ack_hold(void **state)
 static void test_proxy_parse(void **state)
 {
 	static const char *const bad[] = {
-		"proxy:3128",		  "ftp://proxy:21",	 "http://",
-		"http://:3128",		  "http://user:pw@proxy:3128", "http://proxy:0",
-		"http://proxy:65536",	  "http://proxy:31x8",	 "http://proxy:3128/path",
-		"socks5://proxy",	  "http://[::1]:3128",	 "http://pro xy:3128",
+		"proxy:3128",
+		"ftp://proxy:21",
+		"http://",
+		"http://:3128",
+		"http://user:pw@proxy:3128",
+		"http://proxy:0",
+		"http://proxy:65536",
+		"http://proxy:31x8",
+		"http://proxy:3128/path",
+		"socks5://proxy",
+		"http://[::1]:3128",
+		"http://pro xy:3128",
 		"http://proxy;rm:3128",
 	};
 	gantry_error_t err = NULL;
@@ -300,10 +345,14 @@ static void test_proxy_parse(void **state)
 static void test_proxy_env_and_addrs(void **state)
 {
 	static const char *const want[] = {
-		"HTTP_PROXY=http://" NET_HOST_STR ":3128",  "http_proxy=http://" NET_HOST_STR ":3128",
-		"HTTPS_PROXY=http://" NET_HOST_STR ":3128", "https_proxy=http://" NET_HOST_STR ":3128",
-		"ALL_PROXY=http://" NET_HOST_STR ":3128",   "all_proxy=http://" NET_HOST_STR ":3128",
-		"NO_PROXY=" NET_NO_PROXY_DEFAULT,	    "no_proxy=" NET_NO_PROXY_DEFAULT,
+		"HTTP_PROXY=http://" NET_HOST_STR ":3128",
+		"http_proxy=http://" NET_HOST_STR ":3128",
+		"HTTPS_PROXY=http://" NET_HOST_STR ":3128",
+		"https_proxy=http://" NET_HOST_STR ":3128",
+		"ALL_PROXY=http://" NET_HOST_STR ":3128",
+		"all_proxy=http://" NET_HOST_STR ":3128",
+		"NO_PROXY=" NET_NO_PROXY_DEFAULT,
+		"no_proxy=" NET_NO_PROXY_DEFAULT,
 	};
 	gantry_error_t err = NULL;
 	struct net_proxy p;
@@ -341,8 +390,14 @@ static size_t hello(uint8_t *out, const char *name)
 	size_t e = 0, b = 0, n = name ? strlen(name) : 0;
 
 	if (name) {
-		uint8_t ext[] = { 0, 0, (uint8_t)((n + 5) >> 8), (uint8_t)(n + 5),
-				  (uint8_t)((n + 3) >> 8), (uint8_t)(n + 3), 0, (uint8_t)(n >> 8),
+		uint8_t ext[] = { 0,
+				  0,
+				  (uint8_t)((n + 5) >> 8),
+				  (uint8_t)(n + 5),
+				  (uint8_t)((n + 3) >> 8),
+				  (uint8_t)(n + 3),
+				  0,
+				  (uint8_t)(n >> 8),
 				  (uint8_t)n };
 
 		memcpy(exts, ext, sizeof(ext));
@@ -393,18 +448,20 @@ static void test_tls_hello(void **state)
 	assert_int_equal(tls_hello_name((const uint8_t *)"GET / HTTP/1.1\r\n", 16, name),
 			 TLS_HELLO_NOT_TLS);
 	/* A server's hello is no client's. */
-	assert_int_equal(tls_hello_name((const uint8_t *)"\x16\x03\x03\x00\x04\x02\x00\x00\x00",
-					9, name),
-			 TLS_HELLO_BAD);
+	assert_int_equal(
+		tls_hello_name((const uint8_t *)"\x16\x03\x03\x00\x04\x02\x00\x00\x00", 9, name),
+		TLS_HELLO_BAD);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_find_add_remove), cmocka_unit_test(test_full),
-		cmocka_unit_test(test_expiry),		cmocka_unit_test(test_syn_rate),
-		cmocka_unit_test(test_tcp_seen), cmocka_unit_test(test_tcp_repeated_syn), cmocka_unit_test(test_ack_hold),	cmocka_unit_test(test_proxy_parse),
-		cmocka_unit_test(test_proxy_env_and_addrs), cmocka_unit_test(test_tls_hello),
+		cmocka_unit_test(test_find_add_remove),	 cmocka_unit_test(test_full),
+		cmocka_unit_test(test_half_open_victim), cmocka_unit_test(test_expiry),
+		cmocka_unit_test(test_syn_rate),	 cmocka_unit_test(test_tcp_seen),
+		cmocka_unit_test(test_tcp_repeated_syn), cmocka_unit_test(test_ack_hold),
+		cmocka_unit_test(test_proxy_parse),	 cmocka_unit_test(test_proxy_env_and_addrs),
+		cmocka_unit_test(test_tls_hello),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
