@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kvm.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -110,6 +111,10 @@ static long p_inet(void)
 {
 	return syscall(SYS_socket, AF_INET, SOCK_DGRAM, 0);
 }
+static long p_inet_raw(void)
+{
+	return syscall(SYS_socket, AF_INET, SOCK_RAW, IPPROTO_ICMP);
+}
 static long p_unix(void)
 {
 	return syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0);
@@ -179,6 +184,7 @@ static const struct probe probes[] = {
 	{ "socket_packet", p_packet },
 	{ "mmap_exec", p_mmap_exec },
 	{ "socket_inet", p_inet },
+	{ "socket_inet_raw", p_inet_raw },
 	{ "socket_unix", p_unix },
 	{ "execveat", p_execveat },
 	{ "mprotect_exec", p_mprotect_exec },

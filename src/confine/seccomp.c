@@ -173,10 +173,12 @@ int seccomp_net_rules(scmp_filter_ctx f)
 }
 
 /* The egress worker's: TCP to the bound hosts and UDP to the nameservers
- * (AF_INET only), the connections the network worker hands over
- * (recvmsg), its channel; one thread, no listener, no file. */
+ * (AF_INET stream and datagram sockets only, no raw one), the connections
+ * the network worker hands over (recvmsg), its channel; one thread, no
+ * listener, no file. */
 int seccomp_egress_rules(scmp_filter_ctx f)
 {
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
 	static const int egress[] = {
 		SCMP_SYS(recvfrom), SCMP_SYS(sendto),	  SCMP_SYS(recvmsg),	SCMP_SYS(sendmsg),
 		SCMP_SYS(connect),  SCMP_SYS(getsockopt), SCMP_SYS(setsockopt),
@@ -185,9 +187,12 @@ int seccomp_egress_rules(scmp_filter_ctx f)
 
 	if (r == 0)
 		r = seccomp_allow_all(f, egress, ARRAY_SIZE(egress));
-	if (r == 0)
-		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
-				     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)AF_INET));
+	/* The type's low bits; SOCK_NONBLOCK and SOCK_CLOEXEC may ride above. */
+	for (size_t i = 0; i < ARRAY_SIZE(types) && r == 0; i++)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+				     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)AF_INET),
+				     SCMP_A1_32(SCMP_CMP_MASKED_EQ, 0xf, (uint32_t)types[i]),
+				     SCMP_A2_32(SCMP_CMP_EQ, 0));
 	return r;
 }
 

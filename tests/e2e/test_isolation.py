@@ -305,6 +305,17 @@ def test_seccomp_allows_the_workers_sockets(gantry):
     assert r.stdout == "socket_inet: allowed\n", r
 
 
+# The egress worker: AF_INET stream and datagram sockets only.
+EGRESS_PROBES = {"socket_inet": "allowed", "socket_inet_raw": "EPERM", "socket_unix": "EPERM",
+                 "socket_packet": "EPERM", "openat": "EPERM", "fork": "EPERM"}
+
+
+@pytest.mark.parametrize("call", sorted(EGRESS_PROBES))
+def test_egress_seccomp(gantry, call):
+    r = probe(gantry, "egress", call)
+    assert (r.returncode, r.stdout) == (0, f"{call}: {EGRESS_PROBES[call]}\n"), r
+
+
 VMM_ROLES = ("vmm-vcpu", "vmm-io", "vmm-fs", "vmm-main")
 # The workers' kill list, and what the VMM never does after set-up.
 VMM_KILLED = KILLED + ("execveat", "mmap_exec", "mprotect_exec", "kvm_create_vm",
