@@ -189,16 +189,17 @@ int pull_open(const struct image_ref *ref, const struct pull_opts *o, struct pul
 		.digest = ref->digest ? xstrdup(ref->digest) : NULL,
 	};
 	p->name = image_ref_string(ref);
-	if (registry_open(ref->registry, ref->repository, o->insecure, &p->reg, err) < 0 ||
-	    resolve_manifest(p, err) < 0 ||
-	    (p->platform_unchecked &&
-	     (read_config(p, &p->config, &p->config_len, err) < 0 ||
-	      check_platform(p, p->config, p->config_len, err) < 0))) {
-		gantry_error_prefix(err, "image `%s`", p->name);
-		pull_close(p);
-		return -1;
-	}
-	return 0;
+	if (registry_open(ref->registry, ref->repository, o->insecure, &p->reg, err) < 0)
+		goto fail;
+	p->reg.cancel = o->cancel;
+	if (resolve_manifest(p, err) == 0 &&
+	    (!p->platform_unchecked || (read_config(p, &p->config, &p->config_len, err) == 0 &&
+					check_platform(p, p->config, p->config_len, err) == 0)))
+		return 0;
+fail:
+	gantry_error_prefix(err, "image `%s`", p->name);
+	pull_close(p);
+	return -1;
 }
 
 void pull_close(struct pull *p)

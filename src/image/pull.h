@@ -26,6 +26,7 @@ struct pull_opts {
 	const char *platform; /* "linux/ARCH[/VARIANT]", NULL: this host's */
 	const char *insecure; /* more plain-HTTP registries, or NULL */
 	bool progress;	      /* per-layer progress on a terminal */
+	const struct gantry_cancel *cancel; /* ends the pull at its next wait, or NULL */
 };
 
 struct platform {

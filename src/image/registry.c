@@ -135,12 +135,14 @@ static bool resp_ready(const struct registry_resp *s, enum resp_until until)
 
 static int resp_wait(struct registry_resp *s, enum resp_until until, gantry_error_t *err)
 {
+	struct curl_waitfd cancel = { .fd = cancel_fd(s->reg->cancel), .events = CURL_WAIT_POLLIN };
+
 	for (;;) {
-		if (resp_step(s, err) < 0)
+		if (cancel_check(s->reg->cancel, err) < 0 || resp_step(s, err) < 0)
 			return -1;
 		if (s->done || resp_ready(s, until))
 			return 0;
-		sym_curl_multi_poll(s->reg->multi, NULL, 0, 1000, NULL);
+		sym_curl_multi_poll(s->reg->multi, &cancel, cancel.fd >= 0, 1000, NULL);
 	}
 }
 

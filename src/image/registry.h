@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/cancel.h"
 #include "common/error.h"
 #include "image/creds.h"
 #include "image/http.h"
@@ -32,6 +33,8 @@ struct registry {
 	char *repository; /* "library/python" */
 	char *base;	  /* "https://registry-1.docker.io" */
 	const char *insecure; /* extra plain-HTTP registries, or NULL */
+	/* Fired, it ends the transfer at its next wait (ECANCELED); or NULL. */
+	const struct gantry_cancel *cancel;
 	struct registry_creds creds;
 	bool creds_loaded;
 	char *authz; /* "Authorization: ..." for the registry's host */

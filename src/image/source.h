@@ -30,6 +30,9 @@ struct image_resolve_opts {
 	bool insecure;	      /* plain HTTP to this reference's registry */
 	bool pull;	      /* resolve a registry tag again even when cached */
 	bool progress;	      /* per-layer progress on a terminal */
+	/* A pull from a registry ends at its next wait once this fires
+	 * (ECANCELED), leaving nothing in the cache; or NULL. */
+	const struct gantry_cancel *cancel;
 };
 
 /* Resolve src, converting on first use. Errors are one line that names

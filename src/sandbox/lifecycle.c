@@ -186,11 +186,12 @@ void sandbox_opts_init(struct sandbox_opts *o)
 				    .net = true };
 }
 
-int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err)
+int sandbox_image_resolve(const char *src, const struct gantry_cancel *cancel, struct image *img,
+			  gantry_error_t *err)
 {
 	/* A pull that start or exec makes shows its layers as image pull
 	 * does, on a terminal only. */
-	const struct image_resolve_opts o = { .progress = true };
+	const struct image_resolve_opts o = { .progress = true, .cancel = cancel };
 	cleanup_free char *default_image = NULL;
 
 	if (src == NULL) {
@@ -201,12 +202,13 @@ int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *er
 	return image_resolve_with(src, &o, img, err);
 }
 
-static int describe(const struct sandbox_opts *o, struct sandbox *sb, gantry_error_t *err)
+static int describe(const struct sandbox_opts *o, const struct gantry_cancel *cancel,
+		    struct sandbox *sb, gantry_error_t *err)
 {
 	struct image img = { 0 };
 	struct stat st;
 
-	if (sandbox_image_resolve(o->image, &img, err) < 0)
+	if (sandbox_image_resolve(o->image, cancel, &img, err) < 0)
 		return -1;
 	sb->name = xstrdup(o->name);
 	sb->image = xstrdup(o->image ? o->image : "(built-in)");
@@ -300,7 +302,7 @@ int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *can
 				    "gantry delete %s)",
 				    o->name, o->name, o->name);
 	if (cancel_check(cancel, err) < 0 || sandbox_dirs_make(err) < 0 ||
-	    describe(o, &sb, err) < 0 || cancel_check(cancel, err) < 0)
+	    describe(o, cancel, &sb, err) < 0 || cancel_check(cancel, err) < 0)
 		goto fail;
 	{
 		/* The VM's limits are checked before anything is made. */

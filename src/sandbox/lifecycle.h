@@ -72,8 +72,10 @@ void sandbox_opts_free(struct sandbox_opts *o);
 
 /* The image a sandbox of src boots (NULL: the built-in one), converted
  * into the cache when it is not there yet; a pull draws its layers on
- * stderr when that is a terminal. */
-int sandbox_image_resolve(const char *src, struct image *img, gantry_error_t *err);
+ * stderr when that is a terminal, and ends once cancel (may be NULL)
+ * fires, with ECANCELED and nothing cached. */
+int sandbox_image_resolve(const char *src, const struct gantry_cancel *cancel, struct image *img,
+			  gantry_error_t *err);
 
 /* `gantry start`: create the sandbox and boot it; returns once its guest
  * agent and ctl.sock accept work. Exactly one of racing creates of a name

@@ -216,7 +216,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	for (size_t i = 0; i < sb.nr_ports; i++)
 		if (strcmp(sb.ports[i], o->ports[i]) != 0)
 			log_info("exec: publishing %s", sb.ports[i]);
-	if (sandbox_image_resolve(o->image, &img, err) < 0) {
+	if (sandbox_image_resolve(o->image, cancel, &img, err) < 0) {
 		sandbox_transient_free(&sb);
 		return -1;
 	}

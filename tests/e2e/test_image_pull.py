@@ -556,6 +556,36 @@ def test_concurrent_pulls_convert_once(g, anon, layout):
     assert all(start < first_layer_done for _, start, _ in configs), proxy.times
 
 
+@pytest.mark.parametrize("cmd", ["start", "exec"])
+def test_ctrl_c_during_a_pull_ends_it(g, anon, layout, cmd):
+    """A start or one-shot exec whose image is being pulled: Ctrl-C ends
+    the pull at once (the layers would take 60 s), status 130, and no
+    sandbox, cache entry or half-written file is left."""
+    layers = _blobs(layout, "big", "layers")
+    proxy = R.FaultProxy(anon.host, "slow", targets=layers, delay=60)
+    try:
+        ref = f"{proxy.host}/test/big:1"
+        args = ["start", "-image", ref, "pulling"] if cmd == "start" else \
+            ["exec", "-image", ref, "--", "true"]
+        proc = subprocess.Popen([str(g.bin), *args], env=g.env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while not any(p.rsplit("/", 1)[1] in layers for _, p, _ in proxy.seen):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - t
+    finally:
+        proxy.stop()
+    assert proc.returncode == 130, (out, err)
+    assert "cancelled" in err, err
+    assert took < 10, f"the pull went on for {took:.1f}s after Ctrl-C"
+    assert g.leftovers() == [] and g.entries() == []
+    assert not (g.home / "sandboxes" / "pulling").exists()
+
+
 # ---- running ----
 
 @pytest.mark.kvm
