@@ -4,7 +4,8 @@
 # BUILD/gantry_VERSION_ARCH.deb. The libraries gantry loads when it first
 # needs them (libslirp, libarchive, libcurl, libcrypto) are Depends, as is
 # mke2fs, which makes a sandbox's disk; libhttp-parser (the egress worker's,
-# for injected secrets alone) and the CA bundle are Recommends.
+# for injected secrets alone), libmicrohttpd (`gantry serve`'s) and the CA
+# bundle are Recommends.
 set -eu
 build=${1:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +27,7 @@ Architecture: $arch
 Maintainer: Gantry developers
 Installed-Size: $size
 Depends: libc6 (>= 2.36), libjansson4, libslirp0 (>= 4.7), libarchive13, libcurl4, libssl3, e2fsprogs
-Recommends: ca-certificates, libhttp-parser2.9
+Recommends: ca-certificates, libhttp-parser2.9, libmicrohttpd12
 Section: admin
 Priority: optional
 Description: run OCI images in lightweight Linux microVMs

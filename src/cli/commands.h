@@ -23,5 +23,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_secret(int argc, char **argv);
 int cmd_audit(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

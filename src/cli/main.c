@@ -40,6 +40,7 @@ static const struct command {
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 	{ "fence", cmd_fence, "run a host command in a PID namespace, the checkout read-only" },
+	{ "serve", cmd_serve, "serve the manager API on a Unix socket" },
 	{ "doctor", cmd_doctor, "check this host for what Gantry needs" },
 	{ "version", cmd_version, "print the version" },
 	{ SUPERVISOR_ROLE, supervisor_main, NULL },	  /* hidden: a sandbox's supervisor */

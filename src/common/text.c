@@ -96,6 +96,37 @@ char *text_sanitize_utf8(char *s)
 	return s;
 }
 
+char *text_utf8_replaced(const void *buf, size_t len, size_t *out_len)
+{
+	/* Read from a NUL-terminated copy, so a sequence cut at the end stops
+	 * at that NUL (no continuation byte). */
+	char *in = malloc(len + 1), *out = malloc(len * 3 + 1);
+	size_t i = 0, o = 0;
+
+	if (in == NULL || out == NULL)
+		abort();
+	memcpy(in, buf, len);
+	in[len] = '\0';
+	while (i < len) {
+		uint32_t cp;
+		size_t n = utf8_len((const unsigned char *)in + i, &cp);
+
+		if (n == 0) {
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		} else {
+			memcpy(out + o, in + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	out[o] = '\0';
+	free(in);
+	*out_len = o;
+	return out;
+}
+
 char *text_sanitized(const void *buf, size_t len, size_t max)
 {
 	char *s = malloc(len + 1);

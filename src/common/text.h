@@ -16,6 +16,10 @@ char *text_sanitize_lines(char *s, size_t max);
  * stay. For text that is stored rather than shown, such as an image's
  * /etc/passwd kept as a JSON string (jansson takes valid UTF-8 only). */
 char *text_sanitize_utf8(char *s);
+/* A copy of len bytes of buf with each byte that is not valid UTF-8 made
+ * U+FFFD (NULs and controls stay): output kept as a JSON string. *out_len
+ * gets its length; it is NUL-terminated too. */
+char *text_utf8_replaced(const void *buf, size_t len, size_t *out_len);
 /* A sanitised copy of the first len bytes of buf (NULs become '?'). */
 char *text_sanitized(const void *buf, size_t len, size_t max);
 

@@ -1,0 +1,119 @@
+/* The manager API's insides: the server's state shared by its connection
+ * threads (server.c), the operations and their events (ops.c), the routes
+ * (v1.c, exec.c). */
+#ifndef GANTRY_API_API_PRIV_H
+#define GANTRY_API_API_PRIV_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "image/digest.h"
+
+enum api_op_state { API_OP_RUNNING, API_OP_SUCCEEDED, API_OP_FAILED };
+
+/* A lifecycle call as /v1/operations/{id} shows it. */
+struct api_op {
+	bool used;
+	char id[33];
+	const char *kind; /* create, start, stop, delete */
+	char *sandbox;
+	enum api_op_state state;
+	char *error;
+	char *created, *updated;
+	char key[API_KEY_MAX + 1]; /* its Idempotency-Key, or "" */
+	char fingerprint[DIGEST_STR_MAX];
+	uint64_t seq; /* the order they came in */
+};
+
+/* One /v1/events reader: the frames not yet sent, in a ring. */
+struct api_sub {
+	bool used, dropped;
+	char *frames[API_SUBSCRIBER_QUEUE];
+	size_t head, len;
+	size_t off; /* of the head frame, sent already */
+};
+
+struct api_server {
+	const struct api_backend *b;
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* an event, or the end */
+	struct api_op ops[API_OPERATIONS_MAX];
+	uint64_t op_seq, event_id;
+	unsigned lifecycle, execs; /* in flight */
+	struct api_sub subs[API_SUBSCRIBERS_MAX];
+	unsigned keepalive_ms;
+	bool stopping;
+	/* Fired when the server ends: in-flight calls end with it. */
+	struct gantry_cancel cancel;
+};
+
+/* An answer to a request: status, a body (JSON, or bytes with a type),
+ * a header or two, or a stream of events. */
+struct api_reply {
+	unsigned status;
+	json_t *json;
+	const void *bytes;
+	size_t len;
+	const char *type;
+	const char *allow;   /* 405's Allow */
+	struct api_sub *sse; /* /v1/events: a subscriber, streamed */
+};
+
+struct api_request {
+	const char *method, *path;
+	const char *key; /* Idempotency-Key, or NULL */
+	const char *body;
+	size_t len;
+};
+
+/* Answers: {"error": one line} with a status. */
+void api_reply_error(struct api_reply *r, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void api_reply_json(struct api_reply *r, unsigned status, json_t *j);
+
+/* The status of a backend's error (api.h): 400 for the caller's input,
+ * 404 for ENOENT, else other; and the reply with its message (ENOENT's
+ * without strerror's words). Read before gantry_error_str, which folds
+ * the errno into the message. */
+unsigned api_error_status(gantry_error_t err, unsigned other);
+void api_reply_failure(struct api_reply *r, gantry_error_t err, unsigned other);
+
+/* The route of req (v1.c): fills r. */
+void api_route(struct api_server *s, const struct api_request *req, struct api_reply *r);
+/* POST /v1/sandboxes/{name}/exec (exec.c). */
+void api_exec(struct api_server *s, const char *name, const char *body, size_t len,
+	      struct api_reply *r);
+/* The body as a JSON object (NULL body or "": {}), or an error reply. */
+json_t *api_body_object(const char *body, size_t len, struct api_reply *r);
+
+/* ops.c: the operations, the lifecycle's slots and the events. */
+void api_ops_init(struct api_server *s);
+void api_ops_destroy(struct api_server *s);
+/* An operation as JSON (Operation). Under s->lock. */
+json_t *api_op_json(const struct api_op *op);
+/* Begin a lifecycle call of kind on sandbox for req: a new operation,
+ * running (its id into id), or the answer already (a replay, a key reused
+ * for another request, no slot free): then false with r filled. */
+bool api_op_begin(struct api_server *s, const struct api_request *req, const char *kind,
+		  const char *sandbox, char id[33], struct api_reply *r);
+/* End it: succeeded (err NULL) or failed; r gets the answer (ok_status
+ * with the operation, or 409/400/404 with the error). */
+void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsigned ok_status,
+		struct api_reply *r);
+/* GET /v1/operations/{id}. */
+void api_op_get(struct api_server *s, const char *id, struct api_reply *r);
+/* A slot for an exec; false (503 in r) when all are taken. */
+bool api_exec_slot(struct api_server *s, bool take, struct api_reply *r);
+/* /v1/events: a subscriber (503 in r when there are too many). */
+struct api_sub *api_sub_open(struct api_server *s, struct api_reply *r);
+void api_sub_close(struct api_server *s, struct api_sub *sub);
+/* Up to cap bytes of sub's next frames into buf, waiting up to the
+ * keepalive for one (then a keepalive comment); 0 at the server's end or
+ * once the subscriber fell behind. */
+size_t api_sub_read(struct api_server *s, struct api_sub *sub, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,252 @@
+/* api-stub-server SOCKET: the manager API's server (src/api/) over a stub
+ * backend that keeps sandboxes in memory and runs no VM, for the contract
+ * tests (tests/e2e/test_api.py): every status and limit of /v1 without
+ * KVM. It prints "ready" once listening and serves until SIGTERM or
+ * SIGINT. GANTRY_API_KEEPALIVE_MS sets the events' keepalive.
+ *
+ * Create: "image": "slow" takes 2 s, "fail" fails. Exec: echo ARGS, cat
+ * (stdin), pwd (cwd), exit N, sleep S, yes N (N bytes), kill SIG; any
+ * other command is not found (127). */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "common/util.h"
+
+#define STUB_MAX 64
+
+struct stub_sandbox {
+	bool used;
+	char name[65];
+	char image[256];
+	bool running;
+};
+
+static struct stub_sandbox boxes[STUB_MAX];
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct stub_sandbox *find(const char *name)
+{
+	for (size_t i = 0; i < STUB_MAX; i++)
+		if (boxes[i].used && strcmp(boxes[i].name, name) == 0)
+			return &boxes[i];
+	return NULL;
+}
+
+static json_t *box_json(const struct stub_sandbox *b)
+{
+	return json_pack("{s:s,s:s,s:I,s:s,s:n,s:i,s:i,s:i,s:b,s:b,s:[],s:[],s:[],s:s,s:n}", "name",
+			 b->name, "state", b->running ? "running" : "stopped", "pid",
+			 (json_int_t)(b->running ? getpid() : 0), "image", b->image, "imageDigest",
+			 "cpus", 1, "memoryMiB", 512, "diskSizeMiB", 512, "writable", 1, "net", 1,
+			 "ports", "shares", "secrets", "created", "2026-01-01T00:00:00Z", "reason");
+}
+
+static int list(json_t **out, gantry_error_t *err)
+{
+	struct stub_sandbox *sorted[STUB_MAX];
+	size_t n = 0;
+
+	(void)err;
+	pthread_mutex_lock(&lock);
+	for (size_t i = 0; i < STUB_MAX; i++)
+		if (boxes[i].used)
+			sorted[n++] = &boxes[i];
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && strcmp(sorted[j - 1]->name, sorted[j]->name) > 0; j--) {
+			struct stub_sandbox *t = sorted[j];
+
+			sorted[j] = sorted[j - 1];
+			sorted[j - 1] = t;
+		}
+	*out = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(*out, box_json(sorted[i]));
+	pthread_mutex_unlock(&lock);
+	return 0;
+}
+
+static int get(const char *name, json_t **out, gantry_error_t *err)
+{
+	struct stub_sandbox *b;
+	int ret = 0;
+
+	pthread_mutex_lock(&lock);
+	b = find(name);
+	if (b)
+		*out = box_json(b);
+	else
+		ret = gantry_error(err, ENOENT, "no sandbox `%s`", name);
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+static int create(json_t *req, const struct gantry_cancel *cancel, gantry_error_t *err)
+{
+	const char *name = json_string_value(json_object_get(req, "name"));
+	const char *image = json_string_value(json_object_get(req, "image"));
+	struct stub_sandbox *b = NULL;
+
+	if (image && strcmp(image, "slow") == 0) {
+		for (int i = 0; i < 20 && !cancel_fired(cancel); i++)
+			usleep(100000);
+		if (cancel_check(cancel, err) < 0)
+			return -1;
+	}
+	if (image && strcmp(image, "fail") == 0)
+		return gantry_error(err, 0, "image `fail`: the stub fails it");
+	pthread_mutex_lock(&lock);
+	if (find(name)) {
+		pthread_mutex_unlock(&lock);
+		return gantry_error(err, EEXIST, "sandbox name `%s` is taken", name);
+	}
+	for (size_t i = 0; i < STUB_MAX && b == NULL; i++)
+		if (!boxes[i].used)
+			b = &boxes[i];
+	if (b) {
+		*b = (struct stub_sandbox){ .used = true, .running = true };
+		snprintf(b->name, sizeof(b->name), "%s", name);
+		snprintf(b->image, sizeof(b->image), "%s", image ? image : "(built-in)");
+	}
+	pthread_mutex_unlock(&lock);
+	return b ? 0 : gantry_error(err, 0, "the stub holds %d sandboxes at most", STUB_MAX);
+}
+
+static int set_running(const char *name, bool running, gantry_error_t *err)
+{
+	struct stub_sandbox *b;
+	int ret = 0;
+
+	pthread_mutex_lock(&lock);
+	b = find(name);
+	if (b)
+		b->running = running;
+	else
+		ret = gantry_error(err, ENOENT, "no sandbox `%s`", name);
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+static int start(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err)
+{
+	(void)cancel;
+	return set_running(name, true, err);
+}
+
+static int stop(const char *name, gantry_error_t *err)
+{
+	return set_running(name, false, err);
+}
+
+static int remove_(const char *name, gantry_error_t *err)
+{
+	struct stub_sandbox *b;
+	int ret = 0;
+
+	pthread_mutex_lock(&lock);
+	b = find(name);
+	if (b)
+		*b = (struct stub_sandbox){ 0 };
+	else
+		ret = gantry_error(err, ENOENT, "no sandbox `%s`", name);
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+static int exec(const char *name, const struct api_exec *x, int in, int out,
+		const struct gantry_cancel *cancel, struct api_exec_result *res,
+		gantry_error_t *err)
+{
+	const char *cmd = x->argv[0], *arg = x->argc > 1 ? x->argv[1] : "0";
+	struct stub_sandbox *b;
+	bool running;
+	char buf[65536];
+	ssize_t n;
+
+	pthread_mutex_lock(&lock);
+	b = find(name);
+	running = b && b->running;
+	pthread_mutex_unlock(&lock);
+	if (!running)
+		return gantry_error(err, 0, "sandbox `%s` is not running", name);
+	*res = (struct api_exec_result){ 0 };
+	if (strcmp(cmd, "echo") == 0) {
+		for (size_t i = 1; i < x->argc; i++)
+			dprintf(out, "%s%s", i > 1 ? " " : "", x->argv[i]);
+		dprintf(out, "\n");
+	} else if (strcmp(cmd, "cat") == 0) {
+		while ((n = read(in, buf, sizeof(buf))) > 0)
+			if (write_full(out, buf, (size_t)n) < 0)
+				break;
+	} else if (strcmp(cmd, "pwd") == 0) {
+		dprintf(out, "%s\n", x->cwd ? x->cwd : "/");
+	} else if (strcmp(cmd, "exit") == 0) {
+		res->exit_code = atoi(arg);
+	} else if (strcmp(cmd, "sleep") == 0) {
+		for (double t = atof(arg); t > 0 && !cancel_fired(cancel); t -= 0.05)
+			usleep(50000);
+		if (cancel_check(cancel, err) < 0)
+			return -1;
+	} else if (strcmp(cmd, "yes") == 0) {
+		memset(buf, 'y', sizeof(buf));
+		for (size_t i = 1; i < sizeof(buf); i += 2)
+			buf[i] = '\n';
+		for (long left = atol(arg); left > 0 && !cancel_fired(cancel);
+		     left -= (long)sizeof(buf))
+			if (write_full(out, buf, (size_t)MIN(left, (long)sizeof(buf))) < 0)
+				break;
+		if (cancel_check(cancel, err) < 0)
+			return -1;
+	} else if (strcmp(cmd, "kill") == 0) {
+		res->signal = atoi(arg);
+		res->exit_code = 128 + res->signal;
+	} else {
+		dprintf(out, "stub: %s: not found\n", cmd);
+		res->exit_code = 127;
+	}
+	return 0;
+}
+
+static const struct api_backend stub = {
+	.list = list,
+	.get = get,
+	.create = create,
+	.start = start,
+	.stop = stop,
+	.remove = remove_,
+	.exec = exec,
+};
+
+int main(int argc, char **argv)
+{
+	const char *ka = getenv("GANTRY_API_KEEPALIVE_MS");
+	struct api_serve_opts o = { .ready_line = "ready" };
+	gantry_error_t err = NULL;
+	sigset_t set;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: api-stub-server SOCKET\n");
+		return 2;
+	}
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	/* Blocked on every thread; the server's stop is their signalfd. */
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	o.socket = argv[1];
+	o.stop_fd = signalfd(-1, &set, SFD_CLOEXEC);
+	o.keepalive_ms = ka ? (unsigned)atoi(ka) : 0;
+	if (api_serve(&o, &stub, &err) < 0) {
+		gantry_error_print(&err);
+		return 1;
+	}
+	return 0;
+}
