@@ -100,6 +100,10 @@ json_t *api_op_json(const struct api_op *op);
  * for another request, no slot free): then false with r filled. */
 bool api_op_begin(struct api_server *s, const struct api_request *req, const char *kind,
 		  const char *sandbox, char id[33], struct api_reply *r);
+/* The answer to a request whose Idempotency-Key was seen already (before
+ * anything else is checked: a replay of a delete finds no sandbox, and
+ * answers as the delete did): true with r filled. */
+bool api_op_replayed(struct api_server *s, const struct api_request *req, struct api_reply *r);
 /* End it: succeeded (err NULL) or failed; r gets the answer (ok_status
  * with the operation, or 409/400/404 with the error). */
 void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsigned ok_status,

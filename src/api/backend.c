@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "api/api.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
 #include "secret/spec.h"
@@ -42,30 +43,40 @@ const char *api_field_of(const char *option)
 	return NULL;
 }
 
+/* s as a JSON string, what is not UTF-8 in it made '?' (an image's
+ * name, a crash's reason: not ours to trust). */
+static json_t *jstr(const char *s)
+{
+	cleanup_free char *t = text_sanitize_utf8(xstrdup(s));
+
+	return json_string(t);
+}
+
 static json_t *strings(char *const *v, size_t n, bool names)
 {
 	json_t *a = json_array();
 
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(a, names ? json_stringn(v[i], secret_spec_name_len(v[i]))
-					       : json_string(v[i]));
+					       : jstr(v[i]));
 	return a;
 }
 
 static json_t *opt_string(const char *s)
 {
-	return s ? json_string(s) : json_null();
+	return s ? jstr(s) : json_null();
 }
 
 static json_t *sandbox_json(const struct sandbox *sb)
 {
-	return json_pack("{s:s,s:s,s:I,s:s,s:o,s:I,s:I,s:I,s:b,s:b,s:o,s:o,s:o,s:o,s:o}", "name",
+	return json_pack("{s:s,s:s,s:I,s:o,s:o,s:I,s:I,s:I,s:b,s:b,s:o,s:o,s:o,s:o,s:o}", "name",
 			 sb->name, "state", sandbox_state_name(sb->state), "pid",
 			 (json_int_t)(sb->state == SANDBOX_RUNNING ? sb->pid : 0), "image",
-			 sb->image ? sb->image : "", "imageDigest", opt_string(sb->image_digest),
-			 "cpus", (json_int_t)sb->cpus, "memoryMiB", (json_int_t)sb->mem_mib,
-			 "diskSizeMiB", (json_int_t)sb->disk_mib, "writable", sb->writable, "net",
-			 sb->net, "ports", strings(sb->ports, sb->nr_ports, false), "shares",
+			 jstr(sb->image ? sb->image : ""), "imageDigest",
+			 opt_string(sb->image_digest), "cpus", (json_int_t)sb->cpus, "memoryMiB",
+			 (json_int_t)sb->mem_mib, "diskSizeMiB", (json_int_t)sb->disk_mib,
+			 "writable", sb->writable, "net", sb->net, "ports",
+			 strings(sb->ports, sb->nr_ports, false), "shares",
 			 strings(sb->shares, sb->nr_shares, false), "secrets",
 			 strings(sb->secrets, sb->nr_secrets, true), "created",
 			 opt_string(sb->created), "reason", opt_string(sb->reason));
@@ -229,17 +240,12 @@ static int exec(const char *name, const struct api_exec *x, int in, int out,
 		return gantry_error_as_usage(err);
 	if (sandbox_exec(name, &po, &io, cancel, &ar, err) < 0)
 		return -1;
-	if (ar.error) {
-		/* As a shell says it: 127 for a command not found, else 126. */
-		dprintf(out, "gantry: %s\n", ar.message ? ar.message : "the command did not start");
-		res->exit_code = ar.code == ENOENT ? 127 : 126;
-		res->signal = 0;
-		free(ar.message);
-		return 0;
-	}
+	if (ar.error) /* never ran: what a shell says, on its output */
+		dprintf(out, "gantry: %s\n", ar.message ? ar.message : "cannot run");
+	/* The CLI's rule: 128+N for signal N; 126, 127 when it cannot run. */
+	res->exit_code = agent_result_status(&ar);
 	res->signal = ar.signaled ? ar.code : 0;
-	res->exit_code = ar.signaled ? 128 + ar.code : ar.code;
-	free(ar.message);
+	agent_result_free(&ar);
 	return 0;
 }
 

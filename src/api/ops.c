@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "api/api_priv.h"
+#include "common/text.h"
 #include "common/util.h"
 
 static char *now_rfc3339(void)
@@ -233,6 +234,34 @@ static void op_reply(const struct api_op *op, unsigned ok_status, struct api_rep
 	api_reply_json(r, op->state == API_OP_RUNNING ? 202 : ok_status, api_op_json(op));
 }
 
+/* The answer to a key already seen, under s->lock: true with r filled. */
+static bool replay(struct api_server *s, const char *key, const char *fp, struct api_reply *r)
+{
+	struct api_op *op = op_by_key(s, key);
+
+	if (op == NULL)
+		return false;
+	if (strcmp(op->fingerprint, fp) != 0)
+		api_reply_error(r, 409, "Idempotency-Key `%s` was used for another request", key);
+	else
+		op_reply(op, 200, r);
+	return true;
+}
+
+bool api_op_replayed(struct api_server *s, const struct api_request *req, struct api_reply *r)
+{
+	char fp[DIGEST_STR_MAX];
+	bool done;
+
+	if (req->key == NULL)
+		return false;
+	fingerprint(req, fp);
+	pthread_mutex_lock(&s->lock);
+	done = replay(s, req->key, fp, r);
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
 bool api_op_begin(struct api_server *s, const struct api_request *req, const char *kind,
 		  const char *sandbox, char id[33], struct api_reply *r)
 {
@@ -243,12 +272,7 @@ bool api_op_begin(struct api_server *s, const struct api_request *req, const cha
 	if (req->key)
 		fingerprint(req, fp);
 	pthread_mutex_lock(&s->lock);
-	if (req->key && (op = op_by_key(s, req->key)) != NULL) {
-		if (strcmp(op->fingerprint, fp) != 0)
-			api_reply_error(r, 409, "Idempotency-Key `%s` was used for another request",
-					req->key);
-		else
-			op_reply(op, 200, r);
+	if (req->key && replay(s, req->key, fp, r)) {
 		pthread_mutex_unlock(&s->lock);
 		return false;
 	}
@@ -291,7 +315,8 @@ void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsig
 	op->updated = now_rfc3339();
 	op->state = err ? API_OP_FAILED : API_OP_SUCCEEDED;
 	if (err)
-		op->error = xstrdup(status == 404 ? (*err)->msg : gantry_error_str(*err));
+		op->error = text_sanitize_utf8(
+			xstrdup(status == 404 ? (*err)->msg : gantry_error_str(*err)));
 	publish(s, op);
 	if (status == 400 || status == 404)
 		api_reply_error(r, status, "%s", op->error);

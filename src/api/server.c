@@ -103,8 +103,13 @@ static enum MHD_Result send_reply(struct api_server *s, struct MHD_Connection *c
 		resp = sym_MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, held,
 							     sse_free);
 		sym_MHD_add_response_header(resp, "Cache-Control", "no-store");
-	} else if (r->json) {
-		text = json_dumps(r->json, JSON_COMPACT);
+	} else if (r->json || r->bytes == NULL) {
+		text = r->json ? json_dumps(r->json, JSON_COMPACT) : NULL;
+		if (text == NULL) {
+			/* A backend's answer that JSON cannot hold. */
+			text = xstrdup("{\"error\":\"the answer could not be made\"}");
+			r->status = 500;
+		}
 		resp = sym_MHD_create_response_from_buffer(strlen(text), text,
 							   MHD_RESPMEM_MUST_FREE);
 		r->type = "application/json";

@@ -9,6 +9,7 @@
 
 #include "api/api_priv.h"
 #include "api/fields.h"
+#include "common/text.h"
 #include "common/util.h"
 #include "sandbox/state.h"
 
@@ -28,7 +29,8 @@ void api_reply_error(struct api_reply *r, unsigned status, const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		abort();
 	va_end(ap);
-	api_reply_json(r, status, json_pack("{s:s}", "error", msg));
+	/* It may quote a client's bytes, or a guest's: JSON takes UTF-8 only. */
+	api_reply_json(r, status, json_pack("{s:s}", "error", text_sanitize_utf8(msg)));
 }
 
 unsigned api_error_status(gantry_error_t err, unsigned other)
@@ -279,6 +281,9 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 			      "[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~") != strlen(req->key)))
 		return api_reply_error(
 			r, 400, "Idempotency-Key: 1 to %d printable ASCII characters", API_KEY_MAX);
+	if (req->key && (post || strcmp(req->method, "DELETE") == 0) && rt->id != R_EXEC &&
+	    api_op_replayed(s, req, r))
+		return;
 	switch (rt->id) {
 	case R_HEALTH:
 		api_reply_json(r, 200, json_pack("{s:b,s:s}", "ok", 1, "version", GANTRY_VERSION));

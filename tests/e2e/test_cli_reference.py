@@ -161,6 +161,9 @@ BAD = [
     (('version', '-bogus'), 2),
     (('doctor', 'extra'), 2),
     (('doctor', '-bogus'), 2),
+    (('serve', 'extra'), 2),
+    (('serve', '-bogus'), 2),
+    (('serve', '-keepalive', 'x'), 2),
 ]
 
 # Command lines that are right, failing in the world: 1 (exec, run: 125).
@@ -170,6 +173,7 @@ FAILED = [
     (("delete", "nosuch"), 1),
     (("inspect", "nosuch"), 1),
     (("logs", "nosuch"), 1),
+    (("serve", "-socket", "/nonexistent/dir/manager.sock"), 1),
     (("ports", "ls", "nosuch"), 1),
     (("ports", "publish", "nosuch", "80"), 1),
     (("share", "ls", "nosuch"), 1),

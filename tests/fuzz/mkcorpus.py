@@ -1058,6 +1058,46 @@ def egress_http_seeds():
     return s
 
 
+def api_seeds():
+    """fuzz_api's layout: a method byte (GET, POST, DELETE, PUT by its value
+    mod 4), the path, a newline, an optional "K:KEY" line, the body."""
+    GET, POST, DELETE, PUT = b"\x00", b"\x01", b"\x02", b"\x03"
+    s = {}
+
+    def seed(name, method, path, body=b"", key=None):
+        s[name] = method + path + b"\n" + (b"K:" + key + b"\n" if key else b"") + body
+
+    seed("health", GET, b"/v1/health")
+    seed("openapi", GET, b"/v1/openapi.yaml")
+    seed("list", GET, b"/v1/sandboxes")
+    seed("get", GET, b"/v1/sandboxes/box")
+    seed("get-missing", GET, b"/v1/sandboxes/xbox")
+    seed("create", POST, b"/v1/sandboxes",
+         b'{"name":"box","cpus":2,"memoryMiB":512,"writable":false,"publish":["8080:80"],'
+         b'"env":["A=b"],"secretNames":["TOKEN"]}', b"k1")
+    seed("create-unknown", POST, b"/v1/sandboxes", b'{"name":"box","cpuz":2}')
+    seed("create-type", POST, b"/v1/sandboxes", b'{"name":7}')
+    seed("create-range", POST, b"/v1/sandboxes", b'{"name":"a","cpus":999}')
+    seed("create-dup", POST, b"/v1/sandboxes", b'{"name":"a","name":"b"}')
+    seed("create-refused", POST, b"/v1/sandboxes", b'{"name":"a","image":"x"}', b"k2")
+    seed("start", POST, b"/v1/sandboxes/box/start", b"{}", b"k3")
+    seed("start-fails", POST, b"/v1/sandboxes/fbox/start", b"", b"k4")
+    seed("stop-body", POST, b"/v1/sandboxes/box/stop", b'{"now":true}')
+    seed("delete", DELETE, b"/v1/sandboxes/box", b"", b"k5")
+    seed("exec", POST, b"/v1/sandboxes/box/exec",
+         b'{"argv":["sh","-c","true"],"cwd":"/tmp","env":["A=1"],"stdin":"in\\u0000",'
+         b'"timeoutSeconds":5,"maxOutputBytes":4}')
+    seed("exec-empty", POST, b"/v1/sandboxes/box/exec", b'{"argv":[]}')
+    seed("exec-limit", POST, b"/v1/sandboxes/box/exec", b'{"argv":["x"],"maxOutputBytes":1}')
+    seed("operation", GET, b"/v1/operations/00112233445566778899aabbccddeeff")
+    seed("events", GET, b"/v1/events")
+    seed("method", PUT, b"/v1/health")
+    seed("bad-key", POST, b"/v1/sandboxes/box/stop", b"", b"a b")
+    seed("bad-name", GET, b"/v1/sandboxes/..")
+    seed("not-json", POST, b"/v1/sandboxes", b"{name")
+    return s
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -1069,7 +1109,8 @@ def main():
                         ("net_judge", net_judge_seeds()), ("fuse", fuse_seeds()),
                         ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
                         ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds()),
-                        ("tls_hello", tls_hello_seeds()), ("egress_http", egress_http_seeds())):
+                        ("tls_hello", tls_hello_seeds()), ("egress_http", egress_http_seeds()),
+                        ("api", api_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
