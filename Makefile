@@ -10,7 +10,7 @@ PYTEST      = /usr/bin/python3 -m pytest -q -rs
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-share bench-share-workloads clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads clean
 
 all: build
 
@@ -81,7 +81,7 @@ check: layers unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-share bench-share-workloads
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads
 
 bench-boot: build kernel
 	bench/boot/run
@@ -95,6 +95,8 @@ bench-net: build kernel
 	bench/net/run
 bench-egress: build
 	bench/egress/run
+bench-api: assets
+	bench/api/run
 bench-share: build kernel
 	bench/share/run
 bench-share-workloads: assets

@@ -6,7 +6,7 @@ set -eu
 
 PKGS="
 meson ninja-build gcc make pkg-config clang libclang-rt-14-dev
-libcmocka-dev python3 python3-pytest
+libcmocka-dev python3 python3-pytest python3-jsonschema python3-yaml
 linux-source bc flex bison libelf-dev libssl-dev xz-utils
 qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
 erofs-utils e2fsprogs crun
