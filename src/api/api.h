@@ -16,12 +16,12 @@
 #include "common/error.h"
 
 #define API_BODY_MAX	     (1u << 20) /* a request's body */
-#define API_CONNECTIONS_MAX  64
-#define API_LIFECYCLE_MAX    8	  /* create, start, stop, delete at once */
-#define API_EXECS_MAX	     32	  /* execs at once */
-#define API_OPERATIONS_MAX   1024 /* remembered; the oldest finished go first */
-#define API_SUBSCRIBERS_MAX  64	  /* of /v1/events */
-#define API_SUBSCRIBER_QUEUE 32	  /* events held for a slow one; past that it is dropped */
+#define API_CONNECTIONS_MAX  128	/* room for API_SUBSCRIBERS_MAX streams and the rest */
+#define API_LIFECYCLE_MAX    8		/* create, start, stop, delete at once */
+#define API_EXECS_MAX	     32		/* execs at once */
+#define API_OPERATIONS_MAX   1024	/* remembered; the oldest finished go first */
+#define API_SUBSCRIBERS_MAX  64		/* of /v1/events */
+#define API_SUBSCRIBER_QUEUE 32		/* events held for a slow one; past that it is dropped */
 #define API_KEEPALIVE_MS     15000
 #define API_KEY_MAX	     128 /* an Idempotency-Key */
 #define API_ARGV_MAX	     256

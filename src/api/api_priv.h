@@ -23,6 +23,7 @@ struct api_op {
 	char *sandbox;
 	enum api_op_state state;
 	char *error;
+	unsigned status; /* a failed one's answer: 400, 404 or 409 */
 	char *created, *updated;
 	char key[API_KEY_MAX + 1]; /* its Idempotency-Key, or "" */
 	char fingerprint[DIGEST_STR_MAX];

@@ -227,7 +227,7 @@ static void fingerprint(const struct api_request *req, char out[DIGEST_STR_MAX])
 static void op_reply(const struct api_op *op, unsigned ok_status, struct api_reply *r)
 {
 	if (op->state == API_OP_FAILED) {
-		api_reply_error(r, 409, "%s", op->error ? op->error : "failed");
+		api_reply_error(r, op->status, "%s", op->error ? op->error : "failed");
 		json_object_set_new(r->json, "operationId", json_string(op->id));
 		return;
 	}
@@ -311,19 +311,20 @@ void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsig
 	pthread_mutex_lock(&s->lock);
 	s->lifecycle--;
 	op = op_find(s, id);
+	/* A create's missing file (an image, a share, a policy) is its input's
+	 * fault; 404 is for the sandbox a route names. */
+	if (status == 404 && strcmp(op->kind, "create") == 0)
+		status = 400;
 	free(op->updated);
 	op->updated = now_rfc3339();
 	op->state = err ? API_OP_FAILED : API_OP_SUCCEEDED;
-	if (err)
+	if (err) {
 		op->error = text_sanitize_utf8(
 			xstrdup(status == 404 ? (*err)->msg : gantry_error_str(*err)));
+		op->status = status; /* a replay answers as this did */
+	}
 	publish(s, op);
-	if (status == 400 || status == 404)
-		api_reply_error(r, status, "%s", op->error);
-	else
-		op_reply(op, ok_status, r);
-	if (err && r->status != 409)
-		json_object_set_new(r->json, "operationId", json_string(op->id));
+	op_reply(op, ok_status, r);
 	pthread_mutex_unlock(&s->lock);
 }
 

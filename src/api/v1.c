@@ -124,8 +124,9 @@ static bool known(struct api_server *s, const char *name, struct api_reply *r)
 	gantry_error_t err = NULL;
 	json_t *sb = NULL;
 
+	/* A name no sandbox can have names none. */
 	if (!sandbox_name_valid(name)) {
-		api_reply_error(r, 400, "`%.64s` is not a sandbox name", name);
+		api_reply_error(r, 404, "no sandbox `%.64s`", name);
 		return false;
 	}
 	if (s->b->get(name, &sb, &err) < 0) {
@@ -140,13 +141,18 @@ static bool known(struct api_server *s, const char *name, struct api_reply *r)
 static void create(struct api_server *s, const struct api_request *req, struct api_reply *r)
 {
 	json_t *body = api_body_object(req->body, req->len, r);
-	const char *name;
+	const char *name, *iso;
 
 	if (body == NULL)
 		return;
 	if (api_fields_check(body, create_fields, r)) {
 		name = json_string_value(json_object_get(body, "name"));
-		if (!sandbox_name_valid(name))
+		iso = json_string_value(json_object_get(body, "processIsolation"));
+		if (iso && strcmp(iso, "auto") != 0 && strcmp(iso, "required") != 0 &&
+		    strcmp(iso, "off") != 0)
+			api_reply_error(r, 400,
+					"field `processIsolation` must be auto, required or off");
+		else if (!sandbox_name_valid(name))
 			api_reply_error(r, 400,
 					"name `%.64s` is not a sandbox name: 1 to 64 of "
 					"A-Z a-z 0-9 . _ - (not . or .., not starting with -)",
@@ -163,7 +169,7 @@ static void get(struct api_server *s, const char *name, struct api_reply *r)
 	json_t *sb = NULL;
 
 	if (!sandbox_name_valid(name))
-		return api_reply_error(r, 400, "`%.64s` is not a sandbox name", name);
+		return api_reply_error(r, 404, "no sandbox `%.64s`", name);
 	if (s->b->get(name, &sb, &err) < 0) {
 		api_reply_failure(r, err, 500);
 		gantry_error_free(&err);
