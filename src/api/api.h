@@ -77,12 +77,28 @@ struct api_serve_opts {
 	const char *ready_line;
 	/* Between two keepalive comments of /v1/events; 0: API_KEEPALIVE_MS. */
 	unsigned keepalive_ms;
+	/* A TCP listener too (HOST:PORT), or NULL: a loopback address unless
+	 * listen_remote; its requests must carry token (32 characters or
+	 * more) as `Authorization: Bearer` or `X-API-Key`. */
+	const char *listen;
+	bool listen_remote;
+	const char *token;
 };
 
 /* Serve until stop_fd turns readable; in-flight lifecycle calls are then
  * cancelled, and execs hung up. One server per socket: a second one on
  * the same path fails, naming the socket. */
 int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantry_error_t *err);
+
+/* -listen's HOST:PORT (HOST an IPv4 address, localhost or empty: the
+ * loopback), a loopback address unless remote; a usage error else. */
+struct sockaddr_in;
+int api_listen_parse(const char *spec, bool remote, struct sockaddr_in *sa, gantry_error_t *err);
+
+/* The token of the server's TCP listener: DIR/manager.token, 64 hex
+ * digits made on first use (mode 0600); one that is not a regular file
+ * of ours, 0600, is refused. */
+int api_token(const char *dir, char **out, gantry_error_t *err);
 
 /* The lifecycle's backend (src/api/backend.c). */
 extern const struct api_backend api_lifecycle_backend;

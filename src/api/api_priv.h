@@ -13,6 +13,14 @@
 #include "api/api.h"
 #include "image/digest.h"
 
+/* A body streamed as it comes (the events, a process's output): read
+ * gives up to max bytes, waiting for some; 0 ends the stream. done is
+ * called once, when the answer ends or the client went away. */
+struct api_stream {
+	size_t (*read)(struct api_stream *st, char *buf, size_t max);
+	void (*done)(struct api_stream *st);
+};
+
 enum api_op_state { API_OP_RUNNING, API_OP_SUCCEEDED, API_OP_FAILED };
 
 /* A lifecycle call as /v1/operations/{id} shows it. */
@@ -32,6 +40,8 @@ struct api_op {
 
 /* One /v1/events reader: the frames not yet sent, in a ring. */
 struct api_sub {
+	struct api_stream stream; /* first: the reply's stream is this */
+	struct api_server *s;
 	bool used, dropped;
 	char *frames[API_SUBSCRIBER_QUEUE];
 	size_t head, len;
@@ -60,8 +70,8 @@ struct api_reply {
 	const void *bytes;
 	size_t len;
 	const char *type;
-	const char *allow;   /* 405's Allow */
-	struct api_sub *sse; /* /v1/events: a subscriber, streamed */
+	const char *allow;	   /* 405's Allow */
+	struct api_stream *stream; /* a streamed body, or NULL */
 };
 
 struct api_request {
@@ -69,6 +79,10 @@ struct api_request {
 	const char *key; /* Idempotency-Key, or NULL */
 	const char *body;
 	size_t len;
+	/* A header's value, or a query argument's (query true); NULL when
+	 * there is none. */
+	const char *(*lookup)(const struct api_request *req, bool query, const char *name);
+	void *conn;
 };
 
 /* Answers: {"error": one line} with a status. */
@@ -113,12 +127,10 @@ void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsig
 void api_op_get(struct api_server *s, const char *id, struct api_reply *r);
 /* A slot for an exec; false (503 in r) when all are taken. */
 bool api_exec_slot(struct api_server *s, bool take, struct api_reply *r);
-/* /v1/events: a subscriber (503 in r when there are too many). */
-struct api_sub *api_sub_open(struct api_server *s, struct api_reply *r);
-void api_sub_close(struct api_server *s, struct api_sub *sub);
-/* Up to cap bytes of sub's next frames into buf, waiting up to the
- * keepalive for one (then a keepalive comment); 0 at the server's end or
- * once the subscriber fell behind. */
-size_t api_sub_read(struct api_server *s, struct api_sub *sub, char *buf, size_t cap);
+/* /v1/events: a subscriber, as a stream for r (503 in r when there are
+ * too many). Its reads give the next frames, waiting up to the keepalive
+ * for one (then a keepalive comment); 0 at the server's end or once the
+ * subscriber fell behind. */
+void api_events(struct api_server *s, struct api_reply *r);
 
 #endif

@@ -103,7 +103,10 @@ static void publish(struct api_server *s, const struct api_op *op)
 	pthread_cond_broadcast(&s->wake);
 }
 
-struct api_sub *api_sub_open(struct api_server *s, struct api_reply *r)
+static size_t sub_read(struct api_stream *st, char *buf, size_t cap);
+static void sub_done(struct api_stream *st);
+
+void api_events(struct api_server *s, struct api_reply *r)
 {
 	struct api_sub *sub = NULL;
 
@@ -112,25 +115,34 @@ struct api_sub *api_sub_open(struct api_server *s, struct api_reply *r)
 		if (!s->subs[i].used)
 			sub = &s->subs[i];
 	if (sub) {
-		*sub = (struct api_sub){ .used = true, .len = 1 };
+		*sub = (struct api_sub){
+			.stream = { sub_read, sub_done }, .s = s, .used = true, .len = 1
+		};
 		sub->frames[0] = xstrdup(": connected\n\n");
 	}
 	pthread_mutex_unlock(&s->lock);
 	if (sub == NULL)
-		api_reply_error(r, 503, "%d event readers already: try again later",
-				API_SUBSCRIBERS_MAX);
-	return sub;
+		return api_reply_error(r, 503, "%d event readers already: try again later",
+				       API_SUBSCRIBERS_MAX);
+	r->status = 200;
+	r->type = "text/event-stream";
+	r->stream = &sub->stream;
 }
 
-void api_sub_close(struct api_server *s, struct api_sub *sub)
+static void sub_done(struct api_stream *st)
 {
+	struct api_sub *sub = (struct api_sub *)st;
+	struct api_server *s = sub->s;
+
 	pthread_mutex_lock(&s->lock);
 	sub_clear(sub);
 	pthread_mutex_unlock(&s->lock);
 }
 
-size_t api_sub_read(struct api_server *s, struct api_sub *sub, char *buf, size_t cap)
+static size_t sub_read(struct api_stream *st, char *buf, size_t cap)
 {
+	struct api_sub *sub = (struct api_sub *)st;
+	struct api_server *s = sub->s;
 	static const char keepalive[] = ": keepalive\n\n";
 	struct timespec until;
 	size_t n = 0;

@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <strings.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,12 +42,49 @@ MHD_SYMS(LAZY_DEFINE)
 static const struct lazy_sym mhd_syms[] = { MHD_SYMS(LAZY_ENTRY) };
 static struct lazy_lib mhd_lib = LAZY_LIB("libmicrohttpd.so.12", "libmicrohttpd12", mhd_syms);
 
+/* One listening socket: the Unix one (peers of our UID only) or a TCP
+ * one (requests carry the token). */
+struct listener {
+	struct api_server *s;
+	bool tcp;
+	const char *token;
+};
+
 /* A request's state across the handler's calls. */
 struct conn_req {
 	char *body;
 	size_t len;
 	bool too_big;
 };
+
+/* a and b alike, in a time that does not say where they differ. */
+static bool same_secret(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b);
+	unsigned char d = n != m;
+
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i % (m ? m : 1)]);
+	return d == 0;
+}
+
+/* A TCP request carries the token: `Authorization: Bearer TOKEN`, or
+ * `X-API-Key: TOKEN` as the E2B SDK sends its key. */
+static bool token_ok(const struct listener *l, struct MHD_Connection *c)
+{
+	const char *v = sym_MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+
+	if (v && strncasecmp(v, "Bearer ", 7) == 0 && same_secret(v + 7, l->token))
+		return true;
+	v = sym_MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
+	return v && same_secret(v, l->token);
+}
+
+static const char *lookup(const struct api_request *req, bool query, const char *name)
+{
+	return sym_MHD_lookup_connection_value(
+		req->conn, query ? MHD_GET_ARGUMENT_KIND : MHD_HEADER_KIND, name);
+}
 
 static bool peer_ok(struct MHD_Connection *c)
 {
@@ -58,51 +99,45 @@ static bool peer_ok(struct MHD_Connection *c)
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
+	const struct listener *l = cls;
 	const union MHD_ConnectionInfo *ci;
 
-	(void)cls;
 	(void)socket_context;
-	if (code != MHD_CONNECTION_NOTIFY_STARTED)
+	if (code != MHD_CONNECTION_NOTIFY_STARTED || l->tcp)
 		return;
 	ci = sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci && !ctl_peer_ok(ci->connect_fd))
 		shutdown(ci->connect_fd, SHUT_RDWR);
 }
 
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct api_reply *r = cls;
-	struct api_server *s = (struct api_server *)r->bytes;
+	struct api_stream *st = cls;
 	size_t n;
 
 	(void)pos;
-	n = api_sub_read(s, r->sse, buf, max);
+	n = st->read(st, buf, max);
 	return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
 }
 
-static void sse_free(void *cls)
+static void stream_done(void *cls)
 {
-	struct api_reply *r = cls;
+	struct api_stream *st = cls;
 
-	api_sub_close((struct api_server *)r->bytes, r->sse);
-	free(r);
+	st->done(st);
 }
 
-static enum MHD_Result send_reply(struct api_server *s, struct MHD_Connection *c,
-				  struct api_reply *r)
+static enum MHD_Result send_reply(struct MHD_Connection *c, struct api_reply *r)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	char *text = NULL;
 
-	if (r->sse) {
-		struct api_reply *held = xmalloc(sizeof(*held));
-
-		*held = *r;
-		held->bytes = s;
-		resp = sym_MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, held,
-							     sse_free);
-		sym_MHD_add_response_header(resp, "Cache-Control", "no-store");
+	if (r->stream) {
+		resp = sym_MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
+							     r->stream, stream_done);
+		if (resp)
+			sym_MHD_add_response_header(resp, "Cache-Control", "no-store");
 	} else if (r->json || r->bytes == NULL) {
 		text = r->json ? json_dumps(r->json, JSON_COMPACT) : NULL;
 		if (text == NULL) {
@@ -132,7 +167,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			      const char *method, const char *version, const char *upload,
 			      size_t *upload_size, void **con_cls)
 {
-	struct api_server *s = cls;
+	const struct listener *l = cls;
+	struct api_server *s = l->s;
 	struct conn_req *cr = *con_cls;
 	struct api_reply r = { 0 };
 	struct api_request req;
@@ -141,15 +177,23 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 	(void)version;
 	if (cr == NULL) {
-		if (!peer_ok(c))
+		if (!l->tcp && !peer_ok(c))
 			return MHD_NO;
 		cr = xzalloc(sizeof(*cr));
 		*con_cls = cr;
 		cl = sym_MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-		if (cl && strtoull(cl, NULL, 10) > API_BODY_MAX) {
+		if (l->tcp && !token_ok(l, c)) {
 			/* Answered before the body is read; the connection then ends. */
+			api_reply_error(&r, 401,
+					"this address takes the server's token "
+					"(Authorization: Bearer TOKEN, or X-API-Key)");
+			ret = send_reply(c, &r);
+			json_decref(r.json);
+			return ret;
+		}
+		if (cl && strtoull(cl, NULL, 10) > API_BODY_MAX) {
 			api_reply_error(&r, 413, "the body is over %u bytes", API_BODY_MAX);
-			ret = send_reply(s, c, &r);
+			ret = send_reply(c, &r);
 			json_decref(r.json);
 			return ret;
 		}
@@ -176,10 +220,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 							       "Idempotency-Key"),
 			.body = cr->body,
 			.len = cr->len,
+			.lookup = lookup,
+			.conn = c,
 		};
 		api_route(s, &req, &r);
 	}
-	ret = send_reply(s, c, &r);
+	ret = send_reply(c, &r);
 	json_decref(r.json);
 	return ret;
 }
@@ -218,11 +264,112 @@ static int lock_socket(const char *path, int *lock, gantry_error_t *err)
 	return 0;
 }
 
+int api_token(const char *dir, char **out, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	cleanup_close int fd = -1;
+	unsigned char raw[32];
+	char hex[65] = "";
+	struct stat st;
+	ssize_t n;
+
+	xasprintf(&path, "%s/manager.token", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0) {
+		if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
+			return gantry_error_errno(err, "getrandom");
+		for (size_t i = 0; i < sizeof(raw); i++)
+			snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+		explicit_bzero(raw, sizeof(raw));
+		if (write_full(fd, hex, 64) < 0 || write_full(fd, "\n", 1) < 0) {
+			unlink(path);
+			return gantry_error_errno(err, "write `%s`", path);
+		}
+	} else if (errno == EEXIST) {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			return gantry_error_errno(err, "open `%s`", path);
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		    (st.st_mode & 077))
+			return gantry_error(
+				err, 0,
+				"`%s` must be a file of this user's that only it may read "
+				"(chmod 600)",
+				path);
+		n = read(fd, hex, 64);
+		if (n != 64 || strspn(hex, "0123456789abcdef") != 64)
+			return gantry_error(err, 0,
+					    "`%s` does not hold a token: remove it for a new one",
+					    path);
+	} else {
+		return gantry_error_errno(err, "open `%s`", path);
+	}
+	*out = xstrdup(hex);
+	explicit_bzero(hex, sizeof(hex));
+	return 0;
+}
+
+int api_listen_parse(const char *spec, bool remote, struct sockaddr_in *sa, gantry_error_t *err)
+{
+	cleanup_free char *host = NULL;
+	const char *colon = strrchr(spec, ':');
+	uint64_t port;
+
+	*sa = (struct sockaddr_in){ .sin_family = AF_INET };
+	if (colon == NULL || parse_u64(colon + 1, 65535, &port) < 0 || port == 0)
+		return gantry_error_usage(err, "listen `%s`: want HOST:PORT, as 127.0.0.1:3000",
+					  spec);
+	host = xstrndup(spec, (size_t)(colon - spec));
+	if (*host == '\0' || strcmp(host, "localhost") == 0)
+		sa->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+		return gantry_error_usage(err, "listen `%s`: `%s` is not an IPv4 address", spec,
+					  host);
+	if (!remote && (ntohl(sa->sin_addr.s_addr) >> 24) != 127)
+		return gantry_error_usage(err,
+					  "listen `%s`: not a loopback address; -listen-remote "
+					  "lets other machines reach the API (with the token)",
+					  spec);
+	sa->sin_port = htons((uint16_t)port);
+	return 0;
+}
+
+static int tcp_listen(const char *spec, bool remote, gantry_error_t *err)
+{
+	struct sockaddr_in sa;
+	int fd, one = 1;
+
+	if (api_listen_parse(spec, remote, &sa, err) < 0)
+		return -1;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return gantry_error_errno(err, "socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 64) < 0) {
+		gantry_error_errno(err, "listen on %s", spec);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static struct MHD_Daemon *daemon_on(int fd, struct listener *l)
+{
+	return sym_MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0,
+		NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+		(unsigned)API_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_NOTIFY_COMPLETED,
+		completed, l, MHD_OPTION_END);
+}
+
 int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantry_error_t *err)
 {
 	struct api_server *s = xzalloc(sizeof(*s));
-	cleanup_close int lock = -1, fd = -1;
-	struct MHD_Daemon *d = NULL;
+	struct listener unix_l = { .s = s }, tcp_l = { .s = s, .tcp = true, .token = o->token };
+	cleanup_close int lock = -1, fd = -1, tfd = -1;
+	struct MHD_Daemon *d = NULL, *td = NULL;
 	bool bound = false;
 	struct pollfd p = { o->stop_fd, POLLIN, 0 };
 	int ret = -1;
@@ -230,25 +377,30 @@ int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantr
 	s->b = b;
 	s->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : API_KEEPALIVE_MS;
 	api_ops_init(s);
-	if (lazy_load(&mhd_lib, err) < 0 || cancel_init(&s->cancel, err) < 0)
-		goto out;
-	if (lock_socket(o->socket, &lock, err) < 0 || (fd = unix_listen(o->socket, 64, err)) < 0)
-		goto out;
-	bound = true;
-	d = sym_MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0,
-		NULL, NULL, handle, s, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-		(unsigned)API_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
-		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_NOTIFY_COMPLETED,
-		completed, s, MHD_OPTION_END);
-	if (d == NULL) {
-		gantry_error(err, 0, "cannot serve on `%s`: libmicrohttpd refused to start",
-			     o->socket);
+	if (o->listen && (o->token == NULL || strlen(o->token) < 32)) {
+		gantry_error(err, 0,
+			     "listen: a TCP listener needs a token of 32 characters or more");
 		goto out;
 	}
-	fd = -1; /* the daemon's now: it closes it when it stops */
-	log_info("serving the manager API on %s", o->socket);
+	if (lazy_load(&mhd_lib, err) < 0 || cancel_init(&s->cancel, err) < 0)
+		goto out;
+	if (lock_socket(o->socket, &lock, err) < 0 ||
+	    (o->listen && (tfd = tcp_listen(o->listen, o->listen_remote, err)) < 0) ||
+	    (fd = unix_listen(o->socket, 64, err)) < 0)
+		goto out;
+	bound = true;
+	d = daemon_on(fd, &unix_l);
+	if (d)
+		fd = -1; /* the daemon's now: it closes it when it stops */
+	if (d && tfd >= 0 && (td = daemon_on(tfd, &tcp_l)) != NULL)
+		tfd = -1;
+	if (d == NULL || (o->listen && td == NULL)) {
+		gantry_error(err, 0, "cannot serve on `%s`: libmicrohttpd refused to start",
+			     d ? o->listen : o->socket);
+		goto stop;
+	}
+	log_info("serving the manager API on %s%s%s", o->socket, o->listen ? " and " : "",
+		 o->listen ? o->listen : "");
 	if (o->ready_line) {
 		printf("%s\n", o->ready_line);
 		fflush(stdout);
@@ -256,13 +408,17 @@ int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantr
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
 	log_info("stopping: in-flight calls are cancelled");
+	ret = 0;
+stop:
 	pthread_mutex_lock(&s->lock);
 	s->stopping = true;
 	pthread_cond_broadcast(&s->wake);
 	pthread_mutex_unlock(&s->lock);
 	cancel_fire(&s->cancel);
-	sym_MHD_stop_daemon(d);
-	ret = 0;
+	if (td)
+		sym_MHD_stop_daemon(td);
+	if (d)
+		sym_MHD_stop_daemon(d);
 out:
 	/* The lock file stays: removing it could let two servers lock two
 	 * files of one name. */

@@ -325,11 +325,7 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 		api_op_get(s, var, r);
 		break;
 	case R_EVENTS:
-		r->sse = api_sub_open(s, r);
-		if (r->sse) {
-			r->status = 200;
-			r->type = "text/event-stream";
-		}
+		api_events(s, r);
 		break;
 	}
 }
