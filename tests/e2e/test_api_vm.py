@@ -15,6 +15,8 @@ from conftest import GantryHome, boot_timeout
 
 pytestmark = pytest.mark.kvm
 
+SECRET = "s3cr3t-value-of-the-test"
+
 
 class UnixHTTP(http.client.HTTPConnection):
     def __init__(self, path, timeout):
@@ -65,6 +67,8 @@ def srv(gantry, sandbox_assets, tmp_path_factory):
     root = tmp_path_factory.mktemp("api")
     g = GantryHome(gantry, root / "home", root / "images")
     (root / "home").mkdir()
+    # secretNames take their values from the server's environment.
+    g.env["API_SECRET"] = SECRET
     s = Server(g)
     yield s
     code, err = s.stop()
@@ -150,3 +154,21 @@ def test_bad_create_leaves_nothing(srv):
     assert status == 400 and "port" in body["error"], body
     assert srv.call("GET", "/v1/sandboxes/api2")[0] == 404
     assert not (srv.g.home / "sandboxes" / "api2").exists()
+
+
+def test_secret_by_name(srv):
+    status, op = srv.call("POST", "/v1/sandboxes",
+                          {"name": "api3", "secretNames": ["API_SECRET"], "net": False})
+    assert status == 201, op
+    try:
+        status, sb = srv.call("GET", "/v1/sandboxes/api3")
+        assert sb["secrets"] == ["API_SECRET"], sb
+        status, res = srv.call("POST", "/v1/sandboxes/api3/exec",
+                               {"argv": ["sh", "-c", "echo \"$API_SECRET\""]})
+        assert status == 200 and res["output"] == SECRET + "\n", res
+        # The value is nowhere in the sandbox's files.
+        for f in (srv.g.home / "sandboxes" / "api3").rglob("*"):
+            if f.is_file() and f.stat().st_size < (1 << 20):
+                assert SECRET.encode() not in f.read_bytes(), f
+    finally:
+        srv.call("DELETE", "/v1/sandboxes/api3")
