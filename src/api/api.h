@@ -30,6 +30,7 @@
 #define API_OUTPUT_MAX	     (16u << 20)
 #define API_TIMEOUT_DEFAULT  30
 #define API_TIMEOUT_MAX	     3600
+#define API_KILL_GRACE_MS    5000 /* from an exec's SIGKILL to its session hung up */
 
 /* An exec request, checked (argv 1..API_ARGV_MAX, limits in range). */
 struct api_exec {
@@ -61,10 +62,10 @@ struct api_backend {
 	int (*stop)(const char *name, gantry_error_t *err);
 	int (*remove)(const char *name, gantry_error_t *err);
 	/* Run x in the running sandbox name, its stdin from in, its stdout
-	 * and stderr both to out (the caller's fds, left open); a fired
-	 * cancel ends it at once (the server's timeout, or its output over
-	 * the limit). */
-	int (*exec)(const char *name, const struct api_exec *x, int in, int out,
+	 * and stderr both to out (the caller's fds, left open); a signal
+	 * number written as a byte to sig goes to the process; a fired
+	 * cancel hangs its session up at once. */
+	int (*exec)(const char *name, const struct api_exec *x, int in, int out, int sig,
 		    const struct gantry_cancel *cancel, struct api_exec_result *res,
 		    gantry_error_t *err);
 };

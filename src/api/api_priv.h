@@ -42,6 +42,7 @@ struct api_op {
 struct api_sub {
 	struct api_stream stream; /* first: the reply's stream is this */
 	struct api_server *s;
+	int conn_fd; /* its client's connection, watched for a hang-up */
 	bool used, dropped;
 	char *frames[API_SUBSCRIBER_QUEUE];
 	size_t head, len;
@@ -83,6 +84,7 @@ struct api_request {
 	 * there is none. */
 	const char *(*lookup)(const struct api_request *req, bool query, const char *name);
 	void *conn;
+	int conn_fd; /* the client's connection, or -1 */
 };
 
 /* Answers: {"error": one line} with a status. */
@@ -99,8 +101,9 @@ void api_reply_failure(struct api_reply *r, gantry_error_t err, unsigned other);
 
 /* The route of req (v1.c): fills r. */
 void api_route(struct api_server *s, const struct api_request *req, struct api_reply *r);
-/* POST /v1/sandboxes/{name}/exec (exec.c). */
-void api_exec(struct api_server *s, const char *name, const char *body, size_t len,
+/* POST /v1/sandboxes/{name}/exec (exec.c); conn_fd: the client's
+ * connection (-1: none), whose hang-up ends the process. */
+void api_exec(struct api_server *s, const char *name, const char *body, size_t len, int conn_fd,
 	      struct api_reply *r);
 /* The body as a JSON object (NULL body or "": {}), or an error reply. */
 json_t *api_body_object(const char *body, size_t len, struct api_reply *r);
@@ -131,6 +134,6 @@ bool api_exec_slot(struct api_server *s, bool take, struct api_reply *r);
  * too many). Its reads give the next frames, waiting up to the keepalive
  * for one (then a keepalive comment); 0 at the server's end or once the
  * subscriber fell behind. */
-void api_events(struct api_server *s, struct api_reply *r);
+void api_events(struct api_server *s, int conn_fd, struct api_reply *r);
 
 #endif

@@ -222,7 +222,7 @@ static int remove_(const char *name, gantry_error_t *err)
 	return sandbox_delete(name, true, err);
 }
 
-static int exec(const char *name, const struct api_exec *x, int in, int out,
+static int exec(const char *name, const struct api_exec *x, int in, int out, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
 {
@@ -233,7 +233,7 @@ static int exec(const char *name, const struct api_exec *x, int in, int out,
 		.nr_env = x->nr_env,
 		.workdir = x->cwd,
 	};
-	const struct sandbox_stdio io = { .in = in, .out = out, .err = out, .signal_fd = -1 };
+	const struct sandbox_stdio io = { .in = in, .out = out, .err = out, .signal_fd = sig };
 	struct agent_result ar = { 0 };
 
 	if (sandbox_process_opts_check(&po, err) < 0)

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,8 @@ struct run {
 	struct api_server *s;
 	const char *name;
 	struct api_exec x;
-	int in, out; /* the process's ends: closed by the thread when it is done */
+	int in, out;	/* the process's ends: closed by the thread when it is done */
+	int sig, sig_w; /* its signals: the session's end, and ours */
 	struct gantry_cancel cancel;
 	struct api_exec_result res;
 	gantry_error_t err;
@@ -43,8 +45,8 @@ static void *run_thread(void *arg)
 {
 	struct run *run = arg;
 
-	run->ret = run->s->b->exec(run->name, &run->x, run->in, run->out, &run->cancel, &run->res,
-				   &run->err);
+	run->ret = run->s->b->exec(run->name, &run->x, run->in, run->out, run->sig, &run->cancel,
+				   &run->res, &run->err);
 	close_fd(&run->in);
 	close_fd(&run->out);
 	return NULL;
@@ -71,36 +73,63 @@ static json_t *text(const char *p, size_t n)
 	return j ? j : json_string("");
 }
 
-/* Feed stdin, gather the output, keep the clock. 0, 408 or 413. */
-static unsigned pump(struct run *run, int in_w, int out_r, const char *stdin_buf, size_t stdin_len,
-		     uint64_t deadline, size_t limit, char **out, size_t *out_len)
+/* The process is to end (its timeout, its output over the limit, its
+ * client gone, the server's end): SIGKILL first, through the session's
+ * signals; a session that has not ended API_KILL_GRACE_MS later is hung
+ * up (its cancel). */
+static void end_it(struct run *run, uint64_t *hangup_at)
+{
+	const unsigned char sig = SIGKILL;
+
+	if (*hangup_at)
+		return;
+	if (run->sig_w < 0 || write(run->sig_w, &sig, 1) != 1)
+		cancel_fire(&run->cancel);
+	*hangup_at = now_ms() + API_KILL_GRACE_MS;
+}
+
+/* Feed stdin, gather the output, keep the clock and watch the client
+ * (conn_fd: it hung up). 0, 408, 413, or 499 for a client gone. */
+static unsigned pump(struct run *run, int in_w, int out_r, int conn_fd, const char *stdin_buf,
+		     size_t stdin_len, uint64_t deadline, size_t limit, char **out, size_t *out_len)
 {
 	size_t done = 0, cap = 0;
 	char chunk[65536];
-	uint64_t now;
+	uint64_t now, hangup_at = 0;
 	unsigned status = 0;
 
 	*out = NULL;
 	*out_len = 0;
 	for (;;) {
-		struct pollfd p[3] = { { out_r, POLLIN, 0 },
+		struct pollfd p[4] = { { out_r, POLLIN, 0 },
 				       { in_w, POLLOUT, 0 },
-				       { cancel_fd(&run->s->cancel), POLLIN, 0 } };
+				       { cancel_fd(&run->s->cancel), POLLIN, 0 },
+				       { conn_fd, POLLRDHUP, 0 } };
+		uint64_t wake;
 		ssize_t n;
 
 		now = now_ms();
 		if (status == 0 && now >= deadline) {
 			status = 408;
-			cancel_fire(&run->cancel);
+			end_it(run, &hangup_at);
 		}
+		if (hangup_at && now >= hangup_at)
+			cancel_fire(&run->cancel);
 		if (in_w >= 0 && done == stdin_len)
 			close_fd(&in_w);
 		p[1].fd = in_w;
-		if (poll(p, 3, status ? 1000 : (int)MIN(deadline - now, 1000u)) < 0 &&
-		    errno != EINTR)
-			break;
-		if (p[2].revents)
-			cancel_fire(&run->cancel);
+		if (status) /* the server's end and the client matter no more */
+			p[2].fd = p[3].fd = -1;
+		wake = hangup_at ? hangup_at : deadline;
+		if (poll(p, 4, wake > now ? (int)MIN(wake - now, 1000u) : 0) < 0 &&
+		    errno != EINTR) {
+			cancel_fire(&run->cancel); /* and go on draining until its end */
+			continue;
+		}
+		if (p[2].revents || (p[3].revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+			status = p[2].revents ? 503 : 499;
+			end_it(run, &hangup_at);
+		}
 		if (in_w >= 0 && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
 			n = write(in_w, stdin_buf + done, MIN(stdin_len - done, 65536));
 			if (n > 0)
@@ -110,11 +139,15 @@ static unsigned pump(struct run *run, int in_w, int out_r, const char *stdin_buf
 		}
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			n = read(out_r, chunk, sizeof(chunk));
-			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			if (n == 0)
 				break;
+			if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				cancel_fire(&run->cancel);
+				continue;
+			}
 			if (n > 0 && status == 0 && *out_len + (size_t)n > limit) {
 				status = 413;
-				cancel_fire(&run->cancel);
+				end_it(run, &hangup_at);
 			}
 			if (n > 0 && status == 0) {
 				if (*out_len + (size_t)n > cap) {
@@ -138,9 +171,11 @@ static void answer(struct run *run, unsigned status, const char *out, size_t len
 				       (unsigned long long)timeout);
 	if (status == 413)
 		return api_reply_error(r, 413, "the command's output went past %zu bytes", limit);
+	if (status == 499) /* nobody to tell */
+		return api_reply_error(r, 400, "the client went away");
+	if (status == 503 || (run->ret < 0 && cancel_fired(&run->s->cancel)))
+		return api_reply_error(r, 503, "the server is stopping");
 	if (run->ret < 0) {
-		if (cancel_fired(&run->s->cancel))
-			return api_reply_error(r, 503, "the server is stopping");
 		return api_reply_failure(r, run->err, 409);
 	}
 	api_reply_json(r, 200,
@@ -149,12 +184,12 @@ static void answer(struct run *run, unsigned status, const char *out, size_t len
 				 "output", text(out ? out : "", len)));
 }
 
-void api_exec(struct api_server *s, const char *name, const char *body, size_t len,
+void api_exec(struct api_server *s, const char *name, const char *body, size_t len, int conn_fd,
 	      struct api_reply *r)
 {
 	json_t *req = api_body_object(body, len, r), *argv, *env, *in;
-	struct run run = { .s = s, .name = name, .in = -1, .out = -1 };
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 };
+	struct run run = { .s = s, .name = name, .in = -1, .out = -1, .sig = -1, .sig_w = -1 };
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, psig[2] = { -1, -1 };
 	cleanup_free char *out = NULL;
 	uint64_t timeout = API_TIMEOUT_DEFAULT;
 	size_t limit = API_OUTPUT_DEFAULT, out_len = 0, stdin_len = 0;
@@ -190,7 +225,7 @@ void api_exec(struct api_server *s, const char *name, const char *body, size_t l
 	if (!api_exec_slot(s, true, r))
 		goto out;
 	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 ||
-	    cancel_init(&run.cancel, NULL) < 0) {
+	    pipe2(psig, O_CLOEXEC | O_NONBLOCK) < 0 || cancel_init(&run.cancel, NULL) < 0) {
 		api_reply_error(r, 500, "exec: %s", strerror(errno));
 		goto slot;
 	}
@@ -198,6 +233,8 @@ void api_exec(struct api_server *s, const char *name, const char *body, size_t l
 	fcntl(pout[0], F_SETFL, O_NONBLOCK);
 	run.in = pin[0];
 	run.out = pout[1];
+	run.sig = psig[0];
+	run.sig_w = psig[1];
 	pin[0] = pout[1] = -1;
 	if (pthread_create(&t, NULL, run_thread, &run) != 0) {
 		api_reply_error(r, 500, "exec: cannot start a thread");
@@ -205,8 +242,8 @@ void api_exec(struct api_server *s, const char *name, const char *body, size_t l
 		close_fd(&run.out);
 		goto cancel;
 	}
-	status = pump(&run, pin[1], pout[0], stdin_buf, stdin_len, now_ms() + timeout * 1000, limit,
-		      &out, &out_len);
+	status = pump(&run, pin[1], pout[0], conn_fd, stdin_buf, stdin_len,
+		      now_ms() + timeout * 1000, limit, &out, &out_len);
 	pin[1] = -1; /* pump closed it */
 	pthread_join(t, NULL);
 	answer(&run, status, out, out_len, timeout, limit, r);
@@ -219,6 +256,7 @@ out:
 	for (int i = 0; i < 2; i++) {
 		close_fd(&pin[i]);
 		close_fd(&pout[i]);
+		close_fd(&psig[i]);
 	}
 	free(run.x.argv);
 	free(run.x.env);

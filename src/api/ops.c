@@ -3,6 +3,7 @@
  * /v1/events readers when it begins and ends; and the slots that bound
  * how many lifecycle calls and execs run at once. */
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,14 @@ static char *now_rfc3339(void)
 
 void api_ops_init(struct api_server *s)
 {
+	pthread_condattr_t ca;
+
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->wake, NULL);
+	/* Waits measured on a clock that never steps. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->wake, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 static void op_clear(struct api_op *op)
@@ -106,7 +113,7 @@ static void publish(struct api_server *s, const struct api_op *op)
 static size_t sub_read(struct api_stream *st, char *buf, size_t cap);
 static void sub_done(struct api_stream *st);
 
-void api_events(struct api_server *s, struct api_reply *r)
+void api_events(struct api_server *s, int conn_fd, struct api_reply *r)
 {
 	struct api_sub *sub = NULL;
 
@@ -115,9 +122,11 @@ void api_events(struct api_server *s, struct api_reply *r)
 		if (!s->subs[i].used)
 			sub = &s->subs[i];
 	if (sub) {
-		*sub = (struct api_sub){
-			.stream = { sub_read, sub_done }, .s = s, .used = true, .len = 1
-		};
+		*sub = (struct api_sub){ .stream = { sub_read, sub_done },
+					 .s = s,
+					 .conn_fd = conn_fd,
+					 .used = true,
+					 .len = 1 };
 		sub->frames[0] = xstrdup(": connected\n\n");
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -139,25 +148,41 @@ static void sub_done(struct api_stream *st)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Whether the client of sub hung up. */
+static bool sub_gone(const struct api_sub *sub)
+{
+	struct pollfd p = { sub->conn_fd, POLLRDHUP, 0 };
+
+	return sub->conn_fd >= 0 && poll(&p, 1, 0) > 0 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static size_t sub_read(struct api_stream *st, char *buf, size_t cap)
 {
 	struct api_sub *sub = (struct api_sub *)st;
 	struct api_server *s = sub->s;
 	static const char keepalive[] = ": keepalive\n\n";
-	struct timespec until;
+	uint64_t until = now_ms() + s->keepalive_ms, now;
 	size_t n = 0;
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += s->keepalive_ms / 1000;
-	until.tv_nsec += (long)(s->keepalive_ms % 1000) * 1000000;
-	if (until.tv_nsec >= 1000000000) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&s->lock);
-	while (sub->len == 0 && !s->stopping && !sub->dropped)
-		if (pthread_cond_timedwait(&s->wake, &s->lock, &until) == ETIMEDOUT)
-			break;
+	/* In steps of a second at most, so that a client gone is seen soon
+	 * and its place given back. */
+	while (sub->len == 0 && !s->stopping && !sub->dropped && (now = now_ms()) < until) {
+		struct timespec ts;
+		uint64_t step = MIN(until - now, 1000u);
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(step / 1000);
+		ts.tv_nsec += (long)(step % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+		if (sub->len == 0 && sub_gone(sub))
+			sub->dropped = true;
+	}
 	if (s->stopping || sub->dropped) {
 		pthread_mutex_unlock(&s->lock);
 		return 0;

@@ -54,7 +54,6 @@ struct listener {
 struct conn_req {
 	char *body;
 	size_t len;
-	bool too_big;
 };
 
 /* a and b alike, in a time that does not say where they differ. */
@@ -136,7 +135,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct api_reply *r)
 	if (r->stream) {
 		resp = sym_MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
 							     r->stream, stream_done);
-		if (resp)
+		if (resp == NULL)
+			r->stream->done(r->stream);
+		else
 			sym_MHD_add_response_header(resp, "Cache-Control", "no-store");
 	} else if (r->json || r->bytes == NULL) {
 		text = r->json ? json_dumps(r->json, JSON_COMPACT) : NULL;
@@ -147,6 +148,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct api_reply *r)
 		}
 		resp = sym_MHD_create_response_from_buffer(strlen(text), text,
 							   MHD_RESPMEM_MUST_FREE);
+		if (resp == NULL)
+			free(text);
 		r->type = "application/json";
 	} else {
 		resp = sym_MHD_create_response_from_buffer(r->len, (void *)r->bytes,
@@ -200,9 +203,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		return MHD_YES;
 	}
 	if (*upload_size) {
-		if (cr->len + *upload_size > API_BODY_MAX) {
-			cr->too_big = true;
-		} else if (!cr->too_big) {
+		/* A body that says no length runs past the limit: the answer
+		 * cannot be queued mid-upload, so the connection ends. */
+		if (cr->len + *upload_size > API_BODY_MAX)
+			return MHD_NO;
+		{
 			cr->body = xrealloc(cr->body, cr->len + *upload_size);
 			memcpy(cr->body + cr->len, upload, *upload_size);
 			cr->len += *upload_size;
@@ -210,9 +215,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (cr->too_big) {
-		api_reply_error(&r, 413, "the body is over %u bytes", API_BODY_MAX);
-	} else {
+	{
+		const union MHD_ConnectionInfo *ci =
+			sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+
 		req = (struct api_request){
 			.method = method,
 			.path = url,
@@ -222,6 +228,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			.len = cr->len,
 			.lookup = lookup,
 			.conn = c,
+			.conn_fd = ci ? ci->connect_fd : -1,
 		};
 		api_route(s, &req, &r);
 	}
@@ -353,11 +360,46 @@ static int tcp_listen(const char *spec, bool remote, gantry_error_t *err)
 	return fd;
 }
 
+/* libmicrohttpd decodes a URL in place: %00 would cut the path short
+ * (`/v1/sandboxes/a%00x` naming `a`) and %2F add a slash. Those two stay
+ * as they came; the rest is decoded. Returns the new length. */
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = (char)(c | 0x20);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	char *w = s;
+
+	(void)cls;
+	(void)c;
+	for (const char *p = s; *p; p++) {
+		int hi, lo;
+
+		if (p[0] == '%' && p[1] && p[2] && (hi = hexval(p[1])) >= 0 &&
+		    (lo = hexval(p[2])) >= 0 && (hi || lo) && !(hi == 2 && (lo == 15))) {
+			*w++ = (char)(hi << 4 | lo);
+			p += 2;
+		} else {
+			*w++ = *p;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
+/* The daemon serving fd, which it owns from here on (it closes it when
+ * it stops, and on some of its failures). */
 static struct MHD_Daemon *daemon_on(int fd, struct listener *l)
 {
 	return sym_MHD_start_daemon(
-		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0,
-		NULL, NULL, handle, l, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC, 0, NULL,
+		NULL, handle, l, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+		MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
 		(unsigned)API_CONNECTIONS_MAX, MHD_OPTION_CONNECTION_TIMEOUT, 120u,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, l, MHD_OPTION_NOTIFY_COMPLETED,
@@ -374,6 +416,7 @@ int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantr
 	struct pollfd p = { o->stop_fd, POLLIN, 0 };
 	int ret = -1;
 
+	s->cancel.fd = -1;
 	s->b = b;
 	s->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : API_KEEPALIVE_MS;
 	api_ops_init(s);
@@ -389,11 +432,9 @@ int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantr
 	    (fd = unix_listen(o->socket, 64, err)) < 0)
 		goto out;
 	bound = true;
-	d = daemon_on(fd, &unix_l);
-	if (d)
-		fd = -1; /* the daemon's now: it closes it when it stops */
-	if (d && tfd >= 0 && (td = daemon_on(tfd, &tcp_l)) != NULL)
-		tfd = -1;
+	d = daemon_on(steal_fd(&fd), &unix_l);
+	if (d && tfd >= 0)
+		td = daemon_on(steal_fd(&tfd), &tcp_l);
 	if (d == NULL || (o->listen && td == NULL)) {
 		gantry_error(err, 0, "cannot serve on `%s`: libmicrohttpd refused to start",
 			     d ? o->listen : o->socket);

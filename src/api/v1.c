@@ -268,7 +268,8 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 {
 	const struct route *rt = NULL;
 	cleanup_free char *var = NULL;
-	bool post;
+	const char *req_key = req->key;
+	bool post, lifecycle_call;
 
 	for (size_t i = 0; i < ARRAY_SIZE(routes) && rt == NULL; i++)
 		if (match(&routes[i], req->path, &var))
@@ -281,14 +282,17 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 		return;
 	}
 	post = strcmp(req->method, "POST") == 0;
-	if (req->key &&
-	    (strlen(req->key) == 0 || strlen(req->key) > API_KEY_MAX ||
-	     strspn(req->key, "!\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-			      "[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~") != strlen(req->key)))
+	/* A key counts on the lifecycle calls alone; elsewhere it is not read. */
+	lifecycle_call = (post || strcmp(req->method, "DELETE") == 0) && rt->id != R_EXEC;
+	if (!lifecycle_call)
+		req_key = NULL;
+	if (req_key &&
+	    (strlen(req_key) == 0 || strlen(req_key) > API_KEY_MAX ||
+	     strspn(req_key, "!\"#$%&'()*+,-./0123456789:;<=>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			     "[\\]^_`abcdefghijklmnopqrstuvwxyz{|}~") != strlen(req_key)))
 		return api_reply_error(
 			r, 400, "Idempotency-Key: 1 to %d printable ASCII characters", API_KEY_MAX);
-	if (req->key && (post || strcmp(req->method, "DELETE") == 0) && rt->id != R_EXEC &&
-	    api_op_replayed(s, req, r))
+	if (req_key && api_op_replayed(s, req, r))
 		return;
 	switch (rt->id) {
 	case R_HEALTH:
@@ -319,13 +323,13 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 		break;
 	case R_EXEC:
 		if (known(s, var, r))
-			api_exec(s, var, req->body, req->len, r);
+			api_exec(s, var, req->body, req->len, req->conn_fd, r);
 		break;
 	case R_OPERATION:
 		api_op_get(s, var, r);
 		break;
 	case R_EVENTS:
-		api_events(s, r);
+		api_events(s, req->conn_fd, r);
 		break;
 	}
 }

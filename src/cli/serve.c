@@ -83,7 +83,7 @@ int cmd_serve(int argc, char **argv)
 			return cli_finish(&err, -1);
 		o.token = token;
 	}
-	if (cancel_init(&stop, &err) < 0 || cli_signals_cancel(&stop, &err) < 0)
+	if (cli_signals_cancel(&stop, &err) < 0)
 		return cli_finish(&err, -1);
 	o.stop_fd = cancel_fd(&stop);
 	/* A client or a session gone: its write fails, the server goes on. */

@@ -370,6 +370,36 @@ def in_thread(fn, *args, **kw):
 # --- meta ---------------------------------------------------------------
 
 
+def test_a_nul_or_slash_escaped_in_a_path_names_nothing(api, sandbox):
+    """libmicrohttpd decodes paths in place: %00 would cut one short and
+    %2F add a slash. They stay as they came, so they name no sandbox."""
+    for path in (f"/v1/sandboxes/{sandbox}%00zzz", f"/v1/sandboxes/{sandbox}%2Fstop"):
+        r = api.call("DELETE", path, check=False)
+        assert r.status == 404, (path, r)
+    assert api.call("GET", f"/v1/sandboxes/{sandbox}").status == 200
+
+
+def test_a_chunked_body_past_the_limit_ends_the_connection(api):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(api.sock)
+    s.sendall(b"POST /v1/sandboxes HTTP/1.1\r\nHost: gantry\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"%x\r\n%s\r\n" % (65536, b"x" * 65536)
+    sent, closed = 0, False
+    try:
+        while sent < 64 * MIB:
+            s.sendall(chunk)
+            sent += 65536
+    except (BrokenPipeError, ConnectionResetError):
+        closed = True
+    if not closed:
+        closed = s.recv(4096) == b""
+    s.close()
+    assert closed and sent <= 4 * MIB, f"read {sent} bytes of an over-long body"
+    assert api.call("GET", "/v1/health").status == 200
+
+
 def test_the_document_is_openapi_3_1_and_its_schemas_are_valid():
     assert SPEC["openapi"] == "3.1.0"
     for name, schema in SPEC["components"]["schemas"].items():
@@ -994,6 +1024,38 @@ def test_clients_that_hang_up_during_exec_leave_no_slot_taken(api, sandbox):
     assert [r.status for r in results] == [200] * 32, [r for r in results if r.status != 200]
 
 
+def test_a_client_gone_ends_its_exec_at_once(api, sandbox):
+    """32 clients start a 20 s command and hang up: each process is ended
+    (SIGKILL through its session) and its slot given back within seconds,
+    not at the end of its command or timeout."""
+    body = json.dumps({"argv": ["sleep", "20"]}).encode()
+    socks = []
+    for _ in range(32):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(api.sock)
+        s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: gantry\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                  % (sandbox.encode(), len(body), body))
+        socks.append(s)
+    time.sleep(0.5)
+    for s in socks:
+        s.close()
+    deadline = time.monotonic() + 10
+    while (r := api.exec(sandbox, ["echo", "free"])).status == 503:
+        assert time.monotonic() < deadline, "the execs' slots were not given back"
+        time.sleep(0.2)
+    assert r.status == 200, r
+
+
+def test_a_timeout_kills_the_process(api, sandbox):
+    """The process gets SIGKILL at its timeout (the stub's sleep ends on
+    it at once): the 408 comes at the timeout, not 5 s later."""
+    t = time.monotonic()
+    r = api.exec(sandbox, ["sleep", "30"], timeoutSeconds=1)
+    assert r.status == 408, r
+    assert time.monotonic() - t < 4
+
+
 def test_a_33rd_exec_is_a_503(api, sandbox):
     with ThreadPoolExecutor(32) as pool:
         running = [pool.submit(api.exec, sandbox, ["sleep", "2"]) for _ in range(32)]
@@ -1006,6 +1068,30 @@ def test_a_33rd_exec_is_a_503(api, sandbox):
 
 
 # --- events ---------------------------------------------------------------------
+
+
+def test_event_readers_that_hang_up_give_their_place_back(api):
+    socks = []
+    for _ in range(64):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(api.sock)
+        s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: gantry\r\n\r\n")
+        assert b"200" in s.recv(4096).split(b"\r\n")[0]
+        socks.append(s)
+    for s in socks:
+        s.close()
+    deadline = time.monotonic() + 5
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(api.sock)
+        s.sendall(b"GET /v1/events HTTP/1.1\r\nHost: gantry\r\n\r\n")
+        line = s.recv(4096).split(b"\r\n")[0]
+        s.close()
+        if b"200" in line:
+            break
+        assert b"503" in line and time.monotonic() < deadline, line
+        time.sleep(0.2)
 
 
 class EventStream:

@@ -114,9 +114,12 @@ def test_a_sandbox_through_its_life(srv):
                             "stdin": "from stdin\n"})
     assert status == 200 and res["exitCode"] == 7, res
     assert res["output"] == "/tmp\nfrom stdin\n", res
-    code, body = srv.curl("-X", "POST", "-d", '{"argv":["sleep","30"],"timeoutSeconds":1}',
+    code, body = srv.curl("-X", "POST", "-d", '{"argv":["sleep","31"],"timeoutSeconds":1}',
                           "http://gantry/v1/sandboxes/api1/exec")
     assert code == 408, body
+    # Killed, not left running.
+    status, res = srv.call("POST", "/v1/sandboxes/api1/exec", {"argv": ["ps", "-o", "args"]})
+    assert status == 200 and "sleep 31" not in res["output"], res
     status, res = srv.call("POST", "/v1/sandboxes/api1/exec",
                            {"argv": ["sh", "-c", "head -c 100000 /dev/zero"],
                             "maxOutputBytes": 1000})

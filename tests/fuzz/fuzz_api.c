@@ -58,12 +58,13 @@ static int stop(const char *name, gantry_error_t *err)
 	return 0;
 }
 
-static int exec(const char *name, const struct api_exec *x, int in, int out,
+static int exec(const char *name, const struct api_exec *x, int in, int out, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
 {
 	(void)name;
 	(void)in;
+	(void)sig;
 	(void)cancel;
 	(void)err;
 	check(x->argc >= 1 && x->argc <= API_ARGV_MAX && x->argv[x->argc] == NULL);

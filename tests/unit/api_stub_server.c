@@ -160,7 +160,7 @@ static int remove_(const char *name, gantry_error_t *err)
 	return ret;
 }
 
-static int exec(const char *name, const struct api_exec *x, int in, int out,
+static int exec(const char *name, const struct api_exec *x, int in, int out, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
 {
@@ -190,10 +190,21 @@ static int exec(const char *name, const struct api_exec *x, int in, int out,
 	} else if (strcmp(cmd, "exit") == 0) {
 		res->exit_code = atoi(arg);
 	} else if (strcmp(cmd, "sleep") == 0) {
-		for (double t = atof(arg); t > 0 && !cancel_fired(cancel); t -= 0.05)
+		unsigned char signo = 0;
+
+		/* Ends early on a signal (a byte on sig), as a process would. */
+		for (double t = atof(arg); t > 0 && !cancel_fired(cancel) && signo == 0;
+		     t -= 0.05) {
 			usleep(50000);
+			if (read(sig, &signo, 1) != 1)
+				signo = 0;
+		}
 		if (cancel_check(cancel, err) < 0)
 			return -1;
+		if (signo) {
+			res->signal = signo;
+			res->exit_code = 128 + signo;
+		}
 	} else if (strcmp(cmd, "yes") == 0) {
 		memset(buf, 'y', sizeof(buf));
 		for (size_t i = 1; i < sizeof(buf); i += 2)
