@@ -71,6 +71,7 @@ e2e: assets
 	$(PYTEST) -m "not kvm" tests/e2e
 	tests/e2e/images/debian-minbase.sh >/dev/null
 	tests/e2e/images/debian-minbase.sh --dev >/dev/null
+	scripts/npm-clients.sh
 	tests/e2e/run-kvm $(BUILD)/e2e-results
 
 # No folder of src/ includes a folder that includes it (docs/architecture.md).

@@ -62,11 +62,11 @@ struct api_backend {
 	int (*stop)(const char *name, gantry_error_t *err);
 	int (*remove)(const char *name, gantry_error_t *err);
 	/* Run x in the running sandbox name, its stdin from in, its stdout
-	 * and stderr both to out (the caller's fds, left open); a signal
-	 * number written as a byte to sig goes to the process; a fired
-	 * cancel hangs its session up at once. */
-	int (*exec)(const char *name, const struct api_exec *x, int in, int out, int sig,
-		    const struct gantry_cancel *cancel, struct api_exec_result *res,
+	 * to out and its stderr to err (the caller's fds, left open; out and
+	 * err may be one); a signal number written as a byte to sig goes to
+	 * the process; a fired cancel hangs its session up at once. */
+	int (*exec)(const char *name, const struct api_exec *x, int in, int out, int err_fd,
+		    int sig, const struct gantry_cancel *cancel, struct api_exec_result *res,
 		    gantry_error_t *err);
 };
 

@@ -61,6 +61,8 @@ struct api_server {
 	bool stopping;
 	/* Fired when the server ends: in-flight calls end with it. */
 	struct gantry_cancel cancel;
+	const char *token;   /* the TCP listener's, or NULL */
+	struct api_e2b *e2b; /* the E2B API's state (e2b.h), or NULL */
 };
 
 /* An answer to a request: status, a body (JSON, or bytes with a type),
@@ -70,6 +72,7 @@ struct api_reply {
 	json_t *json;
 	const void *bytes;
 	size_t len;
+	char *owned; /* bytes that are the reply's, freed once sent */
 	const char *type;
 	const char *allow;	   /* 405's Allow */
 	struct api_stream *stream; /* a streamed body, or NULL */

@@ -222,7 +222,7 @@ static int remove_(const char *name, gantry_error_t *err)
 	return sandbox_delete(name, true, err);
 }
 
-static int exec(const char *name, const struct api_exec *x, int in, int out, int sig,
+static int exec(const char *name, const struct api_exec *x, int in, int out, int err_fd, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
 {
@@ -233,7 +233,7 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 		.nr_env = x->nr_env,
 		.workdir = x->cwd,
 	};
-	const struct sandbox_stdio io = { .in = in, .out = out, .err = out, .signal_fd = sig };
+	const struct sandbox_stdio io = { .in = in, .out = out, .err = err_fd, .signal_fd = sig };
 	struct agent_result ar = { 0 };
 
 	if (sandbox_process_opts_check(&po, err) < 0)
@@ -241,7 +241,7 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 	if (sandbox_exec(name, &po, &io, cancel, &ar, err) < 0)
 		return -1;
 	if (ar.error) /* never ran: what a shell says, on its output */
-		dprintf(out, "gantry: %s\n", ar.message ? ar.message : "cannot run");
+		dprintf(err_fd, "gantry: %s\n", ar.message ? ar.message : "cannot run");
 	/* The CLI's rule: 128+N for signal N; 126, 127 when it cannot run. */
 	res->exit_code = agent_result_status(&ar);
 	res->signal = ar.signaled ? ar.code : 0;

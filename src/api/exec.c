@@ -45,8 +45,8 @@ static void *run_thread(void *arg)
 {
 	struct run *run = arg;
 
-	run->ret = run->s->b->exec(run->name, &run->x, run->in, run->out, run->sig, &run->cancel,
-				   &run->res, &run->err);
+	run->ret = run->s->b->exec(run->name, &run->x, run->in, run->out, run->out, run->sig,
+				   &run->cancel, &run->res, &run->err);
 	close_fd(&run->in);
 	close_fd(&run->out);
 	return NULL;

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "api/api_priv.h"
+#include "api/e2b.h"
 #include "common/lazy.h"
 #include "common/log.h"
 #include "common/unixsock.h"
@@ -76,6 +77,10 @@ static bool token_ok(const struct listener *l, struct MHD_Connection *c)
 	if (v && strncasecmp(v, "Bearer ", 7) == 0 && same_secret(v + 7, l->token))
 		return true;
 	v = sym_MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-API-Key");
+	if (v && same_secret(v, l->token))
+		return true;
+	/* The E2B SDK's envd calls carry the access token a create answered. */
+	v = sym_MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Access-Token");
 	return v && same_secret(v, l->token);
 }
 
@@ -139,6 +144,10 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, struct api_reply *r)
 			r->stream->done(r->stream);
 		else
 			sym_MHD_add_response_header(resp, "Cache-Control", "no-store");
+	} else if (r->owned) {
+		resp = sym_MHD_create_response_from_buffer(r->len, r->owned, MHD_RESPMEM_MUST_FREE);
+		if (resp)
+			r->owned = NULL; /* the response's now */
 	} else if (r->json || r->bytes == NULL) {
 		text = r->json ? json_dumps(r->json, JSON_COMPACT) : NULL;
 		if (text == NULL) {
@@ -194,8 +203,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			json_decref(r.json);
 			return ret;
 		}
-		if (cl && strtoull(cl, NULL, 10) > API_BODY_MAX) {
-			api_reply_error(&r, 413, "the body is over %u bytes", API_BODY_MAX);
+		if (cl && strtoull(cl, NULL, 10) > e2b_body_max(method, url)) {
+			api_reply_error(&r, 413, "the body is over %zu bytes",
+					e2b_body_max(method, url));
 			ret = send_reply(c, &r);
 			json_decref(r.json);
 			return ret;
@@ -205,7 +215,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (*upload_size) {
 		/* A body that says no length runs past the limit: the answer
 		 * cannot be queued mid-upload, so the connection ends. */
-		if (cr->len + *upload_size > API_BODY_MAX)
+		if (cr->len + *upload_size > e2b_body_max(method, url))
 			return MHD_NO;
 		{
 			cr->body = xrealloc(cr->body, cr->len + *upload_size);
@@ -234,6 +244,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	}
 	ret = send_reply(c, &r);
 	json_decref(r.json);
+	free(r.owned);
 	return ret;
 }
 
@@ -360,9 +371,10 @@ static int tcp_listen(const char *spec, bool remote, gantry_error_t *err)
 	return fd;
 }
 
-/* libmicrohttpd decodes a URL in place: %00 would cut the path short
- * (`/v1/sandboxes/a%00x` naming `a`) and %2F add a slash. Those two stay
- * as they came; the rest is decoded. Returns the new length. */
+/* libmicrohttpd decodes a URL and its query in place: %00 would cut one
+ * short (`/v1/sandboxes/a%00x` naming `a`), so it stays as it came; the
+ * rest is decoded (the query's %2F, a path's slashes). Returns the new
+ * length. */
 static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')
@@ -381,7 +393,7 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 		int hi, lo;
 
 		if (p[0] == '%' && p[1] && p[2] && (hi = hexval(p[1])) >= 0 &&
-		    (lo = hexval(p[2])) >= 0 && (hi || lo) && !(hi == 2 && (lo == 15))) {
+		    (lo = hexval(p[2])) >= 0 && (hi || lo)) {
 			*w++ = (char)(hi << 4 | lo);
 			p += 2;
 		} else {
@@ -418,6 +430,7 @@ int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantr
 
 	s->cancel.fd = -1;
 	s->b = b;
+	s->token = o->token;
 	s->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : API_KEEPALIVE_MS;
 	api_ops_init(s);
 	if (o->listen && (o->token == NULL || strlen(o->token) < 32)) {
@@ -432,6 +445,7 @@ int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantr
 	    (fd = unix_listen(o->socket, 64, err)) < 0)
 		goto out;
 	bound = true;
+	e2b_init(s);
 	d = daemon_on(steal_fd(&fd), &unix_l);
 	if (d && tfd >= 0)
 		td = daemon_on(steal_fd(&tfd), &tcp_l);
@@ -460,6 +474,7 @@ stop:
 		sym_MHD_stop_daemon(td);
 	if (d)
 		sym_MHD_stop_daemon(d);
+	e2b_stop(s);
 out:
 	/* The lock file stays: removing it could let two servers lock two
 	 * files of one name. */

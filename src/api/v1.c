@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/api_priv.h"
+#include "api/e2b.h"
 #include "api/fields.h"
 #include "common/text.h"
 #include "common/util.h"
@@ -271,6 +272,8 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 	const char *req_key = req->key;
 	bool post, lifecycle_call;
 
+	if (strncmp(req->path, "/v1/", 4) != 0 && s->e2b && e2b_route(s, req, r))
+		return;
 	for (size_t i = 0; i < ARRAY_SIZE(routes) && rt == NULL; i++)
 		if (match(&routes[i], req->path, &var))
 			rt = &routes[i];

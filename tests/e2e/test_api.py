@@ -248,7 +248,12 @@ class Server:
             pytest.fail(f"{method} {path}: {self._dead(e)}")
         finally:
             conn.close()
-        parsed = check_response(method, path, r.status, r.headers, raw) if check else raw
+        if check:
+            parsed = check_response(method, path, r.status, r.headers, raw)
+        elif (r.headers.get("Content-Type") or "").startswith("application/json"):
+            parsed = json.loads(raw)  # a route the document does not hold (E2B's)
+        else:
+            parsed = raw
         return Resp(r.status, r.headers, raw, parsed)
 
     def curl(self, method, path, body=None, headers=()):
@@ -370,10 +375,10 @@ def in_thread(fn, *args, **kw):
 # --- meta ---------------------------------------------------------------
 
 
-def test_a_nul_or_slash_escaped_in_a_path_names_nothing(api, sandbox):
-    """libmicrohttpd decodes paths in place: %00 would cut one short and
-    %2F add a slash. They stay as they came, so they name no sandbox."""
-    for path in (f"/v1/sandboxes/{sandbox}%00zzz", f"/v1/sandboxes/{sandbox}%2Fstop"):
+def test_a_nul_escaped_in_a_path_names_nothing(api, sandbox):
+    """libmicrohttpd decodes paths in place: %00 would cut one short, so
+    it stays as it came, and names no sandbox."""
+    for path in (f"/v1/sandboxes/{sandbox}%00zzz", f"/v1/sandboxes/{sandbox}%00"):
         r = api.call("DELETE", path, check=False)
         assert r.status == 404, (path, r)
     assert api.call("GET", f"/v1/sandboxes/{sandbox}").status == 200
@@ -1339,3 +1344,91 @@ def test_a_peer_of_another_uid_gets_no_answer(fresh_api):
     assert report.get("end") == "eof" or "ConnectionResetError" in report.get("end", ""), report
     r = api.call("GET", "/v1/health")
     assert r.status == 200, r
+
+
+# --- the E2B routes' shapes (the SDK itself: test_api_e2b.py, in a VM) ------------------
+
+
+def e2b_error_body(r, status):
+    """E2B's control plane and /files: {"code": status, "message": ...}."""
+    assert r.status == status, r
+    assert set(r.body) == {"code", "message"} and r.body["code"] == status, r
+    assert isinstance(r.body["message"], str) and r.body["message"], r
+
+
+def connect_error_body(r, status, code):
+    """A Connect RPC's error: {"code": "name", "message": ...}."""
+    assert r.status == status, r
+    assert r.body["code"] == code and isinstance(r.body["message"], str), r
+
+
+def test_e2b_control_plane_shapes(api):
+    r = api.call("POST", "/v2/sandboxes", {"templateID": "base", "metadata": {"k": "v"},
+                                           "timeout": 60}, check=False)
+    assert r.status == 201, r
+    sid = r.body["sandboxID"]
+    assert sid.startswith("e2b-") and r.body["envdVersion"] and r.body["templateID"] == "base"
+    assert sid in api.names()  # a sandbox of Gantry's, as any other
+    info = api.call("GET", f"/sandboxes/{sid}", check=False)
+    assert info.status == 200 and info.body["metadata"] == {"k": "v"}, info
+    assert info.body["state"] == "running" and info.body["endAt"] > info.body["startedAt"]
+    listed = api.call("GET", "/v2/sandboxes", check=False)
+    assert listed.status == 200 and [s["sandboxID"] for s in listed.body] == [sid], listed
+    assert api.call("GET", "/v2/sandboxes?state=paused", check=False).body == []
+    r = api.call("POST", f"/sandboxes/{sid}/timeout", {"timeout": 30}, check=False)
+    assert r.status == 204 and r.raw == b"", r
+    r = api.call("POST", f"/v2/sandboxes/{sid}/connect", {}, check=False)
+    assert r.status == 200 and r.body["sandboxID"] == sid, r
+    r = api.call("DELETE", f"/sandboxes/{sid}", check=False)
+    assert r.status == 204, r
+    assert sid not in api.names()
+    for method, path, body in (("GET", f"/sandboxes/{sid}", None),
+                               ("DELETE", f"/sandboxes/{sid}", None),
+                               ("POST", f"/sandboxes/{sid}/timeout", {"timeout": 1}),
+                               ("POST", f"/v2/sandboxes/{sid}/connect", {})):
+        e2b_error_body(api.call(method, path, body, check=False), 404)
+    e2b_error_body(api.call("POST", "/v2/sandboxes", {"timeout": 0}, check=False), 400)
+    e2b_error_body(api.call("POST", "/v2/sandboxes", {"envVars": {"A": 1}}, check=False), 400)
+    e2b_error_body(api.call("POST", "/v2/sandboxes", b"{nope", check=False), 400)
+
+
+def test_e2b_timeout_ends_the_sandbox(api):
+    r = api.call("POST", "/v2/sandboxes", {"timeout": 1}, check=False)
+    assert r.status == 201, r
+    sid = r.body["sandboxID"]
+    deadline = time.monotonic() + 10
+    while sid in api.names():
+        assert time.monotonic() < deadline, "the timeout did not end the sandbox"
+        time.sleep(0.2)
+    e2b_error_body(api.call("GET", f"/sandboxes/{sid}", check=False), 404)
+
+
+def test_envd_error_shapes(api):
+    sid = api.call("POST", "/v2/sandboxes", {}, check=False).body["sandboxID"]
+    try:
+        h = {"Content-Type": "application/json"}
+        connect_error_body(api.call("POST", "/process.Process/List", {}, headers=h,
+                                    check=False), 400, "invalid_argument")
+        h["E2b-Sandbox-Id"] = "e2b-000000000000"
+        connect_error_body(api.call("POST", "/process.Process/List", {}, headers=h,
+                                    check=False), 502, "unavailable")
+        h["E2b-Sandbox-Id"] = sid
+        r = api.call("POST", "/process.Process/List", {}, headers=h, check=False)
+        assert r.status == 200 and r.body == {"processes": []}, r
+        connect_error_body(api.call("POST", "/process.Process/SendSignal",
+                                    {"process": {"pid": 1}, "signal": "SIGNAL_SIGKILL"},
+                                    headers=h, check=False), 404, "not_found")
+        connect_error_body(api.call("POST", "/process.Process/Start", b"\x00\x00\x00\x00",
+                                    headers=dict(h, **{"Content-Type":
+                                                       "application/connect+json"}),
+                                    check=False), 400, "invalid_argument")
+        connect_error_body(api.call("POST", "/filesystem.Filesystem/Stat", {"path": "rel"},
+                                    headers=h, check=False), 400, "invalid_argument")
+        connect_error_body(api.call("POST", "/filesystem.Filesystem/WatchDir",
+                                    {"path": "/"}, headers=h, check=False), 501,
+                           "unimplemented")
+        e2b_error_body(api.call("GET", "/files", headers=h, check=False), 400)
+        r = api.call("GET", "/health", check=False)
+        assert r.status == 204, r
+    finally:
+        api.call("DELETE", f"/sandboxes/{sid}", check=False)

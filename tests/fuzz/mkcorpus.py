@@ -1095,6 +1095,25 @@ def api_seeds():
     seed("bad-key", POST, b"/v1/sandboxes/box/stop", b"", b"a b")
     seed("bad-name", GET, b"/v1/sandboxes/..")
     seed("not-json", POST, b"/v1/sandboxes", b"{name")
+    # E2B's: the control plane, envd's RPCs (the body is also what the
+    # guest says back), /files (the key is its path).
+    seed("e2b-create", POST, b"/v2/sandboxes",
+         b'{"templateID":"base","metadata":{"a":"b"},"envVars":{"X":"1"},"timeout":60}')
+    seed("e2b-list", GET, b"/v2/sandboxes")
+    seed("e2b-timeout", POST, b"/sandboxes/e2b-000000000000/timeout", b'{"timeout":5}')
+    seed("envd-start", POST, b"/process.Process/Start",
+         b'\x00\x00\x00\x00\x3b{"process":{"cmd":"/bin/bash","args":["-l","-c","ls"]}}')
+    seed("envd-list", POST, b"/process.Process/List", b"{}")
+    seed("envd-signal", POST, b"/process.Process/SendSignal",
+         b'{"process":{"pid":1000},"signal":"SIGNAL_SIGKILL"}')
+    seed("envd-stat", POST, b"/filesystem.Filesystem/Stat",
+         b'regular file|7|644|root|root|1700000000|/tmp/a|b\n-|/x\n')
+    seed("envd-listdir", POST, b"/filesystem.Filesystem/ListDir",
+         b'directory|4096|755|root|root|1|/tmp/d\nsymbolic link|3|777|u|g|2|/tmp/l\n')
+    seed("files-get", GET, b"/files", b"bytes of the file", b"/tmp/f")
+    seed("files-post", POST, b"/files",
+         b'--b\r\nContent-Disposition: form-data; name="file"; filename="/tmp/x"\r\n\r\n'
+         b'data\r\n--b--\r\n')
     return s
 
 

@@ -160,7 +160,7 @@ static int remove_(const char *name, gantry_error_t *err)
 	return ret;
 }
 
-static int exec(const char *name, const struct api_exec *x, int in, int out, int sig,
+static int exec(const char *name, const struct api_exec *x, int in, int out, int err_fd, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
 {
@@ -219,7 +219,7 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 		res->signal = atoi(arg);
 		res->exit_code = 128 + res->signal;
 	} else {
-		dprintf(out, "stub: %s: not found\n", cmd);
+		dprintf(err_fd, "stub: %s: not found\n", cmd);
 		res->exit_code = 127;
 	}
 	return 0;

@@ -1,0 +1,95 @@
+/* The E2B API on the manager API's server: the control plane the E2B SDK
+ * calls through E2B_API_URL (sandboxes made from a template, listed,
+ * timed out, killed: e2b.c) and the data plane of its in-sandbox daemon
+ * through E2B_SANDBOX_URL (Connect RPCs for processes and the file
+ * system, and /files: envd.c, envd_fs.c), the sandbox named by the
+ * E2b-Sandbox-Id header. Both are served on the TCP listener, whose
+ * token is the SDK's E2B_API_KEY (and the envd access token a create
+ * answers). docs/api.md, "Existing E2B agents". */
+#ifndef GANTRY_API_E2B_H
+#define GANTRY_API_E2B_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "api/api_priv.h"
+
+#define E2B_BOXES_MAX	    64
+#define E2B_PROCS_MAX	    128
+#define E2B_TIMEOUT_DEFAULT 300	  /* s, as E2B's */
+#define E2B_TIMEOUT_MAX	    86400 /* s */
+#define E2B_FILE_MAX	    (64u << 20)
+#define E2B_ENVD_VERSION    "0.5.7"
+#define E2B_KEEPALIVE_MS    30000
+#define E2B_BODY_MAX	    (E2B_FILE_MAX + (1u << 20)) /* a /files upload, multipart */
+
+/* A sandbox made through the E2B API: what E2B keeps of it that Gantry
+ * does not. */
+struct e2b_box {
+	bool used;
+	char id[65]; /* the sandbox's name */
+	char *template;
+	json_t *metadata;
+	char *started;	 /* RFC 3339 */
+	uint64_t end_ms; /* when its timeout ends it (CLOCK_REALTIME, ms) */
+	int cpus, mem_mib;
+};
+
+/* A process started through envd's Start, while it runs and until its
+ * stream has said how it ended. */
+struct e2b_proc;
+
+struct api_e2b {
+	pthread_mutex_t lock;
+	struct e2b_box boxes[E2B_BOXES_MAX];
+	struct e2b_proc *procs[E2B_PROCS_MAX];
+	uint32_t next_pid;
+	pthread_t reaper;
+	bool reaper_started;
+};
+
+void e2b_init(struct api_server *s);
+/* Ends the reaper and waits for it. */
+void e2b_stop(struct api_server *s);
+
+/* Whether req is an E2B route (then r is its answer). */
+bool e2b_route(struct api_server *s, const struct api_request *req, struct api_reply *r);
+/* The body limit of a request to path (a /files upload is larger). */
+size_t e2b_body_max(const char *method, const char *path);
+
+/* E2B's error body: {"code": status, "message": ...}. */
+void e2b_error(struct api_reply *r, unsigned status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The sandbox req's E2b-Sandbox-Id names, running and made through the
+ * E2B API; NULL (r filled: a Connect error when rpc) else. */
+const char *e2b_box_of(struct api_server *s, const struct api_request *req, bool rpc,
+		       struct api_reply *r);
+
+/* envd.c: /process.Process/... */
+void envd_process(struct api_server *s, const struct api_request *req, const char *box,
+		  const char *method, struct api_reply *r);
+void envd_procs_free(struct api_server *s);
+/* envd_fs.c: /files and /filesystem.Filesystem/... */
+void envd_files(struct api_server *s, const struct api_request *req, const char *box,
+		struct api_reply *r);
+void envd_filesystem(struct api_server *s, const struct api_request *req, const char *box,
+		     const char *method, struct api_reply *r);
+/* A Connect error answer: status and {"code": code, "message": ...}. */
+void envd_error(struct api_reply *r, unsigned status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* A command in box, to its end: stdout and stderr (each up to max bytes,
+ * more makes it fail with EFBIG), stdin from in. 0 with *status its exit
+ * status, or -1 (err). */
+struct envd_ran {
+	char *out, *err;
+	size_t out_len, err_len;
+	int status;
+};
+int envd_run(struct api_server *s, const char *box, char *const *argv, const void *in,
+	     size_t in_len, size_t max, struct envd_ran *ran, gantry_error_t *err);
+void envd_ran_free(struct envd_ran *ran);
+
+#endif

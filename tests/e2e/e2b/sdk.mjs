@@ -1,0 +1,91 @@
+// The stock E2B SDK against `gantry serve -listen`, unmodified: E2B_API_URL,
+// E2B_SANDBOX_URL and E2B_API_KEY say where and with what. Each step prints
+// one JSON line {step, ...}; a failure prints {step, error} and exits 1.
+// tests/e2e/test_api_e2b.py reads the lines.
+import { Sandbox, CommandExitError } from "e2b";
+import { randomBytes, createHash } from "node:crypto";
+
+const out = (o) => console.log(JSON.stringify(o));
+let step = "start";
+
+try {
+  step = "create";
+  const sbx = await Sandbox.create({ timeoutMs: 120_000, metadata: { purpose: "test" },
+                                     envs: { GREETING: "hello from e2b" } });
+  out({ step, id: sbx.sandboxId });
+
+  step = "run";
+  const r = await sbx.commands.run('echo "$GREETING"; echo to-stderr >&2; uname -s');
+  out({ step, exitCode: r.exitCode, stdout: r.stdout, stderr: r.stderr });
+
+  step = "exit";
+  try {
+    await sbx.commands.run("exit 3");
+    out({ step, error: "no CommandExitError" });
+  } catch (e) {
+    out({ step, exitCode: e instanceof CommandExitError ? e.exitCode : null,
+          kind: e.constructor.name });
+  }
+
+  step = "background";
+  const bg = await sbx.commands.run("sleep 600", { background: true });
+  const listed = (await sbx.commands.list()).map((p) => p.pid);
+  const killed = await bg.kill();
+  let waitError = null;
+  try { await bg.wait(); } catch (e) { waitError = e.constructor.name; }
+  const after = (await sbx.commands.list()).map((p) => p.pid);
+  out({ step, pid: bg.pid, listed, killed, waitError, after });
+
+  step = "files";
+  const data = randomBytes(4 << 20);
+  const sha = (b) => createHash("sha256").update(b).digest("hex");
+  await sbx.files.write("/tmp/e2b/blob.bin", data.buffer.slice(data.byteOffset,
+                                                               data.byteOffset + data.length));
+  const back = Buffer.from(await sbx.files.read("/tmp/e2b/blob.bin", { format: "bytes" }));
+  await sbx.files.write("/tmp/e2b/note.txt", "a note\n");
+  const entries = (await sbx.files.list("/tmp/e2b")).map((e) => [e.name, e.type, e.size]);
+  const exists = [await sbx.files.exists("/tmp/e2b/note.txt"),
+                  await sbx.files.exists("/tmp/e2b/none")];
+  out({ step, wrote: sha(data), read: sha(back), length: back.length, entries, exists,
+        text: await sbx.files.read("/tmp/e2b/note.txt") });
+
+  step = "fs";
+  const made = await sbx.files.makeDir("/tmp/e2b/sub");
+  const madeAgain = await sbx.files.makeDir("/tmp/e2b/sub");
+  const moved = await sbx.files.rename("/tmp/e2b/note.txt", "/tmp/e2b/sub/moved.txt");
+  const got = await sbx.files.getInfo("/tmp/e2b/sub/moved.txt");
+  await sbx.files.remove("/tmp/e2b/sub");
+  out({ step, made, madeAgain, moved: moved.path, size: got.size, type: got.type,
+        gone: await sbx.files.exists("/tmp/e2b/sub") });
+
+  step = "stdin";
+  const cat = await sbx.commands.run("cat", { background: true, stdin: true });
+  await sbx.commands.sendStdin(cat.pid, "fed through stdin\n");
+  await sbx.commands.closeStdin(cat.pid);
+  const fed = await cat.wait();
+  out({ step, stdout: fed.stdout, exitCode: fed.exitCode });
+
+  step = "connect";
+  const joined = await Sandbox.connect(sbx.sandboxId);
+  out({ step, stdout: (await joined.commands.run("echo connected")).stdout });
+
+  step = "second";
+  const other = await Sandbox.create({ timeoutMs: 60_000 });
+  const r2 = await other.commands.run("echo second");
+  const ids = (await Sandbox.list().nextItems()).map((s) => s.sandboxId).sort();
+  await other.kill();
+  out({ step, stdout: r2.stdout, ids });
+
+  step = "timeout";
+  await sbx.setTimeout(30_000);
+  const info = await sbx.getInfo();
+  out({ step, endAt: info.endAt, metadata: info.metadata, running: await sbx.isRunning() });
+
+  step = "kill";
+  const ok = await sbx.kill();
+  const again = await Sandbox.kill(sbx.sandboxId);
+  out({ step, ok, again });
+} catch (e) {
+  out({ step, error: String(e && e.stack ? e.stack : e) });
+  process.exit(1);
+}
