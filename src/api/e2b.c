@@ -100,11 +100,33 @@ static int operation(struct api_server *s, const char *kind, const char *name, j
 	return ret;
 }
 
+/* Delete the E2B sandbox id; it leaves the table once it is gone (or
+ * was already: deleted with the CLI), and stays there when the delete
+ * failed, for another try. */
+static int end_box(struct api_server *s, const char *id, gantry_error_t *err)
+{
+	struct e2b_box *b;
+	int ret = operation(s, "delete", id, NULL, err);
+
+	if (ret < 0 && (*err)->status == ENOENT) {
+		gantry_error_free(err);
+		ret = 0;
+	}
+	if (ret == 0) {
+		pthread_mutex_lock(&s->e2b->lock);
+		if ((b = box_find(s->e2b, id)) != NULL)
+			box_clear(b);
+		pthread_mutex_unlock(&s->e2b->lock);
+	}
+	return ret;
+}
+
 /* The reaper: a sandbox whose timeout is up is deleted. */
 static void *reaper(void *arg)
 {
 	struct api_server *s = arg;
 	struct api_e2b *e = s->e2b;
+	struct e2b_box *b;
 
 	while (!cancel_fired(&s->cancel)) {
 		char id[65] = "";
@@ -112,17 +134,21 @@ static void *reaper(void *arg)
 
 		pthread_mutex_lock(&e->lock);
 		for (size_t i = 0; i < E2B_BOXES_MAX && !id[0]; i++)
-			if (e->boxes[i].used && e->boxes[i].end_ms <= now) {
+			if (e->boxes[i].used && e->boxes[i].end_ms <= now)
 				snprintf(id, sizeof(id), "%s", e->boxes[i].id);
-				box_clear(&e->boxes[i]);
-			}
 		pthread_mutex_unlock(&e->lock);
 		if (id[0]) {
 			gantry_error_t err = NULL;
+			int ret = end_box(s, id, &err);
 
-			if (operation(s, "delete", id, NULL, &err) < 0)
-				log_info("e2b: sandbox %s, past its timeout: %s", id,
+			if (ret < 0) {
+				log_info("e2b: sandbox %s, past its timeout: %s (again in 5 s)", id,
 					 gantry_error_str(err));
+				pthread_mutex_lock(&e->lock);
+				if ((b = box_find(e, id)) != NULL)
+					b->end_ms = now + 5000;
+				pthread_mutex_unlock(&e->lock);
+			}
 			gantry_error_free(&err);
 			continue;
 		}
@@ -207,6 +233,7 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 	json_t *creq, *v;
 	char id[65];
 	json_int_t secs = E2B_TIMEOUT_DEFAULT;
+	int cpus = 1, mem = 512;
 
 	if (body == NULL)
 		return e2b_error(r, 400, "%s",
@@ -254,22 +281,23 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 		e2b_error(r, status == 404 ? 400 : status, "%s", gantry_error_str(err));
 		goto out;
 	}
+	if (s->b->get(id, &sb, &err) == 0) {
+		cpus = (int)json_integer_value(json_object_get(sb, "cpus"));
+		mem = (int)json_integer_value(json_object_get(sb, "memoryMiB"));
+		json_decref(sb);
+	}
+	gantry_error_free(&err);
 	pthread_mutex_lock(&e->lock);
 	for (size_t i = 0; i < E2B_BOXES_MAX && b == NULL; i++)
 		if (!e->boxes[i].used)
 			b = &e->boxes[i];
 	if (b) {
-		*b = (struct e2b_box){ .used = true, .cpus = 1, .mem_mib = 512 };
+		*b = (struct e2b_box){ .used = true, .cpus = cpus, .mem_mib = mem };
 		snprintf(b->id, sizeof(b->id), "%s", id);
 		b->template = xstrdup(template);
 		b->metadata = metadata ? json_deep_copy(metadata) : json_object();
 		b->started = rfc3339(wall_ms());
 		b->end_ms = wall_ms() + (uint64_t)secs * 1000;
-		if (s->b->get(id, &sb, &err) == 0) {
-			b->cpus = (int)json_integer_value(json_object_get(sb, "cpus"));
-			b->mem_mib = (int)json_integer_value(json_object_get(sb, "memoryMiB"));
-			json_decref(sb);
-		}
 		api_reply_json(r, 201, box_json(b, s->token, false));
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -298,16 +326,63 @@ static void get(struct api_server *s, const char *id, struct api_reply *r)
 		e2b_error(r, 404, "sandbox %.64s not found", id);
 }
 
+/* %XX decoded in place ('+' is a space, as a form has it). */
+static void pct_decode(char *s)
+{
+	char *w = s;
+
+	for (; *s; s++) {
+		unsigned v;
+
+		if (*s == '%' && s[1] && s[2] && sscanf(s + 1, "%2x", &v) == 1 && v) {
+			*w++ = (char)v;
+			s += 2;
+		} else {
+			*w++ = *s == '+' ? ' ' : *s;
+		}
+	}
+	*w = '\0';
+}
+
+/* Whether b's metadata holds every pair of q (the SDK's `metadata`
+ * query: `k=v&k2=v2`, each side encoded once more). */
+static bool metadata_match(const struct e2b_box *b, const char *q)
+{
+	cleanup_free char *copy = xstrdup(q);
+	char *save = NULL;
+
+	for (char *pair = strtok_r(copy, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+		char *eq = strchr(pair, '=');
+		const char *have;
+
+		if (eq == NULL)
+			return false;
+		*eq = '\0';
+		pct_decode(pair);
+		pct_decode(eq + 1);
+		have = json_string_value(json_object_get(b->metadata, pair));
+		if (have == NULL || strcmp(have, eq + 1) != 0)
+			return false;
+	}
+	return true;
+}
+
 static void list(struct api_server *s, const struct api_request *req, struct api_reply *r)
 {
 	const char *state = req->lookup(req, true, "state");
+	const char *metadata = req->lookup(req, true, "metadata");
+	const char *template = req->lookup(req, true, "template");
 	json_t *a = json_array();
 
 	pthread_mutex_lock(&s->e2b->lock);
 	/* They run until they end: paused ones there are none. */
-	for (size_t i = 0; i < E2B_BOXES_MAX && (state == NULL || strstr(state, "running")); i++)
-		if (s->e2b->boxes[i].used)
-			json_array_append_new(a, box_json(&s->e2b->boxes[i], NULL, true));
+	for (size_t i = 0; i < E2B_BOXES_MAX && (state == NULL || strstr(state, "running")); i++) {
+		const struct e2b_box *b = &s->e2b->boxes[i];
+
+		if (b->used && (template == NULL || strcmp(template, b->template) == 0) &&
+		    (metadata == NULL || metadata_match(b, metadata)))
+			json_array_append_new(a, box_json(b, NULL, true));
+	}
 	pthread_mutex_unlock(&s->e2b->lock);
 	api_reply_json(r, 200, a);
 }
@@ -315,17 +390,15 @@ static void list(struct api_server *s, const struct api_request *req, struct api
 static void kill_box(struct api_server *s, const char *id, struct api_reply *r)
 {
 	gantry_error_t err = NULL;
-	struct e2b_box *b;
+	bool known;
 
 	pthread_mutex_lock(&s->e2b->lock);
-	b = box_find(s->e2b, id);
-	if (b)
-		box_clear(b);
+	known = box_find(s->e2b, id) != NULL;
 	pthread_mutex_unlock(&s->e2b->lock);
-	if (b == NULL)
+	if (!known)
 		return e2b_error(r, 404, "sandbox %.64s not found", id);
-	if (operation(s, "delete", id, NULL, &err) < 0)
-		e2b_error(r, 500, "%s", gantry_error_str(err));
+	if (end_box(s, id, &err) < 0)
+		e2b_error(r, err->status == EBUSY ? 503 : 500, "%s", gantry_error_str(err));
 	else
 		no_content(r);
 	gantry_error_free(&err);
@@ -350,8 +423,12 @@ static void timeout(struct api_server *s, const struct api_request *req, const c
 	}
 	pthread_mutex_lock(&s->e2b->lock);
 	b = box_find(s->e2b, id);
-	if (b && t)
+	/* setTimeout sets it; connect only lengthens it, as E2B's does for a
+	 * running sandbox. */
+	if (b && t && !connect)
 		b->end_ms = wall_ms() + (uint64_t)json_integer_value(t) * 1000;
+	else if (b && t)
+		b->end_ms = MAX(b->end_ms, wall_ms() + (uint64_t)json_integer_value(t) * 1000);
 	if (b && connect)
 		api_reply_json(r, 200, box_json(b, s->token, false));
 	else if (b)

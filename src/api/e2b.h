@@ -17,7 +17,7 @@
 #include "api/api_priv.h"
 
 #define E2B_BOXES_MAX	    64
-#define E2B_PROCS_MAX	    128
+#define E2B_PROCS_MAX	    64	  /* under API_CONNECTIONS_MAX: room for the calls that end them */
 #define E2B_TIMEOUT_DEFAULT 300	  /* s, as E2B's */
 #define E2B_TIMEOUT_MAX	    86400 /* s */
 #define E2B_FILE_MAX	    (64u << 20)
@@ -81,15 +81,17 @@ void envd_error(struct api_reply *r, unsigned status, const char *code, const ch
 	__attribute__((format(printf, 4, 5)));
 
 /* A command in box, to its end: stdout and stderr (each up to max bytes,
- * more makes it fail with EFBIG), stdin from in. 0 with *status its exit
- * status, or -1 (err). */
+ * more makes it fail with EFBIG), stdin from in; one of the exec slots,
+ * ended past ENVD_RUN_MS or when conn_fd (the client) hangs up. 0 with
+ * *status its exit status, or -1 (err). */
+#define ENVD_RUN_MS (10 * 60 * 1000)
 struct envd_ran {
 	char *out, *err;
 	size_t out_len, err_len;
 	int status;
 };
 int envd_run(struct api_server *s, const char *box, char *const *argv, const void *in,
-	     size_t in_len, size_t max, struct envd_ran *ran, gantry_error_t *err);
+	     size_t in_len, size_t max, int conn_fd, struct envd_ran *ran, gantry_error_t *err);
 void envd_ran_free(struct envd_ran *ran);
 
 #endif

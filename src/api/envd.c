@@ -43,7 +43,8 @@ struct e2b_proc {
 	int ret;
 	struct api_exec_result res;
 	gantry_error_t err;
-	uint64_t deadline, keepalive;
+	uint64_t deadline, keepalive, hangup_at;
+	int conn_fd; /* its client's connection */
 	bool started, ended, trailed, killed, timed_out;
 	char *pending; /* an envelope not sent whole yet */
 	size_t pending_len, pending_off;
@@ -114,8 +115,11 @@ static void proc_kill(struct e2b_proc *p, int signo)
 
 	if (p->sig_w < 0 || write(p->sig_w, &b, 1) != 1)
 		cancel_fire(&p->cancel);
-	if (signo == SIGKILL)
+	if (signo == SIGKILL && !p->killed) {
 		p->killed = true;
+		/* A session that lives on past the signal is hung up. */
+		p->hangup_at = now_ms() + API_KILL_GRACE_MS;
+	}
 }
 
 /* The end, once its output is drained and its exec returned. */
@@ -181,24 +185,37 @@ static size_t proc_read(struct api_stream *st, char *buf, size_t max)
 			continue;
 		}
 		{
-			struct pollfd f[2] = { { p->out_r, POLLIN, 0 }, { p->err_r, POLLIN, 0 } };
+			struct pollfd f[4] = { { p->out_r, POLLIN, 0 },
+					       { p->err_r, POLLIN, 0 },
+					       { p->conn_fd, POLLRDHUP, 0 },
+					       { cancel_fd(&p->s->cancel), POLLIN, 0 } };
 			uint64_t now = now_ms(), wake;
 			ssize_t n;
+
+			if (p->hangup_at && now >= p->hangup_at)
+				cancel_fire(&p->cancel);
+			if (p->killed) /* the client and the server's end matter no more */
+				f[2].fd = f[3].fd = -1;
 
 			if (now >= p->deadline) {
 				p->timed_out = true;
 				p->deadline = UINT64_MAX; /* once */
 				proc_kill(p, SIGKILL);
 			}
-			wake = MIN(p->keepalive, p->deadline);
+			wake = MIN(MIN(p->keepalive, p->deadline),
+				   p->hangup_at ? p->hangup_at : UINT64_MAX);
 			if (now >= p->keepalive) {
 				p->keepalive = now + E2B_KEEPALIVE_MS;
 				event(p, "keepalive", json_object());
 				continue;
 			}
-			if (poll(f, 2, (int)MIN(wake > now ? wake - now : 0, 1000u)) < 0 &&
+			if (poll(f, 4, (int)MIN(wake > now ? wake - now : 0, 1000u)) < 0 &&
 			    errno != EINTR)
 				cancel_fire(&p->cancel);
+			if ((f[2].revents & (POLLRDHUP | POLLHUP | POLLERR)) || f[3].revents) {
+				proc_kill(p, SIGKILL);
+				continue;
+			}
 			for (int i = 0; i < 2; i++) {
 				int *fd = i ? &p->err_r : &p->out_r;
 
@@ -348,6 +365,44 @@ static bool pipes(struct e2b_proc *p)
 	return true;
 }
 
+static bool all_strings(json_t *v)
+{
+	const char *k;
+	size_t i;
+	json_t *x;
+
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x) if (!json_is_string(x)) return false;
+	} else if (json_is_object(v)) {
+		json_object_foreach(v, k, x) if (!json_is_string(x)) return false;
+	}
+	return true;
+}
+
+/* A Start that cannot start: a stream of the end-of-stream trailer alone,
+ * its error in it (a streaming client reads errors there, not from the
+ * status). */
+static void start_error(struct api_reply *r, const char *code, const char *msg)
+{
+	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
+	char *text = json_dumps(j, JSON_COMPACT);
+	size_t n = strlen(text);
+
+	json_decref(j);
+	api_reply_json(r, 200, NULL);
+	r->owned = xmalloc(5 + n);
+	r->owned[0] = 2;
+	r->owned[1] = (char)(n >> 24);
+	r->owned[2] = (char)(n >> 16);
+	r->owned[3] = (char)(n >> 8);
+	r->owned[4] = (char)n;
+	memcpy(r->owned + 5, text, n);
+	free(text);
+	r->bytes = r->owned;
+	r->len = 5 + n;
+	r->type = "application/connect+json";
+}
+
 static void start(struct api_server *s, const struct api_request *req, const char *box,
 		  struct api_reply *r)
 {
@@ -365,11 +420,14 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 	args = json_object_get(proc, "args");
 	envs = json_object_get(proc, "envs");
 	if (cmd == NULL || (args && !json_is_array(args)) || (envs && !json_is_object(envs)) ||
-	    json_array_size(args) > API_ARGV_MAX || json_object_get(m, "pty")) {
+	    json_array_size(args) > API_ARGV_MAX || !all_strings(args) || !all_strings(envs) ||
+	    json_object_get(m, "pty")) {
+		start_error(r, "invalid_argument",
+			    json_object_get(m, "pty")
+				    ? "no terminal (pty) here yet"
+				    : "want process.cmd, and args and envs of strings");
 		json_decref(m);
-		return envd_error(r, 400, "invalid_argument",
-				  json_object_get(m, "pty") ? "no terminal (pty) here yet"
-							    : "want process.cmd, args and envs");
+		return;
 	}
 	p = xzalloc(sizeof(*p));
 	*p = (struct e2b_proc){ .stream = { proc_read, proc_done },
@@ -381,15 +439,20 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 				.in_r = -1,
 				.out_w = -1,
 				.err_w = -1,
-				.sig_r = -1 };
+				.sig_r = -1,
+				.cancel = { .fd = -1 } };
 	snprintf(p->box, sizeof(p->box), "%s", box);
-	p->config = json_pack("{s:s,s:O,s:O}", "cmd", cmd, "args", args ? args : json_array(),
-			      "envs", envs ? envs : json_object());
+	p->conn_fd = req->conn_fd;
+	p->config = json_pack("{s:s,s:o,s:o}", "cmd", cmd, "args",
+			      args ? json_deep_copy(args) : json_array(), "envs",
+			      envs ? json_deep_copy(envs) : json_object());
 	if (json_is_string(json_object_get(proc, "cwd")))
 		json_object_set(p->config, "cwd", json_object_get(proc, "cwd"));
 	if (json_is_string(json_object_get(m, "tag")))
 		p->tag = xstrdup(json_string_value(json_object_get(m, "tag")));
-	p->argv = start_argv(cmd, json_object_get(p->config, "args"), &p->x.argc);
+	/* Every string the process gets is p->config's, kept as long as it. */
+	p->argv = start_argv(json_string_value(json_object_get(p->config, "cmd")),
+			     json_object_get(p->config, "args"), &p->x.argc);
 	p->x.argv = p->argv;
 	p->env = xzalloc((json_object_size(envs) + 1) * sizeof(char *));
 	json_object_foreach(envs, k, v) if (json_is_string(v))
@@ -397,12 +460,13 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 	p->x.env = p->env;
 	p->x.nr_env = i;
 	p->x.cwd = json_string_value(json_object_get(p->config, "cwd"));
-	if (tmo && parse_u64(tmo, 86400000ull, &ms) < 0)
+	if (tmo && parse_u64(tmo, UINT64_MAX, &ms) < 0)
 		ms = 0;
+	ms = MIN(ms, 86400000ull); /* a day at most */
 	p->deadline = ms ? now_ms() + ms : UINT64_MAX;
 	p->keepalive = now_ms() + E2B_KEEPALIVE_MS;
 	if (!pipes(p) || cancel_init(&p->cancel, NULL) < 0) {
-		envd_error(r, 500, "internal", "cannot set up the process: %s", strerror(errno));
+		start_error(r, "internal", "cannot set up the process");
 		goto fail;
 	}
 	if (!json_is_true(json_object_get(m, "stdin")))
@@ -417,14 +481,14 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (slot == E2B_PROCS_MAX) {
-		envd_error(r, 429, "resource_exhausted", "%d processes already", E2B_PROCS_MAX);
+		start_error(r, "resource_exhausted", "processes already at the limit");
 		goto fail;
 	}
 	if (pthread_create(&p->thread, NULL, proc_thread, p) != 0) {
 		pthread_mutex_lock(&e->lock);
 		e->procs[slot] = NULL;
 		pthread_mutex_unlock(&e->lock);
-		envd_error(r, 500, "internal", "cannot start a thread");
+		start_error(r, "internal", "cannot start a thread");
 		goto fail;
 	}
 	r->status = 200;
@@ -500,7 +564,8 @@ static void to_proc(struct api_server *s, const char *box, const char *method, j
 					 : signal_of(json_string_value(sig));
 	struct e2b_proc *p;
 	unsigned char *buf = NULL;
-	long n = 0;
+	long n = 0, done = 0;
+	int in_fd = -1;
 
 	if (strcmp(method, "SendSignal") == 0 && signo != SIGKILL && signo != SIGTERM)
 		return envd_error(r, 400, "invalid_argument",
@@ -522,16 +587,38 @@ static void to_proc(struct api_server *s, const char *box, const char *method, j
 		proc_kill(p, signo);
 	} else if (p && strcmp(method, "CloseStdin") == 0) {
 		close_fd(&p->in_w);
-	} else if (p && (p->in_w < 0 || write(p->in_w, buf, (size_t)n) != n)) {
-		pthread_mutex_unlock(&s->e2b->lock);
-		free(buf);
-		return envd_error(r, 400, "failed_precondition",
-				  "the process's stdin is closed, or full");
+	} else if (p && p->in_w >= 0) {
+		/* Written outside the lock, through a descriptor of our own. */
+		in_fd = fcntl(p->in_w, F_DUPFD_CLOEXEC, 0);
 	}
 	pthread_mutex_unlock(&s->e2b->lock);
-	free(buf);
-	if (p == NULL)
+	if (p == NULL) {
+		free(buf);
 		return envd_error(r, 404, "not_found", "no such process");
+	}
+	if (buf) {
+		uint64_t until = now_ms() + 5000;
+
+		while (in_fd >= 0 && done < n && now_ms() < until) {
+			struct pollfd f = { in_fd, POLLOUT, 0 };
+			ssize_t k;
+
+			if (poll(&f, 1, 500) < 0 && errno != EINTR)
+				break;
+			k = write(in_fd, buf + done, (size_t)(n - done));
+			if (k > 0)
+				done += k;
+			else if (k < 0 && errno != EAGAIN && errno != EINTR)
+				break;
+		}
+		close_fd(&in_fd);
+		free(buf);
+		if (done < n)
+			return envd_error(r, 400, "failed_precondition",
+					  "the process's stdin is closed, or took %ld of %ld bytes "
+					  "in 5 s",
+					  done, n);
+	}
 	api_reply_json(r, 200, json_object());
 }
 

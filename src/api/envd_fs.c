@@ -60,8 +60,10 @@ static bool take(int fd, char **buf, size_t *len, size_t max)
 }
 
 int envd_run(struct api_server *s, const char *box, char *const *argv, const void *in,
-	     size_t in_len, size_t max, struct envd_ran *ran, gantry_error_t *err)
+	     size_t in_len, size_t max, int conn_fd, struct envd_ran *ran, gantry_error_t *err)
 {
+	struct api_reply busy = { 0 };
+	uint64_t until = now_ms() + ENVD_RUN_MS;
 	struct ran_job j = { .s = s, .box = box, .in = -1, .out = -1, .err = -1, .sig = -1 };
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
 	size_t done = 0, argc = 0;
@@ -69,8 +71,13 @@ int envd_run(struct api_server *s, const char *box, char *const *argv, const voi
 	int ret = -1;
 
 	*ran = (struct envd_ran){ 0 };
+	j.cancel.fd = -1;
 	while (argv[argc])
 		argc++;
+	if (!api_exec_slot(s, true, &busy)) {
+		json_decref(busy.json);
+		return gantry_error(err, EBUSY, "%d commands under way already", API_EXECS_MAX);
+	}
 	j.x = (struct api_exec){ .argv = (char **)argv, .argc = argc };
 	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
 	    cancel_init(&j.cancel, err) < 0) {
@@ -89,20 +96,22 @@ int envd_run(struct api_server *s, const char *box, char *const *argv, const voi
 		goto cancel;
 	}
 	while (pout[0] >= 0 || perr[0] >= 0) {
-		struct pollfd p[4] = { { pout[0], POLLIN, 0 },
+		struct pollfd p[5] = { { pout[0], POLLIN, 0 },
 				       { perr[0], POLLIN, 0 },
 				       { pin[1], POLLOUT, 0 },
-				       { cancel_fd(&s->cancel), POLLIN, 0 } };
+				       { cancel_fd(&s->cancel), POLLIN, 0 },
+				       { conn_fd, POLLRDHUP, 0 } };
 
 		if (pin[1] >= 0 && done == in_len)
 			close_fd(&pin[1]);
 		p[2].fd = pin[1];
-		if (poll(p, 4, 1000) < 0 && errno != EINTR)
+		if (cancel_fired(&j.cancel))
+			p[3].fd = p[4].fd = -1;
+		if (poll(p, 5, 1000) < 0 && errno != EINTR)
 			cancel_fire(&j.cancel);
-		if (p[3].revents) {
+		if (p[3].revents || (p[4].revents & (POLLRDHUP | POLLHUP | POLLERR)) ||
+		    now_ms() >= until)
 			cancel_fire(&j.cancel);
-			p[3].fd = -1;
-		}
 		if (pin[1] >= 0 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
 			ssize_t n =
 				write(pin[1], (const char *)in + done, MIN(in_len - done, 65536));
@@ -137,6 +146,7 @@ int envd_run(struct api_server *s, const char *box, char *const *argv, const voi
 cancel:
 	cancel_destroy(&j.cancel);
 out:
+	api_exec_slot(s, false, NULL);
 	for (int i = 0; i < 2; i++)
 		close_fd(&pin[i]), close_fd(&pout[i]), close_fd(&perr[i]);
 	if (ret < 0)
@@ -158,14 +168,17 @@ void envd_ran_free(struct envd_ran *ran)
 /* ---- entries ---- */
 
 /* For each path after $1 (a depth, for find) one line: type, size, octal
- * mode, owner, group, mtime (seconds), path; `-` after a path that is not
- * there. stat's %N is not used: names with a newline are skipped. */
+ * mode, owner, group, mtime (seconds), path; `-|PATH` for a path that is
+ * not there, `!|PATH` for one to list that is no directory. An entry that
+ * went away between find and stat is left out, as is a name with a
+ * newline (its pieces name nothing). */
 static const char stat_script[] =
 	"d=$1; shift\n"
-	"one() { stat -c '%F|%s|%a|%U|%G|%Y|%n' -- \"$1\" 2>/dev/null || echo \"-|$1\"; }\n"
+	"one() { stat -c '%F|%s|%a|%U|%G|%Y|%n' -- \"$1\" 2>/dev/null; }\n"
 	"for p in \"$@\"; do\n"
-	"  if [ \"$d\" = 0 ]; then one \"$p\"; continue; fi\n"
-	"  [ -d \"$p\" ] || { echo \"!|$p\"; continue; }\n"
+	"  if [ \"$d\" = 0 ]; then one \"$p\" || printf '%s\\n' \"-|$p\"; continue; fi\n"
+	"  [ -d \"$p\" ] || { [ -e \"$p\" ] && printf '%s\\n' \"!|$p\" ||\n"
+	"                     printf '%s\\n' \"-|$p\"; continue; }\n"
 	"  find \"$p\" -mindepth 1 -maxdepth \"$d\" | while IFS= read -r q; do one \"$q\"; done\n"
 	"done\n";
 
@@ -188,6 +201,13 @@ static void permissions(unsigned mode, bool dir, char out[11])
 	out[10] = '\0';
 }
 
+static bool digits(const char *s, size_t max)
+{
+	size_t n = strspn(s, "0123456789");
+
+	return n > 0 && n <= max && s[n] == '\0';
+}
+
 /* One stat line as an EntryInfo; NULL for one to leave out. */
 static json_t *entry(char *line)
 {
@@ -208,10 +228,14 @@ static json_t *entry(char *line)
 	f[6] = save; /* the path: the rest, '|' and all */
 	if (f[6] == NULL || *f[6] != '/' || (type = file_type(f[0])) == NULL)
 		return NULL;
+	/* The guest's words: numbers must be numbers, a time one a calendar holds. */
+	if (!digits(f[1], 20) || !digits(f[2], 7) || !digits(f[5], 12))
+		return NULL;
 	mode = (unsigned)strtoul(f[2], NULL, 8) & 07777;
 	permissions(mode, strcmp(type, "FILE_TYPE_DIRECTORY") == 0, perm);
 	t = (time_t)strtoll(f[5], NULL, 10);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+	if (gmtime_r(&t, &tm) == NULL || strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		return NULL;
 	name = strrchr(f[6], '/') + 1;
 	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "name", *name ? name : "/",
 			 "type", type, "path", f[6], "size", f[1], "mode", (json_int_t)mode,
@@ -239,8 +263,8 @@ static json_t *entries(char *out, bool *missing, bool *notdir)
 
 /* Stat of path in box: 0 with *out the entry, 1 when it is not there,
  * -1 (r filled). */
-static int stat_one(struct api_server *s, const char *box, const char *path, json_t **out,
-		    struct api_reply *r)
+static int stat_one(struct api_server *s, const char *box, const char *path, int conn_fd,
+		    json_t **out, struct api_reply *r)
 {
 	char *argv[] = { "/bin/sh", "-c", (char *)stat_script, "sh", "0", (char *)path, NULL };
 	gantry_error_t err = NULL;
@@ -248,7 +272,7 @@ static int stat_one(struct api_server *s, const char *box, const char *path, jso
 	struct envd_ran ran;
 	json_t *a;
 
-	if (envd_run(s, box, argv, NULL, 0, 1 << 20, &ran, &err) < 0) {
+	if (envd_run(s, box, argv, NULL, 0, 1 << 20, conn_fd, &ran, &err) < 0) {
 		envd_error(r, 500, "internal", "%s", gantry_error_str(err));
 		gantry_error_free(&err);
 		return -1;
@@ -278,13 +302,14 @@ static const char *path_of(json_t *m, const char *key, struct api_reply *r)
 }
 
 /* A command whose failure is the answer; 0 when it ran and exited 0. */
-static int simple(struct api_server *s, const char *box, char *const *argv, struct api_reply *r)
+static int simple(struct api_server *s, const char *box, char *const *argv, int conn_fd,
+		  struct api_reply *r)
 {
 	gantry_error_t err = NULL;
 	struct envd_ran ran;
 	int ret = 0;
 
-	if (envd_run(s, box, argv, NULL, 0, 1 << 16, &ran, &err) < 0) {
+	if (envd_run(s, box, argv, NULL, 0, 1 << 16, conn_fd, &ran, &err) < 0) {
 		envd_error(r, 500, "internal", "%s", gantry_error_str(err));
 		gantry_error_free(&err);
 		return -1;
@@ -315,7 +340,7 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 	if ((path = path_of(m, strcmp(method, "Move") == 0 ? "source" : "path", r)) == NULL)
 		goto out;
 	if (strcmp(method, "Stat") == 0) {
-		int k = stat_one(s, box, path, &e, r);
+		int k = stat_one(s, box, path, req->conn_fd, &e, r);
 
 		if (k == 1)
 			envd_error(r, 404, "not_found", "%.200s: no such file or directory", path);
@@ -336,7 +361,7 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 					 json_integer_value(d) < 32
 				 ? (int)json_integer_value(d)
 				 : 1);
-		if (envd_run(s, box, argv, NULL, 0, 16 << 20, &ran, &err) < 0) {
+		if (envd_run(s, box, argv, NULL, 0, 16 << 20, req->conn_fd, &ran, &err) < 0) {
 			envd_error(r, 500, "internal", "%s", gantry_error_str(err));
 			gantry_error_free(&err);
 			goto out;
@@ -353,17 +378,17 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 	} else if (strcmp(method, "MakeDir") == 0) {
 		char *argv[] = { "mkdir", "-p", "--", (char *)path, NULL };
 
-		if (stat_one(s, box, path, &e, r) == 0) {
+		if (stat_one(s, box, path, req->conn_fd, &e, r) == 0) {
 			json_decref(e);
 			envd_error(r, 409, "already_exists", "%.200s exists", path);
-		} else if (r->status == 0 && simple(s, box, argv, r) == 0 &&
-			   stat_one(s, box, path, &e, r) == 0) {
+		} else if (r->status == 0 && simple(s, box, argv, req->conn_fd, r) == 0 &&
+			   stat_one(s, box, path, req->conn_fd, &e, r) == 0) {
 			api_reply_json(r, 200, json_pack("{s:o}", "entry", e));
 		}
 	} else if (strcmp(method, "Remove") == 0) {
 		char *argv[] = { "rm", "-rf", "--", (char *)path, NULL };
 
-		if (simple(s, box, argv, r) == 0)
+		if (simple(s, box, argv, req->conn_fd, r) == 0)
 			api_reply_json(r, 200, json_object());
 	} else if (strcmp(method, "Move") == 0) {
 		char *argv[] = { "mv", "--", (char *)path, NULL, NULL };
@@ -371,7 +396,8 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 		if ((dst = path_of(m, "destination", r)) == NULL)
 			goto out;
 		argv[3] = (char *)dst;
-		if (simple(s, box, argv, r) == 0 && stat_one(s, box, dst, &e, r) == 0)
+		if (simple(s, box, argv, req->conn_fd, r) == 0 &&
+		    stat_one(s, box, dst, req->conn_fd, &e, r) == 0)
 			api_reply_json(r, 200, json_pack("{s:o}", "entry", e));
 	} else {
 		envd_error(r, 501, "unimplemented", "filesystem.%.64s: not yet", method);
@@ -382,53 +408,68 @@ out:
 
 /* ---- /files ---- */
 
-/* The file part of a multipart/form-data body (the first part named
- * "file"): its bytes, and the filename it gives. false when there is none. */
-static bool multipart(const char *type, const char *body, size_t len, const char **data, size_t *n,
-		      char **filename)
+/* The next part named "file" of a multipart/form-data body, from *at:
+ * its bytes and the filename it gives (malloc()ed, or NULL); *at moves
+ * past it. false when there is none left. */
+static bool next_part(const char *delim, const char *body, size_t len, const char **at,
+		      const char **data, size_t *n, char **filename)
 {
-	const char *b = strstr(type, "boundary="), *p, *end, *hdr_end, *fn;
-	char delim[256];
-	size_t dl;
+	size_t dl = strlen(delim);
+	const char *p, *end, *hdr_end, *fn;
 
-	if (b == NULL)
-		return false;
-	b += 9;
-	dl = strcspn(b, "; ");
-	if (*b == '"')
-		b++, dl = strcspn(b, "\"");
-	if (dl == 0 || dl > 200)
-		return false;
-	snprintf(delim, sizeof(delim), "--%.*s", (int)dl, b);
-	dl = strlen(delim);
-	for (p = memmem(body, len, delim, dl); p; p = end) {
+	for (p = memmem(*at, (size_t)(body + len - *at), delim, dl); p; p = end) {
 		p += dl;
 		if ((size_t)(body + len - p) < 2 || memcmp(p, "--", 2) == 0)
 			return false;
 		hdr_end = memmem(p, (size_t)(body + len - p), "\r\n\r\n", 4);
 		if (hdr_end == NULL)
 			return false;
-		end = memmem(hdr_end + 4, (size_t)(body + len - hdr_end - 4), delim, dl);
-		if (end == NULL || end - 2 < hdr_end + 4)
+		/* The delimiter ends the part only after a CRLF. */
+		end = hdr_end + 4;
+		while ((end = memmem(end, (size_t)(body + len - end), delim, dl)) != NULL &&
+		       (end - 2 < hdr_end + 4 || memcmp(end - 2, "\r\n", 2) != 0))
+			end += dl;
+		if (end == NULL)
 			return false;
-		if (memmem(p, (size_t)(hdr_end - p), "name=\"file\"", 11) == NULL)
+		*at = end;
+		if (memmem(p, (size_t)(hdr_end - p), "; name=\"file\"", 13) == NULL)
 			continue;
 		*data = hdr_end + 4;
-		*n = (size_t)(end - 2 - *data); /* the CRLF before the delimiter */
-		fn = memmem(p, (size_t)(hdr_end - p), "filename=\"", 10);
-		*filename = fn ? xstrndup(fn + 10, strcspn(fn + 10, "\"\r\n")) : NULL;
+		*n = (size_t)(end - 2 - *data);
+		fn = memmem(p, (size_t)(hdr_end - p), "; filename=\"", 12);
+		*filename = fn ? xstrndup(fn + 12, strcspn(fn + 12, "\"\r\n")) : NULL;
 		return true;
 	}
 	return false;
 }
 
-static void read_file(struct api_server *s, const char *box, const char *path, struct api_reply *r)
+/* "--BOUNDARY" of a multipart type, into delim; false without one. */
+static bool boundary(const char *type, char delim[256])
+{
+	const char *b = strstr(type, "boundary=");
+	size_t dl;
+
+	if (b == NULL)
+		return false;
+	b += 9;
+	if (*b == '"')
+		b++, dl = strcspn(b, "\"");
+	else
+		dl = strcspn(b, "; ");
+	if (dl == 0 || dl > 200)
+		return false;
+	snprintf(delim, 256, "--%.*s", (int)dl, b);
+	return true;
+}
+
+static void read_file(struct api_server *s, const char *box, const char *path, int conn_fd,
+		      struct api_reply *r)
 {
 	char *argv[] = { "cat", "--", (char *)path, NULL };
 	gantry_error_t err = NULL;
 	struct envd_ran ran;
 
-	if (envd_run(s, box, argv, NULL, 0, E2B_FILE_MAX, &ran, &err) < 0) {
+	if (envd_run(s, box, argv, NULL, 0, E2B_FILE_MAX, conn_fd, &ran, &err) < 0) {
 		e2b_error(r, err->status == EFBIG ? 400 : 500, "%s", gantry_error_str(err));
 		gantry_error_free(&err);
 		return;
@@ -448,39 +489,78 @@ static void read_file(struct api_server *s, const char *box, const char *path, s
 	free(ran.err);
 }
 
+/* One file's bytes into path (its directories made). 0, or -1 with r. */
+static int put(struct api_server *s, const char *box, const char *path, const char *data, size_t n,
+	       int conn_fd, struct api_reply *r)
+{
+	static const char script[] = "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"";
+	char *argv[] = { "/bin/sh", "-c", (char *)script, "sh", (char *)path, NULL };
+	gantry_error_t err = NULL;
+	struct envd_ran ran;
+	int ret = 0;
+
+	if (path == NULL || *path != '/' || strlen(path) > 4096)
+		return e2b_error(r, 400, "path `%.200s`: want an absolute path", path ?: ""), -1;
+	if (envd_run(s, box, argv, data, n, 1 << 16, conn_fd, &ran, &err) < 0) {
+		e2b_error(r, 500, "%s", gantry_error_str(err));
+		gantry_error_free(&err);
+		return -1;
+	}
+	if (ran.status != 0) {
+		e2b_error(r, 400, "%.300s: %.300s", path,
+			  ran.err && *ran.err ? ran.err : "cannot be written");
+		ret = -1;
+	}
+	envd_ran_free(&ran);
+	return ret;
+}
+
 static void write_file(struct api_server *s, const struct api_request *req, const char *box,
 		       const char *path, struct api_reply *r)
 {
-	static const char script[] = "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"";
-	const char *type = req->lookup(req, false, "Content-Type"), *data = req->body;
-	cleanup_free char *filename = NULL;
-	gantry_error_t err = NULL;
-	struct envd_ran ran;
-	const char *name;
-	size_t n = req->len;
-	char *argv[] = { "/bin/sh", "-c", (char *)script, "sh", NULL, NULL };
+	const char *type = req->lookup(req, false, "Content-Type");
+	const char *enc = req->lookup(req, false, "Content-Encoding");
+	const char *body = req->body ? req->body : "", *at = body, *data;
+	json_t *written = json_array();
+	char delim[256];
+	size_t n;
 
-	if (type && strncasecmp(type, "multipart/form-data", 19) == 0 &&
-	    !multipart(type, req->body ? req->body : "", req->len, &data, &n, &filename))
-		return e2b_error(r, 400, "no part named `file` in the form");
-	if (path == NULL)
-		path = filename;
-	if (path == NULL || *path != '/' || strlen(path) > 4096)
-		return e2b_error(r, 400, "path: want an absolute path");
-	argv[4] = (char *)path;
-	if (envd_run(s, box, argv, data ? data : "", n, 1 << 16, &ran, &err) < 0) {
-		e2b_error(r, 500, "%s", gantry_error_str(err));
-		gantry_error_free(&err);
-		return;
+	if (enc && strcasecmp(enc, "identity") != 0) {
+		json_decref(written);
+		return e2b_error(r, 400,
+				 "Content-Encoding `%.40s`: not taken; send the bytes as they are",
+				 enc);
 	}
-	if (ran.status != 0)
-		e2b_error(r, 400, "%.300s: %.300s", path,
-			  ran.err && *ran.err ? ran.err : "cannot be written");
-	else if ((name = strrchr(path, '/')) != NULL)
-		api_reply_json(r, 200,
-			       json_pack("[{s:s,s:s,s:s}]", "name", name + 1, "type", "file",
-					 "path", path));
-	envd_ran_free(&ran);
+	if (type == NULL || strncasecmp(type, "multipart/form-data", 19) != 0) {
+		/* application/octet-stream: the body is the file. */
+		if (put(s, box, path, body, req->len, req->conn_fd, r) == 0)
+			json_array_append_new(written, json_pack("{s:s,s:s,s:s}", "name",
+								 strrchr(path, '/') + 1, "type",
+								 "file", "path", path));
+	} else if (!boundary(type, delim)) {
+		e2b_error(r, 400, "multipart/form-data without a boundary");
+	} else {
+		char *fn = NULL;
+
+		/* Each part named "file": to the path, or to its filename. */
+		while (r->status == 0 && next_part(delim, body, req->len, &at, &data, &n, &fn)) {
+			const char *to = path ? path : fn;
+
+			if (put(s, box, to, data, n, req->conn_fd, r) == 0)
+				json_array_append_new(written,
+						      json_pack("{s:s,s:s,s:s}", "name",
+								strrchr(to, '/') + 1, "type",
+								"file", "path", to));
+			free(fn);
+			fn = NULL;
+		}
+		if (r->status == 0 && json_array_size(written) == 0)
+			e2b_error(r, 400, "no part named `file` in the form");
+	}
+	if (r->status == 0)
+		api_reply_json(r, 200, written);
+	else
+		json_decref(written);
 }
 
 void envd_files(struct api_server *s, const struct api_request *req, const char *box,
@@ -491,7 +571,7 @@ void envd_files(struct api_server *s, const struct api_request *req, const char 
 	if (strcmp(req->method, "GET") == 0) {
 		if (path == NULL || *path != '/')
 			return e2b_error(r, 400, "path: want an absolute path");
-		read_file(s, box, path, r);
+		read_file(s, box, path, req->conn_fd, r);
 	} else if (strcmp(req->method, "POST") == 0) {
 		write_file(s, req, box, path, r);
 	} else {

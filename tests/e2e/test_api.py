@@ -1375,6 +1375,10 @@ def test_e2b_control_plane_shapes(api):
     listed = api.call("GET", "/v2/sandboxes", check=False)
     assert listed.status == 200 and [s["sandboxID"] for s in listed.body] == [sid], listed
     assert api.call("GET", "/v2/sandboxes?state=paused", check=False).body == []
+    # The SDK's metadata filter: k=v pairs, encoded once more.
+    assert len(api.call("GET", "/v2/sandboxes?metadata=k%3Dv", check=False).body) == 1
+    assert api.call("GET", "/v2/sandboxes?metadata=k%3Dw", check=False).body == []
+    assert api.call("GET", "/v2/sandboxes?template=other", check=False).body == []
     r = api.call("POST", f"/sandboxes/{sid}/timeout", {"timeout": 30}, check=False)
     assert r.status == 204 and r.raw == b"", r
     r = api.call("POST", f"/v2/sandboxes/{sid}/connect", {}, check=False)
