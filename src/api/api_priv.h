@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,6 +90,10 @@ struct api_request {
 	void *conn;
 	int conn_fd; /* the client's connection, or -1 */
 };
+
+/* fmt's message, malloc()ed, what is not UTF-8 in it made '?': an error
+ * may quote a client's bytes or a guest's, and JSON takes UTF-8 only. */
+char *api_vmessage(const char *fmt, va_list ap);
 
 /* Answers: {"error": one line} with a status. */
 void api_reply_error(struct api_reply *r, unsigned status, const char *fmt, ...)

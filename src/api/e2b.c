@@ -42,12 +42,9 @@ void e2b_error(struct api_reply *r, unsigned status, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
+	msg = api_vmessage(fmt, ap);
 	va_end(ap);
-	api_reply_json(
-		r, status,
-		json_pack("{s:i,s:s}", "code", (int)status, "message", text_sanitize_utf8(msg)));
+	api_reply_json(r, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
 }
 
 static void no_content(struct api_reply *r)

@@ -56,28 +56,35 @@ void envd_error(struct api_reply *r, unsigned status, const char *code, const ch
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
+	msg = api_vmessage(fmt, ap);
 	va_end(ap);
-	api_reply_json(r, status,
-		       json_pack("{s:s,s:s}", "code", code, "message", text_sanitize_utf8(msg)));
+	api_reply_json(r, status, json_pack("{s:s,s:s}", "code", code, "message", msg));
 }
 
-/* An envelope of j (consumed): flags, then the JSON's length and bytes. */
-static void envelope(struct e2b_proc *p, uint8_t flags, json_t *j)
+/* A Connect envelope of j (consumed): flags, then the JSON's length
+ * (4 bytes, big-endian) and bytes; malloc()ed, its length in *len. */
+static char *frame(uint8_t flags, json_t *j, size_t *len)
 {
 	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
 	size_t n = strlen(text);
+	char *f = xmalloc(5 + n);
 
 	json_decref(j);
-	p->pending = xrealloc(p->pending, 5 + n);
-	p->pending[0] = (char)flags;
-	p->pending[1] = (char)(n >> 24);
-	p->pending[2] = (char)(n >> 16);
-	p->pending[3] = (char)(n >> 8);
-	p->pending[4] = (char)n;
-	memcpy(p->pending + 5, text, n);
-	p->pending_len = 5 + n;
+	f[0] = (char)flags;
+	f[1] = (char)(n >> 24);
+	f[2] = (char)(n >> 16);
+	f[3] = (char)(n >> 8);
+	f[4] = (char)n;
+	memcpy(f + 5, text, n);
+	*len = 5 + n;
+	return f;
+}
+
+/* The next envelope for the stream to send. */
+static void envelope(struct e2b_proc *p, uint8_t flags, json_t *j)
+{
+	free(p->pending);
+	p->pending = frame(flags, j, &p->pending_len);
 	p->pending_off = 0;
 }
 
@@ -384,22 +391,10 @@ static bool all_strings(json_t *v)
  * status). */
 static void start_error(struct api_reply *r, const char *code, const char *msg)
 {
-	json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
-	char *text = json_dumps(j, JSON_COMPACT);
-	size_t n = strlen(text);
-
-	json_decref(j);
 	api_reply_json(r, 200, NULL);
-	r->owned = xmalloc(5 + n);
-	r->owned[0] = 2;
-	r->owned[1] = (char)(n >> 24);
-	r->owned[2] = (char)(n >> 16);
-	r->owned[3] = (char)(n >> 8);
-	r->owned[4] = (char)n;
-	memcpy(r->owned + 5, text, n);
-	free(text);
+	r->owned = frame(2, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg),
+			 &r->len);
 	r->bytes = r->owned;
-	r->len = 5 + n;
 	r->type = "application/connect+json";
 }
 

@@ -21,17 +21,24 @@ void api_reply_json(struct api_reply *r, unsigned status, json_t *j)
 	r->json = j;
 }
 
+char *api_vmessage(const char *fmt, va_list ap)
+{
+	char *msg;
+
+	if (vasprintf(&msg, fmt, ap) < 0)
+		abort();
+	return text_sanitize_utf8(msg);
+}
+
 void api_reply_error(struct api_reply *r, unsigned status, const char *fmt, ...)
 {
 	cleanup_free char *msg = NULL;
 	va_list ap;
 
 	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		abort();
+	msg = api_vmessage(fmt, ap);
 	va_end(ap);
-	/* It may quote a client's bytes, or a guest's: JSON takes UTF-8 only. */
-	api_reply_json(r, status, json_pack("{s:s}", "error", text_sanitize_utf8(msg)));
+	api_reply_json(r, status, json_pack("{s:s}", "error", msg));
 }
 
 unsigned api_error_status(gantry_error_t err, unsigned other)
