@@ -116,6 +116,11 @@ void api_exec(struct api_server *s, const char *name, const char *body, size_t l
 /* The body as a JSON object (NULL body or "": {}), or an error reply. */
 json_t *api_body_object(const char *body, size_t len, struct api_reply *r);
 
+/* Now on the wall clock, in ms; and ms as RFC 3339 UTC with milliseconds
+ * (malloc()ed): the times the API answers. */
+uint64_t api_wall_ms(void);
+char *api_time(uint64_t ms);
+
 /* ops.c: the operations, the lifecycle's slots and the events. */
 void api_ops_init(struct api_server *s);
 void api_ops_destroy(struct api_server *s);

@@ -17,25 +17,6 @@
 #include "common/text.h"
 #include "common/util.h"
 
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static char *rfc3339(uint64_t ms)
-{
-	time_t t = (time_t)(ms / 1000);
-	char buf[40];
-	struct tm tm;
-	size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", gmtime_r(&t, &tm));
-
-	snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
-	return xstrdup(buf);
-}
-
 void e2b_error(struct api_reply *r, unsigned status, const char *fmt, ...)
 {
 	cleanup_free char *msg = NULL;
@@ -127,7 +108,7 @@ static void *reaper(void *arg)
 
 	while (!cancel_fired(&s->cancel)) {
 		char id[65] = "";
-		uint64_t now = wall_ms();
+		uint64_t now = api_wall_ms();
 
 		pthread_mutex_lock(&e->lock);
 		for (size_t i = 0; i < E2B_BOXES_MAX && !id[0]; i++)
@@ -183,7 +164,7 @@ void e2b_stop(struct api_server *s)
 /* What create and connect answer (the SDK's Sandbox). Under e->lock. */
 static json_t *box_json(const struct e2b_box *b, const char *token, bool detail)
 {
-	cleanup_free char *end = rfc3339(b->end_ms);
+	cleanup_free char *end = api_time(b->end_ms);
 	json_t *j = json_pack("{s:s,s:s,s:s,s:s,s:n,s:s}", "sandboxID", b->id, "templateID",
 			      b->template, "clientID", "gantry", "envdVersion", E2B_ENVD_VERSION,
 			      "domain", "alias", b->template);
@@ -293,8 +274,8 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 		snprintf(b->id, sizeof(b->id), "%s", id);
 		b->template = xstrdup(template);
 		b->metadata = metadata ? json_deep_copy(metadata) : json_object();
-		b->started = rfc3339(wall_ms());
-		b->end_ms = wall_ms() + (uint64_t)secs * 1000;
+		b->started = api_time(api_wall_ms());
+		b->end_ms = api_wall_ms() + (uint64_t)secs * 1000;
 		api_reply_json(r, 201, box_json(b, s->token, false));
 	}
 	pthread_mutex_unlock(&e->lock);
@@ -423,9 +404,9 @@ static void timeout(struct api_server *s, const struct api_request *req, const c
 	/* setTimeout sets it; connect only lengthens it, as E2B's does for a
 	 * running sandbox. */
 	if (b && t && !connect)
-		b->end_ms = wall_ms() + (uint64_t)json_integer_value(t) * 1000;
+		b->end_ms = api_wall_ms() + (uint64_t)json_integer_value(t) * 1000;
 	else if (b && t)
-		b->end_ms = MAX(b->end_ms, wall_ms() + (uint64_t)json_integer_value(t) * 1000);
+		b->end_ms = MAX(b->end_ms, api_wall_ms() + (uint64_t)json_integer_value(t) * 1000);
 	if (b && connect)
 		api_reply_json(r, 200, box_json(b, s->token, false));
 	else if (b)

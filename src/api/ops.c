@@ -15,17 +15,28 @@
 #include "common/text.h"
 #include "common/util.h"
 
-static char *now_rfc3339(void)
+uint64_t api_wall_ms(void)
 {
-	char buf[40];
 	struct timespec ts;
-	struct tm tm;
-	size_t n;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", gmtime_r(&ts.tv_sec, &tm));
-	snprintf(buf + n, sizeof(buf) - n, ".%03ldZ", ts.tv_nsec / 1000000);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+char *api_time(uint64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	char buf[40];
+	struct tm tm;
+	size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", gmtime_r(&t, &tm));
+
+	snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
 	return xstrdup(buf);
+}
+
+static char *now_rfc3339(void)
+{
+	return api_time(api_wall_ms());
 }
 
 void api_ops_init(struct api_server *s)
