@@ -140,6 +140,7 @@ void e2b_init(struct api_server *s)
 	s->e2b = xzalloc(sizeof(*s->e2b));
 	pthread_mutex_init(&s->e2b->lock, NULL);
 	s->e2b->next_pid = 1000;
+	envd_init(s->e2b);
 	s->e2b->reaper_started = pthread_create(&s->e2b->reaper, NULL, reaper, s) == 0;
 }
 
@@ -155,6 +156,7 @@ void e2b_stop(struct api_server *s)
 	for (size_t i = 0; i < E2B_BOXES_MAX; i++)
 		box_clear(&e->boxes[i]);
 	pthread_mutex_destroy(&e->lock);
+	pthread_cond_destroy(&e->gone);
 	free(e);
 	s->e2b = NULL;
 }

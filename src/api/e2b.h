@@ -37,14 +37,15 @@ struct e2b_box {
 	int cpus, mem_mib;
 };
 
-/* A process started through envd's Start, while it runs and until its
- * stream has said how it ended. */
+/* A process started through envd's Start, while it runs and until the
+ * streams following it have said how it ended. */
 struct e2b_proc;
 
 struct api_e2b {
 	pthread_mutex_t lock;
 	struct e2b_box boxes[E2B_BOXES_MAX];
 	struct e2b_proc *procs[E2B_PROCS_MAX];
+	pthread_cond_t gone; /* a process left procs (CLOCK_MONOTONIC) */
 	uint32_t next_pid;
 	pthread_t reaper;
 	bool reaper_started;
@@ -70,6 +71,8 @@ const char *e2b_box_of(struct api_server *s, const struct api_request *req, bool
 /* envd.c: /process.Process/... */
 void envd_process(struct api_server *s, const struct api_request *req, const char *box,
 		  const char *method, struct api_reply *r);
+void envd_init(struct api_e2b *e);
+/* Waits for the processes, which the server's cancel ends. */
 void envd_procs_free(struct api_server *s);
 /* envd_fs.c: /files and /filesystem.Filesystem/... */
 void envd_files(struct api_server *s, const struct api_request *req, const char *box,

@@ -1,11 +1,19 @@
 /* envd's process service, as the E2B SDK calls it (e2b.h): Connect RPCs
- * over HTTP/1.1 with JSON messages. Start answers a stream of envelopes
- * (a flags byte, a 4-byte big-endian length, the JSON): the process's
- * start, its output as it comes (base64), keepalives, its end, and the
- * end-of-stream trailer; List, SendSignal, SendInput and CloseStdin are
- * unary. Each process runs through the backend's exec on a thread of its
- * own and lives as long as its Start stream: a client that goes away has
- * it killed (the real envd keeps it until its deadline). */
+ * over HTTP/1.1 with JSON messages. Start and Connect answer a stream of
+ * envelopes (a flags byte, a 4-byte big-endian length, the JSON): the
+ * process's start, its output as it comes (base64), keepalives, its end,
+ * and the end-of-stream trailer; List, SendSignal, SendInput and
+ * CloseStdin are unary.
+ *
+ * A process runs through the backend's exec on a thread of its own, and
+ * a pump thread reads its output into events that every stream following
+ * it (its Start's, and any Connect's) sends in turn. As envd's, it lives
+ * past its streams: a client that goes away leaves it running, output
+ * nobody follows is dropped, and it ends when it exits, at its deadline
+ * (Connect-Timeout-Ms on Start), when its sandbox goes, or when the server
+ * stops. A stream that falls behind holds the pump back, and so the
+ * process's writes, never the other streams' bytes: nothing is dropped
+ * for a stream that follows. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -14,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/e2b.h"
@@ -23,10 +32,20 @@
 #include "common/util.h"
 #include "proto/base64.h"
 
-#define ENVD_CHUNK 49152 /* output bytes in one data event */
+#define ENVD_CHUNK   49152 /* output bytes in one data event */
+#define ENVD_EVENTS  16	   /* events a process holds for a stream behind */
+#define ENVD_FOLLOW  8	   /* streams following one process */
+#define ENVD_WAIT_MS 250   /* a stream's look at its client while it waits */
+
+struct e2b_event {
+	bool err; /* stderr, else stdout */
+	char *data;
+	size_t len;
+};
+
+struct e2b_sub;
 
 struct e2b_proc {
-	struct api_stream stream; /* first: the Start stream is this */
 	struct api_server *s;
 	uint32_t pid;
 	char box[65];
@@ -38,14 +57,32 @@ struct e2b_proc {
 	int out_r, err_r, in_w, sig_w;
 	/* Its own, closed by its thread when the exec returns. */
 	int in_r, out_w, err_w, sig_r;
-	pthread_t thread;
+	pthread_t thread, pump;
 	struct gantry_cancel cancel;
 	int ret;
 	struct api_exec_result res;
 	gantry_error_t err;
-	uint64_t deadline, keepalive, hangup_at;
+	uint64_t deadline, hangup_at;
+	bool killed, timed_out;
+	/* Under e->lock from here on. */
+	pthread_cond_t cond; /* an event, its end, or a stream gone */
+	struct e2b_event events[ENVD_EVENTS];
+	uint64_t first, next; /* the events held: [first, next) */
+	struct e2b_sub *subs[ENVD_FOLLOW];
+	bool ended;    /* end is its last event */
+	json_t *end;   /* the end event's body */
+	unsigned refs; /* the pump and each stream */
+	bool listed;   /* in e->procs */
+};
+
+/* A stream following a process: its Start's or a Connect's. */
+struct e2b_sub {
+	struct api_stream stream; /* first: the reply's stream is this */
+	struct e2b_proc *p;
+	uint64_t next; /* the next event it sends */
+	uint64_t keepalive;
 	int conn_fd; /* its client's connection */
-	bool started, ended, trailed, killed, timed_out;
+	bool started, ended, trailed;
 	char *pending; /* an envelope not sent whole yet */
 	size_t pending_len, pending_off;
 };
@@ -81,24 +118,24 @@ static char *frame(uint8_t flags, json_t *j, size_t *len)
 }
 
 /* The next envelope for the stream to send. */
-static void envelope(struct e2b_proc *p, uint8_t flags, json_t *j)
+static void envelope(struct e2b_sub *u, uint8_t flags, json_t *j)
 {
-	free(p->pending);
-	p->pending = frame(flags, j, &p->pending_len);
-	p->pending_off = 0;
+	free(u->pending);
+	u->pending = frame(flags, j, &u->pending_len);
+	u->pending_off = 0;
 }
 
-static void event(struct e2b_proc *p, const char *kind, json_t *body)
+static void event(struct e2b_sub *u, const char *kind, json_t *body)
 {
-	envelope(p, 0, json_pack("{s:{s:o}}", "event", kind, body));
+	envelope(u, 0, json_pack("{s:{s:o}}", "event", kind, body));
 }
 
-static void data_event(struct e2b_proc *p, const char *stream, const char *buf, size_t n)
+static void data_event(struct e2b_sub *u, const struct e2b_event *ev)
 {
-	char *b64 = xmalloc(b64_encoded_len(n, B64_PADDED) + 1);
+	char *b64 = xmalloc(b64_encoded_len(ev->len, B64_PADDED) + 1);
 
-	b64_encode(buf, n, b64, B64_PADDED);
-	event(p, "data", json_pack("{s:s}", stream, b64));
+	b64_encode(ev->data, ev->len, b64, B64_PADDED);
+	event(u, "data", json_pack("{s:s}", ev->err ? "stderr" : "stdout", b64));
 	free(b64);
 }
 
@@ -115,7 +152,7 @@ static void *proc_thread(void *arg)
 	return NULL;
 }
 
-/* SIGKILL through its session; hung up at once if that cannot go. */
+/* A signal through its session; hung up at once if that cannot go. */
 static void proc_kill(struct e2b_proc *p, int signo)
 {
 	const unsigned char b = (unsigned char)signo;
@@ -129,117 +166,6 @@ static void proc_kill(struct e2b_proc *p, int signo)
 	}
 }
 
-/* The end, once its output is drained and its exec returned. */
-static void end_event(struct e2b_proc *p)
-{
-	cleanup_free char *status = NULL;
-	json_t *end;
-
-	pthread_join(p->thread, NULL);
-	if (p->ret < 0) {
-		event(p, "end",
-		      json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status",
-				"failed", "error",
-				text_sanitize_utf8(xstrdup(gantry_error_str(p->err)))));
-		return;
-	}
-	if (p->res.signal)
-		xasprintf(&status, "signal: %s",
-			  p->res.signal == SIGKILL   ? "killed"
-			  : p->res.signal == SIGTERM ? "terminated"
-						     : "signaled");
-	else
-		xasprintf(&status, "exit status %d", p->res.exit_code);
-	end = json_pack("{s:i,s:b,s:s}", "exitCode", p->res.signal ? -1 : p->res.exit_code,
-			"exited", !p->res.signal, "status", status);
-	event(p, "end", end);
-}
-
-static size_t proc_read(struct api_stream *st, char *buf, size_t max)
-{
-	struct e2b_proc *p = (struct e2b_proc *)st;
-	char chunk[ENVD_CHUNK];
-
-	for (;;) {
-		if (p->pending_off < p->pending_len) {
-			size_t n = MIN(max, p->pending_len - p->pending_off);
-
-			memcpy(buf, p->pending + p->pending_off, n);
-			p->pending_off += n;
-			return n;
-		}
-		if (p->trailed)
-			return 0;
-		if (!p->started) {
-			p->started = true;
-			event(p, "start", json_pack("{s:I}", "pid", (json_int_t)p->pid));
-			continue;
-		}
-		if (p->ended) {
-			p->trailed = true;
-			if (p->timed_out)
-				envelope(p, 2,
-					 json_pack("{s:{s:s,s:s}}", "error", "code",
-						   "deadline_exceeded", "message",
-						   "the command ran past its deadline"));
-			else
-				envelope(p, 2, json_object());
-			continue;
-		}
-		if (p->out_r < 0 && p->err_r < 0) {
-			p->ended = true;
-			end_event(p);
-			continue;
-		}
-		{
-			struct pollfd f[4] = { { p->out_r, POLLIN, 0 },
-					       { p->err_r, POLLIN, 0 },
-					       { p->conn_fd, POLLRDHUP, 0 },
-					       { cancel_fd(&p->s->cancel), POLLIN, 0 } };
-			uint64_t now = now_ms(), wake;
-			ssize_t n;
-
-			if (p->hangup_at && now >= p->hangup_at)
-				cancel_fire(&p->cancel);
-			if (p->killed) /* the client and the server's end matter no more */
-				f[2].fd = f[3].fd = -1;
-
-			if (now >= p->deadline) {
-				p->timed_out = true;
-				p->deadline = UINT64_MAX; /* once */
-				proc_kill(p, SIGKILL);
-			}
-			wake = MIN(MIN(p->keepalive, p->deadline),
-				   p->hangup_at ? p->hangup_at : UINT64_MAX);
-			if (now >= p->keepalive) {
-				p->keepalive = now + E2B_KEEPALIVE_MS;
-				event(p, "keepalive", json_object());
-				continue;
-			}
-			if (poll(f, 4, (int)MIN(wake > now ? wake - now : 0, 1000u)) < 0 &&
-			    errno != EINTR)
-				cancel_fire(&p->cancel);
-			if ((f[2].revents & (POLLRDHUP | POLLHUP | POLLERR)) || f[3].revents) {
-				proc_kill(p, SIGKILL);
-				continue;
-			}
-			for (int i = 0; i < 2; i++) {
-				int *fd = i ? &p->err_r : &p->out_r;
-
-				if (*fd < 0 || !(f[i].revents & (POLLIN | POLLHUP | POLLERR)))
-					continue;
-				n = read(*fd, chunk, sizeof(chunk));
-				if (n > 0) {
-					data_event(p, i ? "stderr" : "stdout", chunk, (size_t)n);
-					break;
-				}
-				if (n == 0 || (errno != EAGAIN && errno != EINTR))
-					close_fd(fd);
-			}
-		}
-	}
-}
-
 static void proc_free(struct e2b_proc *p)
 {
 	close_fd(&p->out_r);
@@ -248,44 +174,309 @@ static void proc_free(struct e2b_proc *p)
 	close_fd(&p->sig_w);
 	cancel_destroy(&p->cancel);
 	gantry_error_free(&p->err);
+	for (uint64_t i = p->first; i < p->next; i++)
+		free(p->events[i % ENVD_EVENTS].data);
+	pthread_cond_destroy(&p->cond);
 	json_decref(p->config);
+	json_decref(p->end);
 	free(p->tag);
 	free(p->argv);
 	strv_free(p->env);
-	free(p->pending);
 	free(p);
 }
 
-/* The stream is over (or its client gone): the process, if it still
- * runs, is killed and waited for, and leaves the table. */
-static void proc_done(struct api_stream *st)
+/* Drop one reference, under e->lock; the last one takes the process out
+ * of the table and frees it. */
+static void proc_unref(struct api_e2b *e, struct e2b_proc *p)
 {
-	struct e2b_proc *p = (struct e2b_proc *)st;
-	struct api_e2b *e = p->s->e2b;
-
-	if (!p->ended) {
-		proc_kill(p, SIGKILL);
-		cancel_fire(&p->cancel);
-		close_fd(&p->out_r);
-		close_fd(&p->err_r);
-		pthread_join(p->thread, NULL);
-	}
-	pthread_mutex_lock(&e->lock);
+	if (--p->refs > 0)
+		return;
 	for (size_t i = 0; i < E2B_PROCS_MAX; i++)
 		if (e->procs[i] == p)
 			e->procs[i] = NULL;
-	pthread_mutex_unlock(&e->lock);
+	pthread_cond_broadcast(&e->gone);
 	proc_free(p);
+}
+
+/* Free the events every stream has sent, under e->lock. */
+static void trim(struct e2b_proc *p)
+{
+	uint64_t low = p->next;
+
+	for (size_t i = 0; i < ENVD_FOLLOW; i++)
+		if (p->subs[i] && p->subs[i]->next < low)
+			low = p->subs[i]->next;
+	for (; p->first < low; p->first++) {
+		free(p->events[p->first % ENVD_EVENTS].data);
+		p->events[p->first % ENVD_EVENTS].data = NULL;
+	}
+}
+
+static void cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L)
+		t.tv_sec++, t.tv_nsec -= 1000000000L;
+	pthread_cond_timedwait(c, m, &t);
+}
+
+/* Its deadline, its hang-up after a kill, the server's end. */
+static void pump_watch(struct e2b_proc *p)
+{
+	uint64_t now = now_ms();
+
+	if (now >= p->deadline) {
+		p->timed_out = true;
+		p->deadline = UINT64_MAX; /* once */
+		proc_kill(p, SIGKILL);
+	}
+	if (cancel_fired(&p->s->cancel) && !p->killed)
+		proc_kill(p, SIGKILL);
+	if (p->hangup_at && now >= p->hangup_at)
+		cancel_fire(&p->cancel);
+}
+
+/* One chunk of output to every stream following, once each has room:
+ * one behind by ENVD_EVENTS holds the pump (and so the process) back. */
+static void publish(struct e2b_proc *p, bool err, const char *buf, size_t n)
+{
+	struct api_e2b *e = p->s->e2b;
+	bool any = false;
+
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		any = false;
+		for (size_t i = 0; i < ENVD_FOLLOW; i++)
+			any |= p->subs[i] != NULL;
+		if (!any || p->next - p->first < ENVD_EVENTS || p->killed)
+			break;
+		cond_wait_ms(&p->cond, &e->lock, ENVD_WAIT_MS);
+		pump_watch(p);
+	}
+	if (any && p->next - p->first < ENVD_EVENTS) {
+		struct e2b_event *ev = &p->events[p->next % ENVD_EVENTS];
+
+		ev->err = err;
+		ev->data = xmalloc(n);
+		memcpy(ev->data, buf, n);
+		ev->len = n;
+		p->next++;
+		pthread_cond_broadcast(&p->cond);
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* The end event's body, once its exec returned. */
+static json_t *end_body(struct e2b_proc *p)
+{
+	cleanup_free char *status = NULL;
+
+	if (p->ret < 0)
+		return json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1, "exited", 0, "status",
+				 "failed", "error",
+				 text_sanitize_utf8(xstrdup(gantry_error_str(p->err))));
+	if (p->res.signal)
+		xasprintf(&status, "signal: %s",
+			  p->res.signal == SIGKILL   ? "killed"
+			  : p->res.signal == SIGTERM ? "terminated"
+						     : "signaled");
+	else
+		xasprintf(&status, "exit status %d", p->res.exit_code);
+	return json_pack("{s:i,s:b,s:s}", "exitCode", p->res.signal ? -1 : p->res.exit_code,
+			 "exited", !p->res.signal, "status", status);
+}
+
+/* Read its output to the end, then wait for its exec and say how it
+ * ended. */
+static void *pump(void *arg)
+{
+	struct e2b_proc *p = arg;
+	struct api_e2b *e = p->s->e2b;
+	char *chunk = xmalloc(ENVD_CHUNK);
+
+	while (p->out_r >= 0 || p->err_r >= 0) {
+		struct pollfd f[3] = { { p->out_r, POLLIN, 0 },
+				       { p->err_r, POLLIN, 0 },
+				       { cancel_fd(&p->s->cancel), POLLIN, 0 } };
+		uint64_t now = now_ms(), wake = MIN(p->deadline, p->hangup_at ?: UINT64_MAX);
+
+		if (p->killed)
+			f[2].fd = -1;
+		if (poll(f, 3, (int)MIN(wake > now ? wake - now : 0, 1000u)) < 0 && errno != EINTR)
+			cancel_fire(&p->cancel);
+		pthread_mutex_lock(&e->lock);
+		pump_watch(p);
+		pthread_mutex_unlock(&e->lock);
+		for (int i = 0; i < 2; i++) {
+			int *fd = i ? &p->err_r : &p->out_r;
+			ssize_t n;
+
+			if (*fd < 0 || !(f[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			n = read(*fd, chunk, ENVD_CHUNK);
+			if (n > 0)
+				publish(p, i == 1, chunk, (size_t)n);
+			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+				close_fd(fd);
+		}
+	}
+	free(chunk);
+	pthread_join(p->thread, NULL);
+	pthread_mutex_lock(&e->lock);
+	p->end = end_body(p);
+	p->ended = true;
+	close_fd(&p->in_w);
+	pthread_cond_broadcast(&p->cond);
+	proc_unref(e, p);
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* Whether the stream's client hung up. */
+static bool client_gone(int fd)
+{
+	struct pollfd f = { fd, POLLRDHUP, 0 };
+
+	return fd >= 0 && poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* The stream's next envelope into u->pending, under e->lock; false when
+ * there is none for now (it waited a while). */
+static bool next_envelope(struct e2b_sub *u)
+{
+	struct e2b_proc *p = u->p;
+
+	if (!u->started) {
+		u->started = true;
+		event(u, "start", json_pack("{s:I}", "pid", (json_int_t)p->pid));
+	} else if (u->next < p->next) {
+		data_event(u, &p->events[u->next++ % ENVD_EVENTS]);
+		trim(p);
+		pthread_cond_broadcast(&p->cond);
+	} else if (p->ended && !u->ended) {
+		u->ended = true;
+		event(u, "end", json_incref(p->end));
+	} else if (p->ended) {
+		u->trailed = true;
+		if (p->timed_out)
+			envelope(u, 2,
+				 json_pack("{s:{s:s,s:s}}", "error", "code", "deadline_exceeded",
+					   "message", "the command ran past its deadline"));
+		else
+			envelope(u, 2, json_object());
+	} else if (now_ms() >= u->keepalive) {
+		u->keepalive = now_ms() + E2B_KEEPALIVE_MS;
+		event(u, "keepalive", json_object());
+	} else {
+		cond_wait_ms(&p->cond, &p->s->e2b->lock,
+			     (unsigned)MIN(u->keepalive - now_ms(), ENVD_WAIT_MS));
+		return false;
+	}
+	return true;
+}
+
+static size_t sub_read(struct api_stream *st, char *buf, size_t max)
+{
+	struct e2b_sub *u = (struct e2b_sub *)st;
+	struct api_e2b *e = u->p->s->e2b;
+
+	for (;;) {
+		bool got;
+
+		if (u->pending_off < u->pending_len) {
+			size_t n = MIN(max, u->pending_len - u->pending_off);
+
+			memcpy(buf, u->pending + u->pending_off, n);
+			u->pending_off += n;
+			return n;
+		}
+		if (u->trailed)
+			return 0;
+		pthread_mutex_lock(&e->lock);
+		got = next_envelope(u);
+		pthread_mutex_unlock(&e->lock);
+		/* A client gone ends its stream, not the process. */
+		if (!got && client_gone(u->conn_fd))
+			return 0;
+	}
+}
+
+/* The stream is over, or its client gone: it follows no more. */
+static void sub_done(struct api_stream *st)
+{
+	struct e2b_sub *u = (struct e2b_sub *)st;
+	struct e2b_proc *p = u->p;
+	struct api_e2b *e = p->s->e2b;
+
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < ENVD_FOLLOW; i++)
+		if (p->subs[i] == u)
+			p->subs[i] = NULL;
+	trim(p);
+	pthread_cond_broadcast(&p->cond);
+	proc_unref(e, p);
+	pthread_mutex_unlock(&e->lock);
+	free(u->pending);
+	free(u);
+}
+
+/* A stream following p from its next event, under e->lock; NULL when p
+ * has ENVD_FOLLOW already. */
+static struct e2b_sub *follow(struct e2b_proc *p, int conn_fd)
+{
+	struct e2b_sub *u;
+
+	for (size_t i = 0; i < ENVD_FOLLOW; i++) {
+		if (p->subs[i])
+			continue;
+		u = xzalloc(sizeof(*u));
+		*u = (struct e2b_sub){ .stream = { sub_read, sub_done },
+				       .p = p,
+				       .next = p->next,
+				       .keepalive = now_ms() + E2B_KEEPALIVE_MS,
+				       .conn_fd = conn_fd };
+		p->subs[i] = u;
+		p->refs++;
+		return u;
+	}
+	return NULL;
+}
+
+void envd_init(struct api_e2b *e)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&e->gone, &ca);
+	pthread_condattr_destroy(&ca);
 }
 
 void envd_procs_free(struct api_server *s)
 {
-	/* Every stream has ended before the server's end: nothing to do but
-	 * check. */
+	struct api_e2b *e = s->e2b;
+	uint64_t until = now_ms() + 2 * API_KILL_GRACE_MS;
+	bool left = true;
+
+	/* Every stream has ended before the server's end; the processes that
+	 * outlived theirs saw the server's cancel, were killed, and go. */
+	pthread_mutex_lock(&e->lock);
+	while (left && now_ms() < until) {
+		left = false;
+		for (size_t i = 0; i < E2B_PROCS_MAX; i++)
+			left |= e->procs[i] != NULL;
+		if (left)
+			cond_wait_ms(&e->gone, &e->lock, 200);
+	}
 	for (size_t i = 0; i < E2B_PROCS_MAX; i++)
-		if (s->e2b->procs[i])
-			log_warn("e2b: process %u still listed at the end",
-				 (unsigned)s->e2b->procs[i]->pid);
+		if (e->procs[i])
+			log_warn("e2b: process %u still running at the end",
+				 (unsigned)e->procs[i]->pid);
+	pthread_mutex_unlock(&e->lock);
 }
 
 /* The message of a Connect request: a streaming one's single envelope, or
@@ -398,20 +589,25 @@ static void start_error(struct api_reply *r, const char *code, const char *msg)
 	r->type = "application/connect+json";
 }
 
-static void start(struct api_server *s, const struct api_request *req, const char *box,
-		  struct api_reply *r)
+/* A stream's reply: 200 and the envelopes as they come. */
+static void stream_reply(struct api_reply *r, struct e2b_sub *u)
 {
-	json_t *m = message(req, true, r), *proc, *args, *envs, *v;
-	const char *cmd, *tmo = req->lookup(req, false, "Connect-Timeout-Ms"), *k;
-	struct api_e2b *e = s->e2b;
-	struct e2b_proc *p;
-	size_t slot = E2B_PROCS_MAX, i = 0;
-	uint64_t ms = 0;
+	r->status = 200;
+	r->type = "application/connect+json";
+	r->stream = &u->stream;
+}
 
-	if (m == NULL)
-		return;
-	proc = json_object_get(m, "process");
-	cmd = json_string_value(json_object_get(proc, "cmd"));
+/* A new process of box from Start's message m; NULL with r filled. */
+static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *m, const char *tmo,
+				 struct api_reply *r)
+{
+	json_t *proc = json_object_get(m, "process"), *args, *envs, *v;
+	const char *cmd = json_string_value(json_object_get(proc, "cmd")), *k;
+	struct e2b_proc *p;
+	pthread_condattr_t ca;
+	uint64_t ms = 0;
+	size_t i = 0;
+
 	args = json_object_get(proc, "args");
 	envs = json_object_get(proc, "envs");
 	if (cmd == NULL || (args && !json_is_array(args)) || (envs && !json_is_object(envs)) ||
@@ -421,12 +617,10 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 			    json_object_get(m, "pty")
 				    ? "no terminal (pty) here yet"
 				    : "want process.cmd, and args and envs of strings");
-		json_decref(m);
-		return;
+		return NULL;
 	}
 	p = xzalloc(sizeof(*p));
-	*p = (struct e2b_proc){ .stream = { proc_read, proc_done },
-				.s = s,
+	*p = (struct e2b_proc){ .s = s,
 				.out_r = -1,
 				.err_r = -1,
 				.in_w = -1,
@@ -436,8 +630,11 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 				.err_w = -1,
 				.sig_r = -1,
 				.cancel = { .fd = -1 } };
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	snprintf(p->box, sizeof(p->box), "%s", box);
-	p->conn_fd = req->conn_fd;
 	p->config = json_pack("{s:s,s:o,s:o}", "cmd", cmd, "args",
 			      args ? json_deep_copy(args) : json_array(), "envs",
 			      envs ? json_deep_copy(envs) : json_object());
@@ -459,13 +656,31 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 		ms = 0;
 	ms = MIN(ms, 86400000ull); /* a day at most */
 	p->deadline = ms ? now_ms() + ms : UINT64_MAX;
-	p->keepalive = now_ms() + E2B_KEEPALIVE_MS;
 	if (!pipes(p) || cancel_init(&p->cancel, NULL) < 0) {
 		start_error(r, "internal", "cannot set up the process");
-		goto fail;
+		proc_free(p);
+		return NULL;
 	}
 	if (!json_is_true(json_object_get(m, "stdin")))
 		close_fd(&p->in_w); /* no input: it reads EOF */
+	return p;
+}
+
+static void start(struct api_server *s, const struct api_request *req, const char *box,
+		  struct api_reply *r)
+{
+	json_t *m = message(req, true, r);
+	struct api_e2b *e = s->e2b;
+	struct e2b_proc *p;
+	struct e2b_sub *u = NULL;
+	size_t slot = E2B_PROCS_MAX;
+
+	if (m == NULL)
+		return;
+	p = proc_new(s, box, m, req->lookup(req, false, "Connect-Timeout-Ms"), r);
+	json_decref(m);
+	if (p == NULL)
+		return;
 	pthread_mutex_lock(&e->lock);
 	for (size_t j = 0; j < E2B_PROCS_MAX && slot == E2B_PROCS_MAX; j++)
 		if (e->procs[j] == NULL)
@@ -473,6 +688,8 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 	if (slot < E2B_PROCS_MAX) {
 		e->procs[slot] = p;
 		p->pid = e->next_pid++;
+		p->refs = 1; /* the pump's */
+		u = follow(p, req->conn_fd);
 	}
 	pthread_mutex_unlock(&e->lock);
 	if (slot == E2B_PROCS_MAX) {
@@ -480,24 +697,31 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 		goto fail;
 	}
 	if (pthread_create(&p->thread, NULL, proc_thread, p) != 0) {
-		pthread_mutex_lock(&e->lock);
-		e->procs[slot] = NULL;
-		pthread_mutex_unlock(&e->lock);
 		start_error(r, "internal", "cannot start a thread");
 		goto fail;
 	}
-	r->status = 200;
-	r->type = "application/connect+json";
-	r->stream = &p->stream;
-	json_decref(m);
+	if (pthread_create(&p->pump, NULL, pump, p) != 0) {
+		cancel_fire(&p->cancel);
+		close_fd(&p->out_r);
+		close_fd(&p->err_r);
+		pthread_join(p->thread, NULL);
+		start_error(r, "internal", "cannot start a thread");
+		goto fail;
+	}
+	pthread_detach(p->pump);
+	stream_reply(r, u);
 	return;
 fail:
+	pthread_mutex_lock(&e->lock);
+	if (slot < E2B_PROCS_MAX)
+		e->procs[slot] = NULL;
+	pthread_mutex_unlock(&e->lock);
+	free(u);
 	close_fd(&p->in_r);
 	close_fd(&p->out_w);
 	close_fd(&p->err_w);
 	close_fd(&p->sig_r);
 	proc_free(p);
-	json_decref(m);
 }
 
 /* The process the request's process.pid (or process.tag) names in box;
@@ -617,6 +841,31 @@ static void to_proc(struct api_server *s, const char *box, const char *method, j
 	api_reply_json(r, 200, json_object());
 }
 
+/* Connect: follow a running process of box from its next event on. */
+static void connect_(struct api_server *s, const struct api_request *req, const char *box,
+		     struct api_reply *r)
+{
+	json_t *m = message(req, true, r);
+	struct api_e2b *e = s->e2b;
+	struct e2b_proc *p;
+	struct e2b_sub *u = NULL;
+
+	if (m == NULL)
+		return;
+	pthread_mutex_lock(&e->lock);
+	p = proc_of(e, box, m);
+	if (p)
+		u = follow(p, req->conn_fd);
+	pthread_mutex_unlock(&e->lock);
+	json_decref(m);
+	if (p == NULL)
+		start_error(r, "not_found", "no such process");
+	else if (u == NULL)
+		start_error(r, "resource_exhausted", "the process has its most followers already");
+	else
+		stream_reply(r, u);
+}
+
 void envd_process(struct api_server *s, const struct api_request *req, const char *box,
 		  const char *method, struct api_reply *r)
 {
@@ -624,8 +873,9 @@ void envd_process(struct api_server *s, const struct api_request *req, const cha
 
 	if (strcmp(method, "Start") == 0)
 		return start(s, req, box, r);
-	if (strcmp(method, "Connect") == 0 || strcmp(method, "StreamInput") == 0 ||
-	    strcmp(method, "Update") == 0)
+	if (strcmp(method, "Connect") == 0)
+		return connect_(s, req, box, r);
+	if (strcmp(method, "StreamInput") == 0 || strcmp(method, "Update") == 0)
 		return envd_error(r, 501, "unimplemented", "process.%s: not yet", method);
 	m = message(req, false, r);
 	if (m == NULL)

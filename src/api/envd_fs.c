@@ -1,10 +1,10 @@
 /* envd's files as the E2B SDK reaches them (e2b.h): GET and POST /files
  * (a file's bytes, and an upload as multipart/form-data or raw), and the
- * filesystem service's Stat, ListDir, MakeDir, Remove and Move. Each is a
- * command in the container, as `gantry cp` runs the container's tar:
- * cat, mkdir, rm, mv and a small sh script around stat(1) and find(1),
- * so the image needs those (busybox has them). Paths and data travel as
- * arguments and stdin, never inside a script. */
+ * filesystem service's Stat, ListDir, MakeDir, Remove and Move. Each runs
+ * gantry-init's file helper in the container (proto/files.h), as any
+ * session runs there, so it needs nothing of the image; paths and data
+ * travel as its arguments and stdin, and its records are read with
+ * files_next(). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +18,8 @@
 
 #include "api/e2b.h"
 #include "common/util.h"
+#include "proto/agent.h"
+#include "proto/files.h"
 
 /* ---- a command, to its end ---- */
 
@@ -165,30 +167,91 @@ void envd_ran_free(struct envd_ran *ran)
 	*ran = (struct envd_ran){ 0 };
 }
 
-/* ---- entries ---- */
+/* ---- the file helper ---- */
 
-/* For each path after $1 (a depth, for find) one line: type, size, octal
- * mode, owner, group, mtime (seconds), path; `-|PATH` for a path that is
- * not there, `!|PATH` for one to list that is no directory. An entry that
- * went away between find and stat is left out, as is a name with a
- * newline (its pieces name nothing). */
-static const char stat_script[] =
-	"d=$1; shift\n"
-	"one() { stat -c '%F|%s|%a|%U|%G|%Y|%n' -- \"$1\" 2>/dev/null; }\n"
-	"for p in \"$@\"; do\n"
-	"  if [ \"$d\" = 0 ]; then one \"$p\" || printf '%s\\n' \"-|$p\"; continue; fi\n"
-	"  [ -d \"$p\" ] || { [ -e \"$p\" ] && printf '%s\\n' \"!|$p\" ||\n"
-	"                     printf '%s\\n' \"-|$p\"; continue; }\n"
-	"  find \"$p\" -mindepth 1 -maxdepth \"$d\" | while IFS= read -r q; do one \"$q\"; done\n"
-	"done\n";
+/* The helper's argv for op, its arguments after it. */
+#define HELPER_ARGV(op, ...)                                                                       \
+	(char *[])                                                                                 \
+	{                                                                                          \
+		PROTO_HELPER_PATH, PROTO_FILES_ARG, FILES_VERSION, op, __VA_ARGS__, NULL           \
+	}
+#define FILES_VERSION "1"
+_Static_assert(PROTO_FILES_VERSION == 1, "FILES_VERSION is PROTO_FILES_VERSION");
 
-static const char *file_type(const char *f)
+/* The Connect status and code of the helper's exit status. */
+static void helper_status(int status, unsigned *http, const char **code)
 {
-	if (strcmp(f, "directory") == 0)
-		return "FILE_TYPE_DIRECTORY";
-	if (strcmp(f, "symbolic link") == 0)
-		return "FILE_TYPE_SYMLINK";
-	return strstr(f, "regular") ? "FILE_TYPE_FILE" : NULL;
+	switch (status) {
+	case PROTO_FILES_NOENT:
+		*http = 404, *code = "not_found";
+		break;
+	case PROTO_FILES_DENIED:
+		*http = 403, *code = "permission_denied";
+		break;
+	case PROTO_FILES_EXIST:
+		*http = 409, *code = "already_exists";
+		break;
+	case PROTO_FILES_NOTDIR:
+	case PROTO_FILES_ISDIR:
+	case PROTO_FILES_USAGE:
+		*http = 400, *code = "invalid_argument";
+		break;
+	case PROTO_FILES_NOSPACE:
+		*http = 507, *code = "resource_exhausted";
+		break;
+	default:
+		*http = 500, *code = "internal";
+	}
+}
+
+/* Its one line on stderr, or a word when it said nothing (a helper that
+ * could not run at all: crun's 126 and 127 say so). */
+static const char *helper_why(struct envd_ran *ran)
+{
+	if (ran->err && *ran->err) {
+		ran->err[strcspn(ran->err, "\n")] = '\0';
+		return ran->err;
+	}
+	if (ran->status == 126 || ran->status == 127)
+		return "the sandbox's file helper cannot run (a sandbox started by an older "
+		       "Gantry: restart it)";
+	return "failed";
+}
+
+/* Run the helper; 0 with *ran its output when it exited 0, else -1 with
+ * r filled (envd's shape, or E2B's when plain). */
+static int helper(struct api_server *s, const char *box, char *const *argv, const void *in,
+		  size_t in_len, size_t max, int conn_fd, bool plain, struct envd_ran *ran,
+		  struct api_reply *r)
+{
+	gantry_error_t err = NULL;
+	const char *code;
+	unsigned http;
+
+	if (envd_run(s, box, argv, in, in_len, max, conn_fd, ran, &err) < 0) {
+		http = err->status == EFBIG ? 400 : 500;
+		if (plain)
+			e2b_error(r, http, "%s", gantry_error_str(err));
+		else
+			envd_error(r, http, http == 400 ? "invalid_argument" : "internal", "%s",
+				   gantry_error_str(err));
+		gantry_error_free(&err);
+		return -1;
+	}
+	if (ran->status == 0)
+		return 0;
+	helper_status(ran->status, &http, &code);
+	if (plain)
+		e2b_error(r, http, "%.400s", helper_why(ran));
+	else
+		envd_error(r, http, code, "%.400s", helper_why(ran));
+	envd_ran_free(ran);
+	return -1;
+}
+
+static const char *file_type(char t)
+{
+	return t == 'd' ? "FILE_TYPE_DIRECTORY" : t == 'l' ? "FILE_TYPE_SYMLINK" : "FILE_TYPE_FILE";
 }
 
 static void permissions(unsigned mode, bool dir, char out[11])
@@ -201,91 +264,93 @@ static void permissions(unsigned mode, bool dir, char out[11])
 	out[10] = '\0';
 }
 
-static bool digits(const char *s, size_t max)
+/* One entry record as an EntryInfo; NULL for one JSON cannot carry (a
+ * path that is not UTF-8) or a time a calendar does not hold. */
+static json_t *entry(const struct files_record *f)
 {
-	size_t n = strspn(s, "0123456789");
-
-	return n > 0 && n <= max && s[n] == '\0';
-}
-
-/* One stat line as an EntryInfo; NULL for one to leave out. */
-static json_t *entry(char *line)
-{
-	char *f[7], *save = NULL, *tok = line, perm[11], ts[40];
-	const char *type;
+	char perm[11], ts[40], owner[16], group[16], size[24];
+	cleanup_free char *path = xstrndup(f->path, f->path_len);
+	const char *name = strrchr(path, '/');
+	time_t t = (time_t)f->mtime;
 	struct tm tm;
-	time_t t;
-	unsigned mode;
-	const char *name;
-	int i;
 
-	for (i = 0; i < 6; i++) {
-		f[i] = strtok_r(tok, "|", &save);
-		tok = NULL;
-		if (f[i] == NULL)
-			return NULL;
-	}
-	f[6] = save; /* the path: the rest, '|' and all */
-	if (f[6] == NULL || *f[6] != '/' || (type = file_type(f[0])) == NULL)
-		return NULL;
-	/* The guest's words: numbers must be numbers, a time one a calendar holds. */
-	if (!digits(f[1], 20) || !digits(f[2], 7) || !digits(f[5], 12))
-		return NULL;
-	mode = (unsigned)strtoul(f[2], NULL, 8) & 07777;
-	permissions(mode, strcmp(type, "FILE_TYPE_DIRECTORY") == 0, perm);
-	t = (time_t)strtoll(f[5], NULL, 10);
 	if (gmtime_r(&t, &tm) == NULL || strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
 		return NULL;
-	name = strrchr(f[6], '/') + 1;
-	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "name", *name ? name : "/",
-			 "type", type, "path", f[6], "size", f[1], "mode", (json_int_t)mode,
-			 "permissions", perm, "owner", f[3], "group", f[4], "modifiedTime", ts);
+	permissions(f->mode, f->type == 'd', perm);
+	snprintf(owner, sizeof(owner), "%u", f->uid);
+	snprintf(group, sizeof(group), "%u", f->gid);
+	snprintf(size, sizeof(size), "%llu", (unsigned long long)f->size);
+	/* json_pack fails (NULL) on a string that is not UTF-8. */
+	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "name",
+			 name && name[1] ? name + 1 : "/", "type", file_type(f->type), "path", path,
+			 "size", size, "mode", (json_int_t)f->mode, "permissions", perm, "owner",
+			 *f->owner ? f->owner : owner, "group", *f->group ? f->group : group,
+			 "modifiedTime", ts);
 }
 
-/* Entries of the stat script's output; *missing: a path was not there,
- * *notdir: a listed one was no directory. */
-static json_t *entries(char *out, bool *missing, bool *notdir)
+/* The helper's records as EntryInfos; *missing: a path was not there,
+ * *notdir: a listed one was no directory. NULL when the records are not
+ * well formed (r filled). */
+static json_t *entries(const struct envd_ran *ran, bool *missing, bool *notdir, struct api_reply *r)
 {
+	struct files_record f;
 	json_t *a = json_array(), *e;
-	char *save = NULL;
+	const char *why = NULL;
+	size_t off = 0;
+	int k;
 
-	for (char *l = strtok_r(out ? out : (char[]){ 0 }, "\n", &save); l;
-	     l = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(l, "-|", 2) == 0)
+	while ((k = files_next(ran->out ? ran->out : "", ran->out_len, &off, &f, &why)) == 1) {
+		if (f.kind == 'x')
 			*missing = true;
-		else if (strncmp(l, "!|", 2) == 0)
+		else if (f.kind == 'n')
 			*notdir = true;
-		else if ((e = entry(l)) != NULL)
+		else if ((e = entry(&f)) != NULL)
 			json_array_append_new(a, e);
+	}
+	if (k < 0) {
+		json_decref(a);
+		envd_error(r, 502, "internal", "the sandbox's file helper: %s", why);
+		return NULL;
 	}
 	return a;
 }
 
-/* Stat of path in box: 0 with *out the entry, 1 when it is not there,
- * -1 (r filled). */
-static int stat_one(struct api_server *s, const char *box, const char *path, int conn_fd,
-		    json_t **out, struct api_reply *r)
+/* The one entry the helper's records name: 0 with *out, 1 when its path
+ * is not there, -1 (r filled). */
+static int one_entry(const struct envd_ran *ran, json_t **out, struct api_reply *r)
 {
-	char *argv[] = { "/bin/sh", "-c", (char *)stat_script, "sh", "0", (char *)path, NULL };
-	gantry_error_t err = NULL;
 	bool missing = false, notdir = false;
-	struct envd_ran ran;
-	json_t *a;
+	json_t *a = entries(ran, &missing, &notdir, r);
 
-	if (envd_run(s, box, argv, NULL, 0, 1 << 20, conn_fd, &ran, &err) < 0) {
-		envd_error(r, 500, "internal", "%s", gantry_error_str(err));
-		gantry_error_free(&err);
+	if (a == NULL)
 		return -1;
-	}
-	a = entries(ran.out, &missing, &notdir);
-	envd_ran_free(&ran);
-	if (missing || json_array_size(a) == 0) {
+	if (missing || json_array_size(a) != 1) {
 		json_decref(a);
-		return 1;
+		if (!missing)
+			envd_error(r, 502, "internal", "the sandbox's file helper named no entry");
+		return missing ? 1 : -1;
 	}
 	*out = json_incref(json_array_get(a, 0));
 	json_decref(a);
 	return 0;
+}
+
+/* A helper op that answers one entry (stat 0, mkdir, move): the reply. */
+static void entry_reply(struct api_server *s, const char *box, char *const *argv, int conn_fd,
+			const char *path, struct api_reply *r)
+{
+	struct envd_ran ran;
+	json_t *e = NULL;
+	int k;
+
+	if (helper(s, box, argv, NULL, 0, 1 << 16, conn_fd, false, &ran, r) < 0)
+		return;
+	k = one_entry(&ran, &e, r);
+	envd_ran_free(&ran);
+	if (k == 1)
+		envd_error(r, 404, "not_found", "%.200s: no such file or directory", path);
+	else if (k == 0)
+		api_reply_json(r, 200, json_pack("{s:o}", "entry", e));
 }
 
 /* A path from the request: absolute, no NUL (JSON may carry one). */
@@ -294,35 +359,41 @@ static const char *path_of(json_t *m, const char *key, struct api_reply *r)
 	json_t *v = json_object_get(m, key);
 	const char *p = json_string_value(v);
 
-	if (p == NULL || *p != '/' || strlen(p) != json_string_length(v) || strlen(p) > 4096) {
+	if (p == NULL || *p != '/' || strlen(p) != json_string_length(v) ||
+	    strlen(p) > PROTO_FILES_PATH_MAX) {
 		envd_error(r, 400, "invalid_argument", "%s: want an absolute path", key);
 		return NULL;
 	}
 	return p;
 }
 
-/* A command whose failure is the answer; 0 when it ran and exited 0. */
-static int simple(struct api_server *s, const char *box, char *const *argv, int conn_fd,
-		  struct api_reply *r)
+static void list_dir(struct api_server *s, const char *box, json_t *m, const char *path,
+		     int conn_fd, struct api_reply *r)
 {
-	gantry_error_t err = NULL;
+	json_t *d = json_object_get(m, "depth"), *a;
+	bool missing = false, notdir = false;
 	struct envd_ran ran;
-	int ret = 0;
+	char depth[16];
 
-	if (envd_run(s, box, argv, NULL, 0, 1 << 16, conn_fd, &ran, &err) < 0) {
-		envd_error(r, 500, "internal", "%s", gantry_error_str(err));
-		gantry_error_free(&err);
-		return -1;
-	}
-	if (ran.status != 0) {
-		envd_error(r, strstr(ran.err ?: "", "No such file") ? 404 : 400,
-			   strstr(ran.err ?: "", "No such file") ? "not_found"
-								 : "failed_precondition",
-			   "%s: %.300s", argv[0], ran.err && *ran.err ? ran.err : "failed");
-		ret = -1;
-	}
+	snprintf(depth, sizeof(depth), "%d",
+		 json_is_integer(d) && json_integer_value(d) > 0 &&
+				 json_integer_value(d) <= PROTO_FILES_DEPTH_MAX
+			 ? (int)json_integer_value(d)
+			 : 1);
+	if (helper(s, box, HELPER_ARGV("stat", depth, (char *)path), NULL, 0, 16 << 20, conn_fd,
+		   false, &ran, r) < 0)
+		return;
+	a = entries(&ran, &missing, &notdir, r);
 	envd_ran_free(&ran);
-	return ret;
+	if (a == NULL)
+		return;
+	if (notdir || missing) {
+		json_decref(a);
+		envd_error(r, notdir ? 400 : 404, notdir ? "invalid_argument" : "not_found",
+			   "%.200s: %s", path, notdir ? "not a directory" : "not there");
+		return;
+	}
+	api_reply_json(r, 200, json_pack("{s:o}", "entries", a));
 }
 
 void envd_filesystem(struct api_server *s, const struct api_request *req, const char *box,
@@ -330,8 +401,8 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 {
 	json_error_t je;
 	json_t *m = json_loadb(req->body ? req->body : "{}", req->len ? req->len : 2, 0, &je);
-	json_t *e = NULL;
 	const char *path, *dst;
+	struct envd_ran ran;
 
 	if (!json_is_object(m)) {
 		json_decref(m);
@@ -340,65 +411,22 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 	if ((path = path_of(m, strcmp(method, "Move") == 0 ? "source" : "path", r)) == NULL)
 		goto out;
 	if (strcmp(method, "Stat") == 0) {
-		int k = stat_one(s, box, path, req->conn_fd, &e, r);
-
-		if (k == 1)
-			envd_error(r, 404, "not_found", "%.200s: no such file or directory", path);
-		else if (k == 0)
-			api_reply_json(r, 200, json_pack("{s:o}", "entry", e));
+		entry_reply(s, box, HELPER_ARGV("stat", "0", (char *)path), req->conn_fd, path, r);
 	} else if (strcmp(method, "ListDir") == 0) {
-		json_t *d = json_object_get(m, "depth");
-		char depth[16];
-		char *argv[] = { "/bin/sh",    "-c", (char *)stat_script, "sh", depth,
-				 (char *)path, NULL };
-		gantry_error_t err = NULL;
-		bool missing = false, notdir = false;
-		struct envd_ran ran;
-		json_t *a;
-
-		snprintf(depth, sizeof(depth), "%d",
-			 json_is_integer(d) && json_integer_value(d) > 0 &&
-					 json_integer_value(d) < 32
-				 ? (int)json_integer_value(d)
-				 : 1);
-		if (envd_run(s, box, argv, NULL, 0, 16 << 20, req->conn_fd, &ran, &err) < 0) {
-			envd_error(r, 500, "internal", "%s", gantry_error_str(err));
-			gantry_error_free(&err);
-			goto out;
-		}
-		a = entries(ran.out, &missing, &notdir);
-		envd_ran_free(&ran);
-		if (notdir || missing) {
-			json_decref(a);
-			envd_error(r, notdir ? 400 : 404, notdir ? "invalid_argument" : "not_found",
-				   "%.200s: %s", path, notdir ? "not a directory" : "not there");
-		} else {
-			api_reply_json(r, 200, json_pack("{s:o}", "entries", a));
-		}
+		list_dir(s, box, m, path, req->conn_fd, r);
 	} else if (strcmp(method, "MakeDir") == 0) {
-		char *argv[] = { "mkdir", "-p", "--", (char *)path, NULL };
-
-		if (stat_one(s, box, path, req->conn_fd, &e, r) == 0) {
-			json_decref(e);
-			envd_error(r, 409, "already_exists", "%.200s exists", path);
-		} else if (r->status == 0 && simple(s, box, argv, req->conn_fd, r) == 0 &&
-			   stat_one(s, box, path, req->conn_fd, &e, r) == 0) {
-			api_reply_json(r, 200, json_pack("{s:o}", "entry", e));
-		}
+		entry_reply(s, box, HELPER_ARGV("mkdir", (char *)path), req->conn_fd, path, r);
 	} else if (strcmp(method, "Remove") == 0) {
-		char *argv[] = { "rm", "-rf", "--", (char *)path, NULL };
-
-		if (simple(s, box, argv, req->conn_fd, r) == 0)
+		if (helper(s, box, HELPER_ARGV("remove", (char *)path), NULL, 0, 1 << 16,
+			   req->conn_fd, false, &ran, r) == 0) {
+			envd_ran_free(&ran);
 			api_reply_json(r, 200, json_object());
+		}
 	} else if (strcmp(method, "Move") == 0) {
-		char *argv[] = { "mv", "--", (char *)path, NULL, NULL };
-
 		if ((dst = path_of(m, "destination", r)) == NULL)
 			goto out;
-		argv[3] = (char *)dst;
-		if (simple(s, box, argv, req->conn_fd, r) == 0 &&
-		    stat_one(s, box, dst, req->conn_fd, &e, r) == 0)
-			api_reply_json(r, 200, json_pack("{s:o}", "entry", e));
+		entry_reply(s, box, HELPER_ARGV("move", (char *)path, (char *)dst), req->conn_fd,
+			    dst, r);
 	} else {
 		envd_error(r, 501, "unimplemented", "filesystem.%.64s: not yet", method);
 	}
@@ -465,21 +493,11 @@ static bool boundary(const char *type, char delim[256])
 static void read_file(struct api_server *s, const char *box, const char *path, int conn_fd,
 		      struct api_reply *r)
 {
-	char *argv[] = { "cat", "--", (char *)path, NULL };
-	gantry_error_t err = NULL;
 	struct envd_ran ran;
 
-	if (envd_run(s, box, argv, NULL, 0, E2B_FILE_MAX, conn_fd, &ran, &err) < 0) {
-		e2b_error(r, err->status == EFBIG ? 400 : 500, "%s", gantry_error_str(err));
-		gantry_error_free(&err);
+	if (helper(s, box, HELPER_ARGV("read", (char *)path), NULL, 0, E2B_FILE_MAX, conn_fd, true,
+		   &ran, r) < 0)
 		return;
-	}
-	if (ran.status != 0) {
-		e2b_error(r, strstr(ran.err ?: "", "No such file") ? 404 : 400, "%.300s: %.300s",
-			  path, ran.err && *ran.err ? ran.err : "cannot be read");
-		envd_ran_free(&ran);
-		return;
-	}
 	/* The bytes stay with the reply until it is sent (r->owned). */
 	r->status = 200;
 	r->type = "application/octet-stream";
@@ -493,26 +511,15 @@ static void read_file(struct api_server *s, const char *box, const char *path, i
 static int put(struct api_server *s, const char *box, const char *path, const char *data, size_t n,
 	       int conn_fd, struct api_reply *r)
 {
-	static const char script[] = "mkdir -p -- \"$(dirname -- \"$1\")\" && cat > \"$1\"";
-	char *argv[] = { "/bin/sh", "-c", (char *)script, "sh", (char *)path, NULL };
-	gantry_error_t err = NULL;
 	struct envd_ran ran;
-	int ret = 0;
 
-	if (path == NULL || *path != '/' || strlen(path) > 4096)
+	if (path == NULL || *path != '/' || strlen(path) > PROTO_FILES_PATH_MAX)
 		return e2b_error(r, 400, "path `%.200s`: want an absolute path", path ?: ""), -1;
-	if (envd_run(s, box, argv, data, n, 1 << 16, conn_fd, &ran, &err) < 0) {
-		e2b_error(r, 500, "%s", gantry_error_str(err));
-		gantry_error_free(&err);
+	if (helper(s, box, HELPER_ARGV("write", (char *)path), data, n, 1 << 16, conn_fd, true,
+		   &ran, r) < 0)
 		return -1;
-	}
-	if (ran.status != 0) {
-		e2b_error(r, 400, "%.300s: %.300s", path,
-			  ran.err && *ran.err ? ran.err : "cannot be written");
-		ret = -1;
-	}
 	envd_ran_free(&ran);
-	return ret;
+	return 0;
 }
 
 static void write_file(struct api_server *s, const struct api_request *req, const char *box,

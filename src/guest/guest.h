@@ -90,6 +90,8 @@ int link_dial(const struct guest_config *cfg, unsigned int port);
  * host's listener may be a moment behind us. */
 /* credential.c: git's credential helper (argv: the operation). */
 int guest_credential_main(int argc, char **argv);
+/* files.c: `GUEST_HELPER_PATH files ...`, the file helper (proto/files.h). */
+int guest_files_main(int argc, char **argv);
 int link_dial_control(const struct guest_config *cfg);
 /* Send one frame on the control connection; a failure closes it. */
 void link_send(struct guest *g, const struct proto_msg *m);

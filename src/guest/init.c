@@ -47,6 +47,7 @@
 
 #include "guest/guest.h"
 #include "guest/poweroff.h"
+#include "proto/files.h"
 
 #define STATE_DIR	 "/run/gantry"
 #define ROOTFS_DIR	 "/run/gantry/rootfs"
@@ -419,6 +420,8 @@ int main(int argc, char **argv)
 		pause_main();
 	if (argc >= 2 && strcmp(argv[1], GUEST_HELPER_ARG) == 0)
 		return guest_credential_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], PROTO_FILES_ARG) == 0)
+		return guest_files_main(argc - 2, argv + 2);
 	started = guest_now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";

@@ -70,7 +70,8 @@
  * line, and a blank line, then closes. */
 #define PROTO_BROKER_PORT 1027
 /* The helper, bound into every container: git runs it with the
- * operation after PROTO_HELPER_ARG. */
+ * operation after PROTO_HELPER_ARG; the host runs it as a session with
+ * PROTO_FILES_ARG for files (proto/files.h). */
 #define PROTO_HELPER_PATH "/dev/.gantry-guest"
 #define PROTO_HELPER_ARG  "credential"
 

@@ -2,8 +2,9 @@
 with its lockfile; `npm ci` there before the KVM tests, scripts/npm-clients.sh),
 unmodified, against `gantry serve -listen`: create from the default template
 with metadata and env vars, commands.run with output and exit codes, a
-background process listed and killed, files written and read back (4 MiB,
-byte-exact), listed, a second sandbox while the first runs, setTimeout,
+background process listed and killed, one left by its stream and followed
+again (commands.connect), files written and read back (4 MiB, byte-exact)
+and listed with the image's cat, stat, find, mkdir, rm and mv taken away, a second sandbox while the first runs, setTimeout,
 getInfo, kill (needs KVM, the assets from `make assets` and Node 20.18+)."""
 import json
 import os
@@ -82,6 +83,10 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     bg = steps["background"]
     assert bg["pid"] in bg["listed"] and bg["killed"] is True, bg
     assert bg["pid"] not in bg["after"], bg
+    assert steps["stdin"] == {"step": "stdin", "stdout": "fed through stdin\n", "exitCode": 0}
+    # A process outlives its stream, and a later Connect follows it.
+    assert steps["reconnect"] == {"step": "reconnect", "stdout": "late\n", "exitCode": 4}
+    assert steps["no-tools"]["stdout"] == "none\n", steps["no-tools"]
     files = steps["files"]
     assert files["read"] == files["wrote"] and files["length"] == 4 << 20, files
     assert sorted(files["entries"]) == [["blob.bin", "file", 4 << 20], ["note.txt", "file", 7]]
@@ -89,7 +94,6 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     fs = steps["fs"]
     assert (fs["made"], fs["madeAgain"], fs["moved"], fs["size"], fs["type"], fs["gone"]) == \
         (True, False, "/tmp/e2b/sub/moved.txt", 7, "file", False), fs
-    assert steps["stdin"] == {"step": "stdin", "stdout": "fed through stdin\n", "exitCode": 0}
     assert steps["connect"]["stdout"] == "connected\n"
     second = steps["second"]
     assert second["stdout"] == "second\n" and len(second["ids"]) == 2, second

@@ -1107,14 +1107,26 @@ def api_seeds():
     seed("envd-signal", POST, b"/process.Process/SendSignal",
          b'{"process":{"pid":1000},"signal":"SIGNAL_SIGKILL"}')
     seed("envd-stat", POST, b"/filesystem.Filesystem/Stat",
-         b'regular file|7|644|root|root|1700000000|/tmp/a|b\n-|/x\n')
+         b'e f 7 644 1700000000 0 0 root root 8\n/tmp/a|b\n')
     seed("envd-listdir", POST, b"/filesystem.Filesystem/ListDir",
-         b'directory|4096|755|root|root|1|/tmp/d\nsymbolic link|3|777|u|g|2|/tmp/l\n')
+         b'e d 0 755 1 0 0 root root 6\n/tmp/d\ne l 3 777 2 1000 1000 u - 6\n/tmp/l\n'
+         b'x 2\n/x\n')
     seed("files-get", GET, b"/files", b"bytes of the file", b"/tmp/f")
     seed("files-post", POST, b"/files",
          b'--b\r\nContent-Disposition: form-data; name="file"; filename="/tmp/x"\r\n\r\n'
          b'data\r\n--b--\r\n')
     return s
+
+
+def files_seeds():
+    """The file helper's records (proto/files.h), as fuzz_files reads them."""
+    return {
+        "listing": b"e d 0 755 1796475687 0 0 root root 2\n/d\n"
+                   b"e f 5 644 -3 1000 50 - staff 9\n/d/new\nli\nx 5\n/nope\nn 8\n/d/a.txt\n",
+        "link": b"e l 4 777 0 0 0 - - 7\n/d/link\n",
+        "missing": b"x 1\n/\n",
+        "other": b"e o 0 666 0 0 0 root tty 9\n/dev/null\n",
+    }
 
 
 def main():
@@ -1129,7 +1141,7 @@ def main():
                         ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
                         ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds()),
                         ("tls_hello", tls_hello_seeds()), ("egress_http", egress_http_seeds()),
-                        ("api", api_seeds())):
+                        ("api", api_seeds()), ("files", files_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):

@@ -5,20 +5,31 @@
  * SIGINT. GANTRY_API_KEEPALIVE_MS sets the events' keepalive.
  *
  * Create: "image": "slow" takes 2 s, "fail" fails. Exec: echo ARGS, cat
- * (stdin), pwd (cwd), exit N, sleep S, yes N (N bytes), kill SIG; any
- * other command is not found (127). */
+ * (stdin), pwd (cwd), exit N, sleep S, yes N (N bytes), kill SIG, and
+ * gantry-init's own file helper (proto/files.h, src/guest/files.c) in a
+ * child chrooted to GANTRY_STUB_ROOT, every sandbox's one root (in a user
+ * namespace of its own when not root); any other command is not found
+ * (127). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
 #include "common/util.h"
+#include "proto/agent.h"
+#include "proto/files.h"
+
+int guest_files_main(int argc, char **argv); /* src/guest/files.c */
 
 #define STUB_MAX 64
 
@@ -160,6 +171,64 @@ static int remove_(const char *name, gantry_error_t *err)
 	return ret;
 }
 
+/* As root, or as the one root of a user namespace made for it. */
+static int enter_root(const char *root)
+{
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+	char map[64];
+	int fd;
+
+	if (uid != 0) {
+		if (unshare(CLONE_NEWUSER) < 0)
+			return -1;
+		if ((fd = open("/proc/self/setgroups", O_WRONLY)) >= 0)
+			(void)!write(fd, "deny", 4), close(fd);
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+		if ((fd = open("/proc/self/uid_map", O_WRONLY)) < 0 ||
+		    write(fd, map, strlen(map)) < 0)
+			return -1;
+		close(fd);
+		snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+		if ((fd = open("/proc/self/gid_map", O_WRONLY)) < 0 ||
+		    write(fd, map, strlen(map)) < 0)
+			return -1;
+		close(fd);
+	}
+	return chroot(root) < 0 || chdir("/") < 0 ? -1 : 0;
+}
+
+/* The file helper, as a container's session runs it. */
+static void helper(const struct api_exec *x, int in, int out, int err_fd,
+		   struct api_exec_result *res)
+{
+	const char *root = getenv("GANTRY_STUB_ROOT");
+	int status = 0;
+	pid_t pid;
+
+	if (root == NULL) {
+		dprintf(err_fd, "stub: no GANTRY_STUB_ROOT for the file helper\n");
+		res->exit_code = 127;
+		return;
+	}
+	pid = fork();
+	if (pid == 0) {
+		if (dup2(in < 0 ? open("/dev/null", O_RDONLY) : in, 0) < 0 || dup2(out, 1) < 0 ||
+		    dup2(err_fd, 2) < 0 || enter_root(root) < 0) {
+			dprintf(err_fd, "stub: enter %s: %s\n", root, strerror(errno));
+			_exit(125);
+		}
+		/* Forked, not executed: the server's descriptors (its end of
+		 * this stdin among them) are closed as an exec would. */
+		close_range(3, ~0u, 0);
+		umask(022);
+		_exit(guest_files_main((int)x->argc - 2, x->argv + 2));
+	}
+	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	res->exit_code = pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+}
+
 static int exec(const char *name, const struct api_exec *x, int in, int out, int err_fd, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
@@ -177,7 +246,10 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 	if (!running)
 		return gantry_error(err, 0, "sandbox `%s` is not running", name);
 	*res = (struct api_exec_result){ 0 };
-	if (strcmp(cmd, "echo") == 0) {
+	if (strcmp(cmd, PROTO_HELPER_PATH) == 0 && x->argc >= 2 &&
+	    strcmp(x->argv[1], PROTO_FILES_ARG) == 0) {
+		helper(x, in, out, err_fd, res);
+	} else if (strcmp(cmd, "echo") == 0) {
 		for (size_t i = 1; i < x->argc; i++)
 			dprintf(out, "%s%s", i > 1 ? " " : "", x->argv[i]);
 		dprintf(out, "\n");

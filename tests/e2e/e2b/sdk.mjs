@@ -36,6 +36,29 @@ try {
   const after = (await sbx.commands.list()).map((p) => p.pid);
   out({ step, pid: bg.pid, listed, killed, waitError, after });
 
+  step = "stdin";
+  const cat = await sbx.commands.run("cat", { background: true, stdin: true });
+  await sbx.commands.sendStdin(cat.pid, "fed through stdin\n");
+  await sbx.commands.closeStdin(cat.pid);
+  const fed = await cat.wait();
+  out({ step, stdout: fed.stdout, exitCode: fed.exitCode });
+
+  step = "reconnect";
+  const late = await sbx.commands.run("sleep 2; echo late; exit 4", { background: true });
+  await late.disconnect();
+  const back = await sbx.commands.connect(late.pid);
+  let lateExit = null;
+  try { await back.wait(); } catch (e) { lateExit = e.exitCode; }
+  out({ step, stdout: back.stdout, exitCode: lateExit });
+
+  // The files and the file system need nothing of the image: gantry's own
+  // helper serves them, so take away the tools a command would have used.
+  step = "no-tools";
+  const gone = await sbx.commands.run(
+    'for c in cat stat find mkdir rm mv dirname; do busybox rm -f "$(command -v $c)"; done; ' +
+    'command -v cat stat find mkdir rm mv dirname || echo none');
+  out({ step, stdout: gone.stdout });
+
   step = "files";
   const data = randomBytes(4 << 20);
   const sha = (b) => createHash("sha256").update(b).digest("hex");
@@ -57,13 +80,6 @@ try {
   await sbx.files.remove("/tmp/e2b/sub");
   out({ step, made, madeAgain, moved: moved.path, size: got.size, type: got.type,
         gone: await sbx.files.exists("/tmp/e2b/sub") });
-
-  step = "stdin";
-  const cat = await sbx.commands.run("cat", { background: true, stdin: true });
-  await sbx.commands.sendStdin(cat.pid, "fed through stdin\n");
-  await sbx.commands.closeStdin(cat.pid);
-  const fed = await cat.wait();
-  out({ step, stdout: fed.stdout, exitCode: fed.exitCode });
 
   step = "connect";
   const joined = await Sandbox.connect(sbx.sandboxId);

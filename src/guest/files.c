@@ -1,0 +1,386 @@
+/* gantry-init as the file helper (proto/files.h): `PROTO_HELPER_PATH files
+ * VERSION OP ARGS...`, run by the host as a session in the container, so
+ * that file transfer and listing need nothing of the image (a distroless
+ * one has no cat, stat or find) and hold nothing more than the container's
+ * own processes do. It writes records on stdout and, when it fails, one
+ * line on stderr and a PROTO_FILES_* status. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "guest/guest.h"
+#include "proto/files.h"
+
+#define FILES_IDS_MAX	 1024 /* names read from the container's passwd and group */
+#define FILES_COPY_CHUNK 65536
+
+struct id_name {
+	uint32_t id;
+	char name[PROTO_FILES_NAME_MAX + 1];
+};
+
+struct id_names {
+	bool read;
+	size_t n;
+	struct id_name v[FILES_IDS_MAX];
+};
+
+static struct id_names users, groups;
+
+static int fail(int e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(int e, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s\n", strerror(e));
+	return proto_files_status(e);
+}
+
+static bool name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n > PROTO_FILES_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' || s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* NAME:x:ID:... lines of /etc/passwd or /etc/group; names outside the
+ * record alphabet are left out (the id is shown as it is). */
+static void read_ids(const char *path, struct id_names *t)
+{
+	char line[1024];
+	FILE *f;
+
+	t->read = true;
+	if ((f = fopen(path, "re")) == NULL)
+		return;
+	while (t->n < FILES_IDS_MAX && fgets(line, sizeof(line), f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL, *end;
+		unsigned long id;
+
+		if (c2 == NULL || !name_ok(line, (size_t)(c1 - line)))
+			continue;
+		errno = 0;
+		id = strtoul(c2 + 1, &end, 10);
+		if (errno || end == c2 + 1 || *end != ':' || id > UINT32_MAX)
+			continue;
+		t->v[t->n].id = (uint32_t)id;
+		memcpy(t->v[t->n].name, line, (size_t)(c1 - line));
+		t->v[t->n].name[c1 - line] = '\0';
+		t->n++;
+	}
+	fclose(f);
+}
+
+static const char *id_name(struct id_names *t, const char *file, uint32_t id)
+{
+	if (!t->read)
+		read_ids(file, t);
+	for (size_t i = 0; i < t->n; i++)
+		if (t->v[i].id == id)
+			return t->v[i].name;
+	return "-";
+}
+
+static void path_record(char kind, const char *path)
+{
+	printf("%c %zu\n%s\n", kind, strlen(path), path);
+}
+
+static void entry(const char *path, const struct stat *st)
+{
+	char type = S_ISREG(st->st_mode)   ? 'f'
+		    : S_ISDIR(st->st_mode) ? 'd'
+		    : S_ISLNK(st->st_mode) ? 'l'
+					   : 'o';
+
+	printf("e %c %llu %o %lld %u %u %s %s %zu\n%s\n", type,
+	       (unsigned long long)(S_ISREG(st->st_mode) || S_ISLNK(st->st_mode) ? st->st_size : 0),
+	       (unsigned)(st->st_mode & 07777), (long long)st->st_mtime, (unsigned)st->st_uid,
+	       (unsigned)st->st_gid, id_name(&users, "/etc/passwd", st->st_uid),
+	       id_name(&groups, "/etc/group", st->st_gid), strlen(path), path);
+}
+
+/* PATH's own entry; a status. */
+static int entry_of(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return fail(errno, "%s", path);
+	entry(path, &st);
+	return PROTO_FILES_OK;
+}
+
+/* The entries below the open directory dfd, at path, depth levels down.
+ * An entry that goes away while it is listed is left out. */
+static int list(int dfd, const char *path, int depth)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int ret = PROTO_FILES_OK;
+
+	if (d == NULL) {
+		close(dfd);
+		return fail(errno, "%s", path);
+	}
+	while ((de = readdir(d)) != NULL) {
+		char child[PROTO_FILES_PATH_MAX + 1];
+		struct stat st;
+		int n, sub;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		n = snprintf(child, sizeof(child), "%s%s%s", path,
+			     path[strlen(path) - 1] == '/' ? "" : "/", de->d_name);
+		if (n < 0 || (size_t)n >= sizeof(child))
+			continue; /* longer than a record may name */
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		entry(child, &st);
+		if (depth <= 1 || !S_ISDIR(st.st_mode))
+			continue;
+		sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0 && (ret = list(sub, child, depth - 1)) != PROTO_FILES_OK)
+			break;
+	}
+	closedir(d);
+	return ret;
+}
+
+static int op_stat(const char *depth_s, const char *path)
+{
+	char *end;
+	long depth = strtol(depth_s, &end, 10);
+	struct stat st;
+	int dfd;
+
+	if (*depth_s == '\0' || *end != '\0' || depth < 0 || depth > PROTO_FILES_DEPTH_MAX)
+		return fail(EINVAL, "depth `%s`", depth_s);
+	if (depth == 0) {
+		if (lstat(path, &st) < 0) {
+			if (errno != ENOENT && errno != ENOTDIR)
+				return fail(errno, "%s", path);
+			path_record('x', path);
+			return PROTO_FILES_OK;
+		}
+		entry(path, &st);
+		return PROTO_FILES_OK;
+	}
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		if (errno == ENOTDIR || (errno == ENOENT && lstat(path, &st) == 0))
+			path_record('n', path);
+		else if (errno == ENOENT)
+			path_record('x', path);
+		else
+			return fail(errno, "%s", path);
+		return PROTO_FILES_OK;
+	}
+	return list(dfd, path, (int)depth);
+}
+
+static int copy(int from, int to)
+{
+	static char buf[FILES_COPY_CHUNK];
+
+	for (;;) {
+		ssize_t n = read(from, buf, sizeof(buf)), done = 0;
+
+		if (n == 0)
+			return 0;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		while (done < n) {
+			ssize_t w = write(to, buf + done, (size_t)(n - done));
+
+			if (w < 0 && errno != EINTR)
+				return -1;
+			if (w > 0)
+				done += w;
+		}
+	}
+}
+
+static int op_read(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0)
+		return fail(errno, "%s", path);
+	if (fstat(fd, &st) < 0)
+		st.st_mode = 0;
+	if (!S_ISREG(st.st_mode)) {
+		int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+
+		close(fd);
+		return fail(e, "%s: not a regular file", path);
+	}
+	fcntl(fd, F_SETFL, 0);
+	if (copy(fd, STDOUT_FILENO) < 0) {
+		int e = errno;
+
+		close(fd);
+		return fail(e, "%s", path);
+	}
+	close(fd);
+	return PROTO_FILES_OK;
+}
+
+/* mkdir -p of path's parents (all of path with whole). */
+static int make_parents(const char *path, bool whole)
+{
+	char p[PROTO_FILES_PATH_MAX + 1];
+	size_t n = strlen(path);
+
+	memcpy(p, path, n + 1);
+	if (!whole) {
+		char *slash = strrchr(p, '/');
+
+		if (slash == NULL || slash == p)
+			return 0;
+		*slash = '\0';
+	}
+	for (char *c = p + 1;; c++) {
+		char save = *c;
+
+		if (save != '/' && save != '\0')
+			continue;
+		*c = '\0';
+		if (mkdir(p, 0777) < 0 && errno != EEXIST)
+			return -1;
+		*c = save;
+		if (save == '\0')
+			return 0;
+	}
+}
+
+static int op_write(const char *path)
+{
+	int fd, e;
+
+	if (make_parents(path, false) < 0)
+		return fail(errno, "make the directories of %s", path);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+	if (fd < 0)
+		return fail(errno, "%s", path);
+	if (copy(STDIN_FILENO, fd) < 0 || close(fd) < 0) {
+		e = errno;
+		return fail(e, "write %s", path);
+	}
+	return entry_of(path);
+}
+
+static int op_mkdir(const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) == 0)
+		return fail(EEXIST, "%s", path);
+	if (make_parents(path, true) < 0)
+		return fail(errno, "%s", path);
+	return entry_of(path);
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
+		return errno;
+	return 0;
+}
+
+static int op_remove(const char *path)
+{
+	struct stat st;
+	int e;
+
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? PROTO_FILES_OK : fail(errno, "%s", path);
+	if (!S_ISDIR(st.st_mode))
+		return unlink(path) < 0 && errno != ENOENT ? fail(errno, "%s", path)
+							   : PROTO_FILES_OK;
+	e = nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+	if (e != 0)
+		return fail(e > 0 ? e : errno, "remove %s", path);
+	return PROTO_FILES_OK;
+}
+
+static int op_move(const char *from, const char *to)
+{
+	if (make_parents(to, false) < 0)
+		return fail(errno, "make the directories of %s", to);
+	if (rename(from, to) < 0)
+		return fail(errno, "move %s to %s", from, to);
+	return entry_of(to);
+}
+
+static bool path_ok(const char *p)
+{
+	return p[0] == '/' && strlen(p) <= PROTO_FILES_PATH_MAX;
+}
+
+int guest_files_main(int argc, char **argv)
+{
+	static const struct op {
+		const char *name;
+		int nargs;
+	} ops[] = { { "stat", 2 },  { "read", 1 },   { "write", 1 },
+		    { "mkdir", 1 }, { "remove", 1 }, { "move", 2 } };
+	const char *op;
+	int ret, i, k;
+
+	if (argc < 2 || strcmp(argv[0], "1") != 0) {
+		fprintf(stderr, "file helper: version %d only, as `%s %s %d OP ARGS...`\n",
+			PROTO_FILES_VERSION, GUEST_HELPER_PATH, PROTO_FILES_ARG,
+			PROTO_FILES_VERSION);
+		return PROTO_FILES_USAGE;
+	}
+	op = argv[1];
+	for (k = 0; k < (int)(sizeof(ops) / sizeof(ops[0])); k++)
+		if (strcmp(op, ops[k].name) == 0)
+			break;
+	if (k == (int)(sizeof(ops) / sizeof(ops[0])) || argc - 2 != ops[k].nargs) {
+		fprintf(stderr, "file helper: no op `%s` with %d arguments\n", op, argc - 2);
+		return PROTO_FILES_USAGE;
+	}
+	for (i = strcmp(op, "stat") == 0 ? 3 : 2; i < argc; i++)
+		if (!path_ok(argv[i])) {
+			fprintf(stderr, "file helper: want an absolute path of at most %d bytes\n",
+				PROTO_FILES_PATH_MAX);
+			return PROTO_FILES_USAGE;
+		}
+	if (strcmp(op, "stat") == 0)
+		ret = op_stat(argv[2], argv[3]);
+	else if (strcmp(op, "read") == 0)
+		ret = op_read(argv[2]);
+	else if (strcmp(op, "write") == 0)
+		ret = op_write(argv[2]);
+	else if (strcmp(op, "mkdir") == 0)
+		ret = op_mkdir(argv[2]);
+	else if (strcmp(op, "remove") == 0)
+		ret = op_remove(argv[2]);
+	else
+		ret = op_move(argv[2], argv[3]);
+	if (fflush(stdout) != 0 && ret == PROTO_FILES_OK)
+		ret = fail(errno, "stdout");
+	return ret;
+}
