@@ -304,23 +304,31 @@ def binary():
     return stub_binary()
 
 
-@pytest.fixture(scope="module")
-def server(binary):
-    s = Server(binary)
+def serving(s):
+    """A module's server while its tests run; it must not die meanwhile."""
     yield s
     alive = s.alive()
     s.stop()
     assert alive, f"api-stub-server ended during the tests (status {s.p.returncode})"
 
 
+def emptied(s):
+    """The server, its sandboxes deleted after the test (the stub holds
+    64 at most)."""
+    yield s
+    if s.alive():
+        for name in s.names():
+            s.call("DELETE", f"/v1/sandboxes/{name}", check=False)
+
+
+@pytest.fixture(scope="module")
+def server(binary):
+    yield from serving(Server(binary))
+
+
 @pytest.fixture
 def api(server):
-    """The module's server, its sandboxes deleted after each test (the
-    stub holds 64 at most)."""
-    yield server
-    if server.alive():
-        for name in server.names():
-            server.call("DELETE", f"/v1/sandboxes/{name}", check=False)
+    yield from emptied(server)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from test_api import Server, UnixHTTPConnection, stub_binary
+from test_api import Server, UnixHTTPConnection, emptied, serving, stub_binary
 
 
 @pytest.fixture(scope="module")
@@ -31,19 +31,12 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(root):
-    s = Server(stub_binary(), root=root)
-    yield s
-    alive = s.alive()
-    s.stop()
-    assert alive, f"api-stub-server ended during the tests (status {s.p.returncode})"
+    yield from serving(Server(stub_binary(), root=root))
 
 
 @pytest.fixture
 def api(server):
-    yield server
-    if server.alive():
-        for name in server.names():
-            server.call("DELETE", f"/v1/sandboxes/{name}", check=False)
+    yield from emptied(server)
 
 
 @pytest.fixture
