@@ -16,8 +16,11 @@
 
 #include "api/api_priv.h"
 
-#define E2B_BOXES_MAX	    64
-#define E2B_PROCS_MAX	    64	  /* under API_CONNECTIONS_MAX: room for the calls that end them */
+#define E2B_BOXES_MAX 64
+#define E2B_PROCS_MAX 64 /* at once, running whether or not a stream follows */
+#define E2B_STREAMS_MAX                                                                            \
+	64			  /* Start and Connect streams: under API_CONNECTIONS_MAX,         \
+				     room for the calls that end them */
 #define E2B_TIMEOUT_DEFAULT 300	  /* s, as E2B's */
 #define E2B_TIMEOUT_MAX	    86400 /* s */
 #define E2B_FILE_MAX	    (64u << 20)
@@ -46,6 +49,7 @@ struct api_e2b {
 	struct e2b_box boxes[E2B_BOXES_MAX];
 	struct e2b_proc *procs[E2B_PROCS_MAX];
 	pthread_cond_t gone; /* a process left procs (CLOCK_MONOTONIC) */
+	unsigned streams;    /* following processes */
 	uint32_t next_pid;
 	pthread_t reaper;
 	bool reaper_started;

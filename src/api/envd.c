@@ -62,9 +62,9 @@ struct e2b_proc {
 	int ret;
 	struct api_exec_result res;
 	gantry_error_t err;
-	uint64_t deadline, hangup_at;
-	bool killed, timed_out;
 	/* Under e->lock from here on. */
+	uint64_t deadline, hangup_at; /* hangup_at: 0 until a SIGKILL */
+	bool killed, hung_up, timed_out;
 	pthread_cond_t cond; /* an event, its end, or a stream gone */
 	struct e2b_event events[ENVD_EVENTS];
 	uint64_t first, next; /* the events held: [first, next) */
@@ -72,7 +72,7 @@ struct e2b_proc {
 	bool ended;    /* end is its last event */
 	json_t *end;   /* the end event's body */
 	unsigned refs; /* the pump and each stream */
-	bool listed;   /* in e->procs */
+	bool running;  /* its threads started: List, Connect and the rest see it */
 };
 
 /* A stream following a process: its Start's or a Connect's. */
@@ -168,10 +168,11 @@ static void proc_kill(struct e2b_proc *p, int signo)
 
 static void proc_free(struct e2b_proc *p)
 {
-	close_fd(&p->out_r);
-	close_fd(&p->err_r);
-	close_fd(&p->in_w);
-	close_fd(&p->sig_w);
+	int *fds[] = { &p->out_r, &p->err_r, &p->in_w,	&p->sig_w,
+		       &p->in_r,  &p->out_w, &p->err_w, &p->sig_r };
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		close_fd(fds[i]);
 	cancel_destroy(&p->cancel);
 	gantry_error_free(&p->err);
 	for (uint64_t i = p->first; i < p->next; i++)
@@ -224,8 +225,9 @@ static void cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms)
 	pthread_cond_timedwait(c, m, &t);
 }
 
-/* Its deadline, its hang-up after a kill, the server's end. */
-static void pump_watch(struct e2b_proc *p)
+/* Its deadline, its hang-up after a kill, the server's end, under
+ * e->lock; when to look again. */
+static uint64_t pump_watch(struct e2b_proc *p)
 {
 	uint64_t now = now_ms();
 
@@ -236,12 +238,16 @@ static void pump_watch(struct e2b_proc *p)
 	}
 	if (cancel_fired(&p->s->cancel) && !p->killed)
 		proc_kill(p, SIGKILL);
-	if (p->hangup_at && now >= p->hangup_at)
+	if (p->killed && !p->hung_up && now >= p->hangup_at) {
+		p->hung_up = true;
 		cancel_fire(&p->cancel);
+	}
+	return MIN(p->deadline, p->killed && !p->hung_up ? p->hangup_at : UINT64_MAX);
 }
 
 /* One chunk of output to every stream following, once each has room:
- * one behind by ENVD_EVENTS holds the pump (and so the process) back. */
+ * one behind by ENVD_EVENTS holds the pump (and so the process) back,
+ * until the process, killed, is hung up (then the chunk is dropped). */
 static void publish(struct e2b_proc *p, bool err, const char *buf, size_t n)
 {
 	struct api_e2b *e = p->s->e2b;
@@ -252,7 +258,7 @@ static void publish(struct e2b_proc *p, bool err, const char *buf, size_t n)
 		any = false;
 		for (size_t i = 0; i < ENVD_FOLLOW; i++)
 			any |= p->subs[i] != NULL;
-		if (!any || p->next - p->first < ENVD_EVENTS || p->killed)
+		if (!any || p->next - p->first < ENVD_EVENTS || p->hung_up)
 			break;
 		cond_wait_ms(&p->cond, &e->lock, ENVD_WAIT_MS);
 		pump_watch(p);
@@ -302,15 +308,18 @@ static void *pump(void *arg)
 		struct pollfd f[3] = { { p->out_r, POLLIN, 0 },
 				       { p->err_r, POLLIN, 0 },
 				       { cancel_fd(&p->s->cancel), POLLIN, 0 } };
-		uint64_t now = now_ms(), wake = MIN(p->deadline, p->hangup_at ?: UINT64_MAX);
+		uint64_t now, wake;
+		bool killed;
 
-		if (p->killed)
+		pthread_mutex_lock(&e->lock);
+		wake = pump_watch(p);
+		killed = p->killed;
+		pthread_mutex_unlock(&e->lock);
+		now = now_ms();
+		if (killed) /* the server's end matters no more */
 			f[2].fd = -1;
 		if (poll(f, 3, (int)MIN(wake > now ? wake - now : 0, 1000u)) < 0 && errno != EINTR)
 			cancel_fire(&p->cancel);
-		pthread_mutex_lock(&e->lock);
-		pump_watch(p);
-		pthread_mutex_unlock(&e->lock);
 		for (int i = 0; i < 2; i++) {
 			int *fd = i ? &p->err_r : &p->out_r;
 			ssize_t n;
@@ -416,6 +425,7 @@ static void sub_done(struct api_stream *st)
 	for (size_t i = 0; i < ENVD_FOLLOW; i++)
 		if (p->subs[i] == u)
 			p->subs[i] = NULL;
+	e->streams--;
 	trim(p);
 	pthread_cond_broadcast(&p->cond);
 	proc_unref(e, p);
@@ -425,12 +435,13 @@ static void sub_done(struct api_stream *st)
 }
 
 /* A stream following p from its next event, under e->lock; NULL when p
- * has ENVD_FOLLOW already. */
+ * has ENVD_FOLLOW already, or the server E2B_STREAMS_MAX. */
 static struct e2b_sub *follow(struct e2b_proc *p, int conn_fd)
 {
+	struct api_e2b *e = p->s->e2b;
 	struct e2b_sub *u;
 
-	for (size_t i = 0; i < ENVD_FOLLOW; i++) {
+	for (size_t i = 0; i < ENVD_FOLLOW && e->streams < E2B_STREAMS_MAX; i++) {
 		if (p->subs[i])
 			continue;
 		u = xzalloc(sizeof(*u));
@@ -441,6 +452,7 @@ static struct e2b_sub *follow(struct e2b_proc *p, int conn_fd)
 				       .conn_fd = conn_fd };
 		p->subs[i] = u;
 		p->refs++;
+		e->streams++;
 		return u;
 	}
 	return NULL;
@@ -459,23 +471,24 @@ void envd_init(struct api_e2b *e)
 void envd_procs_free(struct api_server *s)
 {
 	struct api_e2b *e = s->e2b;
-	uint64_t until = now_ms() + 2 * API_KILL_GRACE_MS;
+	uint64_t warn = now_ms() + 2 * API_KILL_GRACE_MS;
 	bool left = true;
 
 	/* Every stream has ended before the server's end; the processes that
-	 * outlived theirs saw the server's cancel, were killed, and go. */
+	 * outlived theirs saw the server's cancel, were killed and hung up,
+	 * and go: their pumps use e and s to the last. */
 	pthread_mutex_lock(&e->lock);
-	while (left && now_ms() < until) {
+	while (left) {
 		left = false;
 		for (size_t i = 0; i < E2B_PROCS_MAX; i++)
 			left |= e->procs[i] != NULL;
+		if (left && now_ms() >= warn) {
+			log_warn("e2b: waiting for processes killed at the end");
+			warn = UINT64_MAX;
+		}
 		if (left)
 			cond_wait_ms(&e->gone, &e->lock, 200);
 	}
-	for (size_t i = 0; i < E2B_PROCS_MAX; i++)
-		if (e->procs[i])
-			log_warn("e2b: process %u still running at the end",
-				 (unsigned)e->procs[i]->pid);
 	pthread_mutex_unlock(&e->lock);
 }
 
@@ -685,15 +698,15 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 	for (size_t j = 0; j < E2B_PROCS_MAX && slot == E2B_PROCS_MAX; j++)
 		if (e->procs[j] == NULL)
 			slot = j;
-	if (slot < E2B_PROCS_MAX) {
+	p->refs = 1; /* the pump's; follow() takes the stream's */
+	if (slot < E2B_PROCS_MAX && (u = follow(p, req->conn_fd)) != NULL) {
 		e->procs[slot] = p;
 		p->pid = e->next_pid++;
-		p->refs = 1; /* the pump's */
-		u = follow(p, req->conn_fd);
 	}
 	pthread_mutex_unlock(&e->lock);
-	if (slot == E2B_PROCS_MAX) {
-		start_error(r, "resource_exhausted", "processes already at the limit");
+	if (u == NULL) {
+		slot = E2B_PROCS_MAX;
+		start_error(r, "resource_exhausted", "processes or their streams at the limit");
 		goto fail;
 	}
 	if (pthread_create(&p->thread, NULL, proc_thread, p) != 0) {
@@ -709,12 +722,18 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 		goto fail;
 	}
 	pthread_detach(p->pump);
+	pthread_mutex_lock(&e->lock);
+	p->running = true;
+	pthread_mutex_unlock(&e->lock);
 	stream_reply(r, u);
 	return;
 fail:
+	/* Not running yet: nothing but u follows it. */
 	pthread_mutex_lock(&e->lock);
 	if (slot < E2B_PROCS_MAX)
 		e->procs[slot] = NULL;
+	if (u)
+		e->streams--;
 	pthread_mutex_unlock(&e->lock);
 	free(u);
 	close_fd(&p->in_r);
@@ -734,7 +753,7 @@ static struct e2b_proc *proc_of(struct api_e2b *e, const char *box, json_t *m)
 	for (size_t i = 0; i < E2B_PROCS_MAX; i++) {
 		struct e2b_proc *p = e->procs[i];
 
-		if (p == NULL || strcmp(p->box, box) != 0 || p->ended)
+		if (p == NULL || !p->running || strcmp(p->box, box) != 0 || p->ended)
 			continue;
 		if ((json_is_integer(pid) && json_integer_value(pid) == p->pid) ||
 		    (tag && p->tag && strcmp(tag, p->tag) == 0))
@@ -752,7 +771,7 @@ static void list(struct api_server *s, const char *box, struct api_reply *r)
 		struct e2b_proc *p = s->e2b->procs[i];
 		json_t *o;
 
-		if (p == NULL || strcmp(p->box, box) != 0 || p->ended)
+		if (p == NULL || !p->running || strcmp(p->box, box) != 0 || p->ended)
 			continue;
 		o = json_pack("{s:I,s:O}", "pid", (json_int_t)p->pid, "config", p->config);
 		if (p->tag)

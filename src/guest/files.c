@@ -33,6 +33,9 @@ struct id_names {
 };
 
 static struct id_names users, groups;
+/* Making a path (write, mkdir, move): a file where a directory should be
+ * is that, not a path that is not there. */
+static bool creating;
 
 static int fail(int e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int e, const char *fmt, ...)
@@ -43,7 +46,7 @@ static int fail(int e, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, ": %s\n", strerror(e));
-	return proto_files_status(e);
+	return creating && e == ENOTDIR ? PROTO_FILES_NOTDIR : proto_files_status(e);
 }
 
 static bool name_ok(const char *s, size_t n)
@@ -126,7 +129,8 @@ static int entry_of(const char *path)
 }
 
 /* The entries below the open directory dfd, at path, depth levels down.
- * An entry that goes away while it is listed is left out. */
+ * An entry that goes away while it is listed is left out, and so is what
+ * is below a directory the container's user may not read. */
 static int list(int dfd, const char *path, int depth)
 {
 	DIR *d = fdopendir(dfd);
@@ -137,7 +141,7 @@ static int list(int dfd, const char *path, int depth)
 		close(dfd);
 		return fail(errno, "%s", path);
 	}
-	while ((de = readdir(d)) != NULL) {
+	while ((errno = 0, de = readdir(d)) != NULL) {
 		char child[PROTO_FILES_PATH_MAX + 1];
 		struct stat st;
 		int n, sub;
@@ -157,6 +161,8 @@ static int list(int dfd, const char *path, int depth)
 		if (sub >= 0 && (ret = list(sub, child, depth - 1)) != PROTO_FILES_OK)
 			break;
 	}
+	if (de == NULL && errno)
+		ret = fail(errno, "%s", path);
 	closedir(d);
 	return ret;
 }
@@ -274,13 +280,26 @@ static int make_parents(const char *path, bool whole)
 
 static int op_write(const char *path)
 {
+	struct stat st = { 0 };
 	int fd, e;
 
 	if (make_parents(path, false) < 0)
 		return fail(errno, "make the directories of %s", path);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+	/* Not blocked by a FIFO; nothing but a regular file is written. */
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0666);
+	if (fd < 0 && errno == ENXIO) /* a FIFO no one reads, a socket */
+		return fail(EINVAL, "%s: not a regular file", path);
 	if (fd < 0)
 		return fail(errno, "%s", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return fail(S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "%s: not a regular file", path);
+	}
+	if (fcntl(fd, F_SETFL, 0) < 0 || ftruncate(fd, 0) < 0) {
+		e = errno;
+		close(fd);
+		return fail(e, "%s", path);
+	}
 	if (copy(STDIN_FILENO, fd) < 0 || close(fd) < 0) {
 		e = errno;
 		return fail(e, "write %s", path);
@@ -303,6 +322,8 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 {
 	(void)st;
 	(void)ftw;
+	if (flag == FTW_DNR) /* not readable, so not emptied */
+		return EACCES;
 	if ((flag == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
 		return errno;
 	return 0;
@@ -368,6 +389,7 @@ int guest_files_main(int argc, char **argv)
 				PROTO_FILES_PATH_MAX);
 			return PROTO_FILES_USAGE;
 		}
+	creating = strcmp(op, "write") == 0 || strcmp(op, "mkdir") == 0 || strcmp(op, "move") == 0;
 	if (strcmp(op, "stat") == 0)
 		ret = op_stat(argv[2], argv[3]);
 	else if (strcmp(op, "read") == 0)

@@ -13,11 +13,14 @@
  *   stat DEPTH PATH  DEPTH 0: PATH's own entry (a link is not followed).
  *                    DEPTH 1..PROTO_FILES_DEPTH_MAX: the entries below the
  *                    directory PATH (followed if it is a link), DEPTH
- *                    levels down, links below it not followed.
- *   read PATH        a regular file's bytes on stdout.
- *   write PATH       stdin into PATH, made (0666 less the umask) or
- *                    truncated, its missing parents made (0777 less the
- *                    umask); then PATH's entry.
+ *                    levels down, links below it not followed; what is
+ *                    below a directory it may not read is left out.
+ *   read PATH        a regular file's bytes on stdout (anything else is
+ *                    refused, as is a FIFO: nothing blocks on one).
+ *   write PATH       stdin into PATH, a regular file made (0666 less the
+ *                    umask) or truncated (anything else is refused), its
+ *                    missing parents made (0777 less the umask); then
+ *                    PATH's entry.
  *   mkdir PATH       PATH and its missing parents; PROTO_FILES_EXIST if
  *                    PATH is there already; then PATH's entry.
  *   remove PATH      PATH and all below it; no error if it is not there.
@@ -61,7 +64,7 @@
 #define PROTO_FILES_NOENT   2 /* the path, or a directory in it, is not there */
 #define PROTO_FILES_DENIED  3 /* EACCES, EPERM, EROFS */
 #define PROTO_FILES_EXIST   4
-#define PROTO_FILES_NOTDIR  5 /* a directory was wanted */
+#define PROTO_FILES_NOTDIR  5 /* a directory was wanted (a file on the way to one made) */
 #define PROTO_FILES_ISDIR   6 /* a file was wanted */
 #define PROTO_FILES_NOSPACE 7 /* ENOSPC, EDQUOT */
 #define PROTO_FILES_USAGE   8 /* an op, a version or an argument it does not take */

@@ -352,3 +352,20 @@ def test_filesystem_calls_and_their_errors(api, box, root):
     assert r.status == 404 and r.body["code"] == 404, r
     r = api.call("GET", files_url("/etc"), headers=h, check=False)
     assert r.status == 400 and "not a regular file" in r.body["message"], r
+
+
+def test_files_that_are_no_regular_file(api, box, root):
+    h = {"E2b-Sandbox-Id": box, "Content-Type": "application/octet-stream"}
+    (root / "odd").mkdir(exist_ok=True)
+    os.mkfifo(root / "odd" / "fifo")
+    (root / "odd" / "plain").write_bytes(b"p")
+    # A FIFO blocks neither way: refused at once.
+    r = api.call("POST", files_url("/odd/fifo"), b"data", headers=h, check=False, timeout=10)
+    assert r.status == 400 and "not a regular file" in r.body["message"], r
+    r = api.call("GET", files_url("/odd/fifo"), headers=h, check=False, timeout=10)
+    assert r.status == 400, r
+    # A file on the way to a directory: no directory, not "not there".
+    r = api.call("POST", files_url("/odd/plain/below"), b"data", headers=h, check=False)
+    assert r.status == 400, r
+    r = rpc(api, box, "filesystem.Filesystem/MakeDir", {"path": "/odd/plain/d"})
+    assert r.status == 400 and r.body["code"] == "invalid_argument", r

@@ -198,11 +198,13 @@ static int enter_root(const char *root)
 	return chroot(root) < 0 || chdir("/") < 0 ? -1 : 0;
 }
 
-/* The file helper, as a container's session runs it. */
-static void helper(const struct api_exec *x, int in, int out, int err_fd,
-		   struct api_exec_result *res)
+/* The file helper, as a container's session runs it: killed when the
+ * call is cancelled, or by a signal the caller sends. */
+static void helper(const struct api_exec *x, int in, int out, int err_fd, int sig,
+		   const struct gantry_cancel *cancel, struct api_exec_result *res)
 {
 	const char *root = getenv("GANTRY_STUB_ROOT");
+	unsigned char signo;
 	int status = 0;
 	pid_t pid;
 
@@ -213,20 +215,30 @@ static void helper(const struct api_exec *x, int in, int out, int err_fd,
 	}
 	pid = fork();
 	if (pid == 0) {
+		/* Forked, not executed: the server's descriptors (its end of
+		 * this stdin among them) are closed as an exec would. (glibc
+		 * makes malloc and stdio safe in the child of a threaded
+		 * process; the helper needs both.) */
 		if (dup2(in < 0 ? open("/dev/null", O_RDONLY) : in, 0) < 0 || dup2(out, 1) < 0 ||
-		    dup2(err_fd, 2) < 0 || enter_root(root) < 0) {
-			dprintf(err_fd, "stub: enter %s: %s\n", root, strerror(errno));
+		    dup2(err_fd, 2) < 0 || close_range(3, ~0u, 0) < 0 || enter_root(root) < 0) {
+			dprintf(2, "stub: enter %s: %s\n", root, strerror(errno));
 			_exit(125);
 		}
-		/* Forked, not executed: the server's descriptors (its end of
-		 * this stdin among them) are closed as an exec would. */
-		close_range(3, ~0u, 0);
 		umask(022);
 		_exit(guest_files_main((int)x->argc - 2, x->argv + 2));
 	}
-	while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	res->exit_code = pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+	for (pid_t w = 0; pid > 0 && (w == 0 || (w < 0 && errno == EINTR));
+	     w = waitpid(pid, &status, WNOHANG)) {
+		if (cancel_fired(cancel) || read(sig, &signo, 1) == 1)
+			kill(pid, SIGKILL);
+		usleep(2000);
+	}
+	if (pid > 0 && WIFSIGNALED(status)) {
+		res->signal = WTERMSIG(status);
+		res->exit_code = 128 + res->signal;
+	} else {
+		res->exit_code = pid > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : 125;
+	}
 }
 
 static int exec(const char *name, const struct api_exec *x, int in, int out, int err_fd, int sig,
@@ -248,7 +260,7 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 	*res = (struct api_exec_result){ 0 };
 	if (strcmp(cmd, PROTO_HELPER_PATH) == 0 && x->argc >= 2 &&
 	    strcmp(x->argv[1], PROTO_FILES_ARG) == 0) {
-		helper(x, in, out, err_fd, res);
+		helper(x, in, out, err_fd, sig, cancel, res);
 	} else if (strcmp(cmd, "echo") == 0) {
 		for (size_t i = 1; i < x->argc; i++)
 			dprintf(out, "%s%s", i > 1 ? " " : "", x->argv[i]);
