@@ -217,6 +217,10 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait(10)
+        try:
+            self.final_log = self.log.read_text(errors="replace")[-4000:]
+        except OSError:
+            self.final_log = ""
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _dead(self, e):
@@ -310,6 +314,9 @@ def serving(s):
     alive = s.alive()
     s.stop()
     assert alive, f"api-stub-server ended during the tests (status {s.p.returncode})"
+    # Its end is clean: under a sanitizer, a leak or an error fails it.
+    assert s.p.returncode == 0, f"api-stub-server ended with status {s.p.returncode}\n" \
+        f"{s.final_log}"
 
 
 def emptied(s):

@@ -46,17 +46,17 @@ try {
   step = "reconnect";
   const late = await sbx.commands.run("sleep 2; echo late; exit 4", { background: true });
   await late.disconnect();
-  const back = await sbx.commands.connect(late.pid);
+  const followed = await sbx.commands.connect(late.pid);
   let lateExit = null;
-  try { await back.wait(); } catch (e) { lateExit = e.exitCode; }
-  out({ step, stdout: back.stdout, exitCode: lateExit });
+  try { await followed.wait(); } catch (e) { lateExit = e.exitCode; }
+  out({ step, stdout: followed.stdout, exitCode: lateExit });
 
   // The files and the file system need nothing of the image: gantry's own
   // helper serves them, so take away the tools a command would have used.
   step = "no-tools";
   const gone = await sbx.commands.run(
-    'for c in cat stat find mkdir rm mv dirname; do busybox rm -f "$(command -v $c)"; done; ' +
-    'command -v cat stat find mkdir rm mv dirname || echo none');
+    'for c in cat stat find mkdir rm mv dirname; do busybox rm -f "$(busybox which $c)"; done; ' +
+    'busybox which cat stat find mkdir rm mv dirname || echo none');
   out({ step, stdout: gone.stdout });
 
   step = "files";
