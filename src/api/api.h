@@ -68,6 +68,9 @@ struct api_backend {
 	int (*exec)(const char *name, const struct api_exec *x, int in, int out, int err_fd,
 		    int sig, const struct gantry_cancel *cancel, struct api_exec_result *res,
 		    gantry_error_t *err);
+	/* The processes of running sandbox name's container, as
+	 * {"processes": [ProcessInfo...]} (api/openapi.yaml). */
+	int (*processes)(const char *name, json_t **out, gantry_error_t *err);
 };
 
 struct api_serve_opts {

@@ -257,4 +257,5 @@ const struct api_backend api_lifecycle_backend = {
 	.stop = stop,
 	.remove = remove_,
 	.exec = exec,
+	.processes = sandbox_processes_json,
 };

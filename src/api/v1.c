@@ -199,6 +199,24 @@ static void list(struct api_server *s, struct api_reply *r)
 	api_reply_json(r, 200, json_pack("{s:o}", "sandboxes", v));
 }
 
+/* A running sandbox's processes: a session in it, so one of the exec
+ * slots while it runs. */
+static void processes(struct api_server *s, const char *name, struct api_reply *r)
+{
+	gantry_error_t err = NULL;
+	json_t *v = NULL;
+
+	if (!api_exec_slot(s, true, r))
+		return;
+	if (s->b->processes(name, &v, &err) < 0) {
+		api_reply_failure(r, err, 409);
+		gantry_error_free(&err);
+	} else {
+		api_reply_json(r, 200, v);
+	}
+	api_exec_slot(s, false, NULL);
+}
+
 /* start and stop take no body: nothing, or {}. */
 static bool no_body(const struct api_request *req, struct api_reply *r)
 {
@@ -219,6 +237,7 @@ enum route_id {
 	R_START,
 	R_STOP,
 	R_EXEC,
+	R_PROCESSES,
 	R_OPERATION,
 	R_EVENTS,
 };
@@ -237,6 +256,7 @@ static const struct route routes[] = {
 	{ R_START, "/v1/sandboxes/", "/start", "POST" },
 	{ R_STOP, "/v1/sandboxes/", "/stop", "POST" },
 	{ R_EXEC, "/v1/sandboxes/", "/exec", "POST" },
+	{ R_PROCESSES, "/v1/sandboxes/", "/processes", "GET" },
 	{ R_SANDBOX, "/v1/sandboxes/", "", "GET, DELETE" },
 	{ R_OPERATION, "/v1/operations/", "", "GET" },
 	{ R_EVENTS, "/v1/events", NULL, "GET" },
@@ -334,6 +354,10 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 	case R_EXEC:
 		if (known(s, var, r))
 			api_exec(s, var, req->body, req->len, req->conn_fd, r);
+		break;
+	case R_PROCESSES:
+		if (known(s, var, r))
+			processes(s, var, r);
 		break;
 	case R_OPERATION:
 		api_op_get(s, var, r);

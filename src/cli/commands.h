@@ -20,6 +20,7 @@ int cmd_version(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_logs(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_secret(int argc, char **argv);
 int cmd_audit(int argc, char **argv);

@@ -30,6 +30,7 @@ static const struct command {
 	{ "logs", cmd_logs, "print or follow a sandbox's log or guest console" },
 	{ "cp", cmd_cp, "copy files between the host and a sandbox" },
 	{ "stats", cmd_stats, "show the CPU, memory, disk and network each sandbox uses" },
+	{ "top", cmd_top, "list the processes of a sandbox's container" },
 	{ "inspect", cmd_inspect, "show a sandbox's configuration, state and paths" },
 	{ "ports", cmd_ports, "publish, unpublish and list a sandbox's ports" },
 	{ "share", cmd_share, "add, remove and list a sandbox's host directory shares" },

@@ -354,6 +354,100 @@ static int op_move(const char *from, const char *to)
 	return entry_of(to);
 }
 
+/* /proc/PID/stat's fields after the name: the state, the parent, and the
+ * resident pages (field 24); its name (between the parentheses) in comm. */
+static int proc_stat(const char *pid, char *state, unsigned long *ppid, unsigned long *pages,
+		     char comm[64])
+{
+	char path[64], buf[1024], *open_, *close_;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	open_ = strchr(buf, '(');
+	close_ = strrchr(buf, ')');
+	if (open_ == NULL || close_ == NULL || close_ < open_)
+		return -1;
+	snprintf(comm, 64, "%.*s", (int)(close_ - open_ - 1), open_ + 1);
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime cutime cstime priority nice threads itreal
+	 * starttime vsize rss */
+	if (sscanf(close_ + 1,
+		   " %c %lu %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d "
+		   "%*u %*u %lu",
+		   state, ppid, pages) != 3)
+		return -1;
+	return 0;
+}
+
+/* Its command line, arguments joined by spaces, or [comm]. */
+static size_t proc_args(const char *pid, const char *comm, char *out, size_t max)
+{
+	char path[64];
+	ssize_t n = -1;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
+		n = read(fd, out, max);
+		close(fd);
+	}
+	while (n > 0 && out[n - 1] == '\0')
+		n--;
+	if (n <= 0)
+		return (size_t)snprintf(out, max, "[%s]", *comm ? comm : "?");
+	for (ssize_t i = 0; i < n; i++)
+		if (out[i] == '\0')
+			out[i] = ' ';
+	return (size_t)n;
+}
+
+static int op_ps(void)
+{
+	static char args[PROTO_FILES_PATH_MAX];
+	long page_kib = sysconf(_SC_PAGESIZE) / 1024;
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	if (d == NULL)
+		return fail(errno, "/proc");
+	while ((de = readdir(d)) != NULL) {
+		unsigned long ppid, pages;
+		char state, comm[64], path[64];
+		struct stat st;
+		size_t n;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
+		    strspn(de->d_name, "0123456789") != strlen(de->d_name) ||
+		    strtol(de->d_name, NULL, 10) == (long)getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s", de->d_name);
+		/* Gone meanwhile, or not ours to see: left out. */
+		if (stat(path, &st) < 0 || proc_stat(de->d_name, &state, &ppid, &pages, comm) < 0)
+			continue;
+		if (!((state >= 'A' && state <= 'Z') || (state >= 'a' && state <= 'z')))
+			state = '?';
+		n = proc_args(de->d_name, comm, args, sizeof(args));
+		if (state == '?')
+			continue;
+		printf("p %s %lu %u %c %llu %zu\n", de->d_name, ppid, (unsigned)st.st_uid, state,
+		       (unsigned long long)pages *
+			       (unsigned long long)(page_kib > 0 ? page_kib : 4),
+		       n);
+		fwrite(args, 1, n, stdout);
+		putchar('\n');
+	}
+	closedir(d);
+	return PROTO_FILES_OK;
+}
+
 static bool path_ok(const char *p)
 {
 	return p[0] == '/' && strlen(p) <= PROTO_FILES_PATH_MAX;
@@ -364,8 +458,8 @@ int guest_files_main(int argc, char **argv)
 	static const struct op {
 		const char *name;
 		int nargs;
-	} ops[] = { { "stat", 2 },  { "read", 1 },   { "write", 1 },
-		    { "mkdir", 1 }, { "remove", 1 }, { "move", 2 } };
+	} ops[] = { { "stat", 2 },   { "read", 1 }, { "write", 1 }, { "mkdir", 1 },
+		    { "remove", 1 }, { "move", 2 }, { "ps", 0 } };
 	const char *op;
 	int ret, i, k;
 
@@ -400,6 +494,8 @@ int guest_files_main(int argc, char **argv)
 		ret = op_mkdir(argv[2]);
 	else if (strcmp(op, "remove") == 0)
 		ret = op_remove(argv[2]);
+	else if (strcmp(op, "ps") == 0)
+		ret = op_ps();
 	else
 		ret = op_move(argv[2], argv[3]);
 	if (fflush(stdout) != 0 && ret == PROTO_FILES_OK)

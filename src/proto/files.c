@@ -113,6 +113,30 @@ static int entry_fields(const char **p, const char *end, struct files_record *r)
 	return 0;
 }
 
+/* The fields of a 'p' line after its kind, up to LEN. */
+static int proc_fields(const char **p, const char *end, struct files_record *r)
+{
+	uint64_t v;
+	bool minus;
+
+	if (space(p, end) < 0 || number(p, end, false, UINT32_MAX, &v, &minus) < 0)
+		return -1;
+	r->pid = (uint32_t)v;
+	if (space(p, end) < 0 || number(p, end, false, UINT32_MAX, &v, &minus) < 0)
+		return -1;
+	r->ppid = (uint32_t)v;
+	if (space(p, end) < 0 || number(p, end, false, UINT32_MAX, &v, &minus) < 0)
+		return -1;
+	r->uid = (uint32_t)v;
+	if (space(p, end) < 0 || *p == end ||
+	    !((**p >= 'A' && **p <= 'Z') || (**p >= 'a' && **p <= 'z')))
+		return -1;
+	r->state = *(*p)++;
+	if (space(p, end) < 0 || number(p, end, false, UINT64_MAX, &r->rss_kib, &minus) < 0)
+		return -1;
+	return 0;
+}
+
 int files_next(const char *buf, size_t len, size_t *off, struct files_record *rec, const char **why)
 {
 	const char *line = buf + *off, *nl, *p;
@@ -131,6 +155,9 @@ int files_next(const char *buf, size_t len, size_t *off, struct files_record *re
 	if (rec->kind == 'e') {
 		if (entry_fields(&p, nl, rec) < 0)
 			return *why = "an entry's fields are malformed", -1;
+	} else if (rec->kind == 'p') {
+		if (proc_fields(&p, nl, rec) < 0)
+			return *why = "a process's fields are malformed", -1;
 	} else if (rec->kind != 'x' && rec->kind != 'n') {
 		return *why = "an unknown record", -1;
 	}

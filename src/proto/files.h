@@ -25,6 +25,8 @@
  *                    PATH is there already; then PATH's entry.
  *   remove PATH      PATH and all below it; no error if it is not there.
  *   move FROM TO     rename(2), TO's missing parents made; then TO's entry.
+ *   ps               the container's processes (its PID namespace's), the
+ *                    helper itself left out.
  *
  * Records on stdout (stat, write, mkdir, move), each a line of fields
  * separated by one space, then the path's bytes and a newline:
@@ -36,9 +38,14 @@
  *       for UID and GID (1-32 of [A-Za-z0-9._-]), or "-" for none.
  *   x LEN\nPATH\n    (stat) PATH is not there.
  *   n LEN\nPATH\n    (stat, DEPTH > 0) PATH is there but no directory.
+ *   p PID PPID UID STATE RSS LEN\nARGS\n
+ *       (ps) a process: PID and PPID in the container's namespace, UID,
+ *       STATE one letter of [A-Za-z] as /proc says it (R, S, D, Z...),
+ *       RSS in KiB, ARGS its command line, arguments separated by a space
+ *       (or its name in brackets when it has none, as a kernel thread).
  *
- * LEN is the path's length, 1..PROTO_FILES_PATH_MAX; a path holds no NUL
- * and may hold anything else, newlines included. A helper that fails
+ * LEN is the path's (or ARGS') length, 1..PROTO_FILES_PATH_MAX; it holds
+ * no NUL and may hold anything else, newlines included. A helper that fails
  * exits with one of the PROTO_FILES_* statuses below and says why in one
  * line on stderr; what it wrote on stdout before then is not an answer.
  *
@@ -99,14 +106,17 @@ static inline int proto_files_status(int e)
 }
 
 /* One record. path points into the buffer it was read from (not
- * NUL-terminated: path_len bytes, none of them NUL). */
+ * NUL-terminated: path_len bytes, none of them NUL); for 'p' it is ARGS. */
 struct files_record {
-	char kind; /* 'e', 'x' or 'n' */
+	char kind; /* 'e', 'x', 'n' or 'p' */
 	char type; /* 'e': 'f', 'd', 'l' or 'o' */
 	uint64_t size;
 	uint32_t mode;
 	int64_t mtime;
 	uint32_t uid, gid;
+	uint32_t pid, ppid; /* 'p', with uid, state and rss_kib */
+	char state;
+	uint64_t rss_kib;
 	char owner[PROTO_FILES_NAME_MAX + 1], group[PROTO_FILES_NAME_MAX + 1]; /* "" for "-" */
 	const char *path;
 	size_t path_len;

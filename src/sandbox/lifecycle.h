@@ -2,8 +2,8 @@
  * HTTP API later): this header is the whole API. Persistent sandboxes
  * (create and boot, resume, stop, delete, list, a session in a running
  * one), one-shot runs, and (included: sandbox/images.h, network.h,
- * shares.h) images and registries, and a sandbox's ports, egress policy
- * and shares, live or for its next boot. Each call validates its input
+ * shares.h, procs.h) images and registries, a sandbox's ports, egress
+ * policy and shares, live or for its next boot, and its processes. Each call validates its input
  * first and leaves other sandboxes, the image cache and users' files
  * alone. Which calls may come from threads, and why: docs/architecture.md. */
 #ifndef GANTRY_SANDBOX_LIFECYCLE_H
@@ -22,6 +22,7 @@
 #include "sandbox/network.h"
 #include "sandbox/shares.h"
 #include "sandbox/process.h"
+#include "sandbox/procs.h"
 #include "sandbox/state.h"
 #include "secret/store.h"
 

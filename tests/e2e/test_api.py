@@ -929,6 +929,17 @@ def test_exec_echo(api, sandbox):
     assert r.body == {"exitCode": 0, "signal": None, "output": "hello big world\n"}
 
 
+def test_processes(api, sandbox):
+    # The stub answers its own process; a VM's list is test_api_vm.py's.
+    r = api.call("GET", f"/v1/sandboxes/{sandbox}/processes")
+    assert r.status == 200 and r.body["processes"][0]["pid"] == api.p.pid, r
+    assert api.call("GET", "/v1/sandboxes/nosuch/processes").status == 404
+    assert api.call("POST", f"/v1/sandboxes/{sandbox}/processes", {}).status == 405
+    assert api.call("POST", f"/v1/sandboxes/{sandbox}/stop").status == 200
+    r = api.call("GET", f"/v1/sandboxes/{sandbox}/processes")
+    assert r.status == 409 and "not running" in r.error(), r
+
+
 def test_exec_through_curl(api, sandbox):
     r = api.curl("POST", f"/v1/sandboxes/{sandbox}/exec", {"argv": ["echo", "via", "curl"]})
     assert r.status == 200 and r.body["output"] == "via curl\n", r

@@ -127,6 +127,34 @@ def test_a_sandbox_through_its_life(srv):
     status, res = srv.call("POST", "/v1/sandboxes/api1/exec", {"argv": ["nosuchcommand"]})
     assert status == 200 and res["exitCode"] == 127, res
 
+    # Its processes, read by gantry-init in the container: a sleeper
+    # started through the CLI shows, with the container's first process;
+    # `gantry top` prints the same.
+    sleeper = srv.g.popen("exec", "api1", "--", "sleep", "33", stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            status, res = srv.call("GET", "/v1/sandboxes/api1/processes")
+            assert status == 200, res
+            commands = [p["command"] for p in res["processes"]]
+            if "sleep 33" in commands or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert "sleep 33" in commands, res
+        first = [p for p in res["processes"] if p["pid"] == 1]
+        assert first and first[0]["ppid"] == 0 and first[0]["state"] in "RSD", res
+        assert "gantry-pause" in first[0]["command"], res
+        assert all(p["rssKiB"] >= 0 and p["uid"] >= 0 for p in res["processes"]), res
+        # The helper itself is not listed.
+        assert not [c for c in commands if ".gantry-guest" in c], commands
+        top = srv.g.run("top", "api1", check=True).stdout.decode()
+        assert top.splitlines()[0].split() == \
+            ["PID", "PPID", "UID", "STATE", "RSS", "COMMAND"], top
+        assert "sleep 33" in top, top
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
     # stop: exec refused; start: it runs again.
     status, op = srv.call("POST", "/v1/sandboxes/api1/stop")
     assert status == 200 and op["kind"] == "stop", op

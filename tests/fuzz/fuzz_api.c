@@ -23,6 +23,7 @@
 #include "api/api_priv.h"
 #include "api/e2b.h"
 #include "common/util.h"
+#include "proto/agent.h"
 
 #include "check.h"
 
@@ -82,8 +83,17 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 	/* The guest's say: the input's body, then some bytes not UTF-8. */
 	if (write_full(out, guest_out, guest_len) < 0 || write(out, "\xff\xc3", 2) < 0)
 		return gantry_error(err, 0, "write");
-	res->exit_code = (int)x->argc;
+	/* gantry-init's helper succeeds, so its records are read. */
+	res->exit_code = strcmp(x->argv[0], PROTO_HELPER_PATH) == 0 ? 0 : (int)x->argc;
 	res->signal = 0;
+	return 0;
+}
+
+static int processes(const char *name, json_t **out, gantry_error_t *err)
+{
+	(void)err;
+	*out = json_pack("{s:[{s:i,s:i,s:i,s:s,s:i,s:s}]}", "processes", "pid", 1, "ppid", 0, "uid",
+			 0, "state", "S", "rssKiB", 4, "command", name);
 	return 0;
 }
 
@@ -95,6 +105,7 @@ static const struct api_backend backend = {
 	.stop = stop,
 	.remove = stop,
 	.exec = exec,
+	.processes = processes,
 };
 
 /* The E2B sandbox's id, a multipart type, and the key as `path`. */

@@ -1,5 +1,6 @@
 /* libFuzzer target for the file helper's records (proto/files.c): what a
- * hostile guest could write on the helper's stdout in place of them.
+ * hostile guest could write on the helper's stdout in place of them
+ * (entries, and processes for `gantry top`).
  * Every record taken must hold what proto/files.h promises; reading stops
  * at the first malformed one. Seeds: tests/fuzz/corpus/files. */
 #include <stdint.h>
@@ -36,7 +37,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    r.path_len > PROTO_FILES_PATH_MAX || r.path < buf ||
 		    r.path + r.path_len > buf + size || memchr(r.path, '\0', r.path_len))
 			abort();
-		if (r.kind != 'e' && r.kind != 'x' && r.kind != 'n')
+		if (r.kind != 'e' && r.kind != 'x' && r.kind != 'n' && r.kind != 'p')
+			abort();
+		if (r.kind == 'p' &&
+		    !((r.state >= 'A' && r.state <= 'Z') || (r.state >= 'a' && r.state <= 'z')))
 			abort();
 		if (r.kind == 'e') {
 			if (r.mode > 07777 || strchr("fdlo", r.type) == NULL || r.type == '\0')

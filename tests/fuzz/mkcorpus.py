@@ -1126,6 +1126,7 @@ def files_seeds():
         "link": b"e l 4 777 0 0 0 - - 7\n/d/link\n",
         "missing": b"x 1\n/\n",
         "other": b"e o 0 666 0 0 0 root tty 9\n/dev/null\n",
+        "processes": b"p 1 0 0 S 1504 18\n/dev/.gantry-pause\np 42 1 1000 R 0 8\nsleep 33\n",
     }
 
 

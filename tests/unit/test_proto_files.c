@@ -56,6 +56,28 @@ static void test_records(void **state)
 	assert_int_equal(next(buf, &off, &r, &why), 0);
 }
 
+static void test_processes(void **state)
+{
+	const char buf[] = "p 1 0 0 S 1504 18\n/dev/.gantry-pause\n"
+			   "p 42 1 1000 R 0 8\nsleep 33\n";
+	struct files_record r;
+	const char *why = NULL;
+	size_t off = 0;
+
+	(void)state;
+	assert_int_equal(next(buf, &off, &r, &why), 1);
+	assert_int_equal(r.kind, 'p');
+	assert_int_equal(r.pid, 1);
+	assert_int_equal(r.ppid, 0);
+	assert_int_equal(r.state, 'S');
+	assert_int_equal(r.rss_kib, 1504);
+	assert_memory_equal(r.path, "/dev/.gantry-pause", 18);
+	assert_int_equal(next(buf, &off, &r, &why), 1);
+	assert_int_equal(r.uid, 1000);
+	assert_memory_equal(r.path, "sleep 33", 8);
+	assert_int_equal(next(buf, &off, &r, &why), 0);
+}
+
 static void test_malformed(void **state)
 {
 	static const char *const bad[] = {
@@ -78,6 +100,11 @@ static void test_malformed(void **state)
 		"x -1\n/\n",
 		"x 2", /* no line end */
 		"x 1\n",
+		"p 1 0 0 ? 4 1\nx\n", /* state */
+		"p 1 0 0 SS 4 1\nx\n",
+		"p 1 0 0 S -4 1\nx\n",	       /* rss */
+		"p 1 0 S 4 1\nx\n",	       /* a field short */
+		"p 4294967296 0 0 S 4 1\nx\n", /* pid over 32 bits */
 	};
 	struct files_record r;
 
@@ -122,9 +149,8 @@ static void test_line_without_end(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_records),
-		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_nul_in_path),
+		cmocka_unit_test(test_records),		 cmocka_unit_test(test_processes),
+		cmocka_unit_test(test_malformed),	 cmocka_unit_test(test_nul_in_path),
 		cmocka_unit_test(test_line_without_end),
 	};
 
