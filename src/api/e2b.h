@@ -87,10 +87,11 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 void envd_error(struct api_reply *r, unsigned status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
-/* A command in box, to its end: stdout and stderr (each up to max bytes,
- * more makes it fail with EFBIG), stdin from in; one of the exec slots,
- * ended past ENVD_RUN_MS or when conn_fd (the client) hangs up. 0 with
- * *status its exit status, or -1 (err). */
+/* A command in box, to its end (api/job.h): stdout and stderr (each up
+ * to max bytes, more makes it fail with EFBIG), stdin from in; one of the
+ * exec slots, killed past ENVD_RUN_MS (ETIMEDOUT) or when conn_fd (the
+ * client) hangs up (ECANCELED). 0 with ran->status its exit status, or -1
+ * (err). */
 #define ENVD_RUN_MS (10 * 60 * 1000)
 struct envd_ran {
 	char *out, *err;

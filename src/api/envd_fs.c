@@ -6,157 +6,68 @@
  * travel as its arguments and stdin, and its records are read with
  * files_next(). */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
 #include "api/e2b.h"
+#include "api/job.h"
 #include "common/util.h"
 #include "proto/agent.h"
 #include "proto/files.h"
 
 /* ---- a command, to its end ---- */
 
-struct ran_job {
-	struct api_server *s;
-	const char *box;
-	struct api_exec x;
-	int in, out, err, sig;
-	struct gantry_cancel cancel;
-	struct api_exec_result res;
-	gantry_error_t e;
-	int ret;
-};
-
-static void *ran_thread(void *arg)
-{
-	struct ran_job *j = arg;
-
-	j->ret = j->s->b->exec(j->box, &j->x, j->in, j->out, j->err, j->sig, &j->cancel, &j->res,
-			       &j->e);
-	close_fd(&j->in);
-	close_fd(&j->out);
-	close_fd(&j->err);
-	return NULL;
-}
-
-static bool take(int fd, char **buf, size_t *len, size_t max)
-{
-	char chunk[65536];
-	ssize_t n = read(fd, chunk, sizeof(chunk));
-
-	if (n <= 0)
-		return n == 0 || (errno != EAGAIN && errno != EINTR) ? false : true;
-	if (*len + (size_t)n <= max) {
-		*buf = xrealloc(*buf, *len + (size_t)n + 1);
-		memcpy(*buf + *len, chunk, (size_t)n);
-	}
-	*len += (size_t)n;
-	return true;
-}
-
 int envd_run(struct api_server *s, const char *box, char *const *argv, const void *in,
 	     size_t in_len, size_t max, int conn_fd, struct envd_ran *ran, gantry_error_t *err)
 {
 	struct api_reply busy = { 0 };
-	uint64_t until = now_ms() + ENVD_RUN_MS;
-	struct ran_job j = { .s = s, .box = box, .in = -1, .out = -1, .err = -1, .sig = -1 };
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
-	size_t done = 0, argc = 0;
-	pthread_t t;
+	struct api_job j = { .name = box,
+			     .x = { .argv = (char **)argv },
+			     .in = in ? in : "",
+			     .in_len = in_len,
+			     .max = max,
+			     .deadline = now_ms() + ENVD_RUN_MS,
+			     .conn_fd = conn_fd };
 	int ret = -1;
 
 	*ran = (struct envd_ran){ 0 };
-	j.cancel.fd = -1;
-	while (argv[argc])
-		argc++;
+	while (argv[j.x.argc])
+		j.x.argc++;
 	if (!api_exec_slot(s, true, &busy)) {
 		json_decref(busy.json);
 		return gantry_error(err, EBUSY, "%d commands under way already", API_EXECS_MAX);
 	}
-	j.x = (struct api_exec){ .argv = (char **)argv, .argc = argc };
-	if (pipe2(pin, O_CLOEXEC) < 0 || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
-	    cancel_init(&j.cancel, err) < 0) {
-		gantry_error_errno(err, "pipe");
+	if (api_job_run(s, &j, err) < 0)
 		goto out;
-	}
-	fcntl(pin[1], F_SETFL, O_NONBLOCK);
-	fcntl(pout[0], F_SETFL, O_NONBLOCK);
-	fcntl(perr[0], F_SETFL, O_NONBLOCK);
-	j.in = steal_fd(&pin[0]);
-	j.out = steal_fd(&pout[1]);
-	j.err = steal_fd(&perr[1]);
-	if (pthread_create(&t, NULL, ran_thread, &j) != 0) {
-		close_fd(&j.in), close_fd(&j.out), close_fd(&j.err);
-		gantry_error(err, EAGAIN, "cannot start a thread");
-		goto cancel;
-	}
-	while (pout[0] >= 0 || perr[0] >= 0) {
-		struct pollfd p[5] = { { pout[0], POLLIN, 0 },
-				       { perr[0], POLLIN, 0 },
-				       { pin[1], POLLOUT, 0 },
-				       { cancel_fd(&s->cancel), POLLIN, 0 },
-				       { conn_fd, POLLRDHUP, 0 } };
-
-		if (pin[1] >= 0 && done == in_len)
-			close_fd(&pin[1]);
-		p[2].fd = pin[1];
-		if (cancel_fired(&j.cancel))
-			p[3].fd = p[4].fd = -1;
-		if (poll(p, 5, 1000) < 0 && errno != EINTR)
-			cancel_fire(&j.cancel);
-		if (p[3].revents || (p[4].revents & (POLLRDHUP | POLLHUP | POLLERR)) ||
-		    now_ms() >= until)
-			cancel_fire(&j.cancel);
-		if (pin[1] >= 0 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t n =
-				write(pin[1], (const char *)in + done, MIN(in_len - done, 65536));
-
-			if (n > 0)
-				done += (size_t)n;
-			else if (errno != EAGAIN && errno != EINTR)
-				close_fd(&pin[1]);
+	switch (j.end) {
+	case API_JOB_DONE:
+		if (j.ret < 0) {
+			*err = steal_pointer(&j.e);
+			break;
 		}
-		for (int i = 0; i < 2; i++) {
-			int *fd = i ? &perr[0] : &pout[0];
-
-			if (*fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) &&
-			    !take(*fd, i ? &ran->err : &ran->out, i ? &ran->err_len : &ran->out_len,
-				  max))
-				close_fd(fd);
-		}
-		if (ran->out_len > max || ran->err_len > max)
-			cancel_fire(&j.cancel);
-	}
-	pthread_join(t, NULL);
-	if (j.ret < 0) {
-		*err = j.e;
-		j.e = NULL;
-	} else if (ran->out_len > max || ran->err_len > max) {
-		gantry_error(err, EFBIG, "over %zu bytes", max);
-	} else {
 		ran->status = j.res.exit_code;
+		ran->out = steal_pointer(&j.out);
+		ran->err = steal_pointer(&j.err);
+		ran->out_len = j.out_len;
+		ran->err_len = j.err_len;
 		ret = 0;
+		break;
+	case API_JOB_OVER:
+		gantry_error(err, EFBIG, "over %zu bytes", max);
+		break;
+	case API_JOB_TIMEOUT:
+		gantry_error(err, ETIMEDOUT, "no end in %d s", ENVD_RUN_MS / 1000);
+		break;
+	default:
+		gantry_error(err, ECANCELED, "cancelled: %s",
+			     j.end == API_JOB_GONE ? "the client went away"
+						   : "the server is stopping");
 	}
-	gantry_error_free(&j.e);
-cancel:
-	cancel_destroy(&j.cancel);
+	api_job_free(&j);
 out:
 	api_exec_slot(s, false, NULL);
-	for (int i = 0; i < 2; i++)
-		close_fd(&pin[i]), close_fd(&pout[i]), close_fd(&perr[i]);
-	if (ret < 0)
-		envd_ran_free(ran);
-	if (ran->out)
-		ran->out[ran->out_len] = '\0';
-	if (ran->err)
-		ran->err[ran->err_len] = '\0';
 	return ret;
 }
 
