@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from test_api import Server, UnixHTTPConnection, emptied, serving, stub_binary
+from apiserver import Server, UnixHTTPConnection, emptied, serving, stub_binary
 
 
 @pytest.fixture(scope="module")
