@@ -49,7 +49,7 @@ struct api_e2b {
 	struct e2b_box boxes[E2B_BOXES_MAX];
 	struct e2b_proc *procs[E2B_PROCS_MAX];
 	pthread_cond_t gone; /* a process left procs (CLOCK_MONOTONIC) */
-	unsigned streams;    /* following processes */
+	unsigned streams;    /* following processes, or watching */
 	uint32_t next_pid;
 	pthread_t reaper;
 	bool reaper_started;
@@ -83,6 +83,21 @@ void envd_files(struct api_server *s, const struct api_request *req, const char 
 		struct api_reply *r);
 void envd_filesystem(struct api_server *s, const struct api_request *req, const char *box,
 		     const char *method, struct api_reply *r);
+/* envd_watch.c: /filesystem.Filesystem/WatchDir. */
+void envd_watch(struct api_server *s, const struct api_request *req, const char *box,
+		struct api_reply *r);
+/* The Connect status and code of the file helper's exit status
+ * (proto/files.h). */
+void envd_helper_status(int status, unsigned *http, const char **code);
+/* A Connect envelope of j (consumed): flags, then the JSON's length
+ * (4 bytes, big-endian) and bytes; malloc()ed, its length in *len. */
+char *envd_frame(uint8_t flags, json_t *j, size_t *len);
+/* The message of a Connect request: a streaming one's single envelope,
+ * or a unary one's JSON. NULL with r filled. */
+json_t *envd_message(const struct api_request *req, bool stream, struct api_reply *r);
+/* A streaming call that cannot start: a stream of the end-of-stream
+ * trailer alone, its error in it. */
+void envd_stream_error(struct api_reply *r, const char *code, const char *msg);
 /* A Connect error answer: status and {"code": code, "message": ...}. */
 void envd_error(struct api_reply *r, unsigned status, const char *code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

@@ -100,7 +100,7 @@ void envd_error(struct api_reply *r, unsigned status, const char *code, const ch
 
 /* A Connect envelope of j (consumed): flags, then the JSON's length
  * (4 bytes, big-endian) and bytes; malloc()ed, its length in *len. */
-static char *frame(uint8_t flags, json_t *j, size_t *len)
+char *envd_frame(uint8_t flags, json_t *j, size_t *len)
 {
 	cleanup_free char *text = json_dumps(j, JSON_COMPACT);
 	size_t n = strlen(text);
@@ -121,7 +121,7 @@ static char *frame(uint8_t flags, json_t *j, size_t *len)
 static void envelope(struct e2b_sub *u, uint8_t flags, json_t *j)
 {
 	free(u->pending);
-	u->pending = frame(flags, j, &u->pending_len);
+	u->pending = envd_frame(flags, j, &u->pending_len);
 	u->pending_off = 0;
 }
 
@@ -494,7 +494,7 @@ void envd_procs_free(struct api_server *s)
 
 /* The message of a Connect request: a streaming one's single envelope, or
  * a unary one's JSON. NULL with r filled. */
-static json_t *message(const struct api_request *req, bool stream, struct api_reply *r)
+json_t *envd_message(const struct api_request *req, bool stream, struct api_reply *r)
 {
 	const unsigned char *b = (const unsigned char *)req->body;
 	json_error_t e;
@@ -593,11 +593,11 @@ static bool all_strings(json_t *v)
 /* A Start that cannot start: a stream of the end-of-stream trailer alone,
  * its error in it (a streaming client reads errors there, not from the
  * status). */
-static void start_error(struct api_reply *r, const char *code, const char *msg)
+void envd_stream_error(struct api_reply *r, const char *code, const char *msg)
 {
 	api_reply_json(r, 200, NULL);
-	r->owned = frame(2, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg),
-			 &r->len);
+	r->owned = envd_frame(2, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg),
+			      &r->len);
 	r->bytes = r->owned;
 	r->type = "application/connect+json";
 }
@@ -626,10 +626,10 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 	if (cmd == NULL || (args && !json_is_array(args)) || (envs && !json_is_object(envs)) ||
 	    json_array_size(args) > API_ARGV_MAX || !all_strings(args) || !all_strings(envs) ||
 	    json_object_get(m, "pty")) {
-		start_error(r, "invalid_argument",
-			    json_object_get(m, "pty")
-				    ? "no terminal (pty) here yet"
-				    : "want process.cmd, and args and envs of strings");
+		envd_stream_error(r, "invalid_argument",
+				  json_object_get(m, "pty")
+					  ? "no terminal (pty) here yet"
+					  : "want process.cmd, and args and envs of strings");
 		return NULL;
 	}
 	p = xzalloc(sizeof(*p));
@@ -670,7 +670,7 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 	ms = MIN(ms, 86400000ull); /* a day at most */
 	p->deadline = ms ? now_ms() + ms : UINT64_MAX;
 	if (!pipes(p) || cancel_init(&p->cancel, NULL) < 0) {
-		start_error(r, "internal", "cannot set up the process");
+		envd_stream_error(r, "internal", "cannot set up the process");
 		proc_free(p);
 		return NULL;
 	}
@@ -682,7 +682,7 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 static void start(struct api_server *s, const struct api_request *req, const char *box,
 		  struct api_reply *r)
 {
-	json_t *m = message(req, true, r);
+	json_t *m = envd_message(req, true, r);
 	struct api_e2b *e = s->e2b;
 	struct e2b_proc *p;
 	struct e2b_sub *u = NULL;
@@ -706,11 +706,12 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 	pthread_mutex_unlock(&e->lock);
 	if (u == NULL) {
 		slot = E2B_PROCS_MAX;
-		start_error(r, "resource_exhausted", "processes or their streams at the limit");
+		envd_stream_error(r, "resource_exhausted",
+				  "processes or their streams at the limit");
 		goto fail;
 	}
 	if (pthread_create(&p->thread, NULL, proc_thread, p) != 0) {
-		start_error(r, "internal", "cannot start a thread");
+		envd_stream_error(r, "internal", "cannot start a thread");
 		goto fail;
 	}
 	if (pthread_create(&p->pump, NULL, pump, p) != 0) {
@@ -718,7 +719,7 @@ static void start(struct api_server *s, const struct api_request *req, const cha
 		close_fd(&p->out_r);
 		close_fd(&p->err_r);
 		pthread_join(p->thread, NULL);
-		start_error(r, "internal", "cannot start a thread");
+		envd_stream_error(r, "internal", "cannot start a thread");
 		goto fail;
 	}
 	pthread_detach(p->pump);
@@ -864,7 +865,7 @@ static void to_proc(struct api_server *s, const char *box, const char *method, j
 static void connect_(struct api_server *s, const struct api_request *req, const char *box,
 		     struct api_reply *r)
 {
-	json_t *m = message(req, true, r);
+	json_t *m = envd_message(req, true, r);
 	struct api_e2b *e = s->e2b;
 	struct e2b_proc *p;
 	struct e2b_sub *u = NULL;
@@ -878,9 +879,10 @@ static void connect_(struct api_server *s, const struct api_request *req, const 
 	pthread_mutex_unlock(&e->lock);
 	json_decref(m);
 	if (p == NULL)
-		start_error(r, "not_found", "no such process");
+		envd_stream_error(r, "not_found", "no such process");
 	else if (u == NULL)
-		start_error(r, "resource_exhausted", "the process has its most followers already");
+		envd_stream_error(r, "resource_exhausted",
+				  "the process has its most followers already");
 	else
 		stream_reply(r, u);
 }
@@ -896,7 +898,7 @@ void envd_process(struct api_server *s, const struct api_request *req, const cha
 		return connect_(s, req, box, r);
 	if (strcmp(method, "StreamInput") == 0 || strcmp(method, "Update") == 0)
 		return envd_error(r, 501, "unimplemented", "process.%s: not yet", method);
-	m = message(req, false, r);
+	m = envd_message(req, false, r);
 	if (m == NULL)
 		return;
 	if (strcmp(method, "List") == 0)

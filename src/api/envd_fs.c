@@ -90,7 +90,7 @@ void envd_ran_free(struct envd_ran *ran)
 _Static_assert(PROTO_FILES_VERSION == 1, "FILES_VERSION is PROTO_FILES_VERSION");
 
 /* The Connect status and code of the helper's exit status. */
-static void helper_status(int status, unsigned *http, const char **code)
+void envd_helper_status(int status, unsigned *http, const char **code)
 {
 	switch (status) {
 	case PROTO_FILES_NOENT:
@@ -151,7 +151,7 @@ static int helper(struct api_server *s, const char *box, char *const *argv, cons
 	}
 	if (ran->status == 0)
 		return 0;
-	helper_status(ran->status, &http, &code);
+	envd_helper_status(ran->status, &http, &code);
 	if (plain)
 		e2b_error(r, http, "%.400s", helper_why(ran));
 	else
@@ -315,6 +315,10 @@ void envd_filesystem(struct api_server *s, const struct api_request *req, const 
 	const char *path, *dst;
 	struct envd_ran ran;
 
+	if (strcmp(method, "WatchDir") == 0) {
+		json_decref(m);
+		return envd_watch(s, req, box, r);
+	}
 	if (!json_is_object(m)) {
 		json_decref(m);
 		return envd_error(r, 400, "invalid_argument", "the message is not a JSON object");

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +21,9 @@
 
 #define FILES_IDS_MAX	 1024 /* names read from the container's passwd and group */
 #define FILES_COPY_CHUNK 65536
+#define FILES_WATCH_MAX	 8192 /* directories watched at once */
+#define FILES_WATCH_MASK                                                                           \
+	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_ONLYDIR)
 
 struct id_name {
 	uint32_t id;
@@ -448,6 +452,136 @@ static int op_ps(void)
 	return PROTO_FILES_OK;
 }
 
+/* The directories watched: inotify's descriptor, and each one's path
+ * below the watched root ("" for the root). */
+static struct watched {
+	int wd;
+	char *rel;
+} watched[FILES_WATCH_MAX];
+static size_t nwatched;
+
+static struct watched *watched_of(int wd)
+{
+	for (size_t i = 0; i < nwatched; i++)
+		if (watched[i].wd == wd)
+			return &watched[i];
+	return NULL;
+}
+
+/* root/rel and, with rec, every directory below it. One that cannot be
+ * watched (gone, not ours, past the bound) is left out. */
+static void watch_add(int ino, const char *root, const char *rel, bool rec)
+{
+	char path[PROTO_FILES_PATH_MAX + 1];
+	struct watched *w;
+	struct dirent *de;
+	DIR *d;
+	int wd, n;
+
+	n = snprintf(path, sizeof(path), "%s%s%s", root, *rel ? "/" : "", rel);
+	if (n < 0 || (size_t)n >= sizeof(path))
+		return;
+	wd = inotify_add_watch(ino, path, FILES_WATCH_MASK | (*rel ? IN_DONT_FOLLOW : 0));
+	if (wd < 0)
+		return;
+	if ((w = watched_of(wd)) == NULL) {
+		if (nwatched == FILES_WATCH_MAX) {
+			inotify_rm_watch(ino, wd);
+			return;
+		}
+		w = &watched[nwatched++];
+		w->wd = wd;
+	} else {
+		free(w->rel);
+	}
+	w->rel = strdup(rel);
+	if (!rec || (d = opendir(path)) == NULL)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char sub[PROTO_FILES_PATH_MAX + 1];
+
+		if (de->d_type != DT_DIR || strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		n = snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+		if (n > 0 && (size_t)n < sizeof(sub))
+			watch_add(ino, root, sub, rec);
+	}
+	closedir(d);
+}
+
+static char change_type(uint32_t mask)
+{
+	return mask & (IN_CREATE | IN_MOVED_TO) ? 'c'
+	       : mask & IN_MODIFY		? 'w'
+	       : mask & IN_DELETE		? 'r'
+	       : mask & IN_MOVED_FROM		? 'm'
+	       : mask & IN_ATTRIB		? 'a'
+						: 0;
+}
+
+/* One batch of inotify's events as records; false once stdout is gone. */
+static bool changes(int ino, const char *root, bool rec)
+{
+	static char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n = read(ino, buf, sizeof(buf));
+
+	if (n < 0)
+		return errno == EINTR;
+	for (char *p = buf; p < buf + n;) {
+		const struct inotify_event *ev = (const struct inotify_event *)p;
+		struct watched *w = watched_of(ev->wd);
+		char name[PROTO_FILES_PATH_MAX + 1], type = change_type(ev->mask);
+		int k;
+
+		p += sizeof(*ev) + ev->len;
+		if (ev->mask & IN_IGNORED) {
+			if (w) {
+				free(w->rel);
+				*w = watched[--nwatched];
+			}
+			continue;
+		}
+		if (w == NULL || ev->len == 0 || type == 0)
+			continue;
+		k = snprintf(name, sizeof(name), "%s%s%s", w->rel, *w->rel ? "/" : "", ev->name);
+		if (k <= 0 || (size_t)k >= sizeof(name))
+			continue;
+		if (rec && type == 'c' && (ev->mask & IN_ISDIR))
+			watch_add(ino, root, name, rec);
+		printf("w %c %d\n%s\n", type, k, name);
+	}
+	return fflush(stdout) == 0;
+}
+
+static int op_watch(const char *rec_s, const char *path)
+{
+	bool rec = strcmp(rec_s, "1") == 0;
+	struct stat st;
+	int ino;
+
+	if (!rec && strcmp(rec_s, "0") != 0)
+		return fail(EINVAL, "recursive `%s`", rec_s);
+	if (stat(path, &st) < 0)
+		return fail(errno, "%s", path);
+	if (!S_ISDIR(st.st_mode)) {
+		fail(ENOTDIR, "%s", path);
+		return PROTO_FILES_NOTDIR;
+	}
+	if ((ino = inotify_init1(IN_CLOEXEC)) < 0)
+		return fail(errno, "inotify");
+	errno = 0;
+	watch_add(ino, path, "", rec);
+	if (nwatched == 0)
+		return fail(errno ? errno : EIO, "watch %s", path);
+	path_record('y', path);
+	if (fflush(stdout) != 0)
+		return PROTO_FILES_FAILED;
+	while (changes(ino, path, rec))
+		;
+	return PROTO_FILES_OK; /* its reader is gone */
+}
+
 static bool path_ok(const char *p)
 {
 	return p[0] == '/' && strlen(p) <= PROTO_FILES_PATH_MAX;
@@ -459,7 +593,7 @@ int guest_files_main(int argc, char **argv)
 		const char *name;
 		int nargs;
 	} ops[] = { { "stat", 2 },   { "read", 1 }, { "write", 1 }, { "mkdir", 1 },
-		    { "remove", 1 }, { "move", 2 }, { "ps", 0 } };
+		    { "remove", 1 }, { "move", 2 }, { "ps", 0 },    { "watch", 2 } };
 	const char *op;
 	int ret, i, k;
 
@@ -477,7 +611,7 @@ int guest_files_main(int argc, char **argv)
 		fprintf(stderr, "file helper: no op `%s` with %d arguments\n", op, argc - 2);
 		return PROTO_FILES_USAGE;
 	}
-	for (i = strcmp(op, "stat") == 0 ? 3 : 2; i < argc; i++)
+	for (i = strcmp(op, "stat") == 0 || strcmp(op, "watch") == 0 ? 3 : 2; i < argc; i++)
 		if (!path_ok(argv[i])) {
 			fprintf(stderr, "file helper: want an absolute path of at most %d bytes\n",
 				PROTO_FILES_PATH_MAX);
@@ -496,6 +630,8 @@ int guest_files_main(int argc, char **argv)
 		ret = op_remove(argv[2]);
 	else if (strcmp(op, "ps") == 0)
 		ret = op_ps();
+	else if (strcmp(op, "watch") == 0)
+		ret = op_watch(argv[2], argv[3]);
 	else
 		ret = op_move(argv[2], argv[3]);
 	if (fflush(stdout) != 0 && ret == PROTO_FILES_OK)

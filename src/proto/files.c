@@ -155,10 +155,14 @@ int files_next(const char *buf, size_t len, size_t *off, struct files_record *re
 	if (rec->kind == 'e') {
 		if (entry_fields(&p, nl, rec) < 0)
 			return *why = "an entry's fields are malformed", -1;
+	} else if (rec->kind == 'w') {
+		if (space(&p, nl) < 0 || p == nl || strchr("cwrma", *p) == NULL || *p == '\0')
+			return *why = "a change's type is malformed", -1;
+		rec->type = *p++;
 	} else if (rec->kind == 'p') {
 		if (proc_fields(&p, nl, rec) < 0)
 			return *why = "a process's fields are malformed", -1;
-	} else if (rec->kind != 'x' && rec->kind != 'n') {
+	} else if (rec->kind != 'x' && rec->kind != 'n' && rec->kind != 'y') {
 		return *why = "an unknown record", -1;
 	}
 	if (space(&p, nl) < 0 || number(&p, nl, false, PROTO_FILES_PATH_MAX, &n, &minus) < 0 ||
@@ -173,4 +177,22 @@ int files_next(const char *buf, size_t len, size_t *off, struct files_record *re
 	rec->path_len = n;
 	*off = (size_t)(p + n + 1 - buf);
 	return 1;
+}
+
+ssize_t files_record_len(const char *buf, size_t len)
+{
+	const char *nl = memchr(buf, '\n', len < FILES_LINE_MAX ? len : FILES_LINE_MAX), *last;
+	uint64_t n;
+	bool minus;
+
+	if (nl == NULL)
+		return len < FILES_LINE_MAX ? 0 : -1;
+	/* LEN is the line's last field. */
+	for (last = nl; last > buf && last[-1] != ' '; last--)
+		;
+	if (last == buf || number(&last, nl, false, PROTO_FILES_PATH_MAX, &n, &minus) < 0 ||
+	    last != nl)
+		return -1;
+	return (size_t)(nl + 1 - buf) + n + 1 <= len ? (ssize_t)((size_t)(nl + 1 - buf) + n + 1)
+						     : 0;
 }

@@ -27,6 +27,10 @@
  *   move FROM TO     rename(2), TO's missing parents made; then TO's entry.
  *   ps               the container's processes (its PID namespace's), the
  *                    helper itself left out.
+ *   watch REC PATH   changes below the directory PATH (REC 1: in every
+ *                    directory below it too, made later or not): a 'y'
+ *                    record once it watches, then a 'w' record for each
+ *                    change, each written at once, until it is killed.
  *
  * Records on stdout (stat, write, mkdir, move), each a line of fields
  * separated by one space, then the path's bytes and a newline:
@@ -43,6 +47,11 @@
  *       STATE one letter of [A-Za-z] as /proc says it (R, S, D, Z...),
  *       RSS in KiB, ARGS its command line, arguments separated by a space
  *       (or its name in brackets when it has none, as a kernel thread).
+ *   y LEN\nPATH\n    (watch) PATH is watched from now on.
+ *   w TYPE LEN\nNAME\n
+ *       (watch) a change: TYPE c (made, or moved in), w (written), r
+ *       (removed), m (moved away), a (its attributes changed); NAME its
+ *       path below the watched directory.
  *
  * LEN is the path's (or ARGS') length, 1..PROTO_FILES_PATH_MAX; it holds
  * no NUL and may hold anything else, newlines included. A helper that fails
@@ -58,6 +67,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PROTO_FILES_ARG	      "files"
 #define PROTO_FILES_VERSION   1
@@ -108,8 +118,8 @@ static inline int proto_files_status(int e)
 /* One record. path points into the buffer it was read from (not
  * NUL-terminated: path_len bytes, none of them NUL); for 'p' it is ARGS. */
 struct files_record {
-	char kind; /* 'e', 'x', 'n' or 'p' */
-	char type; /* 'e': 'f', 'd', 'l' or 'o' */
+	char kind; /* 'e', 'x', 'n', 'p', 'y' or 'w' */
+	char type; /* 'e': 'f', 'd', 'l' or 'o'; 'w': 'c', 'w', 'r', 'm' or 'a' */
 	uint64_t size;
 	uint32_t mode;
 	int64_t mtime;
@@ -127,5 +137,9 @@ struct files_record {
  * record (*why says what; the rest of buf is then no answer). */
 int files_next(const char *buf, size_t len, size_t *off, struct files_record *rec,
 	       const char **why);
+/* For a stream read as it comes: the length of the first record in
+ * buf[0..len) once all of it is there, 0 while it is not, -1 when what is
+ * there can be no record's start (then files_next says why). */
+ssize_t files_record_len(const char *buf, size_t len);
 
 #endif

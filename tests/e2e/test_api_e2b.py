@@ -4,7 +4,8 @@ unmodified, against `gantry serve -listen`: create from the default template
 with metadata and env vars, commands.run with output and exit codes, a
 background process listed and killed, one left by its stream and followed
 again (commands.connect), files written and read back (4 MiB, byte-exact)
-and listed with the image's cat, stat, find, mkdir, rm and mv taken away, a second sandbox while the first runs, setTimeout,
+and listed with the image's cat, stat, find, mkdir, rm and mv taken away,
+a directory watched (files.watchDir), a second sandbox while the first runs, setTimeout,
 getInfo, kill (needs KVM, the assets from `make assets` and Node 20.18+)."""
 import json
 import os
@@ -94,6 +95,7 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     fs = steps["fs"]
     assert (fs["made"], fs["madeAgain"], fs["moved"], fs["size"], fs["type"], fs["gone"]) == \
         (True, False, "/tmp/e2b/sub/moved.txt", 7, "file", False), fs
+    assert ["new.txt", "create"] in steps["watch"]["changes"], steps["watch"]
     assert steps["connect"]["stdout"] == "connected\n"
     second = steps["second"]
     assert second["stdout"] == "second\n" and len(second["ids"]) == 2, second

@@ -130,9 +130,13 @@ def test_envd_error_shapes(api):
                                     check=False), 400, "invalid_argument")
         connect_error_body(api.call("POST", "/filesystem.Filesystem/Stat", {"path": "rel"},
                                     headers=h, check=False), 400, "invalid_argument")
-        connect_error_body(api.call("POST", "/filesystem.Filesystem/WatchDir",
+        connect_error_body(api.call("POST", "/filesystem.Filesystem/CreateWatcher",
                                     {"path": "/"}, headers=h, check=False), 501,
                            "unimplemented")
+        # WatchDir streams: a unary call is no envelope.
+        connect_error_body(api.call("POST", "/filesystem.Filesystem/WatchDir",
+                                    {"path": "/"}, headers=h, check=False), 400,
+                           "invalid_argument")
         e2b_error_body(api.call("GET", "/files", headers=h, check=False), 400)
         r = api.call("GET", "/health", check=False)
         assert r.status == 204, r
@@ -152,10 +156,10 @@ class Stream:
     """A Connect server stream (process Start or Connect) on a connection
     of its own: envelopes of a flags byte, a big-endian length, JSON."""
 
-    def __init__(self, api, box, method, msg, headers=None):
+    def __init__(self, api, box, method, msg, headers=None, service="process.Process"):
         body = json.dumps(msg).encode()
         self.conn = UnixHTTPConnection(api.sock, timeout=30)
-        self.conn.request("POST", f"/process.Process/{method}",
+        self.conn.request("POST", f"/{service}/{method}",
                           body=b"\x00" + struct.pack(">I", len(body)) + body,
                           headers={"E2b-Sandbox-Id": box,
                                    "Content-Type": "application/connect+json",
@@ -369,3 +373,44 @@ def test_files_that_are_no_regular_file(api, box, root):
     assert r.status == 400, r
     r = rpc(api, box, "filesystem.Filesystem/MakeDir", {"path": "/odd/plain/d"})
     assert r.status == 400 and r.body["code"] == "invalid_argument", r
+
+
+
+# --- watching a directory ---------------------------------------------------
+
+
+def watch(api, box, path, recursive=False):
+    return Stream(api, box, "WatchDir", {"path": path, "recursive": recursive},
+                  service="filesystem.Filesystem")
+
+
+def test_watch_dir_sees_changes_below_it(api, box, root):
+    (root / "w").mkdir()
+    s = watch(api, box, "/w", recursive=True)
+    try:
+        assert s.next() == (0, {"start": {}})
+        (root / "w" / "sub").mkdir()
+        time.sleep(0.3)  # the helper watches the new directory as it hears of it
+        (root / "w" / "sub" / "f.txt").write_text("x")
+        os.rename(root / "w" / "sub" / "f.txt", root / "w" / "g.txt")
+        (root / "w" / "g.txt").unlink()
+        seen = []
+        want = [("sub", "EVENT_TYPE_CREATE"), ("sub/f.txt", "EVENT_TYPE_CREATE"),
+                ("sub/f.txt", "EVENT_TYPE_WRITE"), ("sub/f.txt", "EVENT_TYPE_RENAME"),
+                ("g.txt", "EVENT_TYPE_CREATE"), ("g.txt", "EVENT_TYPE_REMOVE")]
+        while not all(w in seen for w in want):
+            flags, m = s.next()
+            assert flags == 0, m
+            if "filesystem" in m:
+                seen.append((m["filesystem"]["name"], m["filesystem"]["type"]))
+    finally:
+        s.close()
+
+
+def test_watch_dir_errors(api, box, root):
+    (root / "wfile").write_text("f")
+    for path, code in (("/nowhere", "not_found"), ("/wfile", "invalid_argument")):
+        s = watch(api, box, path)
+        flags, m = s.next()
+        s.close()
+        assert flags == 2 and m["error"]["code"] == code, (path, m)

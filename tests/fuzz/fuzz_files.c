@@ -1,6 +1,7 @@
 /* libFuzzer target for the file helper's records (proto/files.c): what a
  * hostile guest could write on the helper's stdout in place of them
- * (entries, and processes for `gantry top`).
+ * (entries, processes for `gantry top`, a watch's changes), read whole
+ * or as a stream (files_record_len).
  * Every record taken must hold what proto/files.h promises; reading stops
  * at the first malformed one. Seeds: tests/fuzz/corpus/files. */
 #include <stdint.h>
@@ -37,7 +38,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    r.path_len > PROTO_FILES_PATH_MAX || r.path < buf ||
 		    r.path + r.path_len > buf + size || memchr(r.path, '\0', r.path_len))
 			abort();
-		if (r.kind != 'e' && r.kind != 'x' && r.kind != 'n' && r.kind != 'p')
+		if (strchr("exnpyw", r.kind) == NULL || r.kind == '\0')
+			abort();
+		if (r.kind == 'w' && (strchr("cwrma", r.type) == NULL || r.type == '\0'))
+			abort();
+		/* A stream's reader finds the same record whole. */
+		if (files_record_len(buf + before, size - before) != (ssize_t)(off - before))
 			abort();
 		if (r.kind == 'p' &&
 		    !((r.state >= 'A' && r.state <= 'Z') || (r.state >= 'a' && r.state <= 'z')))

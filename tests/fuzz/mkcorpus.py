@@ -1127,6 +1127,7 @@ def files_seeds():
         "missing": b"x 1\n/\n",
         "other": b"e o 0 666 0 0 0 root tty 9\n/dev/null\n",
         "processes": b"p 1 0 0 S 1504 18\n/dev/.gantry-pause\np 42 1 1000 R 0 8\nsleep 33\n",
+        "watch": b"y 2\n/w\nw c 9\nsub/f.txt\nw w 9\nsub/f.txt\nw m 1\ng\nw r 1\ng\nw a 1\nh\n",
     }
 
 

@@ -78,6 +78,30 @@ static void test_processes(void **state)
 	assert_int_equal(next(buf, &off, &r, &why), 0);
 }
 
+static void test_watch_records(void **state)
+{
+	const char buf[] = "y 2\n/w\nw c 9\nsub/f.txt\nw m 1\ng\n";
+	struct files_record r;
+	const char *why = NULL;
+	size_t off = 0;
+
+	(void)state;
+	assert_int_equal(files_record_len(buf, 3), 0); /* the line not whole yet */
+	assert_int_equal(files_record_len(buf, 6), 0); /* the path not whole yet */
+	assert_int_equal(files_record_len(buf, sizeof(buf) - 1), 7);
+	assert_int_equal(next(buf, &off, &r, &why), 1);
+	assert_int_equal(r.kind, 'y');
+	assert_int_equal(files_record_len(buf + off, sizeof(buf) - 1 - off), 16);
+	assert_int_equal(next(buf, &off, &r, &why), 1);
+	assert_int_equal(r.kind, 'w');
+	assert_int_equal(r.type, 'c');
+	assert_memory_equal(r.path, "sub/f.txt", 9);
+	assert_int_equal(next(buf, &off, &r, &why), 1);
+	assert_int_equal(r.type, 'm');
+	assert_int_equal(next(buf, &off, &r, &why), 0);
+	assert_int_equal(files_record_len("w c x\n", 6), -1);
+}
+
 static void test_malformed(void **state)
 {
 	static const char *const bad[] = {
@@ -105,6 +129,9 @@ static void test_malformed(void **state)
 		"p 1 0 0 S -4 1\nx\n",	       /* rss */
 		"p 1 0 S 4 1\nx\n",	       /* a field short */
 		"p 4294967296 0 0 S 4 1\nx\n", /* pid over 32 bits */
+		"w z 1\nx\n",		       /* a change's type */
+		"w cc 1\nx\n",
+		"y\n/\n",
 	};
 	struct files_record r;
 
@@ -149,9 +176,9 @@ static void test_line_without_end(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_records),		 cmocka_unit_test(test_processes),
-		cmocka_unit_test(test_malformed),	 cmocka_unit_test(test_nul_in_path),
-		cmocka_unit_test(test_line_without_end),
+		cmocka_unit_test(test_records),	      cmocka_unit_test(test_processes),
+		cmocka_unit_test(test_watch_records), cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_nul_in_path),   cmocka_unit_test(test_line_without_end),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

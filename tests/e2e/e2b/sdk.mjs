@@ -81,6 +81,16 @@ try {
   out({ step, made, madeAgain, moved: moved.path, size: got.size, type: got.type,
         gone: await sbx.files.exists("/tmp/e2b/sub") });
 
+  step = "watch";
+  await sbx.files.makeDir("/tmp/watched");
+  const changes = [];
+  const watcher = await sbx.files.watchDir("/tmp/watched", (e) => changes.push([e.name, e.type]));
+  await sbx.files.write("/tmp/watched/new.txt", "x");
+  for (let i = 0; i < 100 && !changes.some(([n]) => n === "new.txt"); i++)
+    await new Promise((r) => setTimeout(r, 100));
+  await watcher.stop();
+  out({ step, changes });
+
   step = "connect";
   const joined = await Sandbox.connect(sbx.sandboxId);
   out({ step, stdout: (await joined.commands.run("echo connected")).stdout });
