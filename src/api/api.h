@@ -39,6 +39,9 @@ struct api_exec {
 	const char *cwd; /* NULL: the sandbox's own */
 	char **env;	 /* NAME=VALUE, NULL-terminated; may be NULL */
 	size_t nr_env;
+	/* A terminal: in, out and err are one terminal's (its size is the
+	 * process's, and a SIGWINCH byte on sig says it changed). */
+	bool tty;
 };
 
 /* What an exec's process did. */

@@ -233,7 +233,9 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 		.nr_env = x->nr_env,
 		.workdir = x->cwd,
 	};
-	const struct sandbox_stdio io = { .in = in, .out = out, .err = err_fd, .signal_fd = sig };
+	const struct sandbox_stdio io = {
+		.in = in, .out = out, .err = err_fd, .tty = x->tty, .signal_fd = sig
+	};
 	struct agent_result ar = { 0 };
 
 	if (sandbox_process_opts_check(&po, err) < 0)

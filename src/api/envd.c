@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,9 +37,10 @@
 #define ENVD_EVENTS  16	   /* events a process holds for a stream behind */
 #define ENVD_FOLLOW  8	   /* streams following one process */
 #define ENVD_WAIT_MS 250   /* a stream's look at its client while it waits */
+#define ENVD_TTY_MAX 1000  /* a terminal's rows and columns */
 
 struct e2b_event {
-	bool err; /* stderr, else stdout */
+	const char *key; /* "stdout", "stderr" or "pty" */
 	char *data;
 	size_t len;
 };
@@ -53,8 +55,9 @@ struct e2b_proc {
 	char *tag;
 	char **argv, **env;
 	struct api_exec x;
-	/* Ours: its output, its stdin, its signals. */
-	int out_r, err_r, in_w, sig_w;
+	/* Ours: its output, its stdin, its signals; its terminal's master
+	 * (pty.size), or -1. */
+	int out_r, err_r, in_w, sig_w, pty;
 	/* Its own, closed by its thread when the exec returns. */
 	int in_r, out_w, err_w, sig_r;
 	pthread_t thread, pump;
@@ -135,7 +138,7 @@ static void data_event(struct e2b_sub *u, const struct e2b_event *ev)
 	char *b64 = xmalloc(b64_encoded_len(ev->len, B64_PADDED) + 1);
 
 	b64_encode(ev->data, ev->len, b64, B64_PADDED);
-	event(u, "data", json_pack("{s:s}", ev->err ? "stderr" : "stdout", b64));
+	event(u, "data", json_pack("{s:s}", ev->key, b64));
 	free(b64);
 }
 
@@ -168,7 +171,7 @@ static void proc_kill(struct e2b_proc *p, int signo)
 
 static void proc_free(struct e2b_proc *p)
 {
-	int *fds[] = { &p->out_r, &p->err_r, &p->in_w,	&p->sig_w,
+	int *fds[] = { &p->out_r, &p->err_r, &p->in_w,	&p->sig_w, &p->pty,
 		       &p->in_r,  &p->out_w, &p->err_w, &p->sig_r };
 
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
@@ -248,7 +251,7 @@ static uint64_t pump_watch(struct e2b_proc *p)
 /* One chunk of output to every stream following, once each has room:
  * one behind by ENVD_EVENTS holds the pump (and so the process) back,
  * until the process, killed, is hung up (then the chunk is dropped). */
-static void publish(struct e2b_proc *p, bool err, const char *buf, size_t n)
+static void publish(struct e2b_proc *p, const char *key, const char *buf, size_t n)
 {
 	struct api_e2b *e = p->s->e2b;
 	bool any = false;
@@ -266,7 +269,7 @@ static void publish(struct e2b_proc *p, bool err, const char *buf, size_t n)
 	if (any && p->next - p->first < ENVD_EVENTS) {
 		struct e2b_event *ev = &p->events[p->next % ENVD_EVENTS];
 
-		ev->err = err;
+		ev->key = key;
 		ev->data = xmalloc(n);
 		memcpy(ev->data, buf, n);
 		ev->len = n;
@@ -328,7 +331,11 @@ static void *pump(void *arg)
 				continue;
 			n = read(*fd, chunk, ENVD_CHUNK);
 			if (n > 0)
-				publish(p, i == 1, chunk, (size_t)n);
+				publish(p,
+					p->pty >= 0 ? "pty"
+					: i == 1    ? "stderr"
+						    : "stdout",
+					chunk, (size_t)n);
 			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
 				close_fd(fd);
 		}
@@ -519,38 +526,64 @@ json_t *envd_message(const struct api_request *req, bool stream, struct api_repl
 	return j;
 }
 
-/* Start's argv: `/bin/bash -l -c CMD`, the SDK's way, runs under /bin/sh
- * where the image has no bash. */
+/* Start's argv. The SDK runs `/bin/bash -l -c CMD`, and `/bin/bash -i -l`
+ * for a terminal: where the image has no bash, its arguments go to
+ * /bin/sh. */
 static char **start_argv(const char *cmd, json_t *args, size_t *argc)
 {
-	static const char shim[] = "[ -x /bin/bash ] && exec /bin/bash -l -c \"$1\"; "
-				   "exec /bin/sh -c \"$1\"";
-	size_t n = json_array_size(args), i;
+	static const char shim[] = "[ -x /bin/bash ] && exec /bin/bash \"$@\"; exec /bin/sh \"$@\"";
+	size_t n = json_array_size(args), i, k = 0;
 	char **v = xzalloc((n + 5) * sizeof(*v));
 	json_t *a;
 
-	if (strcmp(cmd, "/bin/bash") == 0 && n == 3 &&
-	    strcmp(json_string_value(json_array_get(args, 0)) ?: "", "-l") == 0 &&
-	    strcmp(json_string_value(json_array_get(args, 1)) ?: "", "-c") == 0 &&
-	    json_is_string(json_array_get(args, 2))) {
-		v[0] = "/bin/sh";
-		v[1] = "-c";
-		v[2] = (char *)shim;
-		v[3] = "sh";
-		v[4] = (char *)json_string_value(json_array_get(args, 2));
-		*argc = 5;
-		return v;
+	if (strcmp(cmd, "/bin/bash") == 0) {
+		v[k++] = "/bin/sh";
+		v[k++] = "-c";
+		v[k++] = (char *)shim;
+		v[k++] = "sh";
+	} else {
+		v[k++] = (char *)cmd;
 	}
-	v[0] = (char *)cmd;
-	json_array_foreach(args, i, a) v[i + 1] = (char *)json_string_value(a);
-	*argc = n + 1;
+	json_array_foreach(args, i, a) v[k++] = (char *)json_string_value(a);
+	*argc = k;
 	return v;
 }
 
-static bool pipes(struct e2b_proc *p)
+/* A terminal for the process: its master ours (output, input, its size),
+ * its other end the process's stdin, stdout and stderr. */
+static bool terminal(struct e2b_proc *p, unsigned rows, unsigned cols)
+{
+	struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+	char name[64];
+	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), t = -1;
+
+	if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, name, sizeof(name)) != 0 ||
+	    ioctl(m, TIOCSWINSZ, &ws) < 0 || (t = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+		close_fd(&m);
+		return false;
+	}
+	p->in_r = t;
+	p->out_w = fcntl(t, F_DUPFD_CLOEXEC, 0);
+	p->err_w = fcntl(t, F_DUPFD_CLOEXEC, 0);
+	p->out_r = m;
+	p->in_w = fcntl(m, F_DUPFD_CLOEXEC, 0);
+	p->pty = fcntl(m, F_DUPFD_CLOEXEC, 0);
+	fcntl(p->out_r, F_SETFL, O_NONBLOCK);
+	fcntl(p->in_w, F_SETFL, O_NONBLOCK);
+	return p->out_w >= 0 && p->err_w >= 0 && p->in_w >= 0 && p->pty >= 0;
+}
+
+/* Pipes for stdin, stdout and stderr, or a terminal (rows > 0); and the
+ * signals' pipe. */
+static bool pipes(struct e2b_proc *p, unsigned rows, unsigned cols)
 {
 	int in[2], out[2], err[2], sig[2];
 
+	if (pipe2(sig, O_CLOEXEC | O_NONBLOCK) < 0)
+		return false;
+	p->sig_r = sig[0], p->sig_w = sig[1];
+	if (rows)
+		return terminal(p, rows, cols);
 	if (pipe2(in, O_CLOEXEC) < 0)
 		return false;
 	if (pipe2(out, O_CLOEXEC) < 0) {
@@ -561,18 +594,28 @@ static bool pipes(struct e2b_proc *p)
 		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
 		return false;
 	}
-	if (pipe2(sig, O_CLOEXEC | O_NONBLOCK) < 0) {
-		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-		close(err[0]), close(err[1]);
-		return false;
-	}
 	p->in_r = in[0], p->in_w = in[1];
 	p->out_r = out[0], p->out_w = out[1];
 	p->err_r = err[0], p->err_w = err[1];
-	p->sig_r = sig[0], p->sig_w = sig[1];
 	fcntl(p->out_r, F_SETFL, O_NONBLOCK);
 	fcntl(p->err_r, F_SETFL, O_NONBLOCK);
 	fcntl(p->in_w, F_SETFL, O_NONBLOCK);
+	return true;
+}
+
+/* pty.size's rows and cols, 1 to ENVD_TTY_MAX each; false when it has
+ * no such size. */
+static bool pty_size(json_t *pty, unsigned *rows, unsigned *cols)
+{
+	json_t *size = json_object_get(pty, "size"), *r = json_object_get(size, "rows"),
+	       *c = json_object_get(size, "cols");
+
+	if (!json_is_integer(r) || !json_is_integer(c) || json_integer_value(r) < 1 ||
+	    json_integer_value(r) > ENVD_TTY_MAX || json_integer_value(c) < 1 ||
+	    json_integer_value(c) > ENVD_TTY_MAX)
+		return false;
+	*rows = (unsigned)json_integer_value(r);
+	*cols = (unsigned)json_integer_value(c);
 	return true;
 }
 
@@ -614,8 +657,10 @@ static void stream_reply(struct api_reply *r, struct e2b_sub *u)
 static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *m, const char *tmo,
 				 struct api_reply *r)
 {
-	json_t *proc = json_object_get(m, "process"), *args, *envs, *v;
+	json_t *proc = json_object_get(m, "process"), *args, *envs, *v,
+	       *pty = json_object_get(m, "pty");
 	const char *cmd = json_string_value(json_object_get(proc, "cmd")), *k;
+	unsigned rows = 0, cols = 0;
 	struct e2b_proc *p;
 	pthread_condattr_t ca;
 	uint64_t ms = 0;
@@ -625,11 +670,10 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 	envs = json_object_get(proc, "envs");
 	if (cmd == NULL || (args && !json_is_array(args)) || (envs && !json_is_object(envs)) ||
 	    json_array_size(args) > API_ARGV_MAX || !all_strings(args) || !all_strings(envs) ||
-	    json_object_get(m, "pty")) {
+	    (pty && !pty_size(pty, &rows, &cols))) {
 		envd_stream_error(r, "invalid_argument",
-				  json_object_get(m, "pty")
-					  ? "no terminal (pty) here yet"
-					  : "want process.cmd, and args and envs of strings");
+				  pty ? "pty: want size.rows and size.cols, 1 to 1000 each"
+				      : "want process.cmd, and args and envs of strings");
 		return NULL;
 	}
 	p = xzalloc(sizeof(*p));
@@ -642,6 +686,7 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 				.out_w = -1,
 				.err_w = -1,
 				.sig_r = -1,
+				.pty = -1,
 				.cancel = { .fd = -1 } };
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -669,13 +714,14 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 		ms = 0;
 	ms = MIN(ms, 86400000ull); /* a day at most */
 	p->deadline = ms ? now_ms() + ms : UINT64_MAX;
-	if (!pipes(p) || cancel_init(&p->cancel, NULL) < 0) {
+	p->x.tty = rows > 0;
+	if (!pipes(p, rows, cols) || cancel_init(&p->cancel, NULL) < 0) {
 		envd_stream_error(r, "internal", "cannot set up the process");
 		proc_free(p);
 		return NULL;
 	}
-	if (!json_is_true(json_object_get(m, "stdin")))
-		close_fd(&p->in_w); /* no input: it reads EOF */
+	if (!json_is_true(json_object_get(m, "stdin")) && rows == 0)
+		close_fd(&p->in_w); /* no input: it reads EOF (a terminal's is its own) */
 	return p;
 }
 
@@ -798,7 +844,9 @@ static void to_proc(struct api_server *s, const char *box, const char *method, j
 		    struct api_reply *r)
 {
 	json_t *sig = json_object_get(m, "signal");
-	const char *in = json_string_value(json_object_get(json_object_get(m, "input"), "stdin"));
+	json_t *input = json_object_get(m, "input");
+	const char *in = json_string_value(json_object_get(input, "stdin"))
+				 ?: json_string_value(json_object_get(input, "pty"));
 	int signo = json_is_integer(sig) ? (int)json_integer_value(sig)
 					 : signal_of(json_string_value(sig));
 	struct e2b_proc *p;
@@ -812,7 +860,7 @@ static void to_proc(struct api_server *s, const char *box, const char *method, j
 	if (strcmp(method, "SendInput") == 0) {
 		if (in == NULL || strlen(in) > 4 * API_STDIN_MAX / 3 + 4)
 			return envd_error(r, 400, "invalid_argument",
-					  "input.stdin: base64, 1 MiB at most");
+					  "input.stdin or input.pty: base64, 1 MiB at most");
 		buf = xmalloc(strlen(in) / 4 * 3 + 3);
 		n = b64_decode(in, strlen(in), buf, strlen(in) / 4 * 3 + 3, B64_PADDED);
 		if (n < 0) {
@@ -887,6 +935,36 @@ static void connect_(struct api_server *s, const struct api_request *req, const 
 		stream_reply(r, u);
 }
 
+/* Update: a new size for a process's terminal, as a terminal's window
+ * change: the process gets SIGWINCH. */
+static void update(struct api_server *s, const char *box, json_t *m, struct api_reply *r)
+{
+	const unsigned char winch = SIGWINCH;
+	unsigned rows, cols;
+	struct e2b_proc *p;
+	bool tty = false;
+
+	if (!pty_size(json_object_get(m, "pty"), &rows, &cols))
+		return envd_error(r, 400, "invalid_argument",
+				  "pty: want size.rows and size.cols, 1 to %d each", ENVD_TTY_MAX);
+	pthread_mutex_lock(&s->e2b->lock);
+	p = proc_of(s->e2b, box, m);
+	if (p && p->pty >= 0) {
+		struct winsize ws = { .ws_row = (unsigned short)rows,
+				      .ws_col = (unsigned short)cols };
+
+		tty = true;
+		if (ioctl(p->pty, TIOCSWINSZ, &ws) == 0 && p->sig_w >= 0)
+			(void)!write(p->sig_w, &winch, 1);
+	}
+	pthread_mutex_unlock(&s->e2b->lock);
+	if (p == NULL)
+		return envd_error(r, 404, "not_found", "no such process");
+	if (!tty)
+		return envd_error(r, 400, "invalid_argument", "the process has no terminal");
+	api_reply_json(r, 200, json_object());
+}
+
 void envd_process(struct api_server *s, const struct api_request *req, const char *box,
 		  const char *method, struct api_reply *r)
 {
@@ -896,7 +974,7 @@ void envd_process(struct api_server *s, const struct api_request *req, const cha
 		return start(s, req, box, r);
 	if (strcmp(method, "Connect") == 0)
 		return connect_(s, req, box, r);
-	if (strcmp(method, "StreamInput") == 0 || strcmp(method, "Update") == 0)
+	if (strcmp(method, "StreamInput") == 0)
 		return envd_error(r, 501, "unimplemented", "process.%s: not yet", method);
 	m = envd_message(req, false, r);
 	if (m == NULL)
@@ -906,6 +984,8 @@ void envd_process(struct api_server *s, const struct api_request *req, const cha
 	else if (strcmp(method, "SendSignal") == 0 || strcmp(method, "SendInput") == 0 ||
 		 strcmp(method, "CloseStdin") == 0)
 		to_proc(s, box, method, m, r);
+	else if (strcmp(method, "Update") == 0)
+		update(s, box, m, r);
 	else
 		envd_error(r, 404, "unimplemented", "no method process.%.64s", method);
 	json_decref(m);

@@ -5,7 +5,7 @@ with metadata and env vars, commands.run with output and exit codes, a
 background process listed and killed, one left by its stream and followed
 again (commands.connect), files written and read back (4 MiB, byte-exact)
 and listed with the image's cat, stat, find, mkdir, rm and mv taken away,
-a directory watched (files.watchDir), a second sandbox while the first runs, setTimeout,
+a directory watched (files.watchDir), a terminal (sbx.pty) resized, a second sandbox while the first runs, setTimeout,
 getInfo, kill (needs KVM, the assets from `make assets` and Node 20.18+)."""
 import json
 import os
@@ -87,6 +87,9 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     assert steps["stdin"] == {"step": "stdin", "stdout": "fed through stdin\n", "exitCode": 0}
     # A process outlives its stream, and a later Connect follows it.
     assert steps["reconnect"] == {"step": "reconnect", "stdout": "late\n", "exitCode": 4}
+    # A terminal (sbx.pty): its size, a resize, its exit.
+    assert steps["pty"] == {"step": "pty", "first": True, "resized": True, "exitCode": 5}, \
+        steps["pty"]
     assert steps["no-tools"]["stdout"] == "none\n", steps["no-tools"]
     files = steps["files"]
     assert files["read"] == files["wrote"] and files["length"] == 4 << 20, files

@@ -414,3 +414,47 @@ def test_watch_dir_errors(api, box, root):
         flags, m = s.next()
         s.close()
         assert flags == 2 and m["error"]["code"] == code, (path, m)
+
+
+# --- a terminal ---------------------------------------------------------------
+
+
+def test_a_process_on_a_terminal(api, box):
+    s = Stream(api, box, "Start", {"process": {"cmd": "cat"},
+                                   "pty": {"size": {"rows": 24, "cols": 80}}})
+    kind, body = s.event()
+    pid = body["pid"]
+    r = rpc(api, box, "process.Process/SendInput",
+            {"process": {"pid": pid}, "input": {"pty": base64.b64encode(b"typed\n").decode()}})
+    assert r.status == 200, r
+    got = b""
+    while b"typed" not in got:
+        kind, body = s.event()
+        assert kind == "data" and set(body) == {"pty"}, (kind, body)
+        got += base64.b64decode(body["pty"])
+    r = rpc(api, box, "process.Process/Update",
+            {"process": {"pid": pid}, "pty": {"size": {"rows": 50, "cols": 132}}})
+    assert r.status == 200 and r.body == {}, r
+    r = rpc(api, box, "process.Process/Update",
+            {"process": {"pid": pid}, "pty": {"size": {"rows": 0, "cols": 132}}})
+    assert r.status == 400, r
+    assert rpc(api, box, "process.Process/SendSignal",
+               {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"}).status == 200
+    _, end, trailer = s.rest()
+    s.close()
+    assert end["status"] == "signal: killed" and trailer == {}, (end, trailer)
+
+
+def test_terminal_requests_refused(api, box):
+    s = Stream(api, box, "Start", {"process": {"cmd": "cat"}, "pty": {"size": {"rows": 24}}})
+    flags, m = s.next()
+    s.close()
+    assert flags == 2 and m["error"]["code"] == "invalid_argument", m
+    s = Stream(api, box, "Start", {"process": {"cmd": "sleep", "args": ["30"]}})
+    pid = s.event()[1]["pid"]
+    r = rpc(api, box, "process.Process/Update",
+            {"process": {"pid": pid}, "pty": {"size": {"rows": 5, "cols": 5}}})
+    assert r.status == 400 and "no terminal" in r.body["message"], r
+    rpc(api, box, "process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
+    s.rest()
+    s.close()

@@ -11,6 +11,7 @@
  * namespace of its own when not root); any other command is not found
  * (127). */
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -266,9 +267,29 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 			dprintf(out, "%s%s", i > 1 ? " " : "", x->argv[i]);
 		dprintf(out, "\n");
 	} else if (strcmp(cmd, "cat") == 0) {
-		while ((n = read(in, buf, sizeof(buf))) > 0)
-			if (write_full(out, buf, (size_t)n) < 0)
+		unsigned char signo = 0;
+
+		/* Its input to its end, or until a signal or the cancel. */
+		for (;;) {
+			struct pollfd p[3] = { { in, POLLIN, 0 },
+					       { sig, POLLIN, 0 },
+					       { cancel_fd(cancel), POLLIN, 0 } };
+
+			if (poll(p, 3, 1000) < 0 && errno != EINTR)
 				break;
+			/* SIGWINCH is a terminal's new size, as the agent takes it. */
+			if ((p[1].revents & POLLIN) && read(sig, &signo, 1) == 1 && signo != SIGWINCH) {
+				res->signal = signo;
+				res->exit_code = 128 + signo;
+				break;
+			}
+			if (p[2].revents)
+				return cancel_check(cancel, err);
+			if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			if ((n = read(in, buf, sizeof(buf))) <= 0 || write_full(out, buf, (size_t)n) < 0)
+				break;
+		}
 	} else if (strcmp(cmd, "pwd") == 0) {
 		dprintf(out, "%s\n", x->cwd ? x->cwd : "/");
 	} else if (strcmp(cmd, "exit") == 0) {

@@ -51,6 +51,23 @@ try {
   try { await followed.wait(); } catch (e) { lateExit = e.exitCode; }
   out({ step, stdout: followed.stdout, exitCode: lateExit });
 
+  step = "pty";
+  let screen = "";
+  const term = await sbx.pty.create({ cols: 100, rows: 30,
+                                      onData: (d) => { screen += new TextDecoder().decode(d); } });
+  const until = async (text) => {
+    for (let i = 0; i < 100 && !screen.includes(text); i++)
+      await new Promise((r) => setTimeout(r, 100));
+    return screen.includes(text);
+  };
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode("stty size\n"));
+  const first = await until("30 100");
+  await sbx.pty.resize(term.pid, { cols: 120, rows: 40 });
+  await sbx.pty.sendInput(term.pid, new TextEncoder().encode("stty size; exit 5\n"));
+  let ptyExit = null;
+  try { await term.wait(); } catch (e) { ptyExit = e.exitCode; }
+  out({ step, first, resized: screen.includes("40 120"), exitCode: ptyExit });
+
   // The files and the file system need nothing of the image: gantry's own
   // helper serves them, so take away the tools a command would have used.
   step = "no-tools";
