@@ -30,7 +30,8 @@
 #define API_OUTPUT_MAX	     (16u << 20)
 #define API_TIMEOUT_DEFAULT  30
 #define API_TIMEOUT_MAX	     3600
-#define API_KILL_GRACE_MS    5000 /* from an exec's SIGKILL to its session hung up */
+#define API_KILL_GRACE_MS    5000  /* from an exec's SIGKILL to its session hung up */
+#define API_PROCESSES_MS     30000 /* for a sandbox's process list */
 
 /* An exec request, checked (argv 1..API_ARGV_MAX, limits in range). */
 struct api_exec {
@@ -42,6 +43,9 @@ struct api_exec {
 	/* A terminal: in, out and err are one terminal's (its size is the
 	 * process's, and a SIGWINCH byte on sig says it changed). */
 	bool tty;
+	/* argv as it is, no Entrypoint of the image's before it (as E2B's
+	 * envd and gantry-init's helper want it). */
+	bool raw;
 };
 
 /* What an exec's process did. */
@@ -72,8 +76,10 @@ struct api_backend {
 		    int sig, const struct gantry_cancel *cancel, struct api_exec_result *res,
 		    gantry_error_t *err);
 	/* The processes of running sandbox name's container, as
-	 * {"processes": [ProcessInfo...]} (api/openapi.yaml). */
-	int (*processes)(const char *name, json_t **out, gantry_error_t *err);
+	 * {"processes": [ProcessInfo...]} (api/openapi.yaml); a fired cancel
+	 * ends the call. */
+	int (*processes)(const char *name, const struct gantry_cancel *cancel, json_t **out,
+			 gantry_error_t *err);
 };
 
 struct api_serve_opts {

@@ -232,6 +232,7 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 		.env = x->env,
 		.nr_env = x->nr_env,
 		.workdir = x->cwd,
+		.entrypoint = x->raw ? "" : NULL,
 	};
 	const struct sandbox_stdio io = {
 		.in = in, .out = out, .err = err_fd, .tty = x->tty, .signal_fd = sig

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -554,6 +555,7 @@ static char **start_argv(const char *cmd, json_t *args, size_t *argc)
 static bool terminal(struct e2b_proc *p, unsigned rows, unsigned cols)
 {
 	struct winsize ws = { .ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols };
+	struct termios tio;
 	char name[64];
 	int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC), t = -1;
 
@@ -561,6 +563,12 @@ static bool terminal(struct e2b_proc *p, unsigned rows, unsigned cols)
 	    ioctl(m, TIOCSWINSZ, &ws) < 0 || (t = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
 		close_fd(&m);
 		return false;
+	}
+	/* Raw from the start, as the session will make it: input sent
+	 * before then is not echoed or edited here. */
+	if (tcgetattr(t, &tio) == 0) {
+		cfmakeraw(&tio);
+		tcsetattr(t, TCSANOW, &tio);
 	}
 	p->in_r = t;
 	p->out_w = fcntl(t, F_DUPFD_CLOEXEC, 0);
@@ -715,6 +723,7 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 	ms = MIN(ms, 86400000ull); /* a day at most */
 	p->deadline = ms ? now_ms() + ms : UINT64_MAX;
 	p->x.tty = rows > 0;
+	p->x.raw = true; /* envd runs the command itself: no Entrypoint before it */
 	if (!pipes(p, rows, cols) || cancel_init(&p->cancel, NULL) < 0) {
 		envd_stream_error(r, "internal", "cannot set up the process");
 		proc_free(p);

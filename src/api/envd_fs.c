@@ -24,7 +24,7 @@ int envd_run(struct api_server *s, const char *box, char *const *argv, const voi
 {
 	struct api_reply busy = { 0 };
 	struct api_job j = { .name = box,
-			     .x = { .argv = (char **)argv },
+			     .x = { .argv = (char **)argv, .raw = true },
 			     .in = in ? in : "",
 			     .in_len = in_len,
 			     .max = max,

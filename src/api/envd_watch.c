@@ -22,8 +22,9 @@
 #include "proto/agent.h"
 #include "proto/files.h"
 
-#define WATCH_BUF (2 * PROTO_FILES_PATH_MAX + 256) /* more than one whole record */
-#define WATCH_WHY 400				   /* bytes of the helper's complaint */
+#define WATCH_BUF      (2 * PROTO_FILES_PATH_MAX + 256) /* more than one whole record */
+#define WATCH_WHY      400				/* bytes of the helper's complaint */
+#define WATCH_START_MS 60000				/* for the helper to say it watches */
 
 struct e2b_watch {
 	struct api_stream stream; /* first: the reply's stream is this */
@@ -40,7 +41,7 @@ struct e2b_watch {
 	struct api_exec_result res;
 	gantry_error_t err;
 	int conn_fd;
-	uint64_t keepalive;
+	uint64_t keepalive, start_by; /* start_by: its 'y' record, or it fails */
 	bool started, trailed;
 	char buf[WATCH_BUF];
 	size_t len;
@@ -179,12 +180,18 @@ static size_t watch_read(struct api_stream *st, char *buf, size_t max)
 		if (next_record(w) != 0)
 			continue;
 		now = now_ms();
+		if (!w->started && now >= w->start_by) {
+			trailer(w, "deadline_exceeded", "the directory was not watched in time");
+			continue;
+		}
 		if (w->started && now >= w->keepalive) {
 			w->keepalive = now + E2B_KEEPALIVE_MS;
 			envelope(w, 0, json_pack("{s:{}}", "keepalive"));
 			continue;
 		}
-		if (poll(f, 3, (int)MIN(w->keepalive > now ? w->keepalive - now : 0, 1000u)) < 0 &&
+		if (poll(f, 3,
+			 w->started ? (int)MIN(w->keepalive > now ? w->keepalive - now : 0, 1000u)
+				    : 1000) < 0 &&
 		    errno != EINTR)
 			return 0;
 		if (f[2].revents) {
@@ -304,7 +311,8 @@ void envd_watch(struct api_server *s, const struct api_request *req, const char 
 				 .sig_r = -1,
 				 .cancel = { .fd = -1 },
 				 .conn_fd = req->conn_fd,
-				 .keepalive = now_ms() + E2B_KEEPALIVE_MS };
+				 .keepalive = now_ms() + E2B_KEEPALIVE_MS,
+				 .start_by = now_ms() + WATCH_START_MS };
 	snprintf(w->box, sizeof(w->box), "%s", box);
 	w->path = xstrdup(json_string_value(path));
 	snprintf(w->rec, sizeof(w->rec), "%d", json_is_true(json_object_get(m, "recursive")));
@@ -316,7 +324,7 @@ void envd_watch(struct api_server *s, const struct api_request *req, const char 
 	w->argv[3] = "watch";
 	w->argv[4] = w->rec;
 	w->argv[5] = w->path;
-	w->x = (struct api_exec){ .argv = w->argv, .argc = 6 };
+	w->x = (struct api_exec){ .argv = w->argv, .argc = 6, .raw = true };
 	if (!watch_pipes(w) || cancel_init(&w->cancel, NULL) < 0 ||
 	    pthread_create(&w->thread, NULL, watch_thread, w) != 0) {
 		envd_stream_error(r, "internal", "cannot set up the watch");

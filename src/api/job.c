@@ -45,12 +45,15 @@ static void end_it(struct job_run *t, int sig_w, uint64_t *hangup_at)
 	*hangup_at = now_ms() + API_KILL_GRACE_MS;
 }
 
-/* One read of fd into *buf (up to max kept): false at its end. */
+/* One read of fd into *buf (up to max kept): false at its end (errno 0)
+ * or on a failed read (errno set). */
 static bool gather(int fd, char **buf, size_t *len, size_t *cap, size_t max, bool *over)
 {
 	char chunk[65536];
 	ssize_t n = read(fd, chunk, sizeof(chunk));
 
+	if (n == 0)
+		errno = 0;
 	if (n <= 0)
 		return n < 0 && (errno == EAGAIN || errno == EINTR);
 	if (*len + (size_t)n > max) {
@@ -98,7 +101,10 @@ static void pump(struct api_server *s, struct api_job *j, struct job_run *t, int
 		p[2].fd = in_w;
 		if (j->end != API_JOB_DONE) /* the server's end and the client matter no more */
 			p[3].fd = p[4].fd = -1;
-		wake = MIN(hangup_at ? hangup_at : UINT64_MAX, j->deadline);
+		/* Once it is being ended only the hang-up is waited for. */
+		wake = j->end != API_JOB_DONE
+			       ? (hangup_at && hangup_at != UINT64_MAX ? hangup_at : now + 1000)
+			       : j->deadline;
 		if (poll(p, 5, wake > now ? (int)MIN(wake - now, 1000u) : 0) < 0 &&
 		    errno != EINTR) {
 			cancel_fire(&t->cancel); /* and go on draining until its end */
@@ -117,12 +123,18 @@ static void pump(struct api_server *s, struct api_job *j, struct job_run *t, int
 			else if (n < 0 && errno != EAGAIN && errno != EINTR)
 				close_fd(&in_w);
 		}
-		if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !gather(out_r, &j->out, &j->out_len, &out_cap, j->max, &over))
-			close_fd(&out_r);
-		if ((p[1].revents & (POLLIN | POLLHUP | POLLERR)) &&
-		    !gather(err_r, &j->err, &j->err_len, &err_cap, j->max, &over))
-			close_fd(&err_r);
+		for (int i = 0; i < 2; i++) {
+			int *fd = i ? &err_r : &out_r;
+
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)) ||
+			    gather(*fd, i ? &j->err : &j->out, i ? &j->err_len : &j->out_len,
+				   i ? &err_cap : &out_cap, j->max, &over))
+				continue;
+			/* Its end, or a read that failed: then it is ended too. */
+			if (errno != 0)
+				cancel_fire(&t->cancel);
+			close_fd(fd);
+		}
 		if (over && j->end == API_JOB_DONE) {
 			j->end = API_JOB_OVER;
 			end_it(t, sig_w, &hangup_at);

@@ -2,10 +2,13 @@
  * the contract does not name is refused, by name), and the lifecycle
  * calls as operations (ops.c). */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 
 #include "api/api_priv.h"
 #include "api/e2b.h"
@@ -199,21 +202,68 @@ static void list(struct api_server *s, struct api_reply *r)
 	api_reply_json(r, 200, json_pack("{s:o}", "sandboxes", v));
 }
 
-/* A running sandbox's processes: a session in it, so one of the exec
- * slots while it runs. */
-static void processes(struct api_server *s, const char *name, struct api_reply *r)
+/* What ends a process list early: its client gone, the server's end,
+ * its deadline; the call's done fd ends the watch. */
+struct watchdog {
+	struct api_server *s;
+	int conn_fd, done;
+	struct gantry_cancel cancel;
+	bool timed_out;
+};
+
+static void *watchdog(void *arg)
 {
+	struct watchdog *w = arg;
+	uint64_t until = now_ms() + API_PROCESSES_MS;
+
+	for (uint64_t now = now_ms(); now < until; now = now_ms()) {
+		struct pollfd p[3] = { { w->done, POLLIN, 0 },
+				       { cancel_fd(&w->s->cancel), POLLIN, 0 },
+				       { w->conn_fd, POLLRDHUP, 0 } };
+
+		if (poll(p, 3, (int)MIN(until - now, 1000u)) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents)
+			return NULL;
+		if (p[1].revents || (p[2].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+			break;
+	}
+	w->timed_out = now_ms() >= until;
+	cancel_fire(&w->cancel);
+	return NULL;
+}
+
+/* A running sandbox's processes: a session in it, so one of the exec
+ * slots while it runs, ended by the watchdog above. */
+static void processes(struct api_server *s, const char *name, int conn_fd, struct api_reply *r)
+{
+	struct watchdog w = { .s = s, .conn_fd = conn_fd, .done = -1, .cancel = { .fd = -1 } };
 	gantry_error_t err = NULL;
 	json_t *v = NULL;
+	pthread_t t;
 
 	if (!api_exec_slot(s, true, r))
 		return;
-	if (s->b->processes(name, &v, &err) < 0) {
-		api_reply_failure(r, err, 409);
+	if ((w.done = eventfd(0, EFD_CLOEXEC)) < 0 || cancel_init(&w.cancel, NULL) < 0 ||
+	    pthread_create(&t, NULL, watchdog, &w) != 0) {
+		api_reply_error(r, 500, "processes: cannot watch the call");
+		goto out;
+	}
+	if (s->b->processes(name, &w.cancel, &v, &err) < 0) {
+		if (w.timed_out)
+			api_reply_error(r, 504, "the sandbox gave no process list in %d s",
+					API_PROCESSES_MS / 1000);
+		else
+			api_reply_failure(r, err, cancel_fired(&s->cancel) ? 503 : 409);
 		gantry_error_free(&err);
 	} else {
 		api_reply_json(r, 200, v);
 	}
+	(void)!eventfd_write(w.done, 1);
+	pthread_join(t, NULL);
+out:
+	cancel_destroy(&w.cancel);
+	close_fd(&w.done);
 	api_exec_slot(s, false, NULL);
 }
 
@@ -357,7 +407,7 @@ void api_route(struct api_server *s, const struct api_request *req, struct api_r
 		break;
 	case R_PROCESSES:
 		if (known(s, var, r))
-			processes(s, var, r);
+			processes(s, var, req->conn_fd, r);
 		break;
 	case R_OPERATION:
 		api_op_get(s, var, r);

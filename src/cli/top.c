@@ -40,7 +40,13 @@ static void top_table(json_t *o)
 	}
 }
 
+/* Ctrl-C ends gantry, and with it the session. */
+static int get(const char *name, json_t **out, gantry_error_t *err)
+{
+	return sandbox_processes_json(name, NULL, out, err);
+}
+
 int cmd_top(int argc, char **argv)
 {
-	return cli_show("top", "top", argc, argv, top_usage, sandbox_processes_json, top_table);
+	return cli_show("top", "top", argc, argv, top_usage, get, top_table);
 }

@@ -19,9 +19,10 @@
 #include "guest/guest.h"
 #include "proto/files.h"
 
-#define FILES_IDS_MAX	 1024 /* names read from the container's passwd and group */
-#define FILES_COPY_CHUNK 65536
-#define FILES_WATCH_MAX	 8192 /* directories watched at once */
+#define FILES_IDS_MAX	  1024 /* names read from the container's passwd and group */
+#define FILES_COPY_CHUNK  65536
+#define FILES_WATCH_MAX	  8192 /* directories watched at once */
+#define FILES_WATCH_DEPTH 64   /* levels below the watched one, recursive */
 #define FILES_WATCH_MASK                                                                           \
 	(IN_CREATE | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_ONLYDIR)
 
@@ -468,9 +469,21 @@ static struct watched *watched_of(int wd)
 	return NULL;
 }
 
-/* root/rel and, with rec, every directory below it. One that cannot be
- * watched (gone, not ours, past the bound) is left out. */
-static void watch_add(int ino, const char *root, const char *rel, bool rec)
+/* Stop watching rel and all below it (moved out of the watched tree). */
+static void watch_drop(int ino, const char *rel)
+{
+	size_t n = strlen(rel);
+
+	for (size_t i = 0; i < nwatched; i++)
+		if (strncmp(watched[i].rel, rel, n) == 0 &&
+		    (watched[i].rel[n] == '\0' || watched[i].rel[n] == '/'))
+			inotify_rm_watch(ino, watched[i].wd); /* IN_IGNORED forgets it */
+}
+
+/* root/rel and, with rec, every directory below it, FILES_WATCH_DEPTH
+ * levels at most. One that cannot be watched (gone, not ours, past the
+ * bounds) is left out. */
+static void watch_add(int ino, const char *root, const char *rel, bool rec, int depth)
 {
 	char path[PROTO_FILES_PATH_MAX + 1];
 	struct watched *w;
@@ -495,7 +508,7 @@ static void watch_add(int ino, const char *root, const char *rel, bool rec)
 		free(w->rel);
 	}
 	w->rel = strdup(rel);
-	if (!rec || (d = opendir(path)) == NULL)
+	if (!rec || depth >= FILES_WATCH_DEPTH || (d = opendir(path)) == NULL)
 		return;
 	while ((de = readdir(d)) != NULL) {
 		char sub[PROTO_FILES_PATH_MAX + 1];
@@ -505,9 +518,19 @@ static void watch_add(int ino, const char *root, const char *rel, bool rec)
 			continue;
 		n = snprintf(sub, sizeof(sub), "%s%s%s", rel, *rel ? "/" : "", de->d_name);
 		if (n > 0 && (size_t)n < sizeof(sub))
-			watch_add(ino, root, sub, rec);
+			watch_add(ino, root, sub, rec, depth + 1);
 	}
 	closedir(d);
+}
+
+/* How deep rel is below the watched directory: 1 for a name there. */
+static int levels(const char *rel)
+{
+	int n = 1;
+
+	for (; *rel; rel++)
+		n += *rel == '/';
+	return n;
 }
 
 static char change_type(uint32_t mask)
@@ -548,7 +571,9 @@ static bool changes(int ino, const char *root, bool rec)
 		if (k <= 0 || (size_t)k >= sizeof(name))
 			continue;
 		if (rec && type == 'c' && (ev->mask & IN_ISDIR))
-			watch_add(ino, root, name, rec);
+			watch_add(ino, root, name, rec, levels(name));
+		if (rec && type == 'm' && (ev->mask & IN_ISDIR))
+			watch_drop(ino, name);
 		printf("w %c %d\n%s\n", type, k, name);
 	}
 	return fflush(stdout) == 0;
@@ -571,15 +596,20 @@ static int op_watch(const char *rec_s, const char *path)
 	if ((ino = inotify_init1(IN_CLOEXEC)) < 0)
 		return fail(errno, "inotify");
 	errno = 0;
-	watch_add(ino, path, "", rec);
+	watch_add(ino, path, "", rec, 0);
 	if (nwatched == 0)
 		return fail(errno ? errno : EIO, "watch %s", path);
 	path_record('y', path);
 	if (fflush(stdout) != 0)
 		return PROTO_FILES_FAILED;
-	while (changes(ino, path, rec))
+	/* Until its reader is gone, or the directory itself. */
+	while (nwatched > 0 && changes(ino, path, rec))
 		;
-	return PROTO_FILES_OK; /* its reader is gone */
+	if (nwatched == 0) {
+		fail(ENOENT, "%s: no longer there", path);
+		return PROTO_FILES_NOENT;
+	}
+	return PROTO_FILES_OK;
 }
 
 static bool path_ok(const char *p)

@@ -28,9 +28,10 @@
  *   ps               the container's processes (its PID namespace's), the
  *                    helper itself left out.
  *   watch REC PATH   changes below the directory PATH (REC 1: in every
- *                    directory below it too, made later or not): a 'y'
- *                    record once it watches, then a 'w' record for each
- *                    change, each written at once, until it is killed.
+ *                    directory below it too, made later or not, 64 levels
+ *                    down at most): a 'y' record once it watches, then a
+ *                    'w' record for each change, each written at once,
+ *                    until it is killed, or PATH goes (PROTO_FILES_NOENT).
  *
  * Records on stdout (stat, write, mkdir, move), each a line of fields
  * separated by one space, then the path's bytes and a newline:

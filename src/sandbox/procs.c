@@ -178,13 +178,14 @@ void sandbox_processes_free(struct sandbox_proc *v, size_t n)
 	free(v);
 }
 
-int sandbox_processes_json(const char *name, json_t **out, gantry_error_t *err)
+int sandbox_processes_json(const char *name, const struct gantry_cancel *cancel, json_t **out,
+			   gantry_error_t *err)
 {
 	struct sandbox_proc *v;
 	json_t *a;
 	size_t n;
 
-	if (sandbox_processes(name, NULL, &v, &n, err) < 0)
+	if (sandbox_processes(name, cancel, &v, &n, err) < 0)
 		return -1;
 	a = json_array();
 	for (size_t i = 0; i < n; i++) {

@@ -31,6 +31,7 @@ int sandbox_processes(const char *name, const struct gantry_cancel *cancel,
 void sandbox_processes_free(struct sandbox_proc *v, size_t n);
 /* The same as {"processes": [{"pid", "ppid", "uid", "state", "rssKiB",
  * "command"}...]}: what `gantry top --json` prints and the API answers. */
-int sandbox_processes_json(const char *name, json_t **out, gantry_error_t *err);
+int sandbox_processes_json(const char *name, const struct gantry_cancel *cancel, json_t **out,
+			   gantry_error_t *err);
 
 #endif

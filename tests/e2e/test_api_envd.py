@@ -458,3 +458,18 @@ def test_terminal_requests_refused(api, box):
     rpc(api, box, "process.Process/SendSignal", {"process": {"pid": pid}, "signal": "SIGNAL_SIGKILL"})
     s.rest()
     s.close()
+
+
+def test_a_watch_ends_when_its_directory_goes(api, box, root):
+    (root / "gone").mkdir()
+    s = watch(api, box, "/gone")
+    try:
+        assert s.next() == (0, {"start": {}})
+        (root / "gone").rmdir()
+        while True:
+            flags, m = s.next()
+            if flags == 2:
+                break
+        assert m["error"]["code"] == "unavailable", m
+    finally:
+        s.close()

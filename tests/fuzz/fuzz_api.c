@@ -89,8 +89,10 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 	return 0;
 }
 
-static int processes(const char *name, json_t **out, gantry_error_t *err)
+static int processes(const char *name, const struct gantry_cancel *cancel, json_t **out,
+		     gantry_error_t *err)
 {
+	(void)cancel;
 	(void)err;
 	*out = json_pack("{s:[{s:i,s:i,s:i,s:s,s:i,s:s}]}", "processes", "pid", 1, "ppid", 0, "uid",
 			 0, "state", "S", "rssKiB", 4, "command", name);

@@ -278,7 +278,8 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 			if (poll(p, 3, 1000) < 0 && errno != EINTR)
 				break;
 			/* SIGWINCH is a terminal's new size, as the agent takes it. */
-			if ((p[1].revents & POLLIN) && read(sig, &signo, 1) == 1 && signo != SIGWINCH) {
+			if ((p[1].revents & POLLIN) && read(sig, &signo, 1) == 1 &&
+			    signo != SIGWINCH) {
 				res->signal = signo;
 				res->exit_code = 128 + signo;
 				break;
@@ -287,7 +288,8 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 				return cancel_check(cancel, err);
 			if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 				continue;
-			if ((n = read(in, buf, sizeof(buf))) <= 0 || write_full(out, buf, (size_t)n) < 0)
+			if ((n = read(in, buf, sizeof(buf))) <= 0 ||
+			    write_full(out, buf, (size_t)n) < 0)
 				break;
 		}
 	} else if (strcmp(cmd, "pwd") == 0) {
@@ -332,8 +334,10 @@ static int exec(const char *name, const struct api_exec *x, int in, int out, int
 
 /* Not the guest's: the stub's own process, in the shape the lifecycle
  * gives (the real list is tested in a VM). */
-static int processes(const char *name, json_t **out, gantry_error_t *err)
+static int processes(const char *name, const struct gantry_cancel *cancel, json_t **out,
+		     gantry_error_t *err)
 {
+	(void)cancel;
 	struct stub_sandbox *b;
 	bool running;
 
