@@ -141,6 +141,8 @@ void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsig
 		struct api_reply *r);
 /* GET /v1/operations/{id}. */
 void api_op_get(struct api_server *s, const char *id, struct api_reply *r);
+/* Whether a client's connection (fd, or -1: none) was hung up. */
+bool api_client_gone(int fd);
 /* A slot for an exec; false (503 in r) when all are taken. */
 bool api_exec_slot(struct api_server *s, bool take, struct api_reply *r);
 /* /v1/events: a subscriber, as a stream for r (503 in r when there are

@@ -353,14 +353,6 @@ static void *pump(void *arg)
 	return NULL;
 }
 
-/* Whether the stream's client hung up. */
-static bool client_gone(int fd)
-{
-	struct pollfd f = { fd, POLLRDHUP, 0 };
-
-	return fd >= 0 && poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 /* The stream's next envelope into u->pending, under e->lock; false when
  * there is none for now (it waited a while). */
 static bool next_envelope(struct e2b_sub *u)
@@ -417,7 +409,7 @@ static size_t sub_read(struct api_stream *st, char *buf, size_t max)
 		got = next_envelope(u);
 		pthread_mutex_unlock(&e->lock);
 		/* A client gone ends its stream, not the process. */
-		if (!got && client_gone(u->conn_fd))
+		if (!got && api_client_gone(u->conn_fd))
 			return 0;
 	}
 }

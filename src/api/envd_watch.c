@@ -150,13 +150,6 @@ static int next_record(struct e2b_watch *w)
 	return 1;
 }
 
-static bool client_gone(int fd)
-{
-	struct pollfd f = { fd, POLLRDHUP, 0 };
-
-	return fd >= 0 && poll(&f, 1, 0) > 0 && (f.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 static size_t watch_read(struct api_stream *st, char *buf, size_t max)
 {
 	struct e2b_watch *w = (struct e2b_watch *)st;
@@ -198,7 +191,7 @@ static size_t watch_read(struct api_stream *st, char *buf, size_t max)
 			trailer(w, "unavailable", "the server is stopping");
 			continue;
 		}
-		if ((f[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) || client_gone(w->conn_fd))
+		if ((f[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) || api_client_gone(w->conn_fd))
 			return 0; /* nobody to tell */
 		if (!(f[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;

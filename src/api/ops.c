@@ -159,13 +159,11 @@ static void sub_done(struct api_stream *st)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Whether the client of sub hung up. */
-static bool sub_gone(const struct api_sub *sub)
+bool api_client_gone(int fd)
 {
-	struct pollfd p = { sub->conn_fd, POLLRDHUP, 0 };
+	struct pollfd p = { fd, POLLRDHUP, 0 };
 
-	return sub->conn_fd >= 0 && poll(&p, 1, 0) > 0 &&
-	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	return fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
 static size_t sub_read(struct api_stream *st, char *buf, size_t cap)
@@ -191,7 +189,7 @@ static size_t sub_read(struct api_stream *st, char *buf, size_t cap)
 			ts.tv_nsec -= 1000000000;
 		}
 		pthread_cond_timedwait(&s->wake, &s->lock, &ts);
-		if (sub->len == 0 && sub_gone(sub))
+		if (sub->len == 0 && api_client_gone(sub->conn_fd))
 			sub->dropped = true;
 	}
 	if (s->stopping || sub->dropped) {

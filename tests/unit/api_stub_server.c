@@ -242,22 +242,29 @@ static void helper(const struct api_exec *x, int in, int out, int err_fd, int si
 	}
 }
 
+/* 0 when sandbox name runs, else -1 with err. */
+static int running(const char *name, gantry_error_t *err)
+{
+	struct stub_sandbox *b;
+	bool yes;
+
+	pthread_mutex_lock(&lock);
+	b = find(name);
+	yes = b && b->running;
+	pthread_mutex_unlock(&lock);
+	return yes ? 0 : gantry_error(err, 0, "sandbox `%s` is not running", name);
+}
+
 static int exec(const char *name, const struct api_exec *x, int in, int out, int err_fd, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
 {
 	const char *cmd = x->argv[0], *arg = x->argc > 1 ? x->argv[1] : "0";
-	struct stub_sandbox *b;
-	bool running;
 	char buf[65536];
 	ssize_t n;
 
-	pthread_mutex_lock(&lock);
-	b = find(name);
-	running = b && b->running;
-	pthread_mutex_unlock(&lock);
-	if (!running)
-		return gantry_error(err, 0, "sandbox `%s` is not running", name);
+	if (running(name, err) < 0)
+		return -1;
 	*res = (struct api_exec_result){ 0 };
 	if (strcmp(cmd, PROTO_HELPER_PATH) == 0 && x->argc >= 2 &&
 	    strcmp(x->argv[1], PROTO_FILES_ARG) == 0) {
@@ -338,15 +345,8 @@ static int processes(const char *name, const struct gantry_cancel *cancel, json_
 		     gantry_error_t *err)
 {
 	(void)cancel;
-	struct stub_sandbox *b;
-	bool running;
-
-	pthread_mutex_lock(&lock);
-	b = find(name);
-	running = b && b->running;
-	pthread_mutex_unlock(&lock);
-	if (!running)
-		return gantry_error(err, 0, "sandbox `%s` is not running", name);
+	if (running(name, err) < 0)
+		return -1;
 	*out = json_pack("{s:[{s:i,s:i,s:i,s:s,s:i,s:s}]}", "processes", "pid", (int)getpid(),
 			 "ppid", (int)getppid(), "uid", (int)getuid(), "state", "S", "rssKiB", 0,
 			 "command", "api-stub-server");
