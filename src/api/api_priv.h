@@ -143,6 +143,10 @@ void api_op_end(struct api_server *s, const char *id, gantry_error_t *err, unsig
 void api_op_get(struct api_server *s, const char *id, struct api_reply *r);
 /* Whether a client's connection (fd, or -1: none) was hung up. */
 bool api_client_gone(int fd);
+/* A condition whose waits are measured on a clock that never steps, and
+ * one wait on it of at most ms. */
+void api_cond_init(pthread_cond_t *c);
+void api_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms);
 /* A slot for an exec; false (503 in r) when all are taken. */
 bool api_exec_slot(struct api_server *s, bool take, struct api_reply *r);
 /* /v1/events: a subscriber, as a stream for r (503 in r when there are

@@ -168,7 +168,6 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 	const char *cmd = json_string_value(json_object_get(proc, "cmd")), *k;
 	unsigned rows = 0, cols = 0;
 	struct e2b_proc *p;
-	pthread_condattr_t ca;
 	uint64_t ms = 0;
 	size_t i = 0;
 
@@ -194,10 +193,7 @@ static struct e2b_proc *proc_new(struct api_server *s, const char *box, json_t *
 				.sig_r = -1,
 				.pty = -1,
 				.cancel = { .fd = -1 } };
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	api_cond_init(&p->cond);
 	snprintf(p->box, sizeof(p->box), "%s", box);
 	p->config = json_pack("{s:s,s:o,s:o}", "cmd", cmd, "args",
 			      args ? json_deep_copy(args) : json_array(), "envs",

@@ -114,18 +114,6 @@ static void trim(struct e2b_proc *p)
 	}
 }
 
-static void cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	t.tv_sec += ms / 1000;
-	t.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (t.tv_nsec >= 1000000000L)
-		t.tv_sec++, t.tv_nsec -= 1000000000L;
-	pthread_cond_timedwait(c, m, &t);
-}
-
 /* Its deadline, its hang-up after a kill, the server's end, under
  * e->lock; when to look again. */
 static uint64_t pump_watch(struct e2b_proc *p)
@@ -161,7 +149,7 @@ static void publish(struct e2b_proc *p, const char *key, const char *buf, size_t
 			any |= p->subs[i] != NULL;
 		if (!any || p->next - p->first < ENVD_EVENTS || p->hung_up)
 			break;
-		cond_wait_ms(&p->cond, &e->lock, ENVD_WAIT_MS);
+		api_cond_wait_ms(&p->cond, &e->lock, ENVD_WAIT_MS);
 		pump_watch(p);
 	}
 	if (any && p->next - p->first < ENVD_EVENTS) {
@@ -278,8 +266,8 @@ static bool next_envelope(struct e2b_sub *u)
 		u->keepalive = now_ms() + E2B_KEEPALIVE_MS;
 		event(u, "keepalive", json_object());
 	} else {
-		cond_wait_ms(&p->cond, &p->s->e2b->lock,
-			     (unsigned)MIN(u->keepalive - now_ms(), ENVD_WAIT_MS));
+		api_cond_wait_ms(&p->cond, &p->s->e2b->lock,
+				 (unsigned)MIN(u->keepalive - now_ms(), ENVD_WAIT_MS));
 		return false;
 	}
 	return true;
@@ -357,12 +345,7 @@ struct e2b_sub *envd_follow(struct e2b_proc *p, int conn_fd)
 
 void envd_init(struct api_e2b *e)
 {
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&e->gone, &ca);
-	pthread_condattr_destroy(&ca);
+	api_cond_init(&e->gone);
 }
 
 void envd_procs_free(struct api_server *s)
@@ -384,7 +367,7 @@ void envd_procs_free(struct api_server *s)
 			warn = UINT64_MAX;
 		}
 		if (left)
-			cond_wait_ms(&e->gone, &e->lock, 200);
+			api_cond_wait_ms(&e->gone, &e->lock, 200);
 	}
 	pthread_mutex_unlock(&e->lock);
 }

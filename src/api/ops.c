@@ -39,16 +39,32 @@ static char *now_rfc3339(void)
 	return api_time(api_wall_ms());
 }
 
-void api_ops_init(struct api_server *s)
+void api_cond_init(pthread_cond_t *c)
 {
 	pthread_condattr_t ca;
 
-	pthread_mutex_init(&s->lock, NULL);
-	/* Waits measured on a clock that never steps. */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->wake, &ca);
+	pthread_cond_init(c, &ca);
 	pthread_condattr_destroy(&ca);
+}
+
+void api_cond_wait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	t.tv_sec += ms / 1000;
+	t.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (t.tv_nsec >= 1000000000L)
+		t.tv_sec++, t.tv_nsec -= 1000000000L;
+	pthread_cond_timedwait(c, m, &t);
+}
+
+void api_ops_init(struct api_server *s)
+{
+	pthread_mutex_init(&s->lock, NULL);
+	api_cond_init(&s->wake);
 }
 
 static void op_clear(struct api_op *op)
@@ -178,17 +194,7 @@ static size_t sub_read(struct api_stream *st, char *buf, size_t cap)
 	/* In steps of a second at most, so that a client gone is seen soon
 	 * and its place given back. */
 	while (sub->len == 0 && !s->stopping && !sub->dropped && (now = now_ms()) < until) {
-		struct timespec ts;
-		uint64_t step = MIN(until - now, 1000u);
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(step / 1000);
-		ts.tv_nsec += (long)(step % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+		api_cond_wait_ms(&s->wake, &s->lock, (unsigned)MIN(until - now, 1000u));
 		if (sub->len == 0 && api_client_gone(sub->conn_fd))
 			sub->dropped = true;
 	}
