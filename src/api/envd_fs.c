@@ -84,10 +84,8 @@ void envd_ran_free(struct envd_ran *ran)
 #define HELPER_ARGV(op, ...)                                                                       \
 	(char *[])                                                                                 \
 	{                                                                                          \
-		PROTO_HELPER_PATH, PROTO_FILES_ARG, FILES_VERSION, op, __VA_ARGS__, NULL           \
+		PROTO_HELPER_PATH, PROTO_FILES_ARG, PROTO_FILES_VERSION, op, __VA_ARGS__, NULL     \
 	}
-#define FILES_VERSION "1"
-_Static_assert(PROTO_FILES_VERSION == 1, "FILES_VERSION is PROTO_FILES_VERSION");
 
 /* The Connect status and code of the helper's exit status. */
 void envd_helper_status(int status, unsigned *http, const char **code)

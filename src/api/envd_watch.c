@@ -310,10 +310,9 @@ void envd_watch(struct api_server *s, const struct api_request *req, const char 
 	w->path = xstrdup(json_string_value(path));
 	snprintf(w->rec, sizeof(w->rec), "%d", json_is_true(json_object_get(m, "recursive")));
 	json_decref(m);
-	_Static_assert(PROTO_FILES_VERSION == 1, "the helper's version, below");
 	w->argv[0] = PROTO_HELPER_PATH;
 	w->argv[1] = PROTO_FILES_ARG;
-	w->argv[2] = "1";
+	w->argv[2] = PROTO_FILES_VERSION;
 	w->argv[3] = "watch";
 	w->argv[4] = w->rec;
 	w->argv[5] = w->path;

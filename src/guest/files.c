@@ -172,8 +172,9 @@ static int list(int dfd, const char *path, int depth)
 	return ret;
 }
 
-static int op_stat(const char *depth_s, const char *path)
+static int op_stat(char **a)
 {
+	const char *depth_s = a[0], *path = a[1];
 	char *end;
 	long depth = strtol(depth_s, &end, 10);
 	struct stat st;
@@ -229,8 +230,9 @@ static int copy(int from, int to)
 	}
 }
 
-static int op_read(const char *path)
+static int op_read(char **a)
 {
+	const char *path = a[0];
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	struct stat st;
 
@@ -283,8 +285,9 @@ static int make_parents(const char *path, bool whole)
 	}
 }
 
-static int op_write(const char *path)
+static int op_write(char **a)
 {
+	const char *path = a[0];
 	struct stat st = { 0 };
 	int fd, e;
 
@@ -312,8 +315,9 @@ static int op_write(const char *path)
 	return entry_of(path);
 }
 
-static int op_mkdir(const char *path)
+static int op_mkdir(char **a)
 {
+	const char *path = a[0];
 	struct stat st;
 
 	if (lstat(path, &st) == 0)
@@ -334,8 +338,9 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
 	return 0;
 }
 
-static int op_remove(const char *path)
+static int op_remove(char **a)
 {
+	const char *path = a[0];
 	struct stat st;
 	int e;
 
@@ -350,8 +355,9 @@ static int op_remove(const char *path)
 	return PROTO_FILES_OK;
 }
 
-static int op_move(const char *from, const char *to)
+static int op_move(char **a)
 {
+	const char *from = a[0], *to = a[1];
 	if (make_parents(to, false) < 0)
 		return fail(errno, "make the directories of %s", to);
 	if (rename(from, to) < 0)
@@ -414,13 +420,14 @@ static size_t proc_args(const char *pid, const char *comm, char *out, size_t max
 	return (size_t)n;
 }
 
-static int op_ps(void)
+static int op_ps(char **a)
 {
 	static char args[PROTO_FILES_PATH_MAX];
 	long page_kib = sysconf(_SC_PAGESIZE) / 1024;
 	DIR *d = opendir("/proc");
 	struct dirent *de;
 
+	(void)a;
 	if (d == NULL)
 		return fail(errno, "/proc");
 	while ((de = readdir(d)) != NULL) {
@@ -579,8 +586,9 @@ static bool changes(int ino, const char *root, bool rec)
 	return fflush(stdout) == 0;
 }
 
-static int op_watch(const char *rec_s, const char *path)
+static int op_watch(char **a)
 {
+	const char *rec_s = a[0], *path = a[1];
 	bool rec = strcmp(rec_s, "1") == 0;
 	struct stat st;
 	int ino;
@@ -619,51 +627,43 @@ static bool path_ok(const char *p)
 
 int guest_files_main(int argc, char **argv)
 {
+	/* Each op: its arguments, the first of them that is a path, and
+	 * whether it makes one (then a file in the way is no directory). */
 	static const struct op {
 		const char *name;
-		int nargs;
-	} ops[] = { { "stat", 2 },   { "read", 1 }, { "write", 1 }, { "mkdir", 1 },
-		    { "remove", 1 }, { "move", 2 }, { "ps", 0 },    { "watch", 2 } };
-	const char *op;
-	int ret, i, k;
+		int nargs, first_path;
+		bool makes;
+		int (*fn)(char **a);
+	} ops[] = {
+		{ "stat", 2, 1, false, op_stat },     { "read", 1, 0, false, op_read },
+		{ "write", 1, 0, true, op_write },    { "mkdir", 1, 0, true, op_mkdir },
+		{ "remove", 1, 0, false, op_remove }, { "move", 2, 0, true, op_move },
+		{ "ps", 0, 0, false, op_ps },	      { "watch", 2, 1, false, op_watch },
+	};
+	const struct op *op = NULL;
+	int ret;
 
-	if (argc < 2 || strcmp(argv[0], "1") != 0) {
-		fprintf(stderr, "file helper: version %d only, as `%s %s %d OP ARGS...`\n",
+	if (argc < 2 || strcmp(argv[0], PROTO_FILES_VERSION) != 0) {
+		fprintf(stderr, "file helper: version %s only, as `%s %s %s OP ARGS...`\n",
 			PROTO_FILES_VERSION, GUEST_HELPER_PATH, PROTO_FILES_ARG,
 			PROTO_FILES_VERSION);
 		return PROTO_FILES_USAGE;
 	}
-	op = argv[1];
-	for (k = 0; k < (int)(sizeof(ops) / sizeof(ops[0])); k++)
-		if (strcmp(op, ops[k].name) == 0)
-			break;
-	if (k == (int)(sizeof(ops) / sizeof(ops[0])) || argc - 2 != ops[k].nargs) {
-		fprintf(stderr, "file helper: no op `%s` with %d arguments\n", op, argc - 2);
+	for (size_t k = 0; k < sizeof(ops) / sizeof(ops[0]) && op == NULL; k++)
+		if (strcmp(argv[1], ops[k].name) == 0 && argc - 2 == ops[k].nargs)
+			op = &ops[k];
+	if (op == NULL) {
+		fprintf(stderr, "file helper: no op `%s` with %d arguments\n", argv[1], argc - 2);
 		return PROTO_FILES_USAGE;
 	}
-	for (i = strcmp(op, "stat") == 0 || strcmp(op, "watch") == 0 ? 3 : 2; i < argc; i++)
+	for (int i = 2 + op->first_path; i < argc; i++)
 		if (!path_ok(argv[i])) {
 			fprintf(stderr, "file helper: want an absolute path of at most %d bytes\n",
 				PROTO_FILES_PATH_MAX);
 			return PROTO_FILES_USAGE;
 		}
-	creating = strcmp(op, "write") == 0 || strcmp(op, "mkdir") == 0 || strcmp(op, "move") == 0;
-	if (strcmp(op, "stat") == 0)
-		ret = op_stat(argv[2], argv[3]);
-	else if (strcmp(op, "read") == 0)
-		ret = op_read(argv[2]);
-	else if (strcmp(op, "write") == 0)
-		ret = op_write(argv[2]);
-	else if (strcmp(op, "mkdir") == 0)
-		ret = op_mkdir(argv[2]);
-	else if (strcmp(op, "remove") == 0)
-		ret = op_remove(argv[2]);
-	else if (strcmp(op, "ps") == 0)
-		ret = op_ps();
-	else if (strcmp(op, "watch") == 0)
-		ret = op_watch(argv[2], argv[3]);
-	else
-		ret = op_move(argv[2], argv[3]);
+	creating = op->makes;
+	ret = op->fn(argv + 2);
 	if (fflush(stdout) != 0 && ret == PROTO_FILES_OK)
 		ret = fail(errno, "stdout");
 	return ret;

@@ -71,7 +71,7 @@
 #include <sys/types.h>
 
 #define PROTO_FILES_ARG	      "files"
-#define PROTO_FILES_VERSION   1
+#define PROTO_FILES_VERSION   "1" /* the helper's argument */
 #define PROTO_FILES_PATH_MAX  4096
 #define PROTO_FILES_DEPTH_MAX 32
 #define PROTO_FILES_NAME_MAX  32 /* an owner's or group's name */
