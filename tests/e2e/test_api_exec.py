@@ -139,15 +139,20 @@ def test_exec_with_stdin_the_command_does_not_read(api, sandbox):
     assert api.call("GET", "/v1/health").status == 200
 
 
+def exec_unread(api, sandbox, argv):
+    """An exec sent on a raw socket whose answer is never read: the socket."""
+    body = json.dumps({"argv": argv}).encode()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(api.sock)
+    s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: gantry\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+              % (sandbox.encode(), len(body), body))
+    return s
+
+
 def test_clients_that_hang_up_during_exec_leave_no_slot_taken(api, sandbox):
-    body = json.dumps({"argv": ["sleep", "1"]}).encode()
     for _ in range(32):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(api.sock)
-        s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: gantry\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                  % (sandbox.encode(), len(body), body))
-        s.close()
+        exec_unread(api, sandbox, ["sleep", "1"]).close()
     time.sleep(2)
     with ThreadPoolExecutor(32) as pool:
         results = list(pool.map(lambda _: api.exec(sandbox, ["sleep", "0.3"]), range(32)))
@@ -158,15 +163,7 @@ def test_a_client_gone_ends_its_exec_at_once(api, sandbox):
     """32 clients start a 20 s command and hang up: each process is ended
     (SIGKILL through its session) and its slot given back within seconds,
     not at the end of its command or timeout."""
-    body = json.dumps({"argv": ["sleep", "20"]}).encode()
-    socks = []
-    for _ in range(32):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(api.sock)
-        s.sendall(b"POST /v1/sandboxes/%s/exec HTTP/1.1\r\nHost: gantry\r\n"
-                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                  % (sandbox.encode(), len(body), body))
-        socks.append(s)
+    socks = [exec_unread(api, sandbox, ["sleep", "20"]) for _ in range(32)]
     time.sleep(0.5)
     for s in socks:
         s.close()
