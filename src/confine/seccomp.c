@@ -108,13 +108,15 @@ static const int core[] = {
 };
 
 /* The network worker's: libslirp's sockets to the world, the published
- * ports' listeners (bound live too), the DNS forwarder's sockets, and
- * the netlink dump getifaddrs makes when a policy is swapped in. */
+ * ports' listeners (bound live too, or handed over bound and put in place
+ * of libslirp's own by dup3), the DNS forwarder's sockets, and the netlink
+ * dump getifaddrs makes when a policy is swapped in. */
 static const int net[] = {
 	SCMP_SYS(recvfrom),   SCMP_SYS(sendto),	    SCMP_SYS(recvmsg),	   SCMP_SYS(sendmsg),
 	SCMP_SYS(recvmmsg),   SCMP_SYS(sendmmsg),   SCMP_SYS(connect),	   SCMP_SYS(bind),
 	SCMP_SYS(listen),     SCMP_SYS(accept),	    SCMP_SYS(accept4),	   SCMP_SYS(shutdown),
 	SCMP_SYS(getsockopt), SCMP_SYS(setsockopt), SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+	SCMP_SYS(dup3),
 };
 
 int seccomp_allow_all(scmp_filter_ctx f, const int *v, size_t n)

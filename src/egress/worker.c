@@ -378,7 +378,8 @@ int egress_worker_main(int argc, char **argv)
 	int rc;
 
 	log_init("egress-worker", -1);
-	if ((rc = confine_self_test_again(argc, argv, EGRESS_WORKER_ROLE, 0)) >= 0)
+	if ((rc = confine_self_test_again(argc, argv, EGRESS_WORKER_ROLE,
+					  CONFINE_ROOT_UNPRIVILEGED)) >= 0)
 		return rc;
 	if (parse_args(argc, argv, &a) < 0) {
 		log_error("%s is for Gantry's own use: --conn-fd N --trust-fd N --host HOST... "

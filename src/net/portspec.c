@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,7 +51,9 @@ int port_spec_parse(const char *s, struct port_spec *p, gantry_error_t *err)
 	c2 = memrchr(s, ':', (size_t)(end - s));
 	if (c2 == NULL) {
 		if (parse_port(s, (size_t)(end - s), false, &p->guest_port) < 0)
-			return gantry_error(err, 0, "port `%s`: want [IP:]HOST:GUEST or GUEST, ports 1-65535", s);
+			return gantry_error(
+				err, 0, "port `%s`: want [IP:]HOST:GUEST or GUEST, ports 1-65535",
+				s);
 		return 0;
 	}
 	if (parse_port(c2 + 1, (size_t)(end - c2 - 1), false, &p->guest_port) < 0)
@@ -66,7 +69,8 @@ int port_spec_parse(const char *s, struct port_spec *p, gantry_error_t *err)
 		memcpy(ip, s, n);
 		ip[n] = '\0';
 		if (inet_pton(AF_INET, ip, &p->host_ip) != 1)
-			return gantry_error(err, 0, "port `%s`: host address `%s` is not IPv4", s, ip);
+			return gantry_error(err, 0, "port `%s`: host address `%s` is not IPv4", s,
+					    ip);
 	}
 	return 0;
 }
@@ -86,28 +90,53 @@ bool port_spec_same_bind(const struct port_spec *a, const struct port_spec *b)
 	       a->host_ip.s_addr == b->host_ip.s_addr;
 }
 
-int port_spec_pick(struct port_spec *p, gantry_error_t *err)
+int port_spec_bind(struct port_spec *p, int *out, gantry_error_t *err)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = p->host_ip };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr = p->host_ip,
+				  .sin_port = htons(p->host_port) };
 	socklen_t len = sizeof(sa);
 	char ip[INET_ADDRSTRLEN];
-	int fd;
+	int fd, on = 1, e;
 
-	if (p->host_port)
-		return 0;
 	inet_ntop(AF_INET, &p->host_ip, ip, sizeof(ip));
 	fd = socket(AF_INET, (p->udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return gantry_error_errno(err, "socket");
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return gantry_error_errno(err, "no free %s port on %s", p->udp ? "udp" : "tcp", ip);
+	/* As libslirp's own listeners: reusable at once after a close, urgent
+	 * data inline and no Nagle on what is accepted from it. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+	if (!p->udp) {
+		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &on, sizeof(on));
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
 	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    (p->udp || listen(fd, PORT_BACKLOG) == 0) &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+		p->host_port = ntohs(sa.sin_port);
+		*out = fd;
+		return 0;
+	}
+	e = errno;
 	close(fd);
-	p->host_port = ntohs(sa.sin_port);
+	if (p->host_port == 0)
+		return gantry_error(err, e, "no free %s port on %s: %s", p->udp ? "udp" : "tcp", ip,
+				    strerror(e));
+	if (e == EADDRINUSE)
+		return gantry_error(err, e, "port %s:%u/%s: address in use", ip, p->host_port,
+				    p->udp ? "udp" : "tcp");
+	return gantry_error(err, e, "port %s:%u/%s: %s", ip, p->host_port, p->udp ? "udp" : "tcp",
+			    strerror(e));
+}
+
+int port_spec_pick(struct port_spec *p, gantry_error_t *err)
+{
+	int fd;
+
+	if (p->host_port)
+		return 0;
+	if (port_spec_bind(p, &fd, err) < 0)
+		return -1;
+	close(fd);
 	return 0;
 }

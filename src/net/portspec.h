@@ -13,6 +13,10 @@
 #include "common/error.h"
 
 #define PORT_SPEC_MAX 40 /* "255.255.255.255:65535:65535/udp" and a NUL */
+/* A published port's listen backlog: libslirp's own is 1, so a burst of
+ * connections overflows it, the kernel answers with SYN cookies, and a
+ * client whose first ACK found the queue full has its data reset. */
+#define PORT_BACKLOG 128
 
 struct port_spec {
 	struct in_addr host_ip;
@@ -30,5 +34,10 @@ bool port_spec_same_bind(const struct port_spec *a, const struct port_spec *b);
 /* A zero host port: bind one on host_ip, read the port the kernel chose,
  * release it. Fails, saying so, when nothing can be bound there. */
 int port_spec_pick(struct port_spec *p, gantry_error_t *err);
+/* The forward's host socket, bound (a zero host port chosen, and stored),
+ * TCP's listening: made by the caller, who may bind ports the network
+ * worker may not (below 1024, as root), and handed to it (*fd, close-on-
+ * exec). A one-line error naming the port when it cannot be bound. */
+int port_spec_bind(struct port_spec *p, int *fd, gantry_error_t *err);
 
 #endif

@@ -1,15 +1,18 @@
 /* libslirp glue for the network worker (see slirp.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/lazy.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/net.h"
+#include "net/portspec.h"
 #include "net/slirp.h"
 
 /* libslirp and the GLib under it are loaded by the network worker alone,
@@ -34,10 +37,6 @@ static struct lazy_lib slirp_lib = LAZY_LIB("libslirp.so.0", "libslirp0", slirp_
  * caps every timeout at a second): then the worker may sleep on. */
 #define SLIRP_IDLE_MS	   1000
 #define GUEST_ERROR_GAP_MS 1000
-/* libslirp listens for a published port with a backlog of 1: a burst of
- * connections overflows it, the kernel answers with SYN cookies, and a
- * client whose first ACK found the queue full has its data reset. */
-#define FORWARD_BACKLOG 128
 
 struct nat_timer {
 	struct nat_timer *next;
@@ -314,7 +313,7 @@ void nat_dispatch(struct nat *n, bool err)
 
 /* The listener libslirp just made for a TCP forward, told apart from its
  * other sockets by SO_ACCEPTCONN and its address, listens again with a
- * backlog of FORWARD_BACKLOG (see there). */
+ * backlog of PORT_BACKLOG (see there). */
 struct listener {
 	struct in_addr host;
 	uint16_t port;
@@ -331,20 +330,100 @@ static int raise_backlog(int fd, int events, void *opaque)
 	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &ol) == 0 && on &&
 	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
 	    sa.sin_port == htons(l->port) && sa.sin_addr.s_addr == l->host.s_addr &&
-	    listen(fd, FORWARD_BACKLOG) < 0)
+	    listen(fd, PORT_BACKLOG) < 0)
 		log_warn("published port %u: listen backlog stays at 1: %s", l->port,
 			 strerror(errno));
 	return -1;
 }
 
+/* The fds libslirp polls, from a fill pass: which socket a forward made. */
+struct slirp_fds {
+	int *v;
+	size_t n, cap;
+};
+
+static int collect_fd(int fd, int events, void *opaque)
+{
+	struct slirp_fds *f = opaque;
+
+	(void)events;
+	if (f->n == f->cap) {
+		f->cap = f->cap ? 2 * f->cap : 64;
+		f->v = xrealloc(f->v, f->cap * sizeof(*f->v));
+	}
+	f->v[f->n++] = fd;
+	return -1;
+}
+
+static void slirp_fds(struct nat *n, struct slirp_fds *f)
+{
+	uint32_t timeout = UINT32_MAX;
+
+	f->n = 0;
+	sym_slirp_pollfds_fill(n->slirp, &timeout, collect_fd, f);
+}
+
+/* The socket in after and not in before that is bound on host: the one
+ * libslirp just made for a forward; -1 if there is none. */
+static int new_socket(const struct slirp_fds *before, const struct slirp_fds *after, bool udp,
+		      struct in_addr host)
+{
+	for (size_t i = 0; i < after->n; i++) {
+		struct sockaddr_in sa;
+		socklen_t sl = sizeof(sa), ol = sizeof(int);
+		int fd = after->v[i], type = 0;
+		bool old = false;
+
+		for (size_t j = 0; j < before->n && !old; j++)
+			old = before->v[j] == fd;
+		if (!old && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) == 0 &&
+		    type == (udp ? SOCK_DGRAM : SOCK_STREAM) &&
+		    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+		    sa.sin_addr.s_addr == host.s_addr)
+			return fd;
+	}
+	return -1;
+}
+
+/* A forward whose host socket the caller bound (fd): libslirp makes one
+ * of its own on a port the kernel picks, and fd takes that socket's place
+ * under the same number, so libslirp accepts from and closes fd. Its
+ * removal finds it by fd's own address (getsockname), the forward's. */
+static int forward_adopt(struct nat *n, bool udp, struct in_addr host, uint16_t guest_port, int fd)
+{
+	struct slirp_fds before = { 0 }, after = { 0 };
+	int theirs, fl, e = 0;
+
+	slirp_fds(n, &before);
+	errno = 0;
+	if (sym_slirp_add_hostfwd(n->slirp, udp, host, 0, addr(NET_GUEST), guest_port) < 0) {
+		e = errno ? errno : EADDRINUSE;
+	} else {
+		slirp_fds(n, &after);
+		theirs = new_socket(&before, &after, udp, host);
+		fl = theirs >= 0 ? fcntl(theirs, F_GETFL) : -1;
+		if (theirs < 0 || fl < 0 || fcntl(fd, F_SETFL, fl) < 0 ||
+		    dup3(fd, theirs, O_CLOEXEC) < 0)
+			e = theirs < 0 ? EIO : errno; /* its own stays, on a port no one knows */
+	}
+	free(before.v);
+	free(after.v);
+	close(fd);
+	errno = e;
+	return e ? -1 : 0;
+}
+
 int nat_forward_add(struct nat *n, bool udp, struct in_addr host, uint16_t host_port,
-		    uint16_t guest_port)
+		    uint16_t guest_port, int fd)
 {
 	struct listener l = { .host = host, .port = host_port };
 	uint32_t timeout = UINT32_MAX;
 
+	if (fd >= 0)
+		return forward_adopt(n, udp, host, guest_port, fd);
 	errno = 0;
-	if (sym_slirp_add_hostfwd(n->slirp, udp, host, host_port, addr(NET_GUEST), guest_port) < 0) {
+	if (sym_slirp_add_hostfwd(n->slirp, udp, host, host_port, addr(NET_GUEST), guest_port) <
+	    0) {
 		if (errno == 0)
 			errno = EADDRINUSE;
 		return -1;

@@ -47,9 +47,11 @@ int nat_pollfds(struct nat *n, struct pollfd **fds, size_t *nfds, size_t *cap);
  * timers that are due. */
 void nat_dispatch(struct nat *n, bool err);
 
-/* Published ports: 0, or -1 with errno from the host socket. */
+/* Published ports: 0, or -1 with errno from the host socket. fd: the
+ * forward's host socket, bound by the caller (port_spec_bind), taken over
+ * (closed, whatever happens); -1: libslirp binds it. */
 int nat_forward_add(struct nat *n, bool udp, struct in_addr host, uint16_t host_port,
-		    uint16_t guest_port);
+		    uint16_t guest_port, int fd);
 int nat_forward_remove(struct nat *n, bool udp, struct in_addr host, uint16_t host_port);
 
 #endif

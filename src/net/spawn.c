@@ -15,6 +15,7 @@
 #include "common/child.h"
 #include "common/util.h"
 #include "net/net.h"
+#include "net/portspec.h"
 #include "net/spawn.h"
 #include "worker/worker.h"
 
@@ -23,17 +24,24 @@
 /* What the worker keeps of our environment: its log level and seccomp
  * mode, its DNS upstream override, where its DNS socket may live without a
  * mount namespace, and the time zone of its log. */
-static const char *const net_worker_env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, NET_DNS_ENV,
-					      "XDG_RUNTIME_DIR", "TMPDIR", "TZ", NULL };
+static const char *const net_worker_env[] = {
+	"GANTRY_LOG", CONFINE_SECCOMP_ENV, NET_DNS_ENV, "XDG_RUNTIME_DIR", "TMPDIR", "TZ", NULL
+};
 
 int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err)
+{
+	return net_worker_request_fd(w, req, -1, answer, err);
+}
+
+int net_worker_request_fd(struct net_worker *w, json_t *req, int fd, json_t **answer,
+			  gantry_error_t *err)
 {
 	bool eof;
 	json_t *j;
 
 	*answer = NULL;
-	j = worker_request(w->ctl_fd, &w->next_id, json_incref(req), NULL, 0, NET_WORKER_READY_MS,
-			   &eof);
+	j = worker_request(w->ctl_fd, &w->next_id, json_incref(req), fd >= 0 ? &fd : NULL,
+			   fd >= 0 ? 1 : 0, NET_WORKER_READY_MS, &eof);
 	if (j == NULL)
 		return gantry_error(err, eof ? EPIPE : ETIMEDOUT, "the network worker %s",
 				    eof ? "hung up" : "did not answer");
@@ -65,11 +73,36 @@ static int give_policy(struct net_worker *w, const struct net_worker_opts *o, ga
 	return r < 0 ? gantry_error_prefix(err, "network policy") : 0;
 }
 
+/* The published ports, each host socket bound here and handed over with
+ * its publish: the worker, as root, holds no identity on the host and
+ * could not bind a port below 1024 itself. */
+static int give_ports(struct net_worker *w, const struct net_worker_opts *o, gantry_error_t *err)
+{
+	for (size_t i = 0; i < o->nr_ports; i++) {
+		struct port_spec p;
+		char canon[PORT_SPEC_MAX];
+		json_t *req, *answer;
+		int fd, r;
+
+		if (port_spec_parse(o->ports[i], &p, err) < 0 || port_spec_bind(&p, &fd, err) < 0)
+			return -1;
+		port_spec_format(&p, canon);
+		req = json_pack("{s:s, s:s}", "op", NET_CTL_PUBLISH, "spec", canon);
+		r = net_worker_request_fd(w, req, fd, &answer, err);
+		close(fd);
+		json_decref(req);
+		json_decref(answer);
+		if (r < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int log_fd,
 		     gantry_error_t *err)
 {
-	cleanup_free const char **args = xzalloc(
-		(10 + 2 * o->nr_ports + 2 * o->nr_proxy_ips + 2 * o->nr_inject) * sizeof(*args));
+	cleanup_free const char **args =
+		xzalloc((10 + 2 * o->nr_proxy_ips + 2 * o->nr_inject) * sizeof(*args));
 	char proxies[NET_PROXY_IPS_MAX][INET_ADDRSTRLEN + 8];
 	char frame_arg[16], ctl_arg[16], inject_arg[16];
 	int fds[2];
@@ -83,10 +116,6 @@ int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int 
 	args[n++] = frame_arg;
 	args[n++] = "--ctl-fd";
 	args[n++] = ctl_arg;
-	for (size_t i = 0; i < o->nr_ports; i++) {
-		args[n++] = "-p";
-		args[n++] = o->ports[i];
-	}
 	for (size_t i = 0; i < o->nr_proxy_ips && i < NET_PROXY_IPS_MAX; i++) {
 		struct in_addr a = { .s_addr = htonl(o->proxy_ips[i]) };
 		char ip[INET_ADDRSTRLEN];
@@ -127,6 +156,7 @@ int net_worker_spawn(struct net_worker *w, const struct net_worker_opts *o, int 
 	if (worker_spawn(&(struct worker_spawn){ .role = NET_WORKER_ROLE,
 						 .what = "network worker",
 						 .mode = o->isolation,
+						 .extra_ns = CONFINE_ROOT_UNPRIVILEGED,
 						 .env = o->env ? o->env : net_worker_env,
 						 .args = args,
 						 .log_fd = log_fd,
@@ -145,7 +175,7 @@ int net_worker_ready(struct net_worker *w, const struct net_worker_opts *o, gant
 	if (worker_wait_ready(&w->pid, w->ctl_fd, NET_WORKER_READY_MS, "network worker",
 			      &w->isolation, err) < 0)
 		return gantry_error_prefix(err, "network worker");
-	return give_policy(w, o, err);
+	return give_policy(w, o, err) < 0 || give_ports(w, o, err) < 0 ? -1 : 0;
 }
 
 int net_worker_start(struct net_worker *w, const struct net_worker_opts *o, int log_fd,

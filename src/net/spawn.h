@@ -19,9 +19,9 @@
 #define NET_WORKER_NOFILE   16384 /* its flows, listeners and DNS sockets, at most */
 
 struct net_worker {
-	pid_t pid;  /* -1: none (or reaped) */
-	int vmm_fd; /* the VMM's end of the frame socketpair, non-blocking */
-	int ctl_fd; /* its channel (worker/worker.h): one JSON request or answer a message */
+	pid_t pid;	   /* -1: none (or reaped) */
+	int vmm_fd;	   /* the VMM's end of the frame socketpair, non-blocking */
+	int ctl_fd;	   /* its channel (worker/worker.h): one JSON request or answer a message */
 	json_t *isolation; /* its confinement report (confine.h); NULL: off */
 	uint64_t next_id;  /* the last request's id */
 };
@@ -35,8 +35,8 @@ struct net_worker {
 struct net_worker_opts {
 	char *const *ports; /* canonical specs */
 	size_t nr_ports;
-	json_t *policy;	    /* a policy document (net/policy.h); NULL: the default */
-	bool allow_local;   /* -allow-local-net */
+	json_t *policy;	  /* a policy document (net/policy.h); NULL: the default */
+	bool allow_local; /* -allow-local-net */
 	uint32_t proxy_ips[NET_PROXY_IPS_MAX]; /* the workload's proxy, host order */
 	size_t nr_proxy_ips;
 	uint16_t proxy_port;
@@ -51,7 +51,10 @@ struct net_worker_opts {
 };
 
 /* Start `gantry __net-worker` as o says, its stderr on log_fd; wait
- * (bounded, 10 s) for its first message, then give it o->policy;
+ * (bounded, 10 s) for its first message, then give it o->policy and the
+ * published ports, each host socket bound here (port_spec_bind): a root
+ * caller's worker runs in a user namespace as uid 65534 outside
+ * (CONFINE_ROOT_UNPRIVILEGED) and could not bind a port below 1024;
  * *w->vmm_fd is the VMM's end of the frame socketpair (SEQPACKET, 4 MiB
  * bufs). An error is the worker's own one line when it says why it could
  * not start. */
@@ -67,6 +70,10 @@ int net_worker_ready(struct net_worker *w, const struct net_worker_opts *o, gant
 /* One control request while nothing else uses w->ctl_fd (at start):
  * sent, and its answer (bounded, 10 s) in *answer when it says ok. */
 int net_worker_request(struct net_worker *w, json_t *req, json_t **answer, gantry_error_t *err);
+/* The same with fd (not closed; -1: none) sent beside it: a publish's host
+ * socket. */
+int net_worker_request_fd(struct net_worker *w, json_t *req, int fd, json_t **answer,
+			  gantry_error_t *err);
 /* Close both fds and worker_stop() it. */
 void net_worker_stop(struct net_worker *w);
 

@@ -13,6 +13,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "net/frame.h"
 #include "net/worker_priv.h"
@@ -122,7 +123,8 @@ unsigned worker_policy_install(struct worker *w, struct policy *p, bool allow_lo
 	learned_retain(w->learned, p, r.now);
 	flows_each(w->flows, rejudge, &r);
 	worker_backpressure(w);
-	log_info("egress policy %llu in force: default %s, %zu rules, %zu+%zu domains%s; %u flows cut",
+	log_info("egress policy %llu in force: default %s, %zu rules, %zu+%zu domains%s; %u flows "
+		 "cut",
 		 (unsigned long long)w->generation, p->default_allow ? "allow" : "deny",
 		 p->nr_rules, p->nr_allow, p->nr_resolve,
 		 p->allow_local ? ", local network allowed" : "", r.cut);
@@ -176,8 +178,9 @@ static json_t *policy_show(struct worker *w)
 	return json_pack("{s:b, s:o, s:b, s:I, s:o, s:I, s:{s:i, s:i}}", "ok", 1, "policy",
 			 policy_to_json(w->policy), "allowLocal", w->allow_local, "generation",
 			 (json_int_t)w->generation, "learned", learned, "learned_total",
-			 (json_int_t)total, "flows", "tcp", (int)flows_count(w->flows, NET_PROTO_TCP),
-			 "udp", (int)flows_count(w->flows, NET_PROTO_UDP));
+			 (json_int_t)total, "flows", "tcp",
+			 (int)flows_count(w->flows, NET_PROTO_TCP), "udp",
+			 (int)flows_count(w->flows, NET_PROTO_UDP));
 }
 
 /* --- published ports ------------------------------------------------- */
@@ -201,22 +204,43 @@ static struct forward **forward_find(struct worker *w, const struct port_spec *s
 	return p;
 }
 
-int worker_publish(struct worker *w, const char *text, struct port_spec *out, gantry_error_t *err)
+/* Whether fd is a socket of s's protocol bound where s says. */
+static bool bound_as(int fd, const struct port_spec *s)
 {
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa), ol = sizeof(int);
+	int type = 0;
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) == 0 &&
+	       type == (s->udp ? SOCK_DGRAM : SOCK_STREAM) &&
+	       getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+	       sa.sin_addr.s_addr == s->host_ip.s_addr && ntohs(sa.sin_port) == s->host_port;
+}
+
+/* fd: the host socket, bound by the caller, taken over in any case; -1:
+ * bound here. */
+int worker_publish(struct worker *w, const char *text, int fd, struct port_spec *out,
+		   gantry_error_t *err)
+{
+	cleanup_close int bound = fd;
 	struct port_spec s;
 	struct forward *f;
 	char name[PORT_SPEC_MAX + 8];
 
 	if (port_spec_parse(text, &s, err) < 0)
 		return -1;
-	if (s.host_port == 0 && port_spec_pick(&s, err) < 0)
+	if (s.host_port == 0 && bound < 0 && port_spec_pick(&s, err) < 0)
 		return -1;
 	bind_str(&s, name, sizeof(name));
+	if (bound >= 0 && !bound_as(bound, &s))
+		return gantry_error(err, 0, "port %s: the socket handed over is not bound there",
+				    name);
 	if (*forward_find(w, &s))
 		return gantry_error(err, 0, "port %s: already published", name);
 	if (w->nr_forwards >= MAX_FORWARDS)
 		return gantry_error(err, 0, "port %s: too many published ports", name);
-	if (nat_forward_add(&w->nat, s.udp, s.host_ip, s.host_port, s.guest_port) < 0) {
+	bound = -1; /* nat_forward_add's now */
+	if (nat_forward_add(&w->nat, s.udp, s.host_ip, s.host_port, s.guest_port, fd) < 0) {
 		if (errno == EADDRINUSE)
 			return gantry_error(err, 0, "port %s: address in use", name);
 		return gantry_error_errno(err, "port %s", name);
@@ -227,7 +251,8 @@ int worker_publish(struct worker *w, const char *text, struct port_spec *out, ga
 	w->forwards = f;
 	w->nr_forwards++;
 	*out = s;
-	log_info("published %s to guest port %u", name, s.guest_port);
+	log_info("published %s to guest port %u%s", name, s.guest_port,
+		 fd >= 0 ? " (its socket bound for us)" : "");
 	return 0;
 }
 
@@ -308,7 +333,8 @@ static json_t *ctl_error(gantry_error_t *err)
 	return j;
 }
 
-static json_t *ctl_op(struct worker *w, json_t *req)
+/* One request; fd (or -1) came with it, for a publish: its host socket. */
+static json_t *ctl_op(struct worker *w, json_t *req, int fd)
 {
 	cleanup_free char *op = NULL, *spec = NULL;
 	gantry_error_t err = NULL;
@@ -353,27 +379,35 @@ static json_t *ctl_op(struct worker *w, json_t *req)
 		gantry_error_sanitize(&err, 200);
 		return ctl_error(&err);
 	}
-	if (jsonh_string(req, "spec", true, &spec, &err) < 0)
+	if (jsonh_string(req, "spec", true, &spec, &err) < 0) {
+		close_fd(&fd);
 		return ctl_error(&err);
+	}
 	if (strcmp(op, NET_CTL_UNPUBLISH) == 0) {
 		if (unpublish(w, spec, &err) < 0)
 			return ctl_error(&err);
 		return json_pack("{s:b}", "ok", 1);
 	}
-	if (worker_publish(w, spec, &s, &err) < 0)
+	if (worker_publish(w, spec, fd, &s, &err) < 0)
 		return ctl_error(&err);
 	port_spec_format(&s, canon);
 	return json_pack("{s:b, s:s}", "ok", 1, "spec", canon);
 }
 
-static json_t *ctl_request(struct worker *w, const char *buf, size_t len)
+static json_t *ctl_request(struct worker *w, const char *buf, size_t len, int fd)
 {
 	gantry_error_t err = NULL;
 	json_t *req = jsonh_load(buf, len, "request", &err), *answer;
+	const char *op;
 
-	if (req == NULL)
+	if (req == NULL) {
+		close_fd(&fd);
 		return ctl_error(&err);
-	answer = worker_answer_to(req, ctl_op(w, req));
+	}
+	op = json_string_value(json_object_get(req, "op"));
+	if (op == NULL || strcmp(op, NET_CTL_PUBLISH) != 0)
+		close_fd(&fd); /* a socket comes with a publish only */
+	answer = worker_answer_to(req, ctl_op(w, req, fd));
 	json_decref(req);
 	return answer;
 }
@@ -382,6 +416,8 @@ void worker_read_ctl(struct worker *w)
 {
 	cleanup_free char *buf = NULL;
 	gantry_error_t err = NULL;
+	size_t nr_fds = 0;
+	int fd = -1;
 	ssize_t n;
 	char c;
 
@@ -404,8 +440,11 @@ void worker_read_ctl(struct worker *w)
 		return;
 	}
 	buf = xmalloc((size_t)n);
-	n = recv(w->ctl_fd, buf, (size_t)n, MSG_DONTWAIT);
-	if (n <= 0)
+	n = unix_recv_fds(w->ctl_fd, buf, (size_t)n, &fd, 1, &nr_fds, MSG_DONTWAIT);
+	if (n <= 0) {
+		if (nr_fds)
+			close(fd);
 		return;
-	ctl_send(w, ctl_request(w, buf, (size_t)n));
+	}
+	ctl_send(w, ctl_request(w, buf, (size_t)n, nr_fds ? fd : -1));
 }

@@ -34,6 +34,7 @@ struct args {
 	struct sockaddr_in dns;
 	bool have_dns;
 	char **ports;
+	int *port_fds; /* each port's host socket, bound by the caller; -1: none */
 	size_t nr_ports;
 	const char *policy;
 	bool allow_local;
@@ -71,6 +72,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 {
 	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1, .inject_fd = -1 };
 	a->ports = xzalloc(sizeof(char *) * ((size_t)argc + 1));
+	a->port_fds = xzalloc(sizeof(int) * ((size_t)argc + 1));
 	a->inject_hosts = xzalloc(sizeof(char *) * ((size_t)argc + 1));
 	for (int i = 0; i < argc; i++) {
 		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,14 +90,21 @@ static int parse_args(int argc, char **argv, struct args *a)
 			a->have_dns = true;
 			i++;
 		} else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS) {
+			a->port_fds[a->nr_ports] = -1;
 			a->ports[a->nr_ports++] = argv[++i];
+		} else if (strcmp(opt, "--bound-port") == 0 && i + 2 < argc &&
+			   a->nr_ports < MAX_FORWARDS &&
+			   parse_fd(val, &a->port_fds[a->nr_ports]) == 0) {
+			a->ports[a->nr_ports++] = argv[i + 2];
+			i += 2;
 		} else if (strcmp(opt, "--policy") == 0 && val) {
 			a->policy = argv[++i];
 		} else if (strcmp(opt, "--allow-local-net") == 0) {
 			a->allow_local = true;
 		} else if (strcmp(opt, "--proxy") == 0 && a->nr_proxy < PROXY_IPS_MAX &&
 			   parse_ip_port(val, &a->proxy[a->nr_proxy]) == 0 &&
-			   (a->nr_proxy == 0 || a->proxy[0].sin_port == a->proxy[a->nr_proxy].sin_port)) {
+			   (a->nr_proxy == 0 ||
+			    a->proxy[0].sin_port == a->proxy[a->nr_proxy].sin_port)) {
 			a->nr_proxy++;
 			i++;
 		} else if (strcmp(opt, "--proxy-enforce") == 0) {
@@ -304,7 +313,7 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 	if (w->https_path && nat_add_unix(&w->nat, w->https_path, 443, err) < 0)
 		return -1;
 	for (size_t i = 0; i < a->nr_ports; i++)
-		if (worker_publish(w, a->ports[i], &s, err) < 0)
+		if (worker_publish(w, a->ports[i], a->port_fds[i], &s, err) < 0)
 			return -1;
 	return 0;
 }
@@ -387,19 +396,22 @@ int net_worker_main(int argc, char **argv)
 
 	log_init("net-worker", -1);
 	/* Started by hand: started again as a sandbox starts it. */
-	if ((rc = confine_self_test_again(argc, argv, NET_WORKER_ROLE, 0)) >= 0)
+	if ((rc = confine_self_test_again(argc, argv, NET_WORKER_ROLE,
+					  CONFINE_ROOT_UNPRIVILEGED)) >= 0)
 		return rc;
 	if (parse_args(argc, argv, &a) < 0) {
 		log_error("%s is for Gantry's own use: --frame-fd N [--ctl-fd N] [--dns IP:PORT] "
-			  "[-p SPEC]... [--policy FILE] [--allow-local-net] "
+			  "[-p SPEC | --bound-port FD SPEC]... [--policy FILE] [--allow-local-net] "
 			  "[--proxy IP:PORT]... [--proxy-enforce]",
 			  NET_WORKER_ROLE);
 		free(a.ports);
+		free(a.port_fds);
 		free(a.inject_hosts);
 		return 2;
 	}
 	if (a.confine.self_test) {
 		free(a.ports);
+		free(a.port_fds);
 		free(a.inject_hosts);
 		a.confine.nofile = NET_WORKER_NOFILE;
 		return confine_self_test(&a.confine);
@@ -410,10 +422,12 @@ int net_worker_main(int argc, char **argv)
 		gantry_error_free(&err);
 		teardown(&w);
 		free(a.ports);
+		free(a.port_fds);
 		free(a.inject_hosts);
 		return 1;
 	}
 	free(a.ports);
+	free(a.port_fds);
 	free(a.inject_hosts);
 	isolation = confine(&a, &err);
 	if (confine_root_prepare(&a.confine)) {

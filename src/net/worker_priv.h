@@ -154,7 +154,8 @@ bool worker_dns_learn(void *opaque, const struct dns_question *q);
 void worker_dns_learned(void *opaque, const struct dns_question *q, const char *owner,
 			struct in_addr ip, uint32_t ttl);
 /* Publish the port spec text (its canonical form in out). */
-int worker_publish(struct worker *w, const char *text, struct port_spec *out, gantry_error_t *err);
+int worker_publish(struct worker *w, const char *text, int fd, struct port_spec *out,
+		   gantry_error_t *err);
 /* Serve what waits on the control socket. */
 void worker_read_ctl(struct worker *w);
 /* A connection libslirp made to .1:443, handed to the egress worker. */

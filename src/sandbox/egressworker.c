@@ -97,6 +97,7 @@ int egress_worker_start(struct egress_worker *w, char *const *hosts, size_t nr_h
 	if (worker_spawn(&(struct worker_spawn){ .role = EGRESS_WORKER_ROLE,
 						 .what = "egress worker",
 						 .mode = mode,
+						 .extra_ns = CONFINE_ROOT_UNPRIVILEGED,
 						 .env = egress_env,
 						 .args = args,
 						 .log_fd = log_fd,

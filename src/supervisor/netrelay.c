@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "net/net.h"
 #include "net/policy.h"
@@ -28,10 +29,8 @@
 #define NET_GONE      "the network worker is gone: the guest's network link is down"
 
 static const char *const op_names[] = {
-	[NET_OP_PUBLISH] = NET_CTL_PUBLISH,
-	[NET_OP_UNPUBLISH] = NET_CTL_UNPUBLISH,
-	[NET_OP_TRAFFIC] = NET_CTL_TRAFFIC,
-	[NET_OP_POLICY] = NET_CTL_POLICY,
+	[NET_OP_PUBLISH] = NET_CTL_PUBLISH,	    [NET_OP_UNPUBLISH] = NET_CTL_UNPUBLISH,
+	[NET_OP_TRAFFIC] = NET_CTL_TRAFFIC,	    [NET_OP_POLICY] = NET_CTL_POLICY,
 	[NET_OP_POLICY_SHOW] = NET_CTL_POLICY_SHOW,
 };
 
@@ -39,6 +38,9 @@ static void req_release(struct net_req *r)
 {
 	json_decref(r->policy);
 	r->policy = NULL;
+	if (r->has_fd)
+		close(r->fd);
+	r->has_fd = false;
 }
 
 void sup_net_init(struct sup *s, int ctl, char *const *live, size_t n)
@@ -246,13 +248,20 @@ static bool net_send(struct sup *s, struct net_req *r)
 	json_decref(j);
 	if (text == NULL)
 		return false;
-	n = send(s->net.ctl, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (r->has_fd)
+		n = unix_send_fd(s->net.ctl, text, strlen(text), r->fd,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+	else
+		n = send(s->net.ctl, text, strlen(text), MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == ENOBUFS))
 		return false;
 	if (n < 0) {
 		net_gone(s);
 		return false;
 	}
+	if (r->has_fd)
+		close(r->fd); /* the worker's now */
+	r->has_fd = false;
 	s->net.sent = *r;
 	s->net.sent.deadline = now_ms() + SUP_NET_MS;
 	return true;
@@ -352,9 +361,9 @@ static void policy_answer(struct sup *s, const struct net_req *r, json_t *j)
 	json_decref(prev);
 	if (r->c)
 		client_reply_json(s, r->c,
-			   json_pack("{s:b,s:O?,s:O?}", "ok", 1, "generation",
-				     json_object_get(j, "generation"), "cut",
-				     json_object_get(j, "cut")));
+				  json_pack("{s:b,s:O?,s:O?}", "ok", 1, "generation",
+					    json_object_get(j, "generation"), "cut",
+					    json_object_get(j, "cut")));
 }
 
 /* The worker's events since the last snapshot (guest-made text: bounded
@@ -459,27 +468,37 @@ void sup_net_event(struct sup *s)
 
 /* --- ctl.sock ops ---------------------------------------------------------------------------- */
 
-/* Check spec against the live list; a refusal is answered here. */
+/* Check spec against the live list, and bind a publish's host socket; a
+ * refusal is answered here. */
 static bool net_check(struct sup *s, struct client *c, struct net_req *r, const char *spec)
 {
 	gantry_error_t err = NULL;
 	struct port_spec p;
 	ssize_t at;
 
-	if (spec == NULL || port_spec_parse(spec, &p, &err) < 0 ||
-	    (r->op == NET_OP_PUBLISH && port_spec_pick(&p, &err) < 0)) {
+	if (spec == NULL || port_spec_parse(spec, &p, &err) < 0) {
 		client_answer(s, c, err ? gantry_error_str(err) : "no spec");
 		gantry_error_free(&err);
 		return false;
 	}
+	at = p.host_port ? ports_find(s->net.live, s->net.nr_live, &p) : -1;
 	port_spec_format(&p, r->spec);
-	at = ports_find(s->net.live, s->net.nr_live, &p);
 	if (r->op == NET_OP_PUBLISH && at >= 0) {
 		cleanup_free char *msg = NULL;
 
 		xasprintf(&msg, "%s is already published (as %s)", r->spec, s->net.live[at]);
 		client_answer(s, c, msg);
 		return false;
+	}
+	if (r->op == NET_OP_PUBLISH) {
+		if (port_spec_bind(&p, &r->fd, &err) < 0) {
+			client_answer(s, c, gantry_error_str(err));
+			gantry_error_free(&err);
+			return false;
+		}
+		r->has_fd = true;
+		port_spec_format(&p, r->spec); /* a zero host port chosen */
+		return true;
 	}
 	if (r->op == NET_OP_UNPUBLISH && (at < 0 || strcmp(s->net.live[at], r->spec) != 0)) {
 		cleanup_free char *msg = NULL;

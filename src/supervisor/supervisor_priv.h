@@ -79,6 +79,10 @@ struct net_req {
 	json_t *policy; /* NET_OP_POLICY's (owned; NULL: the default) */
 	bool allow_local;
 	uint64_t deadline;
+	/* A publish's host socket, bound here (the worker holds no identity
+	 * to bind a port below 1024 with), owned until sent. */
+	bool has_fd;
+	int fd;
 };
 
 /* The network worker, as the loop sees it: one request outstanding at a
@@ -97,8 +101,8 @@ struct sup_net {
 	char *msg; /* NET_CTL_MSG_MAX + 1 bytes for one answer */
 };
 
-#define SUP_SHARE_OPS	  8   /* share changes under way at once */
-#define SUP_SHARE_POLL_MS 100   /* how often a remove looks at open files */
+#define SUP_SHARE_OPS	   8	 /* share changes under way at once */
+#define SUP_SHARE_POLL_MS  100	 /* how often a remove looks at open files */
 #define SUP_SHARE_GUEST_MS 20000 /* for the guest's DONE */
 
 enum share_stage {
@@ -113,13 +117,13 @@ struct share_op {
 	struct client *c; /* who waits for the answer; NULL: gone */
 	bool add, ephemeral;
 	char tag[SHARE_TAG_MAX + 1];
-	char *spec;	       /* add: the share, canonical */
-	char *path;	       /* rm: the container path it leaves */
-	bool exported;	       /* rm: its export is still the server's */
-	uint32_t last_id;      /* the guest request whose DONE ends it */
-	uint64_t deadline;     /* SHARE_GUEST: for that DONE */
-	uint32_t error;	       /* that DONE's errno */
-	char *why;	       /* and message */
+	char *spec;	   /* add: the share, canonical */
+	char *path;	   /* rm: the container path it leaves */
+	bool exported;	   /* rm: its export is still the server's */
+	uint32_t last_id;  /* the guest request whose DONE ends it */
+	uint64_t deadline; /* SHARE_GUEST: for that DONE */
+	uint32_t error;	   /* that DONE's errno */
+	char *why;	   /* and message */
 };
 
 /* The shares as the guest has them now, and the changes under way. */

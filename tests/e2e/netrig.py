@@ -624,8 +624,19 @@ class Worker:
             raise EOFError("the worker closed its control socket")
         return json.loads(data)
 
-    def publish(self, spec):
-        return self.ctl({"op": "publish", "spec": spec})
+    def publish(self, spec, fd=None):
+        """fd: the port's host socket, bound by the caller, sent beside the
+        request (as gantry's supervisor sends it)."""
+        if fd is None:
+            return self.ctl({"op": "publish", "spec": spec})
+        with self.lock:
+            self.ctl_sock.settimeout(10)
+            socket.send_fds(self.ctl_sock, [json.dumps({"op": "publish", "spec": spec}).encode()],
+                            [fd])
+            data = self.ctl_sock.recv(CTL_MSG_MAX)
+        if not data:
+            raise EOFError("the worker closed its control socket")
+        return json.loads(data)
 
     def unpublish(self, spec):
         return self.ctl({"op": "unpublish", "spec": spec})
@@ -900,10 +911,11 @@ class Rig:
     # the worker
 
     def worker(self, gantry, ports=(), args=(), env=None, mtu=None, frame_fd=None,
-               extra_fds=()):
+               extra_fds=(), as_uid=None):
         """Start `gantry __net-worker` in W on the TAP (or frame_fd) with
-        -p for each of ports (extra_fds: more it inherits, as args name them),
-        and wait for its handshake. Returns a Worker
+        -p for each of ports (extra_fds: more it inherits, as args name them;
+        as_uid: run as that uid and gid, without capabilities), and wait
+        for its handshake. Returns a Worker
         (a context manager; stopped with the rig in any case). Raises
         WorkerStartError with its error when it answers {"ok":false}."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -911,7 +923,10 @@ class Rig:
         # Confined as a sandbox's worker is, but for the namespaces its
         # spawner would make: Landlock, seccomp and the rest hold under
         # every test here (GANTRY_TEST_ISOLATION=off: unconfined).
-        argv = [IP, "netns", "exec", self.W, str(gantry), "__net-worker",
+        user = [] if as_uid is None else [
+            "setpriv", f"--reuid={as_uid}", f"--regid={as_uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all"]
+        argv = [IP, "netns", "exec", self.W, *user, str(gantry), "__net-worker",
                 "--frame-fd", str(frame), "--ctl-fd", str(theirs.fileno()),
                 "--isolation", os.environ.get("GANTRY_TEST_ISOLATION", "auto")]
         for spec in ports:

@@ -278,6 +278,12 @@ def test_in_a_sandbox(rig, gantry, certs, tmp_path):
     assert len(vmm) == 1 and len(net) == 1, (vmm, net)
     assert process_memory_holds(vmm[0], [SECRET.encode(), ph.encode()]) == {ph.encode()}
     assert process_memory_holds(net[0], [SECRET.encode(), OTHER_SECRET.encode()]) == set()
+    # The egress worker, which holds the values, and the others have no
+    # identity on the host: uid 65534, root of a user namespace.
+    for pid in vmm + net + workers_of("__egress-worker"):
+        uid = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                   if line.startswith("Uid:"))
+        assert uid.split()[1:3] == ["65534", "65534"], (pid, uid)
     # Removed live: injected no more.
     g.run("secret", "rm", "eg", "API_KEY", check=True)
     out, err, rc = sh(f"curl -sS --max-time 20 -H 'Authorization: Bearer {ph}' "

@@ -44,8 +44,12 @@ PORTS = {
     "udp": ("127.0.0.1:18001:9000/udp", 18001),
     "sink": ("127.0.0.1:18100:8100", 18100),
     "source": ("127.0.0.1:18200:8200", 18200),
+    # Below 1024: bound by gantry, whose network worker (as root, uid
+    # 65534 in a user namespace) could not bind it itself.
+    "low": ("127.0.0.1:980:8000", 980),
 }
 LIVE_SPEC, LIVE_PORT = "127.0.0.1:18080:8000", 18080
+LOW_LIVE_SPEC, LOW_LIVE_PORT = "127.0.0.1:981:8000", 981
 CLIENTS = 8
 MIB = 1 << 20
 
@@ -201,6 +205,8 @@ def test_published_tcp_port_from_the_host(g, rig):
     # httpd was started in the background: give it a moment to listen.
     r = until(lambda: world_curl(rig, port), lambda r: r.returncode == 0)
     assert (r.returncode, r.stdout.strip()) == (0, TOKEN), r.stderr
+    r = world_curl(rig, PORTS["low"][1])
+    assert (r.returncode, r.stdout.strip()) == (0, TOKEN), r.stderr
 
 
 def test_published_udp_port_from_the_host(g, rig):
@@ -231,18 +237,20 @@ def published(g):
     return [p["spec"] for p in json.loads(r.stdout)["ports"]]
 
 
-def test_publish_then_unpublish_live(g, rig):
+@pytest.mark.parametrize("spec,port", [(LIVE_SPEC, LIVE_PORT), (LOW_LIVE_SPEC, LOW_LIVE_PORT)],
+                         ids=["high", "below-1024"])
+def test_publish_then_unpublish_live(g, rig, spec, port):
     assert set(published(g)) == {spec for spec, _ in PORTS.values()}
-    assert world_curl(rig, LIVE_PORT, timeout=5).returncode != 0
-    g.run("ports", "publish", NAME, LIVE_SPEC, check=True)
-    assert LIVE_SPEC in published(g)
-    r = world_curl(rig, LIVE_PORT)
+    assert world_curl(rig, port, timeout=5).returncode != 0
+    g.run("ports", "publish", NAME, spec, check=True)
+    assert spec in published(g)
+    r = world_curl(rig, port)
     assert (r.returncode, r.stdout.strip()) == (0, TOKEN), r.stderr
-    g.run("ports", "unpublish", NAME, LIVE_SPEC, check=True)
-    r = world_curl(rig, LIVE_PORT, timeout=5)
+    g.run("ports", "unpublish", NAME, spec, check=True)
+    r = world_curl(rig, port, timeout=5)
     # curl: 7 is "failed to connect" (refused); nothing listens there now.
     assert r.returncode == 7, (r.returncode, r.stdout, r.stderr)
-    assert LIVE_SPEC not in published(g)
+    assert spec not in published(g)
     # The ports given at start are untouched.
     r = world_curl(rig, PORTS["http"][1])
     assert (r.returncode, r.stdout.strip()) == (0, TOKEN), (r.stderr, daemon_log(g))

@@ -317,6 +317,49 @@ def test_published_on_another_host_address(rig, gantry):
         assert curl(rig, "W", "http://127.0.0.1:18005/", timeout=2).returncode == 7
 
 
+def bound_in_w(rig, port):
+    """A listening socket on W's 127.0.0.1:port, bound as root."""
+    s = rig.socket_in("W")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen(128)
+    return s
+
+
+def test_ports_bound_by_the_caller(rig, gantry):
+    """A worker with no identity to bind a port below 1024 (as a root
+    caller's runs: uid 65534) publishes one whose socket it is handed,
+    at start (--bound-port) and live (beside the publish request), and
+    unpublishes it; one it would bind itself is refused with the reason."""
+    with bound_in_w(rig, 982) as at_start, bound_in_w(rig, 983) as live:
+        fd = at_start.fileno()
+        with rig.worker(gantry, args=["--bound-port", str(fd), "127.0.0.1:982:8000"],
+                        extra_fds=(fd,), as_uid=65534) as w:
+            at_start.close()
+            status = dict(line.split(":\t", 1) for line in
+                          open(f"/proc/{w.pid}/status").read().splitlines() if ":\t" in line)
+            assert status["Uid"].split()[0] == "65534" and int(status["CapEff"], 16) == 0
+            p = curl(rig, "W", "http://127.0.0.1:982/")
+            assert p.returncode == 0 and "gantry-net-rig guest" in p.stdout, f"{p}\n{w.log()}"
+            answer = w.publish("127.0.0.1:983:8000", fd=live.fileno())
+            live.close()
+            assert answer.get("ok"), (answer, w.log())
+            p = curl(rig, "W", "http://127.0.0.1:983/")
+            assert p.returncode == 0 and "gantry-net-rig guest" in p.stdout, f"{p}\n{w.log()}"
+            assert w.unpublish("127.0.0.1:983:8000").get("ok")
+            assert curl(rig, "W", "http://127.0.0.1:983/", timeout=2).returncode == 7
+            refused = w.publish("127.0.0.1:984:8000")
+            assert not refused.get("ok") and "984" in refused["error"], refused
+            # A socket bound elsewhere than the spec says is refused, and
+            # the forward that was there stays.
+            with bound_in_w(rig, 18010) as other:
+                wrong = w.publish("127.0.0.1:985:8000", fd=other.fileno())
+            assert not wrong.get("ok") and "not bound there" in wrong["error"], wrong
+            p = curl(rig, "W", "http://127.0.0.1:982/")
+            assert p.returncode == 0, f"{p}\n{w.log()}"
+            assert_responsive(rig, w)
+
+
 def test_ctl_bad_requests_answered(rig, worker):
     """Every bad control request gets {"ok":false,"error":ONE LINE}, and the
     worker runs on."""

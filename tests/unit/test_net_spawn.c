@@ -2,8 +2,8 @@
  * is played by this test binary itself, executed as `__net-worker` the way
  * net_worker_start executes gantry, behaving as GANTRY_TEST_WORKER says: it
  * checks what it was given (fds 3 and 4 SEQPACKET, nothing else open, its
- * -p arguments) and says so in its first message, or fails to start in
- * each of the ways a worker can. The real worker's own behaviour is
+ * arguments) and says so in its log, then logs each publish and the socket
+ * beside it, or fails to start in each of the ways a worker can. The real worker's own behaviour is
  * tested with it (src/net/worker.c). */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -40,6 +41,43 @@ static bool is_seqpacket(int fd)
 	socklen_t len = sizeof(type);
 
 	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_SEQPACKET;
+}
+
+/* A control request with the socket that came beside it, in the log:
+ * `publish SPEC fd=TYPE` (stream listening, dgram, or none); answered ok
+ * with its id. Returns false when the socket closed. */
+static bool play_request(void)
+{
+	char buf[1024], ans[128], cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
+	struct msghdr m = { .msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = cbuf,
+			    .msg_controllen = sizeof(cbuf) };
+	struct cmsghdr *cm;
+	const char *type = "none", *spec, *id;
+	int fd = -1, t = 0, on = 0;
+	socklen_t l = sizeof(int);
+	ssize_t n = recvmsg(3, &m, 0);
+
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	cm = CMSG_FIRSTHDR(&m);
+	if (cm && cm->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (fd >= 0 && getsockopt(fd, SOL_SOCKET, SO_TYPE, &t, &l) == 0) {
+		l = sizeof(int);
+		getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &l);
+		type = t == SOCK_DGRAM ? "dgram" : on ? "listening" : "stream";
+		close(fd);
+	}
+	spec = strstr(buf, "\"spec\":\"");
+	id = strstr(buf, "\"id\":");
+	fprintf(stderr, "worker: publish %.*s fd=%s\n", spec ? (int)strcspn(spec + 8, "\"") : 0,
+		spec ? spec + 8 : "", type);
+	snprintf(ans, sizeof(ans), "{\"ok\":true,\"id\":%ld}", id ? strtol(id + 5, NULL, 10) : 0L);
+	return send(3, ans, strlen(ans), 0) > 0;
 }
 
 /* The worker's side: what net.h says a worker gets, checked. */
@@ -82,10 +120,21 @@ static int play_worker(int argc, char **argv)
 	if (strcmp(mode, "stubborn") == 0)
 		for (;;)
 			pause();
-	/* Echo frames back until the frame socket closes. */
-	while ((n = recv(4, buf, sizeof(buf), 0)) > 0)
-		(void)!send(4, buf, (size_t)n, 0);
-	return 0;
+	/* Answer requests, and echo frames back until the frame socket closes. */
+	for (;;) {
+		struct pollfd p[2] = { { .fd = 3, .events = POLLIN },
+				       { .fd = 4, .events = POLLIN } };
+
+		if (poll(p, 2, -1) < 0)
+			return 1;
+		if ((p[0].revents & POLLIN) && !play_request())
+			p[0].fd = -1;
+		if (p[1].revents & (POLLIN | POLLHUP)) {
+			if ((n = recv(4, buf, sizeof(buf), 0)) <= 0)
+				return 0;
+			(void)!send(4, buf, (size_t)n, 0);
+		}
+	}
 }
 
 static int log_fd(char *path)
@@ -105,7 +154,7 @@ static bool alive(pid_t pid)
 
 static void test_start_and_stop(void **state)
 {
-	char *ports[] = { "127.0.0.1:8080:80", "127.0.0.1:53:53/udp" };
+	char *ports[] = { "127.0.0.1:0:80", "127.0.0.1:0:53/udp" };
 	struct net_worker w;
 	gantry_error_t err = NULL;
 	char path[64], buf[1024];
@@ -116,7 +165,9 @@ static void test_start_and_stop(void **state)
 	(void)state;
 	setenv(MODE_ENV, "ok", 1);
 	gantry_settings_load();
-	if (net_worker_start(&w, &(struct net_worker_opts){ .ports = ports, .nr_ports = 2, .env = test_env }, log, &err) < 0)
+	if (net_worker_start(
+		    &w, &(struct net_worker_opts){ .ports = ports, .nr_ports = 2, .env = test_env },
+		    log, &err) < 0)
 		fail_msg("%s", gantry_error_str(err));
 	assert_true(w.pid > 0 && w.vmm_fd >= 0 && w.ctl_fd >= 0);
 	assert_true(fcntl(w.vmm_fd, F_GETFL) & O_NONBLOCK);
@@ -132,7 +183,8 @@ static void test_start_and_stop(void **state)
 	assert_int_equal(w.vmm_fd, -1);
 	assert_false(alive(pid)); /* reaped, not a zombie */
 	/* Its fds 3 and 4 were the socketpairs, nothing else was open, its
-	 * stdin was not the caller's, and each port came as -p SPEC. */
+	 * stdin was not the caller's, and each port came in a publish with its
+	 * host socket bound by the caller. */
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	n = read(fd, buf, sizeof(buf) - 1);
 	assert_true(n > 0);
@@ -140,8 +192,10 @@ static void test_start_and_stop(void **state)
 	close(fd);
 	assert_non_null(strstr(buf,
 			       "worker: frame=1 ctl=1 stdin=file others=0 args=" NET_WORKER_ROLE
-			       " --frame-fd 4 --ctl-fd 3 -p 127.0.0.1:8080:80 -p "
-			       "127.0.0.1:53:53/udp --isolation off --ns 0x0 --userns-errno 0\n"));
+			       " --frame-fd 4 --ctl-fd 3 --isolation off --ns 0x0 "
+			       "--userns-errno 0\n"));
+	assert_non_null(strstr(buf, ":80 fd=listening\nworker: publish 127.0.0.1:"));
+	assert_non_null(strstr(buf, ":53/udp fd=dgram\n"));
 	close(log);
 	unlink(path);
 }
@@ -157,7 +211,8 @@ static void test_worker_refuses(void **state)
 	(void)state;
 	setenv(MODE_ENV, "error", 1);
 	gantry_settings_load();
-	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
+	assert_int_equal(
+		net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "port 127.0.0.1:1/tcp: address in use"));
 	assert_null(strchr(gantry_error_str(err), '\x1b'));
 	assert_int_equal(w.pid, -1);
@@ -179,7 +234,8 @@ static void test_worker_exits(void **state)
 	(void)state;
 	setenv(MODE_ENV, "exit", 1);
 	gantry_settings_load();
-	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
+	assert_int_equal(
+		net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "exited (status 3) before it was ready"));
 	gantry_error_free(&err);
 	fd = open(path, O_RDONLY);
@@ -202,7 +258,8 @@ static void test_worker_silent(void **state)
 	(void)state;
 	setenv(MODE_ENV, "silent", 1);
 	gantry_settings_load();
-	assert_int_equal(net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
+	assert_int_equal(
+		net_worker_start(&w, &(struct net_worker_opts){ .env = test_env }, log, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "not ready in 10 s"));
 	assert_true(now_ms() - t0 < NET_WORKER_READY_MS + 3000);
 	gantry_error_free(&err);
