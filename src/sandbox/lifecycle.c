@@ -757,10 +757,19 @@ int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 	cleanup_free char *dir = NULL;
 	struct sandbox sb = { 0 };
 	struct sandbox_process sp = { 0 };
+	struct sandbox_process_opts as_given;
 	struct agent *a = NULL;
 	int fd = -1, r = -1;
 
 	memset(res, 0, sizeof(*res));
+	/* As docker exec and the reference: a command runs as given, the
+	 * container's Entrypoint not before it; none runs Entrypoint and Cmd
+	 * (else /bin/sh). -entrypoint still puts one before it. */
+	if (po && po->nargs > 0 && po->entrypoint == NULL) {
+		as_given = *po;
+		as_given.entrypoint = "";
+		po = &as_given;
+	}
 	if (open_sandbox(name, &dir, &sb, err) < 0)
 		return -1;
 	if (!sandbox_is_running(dir)) {

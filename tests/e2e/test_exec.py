@@ -190,6 +190,30 @@ def test_process_flags_over_the_image_config(gexec, app_image, tmp_path):
     assert r.returncode == 2 and len(lines) == 1 and "-u" in lines[0], r
 
 
+def test_exec_into_a_sandbox_runs_the_command_as_given(gexec, app_image, tmp_path):
+    """As docker exec: `exec NAME -- CMD` runs CMD alone (the image's
+    Entrypoint, `sh -c` here, would make `echo as-given` print an empty
+    line); without a command, its Entrypoint and Cmd; -entrypoint before
+    NAME still puts one before the command."""
+    env = gexec.env | {"GANTRY_HOME": str(tmp_path / "home")}
+
+    def g(*args):
+        return subprocess.run([str(gexec.gantry), *args], env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=boot_timeout() * 2)
+
+    r = g("start", "app", "-image", app_image, "-net=false")
+    assert r.returncode == 0, r.stderr
+    try:
+        r = g("exec", "app", "--", "echo", "as-given")
+        assert (r.returncode, r.stdout) == (0, b"as-given\n"), r
+        r = g("exec", "app")
+        assert (r.returncode, r.stdout) == (0, b"image-cmd\n"), r
+        r = g("exec", "-entrypoint", "/bin/echo", "app", "--", "after", "entrypoint")
+        assert (r.returncode, r.stdout) == (0, b"after entrypoint\n"), r
+    finally:
+        g("delete", "--force", "app")
+
+
 def test_installed_gantry_runs_without_the_build_tree(gexec, tmp_path):
     """scripts/install.sh (what `make install` runs) into a prefix: that
     gantry, run from elsewhere with no GANTRY_ASSETS, finds what it boots."""
