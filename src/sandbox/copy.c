@@ -20,11 +20,12 @@
 #include "common/util.h"
 #include "image/lazylib.h"
 #include "sandbox/copy.h"
+#include "sandbox/drain.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/process.h"
 
-#define COPY_DEPTH_MAX 128	   /* directories deep, copying in */
-#define COPY_WHY_MAX 300 /* bytes of tar's complaint quoted */
+#define COPY_DEPTH_MAX 128	  /* directories deep, copying in */
+#define COPY_WHY_MAX   300	  /* bytes of tar's complaint quoted */
 #define COPY_DRAIN_MAX (1u << 20) /* bytes after the archive's end, at most */
 
 /* ---- a session running tar in the container, as root ------------------------------ */
@@ -41,37 +42,13 @@ struct tar_run {
 	gantry_error_t err;
 };
 
-/* The session's stderr: its first COPY_WHY_MAX bytes kept, the rest read
- * and dropped (however much the guest writes, it costs no memory). */
-struct why_reader {
-	int fd;
-	char *why;
-	size_t len;
-};
-
-static void *why_thread(void *opaque)
-{
-	struct why_reader *w = opaque;
-	char buf[4096];
-	ssize_t n;
-
-	while ((n = read(w->fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
-		size_t take = n > 0 ? MIN((size_t)n, COPY_WHY_MAX - w->len) : 0;
-
-		memcpy(w->why + w->len, buf, take);
-		w->len += take;
-	}
-	return NULL;
-}
-
 static void tar_run(struct tar_run *t)
 {
 	struct sandbox_process_opts po = {
 		.args = t->args, .nargs = t->nargs, .user = "0:0", .entrypoint = "", .workdir = "/"
 	};
-	struct why_reader w = { .why = t->why };
 	struct sandbox_stdio io = { .in = t->in, .out = t->out, .signal_fd = -1 };
-	pthread_t reader;
+	struct drain w;
 	int e[2];
 
 	t->why[0] = '\0';
@@ -79,8 +56,7 @@ static void tar_run(struct tar_run *t)
 		t->rc = gantry_error_errno(&t->err, "pipe");
 		return;
 	}
-	w.fd = e[0];
-	if (pthread_create(&reader, NULL, why_thread, &w) != 0) {
+	if (drain_start(&w, e[0], t->why, COPY_WHY_MAX) < 0) {
 		close(e[0]);
 		close(e[1]);
 		t->rc = gantry_error(&t->err, 0, "cp: cannot start a thread");
@@ -89,11 +65,8 @@ static void tar_run(struct tar_run *t)
 	io.err = e[1];
 	t->rc = sandbox_exec(t->name, &po, &io, t->cancel, &t->res, &t->err);
 	close(e[1]); /* the reader sees its end */
-	pthread_join(reader, NULL);
+	drain_join_line(&w);
 	close(e[0]);
-	t->why[w.len] = '\0';
-	t->why[strcspn(t->why, "\n")] = '\0';
-	text_sanitize(t->why, 0);
 }
 
 /* A thread's writes to a pipe whose reader stopped early: EPIPE, not the
@@ -126,8 +99,8 @@ static int tar_status(struct tar_run *t, const char *what, gantry_error_t *err)
 		return -1;
 	}
 	if (t->res.error || (!t->res.signaled && t->res.code == 127))
-		return gantry_error(err, 0, "%s: the sandbox's image has no tar (gantry cp needs one)",
-				    what);
+		return gantry_error(
+			err, 0, "%s: the sandbox's image has no tar (gantry cp needs one)", what);
 	if (t->res.signaled)
 		return gantry_error(err, 0, "%s: tar in the sandbox was killed by signal %d", what,
 				    t->res.code);
@@ -188,10 +161,12 @@ int sandbox_copy_out(const char *name, const char *path, const char *host_dest,
 		if ((drained > COPY_DRAIN_MAX || cancel_fired(cancel)) && !cancel_fired(&stop)) {
 			cancel_fire(&stop);
 			if (r == 0)
-				r = cancel_fired(cancel) ?
-					    cancel_check(cancel, err) :
-					    gantry_error(err, 0, "%s: the sandbox sent more than "
-							 "the archive", what);
+				r = cancel_fired(cancel)
+					    ? cancel_check(cancel, err)
+					    : gantry_error(err, 0,
+							   "%s: the sandbox sent more than "
+							   "the archive",
+							   what);
 			refused = true;
 		}
 	}

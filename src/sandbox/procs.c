@@ -13,36 +13,11 @@
 #include "common/util.h"
 #include "proto/agent.h"
 #include "proto/files.h"
+#include "sandbox/drain.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/procs.h"
 
 #define PROCS_WHY_MAX 300
-
-/* One of the session's outputs: up to max bytes kept, the rest read and
- * dropped (however much the guest writes, it costs no more memory). */
-struct drain {
-	int fd;
-	size_t max;
-	char *buf;
-	size_t len;
-	bool over;
-};
-
-static void *drain_thread(void *opaque)
-{
-	struct drain *d = opaque;
-	char chunk[65536];
-	ssize_t n;
-
-	while ((n = read(d->fd, chunk, sizeof(chunk))) > 0 || (n < 0 && errno == EINTR)) {
-		size_t take = n > 0 ? MIN((size_t)n, d->max - d->len) : 0;
-
-		memcpy(d->buf + d->len, chunk, take);
-		d->len += take;
-		d->over |= take < (size_t)MAX(n, 0);
-	}
-	return NULL;
-}
 
 /* Run the helper; its stdout into *out (malloc()ed, *len), its stderr's
  * first line into why. */
@@ -53,23 +28,18 @@ static int run_ps(const char *name, const struct gantry_cancel *cancel, char **o
 	struct sandbox_process_opts po = {
 		.args = args, .nargs = 4, .user = "0:0", .entrypoint = "", .workdir = "/"
 	};
-	struct drain o = { .max = SANDBOX_PROCS_OUT_MAX }, e = { .max = PROCS_WHY_MAX };
+	struct drain o = { .fd = -1 }, e = { .fd = -1 };
 	int po_[2] = { -1, -1 }, pe[2] = { -1, -1 }, devnull, rc = -1;
-	pthread_t to, te;
-	bool t_out = false, t_err = false;
+	char *buf = xmalloc(SANDBOX_PROCS_OUT_MAX + 1);
 
-	o.buf = xmalloc(o.max + 1);
-	e.buf = why;
+	why[0] = '\0';
 	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0 || pipe2(po_, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
 		gantry_error_errno(err, "pipe");
 		goto out;
 	}
-	o.fd = po_[0];
-	e.fd = pe[0];
-	t_out = pthread_create(&to, NULL, drain_thread, &o) == 0;
-	t_err = t_out && pthread_create(&te, NULL, drain_thread, &e) == 0;
-	if (!t_err) {
+	if (drain_start(&o, po_[0], buf, SANDBOX_PROCS_OUT_MAX) < 0 ||
+	    drain_start(&e, pe[0], why, PROCS_WHY_MAX) < 0) {
 		gantry_error(err, EAGAIN, "cannot start a thread");
 		goto out;
 	}
@@ -83,25 +53,19 @@ static int run_ps(const char *name, const struct gantry_cancel *cancel, char **o
 out:
 	close_fd(&po_[1]); /* the readers see their end */
 	close_fd(&pe[1]);
-	if (t_out)
-		pthread_join(to, NULL);
-	if (t_err)
-		pthread_join(te, NULL);
+	drain_join(&o);
+	drain_join_line(&e);
 	close_fd(&po_[0]);
 	close_fd(&pe[0]);
 	close_fd(&devnull);
-	why[e.len] = '\0';
-	why[strcspn(why, "\n")] = '\0';
-	text_sanitize(why, 0);
 	if (rc == 0 && o.over)
 		rc = gantry_error(err, EFBIG, "sandbox `%s`: its process list is over %u bytes",
 				  name, SANDBOX_PROCS_OUT_MAX);
 	if (rc < 0) {
-		free(o.buf);
+		free(buf);
 		return -1;
 	}
-	o.buf[o.len] = '\0';
-	*out = o.buf;
+	*out = buf;
 	*len = o.len;
 	return 0;
 }
