@@ -1131,6 +1131,37 @@ def files_seeds():
     }
 
 
+def crc64_xz(data):
+    """CRC-64/XZ, as snapshot/state.c checks a state file with."""
+    crc = 0xFFFFFFFFFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xC96C5795D7870F42 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFFFFFFFFFF
+
+
+def state_file(sections, version=1):
+    """A snapshot state file (snapshot/state.h) of (tag, data) sections."""
+    body = b""
+    for tag, data in sections:
+        body += tag + struct.pack("<IQ", 0, len(data)) + data + b"\0" * (-len(data) % 8)
+    head = b"GANTRYST" + struct.pack("<IIQ", version, len(sections), len(body))
+    return head + body + struct.pack("<Q", crc64_xz(head + body))
+
+
+def state_seeds():
+    """Snapshot state files (snapshot/state.h), as fuzz_state reads them."""
+    regs = struct.pack("<QQQ", 0x1000, 0x8000, 2)
+    return {
+        "empty": state_file([]),
+        "vcpus": state_file([(b"VCPU", regs), (b"VCPU", regs), (b"PIT2", b"abc")]),
+        "odd-lengths": state_file([(b"IRQC", bytes(range(13))), (b"CLK0", b""),
+                                   (b"SER0", b"\xff" * 9)]),
+        "version-2": state_file([(b"VCPU", regs)], version=2),
+    }
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "corpus")
@@ -1143,7 +1174,8 @@ def main():
                         ("share_spec", share_spec_seeds()), ("untar", untar_seeds()),
                         ("share_rpc", share_rpc_seeds()), ("secret_spec", secret_spec_seeds()),
                         ("tls_hello", tls_hello_seeds()), ("egress_http", egress_http_seeds()),
-                        ("api", api_seeds()), ("files", files_seeds())):
+                        ("api", api_seeds()), ("files", files_seeds()),
+                        ("state", state_seeds())):
         d = os.path.join(out, name)
         os.makedirs(d, exist_ok=True)
         for seed, data in sorted(seeds.items()):
