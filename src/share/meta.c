@@ -39,26 +39,34 @@ static bool carries_meta(mode_t host_type)
 }
 
 /* A symlink, FIFO or socket keeps its metadata in its share root's
- * xattr named by its inode number. */
+ * xattr named by its inode number; one on another filesystem than the
+ * root (a btrfs subvolume, a mount inside the share) by its device and
+ * inode number, so two of the same number never share an entry. */
 static bool kept_at_root(mode_t host_type)
 {
 	return host_type == S_IFLNK || host_type == S_IFIFO || host_type == S_IFSOCK;
 }
 
+#define META_NAME_MAX 64
+
 /* Where n's metadata lives: the path and name to pass to *xattr(). */
-static bool meta_place(const struct fs_node *n, char path[32], char name[48])
+static bool meta_place(const struct fs_node *n, char path[32], char name[META_NAME_MAX])
 {
 	if (!n->exp)
 		return false;
 	if (carries_meta(n->type)) {
 		fs_proc_path(path, n->fd);
-		snprintf(name, 48, "%s", FS_META_XATTR);
+		snprintf(name, META_NAME_MAX, "%s", FS_META_XATTR);
 		return true;
 	}
 	if (!kept_at_root(n->type) || !n->exp->root)
 		return false;
 	fs_proc_path(path, n->exp->root->fd);
-	snprintf(name, 48, "%s.%llu", FS_META_XATTR, (unsigned long long)n->ino);
+	if (n->dev == n->exp->root->dev)
+		snprintf(name, META_NAME_MAX, "%s.%llu", FS_META_XATTR, (unsigned long long)n->ino);
+	else
+		snprintf(name, META_NAME_MAX, "%s.%u-%u.%llu", FS_META_XATTR, major(n->dev),
+			 minor(n->dev), (unsigned long long)n->ino);
 	return true;
 }
 
@@ -139,7 +147,7 @@ size_t fs_meta_format(const struct fs_meta *m, char buf[FS_META_BUF])
 /* The node's metadata as its xattr holds it now (none: m->set false). */
 static void read_meta(const struct fs_node *n, struct fs_meta *m)
 {
-	char p[32], name[48], v[META_MAX + 1];
+	char p[32], name[META_NAME_MAX], v[META_MAX + 1];
 	ssize_t len;
 
 	*m = (struct fs_meta){ .set = false };
@@ -203,7 +211,7 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 	struct fs_meta m = *want;
 	uid_t uid = n->exp->o.map_owner ? n->exp->o.uid : host->st_uid;
 	gid_t gid = n->exp->o.map_owner ? n->exp->o.gid : host->st_gid;
-	char p[32], name[48], v[FS_META_BUF];
+	char p[32], name[META_NAME_MAX], v[FS_META_BUF];
 	size_t len;
 
 	if (!meta_place(n, p, name) || (m.dev_type && n->type != S_IFREG))
@@ -250,7 +258,7 @@ void fs_touch_ctime(const struct fs_node *n)
 
 void fs_meta_unlinked(struct fs_export *exp, const struct stat *st)
 {
-	char p[32], name[48];
+	char p[32], name[META_NAME_MAX];
 
 	if (!exp->root || !kept_at_root(st->st_mode & S_IFMT) || st->st_nlink != 1)
 		return;

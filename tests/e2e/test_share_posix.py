@@ -263,6 +263,57 @@ def test_the_kept_metadata_is_not_the_guests(share):
     assert e.value.errno == errno.EOPNOTSUPP
 
 
+def test_kept_metadata_of_another_filesystem_in_the_share(tmp_path):
+    """A FIFO or symlink keeps its metadata on the share's root, named by
+    its inode number; one whose device is not the root's (a btrfs
+    subvolume; here an overlay whose layers lie on two filesystems, where
+    a file shows its own layer's device) by device and inode number too, so
+    inodes of one number on two filesystems never share an entry."""
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        pytest.skip("needs root and /dev/fuse")
+    tool = build_dir() / "tests" / "unit" / "share_fusehost"
+    top = Path(tempfile.mkdtemp(prefix="gantry-share-posix-"))
+    os.chmod(top, 0o755)
+    lower, upper, work, root, mnt = (top / n for n in ("lower", "upper", "work", "root", "mnt"))
+    for d in (lower, upper, work, root, mnt):
+        d.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(lower)], check=True)
+    os.mkfifo(lower / "fifo")  # on tmpfs: its own device
+    r = subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={lower},upperdir={upper},workdir={work}", str(root)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        subprocess.run(["umount", "-l", str(lower)], check=False)
+        shutil.rmtree(top, ignore_errors=True)
+        pytest.skip(f"no overlay mount here: {r.stderr.strip()}")
+    p = subprocess.Popen([str(tool), str(mnt), f"t={root}"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        g = mnt / "t"
+        os.mkfifo(g / "mine")  # in the upper layer: the root's own filesystem
+        os.chown(g / "fifo", NOBODY, OTHER)
+        os.chown(g / "mine", OTHER, NOBODY)
+        inner, outer = os.lstat(root / "fifo"), os.lstat(root / "mine")
+        assert inner.st_dev != os.lstat(root).st_dev
+        names = set(os.listxattr(root))
+        dev = f"{os.major(inner.st_dev)}-{os.minor(inner.st_dev)}"
+        assert f"user.gantry.stat.{dev}.{inner.st_ino}" in names, names
+        key = (f"user.gantry.stat.{outer.st_ino}" if outer.st_dev == os.lstat(root).st_dev else
+               f"user.gantry.stat.{os.major(outer.st_dev)}-{os.minor(outer.st_dev)}."
+               f"{outer.st_ino}")
+        assert key in names, names
+        assert (os.lstat(g / "fifo").st_uid, os.lstat(g / "mine").st_uid) == (NOBODY, OTHER)
+        assert not [n for n in os.listxattr(g) if n.startswith("user.gantry.stat")]
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        p.kill()
+        p.wait()
+        subprocess.run(["umount", "-l", str(root)], check=False)
+        subprocess.run(["umount", "-l", str(lower)], check=False)
+        shutil.rmtree(top, ignore_errors=True)
+
+
 @pytest.mark.parametrize("value", [b"", b"0:0", b"a:b:0644", b"0:0:99999", b"-1:0:0644",
                                    b"0:0:0644:pipe", b"0:0:0644:char-1", b"0:0:0644 ",
                                    b"4294967295:0:0644", b"0:0:0644:char-1048576-0",
