@@ -147,6 +147,10 @@ size_t fs_iov_slice(const struct iovec *v, size_t n, size_t off, size_t len, str
 mode_t fs_host_mode(mode_t type, mode_t mode);
 int fs_meta_parse(const char *v, size_t len, struct fs_meta *m);
 size_t fs_meta_format(const struct fs_meta *m, char buf[FS_META_BUF]);
+/* The type a directory entry shows the guest: a regular file that keeps
+ * a device the guest made is that device (DT_CHR, DT_BLK); anything else
+ * as the host lists it. */
+unsigned char fs_meta_dtype(int dirfd, const char *name, unsigned char host_type);
 /* The node's metadata, read again when host's ctime moved since. */
 const struct fs_meta *fs_meta_get(struct fs_node *n, const struct stat *host);
 /* Turn the host's stat of n into what the guest sees. */

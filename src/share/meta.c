@@ -17,8 +17,10 @@
  * uid=/gid= say). The value is parsed strictly; anything else in it is
  * as if it were not there. The guest never sees, sets or removes it
  * (ops_xattr.c). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +161,23 @@ static void read_meta(const struct fs_node *n, struct fs_meta *m)
 	/* A device kept in a file: only in a regular one. */
 	if (m->set && m->dev_type && n->type != S_IFREG)
 		*m = (struct fs_meta){ .set = false };
+}
+
+unsigned char fs_meta_dtype(int dirfd, const char *name, unsigned char host_type)
+{
+	char p[32 + NAME_MAX + 2], v[META_MAX + 1];
+	struct fs_meta m;
+	ssize_t len;
+
+	if (host_type != DT_REG || fs_proc_path(p, dirfd) < 0 ||
+	    strlen(p) + 1 + strlen(name) >= sizeof(p))
+		return host_type;
+	strcat(p, "/");
+	strcat(p, name);
+	len = lgetxattr(p, FS_META_XATTR, v, sizeof(v));
+	if (len <= 0 || fs_meta_parse(v, (size_t)len, &m) < 0 || !m.dev_type)
+		return host_type;
+	return m.dev_type == S_IFCHR ? DT_CHR : DT_BLK;
 }
 
 const struct fs_meta *fs_meta_get(struct fs_node *n, const struct stat *host)

@@ -119,12 +119,14 @@ static bool dot(const char *n)
 }
 
 /* One host entry; false when the reply is full. */
-static bool host_entry(struct fs_req *r, bool plus, const struct fs_dirent64 *d)
+static bool host_entry(struct fs_req *r, bool plus, int dirfd, const struct fs_dirent64 *d)
 {
 	struct fuse_entry_out e;
 
 	if (!plus || dot(d->name))
-		return put(r, plus, d->ino, (uint64_t)d->off, d->type, d->name, NULL);
+		return put(r, plus, d->ino, (uint64_t)d->off,
+			   dot(d->name) ? d->type : fs_meta_dtype(dirfd, d->name, d->type), d->name,
+			   NULL);
 	if (plus_len(strlen(d->name)) > r->reply_cap - r->reply_len)
 		return false;
 	/* Gone, or a mount point, or over the node limit: listed without attributes. */
@@ -161,7 +163,7 @@ static int list(struct fs_req *r, bool plus)
 		for (long p = 0; p < n;) {
 			const struct fs_dirent64 *d = (const void *)(buf + p);
 
-			if (!host_entry(r, plus, d))
+			if (!host_entry(r, plus, h->fd, d))
 				return 0;
 			p += d->reclen;
 		}

@@ -3,10 +3,15 @@
  * need no guest are in test_share_escape.c. Every test ends with the
  * canary directory beside the shares unchanged. */
 #include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -174,6 +179,44 @@ static void test_readdirplus(void **state)
 	rd.size = 80;
 	assert_int_equal(CALL(c, FUSE_READDIRPLUS, c->rw, ARG(rd)), 0);
 	assert_true(c->rep_len <= 80);
+	assert_int_equal(cl_release(c, FUSE_RELEASEDIR, c->rw, (uint64_t)fh), 0);
+	canary_same(f);
+}
+
+/* Plain READDIR gives each entry the type the guest made: a device kept
+ * in a regular file (its xattr) is that device, in getdents' d_type too. */
+static void test_readdir_types(void **state)
+{
+	FX();
+	static const char dev[] = "0:0:0644:block-8-0";
+	struct fuse_read_in rd = { .size = 4096 };
+	const struct fuse_dirent *d;
+	int64_t fh;
+	int fd, seen = 0;
+
+	fd = open(cl_path(c, "share/sda"), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	if (setxattr(cl_path(c, "share/sda"), "user.gantry.stat", dev, sizeof(dev) - 1, 0) < 0)
+		skip(); /* no user xattrs where the test's files are */
+	fh = cl_open(c, FUSE_OPENDIR, c->rw, O_RDONLY);
+	assert_true(fh > 0);
+	rd.fh = (uint64_t)fh;
+	assert_int_equal(CALL(c, FUSE_READDIR, c->rw, ARG(rd)), 0);
+	for (size_t off = 0; off < c->rep_len; off += FUSE_DIRENT_SIZE(d)) {
+		d = (const void *)(c->rep + off);
+		if (d->namelen == 3 && memcmp(d->name, "sda", 3) == 0) {
+			assert_int_equal(d->type, DT_BLK);
+			seen++;
+		} else if (d->namelen == 1 && d->name[0] == 'f') {
+			assert_int_equal(d->type, DT_REG);
+			seen++;
+		} else if (d->namelen == 1 && d->name[0] == 'd') {
+			assert_int_equal(d->type, DT_DIR);
+			seen++;
+		}
+	}
+	assert_int_equal(seen, 3);
 	assert_int_equal(cl_release(c, FUSE_RELEASEDIR, c->rw, (uint64_t)fh), 0);
 	canary_same(f);
 }
@@ -365,6 +408,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_link_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chmod_truncate_mtime, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdirplus, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_readdir_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_rmdir_statfs_sync, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_map_owner, setup, teardown),
