@@ -129,6 +129,18 @@ int port_spec_bind(struct port_spec *p, int *out, gantry_error_t *err)
 			    strerror(e));
 }
 
+bool port_socket_bound(int fd, bool udp, struct in_addr host, int port)
+{
+	struct sockaddr_in sa;
+	socklen_t sl = sizeof(sa), ol = sizeof(int);
+	int type = 0;
+
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) == 0 &&
+	       type == (udp ? SOCK_DGRAM : SOCK_STREAM) &&
+	       getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
+	       sa.sin_addr.s_addr == host.s_addr && (port < 0 || ntohs(sa.sin_port) == port);
+}
+
 int port_spec_pick(struct port_spec *p, gantry_error_t *err)
 {
 	int fd;

@@ -39,5 +39,8 @@ int port_spec_pick(struct port_spec *p, gantry_error_t *err);
  * worker may not (below 1024, as root), and handed to it (*fd, close-on-
  * exec). A one-line error naming the port when it cannot be bound. */
 int port_spec_bind(struct port_spec *p, int *fd, gantry_error_t *err);
+/* Whether fd is a socket of that protocol bound on host (and on port,
+ * unless port is negative). */
+bool port_socket_bound(int fd, bool udp, struct in_addr host, int port);
 
 #endif

@@ -322,15 +322,12 @@ struct listener {
 static int raise_backlog(int fd, int events, void *opaque)
 {
 	const struct listener *l = opaque;
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa), ol = sizeof(int);
+	socklen_t ol = sizeof(int);
 	int on = 0;
 
 	(void)events;
 	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &ol) == 0 && on &&
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
-	    sa.sin_port == htons(l->port) && sa.sin_addr.s_addr == l->host.s_addr &&
-	    listen(fd, PORT_BACKLOG) < 0)
+	    port_socket_bound(fd, false, l->host, l->port) && listen(fd, PORT_BACKLOG) < 0)
 		log_warn("published port %u: listen backlog stays at 1: %s", l->port,
 			 strerror(errno));
 	return -1;
@@ -369,17 +366,12 @@ static int new_socket(const struct slirp_fds *before, const struct slirp_fds *af
 		      struct in_addr host)
 {
 	for (size_t i = 0; i < after->n; i++) {
-		struct sockaddr_in sa;
-		socklen_t sl = sizeof(sa), ol = sizeof(int);
-		int fd = after->v[i], type = 0;
+		int fd = after->v[i];
 		bool old = false;
 
 		for (size_t j = 0; j < before->n && !old; j++)
 			old = before->v[j] == fd;
-		if (!old && getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) == 0 &&
-		    type == (udp ? SOCK_DGRAM : SOCK_STREAM) &&
-		    getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
-		    sa.sin_addr.s_addr == host.s_addr)
+		if (!old && port_socket_bound(fd, udp, host, -1))
 			return fd;
 	}
 	return -1;

@@ -204,19 +204,6 @@ static struct forward **forward_find(struct worker *w, const struct port_spec *s
 	return p;
 }
 
-/* Whether fd is a socket of s's protocol bound where s says. */
-static bool bound_as(int fd, const struct port_spec *s)
-{
-	struct sockaddr_in sa;
-	socklen_t sl = sizeof(sa), ol = sizeof(int);
-	int type = 0;
-
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ol) == 0 &&
-	       type == (s->udp ? SOCK_DGRAM : SOCK_STREAM) &&
-	       getsockname(fd, (struct sockaddr *)&sa, &sl) == 0 && sa.sin_family == AF_INET &&
-	       sa.sin_addr.s_addr == s->host_ip.s_addr && ntohs(sa.sin_port) == s->host_port;
-}
-
 /* fd: the host socket, bound by the caller, taken over in any case; -1:
  * bound here. */
 int worker_publish(struct worker *w, const char *text, int fd, struct port_spec *out,
@@ -232,7 +219,7 @@ int worker_publish(struct worker *w, const char *text, int fd, struct port_spec 
 	if (s.host_port == 0 && bound < 0 && port_spec_pick(&s, err) < 0)
 		return -1;
 	bind_str(&s, name, sizeof(name));
-	if (bound >= 0 && !bound_as(bound, &s))
+	if (bound >= 0 && !port_socket_bound(bound, s.udp, s.host_ip, s.host_port))
 		return gantry_error(err, 0, "port %s: the socket handed over is not bound there",
 				    name);
 	if (*forward_find(w, &s))
