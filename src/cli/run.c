@@ -1,7 +1,11 @@
 /* `gantry run`: boot a kernel in a microVM with no sandbox state. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -18,7 +22,6 @@
 #include "share/spec.h"
 #include "virtio/devices.h"
 #include "machine/vmm.h"
-
 
 /* -p: canonical specs (sandbox/network.h), host ports of 0 not yet chosen;
  * and -allow-local-net. */
@@ -114,6 +117,32 @@ static int ports_choose(struct run_ports *ports, gantry_error_t *err)
 	return 0;
 }
 
+/* With -snapshot, SIGINT, SIGTERM and SIGHUP stop the VM (its stop
+ * event, which saves it) instead of ending gantry at once. */
+static int run_stop_fd = -1;
+
+static void run_stop_handler(int signo)
+{
+	uint64_t one = 1;
+	int saved = errno;
+
+	(void)signo;
+	if (run_stop_fd >= 0)
+		(void)!write(run_stop_fd, &one, sizeof(one));
+	errno = saved;
+}
+
+static void run_stop_on_signals(int stop_fd)
+{
+	static const int ending[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa = { .sa_handler = run_stop_handler, .sa_flags = SA_RESTART };
+
+	run_stop_fd = stop_fd;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ARRAY_SIZE(ending); i++)
+		sigaction(ending[i], &sa, NULL);
+}
+
 /* The VM, built by the machine layer as a sandbox's is: its network, share
  * and VMM workers confined as GANTRY_PROCESS_ISOLATION says. */
 static int run_vm(struct machine_run *r, struct run_ports *ports, struct run_shares *shares,
@@ -135,7 +164,10 @@ static int run_vm(struct machine_run *r, struct run_ports *ports, struct run_sha
 	r->shares = shares->v;
 	r->nr_shares = shares->n;
 	if (machine_config_run(&m, r, err) == 0 && machine_start(&m, err) == 0) {
+		if (r->cfg.save_state_fd > 0)
+			run_stop_on_signals(m.cfg.stop_fd);
 		machine_join(&m);
+		run_stop_fd = -1; /* closed with the machine */
 		rc = m.rc;
 		*status = m.status;
 		if (rc < 0) {
@@ -145,6 +177,84 @@ static int run_vm(struct machine_run *r, struct run_ports *ports, struct run_sha
 	}
 	machine_free(&m);
 	return rc;
+}
+
+/* -snapshot DIR and -restore DIR: a saved VM is DIR/state and
+ * DIR/memory. A save is written beside them and renamed over them only
+ * once whole, so a stop that fails leaves the last good one. */
+struct run_snapshot {
+	const char *save, *restore;
+	int save_dir;
+};
+
+#define SNAP_STATE	"state"
+#define SNAP_MEMORY	"memory"
+#define SNAP_STATE_NEW	".state.new"
+#define SNAP_MEMORY_NEW ".memory.new"
+
+static int snap_open(int dir, const char *dirname, const char *name, int flags, gantry_error_t *err)
+{
+	int fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+
+	if (fd < 0)
+		return gantry_error_errno(err, "%s/%s", dirname, name);
+	return fd;
+}
+
+static int snapshot_open(struct run_snapshot *sn, struct vmm_config *cfg, gantry_error_t *err)
+{
+	sn->save_dir = -1;
+	if (sn->restore) {
+		cleanup_close int dir = open(sn->restore, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (dir < 0)
+			return gantry_error_errno(err, "-restore %s", sn->restore);
+		if ((cfg->restore_state_fd =
+			     snap_open(dir, sn->restore, SNAP_STATE, O_RDONLY, err)) < 0 ||
+		    (cfg->restore_mem_fd =
+			     snap_open(dir, sn->restore, SNAP_MEMORY, O_RDONLY, err)) < 0)
+			return -1;
+	}
+	if (sn->save) {
+		if (mkdir(sn->save, 0700) < 0 && errno != EEXIST)
+			return gantry_error_errno(err, "-snapshot %s", sn->save);
+		sn->save_dir = open(sn->save, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sn->save_dir < 0)
+			return gantry_error_errno(err, "-snapshot %s", sn->save);
+		if ((cfg->save_state_fd = snap_open(sn->save_dir, sn->save, SNAP_STATE_NEW,
+						    O_RDWR | O_CREAT | O_TRUNC, err)) < 0 ||
+		    (cfg->save_mem_fd = snap_open(sn->save_dir, sn->save, SNAP_MEMORY_NEW,
+						  O_RDWR | O_CREAT | O_TRUNC, err)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The save, when the VM made one, put in place; else its files gone. */
+static int snapshot_finish(struct run_snapshot *sn, struct vmm_config *cfg, bool ok,
+			   gantry_error_t *err)
+{
+	struct stat st;
+	int r = 0;
+
+	if (sn->save_dir >= 0) {
+		if (ok && fstat(cfg->save_state_fd, &st) == 0 && st.st_size > 0) {
+			if (renameat(sn->save_dir, SNAP_MEMORY_NEW, sn->save_dir, SNAP_MEMORY) <
+				    0 ||
+			    renameat(sn->save_dir, SNAP_STATE_NEW, sn->save_dir, SNAP_STATE) < 0)
+				r = gantry_error_errno(err, "-snapshot %s", sn->save);
+			else
+				log_info("run: the VM is saved in %s", sn->save);
+		} else {
+			unlinkat(sn->save_dir, SNAP_STATE_NEW, 0);
+			unlinkat(sn->save_dir, SNAP_MEMORY_NEW, 0);
+		}
+		close(sn->save_dir);
+	}
+	for (int *fd = &cfg->save_state_fd; fd <= &cfg->restore_mem_fd; fd++)
+		if (*fd > 0)
+			close(*fd);
+	return r;
 }
 
 static void run_usage(FILE *out, const struct flag *flags)
@@ -171,7 +281,11 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"-share TAG=HOST_PATH[,ro][,uid=N,gid=N] serves HOST_PATH to the guest by\n"
 		"Gantry's share server (docs/shares.md): one virtio-fs device, tag\n"
 		"gantry-shares, whose root holds one directory per share, named TAG\n"
-		"(mount -t virtiofs gantry-shares /mnt; the share is /mnt/TAG).\n\n"
+		"(mount -t virtiofs gantry-shares /mnt; the share is /mnt/TAG).\n"
+		"-snapshot DIR saves the VM into DIR (files state and memory) when gantry is\n"
+		"stopped (SIGINT, SIGTERM) instead of only ending it; -restore DIR goes on\n"
+		"from such a save instead of booting a kernel, with the same -cpus and -mem.\n"
+		"Not yet for a VM with -disk, -net, -vsock or -share (docs/snapshots.md).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -193,6 +307,7 @@ int cmd_run(int argc, char **argv)
 	uint64_t cpus = 1;
 	struct run_ports ports = { .v = NULL, .n = 0, .allow_local = false };
 	struct run_shares shares = { 0 };
+	struct run_snapshot snap = { NULL, NULL, -1 };
 	bool help = false, dashdash;
 	int rest, status = 0, rc;
 	const struct flag flags[] = {
@@ -218,6 +333,10 @@ int cmd_run(int argc, char **argv)
 		  "with -net, let the guest reach local networks and the host", 0 },
 		{ "share", FLAG_FUNC, &shares, add_share, "SPEC",
 		  "serve a host directory: TAG=HOST_PATH[,ro][,uid=N,gid=N] (repeatable)", 0 },
+		{ "snapshot", FLAG_STRING, &snap.save, NULL, "DIR",
+		  "when stopped, save the VM into DIR", 0 },
+		{ "restore", FLAG_STRING, &snap.restore, NULL, "DIR",
+		  "go on from the VM saved in DIR instead of booting", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -227,8 +346,10 @@ int cmd_run(int argc, char **argv)
 		return -rc;
 	if (rest < argc) {
 		if (r.cfg.kernel == NULL)
-			log_error("run: unexpected argument `%s`: gantry run boots a kernel (-kernel); "
-				  "to run an image: gantry exec -image %s -- CMD, or gantry start NAME "
+			log_error("run: unexpected argument `%s`: gantry run boots a kernel "
+				  "(-kernel); "
+				  "to run an image: gantry exec -image %s -- CMD, or gantry start "
+				  "NAME "
 				  "-image %s",
 				  argv[rest], argv[rest], argv[rest]);
 		else
@@ -238,10 +359,19 @@ int cmd_run(int argc, char **argv)
 	if (ports.n > 0 && !r.net) {
 		log_error("run: -p needs -net");
 		status = 2;
+	} else if (snap.restore && (cfg->kernel || cfg->initrd || cfg->append)) {
+		log_error("run: -restore takes no -kernel, -initrd or -append: the VM is the saved "
+			  "one");
+		status = 2;
 	} else {
 		cfg->cpus = (unsigned int)cpus;
 		cfg->timing = vmm_timing_requested();
-		if (run_vm(&r, &ports, &shares, &status, &err) < 0)
+		rc = snapshot_open(&snap, cfg, &err);
+		if (rc == 0)
+			rc = run_vm(&r, &ports, &shares, &status, &err);
+		if (snapshot_finish(&snap, cfg, rc == 0, rc < 0 ? NULL : &err) < 0)
+			rc = -1;
+		if (rc < 0)
 			status = cli_fail(&err, 125);
 	}
 	for (unsigned int i = 0; i < cfg->nr_disks; i++)

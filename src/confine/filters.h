@@ -18,7 +18,8 @@ enum {
 	FILTER_OPT_FS_REMOTE = 1 << 2,
 	FILTER_OPT_PROFILE = 1 << 3,
 	FILTER_OPT_DIALS = 1 << 4,
-	FILTER_OPT_COMBOS = 1 << 5,
+	FILTER_OPT_SAVE = 1 << 5,
+	FILTER_OPT_COMBOS = 1 << 6,
 };
 
 /* opts' index into filter_vmm[kind]. */
@@ -26,7 +27,7 @@ static inline unsigned int filter_opts_index(const struct vmm_filter_opts *o)
 {
 	return (o->console_file ? FILTER_OPT_CONSOLE_FILE : 0) | (o->fs ? FILTER_OPT_FS : 0) |
 	       (o->fs_remote ? FILTER_OPT_FS_REMOTE : 0) | (o->profile ? FILTER_OPT_PROFILE : 0) |
-	       (o->dials ? FILTER_OPT_DIALS : 0);
+	       (o->dials ? FILTER_OPT_DIALS : 0) | (o->save ? FILTER_OPT_SAVE : 0);
 }
 
 struct filter_prog {

@@ -75,6 +75,7 @@ static struct vmm_filter_opts opts_of(unsigned int bits)
 		.fs_remote = bits & FILTER_OPT_FS_REMOTE,
 		.profile = bits & FILTER_OPT_PROFILE,
 		.dials = bits & FILTER_OPT_DIALS,
+		.save = bits & FILTER_OPT_SAVE,
 	};
 
 	if (filter_opts_index(&o) != bits)

@@ -120,6 +120,15 @@ static const int main_sys[] = {
 	SCMP_SYS(wait4),
 };
 
+/* The main thread saving the VM (vmm_filter_opts.save): the state and
+ * memory files it was handed, and which pages of guest RAM are there. */
+static const int save_sys[] = {
+	SCMP_SYS(pwrite64),
+	SCMP_SYS(ftruncate),
+	SCMP_SYS(mincore),
+	SCMP_SYS(fsync),
+};
+
 /* What the thread that starts threads needs, and the new thread before
  * its own filter. */
 static const int spawn_sys[] = {
@@ -257,6 +266,8 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 		r = allow(f, main_sys, ARRAY_SIZE(main_sys), main);
 	if (r == 0 && main)
 		r = main_rules(f);
+	if (r == 0)
+		r = allow(f, save_sys, ARRAY_SIZE(save_sys), main && o->save);
 	if (r == 0 && (base || (io && o->fs)))
 		r = spawn_rules(f, base);
 	if (r == 0 && (base || io) && o->fs)

@@ -36,13 +36,19 @@
 	X(KVM_CREATE_VCPU)                                                                         \
 	X(KVM_SET_CPUID2)                                                                          \
 	X(KVM_SET_XCRS)                                                                            \
-	X(KVM_GET_LAPIC)                                                                           \
 	X(KVM_SET_LAPIC)                                                                           \
-	X(KVM_GET_SREGS)                                                                           \
 	X(KVM_SET_SREGS)                                                                           \
 	X(KVM_SET_REGS)                                                                            \
 	X(KVM_SET_FPU)                                                                             \
-	X(KVM_SET_MSRS)
+	X(KVM_SET_MSRS)                                                                            \
+	X(KVM_GET_MSR_INDEX_LIST)                                                                  \
+	X(KVM_SET_MP_STATE)                                                                        \
+	X(KVM_SET_XSAVE)                                                                           \
+	X(KVM_SET_DEBUGREGS)                                                                       \
+	X(KVM_SET_VCPU_EVENTS)                                                                     \
+	X(KVM_SET_IRQCHIP)                                                                         \
+	X(KVM_SET_PIT2)                                                                            \
+	X(KVM_SET_CLOCK)
 
 /* Of the set-up ones, those that kill the process after set-up: a second
  * VM, another vCPU, or guest memory remapped. */
@@ -51,20 +57,33 @@
 	X(KVM_CREATE_VCPU)                                                                         \
 	X(KVM_SET_USER_MEMORY_REGION)
 
-/* A vCPU thread: its run loop, and the profile sampler's register read
- * (GANTRY_GUEST_PROFILE, on the vCPU's own thread). */
+/* A vCPU thread: its run loop, the profile sampler's register read
+ * (GANTRY_GUEST_PROFILE, on the vCPU's own thread), and the reads of its
+ * state as a VM being saved ends (vmstate.h; set-up reads the LAPIC and
+ * segment registers too, before any filter). */
 #define VMM_KVM_VCPU(X)                                                                            \
 	X(KVM_RUN)                                                                                 \
-	X(KVM_GET_REGS)
+	X(KVM_GET_REGS)                                                                            \
+	X(KVM_GET_SREGS)                                                                           \
+	X(KVM_GET_LAPIC)                                                                           \
+	X(KVM_GET_MP_STATE)                                                                        \
+	X(KVM_GET_XSAVE)                                                                           \
+	X(KVM_GET_XCRS)                                                                            \
+	X(KVM_GET_DEBUGREGS)                                                                       \
+	X(KVM_GET_VCPU_EVENTS)                                                                     \
+	X(KVM_GET_MSRS)
 
-/* The I/O thread, the virtio-fs workers and the main thread issue no KVM
- * request of their own: queue notifications arrive on ioeventfds and every
- * interrupt, the serial port's too, leaves on an irqfd, both plain reads
- * and writes. Nor any other ioctl (no FIONREAD, no terminal requests)
- * after set-up. */
+/* The I/O thread and the virtio-fs workers issue no KVM request of their
+ * own: queue notifications arrive on ioeventfds and every interrupt, the
+ * serial port's too, leaves on an irqfd, both plain reads and writes. Nor
+ * any other ioctl (no FIONREAD, no terminal requests) after set-up. The
+ * main thread only reads the VM's chips and clock when it saves it. */
 #define VMM_KVM_IO(X)
 #define VMM_KVM_FS(X)
-#define VMM_KVM_MAIN(X)
+#define VMM_KVM_MAIN(X)                                                                            \
+	X(KVM_GET_IRQCHIP)                                                                         \
+	X(KVM_GET_PIT2)                                                                            \
+	X(KVM_GET_CLOCK)
 
 enum vmm_thread {
 	VMM_THREAD_BASE, /* the whole process: the union of the others */
@@ -84,6 +103,7 @@ struct vmm_filter_opts {
 			    * send and receive on their sockets, no file call */
 	bool profile;	   /* GANTRY_GUEST_PROFILE: the main thread writes the file */
 	bool dials;	   /* vsock connects to Unix sockets itself (no vmm_vsock_host) */
+	bool save;	   /* a stop saves the VM: the main thread writes its files */
 };
 
 /* The share worker's filter for its whole process (`gantry __share-worker`,

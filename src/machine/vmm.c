@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "confine/vmm_filter.h"
+#include "snapshot/state.h"
 #include "virtio/devices.h"
 #include "vmm/boot_x86.h"
 #include "vmm/console.h"
@@ -22,6 +23,7 @@
 #include "vmm/serial.h"
 #include "vmm/sysdev.h"
 #include "vmm/vm.h"
+#include "vmm/vmstate.h"
 #include "machine/devices.h"
 #include "machine/vmm.h"
 
@@ -56,7 +58,10 @@ struct vmm {
 	struct console console;
 	struct vmm_filter_opts confine;
 	struct machine_slots slots; /* what the device table's adds are handed */
-	double t_loaded, t_kvm; /* set-up milestones for GANTRY_BOOT_TIMING */
+	double t_loaded, t_kvm;	    /* set-up milestones for GANTRY_BOOT_TIMING */
+	/* A restore's state file, parsed (its sections point into state_buf). */
+	uint8_t *state_buf;
+	struct state_file state;
 };
 
 struct mapped_file {
@@ -120,9 +125,12 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 	unsigned int devices;
 	struct stat st;
 
-	if (cfg->kernel == NULL)
+	if (vmm_snapshot_check(cfg, err) < 0)
+		return -1;
+	if (cfg->kernel == NULL && cfg->restore_state_fd <= 0)
 		return gantry_error_opt(err, "kernel", " is required (a vmlinux ELF or bzImage)");
-	if ((cfg->kernel_fd > 0 ? fstat(cfg->kernel_fd, &st) : stat(cfg->kernel, &st)) < 0)
+	if (cfg->kernel &&
+	    (cfg->kernel_fd > 0 ? fstat(cfg->kernel_fd, &st) : stat(cfg->kernel, &st)) < 0)
 		return gantry_error_errno(err, "kernel `%s`", cfg->kernel);
 	if (cfg->initrd && (cfg->initrd_fd > 0 ? fstat(cfg->initrd_fd, &st) : stat(cfg->initrd, &st)) < 0)
 		return gantry_error_errno(err, "initrd `%s`", cfg->initrd);
@@ -158,6 +166,8 @@ int vmm_check_images(const struct vmm_config *cfg, gantry_error_t *err)
 	struct mapped_file f;
 	bool kernel_ok;
 
+	if (cfg->restore_state_fd > 0)
+		return 0;
 	if (map_file("kernel", cfg->kernel, cfg->kernel_fd, &f, err) < 0)
 		return -1;
 	kernel_ok = boot_kernel_format_ok(f.data, f.len);
@@ -268,7 +278,33 @@ static int vmm_attach_virtio(struct machine_slots *s, struct virtio_dev *d, gant
 	return 0;
 }
 
-static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+/* The VM and its devices, as both a boot and a restore make them. */
+static int vmm_build(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+{
+	if (vm_create(&v->vm, cfg->kvm_fd, err) < 0)
+		return -1;
+	v->t_kvm = now_ms_frac();
+
+	serial_init(&v->serial, &v->vm, &v->console);
+	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
+		return -1;
+	if (cfg->stop_fd > 0 && ioloop_add(&v->vm.io, cfg->stop_fd, vmm_stop_requested, v, err) < 0)
+		return -1;
+	if (cfg->console_input && isatty(STDIN_FILENO) &&
+	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
+		return -1;
+
+	v->cmdline = xstrdup(default_cmdline);
+	v->slots = (struct machine_slots){ &v->vm.mem, &v->vm.io, vmm_attach_virtio };
+	for (unsigned int i = 0; i < machine_nr_devices; i++)
+		if (machine_devices[i].count(cfg) &&
+		    machine_devices[i].add(&v->slots, cfg, err) < 0)
+			return -1;
+	v->vm.save_on_stop = cfg->save_state_fd > 0;
+	return 0;
+}
+
+static int vmm_boot(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
 {
 	struct mapped_file kernel = { 0 }, initrd = { 0 };
 	struct boot_image img;
@@ -294,24 +330,8 @@ static int vmm_setup(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 	    boot_load_initrd(&v->vm.mem, &img, initrd.data, initrd.len, &initrd_gpa, err) < 0)
 		goto out;
 	v->t_loaded = now_ms_frac();
-	if (vm_create(&v->vm, cfg->kvm_fd, err) < 0)
+	if (vmm_build(v, cfg, err) < 0)
 		goto out;
-	v->t_kvm = now_ms_frac();
-
-	serial_init(&v->serial, &v->vm, &v->console);
-	if (serial_attach(&v->serial, err) < 0 || sysdev_attach(&v->vm, err) < 0)
-		goto out;
-	if (cfg->stop_fd > 0 && ioloop_add(&v->vm.io, cfg->stop_fd, vmm_stop_requested, v, err) < 0)
-		goto out;
-	if (cfg->console_input && isatty(STDIN_FILENO) &&
-	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
-		goto out;
-
-	v->cmdline = xstrdup(default_cmdline);
-	v->slots = (struct machine_slots){ &v->vm.mem, &v->vm.io, vmm_attach_virtio };
-	for (unsigned int i = 0; i < machine_nr_devices; i++)
-		if (machine_devices[i].count(cfg) && machine_devices[i].add(&v->slots, cfg, err) < 0)
-			goto out;
 
 	/* The user's arguments come last so they override ours. */
 	xasprintf(&full, "%s%s%s", v->cmdline, cfg->append ? " " : "",
@@ -334,6 +354,123 @@ out:
 	return r;
 }
 
+/* ---- snapshots ------------------------------------------------------------------------ */
+
+#define VMM_TAG_MACHINE STATE_TAG('V', 'M', 'C', 'F')
+
+/* What must match between a saved VM and the one restoring it. */
+struct vmm_saved {
+	uint32_t cpus, devices;
+	uint64_t mem_mib;
+};
+
+bool vmm_snapshots(const struct vmm_config *cfg)
+{
+	return cfg->save_state_fd > 0 || cfg->restore_state_fd > 0;
+}
+
+int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err)
+{
+	if (!vmm_snapshots(cfg))
+		return 0;
+	if (cfg->nr_disks || cfg->net_fd > 0 || cfg->vsock_dir || cfg->vsock.connect ||
+	    cfg->fs.handler)
+		return gantry_error(err, 0,
+				    "a VM with disks, a network, vsock or shares cannot be "
+				    "saved or restored yet");
+	return 0;
+}
+
+/* The whole state file, read into v->state_buf (at most STATE_SIZE_MAX). */
+static int vmm_read_state(struct vmm *v, int fd, gantry_error_t *err)
+{
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "the state file");
+	if (!S_ISREG(st.st_mode) || st.st_size < STATE_HEADER_LEN ||
+	    (uint64_t)st.st_size > STATE_SIZE_MAX)
+		return gantry_error(err, 0, "the state file is %lld bytes, not a state file",
+				    (long long)st.st_size);
+	v->state_buf = xmalloc((size_t)st.st_size);
+	n = pread(fd, v->state_buf, (size_t)st.st_size, 0);
+	if (n != (ssize_t)st.st_size)
+		return gantry_error(err, n < 0 ? errno : 0, "the state file: a short read");
+	return state_parse(v->state_buf, (size_t)st.st_size, &v->state, err);
+}
+
+static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+{
+	struct vmm_saved want = { cfg->cpus, machine_count_devices(cfg), cfg->mem_mib }, got;
+
+	if (vmm_read_state(v, cfg->restore_state_fd, err) < 0 ||
+	    state_get(&v->state, VMM_TAG_MACHINE, 0, &got, sizeof(got), err) < 0)
+		return -1;
+	if (memcmp(&got, &want, sizeof(got)) != 0)
+		return gantry_error(err, 0,
+				    "it is a VM of %u vCPUs, %llu MiB and %u devices; this one has "
+				    "%u, %llu and %u",
+				    got.cpus, (unsigned long long)got.mem_mib, got.devices,
+				    want.cpus, (unsigned long long)want.mem_mib, want.devices);
+	if (guest_mem_init_file(&v->vm.mem, cfg->mem_mib * MiB, cfg->restore_mem_fd, err) < 0)
+		return -1;
+	v->t_loaded = now_ms_frac();
+	if (vmm_build(v, cfg, err) < 0 || vm_chips_restore(v->vm.vm_fd, &v->state, err) < 0 ||
+	    serial_restore(&v->serial, &v->state, err) < 0)
+		return -1;
+	for (unsigned int i = 0; i < v->nr_devs; i++)
+		if (virtio_dev_restore(v->devs[i], &v->state, i, err) < 0)
+			return -1;
+	v->vm.restore = &v->state;
+	if (vcpus_create(&v->vm, 0, err) < 0)
+		return -1;
+	v->vm.restore = NULL;
+	return vm_clock_restore(v->vm.vm_fd, &v->state, err);
+}
+
+/* After the vCPUs of a VM being saved have ended: its state file and its
+ * RAM, each written whole before the call returns. */
+static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
+{
+	struct vmm_saved m = { cfg->cpus, machine_count_devices(cfg), cfg->mem_mib };
+	struct state_writer w;
+	cleanup_free uint8_t *buf = NULL;
+	uint64_t ram = 0;
+	size_t len;
+	double t0 = now_ms_frac();
+	int r;
+
+	state_writer_init(&w);
+	state_put(&w, VMM_TAG_MACHINE, &m, sizeof(m));
+	r = vcpus_save(&v->vm, &w, err);
+	if (r == 0)
+		r = vm_chips_save(v->vm.vm_fd, &w, err);
+	if (r == 0)
+		r = vm_clock_save(v->vm.vm_fd, &w, err);
+	if (r == 0) {
+		serial_save(&v->serial, &w);
+		for (unsigned int i = 0; i < v->nr_devs; i++)
+			virtio_dev_save(v->devs[i], &w);
+		r = state_finish(&w, &buf, &len, err);
+	}
+	state_writer_free(&w);
+	if (r < 0)
+		return -1;
+	/* RAM first: a state file that is there says the memory is too. */
+	if (guest_mem_save(&v->vm.mem, cfg->save_mem_fd, &ram, err) < 0)
+		return -1;
+	if (ftruncate(cfg->save_state_fd, 0) < 0 ||
+	    pwrite(cfg->save_state_fd, buf, len, 0) != (ssize_t)len ||
+	    fsync(cfg->save_state_fd) < 0)
+		return gantry_error_errno(err, "the state file");
+	if (cfg->timing)
+		log_always("VM saved in %.1f ms: state %zu bytes, RAM %llu of %llu MiB resident",
+			   now_ms_frac() - t0, len, (unsigned long long)(ram / MiB),
+			   (unsigned long long)cfg->mem_mib);
+	return 0;
+}
+
 /* What the VM has, which decides what its threads' filters allow. */
 static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
 {
@@ -341,6 +478,7 @@ static void vmm_filter_opts_fill(struct vmm *v, const struct vmm_config *cfg)
 		.log = cfg->confine_log,
 		.console_file = v->console.path != NULL,
 		.profile = v->vm.profile != NULL,
+		.save = cfg->save_state_fd > 0,
 	};
 	for (unsigned int i = 0; i < machine_nr_devices; i++)
 		if (machine_devices[i].filter && machine_devices[i].count(cfg))
@@ -377,6 +515,8 @@ static void vmm_teardown(struct vmm *v)
 		serial_destroy(&v->serial);
 	vm_destroy(&v->vm);
 	free(v->cmdline);
+	state_file_free(&v->state);
+	free(v->state_buf);
 }
 
 int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
@@ -399,8 +539,11 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	/* A log file of ours is capped (console.h); the caller's fd is not. */
 	if (cfg->console && console_open(&v.console, cfg->console, VMM_CONSOLE_MAX, err) < 0)
 		return -1;
-	if (vmm_setup(&v, cfg, err) < 0)
+	if ((cfg->restore_state_fd > 0 ? vmm_restore(&v, cfg, err) : vmm_boot(&v, cfg, err)) < 0) {
+		if (cfg->restore_state_fd > 0)
+			gantry_error_prefix(err, "cannot restore the VM");
 		goto out;
+	}
 	if (cfg->confine_threads)
 		vmm_filter_opts_fill(&v, cfg);
 	if (cfg->setup_done &&
@@ -419,6 +562,10 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	vm_confine_thread(&v.vm, VMM_THREAD_MAIN);
 	vcpus_wait(&v.vm);
 	serial_flush(&v.serial);
+	if (atomic_load(&v.vm.saving) && vmm_save(&v, cfg, err) < 0) {
+		gantry_error_prefix(err, "cannot save the VM");
+		goto out;
+	}
 
 	if (cfg->timing)
 		log_always("setup %.1f ms (load %.1f, kvm %.1f, devices %.1f), guest ran %.1f ms; "

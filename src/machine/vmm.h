@@ -83,6 +83,15 @@ struct vmm_config {
 	 * the threads narrow theirs after. Its error ends the run. */
 	int (*setup_done)(void *opaque, const struct vmm_filter_opts *filters, gantry_error_t *err);
 	void *setup_opaque;
+	/* Snapshots (docs/snapshots.md). save_state_fd > 0: a stop (stop_fd)
+	 * saves the VM before it ends: its state file into save_state_fd,
+	 * its RAM into save_mem_fd (regular files, the caller's, written from
+	 * offset 0; the state file stays empty when the VM ended otherwise).
+	 * restore_state_fd > 0: the VM goes on from such files instead of
+	 * booting a kernel; cpus, mem_mib and the devices must be the saved
+	 * VM's. Neither yet for a VM with disks, a network, vsock or shares. */
+	int save_state_fd, save_mem_fd;
+	int restore_state_fd, restore_mem_fd;
 };
 
 /* A file to write a profile of the guest to: its instruction pointer,
@@ -101,6 +110,11 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err);
  * a kernel we know the format of. For a caller that opens /dev/kvm for a
  * VMM worker: bad input is said as such whether or not this host has KVM. */
 int vmm_check_images(const struct vmm_config *cfg, gantry_error_t *err);
+
+/* Whether cfg asks to save or restore the VM; and, when it does, whether
+ * its devices can be (-1 with why). */
+bool vmm_snapshots(const struct vmm_config *cfg);
+int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err);
 
 /* Boot and run. On success *status is what `gantry run` exits with: the
  * status the guest reported, or 0 when it reset or shut down. */

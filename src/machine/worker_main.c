@@ -126,6 +126,7 @@ static int setup(struct worker *w, gantry_error_t *err)
 {
 	json_t *c = w->config;
 	struct machine_take *t = &w->take;
+	bool restore = json_is_true(json_object_get(c, "restore"));
 	uint64_t cpus, mem;
 
 	w->cfg = (struct vmm_config){ .stop_fd = -1 };
@@ -135,7 +136,7 @@ static int setup(struct worker *w, gantry_error_t *err)
 				    .vsock = { .connect = dial, .opaque = w } };
 	w->cfg.kernel = json_string_value(json_object_get(c, "kernel"));
 	w->cfg.append = json_string_value(json_object_get(c, "append"));
-	if (w->cfg.kernel == NULL || w->cfg.append == NULL ||
+	if ((w->cfg.kernel == NULL && !restore) || w->cfg.append == NULL ||
 	    jsonh_u64(c, "cpus", true, &cpus, err) < 0 || jsonh_u64(c, "mem", true, &mem, err) < 0)
 		return gantry_error(err, 0, "a bad configuration");
 	w->cfg.cpus = (unsigned int)MIN(cpus, (uint64_t)UINT_MAX);
@@ -144,7 +145,7 @@ static int setup(struct worker *w, gantry_error_t *err)
 	if (json_is_true(json_object_get(c, "kvm")) &&
 	    (w->cfg.kvm_fd = machine_take_fd(t, "KVM device", false, err)) < 0)
 		return -1;
-	if ((w->cfg.kernel_fd = machine_take_fd(t, "kernel", false, err)) < 0)
+	if (w->cfg.kernel && (w->cfg.kernel_fd = machine_take_fd(t, "kernel", false, err)) < 0)
 		return -1;
 	w->cfg.initrd = json_string_value(json_object_get(c, "initrd"));
 	if (w->cfg.initrd && (w->cfg.initrd_fd = machine_take_fd(t, "initrd", false, err)) < 0)
@@ -154,6 +155,14 @@ static int setup(struct worker *w, gantry_error_t *err)
 	if (json_is_true(json_object_get(c, "console_input")) && setup_console_input(w, err) < 0)
 		return -1;
 	if ((w->cfg.stop_fd = machine_take_fd(t, "stop event", true, err)) < 0)
+		return -1;
+	if (json_is_true(json_object_get(c, "save")) &&
+	    ((w->cfg.save_state_fd = machine_take_fd(t, "state file", true, err)) < 0 ||
+	     (w->cfg.save_mem_fd = machine_take_fd(t, "memory file", true, err)) < 0))
+		return -1;
+	if (restore &&
+	    ((w->cfg.restore_state_fd = machine_take_fd(t, "state file", true, err)) < 0 ||
+	     (w->cfg.restore_mem_fd = machine_take_fd(t, "memory file", true, err)) < 0))
 		return -1;
 	w->cfg.profile = json_string_value(json_object_get(c, "profile"));
 	if (w->cfg.profile &&

@@ -83,7 +83,7 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 		return NULL;
 	}
 	worker_give(h, kvm, true);
-	if (open_given(h, m->cfg.kernel, O_RDONLY, "kernel", err) < 0)
+	if (m->cfg.kernel && open_given(h, m->cfg.kernel, O_RDONLY, "kernel", err) < 0)
 		return NULL;
 	if (m->cfg.initrd && open_given(h, m->cfg.initrd, O_RDONLY, "initrd", err) < 0)
 		return NULL;
@@ -93,6 +93,15 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 	if (console_input)
 		worker_give(h, STDIN_FILENO, false);
 	worker_give(h, m->cfg.stop_fd, false);
+	/* A snapshot's files, the caller's (machine/vmm.h). */
+	if (m->cfg.save_state_fd > 0) {
+		worker_give(h, m->cfg.save_state_fd, false);
+		worker_give(h, m->cfg.save_mem_fd, false);
+	}
+	if (m->cfg.restore_state_fd > 0) {
+		worker_give(h, m->cfg.restore_state_fd, false);
+		worker_give(h, m->cfg.restore_mem_fd, false);
+	}
 	if (profile && *profile == '\0')
 		profile = NULL;
 	if (profile && open_given(h, profile, O_WRONLY | O_CREAT | O_TRUNC, "guest profile", err) < 0)
@@ -101,11 +110,12 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 	devices = machine_devices_give(&m->cfg, h, err);
 	if (devices == NULL)
 		return NULL;
-	c = json_pack("{s:s,s:b,s:s,s:s?,s:s,s:I,s:I,s:b,s:b,s:s?,s:o}", "op", "config", "kvm",
-		      kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd, "append",
+	c = json_pack("{s:s,s:b,s:s?,s:s?,s:s,s:I,s:I,s:b,s:b,s:b,s:b,s:s?,s:o}", "op", "config",
+		      "kvm", kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd, "append",
 		      m->append, "cpus", (json_int_t)m->cfg.cpus, "mem", (json_int_t)m->cfg.mem_mib,
-		      "timing", m->cfg.timing, "console_input", console_input, "profile", profile,
-		      "devices", devices);
+		      "timing", m->cfg.timing, "console_input", console_input, "save",
+		      m->cfg.save_state_fd > 0, "restore", m->cfg.restore_state_fd > 0, "profile",
+		      profile, "devices", devices);
 	if (c == NULL)
 		gantry_error(err, ENOMEM, "VMM worker: its configuration");
 	return c;
@@ -272,4 +282,3 @@ void vmm_worker_stop(struct vmm_worker *w, bool wait)
 	json_decref(w->isolation);
 	w->isolation = NULL;
 }
-

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "snapshot/state.h"
 #include "virtio/dev.h"
 
 void virtio_dev_init(struct virtio_dev *d, const struct virtio_dev_ops *ops, void *priv,
@@ -118,4 +119,119 @@ void virtio_dev_thread_start(struct virtio_dev *d)
 {
 	if (d->thread_start)
 		d->thread_start(d->thread_opaque);
+}
+
+#define VDEV_TAG STATE_TAG('V', 'D', 'E', 'V')
+#define VCFG_TAG STATE_TAG('V', 'C', 'F', 'G')
+
+struct vq_saved {
+	uint64_t desc, avail, used;
+	uint16_t num, last_avail, used_idx, signalled_used;
+	uint8_t ready, broken, event_idx, signalled_valid, pad[4];
+};
+
+struct dev_saved {
+	uint32_t device_id, nr_queues, status, dev_features_sel;
+	uint32_t drv_features_sel, queue_sel, config_generation, isr;
+	uint64_t driver_features;
+	struct vq_saved q[VIRTIO_MAX_QUEUES];
+};
+
+void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
+{
+	struct dev_saved s;
+
+	memset(&s, 0, sizeof(s));
+	pthread_mutex_lock(&d->lock);
+	s.device_id = d->ops->device_id;
+	s.nr_queues = d->ops->num_queues;
+	s.status = d->status;
+	s.dev_features_sel = d->dev_features_sel;
+	s.drv_features_sel = d->drv_features_sel;
+	s.queue_sel = d->queue_sel;
+	s.config_generation = d->config_generation;
+	s.isr = atomic_load(&d->isr);
+	s.driver_features = d->driver_features;
+	for (unsigned int i = 0; i < d->ops->num_queues; i++) {
+		const struct virtq *vq = &d->vqs[i];
+
+		s.q[i] = (struct vq_saved){
+			.desc = vq->desc_gpa,
+			.avail = vq->avail_gpa,
+			.used = vq->used_gpa,
+			.num = vq->num,
+			.last_avail = vq->last_avail,
+			.used_idx = vq->used_idx,
+			.signalled_used = vq->signalled_used,
+			.ready = vq->ready,
+			.broken = vq->broken,
+			.event_idx = vq->event_idx,
+			.signalled_valid = vq->signalled_valid,
+		};
+	}
+	state_put(w, VDEV_TAG, &s, sizeof(s));
+	state_put(w, VCFG_TAG, d->config, d->config_len);
+	pthread_mutex_unlock(&d->lock);
+}
+
+static int vq_restore(struct virtio_dev *d, unsigned int i, const struct vq_saved *q,
+		      gantry_error_t *err)
+{
+	struct virtq *vq = &d->vqs[i];
+
+	virtq_reset(vq);
+	if (q->num > virtio_dev_queue_max(d))
+		return gantry_error(err, 0, "queue %u: %u entries, at most %u", i, q->num,
+				    virtio_dev_queue_max(d));
+	vq->num = q->num;
+	vq->desc_gpa = q->desc;
+	vq->avail_gpa = q->avail;
+	vq->used_gpa = q->used;
+	if (!q->ready)
+		return 0;
+	if (virtq_enable(vq, d->mem, q->event_idx != 0) < 0)
+		return gantry_error(err, 0, "queue %u: its rings are not in guest RAM", i);
+	vq->last_avail = q->last_avail;
+	vq->used_idx = q->used_idx;
+	vq->signalled_used = q->signalled_used;
+	vq->signalled_valid = q->signalled_valid != 0;
+	vq->broken = q->broken != 0;
+	return 0;
+}
+
+int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsigned int index,
+		       gantry_error_t *err)
+{
+	const struct state_section *cfg = state_find(sf, VCFG_TAG, index);
+	struct dev_saved s;
+	int r = 0;
+
+	if (state_get(sf, VDEV_TAG, index, &s, sizeof(s), err) < 0)
+		return -1;
+	if (s.device_id != d->ops->device_id || s.nr_queues != d->ops->num_queues)
+		return gantry_error(err, 0, "device %u is a %u with %u queues, this VM's a %s",
+				    index, s.device_id, s.nr_queues, d->ops->name);
+	if (cfg == NULL || cfg->len != d->config_len)
+		return gantry_error(err, 0, "device %u (%s): its config space is not %u bytes",
+				    index, d->ops->name, d->config_len);
+	if (s.driver_features & ~d->features)
+		return gantry_error(err, 0, "device %u (%s): features %#llx were never offered",
+				    index, d->ops->name,
+				    (unsigned long long)(s.driver_features & ~d->features));
+	pthread_mutex_lock(&d->lock);
+	d->status = s.status;
+	d->dev_features_sel = s.dev_features_sel;
+	d->drv_features_sel = s.drv_features_sel;
+	d->queue_sel = s.queue_sel;
+	d->config_generation = s.config_generation;
+	atomic_store(&d->isr, s.isr);
+	d->driver_features = s.driver_features;
+	if (d->config_len)
+		memcpy(d->config, cfg->data, d->config_len);
+	for (unsigned int i = 0; i < d->ops->num_queues && r == 0; i++)
+		r = vq_restore(d, i, &s.q[i], err);
+	pthread_mutex_unlock(&d->lock);
+	if (r < 0)
+		return gantry_error_prefix(err, "device %u (%s)", index, d->ops->name);
+	return 0;
 }

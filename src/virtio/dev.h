@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/error.h"
 #include "virtio/queue.h"
 #include "vmm/memory.h"
 
@@ -23,6 +24,8 @@
 #define VIRTQ_BUDGET 64
 
 struct virtio_dev;
+struct state_file;
+struct state_writer;
 
 struct virtio_dev_ops {
 	const char *name;
@@ -109,6 +112,14 @@ void virtio_dev_needs_reset(struct virtio_dev *d);
 bool virtio_dev_driver_ok(const struct virtio_dev *d);
 /* On a thread the device started, before it serves anything. */
 void virtio_dev_thread_start(struct virtio_dev *d);
+/* The transport's state (status, features, each queue's rings and
+ * indices) and the config space, as the index'th device's "VDEV" and
+ * "VCFG" sections of a snapshot; and back into a device made as that one
+ * was, which checks every value as QueueReady and FeaturesOK would. For
+ * devices whose requests are all served by the time the VM stops. */
+void virtio_dev_save(struct virtio_dev *d, struct state_writer *w);
+int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsigned int index,
+		       gantry_error_t *err);
 /* The QueueNumMax d offers. */
 uint16_t virtio_dev_queue_max(const struct virtio_dev *d);
 

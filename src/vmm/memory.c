@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "common/util.h"
 #include "vmm/memory.h"
@@ -14,7 +15,7 @@
 #define RAM_ALIGN (2u * MiB)
 #define PAGE_SIZE 4096u
 
-void *guest_ram_map(uint64_t size, int fd, uint64_t off)
+static void *ram_map(uint64_t size, int fd, uint64_t off, int share)
 {
 	uint64_t span = size + RAM_ALIGN;
 	uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE,
@@ -29,7 +30,7 @@ void *guest_ram_map(uint64_t size, int fd, uint64_t off)
 	if (skip)
 		munmap(p, skip);
 	munmap(start + size, span - skip - size);
-	if (fd >= 0 && mmap(start, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED | MAP_NORESERVE,
+	if (fd >= 0 && mmap(start, size, PROT_READ | PROT_WRITE, share | MAP_FIXED | MAP_NORESERVE,
 			    fd, (off_t)off) == MAP_FAILED) {
 		munmap(start, size);
 		return NULL;
@@ -41,17 +42,25 @@ void *guest_ram_map(uint64_t size, int fd, uint64_t off)
 	return start;
 }
 
-static int mem_init(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err)
+void *guest_ram_map(uint64_t size, int fd, uint64_t off)
+{
+	return ram_map(size, fd, off, MAP_SHARED);
+}
+
+/* fd < 0: anonymous; share: MAP_SHARED, the memfd kept in m->fd, or
+ * MAP_PRIVATE, a file the caller keeps. */
+static int mem_init(struct guest_mem *m, uint64_t size, int fd, int share, gantry_error_t *err)
 {
 	uint64_t low = MIN(size, GUEST_MEM_HOLE_START);
 
 	memset(m, 0, sizeof(*m));
 	m->mapped = true;
-	m->fd = fd;
+	m->fd = share == MAP_SHARED ? fd : -1;
+	m->file_backed = fd >= 0 && share == MAP_PRIVATE;
 	m->ram_size = size;
 	m->regions[0].gpa = 0;
 	m->regions[0].size = low;
-	m->regions[0].hva = guest_ram_map(low, fd, 0);
+	m->regions[0].hva = ram_map(low, fd, 0, share);
 	if (m->regions[0].hva == NULL) {
 		gantry_error_errno(err, "cannot map %llu MiB of guest memory",
 				   (unsigned long long)(size / MiB));
@@ -65,7 +74,7 @@ static int mem_init(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *
 		r->gpa = GUEST_MEM_HIGH_START;
 		r->size = size - low;
 		r->fd_off = low;
-		r->hva = guest_ram_map(r->size, fd, low);
+		r->hva = ram_map(r->size, fd, low, share);
 		if (r->hva == NULL) {
 			guest_mem_destroy(m);
 			return gantry_error_errno(err, "cannot map %llu MiB of guest memory",
@@ -78,7 +87,79 @@ static int mem_init(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *
 
 int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err)
 {
-	return mem_init(m, size, -1, err);
+	return mem_init(m, size, -1, MAP_PRIVATE, err);
+}
+
+int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "the memory file");
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size)
+		return gantry_error(
+			err, 0, "the memory file is %llu bytes, not the %llu MiB of RAM",
+			(unsigned long long)st.st_size, (unsigned long long)(size / MiB));
+	return mem_init(m, size, fd, MAP_PRIVATE, err);
+}
+
+static int pwrite_all(int fd, const uint8_t *p, size_t len, off_t off)
+{
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_error_t *err)
+{
+	uint64_t off = 0;
+
+	*written = 0;
+	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)m->ram_size) < 0)
+		return gantry_error_errno(err, "the memory file");
+	for (unsigned int i = 0; i < m->nr_regions; i++) {
+		const struct guest_region *r = &m->regions[i];
+		size_t pages = r->size / PAGE_SIZE;
+		cleanup_free unsigned char *vec = xmalloc(pages ? pages : 1);
+		size_t p = 0;
+
+		/* A file-backed page the host does not hold is the file's,
+		 * not a zero one: such RAM is written whole. */
+		if (m->file_backed)
+			memset(vec, 1, pages);
+		else if (mincore(r->hva, r->size, vec) < 0)
+			return gantry_error_errno(err, "mincore");
+		/* Runs of resident pages; the rest are holes, which read as
+		 * zeros as the pages never touched did. */
+		while (p < pages) {
+			size_t end;
+
+			if (!(vec[p] & 1)) {
+				p++;
+				continue;
+			}
+			for (end = p; end < pages && (vec[end] & 1); end++)
+				;
+			if (pwrite_all(fd, r->hva + p * PAGE_SIZE, (end - p) * PAGE_SIZE,
+				       (off_t)(off + p * PAGE_SIZE)) < 0)
+				return gantry_error_errno(err, "the memory file");
+			*written += (end - p) * PAGE_SIZE;
+			p = end;
+		}
+		off += r->size;
+	}
+	if (fsync(fd) < 0)
+		return gantry_error_errno(err, "the memory file");
+	return 0;
 }
 
 int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *err)
@@ -96,7 +177,7 @@ int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *er
 		close(fd);
 		return -1;
 	}
-	return mem_init(m, size, fd, err);
+	return mem_init(m, size, fd, MAP_SHARED, err);
 }
 
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)

@@ -28,7 +28,10 @@ struct guest_mem {
 	unsigned int nr_regions;
 	uint64_t ram_size; /* total bytes of RAM */
 	bool mapped;	   /* regions were mmap()ed by guest_mem_init */
-	int fd;		   /* guest_mem_init_shared's memfd, else -1 */
+	/* guest_mem_init_file: a saved VM's memory file mapped private, so
+	 * a page given back reads the file's again, not zeros. */
+	bool file_backed;
+	int fd; /* guest_mem_init_shared's memfd, else -1 */
 };
 
 /* Map guest RAM: fd < 0, anonymous memory; else fd's [off, off + size),
@@ -42,6 +45,14 @@ int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err);
  * region 0 at offset 0, region 1 at region 0's size, each mapped shared
  * on 2 MiB boundaries; sealed at that size (F_SEAL_SHRINK, GROW, SEAL). */
 int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *err);
+/* Map a saved VM's memory file (guest_mem_save's) of exactly size bytes
+ * as its RAM, copy-on-write: the file is never written, and VMs started
+ * from one file share its page cache. fd stays the caller's. */
+int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err);
+/* Write RAM into fd as that file: the regions one after the other, only
+ * pages the host holds (the others, never touched or given back, are
+ * holes). *written: the bytes written. */
+int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_error_t *err);
 /* Describe a caller-owned buffer as guest RAM at gpa 0 (tests, fuzzers). */
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size);
 void guest_mem_destroy(struct guest_mem *m);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "snapshot/state.h"
 #include "vmm/console.h"
 #include "vmm/serial.h"
 #include "vmm/vm.h"
@@ -236,6 +237,44 @@ int serial_attach(struct serial *s, gantry_error_t *err)
 	if (s->irq_fd < 0)
 		return -1;
 	return bus_register(&s->vm->pio, SERIAL_COM1_BASE, 8, serial_access, s, "serial", err);
+}
+
+#define SERIAL_TAG STATE_TAG('S', 'E', 'R', '0')
+
+struct serial_saved {
+	uint8_t ier, lcr, mcr, scr, fcr, dll, dlm, thr_pending;
+};
+
+void serial_save(struct serial *s, struct state_writer *w)
+{
+	struct serial_saved r;
+
+	pthread_mutex_lock(&s->lock);
+	r = (struct serial_saved){ s->ier, s->lcr, s->mcr, s->scr,
+				   s->fcr, s->dll, s->dlm, s->thr_pending };
+	pthread_mutex_unlock(&s->lock);
+	state_put(w, SERIAL_TAG, &r, sizeof(r));
+}
+
+int serial_restore(struct serial *s, const struct state_file *sf, gantry_error_t *err)
+{
+	struct serial_saved r;
+
+	if (state_get(sf, SERIAL_TAG, 0, &r, sizeof(r), err) < 0)
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	s->ier = r.ier;
+	s->lcr = r.lcr;
+	s->mcr = r.mcr;
+	s->scr = r.scr;
+	s->fcr = r.fcr;
+	s->dll = r.dll;
+	s->dlm = r.dlm;
+	s->thr_pending = r.thr_pending != 0;
+	/* The line as it stood: the restored IOAPIC holds any edge it saw. */
+	s->irq_level = (serial_iir(s) & UART_IIR_NONE) || !(s->mcr & UART_MCR_OUT2) ? 0 : 1;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 void serial_destroy(struct serial *s)

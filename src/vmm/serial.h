@@ -21,6 +21,8 @@
 
 struct vm;
 struct console;
+struct state_file;
+struct state_writer;
 
 struct serial {
 	pthread_mutex_t lock;
@@ -46,6 +48,10 @@ void serial_access(void *opaque, uint64_t off, uint8_t *data, uint32_t len, bool
 size_t serial_input(struct serial *s, const uint8_t *buf, size_t len);
 /* Write out any partial line. */
 void serial_flush(struct serial *s);
+/* Its registers as a snapshot's "SER0" section, and back; input not yet
+ * read is not kept. */
+void serial_save(struct serial *s, struct state_writer *w);
+int serial_restore(struct serial *s, const struct state_file *sf, gantry_error_t *err);
 /* Close the irqfd. */
 void serial_destroy(struct serial *s);
 

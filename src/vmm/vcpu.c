@@ -16,6 +16,7 @@
 #include "confine/vmm_filter.h"
 #include "vmm/boot_x86.h"
 #include "vmm/vm.h"
+#include "vmm/vmstate.h"
 
 #define VCPU_KICK_SIGNAL SIGUSR1
 
@@ -57,6 +58,10 @@ struct vcpu {
 		uint64_t rip;
 	} * samples;
 	size_t nr_samples, max_samples;
+	/* vm->save_on_stop: where the thread reads its state as it ends,
+	 * and why it could not. */
+	struct vcpu_state *saved;
+	gantry_error_t save_err;
 };
 
 static void vcpu_kick_handler(int sig)
@@ -230,6 +235,61 @@ static int vcpu_set_boot_state(struct vcpu *v, uint64_t entry, gantry_error_t *e
 	return 0;
 }
 
+/* The snapshot's vCPUs ran with this host's CPUID, or the guest may find
+ * a feature gone that it uses. */
+static int cpuid_matches(struct vm *vm, gantry_error_t *err)
+{
+	const struct state_section *c = state_find(vm->restore, VMSTATE_TAG_CPUID, 0);
+	size_t len = vm->cpuid->nent * sizeof(vm->cpuid->entries[0]);
+
+	if (c == NULL)
+		return gantry_error(err, 0, "no CPUID section");
+	if (c->len != len || memcmp(c->data, vm->cpuid->entries, len) != 0)
+		return gantry_error(err, 0,
+				    "it was made on a CPU whose features differ from this host's");
+	return 0;
+}
+
+static int vcpu_restore(struct vcpu *v, gantry_error_t *err)
+{
+	cleanup_free struct vcpu_state *s = xmalloc(sizeof(*s));
+
+	if (vcpu_state_read(v->vm->restore, v->index, s, err) < 0 ||
+	    vcpu_state_set(v->fd, s, err) < 0)
+		return gantry_error_prefix(err, "vCPU %u", v->index);
+	return 0;
+}
+
+/* The VM is being saved: the last exit completed (KVM finishes an I/O
+ * instruction only on the next KVM_RUN, which immediate_exit makes
+ * return at once), then the state read. */
+static void vcpu_save(struct vcpu *v)
+{
+	v->run->immediate_exit = 1;
+	(void)ioctl(v->fd, KVM_RUN, 0);
+	if (vcpu_state_get(v->fd, v->vm->msr_list, v->vm->nr_msr_list, v->saved, &v->save_err) < 0)
+		gantry_error_prefix(&v->save_err, "vCPU %u", v->index);
+}
+
+int vcpus_save(struct vm *vm, struct state_writer *w, gantry_error_t *err)
+{
+	state_put(w, VMSTATE_TAG_CPUID, vm->cpuid->entries,
+		  vm->cpuid->nent * sizeof(vm->cpuid->entries[0]));
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		struct vcpu *v = &vm->vcpus[i];
+
+		if (v->save_err) {
+			*err = v->save_err;
+			v->save_err = NULL;
+			return -1;
+		}
+		if (v->saved == NULL)
+			return gantry_error(err, 0, "vCPU %u: its state was not read", i);
+		vcpu_state_put(w, v->saved);
+	}
+	return 0;
+}
+
 int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err)
 {
 	struct sigaction sa = { .sa_handler = vcpu_kick_handler };
@@ -238,6 +298,11 @@ int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err)
 	if (sigaction(VCPU_KICK_SIGNAL, &sa, NULL) < 0)
 		return gantry_error_errno(err, "sigaction");
 	if (cpuid_fetch(vm, err) < 0)
+		return -1;
+	if (vm->restore && cpuid_matches(vm, err) < 0)
+		return -1;
+	if (vm->save_on_stop &&
+	    vmstate_msr_list(vm->kvm_fd, &vm->msr_list, &vm->nr_msr_list, err) < 0)
 		return -1;
 
 	vm->vcpus = xzalloc(vm->nr_vcpus * sizeof(*vm->vcpus));
@@ -257,7 +322,16 @@ int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err)
 		if (run == MAP_FAILED)
 			return gantry_error_errno(err, "mmap vCPU %u", i);
 		v->run = run;
-		if (vcpu_set_cpuid(v, err) < 0 || vcpu_set_lint(v, err) < 0)
+		if (vcpu_set_cpuid(v, err) < 0)
+			return -1;
+		if (vm->save_on_stop)
+			v->saved = xmalloc(sizeof(*v->saved));
+		if (vm->restore) {
+			if (vcpu_restore(v, err) < 0)
+				return -1;
+			continue;
+		}
+		if (vcpu_set_lint(v, err) < 0)
 			return -1;
 		if (i == 0 && vcpu_set_boot_state(v, entry, err) < 0)
 			return gantry_error_prefix(err, "boot vCPU");
@@ -465,6 +539,11 @@ static void *vcpu_thread(void *arg)
 				       v->index, v->run->exit_reason);
 		}
 	}
+	/* The end's kind is written before ending turns 2. */
+	while (vm->save_on_stop && atomic_load(&vm->ending) != 2)
+		__builtin_ia32_pause();
+	if (atomic_load(&vm->saving))
+		vcpu_save(v);
 out:
 	if (profiling)
 		timer_delete(timer);
@@ -539,6 +618,8 @@ void vcpus_destroy(struct vm *vm)
 		if (v->fd >= 0)
 			close(v->fd);
 		free(v->samples);
+		free(v->saved);
+		gantry_error_free(&v->save_err);
 	}
 	free(vm->vcpus);
 	vm->vcpus = NULL;

@@ -182,6 +182,8 @@ void vm_destroy(struct vm *vm)
 	vcpus_destroy(vm);
 	free(vm->cpuid);
 	vm->cpuid = NULL;
+	free(vm->msr_list);
+	vm->msr_list = NULL;
 	bus_free(&vm->pio);
 	bus_free(&vm->mmio);
 	guest_mem_destroy(&vm->mem);
@@ -239,6 +241,7 @@ void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt,
 		return;
 	vm->end = how;
 	vm->exit_status = status;
+	atomic_store(&vm->saving, how == VM_END_STOP && vm->save_on_stop);
 	va_start(ap, fmt);
 	vsnprintf(vm->end_reason, sizeof(vm->end_reason), fmt, ap);
 	va_end(ap);

@@ -36,6 +36,8 @@ struct vm_stats {
 };
 
 struct vcpu;
+struct state_file;
+struct state_writer;
 
 struct vmm_filter_opts;
 
@@ -70,6 +72,16 @@ struct vm {
 	/* Non-NULL: each thread loads its seccomp filter as its loop starts
 	 * (confine/vmm_filter.h); one that cannot ends the VM. */
 	const struct vmm_filter_opts *confine;
+
+	/* Snapshots (vmstate.h). save_on_stop, set before the vCPUs start:
+	 * an end by VM_END_STOP leaves each vCPU's state read (saving true);
+	 * vcpus_save() then has it. restore, set before vcpus_create: the
+	 * vCPUs take their state from it instead of the boot state. */
+	bool save_on_stop;
+	atomic_bool saving;
+	uint32_t *msr_list;
+	uint32_t nr_msr_list;
+	const struct state_file *restore;
 };
 
 /* Empty VM for nr_vcpus; the caller then sets up vm->mem (guest_mem_init)
@@ -117,5 +129,8 @@ int vcpus_start(struct vm *vm, gantry_error_t *err);
 /* Wait for the end, stop every vCPU thread and join it. */
 void vcpus_wait(struct vm *vm);
 void vcpus_destroy(struct vm *vm);
+/* After vcpus_wait() of a VM that was saving: the CPUID its vCPUs were
+ * given and each vCPU's state, as state-file sections. */
+int vcpus_save(struct vm *vm, struct state_writer *w, gantry_error_t *err);
 
 #endif

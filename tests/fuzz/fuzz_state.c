@@ -1,7 +1,10 @@
 /* libFuzzer target for the snapshot state file's reader (snapshot/state.c):
  * a file as a user's disk may hold it, truncated, corrupted or written by
  * hand. A file it takes must have every section inside the buffer, and
- * written again section by section it must read back the same. Most inputs
+ * written again section by section it must read back the same. Then what
+ * a restore reads from it without KVM: two vCPUs' state (vmm/vmstate.c),
+ * a virtio device's transport and queues over a small guest RAM and the
+ * serial port's registers; each either takes it or refuses in one line. Most inputs
  * fail the checksum: the seeds (tests/fuzz/corpus/state) are whole files,
  * and a second pass parses each input with its checksum made good, so the
  * checks behind it are reached too. */
@@ -10,6 +13,52 @@
 #include <string.h>
 
 #include "snapshot/state.h"
+#include "virtio/devices.h"
+#include "vmm/serial.h"
+#include "vmm/vmstate.h"
+
+#define RAM_SIZE (64 * 1024)
+
+static void refused_in_one_line(gantry_error_t *err)
+{
+	if (*err == NULL || strchr(gantry_error_str(*err), '\n'))
+		abort();
+	gantry_error_free(err);
+}
+
+/* The readers a restore runs before KVM sees anything. */
+static void restore_readers(const struct state_file *sf)
+{
+	static uint8_t ram[RAM_SIZE];
+	static struct vcpu_state vs;
+	struct guest_mem mem;
+	struct virtio_dev *d;
+	struct serial ser;
+	gantry_error_t err = NULL;
+
+	for (unsigned int i = 0; i < 2; i++)
+		if (vcpu_state_read(sf, i, &vs, &err) < 0)
+			refused_in_one_line(&err);
+		else if (vs.nr_msrs > VCPU_MSRS_MAX || vs.xcrs.nr_xcrs > KVM_MAX_XCRS)
+			abort();
+	guest_mem_init_buffer(&mem, ram, sizeof(ram));
+	d = virtio_rng_create(&mem);
+	if (virtio_dev_restore(d, sf, 0, &err) < 0) {
+		refused_in_one_line(&err);
+	} else {
+		for (unsigned int q = 0; q < d->ops->num_queues; q++) {
+			const struct virtq *vq = &d->vqs[q];
+
+			if (vq->ready && (vq->num == 0 || vq->num > VIRTQ_RING_MAX || !vq->desc))
+				abort();
+		}
+	}
+	d->ops->destroy(d);
+	serial_init(&ser, NULL, NULL);
+	if (serial_restore(&ser, sf, &err) < 0)
+		refused_in_one_line(&err);
+	serial_destroy(&ser);
+}
 
 static void check(const uint8_t *data, size_t size)
 {
@@ -36,6 +85,7 @@ static void check(const uint8_t *data, size_t size)
 	if (state_finish(&w, &out, &len, &err) < 0 || len != size || memcmp(out, data, size) ||
 	    state_parse(out, len, &again, &err) < 0 || again.count != sf.count)
 		abort();
+	restore_readers(&sf);
 	state_file_free(&again);
 	state_file_free(&sf);
 	free(out);

@@ -1159,7 +1159,25 @@ def state_seeds():
         "odd-lengths": state_file([(b"IRQC", bytes(range(13))), (b"CLK0", b""),
                                    (b"SER0", b"\xff" * 9)]),
         "version-2": state_file([(b"VCPU", regs)], version=2),
+        "saved-vm": state_file(saved_vm_sections()),
     }
+
+
+def saved_vm_sections():
+    """A saved one-vCPU VM's sections as vmm/vmstate.h, virtio/dev.c and
+    vmm/serial.c write them (struct sizes of x86-64 Linux's KVM API), with
+    one virtio-rng device whose queue lies in the fuzzer's 64 KiB of RAM."""
+    vcpu = [(b"VMPS", struct.pack("<I", 0)), (b"VREG", bytes(144)), (b"VSRG", bytes(312)),
+            (b"VXSV", bytes(4096)), (b"VXCR", struct.pack("<II", 1, 0) + bytes(384)),
+            (b"VDBG", bytes(128)), (b"VLAP", bytes(1024)), (b"VEVT", bytes(64)),
+            (b"VMSR", struct.pack("<IIQ", 0x10, 0, 12345) + struct.pack("<IIQ", 0x1b, 0, 0xfee00900))]
+    queue = struct.pack("<QQQHHHHBBBB4x", 0x1000, 0x2000, 0x3000, 64, 5, 5, 4, 1, 0, 1, 1)
+    dev = struct.pack("<8IQ", 4, 1, 15, 0, 0, 0, 1, 0, (1 << 32) | (1 << 29)) + queue + \
+        bytes(40 * 7)
+    return ([(b"VMCF", struct.pack("<IIQ", 1, 2, 512)), (b"CPID", bytes(40 * 4))] + vcpu +
+            [(b"PICM", bytes(520)), (b"PICS", struct.pack("<I", 1) + bytes(516)),
+             (b"IOAP", struct.pack("<I", 2) + bytes(516)), (b"PIT2", bytes(112)),
+             (b"CLCK", bytes(48)), (b"SER0", bytes(8)), (b"VDEV", dev), (b"VCFG", b"")])
 
 
 def main():

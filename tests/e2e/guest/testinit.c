@@ -31,6 +31,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/vm_sockets.h>
 
@@ -304,6 +305,22 @@ static int action_vsock(struct run_state *s, unsigned int port)
 	return 0;
 }
 
+/* count:N: N lines "count: K TOKEN" 200 ms apart, K and TOKEN (drawn
+ * once, at the start) held in this process's memory: a VM saved and
+ * restored in between goes on counting with the same token. */
+static void action_count(unsigned long long n)
+{
+	struct timespec t;
+	unsigned long long token;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	token = (unsigned long long)t.tv_nsec * 2654435761ULL % 1000000007ULL;
+	for (unsigned long long k = 1; k <= n; k++) {
+		printf("count: %llu %llu\n", k, token);
+		usleep(200 * 1000);
+	}
+}
+
 static void action_run(struct run_state *s, char *action)
 {
 	char *colon = strchr(action, ':');
@@ -331,6 +348,8 @@ static void action_run(struct run_state *s, char *action)
 	} else if (strcmp(action, "hold") == 0 && arg && parse_num(arg, &n) && n <= 600) {
 		sleep((unsigned int)n);
 		printf("hold: %llu\n", n);
+	} else if (strcmp(action, "count") == 0 && arg && parse_num(arg, &n) && n <= 100000) {
+		action_count(n);
 	} else if (strcmp(action, "exit") == 0 && arg && parse_num(arg, &n) && n <= 255) {
 		s->exit_status = (int)n;
 		s->exit_given = true;

@@ -1,0 +1,151 @@
+"""A VM saved as gantry stops and restored by another gantry goes on where
+it was (`gantry run -snapshot DIR`, `-restore DIR`; docs/snapshots.md):
+the test init counts on the console with a token held in its memory, the
+first VM is stopped mid-count, and the restored one carries on counting
+with the same token, without a boot. Then what a restore refuses, each
+with one line. Every test here needs KVM."""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import BOOTED, boot_timeout, killed_after
+
+pytestmark = pytest.mark.kvm
+
+COUNT = re.compile(rb"count: (\d+) (\d+)")
+
+
+def run(gantry, *args, timing=True):
+    full = dict(os.environ)
+    full.pop("GANTRY_BOOT_TIMING", None)
+    if timing:
+        full["GANTRY_BOOT_TIMING"] = "1"
+    return subprocess.Popen([str(gantry), "run", *map(str, args)], env=full,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def counts(out):
+    return [(int(k), int(t)) for k, t in COUNT.findall(out)]
+
+
+@pytest.fixture(scope="module")
+def saved(gantry, vmlinux, initramfs, tmp_path_factory):
+    """A VM stopped at its third count and saved: (dir, what it printed)."""
+    snap = tmp_path_factory.mktemp("snap") / "vm"
+    p = run(gantry, "-kernel", vmlinux, "-initrd", initramfs, "-snapshot", snap,
+            "-append", "gantry.test=count:40 gantry.test=exit:7")
+    out, err = stop_after(p, 3)
+    assert p.returncode == 0, (out, err)
+    assert b"the VM is saved in" in err, err
+    return snap, out, err
+
+
+def test_a_stopped_vm_is_saved(saved):
+    snap, out, err = saved
+    assert sorted(os.listdir(snap)) == ["memory", "state"], os.listdir(snap)
+    for f in ("memory", "state"):
+        assert os.stat(snap / f).st_mode & 0o777 == 0o600
+    # Only the pages the guest touched are in the memory file.
+    st = os.stat(snap / "memory")
+    assert st.st_size == 512 << 20
+    assert st.st_blocks * 512 < st.st_size, st
+
+
+def test_a_restored_vm_goes_on_counting(gantry, saved):
+    snap, before, _ = saved
+    last, token = counts(before)[-1]
+    t = time.monotonic()
+    p = run(gantry, "-restore", snap)
+    with killed_after(p, boot_timeout() * 2):
+        out, err = p.communicate()
+    took = time.monotonic() - t
+    got = counts(out)
+    print(f"restored and ran to the end in {took:.1f} s; {err.decode(errors='replace')}")
+    assert BOOTED.encode() not in out, out
+    assert got, (out, err)
+    # The same process, its memory intact: the same token, the next count
+    # (or the one the stop cut short), and on to the end.
+    assert {tk for _, tk in got} == {token}, got
+    assert got[0][0] in (last, last + 1), (last, got[:3])
+    assert got[-1][0] == 40, got[-3:]
+    assert p.returncode == 7, (p.returncode, err)
+
+
+def stop_after(p, n):
+    """Read p's console until n counts, stop it: (console, stderr)."""
+    out = b""
+    with killed_after(p, boot_timeout() * 2):
+        while len(counts(out)) < n:
+            line = p.stdout.readline()
+            assert line, (out, p.stderr.read())
+            out += line
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate()
+    return out + rest, err
+
+
+def test_a_restored_vm_is_saved_again(gantry, saved, tmp_path):
+    """A restored VM's RAM is the first save's file, mapped copy-on-write:
+    saved again, it is whole in the new file, and that one restores too."""
+    snap, before, _ = saved
+    token = counts(before)[-1][1]
+    again = tmp_path / "again"
+    out, err = stop_after(run(gantry, "-restore", snap, "-snapshot", again), 2)
+    assert b"the VM is saved in" in err, err
+    mid = counts(out)[-1][0]
+    p = run(gantry, "-restore", again)
+    with killed_after(p, boot_timeout() * 2):
+        out, err = p.communicate()
+    got = counts(out)
+    assert got and {tk for _, tk in got} == {token}, (got, err)
+    assert got[0][0] in (mid, mid + 1) and got[-1][0] == 40, (mid, got[:2], got[-1:])
+    assert p.returncode == 7, (p.returncode, err)
+
+
+def test_restore_refuses_another_machine(gantry, saved):
+    snap, _, _ = saved
+    p = run(gantry, "-restore", snap, "-mem", "256", timing=False)
+    with killed_after(p):
+        out, err = p.communicate()
+    assert p.returncode == 125, (out, err)
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "512 MiB" in lines[0], lines
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_restore_refuses_a_damaged_state_file(gantry, saved, tmp_path, damage):
+    snap, _, _ = saved
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    os.link(snap / "memory", bad / "memory")
+    data = bytearray((snap / "state").read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    else:
+        data[len(data) // 2] ^= 0x40
+    (bad / "state").write_bytes(bytes(data))
+    p = run(gantry, "-restore", bad, timing=False)
+    with killed_after(p):
+        out, err = p.communicate()
+    assert p.returncode == 125, (out, err)
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "cannot restore the VM" in lines[0], lines
+    # The good save is untouched.
+    assert (snap / "state").read_bytes() != bytes(data)
+
+
+def test_restore_of_a_vm_with_a_disk_is_refused(gantry, saved, tmp_path):
+    snap, _, _ = saved
+    disk = tmp_path / "d.img"
+    disk.write_bytes(b"\0" * 4096)
+    p = run(gantry, "-restore", snap, "-disk", disk, timing=False)
+    with killed_after(p):
+        out, err = p.communicate()
+    assert p.returncode == 125, (out, err)
+    assert b"cannot be saved or restored yet" in err, err
