@@ -59,6 +59,7 @@ struct vmm {
 	struct vmm_filter_opts confine;
 	struct machine_slots slots; /* what the device table's adds are handed */
 	double t_loaded, t_kvm;	    /* set-up milestones for GANTRY_BOOT_TIMING */
+	double t_kvm_done;	    /* the VM built (booted or restored), not yet confined */
 	/* A restore's state file, parsed (its sections point into state_buf). */
 	uint8_t *state_buf;
 	struct state_file state;
@@ -544,6 +545,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 			gantry_error_prefix(err, "cannot restore the VM");
 		goto out;
 	}
+	v.t_kvm_done = now_ms_frac();
 	if (cfg->confine_threads)
 		vmm_filter_opts_fill(&v, cfg);
 	if (cfg->setup_done &&
@@ -555,6 +557,10 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	if (ioloop_start(&v.vm.io, err) < 0)
 		goto out;
 	t_run = now_ms_frac();
+	if (cfg->timing && cfg->restore_state_fd > 0)
+		log_always("VM restored: vCPUs running %.1f ms after the start (RAM mapped %.1f, KVM "
+			   "and devices %.1f, confinement %.1f)",
+			   t_run - t0, v.t_loaded - t0, v.t_kvm_done - v.t_loaded, t_run - v.t_kvm_done);
 	if (vcpus_start(&v.vm, err) < 0)
 		goto out;
 	/* Every thread of the VM's is started (see seccomp_vmm.c): the main

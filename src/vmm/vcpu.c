@@ -235,16 +235,37 @@ static int vcpu_set_boot_state(struct vcpu *v, uint64_t entry, gantry_error_t *e
 	return 0;
 }
 
+/* KVM's supported CPUID as a snapshot keeps it: without the fields that
+ * name the host CPU the caller happened to run on (the initial APIC ID in
+ * leaf 1, the x2APIC ID in leaves 0xb and 0x1f), which each vCPU gets
+ * its own of anyway. The caller frees it. */
+static struct kvm_cpuid_entry2 *cpuid_portable(const struct kvm_cpuid2 *src, size_t *len)
+{
+	struct kvm_cpuid_entry2 *e;
+
+	*len = src->nent * sizeof(src->entries[0]);
+	e = xmalloc(*len + 1);
+	memcpy(e, src->entries, *len);
+	for (unsigned int i = 0; i < src->nent; i++) {
+		if (e[i].function == 1)
+			e[i].ebx &= 0x00ffffffU;
+		else if (e[i].function == 0xb || e[i].function == 0x1f)
+			e[i].edx = 0;
+	}
+	return e;
+}
+
 /* The snapshot's vCPUs ran with this host's CPUID, or the guest may find
  * a feature gone that it uses. */
 static int cpuid_matches(struct vm *vm, gantry_error_t *err)
 {
 	const struct state_section *c = state_find(vm->restore, VMSTATE_TAG_CPUID, 0);
-	size_t len = vm->cpuid->nent * sizeof(vm->cpuid->entries[0]);
+	size_t len;
+	cleanup_free struct kvm_cpuid_entry2 *mine = cpuid_portable(vm->cpuid, &len);
 
 	if (c == NULL)
 		return gantry_error(err, 0, "no CPUID section");
-	if (c->len != len || memcmp(c->data, vm->cpuid->entries, len) != 0)
+	if (c->len != len || memcmp(c->data, mine, len) != 0)
 		return gantry_error(err, 0,
 				    "it was made on a CPU whose features differ from this host's");
 	return 0;
@@ -273,8 +294,10 @@ static void vcpu_save(struct vcpu *v)
 
 int vcpus_save(struct vm *vm, struct state_writer *w, gantry_error_t *err)
 {
-	state_put(w, VMSTATE_TAG_CPUID, vm->cpuid->entries,
-		  vm->cpuid->nent * sizeof(vm->cpuid->entries[0]));
+	size_t len;
+	cleanup_free struct kvm_cpuid_entry2 *cpuid = cpuid_portable(vm->cpuid, &len);
+
+	state_put(w, VMSTATE_TAG_CPUID, cpuid, len);
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
 		struct vcpu *v = &vm->vcpus[i];
 

@@ -305,9 +305,12 @@ static int action_vsock(struct run_state *s, unsigned int port)
 	return 0;
 }
 
-/* count:N: N lines "count: K TOKEN" 200 ms apart, K and TOKEN (drawn
- * once, at the start) held in this process's memory: a VM saved and
- * restored in between goes on counting with the same token. */
+/* count:N: N lines "count: K TOKEN" 200 ms apart (period:MS before it
+ * sets another gap), K and TOKEN (drawn once, at the start) held in this
+ * process's memory: a VM saved and restored in between goes on counting
+ * with the same token. */
+static unsigned int count_period_ms = 200;
+
 static void action_count(unsigned long long n)
 {
 	struct timespec t;
@@ -317,7 +320,7 @@ static void action_count(unsigned long long n)
 	token = (unsigned long long)t.tv_nsec * 2654435761ULL % 1000000007ULL;
 	for (unsigned long long k = 1; k <= n; k++) {
 		printf("count: %llu %llu\n", k, token);
-		usleep(200 * 1000);
+		usleep(count_period_ms * 1000);
 	}
 }
 
@@ -348,8 +351,10 @@ static void action_run(struct run_state *s, char *action)
 	} else if (strcmp(action, "hold") == 0 && arg && parse_num(arg, &n) && n <= 600) {
 		sleep((unsigned int)n);
 		printf("hold: %llu\n", n);
-	} else if (strcmp(action, "count") == 0 && arg && parse_num(arg, &n) && n <= 100000) {
+	} else if (strcmp(action, "count") == 0 && arg && parse_num(arg, &n) && n <= 1000000) {
 		action_count(n);
+	} else if (strcmp(action, "period") == 0 && arg && parse_num(arg, &n) && n >= 1 && n <= 10000) {
+		count_period_ms = (unsigned int)n;
 	} else if (strcmp(action, "exit") == 0 && arg && parse_num(arg, &n) && n <= 255) {
 		s->exit_status = (int)n;
 		s->exit_given = true;
