@@ -284,8 +284,9 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"(mount -t virtiofs gantry-shares /mnt; the share is /mnt/TAG).\n"
 		"-snapshot DIR saves the VM into DIR (files state and memory) when gantry is\n"
 		"stopped (SIGINT, SIGTERM) instead of only ending it; -restore DIR goes on\n"
-		"from such a save instead of booting a kernel, with the same -cpus and -mem.\n"
-		"Not yet for a VM with -disk, -net, -vsock or -share (docs/snapshots.md).\n\n"
+		"from such a save instead of booting a kernel, with the same -cpus, -mem and\n"
+		"-disk files, unchanged since the save. Not yet for a VM with -net, -vsock\n"
+		"or -share (docs/snapshots.md).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"

@@ -374,11 +374,10 @@ int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err)
 {
 	if (!vmm_snapshots(cfg))
 		return 0;
-	if (cfg->nr_disks || cfg->net_fd > 0 || cfg->vsock_dir || cfg->vsock.connect ||
-	    cfg->fs.handler)
+	if (cfg->net_fd > 0 || cfg->vsock_dir || cfg->vsock.connect || cfg->fs.handler)
 		return gantry_error(err, 0,
-				    "a VM with disks, a network, vsock or shares cannot be "
-				    "saved or restored yet");
+				    "a VM with a network, vsock or shares cannot be saved or "
+				    "restored yet");
 	return 0;
 }
 
@@ -420,9 +419,11 @@ static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error
 	if (vmm_build(v, cfg, err) < 0 || vm_chips_restore(v->vm.vm_fd, &v->state, err) < 0 ||
 	    serial_restore(&v->serial, &v->state, err) < 0)
 		return -1;
-	for (unsigned int i = 0; i < v->nr_devs; i++)
+	for (unsigned int i = 0; i < v->nr_devs; i++) {
 		if (virtio_dev_restore(v->devs[i], &v->state, i, err) < 0)
 			return -1;
+		virtio_dev_kick_ready(v->devs[i]);
+	}
 	v->vm.restore = &v->state;
 	if (vcpus_create(&v->vm, 0, err) < 0)
 		return -1;

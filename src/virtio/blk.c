@@ -175,12 +175,72 @@ static void blk_destroy(struct virtio_dev *d)
 	free(b);
 }
 
+/* A saved VM's disk must be the file it had: the guest's page cache,
+ * saved with its RAM, holds blocks of it. Its size and modification time
+ * say so, as far as a file can (a copy made with `cp -p` keeps both). */
+struct blk_saved {
+	uint64_t size;
+	int64_t mtime_sec, mtime_nsec;
+	uint32_t ro, pad;
+};
+
+static bool blk_identity(const struct virtio_blk *b, struct blk_saved *s)
+{
+	struct stat st;
+
+	if (fstat(b->fd, &st) < 0)
+		return false;
+	*s = (struct blk_saved){
+		.size = b->capacity * BLK_SECTOR,
+		.mtime_sec = st.st_mtim.tv_sec,
+		.mtime_nsec = st.st_mtim.tv_nsec,
+		.ro = b->ro,
+	};
+	return true;
+}
+
+static void blk_save(struct virtio_dev *d, void *data, size_t *len)
+{
+	struct virtio_blk *b = d->priv;
+	struct blk_saved s;
+
+	/* What the guest wrote is on the host's disk with the save. */
+	if (!b->ro)
+		(void)fdatasync(b->fd);
+	if (!blk_identity(b, &s))
+		memset(&s, 0, sizeof(s));
+	memcpy(data, &s, sizeof(s));
+	*len = sizeof(s);
+}
+
+static int blk_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
+{
+	struct virtio_blk *b = d->priv;
+	struct blk_saved saved, now;
+
+	if (len != sizeof(saved))
+		return gantry_error(err, 0, "a disk section of %zu bytes", len);
+	memcpy(&saved, data, sizeof(saved));
+	if (!blk_identity(b, &now))
+		return gantry_error_errno(err, "the disk");
+	if (saved.ro != now.ro)
+		return gantry_error(err, 0, "the disk was %s when saved",
+				    saved.ro ? "read-only" : "writable");
+	if (saved.size != now.size || saved.mtime_sec != now.mtime_sec ||
+	    saved.mtime_nsec != now.mtime_nsec)
+		return gantry_error(err, 0, "the disk changed since the VM was saved (its size or "
+					    "modification time)");
+	return 0;
+}
+
 static const struct virtio_dev_ops blk_ops = {
 	.name = "virtio-blk",
 	.device_id = 2, /* VIRTIO_ID_BLOCK */
 	.num_queues = 1,
 	.queue_notify = blk_queue_notify,
 	.destroy = blk_destroy,
+	.save = blk_save,
+	.restore = blk_restore,
 };
 
 struct virtio_dev *virtio_blk_create(const struct guest_mem *mem, const char *path, int given,

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "snapshot/state.h"
 #include "virtio/dev.h"
 
@@ -123,6 +124,7 @@ void virtio_dev_thread_start(struct virtio_dev *d)
 
 #define VDEV_TAG STATE_TAG('V', 'D', 'E', 'V')
 #define VCFG_TAG STATE_TAG('V', 'C', 'F', 'G')
+#define VDEX_TAG STATE_TAG('V', 'D', 'E', 'X')
 
 struct vq_saved {
 	uint64_t desc, avail, used;
@@ -139,6 +141,8 @@ struct dev_saved {
 
 void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
 {
+	uint8_t extra[VIRTIO_DEV_EXTRA_MAX];
+	size_t extra_len = 0;
 	struct dev_saved s;
 
 	memset(&s, 0, sizeof(s));
@@ -171,6 +175,9 @@ void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
 	}
 	state_put(w, VDEV_TAG, &s, sizeof(s));
 	state_put(w, VCFG_TAG, d->config, d->config_len);
+	if (d->ops->save)
+		d->ops->save(d, extra, &extra_len);
+	state_put(w, VDEX_TAG, extra, MIN(extra_len, sizeof(extra)));
 	pthread_mutex_unlock(&d->lock);
 }
 
@@ -203,6 +210,7 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 		       gantry_error_t *err)
 {
 	const struct state_section *cfg = state_find(sf, VCFG_TAG, index);
+	const struct state_section *extra = state_find(sf, VDEX_TAG, index);
 	struct dev_saved s;
 	int r = 0;
 
@@ -214,6 +222,13 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 	if (cfg == NULL || cfg->len != d->config_len)
 		return gantry_error(err, 0, "device %u (%s): its config space is not %u bytes",
 				    index, d->ops->name, d->config_len);
+	if (extra == NULL || extra->len > VIRTIO_DEV_EXTRA_MAX)
+		return gantry_error(err, 0, "device %u (%s): no device section", index, d->ops->name);
+	if (d->ops->restore && d->ops->restore(d, extra->data, extra->len, err) < 0)
+		return gantry_error_prefix(err, "device %u (%s)", index, d->ops->name);
+	if (!d->ops->restore && extra->len != 0)
+		return gantry_error(err, 0, "device %u (%s): a device section it never writes", index,
+				    d->ops->name);
 	if (s.driver_features & ~d->features)
 		return gantry_error(err, 0, "device %u (%s): features %#llx were never offered",
 				    index, d->ops->name,
@@ -234,4 +249,13 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 	if (r < 0)
 		return gantry_error_prefix(err, "device %u (%s)", index, d->ops->name);
 	return 0;
+}
+
+void virtio_dev_kick_ready(struct virtio_dev *d)
+{
+	uint64_t one = 1;
+
+	for (unsigned int q = 0; q < d->ops->num_queues; q++)
+		if (d->vqs[q].ready && d->queue_fds[q] >= 0)
+			(void)!write(d->queue_fds[q], &one, sizeof(one));
 }

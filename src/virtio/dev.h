@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -44,7 +45,14 @@ struct virtio_dev_ops {
 	void (*reset)(struct virtio_dev *d);
 	/* Release the device and its backend (the struct embedding d). */
 	void (*destroy)(struct virtio_dev *d);
+	/* Snapshots: what the device keeps beyond its transport, as data
+	 * of at most VIRTIO_DEV_EXTRA_MAX bytes (*len), and the check on
+	 * restore that its backend is still what was saved. NULL: nothing. */
+	void (*save)(struct virtio_dev *d, void *data, size_t *len);
+	int (*restore)(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err);
 };
+
+#define VIRTIO_DEV_EXTRA_MAX 256
 
 struct virtio_dev {
 	const struct virtio_dev_ops *ops;
@@ -113,13 +121,18 @@ bool virtio_dev_driver_ok(const struct virtio_dev *d);
 /* On a thread the device started, before it serves anything. */
 void virtio_dev_thread_start(struct virtio_dev *d);
 /* The transport's state (status, features, each queue's rings and
- * indices) and the config space, as the index'th device's "VDEV" and
- * "VCFG" sections of a snapshot; and back into a device made as that one
- * was, which checks every value as QueueReady and FeaturesOK would. For
- * devices whose requests are all served by the time the VM stops. */
+ * indices), the config space and the device's own (ops->save), as the
+ * index'th device's "VDEV", "VCFG" and "VDEX" sections of a snapshot; and
+ * back into a device made as that one was, which checks every value as
+ * QueueReady and FeaturesOK would. For devices whose requests are all
+ * served by the time the VM stops. */
 void virtio_dev_save(struct virtio_dev *d, struct state_writer *w);
 int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsigned int index,
 		       gantry_error_t *err);
+/* After a restore: each ready queue's notification fd written once, so
+ * requests the driver queued before the save are served without waiting
+ * for a kick it may never send. */
+void virtio_dev_kick_ready(struct virtio_dev *d);
 /* The QueueNumMax d offers. */
 uint16_t virtio_dev_queue_max(const struct virtio_dev *d);
 

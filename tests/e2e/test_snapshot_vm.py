@@ -7,6 +7,7 @@ with one line. Every test here needs KVM."""
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -140,12 +141,61 @@ def test_restore_refuses_a_damaged_state_file(gantry, saved, tmp_path, damage):
     assert (snap / "state").read_bytes() != bytes(data)
 
 
-def test_restore_of_a_vm_with_a_disk_is_refused(gantry, saved, tmp_path):
+def test_a_vm_with_vsock_is_refused(gantry, saved, tmp_path):
     snap, _, _ = saved
-    disk = tmp_path / "d.img"
-    disk.write_bytes(b"\0" * 4096)
-    p = run(gantry, "-restore", snap, "-disk", disk, timing=False)
+    p = run(gantry, "-restore", snap, "-vsock", tmp_path, timing=False)
     with killed_after(p):
         out, err = p.communicate()
     assert p.returncode == 125, (out, err)
     assert b"cannot be saved or restored yet" in err, err
+
+
+def test_a_vm_with_a_disk_goes_on_with_it(gantry, vmlinux, initramfs, tmp_path):
+    """The disk's queue works after a restore (a write the restored guest
+    makes reaches the file), and a disk changed since the save is refused."""
+    disk = tmp_path / "d.img"
+    disk.write_bytes(bytes(1 << 20))
+    snap = tmp_path / "snap"
+    p = run(gantry, "-kernel", vmlinux, "-initrd", initramfs, "-disk", disk, "-snapshot", snap,
+            "-append", "gantry.test=write:vda:4100:before gantry.test=count:12 "
+                       "gantry.test=write:vda:8192:after-restore gantry.test=exit:3")
+    out, err = stop_after(p, 3)
+    assert p.returncode == 0 and b"the VM is saved in" in err, (out, err)
+    data = disk.read_bytes()
+    assert data[4100:4106] == b"before" and data[8192:8205] == bytes(13)
+
+    p = run(gantry, "-restore", snap, "-disk", disk)
+    with killed_after(p, boot_timeout() * 2):
+        out, err = p.communicate()
+    assert p.returncode == 3, (out, err)
+    assert b"wrote" in out and counts(out)[-1][0] == 12, out
+    assert disk.read_bytes()[8192:8205] == b"after-restore"
+
+    # The restored guest wrote it: the save is no longer that disk's.
+    p = run(gantry, "-restore", snap, "-disk", disk, timing=False)
+    with killed_after(p):
+        out, err = p.communicate()
+    assert p.returncode == 125, (out, err)
+    lines = err.decode().strip().splitlines()
+    assert len(lines) == 1 and "the disk changed since the VM was saved" in lines[0], lines
+
+
+@pytest.mark.smp
+def test_a_save_restores_on_another_cpu_of_the_host(gantry, vmlinux, initramfs, tmp_path):
+    """KVM reports the APIC ID of the host CPU it runs on in the CPUID it
+    supports: a save made on one CPU restores on another."""
+    if not shutil.which("taskset") or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs taskset and two host CPUs")
+    snap = tmp_path / "snap"
+    p = subprocess.Popen(["taskset", "-c", "0", str(gantry), "run", "-kernel", str(vmlinux),
+                          "-initrd", str(initramfs), "-snapshot", str(snap), "-append",
+                          "gantry.test=count:8 gantry.test=exit:4"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = stop_after(p, 2)
+    assert p.returncode == 0, (out, err)
+    p = subprocess.Popen(["taskset", "-c", "1", str(gantry), "run", "-restore", str(snap)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with killed_after(p, boot_timeout() * 2):
+        out, err = p.communicate()
+    assert p.returncode == 4, (out, err)
+    assert counts(out)[-1][0] == 8, out

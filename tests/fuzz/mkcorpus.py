@@ -1177,7 +1177,7 @@ def saved_vm_sections():
     return ([(b"VMCF", struct.pack("<IIQ", 1, 2, 512)), (b"CPID", bytes(40 * 4))] + vcpu +
             [(b"PICM", bytes(520)), (b"PICS", struct.pack("<I", 1) + bytes(516)),
              (b"IOAP", struct.pack("<I", 2) + bytes(516)), (b"PIT2", bytes(112)),
-             (b"CLCK", bytes(48)), (b"SER0", bytes(8)), (b"VDEV", dev), (b"VCFG", b"")])
+             (b"CLCK", bytes(48)), (b"SER0", bytes(8)), (b"VDEV", dev), (b"VCFG", b""), (b"VDEX", b"")])
 
 
 def main():
