@@ -374,10 +374,9 @@ int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err)
 {
 	if (!vmm_snapshots(cfg))
 		return 0;
-	if (cfg->net_fd > 0 || cfg->vsock_dir || cfg->vsock.connect || cfg->fs.handler)
+	if (cfg->net_fd > 0 || cfg->fs.handler)
 		return gantry_error(err, 0,
-				    "a VM with a network, vsock or shares cannot be saved or "
-				    "restored yet");
+				    "a VM with a network or shares cannot be saved or restored yet");
 	return 0;
 }
 
@@ -419,16 +418,21 @@ static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error
 	if (vmm_build(v, cfg, err) < 0 || vm_chips_restore(v->vm.vm_fd, &v->state, err) < 0 ||
 	    serial_restore(&v->serial, &v->state, err) < 0)
 		return -1;
-	for (unsigned int i = 0; i < v->nr_devs; i++) {
+	for (unsigned int i = 0; i < v->nr_devs; i++)
 		if (virtio_dev_restore(v->devs[i], &v->state, i, err) < 0)
 			return -1;
-		virtio_dev_kick_ready(v->devs[i]);
-	}
 	v->vm.restore = &v->state;
 	if (vcpus_create(&v->vm, 0, err) < 0)
 		return -1;
 	v->vm.restore = NULL;
-	return vm_clock_restore(v->vm.vm_fd, &v->state, err);
+	if (vm_clock_restore(v->vm.vm_fd, &v->state, err) < 0)
+		return -1;
+	/* Last: an interrupt a device raises now reaches the restored LAPICs
+	 * (one raised before KVM_SET_LAPIC would be lost with the IRR it
+	 * replaces, and the driver would see the event only at the next). */
+	for (unsigned int i = 0; i < v->nr_devs; i++)
+		virtio_dev_resume(v->devs[i]);
+	return 0;
 }
 
 /* After the vCPUs of a VM being saved have ended: its state file and its

@@ -147,6 +147,9 @@ void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
 
 	memset(&s, 0, sizeof(s));
 	pthread_mutex_lock(&d->lock);
+	/* First: a device may give back a request it holds (virtq_unpop). */
+	if (d->ops->save)
+		d->ops->save(d, extra, &extra_len);
 	s.device_id = d->ops->device_id;
 	s.nr_queues = d->ops->num_queues;
 	s.status = d->status;
@@ -175,8 +178,6 @@ void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
 	}
 	state_put(w, VDEV_TAG, &s, sizeof(s));
 	state_put(w, VCFG_TAG, d->config, d->config_len);
-	if (d->ops->save)
-		d->ops->save(d, extra, &extra_len);
 	state_put(w, VDEX_TAG, extra, MIN(extra_len, sizeof(extra)));
 	pthread_mutex_unlock(&d->lock);
 }
@@ -251,10 +252,15 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 	return 0;
 }
 
-void virtio_dev_kick_ready(struct virtio_dev *d)
+void virtio_dev_resume(struct virtio_dev *d)
 {
 	uint64_t one = 1;
 
+	if (d->ops->resumed) {
+		pthread_mutex_lock(&d->lock);
+		d->ops->resumed(d);
+		pthread_mutex_unlock(&d->lock);
+	}
 	for (unsigned int q = 0; q < d->ops->num_queues; q++)
 		if (d->vqs[q].ready && d->queue_fds[q] >= 0)
 			(void)!write(d->queue_fds[q], &one, sizeof(one));

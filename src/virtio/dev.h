@@ -50,6 +50,9 @@ struct virtio_dev_ops {
 	 * restore that its backend is still what was saved. NULL: nothing. */
 	void (*save)(struct virtio_dev *d, void *data, size_t *len);
 	int (*restore)(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err);
+	/* Restored, before the guest runs again: tell the driver what did
+	 * not survive (vsock: its connections). NULL: nothing to say. */
+	void (*resumed)(struct virtio_dev *d);
 };
 
 #define VIRTIO_DEV_EXTRA_MAX 256
@@ -129,10 +132,11 @@ void virtio_dev_thread_start(struct virtio_dev *d);
 void virtio_dev_save(struct virtio_dev *d, struct state_writer *w);
 int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsigned int index,
 		       gantry_error_t *err);
-/* After a restore: each ready queue's notification fd written once, so
- * requests the driver queued before the save are served without waiting
- * for a kick it may never send. */
-void virtio_dev_kick_ready(struct virtio_dev *d);
+/* After a restore, before the guest runs: the device's ops->resumed, and
+ * each ready queue's notification fd written once, so requests the driver
+ * queued before the save are served without waiting for a kick it may
+ * never send. */
+void virtio_dev_resume(struct virtio_dev *d);
 /* The QueueNumMax d offers. */
 uint16_t virtio_dev_queue_max(const struct virtio_dev *d);
 

@@ -278,6 +278,58 @@ static void vsock_destroy(struct virtio_dev *d)
 	free(vs);
 }
 
+/* A save keeps no connection: the host's ends are this process's sockets.
+ * An RX buffer held for a packet not yet written goes back to the ring,
+ * so the restored guest has it again. */
+static void vsock_save(struct virtio_dev *d, void *data, size_t *len)
+{
+	struct virtio_vsock *vs = d->priv;
+
+	(void)data;
+	if (vs->rx_held) {
+		virtq_unpop(&d->vqs[VSOCK_RXQ], 1);
+		vs->rx_held = false;
+	}
+	*len = 0;
+}
+
+static int vsock_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
+{
+	(void)d;
+	(void)data;
+	if (len != 0)
+		return gantry_error(err, 0, "a vsock section of %zu bytes", len);
+	return 0;
+}
+
+/* The driver's connections are gone with the VM that was saved: a
+ * transport reset has it close each of them (its listening sockets stay)
+ * and read the guest CID again. It needs an event buffer, which a driver
+ * keeps posted; without one it learns of each connection by its RST. */
+static void vsock_resumed(struct virtio_dev *d)
+{
+	struct virtq *vq = &d->vqs[VSOCK_EVQ];
+	struct virtio_vsock_event ev = { .id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET) };
+	struct virtq_elem *e;
+	int r;
+
+	if (!vq->ready || !virtio_dev_driver_ok(d))
+		return;
+	e = xmalloc(sizeof(*e));
+	r = virtq_pop(vq, e);
+	if (r == VIRTQ_BROKEN)
+		virtio_dev_needs_reset(d);
+	if (r == VIRTQ_ELEM || r == VIRTQ_BAD_CHAIN) {
+		uint32_t n = 0;
+
+		if (r == VIRTQ_ELEM && e->in_len >= sizeof(ev))
+			n = (uint32_t)virtq_elem_write(e, 0, &ev, sizeof(ev));
+		virtq_push(vq, e->head, n);
+		virtio_dev_signal(d, vq);
+	}
+	free(e);
+}
+
 static const struct virtio_dev_ops vsock_ops = {
 	.name = "virtio-vsock",
 	.device_id = VSOCK_DEVICE_ID,
@@ -285,6 +337,9 @@ static const struct virtio_dev_ops vsock_ops = {
 	.queue_notify = vsock_queue_notify,
 	.reset = vsock_reset,
 	.destroy = vsock_destroy,
+	.save = vsock_save,
+	.restore = vsock_restore,
+	.resumed = vsock_resumed,
 };
 
 static int vsock_listen(struct virtio_vsock *vs, gantry_error_t *err)
