@@ -285,8 +285,9 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"-snapshot DIR saves the VM into DIR (files state and memory) when gantry is\n"
 		"stopped (SIGINT, SIGTERM) instead of only ending it; -restore DIR goes on\n"
 		"from such a save instead of booting a kernel, with the same -cpus, -mem and\n"
-		"-disk files, unchanged since the save; vsock connections do not survive it.\n"
-		"Not yet for a VM with -net or -share (docs/snapshots.md).\n\n"
+		"-disk files, unchanged since the save; vsock and network connections do not\n"
+		"survive it (a restored -net VM gets a fresh network worker). Not yet for a\n"
+		"VM with -share (docs/snapshots.md).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -360,9 +361,8 @@ int cmd_run(int argc, char **argv)
 	if (ports.n > 0 && !r.net) {
 		log_error("run: -p needs -net");
 		status = 2;
-	} else if ((snap.save || snap.restore) && (r.net || shares.n > 0)) {
-		log_error("run: -snapshot and -restore do not take -net or -share yet "
-			  "(docs/snapshots.md)");
+	} else if ((snap.save || snap.restore) && shares.n > 0) {
+		log_error("run: -snapshot and -restore do not take -share yet (docs/snapshots.md)");
 		status = 2;
 	} else if (snap.restore && (cfg->kernel || cfg->initrd || cfg->append)) {
 		log_error("run: -restore takes no -kernel, -initrd or -append: the VM is the saved "

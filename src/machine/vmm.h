@@ -90,7 +90,7 @@ struct vmm_config {
 	 * restore_state_fd > 0: the VM goes on from such files instead of
 	 * booting a kernel; cpus, mem_mib and the devices must be the saved
 	 * VM's, and each disk the file it was (virtio-blk checks its size and
-	 * modification time). Not yet for a VM with a network or shares. */
+	 * modification time). Not yet for a VM with shares. */
 	int save_state_fd, save_mem_fd;
 	int restore_state_fd, restore_mem_fd;
 };

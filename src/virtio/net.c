@@ -562,6 +562,44 @@ static void net_destroy(struct virtio_dev *d)
 	free(n);
 }
 
+/* A save keeps no frame in flight: the network worker is the saved
+ * VM's, and a restored VM gets a fresh one. A TX chain held for the
+ * socket goes back to the ring (the restored device sends it to its own
+ * worker); the buffers a frame half placed took go back too, and the
+ * frame is lost, as on a wire. Both were the last popped of their ring. */
+static void net_save(struct virtio_dev *d, void *data, size_t *len)
+{
+	struct virtio_net *n = d->priv;
+
+	(void)data;
+	if (n->tx_held)
+		virtq_unpop(&d->vqs[NET_TXQ], 1);
+	n->tx_held = false;
+	if (n->rx_nr)
+		virtq_unpop(&d->vqs[NET_RXQ], n->rx_nr);
+	n->rx_have = false;
+	n->rx_nr = 0;
+	*len = 0;
+}
+
+static int net_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
+{
+	(void)d;
+	(void)data;
+	if (len != 0)
+		return gantry_error(err, 0, "a network section of %zu bytes", len);
+	return 0;
+}
+
+/* The rings are the saved ones: read frames for them from the start. */
+static void net_resumed(struct virtio_dev *d)
+{
+	struct virtio_net *n = d->priv;
+
+	n->rx_blocked = false;
+	net_watch(n);
+}
+
 static const struct virtio_dev_ops net_ops = {
 	.name = "virtio-net",
 	.device_id = VIRTIO_ID_NET,
@@ -569,6 +607,9 @@ static const struct virtio_dev_ops net_ops = {
 	.queue_notify = net_queue_notify,
 	.reset = net_reset,
 	.destroy = net_destroy,
+	.save = net_save,
+	.restore = net_restore,
+	.resumed = net_resumed,
 };
 
 struct virtio_dev *virtio_net_create(const struct guest_mem *mem, struct ioloop *loop, int frame_fd,

@@ -15,6 +15,11 @@
  *                            then TAG/out.txt written with "from-guest"
  *   vsock:PORT               dial host port PORT (CID 2), send "from-guest\n";
  *                            vsock: <the host's first line>
+ *   tcp:PORT                 eth0 192.168.127.2/24 up, dial 192.168.127.254:PORT
+ *                            (the host's loopback through -net), send
+ *                            "from-guest\n"; tcp: <the host's first line>
+ *   period:MS                the gap between count's lines (default 200 ms)
+ *   count:N                  N lines "count: K TOKEN", TOKEN drawn once
  *   hold:N                   wait N seconds (at most 600), the VM left running
  *   exit:N                   the final status (default 0; 1 if an action failed)
  *   reset                    end with reboot(RB_AUTOBOOT), not the exit port
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
@@ -33,7 +39,10 @@
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <linux/vm_sockets.h>
+#include <net/if.h>
+#include <netinet/in.h>
 
 #include "guest/poweroff.h"
 
@@ -324,6 +333,51 @@ static void action_count(unsigned long long n)
 	}
 }
 
+/* gantry run -net -allow-local-net: eth0 at 192.168.127.2/24, then a TCP
+ * dial to the host's loopback (192.168.127.254) port P, a line each way. */
+static int action_tcp(struct run_state *s, unsigned int port)
+{
+	static const char hello[] = "from-guest\n";
+	struct sockaddr_in host = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in *in = (struct sockaddr_in *)&ifr.ifr_addr;
+	char line[READ_MAX];
+	size_t got = 0;
+	int ctl = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), fd;
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	in->sin_family = AF_INET;
+	inet_pton(AF_INET, "192.168.127.2", &in->sin_addr);
+	if (ctl < 0 || ioctl(ctl, SIOCSIFADDR, &ifr) < 0)
+		return fail(s, "tcp", "eth0 address");
+	inet_pton(AF_INET, "255.255.255.0", &in->sin_addr);
+	if (ioctl(ctl, SIOCSIFNETMASK, &ifr) < 0 || ioctl(ctl, SIOCGIFFLAGS, &ifr) < 0)
+		return fail(s, "tcp", "eth0 netmask");
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(ctl, SIOCSIFFLAGS, &ifr) < 0)
+		return fail(s, "tcp", "eth0 up");
+	close(ctl);
+	inet_pton(AF_INET, "192.168.127.254", &host.sin_addr);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&host, sizeof(host)) < 0 ||
+	    write(fd, hello, sizeof(hello) - 1) != sizeof(hello) - 1) {
+		if (fd >= 0)
+			close(fd);
+		return fail(s, "tcp", strerror(errno));
+	}
+	while (got < sizeof(line) - 1) {
+		ssize_t n = read(fd, line + got, 1);
+
+		if (n <= 0 || line[got] == '\n')
+			break;
+		got++;
+	}
+	line[got] = '\0';
+	close(fd);
+	printf("tcp: %s\n", line);
+	return 0;
+}
+
 static void action_run(struct run_state *s, char *action)
 {
 	char *colon = strchr(action, ':');
@@ -348,6 +402,8 @@ static void action_run(struct run_state *s, char *action)
 		action_share(s, arg);
 	} else if (strcmp(action, "vsock") == 0 && arg && parse_num(arg, &n) && n <= UINT32_MAX) {
 		action_vsock(s, (unsigned int)n);
+	} else if (strcmp(action, "tcp") == 0 && arg && parse_num(arg, &n) && n > 0 && n <= 65535) {
+		action_tcp(s, (unsigned int)n);
 	} else if (strcmp(action, "hold") == 0 && arg && parse_num(arg, &n) && n <= 600) {
 		sleep((unsigned int)n);
 		printf("hold: %llu\n", n);
