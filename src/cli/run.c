@@ -230,6 +230,24 @@ static int snapshot_open(struct run_snapshot *sn, struct vmm_config *cfg, gantry
 	return 0;
 }
 
+#define UNSET UINT64_MAX
+
+/* -cpus and -mem as given; else, restoring, the saved VM's; else 1 and
+ * 512 MiB. */
+static int run_machine_size(struct vmm_config *cfg, const uint64_t *cpus, gantry_error_t *err)
+{
+	unsigned int saved_cpus = 1;
+	uint64_t saved_mem = VMM_DEFAULT_MEM;
+
+	if (cfg->restore_state_fd > 0 && (*cpus == UNSET || cfg->mem_mib == UNSET) &&
+	    vmm_saved_machine(cfg->restore_state_fd, &saved_cpus, &saved_mem, err) < 0)
+		return gantry_error_prefix(err, "cannot restore the VM");
+	cfg->cpus = *cpus == UNSET ? saved_cpus : (unsigned int)*cpus;
+	if (cfg->mem_mib == UNSET)
+		cfg->mem_mib = saved_mem;
+	return 0;
+}
+
 /* The save, when the VM made one, put in place; else its files gone. */
 static int snapshot_finish(struct run_snapshot *sn, struct vmm_config *cfg, bool ok,
 			   gantry_error_t *err)
@@ -263,7 +281,10 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"Usage: gantry run -kernel PATH [-initrd PATH] [-disk PATH[,ro]]... [-append "
 		"ARGS]\n"
 		"                  [-cpus N] [-mem MiB] [-console PATH] [-vsock DIR]\n"
-		"                  [-net [-p SPEC]... [-allow-local-net]] [-share SPEC]...\n\n"
+		"                  [-net [-p SPEC]... [-allow-local-net]] [-share SPEC]...\n"
+		"                  [-snapshot DIR]\n"
+		"       gantry run -restore DIR [-disk PATH[,ro]]... [-console PATH] [-vsock DIR]\n"
+		"                  [-net [-p SPEC]... [-allow-local-net]] [-snapshot DIR]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -284,8 +305,8 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"(mount -t virtiofs gantry-shares /mnt; the share is /mnt/TAG).\n"
 		"-snapshot DIR saves the VM into DIR (files state and memory) when gantry is\n"
 		"stopped (SIGINT, SIGTERM) instead of only ending it; -restore DIR goes on\n"
-		"from such a save instead of booting a kernel, with the same -cpus, -mem and\n"
-		"-disk files, unchanged since the save; vsock and network connections do not\n"
+		"from such a save instead of booting a kernel, on the saved VM's -cpus and -mem,\n"
+		"with its -disk files unchanged since the save; vsock and network connections do not\n"
 		"survive it (a restored -net VM gets a fresh network worker). Not yet for a\n"
 		"VM with -share (docs/snapshots.md).\n\n"
 		"Flags:\n");
@@ -302,11 +323,11 @@ static void run_usage(FILE *out, const struct flag *flags)
 int cmd_run(int argc, char **argv)
 {
 	struct machine_run r = {
-		.cfg = { .cpus = 1, .mem_mib = VMM_DEFAULT_MEM, .console_input = true }
+		.cfg = { .cpus = 1, .mem_mib = UNSET, .console_input = true }
 	};
 	struct vmm_config *cfg = &r.cfg;
 	gantry_error_t err = NULL;
-	uint64_t cpus = 1;
+	uint64_t cpus = UNSET;
 	struct run_ports ports = { .v = NULL, .n = 0, .allow_local = false };
 	struct run_shares shares = { 0 };
 	struct run_snapshot snap = { NULL, NULL, -1 };
@@ -321,8 +342,10 @@ int cmd_run(int argc, char **argv)
 		  0 },
 		{ "append", FLAG_STRING, &cfg->append, NULL, "ARGS", "extra kernel command line",
 		  0 },
-		{ "cpus", FLAG_UINT, &cpus, NULL, "N", "vCPUs (default 1)", 1024 },
-		{ "mem", FLAG_UINT, &cfg->mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
+		{ "cpus", FLAG_UINT, &cpus, NULL, "N", "vCPUs (default 1; -restore: the saved VM's)",
+		  1024 },
+		{ "mem", FLAG_UINT, &cfg->mem_mib, NULL, "MiB",
+		  "guest memory (default 512; -restore: the saved VM's)", 0 },
 		{ "console", FLAG_STRING, &cfg->console, NULL, "PATH", "write the console to PATH",
 		  0 },
 		{ "vsock", FLAG_STRING, &cfg->vsock_dir, NULL, "DIR",
@@ -369,9 +392,10 @@ int cmd_run(int argc, char **argv)
 			  "one");
 		status = 2;
 	} else {
-		cfg->cpus = (unsigned int)cpus;
 		cfg->timing = vmm_timing_requested();
 		rc = snapshot_open(&snap, cfg, &err);
+		if (rc == 0)
+			rc = run_machine_size(cfg, &cpus, &err);
 		if (rc == 0)
 			rc = run_vm(&r, &ports, &shares, &status, &err);
 		if (snapshot_finish(&snap, cfg, rc == 0, rc < 0 ? NULL : &err) < 0)

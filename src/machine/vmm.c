@@ -379,8 +379,9 @@ int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err)
 	return 0;
 }
 
-/* The whole state file, read into v->state_buf (at most STATE_SIZE_MAX). */
-static int vmm_read_state(struct vmm *v, int fd, gantry_error_t *err)
+/* The whole state file in *buf (at most STATE_SIZE_MAX), parsed into sf,
+ * whose sections point into *buf. */
+static int read_state(int fd, uint8_t **buf, struct state_file *sf, gantry_error_t *err)
 {
 	struct stat st;
 	ssize_t n;
@@ -391,18 +392,35 @@ static int vmm_read_state(struct vmm *v, int fd, gantry_error_t *err)
 	    (uint64_t)st.st_size > STATE_SIZE_MAX)
 		return gantry_error(err, 0, "the state file is %lld bytes, not a state file",
 				    (long long)st.st_size);
-	v->state_buf = xmalloc((size_t)st.st_size);
-	n = pread(fd, v->state_buf, (size_t)st.st_size, 0);
+	*buf = xmalloc((size_t)st.st_size);
+	n = pread(fd, *buf, (size_t)st.st_size, 0);
 	if (n != (ssize_t)st.st_size)
 		return gantry_error(err, n < 0 ? errno : 0, "the state file: a short read");
-	return state_parse(v->state_buf, (size_t)st.st_size, &v->state, err);
+	return state_parse(*buf, (size_t)st.st_size, sf, err);
+}
+
+int vmm_saved_machine(int state_fd, unsigned int *cpus, uint64_t *mem_mib, gantry_error_t *err)
+{
+	cleanup_free uint8_t *buf = NULL;
+	struct state_file sf = { 0 };
+	struct vmm_saved m;
+	int r = read_state(state_fd, &buf, &sf, err);
+
+	if (r == 0)
+		r = state_get(&sf, VMM_TAG_MACHINE, 0, &m, sizeof(m), err);
+	state_file_free(&sf);
+	if (r < 0)
+		return -1;
+	*cpus = m.cpus;
+	*mem_mib = m.mem_mib;
+	return 0;
 }
 
 static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
 {
 	struct vmm_saved want = { cfg->cpus, machine_count_devices(cfg), cfg->mem_mib }, got;
 
-	if (vmm_read_state(v, cfg->restore_state_fd, err) < 0 ||
+	if (read_state(cfg->restore_state_fd, &v->state_buf, &v->state, err) < 0 ||
 	    state_get(&v->state, VMM_TAG_MACHINE, 0, &got, sizeof(got), err) < 0)
 		return -1;
 	if (memcmp(&got, &want, sizeof(got)) != 0)
