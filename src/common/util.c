@@ -145,6 +145,24 @@ int read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
+int pwrite_full(int fd, const void *buf, size_t len, off_t off)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t r = pwrite(fd, p, len, off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		len -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
 int write_full(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

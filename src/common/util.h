@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define ARRAY_SIZE(a)	 (sizeof(a) / sizeof((a)[0]))
@@ -70,6 +71,8 @@ int parse_fd(const char *s, int *out);
 /* Read/write the whole buffer, retrying on EINTR and short transfers. */
 int read_full(int fd, void *buf, size_t len);
 int write_full(int fd, const void *buf, size_t len);
+/* The same at offset off (pwrite); 0, or -1 with errno (0 on a short one). */
+int pwrite_full(int fd, const void *buf, size_t len, off_t off);
 
 /* CLOCK_MONOTONIC in milliseconds: whole ones for deadlines, fractional
  * ones for timings. */

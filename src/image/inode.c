@@ -129,24 +129,6 @@ int erofs_inode_reserve(struct erofs_tree *t, struct erofs_inode *ino, uint64_t 
 	return 0;
 }
 
-static int pwrite_full(int fd, const void *buf, size_t len, off_t off)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t r = pwrite(fd, p, len, off);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -1;
-		p += r;
-		off += r;
-		len -= (size_t)r;
-	}
-	return 0;
-}
-
 int erofs_inode_pwrite(struct erofs_tree *t, struct erofs_inode *ino, const void *buf, size_t len,
 		       uint64_t off, gantry_error_t *err)
 {

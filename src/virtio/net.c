@@ -582,15 +582,6 @@ static void net_save(struct virtio_dev *d, void *data, size_t *len)
 	*len = 0;
 }
 
-static int net_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
-{
-	(void)d;
-	(void)data;
-	if (len != 0)
-		return gantry_error(err, 0, "a network section of %zu bytes", len);
-	return 0;
-}
-
 /* The rings are the saved ones: read frames for them from the start. */
 static void net_resumed(struct virtio_dev *d)
 {
@@ -608,7 +599,6 @@ static const struct virtio_dev_ops net_ops = {
 	.reset = net_reset,
 	.destroy = net_destroy,
 	.save = net_save,
-	.restore = net_restore,
 	.resumed = net_resumed,
 };
 

@@ -293,15 +293,6 @@ static void vsock_save(struct virtio_dev *d, void *data, size_t *len)
 	*len = 0;
 }
 
-static int vsock_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
-{
-	(void)d;
-	(void)data;
-	if (len != 0)
-		return gantry_error(err, 0, "a vsock section of %zu bytes", len);
-	return 0;
-}
-
 /* The driver's connections are gone with the VM that was saved: a
  * transport reset has it close each of them (its listening sockets stay)
  * and read the guest CID again. It needs an event buffer, which a driver
@@ -338,7 +329,6 @@ static const struct virtio_dev_ops vsock_ops = {
 	.reset = vsock_reset,
 	.destroy = vsock_destroy,
 	.save = vsock_save,
-	.restore = vsock_restore,
 	.resumed = vsock_resumed,
 };
 

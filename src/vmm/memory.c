@@ -103,22 +103,6 @@ int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error
 	return mem_init(m, size, fd, MAP_PRIVATE, err);
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t len, off_t off)
-{
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-		off += n;
-	}
-	return 0;
-}
-
 int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_error_t *err)
 {
 	uint64_t off = 0;
@@ -149,7 +133,7 @@ int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_
 			}
 			for (end = p; end < pages && (vec[end] & 1); end++)
 				;
-			if (pwrite_all(fd, r->hva + p * PAGE_SIZE, (end - p) * PAGE_SIZE,
+			if (pwrite_full(fd, r->hva + p * PAGE_SIZE, (end - p) * PAGE_SIZE,
 				       (off_t)(off + p * PAGE_SIZE)) < 0)
 				return gantry_error_errno(err, "the memory file");
 			*written += (end - p) * PAGE_SIZE;

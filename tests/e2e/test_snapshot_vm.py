@@ -93,6 +93,27 @@ def stop_after(p, n):
     return out + rest, err
 
 
+def restore_answering(gantry, srv, snap, *flags):
+    """gantry run -restore snap with flags, while srv (listening) answers
+    one connection: it reads a line and sends "from-host". (exit status,
+    console, stderr, the lines it read)"""
+    got = []
+
+    def serve():
+        c, _ = srv.accept()
+        with c:
+            got.append(c.makefile("rb").readline())
+            c.sendall(b"from-host\n")
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    p = run(gantry, "-restore", snap, *flags)
+    with killed_after(p, boot_timeout() * 2):
+        out, err = p.communicate()
+    t.join(5)
+    return p.returncode, out, err, got
+
+
 def test_a_restored_vm_is_saved_again(gantry, saved, tmp_path):
     """A restored VM's RAM is the first save's file, mapped copy-on-write:
     saved again, it is whole in the new file, and that one restores too."""
@@ -167,21 +188,8 @@ def test_a_restored_vm_reaches_the_host_through_a_fresh_network_worker(
                 f"gantry.test=count:10 gantry.test=tcp:{port} gantry.test=exit:5")
         out, err = stop_after(p, 2)
         assert p.returncode == 0 and b"the VM is saved in" in err, (out, err)
-        got = []
-
-        def serve():
-            c, _ = srv.accept()
-            with c:
-                got.append(c.makefile("rb").readline())
-                c.sendall(b"from-host\n")
-
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        p = run(gantry, "-restore", snap, "-net", "-allow-local-net")
-        with killed_after(p, boot_timeout() * 2):
-            out, err = p.communicate()
-        t.join(5)
-    assert p.returncode == 5, (out, err)
+        status, out, err, got = restore_answering(gantry, srv, snap, "-net", "-allow-local-net")
+    assert status == 5, (out, err)
     assert b"tcp: from-host" in out, (out, err)
     assert got == [b"from-guest\n"], got
 
@@ -196,24 +204,11 @@ def test_a_restored_vm_dials_the_host_over_vsock(gantry, vmlinux, initramfs, tmp
             "-append", "gantry.test=count:10 gantry.test=vsock:5123 gantry.test=exit:6")
     out, err = stop_after(p, 2)
     assert p.returncode == 0 and b"the VM is saved in" in err, (out, err)
-    got = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as srv:
         srv.bind(str(vsock / "5123.sock"))
         srv.listen(1)
-
-        def serve():
-            c, _ = srv.accept()
-            with c:
-                got.append(c.makefile("rb").readline())
-                c.sendall(b"from-host\n")
-
-        t = threading.Thread(target=serve, daemon=True)
-        t.start()
-        p = run(gantry, "-restore", snap, "-vsock", vsock)
-        with killed_after(p, boot_timeout() * 2):
-            out, err = p.communicate()
-        t.join(5)
-    assert p.returncode == 6, (out, err)
+        status, out, err, got = restore_answering(gantry, srv, snap, "-vsock", vsock)
+    assert status == 6, (out, err)
     assert b"vsock: from-host" in out, (out, err)
     assert got == [b"from-guest\n"], got
 

@@ -285,21 +285,20 @@ static int action_share(struct run_state *s, const char *tag)
 	return 0;
 }
 
-/* gantry run -vsock DIR: a guest dial to host port P reaches DIR/P.sock. */
-static int action_vsock(struct run_state *s, unsigned int port)
+/* Connect fd to sa, send "from-guest\n", print "WHAT: " and the first line
+ * the host sends back; fd is closed. */
+static int dial_and_greet(struct run_state *s, const char *what, int fd, const struct sockaddr *sa,
+			  socklen_t len)
 {
 	static const char hello[] = "from-guest\n";
-	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST,
-				  .svm_port = port };
 	char line[READ_MAX];
 	size_t got = 0;
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	if (fd < 0 || connect(fd, sa, len) < 0 ||
 	    write(fd, hello, sizeof(hello) - 1) != sizeof(hello) - 1) {
 		if (fd >= 0)
 			close(fd);
-		return fail(s, "vsock", strerror(errno));
+		return fail(s, what, strerror(errno));
 	}
 	while (got < sizeof(line) - 1) {
 		ssize_t n = read(fd, line + got, 1);
@@ -310,8 +309,18 @@ static int action_vsock(struct run_state *s, unsigned int port)
 	}
 	line[got] = '\0';
 	close(fd);
-	printf("vsock: %s\n", line);
+	printf("%s: %s\n", what, line);
 	return 0;
+}
+
+/* gantry run -vsock DIR: a guest dial to host port P reaches DIR/P.sock. */
+static int action_vsock(struct run_state *s, unsigned int port)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_HOST,
+				  .svm_port = port };
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	return dial_and_greet(s, "vsock", fd, (struct sockaddr *)&sa, sizeof(sa));
 }
 
 /* count:N: N lines "count: K TOKEN" 200 ms apart (period:MS before it
@@ -337,13 +346,10 @@ static void action_count(unsigned long long n)
  * dial to the host's loopback (192.168.127.254) port P, a line each way. */
 static int action_tcp(struct run_state *s, unsigned int port)
 {
-	static const char hello[] = "from-guest\n";
 	struct sockaddr_in host = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	struct ifreq ifr = { 0 };
 	struct sockaddr_in *in = (struct sockaddr_in *)&ifr.ifr_addr;
-	char line[READ_MAX];
-	size_t got = 0;
-	int ctl = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), fd;
+	int ctl = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
 	in->sin_family = AF_INET;
@@ -358,24 +364,8 @@ static int action_tcp(struct run_state *s, unsigned int port)
 		return fail(s, "tcp", "eth0 up");
 	close(ctl);
 	inet_pton(AF_INET, "192.168.127.254", &host.sin_addr);
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&host, sizeof(host)) < 0 ||
-	    write(fd, hello, sizeof(hello) - 1) != sizeof(hello) - 1) {
-		if (fd >= 0)
-			close(fd);
-		return fail(s, "tcp", strerror(errno));
-	}
-	while (got < sizeof(line) - 1) {
-		ssize_t n = read(fd, line + got, 1);
-
-		if (n <= 0 || line[got] == '\n')
-			break;
-		got++;
-	}
-	line[got] = '\0';
-	close(fd);
-	printf("tcp: %s\n", line);
-	return 0;
+	return dial_and_greet(s, "tcp", socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0),
+			      (struct sockaddr *)&host, sizeof(host));
 }
 
 static void action_run(struct run_state *s, char *action)
