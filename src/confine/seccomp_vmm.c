@@ -121,12 +121,13 @@ static const int main_sys[] = {
 };
 
 /* The main thread saving the VM (vmm_filter_opts.save): the state and
- * memory files it was handed, which pages of guest RAM are there, and the
- * disks synced and looked at (virtio-blk's part of the save). */
+ * memory files it was handed, which pages of guest RAM are in use (its
+ * pagemap, opened during set-up), and the disks synced and looked at
+ * (virtio-blk's part of the save). */
 static const int save_sys[] = {
 	SCMP_SYS(pwrite64),
+	SCMP_SYS(pread64),
 	SCMP_SYS(ftruncate),
-	SCMP_SYS(mincore),
 	SCMP_SYS(fsync),
 	SCMP_SYS(fdatasync),
 	SCMP_SYS(fstat),

@@ -62,6 +62,7 @@ struct vmm {
 	double t_kvm_done;	    /* the VM built (booted or restored), not yet confined */
 	/* A restore's state file, parsed (its sections point into state_buf). */
 	uint8_t *state_buf;
+	int pagemap_fd; /* a save's view of which RAM pages are in use; -1: none */
 	struct state_file state;
 };
 
@@ -302,6 +303,9 @@ static int vmm_build(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 		    machine_devices[i].add(&v->slots, cfg, err) < 0)
 			return -1;
 	v->vm.save_on_stop = cfg->save_state_fd > 0;
+	/* Opened while set-up may: a confined worker has no /proc after. */
+	if (v->vm.save_on_stop)
+		v->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
@@ -485,7 +489,7 @@ static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 	if (r < 0)
 		return -1;
 	/* RAM first: a state file that is there says the memory is too. */
-	if (guest_mem_save(&v->vm.mem, cfg->save_mem_fd, &ram, err) < 0)
+	if (guest_mem_save(&v->vm.mem, cfg->save_mem_fd, v->pagemap_fd, &ram, err) < 0)
 		return -1;
 	if (ftruncate(cfg->save_state_fd, 0) < 0 ||
 	    pwrite(cfg->save_state_fd, buf, len, 0) != (ssize_t)len ||
@@ -544,6 +548,8 @@ static void vmm_teardown(struct vmm *v)
 	free(v->cmdline);
 	state_file_free(&v->state);
 	free(v->state_buf);
+	if (v->pagemap_fd >= 0)
+		close(v->pagemap_fd);
 }
 
 int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
@@ -560,6 +566,7 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	if (v.vm.profile && *v.vm.profile == '\0')
 		v.vm.profile = NULL;
 	memset(v.ioeventfds, 0xff, sizeof(v.ioeventfds));
+	v.pagemap_fd = -1;
 	console_init_fd(&v.console, cfg->console_fd > 0 ? cfg->console_fd : STDOUT_FILENO);
 	if (vmm_validate(cfg, err) < 0)
 		return -1;

@@ -103,7 +103,47 @@ int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error
 	return mem_init(m, size, fd, MAP_PRIVATE, err);
 }
 
-int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_error_t *err)
+#define PAGEMAP_PRESENT (1ULL << 63)
+#define PAGEMAP_SWAPPED (1ULL << 62)
+#define PAGEMAP_BATCH	512
+
+static bool page_is_zero(const uint8_t *p)
+{
+	static const uint8_t zero[PAGE_SIZE];
+
+	return p[0] == 0 && memcmp(p, zero, PAGE_SIZE) == 0;
+}
+
+/* Which of a region's pages hold data (vec[p] = 1). Through pagemap, an
+ * anonymous page does when it is present or swapped out (mincore would
+ * call a swapped one empty); without pagemap, and for a file-backed
+ * region (whose pages not yet read are the file's, not zeros), each page
+ * is read and kept unless all zero. */
+static int pages_in_use(const struct guest_mem *m, const struct guest_region *r, int pagemap,
+			uint8_t *vec)
+{
+	size_t pages = r->size / PAGE_SIZE;
+	uint64_t ent[PAGEMAP_BATCH];
+
+	if (pagemap < 0 || m->file_backed) {
+		for (size_t p = 0; p < pages; p++)
+			vec[p] = !page_is_zero(r->hva + p * PAGE_SIZE);
+		return 0;
+	}
+	for (size_t p = 0; p < pages; p += PAGEMAP_BATCH) {
+		size_t n = MIN((size_t)PAGEMAP_BATCH, pages - p);
+		off_t at = (off_t)(((uintptr_t)r->hva / PAGE_SIZE + p) * sizeof(ent[0]));
+
+		if (pread(pagemap, ent, n * sizeof(ent[0]), at) != (ssize_t)(n * sizeof(ent[0])))
+			return -1;
+		for (size_t i = 0; i < n; i++)
+			vec[p + i] = (ent[i] & (PAGEMAP_PRESENT | PAGEMAP_SWAPPED)) != 0;
+	}
+	return 0;
+}
+
+int guest_mem_save(const struct guest_mem *m, int fd, int pagemap, uint64_t *written,
+		   gantry_error_t *err)
 {
 	uint64_t off = 0;
 
@@ -113,25 +153,21 @@ int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_
 	for (unsigned int i = 0; i < m->nr_regions; i++) {
 		const struct guest_region *r = &m->regions[i];
 		size_t pages = r->size / PAGE_SIZE;
-		cleanup_free unsigned char *vec = xmalloc(pages ? pages : 1);
+		cleanup_free uint8_t *vec = xmalloc(pages ? pages : 1);
 		size_t p = 0;
 
-		/* A file-backed page the host does not hold is the file's,
-		 * not a zero one: such RAM is written whole. */
-		if (m->file_backed)
-			memset(vec, 1, pages);
-		else if (mincore(r->hva, r->size, vec) < 0)
-			return gantry_error_errno(err, "mincore");
-		/* Runs of resident pages; the rest are holes, which read as
-		 * zeros as the pages never touched did. */
+		if (pages_in_use(m, r, pagemap, vec) < 0)
+			return gantry_error_errno(err, "pagemap");
+		/* Runs of pages in use; the rest are holes, which read as
+		 * zeros as those pages did. */
 		while (p < pages) {
 			size_t end;
 
-			if (!(vec[p] & 1)) {
+			if (!vec[p]) {
 				p++;
 				continue;
 			}
-			for (end = p; end < pages && (vec[end] & 1); end++)
+			for (end = p; end < pages && vec[end]; end++)
 				;
 			if (pwrite_full(fd, r->hva + p * PAGE_SIZE, (end - p) * PAGE_SIZE,
 				       (off_t)(off + p * PAGE_SIZE)) < 0)

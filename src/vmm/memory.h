@@ -50,9 +50,12 @@ int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *er
  * from one file share its page cache. fd stays the caller's. */
 int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err);
 /* Write RAM into fd as that file: the regions one after the other, only
- * pages the host holds (the others, never touched or given back, are
- * holes). *written: the bytes written. */
-int guest_mem_save(const struct guest_mem *m, int fd, uint64_t *written, gantry_error_t *err);
+ * pages in use (the others, never touched, given back or all zero, are
+ * holes). pagemap: /proc/self/pagemap, opened by the caller, which says
+ * which pages are in use without reading them; -1: each page is read.
+ * *written: the bytes written. */
+int guest_mem_save(const struct guest_mem *m, int fd, int pagemap, uint64_t *written,
+		   gantry_error_t *err);
 /* Describe a caller-owned buffer as guest RAM at gpa 0 (tests, fuzzers). */
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size);
 void guest_mem_destroy(struct guest_mem *m);

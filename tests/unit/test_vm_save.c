@@ -5,8 +5,10 @@
  * copy-on-write (guest_mem_save, guest_mem_init_file). A state file is
  * hostile input: values a driver could never have set are refused with
  * the device named. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -243,26 +245,31 @@ static void test_serial_round_trip(void **state)
 }
 
 /* RAM with a few pages touched saves as a sparse file of RAM's size that
- * maps back with the same bytes; the restored VM's writes stay its own. */
-static void test_memory_file(void **state)
+ * maps back with the same bytes; the restored VM's writes stay its own.
+ * Through pagemap, or reading each page. */
+static void memory_file(bool use_pagemap)
 {
 	struct guest_mem m, r;
 	gantry_error_t err = NULL;
 	char path[] = "/tmp/gantry-test-memXXXXXX";
-	int fd = mkstemp(path);
+	int fd = mkstemp(path), fd2;
+	int pagemap = use_pagemap ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
 	uint64_t written;
 	struct stat st;
 	uint8_t *p;
 
-	(void)state;
 	assert_true(fd >= 0);
+	unlink(path);
+	strcpy(path, "/tmp/gantry-test-memXXXXXX");
+	fd2 = mkstemp(path);
+	assert_true(fd2 >= 0);
 	unlink(path);
 	assert_int_equal(guest_mem_init(&m, 64 * MiB, &err), 0);
 	p = guest_ptr(&m, 0x1000, 1);
 	memset(p, 0xab, 4096);
 	p = guest_ptr(&m, 40 * MiB + 12, 5);
 	memcpy(p, "hello", 5);
-	assert_int_equal(guest_mem_save(&m, fd, &written, &err), 0);
+	assert_int_equal(guest_mem_save(&m, fd, pagemap, &written, &err), 0);
 	assert_int_equal(fstat(fd, &st), 0);
 	assert_int_equal(st.st_size, 64 * MiB);
 	assert_true(written < 64 * MiB);
@@ -278,6 +285,15 @@ static void test_memory_file(void **state)
 	memcpy(guest_ptr(&r, 40 * MiB + 12, 5), "world", 5);
 	assert_int_equal(pread(fd, path, 5, 40 * MiB + 12), 5);
 	assert_memory_equal(path, "hello", 5);
+
+	/* Saved again, a file-backed RAM is read page by page (the pages it
+	 * never touched are the file's): all of it is there. */
+	assert_int_equal(guest_mem_save(&r, fd2, pagemap, &written, &err), 0);
+	assert_true(written >= 2 * 4096 && written < 64 * MiB);
+	assert_int_equal(pread(fd2, path, 5, 40 * MiB + 12), 5);
+	assert_memory_equal(path, "world", 5);
+	assert_int_equal(pread(fd2, path, 1, 0x1000), 1);
+	assert_int_equal((uint8_t)path[0], 0xab);
 	guest_mem_destroy(&r);
 
 	/* A file of another size is refused, in one line. */
@@ -286,6 +302,21 @@ static void test_memory_file(void **state)
 	gantry_error_free(&err);
 	guest_mem_destroy(&m);
 	close(fd);
+	close(fd2);
+	if (pagemap >= 0)
+		close(pagemap);
+}
+
+static void test_memory_file_by_pagemap(void **state)
+{
+	(void)state;
+	memory_file(true);
+}
+
+static void test_memory_file_by_reading(void **state)
+{
+	(void)state;
+	memory_file(false);
 }
 
 int main(void)
@@ -295,7 +326,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_hostile_device_state, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_missing_device_section, fx_setup, fx_teardown),
 		cmocka_unit_test(test_serial_round_trip),
-		cmocka_unit_test(test_memory_file),
+		cmocka_unit_test(test_memory_file_by_pagemap),
+		cmocka_unit_test(test_memory_file_by_reading),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
