@@ -252,26 +252,28 @@ static int run_machine_size(struct vmm_config *cfg, const uint64_t *cpus, gantry
 static int snapshot_finish(struct run_snapshot *sn, struct vmm_config *cfg, bool ok,
 			   gantry_error_t *err)
 {
+	int *fds[] = { &cfg->save_state_fd, &cfg->save_mem_fd, &cfg->restore_state_fd,
+		       &cfg->restore_mem_fd };
+	int dir = sn->save_dir;
 	struct stat st;
 	int r = 0;
 
-	if (sn->save_dir >= 0) {
-		if (ok && fstat(cfg->save_state_fd, &st) == 0 && st.st_size > 0) {
-			if (renameat(sn->save_dir, SNAP_MEMORY_NEW, sn->save_dir, SNAP_MEMORY) <
-				    0 ||
-			    renameat(sn->save_dir, SNAP_STATE_NEW, sn->save_dir, SNAP_STATE) < 0)
-				r = gantry_error_errno(err, "-snapshot %s", sn->save);
-			else
-				log_info("run: the VM is saved in %s", sn->save);
-		} else {
-			unlinkat(sn->save_dir, SNAP_STATE_NEW, 0);
-			unlinkat(sn->save_dir, SNAP_MEMORY_NEW, 0);
-		}
-		close(sn->save_dir);
+	if (dir >= 0 && ok && fstat(cfg->save_state_fd, &st) == 0 && st.st_size > 0) {
+		/* The memory first: a state file in place says its memory is. */
+		if (renameat(dir, SNAP_MEMORY_NEW, dir, SNAP_MEMORY) < 0 ||
+		    renameat(dir, SNAP_STATE_NEW, dir, SNAP_STATE) < 0)
+			r = gantry_error_errno(err, "-snapshot %s", sn->save);
+		else
+			log_info("run: the VM is saved in %s", sn->save);
+	} else if (dir >= 0) {
+		unlinkat(dir, SNAP_STATE_NEW, 0);
+		unlinkat(dir, SNAP_MEMORY_NEW, 0);
 	}
-	for (int *fd = &cfg->save_state_fd; fd <= &cfg->restore_mem_fd; fd++)
-		if (*fd > 0)
-			close(*fd);
+	if (dir >= 0)
+		close(dir);
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (*fds[i] > 0)
+			close(*fds[i]);
 	return r;
 }
 
