@@ -369,14 +369,9 @@ struct vmm_saved {
 	uint64_t mem_mib;
 };
 
-bool vmm_snapshots(const struct vmm_config *cfg)
-{
-	return cfg->save_state_fd > 0 || cfg->restore_state_fd > 0;
-}
-
 int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err)
 {
-	if (!vmm_snapshots(cfg))
+	if (cfg->save_state_fd <= 0 && cfg->restore_state_fd <= 0)
 		return 0;
 	if (cfg->fs.handler)
 		return gantry_error(err, 0, "a VM with shares cannot be saved or restored yet");

@@ -112,11 +112,10 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err);
  * VMM worker: bad input is said as such whether or not this host has KVM. */
 int vmm_check_images(const struct vmm_config *cfg, gantry_error_t *err);
 
-/* Whether cfg asks to save or restore the VM; and, when it does, whether
- * its devices can be (-1 with why). */
-bool vmm_snapshots(const struct vmm_config *cfg);
 /* The vCPU count and RAM size of the VM saved in state_fd's state file. */
 int vmm_saved_machine(int state_fd, unsigned int *cpus, uint64_t *mem_mib, gantry_error_t *err);
+/* When cfg asks to save or restore the VM, whether its devices can be
+ * (-1 with why). */
 int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err);
 
 /* Boot and run. On success *status is what `gantry run` exits with: the
