@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/link.h"
@@ -488,10 +490,11 @@ static int accept_control(struct agent *a, uint64_t deadline, int timeout_ms, ga
 	return 0;
 }
 
-int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
-		     gantry_error_t *err)
+/* Accept the guest's control connection (unless there is one) and read
+ * its HELLO, of our protocol version. */
+static int wait_hello(struct agent *a, uint64_t deadline, int timeout_ms,
+		      struct proto_hello *hello, gantry_error_t *err)
 {
-	uint64_t deadline = link_deadline(timeout_ms);
 	struct proto_msg m;
 
 	if (a->control < 0 && accept_control(a, deadline, timeout_ms, err) < 0)
@@ -517,7 +520,17 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 		hello->kernel = a->kernel;
 	}
 	proto_msg_free(&m);
+	return 0;
+}
 
+int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
+		     gantry_error_t *err)
+{
+	uint64_t deadline = link_deadline(timeout_ms);
+	struct proto_msg m;
+
+	if (wait_hello(a, deadline, timeout_ms, hello, err) < 0)
+		return -1;
 	if (control_next(a, &m, deadline, err) < 0)
 		return gantry_error_prefix(err, "waiting for the guest to be ready");
 	if (m.type != PROTO_READY) {
@@ -531,6 +544,49 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 	}
 	proto_msg_free(&m);
 	return -1;
+}
+
+int agent_wait_renewed(struct agent *a, int timeout_ms, char **shares, size_t nr_shares,
+		       gantry_error_t *err)
+{
+	uint64_t deadline = link_deadline(timeout_ms);
+	uint32_t want = PROTO_RENEWED_RANDOM | PROTO_RENEWED_CLOCK;
+	struct proto_msg m = { .type = PROTO_RENEW };
+	struct timespec now;
+	int r = -1;
+
+	if (wait_hello(a, deadline, timeout_ms, NULL, err) < 0)
+		return -1;
+	if (getrandom(m.u.renew.entropy, sizeof(m.u.renew.entropy), 0) !=
+	    (ssize_t)sizeof(m.u.renew.entropy))
+		return gantry_error_errno(err, "getrandom");
+	/* Taken last: the guest's clock is set to what it says. */
+	clock_gettime(CLOCK_REALTIME, &now);
+	m.u.renew.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+	m.u.renew.hostname = "";
+	m.u.renew.shares = shares;
+	m.u.renew.nr_shares = (uint32_t)nr_shares;
+	if (nr_shares)
+		want |= PROTO_RENEWED_SHARES;
+	r = link_send(a, &m, err);
+	explicit_bzero(m.u.renew.entropy, sizeof(m.u.renew.entropy));
+	if (r < 0 || link_drain(a, deadline, err) < 0)
+		return -1;
+	if (control_next(a, &m, deadline, err) < 0)
+		return gantry_error_prefix(err, "waiting for the restored guest to renew itself");
+	r = -1;
+	if (m.type != PROTO_RENEWED)
+		gantry_error(err, EPROTO,
+			     "the restored guest sent %s, not RENEWED: it did not renew its "
+			     "entropy and clock",
+			     proto_type_name(m.type));
+	else if ((m.u.renewed.flags & want) != want)
+		gantry_error(err, 0, "the restored guest could not renew itself: %s",
+			     *m.u.renewed.message ? m.u.renewed.message : "it did not say why");
+	else
+		r = 0;
+	proto_msg_free(&m);
+	return r;
 }
 
 int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *err)

@@ -18,6 +18,7 @@
 #include "net/spawn.h"
 #include "sandbox/network.h"
 #include "sandbox/machine.h"
+#include "snapshot/files.h"
 #include "share/server.h"
 #include "share/spec.h"
 #include "virtio/devices.h"
@@ -123,12 +124,12 @@ static int run_stop_fd = -1;
 
 static void run_stop_handler(int signo)
 {
-	uint64_t one = 1;
+	uint64_t save = VMM_STOP_SAVE;
 	int saved = errno;
 
 	(void)signo;
 	if (run_stop_fd >= 0)
-		(void)!write(run_stop_fd, &one, sizeof(one));
+		(void)!write(run_stop_fd, &save, sizeof(save));
 	errno = saved;
 }
 
@@ -179,53 +180,23 @@ static int run_vm(struct machine_run *r, struct run_ports *ports, struct run_sha
 	return rc;
 }
 
-/* -snapshot DIR and -restore DIR: a saved VM is DIR/state and
- * DIR/memory. A save is written beside them and renamed over them only
- * once whole, so a stop that fails leaves the last good one. */
+/* -snapshot DIR and -restore DIR: a saved VM (snapshot/files.h). */
 struct run_snapshot {
 	const char *save, *restore;
-	int save_dir;
+	struct snap_save saving;
 };
-
-#define SNAP_STATE	"state"
-#define SNAP_MEMORY	"memory"
-#define SNAP_STATE_NEW	".state.new"
-#define SNAP_MEMORY_NEW ".memory.new"
-
-static int snap_open(int dir, const char *dirname, const char *name, int flags, gantry_error_t *err)
-{
-	int fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
-
-	if (fd < 0)
-		return gantry_error_errno(err, "%s/%s", dirname, name);
-	return fd;
-}
 
 static int snapshot_open(struct run_snapshot *sn, struct vmm_config *cfg, gantry_error_t *err)
 {
-	sn->save_dir = -1;
-	if (sn->restore) {
-		cleanup_close int dir = open(sn->restore, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (dir < 0)
-			return gantry_error_errno(err, "-restore %s", sn->restore);
-		if ((cfg->restore_state_fd =
-			     snap_open(dir, sn->restore, SNAP_STATE, O_RDONLY, err)) < 0 ||
-		    (cfg->restore_mem_fd =
-			     snap_open(dir, sn->restore, SNAP_MEMORY, O_RDONLY, err)) < 0)
-			return -1;
-	}
+	sn->saving = (struct snap_save){ .dir = -1, .state_fd = -1, .mem_fd = -1 };
+	if (sn->restore &&
+	    snap_open_restore(sn->restore, &cfg->restore_state_fd, &cfg->restore_mem_fd, err) < 0)
+		return gantry_error_prefix(err, "-restore");
 	if (sn->save) {
-		if (mkdir(sn->save, 0700) < 0 && errno != EEXIST)
-			return gantry_error_errno(err, "-snapshot %s", sn->save);
-		sn->save_dir = open(sn->save, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sn->save_dir < 0)
-			return gantry_error_errno(err, "-snapshot %s", sn->save);
-		if ((cfg->save_state_fd = snap_open(sn->save_dir, sn->save, SNAP_STATE_NEW,
-						    O_RDWR | O_CREAT | O_TRUNC, err)) < 0 ||
-		    (cfg->save_mem_fd = snap_open(sn->save_dir, sn->save, SNAP_MEMORY_NEW,
-						  O_RDWR | O_CREAT | O_TRUNC, err)) < 0)
-			return -1;
+		if (snap_open_save(&sn->saving, sn->save, err) < 0)
+			return gantry_error_prefix(err, "-snapshot");
+		cfg->save_state_fd = sn->saving.state_fd;
+		cfg->save_mem_fd = sn->saving.mem_fd;
 	}
 	return 0;
 }
@@ -252,29 +223,15 @@ static int run_machine_size(struct vmm_config *cfg, const uint64_t *cpus, gantry
 static int snapshot_finish(struct run_snapshot *sn, struct vmm_config *cfg, bool ok,
 			   gantry_error_t *err)
 {
-	int *fds[] = { &cfg->save_state_fd, &cfg->save_mem_fd, &cfg->restore_state_fd,
-		       &cfg->restore_mem_fd };
-	int dir = sn->save_dir;
-	struct stat st;
-	int r = 0;
+	int r = snap_finish(&sn->saving, ok, err);
 
-	if (dir >= 0 && ok && fstat(cfg->save_state_fd, &st) == 0 && st.st_size > 0) {
-		/* The memory first: a state file in place says its memory is. */
-		if (renameat(dir, SNAP_MEMORY_NEW, dir, SNAP_MEMORY) < 0 ||
-		    renameat(dir, SNAP_STATE_NEW, dir, SNAP_STATE) < 0)
-			r = gantry_error_errno(err, "-snapshot %s", sn->save);
-		else
-			log_info("run: the VM is saved in %s", sn->save);
-	} else if (dir >= 0) {
-		unlinkat(dir, SNAP_STATE_NEW, 0);
-		unlinkat(dir, SNAP_MEMORY_NEW, 0);
-	}
-	if (dir >= 0)
-		close(dir);
-	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
-		if (*fds[i] > 0)
-			close(*fds[i]);
-	return r;
+	if (r > 0)
+		log_info("run: the VM is saved in %s", sn->save);
+	if (cfg->restore_state_fd > 0)
+		close(cfg->restore_state_fd);
+	if (cfg->restore_mem_fd > 0)
+		close(cfg->restore_mem_fd);
+	return r < 0 ? gantry_error_prefix(err, "-snapshot") : 0;
 }
 
 static void run_usage(FILE *out, const struct flag *flags)
@@ -332,7 +289,7 @@ int cmd_run(int argc, char **argv)
 	uint64_t cpus = UNSET;
 	struct run_ports ports = { .v = NULL, .n = 0, .allow_local = false };
 	struct run_shares shares = { 0 };
-	struct run_snapshot snap = { NULL, NULL, -1 };
+	struct run_snapshot snap = { 0 };
 	bool help = false, dashdash;
 	int rest, status = 0, rc;
 	const struct flag flags[] = {

@@ -1,18 +1,53 @@
-/* `gantry stop NAME...`: each guest syncs and powers off; its files stay. */
+/* `gantry stop [-snapshot] NAME...`: each guest syncs and powers off, or
+ * with -snapshot is saved as it runs, for `gantry resume` to go on from;
+ * its files stay. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/log.h"
 #include "sandbox/lifecycle.h"
+
+static bool snapshot;
+
+static int stop_one(const char *name, gantry_error_t *err)
+{
+	return snapshot ? sandbox_pause(name, err) : sandbox_stop(name, err);
+}
+
+static void stop_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out, "Usage: gantry stop [-snapshot] NAME...\n\n"
+		     "Stop running sandboxes: each guest syncs and powers off, its processes\n"
+		     "end. Their configuration and writable layers stay for gantry resume.\n"
+		     "A sandbox that is not running is left as it is.\n\n"
+		     "With -snapshot, each is saved instead (its vCPUs, devices and memory,\n"
+		     "in its directory) and gantry resume goes on from the save without a\n"
+		     "boot: its processes keep running with their memory. A sandbox with an\n"
+		     "exec session running, or with secrets in its memory, is not saved:\n"
+		     "the error says why (docs/snapshots.md).\n\nFlags:\n");
+	flags_usage(out, flags);
+}
 
 int cmd_stop(int argc, char **argv)
 {
-	int r = flags_names("stop",
-			    "Stop running sandboxes: each guest syncs and powers off, its processes\n"
-			    "end. Their configuration and writable layers stay for gantry resume.\n"
-			    "A sandbox that is not running is left as it is.",
-			    argc, argv);
+	bool help = false, dashdash;
+	int rest, r;
+	const struct flag flags[] = {
+		{ "snapshot", FLAG_BOOL, &snapshot, NULL, NULL,
+		  "save each sandbox as it runs, for gantry resume to go on from", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
 
-	return r <= 0 ? -r * 2 : cli_each_name(argc, argv, sandbox_stop);
+	r = flags_parse_cmd("stop", flags, argc, argv, &rest, &dashdash, stop_usage);
+	if (r <= 0)
+		return -r;
+	if (rest >= argc) {
+		log_error("stop: want one NAME or more (see gantry stop -help)");
+		return 2;
+	}
+	return cli_each_name(argc - rest, argv + rest, stop_one);
 }

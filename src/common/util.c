@@ -163,6 +163,27 @@ int pwrite_full(int fd, const void *buf, size_t len, off_t off)
 	return 0;
 }
 
+int pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	char *p = buf;
+
+	while (len > 0) {
+		ssize_t r = pread(fd, p, len, off);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = EIO;
+			return -1;
+		}
+		p += r;
+		len -= (size_t)r;
+		off += r;
+	}
+	return 0;
+}
+
 int write_full(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;

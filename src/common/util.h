@@ -73,6 +73,8 @@ int read_full(int fd, void *buf, size_t len);
 int write_full(int fd, const void *buf, size_t len);
 /* The same at offset off (pwrite); 0, or -1 with errno (0 on a short one). */
 int pwrite_full(int fd, const void *buf, size_t len, off_t off);
+/* pread all of len at off; 0, or -1 with errno (EIO: the file ended first). */
+int pread_full(int fd, void *buf, size_t len, off_t off);
 
 /* CLOCK_MONOTONIC in milliseconds: whole ones for deadlines, fractional
  * ones for timings. */

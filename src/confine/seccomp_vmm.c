@@ -122,9 +122,10 @@ static const int main_sys[] = {
 
 /* The main thread saving the VM (vmm_filter_opts.save): the state and
  * memory files it was handed, which pages of guest RAM are in use (its
- * pagemap, opened during set-up), and the disks synced and looked at
- * (virtio-blk's part of the save). */
+ * pagemap, opened during set-up, or the data ranges of RAM's memfd), and
+ * the disks synced and looked at (virtio-blk's part of the save). */
 static const int save_sys[] = {
+	SCMP_SYS(lseek),
 	SCMP_SYS(pwrite64),
 	SCMP_SYS(pread64),
 	SCMP_SYS(ftruncate),

@@ -86,17 +86,20 @@ uint64_t guest_now_ms(clockid_t clock);
 
 /* Connect to host port `port` (vsock CID 2, or a Unix socket in test mode). */
 int link_dial(const struct guest_config *cfg, unsigned int port);
-/* The control connection, retried briefly: the vsock transport or the
- * host's listener may be a moment behind us. */
-/* credential.c: git's credential helper (argv: the operation). */
-int guest_credential_main(int argc, char **argv);
-/* files.c: `GUEST_HELPER_PATH files ...`, the file helper (proto/files.h). */
-int guest_files_main(int argc, char **argv);
-int link_dial_control(const struct guest_config *cfg);
+/* The control connection, retried for up to timeout_ms: the vsock
+ * transport or the host's listener may be a moment behind us. */
+#define LINK_DIAL_MS   5000 /* at boot: the host listens first; slow starts */
+#define LINK_REDIAL_MS 1000 /* after a reset: a restoring host listens first */
+int link_dial_control(const struct guest_config *cfg, unsigned int timeout_ms);
 /* Send one frame on the control connection; a failure closes it. */
 void link_send(struct guest *g, const struct proto_msg *m);
 void link_send_error(struct guest *g, uint32_t id, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* credential.c: git's credential helper (argv: the operation). */
+int guest_credential_main(int argc, char **argv);
+/* files.c: `GUEST_HELPER_PATH files ...`, the file helper (proto/files.h). */
+int guest_files_main(int argc, char **argv);
 
 /* mounts.c */
 /* Mount the share hub on SHARES_MOUNT_DIR once: 0 or -errno. */
@@ -105,6 +108,15 @@ int mounts_hub(void);
 void mounts_hub_release(void);
 /* MOUNT or UNMOUNT from the host: done at once, answered with DONE. */
 void mounts_request(struct guest *g, const struct proto_msg *m);
+#define MOUNTS_WHY_MAX 256
+/* The hub's TAG at path in the running container, or what is mounted at
+ * path there detached: 0, or the errno with why (MOUNTS_WHY_MAX) filled. */
+int mounts_bind(struct guest *g, const char *tag, bool ro, const char *path, char *why);
+int mounts_unbind(struct guest *g, const char *path, char *why);
+
+/* renew.c: RENEW, on a restored VM's new control connection: fresh
+ * entropy, the wall clock, shares bound again; answered with RENEWED. */
+void renew_request(struct guest *g, const struct proto_msg *m);
 
 /* session.c */
 void session_exec(struct guest *g, struct proto_exec *e);
@@ -115,6 +127,8 @@ void session_resize(struct guest *g, uint32_t id, uint32_t rows, uint32_t cols);
 void session_reaped(struct guest *g, pid_t pid, int status);
 /* Finished sessions report EXIT and go away; true if any are still live. */
 bool session_reap_finished(struct guest *g);
+/* Every session's process; _all: the sandbox's container too. */
+void session_kill_sessions(struct guest *g);
 void session_kill_all(struct guest *g);
 
 /* relay.c: poll() plumbing; add this session's fds, then act on what they

@@ -7,8 +7,12 @@
  * assemble the container root (in a sandbox, start its container), say READY
  * (or why not), then serve the host: EXEC, SIGNAL, RESIZE, SHUTDOWN, and in
  * a sandbox MOUNT and UNMOUNT of live shares (mounts.c). Orphans
- * are reaped. SHUTDOWN, or the control connection closing, syncs, unmounts
- * and powers off with the status given.
+ * are reaped. SHUTDOWN syncs, unmounts and powers off with the status
+ * given. The control connection closing (in test mode), or closing and
+ * not answering a dial again within a second, is a SHUTDOWN with status 0;
+ * a dial that is answered says HELLO again, and the host (restoring the VM
+ * from a snapshot, whose vsock reset cut every connection) sends RENEW
+ * (renew.c).
  *
  * Kernel parameters (read from /proc/cmdline, since dotted ones never reach
  * init): gantry.rw=1, gantry.readonly=1, gantry.hostname=NAME, gantry.debug=1,
@@ -270,6 +274,9 @@ static void handle_control(struct guest *g, struct proto_msg *m)
 	case PROTO_UNMOUNT:
 		mounts_request(g, m);
 		break;
+	case PROTO_RENEW:
+		renew_request(g, m);
+		break;
 	case PROTO_SHUTDOWN:
 		guest_debug(g, "shutdown %u", m->u.shutdown.status);
 		finish(g, (int)m->u.shutdown.status);
@@ -307,6 +314,24 @@ static void read_control(struct guest *g)
 	}
 }
 
+/* The control connection is gone. A restore from a snapshot resets
+ * every vsock connection: then the host listens again, and answers our
+ * HELLO with RENEW. A host that is gone refuses the dial: we are done. */
+static void redial(struct guest *g)
+{
+	/* Nobody can read their output any more; the container's own
+	 * processes run on. */
+	session_kill_sessions(g);
+	g->control = link_dial_control(&g->cfg, LINK_REDIAL_MS);
+	if (g->control < 0) {
+		guest_debug(g, "the host is gone");
+		return;
+	}
+	guest_debug(g, "control connection dialled again");
+	proto_decoder_init(g->dec);
+	send_hello(g);
+}
+
 static void serve(struct guest *g)
 {
 	struct pollfd fds[POLL_MAX];
@@ -314,14 +339,13 @@ static void serve(struct guest *g)
 	size_t n, i;
 
 	for (;;) {
-		bool live = session_reap_finished(g);
-
-		if (g->control < 0) {
-			/* The host is gone: nobody can read the output. */
-			if (live)
-				session_kill_all(g);
+		session_reap_finished(g);
+		if (g->control < 0 && !g->cfg.pid1)
+			finish(g, 0); /* test mode: the host is gone */
+		if (g->control < 0)
+			redial(g);
+		if (g->control < 0)
 			finish(g, 0);
-		}
 		n = 0;
 		fds[n++] = (struct pollfd){ .fd = g->sigfd, .events = POLLIN };
 		fds[n++] = (struct pollfd){ .fd = g->control, .events = POLLIN };
@@ -447,7 +471,7 @@ int main(int argc, char **argv)
 		console_open();
 
 	/* First thing: tell the host we are alive. */
-	g.control = link_dial_control(cfg);
+	g.control = link_dial_control(cfg, LINK_DIAL_MS);
 	if (g.control < 0) {
 		guest_log("cannot reach the host on vsock port %d: %s", PROTO_CONTROL_PORT,
 			  strerror(errno));

@@ -14,8 +14,7 @@
 
 #include "guest/guest.h"
 
-#define DIAL_TIMEOUT_MS 5000 /* the host listens before boot; this covers slow starts */
-#define DIAL_RETRY_MS	10
+#define DIAL_RETRY_MS 10
 
 /* A connected stream socket of family to sa, or -1 with errno. */
 static int connect_to(int family, const void *sa, socklen_t len)
@@ -55,9 +54,9 @@ int link_dial(const struct guest_config *cfg, unsigned int port)
 	}
 }
 
-int link_dial_control(const struct guest_config *cfg)
+int link_dial_control(const struct guest_config *cfg, unsigned int timeout_ms)
 {
-	uint64_t deadline = guest_now_ms(CLOCK_MONOTONIC) + DIAL_TIMEOUT_MS;
+	uint64_t deadline = guest_now_ms(CLOCK_MONOTONIC) + timeout_ms;
 	struct timespec pause = { .tv_nsec = DIAL_RETRY_MS * 1000000L };
 	int fd;
 

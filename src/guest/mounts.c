@@ -20,8 +20,6 @@
 
 #include "guest/guest.h"
 
-#define MOUNTS_WHY_MAX 256
-
 static bool hub_mounted;
 
 int mounts_hub(void)
@@ -166,37 +164,51 @@ static const char *request_problem(const struct proto_msg *m)
 	return shares_path_problem(path, strlen(path));
 }
 
+int mounts_unbind(struct guest *g, const char *path, char *why)
+{
+	return run_in_container(g, -1, path, why);
+}
+
+int mounts_bind(struct guest *g, const char *tag, bool ro, const char *path, char *why)
+{
+	char source[sizeof(SHARES_MOUNT_DIR) + SHARE_TAG_MAX + 2];
+	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	int tree, e;
+
+	if ((e = -mounts_hub()) > 0) {
+		snprintf(why, MOUNTS_WHY_MAX, "mount the share hub: %s", strerror(e));
+		return e;
+	}
+	snprintf(source, sizeof(source), "%s/%s", SHARES_MOUNT_DIR, tag);
+	if (ro)
+		attr.attr_set |= MOUNT_ATTR_RDONLY;
+	tree = open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+	if (tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+		e = errno;
+		snprintf(why, MOUNTS_WHY_MAX, "%s share `%s`: %s", tree < 0 ? "open" : "set up", tag,
+			 strerror(e));
+	} else {
+		e = run_in_container(g, tree, path, why);
+	}
+	if (tree >= 0)
+		close(tree);
+	return e;
+}
+
 void mounts_request(struct guest *g, const struct proto_msg *m)
 {
-	char why[MOUNTS_WHY_MAX] = "", source[sizeof(SHARES_MOUNT_DIR) + SHARE_TAG_MAX + 2];
-	struct mount_attr attr = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	char why[MOUNTS_WHY_MAX] = "";
 	const char *problem = request_problem(m);
-	int tree = -1, e;
+	int e;
 
 	if (problem) {
 		snprintf(why, sizeof(why), "path: %s", problem);
 		return done(g, m->u.mount.id, EINVAL, why);
 	}
-	if (m->type == PROTO_UNMOUNT) {
-		e = run_in_container(g, -1, m->u.mount.path, why);
-		return done(g, m->u.mount.id, e, e ? why : NULL);
-	}
-	if ((e = -mounts_hub()) > 0) {
-		snprintf(why, sizeof(why), "mount the share hub: %s", strerror(e));
-		return done(g, m->u.mount.id, e, why);
-	}
-	snprintf(source, sizeof(source), "%s/%s", SHARES_MOUNT_DIR, m->u.mount.tag);
-	if (m->u.mount.flags & PROTO_MOUNT_RO)
-		attr.attr_set |= MOUNT_ATTR_RDONLY;
-	tree = open_tree(AT_FDCWD, source, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
-	if (tree < 0 || mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
-		e = errno;
-		snprintf(why, sizeof(why), "%s share `%s`: %s", tree < 0 ? "open" : "set up",
-			 m->u.mount.tag, strerror(e));
-	} else {
-		e = run_in_container(g, tree, m->u.mount.path, why);
-	}
-	if (tree >= 0)
-		close(tree);
+	if (m->type == PROTO_UNMOUNT)
+		e = mounts_unbind(g, m->u.mount.path, why);
+	else
+		e = mounts_bind(g, m->u.mount.tag, m->u.mount.flags & PROTO_MOUNT_RO,
+				m->u.mount.path, why);
 	done(g, m->u.mount.id, e, e ? why : NULL);
 }

@@ -331,7 +331,7 @@ bool session_reap_finished(struct guest *g)
 	return live;
 }
 
-void session_kill_all(struct guest *g)
+void session_kill_sessions(struct guest *g)
 {
 	for (size_t i = 0; i < GUEST_MAX_SESSIONS; i++) {
 		struct session *s = g->sessions[i];
@@ -339,6 +339,11 @@ void session_kill_all(struct guest *g)
 		if (s && s->pid > 0 && !s->exited)
 			kill(s->pid, SIGKILL);
 	}
+}
+
+void session_kill_all(struct guest *g)
+{
+	session_kill_sessions(g);
 	/* Its init's death takes every process in its namespace along. */
 	if (g->container > 0)
 		kill(g->container, SIGKILL);

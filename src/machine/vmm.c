@@ -127,8 +127,6 @@ int vmm_validate(const struct vmm_config *cfg, gantry_error_t *err)
 	unsigned int devices;
 	struct stat st;
 
-	if (vmm_snapshot_check(cfg, err) < 0)
-		return -1;
 	if (cfg->kernel == NULL && cfg->restore_state_fd <= 0)
 		return gantry_error_opt(err, "kernel", " is required (a vmlinux ELF or bzImage)");
 	if (cfg->kernel &&
@@ -223,9 +221,11 @@ static void vmm_confine_fs(void *opaque)
 static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
 {
 	struct vmm *v = opaque;
+	uint64_t n = 0;
 
-	(void)fd;
 	(void)events;
+	if (read(fd, &n, sizeof(n)) == sizeof(n) && n >= VMM_STOP_SAVE)
+		atomic_store(&v->vm.save_asked, true);
 	vm_request_end(&v->vm, VM_END_STOP, 0, "stopped by its host");
 }
 
@@ -369,15 +369,6 @@ struct vmm_saved {
 	uint64_t mem_mib;
 };
 
-int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err)
-{
-	if (cfg->save_state_fd <= 0 && cfg->restore_state_fd <= 0)
-		return 0;
-	if (cfg->fs.handler)
-		return gantry_error(err, 0, "a VM with shares cannot be saved or restored yet");
-	return 0;
-}
-
 /* The whole state file in *buf (at most STATE_SIZE_MAX), parsed into sf,
  * whose sections point into *buf. */
 static int read_state(int fd, uint8_t **buf, struct state_file *sf, gantry_error_t *err)
@@ -428,8 +419,15 @@ static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error
 				    "%u, %llu and %u",
 				    got.cpus, (unsigned long long)got.mem_mib, got.devices,
 				    want.cpus, (unsigned long long)want.mem_mib, want.devices);
-	if (guest_mem_init_file(&v->vm.mem, cfg->mem_mib * MiB, cfg->restore_mem_fd, err) < 0)
+	/* A share worker maps RAM too: it must be the memfd it is given. */
+	if (cfg->fs.handler && cfg->fs.remote) {
+		if (guest_mem_init_shared(&v->vm.mem, cfg->mem_mib * MiB, err) < 0 ||
+		    guest_mem_load(&v->vm.mem, cfg->restore_mem_fd, err) < 0)
+			return -1;
+	} else if (guest_mem_init_file(&v->vm.mem, cfg->mem_mib * MiB, cfg->restore_mem_fd,
+				       err) < 0) {
 		return -1;
+	}
 	v->t_loaded = now_ms_frac();
 	if (vmm_build(v, cfg, err) < 0 || vm_chips_restore(v->vm.vm_fd, &v->state, err) < 0 ||
 	    serial_restore(&v->serial, &v->state, err) < 0)
@@ -476,9 +474,10 @@ static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 		r = vm_clock_save(v->vm.vm_fd, &w, err);
 	if (r == 0) {
 		serial_save(&v->serial, &w);
-		for (unsigned int i = 0; i < v->nr_devs; i++)
-			virtio_dev_save(v->devs[i], &w);
-		r = state_finish(&w, &buf, &len, err);
+		for (unsigned int i = 0; i < v->nr_devs && r == 0; i++)
+			r = virtio_dev_save(v->devs[i], &w, err);
+		if (r == 0)
+			r = state_finish(&w, &buf, &len, err);
 	}
 	state_writer_free(&w);
 	if (r < 0)

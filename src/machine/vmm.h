@@ -83,17 +83,23 @@ struct vmm_config {
 	 * the threads narrow theirs after. Its error ends the run. */
 	int (*setup_done)(void *opaque, const struct vmm_filter_opts *filters, gantry_error_t *err);
 	void *setup_opaque;
-	/* Snapshots (docs/snapshots.md). save_state_fd > 0: a stop (stop_fd)
-	 * saves the VM before it ends: its state file into save_state_fd,
-	 * its RAM into save_mem_fd (regular files, the caller's, written from
-	 * offset 0; the state file stays empty when the VM ended otherwise).
-	 * restore_state_fd > 0: the VM goes on from such files instead of
-	 * booting a kernel; cpus, mem_mib and the devices must be the saved
-	 * VM's, and each disk the file it was (virtio-blk checks its size and
-	 * modification time). Not yet for a VM with shares. */
+	/* Snapshots (docs/snapshots.md). save_state_fd > 0: a stop that asks
+	 * for it (VMM_STOP_SAVE on stop_fd) saves the VM before it ends: its
+	 * state file into save_state_fd, its RAM into save_mem_fd (regular
+	 * files, the caller's, written from offset 0; the state file stays
+	 * empty when the VM ended otherwise). restore_state_fd > 0: the VM
+	 * goes on from such files instead of booting a kernel; cpus, mem_mib
+	 * and the devices must be the saved VM's, and each disk the file it
+	 * was (virtio-blk checks its size and modification time). A VM with
+	 * shares gets its RAM in a memfd, read in from the memory file, since
+	 * the share worker maps it too. */
 	int save_state_fd, save_mem_fd;
 	int restore_state_fd, restore_mem_fd;
 };
+
+/* Added to stop_fd: stop, and save the VM first (save_state_fd). Any
+ * other count stops it without a save. */
+#define VMM_STOP_SAVE (1ULL << 32)
 
 /* A file to write a profile of the guest to: its instruction pointer,
  * sampled every 2 ms on every vCPU while the VM runs (scripts/guest-profile
@@ -114,9 +120,6 @@ int vmm_check_images(const struct vmm_config *cfg, gantry_error_t *err);
 
 /* The vCPU count and RAM size of the VM saved in state_fd's state file. */
 int vmm_saved_machine(int state_fd, unsigned int *cpus, uint64_t *mem_mib, gantry_error_t *err);
-/* When cfg asks to save or restore the VM, whether its devices can be
- * (-1 with why). */
-int vmm_snapshot_check(const struct vmm_config *cfg, gantry_error_t *err);
 
 /* Boot and run. On success *status is what `gantry run` exits with: the
  * status the guest reported, or 0 when it reset or shut down. */

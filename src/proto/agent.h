@@ -48,6 +48,14 @@
  *   UNMOUNT   h->g  id u32, path str: detach what is mounted at path there
  *   DONE      g->h  id u32, error u32 (0, or the errno that failed it),
  *                   message str (empty, or why): the answer to MOUNT/UNMOUNT
+ *   RENEW     h->g  time_ns u64 (the host's wall clock), entropy 4 x u64,
+ *                   hostname str (empty: keep it), shares strv (each as
+ *                   gantry.share= has it, TAG:MODE:B64PATH): the host's
+ *                   answer to a HELLO on a restored VM's new control
+ *                   connection (a snapshot's vsock reset cut the old one)
+ *   RENEWED   g->h  flags u32 (PROTO_RENEWED_*: what was done), message str
+ *                   (empty, or what failed): the answer to RENEW, in place
+ *                   of READY; the host refuses a restored guest without it
  *
  * A session ends for the host when it has EXIT (or ERROR) on the control
  * connection and EOF for every output on the stream (or the stream closed).
@@ -92,6 +100,15 @@
 #define PROTO_EXEC_TTY 0x1u
 #define PROTO_EXEC_ALL PROTO_EXEC_TTY
 
+/* RENEW: what a restored guest renews before its workload runs on. */
+#define PROTO_RENEW_WORDS     4 /* entropy, u64s */
+#define PROTO_MAX_SHARES      64
+#define PROTO_RENEWED_RANDOM  0x1u /* entropy added, the CRNG reseeded */
+#define PROTO_RENEWED_CLOCK   0x2u /* the wall clock set */
+#define PROTO_RENEWED_SHARES  0x4u /* shares bound again from the new server */
+#define PROTO_RENEWED_ID      0x8u /* hostname and machine-id renewed */
+#define PROTO_RENEWED_ALL     0xfu
+
 #define PROTO_MOUNT_RO	0x1u
 #define PROTO_MOUNT_ALL PROTO_MOUNT_RO
 #define PROTO_MAX_PATH	4096 /* MOUNT's and UNMOUNT's path, bytes */
@@ -110,6 +127,8 @@ enum proto_type {
 	PROTO_MOUNT = 10,
 	PROTO_UNMOUNT = 11,
 	PROTO_DONE = 12,
+	PROTO_RENEW = 13,
+	PROTO_RENEWED = 14,
 	PROTO_STREAM = 16,
 	PROTO_STDIN = 17,
 	PROTO_STDOUT = 18,
@@ -194,6 +213,17 @@ struct proto_msg {
 			uint32_t id, error;
 			char *message;
 		} done;
+		struct {
+			uint64_t time_ns;
+			uint64_t entropy[PROTO_RENEW_WORDS];
+			char *hostname;
+			char **shares; /* NULL-terminated; nr_shares entries */
+			uint32_t nr_shares;
+		} renew;
+		struct {
+			uint32_t flags;
+			char *message;
+		} renewed;
 	} u;
 };
 

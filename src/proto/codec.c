@@ -250,6 +250,8 @@ size_t proto_max_body(uint16_t type)
 	case PROTO_MOUNT:
 	case PROTO_UNMOUNT:
 	case PROTO_DONE:
+	case PROTO_RENEW:
+	case PROTO_RENEWED:
 		return PROTO_MAX_CONTROL;
 	case PROTO_STDIN:
 	case PROTO_STDOUT:
@@ -297,6 +299,10 @@ const char *proto_type_name(uint16_t type)
 		return "UNMOUNT";
 	case PROTO_DONE:
 		return "DONE";
+	case PROTO_RENEW:
+		return "RENEW";
+	case PROTO_RENEWED:
+		return "RENEWED";
 	default:
 		return "unknown";
 	}
@@ -430,6 +436,22 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 		proto_put_u32(&w, m->u.done.id);
 		proto_put_u32(&w, m->u.done.error);
 		proto_put_str(&w, m->u.done.message);
+		break;
+	case PROTO_RENEW:
+		if (m->u.renew.nr_shares > PROTO_MAX_SHARES ||
+		    (m->u.renew.hostname && strlen(m->u.renew.hostname) > PROTO_MAX_TAG * 2))
+			return -1;
+		proto_put_u64(&w, m->u.renew.time_ns);
+		for (size_t i = 0; i < PROTO_RENEW_WORDS; i++)
+			proto_put_u64(&w, m->u.renew.entropy[i]);
+		proto_put_str(&w, m->u.renew.hostname);
+		proto_put_strv(&w, m->u.renew.shares, m->u.renew.nr_shares);
+		break;
+	case PROTO_RENEWED:
+		if (m->u.renewed.flags & ~PROTO_RENEWED_ALL)
+			return -1;
+		proto_put_u32(&w, m->u.renewed.flags);
+		proto_put_str(&w, m->u.renewed.message);
 		break;
 	default:
 		return -1;
@@ -572,6 +594,23 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		    get_text(r, &m->u.done.message) < 0)
 			return -1;
 		return 0;
+	case PROTO_RENEW:
+		if (proto_get_u64(r, &m->u.renew.time_ns) < 0)
+			return -1;
+		for (size_t i = 0; i < PROTO_RENEW_WORDS; i++)
+			if (proto_get_u64(r, &m->u.renew.entropy[i]) < 0)
+				return -1;
+		return proto_get_str(r, PROTO_MAX_TAG * 2, &m->u.renew.hostname) < 0 ||
+				       proto_get_strv(r, PROTO_MAX_SHARES, &m->u.renew.shares,
+						      &m->u.renew.nr_shares) < 0
+			       ? -1
+			       : 0;
+	case PROTO_RENEWED:
+		if (proto_get_u32(r, &m->u.renewed.flags) < 0 ||
+		    get_text(r, &m->u.renewed.message) < 0)
+			return -1;
+		return m->u.renewed.flags & ~PROTO_RENEWED_ALL ? reader_fail(r, "unknown flags")
+							      : 0;
 	default:
 		return reader_fail(r, "unknown frame type");
 	}
@@ -634,6 +673,13 @@ void proto_msg_free(struct proto_msg *m)
 		break;
 	case PROTO_DONE:
 		free(m->u.done.message);
+		break;
+	case PROTO_RENEW:
+		free(m->u.renew.hostname);
+		strv_free(m->u.renew.shares);
+		break;
+	case PROTO_RENEWED:
+		free(m->u.renewed.message);
 		break;
 	default:
 		break;

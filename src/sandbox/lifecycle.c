@@ -18,6 +18,7 @@
 #include "image/source.h"
 #include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
+#include "snapshot/files.h"
 #include "sandbox/network.h"
 #include "sandbox/process.h"
 #include "sandbox/rwlayer.h"
@@ -377,14 +378,38 @@ int sandbox_resume(const char *name, sandbox_env_fn env, const struct gantry_can
 		gantry_error_errno(err, "its image `%s`", sb.image_path);
 		goto out;
 	}
-	if (rwlayer_check(&sb, err) < 0 || sandbox_secrets_from_env(&sb, env, &secrets, err) < 0 ||
-	    supervisor_spawn(name, dir, secrets, cancel, err) < 0)
+	if (rwlayer_check(&sb, err) < 0 || sandbox_secrets_from_env(&sb, env, &secrets, err) < 0)
 		goto out;
+	if (supervisor_spawn(name, dir, secrets, cancel, err) < 0) {
+		cleanup_free char *pause = NULL;
+
+		xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
+		if (snap_exists(pause))
+			gantry_error_prefix(err, "its save (stop -snapshot) did not restore, and is "
+						 "kept (gantry resume -fresh %s boots it afresh)",
+					    name);
+		goto out;
+	}
 	r = 0;
 out:
 	sandbox_secrets_free(&secrets);
 	sandbox_free(&sb);
 	return r < 0 ? gantry_error_prefix(err, "resume `%s`", name) : 0;
+}
+
+int sandbox_discard_save(const char *name, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL, *pause = NULL;
+	struct sandbox sb = { 0 };
+
+	if (open_sandbox(name, &dir, &sb, err) < 0)
+		return -1;
+	sandbox_free(&sb);
+	if (sandbox_is_running(dir))
+		return gantry_error(err, 0, "sandbox `%s` is running", name);
+	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
+	snap_remove(pause);
+	return 0;
 }
 
 /* Wait for the lifetime lock to be free: the supervisor has exited. */
@@ -464,6 +489,39 @@ int sandbox_stop(const char *name, gantry_error_t *err)
 	r = stop_running(name, dir, &sb, err);
 	sandbox_free(&sb);
 	return r;
+}
+
+int sandbox_pause(const char *name, gantry_error_t *err)
+{
+	json_t *req = json_pack("{s:s,s:b}", "op", CTL_OP_STOP, "snapshot", 1);
+	cleanup_free char *dir = NULL;
+	cleanup_close int fd = -1;
+	struct sandbox sb = { 0 };
+	int r = -1;
+
+	if (open_sandbox_as(name, true, &dir, &sb, err) < 0)
+		goto out;
+	if (sb.transient) {
+		gantry_error(err, 0, "a one-shot exec is not saved");
+		goto out;
+	}
+	if (!sandbox_is_running(dir)) {
+		gantry_error(err, 0, "it is not running");
+		goto out;
+	}
+	/* A refusal leaves it running, and so does a supervisor that does
+	 * not answer: nothing is ended here. */
+	if (ctl_connect(dir, &fd, err) < 0 || ctl_request(fd, req, STOP_WAIT_MS, NULL, err) < 0)
+		goto out;
+	if (wait_gone(dir, now_ms() + STOP_WAIT_MS) < 0) {
+		gantry_error(err, 0, "it did not stop");
+		goto out;
+	}
+	r = 0;
+out:
+	json_decref(req);
+	sandbox_free(&sb);
+	return r < 0 ? gantry_error_prefix(err, "stop -snapshot `%s`", name) : 0;
 }
 
 /* Its sandbox.json is there and does not read. */

@@ -89,15 +89,23 @@ int sandbox_create(const struct sandbox_opts *o, const struct gantry_cancel *can
 /* The caller's value of an environment variable (getenv, for a CLI), or
  * NULL: where a sandbox's secrets from the environment come from. */
 typedef const char *(*sandbox_env_fn)(const char *name);
-/* Boot a stopped (or crashed) sandbox from its sandbox.json, its secrets
+/* Boot a stopped (or crashed) sandbox from its sandbox.json (or, after
+ * `stop -snapshot`, restore its save, which is then dropped), its secrets
  * from the environment taken from env (NULL: none given; then a sandbox
  * with such secrets does not resume); a cancel ends the boot and leaves it
  * stopped. */
 int sandbox_resume(const char *name, sandbox_env_fn env, const struct gantry_cancel *cancel,
 		   gantry_error_t *err);
+/* Drop a stopped sandbox's save (`stop -snapshot`): its next resume
+ * boots. */
+int sandbox_discard_save(const char *name, gantry_error_t *err);
 /* Ask the guest to sync and power off; returns when the supervisor is
  * gone. One that is not running is left as it is (0). */
 int sandbox_stop(const char *name, gantry_error_t *err);
+/* `stop -snapshot`: save the running sandbox (its supervisor refuses,
+ * with why, when it cannot be) and return when the supervisor is gone;
+ * its next resume restores it. A sandbox that is not running is an error. */
+int sandbox_pause(const char *name, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
  * layer (never a -rwlayer the user gave, nor images). force: a sandbox
  * whose sandbox.json does not read (`broken` in a listing) is removed

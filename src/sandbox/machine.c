@@ -390,7 +390,18 @@ int machine_start(struct machine *m, gantry_error_t *err)
 
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 {
-	if (agent_wait_ready(m->agent, timeout_ms, NULL, err) == 0)
+	int r;
+
+	if (m->cfg.restore_state_fd > 0) {
+		size_t n;
+		char **shares = machine_share_tokens(m, &n);
+
+		r = agent_wait_renewed(m->agent, timeout_ms, shares, n, err);
+		strv_free(shares);
+	} else {
+		r = agent_wait_ready(m->agent, timeout_ms, NULL, err);
+	}
+	if (r == 0)
 		return 0;
 	if (atomic_load(&m->ended)) {
 		machine_join(m);
@@ -408,6 +419,14 @@ void machine_kill(struct machine *m)
 
 	if (m->cfg.stop_fd >= 0)
 		(void)!write(m->cfg.stop_fd, &one, sizeof(one));
+}
+
+void machine_save_stop(struct machine *m)
+{
+	uint64_t save = VMM_STOP_SAVE;
+
+	if (m->cfg.stop_fd >= 0)
+		(void)!write(m->cfg.stop_fd, &save, sizeof(save));
 }
 
 void machine_worker_gone(struct machine *m, const char *role, const char *how,

@@ -147,6 +147,9 @@ int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gan
 void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 			  struct vmm_config *cfg);
 void machine_shares_free(struct machine *m);
+/* Its shares as gantry-init reads gantry.share= values (TAG:ro|rw:B64PATH),
+ * NULL-terminated (strv_free), *n of them: what a restored guest binds. */
+char **machine_share_tokens(const struct machine *m, size_t *n);
 /* A running VM's share server, in this process or the share worker: whether it has one, an
  * export added (sp's host directory checked and opened here), one taken
  * out at once, and the handles the guest holds open beneath one. */
@@ -163,6 +166,8 @@ int machine_start(struct machine *m, gantry_error_t *err);
 /* Wait for the agent's READY; a VMM that failed meanwhile wins the error. */
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
 /* End the VM now, without asking the guest (see vmm_config.stop_fd). */
+/* End the VM with a save first (vmm_config.save_state_fd's files). */
+void machine_save_stop(struct machine *m);
 void machine_kill(struct machine *m);
 /* isolation.json: what holds for each worker that touches guest data
  * (the live shares' as "share:TAG"); nothing for `gantry run`'s. */

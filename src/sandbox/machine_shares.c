@@ -28,6 +28,11 @@ static void shares_reset(void *opaque)
 	fs_server_reset(opaque);
 }
 
+static void shares_restored(void *opaque, uint32_t minor)
+{
+	fs_server_assume_init(opaque, minor);
+}
+
 int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gantry_error_t *err)
 {
 	struct fs_export_opts o = { .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
@@ -43,11 +48,31 @@ int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gan
 	return r;
 }
 
+/* TAG:ro|rw:B64PATH, as gantry-init reads gantry.share= (guest/shares.h). */
+static char *share_token(const struct share_spec *sp)
+{
+	cleanup_free char *enc = share_b64url(sp->ctr_path);
+	char *t;
+
+	xasprintf(&t, "%s:%s:%s", sp->tag, sp->ro ? "ro" : "rw", enc);
+	return t;
+}
+
+char **machine_share_tokens(const struct machine *m, size_t *n)
+{
+	char **v = xzalloc((m->nr_boot_shares + 1) * sizeof(*v));
+
+	for (size_t i = 0; i < m->nr_boot_shares; i++)
+		v[i] = share_token(&m->boot_shares[i].sp);
+	*n = m->nr_boot_shares;
+	return v;
+}
+
 /* One share: checked and opened, its token on the command line. */
 static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 {
 	struct machine_share *ms = &m->boot_shares[m->nr_boot_shares];
-	cleanup_free char *enc = NULL;
+	cleanup_free char *tok = NULL;
 	size_t len = strlen(m->append);
 	int n;
 
@@ -59,9 +84,8 @@ static int share_one(struct machine *m, const char *spec, gantry_error_t *err)
 		return gantry_error_prefix(err, "share `%s`", ms->sp.tag);
 	if (m->bare)
 		return 0; /* `gantry run`'s guest mounts its shares itself */
-	enc = share_b64url(ms->sp.ctr_path);
-	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s:%s:%s",
-		     ms->sp.tag, ms->sp.ro ? "ro" : "rw", enc);
+	tok = share_token(&ms->sp);
+	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.share=%s", tok);
 	if (n < 0 || (size_t)n >= sizeof(m->append) - len) {
 		m->append[len] = '\0';
 		return gantry_error(err, 0,
@@ -110,6 +134,7 @@ void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 {
 	*h = (struct virtio_fs_handler){ .handle = shares_handle,
 					 .reset = shares_reset,
+					 .restored = shares_restored,
 					 .opaque = srv };
 	cfg->fs = (struct vmm_fs){ .tag = MACHINE_SHARES_TAG, .handler = h };
 }

@@ -25,6 +25,9 @@
 #define SANDBOX_LOG	 "daemon.log"
 #define SANDBOX_CONSOLE	 "console.log"
 #define SANDBOX_AUDIT	 "audit.json"
+/* `gantry stop -snapshot`'s save: PAUSE/state and PAUSE/memory, which the
+ * next resume goes on from (snapshot/files.h). */
+#define SANDBOX_PAUSE	 "pause"
 #define SANDBOXES_SUBDIR "sandboxes"
 #define RWLAYERS_SUBDIR	 "rwlayers"
 

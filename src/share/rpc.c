@@ -138,6 +138,13 @@ static void client_attach(void *opaque, const struct guest_mem *mem)
 	c->mem = mem;
 }
 
+static void client_restored(void *opaque, uint32_t minor)
+{
+	struct share_rpc_client *c = opaque;
+
+	c->minor = minor;
+}
+
 void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t n,
 			   struct virtio_fs_handler *h)
 {
@@ -148,12 +155,13 @@ void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t 
 	*h = (struct virtio_fs_handler){ .handle = client_handle,
 					 .reset = client_reset,
 					 .attach = client_attach,
+					 .restored = client_restored,
 					 .opaque = c };
 }
 
 int share_rpc_client_send_mem(struct share_rpc_client *c)
 {
-	struct share_rpc_hdr h = { .op = SHARE_RPC_MEM };
+	struct share_rpc_hdr h = { .op = SHARE_RPC_MEM, .minor = c->minor };
 
 	if (c->mem == NULL || c->mem->fd < 0 || c->n == 0)
 		return -EINVAL;

@@ -40,8 +40,9 @@ enum share_rpc_op { SHARE_RPC_REQ = 1, SHARE_RPC_RESET = 2, SHARE_RPC_MEM = 3 };
 struct share_rpc_hdr {
 	uint32_t op;
 	uint32_t nr_in, nr_out;
-	uint32_t minor; /* MEM to a worker behind another (routes.h): the FUSE
-			 * minor its guest settled on, 0 for none yet */
+	uint32_t minor; /* MEM: the FUSE minor the guest settled on, 0 for none
+			 * yet (a worker behind another, routes.h, or the
+			 * first worker of a restored VM) */
 	uint64_t len;	/* MEM: the memfd's size */
 };
 
@@ -59,6 +60,7 @@ struct share_rpc_reply {
 
 struct share_rpc_client {
 	const struct guest_mem *mem; /* attach's */
+	uint32_t minor;		     /* restored's: MEM says it */
 	int socks[SHARE_RPC_SOCKS_MAX];
 	bool busy[SHARE_RPC_SOCKS_MAX];
 	size_t n;

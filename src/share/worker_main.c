@@ -181,8 +181,9 @@ static int map_guest_ram(int sock)
 	}
 	sw.mem = p;
 	sw.mem_size = (uint64_t)st.st_size;
-	/* Behind another worker: its guest may be past INIT. */
-	if (sw.route && h.minor)
+	/* Behind another worker, or serving a restored VM: its guest may
+	 * be past INIT. */
+	if (h.minor)
 		fs_server_assume_init(sw.srv, h.minor);
 	/* Each share added live gets guest RAM from us. */
 	if (sw.live)

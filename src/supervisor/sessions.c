@@ -155,12 +155,22 @@ static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *o
 
 static void ctl_stop(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
 {
-	(void)j;
+	bool save = json_is_true(json_object_get(j, "snapshot"));
+	const char *why = save ? sup_pause_refused(s) : NULL;
+
 	(void)op;
 	(void)end;
+	if (why) {
+		client_reply(c, false, why);
+		client_drop(s, c);
+		return;
+	}
 	c->stop_waiter = true;
 	c->deadline = 0;
-	sup_begin_stop(s, "asked to");
+	if (save)
+		sup_begin_pause(s);
+	else
+		sup_begin_stop(s, "asked to");
 }
 
 /* The connection becomes a session: what follows the line is frames. */

@@ -26,6 +26,7 @@
 #define SUP_AGENT_TIMEOUT_MS 180000
 #define SUP_LOCK_WAIT_MS     3000
 #define SUP_SHUTDOWN_MS	     30000
+#define SUP_SAVE_MS	     120000 /* the VM's RAM written out, and synced */
 #define SUP_CONSOLE_SCAN     (64 * 1024)
 
 static const char *const sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock",
@@ -120,6 +121,37 @@ void sup_begin_stop(struct sup *s, const char *why)
 		sup_kill(s, s->guest_gone ? s->guest_gone : "the guest did not take SHUTDOWN");
 }
 
+const char *sup_pause_refused(struct sup *s)
+{
+	static char why[160];
+	size_t sessions = 0;
+
+	if (s->stopping)
+		return "it is stopping";
+	if (s->control < 0)
+		return s->guest_gone ? s->guest_gone : "its guest is gone";
+	if (s->sb.nr_secrets)
+		return "it holds secrets, whose values would be written to disk with its memory";
+	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
+		if (s->clients[i] && s->clients[i]->session && !s->clients[i]->done)
+			sessions++;
+	if (sessions == 0)
+		return NULL;
+	snprintf(why, sizeof(why),
+		 "%zu exec session%s still running: a restore would cut %s (let %s end first)",
+		 sessions, sessions == 1 ? " is" : "s are", sessions == 1 ? "it" : "them",
+		 sessions == 1 ? "it" : "them");
+	return why;
+}
+
+void sup_begin_pause(struct sup *s)
+{
+	log_info("saving (asked to)");
+	s->stopping = s->pausing = true;
+	s->stop_deadline = now_ms() + SUP_SAVE_MS;
+	machine_save_stop(&s->m);
+}
+
 static void guest_frames(struct sup *s)
 {
 	ssize_t n = proto_decoder_fill(s->dec, s->control);
@@ -201,10 +233,21 @@ static bool console_says(const char *what)
 static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 {
 	gantry_error_t err = NULL;
+	int saved = snap_finish(&s->pause, s->pausing && !forced && s->m.rc == 0, &err);
+	bool ok = !s->pausing || saved > 0;
 
 	free(s->sb.reason);
 	s->sb.reason = NULL;
-	if (forced) {
+	if (saved < 0) {
+		s->sb.state = SANDBOX_CRASHED;
+		xasprintf(&s->sb.reason, "its save could not be put in place: %s",
+			  gantry_error_str(err));
+		gantry_error_free(&err);
+	} else if (s->pausing && saved == 0 && !forced && s->m.rc == 0) {
+		s->sb.state = SANDBOX_CRASHED;
+		xasprintf(&s->sb.reason, "its VM ended before it was saved (status %d)",
+			  s->m.status);
+	} else if (forced) {
 		s->sb.state = SANDBOX_STOPPED;
 		xasprintf(&s->sb.reason, "%s; its VM was ended", forced);
 	} else if (s->stopping && s->m.rc == 0) {
@@ -228,13 +271,13 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 	sup_audit_save(s);
 	if (sandbox_save(".", &s->sb, &err) < 0)
 		gantry_error_print(&err);
-	log_info("%s%s%s", sandbox_state_name(s->sb.state), s->sb.reason ? ": " : "",
-		 s->sb.reason ? s->sb.reason : "");
+	log_info("%s%s%s%s", sandbox_state_name(s->sb.state), saved > 0 ? ", saved" : "",
+		 s->sb.reason ? ": " : "", s->sb.reason ? s->sb.reason : "");
 	remove_sockets();
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++) {
 		struct client *c = s->clients[i];
 
-		if (c && c->stop_waiter && client_reply(c, true, NULL) == 0)
+		if (c && c->stop_waiter && client_reply(c, ok, ok ? NULL : s->sb.reason) == 0)
 			outq_flush(&c->q, c->fd);
 	}
 	/* Gone before our lock is: a resume right after binds its ports. A VMM
@@ -280,6 +323,25 @@ static int lock_wait(struct sup *s, int *fd, gantry_error_t *err)
 
 static int secrets_setup(struct sup *s, bool handed, gantry_error_t *err);
 
+/* The VM goes on from the last `stop -snapshot` when there is one, and
+ * may be saved again: the save's new files, handed to the VMM. */
+static int pause_setup(struct sup *s, gantry_error_t *err)
+{
+	struct vmm_config *cfg = &s->m.cfg;
+
+	if (snap_exists(SANDBOX_PAUSE)) {
+		if (snap_open_restore(SANDBOX_PAUSE, &cfg->restore_state_fd, &cfg->restore_mem_fd,
+				      err) < 0)
+			return gantry_error_prefix(err, "its save");
+		s->restored = true;
+	}
+	if (snap_open_save(&s->pause, SANDBOX_PAUSE, err) < 0)
+		return -1;
+	cfg->save_state_fd = s->pause.state_fd;
+	cfg->save_mem_fd = s->pause.mem_fd;
+	return 0;
+}
+
 static int setup(struct sup *s, bool handed, gantry_error_t *err)
 {
 	sigset_t set;
@@ -300,7 +362,7 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 
 	remove_sockets();
 	rename(SANDBOX_CONSOLE, SANDBOX_CONSOLE ".previous");
-	if (machine_config(&s->m, &s->sb, ".", -1, err) < 0)
+	if (machine_config(&s->m, &s->sb, ".", -1, err) < 0 || pause_setup(s, err) < 0)
 		return -1;
 	sup_shares_init(s);
 
@@ -334,6 +396,14 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 					   SANDBOX_CONSOLE);
 	}
 	agent_watch_cancel(s->m.agent, -1);
+	if (s->restored) {
+		/* Taken: a later boot starts afresh unless saved again. */
+		snap_remove(SANDBOX_PAUSE);
+		close(s->m.cfg.restore_state_fd);
+		close(s->m.cfg.restore_mem_fd);
+		s->m.cfg.restore_state_fd = s->m.cfg.restore_mem_fd = -1;
+		log_info("restored from its save");
+	}
 	if (agent_take_link(s->m.agent, &s->control, &s->stdio_listen, err) < 0)
 		return -1;
 	/* The guest has its one control connection: later dials find nobody. */
@@ -527,6 +597,7 @@ void sup_init(struct sup *s, const char *name)
 			   .ctl_listen = -1,
 			   .sigfd = -1,
 			   .m = MACHINE_NONE,
+			   .pause = { .dir = -1, .state_fd = -1, .mem_fd = -1 },
 			   .net = { .ctl = -1 },
 			   .broker = { .listen = -1, .wake = -1 } };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)

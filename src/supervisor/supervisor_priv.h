@@ -24,6 +24,7 @@
 #include "secret/broker.h"
 #include "secret/store.h"
 #include "share/spec.h"
+#include "snapshot/files.h"
 
 #define SUP_MAX_CLIENTS	    256
 #define SUP_MAX_STREAMS	    64		  /* guest stdio dials waiting for their STREAM frame */
@@ -221,6 +222,11 @@ struct sup {
 	uint64_t error_logged; /* the guest's last id-less ERROR in the log */
 	bool stopping;
 	uint64_t stop_deadline;
+	/* `stop -snapshot`: the save's new files in SANDBOX_PAUSE, handed to
+	 * the VMM; pausing once a save-and-stop was asked; restored when this
+	 * boot went on from the last save instead. */
+	struct snap_save pause;
+	bool pausing, restored;
 	struct sup_net net;
 	struct sup_shares shares;
 	struct secret_store secrets; /* its processes' (secret/store.h) */
@@ -243,6 +249,11 @@ void sup_serve_once(struct sup *s, int max_ms);
  * that. */
 bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own);
 void sup_begin_stop(struct sup *s, const char *why);
+/* Why the sandbox cannot be saved now (`stop -snapshot`), or NULL. */
+const char *sup_pause_refused(struct sup *s);
+/* Stop the VM with a save (VMM_STOP_SAVE) instead of asking the guest
+ * to power off; the end (supervisor.c's finish) puts the save in place. */
+void sup_begin_pause(struct sup *s);
 /* More than SUP_GUEST_HIGH waits for the guest: sessions' frames wait too. */
 bool sup_guest_busy(const struct sup *s);
 

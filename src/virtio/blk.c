@@ -199,11 +199,12 @@ static bool blk_identity(const struct virtio_blk *b, struct blk_saved *s)
 	return true;
 }
 
-static void blk_save(struct virtio_dev *d, void *data, size_t *len)
+static int blk_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err)
 {
 	struct virtio_blk *b = d->priv;
 	struct blk_saved s;
 
+	(void)err;
 	/* What the guest wrote is on the host's disk with the save. */
 	if (!b->ro)
 		(void)fdatasync(b->fd);
@@ -211,6 +212,7 @@ static void blk_save(struct virtio_dev *d, void *data, size_t *len)
 		memset(&s, 0, sizeof(s));
 	memcpy(data, &s, sizeof(s));
 	*len = sizeof(s);
+	return 0;
 }
 
 static int blk_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)

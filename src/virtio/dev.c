@@ -139,7 +139,7 @@ struct dev_saved {
 	struct vq_saved q[VIRTIO_MAX_QUEUES];
 };
 
-void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
+int virtio_dev_save(struct virtio_dev *d, struct state_writer *w, gantry_error_t *err)
 {
 	uint8_t extra[VIRTIO_DEV_EXTRA_MAX];
 	size_t extra_len = 0;
@@ -148,8 +148,10 @@ void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
 	memset(&s, 0, sizeof(s));
 	pthread_mutex_lock(&d->lock);
 	/* First: a device may give back a request it holds (virtq_unpop). */
-	if (d->ops->save)
-		d->ops->save(d, extra, &extra_len);
+	if (d->ops->save && d->ops->save(d, extra, &extra_len, err) < 0) {
+		pthread_mutex_unlock(&d->lock);
+		return gantry_error_prefix(err, "%s", d->ops->name);
+	}
 	s.device_id = d->ops->device_id;
 	s.nr_queues = d->ops->num_queues;
 	s.status = d->status;
@@ -180,6 +182,7 @@ void virtio_dev_save(struct virtio_dev *d, struct state_writer *w)
 	state_put(w, VCFG_TAG, d->config, d->config_len);
 	state_put(w, VDEX_TAG, extra, MIN(extra_len, sizeof(extra)));
 	pthread_mutex_unlock(&d->lock);
+	return 0;
 }
 
 static int vq_restore(struct virtio_dev *d, unsigned int i, const struct vq_saved *q,
@@ -255,13 +258,24 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 void virtio_dev_resume(struct virtio_dev *d)
 {
 	uint64_t one = 1;
+	bool ready = false;
 
 	if (d->ops->resumed) {
 		pthread_mutex_lock(&d->lock);
 		d->ops->resumed(d);
 		pthread_mutex_unlock(&d->lock);
 	}
-	for (unsigned int q = 0; q < d->ops->num_queues; q++)
+	for (unsigned int q = 0; q < d->ops->num_queues; q++) {
+		ready |= d->vqs[q].ready;
 		if (d->vqs[q].ready && d->queue_fds[q] >= 0)
 			(void)!write(d->queue_fds[q], &one, sizeof(one));
+	}
+	/* Between a vCPU's state being read and the device stopping, the
+	 * device may have used buffers and raised an interrupt the saved
+	 * LAPIC never got; with event index it would not raise another until
+	 * the driver looks. One interrupt now makes the driver look at every
+	 * used ring; with nothing new there it is a spurious one, which a
+	 * virtio driver takes as such. */
+	if (ready)
+		virtio_raise(d, VIRTIO_MMIO_INT_VRING);
 }

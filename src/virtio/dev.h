@@ -46,9 +46,10 @@ struct virtio_dev_ops {
 	/* Release the device and its backend (the struct embedding d). */
 	void (*destroy)(struct virtio_dev *d);
 	/* Snapshots: what the device keeps beyond its transport, as data
-	 * of at most VIRTIO_DEV_EXTRA_MAX bytes (*len), and the check on
-	 * restore that its backend is still what was saved. NULL: nothing. */
-	void (*save)(struct virtio_dev *d, void *data, size_t *len);
+	 * of at most VIRTIO_DEV_EXTRA_MAX bytes (*len), or -1 with why it
+	 * cannot be saved now; and the check on restore that its backend is
+	 * still what was saved. NULL: nothing. */
+	int (*save)(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err);
 	int (*restore)(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err);
 	/* Restored, before the guest runs again: tell the driver what did
 	 * not survive (vsock: its connections). NULL: nothing to say. */
@@ -129,13 +130,13 @@ void virtio_dev_thread_start(struct virtio_dev *d);
  * back into a device made as that one was, which checks every value as
  * QueueReady and FeaturesOK would. For devices whose requests are all
  * served by the time the VM stops. */
-void virtio_dev_save(struct virtio_dev *d, struct state_writer *w);
+int virtio_dev_save(struct virtio_dev *d, struct state_writer *w, gantry_error_t *err);
 int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsigned int index,
 		       gantry_error_t *err);
-/* After a restore, before the guest runs: the device's ops->resumed, and
+/* After a restore, before the guest runs: the device's ops->resumed,
  * each ready queue's notification fd written once, so requests the driver
  * queued before the save are served without waiting for a kick it may
- * never send. */
+ * never send, and one used-ring interrupt, for one the save lost. */
 void virtio_dev_resume(struct virtio_dev *d);
 /* The QueueNumMax d offers. */
 uint16_t virtio_dev_queue_max(const struct virtio_dev *d);

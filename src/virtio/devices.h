@@ -86,6 +86,9 @@ struct virtio_fs_handler {
 	/* Called once by virtio_fs_create with the guest RAM its iovecs
 	 * point into (a remote handler translates them). NULL: none. */
 	void (*attach)(void *opaque, const struct guest_mem *mem);
+	/* A restored device, before any request: the guest's session was
+	 * past INIT, at FUSE minor minor (0: not inited). NULL: nothing. */
+	void (*restored)(void *opaque, uint32_t minor);
 	void *opaque;
 };
 #define VIRTIO_FS_THREADS_ENV "GANTRY_FS_THREADS"

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -108,6 +109,7 @@ struct virtio_fs {
 	unsigned int job_head, nr_jobs;
 	unsigned int busy;	     /* jobs the workers hold */
 	bool starved[FS_NUM_QUEUES]; /* a full list left chains on this ring */
+	uint32_t init_minor;	     /* the guest's last INIT asked this; 0 after DESTROY */
 	struct virtq_elem elem;	     /* virtq_pop's scratch */
 	struct virtio_fs_stats stats;
 };
@@ -167,6 +169,20 @@ static void fs_queue_job(struct virtio_fs *fs, unsigned int q, const struct virt
 	fs->nr_jobs++;
 }
 
+/* What a snapshot must give the next server: the FUSE minor the guest's
+ * INIT settled on (the server's answer clamps it the same way). Only a
+ * hint, the guest's to lie about: its own session is all it can spoil. */
+static void fs_note_session(struct virtio_fs *fs, const struct virtq_elem *e, uint32_t opcode)
+{
+	uint32_t minor;
+
+	if (opcode == FUSE_DESTROY)
+		fs->init_minor = 0;
+	else if (opcode == FUSE_INIT &&
+		 virtq_elem_read(e, FS_IN_HDR + offsetof(struct fuse_init_in, minor), &minor, 4) == 4)
+		fs->init_minor = le32toh(minor);
+}
+
 /* Move ring q's chains onto the job list while it has room; malformed ones
  * go back at once, with nothing written. The list's bound is also what
  * bounds the work of one notification. A worker is woken for each job but
@@ -202,6 +218,8 @@ static void fs_pop(struct virtio_fs *fs, unsigned int q, unsigned int keep)
 			pushed = true;
 			continue;
 		}
+		if (q == FS_REQUEST_Q)
+			fs_note_session(fs, e, opcode);
 		fs_queue_job(fs, q, e, opcode);
 		queued++;
 	}
@@ -416,9 +434,56 @@ static void fs_reset(struct virtio_dev *d)
 	struct virtio_fs *fs = d->priv;
 
 	fs_pool_stop(fs);
+	fs->init_minor = 0;
 	/* The pool is joined: no handler runs, so the server may forget. */
 	if (fs->handler.reset)
 		fs->handler.reset(fs->handler.opaque);
+}
+
+#define FS_SAVE_WAIT_MS 5000
+
+struct fs_saved {
+	uint32_t init_minor, pad;
+};
+
+/* Under the device lock, the vCPUs stopped: every request popped is
+ * answered first (the share worker still serves), within a bound, and
+ * the pool joined, so the rings hold no chain the device owes. */
+static int fs_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err)
+{
+	struct virtio_fs *fs = d->priv;
+	struct fs_saved s = { .init_minor = fs->init_minor };
+	struct timespec until;
+	int r = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += FS_SAVE_WAIT_MS / 1000;
+	while ((fs->nr_jobs || fs->busy) && fs->nr_started && r == 0)
+		r = pthread_cond_timedwait(&fs->idle, &d->lock, &until);
+	if (fs->nr_jobs || fs->busy)
+		return gantry_error(err, 0, "a share request was still under way after %d s",
+				    FS_SAVE_WAIT_MS / 1000);
+	fs_pool_stop(fs);
+	memcpy(data, &s, sizeof(s));
+	*len = sizeof(s);
+	return 0;
+}
+
+/* The server behind a restored device is a new one: it takes the
+ * session as the guest left it (handler->restored), and a node the guest
+ * still names gets ESTALE until it looks its path up again. */
+static int fs_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
+{
+	struct virtio_fs *fs = d->priv;
+	struct fs_saved s;
+
+	if (len != sizeof(s))
+		return gantry_error(err, 0, "a share section of %zu bytes", len);
+	memcpy(&s, data, sizeof(s));
+	fs->init_minor = s.init_minor;
+	if (fs->handler.restored)
+		fs->handler.restored(fs->handler.opaque, s.init_minor);
+	return 0;
 }
 
 static void fs_destroy(struct virtio_dev *d)
@@ -443,6 +508,8 @@ static const struct virtio_dev_ops fs_ops = {
 	.queue_notify = fs_queue_notify,
 	.reset = fs_reset,
 	.destroy = fs_destroy,
+	.save = fs_save,
+	.restore = fs_restore,
 };
 
 int virtio_fs_threads(unsigned int *n, gantry_error_t *err)

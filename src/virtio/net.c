@@ -354,8 +354,10 @@ static int net_rx_read(struct virtio_net *n, unsigned int iovs)
 	n->rx_iov[iovs].iov_base = n->rx_buf;
 	n->rx_iov[iovs].iov_len = NET_FRAME_MAX;
 	r = recvmsg(n->fd, &msg, MSG_DONTWAIT | MSG_TRUNC);
-	if (r <= 0 || r > NET_FRAME_MAX || r < NET_ETH_HLEN)
+	if (r <= 0 || r > NET_FRAME_MAX || r < NET_ETH_HLEN) {
 		virtq_unpop(vq, n->rx_nr); /* what they hold is no frame of theirs */
+		n->rx_nr = 0;
+	}
 	if (r < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			net_link_down(n, strerror(errno));
@@ -567,19 +569,21 @@ static void net_destroy(struct virtio_dev *d)
  * socket goes back to the ring (the restored device sends it to its own
  * worker); the buffers a frame half placed took go back too, and the
  * frame is lost, as on a wire. Both were the last popped of their ring. */
-static void net_save(struct virtio_dev *d, void *data, size_t *len)
+static int net_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err)
 {
 	struct virtio_net *n = d->priv;
 
+	(void)err;
 	(void)data;
 	if (n->tx_held)
 		virtq_unpop(&d->vqs[NET_TXQ], 1);
 	n->tx_held = false;
-	if (n->rx_nr)
+	if (n->rx_have && n->rx_nr)
 		virtq_unpop(&d->vqs[NET_RXQ], n->rx_nr);
 	n->rx_have = false;
 	n->rx_nr = 0;
 	*len = 0;
+	return 0;
 }
 
 /* The rings are the saved ones: read frames for them from the start. */

@@ -281,16 +281,18 @@ static void vsock_destroy(struct virtio_dev *d)
 /* A save keeps no connection: the host's ends are this process's sockets.
  * An RX buffer held for a packet not yet written goes back to the ring,
  * so the restored guest has it again. */
-static void vsock_save(struct virtio_dev *d, void *data, size_t *len)
+static int vsock_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err)
 {
 	struct virtio_vsock *vs = d->priv;
 
+	(void)err;
 	(void)data;
 	if (vs->rx_held) {
 		virtq_unpop(&d->vqs[VSOCK_RXQ], 1);
 		vs->rx_held = false;
 	}
 	*len = 0;
+	return 0;
 }
 
 /* The driver's connections are gone with the VM that was saved: a

@@ -114,17 +114,46 @@ static bool page_is_zero(const uint8_t *p)
 	return p[0] == 0 && memcmp(p, zero, PAGE_SIZE) == 0;
 }
 
+/* Mark vec[p] for the pages of [r's offset in fd, + r->size) that fd
+ * holds data for (SEEK_DATA: shmem counts a swapped-out page as data). */
+static int pages_with_data(int fd, const struct guest_region *r, uint8_t *vec)
+{
+	off_t end = (off_t)(r->fd_off + r->size), at = (off_t)r->fd_off, hole;
+
+	memset(vec, 0, r->size / PAGE_SIZE);
+	while (at < end) {
+		at = lseek(fd, at, SEEK_DATA);
+		if (at < 0 && errno == ENXIO)
+			return 0;
+		if (at < 0)
+			return -1;
+		if (at >= end)
+			return 0;
+		hole = lseek(fd, at, SEEK_HOLE);
+		if (hole < 0)
+			return -1;
+		hole = MIN(hole, end);
+		for (off_t o = at & ~(off_t)(PAGE_SIZE - 1); o < hole; o += PAGE_SIZE)
+			vec[(o - (off_t)r->fd_off) / PAGE_SIZE] = 1;
+		at = hole;
+	}
+	return 0;
+}
+
 /* Which of a region's pages hold data (vec[p] = 1). Through pagemap, an
  * anonymous page does when it is present or swapped out (mincore would
- * call a swapped one empty); without pagemap, and for a file-backed
- * region (whose pages not yet read are the file's, not zeros), each page
- * is read and kept unless all zero. */
+ * call a swapped one empty); RAM in a memfd, which another process (the
+ * share worker) writes too, through the memfd's own data ranges; without
+ * pagemap, and for a file-backed region (whose pages not yet read are
+ * the file's, not zeros), each page is read and kept unless all zero. */
 static int pages_in_use(const struct guest_mem *m, const struct guest_region *r, int pagemap,
 			uint8_t *vec)
 {
 	size_t pages = r->size / PAGE_SIZE;
 	uint64_t ent[PAGEMAP_BATCH];
 
+	if (m->fd >= 0)
+		return pages_with_data(m->fd, r, vec);
 	if (pagemap < 0 || m->file_backed) {
 		for (size_t p = 0; p < pages; p++)
 			vec[p] = !page_is_zero(r->hva + p * PAGE_SIZE);
@@ -142,6 +171,17 @@ static int pages_in_use(const struct guest_mem *m, const struct guest_region *r,
 	return 0;
 }
 
+/* The next run of marked pages at or after *p, [*p, *end); false when
+ * there is none. */
+static bool next_run(const uint8_t *vec, size_t pages, size_t *p, size_t *end)
+{
+	while (*p < pages && !vec[*p])
+		(*p)++;
+	for (*end = *p; *end < pages && vec[*end]; (*end)++)
+		;
+	return *p < pages;
+}
+
 int guest_mem_save(const struct guest_mem *m, int fd, int pagemap, uint64_t *written,
 		   gantry_error_t *err)
 {
@@ -154,26 +194,17 @@ int guest_mem_save(const struct guest_mem *m, int fd, int pagemap, uint64_t *wri
 		const struct guest_region *r = &m->regions[i];
 		size_t pages = r->size / PAGE_SIZE;
 		cleanup_free uint8_t *vec = xmalloc(pages ? pages : 1);
-		size_t p = 0;
+		size_t end;
 
 		if (pages_in_use(m, r, pagemap, vec) < 0)
 			return gantry_error_errno(err, "pagemap");
 		/* Runs of pages in use; the rest are holes, which read as
 		 * zeros as those pages did. */
-		while (p < pages) {
-			size_t end;
-
-			if (!vec[p]) {
-				p++;
-				continue;
-			}
-			for (end = p; end < pages && vec[end]; end++)
-				;
+		for (size_t p = 0; next_run(vec, pages, &p, &end); p = end) {
 			if (pwrite_full(fd, r->hva + p * PAGE_SIZE, (end - p) * PAGE_SIZE,
 				       (off_t)(off + p * PAGE_SIZE)) < 0)
 				return gantry_error_errno(err, "the memory file");
 			*written += (end - p) * PAGE_SIZE;
-			p = end;
 		}
 		off += r->size;
 	}
@@ -198,6 +229,32 @@ int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *er
 		return -1;
 	}
 	return mem_init(m, size, fd, MAP_SHARED, err);
+}
+
+int guest_mem_load(const struct guest_mem *m, int fd, gantry_error_t *err)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "the memory file");
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->ram_size)
+		return gantry_error(err, 0, "the memory file is %llu bytes, not the %llu MiB of RAM",
+				    (unsigned long long)st.st_size,
+				    (unsigned long long)(m->ram_size / MiB));
+	for (unsigned int i = 0; i < m->nr_regions; i++) {
+		const struct guest_region *r = &m->regions[i];
+		size_t pages = r->size / PAGE_SIZE;
+		cleanup_free uint8_t *vec = xmalloc(pages ? pages : 1);
+		size_t end;
+
+		if (pages_with_data(fd, r, vec) < 0)
+			return gantry_error_errno(err, "the memory file");
+		for (size_t p = 0; next_run(vec, pages, &p, &end); p = end)
+			if (pread_full(fd, r->hva + p * PAGE_SIZE, (end - p) * PAGE_SIZE,
+				       (off_t)(r->fd_off + p * PAGE_SIZE)) < 0)
+				return gantry_error_errno(err, "the memory file");
+	}
+	return 0;
 }
 
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)

@@ -241,7 +241,8 @@ void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt,
 		return;
 	vm->end = how;
 	vm->exit_status = status;
-	atomic_store(&vm->saving, how == VM_END_STOP && vm->save_on_stop);
+	atomic_store(&vm->saving,
+		     how == VM_END_STOP && vm->save_on_stop && atomic_load(&vm->save_asked));
 	va_start(ap, fmt);
 	vsnprintf(vm->end_reason, sizeof(vm->end_reason), fmt, ap);
 	va_end(ap);

@@ -78,6 +78,7 @@ struct vm {
 	 * vcpus_save() then has it. restore, set before vcpus_create: the
 	 * vCPUs take their state from it instead of the boot state. */
 	bool save_on_stop;
+	atomic_bool save_asked; /* the stop asked for a save (VMM_STOP_SAVE) */
 	atomic_bool saving;
 	uint32_t *msr_list;
 	uint32_t nr_msr_list;

@@ -34,6 +34,8 @@ static const char *display_text(const struct proto_msg *m)
 		return m->u.error.message;
 	case PROTO_DONE:
 		return m->u.done.message;
+	case PROTO_RENEWED:
+		return m->u.renewed.message;
 	default:
 		return NULL;
 	}

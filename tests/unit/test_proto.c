@@ -162,6 +162,64 @@ static void test_mounts(void **state)
 	proto_msg_free(&out);
 }
 
+/* RENEW carries entropy, the clock and the shares; RENEWED's message is
+ * the guest's text, sanitised; unknown flags and too many shares fail. */
+static void test_renew(void **state)
+{
+	struct proto_msg m = { .type = PROTO_RENEW }, out;
+	char *shares[] = { "work:rw:L3dvcms", "data:ro:L2RhdGE", NULL };
+	char *many[PROTO_MAX_SHARES + 2];
+	uint8_t buf[PROTO_MAX_FRAME];
+	const char *why;
+	ssize_t n;
+
+	(void)state;
+	m.u.renew.time_ns = 1764979200123456789ull;
+	for (int i = 0; i < PROTO_RENEW_WORDS; i++)
+		m.u.renew.entropy[i] = 0x0123456789abcdefull * (uint64_t)(i + 1);
+	m.u.renew.hostname = "";
+	m.u.renew.shares = shares;
+	m.u.renew.nr_shares = 2;
+	n = (ssize_t)encode(&m);
+	decode_ok((size_t)n, &out);
+	assert_true(out.u.renew.time_ns == m.u.renew.time_ns);
+	assert_memory_equal(out.u.renew.entropy, m.u.renew.entropy, sizeof(m.u.renew.entropy));
+	assert_string_equal(out.u.renew.hostname, "");
+	assert_int_equal(out.u.renew.nr_shares, 2);
+	assert_string_equal(out.u.renew.shares[1], "data:ro:L2RhdGE");
+	assert_null(out.u.renew.shares[2]);
+	proto_msg_free(&out);
+	incremental_same((size_t)n, PROTO_RENEW);
+
+	for (int i = 0; i <= PROTO_MAX_SHARES; i++)
+		many[i] = "s:rw:L3M";
+	many[PROTO_MAX_SHARES + 1] = NULL;
+	m.u.renew.shares = many;
+	m.u.renew.nr_shares = PROTO_MAX_SHARES + 1;
+	assert_true(proto_encode(&m, buf, sizeof(buf)) < 0);
+	/* The same count written by hand is refused by the decoder. */
+	m.u.renew.nr_shares = PROTO_MAX_SHARES;
+	n = proto_encode(&m, buf, sizeof(buf));
+	assert_true(n > 0);
+	buf[PROTO_HDR_SIZE + 8 + 8 * PROTO_RENEW_WORDS + 4] = PROTO_MAX_SHARES + 1;
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &why), -1);
+
+	m = (struct proto_msg){ .type = PROTO_RENEWED };
+	m.u.renewed.flags = PROTO_RENEWED_RANDOM | PROTO_RENEWED_CLOCK;
+	m.u.renewed.message = "work: \x1b[2J gone";
+	n = (ssize_t)encode(&m);
+	decode_ok((size_t)n, &out);
+	assert_int_equal(out.u.renewed.flags, PROTO_RENEWED_RANDOM | PROTO_RENEWED_CLOCK);
+	assert_null(strchr(out.u.renewed.message, '\x1b'));
+	proto_msg_free(&out);
+	m.u.renewed.flags = 0x100;
+	assert_true(proto_encode(&m, buf, sizeof(buf)) < 0);
+	m.u.renewed.flags = 0;
+	n = proto_encode(&m, buf, sizeof(buf));
+	buf[PROTO_HDR_SIZE + 1] = 0x01; /* flags 0x100, by hand */
+	assert_int_equal(proto_decode(buf, (size_t)n, &out, &why), -1);
+}
+
 static void test_exec(void **state)
 {
 	char *argv[] = { "sh", "-c", "echo \"hi\" there", NULL };
@@ -717,6 +775,7 @@ int main(void)
 		cmocka_unit_test(test_ready),
 		cmocka_unit_test(test_exec),
 		cmocka_unit_test(test_mounts),
+		cmocka_unit_test(test_renew),
 		cmocka_unit_test(test_small_messages),
 		cmocka_unit_test(test_exit_status),
 		cmocka_unit_test(test_error),

@@ -83,7 +83,7 @@ static uint8_t *save_one(struct virtio_dev *d, size_t *len)
 	uint8_t *buf = NULL;
 
 	state_writer_init(&w);
-	virtio_dev_save(d, &w);
+	assert_int_equal(virtio_dev_save(d, &w, &err), 0);
 	assert_int_equal(state_finish(&w, &buf, len, &err), 0);
 	return buf;
 }
@@ -319,6 +319,49 @@ static void test_memory_file_by_reading(void **state)
 	memory_file(false);
 }
 
+/* RAM in a memfd (a VM with a share worker): a page only the other
+ * process wrote, through the memfd, is saved too, though this process
+ * never mapped it in; a fresh memfd RAM loads the file back. */
+static void test_memory_file_of_a_memfd(void **state)
+{
+	struct guest_mem m, r;
+	gantry_error_t err = NULL;
+	char path[] = "/tmp/gantry-test-memXXXXXX";
+	int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	int fd = mkstemp(path);
+	uint64_t written;
+	uint8_t *p;
+
+	(void)state;
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(guest_mem_init_shared(&m, 64 * MiB, &err), 0);
+	memcpy(guest_ptr(&m, 0x3000, 5), "local", 5);
+	/* What the share worker writes: through the memfd, not our mapping. */
+	assert_int_equal(pwrite(m.fd, "remote", 6, 50 * MiB + 7), 6);
+	assert_int_equal(guest_mem_save(&m, fd, pagemap, &written, &err), 0);
+	assert_true(written >= 2 * 4096 && written < 64 * MiB);
+
+	assert_int_equal(guest_mem_init_shared(&r, 64 * MiB, &err), 0);
+	assert_int_equal(guest_mem_load(&r, fd, &err), 0);
+	assert_memory_equal(guest_ptr(&r, 0x3000, 5), "local", 5);
+	assert_memory_equal(guest_ptr(&r, 50 * MiB + 7, 6), "remote", 6);
+	p = guest_ptr(&r, 20 * MiB, 1);
+	assert_int_equal(*p, 0);
+	guest_mem_destroy(&r);
+
+	/* A memory file of another size is refused. */
+	assert_int_equal(guest_mem_init_shared(&r, 32 * MiB, &err), 0);
+	assert_int_equal(guest_mem_load(&r, fd, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "not the 32 MiB"));
+	gantry_error_free(&err);
+	guest_mem_destroy(&r);
+	guest_mem_destroy(&m);
+	close(fd);
+	if (pagemap >= 0)
+		close(pagemap);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +371,7 @@ int main(void)
 		cmocka_unit_test(test_serial_round_trip),
 		cmocka_unit_test(test_memory_file_by_pagemap),
 		cmocka_unit_test(test_memory_file_by_reading),
+		cmocka_unit_test(test_memory_file_of_a_memfd),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,172 @@
+"""A sandbox saved as it runs and restored without a boot: `gantry stop
+-snapshot NAME`, then `gantry resume NAME` (docs/snapshots.md). Needs KVM
+and the assets from `make assets`.
+
+One sandbox per test, each in its own GANTRY_HOME.
+"""
+
+import socket
+import time
+import urllib.request
+
+import pytest
+
+from conftest import GantryHome, boot_timeout
+
+pytestmark = pytest.mark.kvm
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    return tmp_path_factory.mktemp("images")
+
+
+@pytest.fixture
+def g(gantry, sandbox_assets, images, tmp_path):
+    gt = GantryHome(gantry, tmp_path / "home", images)
+    yield gt
+    gt.cleanup()
+
+
+def one_line(r):
+    lines = r.stderr.decode(errors="replace").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gantry: "), lines
+    return lines[0]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fetch(port, timeout=20):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                return r.read()
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+# A counter only in the shell's memory: written out each tenth of a
+# second, never read back, so a restored one goes on from where it was.
+COUNTER = ("i=0; while :; do i=$((i+1)); echo $i >/run/count; sleep 0.1; done "
+           ">/dev/null 2>&1 </dev/null &")
+
+
+FIND_COUNTER = ("ps -o pid,args | awk '$2 == \"sh\" && $3 == \"-c\" && $4 ~ /^i=0/ "
+                "{ print $1; exit }'")
+
+
+def count(g, name):
+    r = g.sh(name, "cat /run/count", check=True)
+    return int(r.stdout)
+
+
+def test_stop_snapshot_then_resume_keeps_the_running_state(g, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "before.txt").write_text("host before\n")
+    port = free_port()
+    g.run("start", "sv", "-share", f"work={share}@/work", "-p", f"127.0.0.1:{port}:8080",
+          check=True)
+    g.sh("sv", COUNTER, check=True)
+    g.sh("sv", "echo layer >/kept.txt && mkdir -p /tmp/www && echo served >/tmp/www/index.html"
+         " && httpd -p 8080 -h /tmp/www && cat /work/before.txt", check=True)
+    assert fetch(port) == b"served\n"
+    time.sleep(1)
+    before = count(g, "sv")
+    assert before > 3, before
+    pid = g.sh("sv", FIND_COUNTER, check=True).stdout.strip()
+    assert pid, "the counter's shell is not running"
+
+    r = g.run("stop", "-snapshot", "sv")
+    assert r.returncode == 0, r.stderr
+    s = g.ls()["sv"]
+    assert s["state"] == "stopped" and s["saved"], s
+    pause = g.home / "sandboxes" / "sv" / "pause"
+    assert (pause / "state").is_file() and (pause / "memory").is_file()
+    assert (pause / "state").stat().st_mode & 0o777 == 0o600
+    assert (pause / "memory").stat().st_mode & 0o777 == 0o600
+    # The guest's clock stands still while it is saved.
+    time.sleep(3)
+    (share / "while.txt").write_text("host while saved\n")
+
+    g.run("resume", "sv", check=True)
+    s = g.ls()["sv"]
+    assert s["state"] == "running" and not s["saved"], s
+    # Taken by the restore: the next boot is a fresh one unless saved again.
+    assert not (pause / "state").exists()
+    # The same process, its count going on from its memory.
+    again = g.sh("sv", FIND_COUNTER, check=True).stdout.strip()
+    assert again == pid
+    after = count(g, "sv")
+    assert after >= before, (before, after)
+    time.sleep(1)
+    assert count(g, "sv") > after
+    r = g.sh("sv", "cat /kept.txt", check=True)
+    assert r.stdout == b"layer\n"
+    # The wall clock was set from the host's.
+    guest = int(g.sh("sv", "date +%s", check=True).stdout)
+    assert abs(guest - time.time()) < 2, (guest, time.time())
+    # The share, bound again from a new server: old and new files, both ways.
+    r = g.sh("sv", "cat /work/before.txt /work/while.txt && echo guest >/work/after.txt",
+             check=True)
+    assert r.stdout == b"host before\nhost while saved\n"
+    assert (share / "after.txt").read_text() == "guest\n"
+    # The port, published again by a new network worker, reaches the
+    # server that was running.
+    assert fetch(port) == b"served\n"
+
+    # And a plain stop and resume after it boots afresh.
+    g.run("stop", "sv", check=True)
+    g.run("resume", "sv", check=True)
+    r = g.sh("sv", "cat /kept.txt; " + FIND_COUNTER)
+    assert r.stdout == b"layer\n", r
+
+
+def test_stop_snapshot_is_refused_while_a_session_runs(g):
+    g.run("start", "busy", check=True)
+    p = g.popen("exec", "busy", "--", "sleep", "60")
+    try:
+        deadline = time.monotonic() + boot_timeout()
+        while g.sh("busy", "pidof sleep").returncode != 0:
+            assert time.monotonic() < deadline, "the session did not start"
+            time.sleep(0.2)
+        r = g.run("stop", "-snapshot", "busy")
+        assert r.returncode != 0
+        line = one_line(r)
+        assert "exec session" in line and "running" in line, line
+        # Nothing was stopped.
+        assert g.ls()["busy"]["state"] == "running"
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
+    assert not (g.home / "sandboxes" / "busy" / "pause" / "state").exists()
+    r = g.run("stop", "-snapshot", "nosuch")
+    assert r.returncode != 0 and "nosuch" in one_line(r)
+
+
+def test_a_damaged_save_is_refused_and_kept_then_fresh_boots(g):
+    g.run("start", "dmg", check=True)
+    g.sh("dmg", "echo layer >/kept.txt && sync", check=True)
+    g.run("stop", "-snapshot", "dmg", check=True)
+    state = g.home / "sandboxes" / "dmg" / "pause" / "state"
+    data = bytearray(state.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    state.write_bytes(bytes(data))
+    r = g.run("resume", "dmg")
+    assert r.returncode != 0
+    line = one_line(r)
+    assert "save" in line and "-fresh" in line, line
+    assert g.ls()["dmg"]["state"] != "running"
+    assert state.exists()
+    g.run("resume", "-fresh", "dmg", check=True)
+    r = g.sh("dmg", "cat /kept.txt", check=True)
+    assert r.stdout == b"layer\n"
+    assert not state.exists()
