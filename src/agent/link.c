@@ -546,8 +546,8 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 	return -1;
 }
 
-int agent_wait_renewed(struct agent *a, int timeout_ms, char **shares, size_t nr_shares,
-		       gantry_error_t *err)
+int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, char **shares,
+		       size_t nr_shares, gantry_error_t *err)
 {
 	uint64_t deadline = link_deadline(timeout_ms);
 	uint32_t want = PROTO_RENEWED_RANDOM | PROTO_RENEWED_CLOCK;
@@ -563,11 +563,13 @@ int agent_wait_renewed(struct agent *a, int timeout_ms, char **shares, size_t nr
 	/* Taken last: the guest's clock is set to what it says. */
 	clock_gettime(CLOCK_REALTIME, &now);
 	m.u.renew.time_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	m.u.renew.hostname = "";
+	m.u.renew.hostname = (char *)(hostname ? hostname : "");
 	m.u.renew.shares = shares;
 	m.u.renew.nr_shares = (uint32_t)nr_shares;
 	if (nr_shares)
 		want |= PROTO_RENEWED_SHARES;
+	if (hostname && *hostname)
+		want |= PROTO_RENEWED_ID;
 	r = link_send(a, &m, err);
 	explicit_bzero(m.u.renew.entropy, sizeof(m.u.renew.entropy));
 	if (r < 0 || link_drain(a, deadline, err) < 0)

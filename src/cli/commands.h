@@ -9,6 +9,8 @@ int cmd_start(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
+int cmd_snapshot(int argc, char **argv);
+int cmd_fork(int argc, char **argv);
 int cmd_delete(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_ports(int argc, char **argv);

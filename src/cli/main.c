@@ -26,6 +26,8 @@ static const struct command {
 	{ "ls", cmd_ls, "list sandboxes" },
 	{ "stop", cmd_stop, "stop a sandbox, keeping its files" },
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
+	{ "snapshot", cmd_snapshot, "save a running sandbox as a snapshot; list and remove them" },
+	{ "fork", cmd_fork, "snapshot a running sandbox and start clones of it" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },
 	{ "logs", cmd_logs, "print or follow a sandbox's log or guest console" },
 	{ "cp", cmd_cp, "copy files between the host and a sandbox" },

@@ -1,4 +1,5 @@
 /* `gantry start NAME`: create and boot a persistent sandbox. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,14 +7,17 @@
 #include "cli/flags.h"
 #include "cli/signals.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/snapshots.h"
 #include "sandbox/network.h"
 
 static void start_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
 		"Usage: gantry start NAME [-image SRC] [-cpus N] [-mem MiB] [-disk-size MiB]\n"
-		"                         [-rw=false] [-rwlayer PATH] [-net=false] [-p SPEC]...\n\n"
+		"                         [-rw=false] [-rwlayer PATH] [-net=false] [-p SPEC]...\n"
+		"       gantry start NAME -from SNAP [-p SPEC]...\n\n"
 		"Create the persistent sandbox NAME and boot it: one long-lived container on\n"
 		"the image, with a writable layer that keeps its files across stop and\n"
 		"resume. Returns once `gantry exec NAME` can run commands in it; Ctrl-C\n"
@@ -26,9 +30,39 @@ static void start_usage(FILE *out, const struct flag *flags)
 		"across stop and resume (gantry ports ls NAME shows it).\n"
 		"-e, -env-file, -w, -u and -entrypoint become the sandbox's own Env,\n"
 		"WorkingDir, User and Entrypoint over its image's, as docker run makes them\n"
-		"the container's: every gantry exec NAME starts from them.\n\n"
+		"the container's: every gantry exec NAME starts from them.\n"
+		"-from SNAP starts NAME from a snapshot (gantry snapshot) instead of booting:\n"
+		"its processes run on from where the snapshot's did, with their memory, on a\n"
+		"copy of its writable layer; the guest takes NAME as its hostname, a new\n"
+		"machine id and fresh entropy. Its ports are the -p given (docs/snapshots.md).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
+}
+
+/* Whether the flags in argv are -from and -p (-publish) alone. */
+static bool only_ports(int argc, char **argv)
+{
+	static const char *const ok[] = { "from", "p", "publish" };
+
+	for (int i = 0; i < argc; i++) {
+		const char *f = argv[i];
+		size_t len;
+		bool found = false;
+
+		if (strcmp(f, "--") == 0)
+			break;
+		if (f[0] != '-')
+			continue;
+		f += f[1] == '-' ? 2 : 1;
+		len = strcspn(f, "=");
+		for (size_t k = 0; k < ARRAY_SIZE(ok); k++)
+			found |= strlen(ok[k]) == len && strncmp(f, ok[k], len) == 0;
+		if (!found)
+			return false;
+		if (f[len] == '\0')
+			i++; /* its value */
+	}
+	return true;
 }
 
 int cmd_start(int argc, char **argv)
@@ -37,9 +71,12 @@ int cmd_start(int argc, char **argv)
 	static struct gantry_cancel cancel;
 	gantry_error_t err = NULL;
 	bool help = false, dashdash;
+	const char *from = NULL;
 	int rest, r;
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
+		{ "from", FLAG_STRING, &from, NULL, "SNAP",
+		  "a new sandbox from snapshot SNAP (gantry snapshot): only -p goes with it", 0 },
 		FLAGS_PROCESS(&o.process),
 		FLAGS_SECRETS(&o),
 		{ "disk-size", FLAG_UINT, &o.disk_mib, NULL, "MiB",
@@ -77,6 +114,22 @@ int cmd_start(int argc, char **argv)
 			  o.name, o.name);
 		sandbox_opts_free(&o);
 		return 2;
+	}
+	if (from && !only_ports(argc, argv)) {
+		log_error("start: -from takes only -p: the machine, image, shares and secrets are "
+			  "the snapshot's");
+		sandbox_opts_free(&o);
+		return 2;
+	}
+	if (from) {
+		r = cli_signals_cancel(&cancel, &err);
+		if (r == 0)
+			r = sandbox_start_from(o.name, from, o.ports, o.nr_ports, &cancel, &err);
+		if (r == 0)
+			log_info("sandbox `%s` is running, from snapshot `%s`: gantry exec %s -- CMD",
+				 o.name, from, o.name);
+		sandbox_opts_free(&o);
+		return cli_finish(&err, r);
 	}
 	if (sandbox_opts_check(&o, &err) < 0) {
 		gantry_error_prefix(&err, "start");

@@ -70,6 +70,7 @@ struct guest {
 	unsigned int next_orphan;
 	char *rootfs_error; /* why the container root is unusable, or NULL */
 	pid_t container;    /* persist: the long-lived container's init; 0 once it died */
+	const struct netconf *net; /* eth0's settings, for the container's etc files */
 };
 
 /* guest.c */

@@ -518,6 +518,7 @@ int main(int argc, char **argv)
 		snprintf(crun_root, sizeof(crun_root), "%s/crun", cfg->state_dir);
 		cfg->crun_root = crun_root;
 	}
+	g.net = &net;
 	/* Test mode: the host's network, but the container's files are ours. */
 	if (net_write_etc(cfg, &net) < 0)
 		guest_log("%s/etc: %s; the container keeps the image's resolv.conf and hosts",

@@ -7,6 +7,10 @@
  *    /dev/urandom and getrandom() give next differs from any other clone;
  *  - the wall clock is set to the host's (the guest's clocks stood still
  *    while it was saved);
+ *  - a clone's identity: a new hostname (the guest's, the container's,
+ *    its etc/hostname and hosts) and, where the container has one, a new
+ *    /etc/machine-id (the boot id is the kernel's, new at every boot
+ *    only: a clone's stays its source's);
  *  - each share is bound again in the container: the share server is a
  *    new one that knows none of the old nodes, so the old binds are
  *    detached, the dentries nobody holds dropped (the next lookup asks the
@@ -18,11 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "guest/guest.h"
+#include "guest/netconf.h"
 #include "guest/shares.h"
 
 #define RENEW_WHY_MAX 512
@@ -69,6 +77,75 @@ static bool renew_clock(uint64_t ns, char *why)
 	if (clock_settime(CLOCK_REALTIME, &ts) == 0)
 		return true;
 	why_add(why, "the clock", NULL, errno);
+	return false;
+}
+
+/* In a child that joined the container's UTS and mount namespaces: its
+ * hostname, and its /etc/machine-id rewritten if it has one (a symlink
+ * there is the container's own business, not followed). */
+static void __attribute__((noreturn)) identity_in_container(int uts, int mnt, const char *name,
+							   const char *id)
+{
+	int fd;
+
+	if (setns(uts, CLONE_NEWUTS) < 0 || setns(mnt, CLONE_NEWNS) < 0 ||
+	    sethostname(name, strlen(name)) < 0)
+		_exit(1);
+	fd = open("/etc/machine-id", O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		_exit(errno == ENOENT ? 0 : 2);
+	if (write(fd, id, strlen(id)) != (ssize_t)strlen(id) || close(fd) < 0)
+		_exit(2);
+	_exit(0);
+}
+
+static bool renew_identity(struct guest *g, const char *name, char *why)
+{
+	static char host[NETCONF_HOST_MAX + 1];
+	char ns[64], id[34];
+	uint8_t raw[16];
+	int uts = -1, mnt = -1, status = 0;
+	pid_t pid;
+
+	if (!netconf_hostname_valid(name) || strlen(name) >= sizeof(host)) {
+		why_add(why, "the hostname", "not a hostname", 0);
+		return false;
+	}
+	snprintf(host, sizeof(host), "%s", name);
+	g->cfg.hostname = host;
+	if (sethostname(host, strlen(host)) < 0 || net_write_etc(&g->cfg, g->net) < 0) {
+		why_add(why, "the hostname", NULL, errno);
+		return false;
+	}
+	if (g->container <= 0)
+		return true;
+	/* The pool was reseeded just before: this id is the clone's own. */
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		why_add(why, "the machine id", NULL, errno);
+		return false;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(id + 2 * i, 3, "%02x", raw[i]);
+	id[32] = '\n';
+	id[33] = '\0';
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/uts", (int)g->container);
+	uts = open(ns, O_RDONLY | O_CLOEXEC);
+	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)g->container);
+	mnt = open(ns, O_RDONLY | O_CLOEXEC);
+	pid = uts >= 0 && mnt >= 0 ? fork() : -1;
+	if (pid == 0)
+		identity_in_container(uts, mnt, host, id);
+	if (pid > 0)
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	if (uts >= 0)
+		close(uts);
+	if (mnt >= 0)
+		close(mnt);
+	if (pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return true;
+	why_add(why, "the container's hostname and machine id",
+		pid < 0 ? NULL : "the helper failed", pid < 0 ? errno : 0);
 	return false;
 }
 
@@ -120,6 +197,8 @@ void renew_request(struct guest *g, const struct proto_msg *m)
 		done |= PROTO_RENEWED_RANDOM;
 	if (renew_clock(m->u.renew.time_ns, why))
 		done |= PROTO_RENEWED_CLOCK;
+	if (*m->u.renew.hostname && renew_identity(g, m->u.renew.hostname, why))
+		done |= PROTO_RENEWED_ID;
 	if (renew_shares(g, m->u.renew.shares, m->u.renew.nr_shares, why))
 		done |= PROTO_RENEWED_SHARES;
 	guest_debug(g, "renewed %#x%s%s", done, *why ? ": " : "", why);

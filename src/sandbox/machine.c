@@ -396,7 +396,7 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 		size_t n;
 		char **shares = machine_share_tokens(m, &n);
 
-		r = agent_wait_renewed(m->agent, timeout_ms, shares, n, err);
+		r = agent_wait_renewed(m->agent, timeout_ms, m->renew_hostname, shares, n, err);
 		strv_free(shares);
 	} else {
 		r = agent_wait_ready(m->agent, timeout_ms, NULL, err);

@@ -90,6 +90,9 @@ struct machine {
 	struct machine_live_share *live_shares; /* FS_MAX_EXPORTS slots, once one is added */
 	unsigned int last_route;		/* the last one's route: never one again */
 	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
+	/* Restoring (cfg.restore_state_fd) a clone: the hostname its guest
+	 * takes instead of the saved one's (NULL: the same machine). */
+	const char *renew_hostname;
 	/* `gantry run`'s: the user's kernel and devices, no guest agent, no
 	 * sandbox state; its network worker logs to our stderr. */
 	bool bare;

@@ -94,5 +94,6 @@ void snap_remove(const char *path)
 	/* The state first: memory without a state file is no save. */
 	unlinkat(dir, SNAP_STATE, 0);
 	unlinkat(dir, SNAP_MEMORY, 0);
+	unlinkat(dir, SNAP_ORIGIN, 0);
 	rmdir(path);
 }

@@ -14,6 +14,7 @@
 
 #define SNAP_STATE	"state"
 #define SNAP_MEMORY	"memory"
+#define SNAP_ORIGIN	"origin" /* the name of the machine saved, for its clones */
 #define SNAP_STATE_NEW	".state.new"
 #define SNAP_MEMORY_NEW ".memory.new"
 
@@ -34,7 +35,7 @@ int snap_open_save(struct snap_save *s, const char *path, gantry_error_t *err);
  * fail. Closes s's files either way. */
 int snap_finish(struct snap_save *s, bool ok, gantry_error_t *err);
 /* Remove path's save (after a restore took it): its files, then path if
- * empty. */
+ * empty. SNAP_ORIGIN goes with it. */
 void snap_remove(const char *path);
 
 #endif

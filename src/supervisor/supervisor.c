@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "sandbox/ctl.h"
@@ -236,6 +237,11 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 	int saved = snap_finish(&s->pause, s->pausing && !forced && s->m.rc == 0, &err);
 	bool ok = !s->pausing || saved > 0;
 
+	/* Whose save it is: a clone made from it renews its identity. */
+	if (saved > 0 && write_file_atomic(SANDBOX_PAUSE "/" SNAP_ORIGIN, s->name, strlen(s->name),
+					   0600, &err) < 0)
+		saved = -1;
+
 	free(s->sb.reason);
 	s->sb.reason = NULL;
 	if (saved < 0) {
@@ -330,10 +336,19 @@ static int pause_setup(struct sup *s, gantry_error_t *err)
 	struct vmm_config *cfg = &s->m.cfg;
 
 	if (snap_exists(SANDBOX_PAUSE)) {
+		char origin[SANDBOX_NAME_MAX + 1] = "";
+		cleanup_close int fd = open(SANDBOX_PAUSE "/" SNAP_ORIGIN,
+					    O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, origin, sizeof(origin) - 1) : -1;
+
 		if (snap_open_restore(SANDBOX_PAUSE, &cfg->restore_state_fd, &cfg->restore_mem_fd,
 				      err) < 0)
 			return gantry_error_prefix(err, "its save");
 		s->restored = true;
+		/* Another machine's save: this one is its clone. */
+		origin[n > 0 ? n : 0] = '\0';
+		if (strcmp(origin, s->name) != 0)
+			s->m.renew_hostname = s->name;
 	}
 	if (snap_open_save(&s->pause, SANDBOX_PAUSE, err) < 0)
 		return -1;

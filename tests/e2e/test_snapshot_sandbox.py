@@ -5,6 +5,7 @@ and the assets from `make assets`.
 One sandbox per test, each in its own GANTRY_HOME.
 """
 
+import json
 import socket
 import time
 import urllib.request
@@ -170,3 +171,90 @@ def test_a_damaged_save_is_refused_and_kept_then_fresh_boots(g):
     r = g.sh("dmg", "cat /kept.txt", check=True)
     assert r.stdout == b"layer\n"
     assert not state.exists()
+
+
+def json_of(r):
+    return json.loads(r.stdout)
+
+
+def urandom(g, name):
+    return g.sh(name, "head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'",
+                check=True).stdout
+
+
+def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "host.txt").write_text("from the host\n")
+    g.run("start", "src", "-share", f"work={share}@/work", check=True)
+    g.sh("src", COUNTER, check=True)
+    g.sh("src", "echo layer >/kept.txt && mkdir -p /tmp/www && echo served >/tmp/www/index.html"
+         " && httpd -p 8080 -h /tmp/www", check=True)
+    time.sleep(1)
+    pid = g.sh("src", FIND_COUNTER, check=True).stdout.strip()
+    assert pid
+
+    r = g.run("snapshot", "src", "-as", "s1")
+    assert r.returncode == 0, r.stderr
+    # The source goes on: the same counter, running.
+    assert g.ls()["src"]["state"] == "running"
+    assert g.sh("src", FIND_COUNTER, check=True).stdout.strip() == pid
+    at_snapshot = count(g, "src")
+    (snap,) = [s for s in json_of(g.run("snapshot", "ls", "--json", check=True))]
+    assert snap["name"] == "s1" and snap["source"] == "src", snap
+    sdir = g.home / "snapshots" / "s1"
+    for f in ("state", "memory", "rwlayer.ext4", "sandbox.json", "snapshot.json"):
+        assert (sdir / f).stat().st_mode & 0o777 == 0o600, f
+
+    port = free_port()
+    r = g.run("start", "c1", "-from", "s1", "-p", f"127.0.0.1:{port}:8080")
+    assert r.returncode == 0, r.stderr
+    # The snapshot's process, memory and files, under its own name.
+    assert g.sh("c1", FIND_COUNTER, check=True).stdout.strip() == pid
+    assert count(g, "c1") >= at_snapshot - 1
+    assert g.sh("c1", "cat /kept.txt", check=True).stdout == b"layer\n"
+    assert g.sh("c1", "hostname", check=True).stdout == b"c1\n"
+    assert g.sh("src", "hostname", check=True).stdout == b"src\n"
+    guest = int(g.sh("c1", "date +%s", check=True).stdout)
+    assert abs(guest - time.time()) < 2, (guest, time.time())
+    # They diverge: files, and what their random pools give.
+    g.sh("src", "echo src >/only.txt", check=True)
+    g.sh("c1", "echo c1 >/only.txt", check=True)
+    assert g.sh("src", "cat /only.txt", check=True).stdout == b"src\n"
+    assert g.sh("c1", "cat /only.txt", check=True).stdout == b"c1\n"
+    assert urandom(g, "src") != urandom(g, "c1")
+    # Its share, its own published port to the server the snapshot had.
+    r = g.sh("c1", "cat /work/host.txt && echo c1 >/work/c1.txt", check=True)
+    assert r.stdout == b"from the host\n"
+    assert (share / "c1.txt").read_text() == "c1\n"
+    assert fetch(port) == b"served\n"
+
+    r = g.run("fork", "src", "-n", "2", "-as", "fk")
+    assert r.returncode == 0, r.stderr
+    names = g.ls()
+    for n in ("fk-1", "fk-2"):
+        assert names[n]["state"] == "running", names[n]
+        assert g.sh(n, "hostname", check=True).stdout == f"{n}\n".encode()
+        assert g.sh(n, "cat /kept.txt /only.txt", check=True).stdout == b"layer\nsrc\n"
+    assert urandom(g, "fk-1") != urandom(g, "fk-2")
+
+    # A snapshot removed leaves its clones whole, across a boot too.
+    g.run("snapshot", "rm", "s1", check=True)
+    assert not sdir.exists()
+    g.run("stop", "c1", check=True)
+    g.run("resume", "c1", check=True)
+    assert g.sh("c1", "cat /kept.txt /only.txt", check=True).stdout == b"layer\nc1\n"
+
+
+def test_snapshot_refusals_are_one_line(g):
+    r = g.run("start", "x", "-from", "nosuch")
+    assert r.returncode != 0 and "no snapshot `nosuch`" in one_line(r)
+    r = g.run("start", "x", "-from", "s", "-cpus", "2")
+    assert r.returncode == 2 and "only -p" in one_line(r)
+    r = g.run("snapshot", "nosuch")
+    assert r.returncode != 0 and "no sandbox `nosuch`" in one_line(r)
+    r = g.run("snapshot", "rm", "nosuch")
+    assert r.returncode != 0 and "no snapshot `nosuch`" in one_line(r)
+    r = g.run("fork", "nosuch", "-n", "0")
+    assert r.returncode == 2 and "-n 0" in one_line(r)
+    assert "x" not in g.ls()

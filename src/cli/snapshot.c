@@ -1,0 +1,190 @@
+/* `gantry snapshot NAME [-as SNAP]`, `snapshot ls|inspect|rm` and
+ * `gantry fork NAME [-n N] [-as PREFIX]` (sandbox/snapshots.h). */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/log.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "sandbox/snapshots.h"
+
+static void snapshot_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out,
+		"Usage: gantry snapshot NAME [-as SNAP]\n"
+		"       gantry snapshot ls [--json]\n"
+		"       gantry snapshot inspect SNAP\n"
+		"       gantry snapshot rm SNAP...\n\n"
+		"Save the running sandbox NAME as snapshot SNAP (default NAME-TIME): its\n"
+		"vCPUs, devices and memory, and a copy of its writable layer. NAME goes on\n"
+		"from the save (its processes keep their memory; its connections through\n"
+		"the NAT are reset). gantry start NEW -from SNAP starts a sandbox from it,\n"
+		"gantry fork NAME -n N several at once. A sandbox with an exec session\n"
+		"running or with secrets is not saved. Removing a snapshot leaves the\n"
+		"sandboxes made from it as they are (docs/snapshots.md).\n\nFlags:\n");
+	flags_usage(out, flags);
+}
+
+/* Text the snapshot's files hold: shown safe. */
+static void print_text(const char *fmt, json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	cleanup_free char *shown = text_sanitized(v ? v : "-", strlen(v ? v : "-"), 0);
+
+	printf(fmt, shown);
+}
+
+static int snapshot_ls(bool as_json)
+{
+	gantry_error_t err = NULL;
+	json_t *a = NULL, *v;
+	size_t i;
+
+	if (sandbox_snapshot_list(&a, &err) < 0) {
+		json_decref(a);
+		return cli_finish(&err, -1);
+	}
+	if (as_json) {
+		char *text = json_dumps(a, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+
+		puts(text ? text : "[]");
+		free(text);
+		json_decref(a);
+		return 0;
+	}
+	printf("%-24s %-24s %-22s %-4s %s\n", "SNAPSHOT", "SOURCE", "CREATED", "CPUS", "MEM");
+	json_array_foreach(a, i, v) {
+		print_text("%-24s ", v, "name");
+		print_text("%-24s ", v, "source");
+		print_text("%-22s ", v, "created");
+		printf("%-4lld %lld\n", (long long)json_integer_value(json_object_get(v, "cpus")),
+		       (long long)json_integer_value(json_object_get(v, "mem_mib")));
+	}
+	json_decref(a);
+	return 0;
+}
+
+static int snapshot_inspect(const char *snap)
+{
+	gantry_error_t err = NULL;
+	json_t *j = sandbox_snapshot_inspect(snap, &err);
+	char *text;
+
+	if (j == NULL)
+		return cli_finish(&err, -1);
+	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
+	puts(text ? text : "{}");
+	free(text);
+	json_decref(j);
+	return 0;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+	bool help = false, as_json = false, dashdash;
+	const char *as = NULL;
+	gantry_error_t err = NULL;
+	char *made = NULL;
+	int rest, r;
+	const struct flag flags[] = {
+		{ "as", FLAG_STRING, &as, NULL, "SNAP", "the snapshot's name (default NAME-TIME)", 0 },
+		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "ls: print JSON", 0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	/* The word first (NAME or ls, inspect, rm), flags after it too. */
+	const char *word = argc > 0 && argv[0][0] != '-' ? argv[0] : NULL;
+
+	if (word) {
+		argc--;
+		argv++;
+	}
+	r = flags_parse_cmd("snapshot", flags, argc, argv, &rest, &dashdash, snapshot_usage);
+	if (r <= 0)
+		return -r;
+	argc -= rest;
+	argv += rest;
+	if (word == NULL && argc > 0) {
+		word = argv[0];
+		argc--;
+		argv++;
+	}
+	if (word && strcmp(word, "ls") == 0 && argc == 0)
+		return snapshot_ls(as_json);
+	if (word && strcmp(word, "inspect") == 0 && argc == 1)
+		return snapshot_inspect(argv[0]);
+	if (word && strcmp(word, "rm") == 0 && argc >= 1)
+		return cli_each_name(argc, argv, sandbox_snapshot_remove);
+	if (word == NULL || argc != 0 || strcmp(word, "ls") == 0 || strcmp(word, "rm") == 0 ||
+	    strcmp(word, "inspect") == 0) {
+		log_error("snapshot: want NAME, ls, inspect SNAP or rm SNAP... (see gantry snapshot "
+			  "-help)");
+		return 2;
+	}
+	r = sandbox_snapshot_take(word, as, &made, &err);
+	if (r == 0)
+		log_info("snapshot `%s` made; `%s` runs on: gantry start NEW -from %s", made, word,
+			 made);
+	free(made);
+	return cli_finish(&err, r);
+}
+
+static void fork_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out,
+		"Usage: gantry fork NAME [-n N] [-as PREFIX]\n\n"
+		"Snapshot the running sandbox NAME as PREFIX (default NAME-fork) and start\n"
+		"N clones of it at once, PREFIX-1 to PREFIX-N: each goes on from where NAME\n"
+		"was, with its memory and a copy of its files, under its own name, machine\n"
+		"id and random state. NAME goes on too. The snapshot stays for gantry start\n"
+		"-from (docs/snapshots.md).\n\nFlags:\n");
+	flags_usage(out, flags);
+}
+
+int cmd_fork(int argc, char **argv)
+{
+	bool help = false, dashdash;
+	const char *as = NULL;
+	uint64_t n = 1;
+	unsigned int started = 0;
+	gantry_error_t err = NULL;
+	int rest, r;
+	const struct flag flags[] = {
+		{ "n", FLAG_UINT, &n, NULL, "N", "clones to start (default 1, at most 100)", FORK_MAX },
+		{ "as", FLAG_STRING, &as, NULL, "PREFIX", "the snapshot's name and the clones' prefix",
+		  0 },
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	/* NAME first, flags after it (flags before it work too). */
+	const char *name = argc > 0 && argv[0][0] != '-' ? argv[0] : NULL;
+
+	if (name) {
+		argc--;
+		argv++;
+	}
+	r = flags_parse_cmd("fork", flags, argc, argv, &rest, &dashdash, fork_usage);
+	if (r <= 0)
+		return -r;
+	if (name == NULL && rest < argc)
+		name = argv[rest++];
+	if (name == NULL || rest != argc) {
+		log_error("fork: want one NAME (see gantry fork -help)");
+		return 2;
+	}
+	if (n == 0) {
+		log_error("fork: -n 0: want 1 to %d clones", FORK_MAX);
+		return 2;
+	}
+	r = sandbox_fork(name, (unsigned int)n, as, &started, &err);
+	if (r == 0)
+		log_info("%u clone%s of `%s` running", started, started == 1 ? "" : "s", name);
+	return cli_finish(&err, r);
+}

@@ -1,0 +1,444 @@
+/* Snapshots of sandboxes (see snapshots.h). */
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/network.h"
+#include "sandbox/rwlayer.h"
+#include "sandbox/snapshots.h"
+#include "sandbox/spawn.h"
+#include "sandbox/state.h"
+#include "snapshot/files.h"
+
+#define SNAP_LAYER   "rwlayer.ext4"
+#define SNAP_META    "snapshot.json"
+#define SNAP_CONFIG  SANDBOX_JSON
+#define SNAP_META_MAX (64 * 1024)
+
+static int snapshots_dir(const char *snap, char **out, gantry_error_t *err)
+{
+	cleanup_free char *home = NULL;
+
+	if (snap && !sandbox_name_valid(snap))
+		return gantry_error(err, 0,
+				    "snapshot name `%.64s`: want 1 to %d of A-Z a-z 0-9 . _ -, not "
+				    "starting with -",
+				    snap, SANDBOX_NAME_MAX);
+	if (gantry_home(&home, err) < 0)
+		return -1;
+	if (snap)
+		xasprintf(out, "%s/%s/%s", home, SNAPSHOTS_SUBDIR, snap);
+	else
+		xasprintf(out, "%s/%s", home, SNAPSHOTS_SUBDIR);
+	return 0;
+}
+
+/* from's data ranges into to (made, 0600): a reflink where the filesystem
+ * can, else a sparse copy; its modification time as from's, which a
+ * restore's virtio-blk checks the disk by. */
+static int copy_layer(const char *from, const char *to, gantry_error_t *err)
+{
+	cleanup_close int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_close int out = -1;
+	cleanup_free char *tmp = NULL;
+	struct timespec times[2];
+	struct stat st;
+	off_t at = 0, hole;
+
+	if (in < 0 || fstat(in, &st) < 0)
+		return gantry_error_errno(err, "the writable layer `%s`", from);
+	if (!S_ISREG(st.st_mode))
+		return gantry_error(err, 0, "the writable layer `%s` is not a file", from);
+	xasprintf(&tmp, "%s.new", to);
+	unlink(tmp);
+	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0)
+		return gantry_error_errno(err, "%s", tmp);
+	if (ioctl(out, FICLONE, in) < 0) {
+		if (ftruncate(out, st.st_size) < 0)
+			goto fail;
+		while (at < st.st_size && (at = lseek(in, at, SEEK_DATA)) >= 0) {
+			if ((hole = lseek(in, at, SEEK_HOLE)) < 0)
+				goto fail;
+			while (at < hole) {
+				loff_t src = at, dst = at;
+				ssize_t n = copy_file_range(in, &src, out, &dst, (size_t)(hole - at), 0);
+
+				if (n <= 0)
+					goto fail;
+				at += n;
+			}
+		}
+		if (at < 0 && errno != ENXIO)
+			goto fail;
+	}
+	times[0] = st.st_atim;
+	times[1] = st.st_mtim;
+	if (futimens(out, times) < 0 || fsync(out) < 0 || rename(tmp, to) < 0)
+		goto fail;
+	return 0;
+fail:
+	gantry_error_errno(err, "copy the writable layer to `%s`", to);
+	unlink(tmp);
+	return -1;
+}
+
+/* The save's files from one directory into another: hard links (a save
+ * is never written in place), else copies. */
+static int link_save(const char *from, const char *to, gantry_error_t *err)
+{
+	static const char *const names[] = { SNAP_STATE, SNAP_MEMORY, SNAP_ORIGIN };
+
+	if (mkdir(to, 0700) < 0 && errno != EEXIST)
+		return gantry_error_errno(err, "%s", to);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		cleanup_free char *a = NULL, *b = NULL;
+
+		xasprintf(&a, "%s/%s", from, names[i]);
+		xasprintf(&b, "%s/%s", to, names[i]);
+		if (link(a, b) == 0)
+			continue;
+		if (errno != EXDEV && errno != EPERM)
+			return gantry_error_errno(err, "%s", b);
+		if (copy_layer(a, b, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static json_t *meta_json(const char *snap, const struct sandbox *sb, const char *created)
+{
+	return json_pack("{s:s,s:s,s:s,s:s?,s:s?,s:I,s:I,s:b,s:o}", "name", snap, "source",
+			 sb->name, "created", created, "image", sb->image, "image_digest",
+			 sb->image_digest, "cpus", (json_int_t)sb->cpus, "mem_mib",
+			 (json_int_t)sb->mem_mib, "net", sb->net, "shares",
+			 jsonh_from_strv(sb->shares, sb->nr_shares));
+}
+
+/* Everything of the snapshot into a directory of its own, renamed into
+ * place whole. */
+static int snapshot_write(const char *dir, const struct sandbox *sb, const char *snap,
+			  const char *sdir, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL, *tmp = NULL, *pause = NULL, *path = NULL, *text = NULL,
+			  *config = NULL, *created = NULL;
+	json_t *meta;
+	size_t len;
+	int r = -1;
+
+	if (snapshots_dir(NULL, &parent, err) < 0 || mkdir_p(parent, err) < 0)
+		return -1;
+	xasprintf(&tmp, "%s/~new-XXXXXX", parent);
+	if (mkdtemp(tmp) == NULL)
+		return gantry_error_errno(err, "create a directory in `%s`", parent);
+	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
+	if (link_save(pause, tmp, err) < 0)
+		goto out;
+	xasprintf(&path, "%s/%s", tmp, SNAP_LAYER);
+	if (copy_layer(sb->rwlayer, path, err) < 0)
+		goto out;
+	free(path);
+	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
+	if (read_file_max(path, SNAP_META_MAX, &config, &len, err) < 0 || config == NULL) {
+		if (config == NULL && *err == NULL)
+			gantry_error(err, ENOENT, "%s", path);
+		goto out;
+	}
+	free(path);
+	xasprintf(&path, "%s/%s", tmp, SNAP_CONFIG);
+	if (write_file_new(path, config, len, 0600, err) < 0)
+		goto out;
+	sandbox_time_now(&created);
+	meta = meta_json(snap, sb, created);
+	text = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	json_decref(meta);
+	free(path);
+	xasprintf(&path, "%s/%s", tmp, SNAP_META);
+	if (text == NULL || write_file_new(path, text, strlen(text), 0600, err) < 0)
+		goto out;
+	if (rename(tmp, sdir) < 0) {
+		gantry_error_errno(err, "snapshot `%s`", snap);
+		goto out;
+	}
+	r = 0;
+out:
+	if (r < 0)
+		rm_tree(tmp);
+	return r;
+}
+
+int sandbox_snapshot_take(const char *name, const char *as, char **made, gantry_error_t *err)
+{
+	cleanup_free char *dir = NULL, *sdir = NULL, *def = NULL;
+	struct sandbox sb = { 0 };
+	gantry_error_t back = NULL;
+	struct stat st;
+	int r = -1;
+
+	if (as == NULL) {
+		char stamp[32];
+		time_t now = time(NULL);
+		struct tm tm;
+
+		gmtime_r(&now, &tm);
+		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+		xasprintf(&def, "%.40s-%s", name, stamp);
+		as = def;
+	}
+	if (snapshots_dir(as, &sdir, err) < 0 || !sandbox_name_valid(name) ||
+	    sandbox_dir(name, &dir, err) < 0)
+		return *err ? -1 : gantry_error(err, 0, "`%.64s` is no sandbox name", name);
+	if (lstat(sdir, &st) == 0)
+		return gantry_error(err, 0, "snapshot `%s` exists (gantry snapshot rm %s)", as, as);
+	if (stat(dir, &st) < 0)
+		return gantry_error(err, 0, "no sandbox `%s`", name);
+	if (sandbox_load(dir, &sb, err) < 0)
+		return gantry_error_prefix(err, "sandbox `%s`", name);
+	if (!sb.writable) {
+		gantry_error(err, 0, "sandbox `%s` has no writable layer to snapshot", name);
+		goto out;
+	}
+	/* Stopped with a save; its refusals leave it running. */
+	if (sandbox_pause(name, err) < 0)
+		goto out;
+	r = snapshot_write(dir, &sb, as, sdir, err);
+	/* Whatever became of the snapshot, the sandbox goes on from its save. */
+	if (sandbox_resume(name, NULL, NULL, &back) < 0) {
+		if (r == 0)
+			gantry_error(err, 0, "snapshot `%s` is made, but `%s` did not go on: %s", as,
+				     name, gantry_error_str(back));
+		else
+			log_error("sandbox `%s` did not go on: %s", name, gantry_error_str(back));
+		gantry_error_free(&back);
+		r = -1;
+	}
+	if (r == 0 && made)
+		*made = xstrdup(as);
+out:
+	sandbox_free(&sb);
+	return r < 0 ? gantry_error_prefix(err, "snapshot `%s`", name) : 0;
+}
+
+json_t *sandbox_snapshot_inspect(const char *snap, gantry_error_t *err)
+{
+	cleanup_free char *sdir = NULL, *path = NULL, *text = NULL;
+	json_error_t jerr;
+	size_t len;
+	json_t *j;
+
+	if (snapshots_dir(snap, &sdir, err) < 0)
+		return NULL;
+	xasprintf(&path, "%s/%s", sdir, SNAP_META);
+	if (read_file_max(path, SNAP_META_MAX, &text, &len, err) < 0)
+		return NULL;
+	if (text == NULL) {
+		gantry_error(err, 0, "no snapshot `%s`", snap);
+		return NULL;
+	}
+	j = json_loadb(text, len, 0, &jerr);
+	if (!json_is_object(j)) {
+		json_decref(j);
+		gantry_error(err, 0, "snapshot `%s`: %s does not read", snap, SNAP_META);
+		return NULL;
+	}
+	json_object_set_new(j, "path", json_string(sdir));
+	return j;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int sandbox_snapshot_list(json_t **out, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL;
+	char **names = NULL;
+	size_t n = 0;
+	DIR *d;
+
+	*out = json_array();
+	if (snapshots_dir(NULL, &parent, err) < 0)
+		return -1;
+	d = opendir(parent);
+	if (d == NULL)
+		return errno == ENOENT ? 0 : gantry_error_errno(err, "%s", parent);
+	for (struct dirent *e; (e = readdir(d)) != NULL;)
+		if (sandbox_name_valid(e->d_name)) {
+			names = xrealloc(names, (n + 1) * sizeof(*names));
+			names[n++] = xstrdup(e->d_name);
+		}
+	closedir(d);
+	qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n; i++) {
+		gantry_error_t why = NULL;
+		json_t *j = sandbox_snapshot_inspect(names[i], &why);
+
+		if (j == NULL)
+			j = json_pack("{s:s,s:s}", "name", names[i], "error", gantry_error_str(why));
+		gantry_error_free(&why);
+		json_array_append_new(*out, j);
+		free(names[i]);
+	}
+	free(names);
+	return 0;
+}
+
+int sandbox_snapshot_remove(const char *snap, gantry_error_t *err)
+{
+	cleanup_free char *sdir = NULL, *tmp = NULL;
+	struct stat st;
+
+	if (snapshots_dir(snap, &sdir, err) < 0)
+		return -1;
+	if (lstat(sdir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return gantry_error(err, 0, "no snapshot `%s`", snap);
+	/* Out of the name first: a listing never shows half of it. */
+	xasprintf(&tmp, "%s.~del-%d", sdir, (int)getpid());
+	if (rename(sdir, tmp) < 0)
+		return gantry_error_errno(err, "remove snapshot `%s`", snap);
+	rm_tree(tmp);
+	return 0;
+}
+
+/* The clone's sandbox.json: the snapshot's, as name, with its own layer
+ * and ports, being created by us. */
+static int clone_describe(struct sandbox *sb, const char *name, char *const *ports, size_t nr,
+			  gantry_error_t *err)
+{
+	free(sb->name);
+	sb->name = xstrdup(name);
+	if (sb->nr_secrets)
+		return gantry_error(err, 0, "the snapshot holds secrets");
+	free(sb->rwlayer);
+	sb->rwlayer = NULL;
+	sb->rwlayer_managed = true;
+	if (sandbox_rwlayer_default(name, &sb->rwlayer, err) < 0)
+		return -1;
+	strv_free(sb->ports);
+	sb->ports = NULL;
+	sb->nr_ports = 0;
+	for (size_t i = 0; i < nr; i++)
+		if (ports_add(&sb->ports, &sb->nr_ports, ports[i], err) < 0)
+			return -1;
+	if (ports_pick(sb->ports, sb->nr_ports, err) < 0)
+		return -1;
+	free(sb->reason);
+	sb->reason = NULL;
+	free(sb->created);
+	sandbox_time_now(&sb->created);
+	sb->state = SANDBOX_CREATING;
+	sb->pid = (long)getpid();
+	return 0;
+}
+
+int sandbox_start_from(const char *name, const char *snap, char *const *ports, size_t nr_ports,
+		       const struct gantry_cancel *cancel, gantry_error_t *err)
+{
+	cleanup_free char *sdir = NULL, *dir = NULL, *layer = NULL, *pause = NULL;
+	struct sandbox sb = { 0 };
+	bool claimed = false, layer_made = false;
+	struct stat st;
+
+	if (!sandbox_name_valid(name))
+		return gantry_error(err, 0, "`%.64s` is no sandbox name", name);
+	if (snapshots_dir(snap, &sdir, err) < 0 || sandbox_dir(name, &dir, err) < 0)
+		return -1;
+	if (stat(dir, &st) == 0)
+		return gantry_error(err, 0, "sandbox name `%s` is taken", name);
+	if (lstat(sdir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		gantry_error(err, 0, "no snapshot `%s`", snap);
+		goto fail;
+	}
+	if (sandbox_load(sdir, &sb, err) < 0 || clone_describe(&sb, name, ports, nr_ports, err) < 0)
+		goto fail;
+	if (access(sb.image_path, R_OK) < 0) {
+		gantry_error_errno(err, "its image `%s`", sb.image_path);
+		goto fail;
+	}
+	if (sandbox_dirs_make(err) < 0 || sandbox_claim(&sb, dir, NULL, err) != 0)
+		goto fail;
+	claimed = true;
+	xasprintf(&layer, "%s/%s", sdir, SNAP_LAYER);
+	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
+	if (copy_layer(layer, sb.rwlayer, err) < 0)
+		goto fail;
+	layer_made = true;
+	if (rwlayer_pair(sb.rwlayer, sandbox_image_id(&sb), true, err) < 0 ||
+	    link_save(sdir, pause, err) < 0 || supervisor_spawn(name, dir, NULL, cancel, err) < 0)
+		goto fail;
+	sandbox_free(&sb);
+	return 0;
+fail:
+	if (layer_made)
+		rwlayer_remove(sb.rwlayer);
+	if (claimed)
+		rm_tree(dir);
+	sandbox_free(&sb);
+	return gantry_error_prefix(err, "start `%s` -from %s", name, snap);
+}
+
+int sandbox_fork(const char *name, unsigned int n, const char *prefix, unsigned int *started,
+		 gantry_error_t *err)
+{
+	cleanup_free char *def = NULL, *snap = NULL;
+	pid_t pids[FORK_MAX];
+	unsigned int ok = 0;
+
+	*started = 0;
+	if (n == 0 || n > FORK_MAX)
+		return gantry_error(err, 0, "-n %u: want 1 to %d clones", n, FORK_MAX);
+	if (prefix == NULL) {
+		xasprintf(&def, "%.50s-fork", name);
+		prefix = def;
+	}
+	if (strlen(prefix) + 4 > SANDBOX_NAME_MAX || !sandbox_name_valid(prefix))
+		return gantry_error(err, 0, "-as `%.64s`: not a name that takes -N after it",
+				    prefix);
+	if (sandbox_snapshot_take(name, prefix, &snap, err) < 0)
+		return -1;
+	/* Each clone in a process of its own, all at once. */
+	for (unsigned int i = 0; i < n; i++) {
+		pids[i] = fork();
+		if (pids[i] == 0) {
+			gantry_error_t why = NULL;
+			char clone[SANDBOX_NAME_MAX + 1];
+
+			snprintf(clone, sizeof(clone), "%s-%u", prefix, i + 1);
+			if (sandbox_start_from(clone, snap, NULL, 0, NULL, &why) < 0) {
+				log_error("%s", gantry_error_str(why));
+				_exit(1);
+			}
+			_exit(0);
+		}
+	}
+	for (unsigned int i = 0; i < n; i++) {
+		int status = 0;
+
+		if (pids[i] < 0)
+			continue;
+		while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+			;
+		if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			ok++;
+	}
+	*started = ok;
+	if (ok < n)
+		return gantry_error(err, 0, "%u of %u clones of `%s` started (snapshot `%s`)", ok,
+				    n, name, snap);
+	return 0;
+}
