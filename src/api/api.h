@@ -67,6 +67,9 @@ struct api_backend {
 	int (*create)(json_t *req, const struct gantry_cancel *cancel, gantry_error_t *err);
 	int (*start)(const char *name, const struct gantry_cancel *cancel, gantry_error_t *err);
 	int (*stop)(const char *name, gantry_error_t *err);
+	/* Stop the running sandbox name with a save, which start restores
+	 * (`gantry stop -snapshot`); NULL where the backend has none. */
+	int (*pause)(const char *name, gantry_error_t *err);
 	int (*remove)(const char *name, gantry_error_t *err);
 	/* Run x in the running sandbox name, its stdin from in, its stdout
 	 * to out and its stderr to err (the caller's fds, left open; out and

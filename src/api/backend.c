@@ -217,6 +217,11 @@ static int stop(const char *name, gantry_error_t *err)
 	return sandbox_stop(name, err);
 }
 
+static int pause_(const char *name, gantry_error_t *err)
+{
+	return sandbox_pause(name, err);
+}
+
 static int remove_(const char *name, gantry_error_t *err)
 {
 	return sandbox_delete(name, true, err);
@@ -258,6 +263,7 @@ const struct api_backend api_lifecycle_backend = {
 	.create = create,
 	.start = start,
 	.stop = stop,
+	.pause = pause_,
 	.remove = remove_,
 	.exec = exec,
 	.processes = sandbox_processes_json,

@@ -69,6 +69,10 @@ static int operation(struct api_server *s, const char *kind, const char *name, j
 	}
 	if (strcmp(kind, "create") == 0)
 		ret = s->b->create(body, &s->cancel, err);
+	else if (strcmp(kind, "pause") == 0)
+		ret = s->b->pause ? s->b->pause(name, err) : gantry_error(err, ENOSYS, "no pause here");
+	else if (strcmp(kind, "resume") == 0)
+		ret = s->b->start(name, &s->cancel, err);
 	else
 		ret = s->b->remove(name, err);
 	if (ret < 0 && *err == NULL)
@@ -112,7 +116,7 @@ static void *reaper(void *arg)
 
 		pthread_mutex_lock(&e->lock);
 		for (size_t i = 0; i < E2B_BOXES_MAX && !id[0]; i++)
-			if (e->boxes[i].used && e->boxes[i].end_ms <= now)
+			if (e->boxes[i].used && !e->boxes[i].paused && e->boxes[i].end_ms <= now)
 				snprintf(id, sizeof(id), "%s", e->boxes[i].id);
 		pthread_mutex_unlock(&e->lock);
 		if (id[0]) {
@@ -180,7 +184,7 @@ static json_t *box_json(const struct e2b_box *b, const char *token, bool detail)
 		json_object_set_new(j, "memoryMB", json_integer(b->mem_mib));
 		json_object_set_new(j, "diskSizeMB", json_integer(0));
 		json_object_set_new(j, "metadata", json_incref(b->metadata));
-		json_object_set_new(j, "state", json_string("running"));
+		json_object_set_new(j, "state", json_string(b->paused ? "paused" : "running"));
 	}
 	return j;
 }
@@ -355,11 +359,11 @@ static void list(struct api_server *s, const struct api_request *req, struct api
 	json_t *a = json_array();
 
 	pthread_mutex_lock(&s->e2b->lock);
-	/* They run until they end: paused ones there are none. */
-	for (size_t i = 0; i < E2B_BOXES_MAX && (state == NULL || strstr(state, "running")); i++) {
+	for (size_t i = 0; i < E2B_BOXES_MAX; i++) {
 		const struct e2b_box *b = &s->e2b->boxes[i];
 
-		if (b->used && (template == NULL || strcmp(template, b->template) == 0) &&
+		if (b->used && (state == NULL || strstr(state, b->paused ? "paused" : "running")) &&
+		    (template == NULL || strcmp(template, b->template) == 0) &&
 		    (metadata == NULL || metadata_match(b, metadata)))
 			json_array_append_new(a, box_json(b, NULL, true));
 	}
@@ -384,6 +388,64 @@ static void kill_box(struct api_server *s, const char *id, struct api_reply *r)
 	gantry_error_free(&err);
 }
 
+/* pause: the sandbox saved and stopped (`gantry stop -snapshot`); 409
+ * when it is paused already, as E2B answers. */
+static void pause_box(struct api_server *s, const char *id, struct api_reply *r)
+{
+	gantry_error_t err = NULL;
+	struct e2b_box *b;
+	bool known, paused = false;
+
+	pthread_mutex_lock(&s->e2b->lock);
+	b = box_find(s->e2b, id);
+	known = b != NULL;
+	if (b)
+		paused = b->paused;
+	pthread_mutex_unlock(&s->e2b->lock);
+	if (!known)
+		return e2b_error(r, 404, "sandbox %.64s not found", id);
+	if (paused)
+		return e2b_error(r, 409, "sandbox %.64s is paused already", id);
+	if (operation(s, "pause", id, NULL, &err) < 0) {
+		e2b_error(r, err->status == EBUSY ? 503 : 409, "%s", gantry_error_str(err));
+		gantry_error_free(&err);
+		return;
+	}
+	pthread_mutex_lock(&s->e2b->lock);
+	if ((b = box_find(s->e2b, id)) != NULL)
+		b->paused = true;
+	pthread_mutex_unlock(&s->e2b->lock);
+	no_content(r);
+}
+
+/* connect (and resume) of a paused sandbox: restored from its save, its
+ * timeout from now. 0, or -1 with r's error. */
+static int resume_box(struct api_server *s, const char *id, struct api_reply *r)
+{
+	gantry_error_t err = NULL;
+	struct e2b_box *b;
+	bool paused;
+
+	pthread_mutex_lock(&s->e2b->lock);
+	b = box_find(s->e2b, id);
+	paused = b && b->paused;
+	pthread_mutex_unlock(&s->e2b->lock);
+	if (!paused)
+		return 0;
+	if (operation(s, "resume", id, NULL, &err) < 0) {
+		e2b_error(r, err->status == EBUSY ? 503 : 500, "%s", gantry_error_str(err));
+		gantry_error_free(&err);
+		return -1;
+	}
+	pthread_mutex_lock(&s->e2b->lock);
+	if ((b = box_find(s->e2b, id)) != NULL) {
+		b->paused = false;
+		b->end_ms = api_wall_ms() + E2B_TIMEOUT_DEFAULT * 1000ull;
+	}
+	pthread_mutex_unlock(&s->e2b->lock);
+	return 1;
+}
+
 /* setTimeout (204) and connect (the create's answer): the sandbox's time
  * from now. */
 static void timeout(struct api_server *s, const struct api_request *req, const char *id,
@@ -391,6 +453,7 @@ static void timeout(struct api_server *s, const struct api_request *req, const c
 {
 	json_t *body = api_body_object(req->body, req->len, r), *t;
 	struct e2b_box *b;
+	int resumed = 0;
 
 	if (body == NULL)
 		return e2b_error(r, 400, "%s",
@@ -401,6 +464,10 @@ static void timeout(struct api_server *s, const struct api_request *req, const c
 		json_decref(body);
 		return e2b_error(r, 400, "timeout: want 0 to %d seconds", E2B_TIMEOUT_MAX);
 	}
+	if (connect && (resumed = resume_box(s, id, r)) < 0) {
+		json_decref(body);
+		return;
+	}
 	pthread_mutex_lock(&s->e2b->lock);
 	b = box_find(s->e2b, id);
 	/* setTimeout sets it; connect only lengthens it, as E2B's does for a
@@ -410,7 +477,7 @@ static void timeout(struct api_server *s, const struct api_request *req, const c
 	else if (b && t)
 		b->end_ms = MAX(b->end_ms, api_wall_ms() + (uint64_t)json_integer_value(t) * 1000);
 	if (b && connect)
-		api_reply_json(r, 200, box_json(b, s->token, false));
+		api_reply_json(r, resumed ? 201 : 200, box_json(b, s->token, false));
 	else if (b)
 		no_content(r);
 	pthread_mutex_unlock(&s->e2b->lock);
@@ -520,8 +587,10 @@ bool e2b_route(struct api_server *s, const struct api_request *req, struct api_r
 		kill_box(s, id, r);
 	else if (strcmp(rest, "/timeout") == 0 && post)
 		timeout(s, req, id, false, r);
-	else if (strcmp(rest, "/connect") == 0 && post)
+	else if ((strcmp(rest, "/connect") == 0 || strcmp(rest, "/resume") == 0) && post)
 		timeout(s, req, id, true, r);
+	else if (strcmp(rest, "/pause") == 0 && post)
+		pause_box(s, id, r);
 	else
 		e2b_error(r, 404, "no such path");
 	return true;

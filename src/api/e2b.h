@@ -37,6 +37,7 @@ struct e2b_box {
 	json_t *metadata;
 	char *started;	 /* RFC 3339 */
 	uint64_t end_ms; /* when its timeout ends it (CLOCK_REALTIME, ms) */
+	bool paused;	 /* saved by a pause: no timeout, connect resumes it */
 	int cpus, mem_mib;
 };
 

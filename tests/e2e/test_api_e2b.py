@@ -100,6 +100,13 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
         (True, False, "/tmp/e2b/sub/moved.txt", 7, "file", False), fs
     assert ["new.txt", "create"] in steps["watch"]["changes"], steps["watch"]
     assert steps["connect"]["stdout"] == "connected\n"
+    # Pause saves the sandbox; connect restores it: the counter's shell runs
+    # on from its memory, not from 0.
+    p = steps["pause"]
+    assert p["paused"] is True and p["pausedAgain"] is False, p
+    assert steps["create"]["id"] in p["listedPaused"], p
+    assert p["before"] > 3 and p["after"] >= p["before"] and p["later"] > p["after"], p
+    assert p["running"] is True, p
     second = steps["second"]
     assert second["stdout"] == "second\n" and len(second["ids"]) == 2, second
     t = steps["timeout"]

@@ -6,6 +6,7 @@ One sandbox per test, each in its own GANTRY_HOME.
 """
 
 import json
+import shutil
 import socket
 import time
 import urllib.request
@@ -237,6 +238,21 @@ def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
         assert g.sh(n, "hostname", check=True).stdout == f"{n}\n".encode()
         assert g.sh(n, "cat /kept.txt /only.txt", check=True).stdout == b"layer\nsrc\n"
     assert urandom(g, "fk-1") != urandom(g, "fk-2")
+
+    # A snapshot whose state file was damaged (a copy of s1, one byte
+    # flipped; then one cut short) starts nothing and leaves nothing.
+    for name, damage in (("flip", lambda b: b[:100] + bytes([b[100] ^ 0xFF]) + b[101:]),
+                         ("short", lambda b: b[:len(b) // 2])):
+        bad = g.home / "snapshots" / name
+        shutil.copytree(sdir, bad)
+        (bad / "state").write_bytes(damage((bad / "state").read_bytes()))
+        r = g.run("start", f"bad-{name}", "-from", name)
+        assert r.returncode != 0
+        line = one_line(r)
+        assert f"bad-{name}" in line and name in line, line
+        assert f"bad-{name}" not in g.ls()
+        assert not (g.home / "rwlayers" / f"bad-{name}.ext4").exists()
+        g.run("snapshot", "rm", name, check=True)
 
     # A snapshot removed leaves its clones whole, across a boot too.
     g.run("snapshot", "rm", "s1", check=True)

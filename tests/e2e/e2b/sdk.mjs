@@ -112,6 +112,24 @@ try {
   const joined = await Sandbox.connect(sbx.sandboxId);
   out({ step, stdout: (await joined.commands.run("echo connected")).stdout });
 
+  step = "pause";
+  // A counter only in a shell's memory, not an envd session: a pause saves
+  // the VM, and the resume goes on from there.
+  await sbx.commands.run("sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/count; " +
+                         "sleep 0.1; done >/dev/null 2>&1 </dev/null &'");
+  await new Promise((r) => setTimeout(r, 1000));
+  const before = Number((await sbx.commands.run("cat /tmp/count")).stdout);
+  const paused = await sbx.pause();
+  const pausedAgain = await Sandbox.pause(sbx.sandboxId);
+  const listedPaused = (await Sandbox.list({ query: { state: ["paused"] } }).nextItems())
+    .map((s) => s.sandboxId);
+  const resumed = await Sandbox.connect(sbx.sandboxId);
+  const after = Number((await resumed.commands.run("cat /tmp/count")).stdout);
+  await new Promise((r) => setTimeout(r, 500));
+  const later = Number((await resumed.commands.run("cat /tmp/count")).stdout);
+  out({ step, paused, pausedAgain, listedPaused, before, after, later,
+        running: await resumed.isRunning() });
+
   step = "second";
   const other = await Sandbox.create({ timeoutMs: 60_000 });
   const r2 = await other.commands.run("echo second");
