@@ -105,7 +105,7 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     p = steps["pause"]
     assert p["paused"] is True and p["pausedAgain"] is False, p
     assert steps["create"]["id"] in p["listedPaused"], p
-    assert p["before"] > 3 and p["after"] >= p["before"] and p["later"] > p["after"], p
+    assert p["counted"] > 3 and p["restored"] >= p["counted"] and p["later"] > p["restored"], p
     assert p["running"] is True, p
     second = steps["second"]
     assert second["stdout"] == "second\n" and len(second["ids"]) == 2, second

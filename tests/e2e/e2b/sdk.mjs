@@ -118,16 +118,16 @@ try {
   await sbx.commands.run("sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/count; " +
                          "sleep 0.1; done >/dev/null 2>&1 </dev/null &'");
   await new Promise((r) => setTimeout(r, 1000));
-  const before = Number((await sbx.commands.run("cat /tmp/count")).stdout);
+  const counted = Number((await sbx.commands.run("cat /tmp/count")).stdout);
   const paused = await sbx.pause();
   const pausedAgain = await Sandbox.pause(sbx.sandboxId);
   const listedPaused = (await Sandbox.list({ query: { state: ["paused"] } }).nextItems())
     .map((s) => s.sandboxId);
   const resumed = await Sandbox.connect(sbx.sandboxId);
-  const after = Number((await resumed.commands.run("cat /tmp/count")).stdout);
+  const restored = Number((await resumed.commands.run("cat /tmp/count")).stdout);
   await new Promise((r) => setTimeout(r, 500));
   const later = Number((await resumed.commands.run("cat /tmp/count")).stdout);
-  out({ step, paused, pausedAgain, listedPaused, before, after, later,
+  out({ step, paused, pausedAgain, listedPaused, counted, restored, later,
         running: await resumed.isRunning() });
 
   step = "second";
