@@ -406,8 +406,10 @@ static void pause_box(struct api_server *s, const char *id, struct api_reply *r)
 		return e2b_error(r, 404, "sandbox %.64s not found", id);
 	if (paused)
 		return e2b_error(r, 409, "sandbox %.64s is paused already", id);
+	/* Refused (a process under way): not 409, which the SDK reads as
+	 * "paused already". */
 	if (operation(s, "pause", id, NULL, &err) < 0) {
-		e2b_error(r, err->status == EBUSY ? 503 : 409, "%s", gantry_error_str(err));
+		e2b_error(r, err->status == EBUSY ? 503 : 400, "%s", gantry_error_str(err));
 		gantry_error_free(&err);
 		return;
 	}

@@ -103,6 +103,7 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     # Pause saves the sandbox; connect restores it: the counter's shell runs
     # on from its memory, not from 0.
     p = steps["pause"]
+    assert p["refused"] and "exec session" in p["refused"], p
     assert p["paused"] is True and p["pausedAgain"] is False, p
     assert steps["create"]["id"] in p["listedPaused"], p
     assert p["counted"] > 3 and p["restored"] >= p["counted"] and p["later"] > p["restored"], p

@@ -113,6 +113,12 @@ try {
   out({ step, stdout: (await joined.commands.run("echo connected")).stdout });
 
   step = "pause";
+  // Refused while a process started through envd runs: a restore would cut it.
+  const held = await sbx.commands.run("sleep 60", { background: true });
+  let refused = null;
+  try { await sbx.pause(); } catch (e) { refused = String(e.message || e); }
+  await held.kill();
+  try { await held.wait(); } catch (e) { /* killed: its session is over */ }
   // A counter only in a shell's memory, not an envd session: a pause saves
   // the VM, and the resume goes on from there.
   await sbx.commands.run("sh -c 'i=0; while :; do i=$((i+1)); echo $i >/tmp/count; " +
@@ -127,7 +133,7 @@ try {
   const restored = Number((await resumed.commands.run("cat /tmp/count")).stdout);
   await new Promise((r) => setTimeout(r, 500));
   const later = Number((await resumed.commands.run("cat /tmp/count")).stdout);
-  out({ step, paused, pausedAgain, listedPaused, counted, restored, later,
+  out({ step, refused, paused, pausedAgain, listedPaused, counted, restored, later,
         running: await resumed.isRunning() });
 
   step = "second";
