@@ -171,8 +171,9 @@ struct proto_error {
 
 /* One decoded frame. Strings and arrays are allocated (proto_msg_free);
  * data points into the buffer it was decoded from. The strings a guest sends
- * for display (HELLO's kernel, READY's and ERROR's message) come out of the
- * decoder sanitised by text_sanitize (common/text.h); EXEC's stay exact. */
+ * for display (HELLO's kernel, READY's, ERROR's, DONE's and RENEWED's
+ * message) come out of the decoder sanitised by text_sanitize
+ * (common/text.h); EXEC's stay exact. */
 struct proto_msg {
 	uint16_t type;
 	union {
