@@ -9,7 +9,6 @@
 #include "image/config.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/state.h"
-#include "snapshot/files.h"
 #include "secret/spec.h"
 
 static json_t *paths_json(const struct sandbox *sb, const char *dir)
@@ -57,17 +56,6 @@ static json_t *secret_names_json(const struct sandbox *sb)
 	return a;
 }
 
-/* Whether dir holds a save of `stop -snapshot`, for resume to restore. */
-static bool saved(const char *dir)
-{
-	cleanup_free char *pause = NULL;
-
-	if (dir == NULL)
-		return false;
-	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
-	return snap_exists(pause);
-}
-
 json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 {
 	cleanup_free char *own = NULL;
@@ -101,7 +89,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 		iso = isolation_json(dir);
 	deg = json_object_get(iso, "degraded");
 	json_object_set_new(o, "isolation_degraded", deg ? json_incref(deg) : json_null());
-	json_object_set_new(o, "saved", json_boolean(saved(dir ? dir : own)));
+	json_object_set_new(o, "saved", json_boolean((dir || own) && sandbox_saved(dir ? dir : own)));
 	if (dir == NULL) {
 		json_decref(iso);
 		return o;

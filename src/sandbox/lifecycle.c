@@ -381,10 +381,7 @@ int sandbox_resume(const char *name, sandbox_env_fn env, const struct gantry_can
 	if (rwlayer_check(&sb, err) < 0 || sandbox_secrets_from_env(&sb, env, &secrets, err) < 0)
 		goto out;
 	if (supervisor_spawn(name, dir, secrets, cancel, err) < 0) {
-		cleanup_free char *pause = NULL;
-
-		xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
-		if (snap_exists(pause))
+		if (sandbox_saved(dir))
 			gantry_error_prefix(err, "its save (stop -snapshot) did not restore, and is "
 						 "kept (gantry resume -fresh %s boots it afresh)",
 					    name);

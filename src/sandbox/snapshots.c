@@ -1,6 +1,5 @@
 /* Snapshots of sandboxes (see snapshots.h). */
 #include <errno.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -259,31 +258,15 @@ json_t *sandbox_snapshot_inspect(const char *snap, gantry_error_t *err)
 	return j;
 }
 
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int sandbox_snapshot_list(json_t **out, gantry_error_t *err)
 {
 	cleanup_free char *parent = NULL;
 	char **names = NULL;
 	size_t n = 0;
-	DIR *d;
 
 	*out = json_array();
-	if (snapshots_dir(NULL, &parent, err) < 0)
+	if (snapshots_dir(NULL, &parent, err) < 0 || sandbox_names_in(parent, &names, &n, err) < 0)
 		return -1;
-	d = opendir(parent);
-	if (d == NULL)
-		return errno == ENOENT ? 0 : gantry_error_errno(err, "%s", parent);
-	for (struct dirent *e; (e = readdir(d)) != NULL;)
-		if (sandbox_name_valid(e->d_name)) {
-			names = xrealloc(names, (n + 1) * sizeof(*names));
-			names[n++] = xstrdup(e->d_name);
-		}
-	closedir(d);
-	qsort(names, n, sizeof(*names), by_name);
 	for (size_t i = 0; i < n; i++) {
 		gantry_error_t why = NULL;
 		json_t *j = sandbox_snapshot_inspect(names[i], &why);
@@ -292,9 +275,8 @@ int sandbox_snapshot_list(json_t **out, gantry_error_t *err)
 			j = json_pack("{s:s,s:s}", "name", names[i], "error", gantry_error_str(why));
 		gantry_error_free(&why);
 		json_array_append_new(*out, j);
-		free(names[i]);
 	}
-	free(names);
+	strv_free(names);
 	return 0;
 }
 

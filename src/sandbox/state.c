@@ -19,6 +19,7 @@
 #include "share/spec.h"
 #include "secret/store.h"
 #include "sandbox/state.h"
+#include "snapshot/files.h"
 
 #define SANDBOX_JSON_MAX  (4u << 20)
 #define SANDBOX_PORTS_MAX 256 /* PORTS_MAX (network.h) */
@@ -131,25 +132,19 @@ static int by_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *err)
+int sandbox_names_in(const char *parent, char ***names, size_t *n, gantry_error_t *err)
 {
-	cleanup_free char *parent = NULL;
 	char **v = NULL;
 	struct dirent *e;
 	size_t cap = 0;
 	DIR *d;
 
 	*n = 0;
-	if (dirs)
-		*dirs = NULL;
-	if (names)
-		*names = NULL;
-	if (sandbox_dir(NULL, &parent, err) < 0)
-		return -1;
+	*names = NULL;
 	d = opendir(parent);
-	if (d == NULL)
-		return errno == ENOENT ? 0 : gantry_error_errno(err, "open `%s`", parent);
-	while ((e = readdir(d)) != NULL) {
+	if (d == NULL && errno != ENOENT)
+		return gantry_error_errno(err, "open `%s`", parent);
+	while (d && (e = readdir(d)) != NULL) {
 		/* Not "." or "..", nor one being created or deleted (~...). */
 		if (!sandbox_name_valid(e->d_name))
 			continue;
@@ -159,21 +154,46 @@ int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *er
 		}
 		v[(*n)++] = xstrdup(e->d_name);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
 	if (*n)
 		qsort(v, *n, sizeof(*v), by_str);
+	if (v)
+		v[*n] = NULL;
+	*names = v ? v : xzalloc(sizeof(*v));
+	return 0;
+}
+
+int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *err)
+{
+	cleanup_free char *parent = NULL;
+	char **v;
+
+	*n = 0;
+	if (dirs)
+		*dirs = NULL;
+	if (names)
+		*names = NULL;
+	if (sandbox_dir(NULL, &parent, err) < 0 || sandbox_names_in(parent, &v, n, err) < 0)
+		return -1;
 	if (dirs) {
 		*dirs = xzalloc((*n + 1) * sizeof(**dirs));
 		for (size_t i = 0; i < *n; i++)
 			xasprintf(&(*dirs)[i], "%s/%s", parent, v[i]);
 	}
-	if (v)
-		v[*n] = NULL;
 	if (names)
-		*names = v ? v : xzalloc(sizeof(*v));
+		*names = v;
 	else
 		strv_free(v);
 	return 0;
+}
+
+bool sandbox_saved(const char *dir)
+{
+	cleanup_free char *pause = NULL;
+
+	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
+	return snap_exists(pause);
 }
 
 int sandbox_dirs_make(gantry_error_t *err)

@@ -84,6 +84,13 @@ int sandbox_rwlayer_default(const char *name, char **out, gantry_error_t *err);
  * sandbox's (being created or deleted). None when there is no
  * $GANTRY_HOME/sandboxes. Free both with strv_free. */
 int sandbox_dirs_list(char ***dirs, char ***names, size_t *n, gantry_error_t *err);
+/* The entries of parent with a valid name (sandbox_name_valid: not ".",
+ * "..", nor one being made or removed), sorted, NULL-terminated
+ * (strv_free); none when parent does not exist. */
+int sandbox_names_in(const char *parent, char ***names, size_t *n, gantry_error_t *err);
+/* Whether the sandbox in dir has a `stop -snapshot` save for its next
+ * resume to restore. */
+bool sandbox_saved(const char *dir);
 /* Create $GANTRY_HOME/sandboxes and rwlayers (0700) when missing. */
 int sandbox_dirs_make(gantry_error_t *err);
 /* Remove name's directory dir: renamed out of the way at once, so a new
