@@ -86,11 +86,11 @@ static int snapshot_inspect(const char *snap)
 
 int cmd_snapshot(int argc, char **argv)
 {
-	bool help = false, as_json = false, dashdash;
+	bool help = false, as_json = false;
 	const char *as = NULL;
 	gantry_error_t err = NULL;
 	char *made = NULL;
-	int rest, r;
+	int r;
 	const struct flag flags[] = {
 		{ "as", FLAG_STRING, &as, NULL, "SNAP", "the snapshot's name (default NAME-TIME)", 0 },
 		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "ls: print JSON", 0 },
@@ -98,30 +98,22 @@ int cmd_snapshot(int argc, char **argv)
 		{ 0 },
 	};
 
-	/* The word first (NAME or ls, inspect, rm), flags after it too. */
-	const char *word = argc > 0 && argv[0][0] != '-' ? argv[0] : NULL;
+	/* Flags before, between and after the words. */
+	cleanup_free char **pos = xzalloc((size_t)(argc + 1) * sizeof(*pos));
+	const char *word;
+	int n;
 
-	if (word) {
-		argc--;
-		argv++;
-	}
-	r = flags_parse_cmd("snapshot", flags, argc, argv, &rest, &dashdash, snapshot_usage);
+	r = flags_parse_mixed("snapshot", flags, argc, argv, pos, argc, &n, snapshot_usage);
 	if (r <= 0)
 		return -r;
-	argc -= rest;
-	argv += rest;
-	if (word == NULL && argc > 0) {
-		word = argv[0];
-		argc--;
-		argv++;
-	}
-	if (word && strcmp(word, "ls") == 0 && argc == 0)
+	word = n > 0 ? pos[0] : NULL;
+	if (word && strcmp(word, "ls") == 0 && n == 1)
 		return snapshot_ls(as_json);
-	if (word && strcmp(word, "inspect") == 0 && argc == 1)
-		return snapshot_inspect(argv[0]);
-	if (word && strcmp(word, "rm") == 0 && argc >= 1)
-		return cli_each_name(argc, argv, sandbox_snapshot_remove);
-	if (word == NULL || argc != 0 || strcmp(word, "ls") == 0 || strcmp(word, "rm") == 0 ||
+	if (word && strcmp(word, "inspect") == 0 && n == 2)
+		return snapshot_inspect(pos[1]);
+	if (word && strcmp(word, "rm") == 0 && n >= 2)
+		return cli_each_name(n - 1, pos + 1, sandbox_snapshot_remove);
+	if (n != 1 || strcmp(word, "ls") == 0 || strcmp(word, "rm") == 0 ||
 	    strcmp(word, "inspect") == 0) {
 		log_error("snapshot: want NAME, ls, inspect SNAP or rm SNAP... (see gantry snapshot "
 			  "-help)");
@@ -149,12 +141,12 @@ static void fork_usage(FILE *out, const struct flag *flags)
 
 int cmd_fork(int argc, char **argv)
 {
-	bool help = false, dashdash;
+	bool help = false;
 	const char *as = NULL;
 	uint64_t n = 1;
 	unsigned int started = 0;
 	gantry_error_t err = NULL;
-	int rest, r;
+	int r;
 	const struct flag flags[] = {
 		{ "n", FLAG_UINT, &n, NULL, "N", "clones to start (default 1, at most 100)", FORK_MAX },
 		{ "as", FLAG_STRING, &as, NULL, "PREFIX", "the snapshot's name and the clones' prefix",
@@ -163,19 +155,14 @@ int cmd_fork(int argc, char **argv)
 		{ 0 },
 	};
 
-	/* NAME first, flags after it (flags before it work too). */
-	const char *name = argc > 0 && argv[0][0] != '-' ? argv[0] : NULL;
+	/* NAME, with flags before or after it. */
+	char *name = NULL;
+	int npos;
 
-	if (name) {
-		argc--;
-		argv++;
-	}
-	r = flags_parse_cmd("fork", flags, argc, argv, &rest, &dashdash, fork_usage);
+	r = flags_parse_mixed("fork", flags, argc, argv, &name, 1, &npos, fork_usage);
 	if (r <= 0)
 		return -r;
-	if (name == NULL && rest < argc)
-		name = argv[rest++];
-	if (name == NULL || rest != argc) {
+	if (npos != 1) {
 		log_error("fork: want one NAME (see gantry fork -help)");
 		return 2;
 	}
