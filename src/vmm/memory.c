@@ -91,7 +91,8 @@ int guest_mem_init(struct guest_mem *m, uint64_t size, gantry_error_t *err)
 	return mem_init(m, size, -1, MAP_PRIVATE, err);
 }
 
-int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err)
+/* A memory file (guest_mem_save's) is a regular file of RAM's size. */
+static int mem_file_check(int fd, uint64_t size, gantry_error_t *err)
 {
 	struct stat st;
 
@@ -101,6 +102,13 @@ int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error
 		return gantry_error(
 			err, 0, "the memory file is %llu bytes, not the %llu MiB of RAM",
 			(unsigned long long)st.st_size, (unsigned long long)(size / MiB));
+	return 0;
+}
+
+int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err)
+{
+	if (mem_file_check(fd, size, err) < 0)
+		return -1;
 	return mem_init(m, size, fd, MAP_PRIVATE, err);
 }
 
@@ -258,14 +266,8 @@ static int load_run(const struct guest_mem *m, int fd, uint8_t *hva, off_t off, 
 
 int guest_mem_load(const struct guest_mem *m, int fd, gantry_error_t *err)
 {
-	struct stat st;
-
-	if (fstat(fd, &st) < 0)
-		return gantry_error_errno(err, "the memory file");
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->ram_size)
-		return gantry_error(err, 0, "the memory file is %llu bytes, not the %llu MiB of RAM",
-				    (unsigned long long)st.st_size,
-				    (unsigned long long)(m->ram_size / MiB));
+	if (mem_file_check(fd, m->ram_size, err) < 0)
+		return -1;
 	for (unsigned int i = 0; i < m->nr_regions; i++) {
 		const struct guest_region *r = &m->regions[i];
 		size_t pages = r->size / PAGE_SIZE;
