@@ -333,6 +333,13 @@ class GantryHome:
             self.run("delete", name)
 
 
+def one_line(r):
+    """A failed gantry's stderr: exactly one `gantry: ...` line, returned."""
+    lines = r.stderr.decode(errors="replace").strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gantry: "), lines
+    return lines[0]
+
+
 @pytest.fixture(scope="session")
 def sandbox_assets():
     """What a sandbox boots (`make assets`) and mke2fs for its disk."""

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GantryHome, boot_timeout, build_dir, killed_after
+from conftest import GantryHome, boot_timeout, build_dir, killed_after, one_line
 
 pytestmark = pytest.mark.kvm
 
@@ -41,12 +41,6 @@ def g(gantry, assets, images, tmp_path):
     gt = Gantry(gantry, tmp_path / "home", images)
     yield gt
     gt.cleanup()
-
-
-def one_line(r):
-    lines = r.stderr.decode(errors="replace").strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gantry: "), lines
-    return lines[0]
 
 
 def test_files_survive_stop_and_resume(g):

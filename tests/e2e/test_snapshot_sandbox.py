@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import GantryHome, boot_timeout
+from conftest import GantryHome, boot_timeout, one_line
 
 pytestmark = pytest.mark.kvm
 
@@ -28,12 +28,6 @@ def g(gantry, sandbox_assets, images, tmp_path):
     gt = GantryHome(gantry, tmp_path / "home", images)
     yield gt
     gt.cleanup()
-
-
-def one_line(r):
-    lines = r.stderr.decode(errors="replace").strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("gantry: "), lines
-    return lines[0]
 
 
 def free_port():
