@@ -21,12 +21,12 @@ static void snapshot_usage(FILE *out, const struct flag *flags)
 		"       gantry snapshot inspect SNAP\n"
 		"       gantry snapshot rm SNAP...\n\n"
 		"Save the running sandbox NAME as snapshot SNAP (default NAME-TIME): its\n"
-		"vCPUs, devices and memory, and a copy of its writable layer. NAME goes on\n"
-		"from the save (its processes keep their memory; its connections through\n"
-		"the NAT are reset). gantry start NEW -from SNAP starts a sandbox from it,\n"
-		"gantry fork NAME -n N several at once. A sandbox with an exec session\n"
-		"running or with secrets is not saved. Removing a snapshot leaves the\n"
-		"sandboxes made from it as they are (docs/snapshots.md).\n\nFlags:\n");
+		"vCPUs, devices and memory, and a copy of its writable layer. The save is\n"
+		"live: NAME stands still while it is written, then runs on, its exec\n"
+		"sessions and connections with it. gantry start NEW -from SNAP starts a\n"
+		"sandbox from it, gantry fork NAME -n N several at once. A sandbox with\n"
+		"secrets is not saved. Removing a snapshot leaves the sandboxes made from\n"
+		"it as they are (docs/snapshots.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 

@@ -224,7 +224,15 @@ static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
 	uint64_t n = 0;
 
 	(void)events;
-	if (read(fd, &n, sizeof(n)) == sizeof(n) && n >= VMM_STOP_SAVE)
+	if (read(fd, &n, sizeof(n)) != sizeof(n))
+		return;
+	if (n >= VMM_CHECKPOINT) {
+		n %= VMM_CHECKPOINT;
+		vm_request_checkpoint(&v->vm);
+	}
+	if (n == 0)
+		return;
+	if (n >= VMM_STOP_SAVE)
 		atomic_store(&v->vm.save_asked, true);
 	vm_request_end(&v->vm, VM_END_STOP, 0, "stopped by its host");
 }
@@ -445,12 +453,13 @@ static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error
 	 * (one raised before KVM_SET_LAPIC would be lost with the IRR it
 	 * replaces, and the driver would see the event only at the next). */
 	for (unsigned int i = 0; i < v->nr_devs; i++)
-		virtio_dev_resume(v->devs[i]);
+		virtio_dev_resume(v->devs[i], true);
 	return 0;
 }
 
-/* After the vCPUs of a VM being saved have ended: its state file and its
- * RAM, each written whole before the call returns. */
+/* The vCPUs of a VM being saved have ended or parked, its I/O thread
+ * stopped or parked: its state file and its RAM, each written whole
+ * before the call returns. */
 static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t *err)
 {
 	struct vmm_saved m = { cfg->cpus, machine_count_devices(cfg), cfg->mem_mib };
@@ -461,10 +470,6 @@ static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 	double t0 = now_ms_frac();
 	int r;
 
-	/* The devices' work stops first: what they hold is then theirs to
-	 * give back to their rings (virtio_dev_save), and no frame or
-	 * packet moves under the save. */
-	ioloop_stop(&v->vm.io);
 	state_writer_init(&w);
 	state_put(&w, VMM_TAG_MACHINE, &m, sizeof(m));
 	r = vcpus_save(&v->vm, &w, err);
@@ -494,6 +499,33 @@ static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 			   now_ms_frac() - t0, len, (unsigned long long)(ram / MiB),
 			   (unsigned long long)cfg->mem_mib);
 	return 0;
+}
+
+/* A live save: the vCPUs parked (each reads its state), then the I/O
+ * thread, so no device moves; the save; the caller told; the devices
+ * take up what the save gave back to their rings, and all runs on. */
+static void vmm_checkpoint(struct vmm *v, const struct vmm_config *cfg)
+{
+	gantry_error_t err = NULL;
+	double t0 = now_ms_frac(), t_saved;
+	int r;
+
+	if (vcpus_pause(&v->vm) < 0) {
+		cfg->checkpointed(cfg->checkpoint_opaque, "the VM ended before it was saved");
+		return;
+	}
+	ioloop_pause(&v->vm.io);
+	r = vmm_save(v, cfg, &err);
+	t_saved = now_ms_frac();
+	cfg->checkpointed(cfg->checkpoint_opaque, r < 0 ? gantry_error_str(err) : NULL);
+	gantry_error_free(&err);
+	for (unsigned int i = 0; i < v->nr_devs; i++)
+		virtio_dev_resume(v->devs[i], false);
+	ioloop_unpause(&v->vm.io);
+	vcpus_unpause(&v->vm);
+	if (cfg->timing)
+		log_always("VM saved live: paused %.1f ms (saving %.1f)", now_ms_frac() - t0,
+			   t_saved - t0);
 }
 
 /* What the VM has, which decides what its threads' filters allow. */
@@ -593,8 +625,16 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	/* Every thread of the VM's is started (see seccomp_vmm.c): the main
 	 * thread narrows last. */
 	vm_confine_thread(&v.vm, VMM_THREAD_MAIN);
+	while (vm_wait(&v.vm))
+		if (cfg->checkpointed && cfg->save_state_fd > 0)
+			vmm_checkpoint(&v, cfg);
 	vcpus_wait(&v.vm);
 	serial_flush(&v.serial);
+	/* The devices' work stops first: what they hold is then theirs to
+	 * give back to their rings (virtio_dev_save), and no frame or
+	 * packet moves under the save. */
+	if (atomic_load(&v.vm.saving))
+		ioloop_stop(&v.vm.io);
 	if (atomic_load(&v.vm.saving) && vmm_save(&v, cfg, err) < 0) {
 		gantry_error_prefix(err, "cannot save the VM");
 		goto out;

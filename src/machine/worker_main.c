@@ -107,6 +107,43 @@ static int dial(void *opaque, uint32_t port)
 	return fd;
 }
 
+/* ---- a live save: told, and the next save's files taken ----------------------------------- */
+
+/* On the main thread, the VM paused: {"op":"saved"[,"error":LINE]}, then
+ * the caller's {"op":"go"} lets it run on, with the next save's state
+ * and memory files (none: the same files again). The I/O thread is
+ * parked, so no dial reads the channel meanwhile; a late answer to an
+ * earlier dial is dropped. */
+static void checkpointed(void *opaque, const char *error)
+{
+	struct worker *w = opaque;
+
+	pthread_mutex_lock(&w->chan_lock);
+	send_json(CHAN_FD, json_pack("{s:s,s:s?}", "op", "saved", "error", error));
+	for (;;) {
+		int got[UNIX_FDS_MAX];
+		size_t n = 0;
+		json_t *j = recv_json(CHAN_FD, -1, got, ARRAY_SIZE(got), &n);
+		const char *op = json_string_value(json_object_get(j, "op"));
+		bool go = op && strcmp(op, "go") == 0;
+
+		if (go && n == 2) {
+			close(w->cfg.save_state_fd);
+			close(w->cfg.save_mem_fd);
+			w->cfg.save_state_fd = got[0];
+			w->cfg.save_mem_fd = got[1];
+			n = 0;
+		}
+		for (size_t i = 0; i < n; i++)
+			close(got[i]);
+		json_decref(j);
+		/* A caller gone: we go with it (PDEATHSIG). */
+		if (go || j == NULL)
+			break;
+	}
+	pthread_mutex_unlock(&w->chan_lock);
+}
+
 /* ---- set-up ---------------------------------------------------------------------------- */
 
 /* The caller's terminal, read by the serial console as its stdin. */
@@ -160,6 +197,10 @@ static int setup(struct worker *w, gantry_error_t *err)
 	    ((w->cfg.save_state_fd = machine_take_fd(t, "state file", true, err)) < 0 ||
 	     (w->cfg.save_mem_fd = machine_take_fd(t, "memory file", true, err)) < 0))
 		return -1;
+	if (w->cfg.save_state_fd > 0) {
+		w->cfg.checkpointed = checkpointed;
+		w->cfg.checkpoint_opaque = w;
+	}
 	if (restore &&
 	    ((w->cfg.restore_state_fd = machine_take_fd(t, "state file", true, err)) < 0 ||
 	     (w->cfg.restore_mem_fd = machine_take_fd(t, "memory file", true, err)) < 0))

@@ -1,6 +1,7 @@
 /* A sandbox's guest VM (see machine.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -18,6 +19,7 @@
 #include "sandbox/machine.h"
 #include "sandbox/state.h"
 #include "share/server.h"
+#include "worker/worker.h"
 
 #define MACHINE_APPEND_BASE "root=/dev/vda rootfstype=erofs ro init=/sbin/gantry-init"
 #define NET_LOG_ROTATE	    (1u << 20)
@@ -339,6 +341,76 @@ static void *machine_thread(void *arg)
 	return NULL;
 }
 
+void machine_checkpoint_saved(struct machine *m, const char *error)
+{
+	uint64_t one = 1;
+
+	snprintf(m->ckpt_error, sizeof(m->ckpt_error), "%s", error ? error : "");
+	atomic_thread_fence(memory_order_release);
+	(void)!write(m->ckpt_fd, &one, sizeof(one));
+}
+
+/* A VM on a thread here: told, it waits for machine_checkpoint_go. */
+static void machine_checkpointed(void *opaque, const char *error)
+{
+	struct machine *m = opaque;
+	uint64_t n;
+
+	machine_checkpoint_saved(m, error);
+	while (read(m->ckpt_go_fd, &n, sizeof(n)) < 0 && errno == EINTR)
+		;
+}
+
+void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd)
+{
+	int fds[2] = { state_fd, mem_fd };
+	uint64_t one = 1;
+
+	if (m->worker) {
+		if (worker_send_json(m->vmm_worker.chan, json_pack("{s:s}", "op", "go"), fds,
+				     state_fd >= 0 ? 2 : 0) < 0)
+			log_warn("VMM worker: let the VM go on: %s", strerror(errno));
+		return;
+	}
+	/* The VM's main thread waits in machine_checkpointed: the files
+	 * are read once it goes on. */
+	if (state_fd >= 0) {
+		m->cfg.save_state_fd = state_fd;
+		m->cfg.save_mem_fd = mem_fd;
+	}
+	(void)!write(m->ckpt_go_fd, &one, sizeof(one));
+}
+
+int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err)
+{
+	uint64_t ask = VMM_CHECKPOINT, n;
+	struct pollfd p[2] = { { m->ckpt_fd, POLLIN, 0 }, { m->done_fd, POLLIN, 0 } };
+	int r;
+
+	if (!m->started || atomic_load(&m->ended))
+		return gantry_error(err, 0, "its VM is not running");
+	if (m->ckpt_fd < 0)
+		return gantry_error(err, 0, "its VM makes no save");
+	while (read(m->ckpt_fd, &n, sizeof(n)) > 0)
+		; /* the word of an earlier save that gave up waiting */
+	if (write(m->cfg.stop_fd, &ask, sizeof(ask)) != sizeof(ask))
+		return gantry_error_errno(err, "ask the VM for a save");
+	while ((r = poll(p, 2, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (r > 0 && (p[0].revents & POLLIN) && read(m->ckpt_fd, &n, sizeof(n)) > 0) {
+		atomic_thread_fence(memory_order_acquire);
+		if (m->ckpt_error[0] == '\0')
+			return 0;
+		machine_checkpoint_go(m, -1, -1);
+		return gantry_error(err, 0, "%s", m->ckpt_error);
+	}
+	if (r > 0)
+		return gantry_error(err, 0, "its VM ended before it was saved");
+	/* Whenever it is saved, it goes on at once. */
+	machine_checkpoint_go(m, -1, -1);
+	return gantry_error(err, 0, "its VM was not saved within %d s", timeout_ms / 1000);
+}
+
 int machine_start(struct machine *m, gantry_error_t *err)
 {
 	/* GANTRY_BOOT_TIMING milestones, ms from here */
@@ -350,6 +422,14 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	m->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (m->cfg.stop_fd < 0 || m->done_fd < 0)
 		return gantry_error_errno(err, "eventfd");
+	if (m->cfg.save_state_fd > 0) {
+		m->ckpt_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		m->ckpt_go_fd = eventfd(0, EFD_CLOEXEC);
+		if (m->ckpt_fd < 0 || m->ckpt_go_fd < 0)
+			return gantry_error_errno(err, "eventfd");
+		m->cfg.checkpointed = machine_checkpointed;
+		m->cfg.checkpoint_opaque = m;
+	}
 	/* Before the guest boots, so its first dial lands. */
 	if (!m->bare && agent_listen(m->cfg.vsock_dir, &m->agent, err) < 0)
 		return -1;
@@ -479,6 +559,10 @@ void machine_free(struct machine *m)
 		close(m->cfg.stop_fd);
 	if (m->done_fd >= 0)
 		close(m->done_fd);
+	if (m->ckpt_fd >= 0)
+		close(m->ckpt_fd);
+	if (m->ckpt_go_fd >= 0)
+		close(m->ckpt_go_fd);
 	gantry_error_free(&m->err);
 	free((char *)m->cfg.console);
 	free(m->kernel);

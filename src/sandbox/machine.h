@@ -96,12 +96,20 @@ struct machine {
 	/* `gantry run`'s: the user's kernel and devices, no guest agent, no
 	 * sandbox state; its network worker logs to our stderr. */
 	bool bare;
+	/* A live save (machine_checkpoint): the VM's word that its save is
+	 * written (ckpt_error "" or why not), and for a VM on a thread here
+	 * the word to run on. Eventfds, made by machine_start for a VM that
+	 * saves. */
+	int ckpt_fd, ckpt_go_fd;
+	char ckpt_error[256];
 };
 
 /* A machine with nothing in it yet: machine_free may be called on it. */
 #define MACHINE_NONE                                                                               \
 	((struct machine){ .done_fd = -1,                                                          \
 			   .cfg.stop_fd = -1,                                                      \
+			   .ckpt_fd = -1,                                                          \
+			   .ckpt_go_fd = -1,                                                       \
 			   .vmm_worker = VMM_WORKER_NONE,                                          \
 			   .egress = EGRESS_WORKER_NONE,                                           \
 			   .share_worker = SHARE_WORKER_NONE })
@@ -171,6 +179,18 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
 /* End the VM now, without asking the guest (see vmm_config.stop_fd). */
 /* End the VM with a save first (vmm_config.save_state_fd's files). */
 void machine_save_stop(struct machine *m);
+/* Save the running VM into its save files (vmm_config.save_state_fd's)
+ * and leave it paused, its vCPUs and devices still, until
+ * machine_checkpoint_go: 0 then. -1 (why in err) when the save failed,
+ * took longer than timeout_ms or the VM ended: the VM runs on then, or
+ * is gone. */
+int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err);
+/* The paused VM runs on; state_fd and mem_fd (>= 0, ours to keep: the VM
+ * gets its own copies) are the files its next save writes, the ones just
+ * written having been taken away. -1: the same files again. */
+void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd);
+/* The VM thread's side: the live save is written (error NULL) or not. */
+void machine_checkpoint_saved(struct machine *m, const char *error);
 void machine_kill(struct machine *m);
 /* isolation.json: what holds for each worker that touches guest data
  * (the live shares' as "share:TAG"); nothing for `gantry run`'s. */

@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "sandbox/ctl.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
 #include "sandbox/rwlayer.h"
@@ -23,10 +24,12 @@
 #include "sandbox/state.h"
 #include "snapshot/files.h"
 
-#define SNAP_LAYER   "rwlayer.ext4"
 #define SNAP_META    "snapshot.json"
 #define SNAP_CONFIG  SANDBOX_JSON
 #define SNAP_META_MAX (64 * 1024)
+/* The VM saved and its writable layer copied, the copy a sparse one where
+ * the filesystem cannot reflink. */
+#define SNAPSHOT_WAIT_MS (10 * 60 * 1000)
 
 static int snapshots_dir(const char *snap, char **out, gantry_error_t *err)
 {
@@ -46,10 +49,7 @@ static int snapshots_dir(const char *snap, char **out, gantry_error_t *err)
 	return 0;
 }
 
-/* from's data ranges into to (made, 0600): a reflink where the filesystem
- * can, else a sparse copy; its modification time as from's, which a
- * restore's virtio-blk checks the disk by. */
-static int copy_layer(const char *from, const char *to, gantry_error_t *err)
+int sandbox_snapshot_copy(const char *from, const char *to, gantry_error_t *err)
 {
 	cleanup_close int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	cleanup_close int out = -1;
@@ -59,9 +59,9 @@ static int copy_layer(const char *from, const char *to, gantry_error_t *err)
 	off_t at = 0, hole;
 
 	if (in < 0 || fstat(in, &st) < 0)
-		return gantry_error_errno(err, "the writable layer `%s`", from);
+		return gantry_error_errno(err, "`%s`", from);
 	if (!S_ISREG(st.st_mode))
-		return gantry_error(err, 0, "the writable layer `%s` is not a file", from);
+		return gantry_error(err, 0, "`%s` is not a file", from);
 	xasprintf(&tmp, "%s.new", to);
 	unlink(tmp);
 	out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -91,7 +91,7 @@ static int copy_layer(const char *from, const char *to, gantry_error_t *err)
 		goto fail;
 	return 0;
 fail:
-	gantry_error_errno(err, "copy the writable layer to `%s`", to);
+	gantry_error_errno(err, "copy `%s` to `%s`", from, to);
 	unlink(tmp);
 	return -1;
 }
@@ -113,7 +113,7 @@ static int link_save(const char *from, const char *to, gantry_error_t *err)
 			continue;
 		if (errno != EXDEV && errno != EPERM)
 			return gantry_error_errno(err, "%s", b);
-		if (copy_layer(a, b, err) < 0)
+		if (sandbox_snapshot_copy(a, b, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -128,39 +128,37 @@ static json_t *meta_json(const char *snap, const struct sandbox *sb, const char 
 			 jsonh_from_strv(sb->shares, sb->nr_shares));
 }
 
-/* Everything of the snapshot into a directory of its own, renamed into
- * place whole. */
+/* The sandbox's supervisor saves it live into tmp (its VM's save and
+ * writable layer); its configuration and snapshot.json join them, and tmp
+ * is renamed into place whole. */
 static int snapshot_write(const char *dir, const struct sandbox *sb, const char *snap,
-			  const char *sdir, gantry_error_t *err)
+			  const char *tmp, const char *sdir, gantry_error_t *err)
 {
-	cleanup_free char *parent = NULL, *tmp = NULL, *pause = NULL, *path = NULL, *text = NULL,
-			  *config = NULL, *created = NULL;
-	json_t *meta;
+	cleanup_free char *path = NULL, *text = NULL, *config = NULL, *created = NULL;
+	cleanup_close int fd = -1;
+	json_t *req = json_pack("{s:s,s:s}", "op", CTL_OP_SNAPSHOT, "dir", tmp), *meta;
 	size_t len;
-	int r = -1;
+	int r;
 
-	if (snapshots_dir(NULL, &parent, err) < 0 || mkdir_p(parent, err) < 0)
-		return -1;
-	xasprintf(&tmp, "%s/~new-XXXXXX", parent);
-	if (mkdtemp(tmp) == NULL)
-		return gantry_error_errno(err, "create a directory in `%s`", parent);
-	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
-	if (link_save(pause, tmp, err) < 0)
-		goto out;
-	xasprintf(&path, "%s/%s", tmp, SNAP_LAYER);
-	if (copy_layer(sb->rwlayer, path, err) < 0)
-		goto out;
-	free(path);
-	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
-	if (read_file_max(path, SNAP_META_MAX, &config, &len, err) < 0 || config == NULL) {
-		if (config == NULL && *err == NULL)
-			gantry_error(err, ENOENT, "%s", path);
-		goto out;
+	if (!sandbox_is_running(dir)) {
+		json_decref(req);
+		return gantry_error(err, 0, "it is not running");
 	}
+	r = ctl_connect(dir, &fd, err);
+	if (r == 0)
+		r = ctl_request(fd, req, SNAPSHOT_WAIT_MS, NULL, err);
+	json_decref(req);
+	if (r < 0)
+		return -1;
+	xasprintf(&path, "%s/%s", dir, SANDBOX_JSON);
+	if (read_file_max(path, SNAP_META_MAX, &config, &len, err) < 0)
+		return -1;
+	if (config == NULL)
+		return gantry_error(err, ENOENT, "%s", path);
 	free(path);
 	xasprintf(&path, "%s/%s", tmp, SNAP_CONFIG);
 	if (write_file_new(path, config, len, 0600, err) < 0)
-		goto out;
+		return -1;
 	sandbox_time_now(&created);
 	meta = meta_json(snap, sb, created);
 	text = json_dumps(meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -168,23 +166,16 @@ static int snapshot_write(const char *dir, const struct sandbox *sb, const char 
 	free(path);
 	xasprintf(&path, "%s/%s", tmp, SNAP_META);
 	if (text == NULL || write_file_new(path, text, strlen(text), 0600, err) < 0)
-		goto out;
-	if (rename(tmp, sdir) < 0) {
-		gantry_error_errno(err, "snapshot `%s`", snap);
-		goto out;
-	}
-	r = 0;
-out:
-	if (r < 0)
-		rm_tree(tmp);
-	return r;
+		return -1;
+	if (rename(tmp, sdir) < 0)
+		return gantry_error_errno(err, "snapshot `%s`", snap);
+	return 0;
 }
 
 int sandbox_snapshot_take(const char *name, const char *as, char **made, gantry_error_t *err)
 {
-	cleanup_free char *dir = NULL, *sdir = NULL, *def = NULL;
+	cleanup_free char *dir = NULL, *sdir = NULL, *def = NULL, *parent = NULL, *tmp = NULL;
 	struct sandbox sb = { 0 };
-	gantry_error_t back = NULL;
 	struct stat st;
 	int r = -1;
 
@@ -207,24 +198,24 @@ int sandbox_snapshot_take(const char *name, const char *as, char **made, gantry_
 		return gantry_error(err, 0, "no sandbox `%s`", name);
 	if (sandbox_load(dir, &sb, err) < 0)
 		return gantry_error_prefix(err, "sandbox `%s`", name);
+	if (sb.transient) {
+		gantry_error(err, 0, "a one-shot exec is not saved");
+		goto out;
+	}
 	if (!sb.writable) {
 		gantry_error(err, 0, "sandbox `%s` has no writable layer to snapshot", name);
 		goto out;
 	}
-	/* Stopped with a save; its refusals leave it running. */
-	if (sandbox_pause(name, err) < 0)
+	if (snapshots_dir(NULL, &parent, err) < 0 || mkdir_p(parent, err) < 0)
 		goto out;
-	r = snapshot_write(dir, &sb, as, sdir, err);
-	/* Whatever became of the snapshot, the sandbox goes on from its save. */
-	if (sandbox_resume(name, NULL, NULL, &back) < 0) {
-		if (r == 0)
-			gantry_error(err, 0, "snapshot `%s` is made, but `%s` did not go on: %s", as,
-				     name, gantry_error_str(back));
-		else
-			log_error("sandbox `%s` did not go on: %s", name, gantry_error_str(back));
-		gantry_error_free(&back);
-		r = -1;
+	xasprintf(&tmp, "%s/~new-XXXXXX", parent);
+	if (mkdtemp(tmp) == NULL) {
+		gantry_error_errno(err, "create a directory in `%s`", parent);
+		goto out;
 	}
+	r = snapshot_write(dir, &sb, as, tmp, sdir, err);
+	if (r < 0)
+		rm_tree(tmp);
 	if (r == 0 && made)
 		*made = xstrdup(as);
 out:
@@ -355,9 +346,9 @@ int sandbox_start_from(const char *name, const char *snap, char *const *ports, s
 	if (sandbox_dirs_make(err) < 0 || sandbox_claim(&sb, dir, NULL, err) != 0)
 		goto fail;
 	claimed = true;
-	xasprintf(&layer, "%s/%s", sdir, SNAP_LAYER);
+	xasprintf(&layer, "%s/%s", sdir, SNAPSHOT_LAYER);
 	xasprintf(&pause, "%s/%s", dir, SANDBOX_PAUSE);
-	if (copy_layer(layer, sb.rwlayer, err) < 0)
+	if (sandbox_snapshot_copy(layer, sb.rwlayer, err) < 0)
 		goto fail;
 	layer_made = true;
 	if (rwlayer_pair(sb.rwlayer, sandbox_image_id(&sb), true, err) < 0 ||

@@ -3,8 +3,7 @@
  * fork (a snapshot and its clones at once).
  *
  * A snapshot directory (0700) holds the VM's save (snapshot/files.h:
- * state, memory, origin: hard links of the source's `stop -snapshot`
- * save), rwlayer.ext4 (a copy of the writable layer as it was, reflinked
+ * state, memory, origin: the live save its supervisor made), rwlayer.ext4 (a copy of the writable layer as it was, reflinked
  * where the filesystem can, else sparse, with its modification time, which
  * virtio-blk's restore checks), sandbox.json (the source's configuration)
  * and snapshot.json (what `snapshot ls` shows). A clone takes copies and
@@ -20,13 +19,18 @@
 #include "common/error.h"
 
 #define SNAPSHOTS_SUBDIR "snapshots"
+#define SNAPSHOT_LAYER	 "rwlayer.ext4"
 #define FORK_MAX	 100
 
-/* Save the running sandbox name as snapshot as (NULL: NAME-TIME) and let
- * it go on: it is stopped with a save (sandbox_pause, whose refusals are
- * this call's) and restored from it at once, so its processes keep their
- * memory; its connections through the NAT are reset as a restore's are.
- * *made (optional) gets the snapshot's name. */
+/* from's data ranges into to (made, 0600): a reflink where the filesystem
+ * can, else a sparse copy; its modification time as from's, which a
+ * restore's virtio-blk checks a disk by. */
+int sandbox_snapshot_copy(const char *from, const char *to, gantry_error_t *err);
+
+/* Save the running sandbox name as snapshot as (NULL: NAME-TIME) while
+ * it runs on: its supervisor saves its VM live (paused meanwhile, nothing
+ * of it stopped) and copies its writable layer (ctl "snapshot"). *made
+ * (optional) gets the snapshot's name. */
 int sandbox_snapshot_take(const char *name, const char *as, char **made, gantry_error_t *err);
 /* The snapshots, each as `snapshot inspect` shows one, by name. */
 int sandbox_snapshot_list(json_t **out, gantry_error_t *err);

@@ -236,6 +236,12 @@ void vmm_worker_serve(struct vmm_worker *w, struct machine *m, int *rc, int *sta
 		op = json_string_value(json_object_get(j, "op"));
 		if (op && strcmp(op, "connect") == 0) {
 			answer_dial(w, m, j);
+		} else if (op && strcmp(op, "saved") == 0) {
+			cleanup_free char *line = json_is_string(json_object_get(j, "error")) ?
+							  worker_line(j, "error", "not saved") :
+							  NULL;
+
+			machine_checkpoint_saved(m, line);
 		} else if (op && strcmp(op, "exit") == 0 && !exited) {
 			exited = true;
 			*rc = (int)json_integer_value(json_object_get(j, "rc"));

@@ -2,9 +2,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "common/util.h"
 #include "snapshot/files.h"
 
@@ -96,4 +98,51 @@ void snap_remove(const char *path)
 	unlinkat(dir, SNAP_MEMORY, 0);
 	unlinkat(dir, SNAP_ORIGIN, 0);
 	rmdir(path);
+}
+
+#define SNAP_STATE_NEXT	 ".state.next"
+#define SNAP_MEMORY_NEXT ".memory.next"
+
+int snap_take(struct snap_save *s, const char *to, int *state_fd, int *mem_fd,
+	      gantry_error_t *err)
+{
+	cleanup_close int dir = open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int r = -1;
+
+	*state_fd = *mem_fd = -1;
+	if (dir < 0)
+		return gantry_error_errno(err, "%s", to);
+	if ((*state_fd = snap_open(s->dir, s->path, SNAP_STATE_NEXT, O_RDWR | O_CREAT | O_TRUNC,
+				   err)) < 0 ||
+	    (*mem_fd = snap_open(s->dir, s->path, SNAP_MEMORY_NEXT, O_RDWR | O_CREAT | O_TRUNC,
+				 err)) < 0)
+		goto out;
+	/* The memory first: a state file in place says its memory is. */
+	if (renameat(s->dir, SNAP_MEMORY_NEW, dir, SNAP_MEMORY) < 0) {
+		if (errno == EXDEV)
+			r = 0;
+		else
+			gantry_error_errno(err, "%s/%s", to, SNAP_MEMORY);
+		goto out;
+	}
+	if (renameat(s->dir, SNAP_STATE_NEW, dir, SNAP_STATE) < 0) {
+		gantry_error_errno(err, "%s/%s", to, SNAP_STATE);
+		/* The save's files stay where the VM writes its next. */
+		(void)!renameat(dir, SNAP_MEMORY, s->dir, SNAP_MEMORY_NEW);
+		goto out;
+	}
+	/* Past here the save is in to: the next one's files take its names. */
+	if (renameat(s->dir, SNAP_MEMORY_NEXT, s->dir, SNAP_MEMORY_NEW) < 0 ||
+	    renameat(s->dir, SNAP_STATE_NEXT, s->dir, SNAP_STATE_NEW) < 0)
+		log_warn("%s: the next save's files: %s", s->path, strerror(errno));
+	return 1;
+out:
+	unlinkat(s->dir, SNAP_STATE_NEXT, 0);
+	unlinkat(s->dir, SNAP_MEMORY_NEXT, 0);
+	if (*state_fd >= 0)
+		close(*state_fd);
+	if (*mem_fd >= 0)
+		close(*mem_fd);
+	*state_fd = *mem_fd = -1;
+	return r;
 }

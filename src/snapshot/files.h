@@ -37,5 +37,12 @@ int snap_finish(struct snap_save *s, bool ok, gantry_error_t *err);
 /* Remove path's save (after a restore took it): its files, then path if
  * empty. SNAP_ORIGIN goes with it. */
 void snap_remove(const char *path);
+/* A live save was just written into s's files: they move into the
+ * directory to (its state and memory), and new empty ones take their
+ * names, open in *state_fd and *mem_fd, for the next save (s's own
+ * fds are the caller's to swap for them). 1: moved; 0: to is on another
+ * filesystem, nothing moved (the caller copies); -1: an error. */
+int snap_take(struct snap_save *s, const char *to, int *state_fd, int *mem_fd,
+	      gantry_error_t *err);
 
 #endif

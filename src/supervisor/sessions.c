@@ -156,7 +156,7 @@ static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *o
 static void ctl_stop(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
 {
 	bool save = json_is_true(json_object_get(j, "snapshot"));
-	const char *why = save ? sup_pause_refused(s) : NULL;
+	const char *why = save ? sup_pause_refused(s, false) : NULL;
 
 	(void)op;
 	(void)end;
@@ -231,7 +231,7 @@ static const struct ctl_op {
 	{ CTL_OP_NETPOLICY_GET, ctl_net }, { CTL_OP_SHARE_ADD, ctl_share },
 	{ CTL_OP_SHARE_RM, ctl_share },	   { CTL_OP_SHARE_LS, ctl_share },
 	{ CTL_OP_SECRET_SET, ctl_secret }, { CTL_OP_SECRET_RM, ctl_secret },
-	{ CTL_OP_AUDIT, ctl_secret },
+	{ CTL_OP_AUDIT, ctl_secret },	   { CTL_OP_SNAPSHOT, ctl_snapshot },
 };
 
 static void client_request(struct sup *s, struct client *c, size_t end)

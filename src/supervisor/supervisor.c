@@ -27,7 +27,6 @@
 #define SUP_AGENT_TIMEOUT_MS 180000
 #define SUP_LOCK_WAIT_MS     3000
 #define SUP_SHUTDOWN_MS	     30000
-#define SUP_SAVE_MS	     120000 /* the VM's RAM written out, and synced */
 #define SUP_CONSOLE_SCAN     (64 * 1024)
 
 static const char *const sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock",
@@ -122,7 +121,7 @@ void sup_begin_stop(struct sup *s, const char *why)
 		sup_kill(s, s->guest_gone ? s->guest_gone : "the guest did not take SHUTDOWN");
 }
 
-const char *sup_pause_refused(struct sup *s)
+const char *sup_pause_refused(struct sup *s, bool live)
 {
 	static char why[160];
 	size_t sessions = 0;
@@ -133,6 +132,8 @@ const char *sup_pause_refused(struct sup *s)
 		return s->guest_gone ? s->guest_gone : "its guest is gone";
 	if (s->sb.nr_secrets)
 		return "it holds secrets, whose values would be written to disk with its memory";
+	if (live)
+		return NULL;
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)
 		if (s->clients[i] && s->clients[i]->session && !s->clients[i]->done)
 			sessions++;

@@ -30,6 +30,7 @@
 #define SUP_MAX_STREAMS	    64		  /* guest stdio dials waiting for their STREAM frame */
 #define SUP_STREAM_READ_MS  5000	  /* for that frame */
 #define SUP_REQUEST_MS	    10000	  /* for a ctl client's request line */
+#define SUP_SAVE_MS	    120000	  /* the VM's RAM written out, and synced */
 #define SUP_CLIENT_QUEUE    (256 * 1024)  /* owed to one client */
 #define SUP_GUEST_QUEUE	    (1024 * 1024) /* owed to the guest's control connection */
 #define SUP_GUEST_OWN	    (64 * 1024)	  /* beyond it, for our own SIGHUPs and SHUTDOWN */
@@ -249,13 +250,20 @@ void sup_serve_once(struct sup *s, int max_ms);
  * that. */
 bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own);
 void sup_begin_stop(struct sup *s, const char *why);
-/* Why the sandbox cannot be saved now (`stop -snapshot`), or NULL. */
-const char *sup_pause_refused(struct sup *s);
+/* Why the sandbox cannot be saved now, or NULL: `stop -snapshot`, or
+ * live (a snapshot it runs on from, its exec sessions with it). */
+const char *sup_pause_refused(struct sup *s, bool live);
 /* Stop the VM with a save (VMM_STOP_SAVE) instead of asking the guest
  * to power off; the end (supervisor.c's finish) puts the save in place. */
 void sup_begin_pause(struct sup *s);
 /* More than SUP_GUEST_HIGH waits for the guest: sessions' frames wait too. */
 bool sup_guest_busy(const struct sup *s);
+
+/* snapshot.c */
+/* ctl "snapshot" {"dir":D}: the running VM saved live into the empty
+ * directory D (state, memory, origin) with a copy of its writable layer
+ * as it was, the VM paused meanwhile; answered once it runs on. */
+void ctl_snapshot(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
 
 /* sessions.c */
 /* Whether a message the guest can make us repeat may be logged now (*last:

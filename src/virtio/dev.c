@@ -255,14 +255,14 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 	return 0;
 }
 
-void virtio_dev_resume(struct virtio_dev *d)
+void virtio_dev_resume(struct virtio_dev *d, bool restored)
 {
 	uint64_t one = 1;
 	bool ready = false;
 
 	if (d->ops->resumed) {
 		pthread_mutex_lock(&d->lock);
-		d->ops->resumed(d);
+		d->ops->resumed(d, restored);
 		pthread_mutex_unlock(&d->lock);
 	}
 	for (unsigned int q = 0; q < d->ops->num_queues; q++) {

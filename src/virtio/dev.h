@@ -51,9 +51,11 @@ struct virtio_dev_ops {
 	 * still what was saved. NULL: nothing. */
 	int (*save)(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err);
 	int (*restore)(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err);
-	/* Restored, before the guest runs again: tell the driver what did
-	 * not survive (vsock: its connections). NULL: nothing to say. */
-	void (*resumed)(struct virtio_dev *d);
+	/* Saved, before the guest runs again: in a restored VM (restored)
+	 * tell the driver what did not survive (vsock: its connections);
+	 * in the VM that was saved live, take up what the save gave back.
+	 * NULL: nothing to do. */
+	void (*resumed)(struct virtio_dev *d, bool restored);
 };
 
 #define VIRTIO_DEV_EXTRA_MAX 256
@@ -133,11 +135,13 @@ void virtio_dev_thread_start(struct virtio_dev *d);
 int virtio_dev_save(struct virtio_dev *d, struct state_writer *w, gantry_error_t *err);
 int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsigned int index,
 		       gantry_error_t *err);
-/* After a restore, before the guest runs: the device's ops->resumed,
- * each ready queue's notification fd written once, so requests the driver
- * queued before the save are served without waiting for a kick it may
- * never send, and one used-ring interrupt, for one the save lost. */
-void virtio_dev_resume(struct virtio_dev *d);
+/* After a restore (restored), or after a live save of the running VM,
+ * before the guest runs again: the device's ops->resumed, each ready
+ * queue's notification fd written once, so requests the driver queued
+ * before the save (or that the save gave back) are served without
+ * waiting for a kick it may never send, and one used-ring interrupt, for
+ * one the save lost. */
+void virtio_dev_resume(struct virtio_dev *d, bool restored);
 /* The QueueNumMax d offers. */
 uint16_t virtio_dev_queue_max(const struct virtio_dev *d);
 

@@ -587,10 +587,11 @@ static int net_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_
 }
 
 /* The rings are the saved ones: read frames for them from the start. */
-static void net_resumed(struct virtio_dev *d)
+static void net_resumed(struct virtio_dev *d, bool restored)
 {
 	struct virtio_net *n = d->priv;
 
+	(void)restored;
 	n->rx_blocked = false;
 	net_watch(n);
 }

@@ -295,18 +295,19 @@ static int vsock_save(struct virtio_dev *d, void *data, size_t *len, gantry_erro
 	return 0;
 }
 
-/* The driver's connections are gone with the VM that was saved: a
- * transport reset has it close each of them (its listening sockets stay)
- * and read the guest CID again. It needs an event buffer, which a driver
- * keeps posted; without one it learns of each connection by its RST. */
-static void vsock_resumed(struct virtio_dev *d)
+/* A restored VM's connections are gone with the VM that was saved: a
+ * transport reset has its driver close each of them (its listening
+ * sockets stay) and read the guest CID again. It needs an event buffer,
+ * which a driver keeps posted; without one it learns of each connection
+ * by its RST. The VM saved live keeps its connections: nothing to say. */
+static void vsock_resumed(struct virtio_dev *d, bool restored)
 {
 	struct virtq *vq = &d->vqs[VSOCK_EVQ];
 	struct virtio_vsock_event ev = { .id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET) };
 	struct virtq_elem *e;
 	int r;
 
-	if (!vq->ready || !virtio_dev_driver_ok(d))
+	if (!restored || !vq->ready || !virtio_dev_driver_ok(d))
 		return;
 	e = xmalloc(sizeof(*e));
 	r = virtq_pop(vq, e);

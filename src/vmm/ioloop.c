@@ -16,6 +16,7 @@ int ioloop_init(struct ioloop *l, gantry_error_t *err)
 
 	*l = (struct ioloop){ .epfd = -1, .stopfd = -1 };
 	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->cond, NULL);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (l->epfd < 0)
 		return gantry_error_errno(err, "epoll_create1");
@@ -97,10 +98,30 @@ void ioloop_remove(struct ioloop *l, int fd)
 	pthread_mutex_unlock(&l->lock);
 }
 
+/* Asked to pause (the stop eventfd written): parked until let go. */
+static bool ioloop_park(struct ioloop *l)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&l->lock);
+	if (!l->pausing) {
+		pthread_mutex_unlock(&l->lock);
+		return false;
+	}
+	(void)!read(l->stopfd, &v, sizeof(v));
+	l->parked = true;
+	pthread_cond_broadcast(&l->cond);
+	while (l->pausing)
+		pthread_cond_wait(&l->cond, &l->lock);
+	l->parked = false;
+	pthread_mutex_unlock(&l->lock);
+	return true;
+}
+
 /* Handle one batch; returns false when the loop was asked to stop. */
 static bool ioloop_dispatch(struct ioloop *l, const struct epoll_event *evs, int n)
 {
-	bool go_on = true;
+	bool go_on = true, pause = false;
 
 	pthread_mutex_lock(&l->lock);
 	l->dispatching = true;
@@ -109,7 +130,7 @@ static bool ioloop_dispatch(struct ioloop *l, const struct epoll_event *evs, int
 		struct ioloop_watch *w = evs[i].data.ptr;
 
 		if (w == NULL) {
-			go_on = false;
+			pause = true;
 			continue;
 		}
 		if (!atomic_load(&w->dead))
@@ -119,6 +140,8 @@ static bool ioloop_dispatch(struct ioloop *l, const struct epoll_event *evs, int
 	l->dispatching = false;
 	ioloop_sweep(l);
 	pthread_mutex_unlock(&l->lock);
+	if (pause)
+		go_on = ioloop_park(l);
 	return go_on;
 }
 
@@ -178,12 +201,37 @@ void ioloop_stop(struct ioloop *l)
 
 	if (!l->running)
 		return;
+	ioloop_unpause(l);
 	(void)!write(l->stopfd, &one, sizeof(one));
 	pthread_join(l->thread, NULL);
 	(void)!read(l->stopfd, &one, sizeof(one));
 	pthread_mutex_lock(&l->lock);
 	l->running = false;
 	ioloop_sweep(l);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void ioloop_pause(struct ioloop *l)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&l->lock);
+	if (!l->running) {
+		pthread_mutex_unlock(&l->lock);
+		return;
+	}
+	l->pausing = true;
+	(void)!write(l->stopfd, &one, sizeof(one));
+	while (!l->parked)
+		pthread_cond_wait(&l->cond, &l->lock);
+	pthread_mutex_unlock(&l->lock);
+}
+
+void ioloop_unpause(struct ioloop *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->pausing = false;
+	pthread_cond_broadcast(&l->cond);
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -200,5 +248,6 @@ void ioloop_destroy(struct ioloop *l)
 	if (l->stopfd >= 0)
 		close(l->stopfd);
 	l->epfd = l->stopfd = -1;
+	pthread_cond_destroy(&l->cond);
 	pthread_mutex_destroy(&l->lock);
 }

@@ -31,6 +31,9 @@ struct ioloop {
 	struct ioloop_watch **watches;
 	unsigned int nr_watches;
 	bool dispatching; /* a batch of events is being handled */
+	/* ioloop_pause: the thread, between batches, parks until let go. */
+	bool pausing, parked;
+	pthread_cond_t cond;
 	/* Set before ioloop_start: called first on the loop thread; false
 	 * ends it at once. */
 	bool (*thread_start)(void *opaque);
@@ -55,6 +58,10 @@ void ioloop_close(struct ioloop *l, int *fd);
 int ioloop_start(struct ioloop *l, gantry_error_t *err);
 /* Stop and join the thread; watched fds stay open (their owners close them). */
 void ioloop_stop(struct ioloop *l);
+/* Park the started thread between two batches (returns once it is) and
+ * let it go again: no callback runs in between. */
+void ioloop_pause(struct ioloop *l);
+void ioloop_unpause(struct ioloop *l);
 /* Handle one batch of ready events on the calling thread, waiting up to
  * timeout_ms (-1: forever) for the first; for a caller that owns the loop
  * instead of a started thread (tests, fuzzers). Returns the number of

@@ -59,9 +59,10 @@ struct vcpu {
 	} * samples;
 	size_t nr_samples, max_samples;
 	/* vm->save_on_stop: where the thread reads its state as it ends,
-	 * and why it could not. */
+	 * or parks for a live save, and why it could not. */
 	struct vcpu_state *saved;
 	gantry_error_t save_err;
+	bool parked; /* under vm->pause_lock */
 };
 
 static void vcpu_kick_handler(int sig)
@@ -288,8 +289,73 @@ static void vcpu_save(struct vcpu *v)
 {
 	v->run->immediate_exit = 1;
 	(void)ioctl(v->fd, KVM_RUN, 0);
+	gantry_error_free(&v->save_err);
 	if (vcpu_state_get(v->fd, v->vm->msr_list, v->vm->nr_msr_list, v->saved, &v->save_err) < 0)
 		gantry_error_prefix(&v->save_err, "vCPU %u", v->index);
+}
+
+/* A live save: the state read, then parked until vcpus_unpause or the
+ * VM's end. */
+static void vcpu_park(struct vcpu *v)
+{
+	struct vm *vm = v->vm;
+
+	if (v->saved)
+		vcpu_save(v);
+	pthread_mutex_lock(&vm->pause_lock);
+	v->parked = true;
+	vm->parked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (atomic_load(&vm->pausing) && atomic_load(&vm->ending) == 0)
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	v->parked = false;
+	vm->parked--;
+	pthread_mutex_unlock(&vm->pause_lock);
+	v->run->immediate_exit = 0;
+}
+
+int vcpus_pause(struct vm *vm)
+{
+	unsigned int started = 0;
+
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
+		started += vm->vcpus[i].started;
+	atomic_store(&vm->pausing, true);
+	pthread_mutex_lock(&vm->pause_lock);
+	while (vm->parked < started && atomic_load(&vm->ending) == 0) {
+		struct timespec until;
+
+		/* Kicked until parked: one may have been between its check
+		 * and KVM_RUN. */
+		for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+			struct vcpu *c = &vm->vcpus[i];
+
+			if (!c->started || c->parked)
+				continue;
+			c->run->immediate_exit = 1;
+			pthread_kill(c->thread, VCPU_KICK_SIGNAL);
+		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&vm->pause_cond, &vm->pause_lock, &until);
+	}
+	pthread_mutex_unlock(&vm->pause_lock);
+	if (atomic_load(&vm->ending) == 0)
+		return 0;
+	vcpus_unpause(vm);
+	return -1;
+}
+
+void vcpus_unpause(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pausing, false);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
 }
 
 int vcpus_save(struct vm *vm, struct state_writer *w, gantry_error_t *err)
@@ -516,6 +582,10 @@ static void *vcpu_thread(void *arg)
 		goto out;
 
 	while (atomic_load(&vm->ending) == 0) {
+		if (atomic_load(&vm->pausing)) {
+			vcpu_park(v);
+			continue;
+		}
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			int e = errno;
 
@@ -620,10 +690,8 @@ int vcpus_start(struct vm *vm, gantry_error_t *err)
 
 void vcpus_wait(struct vm *vm)
 {
-	uint64_t v;
-
-	while (read(vm->end_fd, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
+	while (vm_wait(vm))
+		; /* a live save asked of a VM that makes none */
 	vcpus_join(vm);
 	if (vm->profile)
 		profile_write(vm);

@@ -138,6 +138,8 @@ void vm_init(struct vm *vm, unsigned int nr_vcpus)
 	vm->kvm_fd = vm->vm_fd = vm->end_fd = vm->profile_fd = -1;
 	vm->io.epfd = vm->io.stopfd = -1;
 	vm->nr_vcpus = nr_vcpus;
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
 }
 
 int vm_create(struct vm *vm, int kvm_fd, gantry_error_t *err)
@@ -194,6 +196,8 @@ void vm_destroy(struct vm *vm)
 	if (vm->end_fd >= 0)
 		close(vm->end_fd);
 	vm->vm_fd = vm->kvm_fd = vm->end_fd = -1;
+	pthread_cond_destroy(&vm->pause_cond);
+	pthread_mutex_destroy(&vm->pause_lock);
 }
 
 int vm_irqfd(struct vm *vm, unsigned int gsi, gantry_error_t *err)
@@ -248,6 +252,34 @@ void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt,
 	va_end(ap);
 	atomic_store(&vm->ending, 2);
 	(void)!write(vm->end_fd, &one, sizeof(one));
+	/* A vCPU parked for a live save ends too. */
+	pthread_mutex_lock(&vm->pause_lock);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+void vm_request_checkpoint(struct vm *vm)
+{
+	uint64_t one = 1;
+
+	atomic_store(&vm->checkpoint_asked, true);
+	(void)!write(vm->end_fd, &one, sizeof(one));
+}
+
+bool vm_wait(struct vm *vm)
+{
+	uint64_t n;
+
+	/* Each asker sets its flag before it writes end_fd: looked at
+	 * before every read, none is missed. */
+	for (;;) {
+		if (atomic_load(&vm->ending) == 2)
+			return false;
+		if (atomic_exchange(&vm->checkpoint_asked, false))
+			return true;
+		if (read(vm->end_fd, &n, sizeof(n)) < 0 && errno != EINTR)
+			return false;
+	}
 }
 
 bool vm_confine_thread(struct vm *vm, int t)

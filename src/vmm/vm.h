@@ -80,6 +80,13 @@ struct vm {
 	bool save_on_stop;
 	atomic_bool save_asked; /* the stop asked for a save (VMM_STOP_SAVE) */
 	atomic_bool saving;
+	/* A live save (vm_wait, vcpus_pause): asked by any thread; while
+	 * pausing, each vCPU reads its state and parks until let go. */
+	atomic_bool checkpoint_asked;
+	atomic_bool pausing;
+	pthread_mutex_t pause_lock; /* parked */
+	pthread_cond_t pause_cond;
+	unsigned int parked;
 	uint32_t *msr_list;
 	uint32_t nr_msr_list;
 	const struct state_file *restore;
@@ -120,6 +127,11 @@ int vm_ioeventfd(struct vm *vm, uint64_t addr, uint32_t datamatch, gantry_error_
 /* End the VM (any thread): records how and why, kicks every vCPU. */
 void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+/* Ask the main thread for a live save (any thread): vm_wait returns true. */
+void vm_request_checkpoint(struct vm *vm);
+/* The main thread: wait for the VM's end (false) or a live save asked
+ * (true). */
+bool vm_wait(struct vm *vm);
 
 /* vcpu.c */
 int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err);
@@ -129,8 +141,14 @@ int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err);
 int vcpus_start(struct vm *vm, gantry_error_t *err);
 /* Wait for the end, stop every vCPU thread and join it. */
 void vcpus_wait(struct vm *vm);
+/* A VM that saves (save_on_stop), running: every vCPU out of KVM_RUN, its
+ * state read for vcpus_save, and parked; -1 when the VM ends meanwhile
+ * (the vCPUs are let go again). */
+int vcpus_pause(struct vm *vm);
+/* The parked vCPUs run on. */
+void vcpus_unpause(struct vm *vm);
 void vcpus_destroy(struct vm *vm);
-/* After vcpus_wait() of a VM that was saving: the CPUID its vCPUs were
+/* After vcpus_wait() of a VM that was saving, or vcpus_pause(): the CPUID its vCPUs were
  * given and each vCPU's state, as state-file sections. */
 int vcpus_save(struct vm *vm, struct state_writer *w, gantry_error_t *err);
 

@@ -148,6 +148,48 @@ def test_stop_snapshot_is_refused_while_a_session_runs(g):
     assert r.returncode != 0 and "nosuch" in one_line(r)
 
 
+def test_a_snapshot_leaves_its_source_running_with_its_connections(g):
+    """`gantry snapshot` saves the VM live: the source is never stopped,
+    so a host connection to its published port and an exec session
+    streaming output go on across it."""
+    port = free_port()
+    g.run("start", "live", "-p", f"127.0.0.1:{port}:9000", check=True)
+    g.sh("live", "nc -l -p 9000 >/run/got 2>/dev/null </dev/null &", check=True)
+    time.sleep(1)
+    conn = socket.create_connection(("127.0.0.1", port), timeout=20)
+    p = g.popen("exec", "live", "--", "sh", "-c",
+                "for i in $(seq 1 40); do echo $i; sleep 0.1; done")
+    try:
+        conn.sendall(b"before\n")
+        deadline = time.monotonic() + boot_timeout()
+        while g.sh("live", "cat /run/got").stdout != b"before\n":
+            assert time.monotonic() < deadline, "nc got nothing"
+            time.sleep(0.2)
+        assert p.stdout.readline() == b"1\n"
+        r = g.run("snapshot", "live", "-as", "l1")
+        assert r.returncode == 0, r.stderr
+        conn.sendall(b"after\n")
+        out, err = p.communicate(timeout=boot_timeout())
+        assert p.returncode == 0, err
+        assert out.split() == [str(i).encode() for i in range(2, 41)], out
+    finally:
+        conn.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    deadline = time.monotonic() + boot_timeout()
+    while g.sh("live", "cat /run/got").stdout != b"before\nafter\n":
+        assert time.monotonic() < deadline, g.sh("live", "cat /run/got").stdout
+        time.sleep(0.2)
+    assert g.ls()["live"]["state"] == "running"
+    # The save left for the next is a fresh one: stop -snapshot and
+    # resume still work, and the snapshot is whole.
+    assert (g.home / "snapshots" / "l1" / "state").stat().st_size > 0
+    g.run("stop", "-snapshot", "live", check=True)
+    g.run("resume", "live", check=True)
+    assert g.sh("live", "cat /run/got", check=True).stdout == b"before\nafter\n"
+
+
 def test_a_damaged_save_is_refused_and_kept_then_fresh_boots(g):
     g.run("start", "dmg", check=True)
     g.sh("dmg", "echo layer >/kept.txt && sync", check=True)
