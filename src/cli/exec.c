@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
+#include "sandbox/snapshots.h"
 
 #define EXEC_VM_FAILED 125 /* the VM or Gantry failed, not the process */
 
@@ -67,7 +68,9 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"                   [-secret SPEC]... NAME [-- CMD ARG...]\n"
 		"       gantry exec [-name NAME] [-image SRC] [-cpus N] [-mem MiB] [-net=false]\n"
 		"                   [-p SPEC]... [-e ...] [-w DIR] [-u USER] [-console]\n"
-		"                   [-secret SPEC]... [-secret-file FILE] [-- CMD...]\n\n"
+		"                   [-secret SPEC]... [-secret-file FILE] [-- CMD...]\n"
+		"       gantry exec -from SNAP [-name NAME] [-p SPEC]... [-e ...] [-w DIR]\n"
+		"                   [-u USER] [-secret SPEC]... [-- CMD...]\n\n"
 		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		"long-lived container, as given (as docker exec: the image's Entrypoint is\n"
 		"not put before it; without CMD, its Entrypoint and Cmd, else /bin/sh);\n"
@@ -75,6 +78,9 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"Without: boot a fresh microVM on an image, run CMD in it (else the image's\n"
 		"Entrypoint and Cmd, else /bin/sh) with the terminal relayed, and return its\n"
 		"exit status.\n"
+		"With -from SNAP: a sandbox started from snapshot SNAP instead of a boot (as\n"
+		"gantry start NAME -from SNAP: its processes, memory and files as they were,\n"
+		"the machine the snapshot's), CMD run in it, and the sandbox deleted.\n"
 		"SRC is an OCI image layout directory, a docker-save tar, a .erofs image or\n"
 		"a registry reference (pulled on first use, then taken from the cache; see\n"
 		"gantry image -help); without -image, Gantry's built-in busybox image.\n"
@@ -111,6 +117,28 @@ static bool vm_flags_set(const struct sandbox_opts *o, bool show_console)
 	return !same;
 }
 
+/* -from: the machine is the snapshot's; a name and ports are its own. */
+static bool from_flags_refused(struct sandbox_opts *o, bool show_console)
+{
+	const char *name = o->name;
+	char **ports = o->ports;
+	size_t nr = o->nr_ports;
+	bool refused;
+
+	o->name = NULL;
+	o->ports = NULL;
+	o->nr_ports = 0;
+	refused = vm_flags_set(o, show_console) || o->secrets;
+	o->name = name;
+	o->ports = ports;
+	o->nr_ports = nr;
+	if (refused)
+		log_error("exec: -from: the machine is the snapshot's (gantry start -from "
+			  "takes the same): with it only -name, -p and the process's -e, "
+			  "-env-file, -w, -u and -entrypoint, no -secret");
+	return refused;
+}
+
 int cmd_exec(int argc, char **argv)
 {
 	struct sandbox_process_opts po = { 0 };
@@ -120,6 +148,7 @@ int cmd_exec(int argc, char **argv)
 	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
 	bool help = false, show_console = false, dashdash, docker = false, detach = false;
+	const char *from = NULL;
 	int rest, r;
 	const struct flag flags[] = {
 		FLAGS_SANDBOX(&o),
@@ -127,6 +156,8 @@ int cmd_exec(int argc, char **argv)
 		FLAGS_SECRETS(&o),
 		{ "name", FLAG_STRING, &o.name, NULL, "NAME",
 		  "its name in gantry ls while it runs (default exec-XXXXXXXX)", 0 },
+		{ "from", FLAG_STRING, &from, NULL, "SNAP",
+		  "start from snapshot SNAP (gantry snapshot) instead of booting", 0 },
 		{ "console", FLAG_BOOL, &show_console, NULL, NULL, "guest console to stderr", 0 },
 		/* Docker's, for what gantry exec does anyway. */
 		{ "i", FLAG_BOOL, &docker, NULL, NULL, "accepted: stdin is always relayed", 0 },
@@ -161,10 +192,10 @@ int cmd_exec(int argc, char **argv)
 				  argv[rest], argv[rest]);
 			goto done;
 		}
-		if (vm_flags_set(&o, show_console)) {
-			log_error("exec: -name, -image, -cpus, -mem, -net, -p, -share, -proxy, "
-				  "-process-isolation and -console are for a fresh microVM, not "
-				  "for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
+		if (from || vm_flags_set(&o, show_console)) {
+			log_error("exec: -from, -name, -image, -cpus, -mem, -net, -p, -share, "
+				  "-proxy, -process-isolation and -console are for a fresh microVM, "
+				  "not for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
 			goto done;
 		}
@@ -193,12 +224,19 @@ int cmd_exec(int argc, char **argv)
 		r = 2;
 		goto done;
 	}
+	if (from && from_flags_refused(&o, show_console)) {
+		r = 2;
+		goto done;
+	}
 	/* Ctrl-C while the VM boots ends it; once the command runs, the
 	 * session forwards signals to it instead. */
-	if (exec_stdio(&io, &err) == 0 && cli_signals_cancel(&cancel, &err) == 0)
-		r = sandbox_run_once(&o, show_console, &po, &io, &cancel, &res, &err);
-	else
+	if (exec_stdio(&io, &err) < 0 || cli_signals_cancel(&cancel, &err) < 0)
 		r = -1;
+	else if (from)
+		r = sandbox_exec_from(from, o.name, o.ports, o.nr_ports, &po, &io, &cancel, &res,
+				      &err);
+	else
+		r = sandbox_run_once(&o, show_console, &po, &io, &cancel, &res, &err);
 	r = r < 0 ? cli_fail(&err, EXEC_VM_FAILED) : exec_result(&res);
 done:
 	sandbox_process_opts_free(&po);

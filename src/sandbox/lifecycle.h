@@ -148,6 +148,8 @@ int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 		 const struct sandbox_stdio *io, const struct gantry_cancel *cancel,
 		 struct agent_result *res, gantry_error_t *err);
 
+/* A name for a one-shot that was given none: exec-<8 hex digits>. */
+char *sandbox_oneshot_name(void);
 /* One-shot `gantry exec`: a transient sandbox on o->image (NULL: the
  * built-in image) with o->cpus and o->mem_mib, read-only: boot it, run
  * args as sandbox_exec does (show_console: the guest console on stderr),

@@ -36,8 +36,7 @@ struct oneshot_dir {
 	bool run_own; /* run is not the entry: removed on its own */
 };
 
-/* A name for a one-shot that was given none: exec-<8 hex digits>. */
-static char *oneshot_name(void)
+char *sandbox_oneshot_name(void)
 {
 	unsigned char r[4] = { 0 };
 	char *name;
@@ -58,7 +57,7 @@ static int oneshot_claim(const char *given, struct sandbox *sb, struct oneshot_d
 	int r = -1;
 
 	for (int i = 0; i < ONESHOT_NAME_TRIES; i++) {
-		cleanup_free char *name = given ? xstrdup(given) : oneshot_name(), *dir = NULL;
+		cleanup_free char *name = given ? xstrdup(given) : sandbox_oneshot_name(), *dir = NULL;
 
 		if (sandbox_dir(name, &dir, err) < 0)
 			return -1;

@@ -365,6 +365,29 @@ fail:
 	return gantry_error_prefix(err, "start `%s` -from %s", name, snap);
 }
 
+int sandbox_exec_from(const char *snap, const char *name, char *const *ports, size_t nr_ports,
+		      const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
+		      const struct gantry_cancel *cancel, struct agent_result *res,
+		      gantry_error_t *err)
+{
+	cleanup_free char *made = name ? NULL : sandbox_oneshot_name();
+	gantry_error_t why = NULL;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	if (made)
+		name = made;
+	if (sandbox_start_from(name, snap, ports, nr_ports, cancel, err) < 0)
+		return -1;
+	r = sandbox_exec(name, po, io, cancel, res, err);
+	if (sandbox_delete(name, true, &why) < 0) {
+		log_warn("exec -from %s: sandbox `%s` is left (gantry delete %s): %s", snap, name,
+			 name, gantry_error_str(why));
+		gantry_error_free(&why);
+	}
+	return r;
+}
+
 int sandbox_fork(const char *name, unsigned int n, const char *prefix, unsigned int *started,
 		 gantry_error_t *err)
 {

@@ -18,6 +18,10 @@
 #include "common/cancel.h"
 #include "common/error.h"
 
+struct agent_result;
+struct sandbox_process_opts;
+struct sandbox_stdio;
+
 #define SNAPSHOTS_SUBDIR "snapshots"
 #define SNAPSHOT_LAYER	 "rwlayer.ext4"
 #define FORK_MAX	 100
@@ -45,6 +49,15 @@ int sandbox_start_from(const char *name, const char *snap, char *const *ports, s
 /* Snapshot name as prefix (NULL: NAME-fork) and start n clones of it at
  * once, PREFIX-1 to PREFIX-n; the snapshot stays for more. The clones
  * that started, in *started. */
+/* `gantry exec -from SNAP`: a sandbox name (NULL: exec-XXXXXXXX) started
+ * from snapshot snap as sandbox_start_from does, po's process run in it
+ * as sandbox_exec does, and the sandbox deleted, whatever became of
+ * either. A process killed with SIGKILL leaves it running and listed,
+ * for `gantry delete`. */
+int sandbox_exec_from(const char *snap, const char *name, char *const *ports, size_t nr_ports,
+		      const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
+		      const struct gantry_cancel *cancel, struct agent_result *res,
+		      gantry_error_t *err);
 int sandbox_fork(const char *name, unsigned int n, const char *prefix, unsigned int *started,
 		 gantry_error_t *err);
 

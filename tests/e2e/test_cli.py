@@ -117,6 +117,20 @@ def test_vm_flags_refused_for_a_sandbox(gantry, tmp_path):
     assert "fresh microVM" in line and "`sb`" in line, line
 
 
+@pytest.mark.parametrize("flags", [("-cpus", "2"), ("-mem", "1024"), ("-image", "busybox"),
+                                   ("-net=false",), ("-console",)])
+def test_machine_flags_refused_with_from(gantry, tmp_path, flags):
+    """exec -from SNAP: the machine is the snapshot's, refused before anything."""
+    line = one_error(run(gantry, tmp_path, "exec", "-from", "s1", *flags, "--", "true"), 2)
+    assert "-from" in line and "snapshot" in line, line
+    no_sandbox_left(tmp_path / "home")
+
+
+def test_from_refused_for_a_sandbox(gantry, tmp_path):
+    line = one_error(run(gantry, tmp_path, "exec", "-from", "s1", "sb", "--", "true"), 2)
+    assert "-from" in line and "`sb`" in line, line
+
+
 BAD_PORTS = ["70000:80", "8080:0", "x", "/sctp", "[::1]:80:80", "1.2.3:80:80", ""]
 
 

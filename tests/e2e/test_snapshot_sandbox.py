@@ -266,6 +266,17 @@ def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
     assert (share / "c1.txt").read_text() == "c1\n"
     assert fetch(port) == b"served\n"
 
+    # A one-shot from the snapshot: its files and process, then gone.
+    r = g.run("exec", "-from", "s1", "-name", "once", "--", "sh", "-c",
+              "cat /kept.txt; hostname; " + FIND_COUNTER)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"layer\nonce\n" + pid + b"\n", r.stdout
+    r = g.run("exec", "-from", "s1", "--", "sh", "-c", "exit 7")
+    assert r.returncode == 7, r.stderr
+    assert not [n for n in g.ls() if n == "once" or n.startswith("exec-")], g.ls()
+    r = g.run("exec", "-from", "nosuch", "--", "true")
+    assert r.returncode == 125 and "no snapshot `nosuch`" in one_line(r), r.stderr
+
     r = g.run("fork", "src", "-n", "2", "-as", "fk")
     assert r.returncode == 0, r.stderr
     names = g.ls()
