@@ -219,7 +219,7 @@ static int stop(const char *name, gantry_error_t *err)
 
 static int pause_(const char *name, gantry_error_t *err)
 {
-	return sandbox_pause(name, err);
+	return sandbox_pause(name, false, err);
 }
 
 static int remove_(const char *name, gantry_error_t *err)

@@ -233,8 +233,8 @@ int cmd_exec(int argc, char **argv)
 	if (exec_stdio(&io, &err) < 0 || cli_signals_cancel(&cancel, &err) < 0)
 		r = -1;
 	else if (from)
-		r = sandbox_exec_from(from, o.name, o.ports, o.nr_ports, &po, &io, &cancel, &res,
-				      &err);
+		r = sandbox_exec_from(from, o.name, o.ports, o.nr_ports, cli_getenv, &po, &io,
+				      &cancel, &res, &err);
 	else
 		r = sandbox_run_once(&o, show_console, &po, &io, &cancel, &res, &err);
 	r = r < 0 ? cli_fail(&err, EXEC_VM_FAILED) : exec_result(&res);

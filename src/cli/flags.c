@@ -208,6 +208,11 @@ int cli_finish(gantry_error_t *err, int r)
 	return r < 0 ? cli_fail(err, 1) : 0;
 }
 
+const char *cli_getenv(const char *name)
+{
+	return getenv(name);
+}
+
 const char *cli_json_str(json_t *o, const char *key, const char *none)
 {
 	const char *v = json_string_value(json_object_get(o, key));

@@ -152,5 +152,8 @@ bool cli_image_like(const char *s);
 int cli_fail(gantry_error_t *err, int failed);
 /* A command's exit status: 0, or cli_fail(err, 1) when r < 0. */
 int cli_finish(gantry_error_t *err, int r);
+/* getenv: where a sandbox's secrets from the environment come from for
+ * the library's calls that take a sandbox_env_fn. */
+const char *cli_getenv(const char *name);
 
 #endif

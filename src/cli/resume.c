@@ -12,12 +12,6 @@
 
 static struct gantry_cancel cancel;
 
-/* A sandbox's secrets from the environment come from this one. */
-static const char *cli_getenv(const char *name)
-{
-	return getenv(name);
-}
-
 static bool fresh;
 
 static int resume_one(const char *name, gantry_error_t *err)

@@ -33,11 +33,6 @@ static void secret_usage(FILE *out, const struct flag *flags)
 	flags_usage(out, flags);
 }
 
-static const char *cli_getenv(const char *name)
-{
-	return getenv(name);
-}
-
 static int secret_change(bool set, int argc, char **argv)
 {
 	const char *cmd = set ? "secret set" : "secret rm";

@@ -16,7 +16,7 @@
 static void snapshot_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
-		"Usage: gantry snapshot NAME [-as SNAP]\n"
+		"Usage: gantry snapshot NAME [-as SNAP] [-with-secrets]\n"
 		"       gantry snapshot ls [--json]\n"
 		"       gantry snapshot inspect SNAP\n"
 		"       gantry snapshot rm SNAP...\n\n"
@@ -25,8 +25,10 @@ static void snapshot_usage(FILE *out, const struct flag *flags)
 		"live: NAME stands still while it is written, then runs on, its exec\n"
 		"sessions and connections with it. gantry start NEW -from SNAP starts a\n"
 		"sandbox from it, gantry fork NAME -n N several at once. A sandbox with\n"
-		"secrets is not saved. Removing a snapshot leaves the sandboxes made from\n"
-		"it as they are (docs/snapshots.md).\n\nFlags:\n");
+		"secrets is saved only with -with-secrets (their values are in its memory;\n"
+		"a clone takes those from the environment again, as a resume does), and\n"
+		"not at all with secrets injected at egress. Removing a snapshot leaves the\n"
+		"sandboxes made from it as they are (docs/snapshots.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -86,13 +88,16 @@ static int snapshot_inspect(const char *snap)
 
 int cmd_snapshot(int argc, char **argv)
 {
-	bool help = false, as_json = false;
+	bool help = false, as_json = false, with_secrets = false;
 	const char *as = NULL;
 	gantry_error_t err = NULL;
 	char *made = NULL;
 	int r;
 	const struct flag flags[] = {
 		{ "as", FLAG_STRING, &as, NULL, "SNAP", "the snapshot's name (default NAME-TIME)", 0 },
+		{ "with-secrets", FLAG_BOOL, &with_secrets, NULL, NULL,
+		  "save a sandbox that holds secrets too (their values go to disk with its memory)",
+		  0 },
 		{ "json", FLAG_BOOL, &as_json, NULL, NULL, "ls: print JSON", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
@@ -119,7 +124,7 @@ int cmd_snapshot(int argc, char **argv)
 			  "-help)");
 		return 2;
 	}
-	r = sandbox_snapshot_take(word, as, &made, &err);
+	r = sandbox_snapshot_take(word, as, with_secrets, &made, &err);
 	if (r == 0)
 		log_info("snapshot `%s` made; `%s` runs on: gantry start NEW -from %s", made, word,
 			 made);
@@ -130,7 +135,7 @@ int cmd_snapshot(int argc, char **argv)
 static void fork_usage(FILE *out, const struct flag *flags)
 {
 	fprintf(out,
-		"Usage: gantry fork NAME [-n N] [-as PREFIX]\n\n"
+		"Usage: gantry fork NAME [-n N] [-as PREFIX] [-with-secrets]\n\n"
 		"Snapshot the running sandbox NAME as PREFIX (default NAME-fork) and start\n"
 		"N clones of it at once, PREFIX-1 to PREFIX-N: each goes on from where NAME\n"
 		"was, with its memory and a copy of its files, under its own name, machine\n"
@@ -141,7 +146,7 @@ static void fork_usage(FILE *out, const struct flag *flags)
 
 int cmd_fork(int argc, char **argv)
 {
-	bool help = false;
+	bool help = false, with_secrets = false;
 	const char *as = NULL;
 	uint64_t n = 1;
 	unsigned int started = 0;
@@ -151,6 +156,8 @@ int cmd_fork(int argc, char **argv)
 		{ "n", FLAG_UINT, &n, NULL, "N", "clones to start (default 1, at most 100)", FORK_MAX },
 		{ "as", FLAG_STRING, &as, NULL, "PREFIX", "the snapshot's name and the clones' prefix",
 		  0 },
+		{ "with-secrets", FLAG_BOOL, &with_secrets, NULL, NULL,
+		  "fork a sandbox that holds secrets too (gantry snapshot -help)", 0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -170,7 +177,7 @@ int cmd_fork(int argc, char **argv)
 		log_error("fork: -n 0: want 1 to %d clones", FORK_MAX);
 		return 2;
 	}
-	r = sandbox_fork(name, (unsigned int)n, as, &started, &err);
+	r = sandbox_fork(name, (unsigned int)n, as, with_secrets, cli_getenv, &started, &err);
 	if (r == 0)
 		log_info("%u clone%s of `%s` running", started, started == 1 ? "" : "s", name);
 	return cli_finish(&err, r);

@@ -124,7 +124,8 @@ int cmd_start(int argc, char **argv)
 	if (from) {
 		r = cli_signals_cancel(&cancel, &err);
 		if (r == 0)
-			r = sandbox_start_from(o.name, from, o.ports, o.nr_ports, &cancel, &err);
+			r = sandbox_start_from(o.name, from, o.ports, o.nr_ports, cli_getenv,
+					       &cancel, &err);
 		if (r == 0)
 			log_info("sandbox `%s` is running, from snapshot `%s`: gantry exec %s -- CMD",
 				 o.name, from, o.name);

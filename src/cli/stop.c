@@ -10,11 +10,11 @@
 #include "common/log.h"
 #include "sandbox/lifecycle.h"
 
-static bool snapshot;
+static bool snapshot, with_secrets;
 
 static int stop_one(const char *name, gantry_error_t *err)
 {
-	return snapshot ? sandbox_pause(name, err) : sandbox_stop(name, err);
+	return snapshot ? sandbox_pause(name, with_secrets, err) : sandbox_stop(name, err);
 }
 
 static void stop_usage(FILE *out, const struct flag *flags)
@@ -26,8 +26,9 @@ static void stop_usage(FILE *out, const struct flag *flags)
 		     "With -snapshot, each is saved instead (its vCPUs, devices and memory,\n"
 		     "in its directory) and gantry resume goes on from the save without a\n"
 		     "boot: its processes keep running with their memory. A sandbox with an\n"
-		     "exec session running, or with secrets in its memory, is not saved:\n"
-		     "the error says why (docs/snapshots.md).\n\nFlags:\n");
+		     "exec session running, or with secrets in its memory (without\n"
+		     "-with-secrets), is not saved: the error says why (docs/snapshots.md).\n"
+		     "\nFlags:\n");
 	flags_usage(out, flags);
 }
 
@@ -38,6 +39,10 @@ int cmd_stop(int argc, char **argv)
 	const struct flag flags[] = {
 		{ "snapshot", FLAG_BOOL, &snapshot, NULL, NULL,
 		  "save each sandbox as it runs, for gantry resume to go on from", 0 },
+		{ "with-secrets", FLAG_BOOL, &with_secrets, NULL, NULL,
+		  "-snapshot: save one that holds secrets too (their values go to disk with its "
+		  "memory)",
+		  0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -47,6 +52,10 @@ int cmd_stop(int argc, char **argv)
 		return -r;
 	if (rest >= argc) {
 		log_error("stop: want one NAME or more (see gantry stop -help)");
+		return 2;
+	}
+	if (with_secrets && !snapshot) {
+		log_error("stop: -with-secrets goes with -snapshot");
 		return 2;
 	}
 	return cli_each_name(argc - rest, argv + rest, stop_one);

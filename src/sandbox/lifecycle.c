@@ -488,9 +488,10 @@ int sandbox_stop(const char *name, gantry_error_t *err)
 	return r;
 }
 
-int sandbox_pause(const char *name, gantry_error_t *err)
+int sandbox_pause(const char *name, bool with_secrets, gantry_error_t *err)
 {
-	json_t *req = json_pack("{s:s,s:b}", "op", CTL_OP_STOP, "snapshot", 1);
+	json_t *req = json_pack("{s:s,s:b,s:b}", "op", CTL_OP_STOP, "snapshot", 1, "secrets",
+				with_secrets);
 	cleanup_free char *dir = NULL;
 	cleanup_close int fd = -1;
 	struct sandbox sb = { 0 };

@@ -103,9 +103,10 @@ int sandbox_discard_save(const char *name, gantry_error_t *err);
  * gone. One that is not running is left as it is (0). */
 int sandbox_stop(const char *name, gantry_error_t *err);
 /* `stop -snapshot`: save the running sandbox (its supervisor refuses,
- * with why, when it cannot be) and return when the supervisor is gone;
- * its next resume restores it. A sandbox that is not running is an error. */
-int sandbox_pause(const char *name, gantry_error_t *err);
+ * with why, when it cannot be: one that holds secrets unless
+ * with_secrets) and return when the supervisor is gone; its next resume
+ * restores it. A sandbox that is not running is an error. */
+int sandbox_pause(const char *name, bool with_secrets, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
  * layer (never a -rwlayer the user gave, nor images). force: a sandbox
  * whose sandbox.json does not read (`broken` in a listing) is removed

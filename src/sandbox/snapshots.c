@@ -19,6 +19,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
 #include "sandbox/rwlayer.h"
+#include "sandbox/secrets.h"
 #include "sandbox/snapshots.h"
 #include "sandbox/spawn.h"
 #include "sandbox/state.h"
@@ -132,11 +133,13 @@ static json_t *meta_json(const char *snap, const struct sandbox *sb, const char 
  * writable layer); its configuration and snapshot.json join them, and tmp
  * is renamed into place whole. */
 static int snapshot_write(const char *dir, const struct sandbox *sb, const char *snap,
-			  const char *tmp, const char *sdir, gantry_error_t *err)
+			  bool with_secrets, const char *tmp, const char *sdir, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *text = NULL, *config = NULL, *created = NULL;
 	cleanup_close int fd = -1;
-	json_t *req = json_pack("{s:s,s:s}", "op", CTL_OP_SNAPSHOT, "dir", tmp), *meta;
+	json_t *req = json_pack("{s:s,s:s,s:b}", "op", CTL_OP_SNAPSHOT, "dir", tmp, "secrets",
+				with_secrets),
+	       *meta;
 	size_t len;
 	int r;
 
@@ -172,7 +175,8 @@ static int snapshot_write(const char *dir, const struct sandbox *sb, const char 
 	return 0;
 }
 
-int sandbox_snapshot_take(const char *name, const char *as, char **made, gantry_error_t *err)
+int sandbox_snapshot_take(const char *name, const char *as, bool with_secrets, char **made,
+			  gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL, *sdir = NULL, *def = NULL, *parent = NULL, *tmp = NULL;
 	struct sandbox sb = { 0 };
@@ -213,7 +217,7 @@ int sandbox_snapshot_take(const char *name, const char *as, char **made, gantry_
 		gantry_error_errno(err, "create a directory in `%s`", parent);
 		goto out;
 	}
-	r = snapshot_write(dir, &sb, as, tmp, sdir, err);
+	r = snapshot_write(dir, &sb, as, with_secrets, tmp, sdir, err);
 	if (r < 0)
 		rm_tree(tmp);
 	if (r == 0 && made)
@@ -295,8 +299,6 @@ static int clone_describe(struct sandbox *sb, const char *name, char *const *por
 {
 	free(sb->name);
 	sb->name = xstrdup(name);
-	if (sb->nr_secrets)
-		return gantry_error(err, 0, "the snapshot holds secrets");
 	free(sb->rwlayer);
 	sb->rwlayer = NULL;
 	sb->rwlayer_managed = true;
@@ -320,9 +322,10 @@ static int clone_describe(struct sandbox *sb, const char *name, char *const *por
 }
 
 int sandbox_start_from(const char *name, const char *snap, char *const *ports, size_t nr_ports,
-		       const struct gantry_cancel *cancel, gantry_error_t *err)
+		       sandbox_env_fn env, const struct gantry_cancel *cancel, gantry_error_t *err)
 {
 	cleanup_free char *sdir = NULL, *dir = NULL, *layer = NULL, *pause = NULL;
+	struct secret_store *secrets = NULL;
 	struct sandbox sb = { 0 };
 	bool claimed = false, layer_made = false;
 	struct stat st;
@@ -343,6 +346,9 @@ int sandbox_start_from(const char *name, const char *snap, char *const *ports, s
 		gantry_error_errno(err, "its image `%s`", sb.image_path);
 		goto fail;
 	}
+	/* Saved -with-secrets: their values from the environment again. */
+	if (sandbox_secrets_from_env(&sb, env, &secrets, err) < 0)
+		goto fail;
 	if (sandbox_dirs_make(err) < 0 || sandbox_claim(&sb, dir, NULL, err) != 0)
 		goto fail;
 	claimed = true;
@@ -352,8 +358,9 @@ int sandbox_start_from(const char *name, const char *snap, char *const *ports, s
 		goto fail;
 	layer_made = true;
 	if (rwlayer_pair(sb.rwlayer, sandbox_image_id(&sb), true, err) < 0 ||
-	    link_save(sdir, pause, err) < 0 || supervisor_spawn(name, dir, NULL, cancel, err) < 0)
+	    link_save(sdir, pause, err) < 0 || supervisor_spawn(name, dir, secrets, cancel, err) < 0)
 		goto fail;
+	sandbox_secrets_free(&secrets);
 	sandbox_free(&sb);
 	return 0;
 fail:
@@ -361,12 +368,14 @@ fail:
 		rwlayer_remove(sb.rwlayer);
 	if (claimed)
 		rm_tree(dir);
+	sandbox_secrets_free(&secrets);
 	sandbox_free(&sb);
 	return gantry_error_prefix(err, "start `%s` -from %s", name, snap);
 }
 
 int sandbox_exec_from(const char *snap, const char *name, char *const *ports, size_t nr_ports,
-		      const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
+		      sandbox_env_fn env, const struct sandbox_process_opts *po,
+		      const struct sandbox_stdio *io,
 		      const struct gantry_cancel *cancel, struct agent_result *res,
 		      gantry_error_t *err)
 {
@@ -377,7 +386,7 @@ int sandbox_exec_from(const char *snap, const char *name, char *const *ports, si
 	memset(res, 0, sizeof(*res));
 	if (made)
 		name = made;
-	if (sandbox_start_from(name, snap, ports, nr_ports, cancel, err) < 0)
+	if (sandbox_start_from(name, snap, ports, nr_ports, env, cancel, err) < 0)
 		return -1;
 	r = sandbox_exec(name, po, io, cancel, res, err);
 	if (sandbox_delete(name, true, &why) < 0) {
@@ -388,8 +397,8 @@ int sandbox_exec_from(const char *snap, const char *name, char *const *ports, si
 	return r;
 }
 
-int sandbox_fork(const char *name, unsigned int n, const char *prefix, unsigned int *started,
-		 gantry_error_t *err)
+int sandbox_fork(const char *name, unsigned int n, const char *prefix, bool with_secrets,
+		 sandbox_env_fn env, unsigned int *started, gantry_error_t *err)
 {
 	cleanup_free char *def = NULL, *snap = NULL;
 	pid_t pids[FORK_MAX];
@@ -405,7 +414,7 @@ int sandbox_fork(const char *name, unsigned int n, const char *prefix, unsigned 
 	if (strlen(prefix) + 4 > SANDBOX_NAME_MAX || !sandbox_name_valid(prefix))
 		return gantry_error(err, 0, "-as `%.64s`: not a name that takes -N after it",
 				    prefix);
-	if (sandbox_snapshot_take(name, prefix, &snap, err) < 0)
+	if (sandbox_snapshot_take(name, prefix, with_secrets, &snap, err) < 0)
 		return -1;
 	/* Each clone in a process of its own, all at once. */
 	for (unsigned int i = 0; i < n; i++) {
@@ -415,7 +424,7 @@ int sandbox_fork(const char *name, unsigned int n, const char *prefix, unsigned 
 			char clone[SANDBOX_NAME_MAX + 1];
 
 			snprintf(clone, sizeof(clone), "%s-%u", prefix, i + 1);
-			if (sandbox_start_from(clone, snap, NULL, 0, NULL, &why) < 0) {
+			if (sandbox_start_from(clone, snap, NULL, 0, env, NULL, &why) < 0) {
 				log_error("%s", gantry_error_str(why));
 				_exit(1);
 			}

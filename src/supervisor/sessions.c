@@ -156,7 +156,9 @@ static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *o
 static void ctl_stop(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
 {
 	bool save = json_is_true(json_object_get(j, "snapshot"));
-	const char *why = save ? sup_pause_refused(s, false) : NULL;
+	const char *why =
+		save ? sup_pause_refused(s, false, json_is_true(json_object_get(j, "secrets"))) :
+		       NULL;
 
 	(void)op;
 	(void)end;

@@ -42,11 +42,11 @@ static int save_into(struct sup *s, const char *dir, gantry_error_t *err)
 	return r;
 }
 
-static int snapshot_live(struct sup *s, const char *dir, gantry_error_t *err)
+static int snapshot_live(struct sup *s, const char *dir, bool with_secrets, gantry_error_t *err)
 {
 	cleanup_free char *layer = NULL, *origin = NULL;
 	double t0 = now_ms_frac(), t_saved;
-	const char *why = sup_pause_refused(s, true);
+	const char *why = sup_pause_refused(s, true, with_secrets);
 
 	if (why)
 		return gantry_error(err, 0, "%s", why);
@@ -82,7 +82,7 @@ void ctl_snapshot(struct sup *s, struct client *c, json_t *j, const char *op, si
 	if (dir == NULL || dir[0] != '/')
 		gantry_error(&err, 0, "a snapshot wants the absolute path of an empty directory");
 	else
-		snapshot_live(s, dir, &err);
+		snapshot_live(s, dir, json_is_true(json_object_get(j, "secrets")), &err);
 	client_answer(s, c, err ? gantry_error_str(err) : NULL);
 	gantry_error_free(&err);
 }

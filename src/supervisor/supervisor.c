@@ -121,7 +121,20 @@ void sup_begin_stop(struct sup *s, const char *why)
 		sup_kill(s, s->guest_gone ? s->guest_gone : "the guest did not take SHUTDOWN");
 }
 
-const char *sup_pause_refused(struct sup *s, bool live)
+/* A secret injected at egress: its placeholders and the CA the guest
+ * trusts are the egress worker's, which a restore does not carry. */
+static bool secrets_injected(struct sup *s)
+{
+	bool any = false;
+
+	pthread_mutex_lock(&s->secrets.lock);
+	for (size_t i = 0; i < s->secrets.n && !any; i++)
+		any = s->secrets.v[i].spec.inject;
+	pthread_mutex_unlock(&s->secrets.lock);
+	return any;
+}
+
+const char *sup_pause_refused(struct sup *s, bool live, bool with_secrets)
 {
 	static char why[160];
 	size_t sessions = 0;
@@ -130,8 +143,12 @@ const char *sup_pause_refused(struct sup *s, bool live)
 		return "it is stopping";
 	if (s->control < 0)
 		return s->guest_gone ? s->guest_gone : "its guest is gone";
-	if (s->sb.nr_secrets)
-		return "it holds secrets, whose values would be written to disk with its memory";
+	if (secrets_injected(s))
+		return "it has secrets injected at egress, whose placeholders and CA a restore "
+		       "would not carry";
+	if ((s->sb.nr_secrets || s->secrets.n) && !with_secrets)
+		return "it holds secrets, whose values would be written to disk with its memory "
+		       "(-with-secrets saves them too)";
 	if (live)
 		return NULL;
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)

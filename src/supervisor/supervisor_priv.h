@@ -251,8 +251,9 @@ void sup_serve_once(struct sup *s, int max_ms);
 bool sup_send_guest(struct sup *s, const struct proto_msg *m, bool own);
 void sup_begin_stop(struct sup *s, const char *why);
 /* Why the sandbox cannot be saved now, or NULL: `stop -snapshot`, or
- * live (a snapshot it runs on from, its exec sessions with it). */
-const char *sup_pause_refused(struct sup *s, bool live);
+ * live (a snapshot it runs on from, its exec sessions with it); one that
+ * holds secrets only with_secrets. */
+const char *sup_pause_refused(struct sup *s, bool live, bool with_secrets);
 /* Stop the VM with a save (VMM_STOP_SAVE) instead of asking the guest
  * to power off; the end (supervisor.c's finish) puts the save in place. */
 void sup_begin_pause(struct sup *s);

@@ -309,6 +309,39 @@ def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
     assert g.sh("c1", "cat /kept.txt /only.txt", check=True).stdout == b"layer\nc1\n"
 
 
+def test_secrets_go_into_a_save_only_when_asked(g):
+    """A sandbox with a secret from the environment is saved only with
+    -with-secrets; a clone or a resume takes the value from its own
+    caller's environment again."""
+    g.env["SNAP_TOKEN"] = "tok-123"
+    g.run("start", "sec", "-secret", "SNAP_TOKEN", check=True)
+    assert g.sh("sec", "echo $SNAP_TOKEN", check=True).stdout == b"tok-123\n"
+    for args in (("snapshot", "sec", "-as", "s2"), ("stop", "-snapshot", "sec"),
+                 ("fork", "sec", "-as", "f2")):
+        r = g.run(*args)
+        assert r.returncode != 0, args
+        line = one_line(r)
+        assert "secrets" in line and "-with-secrets" in line, line
+        assert g.ls()["sec"]["state"] == "running"
+    assert not (g.home / "snapshots" / "s2").exists()
+    r = g.run("stop", "-with-secrets", "sec")
+    assert r.returncode == 2 and "-snapshot" in one_line(r)
+
+    g.run("snapshot", "-with-secrets", "sec", "-as", "s2", check=True)
+    del g.env["SNAP_TOKEN"]
+    r = g.run("start", "c2", "-from", "s2")
+    assert r.returncode != 0 and "SNAP_TOKEN" in one_line(r), r.stderr
+    assert "c2" not in g.ls()
+    g.env["SNAP_TOKEN"] = "tok-123"
+    g.run("start", "c2", "-from", "s2", check=True)
+    assert g.sh("c2", "echo $SNAP_TOKEN", check=True).stdout == b"tok-123\n"
+
+    g.run("stop", "-snapshot", "-with-secrets", "sec", check=True)
+    assert g.ls()["sec"]["saved"] is True
+    g.run("resume", "sec", check=True)
+    assert g.sh("sec", "echo $SNAP_TOKEN", check=True).stdout == b"tok-123\n"
+
+
 def test_snapshot_refusals_are_one_line(g):
     r = g.run("start", "x", "-from", "nosuch")
     assert r.returncode != 0 and "no snapshot `nosuch`" in one_line(r)
