@@ -547,7 +547,7 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 }
 
 int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, char **shares,
-		       size_t nr_shares, gantry_error_t *err)
+		       size_t nr_shares, const char *ca, gantry_error_t *err)
 {
 	uint64_t deadline = link_deadline(timeout_ms);
 	uint32_t want = PROTO_RENEWED_RANDOM | PROTO_RENEWED_CLOCK;
@@ -566,8 +566,11 @@ int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, ch
 	m.u.renew.hostname = (char *)(hostname ? hostname : "");
 	m.u.renew.shares = shares;
 	m.u.renew.nr_shares = (uint32_t)nr_shares;
+	m.u.renew.ca = (char *)(ca ? ca : "");
 	if (nr_shares)
 		want |= PROTO_RENEWED_SHARES;
+	if (ca && *ca)
+		want |= PROTO_RENEWED_CA;
 	if (hostname && *hostname)
 		want |= PROTO_RENEWED_ID;
 	r = link_send(a, &m, err);

@@ -93,12 +93,13 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 		     gantry_error_t *err);
 /* The same for a VM restored from a snapshot, whose guest dials again
  * once its vsock reset: HELLO, then RENEW (fresh entropy, the wall clock,
- * a clone's new hostname or NULL, its shares as `gantry.share=` values)
- * and RENEWED, which must say the entropy and clock (and the identity and
- * shares, when asked) were renewed. A guest that answers anything else is
+ * a clone's new hostname or NULL, its shares as `gantry.share=` values,
+ * its egress worker's CA as `gantry.ca=` has it or NULL) and RENEWED,
+ * which must say the entropy and clock (and the identity, shares and CA,
+ * when asked) were renewed. A guest that answers anything else is
  * refused. */
 int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, char **shares,
-		       size_t nr_shares, gantry_error_t *err);
+		       size_t nr_shares, const char *ca, gantry_error_t *err);
 /* Run one process and relay its stdio until it ends. 0 with *res filled
  * (a non-zero exit, a signal or an ERROR are results, not failures); -1
  * when the guest link failed or was cut off, or the call was cancelled.

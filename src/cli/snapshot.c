@@ -26,9 +26,10 @@ static void snapshot_usage(FILE *out, const struct flag *flags)
 		"sessions and connections with it. gantry start NEW -from SNAP starts a\n"
 		"sandbox from it, gantry fork NAME -n N several at once. A sandbox with\n"
 		"secrets is saved only with -with-secrets (their values are in its memory;\n"
-		"a clone takes those from the environment again, as a resume does), and\n"
-		"not at all with secrets injected at egress. Removing a snapshot leaves the\n"
-		"sandboxes made from it as they are (docs/snapshots.md).\n\nFlags:\n");
+		"a clone takes those from the environment again, as a resume does); secrets\n"
+		"injected at egress never enter the guest and need no flag. Removing a\n"
+		"snapshot leaves the sandboxes made from it as they are\n"
+		"(docs/snapshots.md).\n\nFlags:\n");
 	flags_usage(out, flags);
 }
 

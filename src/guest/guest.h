@@ -172,6 +172,10 @@ int guest_write_all(int fd, const void *p, size_t n);
 /* Write gantry-ca.pem and gantry-ca-bundle.crt in etc_dir (the root
  * assembled); on failure cfg->ca is NULL again (logged). */
 void trust_write(struct guest_config *cfg);
+/* A restored VM's egress CA (base64, as gantry.ca= has it) in place of
+ * the one the guest booted with: gantry-ca.pem rewritten, the old CA
+ * (last in the bundle) replaced there. 0, or -1 with errno. */
+int trust_renew(struct guest_config *cfg, const char *b64);
 /* The variables that point the container's TLS clients at them. */
 size_t trust_env_count(void);
 const char *trust_env_name(size_t i);

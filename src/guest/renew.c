@@ -201,6 +201,12 @@ void renew_request(struct guest *g, const struct proto_msg *m)
 		done |= PROTO_RENEWED_ID;
 	if (renew_shares(g, m->u.renew.shares, m->u.renew.nr_shares, why))
 		done |= PROTO_RENEWED_SHARES;
+	if (*m->u.renew.ca) {
+		if (trust_renew(&g->cfg, m->u.renew.ca) == 0)
+			done |= PROTO_RENEWED_CA;
+		else
+			why_add(why, "the egress CA", NULL, errno);
+	}
 	guest_debug(g, "renewed %#x%s%s", done, *why ? ": " : "", why);
 	r.u.renewed.flags = done;
 	r.u.renewed.message = why;

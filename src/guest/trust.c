@@ -138,6 +138,61 @@ void trust_write(struct guest_config *cfg)
 	}
 }
 
+/* The bytes put_pem writes for b64. */
+static off_t pem_len(const char *b64)
+{
+	size_t n = strlen(b64);
+
+	return (off_t)(28 + n + (n + 63) / 64 + 26);
+}
+
+int trust_renew(struct guest_config *cfg, const char *b64)
+{
+	static char *held; /* the CA cfg->ca names since the last renewal */
+	char path[GUEST_PATH_MAX];
+	struct stat st;
+	char *copy;
+	int fd, r;
+
+	if (!trust_b64_valid(b64)) {
+		errno = EINVAL;
+		return -1;
+	}
+	/* Booted without one, the container was told of none. */
+	if (cfg->ca == NULL || cfg->etc_dir == NULL) {
+		errno = ENOENT;
+		return -1;
+	}
+	if (guest_pathf(path, sizeof(path), "%s/gantry-ca-bundle.crt", cfg->etc_dir) < 0)
+		return -1;
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return -1;
+	r = fstat(fd, &st) == 0 && st.st_size >= pem_len(cfg->ca) ? 0 : -1;
+	if (r == 0)
+		r = ftruncate(fd, st.st_size - pem_len(cfg->ca));
+	if (r == 0 && lseek(fd, 0, SEEK_END) < 0)
+		r = -1;
+	if (r == 0)
+		r = put_pem(fd, b64);
+	close(fd);
+	if (r < 0)
+		return -1;
+	fd = create(cfg->etc_dir, "gantry-ca.pem");
+	r = fd >= 0 ? put_pem(fd, b64) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (r < 0)
+		return -1;
+	copy = strdup(b64);
+	if (copy == NULL)
+		return -1;
+	free(held);
+	held = copy;
+	cfg->ca = held;
+	return 0;
+}
+
 size_t trust_env_count(void)
 {
 	return sizeof(trust_env) / sizeof(trust_env[0]);

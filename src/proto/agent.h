@@ -50,7 +50,9 @@
  *                   message str (empty, or why): the answer to MOUNT/UNMOUNT
  *   RENEW     h->g  time_ns u64 (the host's wall clock), entropy 4 x u64,
  *                   hostname str (empty: keep it), shares strv (each as
- *                   gantry.share= has it, TAG:MODE:B64PATH): the host's
+ *                   gantry.share= has it, TAG:MODE:B64PATH), ca str (the
+ *                   restored VM's egress CA as gantry.ca= has it; empty:
+ *                   none, or the same): the host's
  *                   answer to a HELLO on a restored VM's new control
  *                   connection (a snapshot's vsock reset cut the old one)
  *   RENEWED   g->h  flags u32 (PROTO_RENEWED_*: what was done), message str
@@ -107,7 +109,9 @@
 #define PROTO_RENEWED_CLOCK   0x2u /* the wall clock set */
 #define PROTO_RENEWED_SHARES  0x4u /* shares bound again from the new server */
 #define PROTO_RENEWED_ID      0x8u /* hostname and machine-id renewed */
-#define PROTO_RENEWED_ALL     0xfu
+#define PROTO_RENEWED_CA      0x10u /* the egress CA the container trusts replaced */
+#define PROTO_RENEWED_ALL     0x1fu
+#define PROTO_MAX_CA	      4096 /* RENEW's ca, base64 */
 
 #define PROTO_MOUNT_RO	0x1u
 #define PROTO_MOUNT_ALL PROTO_MOUNT_RO
@@ -220,6 +224,7 @@ struct proto_msg {
 			char *hostname;
 			char **shares; /* NULL-terminated; nr_shares entries */
 			uint32_t nr_shares;
+			char *ca;
 		} renew;
 		struct {
 			uint32_t flags;

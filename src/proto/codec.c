@@ -439,13 +439,15 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 		break;
 	case PROTO_RENEW:
 		if (m->u.renew.nr_shares > PROTO_MAX_SHARES ||
-		    (m->u.renew.hostname && strlen(m->u.renew.hostname) > PROTO_MAX_TAG * 2))
+		    (m->u.renew.hostname && strlen(m->u.renew.hostname) > PROTO_MAX_TAG * 2) ||
+		    (m->u.renew.ca && strlen(m->u.renew.ca) > PROTO_MAX_CA))
 			return -1;
 		proto_put_u64(&w, m->u.renew.time_ns);
 		for (size_t i = 0; i < PROTO_RENEW_WORDS; i++)
 			proto_put_u64(&w, m->u.renew.entropy[i]);
 		proto_put_str(&w, m->u.renew.hostname);
 		proto_put_strv(&w, m->u.renew.shares, m->u.renew.nr_shares);
+		proto_put_str(&w, m->u.renew.ca);
 		break;
 	case PROTO_RENEWED:
 		if (m->u.renewed.flags & ~PROTO_RENEWED_ALL)
@@ -602,7 +604,8 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 				return -1;
 		return proto_get_str(r, PROTO_MAX_TAG * 2, &m->u.renew.hostname) < 0 ||
 				       proto_get_strv(r, PROTO_MAX_SHARES, &m->u.renew.shares,
-						      &m->u.renew.nr_shares) < 0
+						      &m->u.renew.nr_shares) < 0 ||
+				       proto_get_str(r, PROTO_MAX_CA, &m->u.renew.ca) < 0
 			       ? -1
 			       : 0;
 	case PROTO_RENEWED:
@@ -677,6 +680,7 @@ void proto_msg_free(struct proto_msg *m)
 	case PROTO_RENEW:
 		free(m->u.renew.hostname);
 		strv_free(m->u.renew.shares);
+		free(m->u.renew.ca);
 		break;
 	case PROTO_RENEWED:
 		free(m->u.renewed.message);

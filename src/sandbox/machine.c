@@ -475,8 +475,10 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 	if (m->cfg.restore_state_fd > 0) {
 		size_t n;
 		char **shares = machine_share_tokens(m, &n);
+		/* A new egress worker's CA: the guest trusts it in place of the old. */
+		cleanup_free char *ca = m->egress.ca_pem ? egress_ca_cmdline(m->egress.ca_pem) : NULL;
 
-		r = agent_wait_renewed(m->agent, timeout_ms, m->renew_hostname, shares, n, err);
+		r = agent_wait_renewed(m->agent, timeout_ms, m->renew_hostname, shares, n, ca, err);
 		strv_free(shares);
 	} else {
 		r = agent_wait_ready(m->agent, timeout_ms, NULL, err);

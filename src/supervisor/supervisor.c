@@ -121,15 +121,17 @@ void sup_begin_stop(struct sup *s, const char *why)
 		sup_kill(s, s->guest_gone ? s->guest_gone : "the guest did not take SHUTDOWN");
 }
 
-/* A secret injected at egress: its placeholders and the CA the guest
- * trusts are the egress worker's, which a restore does not carry. */
-static bool secrets_injected(struct sup *s)
+/* A secret whose value reaches the guest (from its environment, or a
+ * host-bound one git asks for): in its memory, so in a save of it. One
+ * injected at egress never is: a restore gets an egress worker of its
+ * own, whose CA the guest trusts once renewed (RENEW). */
+static bool secrets_in_guest(struct sup *s)
 {
 	bool any = false;
 
 	pthread_mutex_lock(&s->secrets.lock);
 	for (size_t i = 0; i < s->secrets.n && !any; i++)
-		any = s->secrets.v[i].spec.inject;
+		any = !s->secrets.v[i].spec.inject;
 	pthread_mutex_unlock(&s->secrets.lock);
 	return any;
 }
@@ -143,10 +145,7 @@ const char *sup_pause_refused(struct sup *s, bool live, bool with_secrets)
 		return "it is stopping";
 	if (s->control < 0)
 		return s->guest_gone ? s->guest_gone : "its guest is gone";
-	if (secrets_injected(s))
-		return "it has secrets injected at egress, whose placeholders and CA a restore "
-		       "would not carry";
-	if ((s->sb.nr_secrets || s->secrets.n) && !with_secrets)
+	if (!with_secrets && secrets_in_guest(s))
 		return "it holds secrets, whose values would be written to disk with its memory "
 		       "(-with-secrets saves them too)";
 	if (live)

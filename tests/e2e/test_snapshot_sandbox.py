@@ -342,6 +342,30 @@ def test_secrets_go_into_a_save_only_when_asked(g):
     assert g.sh("sec", "echo $SNAP_TOKEN", check=True).stdout == b"tok-123\n"
 
 
+def test_a_clone_trusts_its_own_egress_ca(g):
+    """A secret injected at egress never enters the guest: saved without
+    -with-secrets, and a clone gets an egress worker of its own, whose CA
+    its guest trusts in place of the source's (RENEW), and placeholders of
+    its own."""
+    g.env["INJ_KEY"] = "value-1"
+    g.run("start", "inj", "-secret", "INJ_KEY@api.example.test,inject", check=True)
+    src_ca = g.sh("inj", "cat /etc/gantry/ca.pem", check=True).stdout
+    src_ph = g.sh("inj", "echo $INJ_KEY", check=True).stdout
+    assert src_ca.startswith(b"-----BEGIN CERTIFICATE-----"), src_ca
+    assert src_ph.startswith(b"gantry-"), src_ph
+    g.run("snapshot", "inj", "-as", "s3", check=True)
+    g.run("start", "c3", "-from", "s3", check=True)
+    ca = g.sh("c3", "cat /etc/gantry/ca.pem", check=True).stdout
+    assert ca.startswith(b"-----BEGIN CERTIFICATE-----") and ca != src_ca, ca
+    bundle = g.sh("c3", "cat /etc/gantry/ca-bundle.crt", check=True).stdout
+    assert bundle.endswith(ca) and src_ca not in bundle, bundle
+    ph = g.sh("c3", "echo $INJ_KEY", check=True).stdout
+    assert ph.startswith(b"gantry-") and ph != src_ph, (ph, src_ph)
+    assert b"value-1" not in ph
+    # The source's own are as they were.
+    assert g.sh("inj", "cat /etc/gantry/ca.pem", check=True).stdout == src_ca
+
+
 def test_snapshot_refusals_are_one_line(g):
     r = g.run("start", "x", "-from", "nosuch")
     assert r.returncode != 0 and "no snapshot `nosuch`" in one_line(r)

@@ -162,13 +162,15 @@ static void test_mounts(void **state)
 	proto_msg_free(&out);
 }
 
-/* RENEW carries entropy, the clock and the shares; RENEWED's message is
- * the guest's text, sanitised; unknown flags and too many shares fail. */
+/* RENEW carries entropy, the clock, the shares and the CA; RENEWED's
+ * message is the guest's text, sanitised; unknown flags, too many shares
+ * and a CA too long fail. */
 static void test_renew(void **state)
 {
 	struct proto_msg m = { .type = PROTO_RENEW }, out;
 	char *shares[] = { "work:rw:L3dvcms", "data:ro:L2RhdGE", NULL };
 	char *many[PROTO_MAX_SHARES + 2];
+	static char long_ca[PROTO_MAX_CA + 2];
 	uint8_t buf[PROTO_MAX_FRAME];
 	const char *why;
 	ssize_t n;
@@ -180,8 +182,10 @@ static void test_renew(void **state)
 	m.u.renew.hostname = "";
 	m.u.renew.shares = shares;
 	m.u.renew.nr_shares = 2;
+	m.u.renew.ca = "TUlJQmZqQ0NB";
 	n = (ssize_t)encode(&m);
 	decode_ok((size_t)n, &out);
+	assert_string_equal(out.u.renew.ca, "TUlJQmZqQ0NB");
 	assert_true(out.u.renew.time_ns == m.u.renew.time_ns);
 	assert_memory_equal(out.u.renew.entropy, m.u.renew.entropy, sizeof(m.u.renew.entropy));
 	assert_string_equal(out.u.renew.hostname, "");
@@ -190,6 +194,11 @@ static void test_renew(void **state)
 	assert_null(out.u.renew.shares[2]);
 	proto_msg_free(&out);
 	incremental_same((size_t)n, PROTO_RENEW);
+	memset(long_ca, 'A', PROTO_MAX_CA + 1);
+	long_ca[PROTO_MAX_CA + 1] = '\0';
+	m.u.renew.ca = long_ca;
+	assert_true(proto_encode(&m, buf, sizeof(buf)) < 0);
+	m.u.renew.ca = NULL;
 
 	for (int i = 0; i <= PROTO_MAX_SHARES; i++)
 		many[i] = "s:rw:L3M";
@@ -214,6 +223,8 @@ static void test_renew(void **state)
 	proto_msg_free(&out);
 	m.u.renewed.flags = 0x100;
 	assert_true(proto_encode(&m, buf, sizeof(buf)) < 0);
+	m.u.renewed.flags = PROTO_RENEWED_ALL;
+	assert_true(proto_encode(&m, buf, sizeof(buf)) > 0);
 	m.u.renewed.flags = 0;
 	n = proto_encode(&m, buf, sizeof(buf));
 	buf[PROTO_HDR_SIZE + 1] = 0x01; /* flags 0x100, by hand */
