@@ -71,6 +71,15 @@ struct api_backend {
 	 * (`gantry stop -snapshot`); NULL where the backend has none. */
 	int (*pause)(const char *name, gantry_error_t *err);
 	int (*remove)(const char *name, gantry_error_t *err);
+	/* Snapshots (docs/snapshots.md), NULL where the backend has none:
+	 * the running sandbox name saved live as snap; a new sandbox name
+	 * from snap, running once this returns; every snapshot as `gantry
+	 * snapshot ls --json` shows one; one removed (ENOENT: no such). */
+	int (*snapshot)(const char *name, const char *snap, gantry_error_t *err);
+	int (*start_from)(const char *name, const char *snap, const struct gantry_cancel *cancel,
+			  gantry_error_t *err);
+	int (*snapshots)(json_t **out, gantry_error_t *err);
+	int (*snapshot_remove)(const char *snap, gantry_error_t *err);
 	/* Run x in the running sandbox name, its stdin from in, its stdout
 	 * to out and its stderr to err (the caller's fds, left open; out and
 	 * err may be one); a signal number written as a byte to sig goes to

@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/snapshots.h"
 #include "secret/spec.h"
 
 const char *api_field_of(const char *option)
@@ -227,6 +228,17 @@ static int remove_(const char *name, gantry_error_t *err)
 	return sandbox_delete(name, true, err);
 }
 
+static int snapshot(const char *name, const char *snap, gantry_error_t *err)
+{
+	return sandbox_snapshot_take(name, snap, false, NULL, err);
+}
+
+static int start_from(const char *name, const char *snap, const struct gantry_cancel *cancel,
+		      gantry_error_t *err)
+{
+	return sandbox_start_from(name, snap, NULL, 0, env_of, cancel, err);
+}
+
 static int exec(const char *name, const struct api_exec *x, int in, int out, int err_fd, int sig,
 		const struct gantry_cancel *cancel, struct api_exec_result *res,
 		gantry_error_t *err)
@@ -265,6 +277,10 @@ const struct api_backend api_lifecycle_backend = {
 	.stop = stop,
 	.pause = pause_,
 	.remove = remove_,
+	.snapshot = snapshot,
+	.start_from = start_from,
+	.snapshots = sandbox_snapshot_list,
+	.snapshot_remove = sandbox_snapshot_remove,
 	.exec = exec,
 	.processes = sandbox_processes_json,
 };

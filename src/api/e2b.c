@@ -51,9 +51,7 @@ static void box_clear(struct e2b_box *b)
 	*b = (struct e2b_box){ 0 };
 }
 
-/* A lifecycle call of kind on name as an operation of the manager API
- * (its slot, its events); 0 or -1 with err. */
-static int operation(struct api_server *s, const char *kind, const char *name, json_t *body,
+int e2b_operation(struct api_server *s, const char *kind, const char *name, json_t *body,
 		     gantry_error_t *err)
 {
 	const struct api_request req = { .method = "POST", .path = "/e2b" };
@@ -73,6 +71,9 @@ static int operation(struct api_server *s, const char *kind, const char *name, j
 		ret = s->b->pause ? s->b->pause(name, err) : gantry_error(err, ENOSYS, "no pause here");
 	else if (strcmp(kind, "resume") == 0)
 		ret = s->b->start(name, &s->cancel, err);
+	else if (strcmp(kind, "snapshot") == 0 || strcmp(kind, "create-from") == 0 ||
+		 strcmp(kind, "snapshot-remove") == 0)
+		ret = e2b_snapshot_op(s, kind, name, body, err);
 	else
 		ret = s->b->remove(name, err);
 	if (ret < 0 && *err == NULL)
@@ -88,7 +89,7 @@ static int operation(struct api_server *s, const char *kind, const char *name, j
 static int end_box(struct api_server *s, const char *id, gantry_error_t *err)
 {
 	struct e2b_box *b;
-	int ret = operation(s, "delete", id, NULL, err);
+	int ret = e2b_operation(s, "delete", id, NULL, err);
 
 	if (ret < 0 && (*err)->status == ENOENT) {
 		gantry_error_free(err);
@@ -218,6 +219,7 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 	char id[65];
 	json_int_t secs = E2B_TIMEOUT_DEFAULT;
 	int cpus = 1, mem = 512;
+	bool from;
 
 	if (body == NULL)
 		return e2b_error(r, 400, "%s",
@@ -244,8 +246,17 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 	snprintf(id, sizeof(id), "e2b-%02x%02x%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3],
 		 raw[4], raw[5]);
 	creq = json_pack("{s:s}", "name", id);
+	/* A snapshot's name (Sandbox.create(snapshotId)): a clone of it. */
+	from = e2b_snapshot_known(s, template);
+	if (from && env) {
+		e2b_error(r, 400, "envVars: a sandbox from snapshot %.64s has the snapshot's "
+				  "environment", template);
+		goto out;
+	}
+	if (from)
+		json_object_set_new(creq, "snapshot", json_string(template));
 	/* `base`, the SDK's default, is the built-in image. */
-	if (strcmp(template, "base") != 0)
+	else if (strcmp(template, "base") != 0)
 		json_object_set_new(creq, "image", json_string(template));
 	if (env) {
 		json_t *a = json_array();
@@ -259,7 +270,7 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 		}
 		json_object_set_new(creq, "env", a);
 	}
-	if (operation(s, "create", id, creq, &err) < 0) {
+	if (e2b_operation(s, from ? "create-from" : "create", id, creq, &err) < 0) {
 		unsigned status = err->status == EBUSY ? 503 : api_error_status(err, 500);
 
 		e2b_error(r, status == 404 ? 400 : status, "%s", gantry_error_str(err));
@@ -288,7 +299,7 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 	if (b == NULL) {
 		/* No room to keep it: it must not outlive this answer. */
 		gantry_error_free(&err);
-		operation(s, "delete", id, NULL, &err);
+		e2b_operation(s, "delete", id, NULL, &err);
 		e2b_error(r, 503, "%d E2B sandboxes already", E2B_BOXES_MAX);
 	}
 out:
@@ -408,7 +419,7 @@ static void pause_box(struct api_server *s, const char *id, struct api_reply *r)
 		return e2b_error(r, 409, "sandbox %.64s is paused already", id);
 	/* Refused (a process under way): not 409, which the SDK reads as
 	 * "paused already". */
-	if (operation(s, "pause", id, NULL, &err) < 0) {
+	if (e2b_operation(s, "pause", id, NULL, &err) < 0) {
 		e2b_error(r, err->status == EBUSY ? 503 : 400, "%s", gantry_error_str(err));
 		gantry_error_free(&err);
 		return;
@@ -434,7 +445,7 @@ static int resume_box(struct api_server *s, const char *id, struct api_reply *r)
 	pthread_mutex_unlock(&s->e2b->lock);
 	if (!paused)
 		return 0;
-	if (operation(s, "resume", id, NULL, &err) < 0) {
+	if (e2b_operation(s, "resume", id, NULL, &err) < 0) {
 		e2b_error(r, err->status == EBUSY ? 503 : 500, "%s", gantry_error_str(err));
 		gantry_error_free(&err);
 		return -1;
@@ -565,6 +576,8 @@ bool e2b_route(struct api_server *s, const struct api_request *req, struct api_r
 			envd_files(s, req, box, r);
 		return true;
 	}
+	if (strcmp(p, "/snapshots") == 0 || strncmp(p, "/templates/", 11) == 0)
+		return e2b_snapshot_route(s, req, r);
 	if (strcmp(p, "/sandboxes") == 0 || strcmp(p, "/v2/sandboxes") == 0) {
 		if (post)
 			create(s, req, r);
@@ -593,6 +606,8 @@ bool e2b_route(struct api_server *s, const struct api_request *req, struct api_r
 		timeout(s, req, id, true, r);
 	else if (strcmp(rest, "/pause") == 0 && post)
 		pause_box(s, id, r);
+	else if (strcmp(rest, "/snapshots") == 0 && post)
+		e2b_snapshot_create(s, req, id, r);
 	else
 		e2b_error(r, 404, "no such path");
 	return true;

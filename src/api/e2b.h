@@ -56,6 +56,24 @@ struct api_e2b {
 	bool reaper_started;
 };
 
+/* A lifecycle call of kind on name as an operation of the manager API
+ * (its slot, its events); 0 or -1 with err. */
+int e2b_operation(struct api_server *s, const char *kind, const char *name, json_t *body,
+		  gantry_error_t *err);
+
+/* e2b_snap.c: snapshots. The backend's call for an operation of kind
+ * "snapshot" (of sandbox name, as body's "snapshot"), "create-from" (name
+ * from body's "snapshot") or "snapshot-remove" (name the snapshot's). */
+int e2b_snapshot_op(struct api_server *s, const char *kind, const char *name, json_t *body,
+		    gantry_error_t *err);
+/* Whether name is a snapshot's (a template that makes a clone of it). */
+bool e2b_snapshot_known(struct api_server *s, const char *name);
+/* POST /sandboxes/ID/snapshots. */
+void e2b_snapshot_create(struct api_server *s, const struct api_request *req, const char *id,
+			 struct api_reply *r);
+/* GET /snapshots and DELETE /templates/SNAP. */
+bool e2b_snapshot_route(struct api_server *s, const struct api_request *req, struct api_reply *r);
+
 void e2b_init(struct api_server *s);
 /* Ends the reaper and waits for it. */
 void e2b_stop(struct api_server *s);

@@ -283,7 +283,7 @@ int sandbox_snapshot_remove(const char *snap, gantry_error_t *err)
 	if (snapshots_dir(snap, &sdir, err) < 0)
 		return -1;
 	if (lstat(sdir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return gantry_error(err, 0, "no snapshot `%s`", snap);
+		return gantry_error(err, ENOENT, "no snapshot `%s`", snap);
 	/* Out of the name first: a listing never shows half of it. */
 	xasprintf(&tmp, "%s.~del-%d", sdir, (int)getpid());
 	if (rename(sdir, tmp) < 0)

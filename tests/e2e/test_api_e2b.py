@@ -108,6 +108,12 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     assert steps["create"]["id"] in p["listedPaused"], p
     assert p["counted"] > 3 and p["restored"] >= p["counted"] and p["later"] > p["restored"], p
     assert p["running"] is True, p
+    # A snapshot (live) and a sandbox made from it, through the SDK.
+    s = steps["snapshot"]
+    assert s["snapshotId"].startswith("snap-") and s["names"] == [s["snapshotId"]], s
+    assert s["listed"] == [s["snapshotId"]], s
+    assert s["cloned"] == "from the snapshot\n" and s["cloneCount"] >= p["later"], s
+    assert s["deleted"] is True and s["deletedAgain"] is False and s["running"] is True, s
     second = steps["second"]
     assert second["stdout"] == "second\n" and len(second["ids"]) == 2, second
     t = steps["timeout"]
@@ -115,3 +121,5 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     assert steps["kill"] == {"step": "kill", "ok": True, "again": False}
     # Nothing left behind.
     assert g.ls() == {}
+    snaps = g.home / "snapshots"
+    assert not snaps.exists() or not any(snaps.iterdir()), list(snaps.iterdir())

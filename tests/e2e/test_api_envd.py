@@ -96,6 +96,13 @@ def test_e2b_control_plane_shapes(api):
     e2b_error_body(api.call("POST", "/v2/sandboxes", {"timeout": 0}, check=False), 400)
     e2b_error_body(api.call("POST", "/v2/sandboxes", {"envVars": {"A": 1}}, check=False), 400)
     e2b_error_body(api.call("POST", "/v2/sandboxes", b"{nope", check=False), 400)
+    # Snapshots: none here; a sandbox that is not there has none made.
+    r = api.call("GET", "/snapshots", check=False)
+    assert r.status == 200 and r.body == [], r
+    e2b_error_body(api.call("POST", f"/sandboxes/{sid}/snapshots", {}, check=False), 404)
+    e2b_error_body(api.call("DELETE", "/templates/nosuch", check=False), 404)
+    e2b_error_body(api.call("POST", "/snapshots", {}, check=False), 405)
+    e2b_error_body(api.call("GET", "/templates/nosuch", check=False), 405)
 
 
 def test_e2b_timeout_ends_the_sandbox(api):

@@ -136,6 +136,22 @@ try {
   out({ step, refused, paused, pausedAgain, listedPaused, counted, restored, later,
         running: await resumed.isRunning() });
 
+  step = "snapshot";
+  // Saved live: the source runs on; a sandbox made from the snapshot has
+  // its file and its counter's memory; the snapshot is listed, then gone.
+  await resumed.files.write("/tmp/snapped.txt", "from the snapshot\n");
+  const snap = await resumed.createSnapshot();
+  const snapsListed = (await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems())
+    .map((s) => s.snapshotId);
+  const clone = await Sandbox.create(snap.snapshotId, { timeoutMs: 60_000 });
+  const cloned = (await clone.commands.run("cat /tmp/snapped.txt")).stdout;
+  const cloneCount = Number((await clone.commands.run("cat /tmp/count")).stdout);
+  await clone.kill();
+  const deleted = await Sandbox.deleteSnapshot(snap.snapshotId);
+  const deletedAgain = await Sandbox.deleteSnapshot(snap.snapshotId);
+  out({ step, snapshotId: snap.snapshotId, names: snap.names, listed: snapsListed, cloned,
+        cloneCount, deleted, deletedAgain, running: await resumed.isRunning() });
+
   step = "second";
   const other = await Sandbox.create({ timeoutMs: 60_000 });
   const r2 = await other.commands.run("echo second");

@@ -1,0 +1,160 @@
+/* E2B snapshots (e2b.h), as the SDK's createSnapshot, listSnapshots,
+ * deleteSnapshot and Sandbox.create(snapshotId) ask for them: a running
+ * E2B sandbox saved live (`gantry snapshot`), the snapshots listed,
+ * removed (at DELETE /templates/SNAP, where E2B keeps them), and a
+ * sandbox made from one named as its template (`gantry start -from`). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "api/e2b.h"
+#include "common/util.h"
+
+int e2b_snapshot_op(struct api_server *s, const char *kind, const char *name, json_t *body,
+		    gantry_error_t *err)
+{
+	const char *snap = json_string_value(json_object_get(body, "snapshot"));
+
+	if (s->b->snapshot == NULL)
+		return gantry_error(err, ENOSYS, "no snapshots here");
+	if (strcmp(kind, "snapshot") == 0)
+		return s->b->snapshot(name, snap, err);
+	if (strcmp(kind, "create-from") == 0)
+		return s->b->start_from(name, snap, &s->cancel, err);
+	return s->b->snapshot_remove(name, err);
+}
+
+static json_t *snapshots(struct api_server *s)
+{
+	gantry_error_t err = NULL;
+	json_t *all = NULL;
+
+	if (s->b->snapshots == NULL || s->b->snapshots(&all, &err) < 0) {
+		gantry_error_free(&err);
+		json_decref(all);
+		return json_array();
+	}
+	return all;
+}
+
+bool e2b_snapshot_known(struct api_server *s, const char *name)
+{
+	json_t *all = snapshots(s), *v;
+	size_t i;
+	bool known = false;
+
+	json_array_foreach(all, i, v)
+	{
+		const char *n = json_string_value(json_object_get(v, "name"));
+
+		known |= n && strcmp(n, name) == 0 && !json_object_get(v, "error");
+	}
+	json_decref(all);
+	return known;
+}
+
+void e2b_snapshot_create(struct api_server *s, const struct api_request *req, const char *id,
+			 struct api_reply *r)
+{
+	json_t *body = api_body_object(req->body, req->len, r), *name, *op;
+	gantry_error_t err = NULL;
+	unsigned char raw[6];
+	char snap[65];
+	bool known;
+
+	if (body == NULL)
+		return e2b_error(r, 400, "%s",
+				 json_string_value(json_object_get(r->json, "error")));
+	name = json_object_get(body, "name");
+	if (name && (!json_is_string(name) || strlen(json_string_value(name)) >= sizeof(snap))) {
+		json_decref(body);
+		return e2b_error(r, 400, "name: want a snapshot name");
+	}
+	pthread_mutex_lock(&s->e2b->lock);
+	known = false;
+	for (size_t i = 0; i < E2B_BOXES_MAX && !known; i++)
+		known = s->e2b->boxes[i].used && strcmp(s->e2b->boxes[i].id, id) == 0;
+	pthread_mutex_unlock(&s->e2b->lock);
+	if (!known) {
+		json_decref(body);
+		return e2b_error(r, 404, "sandbox %.64s not found", id);
+	}
+	if (name) {
+		snprintf(snap, sizeof(snap), "%s", json_string_value(name));
+	} else {
+		if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
+			abort();
+		snprintf(snap, sizeof(snap), "snap-%02x%02x%02x%02x%02x%02x", raw[0], raw[1],
+			 raw[2], raw[3], raw[4], raw[5]);
+	}
+	json_decref(body);
+	op = json_pack("{s:s}", "snapshot", snap);
+	if (e2b_operation(s, "snapshot", id, op, &err) < 0)
+		e2b_error(r, err->status == EBUSY ? 503 : 400, "%s", gantry_error_str(err));
+	else
+		api_reply_json(r, 201, json_pack("{s:s,s:[s]}", "snapshotID", snap, "names", snap));
+	json_decref(op);
+	gantry_error_free(&err);
+}
+
+/* GET /snapshots[?sandboxID=ID][&name=N]: E2B's SnapshotInfo each. */
+static void list(struct api_server *s, const struct api_request *req, struct api_reply *r)
+{
+	const char *box = req->lookup(req, true, "sandboxID");
+	const char *name = req->lookup(req, true, "name");
+	json_t *all = snapshots(s), *out = json_array(), *v;
+	size_t i;
+
+	json_array_foreach(all, i, v)
+	{
+		const char *n = json_string_value(json_object_get(v, "name"));
+		const char *src = json_string_value(json_object_get(v, "source"));
+
+		if (n == NULL || json_object_get(v, "error") ||
+		    (box && (src == NULL || strcmp(box, src) != 0)) || (name && strcmp(name, n) != 0))
+			continue;
+		json_array_append_new(out, json_pack("{s:s,s:[s]}", "snapshotID", n, "names", n));
+	}
+	json_decref(all);
+	api_reply_json(r, 200, out);
+}
+
+static void remove_(struct api_server *s, const char *snap, struct api_reply *r)
+{
+	gantry_error_t err = NULL;
+
+	if (!e2b_snapshot_known(s, snap))
+		return e2b_error(r, 404, "snapshot %.64s not found", snap);
+	if (e2b_operation(s, "snapshot-remove", snap, NULL, &err) < 0) {
+		e2b_error(r, err->status == ENOENT ? 404 : 500, "%s", gantry_error_str(err));
+		gantry_error_free(&err);
+		return;
+	}
+	api_reply_json(r, 204, NULL);
+	r->bytes = "";
+	r->len = 0;
+}
+
+bool e2b_snapshot_route(struct api_server *s, const struct api_request *req, struct api_reply *r)
+{
+	const char *p = req->path, *snap = p + strlen("/templates/");
+
+	if (strcmp(p, "/snapshots") == 0) {
+		if (strcmp(req->method, "GET") == 0)
+			list(s, req, r);
+		else {
+			e2b_error(r, 405, "/snapshots takes GET");
+			r->allow = "GET";
+		}
+		return true;
+	}
+	if (*snap == '\0' || strchr(snap, '/') || strlen(snap) > 64)
+		e2b_error(r, 404, "no such path");
+	else if (strcmp(req->method, "DELETE") != 0) {
+		e2b_error(r, 405, "%s takes DELETE", p);
+		r->allow = "DELETE";
+	} else
+		remove_(s, snap, r);
+	return true;
+}
