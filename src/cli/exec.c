@@ -70,7 +70,7 @@ static void exec_usage(FILE *out, const struct flag *flags)
 		"                   [-p SPEC]... [-e ...] [-w DIR] [-u USER] [-console]\n"
 		"                   [-secret SPEC]... [-secret-file FILE] [-- CMD...]\n"
 		"       gantry exec -from SNAP [-name NAME] [-p SPEC]... [-e ...] [-w DIR]\n"
-		"                   [-u USER] [-secret SPEC]... [-- CMD...]\n\n"
+		"                   [-u USER] [-- CMD...]\n\n"
 		"With NAME: run CMD in the running sandbox NAME (gantry start), in its one\n"
 		"long-lived container, as given (as docker exec: the image's Entrypoint is\n"
 		"not put before it; without CMD, its Entrypoint and Cmd, else /bin/sh);\n"

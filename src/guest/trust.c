@@ -62,17 +62,35 @@ int guest_write_all(int fd, const void *p, size_t n)
 }
 
 /* The CA as PEM on fd. */
+/* b64 as a PEM certificate, lines of 64 (malloc'd; NULL: no memory). */
+static char *pem_build(const char *b64, size_t *len)
+{
+	size_t n = strlen(b64), at = 28;
+	char *p = malloc(28 + n + (n + 63) / 64 + 26);
+
+	if (p == NULL)
+		return NULL;
+	memcpy(p, "-----BEGIN CERTIFICATE-----\n", 28);
+	for (size_t i = 0; i < n; i += 64) {
+		size_t k = n - i < 64 ? n - i : 64;
+
+		memcpy(p + at, b64 + i, k);
+		at += k;
+		p[at++] = '\n';
+	}
+	memcpy(p + at, "-----END CERTIFICATE-----\n", 26);
+	*len = at + 26;
+	return p;
+}
+
 static int put_pem(int fd, const char *b64)
 {
-	size_t n = strlen(b64);
+	size_t len;
+	char *pem = pem_build(b64, &len);
+	int r = pem ? guest_write_all(fd, pem, len) : -1;
 
-	if (guest_write_all(fd, "-----BEGIN CERTIFICATE-----\n", 28) < 0)
-		return -1;
-	for (size_t at = 0; at < n; at += 64)
-		if (guest_write_all(fd, b64 + at, n - at < 64 ? n - at : 64) < 0 ||
-		    guest_write_all(fd, "\n", 1) < 0)
-			return -1;
-	return guest_write_all(fd, "-----END CERTIFICATE-----\n", 26);
+	free(pem);
+	return r;
 }
 
 /* The image's bundle, as the container would resolve it, onto fd; whether
@@ -138,12 +156,19 @@ void trust_write(struct guest_config *cfg)
 	}
 }
 
-/* The bytes put_pem writes for b64. */
-static off_t pem_len(const char *b64)
+/* Whether fd (size bytes) ends with put_pem's of b64, the CA the bundle
+ * ends with: only then is cutting it off the bundle safe. *len: its
+ * length. */
+static bool ends_with_pem(int fd, off_t size, const char *b64, size_t *len)
 {
-	size_t n = strlen(b64);
+	char *want = pem_build(b64, len), *have = want ? malloc(*len) : NULL;
+	bool same = have && size >= (off_t)*len &&
+		    pread(fd, have, *len, size - (off_t)*len) == (ssize_t)*len &&
+		    memcmp(want, have, *len) == 0;
 
-	return (off_t)(28 + n + (n + 63) / 64 + 26);
+	free(want);
+	free(have);
+	return same;
 }
 
 int trust_renew(struct guest_config *cfg, const char *b64)
@@ -151,6 +176,7 @@ int trust_renew(struct guest_config *cfg, const char *b64)
 	static char *held; /* the CA cfg->ca names since the last renewal */
 	char path[GUEST_PATH_MAX];
 	struct stat st;
+	size_t len = 0;
 	char *copy;
 	int fd, r;
 
@@ -168,9 +194,13 @@ int trust_renew(struct guest_config *cfg, const char *b64)
 	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0)
 		return -1;
-	r = fstat(fd, &st) == 0 && st.st_size >= pem_len(cfg->ca) ? 0 : -1;
+	/* The old CA is cut off the end only where it is there whole: a
+	 * bundle changed otherwise is left as it is. */
+	r = fstat(fd, &st) == 0 && ends_with_pem(fd, st.st_size, cfg->ca, &len) ? 0 : -1;
+	if (r < 0)
+		errno = EBADMSG;
 	if (r == 0)
-		r = ftruncate(fd, st.st_size - pem_len(cfg->ca));
+		r = ftruncate(fd, st.st_size - (off_t)len);
 	if (r == 0 && lseek(fd, 0, SEEK_END) < 0)
 		r = -1;
 	if (r == 0)

@@ -501,20 +501,22 @@ static int vmm_save(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 	return 0;
 }
 
-/* A live save: the vCPUs parked (each reads its state), then the I/O
- * thread, so no device moves; the save; the caller told; the devices
- * take up what the save gave back to their rings, and all runs on. */
+/* A live save: the I/O thread parked first, so no stop it reads can end
+ * the VM under the save, then the vCPUs (each reads its state); the
+ * save; the caller told; the devices take up what the save gave back to
+ * their rings, and all runs on. */
 static void vmm_checkpoint(struct vmm *v, const struct vmm_config *cfg)
 {
 	gantry_error_t err = NULL;
 	double t0 = now_ms_frac(), t_saved;
 	int r;
 
+	ioloop_pause(&v->vm.io);
 	if (vcpus_pause(&v->vm) < 0) {
+		ioloop_unpause(&v->vm.io);
 		cfg->checkpointed(cfg->checkpoint_opaque, "the VM ended before it was saved");
 		return;
 	}
-	ioloop_pause(&v->vm.io);
 	r = vmm_save(v, cfg, &err);
 	t_saved = now_ms_frac();
 	cfg->checkpointed(cfg->checkpoint_opaque, r < 0 ? gantry_error_str(err) : NULL);

@@ -96,11 +96,12 @@ struct vmm_config {
 	int save_state_fd, save_mem_fd;
 	int restore_state_fd, restore_mem_fd;
 	/* With save_state_fd and this: a live save (VMM_CHECKPOINT on
-	 * stop_fd) pauses the vCPUs and devices, writes the save as a stop
-	 * would, and calls this on the VM's main thread with NULL or why the
-	 * save failed; the VM runs on once it returns. It may put new files
-	 * in save_state_fd and save_mem_fd (closing the old), which the next
-	 * save writes: the caller took the last one away meanwhile. */
+	 * stop_fd) pauses the devices' thread and the vCPUs, writes the save
+	 * as a stop would, and calls this on the VM's main thread with NULL
+	 * or why the save failed; the VM runs on once it returns. It may put
+	 * new files in save_state_fd and save_mem_fd, which the next save
+	 * writes (the caller took the last one away meanwhile); the old ones
+	 * are its to close. */
 	void (*checkpointed)(void *opaque, const char *error);
 	void *checkpoint_opaque;
 };
@@ -109,7 +110,8 @@ struct vmm_config {
  * other count stops it without a save. */
 #define VMM_STOP_SAVE (1ULL << 32)
 /* Added to stop_fd: a live save (vmm_config.checkpointed); the VM runs
- * on. Counts of it and of a stop may add up: each is taken. */
+ * on. Counts of it and of a stop may add up: the stop wins, and the save
+ * is told the VM ended. */
 #define VMM_CHECKPOINT (1ULL << 48)
 
 /* A file to write a profile of the guest to: its instruction pointer,

@@ -123,7 +123,8 @@ static void checkpointed(void *opaque, const char *error)
 	for (;;) {
 		int got[UNIX_FDS_MAX];
 		size_t n = 0;
-		json_t *j = recv_json(CHAN_FD, -1, got, ARRAY_SIZE(got), &n);
+		bool eof = false;
+		json_t *j = worker_recv_json_fds(CHAN_FD, -1, got, ARRAY_SIZE(got), &n, &eof);
 		const char *op = json_string_value(json_object_get(j, "op"));
 		bool go = op && strcmp(op, "go") == 0;
 
@@ -137,8 +138,10 @@ static void checkpointed(void *opaque, const char *error)
 		for (size_t i = 0; i < n; i++)
 			close(got[i]);
 		json_decref(j);
-		/* A caller gone: we go with it (PDEATHSIG). */
-		if (go || j == NULL)
+		/* A caller gone: we go with it (PDEATHSIG). Anything else
+		 * (a late dial's answer, a message that does not read) is not
+		 * the word to go on. */
+		if (go || eof)
 			break;
 	}
 	pthread_mutex_unlock(&w->chan_lock);

@@ -50,9 +50,9 @@
  *                   message str (empty, or why): the answer to MOUNT/UNMOUNT
  *   RENEW     h->g  time_ns u64 (the host's wall clock), entropy 4 x u64,
  *                   hostname str (empty: keep it), shares strv (each as
- *                   gantry.share= has it, TAG:MODE:B64PATH), ca str (the
- *                   restored VM's egress CA as gantry.ca= has it; empty:
- *                   none, or the same): the host's
+ *                   gantry.share= has it, TAG:MODE:B64PATH), and only
+ *                   when there is one ca str (the restored VM's egress CA
+ *                   as gantry.ca= has it): the host's
  *                   answer to a HELLO on a restored VM's new control
  *                   connection (a snapshot's vsock reset cut the old one)
  *   RENEWED   g->h  flags u32 (PROTO_RENEWED_*: what was done), message str

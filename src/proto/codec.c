@@ -447,7 +447,10 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 			proto_put_u64(&w, m->u.renew.entropy[i]);
 		proto_put_str(&w, m->u.renew.hostname);
 		proto_put_strv(&w, m->u.renew.shares, m->u.renew.nr_shares);
-		proto_put_str(&w, m->u.renew.ca);
+		/* Last, and only when there is one: a guest from before it
+		 * takes a RENEW without. */
+		if (m->u.renew.ca && *m->u.renew.ca)
+			proto_put_str(&w, m->u.renew.ca);
 		break;
 	case PROTO_RENEWED:
 		if (m->u.renewed.flags & ~PROTO_RENEWED_ALL)
@@ -602,12 +605,15 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		for (size_t i = 0; i < PROTO_RENEW_WORDS; i++)
 			if (proto_get_u64(r, &m->u.renew.entropy[i]) < 0)
 				return -1;
-		return proto_get_str(r, PROTO_MAX_TAG * 2, &m->u.renew.hostname) < 0 ||
-				       proto_get_strv(r, PROTO_MAX_SHARES, &m->u.renew.shares,
-						      &m->u.renew.nr_shares) < 0 ||
-				       proto_get_str(r, PROTO_MAX_CA, &m->u.renew.ca) < 0
-			       ? -1
-			       : 0;
+		if (proto_get_str(r, PROTO_MAX_TAG * 2, &m->u.renew.hostname) < 0 ||
+		    proto_get_strv(r, PROTO_MAX_SHARES, &m->u.renew.shares,
+				   &m->u.renew.nr_shares) < 0)
+			return -1;
+		if (r->off == r->len) {
+			m->u.renew.ca = strdup("");
+			return m->u.renew.ca ? 0 : -1;
+		}
+		return proto_get_str(r, PROTO_MAX_CA, &m->u.renew.ca);
 	case PROTO_RENEWED:
 		if (proto_get_u32(r, &m->u.renewed.flags) < 0 ||
 		    get_text(r, &m->u.renewed.message) < 0)

@@ -715,6 +715,7 @@ int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 	struct sandbox_process sp = { 0 };
 	struct sandbox_process_opts as_given;
 	struct agent *a = NULL;
+	json_t *req;
 	int fd = -1, r = -1;
 
 	memset(res, 0, sizeof(*res));
@@ -736,10 +737,18 @@ int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 	}
 	if (sandbox_process_init(&sp, sb.config, po, &sb, io, err) < 0)
 		goto out;
-	if (ctl_connect(dir, &fd, err) < 0 || ctl_call(fd, CTL_OP_EXEC, 30000, NULL, err) < 0) {
+	/* A session with secrets of its own says so: a live snapshot would
+	 * write their values to disk with the guest's memory. */
+	req = json_pack("{s:s,s:b}", "op", CTL_OP_EXEC, "secrets", po && po->secrets);
+	r = ctl_connect(dir, &fd, err);
+	if (r == 0)
+		r = ctl_request(fd, req, 30000, NULL, err);
+	json_decref(req);
+	if (r < 0) {
 		gantry_error_prefix(err, "sandbox `%s`", name);
 		goto out;
 	}
+	r = -1;
 	if (agent_attach(fd, &a, err) < 0)
 		goto out;
 	fd = -1;

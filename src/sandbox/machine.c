@@ -341,13 +341,21 @@ static void *machine_thread(void *arg)
 	return NULL;
 }
 
+/* A live save's course (machine.h ckpt_state): asked, then saved (the
+ * VM paused until go), or given up by its asker, whose VM, once saved,
+ * goes on at once. */
+enum { CKPT_IDLE, CKPT_ASKED, CKPT_SAVED, CKPT_ABANDONED };
+
 void machine_checkpoint_saved(struct machine *m, const char *error)
 {
+	int asked = CKPT_ASKED, abandoned = CKPT_ABANDONED;
 	uint64_t one = 1;
 
 	snprintf(m->ckpt_error, sizeof(m->ckpt_error), "%s", error ? error : "");
-	atomic_thread_fence(memory_order_release);
-	(void)!write(m->ckpt_fd, &one, sizeof(one));
+	if (atomic_compare_exchange_strong(&m->ckpt_state, &asked, CKPT_SAVED))
+		(void)!write(m->ckpt_fd, &one, sizeof(one));
+	else if (atomic_compare_exchange_strong(&m->ckpt_state, &abandoned, CKPT_IDLE))
+		machine_checkpoint_go(m, -1, -1);
 }
 
 /* A VM on a thread here: told, it waits for machine_checkpoint_go. */
@@ -366,6 +374,7 @@ void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd)
 	int fds[2] = { state_fd, mem_fd };
 	uint64_t one = 1;
 
+	atomic_store(&m->ckpt_state, CKPT_IDLE);
 	if (m->worker) {
 		if (worker_send_json(m->vmm_worker.chan, json_pack("{s:s}", "op", "go"), fds,
 				     state_fd >= 0 ? 2 : 0) < 0)
@@ -385,30 +394,33 @@ int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err)
 {
 	uint64_t ask = VMM_CHECKPOINT, n;
 	struct pollfd p[2] = { { m->ckpt_fd, POLLIN, 0 }, { m->done_fd, POLLIN, 0 } };
-	int r;
+	int idle = CKPT_IDLE, asked = CKPT_ASKED, r;
 
 	if (!m->started || atomic_load(&m->ended))
 		return gantry_error(err, 0, "its VM is not running");
 	if (m->ckpt_fd < 0)
 		return gantry_error(err, 0, "its VM makes no save");
+	if (!atomic_compare_exchange_strong(&m->ckpt_state, &idle, CKPT_ASKED))
+		return gantry_error(err, EBUSY, "an earlier save of its VM is still under way");
 	while (read(m->ckpt_fd, &n, sizeof(n)) > 0)
-		; /* the word of an earlier save that gave up waiting */
-	if (write(m->cfg.stop_fd, &ask, sizeof(ask)) != sizeof(ask))
+		;
+	if (write(m->cfg.stop_fd, &ask, sizeof(ask)) != sizeof(ask)) {
+		atomic_store(&m->ckpt_state, CKPT_IDLE);
 		return gantry_error_errno(err, "ask the VM for a save");
+	}
 	while ((r = poll(p, 2, timeout_ms)) < 0 && errno == EINTR)
 		;
-	if (r > 0 && (p[0].revents & POLLIN) && read(m->ckpt_fd, &n, sizeof(n)) > 0) {
-		atomic_thread_fence(memory_order_acquire);
-		if (m->ckpt_error[0] == '\0')
-			return 0;
-		machine_checkpoint_go(m, -1, -1);
-		return gantry_error(err, 0, "%s", m->ckpt_error);
-	}
-	if (r > 0)
-		return gantry_error(err, 0, "its VM ended before it was saved");
-	/* Whenever it is saved, it goes on at once. */
+	/* Given up unless it was saved meanwhile: then it goes on once saved. */
+	if (!(r > 0 && (p[0].revents & POLLIN)) &&
+	    atomic_compare_exchange_strong(&m->ckpt_state, &asked, CKPT_ABANDONED))
+		return r > 0 ? gantry_error(err, 0, "its VM ended before it was saved") :
+			       gantry_error(err, 0, "its VM was not saved within %d s",
+					    timeout_ms / 1000);
+	(void)!read(m->ckpt_fd, &n, sizeof(n));
+	if (m->ckpt_error[0] == '\0')
+		return 0;
 	machine_checkpoint_go(m, -1, -1);
-	return gantry_error(err, 0, "its VM was not saved within %d s", timeout_ms / 1000);
+	return gantry_error(err, 0, "%s", m->ckpt_error);
 }
 
 int machine_start(struct machine *m, gantry_error_t *err)

@@ -101,7 +101,8 @@ struct machine {
 	 * the word to run on. Eventfds, made by machine_start for a VM that
 	 * saves. */
 	int ckpt_fd, ckpt_go_fd;
-	char ckpt_error[256];
+	atomic_int ckpt_state; /* machine.c's CKPT_* */
+	char ckpt_error[256];  /* written before ckpt_state turns saved */
 };
 
 /* A machine with nothing in it yet: machine_free may be called on it. */
@@ -185,9 +186,11 @@ void machine_save_stop(struct machine *m);
  * took longer than timeout_ms or the VM ended: the VM runs on then, or
  * is gone. */
 int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err);
-/* The paused VM runs on; state_fd and mem_fd (>= 0, ours to keep: the VM
- * gets its own copies) are the files its next save writes, the ones just
- * written having been taken away. -1: the same files again. */
+/* The paused VM runs on; state_fd and mem_fd (>= 0) are the files its
+ * next save writes, the ones just written having been taken away (-1:
+ * the same files again). They stay the caller's: a VMM worker gets
+ * copies, a VM on a thread here uses them (the caller closes the old
+ * ones, which were its too). */
 void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd);
 /* The VM thread's side: the live save is written (error NULL) or not. */
 void machine_checkpoint_saved(struct machine *m, const char *error);

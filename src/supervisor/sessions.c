@@ -180,7 +180,6 @@ static void ctl_exec(struct sup *s, struct client *c, json_t *j, const char *op,
 {
 	size_t rest = c->len - end - 1;
 
-	(void)j;
 	(void)op;
 	if (s->stopping || s->control < 0) {
 		client_reply(c, false, s->stopping ? "the sandbox is stopping" : s->guest_gone);
@@ -188,6 +187,7 @@ static void ctl_exec(struct sup *s, struct client *c, json_t *j, const char *op,
 		return;
 	}
 	c->session = true;
+	c->secrets = json_is_true(json_object_get(j, "secrets"));
 	c->deadline = 0;
 	c->dec = xmalloc(sizeof(*c->dec));
 	proto_decoder_init(c->dec);

@@ -122,9 +122,10 @@ void sup_begin_stop(struct sup *s, const char *why)
 }
 
 /* A secret whose value reaches the guest (from its environment, or a
- * host-bound one git asks for): in its memory, so in a save of it. One
- * injected at egress never is: a restore gets an egress worker of its
- * own, whose CA the guest trusts once renewed (RENEW). */
+ * host-bound one git asks for; a running session's own): in its memory,
+ * so in a save of it. One injected at egress never is: a restore gets an
+ * egress worker of its own, whose CA the guest trusts once renewed
+ * (RENEW). */
 static bool secrets_in_guest(struct sup *s)
 {
 	bool any = false;
@@ -133,6 +134,9 @@ static bool secrets_in_guest(struct sup *s)
 	for (size_t i = 0; i < s->secrets.n && !any; i++)
 		any = !s->secrets.v[i].spec.inject;
 	pthread_mutex_unlock(&s->secrets.lock);
+	for (size_t i = 0; i < SUP_MAX_CLIENTS && !any; i++)
+		any = s->clients[i] && s->clients[i]->session && s->clients[i]->secrets &&
+		      !s->clients[i]->done;
 	return any;
 }
 

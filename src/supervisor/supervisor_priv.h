@@ -46,6 +46,7 @@
 struct client {
 	int fd;
 	bool session;	  /* past an "exec" request: agent frames now */
+	bool secrets;	  /* the session's process has secrets of its own */
 	bool stop_waiter; /* answer once the VM has ended */
 	char *line;	  /* the request line so far */
 	size_t len;

@@ -194,6 +194,13 @@ static void test_renew(void **state)
 	assert_null(out.u.renew.shares[2]);
 	proto_msg_free(&out);
 	incremental_same((size_t)n, PROTO_RENEW);
+	/* Without a CA, none is written: the RENEW a guest from before the
+	 * field reads. */
+	m.u.renew.ca = NULL;
+	n = (ssize_t)encode(&m);
+	decode_ok((size_t)n, &out);
+	assert_string_equal(out.u.renew.ca, "");
+	proto_msg_free(&out);
 	memset(long_ca, 'A', PROTO_MAX_CA + 1);
 	long_ca[PROTO_MAX_CA + 1] = '\0';
 	m.u.renew.ca = long_ca;
