@@ -207,18 +207,60 @@ static bool string_map(json_t *v, const char *what, struct api_reply *r)
 	return true;
 }
 
+json_t *e2b_box_add(struct api_server *s, const char *id, const char *template,
+		    json_t *metadata, json_int_t secs)
+{
+	struct api_e2b *e = s->e2b;
+	gantry_error_t err = NULL;
+	struct e2b_box *b = NULL;
+	int cpus = 1, mem = 512;
+	json_t *sb, *j = NULL;
+
+	if (s->b->get(id, &sb, &err) == 0) {
+		cpus = (int)json_integer_value(json_object_get(sb, "cpus"));
+		mem = (int)json_integer_value(json_object_get(sb, "memoryMiB"));
+		json_decref(sb);
+	}
+	gantry_error_free(&err);
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < E2B_BOXES_MAX && b == NULL; i++)
+		if (!e->boxes[i].used)
+			b = &e->boxes[i];
+	if (b) {
+		*b = (struct e2b_box){ .used = true, .cpus = cpus, .mem_mib = mem };
+		snprintf(b->id, sizeof(b->id), "%s", id);
+		b->template = xstrdup(template);
+		b->metadata = metadata ? json_deep_copy(metadata) : json_object();
+		b->started = api_time(api_wall_ms());
+		b->end_ms = api_wall_ms() + (uint64_t)secs * 1000;
+		j = box_json(b, s->token, false);
+	}
+	pthread_mutex_unlock(&e->lock);
+	/* No room to keep it: it must not outlive this answer. */
+	if (b == NULL)
+		e2b_operation(s, "delete", id, NULL, &err);
+	gantry_error_free(&err);
+	return j;
+}
+
+void e2b_box_id(char id[65])
+{
+	unsigned char raw[6];
+
+	if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
+		abort();
+	snprintf(id, 65, "e2b-%02x%02x%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3], raw[4],
+		 raw[5]);
+}
+
 static void create(struct api_server *s, const struct api_request *req, struct api_reply *r)
 {
 	json_t *body = api_body_object(req->body, req->len, r), *env, *metadata, *timeout, *sb;
-	struct api_e2b *e = s->e2b;
 	const char *template, *k;
 	gantry_error_t err = NULL;
-	unsigned char raw[6];
-	struct e2b_box *b = NULL;
 	json_t *creq, *v;
 	char id[65];
 	json_int_t secs = E2B_TIMEOUT_DEFAULT;
-	int cpus = 1, mem = 512;
 	bool from;
 
 	if (body == NULL)
@@ -241,10 +283,7 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 		json_decref(body);
 		return;
 	}
-	if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
-		abort();
-	snprintf(id, sizeof(id), "e2b-%02x%02x%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3],
-		 raw[4], raw[5]);
+	e2b_box_id(id);
 	creq = json_pack("{s:s}", "name", id);
 	/* A snapshot's name (Sandbox.create(snapshotId)): a clone of it. */
 	from = e2b_snapshot_known(s, template);
@@ -276,32 +315,10 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 		e2b_error(r, status == 404 ? 400 : status, "%s", gantry_error_str(err));
 		goto out;
 	}
-	if (s->b->get(id, &sb, &err) == 0) {
-		cpus = (int)json_integer_value(json_object_get(sb, "cpus"));
-		mem = (int)json_integer_value(json_object_get(sb, "memoryMiB"));
-		json_decref(sb);
-	}
-	gantry_error_free(&err);
-	pthread_mutex_lock(&e->lock);
-	for (size_t i = 0; i < E2B_BOXES_MAX && b == NULL; i++)
-		if (!e->boxes[i].used)
-			b = &e->boxes[i];
-	if (b) {
-		*b = (struct e2b_box){ .used = true, .cpus = cpus, .mem_mib = mem };
-		snprintf(b->id, sizeof(b->id), "%s", id);
-		b->template = xstrdup(template);
-		b->metadata = metadata ? json_deep_copy(metadata) : json_object();
-		b->started = api_time(api_wall_ms());
-		b->end_ms = api_wall_ms() + (uint64_t)secs * 1000;
-		api_reply_json(r, 201, box_json(b, s->token, false));
-	}
-	pthread_mutex_unlock(&e->lock);
-	if (b == NULL) {
-		/* No room to keep it: it must not outlive this answer. */
-		gantry_error_free(&err);
-		e2b_operation(s, "delete", id, NULL, &err);
+	if ((sb = e2b_box_add(s, id, template, metadata, secs)) != NULL)
+		api_reply_json(r, 201, sb);
+	else
 		e2b_error(r, 503, "%d E2B sandboxes already", E2B_BOXES_MAX);
-	}
 out:
 	gantry_error_free(&err);
 	json_decref(creq);
@@ -608,6 +625,8 @@ bool e2b_route(struct api_server *s, const struct api_request *req, struct api_r
 		pause_box(s, id, r);
 	else if (strcmp(rest, "/snapshots") == 0 && post)
 		e2b_snapshot_create(s, req, id, r);
+	else if (strcmp(rest, "/fork") == 0 && post)
+		e2b_fork(s, req, id, r);
 	else
 		e2b_error(r, 404, "no such path");
 	return true;

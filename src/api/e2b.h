@@ -23,6 +23,7 @@
 				     room for the calls that end them */
 #define E2B_TIMEOUT_DEFAULT 300	  /* s, as E2B's */
 #define E2B_TIMEOUT_MAX	    86400 /* s */
+#define E2B_FORK_MAX	    100	  /* sandboxes one fork makes */
 #define E2B_FILE_MAX	    (64u << 20)
 #define E2B_ENVD_VERSION    "0.5.7"
 #define E2B_KEEPALIVE_MS    30000
@@ -61,6 +62,14 @@ struct api_e2b {
 int e2b_operation(struct api_server *s, const char *kind, const char *name, json_t *body,
 		  gantry_error_t *err);
 
+/* A sandbox made (id) kept as E2B's, its timeout secs from now: the
+ * create's answer (Sandbox with its envd token), or NULL when there is no
+ * room (the sandbox is deleted then). */
+json_t *e2b_box_add(struct api_server *s, const char *id, const char *template,
+		    json_t *metadata, json_int_t secs);
+/* A new sandbox's id: e2b- and 12 hex digits. */
+void e2b_box_id(char id[65]);
+
 /* e2b_snap.c: snapshots. The backend's call for an operation of kind
  * "snapshot" (of sandbox name, as body's "snapshot"), "create-from" (name
  * from body's "snapshot") or "snapshot-remove" (name the snapshot's). */
@@ -71,6 +80,10 @@ bool e2b_snapshot_known(struct api_server *s, const char *name);
 /* POST /sandboxes/ID/snapshots. */
 void e2b_snapshot_create(struct api_server *s, const struct api_request *req, const char *id,
 			 struct api_reply *r);
+/* POST /sandboxes/ID/fork: a live snapshot and count sandboxes made
+ * from it, each answered on its own ({sandbox} or {error}). */
+void e2b_fork(struct api_server *s, const struct api_request *req, const char *id,
+	      struct api_reply *r);
 /* GET /snapshots and DELETE /templates/SNAP. */
 bool e2b_snapshot_route(struct api_server *s, const struct api_request *req, struct api_reply *r);
 

@@ -38,6 +38,17 @@ static json_t *snapshots(struct api_server *s)
 	return all;
 }
 
+/* A snapshot's name that nothing else takes: PREFIX- and 12 hex digits. */
+static void snapshot_name(const char *prefix, char snap[65])
+{
+	unsigned char raw[6];
+
+	if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
+		abort();
+	snprintf(snap, 65, "%s-%02x%02x%02x%02x%02x%02x", prefix, raw[0], raw[1], raw[2], raw[3],
+		 raw[4], raw[5]);
+}
+
 bool e2b_snapshot_known(struct api_server *s, const char *name)
 {
 	json_t *all = snapshots(s), *v;
@@ -59,7 +70,6 @@ void e2b_snapshot_create(struct api_server *s, const struct api_request *req, co
 {
 	json_t *body = api_body_object(req->body, req->len, r), *name, *op;
 	gantry_error_t err = NULL;
-	unsigned char raw[6];
 	char snap[65];
 	bool known;
 
@@ -83,10 +93,7 @@ void e2b_snapshot_create(struct api_server *s, const struct api_request *req, co
 	if (name) {
 		snprintf(snap, sizeof(snap), "%s", json_string_value(name));
 	} else {
-		if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
-			abort();
-		snprintf(snap, sizeof(snap), "snap-%02x%02x%02x%02x%02x%02x", raw[0], raw[1],
-			 raw[2], raw[3], raw[4], raw[5]);
+		snapshot_name("snap", snap);
 	}
 	json_decref(body);
 	op = json_pack("{s:s}", "snapshot", snap);
@@ -96,6 +103,90 @@ void e2b_snapshot_create(struct api_server *s, const struct api_request *req, co
 		api_reply_json(r, 201, json_pack("{s:s,s:[s]}", "snapshotID", snap, "names", snap));
 	json_decref(op);
 	gantry_error_free(&err);
+}
+
+/* The source's template and metadata (copies), or false: no such box. */
+static bool box_copy(struct api_server *s, const char *id, char **template, json_t **metadata)
+{
+	bool known = false;
+
+	pthread_mutex_lock(&s->e2b->lock);
+	for (size_t i = 0; i < E2B_BOXES_MAX && !known; i++) {
+		const struct e2b_box *b = &s->e2b->boxes[i];
+
+		if (b->used && strcmp(b->id, id) == 0) {
+			known = true;
+			*template = xstrdup(b->template);
+			*metadata = json_deep_copy(b->metadata);
+		}
+	}
+	pthread_mutex_unlock(&s->e2b->lock);
+	return known;
+}
+
+void e2b_fork(struct api_server *s, const struct api_request *req, const char *id,
+	      struct api_reply *r)
+{
+	json_t *body = api_body_object(req->body, req->len, r), *count, *timeout, *metadata = NULL;
+	json_t *op = NULL, *out;
+	cleanup_free char *template = NULL;
+	gantry_error_t err = NULL;
+	json_int_t n = 1, secs = E2B_TIMEOUT_DEFAULT;
+	char snap[65];
+
+	if (body == NULL)
+		return e2b_error(r, 400, "%s",
+				 json_string_value(json_object_get(r->json, "error")));
+	count = json_object_get(body, "count");
+	timeout = json_object_get(body, "timeout");
+	if (count && (!json_is_integer(count) || json_integer_value(count) < 1 ||
+		      json_integer_value(count) > E2B_FORK_MAX)) {
+		json_decref(body);
+		return e2b_error(r, 400, "count: want 1 to %d", E2B_FORK_MAX);
+	}
+	if (timeout && (!json_is_integer(timeout) || json_integer_value(timeout) < 1 ||
+			json_integer_value(timeout) > E2B_TIMEOUT_MAX)) {
+		json_decref(body);
+		return e2b_error(r, 400, "timeout: want 1 to %d seconds", E2B_TIMEOUT_MAX);
+	}
+	n = count ? json_integer_value(count) : 1;
+	secs = timeout ? json_integer_value(timeout) : secs;
+	json_decref(body);
+	if (!box_copy(s, id, &template, &metadata))
+		return e2b_error(r, 404, "sandbox %.64s not found", id);
+	/* One snapshot for all of them, taken live: the source runs on. */
+	snapshot_name("fork", snap);
+	op = json_pack("{s:s}", "snapshot", snap);
+	if (e2b_operation(s, "snapshot", id, op, &err) < 0) {
+		e2b_error(r, err->status == EBUSY ? 503 : 400, "%s", gantry_error_str(err));
+		goto out;
+	}
+	out = json_array();
+	for (json_int_t i = 0; i < n; i++) {
+		char clone[65];
+		json_t *sb = NULL;
+
+		e2b_box_id(clone);
+		if (e2b_operation(s, "create-from", clone, op, &err) == 0 &&
+		    (sb = e2b_box_add(s, clone, template, metadata, secs)) == NULL)
+			gantry_error(&err, EBUSY, "%d E2B sandboxes already", E2B_BOXES_MAX);
+		if (sb)
+			json_array_append_new(out, json_pack("{s:o}", "sandbox", sb));
+		else
+			json_array_append_new(
+				out, json_pack("{s:{s:i,s:s}}", "error", "code",
+					       err->status == EBUSY ? 503 : 500, "message",
+					       gantry_error_str(err)));
+		gantry_error_free(&err);
+	}
+	api_reply_json(r, 200, out);
+	/* Each clone has its own copies: the snapshot goes. */
+	if (e2b_operation(s, "snapshot-remove", snap, NULL, &err) < 0)
+		gantry_error_free(&err);
+out:
+	gantry_error_free(&err);
+	json_decref(op);
+	json_decref(metadata);
 }
 
 /* GET /snapshots[?sandboxID=ID][&name=N]: E2B's SnapshotInfo each. */

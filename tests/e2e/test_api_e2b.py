@@ -114,6 +114,10 @@ def test_the_e2b_sdk_unmodified(gantry, sandbox_assets, tmp_path):
     assert s["listed"] == [s["snapshotId"]], s
     assert s["cloned"] == "from the snapshot\n" and s["cloneCount"] >= p["later"], s
     assert s["deleted"] is True and s["deletedAgain"] is False and s["running"] is True, s
+    f = steps["fork"]
+    assert len(f["forkIds"]) == 2 and all(i.startswith("e2b-") for i in f["forkIds"]), f
+    assert f["forkOut"] == [f"from the snapshot\n{i}\n" for i in f["forkIds"]], f
+    assert f["forkSnaps"] == 0 and f["running"] is True, f
     second = steps["second"]
     assert second["stdout"] == "second\n" and len(second["ids"]) == 2, second
     t = steps["timeout"]

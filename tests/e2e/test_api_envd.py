@@ -85,6 +85,10 @@ def test_e2b_control_plane_shapes(api):
     assert r.status == 204 and r.raw == b"", r
     r = api.call("POST", f"/v2/sandboxes/{sid}/connect", {}, check=False)
     assert r.status == 200 and r.body["sandboxID"] == sid, r
+    # A fork's count is checked; with no snapshots here, it is refused.
+    for bad in ({"count": 0}, {"count": 101}, {"count": "2"}, {"timeout": 0}):
+        e2b_error_body(api.call("POST", f"/sandboxes/{sid}/fork", bad, check=False), 400)
+    e2b_error_body(api.call("POST", f"/sandboxes/{sid}/fork", {"count": 1}, check=False), 400)
     r = api.call("DELETE", f"/sandboxes/{sid}", check=False)
     assert r.status == 204, r
     assert sid not in api.names()
@@ -100,6 +104,7 @@ def test_e2b_control_plane_shapes(api):
     r = api.call("GET", "/snapshots", check=False)
     assert r.status == 200 and r.body == [], r
     e2b_error_body(api.call("POST", f"/sandboxes/{sid}/snapshots", {}, check=False), 404)
+    e2b_error_body(api.call("POST", f"/sandboxes/{sid}/fork", {"count": 1}, check=False), 404)
     e2b_error_body(api.call("DELETE", "/templates/nosuch", check=False), 404)
     e2b_error_body(api.call("POST", "/snapshots", {}, check=False), 405)
     e2b_error_body(api.call("GET", "/templates/nosuch", check=False), 405)

@@ -117,6 +117,10 @@ def test_stop_snapshot_then_resume_keeps_the_running_state(g, tmp_path):
     # The port, published again by a new network worker, reaches the
     # server that was running.
     assert fetch(port) == b"served\n"
+    # A fresh connection out, through the clone's own NAT; the source's too.
+    assert reaches_host(g, "c1", host.port)
+    assert reaches_host(g, "src", host.port)
+    host.close()
 
     # And a plain stop and resume after it boots afresh.
     g.run("stop", "sv", check=True)
@@ -236,11 +240,45 @@ def urandom(g, name):
                 check=True).stdout
 
 
+class HostServer:
+    """An HTTP server on the host's loopback answering its own name: what
+    a guest reaches at 192.168.127.254 with -allow-local-net."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"host says hi\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def reaches_host(g, name, port):
+    r = g.sh(name, f"timeout 20 wget -q -O - http://192.168.127.254:{port}/")
+    return r.returncode == 0 and r.stdout == b"host says hi\n"
+
+
 def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
     (share / "host.txt").write_text("from the host\n")
-    g.run("start", "src", "-share", f"work={share}@/work", check=True)
+    host = HostServer()
+    g.run("start", "src", "-share", f"work={share}@/work", "-allow-local-net", check=True)
     g.sh("src", COUNTER, check=True)
     g.sh("src", "echo layer >/kept.txt && mkdir -p /tmp/www && echo served >/tmp/www/index.html"
          " && httpd -p 8080 -h /tmp/www", check=True)

@@ -152,6 +152,19 @@ try {
   out({ step, snapshotId: snap.snapshotId, names: snap.names, listed: snapsListed, cloned,
         cloneCount, deleted, deletedAgain, running: await resumed.isRunning() });
 
+  step = "fork";
+  // One live snapshot, two sandboxes from it, each under its own name.
+  const forks = await Sandbox.fork(sbx.sandboxId, { count: 2, timeoutMs: 60_000 });
+  const forkOut = [];
+  for (const f of forks)
+    forkOut.push(f instanceof Error ? String(f)
+                                    : (await f.commands.run("cat /tmp/snapped.txt; hostname")).stdout);
+  const forkIds = forks.filter((f) => !(f instanceof Error)).map((f) => f.sandboxId);
+  for (const f of forks)
+    if (!(f instanceof Error)) await f.kill();
+  const forkSnaps = (await Sandbox.listSnapshots().nextItems()).length;
+  out({ step, forkOut, forkIds, forkSnaps, running: await resumed.isRunning() });
+
   step = "second";
   const other = await Sandbox.create({ timeoutMs: 60_000 });
   const r2 = await other.commands.run("echo second");
