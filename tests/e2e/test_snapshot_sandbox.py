@@ -117,10 +117,6 @@ def test_stop_snapshot_then_resume_keeps_the_running_state(g, tmp_path):
     # The port, published again by a new network worker, reaches the
     # server that was running.
     assert fetch(port) == b"served\n"
-    # A fresh connection out, through the clone's own NAT; the source's too.
-    assert reaches_host(g, "c1", host.port)
-    assert reaches_host(g, "src", host.port)
-    host.close()
 
     # And a plain stop and resume after it boots afresh.
     g.run("stop", "sv", check=True)
@@ -320,6 +316,10 @@ def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
     assert r.stdout == b"from the host\n"
     assert (share / "c1.txt").read_text() == "c1\n"
     assert fetch(port) == b"served\n"
+    # A fresh connection out, through the clone's own NAT; the source's too.
+    assert reaches_host(g, "c1", host.port)
+    assert reaches_host(g, "src", host.port)
+    host.close()
 
     # A one-shot from the snapshot: its files and process, then gone.
     r = g.run("exec", "-from", "s1", "-name", "once", "--", "sh", "-c",
