@@ -35,7 +35,7 @@ static void no_content(struct api_reply *r)
 	r->len = 0;
 }
 
-static struct e2b_box *box_find(struct api_e2b *e, const char *id)
+struct e2b_box *e2b_box_find(struct api_e2b *e, const char *id)
 {
 	for (size_t i = 0; i < E2B_BOXES_MAX; i++)
 		if (e->boxes[i].used && strcmp(e->boxes[i].id, id) == 0)
@@ -97,7 +97,7 @@ static int end_box(struct api_server *s, const char *id, gantry_error_t *err)
 	}
 	if (ret == 0) {
 		pthread_mutex_lock(&s->e2b->lock);
-		if ((b = box_find(s->e2b, id)) != NULL)
+		if ((b = e2b_box_find(s->e2b, id)) != NULL)
 			box_clear(b);
 		pthread_mutex_unlock(&s->e2b->lock);
 	}
@@ -128,7 +128,7 @@ static void *reaper(void *arg)
 				log_info("e2b: sandbox %s, past its timeout: %s (again in 5 s)", id,
 					 gantry_error_str(err));
 				pthread_mutex_lock(&e->lock);
-				if ((b = box_find(e, id)) != NULL)
+				if ((b = e2b_box_find(e, id)) != NULL)
 					b->end_ms = now + 5000;
 				pthread_mutex_unlock(&e->lock);
 			}
@@ -243,14 +243,14 @@ json_t *e2b_box_add(struct api_server *s, const char *id, const char *template,
 	return j;
 }
 
-void e2b_box_id(char id[65])
+void e2b_random_id(const char *prefix, char id[65])
 {
 	unsigned char raw[6];
 
 	if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
 		abort();
-	snprintf(id, 65, "e2b-%02x%02x%02x%02x%02x%02x", raw[0], raw[1], raw[2], raw[3], raw[4],
-		 raw[5]);
+	snprintf(id, 65, "%s-%02x%02x%02x%02x%02x%02x", prefix, raw[0], raw[1], raw[2], raw[3],
+		 raw[4], raw[5]);
 }
 
 static void create(struct api_server *s, const struct api_request *req, struct api_reply *r)
@@ -283,7 +283,7 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 		json_decref(body);
 		return;
 	}
-	e2b_box_id(id);
+	e2b_random_id("e2b", id);
 	creq = json_pack("{s:s}", "name", id);
 	/* A snapshot's name (Sandbox.create(snapshotId)): a clone of it. */
 	from = e2b_snapshot_known(s, template);
@@ -330,7 +330,7 @@ static void get(struct api_server *s, const char *id, struct api_reply *r)
 	struct e2b_box *b;
 
 	pthread_mutex_lock(&s->e2b->lock);
-	b = box_find(s->e2b, id);
+	b = e2b_box_find(s->e2b, id);
 	if (b)
 		api_reply_json(r, 200, box_json(b, NULL, true));
 	pthread_mutex_unlock(&s->e2b->lock);
@@ -405,7 +405,7 @@ static void kill_box(struct api_server *s, const char *id, struct api_reply *r)
 	bool known;
 
 	pthread_mutex_lock(&s->e2b->lock);
-	known = box_find(s->e2b, id) != NULL;
+	known = e2b_box_find(s->e2b, id) != NULL;
 	pthread_mutex_unlock(&s->e2b->lock);
 	if (!known)
 		return e2b_error(r, 404, "sandbox %.64s not found", id);
@@ -425,7 +425,7 @@ static void pause_box(struct api_server *s, const char *id, struct api_reply *r)
 	bool known, paused = false;
 
 	pthread_mutex_lock(&s->e2b->lock);
-	b = box_find(s->e2b, id);
+	b = e2b_box_find(s->e2b, id);
 	known = b != NULL;
 	if (b)
 		paused = b->paused;
@@ -442,7 +442,7 @@ static void pause_box(struct api_server *s, const char *id, struct api_reply *r)
 		return;
 	}
 	pthread_mutex_lock(&s->e2b->lock);
-	if ((b = box_find(s->e2b, id)) != NULL)
+	if ((b = e2b_box_find(s->e2b, id)) != NULL)
 		b->paused = true;
 	pthread_mutex_unlock(&s->e2b->lock);
 	no_content(r);
@@ -457,7 +457,7 @@ static int resume_box(struct api_server *s, const char *id, struct api_reply *r)
 	bool paused;
 
 	pthread_mutex_lock(&s->e2b->lock);
-	b = box_find(s->e2b, id);
+	b = e2b_box_find(s->e2b, id);
 	paused = b && b->paused;
 	pthread_mutex_unlock(&s->e2b->lock);
 	if (!paused)
@@ -468,7 +468,7 @@ static int resume_box(struct api_server *s, const char *id, struct api_reply *r)
 		return -1;
 	}
 	pthread_mutex_lock(&s->e2b->lock);
-	if ((b = box_find(s->e2b, id)) != NULL) {
+	if ((b = e2b_box_find(s->e2b, id)) != NULL) {
 		b->paused = false;
 		b->end_ms = api_wall_ms() + E2B_TIMEOUT_DEFAULT * 1000ull;
 	}
@@ -499,7 +499,7 @@ static void timeout(struct api_server *s, const struct api_request *req, const c
 		return;
 	}
 	pthread_mutex_lock(&s->e2b->lock);
-	b = box_find(s->e2b, id);
+	b = e2b_box_find(s->e2b, id);
 	/* setTimeout sets it; connect only lengthens it, as E2B's does for a
 	 * running sandbox. */
 	if (b && t && !connect)
@@ -530,7 +530,7 @@ const char *e2b_box_of(struct api_server *s, const struct api_request *req, bool
 		return NULL;
 	}
 	pthread_mutex_lock(&s->e2b->lock);
-	known = box_find(s->e2b, id) != NULL;
+	known = e2b_box_find(s->e2b, id) != NULL;
 	pthread_mutex_unlock(&s->e2b->lock);
 	if (known)
 		return id;

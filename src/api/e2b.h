@@ -67,8 +67,11 @@ int e2b_operation(struct api_server *s, const char *kind, const char *name, json
  * room (the sandbox is deleted then). */
 json_t *e2b_box_add(struct api_server *s, const char *id, const char *template,
 		    json_t *metadata, json_int_t secs);
-/* A new sandbox's id: e2b- and 12 hex digits. */
-void e2b_box_id(char id[65]);
+/* A new name: prefix, a dash and 12 random hex digits (a sandbox's
+ * e2b-, a snapshot's snap- or fork-). */
+void e2b_random_id(const char *prefix, char id[65]);
+/* The E2B sandbox id, under e->lock; NULL: none. */
+struct e2b_box *e2b_box_find(struct api_e2b *e, const char *id);
 
 /* e2b_snap.c: snapshots. The backend's call for an operation of kind
  * "snapshot" (of sandbox name, as body's "snapshot"), "create-from" (name

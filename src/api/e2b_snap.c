@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "api/e2b.h"
 #include "common/util.h"
@@ -36,17 +35,6 @@ static json_t *snapshots(struct api_server *s)
 		return json_array();
 	}
 	return all;
-}
-
-/* A snapshot's name that nothing else takes: PREFIX- and 12 hex digits. */
-static void snapshot_name(const char *prefix, char snap[65])
-{
-	unsigned char raw[6];
-
-	if (getrandom(raw, sizeof(raw), 0) != sizeof(raw))
-		abort();
-	snprintf(snap, 65, "%s-%02x%02x%02x%02x%02x%02x", prefix, raw[0], raw[1], raw[2], raw[3],
-		 raw[4], raw[5]);
 }
 
 bool e2b_snapshot_known(struct api_server *s, const char *name)
@@ -82,9 +70,7 @@ void e2b_snapshot_create(struct api_server *s, const struct api_request *req, co
 		return e2b_error(r, 400, "name: want a snapshot name");
 	}
 	pthread_mutex_lock(&s->e2b->lock);
-	known = false;
-	for (size_t i = 0; i < E2B_BOXES_MAX && !known; i++)
-		known = s->e2b->boxes[i].used && strcmp(s->e2b->boxes[i].id, id) == 0;
+	known = e2b_box_find(s->e2b, id) != NULL;
 	pthread_mutex_unlock(&s->e2b->lock);
 	if (!known) {
 		json_decref(body);
@@ -93,7 +79,7 @@ void e2b_snapshot_create(struct api_server *s, const struct api_request *req, co
 	if (name) {
 		snprintf(snap, sizeof(snap), "%s", json_string_value(name));
 	} else {
-		snapshot_name("snap", snap);
+		e2b_random_id("snap", snap);
 	}
 	json_decref(body);
 	op = json_pack("{s:s}", "snapshot", snap);
@@ -108,20 +94,16 @@ void e2b_snapshot_create(struct api_server *s, const struct api_request *req, co
 /* The source's template and metadata (copies), or false: no such box. */
 static bool box_copy(struct api_server *s, const char *id, char **template, json_t **metadata)
 {
-	bool known = false;
+	const struct e2b_box *b;
 
 	pthread_mutex_lock(&s->e2b->lock);
-	for (size_t i = 0; i < E2B_BOXES_MAX && !known; i++) {
-		const struct e2b_box *b = &s->e2b->boxes[i];
-
-		if (b->used && strcmp(b->id, id) == 0) {
-			known = true;
-			*template = xstrdup(b->template);
-			*metadata = json_deep_copy(b->metadata);
-		}
+	b = e2b_box_find(s->e2b, id);
+	if (b) {
+		*template = xstrdup(b->template);
+		*metadata = json_deep_copy(b->metadata);
 	}
 	pthread_mutex_unlock(&s->e2b->lock);
-	return known;
+	return b != NULL;
 }
 
 void e2b_fork(struct api_server *s, const struct api_request *req, const char *id,
@@ -155,7 +137,7 @@ void e2b_fork(struct api_server *s, const struct api_request *req, const char *i
 	if (!box_copy(s, id, &template, &metadata))
 		return e2b_error(r, 404, "sandbox %.64s not found", id);
 	/* One snapshot for all of them, taken live: the source runs on. */
-	snapshot_name("fork", snap);
+	e2b_random_id("fork", snap);
 	op = json_pack("{s:s}", "snapshot", snap);
 	if (e2b_operation(s, "snapshot", id, op, &err) < 0) {
 		e2b_error(r, err->status == EBUSY ? 503 : 400, "%s", gantry_error_str(err));
@@ -166,7 +148,7 @@ void e2b_fork(struct api_server *s, const struct api_request *req, const char *i
 		char clone[65];
 		json_t *sb = NULL;
 
-		e2b_box_id(clone);
+		e2b_random_id("e2b", clone);
 		if (e2b_operation(s, "create-from", clone, op, &err) == 0 &&
 		    (sb = e2b_box_add(s, clone, template, metadata, secs)) == NULL)
 			gantry_error(&err, EBUSY, "%d E2B sandboxes already", E2B_BOXES_MAX);
