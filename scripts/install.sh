@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs gantry and the guest assets it boots where the installed binary
-# finds them (src/common/assets.h): PREFIX/bin/gantry and
+# finds them (src/common/assets.h): PREFIX/bin/gantry (and gantry-oci, a
+# link to it) and
 # PREFIX/lib/gantry/assets/; and its man page and bash and zsh completions,
 # made from its help texts (scripts/cli-doc), under PREFIX/share. Used by `make install` and `make deb`, and by
 # `meson install` (--assets-only: meson installs the binary itself, and
@@ -13,7 +14,7 @@ set -eu
 
 if [ "${1:-}" = --uninstall ]; then
 	dest=${2:?usage: install.sh --uninstall DEST}
-	rm -f "$dest/bin/gantry" "$dest/share/man/man1/gantry.1" \
+	rm -f "$dest/bin/gantry" "$dest/bin/gantry-oci" "$dest/share/man/man1/gantry.1" \
 		"$dest/share/bash-completion/completions/gantry" \
 		"$dest/share/zsh/vendor-completions/_gantry"
 	rm -rf "$dest/lib/gantry"
@@ -50,6 +51,8 @@ fi
 
 if $binary; then
 	install -D -m 0755 "$build/gantry" "$dest/bin/gantry"
+	# The OCI runtime is the same binary by another name (docs/oci.md).
+	ln -sf gantry "$dest/bin/gantry-oci"
 fi
 lib=$dest/lib/gantry/assets
 # A previous install's image goes whole: its blobs are named by digest.

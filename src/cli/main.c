@@ -4,6 +4,7 @@
 #include <sys/prctl.h>
 
 #include "cli/commands.h"
+#include "oci/oci.h"
 #include "confine/confine.h"
 #include "common/log.h"
 #include "common/settings.h"
@@ -141,6 +142,11 @@ static void name_role(const char *role)
 
 int main(int argc, char **argv)
 {
+	const char *base = strrchr(argv[0], '/');
+
+	/* The OCI runtime, by the name it is installed under. */
+	if (strcmp(base ? base + 1 : argv[0], "gantry-oci") == 0)
+		return oci_main(argc, argv);
 	gantry_error_set_namer(flag_of);
 	/* The CLI's settings are its environment's, read once, here. */
 	gantry_settings_load();

@@ -48,6 +48,10 @@ struct guest_config {
 	bool debug;
 	/* gantry.share=, bound into the container; NULL: none */
 	const struct shares *shares;
+	/* gantry.root=TAG: the container's root is that directory of the
+	 * shares' hub (an OCI bundle's rootfs, served by the host), not the
+	 * image under an overlay; NULL: the image's */
+	const char *root_share;
 	/* gantry.ca=: the egress CA's base64 (trust.c); NULL: none */
 	const char *ca;
 	bool image_bundle; /* the image has /etc/ssl/certs/ca-certificates.crt */

@@ -26,7 +26,9 @@
  * is the absolute container path, without .. components, base64url-encoded
  * without padding: gantry.share=src:rw:L3dvcmtzcGFjZQ binds the share src
  * on /workspace). A bad share is logged and left out, as are all of them
- * when the hub does not mount.
+ * when the hub does not mount. gantry.root=TAG: the container's root is
+ * the hub's directory TAG (an OCI bundle's rootfs; gantry-oci), not the
+ * image under an overlay; when it cannot be had there is no container.
  *
  * Test mode, for running it on a host without a VM (not as PID 1):
  *   gantry-init --host-dir DIR --state DIR --rootfs DIR [--crun PATH]
@@ -168,6 +170,7 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 {
 	static char host[NETCONF_HOST_MAX + 1], net[64];
 	static struct shares shares;
+	static char root[SHARE_TAG_MAX + 1];
 	char buf[CMDLINE_MAX];
 	unsigned int nets = 0;
 	ssize_t n;
@@ -216,6 +219,16 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 				snprintf(net, sizeof(net), "given twice");
 		} else if (strncmp(tok, SHARES_PARAM, sizeof(SHARES_PARAM) - 1) == 0) {
 			read_share(&shares, tok + sizeof(SHARES_PARAM) - 1);
+		} else if (strncmp(tok, ROOT_PARAM, sizeof(ROOT_PARAM) - 1) == 0) {
+			const char *t = tok + sizeof(ROOT_PARAM) - 1;
+
+			/* No fallback to the image: a root that cannot be
+			 * had leaves no container, and READY says why. */
+			if (shares_tag_valid(t, strlen(t)))
+				snprintf(root, sizeof(root), "%s", t);
+			else
+				snprintf(root, sizeof(root), "..");
+			cfg->root_share = root;
 		} else if (strncmp(tok, "gantry.ca=", 10) == 0) {
 			if (trust_b64_valid(tok + 10))
 				cfg->ca = tok + 10;
@@ -235,10 +248,11 @@ static void mount_shares(struct guest_config *cfg)
 {
 	int e;
 
-	if (cfg->shares == NULL || (e = -mounts_hub()) == 0)
+	if ((cfg->shares == NULL && cfg->root_share == NULL) || (e = -mounts_hub()) == 0)
 		return;
 	guest_log("mount virtiofs %s on %s: %s", SHARES_FS_TAG, SHARES_MOUNT_DIR, strerror(e));
-	guest_log("%zu share(s) left out", cfg->shares->n);
+	if (cfg->shares)
+		guest_log("%zu share(s) left out", cfg->shares->n);
 	cfg->shares = NULL;
 }
 

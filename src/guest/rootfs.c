@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "guest/guest.h"
+#include "guest/shares.h"
 
 #define IMAGE_DEV    "/dev/vdb"
 #define RWLAYER_DEV  "/dev/vdc"
@@ -48,11 +49,35 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+/* The root the host serves: the hub's directory, bound as it is (a
+ * read-only root is crun's to enforce, as for an image). */
+static int root_from_share(const struct guest_config *cfg, char **why)
+{
+	char src[GUEST_PATH_MAX];
+	struct stat st;
+
+	if (!shares_tag_valid(cfg->root_share, strlen(cfg->root_share))) {
+		*why = strdup("gantry.root=: not a share's tag");
+		return -1;
+	}
+	if (guest_pathf(src, sizeof(src), "%s/%s", SHARES_MOUNT_DIR, cfg->root_share) < 0)
+		return fail(why, "root share", cfg->root_share);
+	if (stat(src, &st) < 0 || !S_ISDIR(st.st_mode))
+		return fail(why, "the root the host shares", src);
+	if (mkdir_p(cfg->rootfs, 0755) < 0)
+		return fail(why, "mkdir", cfg->rootfs);
+	if (mount(src, cfg->rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return fail(why, "bind the root the host shares on", cfg->rootfs);
+	return 0;
+}
+
 int rootfs_assemble(const struct guest_config *cfg, bool rw, char **why)
 {
 	char image[GUEST_PATH_MAX], layer[GUEST_PATH_MAX], upper[GUEST_PATH_MAX],
 		work[GUEST_PATH_MAX], opts[3 * GUEST_PATH_MAX + 64];
 
+	if (cfg->root_share)
+		return root_from_share(cfg, why);
 	if (guest_pathf(image, sizeof(image), "%s/image", cfg->state_dir) < 0 ||
 	    guest_pathf(layer, sizeof(layer), "%s/rw", cfg->state_dir) < 0 ||
 	    guest_pathf(upper, sizeof(upper), "%s/upper", layer) < 0 ||

@@ -15,6 +15,7 @@
 #define SHARE_PATH_MAX	 4095 /* a decoded CTR's bytes */
 #define SHARE_WHY_MAX	 128
 #define SHARES_PARAM	 "gantry.share="
+#define ROOT_PARAM	 "gantry.root="
 #define SHARES_FS_TAG	 "gantry-shares" /* the virtio-fs device's tag */
 #define SHARES_MOUNT_DIR "/run/mnt/gantry-shares"
 

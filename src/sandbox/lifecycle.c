@@ -119,7 +119,10 @@ static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 		return gantry_error_opt(err, "disk_mib", " %llu: want %d to %d MiB",
 					(unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,
 					RWLAYER_MAX_MIB);
-	if (o->nr_shares && !o->writable)
+	if (o->root && (o->image || o->writable))
+		return gantry_error_opt(err, "root", " takes the place of an image and its writable "
+						     "layer");
+	if (o->nr_shares && !o->writable && !o->root)
 		return gantry_error_opt(err, "shares", " needs a writable root (this one is read-only)");
 	if (o->rwlayer && !o->writable)
 		return gantry_error_opt(err, "rwlayer",
@@ -209,14 +212,23 @@ static int describe(const struct sandbox_opts *o, const struct gantry_cancel *ca
 	struct image img = { 0 };
 	struct stat st;
 
-	if (sandbox_image_resolve(o->image, cancel, &img, err) < 0)
-		return -1;
+	if (o->root) {
+		char real[PATH_MAX];
+
+		if (realpath(o->root, real) == NULL)
+			return gantry_error_errno(err, "root `%s`", o->root);
+		sb->root = xstrdup(real);
+		sb->image = xstrdup(real);
+	} else {
+		if (sandbox_image_resolve(o->image, cancel, &img, err) < 0)
+			return -1;
+		sb->image = xstrdup(o->image ? o->image : "(built-in)");
+		sb->image_digest = steal_pointer(&img.digest);
+		sb->image_path = steal_pointer(&img.path);
+		sb->config = steal_pointer(&img.config);
+		image_free(&img);
+	}
 	sb->name = xstrdup(o->name);
-	sb->image = xstrdup(o->image ? o->image : "(built-in)");
-	sb->image_digest = steal_pointer(&img.digest);
-	sb->image_path = steal_pointer(&img.path);
-	sb->config = steal_pointer(&img.config);
-	image_free(&img);
 	/* -e, -w, -u, -entrypoint: the sandbox's own, over its image's. */
 	if (sandbox_process_apply(&sb->config, &o->process, err) < 0)
 		return -1;
@@ -374,8 +386,9 @@ int sandbox_resume(const char *name, sandbox_env_fn env, const struct gantry_can
 				     name, name);
 		goto out;
 	}
-	if (access(sb.image_path, R_OK) < 0) {
-		gantry_error_errno(err, "its image `%s`", sb.image_path);
+	if (access(sb.root ? sb.root : sb.image_path, R_OK) < 0) {
+		gantry_error_errno(err, "its %s `%s`", sb.root ? "root" : "image",
+				   sb.root ? sb.root : sb.image_path);
 		goto out;
 	}
 	if (rwlayer_check(&sb, err) < 0 || sandbox_secrets_from_env(&sb, env, &secrets, err) < 0)

@@ -32,6 +32,10 @@
 struct sandbox_opts {
 	const char *name;
 	const char *image; /* NULL: the built-in image */
+	/* A host directory (an OCI bundle's rootfs, gantry-oci) served to the
+	 * guest as the container's root in place of an image, read and
+	 * written where it is; then image is NULL and writable false. */
+	const char *root;
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;
 	const char *rwlayer; /* NULL: Gantry's own, rwlayers/<name>.ext4 */

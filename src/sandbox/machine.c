@@ -43,7 +43,8 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	else
 		n = snprintf(m->append, sizeof(m->append),
 			     "%s gantry.persist=1 gantry.hostname=%s %s%s%s", MACHINE_APPEND_BASE,
-			     sb->name, sb->writable ? "gantry.rw=1" : "gantry.readonly=1", net,
+			     sb->name,
+			     sb->root ? "" : sb->writable ? "gantry.rw=1" : "gantry.readonly=1", net,
 			     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append))
 		return gantry_error(err, 0, "kernel command line too long");
@@ -81,10 +82,14 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	/* A sandbox's shares may change while it runs (they need its
 	 * writable root for their mount points); each one added then gets a
 	 * share worker of its own, as a Landlock ruleset cannot be widened. */
-	if (machine_shares(m, sb->shares, sb->nr_shares, !sb->transient && sb->writable, err) < 0)
+	if (machine_shares(m, sb->shares, sb->nr_shares,
+			   !sb->transient && (sb->writable || sb->root), sb->root, false, err) < 0)
 		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = m->sysroot, .ro = true };
-	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = sb->image_path, .ro = true };
+	/* An OCI bundle's root is served (gantry.root=), not attached. */
+	if (sb->root == NULL)
+		m->cfg.disks[m->cfg.nr_disks++] =
+			(struct vmm_disk){ .path = sb->image_path, .ro = true };
 	if (sb->writable)
 		m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = sb->rwlayer };
 	return 0;
@@ -119,7 +124,7 @@ int machine_config_run(struct machine *m, const struct machine_run *r, gantry_er
 	m->cfg.console = r->cfg.console ? xstrdup(r->cfg.console) : NULL;
 	if (m->cfg.console == NULL && m->cfg.console_fd <= 0)
 		m->cfg.console_fd = STDOUT_FILENO;
-	return machine_shares(m, r->shares, r->nr_shares, false, err);
+	return machine_shares(m, r->shares, r->nr_shares, false, NULL, false, err);
 }
 
 static void rotate_log(const char *path)

@@ -28,6 +28,8 @@ struct fs_server;
 
 /* The virtio-fs tag gantry-init mounts. */
 #define MACHINE_SHARES_TAG "gantry-shares"
+/* The export an OCI bundle's rootfs is served as (gantry.root=) */
+#define MACHINE_ROOT_TAG ".oci-root"
 
 /* A share at boot: its spec and its host directory, opened once. */
 struct machine_share {
@@ -147,9 +149,11 @@ int machine_config_run(struct machine *m, const struct machine_run *r, gantry_er
 /* The share server for shares (canonical specs), in this process, and
  * the virtio-fs device and command line that bring them to the guest
  * (machine_shares.c); called by machine_config. live: the device and
- * server even without shares, for shares added while it runs. */
+ * server even without shares, for shares added while it runs. root (may
+ * be NULL): a host directory served as the container's root (an OCI
+ * bundle's rootfs, MACHINE_ROOT_TAG), read-only with root_ro. */
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
-		   gantry_error_t *err);
+		   const char *root, bool root_ro, gantry_error_t *err);
 /* Check sp's host directory (share_host_check), open it and add it to
  * srv as an export. */
 struct share_spec;

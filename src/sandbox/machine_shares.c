@@ -62,9 +62,13 @@ char **machine_share_tokens(const struct machine *m, size_t *n)
 {
 	char **v = xzalloc((m->nr_boot_shares + 1) * sizeof(*v));
 
+	size_t k = 0;
+
+	/* The root (gantry.root=) is no share the guest binds. */
 	for (size_t i = 0; i < m->nr_boot_shares; i++)
-		v[i] = share_token(&m->boot_shares[i].sp);
-	*n = m->nr_boot_shares;
+		if (strcmp(m->boot_shares[i].sp.ctr_path, "/") != 0)
+			v[k++] = share_token(&m->boot_shares[i].sp);
+	*n = k;
 	return v;
 }
 
@@ -111,16 +115,44 @@ static int shares_here(struct machine *m, gantry_error_t *err)
 	return 0;
 }
 
-int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
-		   gantry_error_t *err)
+/* An OCI bundle's rootfs as the container's root: an export of its own,
+ * which gantry-init binds as the root (gantry.root=TAG) instead of
+ * assembling the image's. */
+static int share_root(struct machine *m, const char *root, bool ro, gantry_error_t *err)
 {
-	if (n == 0 && !live)
+	struct machine_share *ms = &m->boot_shares[m->nr_boot_shares];
+	size_t len = strlen(m->append);
+	int n;
+
+	ms->fd = -1;
+	snprintf(ms->sp.tag, sizeof(ms->sp.tag), "%s", MACHINE_ROOT_TAG);
+	ms->sp.host_path = xstrdup(root);
+	ms->sp.ctr_path = xstrdup("/");
+	ms->sp.ro = ro;
+	m->nr_boot_shares++;
+	if (share_host_check(root, &ms->fd, err) < 0)
+		return gantry_error_prefix(err, "the container's root");
+	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.root=%s",
+		     MACHINE_ROOT_TAG);
+	if (n < 0 || (size_t)n >= sizeof(m->append) - len) {
+		m->append[len] = '\0';
+		return gantry_error(err, 0, "kernel command line too long");
+	}
+	return 0;
+}
+
+int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
+		   const char *root, bool root_ro, gantry_error_t *err)
+{
+	if (n == 0 && !live && root == NULL)
 		return 0;
-	if (n > FS_MAX_EXPORTS)
+	if (n + (root != NULL) > FS_MAX_EXPORTS)
 		return gantry_error(err, 0, "too many shares (at most %d)", FS_MAX_EXPORTS);
 	m->fs_device = true;
 	m->shares_live = live;
-	m->boot_shares = xzalloc((n + 1) * sizeof(*m->boot_shares));
+	m->boot_shares = xzalloc((n + 2) * sizeof(*m->boot_shares));
+	if (root && share_root(m, root, root_ro, err) < 0)
+		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)
 			return -1;

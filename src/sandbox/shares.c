@@ -81,7 +81,7 @@ int sandbox_share_add(const char *name, const char *spec, bool replace, bool eph
 	if (share_canonical(spec, &canon, err) < 0 ||
 	    sandbox_open_locked(name, &sb, &dir, &lock, err) < 0)
 		goto out;
-	if (!sb.writable) {
+	if (!sb.writable && !sb.root) {
 		gantry_error(err, 0, "sandbox `%s` has a read-only root: shares need a writable one",
 			     name);
 		goto out;

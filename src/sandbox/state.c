@@ -220,6 +220,7 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->image);
 	free(sb->image_digest);
 	free(sb->image_path);
+	free(sb->root);
 	if (sb->config) {
 		image_config_free(sb->config);
 		free(sb->config);
@@ -320,7 +321,7 @@ static int shares_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
 			return gantry_error_prefix(err, "field `shares`");
 		}
 	strv_free(v);
-	if (sb->nr_shares && !sb->writable && !sb->transient)
+	if (sb->nr_shares && !sb->writable && !sb->root && !sb->transient)
 		return gantry_error(err, 0, "field `shares`: shares need a writable root");
 	return 0;
 }
@@ -365,7 +366,8 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	if (jsonh_string(j, "name", true, &sb->name, err) < 0 ||
 	    jsonh_string(j, "image", true, &sb->image, err) < 0 ||
 	    jsonh_string(j, "image_digest", false, &sb->image_digest, err) < 0 ||
-	    jsonh_string(j, "image_path", true, &sb->image_path, err) < 0 ||
+	    jsonh_string(j, "image_path", false, &sb->image_path, err) < 0 ||
+	    jsonh_string(j, "root", false, &sb->root, err) < 0 ||
 	    jsonh_string(j, "rwlayer", false, &sb->rwlayer, err) < 0 ||
 	    jsonh_string(j, "created", false, &sb->created, err) < 0 ||
 	    jsonh_string(j, "state", true, &state, err) < 0 ||
@@ -390,6 +392,10 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 		goto out;
 	if (sb->writable && sb->rwlayer == NULL) {
 		gantry_error(err, 0, "writable without a field `rwlayer`");
+		goto out;
+	}
+	if ((sb->image_path == NULL) == (sb->root == NULL)) {
+		gantry_error(err, 0, "want one of the fields `image_path` and `root`");
 		goto out;
 	}
 	cfg = json_object_get(j, "image_config");
@@ -426,6 +432,7 @@ static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_
 	set_str(j, "image", sb->image);
 	set_str(j, "image_digest", sb->image_digest);
 	set_str(j, "image_path", sb->image_path);
+	set_str(j, "root", sb->root);
 	json_object_set_new(j, "image_config",
 			    sb->config ? image_config_to_json(sb->config) : json_null());
 	json_object_set_new(j, "cpus", json_integer((json_int_t)sb->cpus));

@@ -43,7 +43,9 @@ struct sandbox {
 	char *name;
 	char *image;		     /* the source as the user gave it */
 	char *image_digest;	     /* "sha256:..." (NULL for a prebuilt .erofs) */
-	char *image_path;	     /* the EROFS image attached as /dev/vdb */
+	char *image_path;	     /* the EROFS image attached as /dev/vdb; NULL with root */
+	char *root;		     /* a host directory served as the container's
+				      * root (an OCI bundle's rootfs); NULL: the image */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;

@@ -1,0 +1,96 @@
+/* gantry-oci: the runc command line (podman/conmon, containerd's runc
+ * shim), each container a microVM made through the sandbox lifecycle.
+ * This header is the front end's own: an OCI bundle's config.json read
+ * into what the lifecycle takes (spec.c), and a container's record under
+ * the runtime's --root (state.c). The verbs are in main.c. */
+#ifndef GANTRY_OCI_OCI_H
+#define GANTRY_OCI_OCI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+#define OCI_CONFIG_MAX	  (4u << 20) /* config.json's bytes */
+#define OCI_ARGS_MAX	  4096
+#define OCI_ENV_MAX	  4096
+#define OCI_MOUNTS_MAX	  256
+#define OCI_SPEC_VERSION  "1.0.2"
+#define OCI_ANNOT_CPUS	  "io.gantry.cpus"
+#define OCI_ANNOT_MEM	  "io.gantry.mem_mib"
+
+/* A bind mount of config.json's that becomes a share: a host directory
+ * at a container path. */
+struct oci_bind {
+	char *source, *destination;
+	bool ro;
+};
+
+/* The part of a bundle's config.json a VM carries out. */
+struct oci_spec {
+	char **args; /* process.args, NULL-terminated */
+	size_t nargs;
+	char **env;
+	size_t nr_env;
+	char *cwd;
+	uint32_t uid, gid;
+	bool terminal;
+	char *root;	/* root.path made absolute against the bundle */
+	bool readonly;	/* root.readonly */
+	char *hostname; /* NULL: none */
+	struct oci_bind *binds;
+	size_t nr_binds;
+	size_t skipped; /* mounts the guest makes its own (proc, tmpfs...) or cannot (files) */
+	uint64_t cpus, mem_mib; /* 0: the default */
+	json_t *annotations;	/* an object, never NULL */
+};
+
+/* Parse config.json (text, len bytes) of the bundle at bundle (absolute):
+ * 0, or -1 with a one-line error naming the field that is wrong. */
+int oci_spec_parse(const char *text, size_t len, const char *bundle, struct oci_spec *s,
+		   gantry_error_t *err);
+/* A process object (config.json's, or exec --process's file) into s's
+ * args, env, cwd, user and terminal. */
+int oci_process_parse(json_t *p, struct oci_spec *s, gantry_error_t *err);
+/* The same from <bundle>/config.json. */
+int oci_spec_load(const char *bundle, struct oci_spec *s, gantry_error_t *err);
+void oci_spec_free(struct oci_spec *s);
+/* A container ID that is also a sandbox name: [A-Za-z0-9_.-], at most
+ * SANDBOX_NAME_MAX bytes, not starting with '-', not . or .. (runc takes
+ * '+' too; podman's and containerd's IDs have none). */
+bool oci_id_valid(const char *id);
+/* A signal as kill takes it: a number, or a name with or without SIG
+ * (KILL, SIGTERM); 0 when it is none. */
+int oci_signal_parse(const char *s);
+
+/* A container's record, ROOT/ID/state.json. */
+struct oci_state {
+	char *id, *bundle, *root, *created;
+	pid_t pid;	    /* the holder: lives as long as the container's process */
+	uint64_t pid_start; /* its start time (/proc/PID/stat field 22): pid reuse */
+	bool started;	    /* `start` ran */
+	json_t *annotations;
+};
+
+enum oci_status { OCI_CREATING, OCI_CREATED, OCI_RUNNING, OCI_STOPPED };
+
+/* ROOT/ID, made with mode 0700 when make. */
+int oci_state_dir(const char *root, const char *id, bool make, char **out, gantry_error_t *err);
+int oci_state_load(const char *dir, struct oci_state *st, gantry_error_t *err);
+int oci_state_save(const char *dir, const struct oci_state *st, gantry_error_t *err);
+void oci_state_free(struct oci_state *st);
+/* What the record says now: its holder alive (the same process that
+ * wrote it) is created or running, else stopped. */
+enum oci_status oci_status_of(const struct oci_state *st);
+const char *oci_status_name(enum oci_status s);
+/* The runtime-spec state document `state` prints. */
+json_t *oci_state_json(const struct oci_state *st);
+/* pid's start time, or 0 when it is gone. */
+uint64_t oci_pid_start(pid_t pid);
+
+int oci_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,337 @@
+/* An OCI bundle's config.json, read into what a VM carries out (oci.h).
+ * The document is the caller's, so it is bounded and checked as any
+ * other input: sizes, types and paths, each error naming its field. */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "common/files.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "oci/oci.h"
+#include "sandbox/state.h"
+
+static int field_error(gantry_error_t *err, const char *field, const char *what)
+{
+	return gantry_error(err, 0, "config.json: `%s` %s", field, what);
+}
+
+static int string_list(json_t *obj, const char *key, const char *field, size_t max,
+		       char ***out, size_t *n, gantry_error_t *err)
+{
+	json_t *a = json_object_get(obj, key), *v;
+	size_t i;
+
+	*out = NULL;
+	*n = 0;
+	if (a == NULL || json_is_null(a))
+		return 0;
+	if (!json_is_array(a))
+		return field_error(err, field, "is not a list");
+	if (json_array_size(a) > max)
+		return gantry_error(err, 0, "config.json: `%s` has over %zu entries", field, max);
+	*out = xzalloc((json_array_size(a) + 1) * sizeof(char *));
+	json_array_foreach(a, i, v) {
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return field_error(err, field, "holds something other than a string");
+		(*out)[(*n)++] = xstrdup(json_string_value(v));
+	}
+	return 0;
+}
+
+static int u32_field(json_t *obj, const char *key, const char *field, uint32_t *out,
+		     gantry_error_t *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (v == NULL || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > (json_int_t)UINT32_MAX)
+		return field_error(err, field, "is not a number from 0 to 4294967295");
+	*out = (uint32_t)json_integer_value(v);
+	return 0;
+}
+
+static json_t *object_or_null(json_t *obj, const char *key, const char *field, gantry_error_t *err)
+{
+	json_t *v = json_object_get(obj, key);
+
+	if (v && !json_is_null(v) && !json_is_object(v)) {
+		field_error(err, field, "is not an object");
+		return NULL;
+	}
+	return v && json_is_object(v) ? v : NULL;
+}
+
+int oci_process_parse(json_t *p, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *user, *t;
+	if (string_list(p, "args", "process.args", OCI_ARGS_MAX, &s->args, &s->nargs, err) < 0 ||
+	    string_list(p, "env", "process.env", OCI_ENV_MAX, &s->env, &s->nr_env, err) < 0)
+		return -1;
+	if (s->nargs == 0)
+		return field_error(err, "process.args", "is empty: nothing to run");
+	for (size_t i = 0; i < s->nr_env; i++)
+		if (strchr(s->env[i], '=') == NULL || s->env[i][0] == '=')
+			return field_error(err, "process.env", "holds an entry that is not NAME=VALUE");
+	if (jsonh_string(p, "cwd", false, &s->cwd, err) < 0)
+		return gantry_error_prefix(err, "config.json: process");
+	if (s->cwd == NULL)
+		s->cwd = xstrdup("/");
+	if (s->cwd[0] != '/')
+		return field_error(err, "process.cwd", "is not an absolute path");
+	t = json_object_get(p, "terminal");
+	if (t && !json_is_null(t) && !json_is_boolean(t))
+		return field_error(err, "process.terminal", "is not true or false");
+	s->terminal = json_is_true(t);
+	user = object_or_null(p, "user", "process.user", err);
+	if (*err)
+		return -1;
+	if (user && (u32_field(user, "uid", "process.user.uid", &s->uid, err) < 0 ||
+		     u32_field(user, "gid", "process.user.gid", &s->gid, err) < 0))
+		return -1;
+	return 0;
+}
+
+static int process(json_t *j, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *p = object_or_null(j, "process", "process", err);
+
+	if (*err)
+		return -1;
+	if (p == NULL)
+		return field_error(err, "process", "is missing: a container needs a process");
+	return oci_process_parse(p, s, err);
+}
+
+static int root(json_t *j, const char *bundle, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *r = object_or_null(j, "root", "root", err), *ro;
+	cleanup_free char *path = NULL;
+
+	if (*err)
+		return -1;
+	if (r == NULL)
+		return field_error(err, "root", "is missing");
+	if (jsonh_string(r, "path", true, &path, err) < 0)
+		return gantry_error_prefix(err, "config.json: root");
+	if (*path == '\0')
+		return field_error(err, "root.path", "is empty");
+	ro = json_object_get(r, "readonly");
+	if (ro && !json_is_null(ro) && !json_is_boolean(ro))
+		return field_error(err, "root.readonly", "is not true or false");
+	s->readonly = json_is_true(ro);
+	if (path[0] == '/')
+		s->root = steal_pointer(&path);
+	else
+		xasprintf(&s->root, "%s/%s", bundle, path);
+	return 0;
+}
+
+static bool has_option(json_t *opts, const char *want)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(opts, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), want) == 0)
+			return true;
+	return false;
+}
+
+/* Bind mounts of directories become shares; the guest makes proc, sys,
+ * dev, tmpfs and the like itself, and a file cannot be shared (podman's
+ * /etc/hosts, resolv.conf and hostname: the guest writes its own). */
+static int mounts(json_t *j, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *a = json_object_get(j, "mounts"), *m;
+	size_t i;
+
+	if (a == NULL || json_is_null(a))
+		return 0;
+	if (!json_is_array(a))
+		return field_error(err, "mounts", "is not a list");
+	if (json_array_size(a) > OCI_MOUNTS_MAX)
+		return gantry_error(err, 0, "config.json: `mounts` has over %d entries",
+				    OCI_MOUNTS_MAX);
+	s->binds = xzalloc((json_array_size(a) + 1) * sizeof(*s->binds));
+	json_array_foreach(a, i, m) {
+		cleanup_free char *dst = NULL, *src = NULL, *type = NULL;
+		json_t *opts;
+		struct stat st;
+
+		if (!json_is_object(m))
+			return field_error(err, "mounts", "holds something other than an object");
+		if (jsonh_string(m, "destination", true, &dst, err) < 0 ||
+		    jsonh_string(m, "source", false, &src, err) < 0 ||
+		    jsonh_string(m, "type", false, &type, err) < 0)
+			return gantry_error_prefix(err, "config.json: mounts[%zu]", i);
+		if (dst[0] != '/')
+			return gantry_error(err, 0,
+					    "config.json: mounts[%zu].destination is not an "
+					    "absolute path",
+					    i);
+		opts = json_object_get(m, "options");
+		if (opts && !json_is_null(opts) && !json_is_array(opts))
+			return gantry_error(err, 0, "config.json: mounts[%zu].options is not a list",
+					    i);
+		if (!((type && strcmp(type, "bind") == 0) ||
+		      (opts && (has_option(opts, "bind") || has_option(opts, "rbind")))) ||
+		    src == NULL || src[0] != '/' || stat(src, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			s->skipped++;
+			continue;
+		}
+		s->binds[s->nr_binds++] = (struct oci_bind){
+			.source = steal_pointer(&src),
+			.destination = steal_pointer(&dst),
+			.ro = opts && has_option(opts, "ro"),
+		};
+	}
+	return 0;
+}
+
+/* An annotation's number, when it is set. */
+static int annotation_u64(const struct oci_spec *s, const char *key, uint64_t max, uint64_t *out,
+			  gantry_error_t *err)
+{
+	json_t *v = json_object_get(s->annotations, key);
+
+	if (v == NULL)
+		return 0;
+	if (!json_is_string(v) || parse_u64(json_string_value(v), max, out) < 0 || *out == 0)
+		return gantry_error(err, 0, "config.json: annotation `%s` is not a number from 1 to "
+					    "%llu",
+				    key, (unsigned long long)max);
+	return 0;
+}
+
+/* linux.resources: the memory limit is the VM's RAM, a CPU quota its
+ * vCPUs (rounded up); the annotations io.gantry.cpus and io.gantry.mem_mib
+ * win over both. */
+static int resources(json_t *j, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *lx = object_or_null(j, "linux", "linux", err), *res = NULL, *mem, *cpu;
+
+	if (*err)
+		return -1;
+	if (lx)
+		res = object_or_null(lx, "resources", "linux.resources", err);
+	if (*err)
+		return -1;
+	if (res && (mem = object_or_null(res, "memory", "linux.resources.memory", err))) {
+		json_t *limit = json_object_get(mem, "limit");
+
+		if (json_is_integer(limit) && json_integer_value(limit) > 0)
+			s->mem_mib = ((uint64_t)json_integer_value(limit) + MiB - 1) / MiB;
+	}
+	if (*err)
+		return -1;
+	if (res && (cpu = object_or_null(res, "cpu", "linux.resources.cpu", err))) {
+		json_t *quota = json_object_get(cpu, "quota"), *period = json_object_get(cpu, "period");
+
+		if (json_is_integer(quota) && json_integer_value(quota) > 0 &&
+		    json_is_integer(period) && json_integer_value(period) > 0) {
+			uint64_t q = (uint64_t)json_integer_value(quota),
+				 p = (uint64_t)json_integer_value(period);
+
+			s->cpus = q / p + (q % p != 0);
+		}
+	}
+	if (*err)
+		return -1;
+	if (annotation_u64(s, OCI_ANNOT_CPUS, 1024, &s->cpus, err) < 0 ||
+	    annotation_u64(s, OCI_ANNOT_MEM, 1u << 20, &s->mem_mib, err) < 0)
+		return -1;
+	return 0;
+}
+
+int oci_spec_parse(const char *text, size_t len, const char *bundle, struct oci_spec *s,
+		   gantry_error_t *err)
+{
+	json_t *j, *an;
+	int r = -1;
+
+	memset(s, 0, sizeof(*s));
+	s->annotations = json_object();
+	j = jsonh_load(text, len, "config.json", err);
+	if (j == NULL) {
+		oci_spec_free(s);
+		return -1;
+	}
+	if (!json_is_object(j)) {
+		gantry_error(err, 0, "config.json: not a JSON object");
+		goto out;
+	}
+	an = object_or_null(j, "annotations", "annotations", err);
+	if (*err)
+		goto out;
+	if (an)
+		json_object_update(s->annotations, an);
+	if (process(j, s, err) < 0 || root(j, bundle, s, err) < 0 || mounts(j, s, err) < 0 ||
+	    resources(j, s, err) < 0 || jsonh_string(j, "hostname", false, &s->hostname, err) < 0)
+		goto out;
+	r = 0;
+out:
+	json_decref(j);
+	if (r < 0)
+		oci_spec_free(s);
+	return r;
+}
+
+int oci_spec_load(const char *bundle, struct oci_spec *s, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL, *text = NULL;
+	size_t len;
+
+	memset(s, 0, sizeof(*s));
+	xasprintf(&path, "%s/config.json", bundle);
+	if (read_file_max(path, OCI_CONFIG_MAX, &text, &len, err) < 0)
+		return -1;
+	if (text == NULL)
+		return gantry_error(err, ENOENT, "the bundle `%s` has no config.json", bundle);
+	return oci_spec_parse(text, len, bundle, s, err);
+}
+
+void oci_spec_free(struct oci_spec *s)
+{
+	strv_free(s->args);
+	strv_free(s->env);
+	free(s->cwd);
+	free(s->root);
+	free(s->hostname);
+	for (size_t i = 0; i < s->nr_binds; i++) {
+		free(s->binds[i].source);
+		free(s->binds[i].destination);
+	}
+	free(s->binds);
+	json_decref(s->annotations);
+	memset(s, 0, sizeof(*s));
+}
+
+bool oci_id_valid(const char *id)
+{
+	return sandbox_name_valid(id) && id[0] != '.';
+}
+
+int oci_signal_parse(const char *s)
+{
+	uint64_t n;
+
+	if (parse_u64(s, 64, &n) == 0)
+		return n > 0 && n < NSIG ? (int)n : 0;
+	if (strncasecmp(s, "SIG", 3) == 0)
+		s += 3;
+	for (int i = 1; i < NSIG; i++) {
+		const char *name = sigabbrev_np(i);
+
+		if (name && strcasecmp(s, name) == 0)
+			return i;
+	}
+	return 0;
+}

@@ -1,0 +1,232 @@
+"""gantry-oci in a VM: the runc verbs as podman/conmon and containerd's runc
+shim call them (create, start, state, kill, delete), each container one
+microVM whose root is the bundle's rootfs, served over virtio-fs. The test
+stands where conmon does: a child subreaper that waits on the --pid-file
+pid, with the container's stdio given to create.
+
+Needs KVM and the assets from `make assets`; the bundle's rootfs is a
+static busybox (Debian's busybox-static) and its links.
+"""
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import boot_timeout
+
+pytestmark = pytest.mark.kvm
+
+PR_SET_CHILD_SUBREAPER = 36
+APPLETS = ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls", "grep", "head", "touch",
+           "mkdir", "test", "true", "false", "kill")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def subreaper():
+    """As conmon is: the holder, orphaned by create, becomes our child."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    yield
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def busybox():
+    bb = shutil.which("busybox")
+    if bb is None:
+        pytest.skip("busybox not found: apt-get install busybox-static")
+    out = subprocess.run(["file", "-L", bb], capture_output=True, text=True).stdout
+    if "statically linked" not in out and "static-pie" not in out:
+        pytest.skip(f"{bb} is not static: apt-get install busybox-static")
+    return bb
+
+
+class Runtime:
+    def __init__(self, gantry, tmp, busybox):
+        self.bin = tmp / "gantry-oci"
+        self.bin.symlink_to(gantry)
+        self.root = tmp / "state"
+        self.log = tmp / "log.json"
+        self.tmp = tmp
+        self.busybox = busybox
+        self.made = []
+
+    def __call__(self, *args, timeout=None, **kw):
+        if "stdout" not in kw:
+            kw.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.run([str(self.bin), "--root", str(self.root), "--log", str(self.log),
+                               "--log-format", "json", *map(str, args)],
+                              timeout=timeout or boot_timeout() * 2, **kw)
+
+    def bundle(self, name, args, **process):
+        b = self.tmp / name
+        rootfs = b / "rootfs"
+        for d in ("bin", "etc", "tmp", "proc", "sys", "dev"):
+            (rootfs / d).mkdir(parents=True, exist_ok=True)
+        shutil.copy(self.busybox, rootfs / "bin" / "busybox")
+        for a in APPLETS:
+            (rootfs / "bin" / a).symlink_to("busybox")
+        (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
+                                               "nobody:x:65534:65534::/:/bin/sh\n")
+        (rootfs / "etc" / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
+        cfg = {
+            "ociVersion": "1.0.2",
+            "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": args,
+                        "env": ["PATH=/bin", "TERM=xterm"], "cwd": "/"},
+            "root": {"path": "rootfs", "readonly": False},
+            "hostname": name,
+            "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+                       {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
+                        "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]}],
+            "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]},
+        }
+        for k, v in process.items():
+            if k in ("mounts",):
+                cfg["mounts"] += v
+            elif k in ("annotations", "linux"):
+                cfg[k] = v
+            else:
+                cfg["process"][k] = v
+        (b / "config.json").write_text(json.dumps(cfg))
+        return b
+
+    def create(self, cid, bundle):
+        """create as conmon runs it: the container's stdio is create's
+        (here one file for stdout and stderr), its errors in the log; the
+        holder's pid from the pid file."""
+        pidfile = self.tmp / f"{cid}.pid"
+        with open(self.tmp / f"{cid}.out", "wb") as f:
+            r = self(*["create", "--bundle", bundle, "--pid-file", pidfile, cid],
+                     stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+        assert r.returncode == 0, (self.tmp / f"{cid}.out").read_text(errors="replace")
+        self.made.append(cid)
+        return int(pidfile.read_text())
+
+    def state(self, cid):
+        r = self("state", cid)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def cleanup(self):
+        for cid in self.made:
+            self("delete", "--force", cid)
+
+
+def wait_child(pid, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got == pid:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    raise AssertionError(f"pid {pid} still runs after {timeout} s")
+
+
+@pytest.fixture
+def rt(gantry, sandbox_assets, busybox, tmp_path):
+    r = Runtime(gantry, tmp_path, busybox)
+    yield r
+    r.cleanup()
+
+
+def test_run_prints_and_exits_with_the_process_status(rt):
+    b = rt.bundle("hi", ["sh", "-c", "echo hi; echo to-err >&2; id -u; pwd; "
+                         "echo made > /made-inside; exit 7"], cwd="/tmp")
+    pid = rt.create("c1", b)
+    st = rt.state("c1")
+    assert st["status"] == "created" and st["pid"] == pid, st
+    assert st["id"] == "c1" and st["bundle"] == str(b) and st["ociVersion"], st
+    os.kill(pid, 0)
+
+    r = rt("start", "c1")
+    assert r.returncode == 0, r.stderr
+    assert wait_child(pid, boot_timeout()) == 7
+    out = (rt.tmp / "c1.out").read_bytes().decode()
+    assert out.splitlines() == ["hi", "to-err", "0", "/tmp"] or \
+        sorted(out.splitlines()) == sorted(["hi", "to-err", "0", "/tmp"]), out
+    # The container wrote into the bundle's rootfs, where the host sees it.
+    assert (b / "rootfs" / "made-inside").read_text() == "made\n"
+    assert rt.state("c1")["status"] == "stopped"
+    r = rt("start", "c1")
+    assert r.returncode != 0 and b"stopped" in r.stderr, r.stderr
+
+    r = rt("delete", "c1")
+    assert r.returncode == 0, r.stderr
+    r = rt("state", "c1")
+    assert r.returncode != 0 and b"does not exist" in r.stderr, r.stderr
+    assert not (rt.root / "c1").exists()
+    assert not (rt.root / ".gantry" / "sandboxes" / "c1").exists()
+
+
+def test_kill_signals_the_process_and_delete_refuses_a_running_one(rt):
+    b = rt.bundle("k", ["sh", "-c", "trap 'echo got-usr1' USR1; "
+                        "while true; do sleep 0.1; done"])
+    pid = rt.create("c2", b)
+    assert rt("start", "c2").returncode == 0
+    assert rt.state("c2")["status"] == "running"
+    r = rt("delete", "c2")
+    assert r.returncode != 0 and b"not stopped" in r.stderr, r.stderr
+    r = rt("ps", "--format", "json", "c2")
+    assert r.returncode == 0 and json.loads(r.stdout) == [pid], r
+
+    time.sleep(1)
+    assert rt("kill", "c2", "USR1").returncode == 0
+    deadline = time.monotonic() + 20
+    while b"got-usr1" not in (rt.tmp / "c2.out").read_bytes():
+        assert time.monotonic() < deadline, "USR1 never reached the process"
+        time.sleep(0.2)
+    assert rt("kill", "c2", "SIGTERM").returncode == 0
+    assert wait_child(pid, boot_timeout()) == 128 + signal.SIGTERM
+    assert rt.state("c2")["status"] == "stopped"
+    r = rt("kill", "c2", "TERM")
+    assert r.returncode != 0 and b"not running" in r.stderr, r.stderr
+    assert rt("delete", "c2").returncode == 0
+
+
+def test_sigkill_ends_the_vm_and_force_delete_of_a_created_one(rt):
+    b = rt.bundle("s", ["sleep", "100"])
+    pid = rt.create("c3", b)
+    assert rt("start", "c3").returncode == 0
+    assert rt("kill", "c3", "9").returncode == 0
+    assert wait_child(pid, 30) == -signal.SIGKILL
+    assert rt.state("c3")["status"] == "stopped"
+    assert rt("delete", "c3").returncode == 0
+
+    # A created container that never started: delete --force ends it.
+    pid = rt.create("c4", b)
+    assert rt.state("c4")["status"] == "created"
+    assert rt("delete", "--force", "c4").returncode == 0
+    assert wait_child(pid, 30) != 0
+    assert rt("state", "c4").returncode != 0
+
+
+def test_env_user_binds_and_size(rt, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "from-host").write_text("host\n")
+    b = rt.bundle(
+        "e", ["sh", "-c", "echo $GREETING; id -u; id -g; cat /data/from-host; "
+              "echo guest > /data/from-guest; grep -c ^processor /proc/cpuinfo; "
+              "head -1 /proc/meminfo"],
+        env=["PATH=/bin", "GREETING=hello"], user={"uid": 65534, "gid": 65534},
+        mounts=[{"destination": "/data", "type": "bind", "source": str(data),
+                 "options": ["rbind", "rw"]}],
+        annotations={"io.gantry.mem_mib": "384"},
+        linux={"resources": {"cpu": {"quota": 50000, "period": 100000}}})
+    os.chmod(data, 0o777)
+    pid = rt.create("c5", b)
+    assert rt("start", "c5").returncode == 0
+    assert wait_child(pid, boot_timeout()) == 0, (rt.tmp / "c5.out").read_text()
+    lines = (rt.tmp / "c5.out").read_text().splitlines()
+    assert lines[:5] == ["hello", "65534", "65534", "host", "1"], lines
+    mem_kib = int(lines[5].split()[1])
+    assert 300 * 1024 < mem_kib <= 384 * 1024, lines[5]
+    assert (data / "from-guest").read_text() == "guest\n"
+    assert rt("delete", "c5").returncode == 0

@@ -1,0 +1,114 @@
+"""gantry-oci's command line without a VM: what podman/conmon and
+containerd's runc shim parse (the three-line --version, `features`,
+`state` of a missing container saying "does not exist", `delete --force`
+of one succeeding), the errors for bad flags, IDs and bundles, each one
+line on stderr and a JSON line in --log, and that a failed create leaves
+nothing under --root."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def oci(gantry, tmp_path):
+    link = tmp_path / "gantry-oci"
+    link.symlink_to(gantry)
+    root = tmp_path / "state"
+    log = tmp_path / "log.json"
+
+    def run(*args, root_flags=True):
+        flags = ["--root", str(root), "--log", str(log), "--log-format", "json"] if root_flags \
+            else []
+        return subprocess.run([str(link), *flags, *map(str, args)], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=60)
+    run.root = root
+    run.log = log
+    return run
+
+
+def bundle(tmp_path, **process):
+    b = tmp_path / "bundle"
+    (b / "rootfs").mkdir(parents=True, exist_ok=True)
+    proc = {"args": ["sh"], "cwd": "/"}
+    proc.update(process)
+    (b / "config.json").write_text(json.dumps({"process": proc, "root": {"path": "rootfs"}}))
+    return b
+
+
+def one_error(r, want):
+    assert r.returncode == 1, r
+    lines = r.stderr.decode().splitlines()
+    assert len(lines) == 1 and want in lines[0], r.stderr
+    return lines[0]
+
+
+def test_version_is_three_lines(oci):
+    for flag in ("--version", "-v"):
+        r = oci(flag, root_flags=False)
+        assert r.returncode == 0, r
+        lines = r.stdout.decode().splitlines()
+        assert len(lines) == 3, lines
+        assert lines[0].startswith("gantry-oci version ")
+        assert lines[1].startswith("commit: ") and lines[2] == "spec: 1.0.2"
+
+
+def test_features_is_a_document(oci):
+    r = oci("features")
+    assert r.returncode == 0, r
+    f = json.loads(r.stdout)
+    assert f["ociVersionMax"] == "1.0.2" and f["hooks"] == []
+
+
+def test_missing_container(oci):
+    one_error(oci("state", "nope"), "container does not exist")
+    # The log gets it as containerd's go-runc reads it.
+    entry = json.loads(oci.log.read_text().splitlines()[-1])
+    assert entry["level"] == "error" and entry["msg"] == "container does not exist", entry
+    assert "time" in entry
+    for verb in ("start", "delete", "ps"):
+        one_error(oci(verb, "nope"), "does not exist")
+    one_error(oci("kill", "nope", "KILL"), "does not exist")
+    r = oci("delete", "--force", "nope")
+    assert r.returncode == 0 and r.stderr == b"", r
+
+
+def test_bad_flags_ids_and_signals(oci):
+    one_error(oci("--bogus", "state", "x"), "flag provided but not defined: -bogus")
+    one_error(oci("create", "--bogus", "x"), "flag provided but not defined")
+    one_error(oci("state"), "requires a container id")
+    one_error(oci("state", "../x"), "invalid container id")
+    one_error(oci("state", "a", "b"), "unexpected argument")
+    one_error(oci("kill", "x", "NOSIG"), "invalid signal")
+    one_error(oci("frobnicate"), "unknown command")
+    for verb in ("pause", "resume", "update", "checkpoint", "exec"):
+        one_error(oci(verb, "x"), "not supported")
+    r = oci("state", "x", root_flags=False)
+    assert r.returncode == 1
+    one_error(oci("--root", "rel", "state", "x", root_flags=False), "absolute path")
+
+
+def test_create_refusals_leave_nothing(oci, tmp_path):
+    one_error(oci("create", "--bundle", tmp_path / "none", "c1"), "bundle")
+    b = bundle(tmp_path, cwd="relative")
+    one_error(oci("create", "--bundle", b, "c1"), "`process.cwd` is not an absolute path")
+    b = bundle(tmp_path, terminal=True)
+    one_error(oci("create", "--bundle", b, "c1"), "terminal")
+    b = bundle(tmp_path)
+    one_error(oci("create", "--bundle", b, "--preserve-fds", "2", "c1"), "preserve-fds")
+    assert not (oci.root / "c1").exists()
+
+
+@pytest.mark.skipif(os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK),
+                    reason="this host has KVM: the create would boot (test_oci.py covers it)")
+def test_create_without_kvm_fails_in_one_line_and_leaves_nothing(oci, tmp_path):
+    b = bundle(tmp_path)
+    r = oci("create", "--bundle", b, "--pid-file", tmp_path / "pid", "c1")
+    assert r.returncode == 1, r
+    assert r.stderr.decode().count("\n") >= 1
+    assert not (oci.root / "c1").exists()
+    assert not (tmp_path / "pid").exists()
+    assert not (oci.root / ".gantry" / "sandboxes" / "c1").exists()

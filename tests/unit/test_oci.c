@@ -1,0 +1,229 @@
+/* gantry-oci's config.json reader and container records (oci/oci.h): what
+ * a bundle's process, root, mounts and resources become, the errors that
+ * name the field that is wrong, IDs, signals, and the status a record
+ * reads as while its holder lives and after. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/files.h"
+#include "common/util.h"
+#include "oci/oci.h"
+
+static int parse(const char *text, struct oci_spec *s, gantry_error_t *err)
+{
+	return oci_spec_parse(text, strlen(text), "/b", s, err);
+}
+
+static void expect_error(const char *text, const char *want)
+{
+	struct oci_spec s;
+	gantry_error_t err = NULL;
+
+	assert_int_equal(parse(text, &s, &err), -1);
+	assert_non_null(err);
+	if (strstr(gantry_error_str(err), want) == NULL)
+		fail_msg("`%s`: got `%s`, want `%s`", text, gantry_error_str(err), want);
+	assert_null(strchr(gantry_error_str(err), '\n'));
+	gantry_error_free(&err);
+}
+
+static void test_full(void **state)
+{
+	char dir[] = "/tmp/oci-test-XXXXXX", *text;
+	struct oci_spec s;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_true(asprintf(&text,
+			     "{\"ociVersion\":\"1.0.2\",\"process\":{\"terminal\":false,"
+			     "\"user\":{\"uid\":1000,\"gid\":100,\"additionalGids\":[1]},"
+			     "\"args\":[\"sh\",\"-c\",\"echo hi\"],\"env\":[\"PATH=/bin\",\"A=b=c\"],"
+			     "\"cwd\":\"/work\",\"rlimits\":[]},\"root\":{\"path\":\"rootfs\","
+			     "\"readonly\":true},\"hostname\":\"box\",\"mounts\":["
+			     "{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"},"
+			     "{\"destination\":\"/data\",\"type\":\"bind\",\"source\":\"%s\","
+			     "\"options\":[\"rbind\",\"ro\"]},"
+			     "{\"destination\":\"/etc/hosts\",\"type\":\"bind\",\"source\":\"/etc/hosts\","
+			     "\"options\":[\"bind\"]},"
+			     "{\"destination\":\"/d2\",\"source\":\"%s\",\"options\":[\"rbind\"]}],"
+			     "\"linux\":{\"resources\":{\"memory\":{\"limit\":268435456},"
+			     "\"cpu\":{\"quota\":150000,\"period\":100000}}},"
+			     "\"annotations\":{\"x\":\"y\"}}",
+			     dir, dir) > 0);
+	assert_int_equal(parse(text, &s, &err), 0);
+	assert_int_equal(s.nargs, 3);
+	assert_string_equal(s.args[2], "echo hi");
+	assert_null(s.args[3]);
+	assert_int_equal(s.nr_env, 2);
+	assert_string_equal(s.cwd, "/work");
+	assert_int_equal(s.uid, 1000);
+	assert_int_equal(s.gid, 100);
+	assert_false(s.terminal);
+	assert_string_equal(s.root, "/b/rootfs");
+	assert_true(s.readonly);
+	assert_string_equal(s.hostname, "box");
+	/* Directories bound become shares; proc and a file do not. */
+	assert_int_equal(s.nr_binds, 2);
+	assert_string_equal(s.binds[0].destination, "/data");
+	assert_true(s.binds[0].ro);
+	assert_string_equal(s.binds[1].destination, "/d2");
+	assert_false(s.binds[1].ro);
+	assert_int_equal(s.skipped, 2);
+	assert_int_equal(s.mem_mib, 256);
+	assert_int_equal(s.cpus, 2); /* 1.5 CPUs, rounded up */
+	assert_string_equal(json_string_value(json_object_get(s.annotations, "x")), "y");
+	oci_spec_free(&s);
+	free(text);
+	rmdir(dir);
+}
+
+static void test_defaults_and_annotations(void **state)
+{
+	struct oci_spec s;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	assert_int_equal(parse("{\"process\":{\"args\":[\"true\"]},\"root\":{\"path\":\"/abs\"},"
+			       "\"linux\":{\"resources\":{\"memory\":{\"limit\":1}}},"
+			       "\"annotations\":{\"io.gantry.cpus\":\"3\",\"io.gantry.mem_mib\":\"512\"}}",
+			       &s, &err),
+			 0);
+	assert_string_equal(s.cwd, "/");
+	assert_string_equal(s.root, "/abs");
+	assert_int_equal(s.uid, 0);
+	assert_int_equal(s.cpus, 3);
+	assert_int_equal(s.mem_mib, 512); /* the annotation wins over the limit */
+	assert_null(s.hostname);
+	oci_spec_free(&s);
+}
+
+static void test_errors(void **state)
+{
+	(void)state;
+	expect_error("[]", "not a JSON object");
+	expect_error("{\"root\":{\"path\":\"r\"}}", "`process` is missing");
+	expect_error("{\"process\":{\"args\":[]},\"root\":{\"path\":\"r\"}}", "`process.args` is empty");
+	expect_error("{\"process\":{\"args\":[1]},\"root\":{\"path\":\"r\"}}", "`process.args` holds");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"cwd\":\"rel\"},\"root\":{\"path\":\"r\"}}",
+		     "`process.cwd` is not an absolute path");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"env\":[\"NOEQ\"]},\"root\":{\"path\":\"r\"}}",
+		     "`process.env`");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"user\":{\"uid\":-1}},\"root\":{\"path\":\"r\"}}",
+		     "`process.user.uid`");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"terminal\":\"yes\"},\"root\":{\"path\":\"r\"}}",
+		     "`process.terminal`");
+	expect_error("{\"process\":{\"args\":[\"a\"]}}", "`root` is missing");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"\"}}", "`root.path` is empty");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":{}}",
+		     "`mounts` is not a list");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+		     "\"mounts\":[{\"destination\":\"rel\"}]}",
+		     "mounts[0].destination");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+		     "\"annotations\":{\"io.gantry.cpus\":\"0\"}}",
+		     "io.gantry.cpus");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"linux\":[]}",
+		     "`linux` is not an object");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"x\":1,\"x\":2}",
+		     "config.json");
+}
+
+static void test_ids_and_signals(void **state)
+{
+	(void)state;
+	assert_true(oci_id_valid("c1"));
+	assert_true(oci_id_valid("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+	assert_false(oci_id_valid(""));
+	assert_false(oci_id_valid("."));
+	assert_false(oci_id_valid(".hidden"));
+	assert_false(oci_id_valid("-x"));
+	assert_false(oci_id_valid("a/b"));
+	assert_false(oci_id_valid("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0"));
+	assert_int_equal(oci_signal_parse("9"), SIGKILL);
+	assert_int_equal(oci_signal_parse("KILL"), SIGKILL);
+	assert_int_equal(oci_signal_parse("SIGTERM"), SIGTERM);
+	assert_int_equal(oci_signal_parse("sigusr1"), SIGUSR1);
+	assert_int_equal(oci_signal_parse("0"), 0);
+	assert_int_equal(oci_signal_parse("65"), 0);
+	assert_int_equal(oci_signal_parse("NOPE"), 0);
+	assert_int_equal(oci_signal_parse(""), 0);
+}
+
+static void test_state_follows_the_holder(void **state)
+{
+	char root[] = "/tmp/oci-state-XXXXXX";
+	cleanup_free char *dir = NULL;
+	struct oci_state st = { 0 }, back;
+	gantry_error_t err = NULL;
+	json_t *j;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	assert_int_equal(oci_state_dir(root, "../x", true, &dir, &err), -1);
+	gantry_error_free(&err);
+	assert_int_equal(oci_state_dir(root, "c1", true, &dir, &err), 0);
+	free(steal_pointer(&dir));
+	assert_int_equal(oci_state_dir(root, "c1", true, &dir, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "exists"));
+	gantry_error_free(&err);
+	assert_int_equal(oci_state_dir(root, "c1", false, &dir, &err), 0);
+
+	pid = fork();
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	st = (struct oci_state){ .id = "c1", .bundle = "/b", .root = "/b/rootfs",
+				 .created = "2026-01-01T00:00:00Z", .pid = pid,
+				 .pid_start = oci_pid_start(pid) };
+	assert_true(st.pid_start > 0);
+	assert_int_equal(oci_state_save(dir, &st, &err), 0);
+	assert_int_equal(oci_state_load(dir, &back, &err), 0);
+	assert_int_equal(oci_status_of(&back), OCI_CREATED);
+	back.started = true;
+	assert_int_equal(oci_status_of(&back), OCI_RUNNING);
+	j = oci_state_json(&back);
+	assert_string_equal(json_string_value(json_object_get(j, "status")), "running");
+	assert_int_equal(json_integer_value(json_object_get(j, "pid")), pid);
+	assert_string_equal(json_string_value(json_object_get(j, "bundle")), "/b");
+	json_decref(j);
+	/* Another process under the same pid is not the holder. */
+	back.pid_start++;
+	assert_int_equal(oci_status_of(&back), OCI_STOPPED);
+	back.pid_start--;
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	assert_int_equal(oci_status_of(&back), OCI_STOPPED);
+	j = oci_state_json(&back);
+	assert_string_equal(json_string_value(json_object_get(j, "status")), "stopped");
+	assert_int_equal(json_integer_value(json_object_get(j, "pid")), 0);
+	json_decref(j);
+	oci_state_free(&back);
+	rm_tree(root);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_full),
+		cmocka_unit_test(test_defaults_and_annotations),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_ids_and_signals),
+		cmocka_unit_test(test_state_follows_the_holder),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
