@@ -39,8 +39,6 @@
 #include "oci/oci.h"
 #include "sandbox/lifecycle.h"
 
-#define HOLDER_SOCK	 "holder.sock"
-#define HOLDER_START_MS	 10000
 #define DEFAULT_ROOT	 "/run/gantry-oci"
 #define GANTRY_SUBDIR	 ".gantry" /* GANTRY_HOME: the sandboxes, one per container */
 
@@ -84,8 +82,7 @@ static void log_json(const char *level, const char *msg)
 	close(fd);
 }
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int oci_fail(const char *fmt, ...)
 {
 	cleanup_free char *msg = NULL;
 	va_list ap;
@@ -101,7 +98,7 @@ static int fail(const char *fmt, ...)
 
 static int fail_err(gantry_error_t *err)
 {
-	int r = fail("%s", gantry_error_str(*err));
+	int r = oci_fail("%s", gantry_error_str(*err));
 
 	gantry_error_free(err);
 	return r;
@@ -137,12 +134,12 @@ static int oflags_parse(const char *verb, struct oflag *fl, int argc, char **arg
 			if (strlen(p->name) == n && strncmp(p->name, a, n) == 0)
 				f = p;
 		if (f == NULL) {
-			fail("%s: flag provided but not defined: -%.*s", verb, (int)n, a);
+			oci_fail("%s: flag provided but not defined: -%.*s", verb, (int)n, a);
 			return -1;
 		}
 		if (f->value == NULL) {
 			if (eq && strcmp(eq + 1, "true") != 0 && strcmp(eq + 1, "false") != 0) {
-				fail("%s: -%s takes true or false", verb, f->name);
+				oci_fail("%s: -%s takes true or false", verb, f->name);
 				return -1;
 			}
 			if (f->set)
@@ -154,7 +151,7 @@ static int oflags_parse(const char *verb, struct oflag *fl, int argc, char **arg
 		else if (i + 1 < argc)
 			*f->value = argv[++i];
 		else {
-			fail("%s: flag needs an argument: -%s", verb, f->name);
+			oci_fail("%s: flag needs an argument: -%s", verb, f->name);
 			return -1;
 		}
 		if (f->set)
@@ -167,15 +164,15 @@ static int oflags_parse(const char *verb, struct oflag *fl, int argc, char **arg
 static const char *one_id(const char *verb, int argc, char **argv, int at, bool extra_ok)
 {
 	if (at >= argc) {
-		fail("%s: requires a container id", verb);
+		oci_fail("%s: requires a container id", verb);
 		return NULL;
 	}
 	if (!extra_ok && at + 1 < argc) {
-		fail("%s: unexpected argument `%.64s`", verb, argv[at + 1]);
+		oci_fail("%s: unexpected argument `%.64s`", verb, argv[at + 1]);
 		return NULL;
 	}
 	if (!oci_id_valid(argv[at])) {
-		fail("invalid container id `%.64s`: want letters, digits, '.', '_' and '-', at most "
+		oci_fail("invalid container id `%.64s`: want letters, digits, '.', '_' and '-', at most "
 		     "64, not starting with '.' or '-'",
 		     argv[at]);
 		return NULL;
@@ -210,163 +207,6 @@ static int write_pid_file(const char *path, pid_t pid, gantry_error_t *err)
 	return write_file_atomic(path, buf, (size_t)n, 0644, err);
 }
 
-/* --- the holder ------------------------------------------------------- */
-
-static int sig_pipe[2] = { -1, -1 };
-
-static void on_signal(int sig)
-{
-	unsigned char b = (unsigned char)sig;
-	int e = errno;
-
-	if (write(sig_pipe[1], &b, 1) < 0) {
-		/* full: the signal is dropped, as a pending one would be */
-	}
-	errno = e;
-}
-
-/* Every signal a process can be sent and catch goes to the container's
- * process (kill ID SIG reaches the holder); SIGKILL ends the holder, and
- * `kill` then powers the VM off. */
-static int catch_all(void)
-{
-	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
-
-	if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -1;
-	sigemptyset(&sa.sa_mask);
-	for (int sig = 1; sig < 32; sig++) {
-		if (sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD || sig == SIGSEGV ||
-		    sig == SIGBUS || sig == SIGFPE || sig == SIGILL || sig == SIGABRT ||
-		    sig == SIGTTIN || sig == SIGTTOU || sig == SIGTSTP)
-			continue;
-		if (sig == SIGPIPE) {
-			signal(SIGPIPE, SIG_IGN);
-			continue;
-		}
-		sigaction(sig, &sa, NULL);
-	}
-	return 0;
-}
-
-struct container {
-	const char *id, *dir;
-	struct oci_spec spec;
-};
-
-static void process_opts(const struct oci_spec *s, struct sandbox_process_opts *po, char *user,
-			 size_t user_len)
-{
-	snprintf(user, user_len, "%u:%u", s->uid, s->gid);
-	*po = (struct sandbox_process_opts){ .args = s->args,
-					     .nargs = s->nargs,
-					     .env = s->env,
-					     .nr_env = s->nr_env,
-					     .workdir = s->cwd,
-					     .user = user };
-}
-
-/* The process in the container, with this process's stdio; its status as
- * a shell gives it (128+n for a signal). */
-static int run_process(const char *id, const struct oci_spec *s)
-{
-	struct sandbox_stdio io = { .in = STDIN_FILENO,
-				    .out = STDOUT_FILENO,
-				    .err = STDERR_FILENO,
-				    .signal_fd = sig_pipe[0] };
-	struct sandbox_process_opts po;
-	struct agent_result res = { 0 };
-	gantry_error_t err = NULL;
-	char user[32];
-	int status;
-
-	process_opts(s, &po, user, sizeof(user));
-	if (sandbox_exec(id, &po, &io, NULL, &res, &err) < 0) {
-		fail_err(&err);
-		return 255;
-	}
-	if (res.error)
-		fail("exec: %s", res.message ? res.message : "cannot run the process");
-	status = agent_result_status(&res);
-	agent_result_free(&res);
-	return status;
-}
-
-/* Wait for `start` on ls (or a signal, which ends the container before
- * it ran: 128+n); 0 once told to start. */
-static int wait_start(int ls)
-{
-	for (;;) {
-		struct pollfd pf[2] = { { .fd = ls, .events = POLLIN },
-					{ .fd = sig_pipe[0], .events = POLLIN } };
-		unsigned char sig;
-		char line[16];
-		int c;
-		ssize_t n;
-
-		if (poll(pf, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			return 255;
-		}
-		if ((pf[1].revents & POLLIN) && read(sig_pipe[0], &sig, 1) == 1) {
-			if (sig == SIGWINCH || sig == SIGURG || sig == SIGCONT)
-				continue;
-			return 128 + sig;
-		}
-		if (!(pf[0].revents & POLLIN))
-			continue;
-		c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0)
-			continue;
-		struct timeval tv = { .tv_sec = 5 };
-		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		n = read(c, line, sizeof(line) - 1);
-		if (n > 0 && strncmp(line, "start\n", 6) == 0) {
-			(void)!write(c, "ok\n", 3);
-			close(c);
-			return 0;
-		}
-		close(c);
-	}
-}
-
-/* The holder: boot the sandbox, say so on ready_fd ("ok\n" or the
- * error), wait for start, run the process, power off, exit with its
- * status. Never returns. */
-static __attribute__((noreturn)) void holder(struct container *c, const struct sandbox_opts *o,
-					      int ready_fd)
-{
-	char sock[128];
-	gantry_error_t err = NULL;
-	int ls = -1, status, dfd;
-
-	if (catch_all() < 0 || sandbox_create(o, NULL, &err) < 0) {
-		if (err == NULL)
-			gantry_error_errno(&err, "pipe");
-		dprintf(ready_fd, "error: %s\n", gantry_error_str(err));
-		_exit(1);
-	}
-	/* Through the directory's fd: sun_path holds only 108 bytes. */
-	dfd = open(c->dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	snprintf(sock, sizeof(sock), "/proc/self/fd/%d/%s", dfd, HOLDER_SOCK);
-	if ((ls = unix_listen(sock, 4, &err)) < 0) {
-		dprintf(ready_fd, "error: %s\n", gantry_error_str(err));
-		sandbox_delete(c->id, true, NULL);
-		_exit(1);
-	}
-	(void)!write(ready_fd, "ok\n", 3);
-	close(ready_fd);
-	status = wait_start(ls);
-	close(ls);
-	unlinkat(dfd, HOLDER_SOCK, 0);
-	close(dfd);
-	if (status == 0)
-		status = run_process(c->id, &c->spec);
-	sandbox_stop(c->id, NULL);
-	_exit(status);
-}
-
 /* --- verbs ------------------------------------------------------------ */
 
 static void sandbox_from_spec(const struct oci_spec *s, const char *id, struct sandbox_opts *o,
@@ -398,29 +238,27 @@ static int cmd_create(int argc, char **argv)
 			      { "no-pivot", NULL, &no_pivot }, { "no-new-keyring", NULL, &no_keyring },
 			      { "preserve-fds", &preserve, NULL }, { NULL, NULL, NULL } };
 	cleanup_free char *dir = NULL;
-	char real[PATH_MAX], buf[4096];
-	struct container c = { 0 };
+	char real[PATH_MAX];
+	struct oci_container c = { 0 };
 	struct sandbox_opts o;
 	struct oci_state st = { 0 };
 	gantry_error_t err = NULL;
-	int at = oflags_parse("create", fl, argc, argv), p[2], r = 1;
-	ssize_t n;
-	size_t got = 0;
+	int at = oflags_parse("create", fl, argc, argv), slave = -1, r = 1;
 	pid_t pid;
 
 	if (at < 0 || (c.id = one_id("create", argc, argv, at, false)) == NULL)
 		return 1;
 	if (preserve && strcmp(preserve, "0") != 0)
-		return fail("create: --preserve-fds: a descriptor cannot cross into a VM");
+		return oci_fail("create: --preserve-fds: a descriptor cannot cross into a VM");
 	if (getenv("LISTEN_FDS"))
-		return fail("create: LISTEN_FDS: socket activation cannot cross into a VM");
+		return oci_fail("create: LISTEN_FDS: socket activation cannot cross into a VM");
 	if (realpath(bundle, real) == NULL)
-		return fail("create: bundle `%s`: %s", bundle, strerror(errno));
+		return oci_fail("create: bundle `%s`: %s", bundle, strerror(errno));
 	if (oci_spec_load(real, &c.spec, &err) < 0)
 		return fail_err(&err);
-	if (c.spec.terminal) {
+	if (c.spec.terminal && console == NULL) {
 		oci_spec_free(&c.spec);
-		return fail("create: process.terminal: a terminal is not supported yet");
+		return oci_fail("create: process.terminal is set: --console-socket is needed");
 	}
 	sandbox_from_spec(&c.spec, c.id, &o, &err);
 	if (err || oci_state_dir(g.root, c.id, true, &dir, &err) < 0) {
@@ -429,36 +267,10 @@ static int cmd_create(int argc, char **argv)
 		return fail_err(&err);
 	}
 	c.dir = dir;
-	if (pipe2(p, O_CLOEXEC) < 0) {
-		fail("create: pipe: %s", strerror(errno));
-		goto out;
-	}
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		fail("create: fork: %s", strerror(errno));
-		goto out;
-	}
-	if (pid == 0) {
-		close(p[0]);
-		holder(&c, &o, p[1]);
-	}
-	close(p[1]);
-	while (got < sizeof(buf) - 1 && (n = read(p[0], buf + got, sizeof(buf) - 1 - got)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		got += (size_t)n;
-	}
-	close(p[0]);
-	buf[got] = '\0';
-	if (strncmp(buf, "ok\n", 3) != 0) {
-		int status;
-
-		waitpid(pid, &status, 0);
-		buf[strcspn(buf, "\n")] = '\0';
-		fail("create: %s", strncmp(buf, "error: ", 7) == 0 ? buf + 7 : "the holder died");
+	if ((c.spec.terminal && oci_console_make(console, &slave, &err) < 0) ||
+	    oci_holder_spawn(&c, &o, slave, &pid, &err) < 0) {
+		gantry_error_prefix(&err, "create");
+		fail_err(&err);
 		goto out;
 	}
 	st = (struct oci_state){ .id = (char *)c.id,
@@ -479,26 +291,13 @@ static int cmd_create(int argc, char **argv)
 	free(st.created);
 	r = 0;
 out:
+	if (slave >= 0)
+		close(slave);
 	if (r != 0)
 		rm_tree(dir);
 	sandbox_opts_free(&o);
 	oci_spec_free(&c.spec);
 	return r;
-}
-
-static int holder_connect(const char *dir, int *out)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	cleanup_close int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
-
-	if (dfd < 0)
-		return -1;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, HOLDER_SOCK);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -1;
-	*out = steal_fd(&fd);
-	return 0;
 }
 
 static int cmd_start(int argc, char **argv)
@@ -508,42 +307,143 @@ static int cmd_start(int argc, char **argv)
 	struct oci_state st;
 	gantry_error_t err = NULL;
 	const char *id;
-	int at = oflags_parse("start", fl, argc, argv), fd, r = 1;
-	char line[16] = "";
+	int at = oflags_parse("start", fl, argc, argv), r;
 
 	if (at < 0 || (id = one_id("start", argc, argv, at, false)) == NULL)
 		return 1;
 	if ((r = load(id, &dir, &st, &err)) != 0)
-		return r < 0 ? fail_err(&err) : fail(NO_CONTAINER);
+		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
 	if (oci_status_of(&st) != OCI_CREATED) {
-		fail("cannot start a container that is %s", oci_status_name(oci_status_of(&st)));
+		oci_fail("cannot start a container that is %s", oci_status_name(oci_status_of(&st)));
 		goto out;
 	}
-	if (holder_connect(dir, &fd) < 0) {
-		fail("start: the container's holder: %s", strerror(errno));
-		goto out;
-	}
-	{
-		struct timeval tv = { .tv_sec = HOLDER_START_MS / 1000 };
-
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	}
-	if (write_full(fd, "start\n", 6) < 0 || read(fd, line, sizeof(line) - 1) <= 0 ||
-	    strncmp(line, "ok\n", 3) != 0) {
-		close(fd);
-		fail("start: the container's holder did not answer");
-		goto out;
-	}
-	close(fd);
+	/* Running from the moment the holder may start it. */
 	st.started = true;
 	if (oci_state_save(dir, &st, &err) < 0) {
 		fail_err(&err);
 		goto out;
 	}
+	if (oci_holder_start(dir) < 0) {
+		oci_fail("start: the container's holder did not answer: %s", strerror(errno));
+		st.started = false;
+		oci_state_save(dir, &st, NULL);
+		goto out;
+	}
 	r = 0;
 out:
 	oci_state_free(&st);
+	return r;
+}
+
+/* exec's process: the --process file, or the command after ID. */
+static int exec_process(const char *file, int argc, char **argv, struct oci_spec *s)
+{
+	cleanup_free char *text = NULL;
+	gantry_error_t err = NULL;
+	size_t len;
+	json_t *j;
+
+	memset(s, 0, sizeof(*s));
+	s->annotations = json_object();
+	if (file == NULL) {
+		if (argc == 0)
+			return oci_fail("exec: give --process FILE or a command after the ID");
+		s->args = strv_dup(argv, (size_t)argc);
+		s->nargs = (size_t)argc;
+		s->env = strv_dup((char *[]){ "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+					      "/usr/bin:/sbin:/bin" }, 1);
+		s->nr_env = 1;
+		s->cwd = xstrdup("/");
+		return 0;
+	}
+	if (argc > 0)
+		return oci_fail("exec: unexpected argument `%.64s` beside --process", argv[0]);
+	if (read_file_max(file, OCI_CONFIG_MAX, &text, &len, &err) < 0 ||
+	    (text == NULL && gantry_error(&err, ENOENT, "--process `%s`", file) < 0))
+		return fail_err(&err);
+	j = jsonh_load(text, len, "--process", &err);
+	if (j == NULL || (!json_is_object(j) && gantry_error(&err, 0, "--process: not a JSON "
+								      "object") < 0) ||
+	    oci_process_parse(j, s, &err) < 0) {
+		json_decref(j);
+		return fail_err(&err);
+	}
+	json_decref(j);
+	return 0;
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+	const char *process = NULL, *pid_file = NULL, *console = NULL, *preserve = NULL, *ignored;
+	bool detach = false, tty = false, flag;
+	struct oflag fl[] = { { "process", &process, NULL },	 { "p", &process, NULL },
+			      { "pid-file", &pid_file, NULL },	 { "console-socket", &console, NULL },
+			      { "detach", NULL, &detach },	 { "d", NULL, &detach },
+			      { "tty", NULL, &tty },		 { "t", NULL, &tty },
+			      { "preserve-fds", &preserve, NULL }, { "process-label", &ignored, NULL },
+			      { "apparmor", &ignored, NULL },	 { "no-new-privs", NULL, &flag },
+			      { "ignore-paused", NULL, &flag },	 { NULL, NULL, NULL } };
+	cleanup_free char *dir = NULL;
+	struct oci_state st;
+	struct oci_spec s;
+	gantry_error_t err = NULL;
+	const char *id;
+	int at = oflags_parse("exec", fl, argc, argv), slave = -1, r;
+	pid_t pid;
+
+	if (at < 0 || (id = one_id("exec", argc, argv, at, true)) == NULL)
+		return 1;
+	if (preserve && strcmp(preserve, "0") != 0)
+		return oci_fail("exec: --preserve-fds: a descriptor cannot cross into a VM");
+	if ((r = load(id, &dir, &st, &err)) != 0)
+		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
+	r = oci_status_of(&st) == OCI_RUNNING;
+	oci_state_free(&st);
+	if (!r)
+		return oci_fail("cannot exec in a container that is not running");
+	if (exec_process(process, argc - at - 1, argv + at + 1, &s) != 0) {
+		oci_spec_free(&s);
+		return 1;
+	}
+	s.terminal = s.terminal || tty;
+	r = 1;
+	if (s.terminal && oci_console_make(console, &slave, &err) < 0) {
+		gantry_error_prefix(&err, "exec");
+		fail_err(&err);
+		goto out;
+	}
+	if (!detach) {
+		/* In the foreground: this process stands for it. */
+		if (slave < 0) {
+			r = oci_run_process(id, &s);
+			goto out;
+		}
+		pid = oci_exec_spawn(id, &s, slave);
+		if (pid > 0) {
+			int status;
+
+			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+				;
+			r = WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+		}
+		goto out;
+	}
+	pid = oci_exec_spawn(id, &s, slave);
+	if (pid < 0) {
+		oci_fail("exec: fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid_file && write_pid_file(pid_file, pid, &err) < 0) {
+		kill(pid, SIGKILL);
+		fail_err(&err);
+		goto out;
+	}
+	r = 0;
+out:
+	if (slave >= 0)
+		close(slave);
+	oci_spec_free(&s);
 	return r;
 }
 
@@ -560,7 +460,7 @@ static int cmd_state(int argc, char **argv)
 	if (at < 0 || (id = one_id("state", argc, argv, at, false)) == NULL)
 		return 1;
 	if ((r = load(id, &dir, &st, &err)) != 0)
-		return r < 0 ? fail_err(&err) : fail(NO_CONTAINER);
+		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
 	j = oci_state_json(&st);
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -584,19 +484,19 @@ static int cmd_kill(int argc, char **argv)
 	if (at < 0 || (id = one_id("kill", argc, argv, at, true)) == NULL)
 		return 1;
 	if (at + 2 < argc)
-		return fail("kill: unexpected argument `%.64s`", argv[at + 2]);
+		return oci_fail("kill: unexpected argument `%.64s`", argv[at + 2]);
 	if (at + 1 < argc && (sig = oci_signal_parse(argv[at + 1])) == 0)
-		return fail("kill: invalid signal `%.32s`", argv[at + 1]);
+		return oci_fail("kill: invalid signal `%.32s`", argv[at + 1]);
 	if ((r = load(id, &dir, &st, &err)) != 0)
-		return r < 0 ? fail_err(&err) : fail(NO_CONTAINER);
+		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
 	s = oci_status_of(&st);
 	if (s != OCI_CREATED && s != OCI_RUNNING) {
-		fail("container not running");
+		oci_fail("container not running");
 		goto out;
 	}
 	if (kill(st.pid, sig) < 0) {
-		fail("kill: %s", strerror(errno));
+		oci_fail("kill: %s", strerror(errno));
 		goto out;
 	}
 	/* The holder is gone without powering off: that is ours to do. */
@@ -623,11 +523,11 @@ static int cmd_delete(int argc, char **argv)
 		return 1;
 	r = load(id, &dir, &st, &err);
 	if (r != 0) /* runc: a forced delete of what is not there is done */
-		return r < 0 ? fail_err(&err) : force ? 0 : fail(NO_CONTAINER);
+		return r < 0 ? fail_err(&err) : force ? 0 : oci_fail(NO_CONTAINER);
 	s = oci_status_of(&st);
 	if (s == OCI_RUNNING && !force) {
 		oci_state_free(&st);
-		return fail("cannot delete container %s that is not stopped: running", id);
+		return oci_fail("cannot delete container %s that is not stopped: running", id);
 	}
 	if (s == OCI_CREATED || s == OCI_RUNNING)
 		kill(st.pid, SIGKILL);
@@ -654,7 +554,7 @@ static int cmd_ps(int argc, char **argv)
 	if (at < 0 || (id = one_id("ps", argc, argv, at, true)) == NULL)
 		return 1;
 	if ((r = load(id, &dir, &st, &err)) != 0)
-		return r < 0 ? fail_err(&err) : fail(NO_CONTAINER);
+		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
 	/* The guest's pids mean nothing here: the holder stands for them. */
 	alive = oci_status_of(&st) == OCI_RUNNING || oci_status_of(&st) == OCI_CREATED;
@@ -698,7 +598,7 @@ static int cmd_version(void)
 static int refuse(int argc, char **argv)
 {
 	(void)argc;
-	return fail("%s: not supported by gantry-oci (a container is a microVM)", argv[-1]);
+	return oci_fail("%s: not supported by gantry-oci (a container is a microVM)", argv[-1]);
 }
 
 static void usage(FILE *out)
@@ -708,14 +608,18 @@ static void usage(FILE *out)
 		"An OCI runtime with runc's command line that runs each container in a\n"
 		"Gantry microVM, its root the bundle's rootfs served over virtio-fs.\n\n"
 		"Commands:\n"
-		"  create --bundle DIR [--pid-file FILE] ID   boot the container's VM\n"
-		"  start ID                                   run its process\n"
-		"  state ID                                   its state as JSON\n"
-		"  kill [--all] ID [SIGNAL]                   signal its process\n"
-		"  delete [--force] ID                        remove it\n"
-		"  ps [--format json] ID                      its process on the host\n"
-		"  features                                   what this runtime supports\n"
-		"  --version                                  version and spec\n\n"
+		"  create --bundle DIR [--pid-file FILE] [--console-socket SOCK] ID\n"
+		"                                boot the container's VM\n"
+		"  start ID                      run its process\n"
+		"  exec [--process FILE] [--detach] [--pid-file FILE] [--tty]\n"
+		"       [--console-socket SOCK] ID [CMD...]\n"
+		"                                run one more process in it\n"
+		"  state ID                      its state as JSON\n"
+		"  kill [--all] ID [SIGNAL]      signal its process\n"
+		"  delete [--force] ID           remove it\n"
+		"  ps [--format json] ID         its process on the host\n"
+		"  features                      what this runtime supports\n"
+		"  --version                     version and spec\n\n"
 		"State lives in --root (default %s).\n",
 		DEFAULT_ROOT);
 }
@@ -730,7 +634,7 @@ int oci_main(int argc, char **argv)
 		{ "kill", cmd_kill },	  { "delete", cmd_delete },   { "ps", cmd_ps },
 		{ "features", cmd_features }, { "pause", refuse },    { "resume", refuse },
 		{ "update", refuse },	  { "checkpoint", refuse },   { "restore", refuse },
-		{ "exec", refuse },	  { "events", refuse },       { "run", refuse },
+		{ "exec", cmd_exec },	  { "events", refuse },       { "run", refuse },
 	};
 	const char *cgroup_manager = NULL, *rootless = NULL, *criu = NULL;
 	bool systemd = false, help = false, version = false;
@@ -763,7 +667,7 @@ int oci_main(int argc, char **argv)
 		return help ? 0 : 1;
 	}
 	if (g.root[0] != '/')
-		return fail("--root `%s`: want an absolute path", g.root);
+		return oci_fail("--root `%s`: want an absolute path", g.root);
 	/* Each container is a sandbox of a Gantry home of the runtime's own;
 	 * the supervisors it starts inherit it. */
 	xasprintf(&home, "%s/%s", g.root, GANTRY_SUBDIR);
@@ -774,5 +678,5 @@ int oci_main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		if (strcmp(argv[at], verbs[i].name) == 0)
 			return verbs[i].fn(argc - at - 1, argv + at + 1);
-	return fail("unknown command `%.64s` (see gantry-oci --help)", argv[at]);
+	return oci_fail("unknown command `%.64s` (see gantry-oci --help)", argv[at]);
 }

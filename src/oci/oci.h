@@ -91,6 +91,36 @@ json_t *oci_state_json(const struct oci_state *st);
 /* pid's start time, or 0 when it is gone. */
 uint64_t oci_pid_start(pid_t pid);
 
+/* --- the front end's own (main.c, holder.c) ---------------------------- */
+
+#define OCI_HOLDER_SOCK "holder.sock" /* in ROOT/ID: `start` dials it */
+
+struct sandbox_opts;
+
+struct oci_container {
+	const char *id, *dir; /* dir: ROOT/ID */
+	struct oci_spec spec;
+};
+
 int oci_main(int argc, char **argv);
+/* One line on stderr ("gantry-oci: ..."), and in --log: 1. */
+int oci_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A terminal for the process: a new pty whose master is sent over the
+ * unix socket at socket_path (SCM_RIGHTS, runc's "detached new
+ * terminal"), its slave in *slave. */
+int oci_console_make(const char *socket_path, int *slave, gantry_error_t *err);
+/* Fork the holder of c (o: its sandbox; slave: its terminal, or -1 for
+ * this process's stdio) and wait until its sandbox is up: *pid, or -1
+ * with why (the holder has exited then). */
+int oci_holder_spawn(const struct oci_container *c, const struct sandbox_opts *o, int slave,
+		     pid_t *pid, gantry_error_t *err);
+/* Tell the holder in dir to run its process: 0 once it said it will. */
+int oci_holder_start(const char *dir);
+/* Run s's process in sandbox id with this process's stdio and signals:
+ * its status (128+n for a signal n; 255 when it could not run). */
+int oci_run_process(const char *id, const struct oci_spec *s);
+/* The same in a child (on the terminal slave when it is >= 0), which
+ * exits with that status: its pid. */
+pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave);
 
 #endif

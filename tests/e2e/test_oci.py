@@ -230,3 +230,90 @@ def test_env_user_binds_and_size(rt, tmp_path):
     assert 300 * 1024 < mem_kib <= 384 * 1024, lines[5]
     assert (data / "from-guest").read_text() == "guest\n"
     assert rt("delete", "c5").returncode == 0
+
+
+def test_exec_detached_and_in_the_foreground(rt):
+    b = rt.bundle("x", ["sh", "-c", "echo started; exec sleep 300"])
+    pid = rt.create("c6", b)
+    r = rt("exec", "c6", "true")
+    assert r.returncode != 0 and b"not running" in r.stderr, r.stderr
+    assert rt("start", "c6").returncode == 0
+
+    # As containerd's shim and conmon run it: --process, --detach, --pid-file.
+    proc = rt.tmp / "proc.json"
+    proc.write_text(json.dumps({"args": ["sh", "-c", "echo from-exec $X; pwd; exit 5"],
+                                "env": ["PATH=/bin", "X=1"], "cwd": "/tmp",
+                                "user": {"uid": 0, "gid": 0}, "terminal": False}))
+    out = rt.tmp / "exec.out"
+    with open(out, "wb") as f:
+        r = rt("exec", "--process", proc, "--detach", "--pid-file", rt.tmp / "exec.pid", "c6",
+               stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+    assert r.returncode == 0, out.read_text()
+    xpid = int((rt.tmp / "exec.pid").read_text())
+    assert wait_child(xpid, boot_timeout()) == 5
+    assert out.read_text().splitlines() == ["from-exec 1", "/tmp"], out.read_text()
+
+    # In the foreground, the command after the ID: exec's status is its own.
+    r = rt("exec", "c6", "sh", "-c", "echo fg; exit 4")
+    assert r.returncode == 4 and r.stdout == b"fg\n", r
+    r = rt("exec", "--process", rt.tmp / "missing.json", "c6")
+    assert r.returncode == 1 and b"missing.json" in r.stderr, r
+
+    assert rt("kill", "c6", "KILL").returncode == 0
+    assert wait_child(pid, 30) == -signal.SIGKILL
+    assert rt("delete", "c6").returncode == 0
+
+
+def test_terminal_over_the_console_socket_and_resize(rt):
+    import array
+    import fcntl
+    import socket
+    import struct
+    import termios
+
+    sock_path = rt.tmp / "console.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(sock_path))
+    srv.listen(1)
+    b = rt.bundle("t", ["sh", "-c", "tty; stty size; read x; stty size; echo got-$x; exit 3"],
+                  terminal=True)
+    pidfile = rt.tmp / "t.pid"
+    r = rt("create", "--bundle", b, "--pid-file", pidfile, "--console-socket", sock_path, "c7",
+           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert r.returncode == 0, r.stderr
+    rt.made.append("c7")
+    pid = int(pidfile.read_text())
+    conn, _ = srv.accept()
+    msg, fds, _, _ = socket.recv_fds(conn, 1024, 1)
+    conn.close()
+    srv.close()
+    assert len(fds) == 1 and msg.startswith(b"/dev/pts/"), (msg, fds)
+    master = fds[0]
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    assert rt("start", "c7").returncode == 0
+
+    seen = b""
+
+    def read_until(want, timeout=30):
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while want not in seen:
+            assert time.monotonic() < deadline, seen
+            import select
+            if select.select([master], [], [], 0.5)[0]:
+                try:
+                    seen += os.read(master, 4096)
+                except OSError:
+                    break
+        return seen
+
+    read_until(b"30 100")
+    assert b"/dev/pts/" in seen, seen
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    time.sleep(1)
+    os.write(master, b"abc\n")
+    read_until(b"got-abc")
+    assert b"40 120" in seen, seen
+    assert wait_child(pid, 30) == 3
+    os.close(master)
+    assert rt("delete", "c7").returncode == 0

@@ -84,8 +84,10 @@ def test_bad_flags_ids_and_signals(oci):
     one_error(oci("state", "a", "b"), "unexpected argument")
     one_error(oci("kill", "x", "NOSIG"), "invalid signal")
     one_error(oci("frobnicate"), "unknown command")
-    for verb in ("pause", "resume", "update", "checkpoint", "exec"):
+    for verb in ("pause", "resume", "update", "checkpoint"):
         one_error(oci(verb, "x"), "not supported")
+    one_error(oci("exec", "x", "true"), "does not exist")
+    one_error(oci("exec", "--preserve-fds", "3", "x"), "preserve-fds")
     r = oci("state", "x", root_flags=False)
     assert r.returncode == 1
     one_error(oci("--root", "rel", "state", "x", root_flags=False), "absolute path")
@@ -96,7 +98,9 @@ def test_create_refusals_leave_nothing(oci, tmp_path):
     b = bundle(tmp_path, cwd="relative")
     one_error(oci("create", "--bundle", b, "c1"), "`process.cwd` is not an absolute path")
     b = bundle(tmp_path, terminal=True)
-    one_error(oci("create", "--bundle", b, "c1"), "terminal")
+    one_error(oci("create", "--bundle", b, "c1"), "--console-socket is needed")
+    one_error(oci("create", "--bundle", b, "--console-socket", tmp_path / "none.sock", "c1"),
+              "none.sock")
     b = bundle(tmp_path)
     one_error(oci("create", "--bundle", b, "--preserve-fds", "2", "c1"), "preserve-fds")
     assert not (oci.root / "c1").exists()
