@@ -14,6 +14,7 @@ libarchive-dev libjansson-dev zstd
 umoci tmux debootstrap git procps zsh groff-base
 libslirp-dev libhttp-parser-dev libmicrohttpd-dev libseccomp-dev dnsmasq-base iperf3 slirp4netns nftables dnsutils iproute2 curl
 docker-registry skopeo apache2-utils libcurl4-openssl-dev nodejs
+podman containerd
 "
 
 missing=""

@@ -145,8 +145,16 @@ static bool has_option(json_t *opts, const char *want)
 	return false;
 }
 
+static bool path_under(const char *p, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(p, dir, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
 /* Bind mounts of directories become shares; the guest makes proc, sys,
- * dev, tmpfs and the like itself, and a file cannot be shared (podman's
+ * dev, tmpfs and the like itself (and what lies under /proc, /sys and
+ * /dev: podman's /dev/shm), and a file cannot be shared (podman's
  * /etc/hosts, resolv.conf and hostname: the guest writes its own). */
 static int mounts(json_t *j, struct oci_spec *s, gantry_error_t *err)
 {
@@ -181,6 +189,11 @@ static int mounts(json_t *j, struct oci_spec *s, gantry_error_t *err)
 		if (opts && !json_is_null(opts) && !json_is_array(opts))
 			return gantry_error(err, 0, "config.json: mounts[%zu].options is not a list",
 					    i);
+		/* The guest's own trees: podman binds its /dev/shm, say. */
+		if (path_under(dst, "/proc") || path_under(dst, "/sys") || path_under(dst, "/dev")) {
+			s->skipped++;
+			continue;
+		}
 		if (!((type && strcmp(type, "bind") == 0) ||
 		      (opts && (has_option(opts, "bind") || has_option(opts, "rbind")))) ||
 		    src == NULL || src[0] != '/' || stat(src, &st) < 0 || !S_ISDIR(st.st_mode)) {

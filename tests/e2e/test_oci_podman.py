@@ -1,0 +1,140 @@
+"""podman with gantry-oci as its runtime, unmodified (Debian's podman and
+conmon): `run` with its exit status, `-t` with a terminal, `run -d` with
+`exec`, `logs`, `stop` and `rm`, a host directory bound both ways, `-e`,
+`-w`, `-u` and `--memory`. Each container is a microVM; the image is a
+static busybox imported offline.
+
+Needs KVM, the assets from `make assets`, podman and busybox-static.
+"""
+
+import json
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from conftest import boot_timeout
+
+pytestmark = pytest.mark.kvm
+
+IMAGE = "localhost/gantry-oci-bb:1"
+
+
+@pytest.fixture(scope="module")
+def podman(gantry, sandbox_assets, tmp_path_factory):
+    for tool in ("podman", "conmon"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} not found: apt-get install podman")
+    bb = shutil.which("busybox")
+    if bb is None:
+        pytest.skip("busybox not found: apt-get install busybox-static")
+    tmp = tmp_path_factory.mktemp("podman")
+    link = tmp / "gantry-oci"
+    link.symlink_to(gantry)
+    rootfs = tmp / "rootfs"
+    (rootfs / "bin").mkdir(parents=True)
+    (rootfs / "etc").mkdir()
+    (rootfs / "tmp").mkdir()
+    shutil.copy(bb, rootfs / "bin" / "busybox")
+    for a in ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls", "grep", "head", "stty",
+              "tty", "true", "trap", "mkdir"):
+        (rootfs / "bin" / a).symlink_to("busybox")
+    (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (rootfs / "etc" / "group").write_text("root:x:0:\n")
+    tar = tmp / "bb.tar"
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
+
+    base = ["podman", "--root", str(tmp / "storage"), "--runroot", str(tmp / "run"),
+            "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
+            "--events-backend", "file", "--runtime", str(link),
+            "--runtime-flag", f"root={tmp / 'oci'}"]
+
+    def pm(*args, timeout=None, **kw):
+        kw.setdefault("capture_output", True)
+        return subprocess.run([*base, *map(str, args)], timeout=timeout or boot_timeout() * 3,
+                              stdin=kw.pop("stdin", subprocess.DEVNULL), **kw)
+
+    r = pm("import", tar, IMAGE)
+    assert r.returncode == 0, r.stderr
+    pm.tmp = tmp
+    pm.base = base
+    # No capabilities to raise limits here: podman's defaults would fail.
+    pm.run_flags = ["--network", "none", "--ulimit", "nofile=1024:1024",
+                    "--ulimit", "nproc=1024:1024"]
+    yield pm
+    pm("rm", "--all", "--force", timeout=120)
+
+
+def test_run_prints_and_returns_the_status(podman):
+    r = podman("run", "--rm", *podman.run_flags, IMAGE, "sh", "-c", "echo hi; exit 7")
+    assert r.returncode == 7, r.stderr
+    assert r.stdout == b"hi\n", r
+
+
+def test_env_workdir_user_memory_and_a_bound_directory(podman, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    data.chmod(0o777)
+    (data / "from-host").write_text("host\n")
+    r = podman("run", "--rm", *podman.run_flags, "-e", "GREETING=hello", "-w", "/tmp",
+               "-u", "65534:65534", "--memory", "320m", "-v", f"{data}:/data", IMAGE,
+               "sh", "-c", "echo $GREETING; pwd; id -u; cat /data/from-host; "
+               "echo guest > /data/from-guest; head -1 /proc/meminfo")
+    assert r.returncode == 0, r.stderr
+    if b"Limitation discarded" in r.stderr:
+        # A host without the memory cgroup (the nested test host): podman
+        # drops --memory from config.json; the annotation says the same.
+        r = podman("run", "--rm", *podman.run_flags, "-e", "GREETING=hello", "-w", "/tmp",
+                   "-u", "65534:65534", "--annotation", "io.gantry.mem_mib=320",
+                   "-v", f"{data}:/data", IMAGE,
+                   "sh", "-c", "echo $GREETING; pwd; id -u; cat /data/from-host; "
+                   "echo guest > /data/from-guest; head -1 /proc/meminfo")
+        assert r.returncode == 0, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert lines[:4] == ["hello", "/tmp", "65534", "host"], lines
+    mem_kib = int(lines[4].split()[1])
+    assert 250 * 1024 < mem_kib <= 320 * 1024, lines[4]
+    assert (data / "from-guest").read_text() == "guest\n"
+
+
+def test_detached_exec_logs_stop_and_rm(podman):
+    r = podman("run", "-d", "--name", "g1", *podman.run_flags, IMAGE, "sh", "-c",
+               "trap '' TERM; echo up; while true; do sleep 1; done")
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 60
+    while b"up" not in podman("logs", "g1").stdout:
+        assert time.monotonic() < deadline, podman("logs", "g1")
+        time.sleep(0.5)
+    r = podman("exec", "g1", "sh", "-c", "echo in-exec; exit 3")
+    assert r.returncode == 3 and r.stdout == b"in-exec\n", r
+    # (inspect of a running one reads its cgroup, which a host without
+    # cgroups, the nested test host, lacks: ps says the same.)
+    r = podman("ps", "--filter", "name=g1", "--format", "{{.Status}}")
+    assert r.stdout.startswith(b"Up "), r
+    # TERM is ignored in the container: stop falls back to KILL.
+    t0 = time.monotonic()
+    r = podman("stop", "-t", "2", "g1")
+    assert r.returncode == 0, r.stderr
+    assert time.monotonic() - t0 >= 2
+    r = podman("inspect", "g1")
+    state = json.loads(r.stdout)[0]["State"]
+    assert state["Status"] == "exited" and state["ExitCode"] == 137, (state, r.stderr)
+    r = podman("rm", "g1")
+    assert r.returncode == 0, r.stderr
+    assert not list((podman.tmp / "oci").glob("*g1*"))
+
+
+def test_run_with_a_terminal(podman):
+    if shutil.which("script") is None:
+        pytest.skip("script not found: apt-get install bsdutils")
+    argv = [*podman.base, "run", "--rm", "-t", *podman.run_flags, IMAGE, "sh", "-c",
+            "tty; stty size; exit 5"]
+    # script gives podman a terminal of 33 rows and 111 columns.
+    r = subprocess.run(["script", "-qec",
+                        "stty rows 33 cols 111; " + subprocess.list2cmdline(argv), "/dev/null"],
+                       capture_output=True, timeout=boot_timeout() * 3,
+                       stdin=subprocess.DEVNULL)
+    out = r.stdout.decode(errors="replace")
+    assert "/dev/pts/" in out and "33 111" in out, out
+    assert r.returncode == 5, (r.returncode, out)
