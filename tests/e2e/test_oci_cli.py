@@ -7,6 +7,7 @@ nothing under --root."""
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -116,3 +117,67 @@ def test_create_without_kvm_fails_in_one_line_and_leaves_nothing(oci, tmp_path):
     assert not (oci.root / "c1").exists()
     assert not (tmp_path / "pid").exists()
     assert not (oci.root / ".gantry" / "sandboxes" / "c1").exists()
+
+
+FIXTURES = Path(__file__).parent / "oci-calls"
+# What a runtime says when it cannot read its command line.
+PARSE_ERRORS = ("flag provided but not defined", "flag needs an argument", "takes true or false",
+                "requires a container id", "unexpected argument", "unknown command",
+                "not supported", "invalid container id")
+
+
+@pytest.mark.parametrize("caller", ["podman", "containerd"])
+def test_recorded_calls_parse(gantry, tmp_path, caller):
+    """Every command line podman/conmon and containerd's shim sent runc
+    (tests/e2e/oci-calls/, made by ocicalls.py) reaches gantry-oci's verb:
+    none fails on its flags. The bundle's root is missing, so create stops
+    there, before any VM."""
+    import ocicalls
+
+    link = tmp_path / "gantry-oci"
+    link.symlink_to(gantry)
+    b = tmp_path / "bundle"
+    b.mkdir()
+    (b / "config.json").write_text(json.dumps(
+        {"process": {"args": ["true"], "cwd": "/"}, "root": {"path": "no-rootfs"}}))
+    (tmp_path / "process.json").write_text(json.dumps({"args": ["true"], "cwd": "/"}))
+    subst = {"{ROOT}": str(tmp_path / "state"), "{LOG}": str(tmp_path / "log.json"),
+             "{BUNDLE}": str(b), "{PIDFILE}": str(tmp_path / "pid"),
+             "{PROCESS}": str(tmp_path / "process.json"),
+             "{CONSOLE}": str(tmp_path / "console.sock"), "{ID}": "c1"}
+    lines = ocicalls.calls(FIXTURES / f"{caller}.txt")
+    assert lines, caller
+    verbs = set()
+    for argv in lines:
+        argv = [subst.get(w, w) for w in argv]
+        if "--root" not in argv:
+            argv = ["--root", subst["{ROOT}"], *argv]
+        r = subprocess.run([str(link), *argv], capture_output=True, stdin=subprocess.DEVNULL,
+                           timeout=60)
+        err = r.stderr.decode()
+        assert not any(p in err for p in PARSE_ERRORS), (argv, err)
+        verbs.add(next(w for w in argv if w in ("create", "start", "exec", "kill", "delete",
+                                                "ps", "state")))
+        if "create" in argv:
+            assert r.returncode == 1 and "no-rootfs" in err, (argv, err)
+    assert {"create", "start", "exec", "kill", "delete"} <= verbs
+
+
+def test_callers_send_what_was_recorded(tmp_path):
+    """Where Debian's podman, conmon, runc and containerd are installed,
+    record their calls again: a Debian update that changes them fails
+    here, and the fixtures are re-recorded with ocicalls.py."""
+    import ocicalls
+
+    for tool in ("podman", "conmon", "runc", "containerd", "ctr", "busybox", "script"):
+        if shutil.which(tool) is None and not Path("/usr/sbin/" + tool).exists():
+            pytest.skip(f"{tool} not installed (apt-get install podman containerd)")
+    if os.geteuid() != 0:
+        pytest.skip("recording runs podman and containerd as root")
+    try:
+        ocicalls.record(tmp_path)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        pytest.skip(f"podman or containerd cannot run containers here: {e}")
+    for caller in ("podman", "containerd"):
+        assert ocicalls.calls(tmp_path / f"{caller}.txt") == \
+            ocicalls.calls(FIXTURES / f"{caller}.txt"), caller
