@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,17 @@ pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave)
 
 /* --- the holder ------------------------------------------------------- */
 
+static int join_netns(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return -1;
+	r = setns(fd, CLONE_NEWNET);
+	close(fd);
+	return r;
+}
+
 /* Wait for `start` on ls (or a signal, which ends the container before
  * it ran: 128+n); 0 once told to start. */
 static int wait_start(int ls)
@@ -217,6 +229,14 @@ static __attribute__((noreturn)) void holder(const struct oci_container *c,
 
 	if (slave >= 0 && console_take(slave) < 0) {
 		dprintf(ready_fd, "error: the terminal: %s\n", strerror(errno));
+		_exit(1);
+	}
+	/* The pod's network namespace: the VM's network worker, which the
+	 * sandbox's supervisor starts from here, makes its connections there,
+	 * through what podman or a CNI plugin set up. */
+	if (c->spec.netns_path && join_netns(c->spec.netns_path) < 0) {
+		dprintf(ready_fd, "error: the network namespace %s: %s\n", c->spec.netns_path,
+			strerror(errno));
 		_exit(1);
 	}
 	if (catch_all() < 0 || sandbox_create(o, NULL, &err) < 0) {

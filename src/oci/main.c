@@ -199,6 +199,18 @@ static int load(const char *id, char **dir, struct oci_state *st, gantry_error_t
 
 #define NO_CONTAINER "container does not exist"
 
+/* An ID whose container went to crun (delegate.c) goes there again. */
+static int delegate(const char *verb, const char *id, int argc, char **argv)
+{
+	/* crun, as crun hands these to itself; GANTRY_OCI_DELEGATE names
+	 * another runc-compatible runtime (runc, where crun cannot run). */
+	const char *crun = getenv("GANTRY_OCI_DELEGATE");
+	const struct oci_delegation d = { crun && *crun ? crun : "crun", g.root, g.log,
+					   g.log_format };
+
+	return oci_delegate(&d, verb, id, argc, argv);
+}
+
 static int write_pid_file(const char *path, pid_t pid, gantry_error_t *err)
 {
 	char buf[32];
@@ -209,6 +221,44 @@ static int write_pid_file(const char *path, pid_t pid, gantry_error_t *err)
 
 /* --- verbs ------------------------------------------------------------ */
 
+/* The annotation io.gantry.publish: ports of the VM published in the
+ * network namespace it runs in (a pod's), on every address there, so
+ * what podman's or a CNI plugin's forwarding sends to the container's
+ * address reaches the guest. "80", "8080:80", "53/udp", or a whole
+ * -p spec, comma-separated. */
+static void publish(const struct oci_spec *s, struct sandbox_opts *o, gantry_error_t *err)
+{
+	const char *v = json_string_value(json_object_get(s->annotations, OCI_ANNOT_PUBLISH));
+	cleanup_free char *copy = v ? xstrdup(v) : NULL;
+	char *save = NULL;
+
+	if (v && !o->net) {
+		gantry_error(err, 0, "annotation `%s`: the container has no network",
+			     OCI_ANNOT_PUBLISH);
+		return;
+	}
+	for (char *p = copy ? strtok_r(copy, ",", &save) : NULL; p && !*err;
+	     p = strtok_r(NULL, ",", &save)) {
+		cleanup_free char *spec = NULL;
+		const char *colon = strchr(p, ':');
+
+		while (*p == ' ')
+			p++;
+		if (colon == NULL) {
+			/* "80" or "53/udp": the same port */
+			size_t n = strcspn(p, "/");
+
+			xasprintf(&spec, "0.0.0.0:%.*s:%s", (int)n, p, p);
+		} else if (strchr(colon + 1, ':') == NULL) {
+			xasprintf(&spec, "0.0.0.0:%s", p);
+		} else {
+			spec = xstrdup(p);
+		}
+		if (sandbox_opts_publish(o, spec, err) < 0)
+			gantry_error_prefix(err, "annotation `%s`", OCI_ANNOT_PUBLISH);
+	}
+}
+
 static void sandbox_from_spec(const struct oci_spec *s, const char *id, struct sandbox_opts *o,
 			      gantry_error_t *err)
 {
@@ -216,10 +266,15 @@ static void sandbox_from_spec(const struct oci_spec *s, const char *id, struct s
 	o->name = id;
 	o->root = s->root;
 	o->writable = false;
+	/* A network namespace of its own without a path is an empty one
+	 * (podman's --network none): the VM gets no network either. */
+	if (s->netns && s->netns_path == NULL)
+		o->net = false;
 	if (s->cpus)
 		o->cpus = s->cpus;
 	if (s->mem_mib)
 		o->mem_mib = s->mem_mib;
+	publish(s, o, err);
 	for (size_t i = 0; i < s->nr_binds && !*err; i++) {
 		cleanup_free char *v = NULL;
 
@@ -256,6 +311,10 @@ static int cmd_create(int argc, char **argv)
 		return oci_fail("create: bundle `%s`: %s", bundle, strerror(errno));
 	if (oci_spec_load(real, &c.spec, &err) < 0)
 		return fail_err(&err);
+	if (oci_is_pod_sandbox(c.spec.annotations)) {
+		oci_spec_free(&c.spec);
+		return delegate("create", c.id, argc, argv);
+	}
 	if (c.spec.terminal && console == NULL) {
 		oci_spec_free(&c.spec);
 		return oci_fail("create: process.terminal is set: --console-socket is needed");
@@ -311,6 +370,8 @@ static int cmd_start(int argc, char **argv)
 
 	if (at < 0 || (id = one_id("start", argc, argv, at, false)) == NULL)
 		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate("start", id, argc, argv);
 	if ((r = load(id, &dir, &st, &err)) != 0)
 		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
@@ -394,6 +455,8 @@ static int cmd_exec(int argc, char **argv)
 
 	if (at < 0 || (id = one_id("exec", argc, argv, at, true)) == NULL)
 		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate("exec", id, argc, argv);
 	if (preserve && strcmp(preserve, "0") != 0)
 		return oci_fail("exec: --preserve-fds: a descriptor cannot cross into a VM");
 	if ((r = load(id, &dir, &st, &err)) != 0)
@@ -459,6 +522,8 @@ static int cmd_state(int argc, char **argv)
 
 	if (at < 0 || (id = one_id("state", argc, argv, at, false)) == NULL)
 		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate("state", id, argc, argv);
 	if ((r = load(id, &dir, &st, &err)) != 0)
 		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
@@ -483,6 +548,8 @@ static int cmd_kill(int argc, char **argv)
 
 	if (at < 0 || (id = one_id("kill", argc, argv, at, true)) == NULL)
 		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate("kill", id, argc, argv);
 	if (at + 2 < argc)
 		return oci_fail("kill: unexpected argument `%.64s`", argv[at + 2]);
 	if (at + 1 < argc && (sig = oci_signal_parse(argv[at + 1])) == 0)
@@ -521,6 +588,8 @@ static int cmd_delete(int argc, char **argv)
 
 	if (at < 0 || (id = one_id("delete", argc, argv, at, false)) == NULL)
 		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate("delete", id, argc, argv);
 	r = load(id, &dir, &st, &err);
 	if (r != 0) /* runc: a forced delete of what is not there is done */
 		return r < 0 ? fail_err(&err) : force ? 0 : oci_fail(NO_CONTAINER);
@@ -553,6 +622,8 @@ static int cmd_ps(int argc, char **argv)
 
 	if (at < 0 || (id = one_id("ps", argc, argv, at, true)) == NULL)
 		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate("ps", id, argc, argv);
 	if ((r = load(id, &dir, &st, &err)) != 0)
 		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;

@@ -21,6 +21,7 @@
 #define OCI_SPEC_VERSION  "1.0.2"
 #define OCI_ANNOT_CPUS	  "io.gantry.cpus"
 #define OCI_ANNOT_MEM	  "io.gantry.mem_mib"
+#define OCI_ANNOT_PUBLISH "io.gantry.publish"
 
 /* A bind mount of config.json's that becomes a share: a host directory
  * at a container path. */
@@ -45,6 +46,11 @@ struct oci_spec {
 	size_t nr_binds;
 	size_t skipped; /* mounts the guest makes its own (proc, tmpfs...) or cannot (files) */
 	uint64_t cpus, mem_mib; /* 0: the default */
+	/* linux.namespaces' network entry: none (the caller's network),
+	 * without a path (a new, empty one: podman's --network none), or with
+	 * the path of one to join (a pod's, set up by podman or a CNI plugin) */
+	bool netns;
+	char *netns_path;
 	json_t *annotations;	/* an object, never NULL */
 };
 
@@ -103,6 +109,21 @@ struct oci_container {
 };
 
 int oci_main(int argc, char **argv);
+
+/* The pod's sandbox (pause) container, handed to crun (delegate.c). */
+struct oci_delegation {
+	const char *crun; /* crun's name or path */
+	const char *root, *log, *log_format;
+};
+/* Whether config.json's annotations make it Kubernetes' pod sandbox. */
+bool oci_is_pod_sandbox(json_t *annotations);
+/* Whether ROOT/ID was handed to crun. */
+bool oci_delegated(const char *root, const char *id);
+/* Run crun's verb with argv (this verb's arguments, as given) and its
+ * state under ROOT/.crun; create marks ROOT/ID first, a delete that
+ * succeeds removes it. crun's exit status. */
+int oci_delegate(const struct oci_delegation *d, const char *verb, const char *id, int argc,
+		 char **argv);
 /* One line on stderr ("gantry-oci: ..."), and in --log: 1. */
 int oci_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A terminal for the process: a new pty whose master is sent over the

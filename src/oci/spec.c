@@ -264,6 +264,41 @@ static int resources(json_t *j, struct oci_spec *s, gantry_error_t *err)
 	return 0;
 }
 
+/* linux.namespaces: only the network one changes what a VM does. */
+static int namespaces(json_t *j, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *lx = json_object_get(j, "linux"), *a, *ns;
+	size_t i;
+
+	a = json_is_object(lx) ? json_object_get(lx, "namespaces") : NULL;
+	if (a == NULL || json_is_null(a))
+		return 0;
+	if (!json_is_array(a))
+		return field_error(err, "linux.namespaces", "is not a list");
+	json_array_foreach(a, i, ns) {
+		cleanup_free char *type = NULL, *path = NULL;
+
+		if (!json_is_object(ns))
+			return field_error(err, "linux.namespaces",
+					   "holds something other than an object");
+		if (jsonh_string(ns, "type", true, &type, err) < 0 ||
+		    jsonh_string(ns, "path", false, &path, err) < 0)
+			return gantry_error_prefix(err, "config.json: linux.namespaces[%zu]", i);
+		if (strcmp(type, "network") != 0)
+			continue;
+		if (s->netns)
+			return field_error(err, "linux.namespaces", "names the network one twice");
+		s->netns = true;
+		if (path && *path) {
+			if (path[0] != '/')
+				return field_error(err, "linux.namespaces",
+						   "has a network path that is not absolute");
+			s->netns_path = steal_pointer(&path);
+		}
+	}
+	return 0;
+}
+
 int oci_spec_parse(const char *text, size_t len, const char *bundle, struct oci_spec *s,
 		   gantry_error_t *err)
 {
@@ -287,7 +322,8 @@ int oci_spec_parse(const char *text, size_t len, const char *bundle, struct oci_
 	if (an)
 		json_object_update(s->annotations, an);
 	if (process(j, s, err) < 0 || root(j, bundle, s, err) < 0 || mounts(j, s, err) < 0 ||
-	    resources(j, s, err) < 0 || jsonh_string(j, "hostname", false, &s->hostname, err) < 0)
+	    resources(j, s, err) < 0 || namespaces(j, s, err) < 0 ||
+	    jsonh_string(j, "hostname", false, &s->hostname, err) < 0)
 		goto out;
 	r = 0;
 out:
@@ -318,6 +354,7 @@ void oci_spec_free(struct oci_spec *s)
 	free(s->cwd);
 	free(s->root);
 	free(s->hostname);
+	free(s->netns_path);
 	for (size_t i = 0; i < s->nr_binds; i++) {
 		free(s->binds[i].source);
 		free(s->binds[i].destination);

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.kvm
 
 PR_SET_CHILD_SUBREAPER = 36
 APPLETS = ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls", "grep", "head", "touch",
-           "mkdir", "test", "true", "false", "kill")
+           "mkdir", "test", "true", "false", "kill", "wget", "timeout", "httpd")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -317,3 +317,58 @@ def test_terminal_over_the_console_socket_and_resize(rt):
     assert wait_child(pid, 30) == 3
     os.close(master)
     assert rt("delete", "c7").returncode == 0
+
+
+def test_network_none_and_a_pod_namespace(rt, tmp_path):
+    """No path in linux.namespaces' network entry (podman's --network
+    none): no network in the VM either. A path (a pod's namespace): the
+    VM's connections are made from there: here the network rig's world W,
+    whose HTTP server answers on a documentation address."""
+    import netrig
+
+    if not Path("/dev/net/tun").exists():
+        subprocess.run(["modprobe", "tun"], capture_output=True)
+    try:
+        rig = netrig.Rig()
+    except netrig.RigUnavailable as e:
+        pytest.skip(str(e))
+    with rig:
+        www = tmp_path / "www"
+        www.mkdir()
+        (www / "token.txt").write_text("from-the-pod-namespace\n")
+        rig.http_server(18080, www)
+        b = rt.bundle("n0", ["sh", "-c", "ls /sys/class/net"],
+                      linux={"namespaces": [{"type": "network"}]})
+        pid = rt.create("n0", b)
+        assert rt("start", "n0").returncode == 0
+        assert wait_child(pid, boot_timeout()) == 0
+        assert (rt.tmp / "n0.out").read_text().split() == ["lo"]
+
+        b = rt.bundle("n1", ["sh", "-c", "timeout 30 wget -q -O - "
+                             "http://203.0.113.10:18080/token.txt"],
+                      linux={"namespaces": [{"type": "network",
+                                             "path": f"/run/netns/{rig.W}"}]})
+        pid = rt.create("n1", b)
+        assert rt("start", "n1").returncode == 0
+        assert wait_child(pid, boot_timeout()) == 0, (rt.tmp / "n1.out").read_text()
+        assert (rt.tmp / "n1.out").read_text() == "from-the-pod-namespace\n"
+
+        # io.gantry.publish: the VM's port 8000 on every address of the
+        # pod's namespace, where a client there reaches it.
+        b = rt.bundle("n2", ["sh", "-c", "mkdir -p /www; echo served-from-the-vm > /www/f; "
+                             "exec httpd -f -p 8000 -h /www"],
+                      linux={"namespaces": [{"type": "network",
+                                             "path": f"/run/netns/{rig.W}"}]},
+                      annotations={"io.gantry.publish": "8000"})
+        pid = rt.create("n2", b)
+        assert rt("start", "n2").returncode == 0
+        deadline = time.monotonic() + 60
+        while True:
+            r = rig.w("curl", "-sS", "--max-time", "5", "http://203.0.113.10:8000/f")
+            if r.returncode == 0 and r.stdout == "served-from-the-vm\n":
+                break
+            assert time.monotonic() < deadline, (r, (rt.tmp / "n2.out").read_text())
+            time.sleep(0.5)
+        assert rt("kill", "n2", "KILL").returncode == 0
+        wait_child(pid, 30)
+        assert rt("delete", "n2").returncode == 0

@@ -109,6 +109,42 @@ static void test_defaults_and_annotations(void **state)
 	oci_spec_free(&s);
 }
 
+static void test_network_namespace(void **state)
+{
+	struct oci_spec s;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	assert_int_equal(parse("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"}}", &s,
+			       &err),
+			 0);
+	assert_false(s.netns); /* the caller's network */
+	oci_spec_free(&s);
+	assert_int_equal(parse("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+			       "\"linux\":{\"namespaces\":[{\"type\":\"pid\"},{\"type\":\"network\"}]}}",
+			       &s, &err),
+			 0);
+	assert_true(s.netns); /* a new, empty one */
+	assert_null(s.netns_path);
+	oci_spec_free(&s);
+	assert_int_equal(parse("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+			       "\"linux\":{\"namespaces\":[{\"type\":\"network\","
+			       "\"path\":\"/run/netns/pod\"}]}}",
+			       &s, &err),
+			 0);
+	assert_string_equal(s.netns_path, "/run/netns/pod");
+	oci_spec_free(&s);
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+		     "\"linux\":{\"namespaces\":[{\"type\":\"network\",\"path\":\"rel\"}]}}",
+		     "not absolute");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+		     "\"linux\":{\"namespaces\":[{\"type\":\"network\"},{\"type\":\"network\"}]}}",
+		     "twice");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+		     "\"linux\":{\"namespaces\":[{\"path\":\"/x\"}]}}",
+		     "namespaces[0]");
+}
+
 static void test_errors(void **state)
 {
 	(void)state;
@@ -220,6 +256,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_defaults_and_annotations),
+		cmocka_unit_test(test_network_namespace),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_ids_and_signals),
 		cmocka_unit_test(test_state_follows_the_holder),
