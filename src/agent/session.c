@@ -359,6 +359,8 @@ static int control_frames(struct run *r, gantry_error_t *err)
 			}
 		} else if (m.type == PROTO_STARTED && m.u.started.id == r->id) {
 			r->res->pid = m.u.started.pid;
+			if (r->p->started)
+				r->p->started(r->p->started_opaque);
 		} else if (m.type == PROTO_EXIT && m.u.exit.id == r->id && !r->done) {
 			r->res->signaled = m.u.exit.signaled;
 			r->res->code = (int)m.u.exit.code;

@@ -58,6 +58,9 @@ struct agent_process {
 	 * caller's (a CLI's, src/cli/signals.c), as handlers are the
 	 * process's. */
 	int signal_fd;
+	/* Called once the guest says the process runs (STARTED); may be NULL. */
+	void (*started)(void *opaque);
+	void *started_opaque;
 };
 
 struct agent_result {

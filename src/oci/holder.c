@@ -25,7 +25,8 @@
 #include "oci/oci.h"
 #include "sandbox/lifecycle.h"
 
-#define HOLDER_ANSWER_S 5
+#define HOLDER_ANSWER_S	 5
+#define HOLDER_STARTED_S 120 /* start waits this long for the process to run */
 
 static int sig_pipe[2] = { -1, -1 };
 
@@ -114,13 +115,26 @@ static int console_take(int slave)
 
 /* --- a process in the container ------------------------------------------ */
 
-int oci_run_process(const char *id, const struct oci_spec *s)
+/* `start` waits on its connection until the process runs: "ok" then. */
+static void tell_started(void *opaque)
+{
+	int *fd = opaque;
+
+	if (*fd >= 0) {
+		(void)!write(*fd, "ok\n", 3);
+		close_fd(fd);
+	}
+}
+
+int oci_run_process(const char *id, const struct oci_spec *s, int start_fd)
 {
 	struct sandbox_stdio io = { .in = STDIN_FILENO,
 				    .out = STDOUT_FILENO,
 				    .err = STDERR_FILENO,
 				    .tty = s->terminal,
-				    .signal_fd = sig_pipe[0] };
+				    .signal_fd = sig_pipe[0],
+				    .started = tell_started,
+				    .started_opaque = &start_fd };
 	struct agent_result res = { 0 };
 	gantry_error_t err = NULL;
 	char user[32];
@@ -135,18 +149,24 @@ int oci_run_process(const char *id, const struct oci_spec *s)
 					   .user = user };
 
 	if (catch_all() < 0) {
-		oci_fail("signals: %s", strerror(errno));
-		return 255;
+		gantry_error_errno(&err, "signals");
+		status = 255;
+	} else if (sandbox_exec(id, &po, &io, NULL, &res, &err) < 0) {
+		status = 255;
+	} else {
+		if (res.error)
+			gantry_error(&err, 0, "%s", res.message ? res.message : "cannot run it");
+		status = agent_result_status(&res);
+		agent_result_free(&res);
 	}
-	if (sandbox_exec(id, &po, &io, NULL, &res, &err) < 0) {
-		oci_fail("%s", gantry_error_str(err));
+	/* It never ran: start says why, and so does this process. */
+	if (err) {
+		if (start_fd >= 0)
+			dprintf(start_fd, "error: %s\n", gantry_error_str(err));
+		oci_fail("the process: %s", gantry_error_str(err));
 		gantry_error_free(&err);
-		return 255;
 	}
-	if (res.error)
-		oci_fail("exec: %s", res.message ? res.message : "cannot run the process");
-	status = agent_result_status(&res);
-	agent_result_free(&res);
+	close_fd(&start_fd);
 	return status;
 }
 
@@ -162,7 +182,7 @@ pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave)
 		oci_fail("exec: the terminal: %s", strerror(errno));
 		_exit(255);
 	}
-	_exit(oci_run_process(id, s));
+	_exit(oci_run_process(id, s, -1));
 }
 
 /* --- the holder ------------------------------------------------------- */
@@ -179,8 +199,10 @@ static int join_netns(const char *path)
 }
 
 /* Wait for `start` on ls (or a signal, which ends the container before
- * it ran: 128+n); 0 once told to start. */
-static int wait_start(int ls)
+ * it ran: 128+n): 0 with *conn the start's connection, answered once the
+ * process runs; "none" when there is no process (then the container
+ * ends: 255). */
+static int wait_start(int ls, bool have_process, int *conn)
 {
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = ls, .events = POLLIN },
@@ -208,12 +230,17 @@ static int wait_start(int ls)
 			continue;
 		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		n = read(c, line, sizeof(line) - 1);
-		if (n > 0 && strncmp(line, "start\n", 6) == 0) {
-			(void)!write(c, "ok\n", 3);
+		if (n <= 0 || strncmp(line, "start\n", 6) != 0) {
 			close(c);
-			return 0;
+			continue;
 		}
-		close(c);
+		if (!have_process) {
+			(void)!write(c, "none\n", 5);
+			close(c);
+			return 255;
+		}
+		*conn = c;
+		return 0;
 	}
 }
 
@@ -225,7 +252,7 @@ static __attribute__((noreturn)) void holder(const struct oci_container *c,
 {
 	char sock[128];
 	gantry_error_t err = NULL;
-	int ls = -1, status, dfd;
+	int ls = -1, status, dfd, conn = -1;
 
 	if (slave >= 0 && console_take(slave) < 0) {
 		dprintf(ready_fd, "error: the terminal: %s\n", strerror(errno));
@@ -255,12 +282,12 @@ static __attribute__((noreturn)) void holder(const struct oci_container *c,
 	}
 	(void)!write(ready_fd, "ok\n", 3);
 	close(ready_fd);
-	status = wait_start(ls);
+	status = wait_start(ls, c->spec.nargs > 0, &conn);
 	close(ls);
 	unlinkat(dfd, OCI_HOLDER_SOCK, 0);
 	close(dfd);
 	if (status == 0)
-		status = oci_run_process(c->id, &c->spec);
+		status = oci_run_process(c->id, &c->spec, conn);
 	sandbox_stop(c->id, NULL);
 	_exit(status);
 }
@@ -310,12 +337,12 @@ int oci_holder_spawn(const struct oci_container *c, const struct sandbox_opts *o
 			    strncmp(buf, "error: ", 7) == 0 ? buf + 7 : "the container's holder died");
 }
 
-int oci_holder_start(const char *dir)
+int oci_holder_start(const char *dir, bool *none, char **why)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv = { .tv_sec = HOLDER_ANSWER_S * 2 };
+	struct timeval tv = { .tv_sec = HOLDER_STARTED_S };
 	cleanup_close int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
-	char line[16] = "";
+	char line[512] = "";
 
 	if (dfd < 0)
 		return -1;
@@ -324,9 +351,17 @@ int oci_holder_start(const char *dir)
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	if (write_full(fd, "start\n", 6) < 0 || read(fd, line, sizeof(line) - 1) <= 0 ||
-	    strncmp(line, "ok\n", 3) != 0) {
+	*none = false;
+	*why = NULL;
+	if (write_full(fd, "start\n", 6) < 0 || read(fd, line, sizeof(line) - 1) <= 0) {
 		errno = ETIMEDOUT;
+		return -1;
+	}
+	line[strcspn(line, "\n")] = '\0';
+	*none = strcmp(line, "none") == 0;
+	if (strcmp(line, "ok") != 0 && !*none) {
+		*why = xstrdup(strncmp(line, "error: ", 7) == 0 ? line + 7 : "no answer");
+		errno = EPROTO;
 		return -1;
 	}
 	return 0;

@@ -104,6 +104,13 @@ static int fail_err(gantry_error_t *err)
 	return r;
 }
 
+static void warn_err(gantry_error_t *err)
+{
+	fprintf(stderr, "gantry-oci: warning: %s\n", gantry_error_str(*err));
+	log_json("warning", gantry_error_str(*err));
+	gantry_error_free(err);
+}
+
 /* --- flags: runc's, as urfave/cli reads them (-x, --x, --x=v) --------- */
 
 struct oflag {
@@ -265,6 +272,7 @@ static void sandbox_from_spec(const struct oci_spec *s, const char *id, struct s
 	sandbox_opts_init(o);
 	o->name = id;
 	o->root = s->root;
+	o->hostname = s->hostname && *s->hostname ? s->hostname : NULL;
 	o->writable = false;
 	/* A network namespace of its own without a path is an empty one
 	 * (podman's --network none): the VM gets no network either. */
@@ -340,6 +348,8 @@ static int cmd_create(int argc, char **argv)
 				 .annotations = c.spec.annotations };
 	sandbox_time_now(&st.created);
 	if (oci_state_save(dir, &st, &err) < 0 ||
+	    oci_hooks_run(real, "prestart", &st, &err) < 0 ||
+	    oci_hooks_run(real, "createRuntime", &st, &err) < 0 ||
 	    (pid_file && write_pid_file(pid_file, pid, &err) < 0)) {
 		kill(pid, SIGKILL);
 		sandbox_delete(c.id, true, NULL);
@@ -367,6 +377,8 @@ static int cmd_start(int argc, char **argv)
 	gantry_error_t err = NULL;
 	const char *id;
 	int at = oflags_parse("start", fl, argc, argv), r;
+	char *why;
+	bool none;
 
 	if (at < 0 || (id = one_id("start", argc, argv, at, false)) == NULL)
 		return 1;
@@ -385,12 +397,21 @@ static int cmd_start(int argc, char **argv)
 		fail_err(&err);
 		goto out;
 	}
-	if (oci_holder_start(dir) < 0) {
-		oci_fail("start: the container's holder did not answer: %s", strerror(errno));
-		st.started = false;
-		oci_state_save(dir, &st, NULL);
+	if (oci_holder_start(dir, &none, &why) < 0) {
+		if (why)
+			oci_fail("start: %s", why);
+		else
+			oci_fail("start: the container's holder did not answer: %s",
+				 strerror(errno));
+		free(why);
 		goto out;
 	}
+	if (none) {
+		oci_fail("start: config.json sets no process: nothing to run (the container ends)");
+		goto out;
+	}
+	if (oci_hooks_run(st.bundle, "poststart", &st, &err) < 0)
+		warn_err(&err);
 	r = 0;
 out:
 	oci_state_free(&st);
@@ -479,7 +500,7 @@ static int cmd_exec(int argc, char **argv)
 	if (!detach) {
 		/* In the foreground: this process stands for it. */
 		if (slave < 0) {
-			r = oci_run_process(id, &s);
+			r = oci_run_process(id, &s, -1);
 			goto out;
 		}
 		pid = oci_exec_spawn(id, &s, slave);
@@ -594,18 +615,29 @@ static int cmd_delete(int argc, char **argv)
 	if (r != 0) /* runc: a forced delete of what is not there is done */
 		return r < 0 ? fail_err(&err) : force ? 0 : oci_fail(NO_CONTAINER);
 	s = oci_status_of(&st);
-	if (s == OCI_RUNNING && !force) {
+	if ((s == OCI_RUNNING || s == OCI_CREATED) && !force) {
 		oci_state_free(&st);
-		return oci_fail("cannot delete container %s that is not stopped: running", id);
+		return oci_fail("cannot delete container %s that is not stopped: %s", id,
+				oci_status_name(s));
 	}
 	if (s == OCI_CREATED || s == OCI_RUNNING)
 		kill(st.pid, SIGKILL);
-	oci_state_free(&st);
-	if (sandbox_delete(id, true, &err) < 0 && err->status != ENOENT) {
-		return fail_err(&err);
+	if (sandbox_delete(id, true, &err) < 0) {
+		cleanup_free char *sdir = NULL;
+
+		/* One that never was (a create that failed) is no error. */
+		if (sandbox_dir(id, &sdir, NULL) < 0 || access(sdir, F_OK) == 0) {
+			oci_state_free(&st);
+			return fail_err(&err);
+		}
+		gantry_error_free(&err);
 	}
-	gantry_error_free(&err);
 	rm_tree(dir);
+	/* After the container is gone; a failure is a warning. */
+	st.pid_start = 0;
+	if (oci_hooks_run(st.bundle, "poststop", &st, &err) < 0)
+		warn_err(&err);
+	oci_state_free(&st);
 	return 0;
 }
 
@@ -647,7 +679,7 @@ static int cmd_features(int argc, char **argv)
 	printf("{\n"
 	       "  \"ociVersionMin\": \"1.0.0\",\n"
 	       "  \"ociVersionMax\": \"%s\",\n"
-	       "  \"hooks\": [],\n"
+	       "  \"hooks\": [\"prestart\", \"createRuntime\", \"poststart\", \"poststop\"],\n"
 	       "  \"mountOptions\": [\"bind\", \"rbind\", \"ro\", \"rw\"],\n"
 	       "  \"linux\": {\n"
 	       "    \"namespaces\": [\"mount\", \"pid\", \"ipc\", \"uts\", \"network\"]\n"

@@ -32,7 +32,7 @@ struct oci_bind {
 
 /* The part of a bundle's config.json a VM carries out. */
 struct oci_spec {
-	char **args; /* process.args, NULL-terminated */
+	char **args; /* process.args, NULL-terminated; NULL without a process */
 	size_t nargs;
 	char **env;
 	size_t nr_env;
@@ -110,6 +110,12 @@ struct oci_container {
 
 int oci_main(int argc, char **argv);
 
+/* Run the bundle's config.json hooks of kind (prestart, createRuntime,
+ * poststart, poststop) with st's state document on their stdin, in
+ * order; the first that fails stops them, and err says which and why. */
+int oci_hooks_run(const char *bundle, const char *kind, const struct oci_state *st,
+		  gantry_error_t *err);
+
 /* The pod's sandbox (pause) container, handed to crun (delegate.c). */
 struct oci_delegation {
 	const char *crun; /* crun's name or path */
@@ -135,11 +141,14 @@ int oci_console_make(const char *socket_path, int *slave, gantry_error_t *err);
  * with why (the holder has exited then). */
 int oci_holder_spawn(const struct oci_container *c, const struct sandbox_opts *o, int slave,
 		     pid_t *pid, gantry_error_t *err);
-/* Tell the holder in dir to run its process: 0 once it said it will. */
-int oci_holder_start(const char *dir);
+/* Tell the holder in dir to run its process: 0 once it runs in the
+ * guest, or (*none) when config.json set none, and the container ends;
+ * -1 with *why (or errno) when it could not run. */
+int oci_holder_start(const char *dir, bool *none, char **why);
 /* Run s's process in sandbox id with this process's stdio and signals:
- * its status (128+n for a signal n; 255 when it could not run). */
-int oci_run_process(const char *id, const struct oci_spec *s);
+ * its status (128+n for a signal n; 255 when it could not run). start_fd
+ * (-1: none) gets "ok" once it runs, or "error: WHY"; closed either way. */
+int oci_run_process(const char *id, const struct oci_spec *s, int start_fd);
 /* The same in a child (on the terminal slave when it is >= 0), which
  * exits with that status: its pid. */
 pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave);

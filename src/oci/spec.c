@@ -105,8 +105,11 @@ static int process(json_t *j, struct oci_spec *s, gantry_error_t *err)
 
 	if (*err)
 		return -1;
-	if (p == NULL)
-		return field_error(err, "process", "is missing: a container needs a process");
+	/* Optional until start, which then fails (the runtime spec). */
+	if (p == NULL) {
+		s->cwd = xstrdup("/");
+		return 0;
+	}
 	return oci_process_parse(p, s, err);
 }
 

@@ -106,10 +106,26 @@ static int rwlayer_check(const struct sandbox *sb, gantry_error_t *err)
 	return rwlayer_pair(sb->rwlayer, sandbox_image_id(sb), false, err);
 }
 
+/* A hostname gantry-init takes from the kernel command line: letters,
+ * digits, '-' and '.', at most 63, neither starting nor ending with '-' or
+ * '.'; nothing that would split the command line. */
+static bool hostname_valid(const char *h)
+{
+	size_t n = strlen(h);
+
+	return n > 0 && n <= 63 &&
+	       strspn(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.") == n &&
+	       !strchr("-.", h[0]) && !strchr("-.", h[n - 1]);
+}
+
 static int validate_opts(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	if (sandbox_name_check(o->name, err) < 0 || sandbox_opts_resources(o, err) < 0)
 		return -1;
+	if (o->hostname && !hostname_valid(o->hostname))
+		return gantry_error_opt(err, "hostname",
+					" `%.64s`: want letters, digits, '-' and '.', at most 63",
+					o->hostname);
 	if (o->disk_mib < RWLAYER_MIN_MIB || o->disk_mib > RWLAYER_MAX_MIB)
 		return gantry_error_opt(err, "disk_mib", " %llu: want %d to %d MiB",
 					(unsigned long long)o->disk_mib, RWLAYER_MIN_MIB,
@@ -224,6 +240,8 @@ static int describe(const struct sandbox_opts *o, const struct gantry_cancel *ca
 		image_free(&img);
 	}
 	sb->name = xstrdup(o->name);
+	if (o->hostname)
+		sb->hostname = xstrdup(o->hostname);
 	/* -e, -w, -u, -entrypoint: the sandbox's own, over its image's. */
 	if (sandbox_process_apply(&sb->config, &o->process, err) < 0)
 		return -1;

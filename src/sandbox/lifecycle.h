@@ -36,6 +36,7 @@ struct sandbox_opts {
 	 * guest as the container's root in place of an image, read and
 	 * written where it is; then image is NULL and writable false. */
 	const char *root;
+	const char *hostname; /* the guest's; NULL: the sandbox's name */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;
 	const char *rwlayer; /* NULL: Gantry's own, rwlayers/<name>.ext4 */

@@ -43,7 +43,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	else
 		n = snprintf(m->append, sizeof(m->append),
 			     "%s gantry.persist=1 gantry.hostname=%s %s%s%s", MACHINE_APPEND_BASE,
-			     sb->name,
+			     sb->hostname ? sb->hostname : sb->name,
 			     sb->root ? "" : sb->writable ? "gantry.rw=1" : "gantry.readonly=1", net,
 			     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append))

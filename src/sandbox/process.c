@@ -224,6 +224,8 @@ int sandbox_process_init(struct sandbox_process *sp, const struct image_config *
 	p->out_fd = io->out;
 	p->err_fd = io->err;
 	p->signal_fd = io->signal_fd;
+	p->started = io->started;
+	p->started_opaque = io->started_opaque;
 	return 0;
 }
 

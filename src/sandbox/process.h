@@ -28,6 +28,9 @@ struct sandbox_stdio {
 	bool tty;
 	int signal_fd;
 	int (*catch_signals)(bool on, gantry_error_t *err);
+	/* Called once the process runs in the guest (may be NULL). */
+	void (*started)(void *opaque);
+	void *started_opaque;
 };
 
 /* What the caller sets on the process, over the image's config. */

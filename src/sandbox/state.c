@@ -221,6 +221,7 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->image_digest);
 	free(sb->image_path);
 	free(sb->root);
+	free(sb->hostname);
 	if (sb->config) {
 		image_config_free(sb->config);
 		free(sb->config);
@@ -368,6 +369,7 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	    jsonh_string(j, "image_digest", false, &sb->image_digest, err) < 0 ||
 	    jsonh_string(j, "image_path", false, &sb->image_path, err) < 0 ||
 	    jsonh_string(j, "root", false, &sb->root, err) < 0 ||
+	    jsonh_string(j, "hostname", false, &sb->hostname, err) < 0 ||
 	    jsonh_string(j, "rwlayer", false, &sb->rwlayer, err) < 0 ||
 	    jsonh_string(j, "created", false, &sb->created, err) < 0 ||
 	    jsonh_string(j, "state", true, &state, err) < 0 ||
@@ -433,6 +435,7 @@ static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_
 	set_str(j, "image_digest", sb->image_digest);
 	set_str(j, "image_path", sb->image_path);
 	set_str(j, "root", sb->root);
+	set_str(j, "hostname", sb->hostname);
 	json_object_set_new(j, "image_config",
 			    sb->config ? image_config_to_json(sb->config) : json_null());
 	json_object_set_new(j, "cpus", json_integer((json_int_t)sb->cpus));

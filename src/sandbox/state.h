@@ -46,6 +46,7 @@ struct sandbox {
 	char *image_path;	     /* the EROFS image attached as /dev/vdb; NULL with root */
 	char *root;		     /* a host directory served as the container's
 				      * root (an OCI bundle's rootfs); NULL: the image */
+	char *hostname;		     /* the guest's; NULL: name */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.kvm
 
 PR_SET_CHILD_SUBREAPER = 36
 APPLETS = ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls", "grep", "head", "touch",
-           "mkdir", "test", "true", "false", "kill", "wget", "timeout", "httpd")
+           "mkdir", "test", "true", "false", "kill", "wget", "timeout", "httpd", "hostname")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -214,7 +214,7 @@ def test_env_user_binds_and_size(rt, tmp_path):
     b = rt.bundle(
         "e", ["sh", "-c", "echo $GREETING; id -u; id -g; cat /data/from-host; "
               "echo guest > /data/from-guest; grep -c ^processor /proc/cpuinfo; "
-              "head -1 /proc/meminfo"],
+              "head -1 /proc/meminfo; hostname"],
         env=["PATH=/bin", "GREETING=hello"], user={"uid": 65534, "gid": 65534},
         mounts=[{"destination": "/data", "type": "bind", "source": str(data),
                  "options": ["rbind", "rw"]}],
@@ -228,6 +228,7 @@ def test_env_user_binds_and_size(rt, tmp_path):
     assert lines[:5] == ["hello", "65534", "65534", "host", "1"], lines
     mem_kib = int(lines[5].split()[1])
     assert 300 * 1024 < mem_kib <= 384 * 1024, lines[5]
+    assert lines[6] == "e", lines  # config.json's hostname
     assert (data / "from-guest").read_text() == "guest\n"
     assert rt("delete", "c5").returncode == 0
 
@@ -372,3 +373,41 @@ def test_network_none_and_a_pod_namespace(rt, tmp_path):
         assert rt("kill", "n2", "KILL").returncode == 0
         wait_child(pid, 30)
         assert rt("delete", "n2").returncode == 0
+
+
+def test_hooks_run_on_the_host_with_the_state(rt, tmp_path):
+    hook = tmp_path / "hook.sh"
+    hook.write_text("#!/bin/sh\ncat > \"$1.$2\"\n")
+    hook.chmod(0o755)
+    rec = tmp_path / "rec"
+
+    def h(kind):
+        return [{"path": str(hook), "args": ["hook.sh", str(rec), kind]}]
+
+    b = rt.bundle("hk", ["true"])
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["hooks"] = {k: h(k) for k in ("prestart", "createRuntime", "poststart", "poststop")}
+    (b / "config.json").write_text(json.dumps(cfg))
+    pid = rt.create("h1", b)
+    for k in ("prestart", "createRuntime"):
+        st = json.loads(Path(f"{rec}.{k}").read_text())
+        assert st["id"] == "h1" and st["status"] == "created" and st["pid"] == pid, st
+    assert rt("start", "h1").returncode == 0
+    assert json.loads(Path(f"{rec}.poststart").read_text())["id"] == "h1"
+    assert wait_child(pid, boot_timeout()) == 0
+    assert rt("delete", "h1").returncode == 0
+    st = json.loads(Path(f"{rec}.poststop").read_text())
+    assert st["id"] == "h1" and st["status"] == "stopped", st
+
+    # A createRuntime hook that fails fails the create, and nothing is left.
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/bin/sh\necho no-you-dont >&2\nexit 3\n")
+    bad.chmod(0o755)
+    cfg["hooks"] = {"createRuntime": [{"path": str(bad)}]}
+    (b / "config.json").write_text(json.dumps(cfg))
+    with open(tmp_path / "h2.out", "wb") as f:
+        r = rt("create", "--bundle", b, "h2", stdin=subprocess.DEVNULL, stdout=f, stderr=f)
+    err = (tmp_path / "h2.out").read_text()
+    assert r.returncode == 1 and "createRuntime hook 0" in err and "no-you-dont" in err, err
+    assert not (rt.root / "h2").exists()
+    assert not (rt.root / ".gantry" / "sandboxes" / "h2").exists()

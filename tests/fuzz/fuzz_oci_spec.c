@@ -1,6 +1,6 @@
 /* libFuzzer target for gantry-oci's config.json reader (oci_spec_parse):
  * a bundle's document either fails with one line, or gives a process to
- * run (args, an absolute cwd, NAME=VALUE env), a root path, and binds of
+ * run (args, or none until start, an absolute cwd, NAME=VALUE env), a root path, and binds of
  * absolute paths within the bounds. */
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		gantry_error_free(&err);
 		return 0;
 	}
-	check(s.nargs > 0 && s.nargs <= OCI_ARGS_MAX && s.args[s.nargs] == NULL);
+	check(s.nargs <= OCI_ARGS_MAX && (s.nargs == 0 || s.args[s.nargs] == NULL));
 	check(s.cwd && s.cwd[0] == '/');
 	for (size_t i = 0; i < s.nr_env; i++)
 		check(strchr(s.env[i], '=') && s.env[i][0] != '=');

@@ -149,7 +149,6 @@ static void test_errors(void **state)
 {
 	(void)state;
 	expect_error("[]", "not a JSON object");
-	expect_error("{\"root\":{\"path\":\"r\"}}", "`process` is missing");
 	expect_error("{\"process\":{\"args\":[]},\"root\":{\"path\":\"r\"}}", "`process.args` is empty");
 	expect_error("{\"process\":{\"args\":[1]},\"root\":{\"path\":\"r\"}}", "`process.args` holds");
 	expect_error("{\"process\":{\"args\":[\"a\"],\"cwd\":\"rel\"},\"root\":{\"path\":\"r\"}}",
