@@ -49,6 +49,43 @@ def normalize(line):
     return " ".join(out)
 
 
+def busybox_tar(tmp, applets, busybox=None):
+    """tmp/bb.tar: a root of a static busybox and links for applets, with
+    root's /etc/passwd and /etc/group, to import as an image offline."""
+    rootfs = Path(tmp) / "rootfs"
+    for d in ("bin", "etc", "tmp"):
+        (rootfs / d).mkdir(parents=True, exist_ok=True)
+    shutil.copy(busybox or shutil.which("busybox"), rootfs / "bin" / "busybox")
+    for a in applets:
+        (rootfs / "bin" / a).symlink_to("busybox")
+    (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (rootfs / "etc" / "group").write_text("root:x:0:\n")
+    tar = Path(tmp) / "bb.tar"
+    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
+    return tar
+
+
+def containerd_start(tmp, log=None):
+    """containerd from a config of its own under tmp (root, state, socket;
+    no CRI plugin): (the process, its socket), once the socket is there."""
+    tmp = Path(tmp)
+    sock = tmp / "containerd.sock"
+    cfg = tmp / "config.toml"
+    cfg.write_text(f'version = 2\nroot = "{tmp}/ctd-root"\nstate = "{tmp}/ctd-state"\n'
+                   'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+                   f'[grpc]\n  address = "{sock}"\n')
+    out = log if log is not None else subprocess.DEVNULL
+    proc = subprocess.Popen(["containerd", "--config", str(cfg)], stdout=out, stderr=out)
+    deadline = time.monotonic() + 60
+    while not sock.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            raise RuntimeError("containerd did not start")
+        time.sleep(0.1)
+    return proc, sock
+
+
 def _scenarios_podman(tmp, runtime, image_tar):
     base = ["podman", "--root", f"{tmp}/storage", "--runroot", f"{tmp}/run",
             "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
@@ -111,13 +148,7 @@ def record(dest):
         wrapper = tmp / "runc-log"
         wrapper.write_text(WRAPPER.format(log=log, runc=runc))
         wrapper.chmod(0o755)
-        rootfs = tmp / "rootfs"
-        (rootfs / "bin").mkdir(parents=True)
-        shutil.copy(shutil.which("busybox"), rootfs / "bin" / "busybox")
-        for a in ("sh", "sleep", "true"):
-            (rootfs / "bin" / a).symlink_to("busybox")
-        tar = tmp / "bb.tar"
-        subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
+        tar = busybox_tar(tmp, ("sh", "sleep", "true"))
 
         out = [f"# podman {_version(['podman', '--version'])}, conmon, runc"]
         steps = _scenarios_podman(tmp, str(wrapper), tar)
@@ -129,18 +160,8 @@ def record(dest):
                         "--storage-driver", "vfs", "save", "--format", "docker-archive",
                         "-o", str(docker_tar), "localhost/ocicalls-bb:1"],
                        check=True, capture_output=True)
-        sock = tmp / "containerd.sock"
-        cfg = tmp / "config.toml"
-        cfg.write_text(f'version = 2\nroot = "{tmp}/ctd-root"\nstate = "{tmp}/ctd-state"\n'
-                       'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
-                       f'[grpc]\n  address = "{sock}"\n')
-        ctd = subprocess.Popen(["containerd", "--config", str(cfg)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        ctd, sock = containerd_start(tmp)
         try:
-            for _ in range(100):
-                if sock.exists():
-                    break
-                time.sleep(0.1)
             subprocess.run(["ctr", "-a", str(sock), "images", "import", "--snapshotter",
                             "native", str(docker_tar)], check=True, capture_output=True)
             out = [f"# containerd {_version(['containerd', '--version'])}, ctr, runc shim v2"]

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from conftest import boot_timeout
+import ocicalls
 
 pytestmark = pytest.mark.kvm
 
@@ -34,13 +35,7 @@ def ctr(gantry, sandbox_assets, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ctd")
     link = tmp / "gantry-oci"
     link.symlink_to(gantry)
-    rootfs = tmp / "rootfs"
-    (rootfs / "bin").mkdir(parents=True)
-    shutil.copy(bb, rootfs / "bin" / "busybox")
-    for a in ("sh", "echo", "sleep", "true"):
-        (rootfs / "bin" / a).symlink_to("busybox")
-    tar = tmp / "bb.tar"
-    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
+    tar = ocicalls.busybox_tar(tmp, ("sh", "echo", "sleep", "true"), bb)
     pm = ["podman", "--root", str(tmp / "storage"), "--runroot", str(tmp / "run"),
           "--storage-driver", "vfs"]
     subprocess.run([*pm, "import", str(tar), IMAGE], check=True, capture_output=True)
@@ -48,18 +43,11 @@ def ctr(gantry, sandbox_assets, tmp_path_factory):
     subprocess.run([*pm, "save", "--format", "docker-archive", "-o", str(archive), IMAGE],
                    check=True, capture_output=True)
 
-    sock = tmp / "containerd.sock"
-    cfg = tmp / "config.toml"
-    cfg.write_text(f'version = 2\nroot = "{tmp}/root"\nstate = "{tmp}/state"\n'
-                   'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
-                   f'[grpc]\n  address = "{sock}"\n')
     log = open(tmp / "containerd.log", "wb")
-    daemon = subprocess.Popen(["containerd", "--config", str(cfg)], stdout=log, stderr=log)
-    deadline = time.monotonic() + 60
-    while not sock.exists():
-        assert daemon.poll() is None, (tmp / "containerd.log").read_text()
-        assert time.monotonic() < deadline, "containerd did not start"
-        time.sleep(0.1)
+    try:
+        daemon, sock = ocicalls.containerd_start(tmp, log)
+    except RuntimeError as e:
+        pytest.fail(f"{e}: {(tmp / 'containerd.log').read_text()[-2000:]}")
 
     def run(*args, timeout=None, **kw):
         kw.setdefault("capture_output", True)

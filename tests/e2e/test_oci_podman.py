@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import boot_timeout
+import ocicalls
 
 pytestmark = pytest.mark.kvm
 
@@ -32,18 +33,8 @@ def podman(gantry, sandbox_assets, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("podman")
     link = tmp / "gantry-oci"
     link.symlink_to(gantry)
-    rootfs = tmp / "rootfs"
-    (rootfs / "bin").mkdir(parents=True)
-    (rootfs / "etc").mkdir()
-    (rootfs / "tmp").mkdir()
-    shutil.copy(bb, rootfs / "bin" / "busybox")
-    for a in ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls", "grep", "head", "stty",
-              "tty", "true", "trap", "mkdir"):
-        (rootfs / "bin" / a).symlink_to("busybox")
-    (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
-    (rootfs / "etc" / "group").write_text("root:x:0:\n")
-    tar = tmp / "bb.tar"
-    subprocess.run(["tar", "-C", str(rootfs), "-cf", str(tar), "."], check=True)
+    tar = ocicalls.busybox_tar(tmp, ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls",
+                                     "grep", "head", "stty", "tty", "true", "trap", "mkdir"), bb)
 
     base = ["podman", "--root", str(tmp / "storage"), "--runroot", str(tmp / "run"),
             "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
