@@ -10,7 +10,7 @@ PYTEST      = /usr/bin/python3 -m pytest -q -rs
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci clean
 
 all: build
 
@@ -82,12 +82,14 @@ check: layers unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci
 
 bench-boot: build kernel
 	bench/boot/run
 bench-snapshot: build kernel
 	bench/snapshot/run
+bench-oci: assets
+	bench/oci/run
 bench-exec: assets
 	bench/exec/run
 bench-pull: build
