@@ -698,6 +698,7 @@ static int cmd_version(void)
 	return 0;
 }
 
+/* argv[-1] is the verb: oci_main passes what follows it. */
 static int refuse(int argc, char **argv)
 {
 	(void)argc;
