@@ -151,9 +151,9 @@ int machine_config_run(struct machine *m, const struct machine_run *r, gantry_er
  * (machine_shares.c); called by machine_config. live: the device and
  * server even without shares, for shares added while it runs. root (may
  * be NULL): a host directory served as the container's root (an OCI
- * bundle's rootfs, MACHINE_ROOT_TAG), read-only with root_ro. */
+ * bundle's rootfs, MACHINE_ROOT_TAG), read and written in place. */
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
-		   const char *root, bool root_ro, gantry_error_t *err);
+		   const char *root, gantry_error_t *err);
 /* Check sp's host directory (share_host_check), open it and add it to
  * srv as an export. */
 struct share_spec;

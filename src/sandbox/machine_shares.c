@@ -118,7 +118,7 @@ static int shares_here(struct machine *m, gantry_error_t *err)
 /* An OCI bundle's rootfs as the container's root: an export of its own,
  * which gantry-init binds as the root (gantry.root=TAG) instead of
  * assembling the image's. */
-static int share_root(struct machine *m, const char *root, bool ro, gantry_error_t *err)
+static int share_root(struct machine *m, const char *root, gantry_error_t *err)
 {
 	struct machine_share *ms = &m->boot_shares[m->nr_boot_shares];
 	size_t len = strlen(m->append);
@@ -128,7 +128,6 @@ static int share_root(struct machine *m, const char *root, bool ro, gantry_error
 	snprintf(ms->sp.tag, sizeof(ms->sp.tag), "%s", MACHINE_ROOT_TAG);
 	ms->sp.host_path = xstrdup(root);
 	ms->sp.ctr_path = xstrdup("/");
-	ms->sp.ro = ro;
 	m->nr_boot_shares++;
 	if (share_host_check(root, &ms->fd, err) < 0)
 		return gantry_error_prefix(err, "the container's root");
@@ -142,7 +141,7 @@ static int share_root(struct machine *m, const char *root, bool ro, gantry_error
 }
 
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
-		   const char *root, bool root_ro, gantry_error_t *err)
+		   const char *root, gantry_error_t *err)
 {
 	if (n == 0 && !live && root == NULL)
 		return 0;
@@ -151,7 +150,7 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 	m->fs_device = true;
 	m->shares_live = live;
 	m->boot_shares = xzalloc((n + 2) * sizeof(*m->boot_shares));
-	if (root && share_root(m, root, root_ro, err) < 0)
+	if (root && share_root(m, root, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)
