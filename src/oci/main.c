@@ -34,6 +34,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/text.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "oci/oci.h"
@@ -82,6 +83,16 @@ static void log_json(const char *level, const char *msg)
 	close(fd);
 }
 
+/* One line on stderr and in --log, sanitised as every log line is
+ * (common/text.h): an error's text may quote a bundle's or a guest's. */
+static void emit(const char *level, char *msg)
+{
+	const char *m = msg ? text_sanitize_lines(msg, LOG_MSG_MAX) : "out of memory";
+
+	fprintf(stderr, "gantry-oci: %s%s\n", strcmp(level, "error") ? "warning: " : "", m);
+	log_json(level, m);
+}
+
 int oci_fail(const char *fmt, ...)
 {
 	cleanup_free char *msg = NULL;
@@ -91,8 +102,7 @@ int oci_fail(const char *fmt, ...)
 	if (vasprintf(&msg, fmt, ap) < 0)
 		msg = NULL;
 	va_end(ap);
-	fprintf(stderr, "gantry-oci: %s\n", msg ? msg : "out of memory");
-	log_json("error", msg ? msg : "out of memory");
+	emit("error", msg);
 	return 1;
 }
 
@@ -106,8 +116,9 @@ static int fail_err(gantry_error_t *err)
 
 static void warn_err(gantry_error_t *err)
 {
-	fprintf(stderr, "gantry-oci: warning: %s\n", gantry_error_str(*err));
-	log_json("warning", gantry_error_str(*err));
+	cleanup_free char *msg = xstrdup(gantry_error_str(*err));
+
+	emit("warning", msg);
 	gantry_error_free(err);
 }
 
@@ -179,9 +190,7 @@ static const char *one_id(const char *verb, int argc, char **argv, int at, bool 
 		return NULL;
 	}
 	if (!oci_id_valid(argv[at])) {
-		oci_fail("invalid container id `%.64s`: want letters, digits, '.', '_' and '-', at most "
-		     "64, not starting with '.' or '-'",
-		     argv[at]);
+		oci_fail("invalid container id `%.64s`: %s", argv[at], OCI_ID_RULE);
 		return NULL;
 	}
 	return argv[at];
@@ -228,70 +237,6 @@ static int write_pid_file(const char *path, pid_t pid, gantry_error_t *err)
 
 /* --- verbs ------------------------------------------------------------ */
 
-/* The annotation io.gantry.publish: ports of the VM published in the
- * network namespace it runs in (a pod's), on every address there, so
- * what podman's or a CNI plugin's forwarding sends to the container's
- * address reaches the guest. "80", "8080:80", "53/udp", or a whole
- * -p spec, comma-separated. */
-static void publish(const struct oci_spec *s, struct sandbox_opts *o, gantry_error_t *err)
-{
-	const char *v = json_string_value(json_object_get(s->annotations, OCI_ANNOT_PUBLISH));
-	cleanup_free char *copy = v ? xstrdup(v) : NULL;
-	char *save = NULL;
-
-	if (v && !o->net) {
-		gantry_error(err, 0, "annotation `%s`: the container has no network",
-			     OCI_ANNOT_PUBLISH);
-		return;
-	}
-	for (char *p = copy ? strtok_r(copy, ",", &save) : NULL; p && !*err;
-	     p = strtok_r(NULL, ",", &save)) {
-		cleanup_free char *spec = NULL;
-		const char *colon = strchr(p, ':');
-
-		while (*p == ' ')
-			p++;
-		if (colon == NULL) {
-			/* "80" or "53/udp": the same port */
-			size_t n = strcspn(p, "/");
-
-			xasprintf(&spec, "0.0.0.0:%.*s:%s", (int)n, p, p);
-		} else if (strchr(colon + 1, ':') == NULL) {
-			xasprintf(&spec, "0.0.0.0:%s", p);
-		} else {
-			spec = xstrdup(p);
-		}
-		if (sandbox_opts_publish(o, spec, err) < 0)
-			gantry_error_prefix(err, "annotation `%s`", OCI_ANNOT_PUBLISH);
-	}
-}
-
-static void sandbox_from_spec(const struct oci_spec *s, const char *id, struct sandbox_opts *o,
-			      gantry_error_t *err)
-{
-	sandbox_opts_init(o);
-	o->name = id;
-	o->root = s->root;
-	o->hostname = s->hostname && *s->hostname ? s->hostname : NULL;
-	o->writable = false;
-	/* A network namespace of its own without a path is an empty one
-	 * (podman's --network none): the VM gets no network either. */
-	if (s->netns && s->netns_path == NULL)
-		o->net = false;
-	if (s->cpus)
-		o->cpus = s->cpus;
-	if (s->mem_mib)
-		o->mem_mib = s->mem_mib;
-	publish(s, o, err);
-	for (size_t i = 0; i < s->nr_binds && !*err; i++) {
-		cleanup_free char *v = NULL;
-
-		xasprintf(&v, "%s:%s:%s", s->binds[i].source, s->binds[i].destination,
-			  s->binds[i].ro ? "ro" : "rw");
-		sandbox_opts_volume(o, v, err);
-	}
-}
-
 static int cmd_create(int argc, char **argv)
 {
 	const char *bundle = ".", *pid_file = NULL, *console = NULL, *preserve = NULL;
@@ -327,7 +272,7 @@ static int cmd_create(int argc, char **argv)
 		oci_spec_free(&c.spec);
 		return oci_fail("create: process.terminal is set: --console-socket is needed");
 	}
-	sandbox_from_spec(&c.spec, c.id, &o, &err);
+	oci_sandbox_opts(&c.spec, c.id, &o, &err);
 	if (err || oci_state_dir(g.root, c.id, true, &dir, &err) < 0) {
 		sandbox_opts_free(&o);
 		oci_spec_free(&c.spec);

@@ -58,6 +58,13 @@ struct oci_spec {
  * 0, or -1 with a one-line error naming the field that is wrong. */
 int oci_spec_parse(const char *text, size_t len, const char *bundle, struct oci_spec *s,
 		   gantry_error_t *err);
+struct sandbox_opts;
+/* What the lifecycle takes for s's container named id (o is initialised
+ * here; sandbox_opts_free it): its root, hostname, size, network, the
+ * ports io.gantry.publish names and the binds as shares; err names what
+ * is wrong. */
+void oci_sandbox_opts(const struct oci_spec *s, const char *id, struct sandbox_opts *o,
+		      gantry_error_t *err);
 /* A process object (config.json's, or exec --process's file) into s's
  * args, env, cwd, user and terminal. */
 int oci_process_parse(json_t *p, struct oci_spec *s, gantry_error_t *err);
@@ -68,6 +75,7 @@ void oci_spec_free(struct oci_spec *s);
  * SANDBOX_NAME_MAX bytes, not starting with '-', not . or .. (runc takes
  * '+' too; podman's and containerd's IDs have none). */
 bool oci_id_valid(const char *id);
+#define OCI_ID_RULE "want letters, digits, '.', '_' and '-', at most 64, not starting with '.' or '-'"
 /* A signal as kill takes it: a number, or a name with or without SIG
  * (KILL, SIGTERM); 0 when it is none. */
 int oci_signal_parse(const char *s);
@@ -100,8 +108,6 @@ uint64_t oci_pid_start(pid_t pid);
 /* --- the front end's own (main.c, holder.c) ---------------------------- */
 
 #define OCI_HOLDER_SOCK "holder.sock" /* in ROOT/ID: `start` dials it */
-
-struct sandbox_opts;
 
 struct oci_container {
 	const char *id, *dir; /* dir: ROOT/ID */

@@ -1,4 +1,5 @@
-/* An OCI bundle's config.json, read into what a VM carries out (oci.h).
+/* An OCI bundle's config.json, read into what a VM carries out, and that
+ * turned into the lifecycle's sandbox options (oci.h).
  * The document is the caller's, so it is bounded and checked as any
  * other input: sizes, types and paths, each error naming its field. */
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "oci/oci.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/state.h"
 
 static int field_error(gantry_error_t *err, const char *field, const char *what)
@@ -365,6 +367,70 @@ void oci_spec_free(struct oci_spec *s)
 	free(s->binds);
 	json_decref(s->annotations);
 	memset(s, 0, sizeof(*s));
+}
+
+/* The annotation io.gantry.publish: ports of the VM published in the
+ * network namespace it runs in (a pod's), on every address there, so
+ * what podman's or a CNI plugin's forwarding sends to the container's
+ * address reaches the guest. "80", "8080:80", "53/udp", or a whole
+ * -p spec, comma-separated. */
+static void publish(const struct oci_spec *s, struct sandbox_opts *o, gantry_error_t *err)
+{
+	const char *v = json_string_value(json_object_get(s->annotations, OCI_ANNOT_PUBLISH));
+	cleanup_free char *copy = v ? xstrdup(v) : NULL;
+	char *save = NULL;
+
+	if (v && !o->net) {
+		gantry_error(err, 0, "annotation `%s`: the container has no network",
+			     OCI_ANNOT_PUBLISH);
+		return;
+	}
+	for (char *p = copy ? strtok_r(copy, ",", &save) : NULL; p && !*err;
+	     p = strtok_r(NULL, ",", &save)) {
+		cleanup_free char *spec = NULL;
+		const char *colon = strchr(p, ':');
+
+		while (*p == ' ')
+			p++;
+		if (colon == NULL) {
+			/* "80" or "53/udp": the same port */
+			size_t n = strcspn(p, "/");
+
+			xasprintf(&spec, "0.0.0.0:%.*s:%s", (int)n, p, p);
+		} else if (strchr(colon + 1, ':') == NULL) {
+			xasprintf(&spec, "0.0.0.0:%s", p);
+		} else {
+			spec = xstrdup(p);
+		}
+		if (sandbox_opts_publish(o, spec, err) < 0)
+			gantry_error_prefix(err, "annotation `%s`", OCI_ANNOT_PUBLISH);
+	}
+}
+
+void oci_sandbox_opts(const struct oci_spec *s, const char *id, struct sandbox_opts *o,
+		      gantry_error_t *err)
+{
+	sandbox_opts_init(o);
+	o->name = id;
+	o->root = s->root;
+	o->hostname = s->hostname && *s->hostname ? s->hostname : NULL;
+	o->writable = false;
+	/* A network namespace of its own without a path is an empty one
+	 * (podman's --network none): the VM gets no network either. */
+	if (s->netns && s->netns_path == NULL)
+		o->net = false;
+	if (s->cpus)
+		o->cpus = s->cpus;
+	if (s->mem_mib)
+		o->mem_mib = s->mem_mib;
+	publish(s, o, err);
+	for (size_t i = 0; i < s->nr_binds && !*err; i++) {
+		cleanup_free char *v = NULL;
+
+		xasprintf(&v, "%s:%s:%s", s->binds[i].source, s->binds[i].destination,
+			  s->binds[i].ro ? "ro" : "rw");
+		sandbox_opts_volume(o, v, err);
+	}
 }
 
 bool oci_id_valid(const char *id)

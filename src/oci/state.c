@@ -21,9 +21,7 @@
 int oci_state_dir(const char *root, const char *id, bool make, char **out, gantry_error_t *err)
 {
 	if (!oci_id_valid(id))
-		return gantry_error(err, 0, "invalid container id `%.64s`: want letters, digits, "
-					    "'.', '_' and '-', at most 64",
-				    id);
+		return gantry_error(err, 0, "invalid container id `%.64s`: %s", id, OCI_ID_RULE);
 	if (make) {
 		if (mkdir_p(root, err) < 0)
 			return -1;
