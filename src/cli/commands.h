@@ -8,6 +8,8 @@ int cmd_image(int argc, char **argv);
 int cmd_start(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stop(int argc, char **argv);
+int cmd_pause(int argc, char **argv);
+int cmd_unpause(int argc, char **argv);
 int cmd_resume(int argc, char **argv);
 int cmd_snapshot(int argc, char **argv);
 int cmd_fork(int argc, char **argv);

@@ -65,7 +65,7 @@ static void ls_table(const struct sandbox *v, size_t n)
 		if (v[i].pid > 0)
 			snprintf(pid, sizeof(pid), "%ld", v[i].pid);
 		printf("%-24s %-8s %-8s %-16s %-32s %-4llu %llu\n", v[i].name,
-		       sandbox_state_name(v[i].state), pid, secrets, image,
+		       sandbox_shown_state(&v[i]), pid, secrets, image,
 		       (unsigned long long)v[i].cpus, (unsigned long long)v[i].mem_mib);
 	}
 	for (size_t i = 0; i < n; i++) {

@@ -27,6 +27,8 @@ static const struct command {
 	{ "ls", cmd_ls, "list sandboxes" },
 	{ "stop", cmd_stop, "stop a sandbox, keeping its files" },
 	{ "resume", cmd_resume, "boot a stopped sandbox again" },
+	{ "pause", cmd_pause, "hold a running sandbox's vCPUs still (nothing saved)" },
+	{ "unpause", cmd_unpause, "let a paused sandbox run on" },
 	{ "snapshot", cmd_snapshot, "save a running sandbox as a snapshot; list and remove them" },
 	{ "fork", cmd_fork, "snapshot a running sandbox and start clones of it" },
 	{ "delete", cmd_delete, "stop and remove a sandbox" },

@@ -58,11 +58,13 @@
 	X(KVM_SET_USER_MEMORY_REGION)
 
 /* A vCPU thread: its run loop, the profile sampler's register read
- * (GANTRY_GUEST_PROFILE, on the vCPU's own thread), and the reads of its
+ * (GANTRY_GUEST_PROFILE, on the vCPU's own thread), the reads of its
  * state as a VM being saved ends (vmstate.h; set-up reads the LAPIC and
- * segment registers too, before any filter). */
+ * segment registers too, before any filter), and the word to the guest's
+ * clock that it was paused (vcpu_park). */
 #define VMM_KVM_VCPU(X)                                                                            \
 	X(KVM_RUN)                                                                                 \
+	X(KVM_KVMCLOCK_CTRL)                                                                       \
 	X(KVM_GET_REGS)                                                                            \
 	X(KVM_GET_SREGS)                                                                           \
 	X(KVM_GET_LAPIC)                                                                           \

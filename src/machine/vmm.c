@@ -64,6 +64,7 @@ struct vmm {
 	uint8_t *state_buf;
 	int pagemap_fd; /* a save's view of which RAM pages are in use; -1: none */
 	struct state_file state;
+	bool frozen; /* its vCPUs parked by VMM_FREEZE (the main thread's) */
 };
 
 struct mapped_file {
@@ -229,6 +230,11 @@ static void vmm_stop_requested(void *opaque, int fd, unsigned int events)
 	if (n >= VMM_CHECKPOINT) {
 		n %= VMM_CHECKPOINT;
 		vm_request_checkpoint(&v->vm);
+	}
+	/* Its caller waits for each answer: a freeze and a thaw never add up. */
+	if (n >= VMM_FREEZE) {
+		vm_request_freeze(&v->vm, n % VMM_THAW >= VMM_FREEZE);
+		n %= VMM_FREEZE;
 	}
 	if (n == 0)
 		return;
@@ -524,10 +530,27 @@ static void vmm_checkpoint(struct vmm *v, const struct vmm_config *cfg)
 	for (unsigned int i = 0; i < v->nr_devs; i++)
 		virtio_dev_resume(v->devs[i], false);
 	ioloop_unpause(&v->vm.io);
-	vcpus_unpause(&v->vm);
+	/* A frozen VM stays so: saved, it is still paused. */
+	if (!v->frozen)
+		vcpus_unpause(&v->vm);
 	if (cfg->timing)
 		log_always("VM saved live: paused %.1f ms (saving %.1f)", now_ms_frac() - t0,
 			   t_saved - t0);
+}
+
+/* VMM_FREEZE and VMM_THAW: the vCPUs parked (the devices' thread runs
+ * on, so a stop is still read) or let go, and the caller told either way
+ * once it holds. */
+static void vmm_freeze(struct vmm *v, const struct vmm_config *cfg, bool freeze)
+{
+	if (freeze && !v->frozen)
+		v->frozen = vcpus_pause(&v->vm) == 0;
+	else if (!freeze && v->frozen) {
+		vcpus_unpause(&v->vm);
+		v->frozen = false;
+	}
+	if (cfg->frozen)
+		cfg->frozen(cfg->frozen_opaque, v->frozen);
 }
 
 /* What the VM has, which decides what its threads' filters allow. */
@@ -627,8 +650,10 @@ int vmm_run(const struct vmm_config *cfg, int *status, gantry_error_t *err)
 	/* Every thread of the VM's is started (see seccomp_vmm.c): the main
 	 * thread narrows last. */
 	vm_confine_thread(&v.vm, VMM_THREAD_MAIN);
-	while (vm_wait(&v.vm))
-		if (cfg->checkpointed && cfg->save_state_fd > 0)
+	for (enum vm_ask ask; (ask = vm_wait(&v.vm)) != VM_ASK_END;)
+		if (ask == VM_ASK_FREEZE || ask == VM_ASK_THAW)
+			vmm_freeze(&v, cfg, ask == VM_ASK_FREEZE);
+		else if (cfg->checkpointed && cfg->save_state_fd > 0)
 			vmm_checkpoint(&v, cfg);
 	vcpus_wait(&v.vm);
 	serial_flush(&v.serial);

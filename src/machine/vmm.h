@@ -104,6 +104,11 @@ struct vmm_config {
 	 * are its to close. */
 	void (*checkpointed)(void *opaque, const char *error);
 	void *checkpoint_opaque;
+	/* After VMM_FREEZE or VMM_THAW on stop_fd, on the VM's main thread:
+	 * whether its vCPUs are parked now (a pause without a save: the
+	 * devices' thread runs on; a stop ends it). */
+	void (*frozen)(void *opaque, bool frozen);
+	void *frozen_opaque;
 };
 
 /* Added to stop_fd: stop, and save the VM first (save_state_fd). Any
@@ -113,6 +118,10 @@ struct vmm_config {
  * on. Counts of it and of a stop may add up: the stop wins, and the save
  * is told the VM ended. */
 #define VMM_CHECKPOINT (1ULL << 48)
+/* Added to stop_fd: park the vCPUs (vmm_config.frozen), or let them run
+ * on. The caller writes one and waits for its answer before the next. */
+#define VMM_FREEZE (1ULL << 40)
+#define VMM_THAW   (1ULL << 44)
 
 /* A file to write a profile of the guest to: its instruction pointer,
  * sampled every 2 ms on every vCPU while the VM runs (scripts/guest-profile

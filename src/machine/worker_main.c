@@ -147,6 +147,17 @@ static void checkpointed(void *opaque, const char *error)
 	pthread_mutex_unlock(&w->chan_lock);
 }
 
+/* On the main thread, the vCPUs parked or let go (VMM_FREEZE, VMM_THAW):
+ * {"op":"frozen","frozen":B}. */
+static void frozen(void *opaque, bool is)
+{
+	struct worker *w = opaque;
+
+	pthread_mutex_lock(&w->chan_lock);
+	send_json(CHAN_FD, json_pack("{s:s,s:b}", "op", "frozen", "frozen", is));
+	pthread_mutex_unlock(&w->chan_lock);
+}
+
 /* ---- set-up ---------------------------------------------------------------------------- */
 
 /* The caller's terminal, read by the serial console as its stdin. */
@@ -200,6 +211,8 @@ static int setup(struct worker *w, gantry_error_t *err)
 	    ((w->cfg.save_state_fd = machine_take_fd(t, "state file", true, err)) < 0 ||
 	     (w->cfg.save_mem_fd = machine_take_fd(t, "memory file", true, err)) < 0))
 		return -1;
+	w->cfg.frozen = frozen;
+	w->cfg.frozen_opaque = w;
 	if (w->cfg.save_state_fd > 0) {
 		w->cfg.checkpointed = checkpointed;
 		w->cfg.checkpoint_opaque = w;

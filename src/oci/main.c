@@ -427,9 +427,11 @@ static int cmd_exec(int argc, char **argv)
 		return oci_fail("exec: --preserve-fds: a descriptor cannot cross into a VM");
 	if ((r = load(id, &dir, &st, &err)) != 0)
 		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
-	r = oci_status_of(&st) == OCI_RUNNING;
+	r = oci_status_of(&st);
 	oci_state_free(&st);
-	if (!r)
+	if (r == OCI_PAUSED)
+		return oci_fail("cannot exec in a paused container");
+	if (r != OCI_RUNNING)
 		return oci_fail("cannot exec in a container that is not running");
 	if (exec_process(process, argc - at - 1, argv + at + 1, &s) != 0) {
 		oci_spec_free(&s);
@@ -524,7 +526,7 @@ static int cmd_kill(int argc, char **argv)
 		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
 	s = oci_status_of(&st);
-	if (s != OCI_CREATED && s != OCI_RUNNING) {
+	if (!OCI_ALIVE(s)) {
 		oci_fail("container not running");
 		goto out;
 	}
@@ -560,12 +562,12 @@ static int cmd_delete(int argc, char **argv)
 	if (r != 0) /* runc: a forced delete of what is not there is done */
 		return r < 0 ? fail_err(&err) : force ? 0 : oci_fail(NO_CONTAINER);
 	s = oci_status_of(&st);
-	if ((s == OCI_RUNNING || s == OCI_CREATED) && !force) {
+	if (OCI_ALIVE(s) && !force) {
 		oci_state_free(&st);
 		return oci_fail("cannot delete container %s that is not stopped: %s", id,
 				oci_status_name(s));
 	}
-	if (s == OCI_CREATED || s == OCI_RUNNING)
+	if (OCI_ALIVE(s))
 		kill(st.pid, SIGKILL);
 	if (sandbox_delete(id, true, &err) < 0) {
 		cleanup_free char *sdir = NULL;
@@ -584,6 +586,45 @@ static int cmd_delete(int argc, char **argv)
 		warn_err(&err);
 	oci_state_free(&st);
 	return 0;
+}
+
+/* pause and resume: its VM's vCPUs held still (nothing saved) or let go,
+ * as runc freezes and thaws the container's cgroup. */
+static int freeze(const char *verb, bool to, int argc, char **argv)
+{
+	struct oflag fl[] = { { NULL, NULL, NULL } };
+	cleanup_free char *dir = NULL;
+	struct oci_state st;
+	gantry_error_t err = NULL;
+	const char *id;
+	int at = oflags_parse(verb, fl, argc, argv), r;
+	enum oci_status s;
+
+	if (at < 0 || (id = one_id(verb, argc, argv, at, false)) == NULL)
+		return 1;
+	if (oci_delegated(g.root, id))
+		return delegate(verb, id, argc, argv);
+	if ((r = load(id, &dir, &st, &err)) != 0)
+		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
+	s = oci_status_of(&st);
+	oci_state_free(&st);
+	if (to && s != OCI_RUNNING && s != OCI_CREATED)
+		return oci_fail("container not running");
+	if (!to && s != OCI_PAUSED)
+		return oci_fail("container not paused");
+	if (sandbox_freeze(id, to, &err) < 0)
+		return fail_err(&err);
+	return 0;
+}
+
+static int cmd_pause(int argc, char **argv)
+{
+	return freeze("pause", true, argc, argv);
+}
+
+static int cmd_resume(int argc, char **argv)
+{
+	return freeze("resume", false, argc, argv);
 }
 
 static int cmd_ps(int argc, char **argv)
@@ -605,7 +646,7 @@ static int cmd_ps(int argc, char **argv)
 		return r < 0 ? fail_err(&err) : oci_fail(NO_CONTAINER);
 	r = 1;
 	/* The guest's pids mean nothing here: the holder stands for them. */
-	alive = oci_status_of(&st) == OCI_RUNNING || oci_status_of(&st) == OCI_CREATED;
+	alive = OCI_ALIVE(oci_status_of(&st));
 	if (strcmp(format, "json") == 0)
 		alive ? printf("[%d]\n", (int)st.pid) : printf("[]\n");
 	else {
@@ -666,6 +707,7 @@ static void usage(FILE *out)
 		"  state ID                      its state as JSON\n"
 		"  kill [--all] ID [SIGNAL]      signal its process\n"
 		"  delete [--force] ID           remove it\n"
+		"  pause ID, resume ID           hold its VM's vCPUs still, let them go\n"
 		"  ps [--format json] ID         its process on the host\n"
 		"  features                      what this runtime supports\n"
 		"  --version                     version and spec\n\n"
@@ -681,7 +723,7 @@ int oci_main(int argc, char **argv)
 	} verbs[] = {
 		{ "create", cmd_create }, { "start", cmd_start },     { "state", cmd_state },
 		{ "kill", cmd_kill },	  { "delete", cmd_delete },   { "ps", cmd_ps },
-		{ "features", cmd_features }, { "pause", refuse },    { "resume", refuse },
+		{ "features", cmd_features }, { "pause", cmd_pause }, { "resume", cmd_resume },
 		{ "update", refuse },	  { "checkpoint", refuse },   { "restore", refuse },
 		{ "exec", cmd_exec },	  { "events", refuse },       { "run", refuse },
 	};

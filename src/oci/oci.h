@@ -89,7 +89,9 @@ struct oci_state {
 	json_t *annotations;
 };
 
-enum oci_status { OCI_CREATING, OCI_CREATED, OCI_RUNNING, OCI_STOPPED };
+enum oci_status { OCI_CREATING, OCI_CREATED, OCI_RUNNING, OCI_STOPPED, OCI_PAUSED };
+/* Its VM is up: created, running or paused. */
+#define OCI_ALIVE(s) ((s) == OCI_CREATED || (s) == OCI_RUNNING || (s) == OCI_PAUSED)
 
 /* ROOT/ID, made with mode 0700 when make. */
 int oci_state_dir(const char *root, const char *id, bool make, char **out, gantry_error_t *err);
@@ -97,7 +99,8 @@ int oci_state_load(const char *dir, struct oci_state *st, gantry_error_t *err);
 int oci_state_save(const char *dir, const struct oci_state *st, gantry_error_t *err);
 void oci_state_free(struct oci_state *st);
 /* What the record says now: its holder alive (the same process that
- * wrote it) is created or running, else stopped. */
+ * wrote it) is created or running, or paused while its sandbox is (the
+ * lifecycle's SANDBOX_FROZEN), else stopped. */
 enum oci_status oci_status_of(const struct oci_state *st);
 const char *oci_status_name(enum oci_status s);
 /* The runtime-spec state document `state` prints. */

@@ -413,6 +413,7 @@ void oci_sandbox_opts(const struct oci_spec *s, const char *id, struct sandbox_o
 	sandbox_opts_init(o);
 	o->name = id;
 	o->root = s->root;
+	o->root_readonly = s->readonly;
 	o->hostname = s->hostname && *s->hostname ? s->hostname : NULL;
 	o->writable = false;
 	/* A network namespace of its own without a path is an empty one

@@ -14,6 +14,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "oci/oci.h"
+#include "sandbox/state.h"
 
 #define STATE_JSON "state.json"
 #define STATE_MAX  (1u << 20)
@@ -130,16 +131,24 @@ void oci_state_free(struct oci_state *st)
 
 enum oci_status oci_status_of(const struct oci_state *st)
 {
+	cleanup_free char *dir = NULL, *frozen = NULL;
+
 	if (st->pid <= 0)
 		return OCI_CREATING;
 	if (st->pid_start == 0 || oci_pid_start(st->pid) != st->pid_start)
 		return OCI_STOPPED;
+	if (sandbox_dir(st->id, &dir, NULL) == 0) {
+		xasprintf(&frozen, "%s/%s", dir, SANDBOX_FROZEN);
+		if (access(frozen, F_OK) == 0)
+			return OCI_PAUSED;
+	}
 	return st->started ? OCI_RUNNING : OCI_CREATED;
 }
 
 const char *oci_status_name(enum oci_status s)
 {
-	static const char *const names[] = { "creating", "created", "running", "stopped" };
+	static const char *const names[] = { "creating", "created", "running", "stopped",
+					     "paused" };
 
 	return names[s];
 }

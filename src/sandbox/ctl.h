@@ -44,6 +44,7 @@
 #define CTL_OP_SECRET_RM     "secret.rm"  /* {"name":NAME} */
 #define CTL_OP_AUDIT	     "audit.tail" /* answered {"ok":true,"events":[...]} */
 #define CTL_OP_SNAPSHOT	     "snapshot"	  /* {"dir":D,"secrets":B}: a live save into D */
+#define CTL_OP_FREEZE	     "freeze"	  /* {"frozen":B}: pause (no save) or run on */
 #define CTL_STOP_TIMEOUT_MS 60000
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */

@@ -62,7 +62,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_t *iso = NULL, *deg;
 	json_t *o =
 		json_pack("{s:s,s:s,s:i,s:s?,s:I,s:I,s:I,s:b}", "name", sb->name, "state",
-			  sandbox_state_name(sb->state), "pid", (int)sb->pid, "image", sb->image,
+			  sandbox_shown_state(sb), "pid", (int)sb->pid, "image", sb->image,
 			  "cpus", (json_int_t)sb->cpus, "mem_mib", (json_int_t)sb->mem_mib,
 			  "disk_mib", (json_int_t)sb->disk_mib, "writable", sb->writable);
 

@@ -229,6 +229,7 @@ static int describe(const struct sandbox_opts *o, const struct gantry_cancel *ca
 		if (realpath(o->root, real) == NULL)
 			return gantry_error_errno(err, "root `%s`", o->root);
 		sb->root = xstrdup(real);
+		sb->root_readonly = o->root_readonly;
 		sb->image = xstrdup(real);
 	} else {
 		if (sandbox_image_resolve(o->image, cancel, &img, err) < 0)
@@ -422,12 +423,16 @@ out:
 
 static void live_state(const char *dir, struct sandbox *sb)
 {
+	cleanup_free char *frozen = NULL;
+
 	if (sandbox_is_running(dir))
 		sb->state = SANDBOX_RUNNING;
 	else
 		sandbox_cleanup_stale(dir, sb);
 	if (sb->state != SANDBOX_RUNNING)
 		sb->pid = 0;
+	xasprintf(&frozen, "%s/%s", dir, SANDBOX_FROZEN);
+	sb->paused = sb->state == SANDBOX_RUNNING && access(frozen, F_OK) == 0;
 }
 
 int sandbox_open_locked(const char *name, struct sandbox *sb, char **dir, int *lock,

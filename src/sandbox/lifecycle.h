@@ -36,6 +36,7 @@ struct sandbox_opts {
 	 * guest as the container's root in place of an image, read and
 	 * written where it is; then image is NULL and writable false. */
 	const char *root;
+	bool root_readonly; /* root: read-only to the guest (config.json's root.readonly) */
 	const char *hostname; /* the guest's; NULL: the sandbox's name */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;
@@ -112,6 +113,11 @@ int sandbox_stop(const char *name, gantry_error_t *err);
  * with_secrets) and return when the supervisor is gone; its next resume
  * restores it. A sandbox that is not running is an error. */
 int sandbox_pause(const char *name, bool with_secrets, gantry_error_t *err);
+/* `gantry pause`: park the running sandbox's vCPUs (freeze; nothing is
+ * saved, its devices and host side run on, exec is refused meanwhile) or
+ * let them run on; returns once that holds. A stop of a paused sandbox
+ * lets it run on first. */
+int sandbox_freeze(const char *name, bool freeze, gantry_error_t *err);
 /* Stop if running, then remove its state and its Gantry-managed writable
  * layer (never a -rwlayer the user gave, nor images). force: a sandbox
  * whose sandbox.json does not read (`broken` in a listing) is removed

@@ -44,7 +44,10 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		n = snprintf(m->append, sizeof(m->append),
 			     "%s gantry.persist=1 gantry.hostname=%s %s%s%s", MACHINE_APPEND_BASE,
 			     sb->hostname ? sb->hostname : sb->name,
-			     sb->root ? "" : sb->writable ? "gantry.rw=1" : "gantry.readonly=1", net,
+			     sb->root ? (sb->root_readonly ? "gantry.readonly=1" : "") :
+			     sb->writable ? "gantry.rw=1" :
+					    "gantry.readonly=1",
+			     net,
 			     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append))
 		return gantry_error(err, 0, "kernel command line too long");
@@ -428,6 +431,43 @@ int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err)
 	return gantry_error(err, 0, "%s", m->ckpt_error);
 }
 
+void machine_frozen(struct machine *m, bool frozen)
+{
+	uint64_t one = 1;
+
+	atomic_store(&m->frozen, frozen);
+	(void)!write(m->freeze_fd, &one, sizeof(one));
+}
+
+static void machine_frozen_cb(void *opaque, bool frozen)
+{
+	machine_frozen(opaque, frozen);
+}
+
+int machine_freeze(struct machine *m, bool freeze, int timeout_ms, gantry_error_t *err)
+{
+	uint64_t ask = freeze ? VMM_FREEZE : VMM_THAW, n;
+	struct pollfd p[2] = { { m->freeze_fd, POLLIN, 0 }, { m->done_fd, POLLIN, 0 } };
+	int r;
+
+	if (!m->started || atomic_load(&m->ended))
+		return gantry_error(err, 0, "its VM is not running");
+	while (read(m->freeze_fd, &n, sizeof(n)) > 0)
+		;
+	if (write(m->cfg.stop_fd, &ask, sizeof(ask)) != sizeof(ask))
+		return gantry_error_errno(err, "ask the VM to %s", freeze ? "pause" : "run on");
+	while ((r = poll(p, 2, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (r == 0)
+		return gantry_error(err, 0, "its VM did not %s within %d s",
+				    freeze ? "pause" : "run on", timeout_ms / 1000);
+	if (!(p[0].revents & POLLIN) || atomic_load(&m->frozen) != freeze)
+		return gantry_error(err, 0, "its VM ended before it %s",
+				    freeze ? "paused" : "ran on");
+	(void)!read(m->freeze_fd, &n, sizeof(n));
+	return 0;
+}
+
 int machine_start(struct machine *m, gantry_error_t *err)
 {
 	/* GANTRY_BOOT_TIMING milestones, ms from here */
@@ -437,8 +477,11 @@ int machine_start(struct machine *m, gantry_error_t *err)
 		return -1;
 	m->cfg.stop_fd = eventfd(0, EFD_CLOEXEC);
 	m->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (m->cfg.stop_fd < 0 || m->done_fd < 0)
+	m->freeze_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (m->cfg.stop_fd < 0 || m->done_fd < 0 || m->freeze_fd < 0)
 		return gantry_error_errno(err, "eventfd");
+	m->cfg.frozen = machine_frozen_cb;
+	m->cfg.frozen_opaque = m;
 	if (m->cfg.save_state_fd > 0) {
 		m->ckpt_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		m->ckpt_go_fd = eventfd(0, EFD_CLOEXEC);
@@ -582,6 +625,8 @@ void machine_free(struct machine *m)
 		close(m->ckpt_fd);
 	if (m->ckpt_go_fd >= 0)
 		close(m->ckpt_go_fd);
+	if (m->freeze_fd >= 0)
+		close(m->freeze_fd);
 	gantry_error_free(&m->err);
 	free((char *)m->cfg.console);
 	free(m->kernel);

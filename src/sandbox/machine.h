@@ -105,6 +105,11 @@ struct machine {
 	int ckpt_fd, ckpt_go_fd;
 	atomic_int ckpt_state; /* machine.c's CKPT_* */
 	char ckpt_error[256];  /* written before ckpt_state turns saved */
+	/* A pause without a save (machine_freeze): the VM's word that its
+	 * vCPUs are parked or run, as frozen says. An eventfd from
+	 * machine_start. */
+	int freeze_fd;
+	atomic_bool frozen;
 };
 
 /* A machine with nothing in it yet: machine_free may be called on it. */
@@ -113,6 +118,7 @@ struct machine {
 			   .cfg.stop_fd = -1,                                                      \
 			   .ckpt_fd = -1,                                                          \
 			   .ckpt_go_fd = -1,                                                       \
+			   .freeze_fd = -1,                                                        \
 			   .vmm_worker = VMM_WORKER_NONE,                                          \
 			   .egress = EGRESS_WORKER_NONE,                                           \
 			   .share_worker = SHARE_WORKER_NONE })
@@ -196,6 +202,12 @@ int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err);
  * copies, a VM on a thread here uses them (the caller closes the old
  * ones, which were its too). */
 void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd);
+/* Park the running VM's vCPUs (freeze) or let them run on: 0 once it
+ * holds, or -1 (why in err) when the VM ended or did not answer within
+ * timeout_ms. Its devices run on meanwhile, and a stop still ends it. */
+int machine_freeze(struct machine *m, bool freeze, int timeout_ms, gantry_error_t *err);
+/* The VM thread's side: its vCPUs are parked, or run. */
+void machine_frozen(struct machine *m, bool frozen);
 /* The VM thread's side: the live save is written (error NULL) or not. */
 void machine_checkpoint_saved(struct machine *m, const char *error);
 void machine_kill(struct machine *m);

@@ -70,6 +70,11 @@ const char *sandbox_state_name(enum sandbox_state s)
 	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
 }
 
+const char *sandbox_shown_state(const struct sandbox *sb)
+{
+	return sb->state == SANDBOX_RUNNING && sb->paused ? "paused" : sandbox_state_name(sb->state);
+}
+
 static int state_parse(const char *s, enum sandbox_state *out)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(state_names); i++) {
@@ -383,6 +388,7 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 		goto out;
 	}
 	sb->writable = json_is_true(json_object_get(j, "writable"));
+	sb->root_readonly = sb->root && json_is_true(json_object_get(j, "root_readonly"));
 	sb->transient = json_is_true(json_object_get(j, "oneshot"));
 	sb->rwlayer_managed = json_is_true(json_object_get(j, "rwlayer_managed"));
 	sb->pid = (long)json_integer_value(json_object_get(j, "pid"));
@@ -442,6 +448,8 @@ static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_
 	json_object_set_new(j, "mem_mib", json_integer((json_int_t)sb->mem_mib));
 	json_object_set_new(j, "disk_mib", json_integer((json_int_t)sb->disk_mib));
 	json_object_set_new(j, "writable", json_boolean(sb->writable));
+	if (sb->root)
+		json_object_set_new(j, "root_readonly", json_boolean(sb->root_readonly));
 	set_str(j, "rwlayer", sb->rwlayer);
 	json_object_set_new(j, "rwlayer_managed", json_boolean(sb->rwlayer_managed));
 	set_str(j, "created", sb->created);

@@ -28,6 +28,9 @@
 /* `gantry stop -snapshot`'s save: PAUSE/state and PAUSE/memory, which the
  * next resume goes on from (snapshot/files.h). */
 #define SANDBOX_PAUSE	 "pause"
+/* There while its supervisor holds the VM paused (`gantry pause`): its
+ * vCPUs parked, nothing saved. */
+#define SANDBOX_FROZEN	 "paused"
 #define SANDBOXES_SUBDIR "sandboxes"
 #define RWLAYERS_SUBDIR	 "rwlayers"
 
@@ -46,6 +49,8 @@ struct sandbox {
 	char *image_path;	     /* the EROFS image attached as /dev/vdb; NULL with root */
 	char *root;		     /* a host directory served as the container's
 				      * root (an OCI bundle's rootfs); NULL: the image */
+	bool root_readonly;	     /* root: the container sees it read-only (made
+				      * so after its mounts, as runc does) */
 	char *hostname;		     /* the guest's; NULL: name */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;
@@ -56,6 +61,8 @@ struct sandbox {
 	enum sandbox_state state;
 	char *reason;	/* crashed: why */
 	long pid;	/* the supervisor's, while running */
+	bool paused;	/* running, its VM held paused (`gantry pause`): read
+			   live (SANDBOX_FROZEN), never saved */
 	bool transient; /* one-shot `gantry exec`: no container kept; listed
 			   ("oneshot") only while its process runs */
 	bool net;	/* a network link (net.h); a sandbox.json without "net" has one */
@@ -77,6 +84,8 @@ bool sandbox_name_valid(const char *name);
 /* One line naming what is wrong with name. */
 int sandbox_name_check(const char *name, gantry_error_t *err);
 const char *sandbox_state_name(enum sandbox_state s);
+/* What a listing shows: the state's name, or "paused". */
+const char *sandbox_shown_state(const struct sandbox *sb);
 
 /* $GANTRY_HOME/sandboxes/<name> (name may be NULL: the parent), and the
  * writable layer Gantry manages for name. Not created. */

@@ -149,6 +149,28 @@ out:
 	return r < 0 ? gantry_error_prefix(err, "stop -snapshot `%s`", name) : 0;
 }
 
+int sandbox_freeze(const char *name, bool freeze, gantry_error_t *err)
+{
+	json_t *req = json_pack("{s:s,s:b}", "op", CTL_OP_FREEZE, "frozen", freeze);
+	cleanup_free char *dir = NULL;
+	cleanup_close int fd = -1;
+	struct sandbox sb = { 0 };
+	int r = -1;
+
+	if (lifecycle_open_as(name, true, &dir, &sb, err) < 0)
+		goto out;
+	if (sb.transient)
+		gantry_error(err, 0, "a one-shot exec is not paused");
+	else if (!sandbox_is_running(dir))
+		gantry_error(err, 0, "it is not running");
+	else if (ctl_connect(dir, &fd, err) == 0)
+		r = ctl_request(fd, req, STOP_WAIT_MS, NULL, err);
+out:
+	json_decref(req);
+	sandbox_free(&sb);
+	return r < 0 ? gantry_error_prefix(err, "%s `%s`", freeze ? "pause" : "unpause", name) : 0;
+}
+
 /* Its sandbox.json is there and does not read. */
 static bool broken(const char *dir)
 {

@@ -242,6 +242,8 @@ void vmm_worker_serve(struct vmm_worker *w, struct machine *m, int *rc, int *sta
 							  NULL;
 
 			machine_checkpoint_saved(m, line);
+		} else if (op && strcmp(op, "frozen") == 0) {
+			machine_frozen(m, json_is_true(json_object_get(j, "frozen")));
 		} else if (op && strcmp(op, "exit") == 0 && !exited) {
 			exited = true;
 			*rc = (int)json_integer_value(json_object_get(j, "rc"));

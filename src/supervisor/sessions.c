@@ -136,7 +136,7 @@ void client_line_done(struct client *c, size_t end)
 static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
 {
 	json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid", (int)getpid(),
-			      "state", s->stopping ? "stopping" : "running");
+			      "state", s->stopping ? "stopping" : s->frozen ? "paused" : "running");
 	char *text = json_dumps(r, JSON_COMPACT);
 	cleanup_free char *line = NULL;
 
@@ -181,8 +181,10 @@ static void ctl_exec(struct sup *s, struct client *c, json_t *j, const char *op,
 	size_t rest = c->len - end - 1;
 
 	(void)op;
-	if (s->stopping || s->control < 0) {
-		client_reply(c, false, s->stopping ? "the sandbox is stopping" : s->guest_gone);
+	if (s->stopping || s->control < 0 || s->frozen) {
+		client_reply(c, false, s->stopping ? "the sandbox is stopping" :
+				       s->frozen   ? "the sandbox is paused: unpause it first" :
+						     s->guest_gone);
 		client_drop(s, c);
 		return;
 	}
@@ -234,6 +236,7 @@ static const struct ctl_op {
 	{ CTL_OP_SHARE_RM, ctl_share },	   { CTL_OP_SHARE_LS, ctl_share },
 	{ CTL_OP_SECRET_SET, ctl_secret }, { CTL_OP_SECRET_RM, ctl_secret },
 	{ CTL_OP_AUDIT, ctl_secret },	   { CTL_OP_SNAPSHOT, ctl_snapshot },
+	{ CTL_OP_FREEZE, ctl_freeze },
 };
 
 static void client_request(struct sup *s, struct client *c, size_t end)

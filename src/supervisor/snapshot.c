@@ -1,6 +1,8 @@
 /* A live snapshot of the running sandbox (ctl "snapshot"): the VM saved
- * while it stays up, its writable layer copied as the save left it. */
+ * while it stays up, its writable layer copied as the save left it. And
+ * a pause without a save (ctl "freeze"). */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -83,6 +85,50 @@ void ctl_snapshot(struct sup *s, struct client *c, json_t *j, const char *op, si
 		gantry_error(&err, 0, "a snapshot wants the absolute path of an empty directory");
 	else
 		snapshot_live(s, dir, json_is_true(json_object_get(j, "secrets")), &err);
+	client_answer(s, c, err ? gantry_error_str(err) : NULL);
+	gantry_error_free(&err);
+}
+
+/* --- a pause without a save ------------------------------------------------------------------ */
+
+static int sup_freeze(struct sup *s, bool freeze, gantry_error_t *err)
+{
+	int fd;
+
+	if (s->frozen == freeze)
+		return 0;
+	if (machine_freeze(&s->m, freeze, SUP_FREEZE_MS, err) < 0)
+		return -1;
+	s->frozen = freeze;
+	if (!freeze) {
+		unlink(SANDBOX_FROZEN);
+	} else if ((fd = open(SANDBOX_FROZEN, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) >= 0) {
+		close(fd);
+	}
+	log_info("%s (asked to)", freeze ? "paused" : "running on");
+	return 0;
+}
+
+void sup_thaw_for_end(struct sup *s)
+{
+	gantry_error_t err = NULL;
+
+	if (s->frozen && sup_freeze(s, false, &err) < 0) {
+		log_warn("%s", gantry_error_str(err));
+		gantry_error_free(&err);
+	}
+}
+
+void ctl_freeze(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+{
+	gantry_error_t err = NULL;
+
+	(void)op;
+	client_line_done(c, end);
+	if (s->stopping)
+		gantry_error(&err, 0, "the sandbox is stopping");
+	else
+		sup_freeze(s, json_is_true(json_object_get(j, "frozen")), &err);
 	client_answer(s, c, err ? gantry_error_str(err) : NULL);
 	gantry_error_free(&err);
 }

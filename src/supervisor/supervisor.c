@@ -29,8 +29,10 @@
 #define SUP_SHUTDOWN_MS	     30000
 #define SUP_CONSOLE_SCAN     (64 * 1024)
 
-static const char *const sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "vsock.sock",
-				       SUP_BROKER_SOCK };
+/* What a running supervisor has in its directory: its start and its end
+ * remove them. */
+static const char *const sockets[] = { SANDBOX_CTL,	"1025.sock",	 "vsock.sock",
+				       "1026.sock",	SUP_BROKER_SOCK, SANDBOX_FROZEN };
 
 static void remove_sockets(void)
 {
@@ -113,6 +115,7 @@ void sup_begin_stop(struct sup *s, const char *why)
 
 	if (s->stopping)
 		return;
+	sup_thaw_for_end(s);
 	log_info("stopping (%s)", why);
 	s->stopping = true;
 	s->stop_deadline = now_ms() + SUP_SHUTDOWN_MS;
@@ -168,6 +171,7 @@ const char *sup_pause_refused(struct sup *s, bool live, bool with_secrets)
 
 void sup_begin_pause(struct sup *s)
 {
+	sup_thaw_for_end(s);
 	log_info("saving (asked to)");
 	s->stopping = s->pausing = true;
 	s->stop_deadline = now_ms() + SUP_SAVE_MS;

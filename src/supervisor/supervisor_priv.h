@@ -31,6 +31,7 @@
 #define SUP_STREAM_READ_MS  5000	  /* for that frame */
 #define SUP_REQUEST_MS	    10000	  /* for a ctl client's request line */
 #define SUP_SAVE_MS	    120000	  /* the VM's RAM written out, and synced */
+#define SUP_FREEZE_MS	    10000	  /* the vCPUs parked or let go */
 #define SUP_CLIENT_QUEUE    (256 * 1024)  /* owed to one client */
 #define SUP_GUEST_QUEUE	    (1024 * 1024) /* owed to the guest's control connection */
 #define SUP_GUEST_OWN	    (64 * 1024)	  /* beyond it, for our own SIGHUPs and SHUTDOWN */
@@ -229,6 +230,7 @@ struct sup {
 	 * boot went on from the last save instead. */
 	struct snap_save pause;
 	bool pausing, restored;
+	bool frozen; /* its vCPUs parked (ctl "freeze"); SANDBOX_FROZEN says so */
 	struct sup_net net;
 	struct sup_shares shares;
 	struct secret_store secrets; /* its processes' (secret/store.h) */
@@ -266,6 +268,11 @@ bool sup_guest_busy(const struct sup *s);
  * directory D (state, memory, origin) with a copy of its writable layer
  * as it was, the VM paused meanwhile; answered once it runs on. */
 void ctl_snapshot(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
+/* ctl "freeze" {"frozen":B}: the VM's vCPUs parked (a pause without a
+ * save) or let go, answered once that holds. */
+void ctl_freeze(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
+/* A stop or a save of a paused VM: its vCPUs run first, to end it. */
+void sup_thaw_for_end(struct sup *s);
 
 /* sessions.c */
 /* Whether a message the guest can make us repeat may be logged now (*last:

@@ -312,6 +312,10 @@ static void vcpu_park(struct vcpu *v)
 	vm->parked--;
 	pthread_mutex_unlock(&vm->pause_lock);
 	v->run->immediate_exit = 0;
+	/* The guest's watchdogs are told the stall was ours (a guest that
+	 * has no kvmclock refuses: nothing to tell). */
+	if (atomic_load(&vm->ending) == 0)
+		(void)ioctl(v->fd, KVM_KVMCLOCK_CTRL, 0);
 }
 
 int vcpus_pause(struct vm *vm)
@@ -690,8 +694,8 @@ int vcpus_start(struct vm *vm, gantry_error_t *err)
 
 void vcpus_wait(struct vm *vm)
 {
-	while (vm_wait(vm))
-		; /* a live save asked of a VM that makes none */
+	while (vm_wait(vm) != VM_ASK_END)
+		; /* a live save or a pause asked of a VM that runs none */
 	vcpus_join(vm);
 	if (vm->profile)
 		profile_write(vm);

@@ -266,19 +266,31 @@ void vm_request_checkpoint(struct vm *vm)
 	(void)!write(vm->end_fd, &one, sizeof(one));
 }
 
-bool vm_wait(struct vm *vm)
+void vm_request_freeze(struct vm *vm, bool freeze)
+{
+	uint64_t one = 1;
+
+	atomic_store(&vm->freeze_asked, freeze ? VM_ASK_FREEZE : VM_ASK_THAW);
+	(void)!write(vm->end_fd, &one, sizeof(one));
+}
+
+enum vm_ask vm_wait(struct vm *vm)
 {
 	uint64_t n;
+	int ask;
 
 	/* Each asker sets its flag before it writes end_fd: looked at
 	 * before every read, none is missed. */
 	for (;;) {
 		if (atomic_load(&vm->ending) == 2)
-			return false;
+			return VM_ASK_END;
 		if (atomic_exchange(&vm->checkpoint_asked, false))
-			return true;
+			return VM_ASK_CHECKPOINT;
+		ask = atomic_exchange(&vm->freeze_asked, 0);
+		if (ask)
+			return (enum vm_ask)ask;
 		if (read(vm->end_fd, &n, sizeof(n)) < 0 && errno != EINTR)
-			return false;
+			return VM_ASK_END;
 	}
 }
 

@@ -83,6 +83,9 @@ struct vm {
 	/* A live save (vm_wait, vcpus_pause): asked by any thread; while
 	 * pausing, each vCPU reads its state and parks until let go. */
 	atomic_bool checkpoint_asked;
+	/* A pause without a save (vm_request_freeze): VM_ASK_FREEZE or
+	 * VM_ASK_THAW, the last asked; 0 when none is pending. */
+	atomic_int freeze_asked;
 	atomic_bool pausing;
 	pthread_mutex_t pause_lock; /* parked */
 	pthread_cond_t pause_cond;
@@ -127,11 +130,19 @@ int vm_ioeventfd(struct vm *vm, uint64_t addr, uint32_t datamatch, gantry_error_
 /* End the VM (any thread): records how and why, kicks every vCPU. */
 void vm_request_end(struct vm *vm, enum vm_end how, int status, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
-/* Ask the main thread for a live save (any thread): vm_wait returns true. */
+/* What vm_wait gives its main thread to do. */
+enum vm_ask {
+	VM_ASK_END,	   /* the VM ends */
+	VM_ASK_CHECKPOINT, /* a live save */
+	VM_ASK_FREEZE,	   /* park the vCPUs until thawed (a pause, no save) */
+	VM_ASK_THAW,	   /* let them run on */
+};
+/* Ask the main thread for a live save (any thread). */
 void vm_request_checkpoint(struct vm *vm);
-/* The main thread: wait for the VM's end (false) or a live save asked
- * (true). */
-bool vm_wait(struct vm *vm);
+/* Ask the main thread to freeze (or thaw) the vCPUs (any thread). */
+void vm_request_freeze(struct vm *vm, bool freeze);
+/* The main thread: wait for the VM's end or the next thing asked of it. */
+enum vm_ask vm_wait(struct vm *vm);
 
 /* vcpu.c */
 int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err);
@@ -141,8 +152,8 @@ int vcpus_create(struct vm *vm, uint64_t entry, gantry_error_t *err);
 int vcpus_start(struct vm *vm, gantry_error_t *err);
 /* Wait for the end, stop every vCPU thread and join it. */
 void vcpus_wait(struct vm *vm);
-/* A VM that saves (save_on_stop), running: every vCPU out of KVM_RUN, its
- * state read for vcpus_save, and parked; -1 when the VM ends meanwhile
+/* Every vCPU out of KVM_RUN (a VM that saves, save_on_stop: its state
+ * read for vcpus_save) and parked; -1 when the VM ends meanwhile
  * (the vCPUs are let go again). */
 int vcpus_pause(struct vm *vm);
 /* The parked vCPUs run on. */

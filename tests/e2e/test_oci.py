@@ -90,7 +90,7 @@ class Runtime:
         for k, v in process.items():
             if k in ("mounts",):
                 cfg["mounts"] += v
-            elif k in ("annotations", "linux"):
+            elif k in ("annotations", "linux", "root"):
                 cfg[k] = v
             else:
                 cfg["process"][k] = v
@@ -167,7 +167,7 @@ def test_run_prints_and_exits_with_the_process_status(rt):
 
 def test_kill_signals_the_process_and_delete_refuses_a_running_one(rt):
     b = rt.bundle("k", ["sh", "-c", "trap 'echo got-usr1' USR1; "
-                        "while true; do sleep 0.1; done"])
+                        "while true; do echo tick; sleep 0.1; done"])
     pid = rt.create("c2", b)
     assert rt("start", "c2").returncode == 0
     assert rt.state("c2")["status"] == "running"
@@ -175,6 +175,30 @@ def test_kill_signals_the_process_and_delete_refuses_a_running_one(rt):
     assert r.returncode != 0 and b"not stopped" in r.stderr, r.stderr
     r = rt("ps", "--format", "json", "c2")
     assert r.returncode == 0 and json.loads(r.stdout) == [pid], r
+
+    # pause holds the VM's vCPUs still, as runc freezes the cgroup: the
+    # process prints nothing more until resume, and exec is refused.
+    def ticks():
+        return (rt.tmp / "c2.out").read_bytes().count(b"tick\n")
+
+    assert rt("pause", "c2").returncode == 0
+    assert rt.state("c2")["status"] == "paused"
+    r = rt("exec", "c2", "true")
+    assert r.returncode != 0 and b"paused" in r.stderr, r.stderr
+    r = rt("pause", "c2")
+    assert r.returncode != 0 and b"not running" in r.stderr, r.stderr
+    time.sleep(0.5)  # what was printed before the pause has come through
+    n = ticks()
+    time.sleep(2)
+    assert ticks() == n, "the process ran while paused"
+    assert rt("resume", "c2").returncode == 0
+    assert rt.state("c2")["status"] == "running"
+    deadline = time.monotonic() + 20
+    while ticks() <= n:
+        assert time.monotonic() < deadline, "the process did not run on after resume"
+        time.sleep(0.1)
+    r = rt("resume", "c2")
+    assert r.returncode != 0 and b"not paused" in r.stderr, r.stderr
 
     time.sleep(1)
     assert rt("kill", "c2", "USR1").returncode == 0
@@ -214,11 +238,12 @@ def test_env_user_binds_and_size(rt, tmp_path):
     b = rt.bundle(
         "e", ["sh", "-c", "echo $GREETING; id -u; id -g; cat /data/from-host; "
               "echo guest > /data/from-guest; grep -c ^processor /proc/cpuinfo; "
-              "head -1 /proc/meminfo; hostname"],
+              "head -1 /proc/meminfo; hostname; "
+              "touch /made 2>/dev/null && echo root-rw || echo root-ro"],
         env=["PATH=/bin", "GREETING=hello"], user={"uid": 65534, "gid": 65534},
         mounts=[{"destination": "/data", "type": "bind", "source": str(data),
                  "options": ["rbind", "rw"]}],
-        annotations={"io.gantry.mem_mib": "384"},
+        annotations={"io.gantry.mem_mib": "384"}, root={"path": "rootfs", "readonly": True},
         linux={"resources": {"cpu": {"quota": 50000, "period": 100000}}})
     os.chmod(data, 0o777)
     pid = rt.create("c5", b)
@@ -229,6 +254,8 @@ def test_env_user_binds_and_size(rt, tmp_path):
     mem_kib = int(lines[5].split()[1])
     assert 300 * 1024 < mem_kib <= 384 * 1024, lines[5]
     assert lines[6] == "e", lines  # config.json's hostname
+    # root.readonly: the container's root is read-only, its bind is not.
+    assert lines[7] == "root-ro" and not (b / "rootfs" / "made").exists(), lines
     assert (data / "from-guest").read_text() == "guest\n"
     assert rt("delete", "c5").returncode == 0
 

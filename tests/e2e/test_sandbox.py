@@ -57,9 +57,41 @@ def test_files_survive_stop_and_resume(g):
     r = g.sh("keep", "ps -o args | grep -c '^sleep 300'")
     assert r.stdout.strip() == b"1", r
 
-    g.run("stop", "keep", check=True)
+    # pause holds its vCPUs still, nothing saved: a session's output stops
+    # and goes on after unpause; a new session is refused meanwhile.
+    p = g.popen("exec", "keep", "--", "sh", "-c", "while :; do echo tick; sleep 0.1; done",
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    ticks = []
+    reader = threading.Thread(target=lambda: ticks.extend(iter(p.stdout.readline, b"")),
+                              daemon=True)
+    reader.start()
+    with killed_after(p):
+        deadline = time.monotonic() + 30
+        while len(ticks) < 3:
+            assert time.monotonic() < deadline, "no tick from the session"
+            time.sleep(0.1)
+        g.run("pause", "keep", check=True)
+        assert g.ls()["keep"]["state"] == "paused"
+        r = g.run("exec", "keep", "--", "true")
+        assert r.returncode == 125 and "paused" in one_line(r), r
+        time.sleep(0.5)
+        n = len(ticks)
+        time.sleep(2)
+        assert len(ticks) == n, "the guest ran while paused"
+        g.run("unpause", "keep", check=True)
+        assert g.ls()["keep"]["state"] == "running"
+        while len(ticks) <= n:
+            assert time.monotonic() < deadline + 30, "no tick after unpause"
+            time.sleep(0.1)
+        r = g.run("unpause", "keep")
+        assert r.returncode == 0, r  # running already: as asked
+        # A paused sandbox stops as a running one does.
+        g.run("pause", "keep", check=True)
+        g.run("stop", "keep", check=True)
+        p.wait(timeout=boot_timeout())
     s = g.ls()["keep"]
     assert s["state"] == "stopped" and s["pid"] == 0, s
+    assert not (g.home / "sandboxes" / "keep" / "paused").exists()
     assert not (g.home / "sandboxes" / "keep" / "ctl.sock").exists()
     r = g.run("exec", "keep", "--", "true")
     assert r.returncode == 125

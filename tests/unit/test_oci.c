@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "common/util.h"
 #include "oci/oci.h"
+#include "sandbox/state.h"
 
 static int parse(const char *text, struct oci_spec *s, gantry_error_t *err)
 {
@@ -235,6 +236,25 @@ static void test_state_follows_the_holder(void **state)
 	assert_int_equal(json_integer_value(json_object_get(j, "pid")), pid);
 	assert_string_equal(json_string_value(json_object_get(j, "bundle")), "/b");
 	json_decref(j);
+	/* Its sandbox held paused (`gantry-oci pause`): paused, until it
+	 * runs on. */
+	{
+		cleanup_free char *home = NULL, *sdir = NULL, *frozen = NULL;
+
+		xasprintf(&home, "%s/home", root);
+		setenv("GANTRY_HOME", home, 1);
+		assert_int_equal(sandbox_dir("c1", &sdir, &err), 0);
+		assert_int_equal(mkdir_p(sdir, &err), 0);
+		xasprintf(&frozen, "%s/%s", sdir, SANDBOX_FROZEN);
+		assert_int_equal(write_file_atomic(frozen, "", 0, 0600, &err), 0);
+		assert_int_equal(oci_status_of(&back), OCI_PAUSED);
+		j = oci_state_json(&back);
+		assert_string_equal(json_string_value(json_object_get(j, "status")), "paused");
+		json_decref(j);
+		unlink(frozen);
+		assert_int_equal(oci_status_of(&back), OCI_RUNNING);
+		unsetenv("GANTRY_HOME");
+	}
 	/* Another process under the same pid is not the holder. */
 	back.pid_start++;
 	assert_int_equal(oci_status_of(&back), OCI_STOPPED);
