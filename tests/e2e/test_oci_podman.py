@@ -1,16 +1,21 @@
 """podman with gantry-oci as its runtime, unmodified (Debian's podman and
 conmon): `run` with its exit status, `-t` with a terminal, `run -d` with
-`exec`, `logs`, `stop` and `rm`, a host directory bound both ways, `-e`,
-`-w`, `-u` and `--memory`. Each container is a microVM; the image is a
-static busybox imported offline.
+`exec`, `exec -t`, `logs`, `stop`, `pause`, `unpause` and `rm`, a host
+directory bound both ways, `-e`, `-w`, `-u`, `--memory` and `--cpus`, and
+`-p` through podman's slirp4netns network. Each container is a microVM;
+the image is a static busybox imported offline.
 
 Needs KVM, the assets from `make assets`, podman and busybox-static.
 """
 
 import json
+import os
 import shutil
+import socket
 import subprocess
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +39,8 @@ def podman(gantry, sandbox_assets, tmp_path_factory):
     link = tmp / "gantry-oci"
     link.symlink_to(gantry)
     tar = ocicalls.busybox_tar(tmp, ("sh", "echo", "cat", "sleep", "id", "pwd", "env", "ls",
-                                     "grep", "head", "stty", "tty", "true", "trap", "mkdir"), bb)
+                                     "grep", "head", "stty", "tty", "true", "trap", "mkdir", "httpd",
+                                     "nproc"), bb)
 
     base = ["podman", "--root", str(tmp / "storage"), "--runroot", str(tmp / "run"),
             "--storage-driver", "vfs", "--cgroup-manager", "cgroupfs",
@@ -117,15 +123,81 @@ def test_detached_exec_logs_stop_and_rm(podman):
 
 
 def test_run_with_a_terminal(podman):
-    if shutil.which("script") is None:
-        pytest.skip("script not found: apt-get install bsdutils")
-    argv = [*podman.base, "run", "--rm", "-t", *podman.run_flags, IMAGE, "sh", "-c",
-            "tty; stty size; exit 5"]
-    # script gives podman a terminal of 33 rows and 111 columns.
-    r = subprocess.run(["script", "-qec",
-                        "stty rows 33 cols 111; " + subprocess.list2cmdline(argv), "/dev/null"],
-                       capture_output=True, timeout=boot_timeout() * 3,
-                       stdin=subprocess.DEVNULL)
+    r = in_a_terminal(podman, "run", "--rm", "-t", *podman.run_flags, IMAGE, "sh", "-c",
+                      "tty; stty size; exit 5")
     out = r.stdout.decode(errors="replace")
     assert "/dev/pts/" in out and "33 111" in out, out
     assert r.returncode == 5, (r.returncode, out)
+
+
+def in_a_terminal(podman, *args):
+    """podman ARGS with a terminal of 33 rows and 111 columns (script's)."""
+    if shutil.which("script") is None:
+        pytest.skip("script not found: apt-get install bsdutils")
+    argv = [*podman.base, *args]
+    return subprocess.run(["script", "-qec",
+                           "stty rows 33 cols 111; " + subprocess.list2cmdline(argv), "/dev/null"],
+                          capture_output=True, timeout=boot_timeout() * 3,
+                          stdin=subprocess.DEVNULL)
+
+
+def test_publish_exec_with_a_terminal_pause_and_unpause(podman):
+    """-p through podman's own network (slirp4netns, which forwards the
+    host port into the container's namespace, where the VM's network
+    worker takes it: io.gantry.publish names the port); exec -t; pause
+    and unpause hold the VM's vCPUs still and let them go."""
+    if shutil.which("slirp4netns") is None or not os.path.exists("/dev/net/tun"):
+        pytest.skip("slirp4netns or /dev/net/tun missing: apt-get install slirp4netns")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = podman("run", "-d", "--name", "g2", "--network", "slirp4netns:port_handler=slirp4netns",
+               "-p", f"127.0.0.1:{port}:80", "--annotation", "io.gantry.publish=80",
+               "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024", IMAGE,
+               "httpd", "-f", "-p", "80", "-h", "/etc")
+    assert r.returncode == 0, r.stderr
+
+    def fetch():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/passwd", timeout=10) as f:
+            return f.read()
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            body = fetch()
+            break
+        except OSError as e:
+            assert time.monotonic() < deadline, f"127.0.0.1:{port} never answered: {e}"
+            time.sleep(0.5)
+    assert body.startswith(b"root:x:0:0:"), body
+
+    r = in_a_terminal(podman, "exec", "-t", "g2", "sh", "-c", "tty; stty size; exit 4")
+    out = r.stdout.decode(errors="replace")
+    assert "/dev/pts/" in out and "33 111" in out and r.returncode == 4, (r.returncode, out)
+
+    assert podman("pause", "g2").returncode == 0
+    r = podman("ps", "-a", "--filter", "name=g2", "--format", "{{.Status}}")
+    assert r.stdout.strip() == b"Paused", r
+    r = podman("exec", "g2", "true")
+    assert r.returncode != 0, r
+    assert podman("unpause", "g2").returncode == 0
+    assert fetch().startswith(b"root:x:0:0:")
+    r = podman("rm", "--force", "g2")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.smp
+def test_cpus_and_memory_reach_the_vm(podman):
+    """--cpus 2 and --memory 256m become the VM's vCPUs and RAM. podman
+    drops both from config.json on a host without cgroups: the nested test
+    host, its own VM, gets cgroup2 mounted (never a real host)."""
+    if os.environ.get("KVMHOST") == "nested" and " cgroup" not in Path("/proc/mounts").read_text():
+        subprocess.run(["mount", "-t", "cgroup2", "none", "/sys/fs/cgroup"], check=False)
+    r = podman("run", "--rm", *podman.run_flags, "--cpus", "2", "--memory", "256m", IMAGE,
+               "sh", "-c", "nproc; head -1 /proc/meminfo")
+    assert r.returncode == 0, r.stderr
+    assert b"Limitation discarded" not in r.stderr, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert lines[0] == "2", lines
+    mem_kib = int(lines[1].split()[1])
+    assert 200 * 1024 < mem_kib <= 256 * 1024, lines[1]
