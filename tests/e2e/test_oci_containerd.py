@@ -1,6 +1,7 @@
 """containerd 1.6 (Debian's, through `ctr` and its runc shim v2) with
 gantry-oci as the runc binary: `ctr run` returns the container's status,
-`task exec` runs one more process, `task ps` lists the holder, and
+`task exec` runs one more process, `task ps` lists the holder, `task pause` and
+`task resume` hold the VM still and let it go, and
 `task kill -s SIGKILL` ends it as 137. containerd runs from a config of
 the test's own (its root, state and socket in a temporary directory, no
 CRI plugin), with an image imported offline.
@@ -96,6 +97,16 @@ def test_task_exec_ps_and_sigkill(ctr):
         assert r.returncode == 4 and r.stdout == b"in-exec\n", r
         r = ctr("task", "ps", "k2")
         assert r.returncode == 0 and len(r.stdout.splitlines()) == 2, r
+
+        def status():
+            r = ctr("task", "ls")
+            return next((ln.split()[-1] for ln in r.stdout.decode().splitlines()
+                         if ln.startswith("k2 ")), "")
+
+        r = ctr("task", "pause", "k2")
+        assert r.returncode == 0 and status() == "PAUSED", (r, status())
+        r = ctr("task", "resume", "k2")
+        assert r.returncode == 0 and status() == "RUNNING", (r, status())
         r = ctr("task", "kill", "-s", "SIGKILL", "k2")
         assert r.returncode == 0, r.stderr
         assert fg.wait(timeout=120) == 137, fg.communicate()
