@@ -87,8 +87,11 @@ def test_bad_flags_ids_and_signals(oci):
     one_error(oci("state", "a", "b"), "unexpected argument")
     one_error(oci("kill", "x", "NOSIG"), "invalid signal")
     one_error(oci("frobnicate"), "unknown command")
-    for verb in ("pause", "resume", "update", "checkpoint"):
+    for verb in ("update", "checkpoint"):
         one_error(oci(verb, "x"), "not supported")
+    for verb in ("pause", "resume"):
+        one_error(oci(verb, "x"), "does not exist")
+        one_error(oci(verb, "x", "y"), "unexpected argument")
     one_error(oci("exec", "x", "true"), "does not exist")
     one_error(oci("exec", "--preserve-fds", "3", "x"), "preserve-fds")
     r = oci("state", "x", root_flags=False)
