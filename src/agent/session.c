@@ -109,6 +109,15 @@ static int send_exec(struct run *run, gantry_error_t *err)
 	e->gid = p->gid;
 	e->gids = (uint32_t *)p->gids;
 	e->ngids = (uint32_t)p->ngids;
+	if (p->has_rlimits) {
+		e->flags |= PROTO_EXEC_RLIMITS;
+		e->rlimits = (struct proto_rlimit *)p->rlimits;
+		e->nrlimits = (uint32_t)MIN(p->nrlimits, (size_t)UINT32_MAX);
+	}
+	if (p->caps) {
+		e->flags |= PROTO_EXEC_CAPS;
+		memcpy(e->caps, p->caps, sizeof(e->caps));
+	}
 	if (p->tty) {
 		e->flags |= PROTO_EXEC_TTY;
 		get_winsize(p, &e->rows, &e->cols);
@@ -117,6 +126,9 @@ static int send_exec(struct run *run, gantry_error_t *err)
 		r = gantry_error(err, EINVAL, "no command to run");
 	else if (p->ngids > PROTO_MAX_GIDS)
 		r = gantry_error(err, E2BIG, "too many groups (at most %d)", PROTO_MAX_GIDS);
+	else if (p->nrlimits > PROTO_MAX_RLIMITS)
+		r = gantry_error(err, E2BIG, "too many resource limits (at most %d)",
+				 PROTO_MAX_RLIMITS);
 	/* Say what is too big here, rather than a bare EMSGSIZE. */
 	else if (proto_encode(&m, buf, PROTO_MAX_FRAME) < 0)
 		r = gantry_error(err, E2BIG,

@@ -47,6 +47,12 @@ struct agent_process {
 	uint32_t uid, gid;
 	const uint32_t *gids;
 	size_t ngids;
+	/* An OCI process's own resource limits and capability sets (NULL:
+	 * the guest's defaults). */
+	const struct proto_rlimit *rlimits;
+	size_t nrlimits;
+	bool has_rlimits;
+	const uint64_t *caps; /* PROTO_CAPS_SETS masks */
 	bool tty; /* one pty in the guest; raw mode here when in_fd is a terminal */
 	/* Host ends: stdin (-1: empty), stdout and stderr (-1: dropped). In
 	 * tty mode everything comes out on out_fd. */

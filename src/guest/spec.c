@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "guest/guest.h"
@@ -116,6 +117,61 @@ static bool env_has(const struct proto_exec *e, const char *name)
 	return false;
 }
 
+/* The host's sets (PROTO_EXEC_CAPS: an OCI config.json's), else Docker's
+ * default set as bounding, effective and permitted. */
+static void write_caps(FILE *f, const struct proto_exec *e)
+{
+	static const char *const sets[PROTO_CAPS_SETS] = {
+		[PROTO_CAPS_BOUNDING] = "bounding",   [PROTO_CAPS_EFFECTIVE] = "effective",
+		[PROTO_CAPS_PERMITTED] = "permitted", [PROTO_CAPS_INHERITABLE] = "inheritable",
+		[PROTO_CAPS_AMBIENT] = "ambient",
+	};
+
+	fputs(",\"capabilities\":{", f);
+	for (int set = 0; set < PROTO_CAPS_SETS; set++) {
+		const char *name;
+		bool first = true;
+
+		if (!(e->flags & PROTO_EXEC_CAPS)) {
+			if (set > PROTO_CAPS_PERMITTED)
+				break;
+			fprintf(f, "%s\"%s\":", set ? "," : "", sets[set]);
+			json_strv(f, caps, sizeof(caps) / sizeof(caps[0]));
+			continue;
+		}
+		fprintf(f, "%s\"%s\":[", set ? "," : "", sets[set]);
+		for (unsigned int c = 0; c <= PROTO_MAX_CAP; c++)
+			if ((e->caps[set] & (1ULL << c)) && (name = proto_cap_name(c))) {
+				fprintf(f, "%s\"%s\"", first ? "" : ",", name);
+				first = false;
+			}
+		fputc(']', f);
+	}
+	fputc('}', f);
+}
+
+/* The host's limits (PROTO_EXEC_RLIMITS), with the guest's open-file
+ * limit where they do not name one. */
+static void write_rlimits(FILE *f, const struct guest_config *cfg, const struct proto_exec *e)
+{
+	bool nofile = false;
+
+	fputs(",\"rlimits\":[", f);
+	for (uint32_t i = 0; (e->flags & PROTO_EXEC_RLIMITS) && i < e->nrlimits; i++) {
+		const struct proto_rlimit *l = &e->rlimits[i];
+
+		fprintf(f, "%s{\"type\":\"%s\",\"hard\":%llu,\"soft\":%llu}", i ? "," : "",
+			proto_rlimit_name(l->resource), (unsigned long long)l->hard,
+			(unsigned long long)l->soft);
+		nofile = nofile || l->resource == RLIMIT_NOFILE;
+	}
+	if (!nofile)
+		fprintf(f, "%s{\"type\":\"RLIMIT_NOFILE\",\"hard\":%lu,\"soft\":%lu}",
+			(e->flags & PROTO_EXEC_RLIMITS) && e->nrlimits ? "," : "", cfg->nofile,
+			cfg->nofile);
+	fputs("],", f);
+}
+
 /* The OCI process object: config.json's "process", or crun exec's --process. */
 static void write_process(FILE *f, const struct guest_config *cfg, const struct proto_exec *e)
 {
@@ -151,15 +207,8 @@ static void write_process(FILE *f, const struct guest_config *cfg, const struct 
 			fprintf(f, ",\"%s=%s\"", trust_env_name(i), trust_env_value(i));
 	fputs("],\"cwd\":", f);
 	json_str(f, e->cwd && *e->cwd ? e->cwd : "/");
-	fputs(",\"capabilities\":{", f);
-	for (int set = 0; set < 3; set++) {
-		static const char *const names[] = { "bounding", "effective", "permitted" };
-
-		fprintf(f, "%s\"%s\":", set ? "," : "", names[set]);
-		json_strv(f, caps, sizeof(caps) / sizeof(caps[0]));
-	}
-	fprintf(f, "},\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"hard\":%lu,\"soft\":%lu}],",
-		cfg->nofile, cfg->nofile);
+	write_caps(f, e);
+	write_rlimits(f, cfg, e);
 	fputs("\"noNewPrivileges\":false}", f);
 }
 

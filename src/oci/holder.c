@@ -146,7 +146,14 @@ int oci_run_process(const char *id, const struct oci_spec *s, int start_fd)
 					   .env = s->env,
 					   .nr_env = s->nr_env,
 					   .workdir = s->cwd,
-					   .user = user };
+					   .user = user,
+					   .groups = s->gids,
+					   .ngroups = s->ngids,
+					   .has_groups = s->has_gids,
+					   .rlimits = s->rlimits,
+					   .nrlimits = s->nrlimits,
+					   .has_rlimits = s->has_rlimits,
+					   .caps = s->has_caps ? s->caps : NULL };
 
 	if (catch_all() < 0) {
 		gantry_error_errno(&err, "signals");

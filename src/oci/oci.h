@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "proto/agent.h"
 
 #define OCI_CONFIG_MAX	  (4u << 20) /* config.json's bytes */
 #define OCI_ARGS_MAX	  4096
@@ -38,6 +39,14 @@ struct oci_spec {
 	size_t nr_env;
 	char *cwd;
 	uint32_t uid, gid;
+	uint32_t *gids; /* process.user.additionalGids */
+	size_t ngids;
+	bool has_gids;
+	struct proto_rlimit rlimits[PROTO_MAX_RLIMITS]; /* process.rlimits */
+	size_t nrlimits;
+	bool has_rlimits;
+	uint64_t caps[PROTO_CAPS_SETS]; /* process.capabilities, by PROTO_CAPS_* */
+	bool has_caps;
 	bool terminal;
 	char *root;	/* root.path made absolute against the bundle */
 	bool readonly;	/* root.readonly */

@@ -71,6 +71,124 @@ static json_t *object_or_null(json_t *obj, const char *key, const char *field, g
 	return v && json_is_object(v) ? v : NULL;
 }
 
+/* process.user.additionalGids: the process's groups (none given: none). */
+static int gid_list(json_t *user, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *a = json_object_get(user, "additionalGids"), *v;
+	size_t i;
+
+	if (a == NULL || json_is_null(a))
+		return 0;
+	if (!json_is_array(a))
+		return field_error(err, "process.user.additionalGids", "is not a list");
+	if (json_array_size(a) > PROTO_MAX_GIDS)
+		return gantry_error(err, 0,
+				    "config.json: `process.user.additionalGids` has over %d entries",
+				    PROTO_MAX_GIDS);
+	s->has_gids = true;
+	s->gids = xzalloc((json_array_size(a) + 1) * sizeof(*s->gids));
+	json_array_foreach(a, i, v) {
+		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		    json_integer_value(v) > (json_int_t)UINT32_MAX)
+			return field_error(err, "process.user.additionalGids",
+					   "holds something other than a group id");
+		s->gids[s->ngids++] = (uint32_t)json_integer_value(v);
+	}
+	return 0;
+}
+
+/* process.rlimits: [{type, soft, hard}], each type Linux knows, once,
+ * its soft limit within its hard one. */
+static int rlimit_list(json_t *p, struct oci_spec *s, gantry_error_t *err)
+{
+	json_t *a = json_object_get(p, "rlimits"), *v;
+	uint32_t seen = 0;
+	size_t i;
+
+	if (a == NULL || json_is_null(a))
+		return 0;
+	if (!json_is_array(a))
+		return field_error(err, "process.rlimits", "is not a list");
+	if (json_array_size(a) > PROTO_MAX_RLIMITS)
+		return gantry_error(err, 0, "config.json: `process.rlimits` has over %d entries",
+				    PROTO_MAX_RLIMITS);
+	s->has_rlimits = true;
+	json_array_foreach(a, i, v) {
+		const char *type = json_string_value(json_object_get(v, "type"));
+		json_t *soft = json_object_get(v, "soft"), *hard = json_object_get(v, "hard");
+		struct proto_rlimit *l = &s->rlimits[s->nrlimits];
+		int n = type ? proto_rlimit_number(type) : -1;
+
+		if (n < 0)
+			return gantry_error(err, 0,
+					    "config.json: `process.rlimits` names an unknown resource "
+					    "`%.32s`",
+					    type ? type : "");
+		if (seen & (1u << n))
+			return gantry_error(err, 0, "config.json: `process.rlimits` names %s twice",
+					    proto_rlimit_name((unsigned int)n));
+		if (!json_is_integer(soft) || !json_is_integer(hard) ||
+		    json_integer_value(soft) < 0 || json_integer_value(hard) < 0)
+			return gantry_error(err, 0,
+					    "config.json: `process.rlimits` %s: soft and hard are not "
+					    "numbers",
+					    proto_rlimit_name((unsigned int)n));
+		l->resource = (uint32_t)n;
+		l->soft = (uint64_t)json_integer_value(soft);
+		l->hard = (uint64_t)json_integer_value(hard);
+		if (l->soft > l->hard)
+			return gantry_error(err, 0,
+					    "config.json: `process.rlimits` %s: soft is over hard",
+					    proto_rlimit_name((unsigned int)n));
+		seen |= 1u << n;
+		s->nrlimits++;
+	}
+	return 0;
+}
+
+/* process.capabilities: its five sets, each a list of names Linux knows. */
+static int cap_sets(json_t *p, struct oci_spec *s, gantry_error_t *err)
+{
+	static const char *const sets[PROTO_CAPS_SETS] = {
+		[PROTO_CAPS_BOUNDING] = "bounding",
+		[PROTO_CAPS_EFFECTIVE] = "effective",
+		[PROTO_CAPS_PERMITTED] = "permitted",
+		[PROTO_CAPS_INHERITABLE] = "inheritable",
+		[PROTO_CAPS_AMBIENT] = "ambient",
+	};
+	json_t *c = object_or_null(p, "capabilities", "process.capabilities", err);
+
+	if (*err)
+		return -1;
+	if (c == NULL)
+		return 0;
+	s->has_caps = true;
+	for (int set = 0; set < PROTO_CAPS_SETS; set++) {
+		char **names = NULL, field[48];
+		size_t n;
+		int cap = 0;
+
+		snprintf(field, sizeof(field), "process.capabilities.%s", sets[set]);
+		if (string_list(c, sets[set], field, 64, &names, &n, err) < 0) {
+			strv_free(names);
+			return -1;
+		}
+		for (size_t i = 0; i < n && cap >= 0; i++) {
+			cap = proto_cap_number(names[i]);
+			if (cap < 0)
+				gantry_error(err, 0,
+					     "config.json: `%s` names an unknown capability `%.32s`",
+					     field, names[i]);
+			else
+				s->caps[set] |= 1ULL << cap;
+		}
+		strv_free(names);
+		if (cap < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int oci_process_parse(json_t *p, struct oci_spec *s, gantry_error_t *err)
 {
 	json_t *user, *t;
@@ -96,9 +214,10 @@ int oci_process_parse(json_t *p, struct oci_spec *s, gantry_error_t *err)
 	if (*err)
 		return -1;
 	if (user && (u32_field(user, "uid", "process.user.uid", &s->uid, err) < 0 ||
-		     u32_field(user, "gid", "process.user.gid", &s->gid, err) < 0))
+		     u32_field(user, "gid", "process.user.gid", &s->gid, err) < 0 ||
+		     gid_list(user, s, err) < 0))
 		return -1;
-	return 0;
+	return rlimit_list(p, s, err) < 0 || cap_sets(p, s, err) < 0 ? -1 : 0;
 }
 
 static int process(json_t *j, struct oci_spec *s, gantry_error_t *err)
@@ -357,6 +476,7 @@ void oci_spec_free(struct oci_spec *s)
 	strv_free(s->args);
 	strv_free(s->env);
 	free(s->cwd);
+	free(s->gids);
 	free(s->root);
 	free(s->hostname);
 	free(s->netns_path);

@@ -28,7 +28,10 @@
  *                   (in a sandbox: once its long-lived container runs), else
  *                   why it cannot be; sent once, right after HELLO's work
  *   EXEC      h->g  id u32, argv strv, env strv, cwd str, uid u32, gid u32,
- *                   gids u32-list, flags u32 (PROTO_EXEC_TTY), rows u32, cols u32
+ *                   gids u32-list, flags u32 (PROTO_EXEC_*), rows u32, cols u32;
+ *                   with PROTO_EXEC_RLIMITS then a u32 count and that many
+ *                   (resource u32, soft u64, hard u64); with PROTO_EXEC_CAPS
+ *                   then five u64 capability masks (PROTO_CAPS_*)
  *   STARTED   g->h  id u32, pid u32 (in the guest's namespace)
  *   EXIT      g->h  id u32, signaled u32 (0 or 1), code u32 (status 0-255, or
  *                   the signal number 1-64 when signaled)
@@ -93,6 +96,8 @@
 #define PROTO_MAX_STRV	  4096	      /* strings in one array */
 #define PROTO_MAX_GIDS	  256	      /* supplementary groups */
 #define PROTO_MAX_SIGNAL  64
+#define PROTO_MAX_RLIMITS 16 /* RLIMIT_* resources, each at most once */
+#define PROTO_MAX_CAP	  63 /* a capability's number: a bit of a u64 */
 
 /* Exit codes for ERROR, as docker and shells use them. */
 #define PROTO_ERR_RUNTIME   125
@@ -100,7 +105,33 @@
 #define PROTO_ERR_NOT_FOUND 127
 
 #define PROTO_EXEC_TTY 0x1u
-#define PROTO_EXEC_ALL PROTO_EXEC_TTY
+/* The process's resource limits instead of the guest's default (an OCI
+ * config.json's process.rlimits), and its capability sets instead of the
+ * guest's (process.capabilities). */
+#define PROTO_EXEC_RLIMITS 0x2u
+#define PROTO_EXEC_CAPS	   0x4u
+#define PROTO_EXEC_ALL	   (PROTO_EXEC_TTY | PROTO_EXEC_RLIMITS | PROTO_EXEC_CAPS)
+
+/* EXEC's capability sets, in order, each a mask of 1 << CAP_*. */
+enum { PROTO_CAPS_BOUNDING,
+       PROTO_CAPS_EFFECTIVE,
+       PROTO_CAPS_PERMITTED,
+       PROTO_CAPS_INHERITABLE,
+       PROTO_CAPS_AMBIENT,
+       PROTO_CAPS_SETS };
+
+struct proto_rlimit {
+	uint32_t resource; /* RLIMIT_*, below PROTO_MAX_RLIMITS */
+	uint64_t soft, hard;
+};
+
+/* names.c: a resource's or a capability's name as config.json spells it
+ * (RLIMIT_NOFILE, CAP_KILL), NULL past the known ones; and back, any
+ * case, -1 for a name not known. */
+const char *proto_rlimit_name(unsigned int resource);
+const char *proto_cap_name(unsigned int cap);
+int proto_rlimit_number(const char *name);
+int proto_cap_number(const char *name);
 
 /* RENEW: what a restored guest renews before its workload runs on. */
 #define PROTO_RENEW_WORDS     4 /* entropy, u64s */
@@ -159,6 +190,9 @@ struct proto_exec {
 	uint32_t ngids;
 	uint32_t flags;
 	uint32_t rows, cols;
+	struct proto_rlimit *rlimits; /* PROTO_EXEC_RLIMITS */
+	uint32_t nrlimits;
+	uint64_t caps[PROTO_CAPS_SETS]; /* PROTO_EXEC_CAPS */
 };
 
 struct proto_exit {

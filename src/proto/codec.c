@@ -348,7 +348,7 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 		const struct proto_exec *e = &m->u.exec;
 
 		if (e->id == 0 || e->argc == 0 || (e->flags & ~PROTO_EXEC_ALL) ||
-		    e->ngids > PROTO_MAX_GIDS)
+		    e->ngids > PROTO_MAX_GIDS || e->nrlimits > PROTO_MAX_RLIMITS)
 			return -1;
 		proto_put_u32(&w, e->id);
 		proto_put_strv(&w, e->argv, e->argc);
@@ -362,6 +362,17 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 		proto_put_u32(&w, e->flags);
 		proto_put_u32(&w, e->rows);
 		proto_put_u32(&w, e->cols);
+		if (e->flags & PROTO_EXEC_RLIMITS) {
+			proto_put_u32(&w, e->nrlimits);
+			for (uint32_t i = 0; i < e->nrlimits; i++) {
+				proto_put_u32(&w, e->rlimits[i].resource);
+				proto_put_u64(&w, e->rlimits[i].soft);
+				proto_put_u64(&w, e->rlimits[i].hard);
+			}
+		}
+		if (e->flags & PROTO_EXEC_CAPS)
+			for (int i = 0; i < PROTO_CAPS_SETS; i++)
+				proto_put_u64(&w, e->caps[i]);
 		break;
 	}
 	case PROTO_STARTED:
@@ -476,6 +487,33 @@ static int get_text(struct proto_reader *r, char **s)
 	return 0;
 }
 
+/* Each resource at most once, each soft limit within its hard one. */
+static int decode_rlimits(struct proto_reader *r, struct proto_exec *e)
+{
+	uint32_t n, seen = 0;
+
+	if (proto_get_u32(r, &n) < 0)
+		return -1;
+	if (n > PROTO_MAX_RLIMITS)
+		return reader_fail(r, "too many resource limits");
+	e->rlimits = calloc(n ? n : 1, sizeof(*e->rlimits));
+	if (e->rlimits == NULL)
+		return reader_fail(r, "out of memory");
+	for (e->nrlimits = 0; e->nrlimits < n; e->nrlimits++) {
+		struct proto_rlimit *l = &e->rlimits[e->nrlimits];
+
+		if (proto_get_u32(r, &l->resource) < 0 || proto_get_u64(r, &l->soft) < 0 ||
+		    proto_get_u64(r, &l->hard) < 0)
+			return -1;
+		if (l->resource >= PROTO_MAX_RLIMITS || (seen & (1u << l->resource)))
+			return reader_fail(r, "a bad or repeated resource limit");
+		if (l->soft > l->hard)
+			return reader_fail(r, "a soft limit over its hard one");
+		seen |= 1u << l->resource;
+	}
+	return 0;
+}
+
 static int decode_exec(struct proto_reader *r, struct proto_exec *e)
 {
 	if (proto_get_u32(r, &e->id) < 0 ||
@@ -502,12 +540,17 @@ static int decode_exec(struct proto_reader *r, struct proto_exec *e)
 	if (proto_get_u32(r, &e->flags) < 0 || proto_get_u32(r, &e->rows) < 0 ||
 	    proto_get_u32(r, &e->cols) < 0)
 		return -1;
+	if (e->flags & ~PROTO_EXEC_ALL)
+		return reader_fail(r, "unknown EXEC flags");
+	if ((e->flags & PROTO_EXEC_RLIMITS) && decode_rlimits(r, e) < 0)
+		return -1;
+	for (int i = 0; (e->flags & PROTO_EXEC_CAPS) && i < PROTO_CAPS_SETS; i++)
+		if (proto_get_u64(r, &e->caps[i]) < 0)
+			return -1;
 	if (e->id == 0)
 		return reader_fail(r, "session id 0");
 	if (e->argc == 0)
 		return reader_fail(r, "empty argv");
-	if (e->flags & ~PROTO_EXEC_ALL)
-		return reader_fail(r, "unknown EXEC flags");
 	return 0;
 }
 
@@ -668,6 +711,7 @@ void proto_msg_free(struct proto_msg *m)
 		strv_free(m->u.exec.env);
 		free(m->u.exec.cwd);
 		free(m->u.exec.gids);
+		free(m->u.exec.rlimits);
 		break;
 	case PROTO_ERROR:
 		free(m->u.error.message);

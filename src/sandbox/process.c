@@ -217,8 +217,12 @@ int sandbox_process_init(struct sandbox_process *sp, const struct image_config *
 	}
 	p->uid = sp->user.uid;
 	p->gid = sp->user.gid;
-	p->gids = sp->user.groups;
-	p->ngids = sp->user.ngroups;
+	p->gids = o->has_groups ? o->groups : sp->user.groups;
+	p->ngids = o->has_groups ? o->ngroups : sp->user.ngroups;
+	p->rlimits = o->rlimits;
+	p->nrlimits = o->nrlimits;
+	p->has_rlimits = o->has_rlimits;
+	p->caps = o->caps;
 	p->tty = io->tty;
 	p->in_fd = io->in;
 	p->out_fd = io->out;

@@ -47,6 +47,16 @@ struct sandbox_process_opts {
 				       * the rest (borrowed; NULL: none) */
 	bool serves_bound;	      /* host-bound secrets are served to it (a
 				       * one-shot's broker); else refused */
+	/* An OCI process's (gantry-oci): its additional groups instead of
+	 * /etc/group's, its resource limits and capability sets instead of
+	 * the guest's defaults (agent_process's). */
+	const uint32_t *groups;
+	size_t ngroups;
+	bool has_groups;
+	const struct proto_rlimit *rlimits;
+	size_t nrlimits;
+	bool has_rlimits;
+	const uint64_t *caps;
 };
 
 /* -e NAME=VALUE: checked (a name, no NUL) and added to o->env. */

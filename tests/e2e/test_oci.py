@@ -239,8 +239,13 @@ def test_env_user_binds_and_size(rt, tmp_path):
         "e", ["sh", "-c", "echo $GREETING; id -u; id -g; cat /data/from-host; "
               "echo guest > /data/from-guest; grep -c ^processor /proc/cpuinfo; "
               "head -1 /proc/meminfo; hostname; "
-              "touch /made 2>/dev/null && echo root-rw || echo root-ro"],
-        env=["PATH=/bin", "GREETING=hello"], user={"uid": 65534, "gid": 65534},
+              "touch /made 2>/dev/null && echo root-rw || echo root-ro; "
+              "ulimit -n; ulimit -Hn; id -G; grep CapBnd /proc/self/status"],
+        env=["PATH=/bin", "GREETING=hello"],
+        user={"uid": 65534, "gid": 65534, "additionalGids": [5, 7]},
+        rlimits=[{"type": "RLIMIT_NOFILE", "soft": 321, "hard": 654}],
+        capabilities={"bounding": ["CAP_KILL", "CAP_CHOWN"], "effective": ["CAP_KILL"],
+                      "permitted": ["CAP_KILL"]},
         mounts=[{"destination": "/data", "type": "bind", "source": str(data),
                  "options": ["rbind", "rw"]}],
         annotations={"io.gantry.mem_mib": "384"}, root={"path": "rootfs", "readonly": True},
@@ -256,6 +261,9 @@ def test_env_user_binds_and_size(rt, tmp_path):
     assert lines[6] == "e", lines  # config.json's hostname
     # root.readonly: the container's root is read-only, its bind is not.
     assert lines[7] == "root-ro" and not (b / "rootfs" / "made").exists(), lines
+    # process.rlimits, user.additionalGids and capabilities, as given.
+    assert lines[8:11] == ["321", "654", "65534 5 7"], lines
+    assert lines[11].split() == ["CapBnd:", "0000000000000021"], lines
     assert (data / "from-guest").read_text() == "guest\n"
     assert rt("delete", "c5").returncode == 0
 

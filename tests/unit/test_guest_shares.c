@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
+#include "common/files.h"
 #include "common/util.h"
 #include "guest/guest.h"
 #include "guest/shares.h"
@@ -318,6 +320,61 @@ static void test_spec_binds(void **state)
 	rmdir(base);
 }
 
+/* The process's own limits and capability sets (gantry-oci's config.json)
+ * into crun's config; without them the guest's defaults. */
+static void test_spec_limits_and_caps(void **state)
+{
+	char base[] = "/tmp/gantry-guest-spec-XXXXXX";
+	struct guest_config cfg = { .hostname = "box", .rootfs = "/r", .nofile = 1024 };
+	char *argv[] = { "true", NULL };
+	struct proto_rlimit lim[] = { { 6, 10, 20 }, { 4, 0, 1ULL << 40 } };
+	struct proto_exec e = { .argv = argv, .argc = 1 };
+	json_t *j, *p, *caps;
+	char *err = NULL, *s;
+
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	assert_int_equal(spec_write(&cfg, base, &e, false, &err), 0);
+	s = slurp(base, "config.json");
+	j = json_loads(s, 0, NULL);
+	free(s);
+	assert_non_null(j);
+	p = json_object_get(j, "process");
+	caps = json_object_get(p, "capabilities");
+	assert_int_equal(json_array_size(json_object_get(caps, "bounding")), 14);
+	assert_null(json_object_get(caps, "ambient"));
+	assert_int_equal(json_array_size(json_object_get(p, "rlimits")), 1);
+	json_decref(j);
+
+	e.flags = PROTO_EXEC_RLIMITS | PROTO_EXEC_CAPS;
+	e.rlimits = lim;
+	e.nrlimits = 2;
+	e.caps[PROTO_CAPS_BOUNDING] = (1ULL << 0) | (1ULL << 21) | (1ULL << 40);
+	e.caps[PROTO_CAPS_AMBIENT] = 1ULL << 5;
+	assert_int_equal(spec_write(&cfg, base, &e, false, &err), 0);
+	s = slurp(base, "config.json");
+	j = json_loads(s, 0, NULL);
+	free(s);
+	assert_non_null(j);
+	p = json_object_get(j, "process");
+	caps = json_object_get(p, "capabilities");
+	s = json_dumps(json_object_get(caps, "bounding"), JSON_COMPACT);
+	assert_string_equal(s, "[\"CAP_CHOWN\",\"CAP_SYS_ADMIN\",\"CAP_CHECKPOINT_RESTORE\"]");
+	free(s);
+	s = json_dumps(json_object_get(caps, "ambient"), JSON_COMPACT);
+	assert_string_equal(s, "[\"CAP_KILL\"]");
+	free(s);
+	assert_int_equal(json_array_size(json_object_get(caps, "effective")), 0);
+	s = json_dumps(json_object_get(p, "rlimits"), JSON_COMPACT | JSON_PRESERVE_ORDER);
+	assert_string_equal(s, "[{\"type\":\"RLIMIT_NPROC\",\"hard\":20,\"soft\":10},"
+			       "{\"type\":\"RLIMIT_CORE\",\"hard\":1099511627776,\"soft\":0},"
+			       "{\"type\":\"RLIMIT_NOFILE\",\"hard\":1024,\"soft\":1024}]");
+	free(s);
+	json_decref(j);
+	free(err);
+	rm_tree(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_parse_good),     cmocka_unit_test(test_parse_rejects),
 		cmocka_unit_test(test_parse_long),     cmocka_unit_test(test_add_bounded),
 		cmocka_unit_test(test_spec_binds),
+		cmocka_unit_test(test_spec_limits_and_caps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

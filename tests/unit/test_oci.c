@@ -49,9 +49,12 @@ static void test_full(void **state)
 	assert_non_null(mkdtemp(dir));
 	assert_true(asprintf(&text,
 			     "{\"ociVersion\":\"1.0.2\",\"process\":{\"terminal\":false,"
-			     "\"user\":{\"uid\":1000,\"gid\":100,\"additionalGids\":[1]},"
+			     "\"user\":{\"uid\":1000,\"gid\":100,\"additionalGids\":[1,7]},"
 			     "\"args\":[\"sh\",\"-c\",\"echo hi\"],\"env\":[\"PATH=/bin\",\"A=b=c\"],"
-			     "\"cwd\":\"/work\",\"rlimits\":[]},\"root\":{\"path\":\"rootfs\","
+			     "\"cwd\":\"/work\",\"rlimits\":[{\"type\":\"RLIMIT_NOFILE\",\"soft\":10,"
+			     "\"hard\":20},{\"type\":\"rlimit_core\",\"soft\":0,\"hard\":0}],"
+			     "\"capabilities\":{\"bounding\":[\"CAP_KILL\",\"CAP_SYS_ADMIN\"],"
+			     "\"ambient\":[\"CAP_CHOWN\"]}},\"root\":{\"path\":\"rootfs\","
 			     "\"readonly\":true},\"hostname\":\"box\",\"mounts\":["
 			     "{\"destination\":\"/proc\",\"type\":\"proc\",\"source\":\"proc\"},"
 			     "{\"destination\":\"/data\",\"type\":\"bind\",\"source\":\"%s\","
@@ -71,6 +74,15 @@ static void test_full(void **state)
 	assert_string_equal(s.cwd, "/work");
 	assert_int_equal(s.uid, 1000);
 	assert_int_equal(s.gid, 100);
+	assert_true(s.has_gids && s.ngids == 2 && s.gids[0] == 1 && s.gids[1] == 7);
+	assert_true(s.has_rlimits && s.nrlimits == 2);
+	assert_int_equal(s.rlimits[0].resource, 7); /* RLIMIT_NOFILE */
+	assert_true(s.rlimits[0].soft == 10 && s.rlimits[0].hard == 20);
+	assert_int_equal(s.rlimits[1].resource, 4); /* RLIMIT_CORE, any case */
+	assert_true(s.has_caps);
+	assert_true(s.caps[PROTO_CAPS_BOUNDING] == ((1ULL << 5) | (1ULL << 21)));
+	assert_true(s.caps[PROTO_CAPS_AMBIENT] == 1ULL);
+	assert_true(s.caps[PROTO_CAPS_EFFECTIVE] == 0);
 	assert_false(s.terminal);
 	assert_string_equal(s.root, "/b/rootfs");
 	assert_true(s.readonly);
@@ -160,6 +172,22 @@ static void test_errors(void **state)
 		     "`process.user.uid`");
 	expect_error("{\"process\":{\"args\":[\"a\"],\"terminal\":\"yes\"},\"root\":{\"path\":\"r\"}}",
 		     "`process.terminal`");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"user\":{\"additionalGids\":[\"x\"]}},"
+		     "\"root\":{\"path\":\"r\"}}",
+		     "`process.user.additionalGids`");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"rlimits\":[{\"type\":\"RLIMIT_X\","
+		     "\"soft\":1,\"hard\":1}]},\"root\":{\"path\":\"r\"}}",
+		     "unknown resource `RLIMIT_X`");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"rlimits\":[{\"type\":\"RLIMIT_CPU\","
+		     "\"soft\":1,\"hard\":1},{\"type\":\"RLIMIT_CPU\",\"soft\":1,\"hard\":1}]},"
+		     "\"root\":{\"path\":\"r\"}}",
+		     "RLIMIT_CPU twice");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"rlimits\":[{\"type\":\"RLIMIT_CPU\","
+		     "\"soft\":2,\"hard\":1}]},\"root\":{\"path\":\"r\"}}",
+		     "soft is over hard");
+	expect_error("{\"process\":{\"args\":[\"a\"],\"capabilities\":{\"effective\":"
+		     "[\"CAP_NOPE\"]}},\"root\":{\"path\":\"r\"}}",
+		     "unknown capability `CAP_NOPE`");
 	expect_error("{\"process\":{\"args\":[\"a\"]}}", "`root` is missing");
 	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"\"}}", "`root.path` is empty");
 	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":{}}",

@@ -620,6 +620,65 @@ static void test_too_many_gids(void **state)
 	assert_string_equal(decode_err(frame, w.len), "too many groups");
 }
 
+/* An OCI process's limits and capability sets, and the limits a guest
+ * refuses: a resource out of range or twice, a soft one over its hard. */
+static void test_exec_limits_and_caps(void **state)
+{
+	char *argv[] = { "true", NULL };
+	struct proto_rlimit lim[] = { { 7, 100, 200 }, { 6, 5, UINT64_MAX } };
+	struct proto_msg m = { .type = PROTO_EXEC }, out;
+	struct proto_exec *e = &m.u.exec;
+	struct proto_writer w;
+	size_t n;
+
+	(void)state;
+	*e = (struct proto_exec){ .id = 3, .argv = argv, .argc = 1, .cwd = "/",
+				  .flags = PROTO_EXEC_RLIMITS | PROTO_EXEC_CAPS,
+				  .rlimits = lim, .nrlimits = 2,
+				  .caps = { 1, 2, 4, 1ULL << 40, 1ULL << 63 } };
+	n = encode(&m);
+	decode_ok(n, &out);
+	assert_int_equal(out.u.exec.nrlimits, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(out.u.exec.rlimits[i].resource, lim[i].resource);
+		assert_true(out.u.exec.rlimits[i].soft == lim[i].soft);
+		assert_true(out.u.exec.rlimits[i].hard == lim[i].hard);
+	}
+	assert_memory_equal(out.u.exec.caps, e->caps, sizeof(e->caps));
+	proto_msg_free(&out);
+	incremental_same(n, PROTO_EXEC);
+	/* Without the flags, neither is on the wire. */
+	e->flags = 0;
+	assert_true(encode(&m) < n);
+	e->nrlimits = PROTO_MAX_RLIMITS + 1;
+	e->flags = PROTO_EXEC_RLIMITS;
+	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -1);
+
+	for (int bad = 0; bad < 3; bad++) {
+		proto_writer_init(&w, frame, sizeof(frame));
+		proto_put_u32(&w, 1);
+		proto_put_u32(&w, 1);
+		proto_put_str(&w, "ls");
+		proto_put_u32(&w, 0);
+		proto_put_str(&w, "/");
+		proto_put_u32(&w, 0);
+		proto_put_u32(&w, 0);
+		proto_put_u32(&w, 0);
+		proto_put_u32(&w, PROTO_EXEC_RLIMITS);
+		proto_put_u32(&w, 0);
+		proto_put_u32(&w, 0);
+		proto_put_u32(&w, 2);
+		proto_put_u32(&w, bad == 0 ? PROTO_MAX_RLIMITS : 7);
+		proto_put_u64(&w, 1);
+		proto_put_u64(&w, 2);
+		proto_put_u32(&w, bad == 1 ? 7 : 6);
+		proto_put_u64(&w, bad == 2 ? 3 : 1);
+		proto_put_u64(&w, 2);
+		assert_true(proto_writer_finish(&w, PROTO_EXEC) > 0);
+		assert_non_null(strstr(decode_err(frame, w.len), bad == 2 ? "soft" : "resource"));
+	}
+}
+
 static void test_out_of_range_fields(void **state)
 {
 	struct {
@@ -805,6 +864,7 @@ int main(void)
 		cmocka_unit_test(test_bad_strings),
 		cmocka_unit_test(test_too_many_strings),
 		cmocka_unit_test(test_too_many_gids),
+		cmocka_unit_test(test_exec_limits_and_caps),
 		cmocka_unit_test(test_out_of_range_fields),
 		cmocka_unit_test(test_encode_too_big),
 		cmocka_unit_test(test_decoder_stream),
