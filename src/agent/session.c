@@ -118,6 +118,8 @@ static int send_exec(struct run *run, gantry_error_t *err)
 		e->flags |= PROTO_EXEC_CAPS;
 		memcpy(e->caps, p->caps, sizeof(e->caps));
 	}
+	if (p->init)
+		e->flags |= PROTO_EXEC_INIT;
 	if (p->tty) {
 		e->flags |= PROTO_EXEC_TTY;
 		get_winsize(p, &e->rows, &e->cols);

@@ -53,6 +53,7 @@ struct agent_process {
 	size_t nrlimits;
 	bool has_rlimits;
 	const uint64_t *caps; /* PROTO_CAPS_SETS masks */
+	bool init;	      /* PROTO_EXEC_INIT: its end ends the container */
 	bool tty; /* one pty in the guest; raw mode here when in_fd is a terminal */
 	/* Host ends: stdin (-1: empty), stdout and stderr (-1: dropped). In
 	 * tty mode everything comes out on out_fd. */

@@ -113,6 +113,7 @@ void session_exec(struct guest *g, struct proto_exec *e)
 	proto_decoder_init(s->dec);
 	s->id = e->id;
 	s->tty = e->flags & PROTO_EXEC_TTY;
+	s->init = e->flags & PROTO_EXEC_INIT;
 	s->rows = e->rows;
 	s->cols = e->cols;
 	s->stream = s->console = s->master = s->in_w = s->out_r = s->err_r = -1;
@@ -162,6 +163,20 @@ fail:
 }
 
 /* The status an orphan already reaped with this pid left, if any. */
+/* Its process is gone (status holds how). The container's own process
+ * (PROTO_EXEC_INIT) takes the rest along: its long-lived container's init
+ * is ended, and with it every process in its PID namespace, whose
+ * outputs then close; later EXECs are refused (see session_exec). */
+static void session_ended(struct guest *g, struct session *s)
+{
+	s->exited = true;
+	if (s->init && g->container > 0) {
+		guest_debug(g, "session %u: the container's process ended: ending the container",
+			    s->id);
+		kill(g->container, SIGKILL);
+	}
+}
+
 static bool take_orphan(struct guest *g, pid_t pid, int *status)
 {
 	for (size_t i = 0; i < GUEST_ORPHANS; i++) {
@@ -218,7 +233,7 @@ static void session_crun_exited(struct guest *g, struct session *s, int status)
 		apply_winsize(s);
 	}
 	if (take_orphan(g, s->pid, &s->status))
-		s->exited = true;
+		session_ended(g, s);
 	if (s->pending_signal && !s->exited)
 		kill(s->pid, (int)s->pending_signal);
 	m.u.started.id = s->id;
@@ -254,8 +269,8 @@ void session_reaped(struct guest *g, pid_t pid, int status)
 			return;
 		}
 		if (s->pid == pid) {
-			s->exited = true;
 			s->status = status;
+			session_ended(g, s);
 			return;
 		}
 	}

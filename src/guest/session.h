@@ -18,6 +18,7 @@ struct session {
 	pid_t crun;  /* `crun run -d` while it runs */
 	pid_t pid;   /* the container's process, once crun said */
 	bool exited; /* and status holds its wait status */
+	bool init;   /* PROTO_EXEC_INIT: its end ends the container */
 	int status;
 	uint32_t pending_signal;
 	uint32_t rows, cols;

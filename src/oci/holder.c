@@ -126,7 +126,7 @@ static void tell_started(void *opaque)
 	}
 }
 
-int oci_run_process(const char *id, const struct oci_spec *s, int start_fd)
+int oci_run_process(const char *id, const struct oci_spec *s, int start_fd, bool init)
 {
 	struct sandbox_stdio io = { .in = STDIN_FILENO,
 				    .out = STDOUT_FILENO,
@@ -153,7 +153,8 @@ int oci_run_process(const char *id, const struct oci_spec *s, int start_fd)
 					   .rlimits = s->rlimits,
 					   .nrlimits = s->nrlimits,
 					   .has_rlimits = s->has_rlimits,
-					   .caps = s->has_caps ? s->caps : NULL };
+					   .caps = s->has_caps ? s->caps : NULL,
+					   .container_init = init };
 
 	if (catch_all() < 0) {
 		gantry_error_errno(&err, "signals");
@@ -189,7 +190,7 @@ pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave)
 		oci_fail("exec: the terminal: %s", strerror(errno));
 		_exit(255);
 	}
-	_exit(oci_run_process(id, s, -1));
+	_exit(oci_run_process(id, s, -1, false));
 }
 
 /* --- the holder ------------------------------------------------------- */
@@ -294,7 +295,7 @@ static __attribute__((noreturn)) void holder(const struct oci_container *c,
 	unlinkat(dfd, OCI_HOLDER_SOCK, 0);
 	close(dfd);
 	if (status == 0)
-		status = oci_run_process(c->id, &c->spec, conn);
+		status = oci_run_process(c->id, &c->spec, conn, true);
 	sandbox_stop(c->id, NULL);
 	_exit(status);
 }

@@ -447,7 +447,7 @@ static int cmd_exec(int argc, char **argv)
 	if (!detach) {
 		/* In the foreground: this process stands for it. */
 		if (slave < 0) {
-			r = oci_run_process(id, &s, -1);
+			r = oci_run_process(id, &s, -1, false);
 			goto out;
 		}
 		pid = oci_exec_spawn(id, &s, slave);

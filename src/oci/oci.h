@@ -165,8 +165,10 @@ int oci_holder_spawn(const struct oci_container *c, const struct sandbox_opts *o
 int oci_holder_start(const char *dir, bool *none, char **why);
 /* Run s's process in sandbox id with this process's stdio and signals:
  * its status (128+n for a signal n; 255 when it could not run). start_fd
- * (-1: none) gets "ok" once it runs, or "error: WHY"; closed either way. */
-int oci_run_process(const char *id, const struct oci_spec *s, int start_fd);
+ * (-1: none) gets "ok" once it runs, or "error: WHY"; closed either way.
+ * init: the container's own process, whose end ends every other process
+ * in the container (an exec's is not). */
+int oci_run_process(const char *id, const struct oci_spec *s, int start_fd, bool init);
 /* The same in a child (on the terminal slave when it is >= 0), which
  * exits with that status: its pid. */
 pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave);

@@ -110,7 +110,11 @@
  * guest's (process.capabilities). */
 #define PROTO_EXEC_RLIMITS 0x2u
 #define PROTO_EXEC_CAPS	   0x4u
-#define PROTO_EXEC_ALL	   (PROTO_EXEC_TTY | PROTO_EXEC_RLIMITS | PROTO_EXEC_CAPS)
+/* The container's own process (gantry-oci's): when it ends, so does every
+ * other process of the sandbox's container, as the end of a PID
+ * namespace's init ends the rest, and later EXECs are refused. */
+#define PROTO_EXEC_INIT 0x8u
+#define PROTO_EXEC_ALL	(PROTO_EXEC_TTY | PROTO_EXEC_RLIMITS | PROTO_EXEC_CAPS | PROTO_EXEC_INIT)
 
 /* EXEC's capability sets, in order, each a mask of 1 << CAP_*. */
 enum { PROTO_CAPS_BOUNDING,

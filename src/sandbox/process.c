@@ -223,6 +223,7 @@ int sandbox_process_init(struct sandbox_process *sp, const struct image_config *
 	p->nrlimits = o->nrlimits;
 	p->has_rlimits = o->has_rlimits;
 	p->caps = o->caps;
+	p->init = o->container_init;
 	p->tty = io->tty;
 	p->in_fd = io->in;
 	p->out_fd = io->out;

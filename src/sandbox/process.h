@@ -57,6 +57,7 @@ struct sandbox_process_opts {
 	size_t nrlimits;
 	bool has_rlimits;
 	const uint64_t *caps;
+	bool container_init; /* its end ends the container (PROTO_EXEC_INIT) */
 };
 
 /* -e NAME=VALUE: checked (a name, no NUL) and added to o->env. */

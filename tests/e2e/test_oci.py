@@ -166,7 +166,10 @@ def test_run_prints_and_exits_with_the_process_status(rt):
 
 
 def test_kill_signals_the_process_and_delete_refuses_a_running_one(rt):
-    b = rt.bundle("k", ["sh", "-c", "trap 'echo got-usr1' USR1; "
+    # A child in the background holds the process's stdout: as in a PID
+    # namespace, the process's end ends it too (else the holder would wait
+    # for it).
+    b = rt.bundle("k", ["sh", "-c", "sleep 300 & trap 'echo got-usr1' USR1; "
                         "while true; do echo tick; sleep 0.1; done"])
     pid = rt.create("c2", b)
     assert rt("start", "c2").returncode == 0
@@ -207,7 +210,9 @@ def test_kill_signals_the_process_and_delete_refuses_a_running_one(rt):
         assert time.monotonic() < deadline, "USR1 never reached the process"
         time.sleep(0.2)
     assert rt("kill", "c2", "SIGTERM").returncode == 0
+    t0 = time.monotonic()
     assert wait_child(pid, boot_timeout()) == 128 + signal.SIGTERM
+    assert time.monotonic() - t0 < 4, "the holder waited on the background child"
     assert rt.state("c2")["status"] == "stopped"
     r = rt("kill", "c2", "TERM")
     assert r.returncode != 0 and b"not running" in r.stderr, r.stderr
