@@ -389,7 +389,7 @@ static int exec_process(const char *file, int argc, char **argv, struct oci_spec
 	if (read_file_max(file, OCI_CONFIG_MAX, &text, &len, &err) < 0 ||
 	    (text == NULL && gantry_error(&err, ENOENT, "--process `%s`", file) < 0))
 		return fail_err(&err);
-	j = jsonh_load(text, len, "--process", &err);
+	j = oci_json_load(text, len, "--process", &err);
 	if (j == NULL || (!json_is_object(j) && gantry_error(&err, 0, "--process: not a JSON "
 								      "object") < 0) ||
 	    oci_process_parse(j, s, &err) < 0) {

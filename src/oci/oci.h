@@ -74,6 +74,9 @@ struct sandbox_opts;
  * is wrong. */
 void oci_sandbox_opts(const struct oci_spec *s, const char *id, struct sandbox_opts *o,
 		      gantry_error_t *err);
+/* config.json (or exec's --process file) parsed, its RLIM_INFINITY
+ * (18446744073709551615, past what the JSON reader takes) read as -1. */
+json_t *oci_json_load(const char *text, size_t len, const char *what, gantry_error_t *err);
 /* A process object (config.json's, or exec --process's file) into s's
  * args, env, cwd, user and terminal. */
 int oci_process_parse(json_t *p, struct oci_spec *s, gantry_error_t *err);

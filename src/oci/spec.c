@@ -71,6 +71,43 @@ static json_t *object_or_null(json_t *obj, const char *key, const char *field, g
 	return v && json_is_object(v) ? v : NULL;
 }
 
+json_t *oci_json_load(const char *text, size_t len, const char *what, gantry_error_t *err)
+{
+	static const char inf[] = "18446744073709551615";
+	const size_t n = sizeof(inf) - 1;
+	cleanup_free char *copy = xmalloc(len + 1);
+	bool in_string = false;
+
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	for (size_t i = 0; i < len; i++) {
+		if (in_string) {
+			if (copy[i] == '\\')
+				i++;
+			else if (copy[i] == '"')
+				in_string = false;
+		} else if (copy[i] == '"') {
+			in_string = true;
+		} else if (len - i >= n && memcmp(copy + i, inf, n) == 0 &&
+			   (i == 0 || strchr(" \t\r\n:,[", copy[i - 1])) &&
+			   (i + n == len || strchr(" \t\r\n,]}", copy[i + n]))) {
+			memcpy(copy + i, "-1", 2);
+			memset(copy + i + 2, ' ', n - 2);
+			i += n - 1;
+		}
+	}
+	return jsonh_load(copy, len, what, err);
+}
+
+/* A limit: a number from 0, or -1 for RLIM_INFINITY (oci_json_load's). */
+static bool rlimit_value(json_t *v, uint64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < -1)
+		return false;
+	*out = json_integer_value(v) == -1 ? UINT64_MAX : (uint64_t)json_integer_value(v);
+	return true;
+}
+
 /* process.user.additionalGids: the process's groups (none given: none). */
 static int gid_list(json_t *user, struct oci_spec *s, gantry_error_t *err)
 {
@@ -127,15 +164,12 @@ static int rlimit_list(json_t *p, struct oci_spec *s, gantry_error_t *err)
 		if (seen & (1u << n))
 			return gantry_error(err, 0, "config.json: `process.rlimits` names %s twice",
 					    proto_rlimit_name((unsigned int)n));
-		if (!json_is_integer(soft) || !json_is_integer(hard) ||
-		    json_integer_value(soft) < 0 || json_integer_value(hard) < 0)
+		if (!rlimit_value(soft, &l->soft) || !rlimit_value(hard, &l->hard))
 			return gantry_error(err, 0,
 					    "config.json: `process.rlimits` %s: soft and hard are not "
 					    "numbers",
 					    proto_rlimit_name((unsigned int)n));
 		l->resource = (uint32_t)n;
-		l->soft = (uint64_t)json_integer_value(soft);
-		l->hard = (uint64_t)json_integer_value(hard);
 		if (l->soft > l->hard)
 			return gantry_error(err, 0,
 					    "config.json: `process.rlimits` %s: soft is over hard",
@@ -431,7 +465,7 @@ int oci_spec_parse(const char *text, size_t len, const char *bundle, struct oci_
 
 	memset(s, 0, sizeof(*s));
 	s->annotations = json_object();
-	j = jsonh_load(text, len, "config.json", err);
+	j = oci_json_load(text, len, "config.json", err);
 	if (j == NULL) {
 		oci_spec_free(s);
 		return -1;

@@ -158,6 +158,27 @@ static void test_network_namespace(void **state)
 		     "namespaces[0]");
 }
 
+/* RLIM_INFINITY, past what the JSON reader takes, is read as unlimited;
+ * the same digits in a string stay as they are. */
+static void test_unlimited(void **state)
+{
+	static const char text[] =
+		"{\"process\":{\"args\":[\"a\"],\"env\":[\"X=18446744073709551615\"],"
+		"\"rlimits\":[{\"type\":\"RLIMIT_CORE\",\"soft\": 18446744073709551615,"
+		"\"hard\":18446744073709551615}]},\"root\":{\"path\":\"r\"}}";
+	struct oci_spec s;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	assert_int_equal(parse(text, &s, &err), 0);
+	assert_string_equal(s.env[0], "X=18446744073709551615");
+	assert_true(s.rlimits[0].soft == UINT64_MAX && s.rlimits[0].hard == UINT64_MAX);
+	oci_spec_free(&s);
+	expect_error("{\"process\":{\"args\":[\"a\"],\"rlimits\":[{\"type\":\"RLIMIT_CORE\","
+		     "\"soft\":18446744073709551616,\"hard\":1}]},\"root\":{\"path\":\"r\"}}",
+		     "too big");
+}
+
 static void test_errors(void **state)
 {
 	(void)state;
@@ -305,6 +326,7 @@ int main(void)
 		cmocka_unit_test(test_defaults_and_annotations),
 		cmocka_unit_test(test_network_namespace),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_unlimited),
 		cmocka_unit_test(test_ids_and_signals),
 		cmocka_unit_test(test_state_follows_the_holder),
 	};
