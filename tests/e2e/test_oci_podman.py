@@ -1,5 +1,5 @@
 """podman with gantry-oci as its runtime, unmodified (Debian's podman and
-conmon): `run` with its exit status, `-t` with a terminal, `run -d` with
+conmon): `run` with its exit status, `-t` with a terminal resized while it runs, `run -d` with
 `exec`, `exec -t`, `logs`, `stop`, `pause`, `unpause` and `rm`, a host
 directory bound both ways, `-e`, `-w`, `-u`, `--memory` and `--cpus`, and
 `-p` through podman's slirp4netns network. Each container is a microVM;
@@ -8,11 +8,16 @@ the image is a static busybox imported offline.
 Needs KVM, the assets from `make assets`, podman and busybox-static.
 """
 
+import fcntl
 import json
 import os
+import pty
+import select
 import shutil
 import socket
+import struct
 import subprocess
+import termios
 import time
 import urllib.request
 from pathlib import Path
@@ -128,6 +133,48 @@ def test_run_with_a_terminal(podman):
     out = r.stdout.decode(errors="replace")
     assert "/dev/pts/" in out and "33 111" in out, out
     assert r.returncode == 5, (r.returncode, out)
+
+
+def test_run_with_a_terminal_resized(podman):
+    """podman run -t on a terminal of ours, resized while the process runs:
+    podman tells conmon, conmon the console, the holder the guest, and the
+    process sees SIGWINCH and the new size."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen([*podman.base, "run", "--rm", "-t", *podman.run_flags, IMAGE, "sh",
+                          "-c", "trap 'stty size; exit 6' WINCH; stty size; echo ready; "
+                          "while :; do sleep 0.2; done"],
+                         stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal)
+    os.close(slave)
+    out = b""
+    try:
+        def read_until(want, timeout):
+            nonlocal out
+            deadline = time.monotonic() + timeout
+            while want not in out:
+                left = deadline - time.monotonic()
+                assert left > 0, out.decode(errors="replace")
+                if select.select([master], [], [], left)[0]:
+                    try:
+                        out += os.read(master, 4096)
+                    except OSError:
+                        break
+
+        read_until(b"ready", boot_timeout() * 3)
+        assert b"24 80" in out, out
+        fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        read_until(b"40 120", 60)
+        assert p.wait(timeout=60) == 6
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
 
 
 def in_a_terminal(podman, *args):
