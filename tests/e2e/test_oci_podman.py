@@ -1,9 +1,9 @@
 """podman with gantry-oci as its runtime, unmodified (Debian's podman and
-conmon): `run` with its exit status, `-t` with a terminal resized while it runs, `run -d` with
-`exec`, `exec -t`, `logs`, `stop`, `pause`, `unpause` and `rm`, a host
-directory bound both ways, `-e`, `-w`, `-u`, `--memory` and `--cpus`, and
-`-p` through podman's slirp4netns network. Each container is a microVM;
-the image is a static busybox imported offline.
+conmon): `run` with its exit status, `-t` with a terminal resized while it
+runs, `run -d` with `exec`, `exec -t`, `logs`, `stop`, `pause`, `unpause`
+and `rm`, a host directory bound both ways, `-e`, `-w`, `-u`, `--memory`
+and `--cpus`, and `-p` through podman's slirp4netns network. Each
+container is a microVM; the image is a static busybox imported offline.
 
 Needs KVM, the assets from `make assets`, podman and busybox-static.
 """
