@@ -48,6 +48,7 @@ struct guest_config {
 	bool debug;
 	/* gantry.share=, bound into the container; NULL: none */
 	const struct shares *shares;
+	const struct tmpfs_mounts *tmpfs; /* gantry.tmpfs= (NULL: none) */
 	/* gantry.root=TAG: the container's root is that directory of the
 	 * shares' hub (an OCI bundle's rootfs, served by the host), not the
 	 * image under an overlay; NULL: the image's */

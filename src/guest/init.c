@@ -170,6 +170,7 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 {
 	static char host[NETCONF_HOST_MAX + 1], net[64];
 	static struct shares shares;
+	static struct tmpfs_mounts tmpfs;
 	static char root[SHARE_TAG_MAX + 1];
 	char buf[CMDLINE_MAX];
 	unsigned int nets = 0;
@@ -219,6 +220,14 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 				snprintf(net, sizeof(net), "given twice");
 		} else if (strncmp(tok, SHARES_PARAM, sizeof(SHARES_PARAM) - 1) == 0) {
 			read_share(&shares, tok + sizeof(SHARES_PARAM) - 1);
+		} else if (strncmp(tok, TMPFS_PARAM, sizeof(TMPFS_PARAM) - 1) == 0) {
+			char why[SHARE_WHY_MAX];
+
+			if (tmpfs_add(&tmpfs, tok + sizeof(TMPFS_PARAM) - 1, why))
+				cfg->tmpfs = &tmpfs;
+			else
+				guest_log("gantry.tmpfs=%.48s: %s; not mounted",
+					  tok + sizeof(TMPFS_PARAM) - 1, why);
 		} else if (strncmp(tok, ROOT_PARAM, sizeof(ROOT_PARAM) - 1) == 0) {
 			const char *t = tok + sizeof(ROOT_PARAM) - 1;
 

@@ -123,3 +123,48 @@ void shares_clear(struct shares *l)
 	}
 	l->n = 0;
 }
+
+bool tmpfs_add(struct tmpfs_mounts *l, const char *value, char why[SHARE_WHY_MAX])
+{
+	char path[SHARE_PATH_MAX + 1], *end;
+	struct tmpfs_mount t = { 0 };
+	const char *p = value, *problem;
+	long n;
+
+	if (l->n >= TMPFS_MAX) {
+		snprintf(why, SHARE_WHY_MAX, "more than %d tmpfs mounts", TMPFS_MAX);
+		return false;
+	}
+	for (; *p == 'r' || *p == 'x' || *p == '-'; p++) {
+		t.ro = t.ro || *p == 'r';
+		t.noexec = t.noexec || *p == 'x';
+	}
+	if (p == value || *p != ':')
+		goto bad;
+	errno = 0;
+	t.size_kib = strtoull(p + 1, &end, 10);
+	if (errno || end == p + 1 || *end != ':' || t.size_kib > (1ULL << 40))
+		goto bad;
+	p = end + 1;
+	t.mode = (unsigned int)strtoul(p, &end, 8);
+	if (end == p || *end != ':' || t.mode > 07777)
+		goto bad;
+	p = end + 1;
+	n = shares_b64url_decode(p, strlen(p), path, sizeof(path));
+	if (n < 0)
+		goto bad;
+	if ((problem = shares_path_problem(path, (size_t)n)) != NULL) {
+		snprintf(why, SHARE_WHY_MAX, "path: %s", problem);
+		return false;
+	}
+	t.path = strdup(path);
+	if (t.path == NULL) {
+		snprintf(why, SHARE_WHY_MAX, "%s", strerror(ENOMEM));
+		return false;
+	}
+	l->v[l->n++] = t;
+	return true;
+bad:
+	snprintf(why, SHARE_WHY_MAX, "want FLAGS:SIZE_KIB:MODE:PATH");
+	return false;
+}

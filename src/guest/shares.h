@@ -45,6 +45,29 @@ bool shares_add(struct shares *l, const char *value, char why[SHARE_WHY_MAX]);
 
 void shares_clear(struct shares *l);
 
+/* A tmpfs mount of the container (an OCI config.json's): one
+ * gantry.tmpfs=FLAGS:SIZE_KIB:MODE:CTR token each, FLAGS "-" or any of r
+ * (read-only) and x (noexec), SIZE_KIB 0 for the kernel's default, MODE
+ * octal, CTR as a share's. */
+#define TMPFS_MAX   16
+#define TMPFS_PARAM "gantry.tmpfs="
+
+struct tmpfs_mount {
+	bool ro, noexec;
+	unsigned long long size_kib;
+	unsigned int mode;
+	char *path; /* owned */
+};
+
+struct tmpfs_mounts {
+	size_t n;
+	struct tmpfs_mount v[TMPFS_MAX];
+};
+
+/* Parse one token into the list: false, with why filled, when it is not
+ * added (bad, or the list is full). */
+bool tmpfs_add(struct tmpfs_mounts *l, const char *value, char why[SHARE_WHY_MAX]);
+
 /* [A-Za-z0-9._-]{1,SHARE_TAG_MAX}, not . or .. (the hub's directory names). */
 bool shares_tag_valid(const char *tag, size_t len);
 /* NULL when p (len bytes) may be a share's container path: absolute, no

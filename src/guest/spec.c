@@ -270,6 +270,24 @@ static void write_trust_binds(FILE *f, const struct guest_config *cfg)
 			"gantry-ca-bundle.crt");
 }
 
+/* The container's own tmpfs mounts (an OCI config.json's), after the
+ * standard ones and before the shares. */
+static void write_tmpfs(FILE *f, const struct guest_config *cfg)
+{
+	for (size_t i = 0; cfg->tmpfs && i < cfg->tmpfs->n; i++) {
+		const struct tmpfs_mount *t = &cfg->tmpfs->v[i];
+
+		fputs(",{\"destination\":", f);
+		json_str(f, t->path);
+		fprintf(f, ",\"type\":\"tmpfs\",\"source\":\"tmpfs\",\"options\":[\"nosuid\","
+			   "\"nodev\",\"%s\",%s\"mode=%o\"",
+			t->ro ? "ro" : "rw", t->noexec ? "\"noexec\"," : "", t->mode);
+		if (t->size_kib)
+			fprintf(f, ",\"size=%lluk\"", t->size_kib);
+		fputs("]}", f);
+	}
+}
+
 /* The host's shares, last so that one over /tmp or /etc/hosts wins; crun
  * makes a missing mountpoint. */
 static void write_share_binds(FILE *f, const struct guest_config *cfg)
@@ -366,6 +384,7 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 		GUEST_HELPER_PATH, cfg->self);
 	write_etc_binds(f, cfg);
 	write_trust_binds(f, cfg);
+	write_tmpfs(f, cfg);
 	write_share_binds(f, cfg);
 	fputs("],", f);
 	write_linux(f);

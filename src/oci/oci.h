@@ -53,6 +53,8 @@ struct oci_spec {
 	char *hostname; /* NULL: none */
 	struct oci_bind *binds;
 	size_t nr_binds;
+	char **tmpfs; /* mounts of type tmpfs, as the lifecycle stores them */
+	size_t nr_tmpfs;
 	size_t skipped; /* mounts the guest makes its own (proc, tmpfs...) or cannot (files) */
 	uint64_t cpus, mem_mib; /* 0: the default */
 	/* linux.namespaces' network entry: none (the caller's network),

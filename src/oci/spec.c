@@ -314,6 +314,55 @@ static bool path_under(const char *p, const char *dir)
  * dev, tmpfs and the like itself (and what lies under /proc, /sys and
  * /dev: podman's /dev/shm), and a file cannot be shared (podman's
  * /etc/hosts, resolv.conf and hostname: the guest writes its own). */
+/* A tmpfs mount as the lifecycle stores it (sandbox_tmpfs_parse): its
+ * ro, noexec, size= (bytes, or with k, m or g) and mode= options; the
+ * others are the guest's (nosuid, nodev) or mean nothing there. */
+static int tmpfs_spec(const char *dst, json_t *opts, size_t i, struct oci_spec *s,
+		      gantry_error_t *err)
+{
+	unsigned long long size = 0;
+	unsigned int mode = 01777;
+	struct sandbox_tmpfs t;
+	json_t *v;
+	size_t k;
+	char *spec;
+
+	json_array_foreach(opts, k, v) {
+		const char *o = json_string_value(v);
+		char *end;
+
+		if (o && strncmp(o, "size=", 5) == 0) {
+			errno = 0;
+			size = strtoull(o + 5, &end, 10);
+			if (errno || end == o + 5 || size > (1ULL << 50) ||
+			    (*end && strchr("kKmMgG", *end) == NULL) || (*end && end[1]))
+				return gantry_error(err, 0, "config.json: mounts[%zu]: tmpfs option "
+						    "`%.32s` is not a size", i, o);
+			size <<= *end == 'g' || *end == 'G' ? 30 : *end == 'm' || *end == 'M' ? 20 :
+				 *end ? 10 : 0;
+		} else if (o && strncmp(o, "mode=", 5) == 0) {
+			mode = (unsigned int)strtoul(o + 5, &end, 8);
+			if (end == o + 5 || *end || mode > 07777)
+				return gantry_error(err, 0, "config.json: mounts[%zu]: tmpfs option "
+						    "`%.32s` is not a mode", i, o);
+		}
+	}
+	if (s->nr_tmpfs == SANDBOX_TMPFS_MAX)
+		return gantry_error(err, 0, "config.json: `mounts` has over %d tmpfs mounts",
+				    SANDBOX_TMPFS_MAX);
+	xasprintf(&spec, "%s%s:%llu:%o:%s", has_option(opts, "ro") ? "r" : "",
+		  has_option(opts, "noexec") ? "x" : has_option(opts, "ro") ? "" : "-",
+		  (size + 1023) / 1024, mode, dst);
+	if (sandbox_tmpfs_parse(spec, &t, err) < 0) {
+		free(spec);
+		return gantry_error_prefix(err, "config.json: mounts[%zu]", i);
+	}
+	s->tmpfs = xrealloc(s->tmpfs, (s->nr_tmpfs + 2) * sizeof(*s->tmpfs));
+	s->tmpfs[s->nr_tmpfs++] = spec;
+	s->tmpfs[s->nr_tmpfs] = NULL;
+	return 0;
+}
+
 static int mounts(json_t *j, struct oci_spec *s, gantry_error_t *err)
 {
 	json_t *a = json_object_get(j, "mounts"), *m;
@@ -350,6 +399,11 @@ static int mounts(json_t *j, struct oci_spec *s, gantry_error_t *err)
 		/* The guest's own trees: podman binds its /dev/shm, say. */
 		if (path_under(dst, "/proc") || path_under(dst, "/sys") || path_under(dst, "/dev")) {
 			s->skipped++;
+			continue;
+		}
+		if (type && strcmp(type, "tmpfs") == 0) {
+			if (tmpfs_spec(dst, opts, i, s, err) < 0)
+				return -1;
 			continue;
 		}
 		if (!((type && strcmp(type, "bind") == 0) ||
@@ -511,6 +565,7 @@ void oci_spec_free(struct oci_spec *s)
 	strv_free(s->env);
 	free(s->cwd);
 	free(s->gids);
+	strv_free(s->tmpfs);
 	free(s->root);
 	free(s->hostname);
 	free(s->netns_path);
@@ -586,6 +641,8 @@ void oci_sandbox_opts(const struct oci_spec *s, const char *id, struct sandbox_o
 			  s->binds[i].ro ? "ro" : "rw");
 		sandbox_opts_volume(o, v, err);
 	}
+	o->tmpfs = strv_dup(s->tmpfs, s->nr_tmpfs);
+	o->nr_tmpfs = s->nr_tmpfs;
 }
 
 bool oci_id_valid(const char *id)

@@ -50,6 +50,8 @@ struct sandbox_opts {
 	bool proxy_enforce;
 	char **shares; /* -share: canonical specs (share/spec.h) */
 	size_t nr_shares;
+	char **tmpfs; /* the container's tmpfs mounts (sandbox_tmpfs_parse's specs) */
+	size_t nr_tmpfs;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 	/* -secret, -secret-file: the secrets of its processes (NULL: none).
 	 * Freed by sandbox_opts_free. */

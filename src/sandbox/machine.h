@@ -160,6 +160,10 @@ int machine_config_run(struct machine *m, const struct machine_run *r, gantry_er
  * bundle's rootfs, MACHINE_ROOT_TAG), read and written in place. */
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 		   const char *root, gantry_error_t *err);
+/* The container's tmpfs mounts (sandbox_tmpfs_parse's specs) on the
+ * guest's command line, gantry.tmpfs=FLAGS:SIZE_KIB:MODE:PATH with PATH
+ * in base64url (guest/shares.h reads them). */
+int machine_tmpfs(struct machine *m, char *const *tmpfs, size_t n, gantry_error_t *err);
 /* Check sp's host directory (share_host_check), open it and add it to
  * srv as an export. */
 struct share_spec;

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "proto/base64.h"
 #include "sandbox/machine.h"
+#include "sandbox/state.h"
 #include "share/server.h"
 #include "share/spec.h"
 
@@ -294,4 +296,29 @@ size_t machine_share_handles(struct machine *m, const char *tag)
 		return share_worker_handles(&ls->w, tag);
 	return m->worker ? share_worker_handles(&m->share_worker, tag) :
 			   fs_server_export_handles(m->shares, tag);
+}
+
+int machine_tmpfs(struct machine *m, char *const *tmpfs, size_t n, gantry_error_t *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct sandbox_tmpfs t;
+		size_t len = strlen(m->append), plen;
+		cleanup_free char *path = NULL;
+		int k;
+
+		if (sandbox_tmpfs_parse(tmpfs[i], &t, err) < 0)
+			return -1;
+		plen = strlen(t.path);
+		path = xmalloc(b64_encoded_len(plen, B64_URL) + 1);
+		b64_encode(t.path, plen, path, B64_URL);
+		k = snprintf(m->append + len, sizeof(m->append) - len, " gantry.tmpfs=%s%s:%llu:%o:%s",
+			     t.ro ? "r" : "", t.noexec ? "x" : t.ro ? "" : "-", t.size_kib, t.mode,
+			     path);
+		if (k < 0 || (size_t)k >= sizeof(m->append) - len) {
+			m->append[len] = '\0';
+			return gantry_error(err, 0, "tmpfs `%s`: too many for the kernel command line",
+					    t.path);
+		}
+	}
+	return 0;
 }

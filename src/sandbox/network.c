@@ -213,8 +213,9 @@ void sandbox_opts_free(struct sandbox_opts *o)
 	sandbox_process_opts_free(&o->process);
 	strv_free(o->ports);
 	strv_free(o->shares);
-	o->ports = o->shares = NULL;
-	o->nr_ports = o->nr_shares = 0;
+	strv_free(o->tmpfs);
+	o->ports = o->shares = o->tmpfs = NULL;
+	o->nr_ports = o->nr_shares = o->nr_tmpfs = 0;
 }
 
 /* The sandbox, with its lock held (*lock >= 0) when it is not running. */
@@ -532,6 +533,8 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 		confine_mode_from_env(&sb->isolation, NULL);
 	sb->shares = strv_dup(o->shares, o->nr_shares);
 	sb->nr_shares = o->nr_shares;
+	sb->tmpfs = strv_dup(o->tmpfs, o->nr_tmpfs);
+	sb->nr_tmpfs = o->nr_tmpfs;
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <time.h>
@@ -68,6 +69,40 @@ int sandbox_name_check(const char *name, gantry_error_t *err)
 const char *sandbox_state_name(enum sandbox_state s)
 {
 	return (unsigned)s < ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
+}
+
+int sandbox_tmpfs_parse(const char *spec, struct sandbox_tmpfs *t, gantry_error_t *err)
+{
+	const char *p = spec;
+	char *end;
+
+	*t = (struct sandbox_tmpfs){ 0 };
+	for (; *p && *p != ':'; p++) {
+		if (*p == 'r')
+			t->ro = true;
+		else if (*p == 'x')
+			t->noexec = true;
+		else if (*p != '-')
+			break;
+	}
+	if (*p != ':' || p == spec)
+		goto bad;
+	errno = 0;
+	t->size_kib = strtoull(p + 1, &end, 10);
+	if (errno || end == p + 1 || *end != ':' || t->size_kib > (1ULL << 40))
+		goto bad;
+	p = end + 1;
+	t->mode = (unsigned int)strtoul(p, &end, 8);
+	if (end == p || *end != ':' || t->mode > 07777)
+		goto bad;
+	t->path = end + 1;
+	if (t->path[0] != '/' || t->path[1] == '\0' || strlen(t->path) > 4095 ||
+	    strstr(t->path, "/../") || strcmp(t->path + strlen(t->path) - 3, "/..") == 0 ||
+	    strchr(t->path, '\n'))
+		goto bad;
+	return 0;
+bad:
+	return gantry_error(err, 0, "tmpfs `%.64s`: want FLAGS:SIZE_KIB:MODE:/PATH", spec);
 }
 
 const char *sandbox_shown_state(const struct sandbox *sb)
@@ -246,6 +281,9 @@ void sandbox_transient_free(struct sandbox *sb)
 	strv_free(sb->shares);
 	sb->shares = NULL;
 	sb->nr_shares = 0;
+	strv_free(sb->tmpfs);
+	sb->tmpfs = NULL;
+	sb->nr_tmpfs = 0;
 	strv_free(sb->ports);
 	json_decref(sb->net_policy);
 	free(sb->proxy);
@@ -332,6 +370,19 @@ static int shares_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
 	return 0;
 }
 
+/* tmpfs mounts as stored: each one that parses. */
+static int tmpfs_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
+{
+	struct sandbox_tmpfs t;
+
+	if (jsonh_strv(j, "tmpfs", SANDBOX_TMPFS_MAX, &sb->tmpfs, &sb->nr_tmpfs, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sb->nr_tmpfs; i++)
+		if (sandbox_tmpfs_parse(sb->tmpfs[i], &t, err) < 0)
+			return gantry_error_prefix(err, "field `tmpfs`");
+	return 0;
+}
+
 /* Secrets as stored: specs that parse, each name once, no value. */
 static int secrets_field(json_t *j, struct sandbox *sb, gantry_error_t *err)
 {
@@ -396,7 +447,8 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 	sb->net = !json_is_false(json_object_get(j, "net"));
 	if (jsonh_strv(j, "ports", SANDBOX_PORTS_MAX, &sb->ports, &sb->nr_ports, err) < 0 ||
 	    ports_canonical(sb, err) < 0 || net_fields(j, sb, err) < 0 ||
-	    shares_field(j, sb, err) < 0 || secrets_field(j, sb, err) < 0)
+	    shares_field(j, sb, err) < 0 || tmpfs_field(j, sb, err) < 0 ||
+	    secrets_field(j, sb, err) < 0)
 		goto out;
 	if (sb->writable && sb->rwlayer == NULL) {
 		gantry_error(err, 0, "writable without a field `rwlayer`");
@@ -466,6 +518,8 @@ static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_
 	json_object_set_new(j, "proxy_enforce", json_boolean(sb->proxy_enforce));
 	json_object_set_new(j, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(j, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
+	if (sb->nr_tmpfs)
+		json_object_set_new(j, "tmpfs", jsonh_from_strv(sb->tmpfs, sb->nr_tmpfs));
 	if (sb->nr_secrets)
 		json_object_set_new(j, "secrets", jsonh_from_strv(sb->secrets, sb->nr_secrets));
 	if (sb->transient)

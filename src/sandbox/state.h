@@ -76,6 +76,8 @@ struct sandbox {
 	enum confine_mode isolation; /* how its workers are confined (confine/confine.h) */
 	char **shares; /* host directories shared in, canonical specs (share/spec.h) */
 	size_t nr_shares;
+	char **tmpfs; /* tmpfs mounts of the container, sandbox_tmpfs_parse's specs */
+	size_t nr_tmpfs;
 	char **secrets; /* secret specs without values (secret/spec.h) */
 	size_t nr_secrets;
 };
@@ -84,6 +86,19 @@ bool sandbox_name_valid(const char *name);
 /* One line naming what is wrong with name. */
 int sandbox_name_check(const char *name, gantry_error_t *err);
 const char *sandbox_state_name(enum sandbox_state s);
+/* A tmpfs mount of the container (an OCI config.json's), stored as
+ * FLAGS:SIZE_KIB:MODE:PATH: FLAGS "-" or any of r (read-only) and x
+ * (noexec), SIZE_KIB 0 for the kernel's default, MODE octal, PATH the
+ * absolute container path (no .. component). */
+#define SANDBOX_TMPFS_MAX 16
+struct sandbox_tmpfs {
+	bool ro, noexec;
+	unsigned long long size_kib;
+	unsigned int mode;
+	const char *path; /* into the spec parsed */
+};
+int sandbox_tmpfs_parse(const char *spec, struct sandbox_tmpfs *t, gantry_error_t *err);
+
 /* What a listing shows: the state's name, or "paused". */
 const char *sandbox_shown_state(const struct sandbox *sb);
 

@@ -245,14 +245,17 @@ def test_env_user_binds_and_size(rt, tmp_path):
               "echo guest > /data/from-guest; grep -c ^processor /proc/cpuinfo; "
               "head -1 /proc/meminfo; hostname; "
               "touch /made 2>/dev/null && echo root-rw || echo root-ro; "
-              "ulimit -n; ulimit -Hn; id -G; grep CapBnd /proc/self/status"],
+              "ulimit -n; ulimit -Hn; id -G; grep CapBnd /proc/self/status; "
+              "grep ' /scratch tmpfs ' /proc/mounts | grep -o 'size=[0-9]*k'"],
         env=["PATH=/bin", "GREETING=hello"],
         user={"uid": 65534, "gid": 65534, "additionalGids": [5, 7]},
         rlimits=[{"type": "RLIMIT_NOFILE", "soft": 321, "hard": 654}],
         capabilities={"bounding": ["CAP_KILL", "CAP_CHOWN"], "effective": ["CAP_KILL"],
                       "permitted": ["CAP_KILL"]},
         mounts=[{"destination": "/data", "type": "bind", "source": str(data),
-                 "options": ["rbind", "rw"]}],
+                 "options": ["rbind", "rw"]},
+                {"destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
+                 "options": ["nosuid", "size=8m", "mode=1777"]}],
         annotations={"io.gantry.mem_mib": "384"}, root={"path": "rootfs", "readonly": True},
         linux={"resources": {"cpu": {"quota": 50000, "period": 100000}}})
     os.chmod(data, 0o777)
@@ -269,6 +272,7 @@ def test_env_user_binds_and_size(rt, tmp_path):
     # process.rlimits, user.additionalGids and capabilities, as given.
     assert lines[8:11] == ["321", "654", "65534 5 7"], lines
     assert lines[11].split() == ["CapBnd:", "0000000000000021"], lines
+    assert lines[12] == "size=8192k", lines  # a tmpfs of config.json's
     assert (data / "from-guest").read_text() == "guest\n"
     assert rt("delete", "c5").returncode == 0
 

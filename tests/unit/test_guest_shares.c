@@ -365,6 +365,25 @@ static void test_spec_limits_and_caps(void **state)
 	assert_string_equal(s, "[\"CAP_KILL\"]");
 	free(s);
 	assert_int_equal(json_array_size(json_object_get(caps, "effective")), 0);
+	{
+		static struct tmpfs_mounts tm;
+		char why[SHARE_WHY_MAX];
+
+		assert_false(tmpfs_add(&tm, "-:0:755:", why)); /* no path */
+		assert_false(tmpfs_add(&tm, "z:0:755:L3Q", why));
+		assert_false(tmpfs_add(&tm, "-:0:99999:L3Q", why));
+		assert_false(tmpfs_add(&tm, "-:0:755:Lw", why)); /* "/": not a mount point */
+		assert_true(tmpfs_add(&tm, "rx:64:1777:L3Q", why)); /* /t */
+		assert_true(tm.v[0].ro && tm.v[0].noexec && tm.v[0].size_kib == 64);
+		cfg.tmpfs = &tm;
+		assert_int_equal(spec_write(&cfg, base, &e, false, &err), 0);
+		s = slurp(base, "config.json");
+		assert_non_null(strstr(s, "{\"destination\":\"/t\",\"type\":\"tmpfs\",\"source\":"
+					  "\"tmpfs\",\"options\":[\"nosuid\",\"nodev\",\"ro\","
+					  "\"noexec\",\"mode=1777\",\"size=64k\"]}"));
+		free(tm.v[0].path);
+		free(s);
+	}
 	s = json_dumps(json_object_get(p, "rlimits"), JSON_COMPACT | JSON_PRESERVE_ORDER);
 	assert_string_equal(s, "[{\"type\":\"RLIMIT_NPROC\",\"hard\":20,\"soft\":10},"
 			       "{\"type\":\"RLIMIT_CORE\",\"hard\":1099511627776,\"soft\":0},"

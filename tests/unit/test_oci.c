@@ -61,7 +61,9 @@ static void test_full(void **state)
 			     "\"options\":[\"rbind\",\"ro\"]},"
 			     "{\"destination\":\"/etc/hosts\",\"type\":\"bind\",\"source\":\"/etc/hosts\","
 			     "\"options\":[\"bind\"]},"
-			     "{\"destination\":\"/d2\",\"source\":\"%s\",\"options\":[\"rbind\"]}],"
+			     "{\"destination\":\"/d2\",\"source\":\"%s\",\"options\":[\"rbind\"]},"
+			     "{\"destination\":\"/scratch\",\"type\":\"tmpfs\",\"source\":\"tmpfs\","
+			     "\"options\":[\"rw\",\"noexec\",\"nosuid\",\"size=8m\",\"mode=755\"]}],"
 			     "\"linux\":{\"resources\":{\"memory\":{\"limit\":268435456},"
 			     "\"cpu\":{\"quota\":150000,\"period\":100000}}},"
 			     "\"annotations\":{\"x\":\"y\"}}",
@@ -79,6 +81,8 @@ static void test_full(void **state)
 	assert_int_equal(s.rlimits[0].resource, 7); /* RLIMIT_NOFILE */
 	assert_true(s.rlimits[0].soft == 10 && s.rlimits[0].hard == 20);
 	assert_int_equal(s.rlimits[1].resource, 4); /* RLIMIT_CORE, any case */
+	assert_int_equal(s.nr_tmpfs, 1);
+	assert_string_equal(s.tmpfs[0], "x:8192:755:/scratch");
 	assert_true(s.has_caps);
 	assert_true(s.caps[PROTO_CAPS_BOUNDING] == ((1ULL << 5) | (1ULL << 21)));
 	assert_true(s.caps[PROTO_CAPS_AMBIENT] == 1ULL);
@@ -209,6 +213,26 @@ static void test_errors(void **state)
 	expect_error("{\"process\":{\"args\":[\"a\"],\"capabilities\":{\"effective\":"
 		     "[\"CAP_NOPE\"]}},\"root\":{\"path\":\"r\"}}",
 		     "unknown capability `CAP_NOPE`");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":["
+		     "{\"destination\":\"/t\",\"type\":\"tmpfs\",\"options\":[\"size=lots\"]}]}",
+		     "is not a size");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":["
+		     "{\"destination\":\"/t/../x\",\"type\":\"tmpfs\"}]}",
+		     "mounts[0]");
+	{
+		struct sandbox_tmpfs t;
+		gantry_error_t err = NULL;
+
+		assert_int_equal(sandbox_tmpfs_parse("rx:0:1777:/a:b", &t, &err), 0);
+		assert_true(t.ro && t.noexec && t.size_kib == 0 && t.mode == 01777);
+		assert_string_equal(t.path, "/a:b");
+		assert_int_equal(sandbox_tmpfs_parse("-:1:8888:/a", &t, &err), -1);
+		gantry_error_free(&err);
+		assert_int_equal(sandbox_tmpfs_parse("-:1:755:/", &t, &err), -1);
+		gantry_error_free(&err);
+		assert_int_equal(sandbox_tmpfs_parse("q:1:755:/a", &t, &err), -1);
+		gantry_error_free(&err);
+	}
 	expect_error("{\"process\":{\"args\":[\"a\"]}}", "`root` is missing");
 	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"\"}}", "`root.path` is empty");
 	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":{}}",
