@@ -115,28 +115,39 @@ int sandbox_stop(const char *name, gantry_error_t *err)
 	return r;
 }
 
+/* A running sandbox's ctl.sock, connected (*fd), for a request that a
+ * one-shot exec cannot take (not_oneshot says why). */
+static int running_ctl(const char *name, const char *not_oneshot, char **dir, int *fd,
+		       gantry_error_t *err)
+{
+	struct sandbox sb = { 0 };
+	int r = -1;
+
+	if (lifecycle_open_as(name, true, dir, &sb, err) < 0)
+		goto out;
+	if (sb.transient)
+		gantry_error(err, 0, "%s", not_oneshot);
+	else if (!sandbox_is_running(*dir))
+		gantry_error(err, 0, "it is not running");
+	else
+		r = ctl_connect(*dir, fd, err);
+out:
+	sandbox_free(&sb);
+	return r;
+}
+
 int sandbox_pause(const char *name, bool with_secrets, gantry_error_t *err)
 {
 	json_t *req = json_pack("{s:s,s:b,s:b}", "op", CTL_OP_STOP, "snapshot", 1, "secrets",
 				with_secrets);
 	cleanup_free char *dir = NULL;
 	cleanup_close int fd = -1;
-	struct sandbox sb = { 0 };
 	int r = -1;
 
-	if (lifecycle_open_as(name, true, &dir, &sb, err) < 0)
-		goto out;
-	if (sb.transient) {
-		gantry_error(err, 0, "a one-shot exec is not saved");
-		goto out;
-	}
-	if (!sandbox_is_running(dir)) {
-		gantry_error(err, 0, "it is not running");
-		goto out;
-	}
 	/* A refusal leaves it running, and so does a supervisor that does
 	 * not answer: nothing is ended here. */
-	if (ctl_connect(dir, &fd, err) < 0 || ctl_request(fd, req, STOP_WAIT_MS, NULL, err) < 0)
+	if (running_ctl(name, "a one-shot exec is not saved", &dir, &fd, err) < 0 ||
+	    ctl_request(fd, req, STOP_WAIT_MS, NULL, err) < 0)
 		goto out;
 	if (wait_gone(dir, now_ms() + STOP_WAIT_MS) < 0) {
 		gantry_error(err, 0, "it did not stop");
@@ -145,7 +156,6 @@ int sandbox_pause(const char *name, bool with_secrets, gantry_error_t *err)
 	r = 0;
 out:
 	json_decref(req);
-	sandbox_free(&sb);
 	return r < 0 ? gantry_error_prefix(err, "stop -snapshot `%s`", name) : 0;
 }
 
@@ -154,20 +164,11 @@ int sandbox_freeze(const char *name, bool freeze, gantry_error_t *err)
 	json_t *req = json_pack("{s:s,s:b}", "op", CTL_OP_FREEZE, "frozen", freeze);
 	cleanup_free char *dir = NULL;
 	cleanup_close int fd = -1;
-	struct sandbox sb = { 0 };
 	int r = -1;
 
-	if (lifecycle_open_as(name, true, &dir, &sb, err) < 0)
-		goto out;
-	if (sb.transient)
-		gantry_error(err, 0, "a one-shot exec is not paused");
-	else if (!sandbox_is_running(dir))
-		gantry_error(err, 0, "it is not running");
-	else if (ctl_connect(dir, &fd, err) == 0)
+	if (running_ctl(name, "a one-shot exec is not paused", &dir, &fd, err) == 0)
 		r = ctl_request(fd, req, STOP_WAIT_MS, NULL, err);
-out:
 	json_decref(req);
-	sandbox_free(&sb);
 	return r < 0 ? gantry_error_prefix(err, "%s `%s`", freeze ? "pause" : "unpause", name) : 0;
 }
 

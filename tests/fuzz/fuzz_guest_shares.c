@@ -1,8 +1,10 @@
-/* libFuzzer target for gantry-init's gantry.share= parser (guest/shares.c):
- * the input is one parameter's value. What it accepts must be a share the
- * guest can bind safely (a tag that names one directory of the hub, an
- * absolute container path without .. components), and the path, encoded
- * again, must be the input's: one spelling per path. */
+/* libFuzzer target for gantry-init's gantry.share= and gantry.tmpfs=
+ * parsers (guest/shares.c): the input is one parameter's value, read as
+ * each. What the share parser accepts must be a share the guest can bind
+ * safely (a tag that names one directory of the hub, an absolute container
+ * path without .. components), and the path, encoded again, must be the
+ * input's: one spelling per path. A tmpfs it accepts has such a path too,
+ * a mode within 07777, and a size within the bound. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,6 +54,22 @@ static void check_path(const char *p)
 	check(named);
 }
 
+static void check_tmpfs(const char *value)
+{
+	static struct tmpfs_mounts l;
+	char why[SHARE_WHY_MAX] = "";
+
+	if (!tmpfs_add(&l, value, why)) {
+		check(why[0] != '\0' && l.n == 0);
+		return;
+	}
+	check(l.n == 1);
+	check_path(l.v[0].path);
+	check(l.v[0].mode <= 07777 && l.v[0].size_kib <= (1ULL << 40));
+	free(l.v[0].path);
+	l.n = 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *value = malloc(size + 1), why[SHARE_WHY_MAX] = "";
@@ -62,6 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(value, data, size);
 	value[size] = '\0';
+	check_tmpfs(value);
 	if (shares_parse(value, &s, why) < 0) {
 		check(why[0] != '\0' && s.path == NULL);
 		free(value);

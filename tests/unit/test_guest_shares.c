@@ -320,6 +320,21 @@ static void test_spec_binds(void **state)
 	rmdir(base);
 }
 
+/* crun's config.json for e, parsed. */
+static json_t *spec_json(const struct guest_config *cfg, const char *base,
+			 const struct proto_exec *e)
+{
+	char *err = NULL, *s;
+	json_t *j;
+
+	assert_int_equal(spec_write(cfg, base, e, false, &err), 0);
+	s = slurp(base, "config.json");
+	j = json_loads(s, 0, NULL);
+	free(s);
+	assert_non_null(j);
+	return j;
+}
+
 /* The process's own limits and capability sets (gantry-oci's config.json)
  * into crun's config; without them the guest's defaults. */
 static void test_spec_limits_and_caps(void **state)
@@ -334,11 +349,7 @@ static void test_spec_limits_and_caps(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(base));
-	assert_int_equal(spec_write(&cfg, base, &e, false, &err), 0);
-	s = slurp(base, "config.json");
-	j = json_loads(s, 0, NULL);
-	free(s);
-	assert_non_null(j);
+	j = spec_json(&cfg, base, &e);
 	p = json_object_get(j, "process");
 	caps = json_object_get(p, "capabilities");
 	assert_int_equal(json_array_size(json_object_get(caps, "bounding")), 14);
@@ -351,11 +362,7 @@ static void test_spec_limits_and_caps(void **state)
 	e.nrlimits = 2;
 	e.caps[PROTO_CAPS_BOUNDING] = (1ULL << 0) | (1ULL << 21) | (1ULL << 40);
 	e.caps[PROTO_CAPS_AMBIENT] = 1ULL << 5;
-	assert_int_equal(spec_write(&cfg, base, &e, false, &err), 0);
-	s = slurp(base, "config.json");
-	j = json_loads(s, 0, NULL);
-	free(s);
-	assert_non_null(j);
+	j = spec_json(&cfg, base, &e);
 	p = json_object_get(j, "process");
 	caps = json_object_get(p, "capabilities");
 	s = json_dumps(json_object_get(caps, "bounding"), JSON_COMPACT);

@@ -600,19 +600,25 @@ static void test_too_many_strings(void **state)
 	}
 }
 
+/* An EXEC of `ls` in / as root written by hand up to its group count. */
+static void exec_start(struct proto_writer *w)
+{
+	proto_writer_init(w, frame, sizeof(frame));
+	proto_put_u32(w, 1);
+	proto_put_u32(w, 1);
+	proto_put_str(w, "ls");
+	proto_put_u32(w, 0);
+	proto_put_str(w, "/");
+	proto_put_u32(w, 0);
+	proto_put_u32(w, 0);
+}
+
 static void test_too_many_gids(void **state)
 {
 	struct proto_writer w;
 
 	(void)state;
-	proto_writer_init(&w, frame, sizeof(frame));
-	proto_put_u32(&w, 1);
-	proto_put_u32(&w, 1);
-	proto_put_str(&w, "ls");
-	proto_put_u32(&w, 0);
-	proto_put_str(&w, "/");
-	proto_put_u32(&w, 0);
-	proto_put_u32(&w, 0);
+	exec_start(&w);
 	proto_put_u32(&w, PROTO_MAX_GIDS + 1);
 	for (int i = 0; i < PROTO_MAX_GIDS + 1 + 3; i++)
 		proto_put_u32(&w, 0);
@@ -655,14 +661,7 @@ static void test_exec_limits_and_caps(void **state)
 	assert_int_equal(proto_encode(&m, frame, sizeof(frame)), -1);
 
 	for (int bad = 0; bad < 3; bad++) {
-		proto_writer_init(&w, frame, sizeof(frame));
-		proto_put_u32(&w, 1);
-		proto_put_u32(&w, 1);
-		proto_put_str(&w, "ls");
-		proto_put_u32(&w, 0);
-		proto_put_str(&w, "/");
-		proto_put_u32(&w, 0);
-		proto_put_u32(&w, 0);
+		exec_start(&w);
 		proto_put_u32(&w, 0);
 		proto_put_u32(&w, PROTO_EXEC_RLIMITS);
 		proto_put_u32(&w, 0);
