@@ -26,7 +26,7 @@ Version: $version
 Architecture: $arch
 Maintainer: Gantry developers
 Installed-Size: $size
-Depends: libc6 (>= 2.36), libjansson4, libslirp0 (>= 4.7), libarchive13, libcurl4, libssl3, e2fsprogs
+Depends: libc6 (>= 2.36), libjansson4, libncursesw6, libtinfo6, libslirp0 (>= 4.7), libarchive13, libcurl4, libssl3, e2fsprogs
 Recommends: ca-certificates, libhttp-parser2.9, libmicrohttpd12
 Section: admin
 Priority: optional

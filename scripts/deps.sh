@@ -10,7 +10,7 @@ libcmocka-dev python3 python3-pytest python3-jsonschema python3-yaml
 linux-source bc flex bison libelf-dev libssl-dev xz-utils
 qemu-system-x86 linux-image-amd64 busybox-static cpio kmod
 erofs-utils e2fsprogs crun
-libarchive-dev libjansson-dev zstd
+libarchive-dev libjansson-dev zstd libncurses-dev ncurses-base
 umoci tmux debootstrap git procps zsh groff-base
 libslirp-dev libhttp-parser-dev libmicrohttpd-dev libseccomp-dev dnsmasq-base iperf3 slirp4netns nftables dnsutils iproute2 curl
 docker-registry skopeo apache2-utils libcurl4-openssl-dev nodejs

@@ -14,6 +14,7 @@
 #include "net/worker.h"
 #include "sandbox/spawn.h"
 #include "supervisor/supervisor.h"
+#include "tui/tui.h"
 #include "sandbox/shareworker.h"
 #include "sandbox/vmmworker.h"
 
@@ -47,6 +48,7 @@ static const struct command {
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 	{ "fence", cmd_fence, "run a host command in a PID namespace, the checkout read-only" },
 	{ "serve", cmd_serve, "serve the manager API on a Unix socket" },
+	{ "tui", tui_main, "a terminal dashboard of every sandbox" },
 	{ "doctor", cmd_doctor, "check this host for what Gantry needs" },
 	{ "version", cmd_version, "print the version" },
 	{ SUPERVISOR_ROLE, supervisor_main, NULL },	  /* hidden: a sandbox's supervisor */
@@ -153,6 +155,9 @@ int main(int argc, char **argv)
 	/* The CLI's settings are its environment's, read once, here. */
 	gantry_settings_load();
 	if (argc < 2) {
+		/* On a terminal, the dashboard; else what there is to type. */
+		if (isatty(STDIN_FILENO) && isatty(STDOUT_FILENO))
+			return tui_main(0, argv + argc);
 		usage(stdout);
 		return 0;
 	}

@@ -406,7 +406,7 @@ def test_image_where_a_name_goes(gantry, tmp_path, args, hint):
     no_sandbox_left(tmp_path)
 
 
-COMMANDS = ["start", "exec", "ls", "stop", "pause", "unpause", "resume", "snapshot", "fork", "delete", "inspect", "ports", "share", "net",
+COMMANDS = ["start", "exec", "ls", "stop", "pause", "unpause", "resume", "tui", "snapshot", "fork", "delete", "inspect", "ports", "share", "net",
             "net-policy", "image", "run", "fence", "version"]
 
 

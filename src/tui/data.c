@@ -1,0 +1,314 @@
+/* What the dashboard's pages show, read through the lifecycle library
+ * (tui.h). Each page is a table of cells; a sandbox's files that do not
+ * read leave its rows out, never the page. Every string is made safe to
+ * draw here (tui_cell), whatever wrote it: a guest's DNS names and
+ * refusal reasons, a user's image names. */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/json.h"
+#include "common/util.h"
+#include "confine/confine.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/network.h"
+#include "sandbox/secrets.h"
+#include "sandbox/snapshots.h"
+#include "secret/spec.h"
+#include "share/spec.h"
+#include "tui/tui.h"
+
+char *tui_cell(const char *s)
+{
+	size_t n = s ? strnlen(s, TUI_CELL_MAX) : 0;
+	char *out = xmalloc(n + 1);
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = isprint((unsigned char)s[i]) ? s[i] : '?';
+	out[n] = '\0';
+	return out;
+}
+
+/* A row of cells from strings (NULL: "-"), about sandbox (may be NULL). */
+static void row_add(struct tui_table *t, const char *sandbox, size_t ncells, ...)
+{
+	struct tui_row *r;
+	va_list ap;
+
+	if (t->n >= TUI_MAX_ROWS)
+		return;
+	t->rows = xrealloc(t->rows, (t->n + 1) * sizeof(*t->rows));
+	r = &t->rows[t->n++];
+	memset(r, 0, sizeof(*r));
+	r->sandbox = sandbox ? tui_cell(sandbox) : NULL;
+	va_start(ap, ncells);
+	for (size_t i = 0; i < ncells && i < TUI_MAX_COLS; i++) {
+		const char *s = va_arg(ap, const char *);
+
+		r->cells[i] = tui_cell(s ? s : "-");
+	}
+	va_end(ap);
+}
+
+static void size_str(unsigned long long n, char *buf, size_t len)
+{
+	static const char units[] = "BKMGT";
+	double v = (double)n;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%lluB", n);
+	else
+		snprintf(buf, len, "%.1f%c", v, units[u]);
+}
+
+/* How long ago an RFC 3339 UTC time was: 42s, 5m, 3h, 2d. */
+static void age_str(const char *when, time_t now, char *buf, size_t len)
+{
+	struct tm tm = { 0 };
+	time_t t;
+	long d;
+
+	if (when == NULL || strptime(when, "%Y-%m-%dT%H:%M:%S", &tm) == NULL) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	t = timegm(&tm);
+	d = (long)difftime(now, t);
+	if (d < 0)
+		d = 0;
+	if (d < 60)
+		snprintf(buf, len, "%lds", d);
+	else if (d < 3600)
+		snprintf(buf, len, "%ldm", d / 60);
+	else if (d < 86400)
+		snprintf(buf, len, "%ldh", d / 3600);
+	else
+		snprintf(buf, len, "%ldd", d / 86400);
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static void sandbox_row(struct tui_data *d, const struct sandbox *sb)
+{
+	char cpus[24], mem[32], age[24], ports[24];
+
+	snprintf(cpus, sizeof(cpus), "%llu", (unsigned long long)sb->cpus);
+	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)sb->mem_mib);
+	age_str(sb->created, d->now, age, sizeof(age));
+	snprintf(ports, sizeof(ports), "%zu", sb->nr_ports);
+	row_add(&d->pages[TUI_SANDBOXES], sb->name, 8, sb->name, sandbox_shown_state(sb), cpus, mem,
+		age, confine_mode_name(sb->isolation), sb->nr_ports ? ports : "-", sb->image);
+}
+
+static void traffic_rows(struct tui_data *d, const struct sandbox *sb)
+{
+	json_t *j = NULL, *v;
+	gantry_error_t err = NULL;
+	size_t i;
+
+	if (!sb->net || sandbox_net_traffic(sb->name, &j, &err) < 0) {
+		gantry_error_free(&err);
+		return;
+	}
+	json_array_foreach(json_object_get(j, "destinations"), i, v) {
+		char dest[128], tx[16], rx[16];
+		const char *reason = str(v, "policy") ? str(v, "policy") : str(v, "reason");
+
+		snprintf(dest, sizeof(dest), "%s:%lld%s", str(v, "addr") ? str(v, "addr") : "?",
+			 (long long)json_integer_value(json_object_get(v, "port")),
+			 json_is_true(json_object_get(v, "inbound")) ? " (in)" : "");
+		size_str((unsigned long long)json_integer_value(json_object_get(v, "tx_bytes")), tx,
+			 sizeof(tx));
+		size_str((unsigned long long)json_integer_value(json_object_get(v, "rx_bytes")), rx,
+			 sizeof(rx));
+		row_add(&d->pages[TUI_TRAFFIC], sb->name, 7,
+			strcmp(str(v, "verdict") ? str(v, "verdict") : "", "allowed") == 0 ? "allow"
+											  : "BLOCK",
+			sb->name, str(v, "proto"), tx, rx, dest, reason);
+	}
+	json_array_foreach(json_object_get(j, "dns"), i, v) {
+		char count[24];
+
+		snprintf(count, sizeof(count), "%lldx",
+			 (long long)json_integer_value(json_object_get(v, "count")));
+		row_add(&d->pages[TUI_TRAFFIC], sb->name, 7,
+			strcmp(str(v, "verdict") ? str(v, "verdict") : "", "allowed") == 0 ? "allow"
+											  : "BLOCK",
+			sb->name, "dns", count, "-", str(v, "name"), str(v, "qtype"));
+	}
+	json_decref(j);
+}
+
+static void rule_rows(struct tui_data *d, const struct sandbox *sb)
+{
+	json_t *p = sb->net_policy, *v;
+	size_t i;
+
+	if (!sb->net)
+		return;
+	if (p == NULL) {
+		row_add(&d->pages[TUI_RULES], sb->name, 5, sb->name, "default", "(the built-in policy)",
+			"-", "-");
+		return;
+	}
+	row_add(&d->pages[TUI_RULES], sb->name, 5, sb->name, str(p, "default"), "(anything else)",
+		"any", "-");
+	json_array_foreach(json_object_get(p, "rules"), i, v)
+		row_add(&d->pages[TUI_RULES], sb->name, 5, sb->name, str(v, "action"),
+			str(v, "cidr") ? str(v, "cidr") : "any address", str(v, "proto"),
+			str(v, "ports"));
+	json_array_foreach(json_object_get(p, "allowDomains"), i, v)
+		row_add(&d->pages[TUI_RULES], sb->name, 5, sb->name, "allow", json_string_value(v),
+			"dns", "-");
+}
+
+static void mount_rows(struct tui_data *d, const struct sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nr_shares; i++) {
+		struct share_spec sp;
+		gantry_error_t err = NULL;
+
+		if (share_spec_parse(sb->shares[i], NULL, &sp, &err) < 0) {
+			gantry_error_free(&err);
+			continue;
+		}
+		row_add(&d->pages[TUI_MOUNTS], sb->name, 5, sb->name, sp.ro ? "ro" : "rw", sp.tag,
+			sp.ctr_path, sp.host_path);
+		share_spec_free(&sp);
+	}
+}
+
+/* A canonical port spec, [BIND:]HOST:GUEST[/udp]. */
+static void port_rows(struct tui_data *d, const struct sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nr_ports; i++) {
+		cleanup_free char *s = xstrdup(sb->ports[i]);
+		char *proto = strchr(s, '/'), *guest;
+
+		if (proto)
+			*proto++ = '\0';
+		guest = strrchr(s, ':');
+		if (guest)
+			*guest++ = '\0';
+		row_add(&d->pages[TUI_PORTS], sb->name, 4, sb->name, s, guest,
+			proto ? proto : "tcp");
+	}
+}
+
+static void secret_rows(struct tui_data *d, const struct sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nr_secrets; i++) {
+		struct secret_spec sp;
+		gantry_error_t err = NULL;
+		char hosts[TUI_CELL_MAX] = "";
+		size_t len = 0;
+
+		if (secret_spec_parse(sb->secrets[i], &sp, &err) < 0) {
+			gantry_error_free(&err);
+			continue;
+		}
+		for (size_t h = 0; h < sp.nr_hosts && len < sizeof(hosts); h++)
+			len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", h ? "," : "",
+						sp.hosts[h]);
+		row_add(&d->pages[TUI_SECRETS], sb->name, 4, sb->name, sp.name,
+			sp.inject	 ? "injected" :
+			sp.nr_hosts ? "bound" :
+				      secret_source_name(sp.source),
+			len ? hosts : "-");
+		secret_spec_free(&sp);
+	}
+}
+
+static void audit_rows(struct tui_data *d, const struct sandbox *sb)
+{
+	json_t *j = NULL, *v;
+	gantry_error_t err = NULL;
+	size_t i;
+
+	if (sandbox_audit(sb->name, &j, &err) < 0) {
+		gantry_error_free(&err);
+		return;
+	}
+	json_array_foreach(json_object_get(j, "events"), i, v) {
+		const char *t = str(v, "time");
+
+		row_add(&d->pages[TUI_AUDIT], sb->name, 6, t && strlen(t) >= 19 ? t + 11 : t,
+			sb->name, str(v, "kind"), str(v, "decision"), str(v, "secret"),
+			str(v, "host") ? str(v, "host") : str(v, "reason"));
+	}
+	json_decref(j);
+}
+
+static void snapshot_rows(struct tui_data *d)
+{
+	json_t *j = NULL, *v;
+	gantry_error_t err = NULL;
+	size_t i;
+
+	if (sandbox_snapshot_list(&j, &err) < 0) {
+		gantry_error_free(&err);
+		return;
+	}
+	json_array_foreach(j, i, v) {
+		char age[24];
+
+		age_str(str(v, "created"), d->now, age, sizeof(age));
+		row_add(&d->pages[TUI_SNAPSHOTS], NULL, 4, str(v, "name"), str(v, "source"), age,
+			str(v, "error") ? str(v, "error") : str(v, "image"));
+	}
+	json_decref(j);
+}
+
+void tui_data_load(struct tui_data *d, time_t now)
+{
+	struct sandbox *v = NULL;
+	gantry_error_t err = NULL;
+	size_t n = 0;
+
+	memset(d, 0, sizeof(*d));
+	d->now = now;
+	if (sandbox_list(&v, &n, &err) < 0) {
+		d->error = tui_cell(gantry_error_str(err));
+		gantry_error_free(&err);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		sandbox_row(d, &v[i]);
+		if (v[i].state == SANDBOX_BROKEN)
+			continue;
+		traffic_rows(d, &v[i]);
+		rule_rows(d, &v[i]);
+		mount_rows(d, &v[i]);
+		port_rows(d, &v[i]);
+		secret_rows(d, &v[i]);
+		audit_rows(d, &v[i]);
+	}
+	snapshot_rows(d);
+	sandbox_list_free(v, n);
+}
+
+void tui_data_free(struct tui_data *d)
+{
+	for (int p = 0; p < TUI_PAGES; p++) {
+		struct tui_table *t = &d->pages[p];
+
+		for (size_t i = 0; i < t->n; i++) {
+			for (int c = 0; c < TUI_MAX_COLS; c++)
+				free(t->rows[i].cells[c]);
+			free(t->rows[i].sandbox);
+		}
+		free(t->rows);
+	}
+	free(d->error);
+	memset(d, 0, sizeof(*d));
+}

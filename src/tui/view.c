@@ -1,0 +1,418 @@
+/* The dashboard's screen and keys, without a terminal (tui.h): what
+ * tui_render draws is what the tests compare, at any width. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/util.h"
+#include "tui/tui.h"
+
+static const char *const page_names[TUI_PAGES] = {
+	[TUI_SANDBOXES] = "Sandboxes", [TUI_TRAFFIC] = "Traffic", [TUI_RULES] = "Rules",
+	[TUI_MOUNTS] = "Mounts",       [TUI_PORTS] = "Ports",	  [TUI_SECRETS] = "Secrets",
+	[TUI_AUDIT] = "Audit",	       [TUI_SNAPSHOTS] = "Snapshots",
+};
+
+/* Each page's columns, in the order of its rows' cells. */
+static const struct tui_column cols_sandboxes[] = {
+	{ "NAME", 18, 0 }, { "STATE", 9, 0 },  { "CPUS", 5, 2 },      { "MEM", 7, 1 },
+	{ "AGE", 5, 3 },   { "ISOLATION", 10, 4 }, { "PORTS", 6, 3 }, { "IMAGE", 10, 1 },
+};
+static const struct tui_column cols_traffic[] = {
+	{ "VERDICT", 8, 0 }, { "SANDBOX", 14, 1 }, { "PROTO", 6, 2 }, { "TX", 8, 3 },
+	{ "RX", 8, 3 },	     { "DESTINATION", 24, 0 }, { "REASON", 10, 2 },
+};
+static const struct tui_column cols_rules[] = {
+	{ "SANDBOX", 14, 1 }, { "ACTION", 8, 0 }, { "TARGET", 24, 0 },
+	{ "PROTO", 6, 2 },    { "PORTS", 10, 2 },
+};
+static const struct tui_column cols_mounts[] = {
+	{ "SANDBOX", 14, 1 }, { "MODE", 5, 0 }, { "TAG", 12, 3 }, { "CONTAINER", 20, 0 },
+	{ "HOST PATH", 20, 2 },
+};
+static const struct tui_column cols_ports[] = {
+	{ "SANDBOX", 14, 0 }, { "HOST", 22, 0 }, { "GUEST", 7, 0 }, { "PROTO", 6, 1 },
+};
+static const struct tui_column cols_secrets[] = {
+	{ "SANDBOX", 14, 0 }, { "NAME", 20, 0 }, { "KIND", 9, 1 }, { "HOSTS", 20, 2 },
+};
+static const struct tui_column cols_audit[] = {
+	{ "TIME", 9, 2 },      { "SANDBOX", 14, 1 }, { "KIND", 10, 0 },
+	{ "DECISION", 9, 0 }, { "SECRET", 12, 2 },  { "DETAIL", 16, 1 },
+};
+static const struct tui_column cols_snapshots[] = {
+	{ "NAME", 24, 0 }, { "FROM", 14, 1 }, { "AGE", 5, 2 }, { "IMAGE", 16, 1 },
+};
+
+static const struct {
+	const struct tui_column *cols;
+	size_t n;
+	const char *empty; /* what an empty page says */
+} pages[TUI_PAGES] = {
+	[TUI_SANDBOXES] = { cols_sandboxes, ARRAY_SIZE(cols_sandboxes),
+			    "No sandboxes. gantry start NAME makes one." },
+	[TUI_TRAFFIC] = { cols_traffic, ARRAY_SIZE(cols_traffic), "No traffic recorded." },
+	[TUI_RULES] = { cols_rules, ARRAY_SIZE(cols_rules), "No sandbox with a network." },
+	[TUI_MOUNTS] = { cols_mounts, ARRAY_SIZE(cols_mounts), "No shares." },
+	[TUI_PORTS] = { cols_ports, ARRAY_SIZE(cols_ports), "No published ports." },
+	[TUI_SECRETS] = { cols_secrets, ARRAY_SIZE(cols_secrets),
+			  "No secrets. Values are never shown here." },
+	[TUI_AUDIT] = { cols_audit, ARRAY_SIZE(cols_audit), "No security events." },
+	[TUI_SNAPSHOTS] = { cols_snapshots, ARRAY_SIZE(cols_snapshots), "No snapshots." },
+};
+
+static const char *const help[] = {
+	"Keys",
+	"  1-8            a page: 1 Sandboxes 2 Traffic 3 Rules 4 Mounts",
+	"                 5 Ports 6 Secrets 7 Audit 8 Snapshots",
+	"  Tab, ], [      the next or the previous page",
+	"  :NAME Enter    a page by its name (:traffic, :ports)",
+	"  j k, Down Up   the next or the previous row",
+	"  g G, Home End  the first or the last row",
+	"  PgDn PgUp      a screen down or up",
+	"  /TEXT Enter    only rows that hold TEXT (any case); / Enter shows all",
+	"  Esc            leave help, a prompt or the filter",
+	"  r              read everything again (it is read every 2 s)",
+	"  ?              this help",
+	"  q              quit",
+	"",
+	"Secrets show names and kinds only: their values never reach this screen.",
+};
+
+const char *tui_page_name(enum tui_page p)
+{
+	return (unsigned)p < TUI_PAGES ? page_names[p] : "?";
+}
+
+const struct tui_column *tui_page_columns(enum tui_page p, size_t *n)
+{
+	*n = pages[p].n;
+	return pages[p].cols;
+}
+
+static bool row_matches(const struct tui_row *r, size_t ncols, const char *filter)
+{
+	if (filter[0] == '\0')
+		return true;
+	for (size_t c = 0; c < ncols; c++)
+		if (r->cells[c] && strcasestr(r->cells[c], filter))
+			return true;
+	return false;
+}
+
+size_t tui_visible(const struct tui_state *st, const struct tui_data *d, size_t *idx, size_t n)
+{
+	const struct tui_table *t = &d->pages[st->page];
+	size_t k = 0;
+
+	for (size_t i = 0; i < t->n && k < n; i++)
+		if (row_matches(&t->rows[i], pages[st->page].n, st->filter))
+			idx[k++] = i;
+	return k;
+}
+
+/* Which columns fit in width, highest priority first kept, and how wide
+ * each is drawn: the last one kept takes what is left. */
+static size_t fit_columns(enum tui_page p, int width, int *w, bool *keep)
+{
+	const struct tui_column *c = pages[p].cols;
+	size_t n = pages[p].n, kept = 0, last = 0;
+	int used = 0;
+
+	for (int prio = 0; prio <= 4; prio++)
+		for (size_t i = 0; i < n; i++)
+			if (c[i].prio == prio && used + c[i].width + 1 <= width) {
+				keep[i] = true;
+				used += c[i].width + 1;
+			}
+	for (size_t i = 0; i < n; i++) {
+		w[i] = keep[i] ? c[i].width : 0;
+		if (keep[i]) {
+			kept++;
+			last = i;
+		}
+	}
+	if (kept)
+		w[last] += width - used;
+	return kept;
+}
+
+/* s into dst at width w (and a space), cut with '~' when longer. */
+static void put_cell(char *dst, const char *s, int w)
+{
+	int len = (int)strlen(s);
+
+	if (w <= 0)
+		return;
+	memset(dst, ' ', (size_t)w);
+	if (len <= w - 1) {
+		memcpy(dst, s, (size_t)len);
+	} else {
+		memcpy(dst, s, (size_t)(w - 2 > 0 ? w - 2 : 0));
+		if (w >= 2)
+			dst[w - 2] = '~';
+	}
+}
+
+static void line_set(struct tui_screen *s, int y, enum tui_look look, const char *text)
+{
+	size_t len = strlen(text);
+
+	if (y < 0 || y >= s->height)
+		return;
+	memset(s->lines[y], ' ', (size_t)s->width);
+	memcpy(s->lines[y], text, len < (size_t)s->width ? len : (size_t)s->width);
+	s->looks[y] = look;
+}
+
+/* " 1 Sandboxes  2 Traffic ...", the page shown in brackets; on a narrow
+ * screen the other pages' names are cut until the line fits (to their
+ * digits at the least). */
+static void tabs(const struct tui_state *st, struct tui_screen *s)
+{
+	char buf[512];
+	size_t len = 0;
+
+	for (int cut = 9; cut >= 0; cut--) {
+		len = 0;
+		for (int p = 0; p < TUI_PAGES; p++) {
+			bool cur = p == (int)st->page;
+			int n = cur ? 9 : cut;
+
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d%s%.*s%s",
+						cur ? "[" : " ", p + 1, n ? " " : "", n,
+						page_names[p], cur ? "]" : " ");
+		}
+		if ((int)len <= s->width)
+			break;
+	}
+	line_set(s, 0, TUI_TABS, buf);
+}
+
+static void status(const struct tui_state *st, const struct tui_data *d, size_t shown,
+		   size_t total, struct tui_screen *s)
+{
+	char buf[512];
+
+	if (st->prompt)
+		snprintf(buf, sizeof(buf), "%c%s_", st->prompt, st->input);
+	else if (d->error)
+		snprintf(buf, sizeof(buf), "error: %s", d->error);
+	else if (st->filter[0])
+		snprintf(buf, sizeof(buf), " %zu of %zu rows hold \"%s\"   / clear  ? help  q quit",
+			 shown, total, st->filter);
+	else
+		snprintf(buf, sizeof(buf), " %zu rows   / filter  : page  ? help  q quit", total);
+	line_set(s, s->height - 1, d->error && !st->prompt ? TUI_ERROR : TUI_STATUS, buf);
+}
+
+void tui_render(const struct tui_state *st, const struct tui_data *d, int width, int height,
+		struct tui_screen *s)
+{
+	const struct tui_table *t = &d->pages[st->page];
+	const struct tui_column *c = pages[st->page].cols;
+	size_t n = pages[st->page].n, *idx, shown;
+	int w[TUI_MAX_COLS] = { 0 }, x, rows;
+	bool keep[TUI_MAX_COLS] = { false };
+	char *buf;
+
+	s->width = width > 0 ? width : 1;
+	s->height = height > 0 ? height : 1;
+	s->lines = xzalloc((size_t)s->height * sizeof(*s->lines));
+	s->looks = xzalloc((size_t)s->height * sizeof(*s->looks));
+	for (int y = 0; y < s->height; y++) {
+		s->lines[y] = xmalloc((size_t)s->width + 1);
+		memset(s->lines[y], ' ', (size_t)s->width);
+		s->lines[y][s->width] = '\0';
+	}
+	if (width < TUI_MIN_WIDTH || height < TUI_MIN_HEIGHT) {
+		buf = NULL;
+		xasprintf(&buf, "gantry tui wants %dx%d at least", TUI_MIN_WIDTH, TUI_MIN_HEIGHT);
+		line_set(s, 0, TUI_ERROR, buf);
+		free(buf);
+		return;
+	}
+	tabs(st, s);
+	if (st->help) {
+		for (size_t i = 0; i < ARRAY_SIZE(help) && (int)i + 2 < s->height - 1; i++)
+			line_set(s, (int)i + 2, i == 0 ? TUI_HEADER : TUI_PLAIN, help[i]);
+		line_set(s, s->height - 1, TUI_STATUS, " Esc or ? back   q quit");
+		return;
+	}
+	buf = xmalloc((size_t)width + 1);
+	fit_columns(st->page, width, w, keep);
+	memset(buf, ' ', (size_t)width);
+	buf[width] = '\0';
+	for (size_t i = 0, x0 = 0; i < n; i++)
+		if (keep[i]) {
+			put_cell(buf + x0, c[i].title, w[i]);
+			x0 += (size_t)w[i] + 1;
+		}
+	line_set(s, 1, TUI_HEADER, buf);
+
+	idx = xmalloc((t->n ? t->n : 1) * sizeof(*idx));
+	shown = tui_visible(st, d, idx, t->n);
+	rows = s->height - 3;
+	if (t->n == 0)
+		line_set(s, 3, TUI_PLAIN, pages[st->page].empty);
+	for (int y = 0; y < rows && st->top + (size_t)y < shown; y++) {
+		size_t r = idx[st->top + (size_t)y];
+
+		memset(buf, ' ', (size_t)width);
+		x = 0;
+		for (size_t i = 0; i < n; i++)
+			if (keep[i]) {
+				put_cell(buf + x, t->rows[r].cells[i] ? t->rows[r].cells[i] : "",
+					 w[i]);
+				x += w[i] + 1;
+			}
+		line_set(s, 2 + y, st->top + (size_t)y == st->sel ? TUI_SELECTED : TUI_PLAIN, buf);
+	}
+	status(st, d, shown, t->n, s);
+	free(idx);
+	free(buf);
+}
+
+void tui_screen_free(struct tui_screen *s)
+{
+	for (int y = 0; s->lines && y < s->height; y++)
+		free(s->lines[y]);
+	free(s->lines);
+	free(s->looks);
+	memset(s, 0, sizeof(*s));
+}
+
+/* Keep the selection on a visible row, and in view. */
+static void clamp(struct tui_state *st, const struct tui_data *d, int height)
+{
+	size_t n = d->pages[st->page].n, shown, rows = height > 3 ? (size_t)height - 3 : 1;
+	size_t *idx = xmalloc((n ? n : 1) * sizeof(*idx));
+
+	shown = tui_visible(st, d, idx, n);
+	free(idx);
+	if (shown == 0) {
+		st->sel = st->top = 0;
+		return;
+	}
+	if (st->sel >= shown)
+		st->sel = shown - 1;
+	if (st->sel < st->top)
+		st->top = st->sel;
+	if (st->sel >= st->top + rows)
+		st->top = st->sel - rows + 1;
+}
+
+static void go_page(struct tui_state *st, int p)
+{
+	st->page = (enum tui_page)((p + TUI_PAGES) % TUI_PAGES);
+	st->sel = st->top = 0;
+	st->help = false;
+}
+
+/* :NAME: the page whose name starts with it, any case. */
+static void jump(struct tui_state *st, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (int p = 0; len && p < TUI_PAGES; p++)
+		if (strncasecmp(page_names[p], name, len) == 0) {
+			go_page(st, p);
+			return;
+		}
+}
+
+static void prompt_key(struct tui_state *st, int key)
+{
+	size_t len = strlen(st->input);
+
+	if (key == 27) {
+		st->prompt = 0;
+	} else if (key == '\n' || key == '\r' || key == TUI_KEY_ENTER) {
+		if (st->prompt == '/') {
+			snprintf(st->filter, sizeof(st->filter), "%s", st->input);
+			st->sel = st->top = 0;
+		} else {
+			jump(st, st->input);
+		}
+		st->prompt = 0;
+	} else if (key == TUI_KEY_BACKSPACE || key == 127 || key == 8) {
+		if (len)
+			st->input[len - 1] = '\0';
+		else
+			st->prompt = 0;
+	} else if (key >= 0x20 && key < 0x7f && len < TUI_FILTER_MAX) {
+		st->input[len] = (char)key;
+		st->input[len + 1] = '\0';
+	}
+}
+
+enum tui_action tui_key(struct tui_state *st, const struct tui_data *d, int key, int height)
+{
+	size_t page = height > 4 ? (size_t)height - 4 : 1;
+
+	if (st->prompt) {
+		prompt_key(st, key);
+		clamp(st, d, height);
+		return TUI_NONE;
+	}
+	switch (key) {
+	case 'q':
+		return TUI_QUIT;
+	case 27:
+		if (st->help)
+			st->help = false;
+		else
+			st->filter[0] = '\0';
+		break;
+	case '?':
+		st->help = !st->help;
+		break;
+	case 'r':
+		return TUI_RELOAD;
+	case '/':
+	case ':':
+		st->prompt = (char)key;
+		st->input[0] = '\0';
+		st->help = false;
+		break;
+	case '\t':
+	case ']':
+		go_page(st, (int)st->page + 1);
+		break;
+	case TUI_KEY_BTAB:
+	case '[':
+		go_page(st, (int)st->page - 1);
+		break;
+	case 'j':
+	case TUI_KEY_DOWN:
+		st->sel++;
+		break;
+	case 'k':
+	case TUI_KEY_UP:
+		if (st->sel)
+			st->sel--;
+		break;
+	case 'g':
+	case TUI_KEY_HOME:
+		st->sel = 0;
+		break;
+	case 'G':
+	case TUI_KEY_END:
+		st->sel = (size_t)-1 / 2;
+		break;
+	case TUI_KEY_NPAGE:
+		st->sel += page;
+		break;
+	case TUI_KEY_PPAGE:
+		st->sel = st->sel > page ? st->sel - page : 0;
+		break;
+	default:
+		if (key >= '1' && key < '1' + TUI_PAGES)
+			go_page(st, key - '1');
+		break;
+	}
+	clamp(st, d, height);
+	return TUI_NONE;
+}

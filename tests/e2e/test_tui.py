@@ -1,0 +1,207 @@
+"""gantry tui drawn in tmux, as a user's terminal shows it: each page from
+a fixture GANTRY_HOME of hand-written state files (no KVM: the sandboxes
+are stopped), compared with golden screens at 56, 80 and 160 columns; a
+resize between widths; keys (pages, rows, filter, help, :jump); and a
+sandbox's strings full of escape sequences (an image name, a guest's DNS
+name and refusal reason) drawn harmless.
+
+The goldens are tests/tui/golden/PAGE-WIDTH.txt; GANTRY_TUI_GOLDEN=write
+rewrites them from what is drawn (then read the diff).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+GOLDEN = REPO / "tests" / "tui" / "golden"
+NOW = 1796212800  # 2026-12-01T12:00:00Z
+PAGES = ["sandboxes", "traffic", "rules", "mounts", "ports", "secrets", "audit", "snapshots"]
+ESC = "\x1b[2J\x1b]0;owned\x07"
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux not found: apt-get install tmux")
+
+
+def write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def sandbox(name, **kw):
+    sb = {"name": name, "image": "debian:12", "image_path": "/images/x.erofs",
+          "state": "stopped", "created": "2026-11-30T12:00:00Z", "cpus": 1, "mem_mib": 512,
+          "disk_mib": 4096, "writable": True, "rwlayer": f"/layers/{name}.ext4",
+          "rwlayer_managed": True, "net": True, "ports": [], "shares": [],
+          "process_isolation": "auto"}
+    sb.update(kw)
+    return sb
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    h = tmp_path_factory.mktemp("tui-home")
+    sb = h / "sandboxes"
+    write(sb / "web" / "sandbox.json", sandbox(
+        "web", image="python:3.12", cpus=2, mem_mib=1024,
+        ports=["127.0.0.1:8080:80", "0.0.0.0:5353:53/udp"],
+        shares=["data=/srv/data@/data,ro", "src=/home/u/src@/workspace"],
+        secrets=["API_KEY", "GH_TOKEN@github.com"],
+        net_policy={"default": "deny", "allowLocal": False,
+                    "rules": [{"action": "allow", "cidr": "203.0.113.0/24", "proto": "tcp",
+                               "ports": "443"}],
+                    "allowDomains": ["pypi.org"], "resolveDomains": []}))
+    write(sb / "web" / "network-traffic.json", {
+        "destinations": [
+            {"addr": "203.0.113.7", "proto": "tcp", "port": 443, "verdict": "allowed",
+             "reason": "", "tx_bytes": 2048, "rx_bytes": 5 << 20, "tx_packets": 9,
+             "rx_packets": 40, "first_seen": "2026-12-01T11:00:00Z",
+             "last_seen": "2026-12-01T11:59:00Z"},
+            {"addr": "198.51.100.9", "proto": "tcp", "port": 80, "verdict": "dropped",
+             "reason": "policy", "policy": "denied" + ESC, "tx_bytes": 60, "rx_bytes": 0,
+             "tx_packets": 1, "rx_packets": 0, "first_seen": "2026-12-01T11:58:00Z",
+             "last_seen": "2026-12-01T11:58:00Z"}],
+        "dns": [{"name": "evil" + ESC + ".test", "qtype": "A", "verdict": "dropped",
+                 "count": 3, "last_seen": "2026-12-01T11:58:00Z"}],
+        "drops": {}, "evicted": 0, "totals": {}, "updated": "2026-12-01T11:59:00Z"})
+    write(sb / "web" / "audit.json", {"events": [
+        {"time": "2026-12-01T11:30:00Z", "kind": "deliver", "decision": "allow",
+         "secret": "API_KEY", "reason": "to a session"},
+        {"time": "2026-12-01T11:31:00Z", "kind": "broker", "decision": "deny",
+         "secret": "GH_TOKEN", "host": "evil.example"}]})
+    write(sb / "ci" / "sandbox.json", sandbox(
+        "ci", state="crashed", reason="the guest's kernel panicked", net=False,
+        created="2026-11-01T12:00:00Z", process_isolation="off"))
+    write(sb / "odd" / "sandbox.json", sandbox("odd", image="img" + ESC + "end"))
+    return h
+
+
+class Tui:
+    """One `gantry tui` (or what cmd runs) in a tmux server of its own."""
+
+    def __init__(self, gantry, home, tmp, width, height=16, cmd="tui"):
+        self.sock = str(tmp / f"tmux-{width}-{cmd or 'plain'}.sock")
+        self.tmux("-f", "/dev/null", "new-session", "-d", "-x", str(width), "-y", str(height),
+                  f"env GANTRY_HOME={home} GANTRY_TUI_NOW={NOW} LANG=C.UTF-8 TZ=UTC "
+                  f"TERM=tmux-256color {gantry} {cmd}")
+
+    def tmux(self, *args):
+        return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True,
+                              text=True, timeout=30)
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p").stdout
+
+    def wait(self, want, timeout=10):
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.screen()
+            if want in s:
+                return s
+            assert time.monotonic() < deadline, f"never drew {want!r}:\n{s}"
+            time.sleep(0.05)
+
+    def keys(self, *keys):
+        self.tmux("send-keys", *keys)
+
+    def close(self):
+        self.keys("q")
+        self.tmux("kill-server")
+
+
+@pytest.fixture
+def tui(gantry, home, tmp_path):
+    made = []
+
+    def start(width, height=16, cmd="tui"):
+        t = Tui(gantry, home, tmp_path, width, height, cmd)
+        made.append(t)
+        t.wait("rows")
+        return t
+
+    yield start
+    for t in made:
+        t.close()
+
+
+def check_golden(name, screen):
+    path = GOLDEN / f"{name}.txt"
+    text = "\n".join(line.rstrip() for line in screen.rstrip("\n").split("\n")) + "\n"
+    if os.environ.get("GANTRY_TUI_GOLDEN") == "write":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"no golden {path}: run with GANTRY_TUI_GOLDEN=write"
+    assert text == path.read_text(), f"{name} differs from its golden:\n{text}"
+
+
+@pytest.mark.parametrize("width", [56, 80, 160])
+def test_every_page_at_each_width(tui, width):
+    t = tui(width)
+    for i, page in enumerate(PAGES):
+        t.keys(str(i + 1))
+        title = page.capitalize()
+        s = t.wait(f"[{i + 1} {title}]")
+        s = t.wait("rows")
+        assert "\x1b" not in s and "\x07" not in s
+        check_golden(f"{page}-{width}", s)
+
+
+def test_escape_sequences_are_drawn_harmless(tui):
+    t = tui(160)
+    s = t.screen()
+    assert "img?[2J?]0;owned?end" in s, s
+    t.keys("2")
+    s = t.wait("[2 Traffic]")
+    assert "denied?[2J?]0;owned?" in s and "evil?[2J?]0;owned?.test" in s, s
+
+
+def test_a_resize_redraws_at_the_new_width(tui):
+    t = tui(160)
+    t.keys("2")
+    t.wait("[2 Traffic]")
+    t.tmux("resize-window", "-x", "56", "-y", "16")
+    s = t.wait("[2 Traffic] 3")
+    check_golden("traffic-56", s)
+    t.tmux("resize-window", "-x", "40", "-y", "16")
+    t.wait("gantry tui wants 56x8 at least")
+    t.tmux("resize-window", "-x", "80", "-y", "16")
+    check_golden("traffic-80", t.wait("rows"))
+
+
+def test_keys_filter_help_and_jump(tui):
+    t = tui(80)
+    t.keys("/", "c", "r", "a", "s", "h", "Enter")
+    s = t.wait('1 of 3 rows hold "crash"')
+    assert "ci " in s and "web " not in s, s
+    t.keys("Escape")
+    t.wait(" 3 rows")
+    t.keys(":", "p", "o", "r", "Enter")
+    t.wait("[5 Ports]")
+    t.keys("?")
+    s = t.wait("Keys")
+    assert "Values" not in s and "quit" in s
+    t.keys("Escape")
+    t.wait("[5 Ports]")
+    t.keys("Tab")
+    t.wait("[6 Secrets]")
+    t.keys("BTab", "BTab")
+    t.wait("[4 Mounts]")
+
+
+def test_plain_gantry_on_a_terminal_is_the_dashboard(tui):
+    t = tui(80, cmd="")
+    assert "[1 Sandboxes]" in t.screen()
+
+
+def test_not_a_terminal_is_one_line(gantry, tmp_path):
+    r = subprocess.run([gantry, "tui"], capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, env={**os.environ, "GANTRY_HOME": str(tmp_path)})
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "terminal" in r.stderr, r
+    r = subprocess.run([gantry, "tui", "extra"], capture_output=True, text=True)
+    assert r.returncode == 2 and "unexpected argument" in r.stderr, r
