@@ -31,24 +31,43 @@ char *tui_cell(const char *s)
 	return out;
 }
 
-/* A row of cells from strings (NULL: "-"), about sandbox (may be NULL). */
-static void row_add(struct tui_table *t, const char *sandbox, size_t ncells, ...)
+/* A row of cells from strings (NULL: "-"), about sandbox (may be NULL):
+ * the row, for its key. */
+static struct tui_row *row_add(struct tui_table *t, const char *sandbox, size_t ncells, ...)
 {
+	static struct tui_row none;
 	struct tui_row *r;
 	va_list ap;
 
-	if (t->n >= TUI_MAX_ROWS)
-		return;
+	if (t->n >= TUI_MAX_ROWS) {
+		memset(&none, 0, sizeof(none));
+		return &none;
+	}
 	t->rows = xrealloc(t->rows, (t->n + 1) * sizeof(*t->rows));
 	r = &t->rows[t->n++];
 	memset(r, 0, sizeof(*r));
-	r->sandbox = sandbox ? tui_cell(sandbox) : NULL;
+	r->sandbox = sandbox ? xstrdup(sandbox) : NULL;
 	va_start(ap, ncells);
 	for (size_t i = 0; i < ncells && i < TUI_MAX_COLS; i++) {
 		const char *s = va_arg(ap, const char *);
 
 		r->cells[i] = tui_cell(s ? s : "-");
 	}
+	va_end(ap);
+	return r;
+}
+
+/* What an action on r names, kept exact (never drawn). */
+static void row_key(struct tui_row *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void row_key(struct tui_row *r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->cells[0] == NULL)
+		return; /* the page is full: not kept */
+	va_start(ap, fmt);
+	if (vasprintf(&r->key, fmt, ap) < 0)
+		r->key = NULL;
 	va_end(ap);
 }
 
@@ -106,8 +125,13 @@ static void sandbox_row(struct tui_data *d, const struct sandbox *sb)
 	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)sb->mem_mib);
 	age_str(sb->created, d->now, age, sizeof(age));
 	snprintf(ports, sizeof(ports), "%zu", sb->nr_ports);
-	row_add(&d->pages[TUI_SANDBOXES], sb->name, 8, sb->name, sandbox_shown_state(sb), cpus, mem,
-		age, confine_mode_name(sb->isolation), sb->nr_ports ? ports : "-", sb->image);
+	struct tui_row *r;
+
+	r = row_add(&d->pages[TUI_SANDBOXES], sb->name, 8, sb->name, sandbox_shown_state(sb), cpus,
+		    mem, age, confine_mode_name(sb->isolation), sb->nr_ports ? ports : "-",
+		    sb->image);
+	r->running = sb->state == SANDBOX_RUNNING && !sb->transient;
+	r->paused = r->running && sb->paused;
 }
 
 static void traffic_rows(struct tui_data *d, const struct sandbox *sb)
@@ -131,20 +155,25 @@ static void traffic_rows(struct tui_data *d, const struct sandbox *sb)
 			 sizeof(tx));
 		size_str((unsigned long long)json_integer_value(json_object_get(v, "rx_bytes")), rx,
 			 sizeof(rx));
-		row_add(&d->pages[TUI_TRAFFIC], sb->name, 7,
-			strcmp(str(v, "verdict") ? str(v, "verdict") : "", "allowed") == 0 ? "allow"
-											  : "BLOCK",
-			sb->name, str(v, "proto"), tx, rx, dest, reason);
+		row_key(row_add(&d->pages[TUI_TRAFFIC], sb->name, 7,
+				strcmp(str(v, "verdict") ? str(v, "verdict") : "", "allowed") == 0
+					? "allow"
+					: "BLOCK",
+				sb->name, str(v, "proto"), tx, rx, dest, reason),
+			"%s %s %lld", str(v, "addr") ? str(v, "addr") : "",
+			str(v, "proto") ? str(v, "proto") : "", (long long)json_integer_value(json_object_get(v, "port")));
 	}
 	json_array_foreach(json_object_get(j, "dns"), i, v) {
 		char count[24];
 
 		snprintf(count, sizeof(count), "%lldx",
 			 (long long)json_integer_value(json_object_get(v, "count")));
-		row_add(&d->pages[TUI_TRAFFIC], sb->name, 7,
-			strcmp(str(v, "verdict") ? str(v, "verdict") : "", "allowed") == 0 ? "allow"
-											  : "BLOCK",
-			sb->name, "dns", count, "-", str(v, "name"), str(v, "qtype"));
+		row_key(row_add(&d->pages[TUI_TRAFFIC], sb->name, 7,
+				strcmp(str(v, "verdict") ? str(v, "verdict") : "", "allowed") == 0
+					? "allow"
+					: "BLOCK",
+				sb->name, "dns", count, "-", str(v, "name"), str(v, "qtype")),
+			"dns %s", str(v, "name") ? str(v, "name") : "");
 	}
 	json_decref(j);
 }
@@ -182,8 +211,9 @@ static void mount_rows(struct tui_data *d, const struct sandbox *sb)
 			gantry_error_free(&err);
 			continue;
 		}
-		row_add(&d->pages[TUI_MOUNTS], sb->name, 5, sb->name, sp.ro ? "ro" : "rw", sp.tag,
-			sp.ctr_path, sp.host_path);
+		row_key(row_add(&d->pages[TUI_MOUNTS], sb->name, 5, sb->name, sp.ro ? "ro" : "rw",
+				sp.tag, sp.ctr_path, sp.host_path),
+			"%s", sp.tag);
 		share_spec_free(&sp);
 	}
 }
@@ -193,6 +223,7 @@ static void port_rows(struct tui_data *d, const struct sandbox *sb)
 {
 	for (size_t i = 0; i < sb->nr_ports; i++) {
 		cleanup_free char *s = xstrdup(sb->ports[i]);
+		struct tui_row *r;
 		char *proto = strchr(s, '/'), *guest;
 
 		if (proto)
@@ -200,8 +231,9 @@ static void port_rows(struct tui_data *d, const struct sandbox *sb)
 		guest = strrchr(s, ':');
 		if (guest)
 			*guest++ = '\0';
-		row_add(&d->pages[TUI_PORTS], sb->name, 4, sb->name, s, guest,
-			proto ? proto : "tcp");
+		r = row_add(&d->pages[TUI_PORTS], sb->name, 4, sb->name, s, guest,
+			    proto ? proto : "tcp");
+		row_key(r, "%s", sb->ports[i]);
 	}
 }
 
@@ -220,11 +252,12 @@ static void secret_rows(struct tui_data *d, const struct sandbox *sb)
 		for (size_t h = 0; h < sp.nr_hosts && len < sizeof(hosts); h++)
 			len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", h ? "," : "",
 						sp.hosts[h]);
-		row_add(&d->pages[TUI_SECRETS], sb->name, 4, sb->name, sp.name,
-			sp.inject	 ? "injected" :
-			sp.nr_hosts ? "bound" :
-				      secret_source_name(sp.source),
-			len ? hosts : "-");
+		row_key(row_add(&d->pages[TUI_SECRETS], sb->name, 4, sb->name, sp.name,
+				sp.inject	 ? "injected" :
+				sp.nr_hosts ? "bound" :
+					      secret_source_name(sp.source),
+				len ? hosts : "-"),
+			"%s", sp.name);
 		secret_spec_free(&sp);
 	}
 }
@@ -306,6 +339,7 @@ void tui_data_free(struct tui_data *d)
 			for (int c = 0; c < TUI_MAX_COLS; c++)
 				free(t->rows[i].cells[c]);
 			free(t->rows[i].sandbox);
+			free(t->rows[i].key);
 		}
 		free(t->rows);
 	}

@@ -19,6 +19,8 @@
 
 #include "common/log.h"
 #include "common/util.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/process.h"
 #include "tui/tui.h"
 
 struct loader {
@@ -26,8 +28,53 @@ struct loader {
 	pthread_cond_t cond;
 	struct tui_data *ready; /* the newest snapshot, not yet taken */
 	bool asked, quit;
-	int wake[2]; /* a snapshot is ready */
+	int wake[2]; /* a snapshot is ready, or a job done */
+	/* The actions' thread: one job at a time. */
+	pthread_cond_t job_cond;
+	struct tui_job job; /* kind NONE: none waiting */
+	bool busy;
+	char result[200]; /* the last job's word, not yet shown ("" none) */
 };
+
+static void *job_loop(void *arg)
+{
+	struct loader *l = arg;
+
+	pthread_mutex_lock(&l->lock);
+	while (!l->quit) {
+		struct tui_job j;
+		gantry_error_t err = NULL;
+		char *done = NULL;
+
+		if (l->job.kind == TUI_JOB_NONE) {
+			pthread_cond_wait(&l->job_cond, &l->lock);
+			continue;
+		}
+		j = l->job;
+		l->job.kind = TUI_JOB_NONE;
+		l->busy = true;
+		pthread_mutex_unlock(&l->lock);
+		if (tui_job_run(&j, &done, &err) < 0) {
+			cleanup_free char *why = tui_cell(gantry_error_str(err));
+
+			pthread_mutex_lock(&l->lock);
+			snprintf(l->result, sizeof(l->result), "error: %s", why);
+		} else {
+			cleanup_free char *what = tui_cell(done ? done : "done");
+
+			pthread_mutex_lock(&l->lock);
+			snprintf(l->result, sizeof(l->result), "%s", what);
+		}
+		free(done);
+		gantry_error_free(&err);
+		l->busy = false;
+		l->asked = true; /* show what it changed */
+		pthread_cond_signal(&l->cond);
+		(void)!write(l->wake[1], "x", 1);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
 
 static time_t tui_now(void)
 {
@@ -144,6 +191,55 @@ static int map_key(int ch)
 	}
 }
 
+/* The terminal handed to a shell in the sandbox, and taken back. */
+static void shell(struct tui_state *st, const char *name)
+{
+	struct sandbox_stdio io = { .in = STDIN_FILENO,
+				    .out = STDOUT_FILENO,
+				    .err = STDERR_FILENO,
+				    .tty = true,
+				    .signal_fd = -1 };
+	struct sandbox_process_opts po = { 0 };
+	struct agent_result res = { 0 };
+	gantry_error_t err = NULL;
+	cleanup_free char *safe = tui_cell(name);
+
+	def_prog_mode();
+	endwin();
+	printf("gantry tui: a shell in %s; exit it to come back\n", safe);
+	fflush(stdout);
+	if (sandbox_exec(name, &po, &io, NULL, &res, &err) < 0) {
+		cleanup_free char *why = tui_cell(gantry_error_str(err));
+
+		snprintf(st->toast, sizeof(st->toast), "error: %s", why);
+		gantry_error_free(&err);
+	} else {
+		snprintf(st->toast, sizeof(st->toast), "the shell in %s ended (status %d)", safe,
+			 agent_result_status(&res));
+		agent_result_free(&res);
+	}
+	reset_prog_mode();
+	clear();
+	refresh();
+}
+
+/* A job for the actions' thread, unless one runs. */
+static void hand_over(struct loader *l, struct tui_state *st)
+{
+	char what[200];
+
+	tui_job_describe(&st->job, what, sizeof(what));
+	pthread_mutex_lock(&l->lock);
+	if (l->busy || l->job.kind != TUI_JOB_NONE) {
+		snprintf(st->toast, sizeof(st->toast), "busy: one action at a time");
+	} else {
+		l->job = st->job;
+		snprintf(st->toast, sizeof(st->toast), "%s", what);
+		pthread_cond_signal(&l->job_cond);
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out, "Usage: gantry tui\n\n"
@@ -157,10 +253,12 @@ static void usage(FILE *out)
 /* argv: what follows `tui`. */
 int tui_main(int argc, char **argv)
 {
-	struct loader l = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct loader l = { .lock = PTHREAD_MUTEX_INITIALIZER,
+			    .cond = PTHREAD_COND_INITIALIZER,
+			    .job_cond = PTHREAD_COND_INITIALIZER };
 	struct tui_state st = { .page = TUI_SANDBOXES };
 	struct tui_data *d = xzalloc(sizeof(*d));
-	pthread_t thread;
+	pthread_t thread, worker;
 	bool quit = false;
 
 	if (argc > 0 && (strcmp(argv[0], "-h") == 0 || strcmp(argv[0], "-help") == 0 ||
@@ -199,6 +297,15 @@ int tui_main(int argc, char **argv)
 		free(d);
 		return 1;
 	}
+	if (pthread_create(&worker, NULL, job_loop, &l) != 0) {
+		endwin();
+		log_error("tui: cannot start its actions' thread");
+		l.quit = true;
+		pthread_cond_signal(&l.cond);
+		pthread_join(thread, NULL);
+		free(d);
+		return 1;
+	}
 	draw(&st, d);
 	while (!quit) {
 		struct pollfd p[2] = { { STDIN_FILENO, POLLIN, 0 }, { l.wake[0], POLLIN, 0 } };
@@ -217,6 +324,10 @@ int tui_main(int argc, char **argv)
 				d = l.ready;
 				l.ready = NULL;
 			}
+			if (l.result[0]) {
+				snprintf(st.toast, sizeof(st.toast), "%s", l.result);
+				l.result[0] = '\0';
+			}
 			pthread_mutex_unlock(&l.lock);
 		}
 		while ((ch = getch()) != ERR) {
@@ -231,6 +342,10 @@ int tui_main(int argc, char **argv)
 				quit = true;
 				break;
 			}
+			if (a == TUI_ACT && st.job.kind == TUI_JOB_SHELL)
+				shell(&st, st.job.sandbox);
+			else if (a == TUI_ACT)
+				hand_over(&l, &st);
 			if (a == TUI_RELOAD) {
 				pthread_mutex_lock(&l.lock);
 				l.asked = true;
@@ -243,10 +358,16 @@ int tui_main(int argc, char **argv)
 	}
 	endwin();
 	pthread_mutex_lock(&l.lock);
+	if (l.busy)
+		fprintf(stderr, "gantry tui: waiting for the action under way to finish\n");
 	l.quit = true;
 	pthread_cond_signal(&l.cond);
+	pthread_cond_signal(&l.job_cond);
 	pthread_mutex_unlock(&l.lock);
 	pthread_join(thread, NULL);
+	/* A job under way (a boot) is finished first: it leaves nothing
+	 * half made. */
+	pthread_join(worker, NULL);
 	if (l.ready) {
 		tui_data_free(l.ready);
 		free(l.ready);

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <time.h>
 
+#include "common/error.h"
+
 enum tui_page {
 	TUI_SANDBOXES,
 	TUI_TRAFFIC,
@@ -30,16 +32,21 @@ enum tui_page {
 #define TUI_MAX_ROWS	4096 /* per page */
 #define TUI_CELL_MAX	256  /* bytes of one cell */
 #define TUI_FILTER_MAX	48
+#define TUI_INPUT_MAX	200 /* a form's line */
 #define TUI_REFRESH_MS	2000
 #define TUI_MIN_WIDTH	56
 #define TUI_MIN_HEIGHT	8
 #define TUI_NOW_ENV	"GANTRY_TUI_NOW" /* a fixed clock (seconds), for tests */
 
 /* One row of a page: its cells (printable ASCII, at most TUI_CELL_MAX
- * bytes each) and the sandbox it is about (NULL: none). */
+ * bytes each), the sandbox it is about (NULL: none) and what an action on
+ * it names (a share's tag, a port's spec, a secret's name, a
+ * destination as "ADDR PROTO PORT" or "dns NAME"; NULL: none), exact. */
 struct tui_row {
 	char *cells[TUI_MAX_COLS];
 	char *sandbox;
+	char *key;
+	bool running, paused; /* the sandbox's, on page 1 */
 };
 
 struct tui_table {
@@ -72,13 +79,46 @@ struct tui_column {
 const char *tui_page_name(enum tui_page p);
 const struct tui_column *tui_page_columns(enum tui_page p, size_t *n);
 
+/* What a key asks of the lifecycle: done on the actions' thread (act.c),
+ * but for a shell, which takes the terminal (tui.c). */
+enum tui_job_kind {
+	TUI_JOB_NONE,
+	TUI_JOB_CREATE, /* arg: "NAME [IMAGE]" */
+	TUI_JOB_START,	/* resume */
+	TUI_JOB_STOP,
+	TUI_JOB_DELETE,
+	TUI_JOB_PAUSE,
+	TUI_JOB_UNPAUSE,
+	TUI_JOB_SHELL,
+	TUI_JOB_ALLOW,	 /* arg: a Traffic row's key */
+	TUI_JOB_BLOCK,	 /* arg: the same */
+	TUI_JOB_SHARE_ADD, /* arg: a -share spec */
+	TUI_JOB_SHARE_RM,  /* arg: its tag */
+	TUI_JOB_PUBLISH,   /* arg: a -p spec */
+	TUI_JOB_UNPUBLISH, /* arg: the same */
+	TUI_JOB_SECRET_ADD, /* arg: a -secret spec with a source (=@FILE, ='!CMD') */
+	TUI_JOB_SECRET_RM,  /* arg: its name */
+};
+
+struct tui_job {
+	enum tui_job_kind kind;
+	char sandbox[72];
+	char arg[TUI_CELL_MAX + 1];
+};
+
 struct tui_state {
 	enum tui_page page;
 	size_t sel, top;		 /* selected row, first row shown */
 	char filter[TUI_FILTER_MAX + 1]; /* rows that contain it, any case */
-	char input[TUI_FILTER_MAX + 1];	 /* what is being typed after / or : */
-	char prompt;			 /* '/' or ':' while typing, else 0 */
+	char input[TUI_INPUT_MAX + 1];	 /* what is being typed after /, : or a form's label */
+	char prompt;			 /* '/', ':' or 'f' (a form) while typing, else 0 */
 	bool help;
+	struct tui_job job;	  /* asked by the last key (kind NONE: nothing) */
+	struct tui_job form;	  /* what the form being typed makes */
+	char form_label[160];
+	struct tui_job confirm;	  /* waiting for y (kind NONE: nothing) */
+	char confirm_text[160];
+	char toast[200];	  /* the last action's word, shown until a key */
 };
 
 /* Each line's look; tui.c maps them to colours or to bold and reverse. */
@@ -109,13 +149,19 @@ enum {
 	TUI_KEY_BACKSPACE,
 };
 
-enum tui_action { TUI_NONE, TUI_QUIT, TUI_RELOAD };
+enum tui_action { TUI_NONE, TUI_QUIT, TUI_RELOAD, TUI_ACT /* st->job is asked */ };
 /* The keys (curses' codes; '\n' is Enter, 27 Escape): their effect on st,
  * and what the caller does next. */
 enum tui_action tui_key(struct tui_state *st, const struct tui_data *d, int key, int height);
 /* The rows of the page shown that pass the filter: their indices into
  * the page's rows (at most n, which the caller gives as the page's). */
 size_t tui_visible(const struct tui_state *st, const struct tui_data *d, size_t *idx, size_t n);
+
+/* act.c: a job's work through the lifecycle (not a shell's): 0, or -1
+ * with err; *done says what happened, in a line (allocated). */
+int tui_job_run(const struct tui_job *j, char **done, gantry_error_t *err);
+/* What a job is called while it runs ("stopping web"). */
+void tui_job_describe(const struct tui_job *j, char *buf, size_t len);
 
 /* tui.c: `gantry tui`. */
 int tui_main(int argc, char **argv);

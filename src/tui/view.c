@@ -75,6 +75,10 @@ static const char *const help[] = {
 	"  /TEXT Enter    only rows that hold TEXT (any case); / Enter shows all",
 	"  Esc            leave help, a prompt or the filter",
 	"  r              read everything again (it is read every 2 s)",
+	"Sandboxes: n new (NAME [IMAGE])  s start or stop  p pause or unpause",
+	"           Enter or o a shell in it  d delete (asks first)",
+	"Traffic: a allow  b block the destination (a rule first in its policy)",
+	"Mounts, Ports, Secrets: a add  d remove (asks first)",
 	"  ?              this help",
 	"  q              quit",
 	"",
@@ -196,8 +200,14 @@ static void status(const struct tui_state *st, const struct tui_data *d, size_t 
 {
 	char buf[512];
 
-	if (st->prompt)
+	if (st->prompt == 'f')
+		snprintf(buf, sizeof(buf), "%s: %s_", st->form_label, st->input);
+	else if (st->prompt)
 		snprintf(buf, sizeof(buf), "%c%s_", st->prompt, st->input);
+	else if (st->confirm.kind)
+		snprintf(buf, sizeof(buf), "%s? y or n", st->confirm_text);
+	else if (st->toast[0])
+		snprintf(buf, sizeof(buf), " %s", st->toast);
 	else if (d->error)
 		snprintf(buf, sizeof(buf), "error: %s", d->error);
 	else if (st->filter[0])
@@ -331,8 +341,11 @@ static void prompt_key(struct tui_state *st, int key)
 		st->prompt = 0;
 	} else if (key == '\n' || key == '\r' || key == TUI_KEY_ENTER) {
 		if (st->prompt == '/') {
-			snprintf(st->filter, sizeof(st->filter), "%s", st->input);
+			snprintf(st->filter, sizeof(st->filter), "%.*s", TUI_FILTER_MAX, st->input);
 			st->sel = st->top = 0;
+		} else if (st->prompt == 'f') {
+			st->job = st->form;
+			snprintf(st->job.arg, sizeof(st->job.arg), "%s", st->input);
 		} else {
 			jump(st, st->input);
 		}
@@ -342,9 +355,116 @@ static void prompt_key(struct tui_state *st, int key)
 			st->input[len - 1] = '\0';
 		else
 			st->prompt = 0;
-	} else if (key >= 0x20 && key < 0x7f && len < TUI_FILTER_MAX) {
+	} else if (key >= 0x20 && key < 0x7f &&
+		   len < (st->prompt == 'f' ? TUI_INPUT_MAX : TUI_FILTER_MAX)) {
 		st->input[len] = (char)key;
 		st->input[len + 1] = '\0';
+	}
+}
+
+/* The row selected, or NULL. */
+static const struct tui_row *selected(const struct tui_state *st, const struct tui_data *d)
+{
+	const struct tui_table *t = &d->pages[st->page];
+	size_t *idx = xmalloc((t->n ? t->n : 1) * sizeof(*idx)), shown;
+	const struct tui_row *r = NULL;
+
+	shown = tui_visible(st, d, idx, t->n);
+	if (st->sel < shown)
+		r = &t->rows[idx[st->sel]];
+	free(idx);
+	return r;
+}
+
+static void ask(struct tui_state *st, enum tui_job_kind kind, const struct tui_row *r,
+		const char *arg)
+{
+	st->job = (struct tui_job){ .kind = kind };
+	snprintf(st->job.sandbox, sizeof(st->job.sandbox), "%s", r && r->sandbox ? r->sandbox : "");
+	snprintf(st->job.arg, sizeof(st->job.arg), "%s", arg ? arg : "");
+}
+
+static void confirm(struct tui_state *st, enum tui_job_kind kind, const struct tui_row *r,
+		    const char *what)
+{
+	ask(st, kind, r, r->key);
+	st->confirm = st->job;
+	st->job.kind = TUI_JOB_NONE;
+	snprintf(st->confirm_text, sizeof(st->confirm_text), "%s", what);
+}
+
+static void form(struct tui_state *st, enum tui_job_kind kind, const struct tui_row *r,
+		 const char *label)
+{
+	ask(st, kind, r, NULL);
+	st->form = st->job;
+	st->job.kind = TUI_JOB_NONE;
+	snprintf(st->form_label, sizeof(st->form_label), "%s", label);
+	st->prompt = 'f';
+	st->input[0] = '\0';
+}
+
+/* A page's own keys: true when key was one. */
+static bool page_key(struct tui_state *st, const struct tui_data *d, int key)
+{
+	const struct tui_row *r = selected(st, d);
+	char what[160];
+
+	if (st->page == TUI_SANDBOXES && key == 'n') {
+		form(st, TUI_JOB_CREATE, NULL, "new sandbox: NAME [IMAGE]");
+		return true;
+	}
+	if (r == NULL || r->sandbox == NULL)
+		return false;
+	switch (st->page) {
+	case TUI_SANDBOXES:
+		if (key == 's')
+			ask(st, r->running ? TUI_JOB_STOP : TUI_JOB_START, r, NULL);
+		else if (key == 'p' && r->running)
+			ask(st, r->paused ? TUI_JOB_UNPAUSE : TUI_JOB_PAUSE, r, NULL);
+		else if ((key == 'o' || key == '\n' || key == TUI_KEY_ENTER) && r->running)
+			ask(st, TUI_JOB_SHELL, r, NULL);
+		else if (key == 'd' || key == 'x') {
+			snprintf(what, sizeof(what), "delete %s and its writable layer",
+				 r->cells[0]);
+			confirm(st, TUI_JOB_DELETE, r, what);
+		} else
+			return false;
+		return true;
+	case TUI_TRAFFIC:
+		if ((key != 'a' && key != 'b') || r->key == NULL)
+			return false;
+		ask(st, key == 'a' ? TUI_JOB_ALLOW : TUI_JOB_BLOCK, r, r->key);
+		return true;
+	case TUI_MOUNTS:
+	case TUI_PORTS:
+	case TUI_SECRETS: {
+		static const enum tui_job_kind add[] = { [TUI_MOUNTS] = TUI_JOB_SHARE_ADD,
+							 [TUI_PORTS] = TUI_JOB_PUBLISH,
+							 [TUI_SECRETS] = TUI_JOB_SECRET_ADD };
+		static const enum tui_job_kind rm[] = { [TUI_MOUNTS] = TUI_JOB_SHARE_RM,
+							[TUI_PORTS] = TUI_JOB_UNPUBLISH,
+							[TUI_SECRETS] = TUI_JOB_SECRET_RM };
+		static const char *const labels[] = {
+			[TUI_MOUNTS] = "share into %s: [TAG=]HOST_DIR[@CTR_PATH][,ro]",
+			[TUI_PORTS] = "publish on %s: [BIND:]HOST_PORT:GUEST_PORT[/udp]",
+			[TUI_SECRETS] = "secret for %s: NAME=@FILE or NAME='!COMMAND'",
+		};
+
+		if (key == 'a') {
+			snprintf(what, sizeof(what), labels[st->page], r->sandbox);
+			form(st, add[st->page], r, what);
+		} else if (key == 'd' && r->key) {
+			snprintf(what, sizeof(what), "remove %s from %s", r->cells[1],
+				 r->cells[0]);
+			confirm(st, rm[st->page], r, what);
+		} else {
+			return false;
+		}
+		return true;
+	}
+	default:
+		return false;
 	}
 }
 
@@ -352,11 +472,21 @@ enum tui_action tui_key(struct tui_state *st, const struct tui_data *d, int key,
 {
 	size_t page = height > 4 ? (size_t)height - 4 : 1;
 
+	st->job.kind = TUI_JOB_NONE;
 	if (st->prompt) {
 		prompt_key(st, key);
 		clamp(st, d, height);
-		return TUI_NONE;
+		return st->job.kind ? TUI_ACT : TUI_NONE;
 	}
+	if (st->confirm.kind) {
+		if (key == 'y' || key == 'Y')
+			st->job = st->confirm;
+		st->confirm.kind = TUI_JOB_NONE;
+		return st->job.kind ? TUI_ACT : TUI_NONE;
+	}
+	st->toast[0] = '\0';
+	if (!st->help && page_key(st, d, key))
+		return st->job.kind ? TUI_ACT : TUI_NONE;
 	switch (key) {
 	case 'q':
 		return TUI_QUIT;

@@ -205,3 +205,56 @@ def test_not_a_terminal_is_one_line(gantry, tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "terminal" in r.stderr, r
     r = subprocess.run([gantry, "tui", "extra"], capture_output=True, text=True)
     assert r.returncode == 2 and "unexpected argument" in r.stderr, r
+
+
+def test_actions_on_stopped_sandboxes(gantry, home, tmp_path):
+    """What needs no VM: delete (asked first), unpublish, unshare, a
+    secret removed, a destination blocked (a rule first in the policy), a
+    form that makes nothing from a bad line."""
+    h = tmp_path / "home"
+    shutil.copytree(home, h)
+    t = Tui(gantry, h, tmp_path, 120, 20)
+    try:
+        t.wait("rows")
+        t.keys("j")  # odd
+        t.keys("d")
+        t.wait("delete odd and its writable layer? y or n")
+        t.keys("n")
+        t.wait(" 3 rows")
+        t.keys("d", "y")
+        t.wait("odd: done (deleting)")
+        t.keys("g")  # any key: the word goes, the count comes back
+        t.wait(" 2 rows")
+        assert not (h / "sandboxes" / "odd").exists()
+
+        t.keys("5", "d")
+        t.wait("remove 127.0.0.1:8080 from web? y or n")
+        t.keys("y")
+        t.wait("web: done (unpublishing on)")
+        t.keys("g")
+        t.wait(" 1 rows")
+        t.keys("4", "j", "d", "y")
+        t.wait("web: done (unsharing from)")
+        t.keys("6", "d", "y")
+        t.wait("web: done (removing a secret from)")
+        sb = json.loads((h / "sandboxes" / "web" / "sandbox.json").read_text())
+        assert sb["ports"] == ["0.0.0.0:5353:53/udp"], sb["ports"]
+        assert sb["shares"] == ["data=/srv/data@/data,ro"], sb["shares"]
+        assert sb["secrets"] == ["GH_TOKEN@github.com"], sb["secrets"]
+
+        t.keys("2", "j", "b")
+        t.wait("web now blocks 198.51.100.9 tcp 80")
+        sb = json.loads((h / "sandboxes" / "web" / "sandbox.json").read_text())
+        assert sb["net_policy"]["rules"][0] == {
+            "action": "deny", "cidr": "198.51.100.9/32", "proto": "tcp", "ports": "80"}, sb
+        t.keys("3")
+        t.wait("198.51.100.9/32")
+
+        t.keys("1", "n")
+        t.wait("new sandbox: NAME [IMAGE]: _")
+        for k in "bad name here":
+            t.keys(k if k != " " else "Space")
+        t.keys("Enter")
+        t.wait("error: want NAME, or NAME IMAGE")
+    finally:
+        t.close()
