@@ -10,7 +10,7 @@ PYTEST      = /usr/bin/python3 -m pytest -q -rs
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui clean
 
 all: build
 
@@ -82,7 +82,7 @@ check: layers unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui
 
 bench-boot: build kernel
 	bench/boot/run
@@ -90,6 +90,8 @@ bench-snapshot: build kernel
 	bench/snapshot/run
 bench-oci: assets
 	bench/oci/run
+bench-tui: build
+	bench/tui/run
 bench-exec: assets
 	bench/exec/run
 bench-pull: build
