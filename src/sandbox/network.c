@@ -427,6 +427,40 @@ int sandbox_opts_resources(const struct sandbox_opts *o, gantry_error_t *err)
 	return 0;
 }
 
+int sandbox_resize(const char *name, uint64_t cpus, uint64_t mem_mib, gantry_error_t *err)
+{
+	struct sandbox_opts o;
+	cleanup_free char *dir = NULL;
+	struct sandbox sb = { 0 };
+	int lock = -1, r = -1;
+
+	sandbox_opts_init(&o);
+	o.cpus = cpus;
+	o.mem_mib = mem_mib;
+	if (sandbox_opts_resources(&o, err) < 0)
+		goto out;
+	if (sandbox_open_locked(name, &sb, &dir, &lock, err) < 0)
+		goto out;
+	if (sb.transient)
+		gantry_error(err, 0, "a one-shot exec is not resized");
+	else if (lock < 0)
+		gantry_error(err, 0, "it is running: stop it first (the size is its next boot's)");
+	else if (sandbox_saved(dir))
+		gantry_error(err, 0, "its save (stop -snapshot) is of this size: resume it first, "
+				     "or drop the save with resume -fresh");
+	else {
+		sb.cpus = cpus;
+		sb.mem_mib = mem_mib;
+		r = sandbox_save(dir, &sb, err);
+	}
+out:
+	if (lock >= 0)
+		close(lock);
+	sandbox_free(&sb);
+	sandbox_opts_free(&o);
+	return r < 0 ? gantry_error_prefix(err, "resize `%s`", name) : 0;
+}
+
 int sandbox_opts_check(const struct sandbox_opts *o, gantry_error_t *err)
 {
 	enum confine_mode mode;

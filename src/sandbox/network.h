@@ -50,6 +50,10 @@ int sandbox_ports_list(const char *name, json_t **out, gantry_error_t *err);
  * recorded gets an empty snapshot. */
 int sandbox_net_traffic(const char *name, json_t **out, gantry_error_t *err);
 
+/* A stopped sandbox's vCPUs and memory for its next boot (checked as
+ * sandbox_opts_resources does); refused while it runs, and while a save
+ * of its VM (`stop -snapshot`) waits for its resume. */
+int sandbox_resize(const char *name, uint64_t cpus, uint64_t mem_mib, gantry_error_t *err);
 /* The vCPUs (1 to this host's, at most SANDBOX_MAX_CPUS) and memory. */
 int sandbox_opts_resources(const struct sandbox_opts *o, gantry_error_t *err);
 /* The resources, the network and share flags of start and one-shot exec

@@ -23,6 +23,7 @@ static const char *const doing[] = {
 	[TUI_JOB_PUBLISH] = "publishing on", [TUI_JOB_UNPUBLISH] = "unpublishing on",
 	[TUI_JOB_SECRET_ADD] = "adding a secret to",
 	[TUI_JOB_SECRET_RM] = "removing a secret from",
+	[TUI_JOB_RESIZE] = "resizing",
 };
 
 void tui_job_describe(const struct tui_job *j, char *buf, size_t len)
@@ -53,6 +54,31 @@ static int create(const char *arg, char **done, gantry_error_t *err)
 	sandbox_opts_free(&o);
 	if (r == 0)
 		xasprintf(done, "%s is running", name);
+	return r;
+}
+
+/* "CPUS MEMORY": the next boot's size. */
+static int resize(const char *name, const char *arg, char **done, gantry_error_t *err)
+{
+	cleanup_free char *copy = xstrdup(arg);
+	char *cpus = strtok(copy, " "), *mem = strtok(NULL, " "), *end;
+	struct sandbox_opts o;
+	unsigned long long n;
+	int r;
+
+	if (cpus == NULL || mem == NULL || strtok(NULL, " "))
+		return gantry_error(err, 0, "want CPUS MEMORY (2 1g)");
+	n = strtoull(cpus, &end, 10);
+	if (*end || end == cpus)
+		return gantry_error(err, 0, "`%.16s` is not a number of vCPUs", cpus);
+	sandbox_opts_init(&o);
+	r = sandbox_opts_memory(&o, mem, err);
+	if (r == 0)
+		r = sandbox_resize(name, n, o.mem_mib, err);
+	if (r == 0)
+		xasprintf(done, "%s boots next with %llu vCPUs and %llu MiB", name, n,
+			  (unsigned long long)o.mem_mib);
+	sandbox_opts_free(&o);
 	return r;
 }
 
@@ -146,6 +172,8 @@ int tui_job_run(const struct tui_job *j, char **done, gantry_error_t *err)
 	case TUI_JOB_ALLOW:
 	case TUI_JOB_BLOCK:
 		return judge(j, done, err);
+	case TUI_JOB_RESIZE:
+		return resize(n, j->arg, done, err);
 	case TUI_JOB_SHARE_ADD:
 		r = sandbox_share_add(n, j->arg, false, false, NULL, err);
 		break;

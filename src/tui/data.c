@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "confine/confine.h"
 #include "sandbox/lifecycle.h"
+#include "sandbox/logs.h"
 #include "sandbox/network.h"
 #include "sandbox/secrets.h"
 #include "sandbox/snapshots.h"
@@ -330,6 +331,33 @@ void tui_data_load(struct tui_data *d, time_t now)
 	sandbox_list_free(v, n);
 }
 
+static void log_line(void *opaque, const char *text, size_t len)
+{
+	struct tui_data *d = opaque;
+
+	(void)len;
+	if (d->nlog == TUI_LOG_LINES) {
+		free(d->log[0]);
+		memmove(d->log, d->log + 1, (TUI_LOG_LINES - 1) * sizeof(*d->log));
+		d->nlog--;
+	}
+	d->log[d->nlog++] = tui_cell(text);
+}
+
+void tui_data_load_log(struct tui_data *d, const char *name, int which)
+{
+	struct sandbox_logs_opts o = { .which = (enum sandbox_log)which, .tail = TUI_LOG_LINES };
+	gantry_error_t err = NULL;
+
+	d->log = xzalloc(TUI_LOG_LINES * sizeof(*d->log));
+	if (sandbox_logs(name, &o, log_line, d, NULL, &err) < 0) {
+		cleanup_free char *why = tui_cell(gantry_error_str(err));
+
+		log_line(d, why, strlen(why));
+		gantry_error_free(&err);
+	}
+}
+
 void tui_data_free(struct tui_data *d)
 {
 	for (int p = 0; p < TUI_PAGES; p++) {
@@ -343,6 +371,9 @@ void tui_data_free(struct tui_data *d)
 		}
 		free(t->rows);
 	}
+	for (size_t i = 0; i < d->nlog; i++)
+		free(d->log[i]);
+	free(d->log);
 	free(d->error);
 	memset(d, 0, sizeof(*d));
 }

@@ -34,6 +34,8 @@ struct loader {
 	struct tui_job job; /* kind NONE: none waiting */
 	bool busy;
 	char result[200]; /* the last job's word, not yet shown ("" none) */
+	char log_name[72]; /* the logs view's sandbox ("" none) and log */
+	int log_which;
 };
 
 static void *job_loop(void *arg)
@@ -91,9 +93,14 @@ static void *load_loop(void *arg)
 	while (!l->quit) {
 		struct tui_data *d = xzalloc(sizeof(*d));
 		struct timespec until;
+		char log_name[sizeof(l->log_name)];
+		int log_which = l->log_which;
 
+		memcpy(log_name, l->log_name, sizeof(log_name));
 		pthread_mutex_unlock(&l->lock);
 		tui_data_load(d, tui_now());
+		if (log_name[0])
+			tui_data_load_log(d, log_name, log_which);
 		pthread_mutex_lock(&l->lock);
 		if (l->ready) {
 			tui_data_free(l->ready);
@@ -346,6 +353,10 @@ int tui_main(int argc, char **argv)
 				shell(&st, st.job.sandbox);
 			else if (a == TUI_ACT)
 				hand_over(&l, &st);
+			pthread_mutex_lock(&l.lock);
+			snprintf(l.log_name, sizeof(l.log_name), "%s", st.logs ? st.log_sandbox : "");
+			l.log_which = st.log_which;
+			pthread_mutex_unlock(&l.lock);
 			if (a == TUI_RELOAD) {
 				pthread_mutex_lock(&l.lock);
 				l.asked = true;

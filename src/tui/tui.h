@@ -54,11 +54,15 @@ struct tui_table {
 	size_t n;
 };
 
+#define TUI_LOG_LINES 500 /* of a log, the last read */
+
 /* What the pages show, read at one time. */
 struct tui_data {
 	struct tui_table pages[TUI_PAGES];
 	char *error; /* why the last read failed, or NULL */
 	time_t now;
+	char **log; /* the log asked for (tui_data_load_log), its last lines */
+	size_t nlog;
 };
 
 /* data.c: read everything now (now: the clock ages are counted from). A
@@ -66,6 +70,9 @@ struct tui_data {
  * list itself cannot be had (d->error then says so too). */
 void tui_data_load(struct tui_data *d, time_t now);
 void tui_data_free(struct tui_data *d);
+/* The last TUI_LOG_LINES of sandbox name's log which (enum sandbox_log)
+ * into d->log. */
+void tui_data_load_log(struct tui_data *d, const char *name, int which);
 /* s made safe to draw: control and non-ASCII bytes become '?', at most
  * TUI_CELL_MAX bytes (allocated). */
 char *tui_cell(const char *s);
@@ -98,6 +105,7 @@ enum tui_job_kind {
 	TUI_JOB_UNPUBLISH, /* arg: the same */
 	TUI_JOB_SECRET_ADD, /* arg: a -secret spec with a source (=@FILE, ='!CMD') */
 	TUI_JOB_SECRET_RM,  /* arg: its name */
+	TUI_JOB_RESIZE,	    /* arg: "CPUS MEMORY" (512m, 2g; a number is MiB) */
 };
 
 struct tui_job {
@@ -119,6 +127,10 @@ struct tui_state {
 	struct tui_job confirm;	  /* waiting for y (kind NONE: nothing) */
 	char confirm_text[160];
 	char toast[200];	  /* the last action's word, shown until a key */
+	/* The logs view (l on Sandboxes): of which sandbox, which log. */
+	bool logs;
+	int log_which; /* enum sandbox_log */
+	char log_sandbox[72];
 };
 
 /* Each line's look; tui.c maps them to colours or to bold and reverse. */

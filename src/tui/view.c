@@ -76,7 +76,8 @@ static const char *const help[] = {
 	"  Esc            leave help, a prompt or the filter",
 	"  r              read everything again (it is read every 2 s)",
 	"Sandboxes: n new (NAME [IMAGE])  s start or stop  p pause or unpause",
-	"           Enter or o a shell in it  d delete (asks first)",
+	"           Enter or o a shell in it  d delete (asks first)  l its logs",
+	"           e its vCPUs and memory for the next boot",
 	"Traffic: a allow  b block the destination (a rule first in its policy)",
 	"Mounts, Ports, Secrets: a add  d remove (asks first)",
 	"  ?              this help",
@@ -245,6 +246,22 @@ void tui_render(const struct tui_state *st, const struct tui_data *d, int width,
 		return;
 	}
 	tabs(st, s);
+	if (st->logs) {
+		static const char *const which[] = { "daemon", "console", "network" };
+		int rows = s->height - 3, first;
+		cleanup_free char *who = tui_cell(st->log_sandbox);
+
+		buf = NULL;
+		xasprintf(&buf, "LOG %s of %s, read every 2 s (c console, d daemon, n network)",
+			  which[st->log_which % 3], who);
+		line_set(s, 1, TUI_HEADER, buf);
+		free(buf);
+		first = (int)d->nlog > rows ? (int)d->nlog - rows : 0;
+		for (int y = 0; first + y < (int)d->nlog && y < rows; y++)
+			line_set(s, 2 + y, TUI_PLAIN, d->log[first + y]);
+		line_set(s, s->height - 1, TUI_STATUS, " Esc back   r read now   q quit");
+		return;
+	}
 	if (st->help) {
 		for (size_t i = 0; i < ARRAY_SIZE(help) && (int)i + 2 < s->height - 1; i++)
 			line_set(s, (int)i + 2, i == 0 ? TUI_HEADER : TUI_PLAIN, help[i]);
@@ -428,6 +445,14 @@ static bool page_key(struct tui_state *st, const struct tui_data *d, int key)
 			snprintf(what, sizeof(what), "delete %s and its writable layer",
 				 r->cells[0]);
 			confirm(st, TUI_JOB_DELETE, r, what);
+		} else if (key == 'e') {
+			snprintf(what, sizeof(what), "size of %s for its next boot: CPUS MEMORY",
+				 r->cells[0]);
+			form(st, TUI_JOB_RESIZE, r, what);
+		} else if (key == 'l') {
+			st->logs = true;
+			st->log_which = 1; /* the console first */
+			snprintf(st->log_sandbox, sizeof(st->log_sandbox), "%s", r->sandbox);
 		} else
 			return false;
 		return true;
@@ -485,8 +510,17 @@ enum tui_action tui_key(struct tui_state *st, const struct tui_data *d, int key,
 		return st->job.kind ? TUI_ACT : TUI_NONE;
 	}
 	st->toast[0] = '\0';
+	if (st->logs) {
+		if (key == 'q')
+			return TUI_QUIT;
+		if (key == 27)
+			st->logs = false;
+		else if (key == 'c' || key == 'd' || key == 'n')
+			st->log_which = key == 'd' ? 0 : key == 'c' ? 1 : 2;
+		return TUI_RELOAD;
+	}
 	if (!st->help && page_key(st, d, key))
-		return st->job.kind ? TUI_ACT : TUI_NONE;
+		return st->job.kind ? TUI_ACT : st->logs ? TUI_RELOAD : TUI_NONE;
 	switch (key) {
 	case 'q':
 		return TUI_QUIT;

@@ -75,6 +75,7 @@ def home(tmp_path_factory):
          "secret": "API_KEY", "reason": "to a session"},
         {"time": "2026-12-01T11:31:00Z", "kind": "broker", "decision": "deny",
          "secret": "GH_TOKEN", "host": "evil.example"}]})
+    (sb / "web" / "console.log").write_text("booted\nthe guest says " + ESC + "\n")
     write(sb / "ci" / "sandbox.json", sandbox(
         "ci", state="crashed", reason="the guest's kernel panicked", net=False,
         created="2026-11-01T12:00:00Z", process_isolation="off"))
@@ -159,6 +160,12 @@ def test_escape_sequences_are_drawn_harmless(tui):
     t.keys("2")
     s = t.wait("[2 Traffic]")
     assert "denied?[2J?]0;owned?" in s and "evil?[2J?]0;owned?.test" in s, s
+    # A log: the guest's console, in the logs view.
+    t.keys("1", "G", "l")
+    s = t.wait("LOG console of web")
+    assert "the guest says ?[2J?]0;owned?" in s, s
+    t.keys("Escape")
+    t.wait("[1 Sandboxes]")
 
 
 def test_a_resize_redraws_at_the_new_width(tui):
@@ -250,7 +257,16 @@ def test_actions_on_stopped_sandboxes(gantry, home, tmp_path):
         t.keys("3")
         t.wait("198.51.100.9/32")
 
-        t.keys("1", "n")
+        t.keys("1", "G", "e")
+        t.wait("size of web for its next boot: CPUS MEMORY: _")
+        for k in "1 768m":
+            t.keys(k if k != " " else "Space")
+        t.keys("Enter")
+        t.wait("web boots next with 1 vCPUs and 768 MiB")
+        sb = json.loads((h / "sandboxes" / "web" / "sandbox.json").read_text())
+        assert (sb["cpus"], sb["mem_mib"]) == (1, 768), sb
+
+        t.keys("n")
         t.wait("new sandbox: NAME [IMAGE]: _")
         for k in "bad name here":
             t.keys(k if k != " " else "Space")
