@@ -297,6 +297,8 @@ int tui_main(int argc, char **argv)
 	nodelay(stdscr, TRUE);
 	curs_set(0);
 	set_escdelay(25);
+	mousemask(BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+	mouseinterval(0);
 	looks_init();
 	if (pthread_create(&thread, NULL, load_loop, &l) != 0) {
 		endwin();
@@ -342,6 +344,19 @@ int tui_main(int argc, char **argv)
 
 			if (ch == KEY_RESIZE) {
 				clear();
+				continue;
+			}
+			if (ch == KEY_MOUSE) {
+				MEVENT ev;
+
+				if (getmouse(&ev) != OK)
+					continue;
+				if (ev.bstate & BUTTON1_PRESSED)
+					tui_click(&st, d, ev.x, ev.y, getmaxx(stdscr),
+						  getmaxy(stdscr));
+				else if (ev.bstate & (BUTTON4_PRESSED | BUTTON5_PRESSED))
+					tui_wheel(&st, d, ev.bstate & BUTTON4_PRESSED ? -1 : 1,
+						  getmaxy(stdscr));
 				continue;
 			}
 			a = tui_key(&st, d, map_key(ch), getmaxy(stdscr));

@@ -165,6 +165,11 @@ enum tui_action { TUI_NONE, TUI_QUIT, TUI_RELOAD, TUI_ACT /* st->job is asked */
 /* The keys (curses' codes; '\n' is Enter, 27 Escape): their effect on st,
  * and what the caller does next. */
 enum tui_action tui_key(struct tui_state *st, const struct tui_data *d, int key, int height);
+/* A click (button 1) at column x, line y of a width x height screen: a
+ * tab shows its page, a row is selected (wheel: up < 0, down > 0). */
+void tui_click(struct tui_state *st, const struct tui_data *d, int x, int y, int width,
+	       int height);
+void tui_wheel(struct tui_state *st, const struct tui_data *d, int dir, int height);
 /* The rows of the page shown that pass the filter: their indices into
  * the page's rows (at most n, which the caller gives as the page's). */
 size_t tui_visible(const struct tui_state *st, const struct tui_data *d, size_t *idx, size_t n);

@@ -80,7 +80,7 @@ static const char *const help[] = {
 	"           e its vCPUs and memory for the next boot",
 	"Traffic: a allow  b block the destination (a rule first in its policy)",
 	"Mounts, Ports, Secrets: a add  d remove (asks first)",
-	"  ?              this help",
+	"  ?              this help (the mouse: a tab, a row, the wheel)",
 	"  q              quit",
 	"",
 	"Secrets show names and kinds only: their values never reach this screen.",
@@ -174,10 +174,10 @@ static void line_set(struct tui_screen *s, int y, enum tui_look look, const char
 
 /* " 1 Sandboxes  2 Traffic ...", the page shown in brackets; on a narrow
  * screen the other pages' names are cut until the line fits (to their
- * digits at the least). */
-static void tabs(const struct tui_state *st, struct tui_screen *s)
+ * digits at the least). starts (may be NULL): where each tab begins. */
+static void tab_line(const struct tui_state *st, int width, char *buf, size_t size,
+		     int starts[TUI_PAGES + 1])
 {
-	char buf[512];
 	size_t len = 0;
 
 	for (int cut = 9; cut >= 0; cut--) {
@@ -186,13 +186,24 @@ static void tabs(const struct tui_state *st, struct tui_screen *s)
 			bool cur = p == (int)st->page;
 			int n = cur ? 9 : cut;
 
-			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%d%s%.*s%s",
+			if (starts)
+				starts[p] = (int)len;
+			len += (size_t)snprintf(buf + len, size - len, "%s%d%s%.*s%s",
 						cur ? "[" : " ", p + 1, n ? " " : "", n,
 						page_names[p], cur ? "]" : " ");
 		}
-		if ((int)len <= s->width)
+		if ((int)len <= width)
 			break;
 	}
+	if (starts)
+		starts[TUI_PAGES] = (int)len;
+}
+
+static void tabs(const struct tui_state *st, struct tui_screen *s)
+{
+	char buf[512];
+
+	tab_line(st, s->width, buf, sizeof(buf), NULL);
 	line_set(s, 0, TUI_TABS, buf);
 }
 
@@ -579,4 +590,48 @@ enum tui_action tui_key(struct tui_state *st, const struct tui_data *d, int key,
 	}
 	clamp(st, d, height);
 	return TUI_NONE;
+}
+
+static void go_page(struct tui_state *st, int p);
+static void clamp(struct tui_state *st, const struct tui_data *d, int height);
+
+void tui_click(struct tui_state *st, const struct tui_data *d, int x, int y, int width,
+	       int height)
+{
+	int starts[TUI_PAGES + 1];
+	char buf[512];
+
+	(void)buf;
+	if (st->prompt || st->confirm.kind)
+		return;
+	if (y == 0) {
+		tab_line(st, width, buf, sizeof(buf), starts);
+		for (int p = 0; p < TUI_PAGES; p++)
+			if (x >= starts[p] && x < starts[p + 1]) {
+				go_page(st, p);
+				st->logs = false;
+			}
+		return;
+	}
+	size_t n = d->pages[st->page].n, *idx, shown;
+
+	if (st->help || st->logs || y < 2 || y >= height - 1)
+		return;
+	idx = xmalloc((n ? n : 1) * sizeof(*idx));
+	shown = tui_visible(st, d, idx, n);
+	free(idx);
+	if (st->top + (size_t)(y - 2) < shown)
+		st->sel = st->top + (size_t)(y - 2);
+	clamp(st, d, height);
+}
+
+void tui_wheel(struct tui_state *st, const struct tui_data *d, int dir, int height)
+{
+	if (dir < 0 && st->sel >= 3)
+		st->sel -= 3;
+	else if (dir < 0)
+		st->sel = 0;
+	else
+		st->sel += 3;
+	clamp(st, d, height);
 }

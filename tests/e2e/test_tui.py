@@ -111,6 +111,12 @@ class Tui:
     def keys(self, *keys):
         self.tmux("send-keys", *keys)
 
+    def click(self, x, y):
+        """Button 1 pressed and let go at column x, line y (from 0), as an
+        xterm reports it (X10 encoding, what tmux-256color's kmous says)."""
+        for button in (0, 3):
+            self.tmux("send-keys", "-l", f"\x1b[M{chr(32 + button)}{chr(33 + x)}{chr(33 + y)}")
+
     def close(self):
         self.keys("q")
         self.tmux("kill-server")
@@ -199,6 +205,17 @@ def test_keys_filter_help_and_jump(tui):
     t.wait("[6 Secrets]")
     t.keys("BTab", "BTab")
     t.wait("[4 Mounts]")
+
+
+def test_the_mouse_picks_a_page_and_a_row(tui):
+    t = tui(80)
+    t.click(38, 0)  # " 4 Mounts " on the tab line
+    t.wait("[4 Mounts]")
+    t.click(3, 0)
+    t.wait("[1 Sandboxes]")
+    t.click(5, 4)  # the third row: web
+    t.keys("l")
+    t.wait("LOG console of web")
 
 
 def test_plain_gantry_on_a_terminal_is_the_dashboard(tui):
