@@ -17,6 +17,7 @@
 #include "sandbox/network.h"
 #include "sandbox/secrets.h"
 #include "sandbox/snapshots.h"
+#include "sandbox/stats.h"
 #include "secret/spec.h"
 #include "share/spec.h"
 #include "tui/tui.h"
@@ -118,18 +119,100 @@ static const char *str(json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
-static void sandbox_row(struct tui_data *d, const struct sandbox *sb)
+/* When process pid started, in seconds since the epoch (0: unknown). */
+static time_t started_at(long pid)
 {
-	char cpus[24], mem[32], age[24], ports[24];
+	char path[64], buf[1024];
+	unsigned long long ticks = 0, btime = 0;
+	const char *p;
+	FILE *f;
 
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return 0;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* starttime is field 22, 19 after the state (field 3). */
+	if (p == NULL || sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+				       "%*s %*s %*s %*s %*s %llu",
+				&ticks) != 1)
+		return 0;
+	f = fopen("/proc/stat", "re");
+	while (f && fgets(buf, sizeof(buf), f))
+		if (sscanf(buf, "btime %llu", &btime) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return btime ? (time_t)(btime + ticks / (unsigned long long)sysconf(_SC_CLK_TCK)) : 0;
+}
+
+/* The running sandbox's CPU share since the last reading cpu kept, in
+ * percent of one CPU ("-" at the first), and the reading kept. */
+static void cpu_share(struct tui_cpu *cpu, const char *name, char *buf, size_t len)
+{
+	struct sandbox_stats st, prev = { 0 };
+	struct timespec ts;
+	gantry_error_t err = NULL;
+	struct tui_cpu_one *one = NULL;
+	uint64_t now;
+	double pct = -1;
+
+	snprintf(buf, len, "-");
+	if (cpu == NULL || sandbox_stats_cpu(name, &st, &err) < 0) {
+		gantry_error_free(&err);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+	for (size_t i = 0; i < cpu->n && one == NULL; i++)
+		if (strcmp(cpu->v[i].name, name) == 0)
+			one = &cpu->v[i];
+	if (one) {
+		prev.running = true;
+		prev.cpu_ns = one->cpu_ns;
+		pct = sandbox_stats_cpu_percent(&st, &prev, now - one->at_ns);
+	} else {
+		cpu->v = xrealloc(cpu->v, (cpu->n + 1) * sizeof(*cpu->v));
+		one = &cpu->v[cpu->n++];
+		snprintf(one->name, sizeof(one->name), "%s", name);
+	}
+	one->cpu_ns = st.cpu_ns;
+	one->at_ns = now;
+	if (pct >= 0)
+		snprintf(buf, len, "%.0f%%", pct);
+}
+
+void tui_cpu_free(struct tui_cpu *c)
+{
+	free(c->v);
+	memset(c, 0, sizeof(*c));
+}
+
+static void sandbox_row(struct tui_data *d, const struct sandbox *sb, struct tui_cpu *cpu)
+{
+	char cpus[24], mem[32], age[24], ports[24], share[24] = "-", up[24] = "-";
+	time_t t0;
+
+	if (sb->state == SANDBOX_RUNNING && !sb->transient) {
+		cpu_share(cpu, sb->name, share, sizeof(share));
+		if (sb->pid > 0 && (t0 = started_at(sb->pid)) > 0) {
+			struct tm tm;
+			char when[32];
+
+			gmtime_r(&t0, &tm);
+			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+			age_str(when, d->now, up, sizeof(up));
+		}
+	}
 	snprintf(cpus, sizeof(cpus), "%llu", (unsigned long long)sb->cpus);
 	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)sb->mem_mib);
 	age_str(sb->created, d->now, age, sizeof(age));
 	snprintf(ports, sizeof(ports), "%zu", sb->nr_ports);
 	struct tui_row *r;
 
-	r = row_add(&d->pages[TUI_SANDBOXES], sb->name, 8, sb->name, sandbox_shown_state(sb), cpus,
-		    mem, age, confine_mode_name(sb->isolation), sb->nr_ports ? ports : "-",
+	r = row_add(&d->pages[TUI_SANDBOXES], sb->name, 10, sb->name, sandbox_shown_state(sb), share,
+		    cpus, mem, up, age, confine_mode_name(sb->isolation), sb->nr_ports ? ports : "-",
 		    sb->image);
 	r->running = sb->state == SANDBOX_RUNNING && !sb->transient;
 	r->paused = r->running && sb->paused;
@@ -253,10 +336,11 @@ static void secret_rows(struct tui_data *d, const struct sandbox *sb)
 		for (size_t h = 0; h < sp.nr_hosts && len < sizeof(hosts); h++)
 			len += (size_t)snprintf(hosts + len, sizeof(hosts) - len, "%s%s", h ? "," : "",
 						sp.hosts[h]);
-		row_key(row_add(&d->pages[TUI_SECRETS], sb->name, 4, sb->name, sp.name,
+		row_key(row_add(&d->pages[TUI_SECRETS], sb->name, 5, sb->name, sp.name,
 				sp.inject	 ? "injected" :
 				sp.nr_hosts ? "bound" :
 					      secret_source_name(sp.source),
+				sb->state == SANDBOX_RUNNING ? "loaded" : "not loaded",
 				len ? hosts : "-"),
 			"%s", sp.name);
 		secret_spec_free(&sp);
@@ -303,7 +387,7 @@ static void snapshot_rows(struct tui_data *d)
 	json_decref(j);
 }
 
-void tui_data_load(struct tui_data *d, time_t now)
+void tui_data_load(struct tui_data *d, time_t now, struct tui_cpu *cpu)
 {
 	struct sandbox *v = NULL;
 	gantry_error_t err = NULL;
@@ -311,13 +395,14 @@ void tui_data_load(struct tui_data *d, time_t now)
 
 	memset(d, 0, sizeof(*d));
 	d->now = now;
+	d->loaded = true;
 	if (sandbox_list(&v, &n, &err) < 0) {
 		d->error = tui_cell(gantry_error_str(err));
 		gantry_error_free(&err);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		sandbox_row(d, &v[i]);
+		sandbox_row(d, &v[i], cpu);
 		if (v[i].state == SANDBOX_BROKEN)
 			continue;
 		traffic_rows(d, &v[i]);

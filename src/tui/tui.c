@@ -88,6 +88,7 @@ static time_t tui_now(void)
 static void *load_loop(void *arg)
 {
 	struct loader *l = arg;
+	struct tui_cpu cpu = { 0 };
 
 	pthread_mutex_lock(&l->lock);
 	while (!l->quit) {
@@ -98,7 +99,7 @@ static void *load_loop(void *arg)
 
 		memcpy(log_name, l->log_name, sizeof(log_name));
 		pthread_mutex_unlock(&l->lock);
-		tui_data_load(d, tui_now());
+		tui_data_load(d, tui_now(), &cpu);
 		if (log_name[0])
 			tui_data_load_log(d, log_name, log_which);
 		pthread_mutex_lock(&l->lock);
@@ -116,6 +117,7 @@ static void *load_loop(void *arg)
 		l->asked = false;
 	}
 	pthread_mutex_unlock(&l->lock);
+	tui_cpu_free(&cpu);
 	return NULL;
 }
 

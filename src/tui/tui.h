@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "common/error.h"
@@ -28,7 +29,7 @@ enum tui_page {
 	TUI_PAGES
 };
 
-#define TUI_MAX_COLS	8
+#define TUI_MAX_COLS	10
 #define TUI_MAX_ROWS	4096 /* per page */
 #define TUI_CELL_MAX	256  /* bytes of one cell */
 #define TUI_FILTER_MAX	48
@@ -60,15 +61,28 @@ struct tui_table {
 struct tui_data {
 	struct tui_table pages[TUI_PAGES];
 	char *error; /* why the last read failed, or NULL */
+	bool loaded; /* read at all (else the first read is under way) */
 	time_t now;
 	char **log; /* the log asked for (tui_data_load_log), its last lines */
 	size_t nlog;
 };
 
-/* data.c: read everything now (now: the clock ages are counted from). A
- * sandbox whose own files do not read shows what did; err only when the
- * list itself cannot be had (d->error then says so too). */
-void tui_data_load(struct tui_data *d, time_t now);
+/* The last CPU readings of the running sandboxes, kept by the reader
+ * between reads: a CPU share is the time used since the last one. */
+struct tui_cpu {
+	struct tui_cpu_one {
+		char name[72];
+		uint64_t cpu_ns, at_ns;
+	} * v;
+	size_t n;
+};
+void tui_cpu_free(struct tui_cpu *c);
+
+/* data.c: read everything now (now: the clock ages are counted from;
+ * cpu: the readings kept, updated here, NULL: no CPU share). A sandbox
+ * whose own files do not read shows what did; d->error says why when the
+ * list itself cannot be had. */
+void tui_data_load(struct tui_data *d, time_t now, struct tui_cpu *cpu);
 void tui_data_free(struct tui_data *d);
 /* The last TUI_LOG_LINES of sandbox name's log which (enum sandbox_log)
  * into d->log. */

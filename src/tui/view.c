@@ -17,8 +17,9 @@ static const char *const page_names[TUI_PAGES] = {
 
 /* Each page's columns, in the order of its rows' cells. */
 static const struct tui_column cols_sandboxes[] = {
-	{ "NAME", 18, 0 }, { "STATE", 9, 0 },  { "CPUS", 5, 2 },      { "MEM", 7, 1 },
-	{ "AGE", 5, 3 },   { "ISOLATION", 10, 4 }, { "PORTS", 6, 3 }, { "IMAGE", 10, 1 },
+	{ "NAME", 16, 0 },     { "STATE", 9, 0 }, { "CPU", 5, 1 },   { "CPUS", 5, 2 },
+	{ "MEM", 7, 1 },       { "UP", 5, 2 },	  { "AGE", 5, 3 },   { "ISOLATION", 10, 4 },
+	{ "PORTS", 6, 3 },     { "IMAGE", 10, 1 },
 };
 static const struct tui_column cols_traffic[] = {
 	{ "VERDICT", 8, 0 }, { "SANDBOX", 14, 1 }, { "PROTO", 6, 2 }, { "TX", 8, 3 },
@@ -36,7 +37,8 @@ static const struct tui_column cols_ports[] = {
 	{ "SANDBOX", 14, 0 }, { "HOST", 22, 0 }, { "GUEST", 7, 0 }, { "PROTO", 6, 1 },
 };
 static const struct tui_column cols_secrets[] = {
-	{ "SANDBOX", 14, 0 }, { "NAME", 20, 0 }, { "KIND", 9, 1 }, { "HOSTS", 20, 2 },
+	{ "SANDBOX", 14, 0 }, { "NAME", 20, 0 }, { "KIND", 9, 1 }, { "STATE", 11, 1 },
+	{ "HOSTS", 20, 2 },
 };
 static const struct tui_column cols_audit[] = {
 	{ "TIME", 9, 2 },      { "SANDBOX", 14, 1 }, { "KIND", 10, 0 },
@@ -220,6 +222,8 @@ static void status(const struct tui_state *st, const struct tui_data *d, size_t 
 		snprintf(buf, sizeof(buf), "%s? y or n", st->confirm_text);
 	else if (st->toast[0])
 		snprintf(buf, sizeof(buf), " %s", st->toast);
+	else if (!d->loaded)
+		snprintf(buf, sizeof(buf), " reading...");
 	else if (d->error)
 		snprintf(buf, sizeof(buf), "error: %s", d->error);
 	else if (st->filter[0])
@@ -293,7 +297,7 @@ void tui_render(const struct tui_state *st, const struct tui_data *d, int width,
 	idx = xmalloc((t->n ? t->n : 1) * sizeof(*idx));
 	shown = tui_visible(st, d, idx, t->n);
 	rows = s->height - 3;
-	if (t->n == 0)
+	if (t->n == 0 && d->loaded)
 		line_set(s, 3, TUI_PLAIN, pages[st->page].empty);
 	for (int y = 0; y < rows && st->top + (size_t)y < shown; y++) {
 		size_t r = idx[st->top + (size_t)y];

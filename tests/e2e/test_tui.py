@@ -11,6 +11,7 @@ rewrites them from what is drawn (then read the diff).
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,11 +40,11 @@ def home(tmp_path_factory):
 class Tui:
     """One `gantry tui` (or what cmd runs) in a tmux server of its own."""
 
-    def __init__(self, gantry, home, tmp, width, height=16, cmd="tui"):
-        self.sock = str(tmp / f"tmux-{width}-{cmd or 'plain'}.sock")
+    def __init__(self, gantry, home, tmp, width, height=16, cmd="tui", env=""):
+        self.sock = str(tmp / f"tmux-{width}-{cmd or 'plain'}{len(env)}.sock")
         self.tmux("-f", "/dev/null", "new-session", "-d", "-x", str(width), "-y", str(height),
                   f"env GANTRY_HOME={home} GANTRY_TUI_NOW={NOW} LANG=C.UTF-8 TZ=UTC "
-                  f"TERM=tmux-256color {gantry} {cmd}")
+                  f"TERM=tmux-256color {env} {gantry} {cmd}")
 
     def tmux(self, *args):
         return subprocess.run(["tmux", "-S", self.sock, *args], capture_output=True,
@@ -169,6 +170,20 @@ def test_the_mouse_picks_a_page_and_a_row(tui):
     t.click(5, 4)  # the third row: web
     t.keys("l")
     t.wait("LOG console of web")
+
+
+def test_no_color_is_bold_and_reverse(gantry, home, tmp_path):
+    colour = re.compile(r"\x1b\[[0-9;]*(3[0-7]|4[0-7]|38;5;\d+|48;5;\d+)m")
+    for env, coloured in (("", True), ("NO_COLOR=1", False)):
+        t = Tui(gantry, home, tmp_path, 80, env=env)
+        try:
+            t.wait("rows")
+            s = t.tmux("capture-pane", "-p", "-e").stdout
+            assert bool(colour.search(s)) == coloured, (env, repr(s[:300]))
+            if not coloured:
+                assert "\x1b[7m" in s or "\x1b[1;7m" in s or ";7m" in s, repr(s[:300])
+        finally:
+            t.close()
 
 
 def test_plain_gantry_on_a_terminal_is_the_dashboard(tui):
