@@ -36,7 +36,7 @@ if [ "${1:-}" = --dev ]; then
 	shift
 elif [ "${1:-}" = --deb-deps ]; then
 	flavour=debdeps
-	include=$include,libjansson4,libslirp0,libarchive13,libcurl4,libssl3,e2fsprogs
+	include=$include,libjansson4,libncursesw6,libtinfo6,libslirp0,libarchive13,libcurl4,libssl3,e2fsprogs
 	shift
 fi
 key=$( (cat "${BASH_SOURCE[0]}"; echo "$suite $mirror $include") | sha256sum | cut -c1-16)
