@@ -122,7 +122,8 @@ def test_escape_sequences_are_drawn_harmless(tui):
     assert "denied?[2J?]0;owned?" in s and "evil?[2J?]0;owned?.test" in s, s
     # A log: the guest's console, in the logs view.
     t.keys("1", "G", "l")
-    s = t.wait("LOG console of web")
+    t.wait("LOG console of web")
+    s = t.wait("the guest says")  # with the next read
     assert "the guest says ?[2J?]0;owned?" in s, s
     t.keys("Escape")
     t.wait("[1 Sandboxes]")
