@@ -97,6 +97,26 @@ int write_file_new(const char *path, const void *data, size_t len, mode_t mode, 
 	return 0;
 }
 
+int proc_start(pid_t pid, unsigned long long *ticks, char *state)
+{
+	char path[64], buf[1024];
+	const char *p;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_small(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	/* comm may hold spaces and parentheses: count from the last ')'. */
+	p = strrchr(buf, ')');
+	/* state is field 3; starttime field 22, 19 fields after it. */
+	if (p == NULL || sscanf(p + 2, "%c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
+				       "%*s %*s %*s %*s %*s %llu",
+				state, ticks) != 2)
+		return -1;
+	return 0;
+}
+
 ssize_t read_small(const char *path, char *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -41,6 +41,10 @@ void error_add_tail(gantry_error_t *err, const char *path, size_t max, const cha
 /* A small file whose size stat does not tell (a /proc one) into buf,
  * NUL-terminated, at most cap - 1 bytes of it: their count, or -1. */
 ssize_t read_small(const char *path, char *buf, size_t cap);
+/* Process pid's start time (/proc/PID/stat field 22: clock ticks since
+ * the boot) and state letter (field 3, 'Z' for a zombie): 0, or -1 when
+ * it is gone or the file does not read. */
+int proc_start(pid_t pid, unsigned long long *ticks, char *state);
 /* The process's umask, read without changing it (threads may be making
  * files meanwhile); 022 when /proc cannot say. */
 mode_t process_umask(void);

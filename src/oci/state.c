@@ -42,28 +42,11 @@ int oci_state_dir(const char *root, const char *id, bool make, char **out, gantr
 
 uint64_t oci_pid_start(pid_t pid)
 {
-	char path[64], buf[1024];
-	const char *p;
-	unsigned long long start = 0;
-	ssize_t n;
+	unsigned long long start;
+	char state;
 
-	if (pid <= 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	n = read_small(path, buf, sizeof(buf));
-	if (n <= 0)
-		return 0;
-	/* comm may hold spaces and parentheses: count from the last ')'. */
-	p = strrchr(buf, ')');
-	if (p == NULL)
-		return 0;
-	/* state is field 3; starttime field 22, 19 fields after it. */
-	if (sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-			  "%*s %*s %llu",
-		   &start) != 1)
-		return 0;
 	/* A zombie has ended: its status is all that is left of it. */
-	if (p[2] == 'Z' || p[2] == 'X')
+	if (proc_start(pid, &start, &state) < 0 || state == 'Z' || state == 'X')
 		return 0;
 	return start;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/files.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "confine/confine.h"
@@ -89,19 +90,11 @@ static void size_str(unsigned long long n, char *buf, size_t len)
 		snprintf(buf, len, "%.1f%c", v, units[u]);
 }
 
-/* How long ago an RFC 3339 UTC time was: 42s, 5m, 3h, 2d. */
-static void age_str(const char *when, time_t now, char *buf, size_t len)
+/* How long ago t was: 42s, 5m, 3h, 2d. */
+static void ago(time_t t, time_t now, char *buf, size_t len)
 {
-	struct tm tm = { 0 };
-	time_t t;
-	long d;
+	long d = (long)difftime(now, t);
 
-	if (when == NULL || strptime(when, "%Y-%m-%dT%H:%M:%S", &tm) == NULL) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	t = timegm(&tm);
-	d = (long)difftime(now, t);
 	if (d < 0)
 		d = 0;
 	if (d < 60)
@@ -114,6 +107,17 @@ static void age_str(const char *when, time_t now, char *buf, size_t len)
 		snprintf(buf, len, "%ldd", d / 86400);
 }
 
+/* The same of an RFC 3339 UTC time ("-" when it does not read). */
+static void age_str(const char *when, time_t now, char *buf, size_t len)
+{
+	struct tm tm = { 0 };
+
+	if (when == NULL || strptime(when, "%Y-%m-%dT%H:%M:%S", &tm) == NULL)
+		snprintf(buf, len, "-");
+	else
+		ago(timegm(&tm), now, buf, len);
+}
+
 static const char *str(json_t *o, const char *key)
 {
 	return json_string_value(json_object_get(o, key));
@@ -122,21 +126,11 @@ static const char *str(json_t *o, const char *key)
 /* When process pid started, in seconds since the epoch (0: unknown). */
 static time_t started_at(long pid)
 {
-	char path[64], buf[1024];
-	unsigned long long ticks = 0, btime = 0;
-	const char *p;
+	char buf[256], state;
+	unsigned long long ticks, btime = 0;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	f = fopen(path, "re");
-	if (f == NULL)
-		return 0;
-	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
-	fclose(f);
-	/* starttime is field 22, 19 after the state (field 3). */
-	if (p == NULL || sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s "
-				       "%*s %*s %*s %*s %*s %llu",
-				&ticks) != 1)
+	if (proc_start((pid_t)pid, &ticks, &state) < 0)
 		return 0;
 	f = fopen("/proc/stat", "re");
 	while (f && fgets(buf, sizeof(buf), f))
@@ -196,14 +190,8 @@ static void sandbox_row(struct tui_data *d, const struct sandbox *sb, struct tui
 
 	if (sb->state == SANDBOX_RUNNING && !sb->transient) {
 		cpu_share(cpu, sb->name, share, sizeof(share));
-		if (sb->pid > 0 && (t0 = started_at(sb->pid)) > 0) {
-			struct tm tm;
-			char when[32];
-
-			gmtime_r(&t0, &tm);
-			strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-			age_str(when, d->now, up, sizeof(up));
-		}
+		if (sb->pid > 0 && (t0 = started_at(sb->pid)) > 0)
+			ago(t0, d->now, up, sizeof(up));
 	}
 	snprintf(cpus, sizeof(cpus), "%llu", (unsigned long long)sb->cpus);
 	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)sb->mem_mib);
