@@ -185,7 +185,8 @@ void tui_click(struct tui_state *st, const struct tui_data *d, int x, int y, int
 	       int height);
 void tui_wheel(struct tui_state *st, const struct tui_data *d, int dir, int height);
 /* The rows of the page shown that pass the filter: their indices into
- * the page's rows (at most n, which the caller gives as the page's). */
+ * the page's rows (at most n, which the caller gives as the page's; idx
+ * NULL: only their count). */
 size_t tui_visible(const struct tui_state *st, const struct tui_data *d, size_t *idx, size_t n);
 
 /* act.c: a job's work through the lifecycle (not a shell's): 0, or -1

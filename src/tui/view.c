@@ -115,8 +115,11 @@ size_t tui_visible(const struct tui_state *st, const struct tui_data *d, size_t 
 	size_t k = 0;
 
 	for (size_t i = 0; i < t->n && k < n; i++)
-		if (row_matches(&t->rows[i], pages[st->page].n, st->filter))
-			idx[k++] = i;
+		if (row_matches(&t->rows[i], pages[st->page].n, st->filter)) {
+			if (idx)
+				idx[k] = i;
+			k++;
+		}
 	return k;
 }
 
@@ -329,11 +332,9 @@ void tui_screen_free(struct tui_screen *s)
 /* Keep the selection on a visible row, and in view. */
 static void clamp(struct tui_state *st, const struct tui_data *d, int height)
 {
-	size_t n = d->pages[st->page].n, shown, rows = height > 3 ? (size_t)height - 3 : 1;
-	size_t *idx = xmalloc((n ? n : 1) * sizeof(*idx));
+	size_t shown = tui_visible(st, d, NULL, d->pages[st->page].n);
+	size_t rows = height > 3 ? (size_t)height - 3 : 1;
 
-	shown = tui_visible(st, d, idx, n);
-	free(idx);
 	if (shown == 0) {
 		st->sel = st->top = 0;
 		return;
@@ -617,14 +618,9 @@ void tui_click(struct tui_state *st, const struct tui_data *d, int x, int y, int
 			}
 		return;
 	}
-	size_t n = d->pages[st->page].n, *idx, shown;
-
 	if (st->help || st->logs || y < 2 || y >= height - 1)
 		return;
-	idx = xmalloc((n ? n : 1) * sizeof(*idx));
-	shown = tui_visible(st, d, idx, n);
-	free(idx);
-	if (st->top + (size_t)(y - 2) < shown)
+	if (st->top + (size_t)(y - 2) < tui_visible(st, d, NULL, d->pages[st->page].n))
 		st->sel = st->top + (size_t)(y - 2);
 	clamp(st, d, height);
 }
