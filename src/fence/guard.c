@@ -108,34 +108,34 @@ static char *path_join(const char *base, const char *rel)
 	return out;
 }
 
-/* The main checkout of the repository whose git directory is gitdir, or
- * NULL when gitdir is a repository of its own (a submodule's) or its
- * common directory is bare. */
-static int main_checkout(const char *gitdir, char **out, gantry_error_t *err)
+/* The common git directory of the linked worktree whose git directory is
+ * gitdir (its `commondir`), and the main checkout, that directory's parent
+ * when it is a `.git`; both NULL when gitdir is a repository of its own (a
+ * submodule's), main NULL when the common directory is bare. */
+static int common_dir(const char *gitdir, struct fence_git *g, gantry_error_t *err)
 {
 	cleanup_free char *file = path_join(gitdir, "commondir");
-	cleanup_free char *text = NULL, *rel = NULL, *joined = NULL, *common = NULL;
+	cleanup_free char *text = NULL, *rel = NULL, *joined = NULL;
 	size_t len;
 	char *slash;
 
-	*out = NULL;
 	if (read_file_max(file, FENCE_GITFILE_MAX, &text, &len, err) < 0)
 		return -1;
 	if (text == NULL || (rel = first_line(text, len)) == NULL)
 		return 0;
 	joined = path_join(gitdir, rel);
-	common = realpath(joined, NULL);
-	if (common == NULL)
+	g->common = realpath(joined, NULL);
+	if (g->common == NULL)
 		return gantry_error_errno(err, "%s (named by %s)", joined, file);
-	slash = strrchr(common, '/');
+	slash = strrchr(g->common, '/');
 	if (strcmp(slash, "/.git") != 0)
 		return 0;
-	*out = slash == common ? xstrdup("/") : dup_n(common, (size_t)(slash - common));
+	g->main = slash == g->common ? xstrdup("/") : dup_n(g->common, (size_t)(slash - g->common));
 	return 0;
 }
 
-/* 0 with *out when dir holds a .git, 1 when it does not. */
-static int checkout_at(const char *dir, char **out, gantry_error_t *err)
+/* 0 with *g filled when dir holds a .git, 1 when it does not. */
+static int checkout_at(const char *dir, struct fence_git *g, gantry_error_t *err)
 {
 	cleanup_free char *dotgit = path_join(dir, ".git");
 	cleanup_free char *text = NULL, *rel = NULL, *gitdir = NULL;
@@ -148,8 +148,10 @@ static int checkout_at(const char *dir, char **out, gantry_error_t *err)
 		return gantry_error_errno(err, "%s", dotgit);
 	}
 	if (S_ISDIR(st.st_mode)) {
-		*out = xstrdup(dir);
-		return 0;
+		g->top = xstrdup(dir);
+		g->main = xstrdup(dir);
+		g->common = realpath(dotgit, NULL);
+		return g->common ? 0 : gantry_error_errno(err, "%s", dotgit);
 	}
 	if (!S_ISREG(st.st_mode))
 		return 1;
@@ -158,25 +160,40 @@ static int checkout_at(const char *dir, char **out, gantry_error_t *err)
 	if (text == NULL || fence_parse_gitfile(text, len, &rel) < 0)
 		return gantry_error(err, 0, "%s: not a git file (gitdir: PATH)", dotgit);
 	gitdir = path_join(dir, rel);
-	if (main_checkout(gitdir, out, err) < 0)
+	g->top = xstrdup(dir);
+	if (common_dir(gitdir, g, err) < 0)
 		return -1;
-	if (*out == NULL)
-		*out = xstrdup(dir);
-	return 0;
+	if (g->common == NULL) /* a repository of its own */
+		g->common = realpath(gitdir, NULL);
+	if (g->main == NULL)
+		g->main = xstrdup(dir);
+	return g->common ? 0 : gantry_error_errno(err, "%s", gitdir);
 }
 
-int fence_find_checkout(const char *dir, char **out, gantry_error_t *err)
+void fence_git_free(struct fence_git *g)
+{
+	free(g->top);
+	free(g->main);
+	free(g->common);
+	memset(g, 0, sizeof(*g));
+}
+
+int fence_find_git(const char *dir, struct fence_git *g, gantry_error_t *err)
 {
 	cleanup_free char *d = realpath(dir, NULL);
 
+	memset(g, 0, sizeof(*g));
 	if (d == NULL)
 		return gantry_error_errno(err, "%s", dir);
 	for (;;) {
-		int r = checkout_at(d, out, err);
+		int r = checkout_at(d, g, err);
 		char *slash;
 
-		if (r != 1)
+		if (r != 1) {
+			if (r < 0)
+				fence_git_free(g);
 			return r;
+		}
 		if (strcmp(d, "/") == 0)
 			return 1;
 		slash = strrchr(d, '/');
@@ -185,4 +202,15 @@ int fence_find_checkout(const char *dir, char **out, gantry_error_t *err)
 		else
 			*slash = '\0';
 	}
+}
+
+int fence_find_checkout(const char *dir, char **out, gantry_error_t *err)
+{
+	struct fence_git g;
+	int r = fence_find_git(dir, &g, err);
+
+	if (r == 0)
+		*out = steal_pointer(&g.main);
+	fence_git_free(&g);
+	return r;
 }

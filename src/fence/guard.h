@@ -40,4 +40,17 @@ int fence_parse_gitfile(const char *text, size_t len, char **out);
  * 1 when dir is in no checkout, -1 on error. */
 int fence_find_checkout(const char *dir, char **out, gantry_error_t *err);
 
+/* The git checkout around a directory, as `gantry wrap` shares it. */
+struct fence_git {
+	char *top;    /* the worktree: the nearest directory above holding .git */
+	char *main;   /* the main checkout (top itself unless a linked worktree) */
+	char *common; /* the repository's common git directory, resolved */
+};
+
+/* fence_find_checkout's walk, with the worktree and the common git
+ * directory too: 0 with *g set, 1 when dir is in no checkout, -1 on
+ * error. */
+int fence_find_git(const char *dir, struct fence_git *g, gantry_error_t *err);
+void fence_git_free(struct fence_git *g);
+
 #endif

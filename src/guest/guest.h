@@ -53,6 +53,10 @@ struct guest_config {
 	 * shares' hub (an OCI bundle's rootfs, served by the host), not the
 	 * image under an overlay; NULL: the image's */
 	const char *root_share;
+	/* gantry.hostroot=1: root_share is the host's "/", whose mount
+	 * points the server does not cross: the root is a tmpfs with each of
+	 * its entries bound (rootfs.c), made read-only by crun */
+	bool host_root;
 	/* gantry.ca=: the egress CA's base64 (trust.c); NULL: none */
 	const char *ca;
 	bool image_bundle; /* the image has /etc/ssl/certs/ca-certificates.crt */

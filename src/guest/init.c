@@ -29,6 +29,8 @@
  * when the hub does not mount. gantry.root=TAG: the container's root is
  * the hub's directory TAG (an OCI bundle's rootfs; gantry-oci), not the
  * image under an overlay; when it cannot be had there is no container.
+ * gantry.hostroot=1 with it: that directory is the host's own root (gantry
+ * wrap), bound entry by entry on a tmpfs, read-only (rootfs.c).
  *
  * Test mode, for running it on a host without a VM (not as PID 1):
  *   gantry-init --host-dir DIR --state DIR --rootfs DIR [--crun PATH]
@@ -200,6 +202,8 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 			*rw = true;
 		else if (strcmp(tok, "gantry.readonly=1") == 0)
 			cfg->readonly = true;
+		else if (strcmp(tok, "gantry.hostroot=1") == 0)
+			cfg->readonly = cfg->host_root = true;
 		else if (strcmp(tok, "gantry.debug=1") == 0)
 			cfg->debug = true;
 		else if (strcmp(tok, "gantry.persist=1") == 0)

@@ -3,6 +3,7 @@
  * tmpfs, so a container can always write unless the host asked for a
  * read-only root (which crun then enforces). And the PATH lookup docker
  * does before it starts a process, done inside that root. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -49,6 +50,93 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+/* One entry of the host's "/" in the skeleton: a directory bound from the
+ * share, a symlink made again (/bin -> usr/bin), and a host mount point
+ * the server does not cross (/proc, /home on a partition of its own) an
+ * empty directory, for crun's mounts or nothing. Other files are left
+ * out. */
+static int etc_overlay(const char *lower, const char *to, const char *state)
+{
+	char upper[GUEST_PATH_MAX], work[GUEST_PATH_MAX], opts[3 * GUEST_PATH_MAX + 64];
+
+	if (guest_pathf(upper, sizeof(upper), "%s/host-etc/upper", state) < 0 ||
+	    guest_pathf(work, sizeof(work), "%s/host-etc/work", state) < 0 ||
+	    mkdir_p(upper, 0755) < 0 || mkdir_p(work, 0700) < 0 ||
+	    guest_pathf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s,index=off,xino=off",
+			lower, upper, work) < 0 ||
+	    mount("overlay", to, "overlay", MS_NODEV | MS_NOSUID, opts) < 0) {
+		guest_log("host root: overlay on /etc: %s; bound as it is", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void host_root_entry(int src, int dst, const char *srcdir, const char *dstdir,
+			    const char *name, const char *state)
+{
+	char from[GUEST_PATH_MAX], to[GUEST_PATH_MAX], target[GUEST_PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == EXDEV && mkdirat(dst, name, 0755) < 0)
+			guest_log("host root: mkdir /%s: %s", name, strerror(errno));
+		return;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		n = readlinkat(src, name, target, sizeof(target) - 1);
+		if (n < 0)
+			return;
+		target[n] = '\0';
+		if (symlinkat(target, dst, name) < 0)
+			guest_log("host root: symlink /%s: %s", name, strerror(errno));
+		return;
+	}
+	if (!S_ISDIR(st.st_mode))
+		return;
+	if (mkdirat(dst, name, 0755) < 0 ||
+	    guest_pathf(from, sizeof(from), "%s/%s", srcdir, name) < 0 ||
+	    guest_pathf(to, sizeof(to), "%s/%s", dstdir, name) < 0) {
+		guest_log("host root: /%s: %s", name, strerror(errno));
+		return;
+	}
+	/* /etc under an overlay, so that the generated resolv.conf and hosts
+	 * and the egress CA have mount points (the host's may be missing,
+	 * or symlinks into its /run); the rest bound as they are. */
+	if (strcmp(name, "etc") == 0 && etc_overlay(from, to, state) == 0)
+		return;
+	if (mount(from, to, NULL, MS_BIND | MS_REC, NULL) < 0)
+		guest_log("host root: bind /%s: %s", name, strerror(errno));
+}
+
+/* The host's "/" (gantry wrap): a tmpfs holding its entries, each bound
+ * from the share, so that the container's own /proc, /dev, /sys, /run and
+ * /tmp have mount points and a host directory on another filesystem is an
+ * empty one. crun makes the whole read-only after its mounts. */
+static int host_root(const char *src, const char *rootfs, const char *state, char **why)
+{
+	DIR *d;
+	struct dirent *e;
+	int dst;
+
+	if (mount("tmpfs", rootfs, "tmpfs", MS_NODEV | MS_NOSUID, "mode=0755") < 0)
+		return fail(why, "mount tmpfs on", rootfs);
+	d = opendir(src);
+	if (d == NULL)
+		return fail(why, "the host root at", src);
+	dst = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (dst < 0) {
+		closedir(d);
+		return fail(why, "open", rootfs);
+	}
+	while ((e = readdir(d)) != NULL)
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			host_root_entry(dirfd(d), dst, src, rootfs, e->d_name, state);
+	close(dst);
+	closedir(d);
+	return 0;
+}
+
 /* The root the host serves: the hub's directory, bound as it is (a
  * read-only root is crun's to enforce, as for an image). */
 static int root_from_share(const struct guest_config *cfg, char **why)
@@ -66,6 +154,8 @@ static int root_from_share(const struct guest_config *cfg, char **why)
 		return fail(why, "the root the host shares", src);
 	if (mkdir_p(cfg->rootfs, 0755) < 0)
 		return fail(why, "mkdir", cfg->rootfs);
+	if (cfg->host_root)
+		return host_root(src, cfg->rootfs, cfg->state_dir, why);
 	if (mount(src, cfg->rootfs, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return fail(why, "bind the root the host shares on", cfg->rootfs);
 	return 0;

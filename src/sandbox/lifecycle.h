@@ -37,6 +37,7 @@ struct sandbox_opts {
 	 * written where it is; then image is NULL and writable false. */
 	const char *root;
 	bool root_readonly; /* root: read-only to the guest (config.json's root.readonly) */
+	bool host_root;	    /* root is the host's "/", served read-only (gantry wrap; one-shot) */
 	const char *hostname; /* the guest's; NULL: the sandbox's name */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;

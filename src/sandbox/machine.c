@@ -86,7 +86,8 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	 * writable root for their mount points); each one added then gets a
 	 * share worker of its own, as a Landlock ruleset cannot be widened. */
 	if (machine_shares(m, sb->shares, sb->nr_shares,
-			   !sb->transient && (sb->writable || sb->root), sb->root, err) < 0 ||
+			   !sb->transient && (sb->writable || sb->root), sb->root, sb->host_root,
+			   err) < 0 ||
 	    machine_tmpfs(m, sb->tmpfs, sb->nr_tmpfs, err) < 0)
 		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = m->sysroot, .ro = true };
@@ -128,7 +129,7 @@ int machine_config_run(struct machine *m, const struct machine_run *r, gantry_er
 	m->cfg.console = r->cfg.console ? xstrdup(r->cfg.console) : NULL;
 	if (m->cfg.console == NULL && m->cfg.console_fd <= 0)
 		m->cfg.console_fd = STDOUT_FILENO;
-	return machine_shares(m, r->shares, r->nr_shares, false, NULL, err);
+	return machine_shares(m, r->shares, r->nr_shares, false, NULL, false, err);
 }
 
 static void rotate_log(const char *path)

@@ -157,9 +157,10 @@ int machine_config_run(struct machine *m, const struct machine_run *r, gantry_er
  * (machine_shares.c); called by machine_config. live: the device and
  * server even without shares, for shares added while it runs. root (may
  * be NULL): a host directory served as the container's root (an OCI
- * bundle's rootfs, MACHINE_ROOT_TAG), read and written in place. */
+ * bundle's rootfs, MACHINE_ROOT_TAG), read and written in place; with
+ * host_root, the host's own "/" (gantry wrap), served read-only. */
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
-		   const char *root, gantry_error_t *err);
+		   const char *root, bool host_root, gantry_error_t *err);
 /* The container's tmpfs mounts (sandbox_tmpfs_parse's specs) on the
  * guest's command line, gantry.tmpfs=FLAGS:SIZE_KIB:MODE:PATH with PATH
  * in base64url (guest/shares.h reads them). */

@@ -6,11 +6,13 @@
  * base64url). A sandbox that may take shares while it runs gets the
  * device even with none at boot: virtio-mmio cannot hot-plug one. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/util.h"
 #include "proto/base64.h"
 #include "sandbox/machine.h"
@@ -35,12 +37,25 @@ static void shares_restored(void *opaque, uint32_t minor)
 	fs_server_assume_init(opaque, minor);
 }
 
+/* The server's options for sp, its masks found beneath fd, its root. */
+static int export_opts(const struct share_spec *sp, int fd, struct fs_export_opts *o,
+		       gantry_error_t *err)
+{
+	*o = (struct fs_export_opts){ .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
+	for (size_t i = 0; i < sp->nr_masks; i++)
+		if (fs_export_mask(o, fd, sp->masks[i].rel, sp->masks[i].hide, err) < 0)
+			return -1;
+	return 0;
+}
+
 int machine_share_export(struct fs_server *srv, const struct share_spec *sp, gantry_error_t *err)
 {
-	struct fs_export_opts o = { .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
+	struct fs_export_opts o;
 	int fd = -1, r;
 
 	r = share_host_check(sp->host_path, &fd, err);
+	if (r == 0)
+		r = export_opts(sp, fd, &o, err);
 	if (r == 0)
 		r = fs_server_add_export(srv, sp->tag, fd, &o, err);
 	if (fd >= 0)
@@ -108,9 +123,10 @@ static int shares_here(struct machine *m, gantry_error_t *err)
 		return gantry_error_prefix(err, "share server");
 	for (size_t i = 0; i < m->nr_boot_shares; i++) {
 		const struct share_spec *sp = &m->boot_shares[i].sp;
-		struct fs_export_opts o = { .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
+		struct fs_export_opts o;
 
-		if (fs_server_add_export(m->shares, sp->tag, m->boot_shares[i].fd, &o, err) < 0)
+		if (export_opts(sp, m->boot_shares[i].fd, &o, err) < 0 ||
+		    fs_server_add_export(m->shares, sp->tag, m->boot_shares[i].fd, &o, err) < 0)
 			return gantry_error_prefix(err, "share `%s`", sp->tag);
 	}
 	machine_share_device(m->shares, &m->fs_handler, &m->cfg);
@@ -119,8 +135,30 @@ static int shares_here(struct machine *m, gantry_error_t *err)
 
 /* An OCI bundle's rootfs as the container's root: an export of its own,
  * which gantry-init binds as the root (gantry.root=TAG) instead of
- * assembling the image's. */
-static int share_root(struct machine *m, const char *root, gantry_error_t *err)
+ * assembling the image's. host: the host's own "/" (gantry wrap), served
+ * read-only and rebuilt entry by entry in the guest (gantry.hostroot=1). */
+/* What the host's "/" hides from the guest, whatever its kernel asks: the
+ * user's home (a wrap shares back what a harness needs of it) and
+ * Gantry's state (other sandboxes' disks, logs and sockets). */
+static void host_root_hides(struct share_spec *sp)
+{
+	cleanup_free char *state = NULL;
+	const char *home = getenv("HOME");
+	const char *dirs[] = { home, NULL, "/root" };
+	gantry_error_t err = NULL;
+
+	if (gantry_home(&state, &err) < 0)
+		gantry_error_free(&err);
+	dirs[1] = state;
+	for (size_t i = 0; i < ARRAY_SIZE(dirs) && sp->nr_masks < SHARE_MASKS_MAX; i++) {
+		cleanup_free char *real = dirs[i] ? realpath(dirs[i], NULL) : NULL;
+
+		if (real && strcmp(real, "/") != 0)
+			sp->masks[sp->nr_masks++] = (struct share_mask){ xstrdup(real + 1), true };
+	}
+}
+
+static int share_root(struct machine *m, const char *root, bool host, gantry_error_t *err)
 {
 	struct machine_share *ms = &m->boot_shares[m->nr_boot_shares];
 	size_t len = strlen(m->append);
@@ -130,11 +168,19 @@ static int share_root(struct machine *m, const char *root, gantry_error_t *err)
 	snprintf(ms->sp.tag, sizeof(ms->sp.tag), "%s", MACHINE_ROOT_TAG);
 	ms->sp.host_path = xstrdup(root);
 	ms->sp.ctr_path = xstrdup("/");
+	ms->sp.ro = host;
 	m->nr_boot_shares++;
-	if (share_host_check(root, &ms->fd, err) < 0)
+	if (host) {
+		/* "/" is no share a user may name (share_host_check): this one
+		 * is read-only, with home and state hidden. */
+		host_root_hides(&ms->sp);
+		ms->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (ms->fd < 0)
+			return gantry_error_errno(err, "the container's root: open /");
+	} else if (share_host_check(root, &ms->fd, err) < 0)
 		return gantry_error_prefix(err, "the container's root");
-	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.root=%s",
-		     MACHINE_ROOT_TAG);
+	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.root=%s%s",
+		     MACHINE_ROOT_TAG, host ? " gantry.hostroot=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append) - len) {
 		m->append[len] = '\0';
 		return gantry_error(err, 0, "kernel command line too long");
@@ -143,7 +189,7 @@ static int share_root(struct machine *m, const char *root, gantry_error_t *err)
 }
 
 int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
-		   const char *root, gantry_error_t *err)
+		   const char *root, bool host_root, gantry_error_t *err)
 {
 	if (n == 0 && !live && root == NULL)
 		return 0;
@@ -152,7 +198,7 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 	m->fs_device = true;
 	m->shares_live = live;
 	m->boot_shares = xzalloc((n + 2) * sizeof(*m->boot_shares));
-	if (root && share_root(m, root, err) < 0)
+	if (root && share_root(m, root, host_root, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)

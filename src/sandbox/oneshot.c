@@ -215,7 +215,17 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	for (size_t i = 0; i < sb.nr_ports; i++)
 		if (strcmp(sb.ports[i], o->ports[i]) != 0)
 			log_info("exec: publishing %s", sb.ports[i]);
-	if (sandbox_image_resolve(o->image, cancel, &img, err) < 0) {
+	if (o->root) {
+		/* A host directory is the root (gantry wrap's "/"): no image. */
+		sb.root = realpath(o->root, NULL);
+		if (sb.root == NULL) {
+			gantry_error_errno(err, "root `%s`", o->root);
+			sandbox_transient_free(&sb);
+			return -1;
+		}
+		sb.root_readonly = o->root_readonly;
+		sb.host_root = o->host_root;
+	} else if (sandbox_image_resolve(o->image, cancel, &img, err) < 0) {
 		sandbox_transient_free(&sb);
 		return -1;
 	}
@@ -225,7 +235,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	    sandbox_process_init(&proc, img.config, po, &sb, io, err) < 0)
 		goto out;
 	/* What ls shows of it: the fields are borrowed, and given back below. */
-	sb.image = (char *)(o->image ? o->image : "(built-in)");
+	sb.image = (char *)(o->root ? o->root : o->image ? o->image : "(built-in)");
 	sb.image_digest = img.digest;
 	sb.config = img.config;
 	sandbox_time_now(&created);

@@ -20,8 +20,14 @@ static const char *const worker_env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, NUL
 
 static json_t *export_json(const struct share_spec *sp)
 {
-	return json_pack("{s:s,s:b,s:b,s:I,s:I}", "tag", sp->tag, "ro", sp->ro, "map", sp->ids,
-			 "uid", (json_int_t)sp->uid, "gid", (json_int_t)sp->gid);
+	json_t *masks = json_array();
+
+	for (size_t i = 0; i < sp->nr_masks; i++)
+		json_array_append_new(masks, json_pack("{s:s,s:b}", "rel", sp->masks[i].rel, "hide",
+						       sp->masks[i].hide));
+	return json_pack("{s:s,s:b,s:b,s:I,s:I,s:o}", "tag", sp->tag, "ro", sp->ro, "map",
+			 sp->ids, "uid", (json_int_t)sp->uid, "gid", (json_int_t)sp->gid, "masks",
+			 masks);
 }
 
 /* One RPC socket per virtio-fs worker the VMM will run: the far ends to

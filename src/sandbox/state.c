@@ -260,7 +260,6 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->image);
 	free(sb->image_digest);
 	free(sb->image_path);
-	free(sb->root);
 	free(sb->hostname);
 	if (sb->config) {
 		image_config_free(sb->config);
@@ -292,6 +291,8 @@ void sandbox_transient_free(struct sandbox *sb)
 	sb->nr_ports = 0;
 	sb->net_policy = NULL;
 	sb->proxy = sb->no_proxy = NULL;
+	free(sb->root);
+	sb->root = NULL;
 }
 
 /* The file may have been edited: each port is checked and stored as its

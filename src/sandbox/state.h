@@ -51,6 +51,8 @@ struct sandbox {
 				      * root (an OCI bundle's rootfs); NULL: the image */
 	bool root_readonly;	     /* root: the container sees it read-only (made
 				      * so after its mounts, as runc does) */
+	bool host_root;		     /* root is the host's "/" (gantry wrap, one-shot
+				      * only): served read-only, never stored */
 	char *hostname;		     /* the guest's; NULL: name */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;

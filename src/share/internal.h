@@ -61,6 +61,8 @@ struct fs_node {
 	uint64_t nlookup;
 	uint32_t handles;
 	bool pinned;	 /* an export root or the hub: freed with its export */
+	bool ro;	 /* protected (fs_mask), or beneath a protected directory */
+	bool hidden;	 /* hidden (fs_mask): only its attributes are served */
 	bool meta_known; /* meta is what the xattr held at meta_ctime */
 	struct timespec meta_ctime;
 	struct fs_meta meta;
@@ -113,6 +115,17 @@ struct fs_node *fs_node_get(struct fs_server *s, uint64_t id);
 /* Take fd (O_PATH) as a node of exp, or count one more lookup of the node it
  * already is. Returns the node or NULL with errno (fd closed either way). */
 struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd);
+/* May the guest change n? Not in the hub, a ro export or a protected
+ * place. */
+static inline bool fs_node_ro(const struct fs_node *n)
+{
+	return !n->exp || n->exp->o.ro || n->ro;
+}
+/* The mask of the inode (dev, ino) in exp, or NULL. */
+const struct fs_mask *fs_export_masked(const struct fs_export *exp, dev_t dev, ino_t ino);
+/* Is name in dir an inode a mask protects or hides (not to be removed,
+ * renamed or replaced)? */
+bool fs_name_masked(const struct fs_node *dir, const char *name);
 /* The same, and *st the inode's attributes from the one statx (st_mode 0
  * where the filesystem did not give them all: stat the node then). */
 struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int fd,

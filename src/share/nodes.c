@@ -216,6 +216,12 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 	n->mnt_id = stx.stx_mnt_id;
 	n->type = stx.stx_mode & S_IFMT;
 	n->nlookup = 1;
+	{
+		const struct fs_mask *m = fs_export_masked(exp, dev, n->ino);
+
+		n->ro = m != NULL;
+		n->hidden = m && m->hide;
+	}
 	if (++s->nr_nodes > s->buckets)
 		grow(s);
 	insert(s, n);
@@ -333,4 +339,22 @@ void fs_handle_free(struct fs_server *s, struct fs_handle *h)
 	n->handles--;
 	if (n != &s->hub)
 		fs_node_forget(s, n, 0);
+}
+
+const struct fs_mask *fs_export_masked(const struct fs_export *exp, dev_t dev, ino_t ino)
+{
+	for (size_t i = 0; exp && i < exp->o.nr_masks; i++)
+		if (exp->o.masks[i].dev == dev && exp->o.masks[i].ino == ino)
+			return &exp->o.masks[i];
+	return NULL;
+}
+
+bool fs_name_masked(const struct fs_node *dir, const char *name)
+{
+	struct stat st;
+
+	if (!dir->exp || dir->exp->o.nr_masks == 0 ||
+	    fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return false;
+	return fs_export_masked(dir->exp, st.st_dev, st.st_ino) != NULL;
 }

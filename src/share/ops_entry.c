@@ -63,6 +63,8 @@ int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
 		n = fs_node_add_stat(r->s, dir->exp, fd, &st);
 		if (!n)
 			return -errno;
+		if (dir->ro)
+			n->ro = true;
 	}
 	ret = st.st_mode ? 0 : stat_node(n, &st);
 	if (ret < 0) {
@@ -481,6 +483,8 @@ static int remove_name(struct fs_req *r, int flags)
 
 	if (ret < 0)
 		return ret;
+	if (fs_name_masked(r->node, name))
+		return -EROFS;
 	known = !flags && fstatat(r->node->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 	if (unlinkat(r->node->fd, name, flags) < 0)
 		return -errno;
@@ -510,6 +514,8 @@ static int peer_node(struct fs_req *r, uint64_t id, struct fs_node **out)
 		return -EROFS;
 	if (n->exp != r->node->exp)
 		return -EXDEV;
+	if (n->ro)
+		return -EROFS;
 	*out = n;
 	return 0;
 }
@@ -539,6 +545,8 @@ static int do_rename(struct fs_req *r, size_t skip, uint64_t newdir, uint32_t fl
 		return ret;
 	if (r->node->type != S_IFDIR || nd->type != S_IFDIR)
 		return -ENOTDIR;
+	if (fs_name_masked(r->node, from) || fs_name_masked(nd, to))
+		return -EROFS;
 	/* What a rename replaces is unlinked. */
 	replaced = !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
 		   fstatat(nd->fd, to, &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -618,7 +626,7 @@ int fs_op_access(struct fs_req *r)
 {
 	const struct fuse_access_in *in = fs_arg(r, 0, sizeof(*in));
 
-	if ((in->mask & W_OK) && (!r->node->exp || r->node->exp->o.ro))
+	if ((in->mask & W_OK) && fs_node_ro(r->node))
 		return -EROFS;
 	return 0;
 }

@@ -24,7 +24,7 @@ static int open_flags(const struct fs_req *r, uint32_t guest)
 {
 	int f = (int)(guest & FS_OPEN_ALLOWED);
 
-	if (r->node->exp->o.ro && ((f & O_ACCMODE) != O_RDONLY || (f & O_TRUNC)))
+	if (fs_node_ro(r->node) && ((f & O_ACCMODE) != O_RDONLY || (f & O_TRUNC)))
 		return -EROFS;
 	if ((f & O_ACCMODE) == O_ACCMODE)
 		return -EINVAL;

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/files.h"
@@ -194,6 +196,27 @@ static int add_export(struct fs_server *s, const char *tag, int root_fd,
 	exp->root->pinned = true;
 	exp->root->nlookup = 0;
 	*slot = exp;
+	return 0;
+}
+
+int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool hide,
+		   gantry_error_t *err)
+{
+	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC, .resolve = FS_RESOLVE };
+	struct stat st;
+	int fd;
+
+	if (o->nr_masks == FS_MASKS_MAX)
+		return gantry_error(err, E2BIG, "more than %d masks", FS_MASKS_MAX);
+	fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
+	if (fd < 0)
+		return errno == ENOENT || errno == EXDEV ? 0 : gantry_error_errno(err, "mask %s", rel);
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		return gantry_error_errno(err, "mask %s", rel);
+	}
+	close(fd);
+	o->masks[o->nr_masks++] = (struct fs_mask){ .dev = st.st_dev, .ino = st.st_ino, .hide = hide };
 	return 0;
 }
 
@@ -543,8 +566,12 @@ static int frame(struct fs_req *r, size_t readable, uint8_t **args)
 	r->node = fs_node_get(r->s, r->h.nodeid);
 	if (!r->node)
 		return -ESTALE;
-	if ((op->flags & OP_MUTATES) && (!r->node->exp || r->node->exp->o.ro))
+	if ((op->flags & OP_MUTATES) && fs_node_ro(r->node))
 		return -EROFS;
+	/* A hidden inode shows its attributes, nothing in it or of it. */
+	if (r->node->hidden && r->h.opcode != FUSE_GETATTR && r->h.opcode != FUSE_FORGET &&
+	    r->h.opcode != FUSE_STATFS && r->h.opcode != FUSE_ACCESS)
+		return -EACCES;
 	return 0;
 }
 

@@ -35,12 +35,32 @@
 #define FS_MAX_WRITE	   (FS_MAX_PAGES * 4096)
 #define FS_MAX_REQUEST	   (FS_MAX_WRITE + 4096)
 
+#define FS_MASKS_MAX 32
+
+/* An inode of the export that the guest may not change (protect) or may
+ * not open or look into (hide): by identity, so that no other name of it,
+ * nor a rename, gets around it. What is beneath a protected directory is
+ * read-only too. */
+struct fs_mask {
+	dev_t dev;
+	ino_t ino;
+	bool hide;
+};
+
 struct fs_export_opts {
 	bool ro;	    /* refused before any change: EROFS */
 	bool map_owner;	    /* show every node as owned by uid:gid */
 	uid_t uid;
 	gid_t gid;
+	struct fs_mask masks[FS_MASKS_MAX];
+	size_t nr_masks;
 };
+
+/* Add the mask of rel, a relative path beneath root_fd (no symlink
+ * followed, no mount crossed), to o; a path that is not there masks
+ * nothing (0). */
+int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool hide,
+		   gantry_error_t *err);
 
 struct fs_server;
 

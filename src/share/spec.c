@@ -117,7 +117,37 @@ static bool tag_valid(const char *t, size_t len)
 struct spec_opts {
 	bool ro, uid, gid, b64;
 	uint32_t uid_v, gid_v;
+	struct share_mask masks[SHARE_MASKS_MAX];
+	size_t nr_masks;
 };
+
+static void masks_free(struct share_mask *m, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(steal_pointer(&m[i].rel));
+}
+
+/* protect=REL or hide=REL: REL in base64url, a relative path beneath the
+ * share without `..`. */
+static int opt_mask(const char *s, const char *v, bool hide, struct spec_opts *o,
+		    gantry_error_t *err)
+{
+	cleanup_free char *rel = b64url_decode(v), *norm = NULL;
+
+	if (o->nr_masks == SHARE_MASKS_MAX)
+		return spec_error(err, s, "more than %d protect= and hide=", SHARE_MASKS_MAX);
+	if (rel == NULL || *rel == '\0' || *rel == '/')
+		return spec_error(err, s, "%s= takes a relative path in base64url",
+				  hide ? "hide" : "protect");
+	xasprintf(&norm, "/%s", rel);
+	free(steal_pointer(&rel));
+	if (path_normal(norm, false, &rel) < 0 || strcmp(rel, "/") == 0)
+		return spec_error(err, s, "%s=: a path beneath the share, without `..`",
+				  hide ? "hide" : "protect");
+	o->masks[o->nr_masks].rel = xstrdup(rel + 1);
+	o->masks[o->nr_masks++].hide = hide;
+	return 0;
+}
 
 static int opt_id(const char *s, const char *name, const char *v, bool *seen, uint32_t *out,
 		  gantry_error_t *err)
@@ -161,11 +191,17 @@ static int spec_opts(const char *s, char *body, struct spec_opts *o, gantry_erro
 			if (strcmp(eq + 1, "base64url") != 0)
 				return spec_error(err, s, "the only encoding is base64url");
 			o->b64 = true;
+		} else if ((klen == 7 && strncmp(opt, "protect", 7) == 0) ||
+			   (klen == 4 && strncmp(opt, "hide", 4) == 0)) {
+			if (opt_mask(s, eq + 1, klen == 4, o, err) < 0)
+				return -1;
 		} else {
 			*eq = '\0';
 			return spec_error(
 				err, s,
-				"unknown option `%s` (ro, uid=N, gid=N, encoding=base64url)", opt);
+				"unknown option `%s` (ro, uid=N, gid=N, encoding=base64url, "
+				"protect=REL, hide=REL)",
+				opt);
 		}
 		*comma = '\0';
 	}
@@ -233,26 +269,31 @@ int share_spec_parse(const char *s, const char *cwd, struct share_spec *sp, gant
 		return spec_error(err, s, "a tag is 1 to %d of A-Z a-z 0-9 . _ - and not . or ..",
 				  SHARE_TAG_MAX);
 	body = xstrdup(eq + 1);
-	if (spec_opts(s, body, &o, err) < 0)
+	if (spec_opts(s, body, &o, err) < 0) {
+		masks_free(o.masks, o.nr_masks);
 		return -1;
+	}
 	at = strrchr(body, '@');
 	if (at)
 		*at++ = '\0';
 	if (o.b64) {
 		host = b64url_decode(body);
 		ctr = at ? b64url_decode(at) : NULL;
-		if (host == NULL || (at && ctr == NULL))
+		if (host == NULL || (at && ctr == NULL)) {
+			masks_free(o.masks, o.nr_masks);
 			return spec_error(err, s,
 					  "a path is not unpadded base64url of bytes without NUL");
+		}
 	} else {
 		host = xstrdup(body);
 		ctr = at ? xstrdup(at) : NULL;
 	}
 	if (ctr == NULL)
 		xasprintf(&ctr, "/host/%.*s", (int)(eq - s), s);
-	if (spec_host(s, host, cwd, &sp->host_path, err) < 0)
-		return -1;
-	if (spec_ctr(s, ctr, &sp->ctr_path, err) < 0) {
+	memcpy(sp->masks, o.masks, sizeof(o.masks));
+	sp->nr_masks = o.nr_masks;
+	if (spec_host(s, host, cwd, &sp->host_path, err) < 0 ||
+	    spec_ctr(s, ctr, &sp->ctr_path, err) < 0) {
 		share_spec_free(sp);
 		return -1;
 	}
@@ -287,6 +328,11 @@ char *share_spec_format(const struct share_spec *sp)
 		snprintf(ids, sizeof(ids), ",uid=%u,gid=%u", sp->uid, sp->gid);
 	xasprintf(&out, "%s=%s@%s%s%s%s", sp->tag, host, ctr, sp->ro ? ",ro" : "", ids,
 		  b64 ? ",encoding=base64url" : "");
+	for (size_t i = 0; i < sp->nr_masks; i++) {
+		cleanup_free char *rel = share_b64url(sp->masks[i].rel), *prev = out;
+
+		xasprintf(&out, "%s,%s=%s", prev, sp->masks[i].hide ? "hide" : "protect", rel);
+	}
 	return out;
 }
 
@@ -294,6 +340,8 @@ void share_spec_free(struct share_spec *sp)
 {
 	free(steal_pointer(&sp->host_path));
 	free(steal_pointer(&sp->ctr_path));
+	masks_free(sp->masks, sp->nr_masks);
+	sp->nr_masks = 0;
 }
 
 int shares_add(char ***v, size_t *n, const char *spec, const char *cwd, gantry_error_t *err)

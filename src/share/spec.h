@@ -1,5 +1,10 @@
 /* Share specs (grammar of the reference, 2.2): what -share will accept,
  *   TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N][,encoding=base64url]
+ *   [,protect=REL][,hide=REL]
+ * protect= and hide= (Gantry's, repeatable, REL a relative path beneath
+ * HOST_PATH in base64url): what the server keeps read-only, or refuses to
+ * open or look into, inside the share (gantry wrap's .git/hooks, .git/config,
+ * $HOME in the host's root).
  * The tag ends at the first `=`. Options are the trailing comma suffixes
  * `ro`, `uid=N`, `gid=N` and `encoding=base64url`; a trailing suffix of
  * the form key=value with any other lowercase key is an error, and every
@@ -27,6 +32,12 @@
 #define SHARE_TAG_MAX 36 /* [A-Za-z0-9._-]{1,36}, as the hub's directory names */
 #define SHARES_MAX    64
 #define SHARE_ID_MAX  4294967294u /* (uid_t)-1 means "no change" to the kernel */
+#define SHARE_MASKS_MAX 32 /* protect= and hide= together */
+
+struct share_mask {
+	char *rel; /* relative, normal, no `..` */
+	bool hide; /* else protect: read-only */
+};
 
 struct share_spec {
 	char tag[SHARE_TAG_MAX + 1];
@@ -35,6 +46,8 @@ struct share_spec {
 	bool ro;
 	bool ids; /* uid and gid given */
 	uint32_t uid, gid;
+	struct share_mask masks[SHARE_MASKS_MAX];
+	size_t nr_masks;
 };
 
 /* Parse s; a relative HOST_PATH is joined to cwd (absolute; NULL: refuse

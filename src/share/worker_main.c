@@ -65,14 +65,27 @@ static json_t *answer(int r, gantry_error_t *err)
 	return a;
 }
 
-static struct fs_export_opts export_opts(json_t *e)
+/* An export's options, its masks found beneath fd, its root. */
+static int export_opts(json_t *e, int fd, struct fs_export_opts *o, gantry_error_t *err)
 {
-	return (struct fs_export_opts){
+	json_t *m;
+	size_t i;
+
+	*o = (struct fs_export_opts){
 		.ro = json_is_true(json_object_get(e, "ro")),
 		.map_owner = json_is_true(json_object_get(e, "map")),
 		.uid = (uid_t)json_integer_value(json_object_get(e, "uid")),
 		.gid = (gid_t)json_integer_value(json_object_get(e, "gid")),
 	};
+	json_array_foreach(json_object_get(e, "masks"), i, m) {
+		const char *rel = json_string_value(json_object_get(m, "rel"));
+
+		if (rel == NULL)
+			return gantry_error(err, 0, "configuration: a mask without a path");
+		if (fs_export_mask(o, fd, rel, json_is_true(json_object_get(m, "hide")), err) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* A share added live: its worker's sockets, one for each request thread. */
@@ -237,13 +250,13 @@ static int setup(json_t *c, int *fds, size_t nr_fds, gantry_error_t *err)
 	if (fs_server_new(&sw.srv, 0, sw.route, err) < 0)
 		return gantry_error_prefix(err, "share server");
 	json_array_foreach(exports, i, e) {
-		struct fs_export_opts o = export_opts(e);
+		struct fs_export_opts o;
 		const char *tag = json_string_value(json_object_get(e, "tag"));
 		int fd = fds[next++];
 
 		if (tag == NULL)
 			return gantry_error(err, 0, "configuration: a share without tag");
-		if (fs_server_add_export(sw.srv, tag, fd, &o, err) < 0)
+		if (export_opts(e, fd, &o, err) < 0 || fs_server_add_export(sw.srv, tag, fd, &o, err) < 0)
 			return gantry_error_prefix(err, "share `%s`", tag);
 		/* Kept for Landlock's rules (the server holds its own copy). */
 		sw.confine.dirs[sw.confine.nr_dirs++] = (struct confine_dir){ fd, o.ro };

@@ -1,0 +1,202 @@
+/* `gantry wrap [FLAGS] [--] CMD ARG...`: CMD in a one-shot microVM as if it
+ * were a plain child process (src/wrap/ plans what it sees). Flags,
+ * settings and the caller's lifeline only; the run is sandbox_run_once's. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent/session.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "cli/signals.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "sandbox/lifecycle.h"
+#include "wrap/wrap.h"
+
+#define WRAP_FAILED 125 /* the VM or Gantry failed, not the command */
+
+extern char **environ;
+
+static void wrap_usage(FILE *out, const struct flag *flags)
+{
+	fprintf(out,
+		"Usage: gantry wrap [FLAGS] [--] CMD ARG...\n\n"
+		"Run CMD in a fresh microVM as if it were a plain child process: the\n"
+		"same argv, working directory, user, environment, stdio and terminal;\n"
+		"signals forwarded, its exit status returned (128+N for signal N), and\n"
+		"no VM left once it ends or the caller dies. For an agent orchestrator:\n"
+		"  export GANTRY_SANDBOX_CMD=\"gantry wrap --\"\n"
+		"What the VM sees, at the host's own paths: the host's root read-only\n"
+		"($HOME and Gantry's state hidden), the git worktree around the working\n"
+		"directory read-write, its main checkout read-only, the repository's .git\n"
+		"read-write but for hooks/ and config, .gantry/ read-write, an empty\n"
+		"$HOME with the agent harnesses' installs (read-only) and logins\n"
+		"(read-write), and /tmp, /var/tmp and /run of its own. Token variables of\n"
+		"the harnesses (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...) are passed as\n"
+		"secrets; the rest of the environment as it is, but for the host's\n"
+		"sockets and displays (SSH_AUTH_SOCK, DISPLAY, ...).\n"
+		"Defaults come from ~/.config/gantry/wrap.json (image, cpus, memMiB, net,\n"
+		"netPolicy, shares); flags win. See docs/agents.md.\n"
+		"Exit status: CMD's; 125 when the VM or Gantry failed; 2 bad usage.\n\n"
+		"Flags:\n");
+	flags_usage(out, flags);
+}
+
+/* The caller's death ends us, and with us the VM (its workers die with
+ * their parent): a thread waits on the parent's pidfd, which, unlike
+ * PR_SET_PDEATHSIG, does not fire when only the thread that forked us
+ * ends. */
+static void *lifeline(void *arg)
+{
+	struct pollfd p = { .fd = (int)(intptr_t)arg, .events = POLLIN };
+
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+static int lifeline_start(gantry_error_t *err)
+{
+	pid_t parent = getppid();
+	pthread_t t;
+	int fd;
+
+	if (parent <= 1)
+		return gantry_error(err, 0, "its parent is gone");
+	fd = (int)syscall(SYS_pidfd_open, parent, 0);
+	if (fd < 0)
+		return gantry_error_errno(err, "pidfd_open(parent %d)", (int)parent);
+	/* The parent may have died before the pidfd named it. */
+	if (getppid() != parent) {
+		close(fd);
+		return gantry_error(err, 0, "its parent is gone");
+	}
+	if (pthread_create(&t, NULL, lifeline, (void *)(intptr_t)fd) != 0) {
+		close(fd);
+		return gantry_error(err, 0, "cannot start the lifeline thread");
+	}
+	pthread_detach(t);
+	return 0;
+}
+
+static char *config_path(void)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	char *path = NULL;
+
+	if (xdg && *xdg == '/')
+		xasprintf(&path, "%s/gantry/wrap.json", xdg);
+	else if (home && *home == '/')
+		xasprintf(&path, "%s/.config/gantry/wrap.json", home);
+	return path;
+}
+
+/* The harnesses' token variables set here, taken as secrets: into the
+ * process's environment, never onto a host command line or file. */
+static int take_tokens(struct sandbox_opts *o, gantry_error_t *err)
+{
+	for (const struct wrap_harness *h = wrap_harnesses; h->name; h++)
+		for (size_t i = 0; h->tokens[i]; i++)
+			if (getenv(h->tokens[i]) && cli_flag_secret(o, h->tokens[i], err) < 0)
+				return -1;
+	return 0;
+}
+
+int cmd_wrap(int argc, char **argv)
+{
+	struct sandbox_process_opts po = { 0 };
+	struct sandbox_opts o;
+	struct agent_result res = { 0 };
+	static struct gantry_cancel cancel;
+	struct sandbox_stdio io;
+	gantry_error_t err = NULL;
+	cleanup_free char *cwd = NULL, *config = config_path();
+	bool help = false, dashdash;
+	int rest, r;
+	const struct flag flags[] = {
+		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
+		  "an image as the root instead of the host's (as for gantry exec)", 0 },
+		{ "cpus", FLAG_UINT, &o.cpus, NULL, "N", "vCPUs (default 1)", 1024 },
+		{ "mem", FLAG_UINT, &o.mem_mib, NULL, "MiB", "guest memory (default 512)", 0 },
+		{ "net", FLAG_BOOL, &o.net, NULL, NULL,
+		  "guest network (default true; -net=false: only lo)", 0 },
+		{ "net-policy", FLAG_STRING, &o.net_policy, NULL, "FILE",
+		  "egress policy, JSON (see docs/network.md; default: allow, local wall)", 0 },
+		{ "share", FLAG_FUNC, &o, sandbox_opts_share, "SPEC",
+		  "share another host directory: TAG=HOST_PATH[@CTR_PATH][,ro] (repeatable)", 0 },
+		FLAGS_SECRETS(&o),
+		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
+		{ 0 },
+	};
+
+	sandbox_opts_init(&o);
+	o.writable = false;
+	if (config && wrap_config_load(config, &o, &err) < 0) {
+		gantry_error_prefix(&err, "wrap");
+		gantry_error_print(&err);
+		r = 2;
+		goto done;
+	}
+	r = flags_parse_cmd("wrap", flags, argc, argv, &rest, &dashdash, wrap_usage);
+	if (r <= 0)
+		goto done;
+	if (rest >= argc) {
+		log_error("wrap: no command (gantry wrap [FLAGS] -- CMD ARG...)");
+		r = 2;
+		goto done;
+	}
+	cwd = getcwd(NULL, 0);
+	if (cwd == NULL) {
+		log_error("wrap: the working directory is gone");
+		r = 2;
+		goto done;
+	}
+	po.args = argv + rest;
+	po.nargs = (size_t)(argc - rest);
+	if (take_tokens(&o, &err) < 0 ||
+	    wrap_plan(&(struct wrap_host){ .cwd = cwd,
+					   .home = getenv("HOME"),
+					   .uid = getuid(),
+					   .gid = getgid(),
+					   .environ = environ },
+		      &o, &po, &err) < 0 ||
+	    sandbox_opts_check(&o, &err) < 0 || sandbox_process_opts_check(&po, &err) < 0) {
+		gantry_error_prefix(&err, "wrap");
+		gantry_error_print(&err);
+		r = 2;
+		goto done;
+	}
+	io = (struct sandbox_stdio){ .in = STDIN_FILENO,
+				     .out = STDOUT_FILENO,
+				     .err = STDERR_FILENO,
+				     .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
+				     .catch_signals = cli_signals_catch };
+	io.signal_fd = cli_signals_fd(&err);
+	if (io.signal_fd < 0 || cli_signals_cancel(&cancel, &err) < 0 || lifeline_start(&err) < 0)
+		r = -1;
+	else
+		r = sandbox_run_once(&o, false, &po, &io, &cancel, &res, &err);
+	if (r < 0) {
+		gantry_error_prefix(&err, "wrap");
+		r = cli_fail(&err, WRAP_FAILED);
+	} else {
+		r = agent_result_status(&res);
+		if (res.error)
+			log_error("wrap: %s", res.message ? res.message : "cannot run");
+		agent_result_free(&res);
+	}
+done:
+	sandbox_process_opts_free(&po);
+	sandbox_opts_free(&o);
+	return r < 0 ? -r : r;
+}

@@ -1,0 +1,367 @@
+/* `gantry wrap`'s plan: what of the host the microVM sees, and the process
+ * it runs. Every path is the host's own, so that what git wrote (a linked
+ * worktree's `.git` file, its gitdir) and what the orchestrator passed
+ * (argv, cwd) mean the same inside.
+ *
+ *   /                    the host's root, read-only ($HOME, Gantry's state
+ *                        and /root hidden by the server: machine_shares.c)
+ *   main checkout        read-only, other worktrees beneath it hidden
+ *   the worktree         read-write (cwd's `.git` directory or file)
+ *   common .git          read-write; hooks/, config, config.worktree kept
+ *                        read-only by the server (a hook written inside
+ *                        would run on the host)
+ *   .gantry/             read-write (the orchestrator's run state)
+ *   $HOME                an empty tmpfs, with the harnesses' installs
+ *                        (read-only) and logins (read-write) shared back
+ *   /tmp, /var/tmp, /run the guest's own tmpfs */
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/files.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "fence/guard.h"
+#include "share/spec.h"
+#include "wrap/wrap.h"
+
+#define WRAP_GIT_PROTECTED ((const char *const[]){ "hooks", "config", "config.worktree", NULL })
+#define WRAP_CONFIG_MAX	   (64 * 1024)
+
+static const char *const dropped_env[] = {
+	"SSH_AUTH_SOCK", "SSH_AGENT_PID",   "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
+	"WAYLAND_DISPLAY", "XAUTHORITY",    "XDG_RUNTIME_DIR",	    "GPG_AGENT_INFO",
+	"LD_PRELOAD",	   "LD_LIBRARY_PATH", "TMUX",		    "TMUX_PANE",
+	"STY",		   "WINDOWID",
+};
+
+bool wrap_env_dropped(const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+
+	if (strncmp(entry, "GANTRY_", 7) == 0)
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(dropped_env); i++)
+		if (strlen(dropped_env[i]) == len && strncmp(entry, dropped_env[i], len) == 0)
+			return true;
+	return false;
+}
+
+bool wrap_env_token(const char *name)
+{
+	for (const struct wrap_harness *h = wrap_harnesses; h->name; h++)
+		for (size_t i = 0; h->tokens[i]; i++)
+			if (strcmp(h->tokens[i], name) == 0)
+				return true;
+	return false;
+}
+
+/* The shares, gathered before they are ordered and written as specs. */
+struct plan {
+	struct share_spec v[SHARES_MAX];
+	size_t n;
+};
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Is path inside dir (or dir itself)? rel (may be NULL) gets the rest. */
+static bool within(const char *path, const char *dir, const char **rel)
+{
+	size_t n = strlen(dir);
+
+	if (strcmp(dir, "/") == 0)
+		n = 0;
+	else if (strncmp(path, dir, n) != 0 || (path[n] != '/' && path[n] != '\0'))
+		return false;
+	if (rel)
+		*rel = path[n] == '/' ? path + n + 1 : path + n;
+	return true;
+}
+
+static struct share_spec *plan_add(struct plan *p, const char *path, bool ro, gantry_error_t *err)
+{
+	struct share_spec *sp;
+
+	for (size_t i = 0; i < p->n; i++)
+		if (strcmp(p->v[i].ctr_path, path) == 0) {
+			p->v[i].ro = p->v[i].ro && ro; /* read-write wins */
+			return &p->v[i];
+		}
+	if (p->n == SHARES_MAX) {
+		gantry_error(err, 0, "more than %d directories to share", SHARES_MAX);
+		return NULL;
+	}
+	sp = &p->v[p->n];
+	snprintf(sp->tag, sizeof(sp->tag), "wrap%zu", p->n);
+	sp->host_path = xstrdup(path);
+	sp->ctr_path = xstrdup(path);
+	sp->ro = ro;
+	p->n++;
+	return sp;
+}
+
+static void mask_add(struct share_spec *sp, const char *rel, bool hide)
+{
+	if (sp->nr_masks < SHARE_MASKS_MAX && *rel)
+		sp->masks[sp->nr_masks++] = (struct share_mask){ xstrdup(rel), hide };
+}
+
+/* The other linked worktrees inside main (their gitdir files under
+ * common/worktrees/ say where), hidden from the read-only main checkout. */
+static void hide_other_worktrees(struct share_spec *main_sp, const struct fence_git *g)
+{
+	cleanup_free char *dir = NULL;
+	struct dirent *e;
+	DIR *d;
+
+	xasprintf(&dir, "%s/worktrees", g->common);
+	d = opendir(dir);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		cleanup_free char *file = NULL, *text = NULL, *wt = NULL;
+		gantry_error_t err = NULL;
+		const char *rel;
+		size_t len;
+		char *slash;
+
+		if (e->d_name[0] == '.')
+			continue;
+		xasprintf(&file, "%s/%s/gitdir", dir, e->d_name);
+		if (read_file_max(file, PATH_MAX, &text, &len, &err) < 0 || text == NULL) {
+			gantry_error_free(&err);
+			continue;
+		}
+		text[strcspn(text, "\n")] = '\0';
+		/* gitdir names the worktree's .git file. */
+		slash = strrchr(text, '/');
+		if (slash == NULL || slash == text)
+			continue;
+		*slash = '\0';
+		wt = realpath(text, NULL);
+		if (wt && strcmp(wt, g->top) != 0 && !within(g->top, wt, NULL) &&
+		    within(wt, g->main, &rel))
+			mask_add(main_sp, rel, true);
+	}
+	closedir(d);
+}
+
+static int plan_git(struct plan *p, const struct fence_git *g, gantry_error_t *err)
+{
+	struct share_spec *sp;
+	const char *rel;
+	cleanup_free char *gantry_dir = NULL;
+
+	if (strcmp(g->main, g->top) != 0) {
+		sp = plan_add(p, g->main, true, err);
+		if (sp == NULL)
+			return -1;
+		hide_other_worktrees(sp, g);
+	}
+	if (plan_add(p, g->top, false, err) == NULL)
+		return -1;
+	/* The repository's metadata: objects, refs and worktree state are
+	 * written from inside; what git would run or obey on the host not. */
+	sp = plan_add(p, g->common, false, err);
+	if (sp == NULL)
+		return -1;
+	for (size_t i = 0; WRAP_GIT_PROTECTED[i]; i++)
+		mask_add(sp, WRAP_GIT_PROTECTED[i], false);
+	/* Seen through the worktree's share too when it holds it (a main
+	 * checkout's own .git). */
+	if (within(g->common, g->top, &rel))
+		for (size_t i = 0; i < p->n; i++)
+			if (strcmp(p->v[i].ctr_path, g->top) == 0)
+				for (size_t k = 0; WRAP_GIT_PROTECTED[k]; k++) {
+					cleanup_free char *r = NULL;
+
+					xasprintf(&r, "%s/%s", rel, WRAP_GIT_PROTECTED[k]);
+					mask_add(&p->v[i], r, false);
+				}
+	xasprintf(&gantry_dir, "%s/.gantry", g->main);
+	if (is_dir(gantry_dir) && plan_add(p, gantry_dir, false, err) == NULL)
+		return -1;
+	return 0;
+}
+
+/* The harnesses' installs and logins under home that are there. */
+static int plan_home(struct plan *p, const char *home, gantry_error_t *err)
+{
+	for (const struct wrap_harness *h = wrap_harnesses; h->name; h++)
+		for (int rw = 0; rw < 2; rw++) {
+			const char *const *list = rw ? h->auth : h->installs;
+
+			for (size_t i = 0; list[i]; i++) {
+				cleanup_free char *path = NULL, *real = NULL;
+
+				xasprintf(&path, "%s/%s", home, list[i]);
+				real = realpath(path, NULL);
+				if (real == NULL || !is_dir(real) || !within(real, home, NULL))
+					continue;
+				if (plan_add(p, real, !rw, err) == NULL)
+					return -1;
+			}
+		}
+	return 0;
+}
+
+static int cmp_ctr(const void *a, const void *b)
+{
+	return strcmp(((const struct share_spec *)a)->ctr_path,
+		      ((const struct share_spec *)b)->ctr_path);
+}
+
+static void strv_push(char ***v, size_t *n, char *s)
+{
+	*v = xrealloc(*v, (*n + 2) * sizeof(**v));
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
+}
+
+/* Shares are bound in their order: a directory before what is shared
+ * inside it. */
+static void plan_write(struct plan *p, struct sandbox_opts *o)
+{
+	qsort(p->v, p->n, sizeof(p->v[0]), cmp_ctr);
+	for (size_t i = 0; i < p->n; i++) {
+		strv_push(&o->shares, &o->nr_shares, share_spec_format(&p->v[i]));
+		share_spec_free(&p->v[i]);
+	}
+}
+
+int wrap_plan(const struct wrap_host *h, struct sandbox_opts *o, struct sandbox_process_opts *po,
+	      gantry_error_t *err)
+{
+	static struct plan p; /* SHARES_MAX specs: not for the stack */
+	struct fence_git g;
+	cleanup_free char *user = NULL, *home = NULL;
+	int r;
+
+	memset(&p, 0, sizeof(p));
+	/* The user's own -share and wrap.json's go in the same order. */
+	for (size_t i = 0; i < o->nr_shares; i++)
+		if (p.n < SHARES_MAX && share_spec_parse(o->shares[i], h->cwd, &p.v[p.n], err) == 0)
+			p.n++;
+		else
+			goto fail;
+	strv_free(o->shares);
+	o->shares = NULL;
+	o->nr_shares = 0;
+
+	r = fence_find_git(h->cwd, &g, err);
+	if (r < 0)
+		goto fail;
+	if (r == 0) {
+		r = plan_git(&p, &g, err);
+		fence_git_free(&g);
+		if (r < 0)
+			goto fail;
+	} else if (plan_add(&p, h->cwd, false, err) == NULL) {
+		goto fail; /* no checkout: the working directory */
+	}
+	if (h->home && *h->home == '/' && strcmp(h->home, "/") != 0)
+		home = realpath(h->home, NULL);
+	if (home && strcmp(home, "/") != 0) {
+		cleanup_free char *spec = NULL;
+
+		if (plan_home(&p, home, err) < 0)
+			goto fail;
+		xasprintf(&spec, "-:0:1777:%s", home);
+		strv_push(&o->tmpfs, &o->nr_tmpfs, steal_pointer(&spec));
+	}
+	strv_push(&o->tmpfs, &o->nr_tmpfs, xstrdup("-:0:1777:/var/tmp"));
+	strv_push(&o->tmpfs, &o->nr_tmpfs, xstrdup("-:0:755:/run"));
+	plan_write(&p, o);
+	if (o->image == NULL) {
+		o->root = "/";
+		o->host_root = true;
+		o->root_readonly = true;
+	}
+
+	po->workdir = h->cwd;
+	xasprintf(&user, "%u:%u", (unsigned int)h->uid, (unsigned int)h->gid);
+	po->user = steal_pointer(&user);
+	for (size_t i = 0; h->environ && h->environ[i]; i++)
+		if (!wrap_env_dropped(h->environ[i]) && strchr(h->environ[i], '=') &&
+		    sandbox_process_opts_env(po, h->environ[i], err) < 0)
+			return -1;
+	return 0;
+fail:
+	for (size_t i = 0; i < p.n; i++)
+		share_spec_free(&p.v[i]);
+	return -1;
+}
+
+static int config_error(gantry_error_t *err, const char *path, const char *what)
+{
+	return gantry_error(err, EINVAL, "%s: %s", path, what);
+}
+
+int wrap_config_load(const char *path, struct sandbox_opts *o, gantry_error_t *err)
+{
+	cleanup_free char *text = NULL;
+	json_error_t jerr;
+	json_t *root, *v;
+	const char *key;
+	size_t len, i;
+	int r = -1;
+
+	if (read_file_max(path, WRAP_CONFIG_MAX, &text, &len, err) < 0)
+		return -1;
+	if (text == NULL)
+		return 0;
+	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (root == NULL || !json_is_object(root)) {
+		json_decref(root);
+		return gantry_error(err, EINVAL, "%s: not a JSON object (line %d: %s)", path,
+				    jerr.line, jerr.text);
+	}
+	json_object_foreach(root, key, v) {
+		if (strcmp(key, "image") == 0 && json_is_string(v)) {
+			o->image = xstrdup(json_string_value(v));
+		} else if (strcmp(key, "cpus") == 0 && json_is_integer(v) &&
+			   json_integer_value(v) >= 1 && json_integer_value(v) <= 1024) {
+			o->cpus = (uint64_t)json_integer_value(v);
+		} else if (strcmp(key, "memMiB") == 0 && json_is_integer(v) &&
+			   json_integer_value(v) >= 64) {
+			o->mem_mib = (uint64_t)json_integer_value(v);
+		} else if (strcmp(key, "net") == 0 && json_is_boolean(v)) {
+			o->net = json_is_true(v);
+		} else if (strcmp(key, "netPolicy") == 0 && json_is_string(v)) {
+			o->net_policy = xstrdup(json_string_value(v));
+		} else if (strcmp(key, "shares") == 0 && json_is_array(v)) {
+			json_t *s;
+
+			json_array_foreach(v, i, s) {
+				if (!json_is_string(s)) {
+					config_error(err, path, "shares: a list of -share specs");
+					goto out;
+				}
+				if (sandbox_opts_share(o, json_string_value(s), err) < 0) {
+					gantry_error_prefix(err, "%s", path);
+					goto out;
+				}
+			}
+		} else {
+			gantry_error(err, EINVAL,
+				     "%s: `%s`: not a setting, or not of its type (image, cpus, "
+				     "memMiB, net, netPolicy, shares)",
+				     path, key);
+			goto out;
+		}
+	}
+	r = 0;
+out:
+	json_decref(root);
+	return r;
+}

@@ -1,0 +1,55 @@
+/* `gantry wrap`: a command run in a one-shot microVM as if it were a plain
+ * child process, for an agent orchestrator's GANTRY_SANDBOX_CMD. This is
+ * the plan: what of the host the VM sees (the host's root read-only, the
+ * git worktree and its repository's metadata at their own paths, the
+ * harnesses' files), and the process (argv, cwd, identity, environment).
+ * The run is sandbox_run_once's. */
+#ifndef GANTRY_WRAP_H
+#define GANTRY_WRAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "sandbox/lifecycle.h"
+#include "sandbox/process.h"
+
+/* A harness an orchestrator may spawn (harness.c, kept as data): paths
+ * under $HOME, NULL-ended, and its token variables. */
+struct wrap_harness {
+	const char *name;
+	const char *const *installs; /* read-only: where it is installed */
+	const char *const *auth;     /* read-write: its config and tokens */
+	const char *const *tokens;   /* environment variables kept as secrets */
+};
+
+extern const struct wrap_harness wrap_harnesses[];
+
+/* Environment variables never passed in: they name the host's sockets and
+ * displays, which the VM does not have, or Gantry's own settings. */
+bool wrap_env_dropped(const char *entry);
+
+/* Is name one of the harnesses' token variables? */
+bool wrap_env_token(const char *name);
+
+/* What the plan is made from. */
+struct wrap_host {
+	const char *cwd;  /* the working directory, resolved */
+	const char *home; /* $HOME, NULL: none */
+	uid_t uid;
+	gid_t gid;
+	char *const *environ;
+};
+
+/* Fill o (its root, shares, tmpfs) and po (cwd, user, environment) for
+ * running in a microVM what would have run on the host in h; o's image, if
+ * set, replaces the host's root. */
+int wrap_plan(const struct wrap_host *h, struct sandbox_opts *o, struct sandbox_process_opts *po,
+	      gantry_error_t *err);
+
+/* Read ~/.config/gantry/wrap.json (or $XDG_CONFIG_HOME's) into o: image,
+ * cpus, memMiB, net, netPolicy, shares. A missing file is no error. */
+int wrap_config_load(const char *path, struct sandbox_opts *o, gantry_error_t *err);
+
+#endif

@@ -1,0 +1,229 @@
+"""`gantry wrap` as an orchestrator's GANTRY_SANDBOX_CMD (needs KVM): a
+fake orchestrator's repository with a linked worktree under
+`.gantry-worktrees/`, its `.gantry/` run state, a fake harness installed
+under $HOME with a login file, and the contract rows of
+docs/agents.md: argv byte for byte, the working directory, identity and
+environment, commits in the worktree seen on the host with `git fsck`
+clean, the main checkout, `.git/hooks` and `.git/config` refused, another
+worktree and the rest of $HOME hidden, the login written inside kept on the
+host, 1 MiB of stdout and stderr byte-exact, exit and signal statuses,
+SIGTERM forwarded, and nothing left once the caller is SIGKILLed.
+Processes are checked by the pids the test recorded, never by name."""
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import boot_timeout, build_dir
+
+pytestmark = pytest.mark.kvm
+
+ARGS = ["plain", "with space", "", "ünï", "$HOME", "a\nb"]
+
+# Each probe prints one line; the test reads them back.
+PROBE = r"""
+set -u
+wt=$1; shift
+for a in "$@"; do printf 'arg[%s]\n' "$a"; done
+printf 'pwd %s\n' "$(pwd)"
+printf 'id %s:%s\n' "$(id -u)" "$(id -g)"
+printf 'env %s\n' "${WRAP_TEST_VAR:-unset}"
+printf 'token %s\n' "${ANTHROPIC_API_KEY:-unset}"
+try() { if ( eval "$2" ) 2>/dev/null; then echo "$1 ok"; else echo "$1 refused"; fi; }
+try main 'echo x >> ../../README'
+try hooks 'echo x > ../../.git/hooks/post-checkout'
+try config 'echo x >> ../../.git/config'
+try config-rm 'rm -f ../../.git/config'
+try hooks-mv 'mv ../../.git/hooks ../../.git/hooks.old'
+try objects 'echo x > ../../.git/objects/probe && rm ../../.git/objects/probe'
+try gantry 'echo done > ../../.gantry/plan1/out'
+try run2 'ls ../run2/file2'
+try secret 'cat "$HOME/secret.txt"'
+try harness 'fakeharness'
+echo work > work.txt
+git add work.txt && git -c user.name=agent -c user.email=agent@example.com commit -q -m "from the VM" && echo "commit ok"
+exit 7
+"""
+
+HARNESS = """#!/bin/sh
+echo refreshed-token > "$HOME/.claude/auth.json"
+"""
+
+
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True).stdout
+
+
+@pytest.fixture(scope="module")
+def orch(gantry, tmp_path_factory):
+    assets = build_dir() / "assets"
+    for name in ("vmlinux", "sysroot.erofs"):
+        if not (assets / name).exists():
+            pytest.skip(f"guest asset {assets / name} missing: run `make assets`")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    base = tmp_path_factory.mktemp("orch")
+    main = base / "repo"
+    main.mkdir()
+    git("init", "-q", "-b", "main", cwd=main)
+    (main / "README").write_text("main checkout\n")
+    git("add", "README", cwd=main)
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "init",
+        cwd=main)
+    (main / ".gantry" / "plan1").mkdir(parents=True)
+    git("worktree", "add", "-q", "-b", "run1", ".gantry-worktrees/run1", cwd=main)
+    git("worktree", "add", "-q", "-b", "run2", ".gantry-worktrees/run2", cwd=main)
+    (main / ".gantry-worktrees" / "run2" / "file2").write_text("other run\n")
+    home = base / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "auth.json").write_text("old-token\n")
+    (home / ".local" / "bin").mkdir(parents=True)
+    harness = home / ".local" / "bin" / "fakeharness"
+    harness.write_text(HARNESS)
+    harness.chmod(0o755)
+    (home / "secret.txt").write_text("not for the VM\n")
+    env = dict(os.environ, HOME=str(home),
+               PATH=f"{home / '.local' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+               GANTRY_HOME=str(base / "gantry-home"), WRAP_TEST_VAR="passed",
+               ANTHROPIC_API_KEY="sk-sentinel-0123456789")
+    env.pop("XDG_CONFIG_HOME", None)
+
+    class Orch:
+        pass
+
+    o = Orch()
+    o.main, o.home, o.env, o.gantry = main, home, env, gantry
+    o.run1 = main / ".gantry-worktrees" / "run1"
+
+    def wrap(*cmd, popen=False, **kw):
+        argv = [str(gantry), "wrap", "--", *cmd]
+        kw.setdefault("cwd", o.run1)
+        kw.setdefault("env", env)
+        if popen:
+            return subprocess.Popen(argv, **kw)
+        kw.setdefault("capture_output", True)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.run(argv, timeout=boot_timeout() * 3, **kw)
+
+    o.wrap = wrap
+    return o
+
+
+def test_contract(orch):
+    hooks_before = sorted(os.listdir(orch.main / ".git" / "hooks"))
+    config_before = (orch.main / ".git" / "config").read_bytes()
+    r = orch.wrap("sh", "-c", PROBE, "probe", str(orch.run1), *ARGS)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 7, (r.returncode, out, r.stderr.decode(errors="replace"))
+    lines = out.splitlines()
+    got_args = out.split("pwd ")[0]
+    assert got_args == "".join(f"arg[{a}]\n" for a in ARGS), got_args
+    assert f"pwd {orch.run1}" in lines
+    assert f"id {os.getuid()}:{os.getgid()}" in lines
+    assert "env passed" in lines
+    assert "token sk-sentinel-0123456789" in lines
+    for what in ("main", "hooks", "config", "config-rm", "hooks-mv", "run2", "secret"):
+        assert f"{what} refused" in lines, (what, out)
+    for what in ("objects", "gantry", "harness", "commit"):
+        assert f"{what} ok" in lines, (what, out, r.stderr)
+    # On the host: the commit, a clean repository, nothing of the refused.
+    log = git("log", "--format=%s", "-1", "run1", cwd=orch.main).decode()
+    assert log.strip() == "from the VM"
+    git("fsck", "--strict", cwd=orch.main)
+    assert (orch.main / "README").read_text() == "main checkout\n"
+    assert sorted(os.listdir(orch.main / ".git" / "hooks")) == hooks_before
+    assert (orch.main / ".git" / "config").read_bytes() == config_before
+    assert (orch.main / ".gantry" / "plan1" / "out").read_text() == "done\n"
+    assert (orch.home / ".claude" / "auth.json").read_text() == "refreshed-token\n"
+
+
+def test_stdio_byte_exact(orch):
+    blob = os.urandom(1 << 20)
+    (orch.run1 / "blob").write_bytes(blob)
+    try:
+        r = orch.wrap("sh", "-c", "cat blob; cat blob >&2; head -c 5")
+        assert r.returncode == 0, r.stderr[-400:]
+        assert hashlib.sha256(r.stdout).hexdigest() == hashlib.sha256(blob).hexdigest()
+        assert hashlib.sha256(r.stderr).hexdigest() == hashlib.sha256(blob).hexdigest()
+    finally:
+        (orch.run1 / "blob").unlink()
+
+
+def test_signal_death_is_128_plus_n(orch):
+    """A real fault (the command is its container's PID 1, which a signal
+    merely sent to it without a handler would not end)."""
+    r = orch.wrap("python3", "-c", "import ctypes; ctypes.string_at(0)")
+    assert r.returncode == 128 + signal.SIGSEGV, r.stderr
+
+
+def test_sigterm_is_forwarded(orch):
+    p = orch.wrap("sh", "-c", 'trap "exit 3" TERM; echo ready; while :; do sleep 0.1; done',
+                  popen=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 3
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            kids = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+        except OSError:
+            continue
+        out += [int(k) for k in kids]
+        todo += [int(k) for k in kids]
+    return out
+
+
+def alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigkill_of_the_caller_leaves_nothing(orch):
+    """The caller (a shell standing in for the orchestrator) is SIGKILLed
+    while the wrapped command and a setsid daemon it left run: within 5 s
+    no process of the wrap is left."""
+    caller = subprocess.Popen(
+        ["sh", "-c", f'"$0" wrap -- sh -c "setsid sleep 1000 & echo ready; sleep 1000" & wait',
+         str(orch.gantry)],
+        cwd=orch.run1, env=orch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE)
+    try:
+        assert caller.stdout.readline() == b"ready\n"
+        pids = descendants(caller.pid)
+        assert pids, "no wrap process under the caller"
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(alive(p) for p in pids):
+            time.sleep(0.1)
+        left = [p for p in pids if alive(p)]
+        assert not left, [Path(f"/proc/{p}/cmdline").read_bytes() for p in left]
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+
+
+def test_bad_usage_is_one_line(orch):
+    r = orch.wrap()
+    assert r.returncode == 2
+    assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
