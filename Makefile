@@ -10,7 +10,7 @@ PYTEST      = /usr/bin/python3 -m pytest -q -rs
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui bench-wrap clean
 
 all: build
 
@@ -82,7 +82,7 @@ check: layers unit asan fuzz e2e
 	@echo "gantry: all checks passed"
 
 # Each prints its figures and ends with one JSON line (bench/README.md).
-bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui
+bench: bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui bench-wrap
 
 bench-boot: build kernel
 	bench/boot/run
@@ -92,6 +92,8 @@ bench-oci: assets
 	bench/oci/run
 bench-tui: build
 	bench/tui/run
+bench-wrap: assets
+	bench/wrap/run
 bench-exec: assets
 	bench/exec/run
 bench-pull: build
