@@ -148,9 +148,15 @@ static size_t fake_handle(void *opaque, const struct iovec *in, size_t nr_in,
 		pthread_mutex_unlock(&h.lock);
 	}
 	/* Long enough that the test's reset comes while all four sleep, on
-	 * a loaded machine too (a request ending first lets a fifth in). */
-	if (h.mode == SLEEP)
+	 * a loaded machine too (a request ending first lets a fifth in); and
+	 * only once all four are in: a worker thread that started late (under
+	 * ASan, beside a busy CI) found the first one's request done and the
+	 * next taken, and the reset dropped fewer than the test queued. */
+	if (h.mode == SLEEP) {
+		for (int i = 0; i < 5000 && atomic_load(&h.entered) < 4; i++)
+			nap_ms(1);
 		nap_ms(300);
+	}
 	else if (h.mode == NAP)
 		nap_ms(1 + atomic_fetch_add(&h.seed, 7) % 5);
 	atomic_fetch_sub(&h.now, 1);
@@ -715,13 +721,24 @@ static int fx_setup_sleep(void **state)
  * never reach the handler, the pool is gone; the next driver gets a new one. */
 static void queue_slow(struct fx *f, unsigned int n)
 {
-	for (uint16_t i = 0; i < n; i++) {
-		const struct seg segs[] = { { BUF_GPA(i), IN_HDR, false },
-					    { BUF_GPA(i) + 0x800, 64, true } };
+	struct vdrv_queue *vq = &f->drv.q[REQQ];
+	uint8_t *avail = f->drv.ram + vq->avail;
 
+	/* All n published by one store of the avail index: a leader woken
+	 * early (the pool's start reads the ring too) pops none or all, never
+	 * the first few, which would leave the rest unpopped behind four busy
+	 * workers and the reset dropping fewer than queued. */
+	for (uint16_t i = 0; i < n; i++) {
 		put_hdr(f, BUF_GPA(i), FUSE_FSYNC, i, IN_HDR);
-		chain(f, REQQ, 2 * i, segs, 2);
+		vdrv_set_desc(&f->drv, REQQ, 2 * i, BUF_GPA(i), IN_HDR, VRING_DESC_F_NEXT,
+			      (uint16_t)((2 * i + 1) % QN));
+		vdrv_set_desc(&f->drv, REQQ, 2 * i + 1, BUF_GPA(i) + 0x800, 64, VRING_DESC_F_WRITE,
+			      0);
+		__atomic_store_n((uint16_t *)(avail + 4 + 2 * ((vq->avail_idx + i) % f->drv.qsize)),
+				 (uint16_t)(2 * i), __ATOMIC_RELAXED);
 	}
+	vq->avail_idx = (uint16_t)(vq->avail_idx + n);
+	__atomic_store_n((uint16_t *)(avail + 2), vq->avail_idx, __ATOMIC_RELEASE);
 	kick(f, REQQ);
 	for (int i = 0; i < 5000 && atomic_load(&h.entered) < 4; i++)
 		nap_ms(1);
