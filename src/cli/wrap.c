@@ -132,6 +132,10 @@ int cmd_wrap(int argc, char **argv)
 		  "guest network (default true; -net=false: only lo)", 0 },
 		{ "net-policy", FLAG_STRING, &o.net_policy, NULL, "FILE",
 		  "egress policy, JSON (see docs/network.md; default: allow, local wall)", 0 },
+		{ "socket", FLAG_FUNC, &o, wrap_opts_socket, "PATH",
+		  "relay a host Unix socket into the VM at the same path (repeatable; those "
+		  "under the checkout's .gantry/ are relayed anyway)",
+		  0 },
 		{ "share", FLAG_FUNC, &o, sandbox_opts_share, "SPEC",
 		  "share another host directory: TAG=HOST_PATH[@CTR_PATH][,ro] (repeatable)", 0 },
 		FLAGS_SECRETS(&o),

@@ -49,6 +49,7 @@ struct guest_config {
 	/* gantry.share=, bound into the container; NULL: none */
 	const struct shares *shares;
 	const struct tmpfs_mounts *tmpfs; /* gantry.tmpfs= (NULL: none) */
+	const struct guest_sockets *sockets; /* gantry.sock= (NULL: none) */
 	/* gantry.root=TAG: the container's root is that directory of the
 	 * shares' hub (an OCI bundle's rootfs, served by the host), not the
 	 * image under an overlay; NULL: the image's */
@@ -95,6 +96,9 @@ uint64_t guest_now_ms(clockid_t clock);
 /* link.c */
 
 /* Connect to host port `port` (vsock CID 2, or a Unix socket in test mode). */
+/* sockets.c: listen for each gantry.sock= and relay its connections to
+ * the host, in a process of its own. */
+void sockets_start(const struct guest_config *cfg);
 int link_dial(const struct guest_config *cfg, unsigned int port);
 /* The control connection, retried for up to timeout_ms: the vsock
  * transport or the host's listener may be a moment behind us. */

@@ -173,6 +173,7 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 	static char host[NETCONF_HOST_MAX + 1], net[64];
 	static struct shares shares;
 	static struct tmpfs_mounts tmpfs;
+	static struct guest_sockets sockets;
 	static char root[SHARE_TAG_MAX + 1];
 	char buf[CMDLINE_MAX];
 	unsigned int nets = 0;
@@ -232,6 +233,14 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 			else
 				guest_log("gantry.tmpfs=%.48s: %s; not mounted",
 					  tok + sizeof(TMPFS_PARAM) - 1, why);
+		} else if (strncmp(tok, SOCKETS_PARAM, sizeof(SOCKETS_PARAM) - 1) == 0) {
+			char why[SHARE_WHY_MAX];
+
+			if (sockets_add(&sockets, tok + sizeof(SOCKETS_PARAM) - 1, why))
+				cfg->sockets = &sockets;
+			else
+				guest_log("gantry.sock=%.48s: %s; not relayed",
+					  tok + sizeof(SOCKETS_PARAM) - 1, why);
 		} else if (strncmp(tok, ROOT_PARAM, sizeof(ROOT_PARAM) - 1) == 0) {
 			const char *t = tok + sizeof(ROOT_PARAM) - 1;
 
@@ -551,6 +560,7 @@ int main(int argc, char **argv)
 		guest_log("%s/etc: %s; the container keeps the image's resolv.conf and hosts",
 			  cfg->state_dir, strerror(errno));
 	trust_write(cfg);
+	sockets_start(cfg);
 	snprintf(state, sizeof(state), "%s/bundles", cfg->state_dir);
 	if (mkdir(state, 0700) < 0 && errno != EEXIST)
 		guest_log("mkdir %s: %s", state, strerror(errno));

@@ -68,6 +68,21 @@ struct tmpfs_mounts {
  * added (bad, or the list is full). */
 bool tmpfs_add(struct tmpfs_mounts *l, const char *value, char why[SHARE_WHY_MAX]);
 
+/* Host Unix sockets relayed into the container (sockets.c): one
+ * gantry.sock=CTR token each, CTR as a share's. */
+#define SOCKETS_MAX   16
+#define SOCKETS_PARAM "gantry.sock="
+#define SOCKETS_DIR   "/run/gantry/sockets"
+
+struct guest_sockets {
+	size_t n;
+	char *v[SOCKETS_MAX]; /* container paths, owned */
+};
+
+/* Parse one token into the list: false, with why filled, when it is not
+ * added (bad, or the list is full). */
+bool sockets_add(struct guest_sockets *l, const char *value, char why[SHARE_WHY_MAX]);
+
 /* [A-Za-z0-9._-]{1,SHARE_TAG_MAX}, not . or .. (the hub's directory names). */
 bool shares_tag_valid(const char *tag, size_t len);
 /* NULL when p (len bytes) may be a share's container path: absolute, no

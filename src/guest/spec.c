@@ -288,6 +288,22 @@ static void write_tmpfs(FILE *f, const struct guest_config *cfg)
 	}
 }
 
+/* The relayed host sockets (sockets.c), after the shares that hold their
+ * paths. */
+static void write_socket_binds(FILE *f, const struct guest_config *cfg)
+{
+	char source[sizeof(SOCKETS_DIR) + 24];
+
+	for (size_t i = 0; cfg->sockets && i < cfg->sockets->n; i++) {
+		snprintf(source, sizeof(source), "%s/%zu", SOCKETS_DIR, i);
+		fputs(",{\"destination\":", f);
+		json_str(f, cfg->sockets->v[i]);
+		fputs(",\"type\":\"bind\",\"source\":", f);
+		json_str(f, source);
+		fputs(",\"options\":[\"bind\",\"nosuid\",\"nodev\"]}", f);
+	}
+}
+
 /* The host's shares, last so that one over /tmp or /etc/hosts wins; crun
  * makes a missing mountpoint. */
 static void write_share_binds(FILE *f, const struct guest_config *cfg)
@@ -386,6 +402,7 @@ int spec_write(const struct guest_config *cfg, const char *bundle, const struct 
 	write_trust_binds(f, cfg);
 	write_tmpfs(f, cfg);
 	write_share_binds(f, cfg);
+	write_socket_binds(f, cfg);
 	fputs("],", f);
 	write_linux(f);
 	fputs("}\n", f);

@@ -82,6 +82,11 @@
  * 4 KiB); the host answers username= and password= lines, or one error=
  * line, and a blank line, then closes. */
 #define PROTO_BROKER_PORT 1027
+/* Host Unix sockets relayed into the container (gantry wrap -socket): a
+ * stream from the guest names the socket by its index in the command
+ * line's gantry.sock= tokens (4 bytes, little-endian), then carries its
+ * bytes both ways. */
+#define PROTO_SOCKET_PORT 1030
 /* The helper, bound into every container: git runs it with the
  * operation after PROTO_HELPER_ARG; the host runs it as a session with
  * PROTO_FILES_ARG for files (proto/files.h). */

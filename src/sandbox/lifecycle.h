@@ -53,6 +53,10 @@ struct sandbox_opts {
 	size_t nr_shares;
 	char **tmpfs; /* the container's tmpfs mounts (sandbox_tmpfs_parse's specs) */
 	size_t nr_tmpfs;
+	/* host Unix sockets relayed into the container at their own paths
+	 * (gantry wrap -socket; a one-shot's only), absolute */
+	char **sockets;
+	size_t nr_sockets;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 	/* -secret, -secret-file: the secrets of its processes (NULL: none).
 	 * Freed by sandbox_opts_free. */

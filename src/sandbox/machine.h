@@ -165,6 +165,9 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
  * guest's command line, gantry.tmpfs=FLAGS:SIZE_KIB:MODE:PATH with PATH
  * in base64url (guest/shares.h reads them). */
 int machine_tmpfs(struct machine *m, char *const *tmpfs, size_t n, gantry_error_t *err);
+/* Host sockets relayed into the container (oneshot_sockets.h), each
+ * gantry.sock=PATH on the guest's command line, PATH in base64url. */
+int machine_sockets(struct machine *m, char *const *paths, size_t n, gantry_error_t *err);
 /* Check sp's host directory (share_host_check), open it and add it to
  * srv as an export. */
 struct share_spec;

@@ -214,8 +214,9 @@ void sandbox_opts_free(struct sandbox_opts *o)
 	strv_free(o->ports);
 	strv_free(o->shares);
 	strv_free(o->tmpfs);
-	o->ports = o->shares = o->tmpfs = NULL;
-	o->nr_ports = o->nr_shares = o->nr_tmpfs = 0;
+	strv_free(o->sockets);
+	o->ports = o->shares = o->tmpfs = o->sockets = NULL;
+	o->nr_ports = o->nr_shares = o->nr_tmpfs = o->nr_sockets = 0;
 }
 
 /* The sandbox, with its lock held (*lock >= 0) when it is not running. */
@@ -569,6 +570,8 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 	sb->nr_shares = o->nr_shares;
 	sb->tmpfs = strv_dup(o->tmpfs, o->nr_tmpfs);
 	sb->nr_tmpfs = o->nr_tmpfs;
+	sb->sockets = strv_dup(o->sockets, o->nr_sockets);
+	sb->nr_sockets = o->nr_sockets;
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "image/source.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/oneshot_broker.h"
+#include "sandbox/oneshot_sockets.h"
 #include "common/json.h"
 #include "sandbox/machine.h"
 #include "sandbox/network.h"
@@ -191,6 +192,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
 	struct oneshot_broker broker = { .listen = -1, .stop = { -1, -1 } };
+	struct oneshot_sockets relay = { .listen = -1, .stop = { -1, -1 } };
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
@@ -249,9 +251,11 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		goto out;
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
+	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||
-	    oneshot_broker_run(&broker, err) < 0 || oneshot_egress(&m, &sb, po->secrets, err) < 0)
+	    oneshot_broker_run(&broker, err) < 0 || oneshot_sockets_run(&relay, err) < 0 ||
+	    oneshot_egress(&m, &sb, po->secrets, err) < 0)
 		goto out;
 	agent_watch_cancel(m.agent, cancel_fd(cancel));
 	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||
@@ -283,6 +287,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 out:
 	machine_join(&m);
 	oneshot_broker_stop(&broker);
+	if (relay.stop[0] >= 0 || relay.listen >= 0 || relay.running)
+		oneshot_sockets_stop(&relay);
 	if (m.cfg.timing && t_done > 0)
 		log_always("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
 			   "VM gone %.1f ms",

@@ -293,6 +293,9 @@ void sandbox_transient_free(struct sandbox *sb)
 	sb->proxy = sb->no_proxy = NULL;
 	free(sb->root);
 	sb->root = NULL;
+	strv_free(sb->sockets);
+	sb->sockets = NULL;
+	sb->nr_sockets = 0;
 }
 
 /* The file may have been edited: each port is checked and stored as its

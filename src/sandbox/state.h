@@ -53,6 +53,8 @@ struct sandbox {
 				      * so after its mounts, as runc does) */
 	bool host_root;		     /* root is the host's "/" (gantry wrap, one-shot
 				      * only): served read-only, never stored */
+	char **sockets;		     /* host sockets relayed in (one-shot only) */
+	size_t nr_sockets;
 	char *hostname;		     /* the guest's; NULL: name */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;

@@ -156,7 +156,63 @@ static void hide_other_worktrees(struct share_spec *main_sp, const struct fence_
 	closedir(d);
 }
 
-static int plan_git(struct plan *p, const struct fence_git *g, gantry_error_t *err)
+static bool have_socket(const struct sandbox_opts *o, const char *path)
+{
+	for (size_t i = 0; i < o->nr_sockets; i++)
+		if (strcmp(o->sockets[i], path) == 0)
+			return true;
+	return false;
+}
+
+int wrap_opts_socket(void *opaque, const char *path, gantry_error_t *err)
+{
+	struct sandbox_opts *o = opaque;
+	cleanup_free char *real = realpath(path, NULL);
+	struct stat st;
+
+	if (real == NULL || stat(real, &st) < 0)
+		return gantry_error_errno(err, "-socket %s", path);
+	if (!S_ISSOCK(st.st_mode))
+		return gantry_error(err, ENOTSOCK, "-socket %s: not a Unix socket", path);
+	if (have_socket(o, real))
+		return 0;
+	if (o->nr_sockets == WRAP_SOCKETS_MAX)
+		return gantry_error(err, E2BIG, "-socket %s: more than %d sockets", path,
+				    WRAP_SOCKETS_MAX);
+	o->sockets = xrealloc(o->sockets, (o->nr_sockets + 2) * sizeof(*o->sockets));
+	o->sockets[o->nr_sockets++] = steal_pointer(&real);
+	o->sockets[o->nr_sockets] = NULL;
+	return 0;
+}
+
+/* The orchestrator's run sockets: each one under its .gantry/, a few
+ * levels deep, relayed at its own path. */
+static void plan_sockets(struct sandbox_opts *o, const char *dir, int depth)
+{
+	struct dirent *e;
+	DIR *d;
+
+	if (depth > 3 || (d = opendir(dir)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL && o->nr_sockets < WRAP_SOCKETS_MAX) {
+		cleanup_free char *path = NULL;
+		struct stat st;
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		xasprintf(&path, "%s/%s", dir, e->d_name);
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			plan_sockets(o, path, depth + 1);
+		else if (S_ISSOCK(st.st_mode) && !have_socket(o, path))
+			wrap_opts_socket(o, path, NULL);
+	}
+	closedir(d);
+}
+
+static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_git *g,
+		    gantry_error_t *err)
 {
 	struct share_spec *sp;
 	const char *rel;
@@ -189,8 +245,11 @@ static int plan_git(struct plan *p, const struct fence_git *g, gantry_error_t *e
 					mask_add(&p->v[i], r, false);
 				}
 	xasprintf(&gantry_dir, "%s/.gantry", g->main);
-	if (is_dir(gantry_dir) && plan_add(p, gantry_dir, false, err) == NULL)
-		return -1;
+	if (is_dir(gantry_dir)) {
+		if (plan_add(p, gantry_dir, false, err) == NULL)
+			return -1;
+		plan_sockets(o, gantry_dir, 0);
+	}
 	return 0;
 }
 
@@ -262,7 +321,7 @@ int wrap_plan(const struct wrap_host *h, struct sandbox_opts *o, struct sandbox_
 	if (r < 0)
 		goto fail;
 	if (r == 0) {
-		r = plan_git(&p, &g, err);
+		r = plan_git(&p, o, &g, err);
 		fence_git_free(&g);
 		if (r < 0)
 			goto fail;

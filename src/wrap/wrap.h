@@ -48,6 +48,12 @@ struct wrap_host {
 int wrap_plan(const struct wrap_host *h, struct sandbox_opts *o, struct sandbox_process_opts *po,
 	      gantry_error_t *err);
 
+/* -socket PATH (a FLAG_FUNC for opaque = struct sandbox_opts *): a host
+ * Unix socket, relayed into the VM at its own path; at most
+ * WRAP_SOCKETS_MAX, with those found under the checkout's .gantry/. */
+#define WRAP_SOCKETS_MAX 16
+int wrap_opts_socket(void *opaque, const char *path, gantry_error_t *err);
+
 /* Read ~/.config/gantry/wrap.json (or $XDG_CONFIG_HOME's) into o: image,
  * cpus, memMiB, net, netPolicy, shares. A missing file is no error. */
 int wrap_config_load(const char *path, struct sandbox_opts *o, gantry_error_t *err);

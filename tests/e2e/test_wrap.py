@@ -14,7 +14,9 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -221,6 +223,67 @@ def test_sigkill_of_the_caller_leaves_nothing(orch):
         if caller.poll() is None:
             caller.kill()
             caller.wait()
+
+
+SOCKET_PROBE = r"""
+import socket, sys
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(path)
+    s.sendall(b"ping " + path.encode() + b"\n")
+    s.shutdown(socket.SHUT_WR)
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    print(data.decode().strip())
+"""
+
+
+def echo_server(path):
+    """A Unix socket on the host that answers each line with "pong LINE"."""
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(path))
+    srv.listen(4)
+
+    def serve():
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                data = b""
+                while not data.endswith(b"\n"):
+                    b = c.recv(4096)
+                    if not b:
+                        break
+                    data += b
+                c.sendall(b"pong " + data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def test_sockets_round_trip(orch, tmp_path):
+    """The orchestrator's socket under .gantry/ (found there) and one named
+    with -socket, each reached from inside by its host path."""
+    run_sock = orch.main / ".gantry" / "plan1" / "echo.sock"
+    other = tmp_path / "agent.sock"
+    servers = [echo_server(run_sock), echo_server(other)]
+    try:
+        argv = [str(orch.gantry), "wrap", "-socket", str(other), "--", "python3", "-c",
+                SOCKET_PROBE, str(run_sock), str(other)]
+        r = subprocess.run(argv, cwd=orch.run1, env=orch.env, capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=boot_timeout() * 3)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        assert r.stdout.decode().splitlines() == [f"pong ping {run_sock}", f"pong ping {other}"]
+    finally:
+        for s in servers:
+            s.close()
+        run_sock.unlink(missing_ok=True)
 
 
 def test_bad_usage_is_one_line(orch):

@@ -1,0 +1,264 @@
+/* A one-shot's relayed host sockets (see oneshot_sockets.h): one thread
+ * accepts the guest's streams, and one thread per stream joins it to the
+ * host's socket, copying each way as the other side takes the bytes
+ * (never more than one buffer held per direction). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/unixsock.h"
+#include "common/util.h"
+#include "proto/agent.h"
+#include "sandbox/oneshot_sockets.h"
+
+#define SOCKET_HDR_MS 5000
+#define SOCKET_BUF    (64 * 1024)
+
+struct pair {
+	struct oneshot_sockets *s;
+	int guest;
+};
+
+struct dir_buf {
+	char buf[SOCKET_BUF];
+	size_t len, off;
+	bool eof; /* the reading side ended */
+};
+
+/* The socket's index, in its first 4 bytes. */
+static int read_index(struct oneshot_sockets *s, int fd, uint32_t *index)
+{
+	uint8_t hdr[4];
+	size_t got = 0;
+	uint64_t deadline = now_ms() + SOCKET_HDR_MS;
+
+	while (got < sizeof(hdr)) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = s->stop[0], .events = POLLIN } };
+		uint64_t now = now_ms();
+		ssize_t n;
+
+		if (now >= deadline || poll(p, 2, (int)(deadline - now)) < 0 || p[1].revents)
+			return -1;
+		n = recv(fd, hdr + got, sizeof(hdr) - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	*index = hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+	return *index < s->n ? 0 : -1;
+}
+
+static int connect_host(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	/* A local stream socket connects at once, or is refused. */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Move bytes from one side into d, or from d to the other side; false once
+ * this direction is done. */
+static void pump(int from, int to, struct dir_buf *d, short rev_from, short rev_to)
+{
+	if (d->len == 0 && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = recv(from, d->buf, sizeof(d->buf), MSG_DONTWAIT);
+
+		if (n > 0)
+			d->len = (size_t)n, d->off = 0;
+		else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			d->eof = true;
+		if (d->eof)
+			shutdown(to, SHUT_WR);
+	}
+	if (d->len && (rev_to & POLLOUT)) {
+		ssize_t n = send(to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n > 0) {
+			d->off += (size_t)n;
+			if (d->off == d->len)
+				d->len = d->off = 0;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			d->eof = true;
+			d->len = 0;
+		}
+	}
+}
+
+static void join(struct oneshot_sockets *s, int guest, int host)
+{
+	struct dir_buf *up = xmalloc(sizeof(*up)), *down = xmalloc(sizeof(*down));
+
+	up->len = up->off = down->len = down->off = 0;
+	up->eof = down->eof = false;
+	while (!(up->eof && up->len == 0 && down->eof && down->len == 0)) {
+		struct pollfd p[3] = {
+			{ .fd = guest,
+			  .events = (short)((!up->eof && !up->len ? POLLIN : 0) |
+					    (down->len ? POLLOUT : 0)) },
+			{ .fd = host,
+			  .events = (short)((!down->eof && !down->len ? POLLIN : 0) |
+					    (up->len ? POLLOUT : 0)) },
+			{ .fd = s->stop[0], .events = POLLIN },
+		};
+
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
+			break;
+		if (p[2].revents)
+			break;
+		pump(guest, host, up, p[0].revents, p[1].revents);
+		pump(host, guest, down, p[1].revents, p[0].revents);
+		/* A side that hung up both ways takes no more. */
+		if ((p[0].revents & (POLLHUP | POLLERR)) && up->eof)
+			down->eof = true, down->len = 0;
+		if ((p[1].revents & (POLLHUP | POLLERR)) && down->eof)
+			up->eof = true, up->len = 0;
+	}
+	free(up);
+	free(down);
+}
+
+static void *pair_main(void *arg)
+{
+	struct pair *pr = arg;
+	struct oneshot_sockets *s = pr->s;
+	uint32_t index;
+	int host = -1;
+
+	if (read_index(s, pr->guest, &index) == 0) {
+		host = connect_host(s->paths[index]);
+		if (host < 0)
+			log_info("socket %s: %s", s->paths[index], strerror(errno));
+		else
+			join(s, pr->guest, host);
+	}
+	if (host >= 0)
+		close(host);
+	close(pr->guest);
+	free(pr);
+	pthread_mutex_lock(&s->lock);
+	s->active--;
+	pthread_cond_broadcast(&s->done);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+static void *serve(void *arg)
+{
+	struct oneshot_sockets *s = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = s->listen, .events = POLLIN },
+				       { .fd = s->stop[0], .events = POLLIN } };
+		struct pair *pr;
+		pthread_t t;
+		int fd;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!p[0].revents)
+			continue;
+		fd = accept4(s->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			continue;
+		pthread_mutex_lock(&s->lock);
+		if (s->active == ONESHOT_SOCKET_CONNS) {
+			pthread_mutex_unlock(&s->lock);
+			close(fd); /* the guest's connection ends: it may try again */
+			continue;
+		}
+		pr = xmalloc(sizeof(*pr));
+		*pr = (struct pair){ s, fd };
+		if (pthread_create(&t, NULL, pair_main, pr) != 0) {
+			pthread_mutex_unlock(&s->lock);
+			close(fd);
+			free(pr);
+			continue;
+		}
+		pthread_detach(t);
+		s->active++;
+		pthread_mutex_unlock(&s->lock);
+	}
+	return NULL;
+}
+
+int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *const *paths, size_t n,
+			  gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+
+	*s = (struct oneshot_sockets){ .listen = -1, .stop = { -1, -1 } };
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->done, NULL);
+	if (n == 0)
+		return 0;
+	if (n > ONESHOT_SOCKETS_MAX)
+		return gantry_error(err, 0, "more than %d sockets", ONESHOT_SOCKETS_MAX);
+	s->paths = paths;
+	s->n = n;
+	xasprintf(&path, "%s/%d.sock", dir, PROTO_SOCKET_PORT);
+	s->listen = unix_listen(path, 16, err);
+	if (s->listen < 0)
+		return gantry_error_prefix(err, "the socket relay");
+	if (pipe2(s->stop, O_CLOEXEC) < 0) {
+		oneshot_sockets_stop(s);
+		return gantry_error_errno(err, "the socket relay");
+	}
+	return 0;
+}
+
+int oneshot_sockets_run(struct oneshot_sockets *s, gantry_error_t *err)
+{
+	if (s->listen < 0 || s->running)
+		return 0;
+	if (pthread_create(&s->thread, NULL, serve, s) != 0)
+		return gantry_error(err, EAGAIN, "the socket relay: no thread");
+	s->running = true;
+	return 0;
+}
+
+void oneshot_sockets_stop(struct oneshot_sockets *s)
+{
+	if (s->running) {
+		(void)!write(s->stop[1], "x", 1);
+		pthread_join(s->thread, NULL);
+		pthread_mutex_lock(&s->lock);
+		while (s->active)
+			pthread_cond_wait(&s->done, &s->lock);
+		pthread_mutex_unlock(&s->lock);
+		s->running = false;
+	}
+	close_fd(&s->listen);
+	close_fd(&s->stop[0]);
+	close_fd(&s->stop[1]);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->done);
+}
