@@ -8,7 +8,7 @@
 #include "cli/signals.h"
 #include "common/util.h"
 
-static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGWINCH };
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
 static int sig_pipe[2] = { -1, -1 };
 static struct sigaction old[ARRAY_SIZE(forwarded)];
 static bool taken;

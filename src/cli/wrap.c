@@ -19,6 +19,7 @@
 #include "cli/signals.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "proto/agent.h"
 #include "sandbox/lifecycle.h"
 #include "wrap/wrap.h"
 
@@ -121,6 +122,7 @@ int cmd_wrap(int argc, char **argv)
 	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
 	cleanup_free char *cwd = NULL, *config = config_path();
+	cleanup_free char **init_argv = NULL;
 	bool help = false, dashdash;
 	int rest, r;
 	const struct flag flags[] = {
@@ -165,8 +167,16 @@ int cmd_wrap(int argc, char **argv)
 		r = 2;
 		goto done;
 	}
-	po.args = argv + rest;
-	po.nargs = (size_t)(argc - rest);
+	/* CMD as PID 1's child, as on the host (guest/reaper.c), and only
+	 * CMD: an image's Entrypoint is not put before it. */
+	init_argv = xzalloc(((size_t)(argc - rest) + 4) * sizeof(*init_argv));
+	init_argv[0] = PROTO_HELPER_PATH;
+	init_argv[1] = PROTO_INIT_ARG;
+	init_argv[2] = "--";
+	memcpy(init_argv + 3, argv + rest, (size_t)(argc - rest) * sizeof(*init_argv));
+	po.args = init_argv;
+	po.nargs = (size_t)(argc - rest) + 3;
+	po.entrypoint = "";
 	if (take_tokens(&o, &err) < 0 ||
 	    wrap_plan(&(struct wrap_host){ .cwd = cwd,
 					   .home = getenv("HOME"),

@@ -99,6 +99,8 @@ uint64_t guest_now_ms(clockid_t clock);
 /* sockets.c: listen for each gantry.sock= and relay its connections to
  * the host, in a process of its own. */
 void sockets_start(const struct guest_config *cfg);
+/* reaper.c: PROTO_INIT_ARG's small init (argv after it). */
+int guest_reaper_main(int argc, char **argv);
 int link_dial(const struct guest_config *cfg, unsigned int port);
 /* The control connection, retried for up to timeout_ms: the vsock
  * transport or the host's listener may be a moment behind us. */

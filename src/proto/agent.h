@@ -92,6 +92,10 @@
  * PROTO_FILES_ARG for files (proto/files.h). */
 #define PROTO_HELPER_PATH "/dev/.gantry-guest"
 #define PROTO_HELPER_ARG  "credential"
+/* ... and with this one, a small init that runs the rest of its command
+ * line as its child (gantry wrap: the command as a plain process, not
+ * its container's PID 1; guest/reaper.c). */
+#define PROTO_INIT_ARG "init"
 
 #define PROTO_HDR_SIZE	  8
 #define PROTO_MAX_CONTROL (64 * 1024) /* body of any frame */

@@ -158,24 +158,84 @@ def test_stdio_byte_exact(orch):
 
 
 def test_signal_death_is_128_plus_n(orch):
-    """A real fault (the command is its container's PID 1, which a signal
-    merely sent to it without a handler would not end)."""
+    """A signal sent to itself and a real fault: CMD is no container PID 1
+    that would ignore the first."""
+    r = orch.wrap("sh", "-c", "kill -SEGV $$")
+    assert r.returncode == 128 + signal.SIGSEGV, r.stderr
     r = orch.wrap("python3", "-c", "import ctypes; ctypes.string_at(0)")
     assert r.returncode == 128 + signal.SIGSEGV, r.stderr
 
 
-def test_sigterm_is_forwarded(orch):
-    p = orch.wrap("sh", "-c", 'trap "exit 3" TERM; echo ready; while :; do sleep 0.1; done',
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 3), (signal.SIGUSR1, 4)])
+def test_signal_is_forwarded(orch, sig, code):
+    name = signal.Signals(sig).name[3:]
+    p = orch.wrap("sh", "-c", f'trap "exit {code}" {name}; echo ready; while :; do sleep 0.1; done',
                   popen=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE)
     try:
         assert p.stdout.readline() == b"ready\n"
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=30) == 3
+        p.send_signal(sig)
+        assert p.wait(timeout=30) == code
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_sigterm_unhandled_ends_it(orch):
+    """No trap: SIGTERM ends CMD as it would on the host (143), not ignored
+    as by a container's PID 1."""
+    p = orch.wrap("sh", "-c", "echo ready; exec sleep 1000", popen=True,
+                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"ready\n"
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def test_terminal_and_its_size(orch):
+    """Under a terminal: CMD has one, of the caller's size, and is in its
+    foreground process group (a Ctrl-C typed reaches it)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))
+    script = ('stty size; test -t 0 && echo tty; '
+              'trap "echo interrupted; exit 5" INT; echo ready; '
+              'while :; do sleep 0.1; done')
+    p = orch.wrap("sh", "-c", script, popen=True, stdin=slave, stdout=slave, stderr=slave,
+                  start_new_session=True)
+    os.close(slave)
+    out = b""
+    try:
+        deadline = time.monotonic() + boot_timeout() * 3
+        while b"ready" not in out and time.monotonic() < deadline:
+            out += os.read(master, 4096)
+        assert b"33 111" in out, out
+        assert b"tty" in out, out
+        os.write(master, b"\x03")  # Ctrl-C, as typed
+        assert p.wait(timeout=30) == 5
+        try:
+            while True:
+                chunk = os.read(master, 4096)
+                if not chunk:
+                    break
+                out += chunk
+        except OSError:
+            pass
+        assert out.count(b"interrupted") == 1, out
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
 
 
 def descendants(pid):
