@@ -11,6 +11,7 @@
 #include "cli/flags.h"
 #include "cli/signals.h"
 #include "common/log.h"
+#include "mcp/gateway.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
 #include "sandbox/snapshots.h"
@@ -143,6 +144,7 @@ int cmd_exec(int argc, char **argv)
 {
 	struct sandbox_process_opts po = { 0 };
 	struct sandbox_opts o;
+	struct mcp_gateway gw;
 	struct agent_result res = { 0 };
 	static struct gantry_cancel cancel;
 	struct sandbox_stdio io;
@@ -154,6 +156,7 @@ int cmd_exec(int argc, char **argv)
 		FLAGS_SANDBOX(&o),
 		FLAGS_PROCESS(&po),
 		FLAGS_SECRETS(&o),
+		FLAG_MCP_REMOTE(&gw),
 		{ "name", FLAG_STRING, &o.name, NULL, "NAME",
 		  "its name in gantry ls while it runs (default exec-XXXXXXXX)", 0 },
 		{ "from", FLAG_STRING, &from, NULL, "SNAP",
@@ -174,6 +177,7 @@ int cmd_exec(int argc, char **argv)
 	};
 
 	sandbox_opts_init(&o);
+	mcp_gateway_init(&gw);
 	o.writable = false; /* no layer: its writes live in guest memory */
 	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);
 	if (r <= 0)
@@ -192,9 +196,10 @@ int cmd_exec(int argc, char **argv)
 				  argv[rest], argv[rest]);
 			goto done;
 		}
-		if (from || vm_flags_set(&o, show_console)) {
+		if (from || gw.n || vm_flags_set(&o, show_console)) {
 			log_error("exec: -from, -name, -image, -cpus, -mem, -net, -p, -share, "
-				  "-proxy, -process-isolation and -console are for a fresh microVM, "
+				  "-proxy, -process-isolation, -mcp-remote and -console are for a "
+				  "fresh microVM, "
 				  "not for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
 			goto done;
@@ -218,9 +223,16 @@ int cmd_exec(int argc, char **argv)
 	}
 	po.args = argv + rest;
 	po.nargs = (size_t)(argc - rest);
+	if (gw.n)
+		o.mcp = &gw;
 	if (sandbox_opts_check(&o, &err) < 0 || sandbox_process_opts_check(&po, &err) < 0) {
 		gantry_error_prefix(&err, "exec");
 		gantry_error_print(&err);
+		r = 2;
+		goto done;
+	}
+	if (from && gw.n) {
+		log_error("exec: -from: -mcp-remote is for a fresh microVM");
 		r = 2;
 		goto done;
 	}
@@ -239,6 +251,7 @@ int cmd_exec(int argc, char **argv)
 		r = sandbox_run_once(&o, show_console, &po, &io, &cancel, &res, &err);
 	r = r < 0 ? cli_fail(&err, EXEC_VM_FAILED) : exec_result(&res);
 done:
+	mcp_gateway_free(&gw);
 	sandbox_process_opts_free(&po);
 	sandbox_opts_free(&o);
 	return r < 0 ? -r : r;

@@ -73,6 +73,16 @@ int cli_flag_env_file(void *opaque, const char *path, gantry_error_t *err);
  * secrets; a bare NAME takes its value from this process's environment. */
 int cli_flag_secret(void *opaque, const char *spec, gantry_error_t *err);
 int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err);
+/* -mcp-remote SPEC (opaque = struct mcp_gateway *): a remote MCP server
+ * for the guest, its secrets taken from this environment (mcp/gateway.h). */
+int cli_flag_mcp_remote(void *opaque, const char *spec, gantry_error_t *err);
+#define FLAG_MCP_REMOTE(gw)                                                                        \
+	{ "mcp-remote", FLAG_FUNC, (gw), cli_flag_mcp_remote,                                     \
+	  "name=ID,url=URL[,auth=bearer:VAR|header:NAME:VAR][,allow=GLOB]...[,deny=GLOB]..."      \
+	  "[,redact=VAR]...",                                                                     \
+	  "a remote MCP server the guest reaches through gantry-guest mcp-proxy, the credential " \
+	  "added on the host (repeatable; see docs/agents.md)",                                   \
+	  0 }
 /* clang-format off */
 #define FLAGS_PROCESS(po)                                                             \
 	{ "e", FLAG_FUNC, (po), cli_flag_env, "NAME[=VALUE]",                         \

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/flags.h"
+#include "mcp/gateway.h"
 #include "sandbox/lifecycle.h"
 #include "common/files.h"
 #include "common/util.h"
@@ -98,4 +99,9 @@ int cli_flag_secret(void *opaque, const char *spec, gantry_error_t *err)
 int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err)
 {
 	return secret_store_add_dotenv(secrets_of(opaque), path, err);
+}
+
+int cli_flag_mcp_remote(void *opaque, const char *spec, gantry_error_t *err)
+{
+	return mcp_gateway_add(opaque, spec, err);
 }

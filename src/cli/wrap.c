@@ -19,6 +19,7 @@
 #include "cli/signals.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "mcp/gateway.h"
 #include "proto/agent.h"
 #include "sandbox/lifecycle.h"
 #include "wrap/wrap.h"
@@ -117,6 +118,7 @@ int cmd_wrap(int argc, char **argv)
 {
 	struct sandbox_process_opts po = { 0 };
 	struct sandbox_opts o;
+	struct mcp_gateway gw;
 	struct agent_result res = { 0 };
 	static struct gantry_cancel cancel;
 	struct sandbox_stdio io;
@@ -141,11 +143,13 @@ int cmd_wrap(int argc, char **argv)
 		{ "share", FLAG_FUNC, &o, sandbox_opts_share, "SPEC",
 		  "share another host directory: TAG=HOST_PATH[@CTR_PATH][,ro] (repeatable)", 0 },
 		FLAGS_SECRETS(&o),
+		FLAG_MCP_REMOTE(&gw),
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
 
 	sandbox_opts_init(&o);
+	mcp_gateway_init(&gw);
 	o.writable = false;
 	if (config && wrap_config_load(config, &o, &err) < 0) {
 		gantry_error_prefix(&err, "wrap");
@@ -174,6 +178,8 @@ int cmd_wrap(int argc, char **argv)
 	init_argv[1] = PROTO_INIT_ARG;
 	init_argv[2] = "--";
 	memcpy(init_argv + 3, argv + rest, (size_t)(argc - rest) * sizeof(*init_argv));
+	if (gw.n)
+		o.mcp = &gw;
 	po.args = init_argv;
 	po.nargs = (size_t)(argc - rest) + 3;
 	po.entrypoint = "";
@@ -210,6 +216,7 @@ int cmd_wrap(int argc, char **argv)
 		agent_result_free(&res);
 	}
 done:
+	mcp_gateway_free(&gw);
 	sandbox_process_opts_free(&po);
 	sandbox_opts_free(&o);
 	return r < 0 ? -r : r;

@@ -101,6 +101,8 @@ uint64_t guest_now_ms(clockid_t clock);
 void sockets_start(const struct guest_config *cfg);
 /* reaper.c: PROTO_INIT_ARG's small init (argv after it). */
 int guest_reaper_main(int argc, char **argv);
+/* mcp.c: PROTO_MCP_ARG, the MCP gateway's proxy (argv after it). */
+int guest_mcp_proxy_main(int argc, char **argv);
 int link_dial(const struct guest_config *cfg, unsigned int port);
 /* The control connection, retried for up to timeout_ms: the vsock
  * transport or the host's listener may be a moment behind us. */

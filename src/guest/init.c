@@ -484,6 +484,8 @@ int main(int argc, char **argv)
 		return guest_files_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], PROTO_INIT_ARG) == 0)
 		return guest_reaper_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], PROTO_MCP_ARG) == 0)
+		return guest_mcp_proxy_main(argc - 2, argv + 2);
 	started = guest_now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";

@@ -85,6 +85,7 @@
 	X(curl_easy_escape)                                                                    \
 	X(curl_easy_getinfo)                                                                   \
 	X(curl_easy_init)                                                                      \
+	X(curl_easy_perform)                                                                   \
 	X(curl_easy_pause)                                                                     \
 	X(curl_easy_reset)                                                                     \
 	X(curl_easy_setopt)                                                                    \

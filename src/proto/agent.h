@@ -87,6 +87,11 @@
  * line's gantry.sock= tokens (4 bytes, little-endian), then carries its
  * bytes both ways. */
 #define PROTO_SOCKET_PORT 1030
+/* The MCP gateway (mcp/gateway.h): `gantry-guest mcp-proxy` carries its
+ * stdio here, newline-delimited JSON-RPC both ways. */
+#define PROTO_MCP_PORT 1029
+/* ... and with this one, that proxy. */
+#define PROTO_MCP_ARG "mcp-proxy"
 /* The helper, bound into every container: git runs it with the
  * operation after PROTO_HELPER_ARG; the host runs it as a session with
  * PROTO_FILES_ARG for files (proto/files.h). */

@@ -29,6 +29,8 @@
 #define SANDBOX_DEFAULT_CPUS 1
 #define SANDBOX_MAX_CPUS     251
 
+struct mcp_gateway;
+
 struct sandbox_opts {
 	const char *name;
 	const char *image; /* NULL: the built-in image */
@@ -57,6 +59,9 @@ struct sandbox_opts {
 	 * (gantry wrap -socket; a one-shot's only), absolute */
 	char **sockets;
 	size_t nr_sockets;
+	/* -mcp-remote: the MCP gateway the guest's mcp-proxy reaches, its
+	 * remotes opened (a one-shot's only; borrowed, NULL: none) */
+	struct mcp_gateway *mcp;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 	/* -secret, -secret-file: the secrets of its processes (NULL: none).
 	 * Freed by sandbox_opts_free. */

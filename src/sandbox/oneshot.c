@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "image/source.h"
 #include "sandbox/lifecycle.h"
+#include "mcp/gateway.h"
 #include "sandbox/oneshot_broker.h"
 #include "sandbox/oneshot_sockets.h"
 #include "common/json.h"
@@ -252,9 +253,11 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
+	    (o->mcp && mcp_gateway_listen(o->mcp, rundir.run, err) < 0) ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||
 	    oneshot_broker_run(&broker, err) < 0 || oneshot_sockets_run(&relay, err) < 0 ||
+	    (o->mcp && mcp_gateway_run(o->mcp, err) < 0) ||
 	    oneshot_egress(&m, &sb, po->secrets, err) < 0)
 		goto out;
 	agent_watch_cancel(m.agent, cancel_fd(cancel));
@@ -287,6 +290,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 out:
 	machine_join(&m);
 	oneshot_broker_stop(&broker);
+	if (o->mcp)
+		mcp_gateway_stop(o->mcp);
 	if (relay.stop[0] >= 0 || relay.listen >= 0 || relay.running)
 		oneshot_sockets_stop(&relay);
 	if (m.cfg.timing && t_done > 0)

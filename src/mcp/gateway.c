@@ -1,0 +1,410 @@
+/* The MCP gateway (see gateway.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/unixsock.h"
+#include "common/util.h"
+#include "mcp/frame.h"
+#include "mcp/gateway.h"
+#include "proto/agent.h"
+
+#define TOOL_SEP    "__"
+#define LIST_PAGES  8 /* of a remote's tools/list */
+#define RPC_INVALID -32600
+#define RPC_NOMETHOD -32601
+#define RPC_PARAMS  -32602
+#define RPC_INTERNAL -32603
+
+static const char *const versions[] = { "2025-06-18", "2025-03-26", "2024-11-05" };
+
+static json_t *rpc_error(json_t *id, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static json_t *rpc_error(json_t *id, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return json_pack("{s:s,s:O,s:{s:i,s:s}}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+			 "error", "code", code, "message", msg);
+}
+
+static json_t *rpc_result(json_t *id, json_t *result)
+{
+	return json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "result", result);
+}
+
+/* A remote's JSON, its secrets redacted, as a new value. */
+static json_t *redacted(const struct mcp_remote *r, json_t *v)
+{
+	cleanup_free char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	cleanup_free char *clean = text ? mcp_redact(r, text) : NULL;
+
+	return clean ? json_loads(clean, JSON_DECODE_ANY, NULL) : json_null();
+}
+
+static json_t *initialize(json_t *id, json_t *params)
+{
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	const char *v = versions[0];
+
+	for (size_t i = 0; asked && i < ARRAY_SIZE(versions); i++)
+		if (strcmp(asked, versions[i]) == 0)
+			v = versions[i];
+	return rpc_result(id, json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s},s:s}", "protocolVersion", v,
+					"capabilities", "tools", "listChanged", false,
+					"serverInfo", "name", "gantry", "version", GANTRY_VERSION,
+					"instructions",
+					"Tools of the remote MCP servers this sandbox may use, "
+					"named SERVER__TOOL."));
+}
+
+/* One remote's tools the guest may see, renamed, into out. */
+static void list_remote(struct mcp_remote *r, json_t *out)
+{
+	json_t *cursor = NULL;
+
+	for (int page = 0; page < LIST_PAGES; page++) {
+		json_t *params = json_object(), *result = NULL, *error = NULL, *tools, *t;
+		gantry_error_t err = NULL;
+		size_t i;
+
+		if (cursor)
+			json_object_set_new(params, "cursor", cursor);
+		cursor = NULL;
+		if (mcp_remote_call(r, "tools/list", params, &result, &error, &err) < 0 || error) {
+			log_warn("mcp: %s: tools/list: %s", r->spec.id,
+				 err ? gantry_error_str(err) : "refused");
+			gantry_error_free(&err);
+			json_decref(params);
+			json_decref(error);
+			return;
+		}
+		json_decref(params);
+		tools = json_object_get(result, "tools");
+		json_array_foreach(tools, i, t) {
+			const char *name = json_string_value(json_object_get(t, "name"));
+			json_t *copy;
+			char *full;
+
+			if (name == NULL || !mcp_tool_allowed(&r->spec, name))
+				continue;
+			copy = redacted(r, t);
+			xasprintf(&full, "%s" TOOL_SEP "%s", r->spec.id, name);
+			json_object_set_new(copy, "name", json_string(full));
+			free(full);
+			json_array_append_new(out, copy);
+		}
+		if (json_is_string(json_object_get(result, "nextCursor")))
+			cursor = json_incref(json_object_get(result, "nextCursor"));
+		json_decref(result);
+		if (cursor == NULL)
+			return;
+	}
+	json_decref(cursor);
+}
+
+static json_t *tools_list(struct mcp_gateway *g, json_t *id)
+{
+	json_t *tools = json_array();
+
+	for (size_t i = 0; i < g->n; i++)
+		list_remote(&g->remotes[i], tools);
+	return rpc_result(id, json_pack("{s:o}", "tools", tools));
+}
+
+static json_t *tools_call(struct mcp_gateway *g, json_t *id, json_t *params)
+{
+	const char *full = json_string_value(json_object_get(params, "name"));
+	const char *sep = full ? strstr(full, TOOL_SEP) : NULL;
+	struct mcp_remote *r = NULL;
+	json_t *fwd, *result = NULL, *error = NULL, *answer;
+	gantry_error_t err = NULL;
+
+	if (sep == NULL)
+		return rpc_error(id, RPC_PARAMS, "unknown tool: tools are SERVER__TOOL");
+	for (size_t i = 0; i < g->n; i++)
+		if (strlen(g->remotes[i].spec.id) == (size_t)(sep - full) &&
+		    strncmp(g->remotes[i].spec.id, full, (size_t)(sep - full)) == 0)
+			r = &g->remotes[i];
+	if (r == NULL)
+		return rpc_error(id, RPC_PARAMS, "unknown tool: no server %.*s",
+				 (int)MIN((size_t)(sep - full), (size_t)64), full);
+	if (!mcp_tool_allowed(&r->spec, sep + 2))
+		return rpc_error(id, RPC_PARAMS, "tool %.*s is not allowed in this sandbox",
+				 (int)MIN(strlen(full), (size_t)128), full);
+	fwd = json_deep_copy(params);
+	json_object_set_new(fwd, "name", json_string(sep + 2));
+	if (mcp_remote_call(r, "tools/call", fwd, &result, &error, &err) < 0) {
+		cleanup_free char *why = mcp_redact(r, gantry_error_str(err));
+
+		json_decref(fwd);
+		gantry_error_free(&err);
+		return rpc_error(id, RPC_INTERNAL, "%s", why);
+	}
+	json_decref(fwd);
+	if (error) {
+		answer = json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id, "error",
+				   redacted(r, error));
+		json_decref(error);
+		return answer;
+	}
+	answer = rpc_result(id, redacted(r, result));
+	json_decref(result);
+	return answer;
+}
+
+json_t *mcp_gateway_handle(struct mcp_gateway *g, json_t *msg)
+{
+	json_t *id = json_object_get(msg, "id");
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	json_t *params = json_object_get(msg, "params");
+
+	if (!json_is_object(msg) ||
+	    !json_is_string(json_object_get(msg, "jsonrpc")) ||
+	    strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") != 0)
+		return rpc_error(NULL, RPC_INVALID, "not a JSON-RPC 2.0 message");
+	if (id && !json_is_integer(id) && !json_is_string(id))
+		return rpc_error(NULL, RPC_INVALID, "an id is a number or a string");
+	if (method == NULL)
+		return NULL; /* a response to nothing we asked: dropped */
+	if (id == NULL)
+		return NULL; /* a notification */
+	if (params && !json_is_object(params))
+		return rpc_error(id, RPC_PARAMS, "params is an object");
+	if (strcmp(method, "initialize") == 0)
+		return initialize(id, params);
+	if (strcmp(method, "ping") == 0)
+		return rpc_result(id, json_object());
+	if (strcmp(method, "tools/list") == 0)
+		return tools_list(g, id);
+	if (strcmp(method, "tools/call") == 0)
+		return tools_call(g, id, params);
+	return rpc_error(id, RPC_NOMETHOD, "method not found: %.64s", method);
+}
+
+/* ---- the guest's sessions ---------------------------------------------------------------- */
+
+struct session {
+	struct mcp_gateway *g;
+	int fd;
+};
+
+/* Write all of buf, waiting for room (never longer than the idle bound). */
+static bool send_all(struct mcp_gateway *g, int fd, const char *buf, size_t len)
+{
+	while (len) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLOUT },
+				       { .fd = g->stop[0], .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, MCP_IDLE_S * 1000) <= 0 || p[1].revents)
+			return false;
+		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return false;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return true;
+}
+
+static bool answer(struct mcp_gateway *g, int fd, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT);
+	bool ok = text && send_all(g, fd, text, strlen(text)) && send_all(g, fd, "\n", 1);
+
+	free(text);
+	return ok;
+}
+
+static void *session_main(void *arg)
+{
+	struct session *s = arg;
+	struct mcp_gateway *g = s->g;
+	struct mcp_reader rd;
+
+	mcp_reader_init(&rd);
+	for (;;) {
+		struct pollfd p[2] = { { .fd = s->fd, .events = POLLIN },
+				       { .fd = g->stop[0], .events = POLLIN } };
+		const char *why;
+		size_t room, len;
+		char *space, *line;
+		ssize_t n;
+		int r;
+
+		while ((r = mcp_reader_next(&rd, &line, &len, &why)) == 1) {
+			json_error_t jerr;
+			json_t *msg = json_loadb(line, len, 0, &jerr), *reply;
+
+			reply = msg ? mcp_gateway_handle(g, msg) :
+				      rpc_error(NULL, -32700, "parse error: %s", jerr.text);
+			json_decref(msg);
+			if (reply && !answer(g, s->fd, reply)) {
+				json_decref(reply);
+				goto out;
+			}
+			json_decref(reply);
+		}
+		if (r < 0) {
+			log_info("mcp: a guest session ended: %s", why);
+			break;
+		}
+		if (poll(p, 2, MCP_IDLE_S * 1000) <= 0 || p[1].revents)
+			break;
+		space = mcp_reader_space(&rd, &room);
+		n = recv(s->fd, space, room, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			break;
+		mcp_reader_wrote(&rd, (size_t)n);
+	}
+out:
+	mcp_reader_free(&rd);
+	close(s->fd);
+	free(s);
+	pthread_mutex_lock(&g->lock);
+	g->active--;
+	pthread_cond_broadcast(&g->done);
+	pthread_mutex_unlock(&g->lock);
+	return NULL;
+}
+
+static void *serve(void *arg)
+{
+	struct mcp_gateway *g = arg;
+
+	for (;;) {
+		struct pollfd p[2] = { { .fd = g->listen, .events = POLLIN },
+				       { .fd = g->stop[0], .events = POLLIN } };
+		struct session *s;
+		pthread_t t;
+		int fd;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!p[0].revents)
+			continue;
+		fd = accept4(g->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			continue;
+		pthread_mutex_lock(&g->lock);
+		if (g->active == MCP_SESSIONS_MAX) {
+			pthread_mutex_unlock(&g->lock);
+			log_info("mcp: more than %d sessions: one refused", MCP_SESSIONS_MAX);
+			close(fd);
+			continue;
+		}
+		s = xmalloc(sizeof(*s));
+		*s = (struct session){ g, fd };
+		if (pthread_create(&t, NULL, session_main, s) != 0) {
+			pthread_mutex_unlock(&g->lock);
+			close(fd);
+			free(s);
+			continue;
+		}
+		pthread_detach(t);
+		g->active++;
+		pthread_mutex_unlock(&g->lock);
+	}
+	return NULL;
+}
+
+void mcp_gateway_init(struct mcp_gateway *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->listen = g->stop[0] = g->stop[1] = -1;
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->done, NULL);
+}
+
+int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err)
+{
+	struct mcp_remote_spec sp;
+
+	if (g->n == MCP_REMOTES_MAX)
+		return gantry_error(err, E2BIG, "more than %d -mcp-remote", MCP_REMOTES_MAX);
+	if (mcp_remote_spec_parse(spec, &sp, err) < 0)
+		return -1;
+	for (size_t k = 0; k < g->n; k++)
+		if (strcmp(sp.id, g->remotes[k].spec.id) == 0) {
+			gantry_error(err, EEXIST, "-mcp-remote: name=%s given twice", sp.id);
+			mcp_remote_spec_free(&sp);
+			return -1;
+		}
+	mcp_remote_spec_free(&sp);
+	if (mcp_remote_open(&g->remotes[g->n], spec, err) < 0) {
+		mcp_remote_close(&g->remotes[g->n]);
+		return -1;
+	}
+	g->n++;
+	return 0;
+}
+
+int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+
+	if (g->n == 0)
+		return 0;
+	xasprintf(&path, "%s/%d.sock", dir, PROTO_MCP_PORT);
+	g->listen = unix_listen(path, 16, err);
+	if (g->listen < 0)
+		return gantry_error_prefix(err, "the MCP gateway");
+	if (pipe2(g->stop, O_CLOEXEC) < 0)
+		return gantry_error_errno(err, "the MCP gateway");
+	return 0;
+}
+
+int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err)
+{
+	if (g->listen < 0 || g->running)
+		return 0;
+	if (pthread_create(&g->thread, NULL, serve, g) != 0)
+		return gantry_error(err, EAGAIN, "the MCP gateway: no thread");
+	g->running = true;
+	return 0;
+}
+
+void mcp_gateway_stop(struct mcp_gateway *g)
+{
+	if (g->running) {
+		(void)!write(g->stop[1], "x", 1);
+		pthread_join(g->thread, NULL);
+		pthread_mutex_lock(&g->lock);
+		while (g->active)
+			pthread_cond_wait(&g->done, &g->lock);
+		pthread_mutex_unlock(&g->lock);
+		g->running = false;
+	}
+	close_fd(&g->listen);
+	close_fd(&g->stop[0]);
+	close_fd(&g->stop[1]);
+}
+
+void mcp_gateway_free(struct mcp_gateway *g)
+{
+	mcp_gateway_stop(g);
+	for (size_t i = 0; i < g->n; i++)
+		mcp_remote_close(&g->remotes[i]);
+	g->n = 0;
+	pthread_mutex_destroy(&g->lock);
+	pthread_cond_destroy(&g->done);
+}

@@ -1,0 +1,54 @@
+/* The MCP gateway: the guest's MCP client speaks to `gantry-guest
+ * mcp-proxy`, which carries its newline-delimited JSON-RPC over vsock port
+ * PROTO_MCP_PORT to here. The gateway is one MCP server to the guest: it
+ * lists the tools of the remotes it was given (-mcp-remote), each as
+ * ID__TOOL and only those the remote's allow and deny let through, and
+ * calls them on the remote with the credential added on this side. What
+ * comes back has every secret value of that remote redacted. Bounds: a
+ * message of MCP_FRAME_MAX, MCP_SESSIONS_MAX sessions at once, one call in
+ * flight per session, MCP_IDLE_S of silence ends a session. */
+#ifndef GANTRY_MCP_GATEWAY_H
+#define GANTRY_MCP_GATEWAY_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+#include "mcp/remote.h"
+
+#define MCP_SESSIONS_MAX 16
+#define MCP_IDLE_S	 300
+#define MCP_REMOTES_MAX	 16
+
+struct mcp_gateway {
+	int listen, stop[2];
+	pthread_t thread;
+	bool running;
+	struct mcp_remote remotes[MCP_REMOTES_MAX];
+	size_t n;
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	unsigned int active;
+};
+
+void mcp_gateway_init(struct mcp_gateway *g);
+/* -mcp-remote SPEC: parsed, and its secrets taken from the environment
+ * (each variable unset once read, so that nothing started later has it). */
+int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err);
+/* Listen in dir (a run directory: the VMM bridges the guest's
+ * PROTO_MCP_PORT there); nothing without remotes. */
+int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, gantry_error_t *err);
+/* Serve, on a thread (once the VM's workers are spawned). */
+int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err);
+/* End the sessions and the thread, and stop listening. */
+void mcp_gateway_stop(struct mcp_gateway *g);
+/* ... and forget the remotes and their secrets. */
+void mcp_gateway_free(struct mcp_gateway *g);
+
+/* One JSON-RPC message from the guest, answered (NULL: a notification,
+ * nothing to send back). The gateway's whole MCP side, for the tests. */
+json_t *mcp_gateway_handle(struct mcp_gateway *g, json_t *msg);
+
+#endif

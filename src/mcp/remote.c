@@ -1,0 +1,401 @@
+/* A remote MCP server over streamable HTTP (see remote.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/util.h"
+#include "image/lazylib.h"
+#include "mcp/frame.h"
+#include "mcp/remote.h"
+
+#define REDACTED "[redacted]"
+
+struct body {
+	char *buf;
+	size_t len;
+	bool over;
+};
+
+struct request {
+	const struct mcp_remote *r;
+	struct body body;
+	char *content_type, *session;
+	bool refused; /* a dial the SSRF check refused */
+};
+
+static char *take_env(const char *name, gantry_error_t *err)
+{
+	char *v = getenv(name), *copy;
+
+	if (v == NULL || *v == '\0') {
+		gantry_error(err, ENOENT, "-mcp-remote: the variable %s is not set", name);
+		return NULL;
+	}
+	copy = xstrdup(v);
+	explicit_bzero(v, strlen(v));
+	unsetenv(name);
+	return copy;
+}
+
+int mcp_remote_open(struct mcp_remote *r, const char *spec, gantry_error_t *err)
+{
+	memset(r, 0, sizeof(*r));
+	pthread_mutex_init(&r->lock, NULL);
+	r->next_id = 1;
+	if (mcp_remote_spec_parse(spec, &r->spec, err) < 0)
+		return -1;
+	if (r->spec.auth != MCP_AUTH_NONE) {
+		/* The same variable may be a credential and a redaction. */
+		r->auth = take_env(r->spec.auth_secret, err);
+		if (r->auth == NULL)
+			return -1;
+		r->redact[r->nr_redact++] = xstrdup(r->auth);
+	}
+	for (size_t i = 0; i < r->spec.nr_redact; i++) {
+		char *v;
+
+		if (r->spec.auth_secret && strcmp(r->spec.redact[i], r->spec.auth_secret) == 0)
+			continue;
+		v = take_env(r->spec.redact[i], err);
+		if (v == NULL)
+			return -1;
+		r->redact[r->nr_redact++] = v;
+	}
+	return 0;
+}
+
+void mcp_remote_close(struct mcp_remote *r)
+{
+	if (r->auth) {
+		explicit_bzero(r->auth, strlen(r->auth));
+		free(r->auth);
+	}
+	for (size_t i = 0; i < r->nr_redact; i++) {
+		explicit_bzero(r->redact[i], strlen(r->redact[i]));
+		free(r->redact[i]);
+	}
+	free(r->session);
+	mcp_remote_spec_free(&r->spec);
+	pthread_mutex_destroy(&r->lock);
+	memset(r, 0, sizeof(*r));
+}
+
+/* Replace every occurrence of what in *s (in place, reallocated). */
+static void replace_all(char **s, const char *what)
+{
+	size_t wl = strlen(what), rl = strlen(REDACTED);
+	char *at;
+
+	if (wl < 4) /* too short to be a secret, and would wreck the text */
+		return;
+	while ((at = strstr(*s, what)) != NULL) {
+		size_t off = (size_t)(at - *s), len = strlen(*s);
+		char *n = xmalloc(len - wl + rl + 1);
+
+		memcpy(n, *s, off);
+		memcpy(n + off, REDACTED, rl);
+		memcpy(n + off + rl, at + wl, len - off - wl + 1);
+		free(*s);
+		*s = n;
+	}
+}
+
+char *mcp_redact(const struct mcp_remote *r, const char *text)
+{
+	char *out = xstrdup(text);
+
+	for (size_t i = 0; i < r->nr_redact; i++) {
+		json_t *j = json_string(r->redact[i]);
+		char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+
+		if (enc && strlen(enc) >= 2) {
+			enc[strlen(enc) - 1] = '\0'; /* the quotes off */
+			replace_all(&out, enc + 1);
+		}
+		replace_all(&out, r->redact[i]);
+		free(enc);
+		json_decref(j);
+	}
+	return out;
+}
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+	struct request *q = arg;
+	size_t len = size * n;
+
+	if (q->body.len + len > MCP_FRAME_MAX) {
+		q->body.over = true;
+		return 0; /* ends the transfer */
+	}
+	q->body.buf = xrealloc(q->body.buf, q->body.len + len + 1);
+	memcpy(q->body.buf + q->body.len, data, len);
+	q->body.len += len;
+	q->body.buf[q->body.len] = '\0';
+	return len;
+}
+
+static char *header_value(const char *line, size_t len, const char *name)
+{
+	size_t nl = strlen(name);
+	const char *v;
+
+	if (len <= nl || strncasecmp(line, name, nl) != 0 || line[nl] != ':')
+		return NULL;
+	v = line + nl + 1;
+	while (v < line + len && (*v == ' ' || *v == '\t'))
+		v++;
+	while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n' || line[len - 1] == ' '))
+		len--;
+	return v < line + len ? xstrndup(v, (size_t)(line + len - v)) : xstrdup("");
+}
+
+static size_t on_header(char *line, size_t size, size_t n, void *arg)
+{
+	struct request *q = arg;
+	size_t len = size * n;
+	char *v;
+
+	if ((v = header_value(line, len, "Content-Type")) != NULL) {
+		free(q->content_type);
+		q->content_type = v;
+	} else if ((v = header_value(line, len, "Mcp-Session-Id")) != NULL) {
+		free(q->session);
+		q->session = v;
+	}
+	return len;
+}
+
+/* The SSRF check, at each dial, on the address libcurl resolved. */
+static curl_socket_t on_open(void *arg, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct request *q = arg;
+
+	(void)purpose;
+	if (mcp_addr_refused(&a->addr, q->r->spec.loopback)) {
+		q->refused = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+/* The JSON-RPC message with id in an SSE stream: its events' data lines. */
+static json_t *sse_find(const char *text, json_int_t id)
+{
+	const char *p = text;
+	char *data = NULL;
+	size_t dlen = 0;
+	json_t *found = NULL;
+
+	while (*p && found == NULL) {
+		size_t n = strcspn(p, "\n");
+		const char *line = p;
+		size_t len = n;
+
+		p += n + (p[n] == '\n');
+		if (len && line[len - 1] == '\r')
+			len--;
+		if (len == 0) { /* the event ends */
+			if (data) {
+				json_t *m = json_loadb(data, dlen, 0, NULL);
+
+				if (m && json_integer_value(json_object_get(m, "id")) == id &&
+				    (json_object_get(m, "result") || json_object_get(m, "error")))
+					found = m;
+				else
+					json_decref(m);
+				free(data);
+				data = NULL;
+				dlen = 0;
+			}
+			continue;
+		}
+		if (len >= 5 && strncmp(line, "data:", 5) == 0) {
+			const char *v = line + 5 + (len > 5 && line[5] == ' ');
+			size_t vl = (size_t)(line + len - v);
+
+			data = xrealloc(data, dlen + vl + 2);
+			if (dlen)
+				data[dlen++] = '\n';
+			memcpy(data + dlen, v, vl);
+			dlen += vl;
+			data[dlen] = '\0';
+		}
+	}
+	if (found == NULL && data) {
+		json_t *m = json_loadb(data, dlen, 0, NULL);
+
+		if (m && json_integer_value(json_object_get(m, "id")) == id)
+			found = m;
+		else
+			json_decref(m);
+	}
+	free(data);
+	return found;
+}
+
+/* POST one message; *reply the response to id (NULL for a notification). */
+static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply,
+		gantry_error_t *err)
+{
+	struct request q = { .r = r };
+	struct curl_slist *hdrs = NULL;
+	cleanup_free char *body = json_dumps(msg, JSON_COMPACT);
+	cleanup_free char *auth = NULL, *sess = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	long status = 0;
+	CURLcode rc;
+	CURL *h;
+	int ret = -1;
+
+	*reply = NULL;
+	if (lazy_curl(err) < 0)
+		return -1;
+	h = sym_curl_easy_init();
+	if (h == NULL || body == NULL)
+		return gantry_error(err, ENOMEM, "%s: cannot start a request", r->spec.id);
+	hdrs = sym_curl_slist_append(hdrs, "Content-Type: application/json");
+	hdrs = sym_curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
+	hdrs = sym_curl_slist_append(hdrs, "MCP-Protocol-Version: " MCP_PROTOCOL_VERSION);
+	if (r->session) {
+		xasprintf(&sess, "Mcp-Session-Id: %s", r->session);
+		hdrs = sym_curl_slist_append(hdrs, sess);
+	}
+	if (r->spec.auth == MCP_AUTH_BEARER)
+		xasprintf(&auth, "Authorization: Bearer %s", r->auth);
+	else if (r->spec.auth == MCP_AUTH_HEADER)
+		xasprintf(&auth, "%s: %s", r->spec.header, r->auth);
+	if (auth)
+		hdrs = sym_curl_slist_append(hdrs, auth);
+	sym_curl_easy_setopt(h, CURLOPT_URL, r->spec.url);
+	sym_curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	sym_curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+	sym_curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	sym_curl_easy_setopt(h, CURLOPT_PROXY, "");
+	sym_curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+	sym_curl_easy_setopt(h, CURLOPT_USERAGENT, "gantry-mcp-gateway/" GANTRY_VERSION);
+	sym_curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+	sym_curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)MCP_REMOTE_TIMEOUT_S);
+	sym_curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	sym_curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	sym_curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	sym_curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	sym_curl_easy_setopt(h, CURLOPT_HEADERDATA, &q);
+	sym_curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	sym_curl_easy_setopt(h, CURLOPT_WRITEDATA, &q);
+	sym_curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, on_open);
+	sym_curl_easy_setopt(h, CURLOPT_OPENSOCKETDATA, &q);
+	sym_curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	rc = sym_curl_easy_perform(h);
+	sym_curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (auth)
+		explicit_bzero(auth, strlen(auth));
+	if (q.refused) {
+		gantry_error(err, EACCES, "%s: refused to dial a private, link-local or metadata "
+					  "address",
+			     r->spec.id);
+	} else if (q.body.over) {
+		gantry_error(err, E2BIG, "%s: an answer longer than 1 MiB", r->spec.id);
+	} else if (rc != CURLE_OK) {
+		gantry_error(err, EIO, "%s: %s", r->spec.id,
+			     *errbuf ? errbuf : sym_curl_easy_strerror(rc));
+	} else if (id < 0) {
+		ret = status >= 200 && status < 300 ? 0 :
+						      gantry_error(err, EIO, "%s: HTTP %ld",
+								   r->spec.id, status);
+	} else if (status != 200) {
+		gantry_error(err, EIO, "%s: HTTP %ld", r->spec.id, status);
+	} else {
+		if (q.content_type && strncasecmp(q.content_type, "text/event-stream", 17) == 0)
+			*reply = q.body.buf ? sse_find(q.body.buf, id) : NULL;
+		else if (q.body.buf)
+			*reply = json_loadb(q.body.buf, q.body.len, 0, NULL);
+		if (*reply == NULL || !json_is_object(*reply))
+			gantry_error(err, EPROTO, "%s: no JSON-RPC answer to request %lld", r->spec.id,
+				     (long long)id);
+		else
+			ret = 0;
+		if (ret < 0) {
+			json_decref(*reply);
+			*reply = NULL;
+		}
+	}
+	if (ret == 0 && q.session && r->session == NULL)
+		r->session = steal_pointer(&q.session);
+	sym_curl_slist_free_all(hdrs);
+	sym_curl_easy_cleanup(h);
+	free(q.body.buf);
+	free(q.content_type);
+	free(q.session);
+	return ret;
+}
+
+static int request(struct mcp_remote *r, const char *method, json_t *params, json_t **result,
+		   json_t **error, gantry_error_t *err)
+{
+	json_int_t id = r->next_id++;
+	json_t *msg = json_pack("{s:s,s:I,s:s}", "jsonrpc", "2.0", "id", id, "method", method);
+	json_t *reply = NULL;
+	int ret;
+
+	if (params)
+		json_object_set(msg, "params", params);
+	ret = post(r, msg, id, &reply, err);
+	json_decref(msg);
+	if (ret < 0)
+		return -1;
+	*result = json_incref(json_object_get(reply, "result"));
+	*error = *result ? NULL : json_incref(json_object_get(reply, "error"));
+	json_decref(reply);
+	if (*result == NULL && *error == NULL)
+		return gantry_error(err, EPROTO, "%s: an answer without result or error",
+				    r->spec.id);
+	return 0;
+}
+
+static int initialize(struct mcp_remote *r, gantry_error_t *err)
+{
+	json_t *params = json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion",
+				   MCP_PROTOCOL_VERSION, "capabilities", "clientInfo", "name",
+				   "gantry-mcp-gateway", "version", GANTRY_VERSION);
+	json_t *result = NULL, *error = NULL, *note, *reply = NULL;
+	int ret = request(r, "initialize", params, &result, &error, err);
+
+	json_decref(params);
+	if (ret == 0 && error) {
+		cleanup_free char *e = json_dumps(error, JSON_COMPACT);
+		cleanup_free char *shown = e ? mcp_redact(r, e) : NULL;
+
+		ret = gantry_error(err, EPROTO, "%s: initialize refused: %.200s", r->spec.id,
+				   shown ? shown : "?");
+	}
+	json_decref(result);
+	json_decref(error);
+	if (ret < 0)
+		return -1;
+	note = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method", "notifications/initialized");
+	ret = post(r, note, -1, &reply, err);
+	json_decref(note);
+	json_decref(reply);
+	if (ret == 0)
+		r->ready = true;
+	return ret;
+}
+
+int mcp_remote_call(struct mcp_remote *r, const char *method, json_t *params, json_t **result,
+		    json_t **error, gantry_error_t *err)
+{
+	int ret;
+
+	*result = *error = NULL;
+	pthread_mutex_lock(&r->lock);
+	ret = r->ready ? 0 : initialize(r, err);
+	if (ret == 0)
+		ret = request(r, method, params, result, error, err);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}

@@ -1,0 +1,50 @@
+/* A remote MCP server over streamable HTTP, as the gateway calls it: each
+ * JSON-RPC request a POST to its URL with the credential added here (the
+ * guest never sees it), the answer a JSON body or a server-sent event
+ * stream, read to the response with the request's id. Dials are checked
+ * where they happen (mcp_addr_refused: no private, link-local or metadata
+ * address, whatever the name resolves to); no redirect is followed, no
+ * proxy taken from the environment; an answer over MCP_FRAME_MAX is
+ * refused. One request at a time per remote. */
+#ifndef GANTRY_MCP_REMOTE_H
+#define GANTRY_MCP_REMOTE_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "common/error.h"
+#include "mcp/spec.h"
+
+#define MCP_REMOTE_TIMEOUT_S 60
+#define MCP_PROTOCOL_VERSION "2025-06-18"
+
+struct mcp_remote {
+	struct mcp_remote_spec spec;
+	char *auth;			   /* the credential's value (explicit_bzero'd) */
+	char *redact[MCP_REDACT_MAX + 1]; /* values never returned, the credential's too */
+	size_t nr_redact;
+	char *session; /* Mcp-Session-Id, once initialized */
+	bool ready;
+	long next_id;
+	pthread_mutex_t lock;
+};
+
+/* Take spec's secrets from the environment (each variable unset once
+ * read): its credential and redactions. A variable it names that is not
+ * set is an error. */
+int mcp_remote_open(struct mcp_remote *r, const char *spec, gantry_error_t *err);
+void mcp_remote_close(struct mcp_remote *r);
+
+/* Call method with params (borrowed) and wait for the answer: 0 with
+ * *result or *error (a JSON-RPC error object; owned), -1 when the remote
+ * could not be reached or answered nonsense. Initializes the session
+ * first when it has none. */
+int mcp_remote_call(struct mcp_remote *r, const char *method, json_t *params, json_t **result,
+		    json_t **error, gantry_error_t *err);
+
+/* text with every one of r's secret values (and its JSON-escaped form)
+ * replaced by "[redacted]"; allocated. */
+char *mcp_redact(const struct mcp_remote *r, const char *text);
+
+#endif

@@ -1,0 +1,114 @@
+"""The MCP gateway with the stock MCP SDK on both sides (needs KVM): the
+SDK's Client in the guest, its stdio server `gantry-guest mcp-proxy`, and
+the SDK's McpServer over streamable HTTP on the host's loopback as the
+remote, which refuses requests without its bearer. Through `gantry wrap
+-mcp-remote`: the remote's tools listed (renamed SERVER__TOOL, the denied
+one and the credential tool left out) and called; the bearer received by
+the remote on every request and found nowhere in the guest (its
+processes' environments and command lines, and its files under /tmp, /run
+and $HOME); the remote's echo of the bearer redacted; the denied tool
+refused; a metadata or private URL refused before anything starts."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, boot_timeout, build_dir
+
+pytestmark = pytest.mark.kvm
+
+MCP = REPO / "tests" / "e2e" / "mcp"
+TOKEN = "mcp-sentinel-7f3a9c41d2"
+
+# After the client, the guest looks for the token where it could be.
+# The token comes reversed, and goes to grep in a file outside the scan, so
+# that no command line of the scan holds it.
+SCAN = r"""
+node "$1/client.mjs" || exit 9
+printf %s "$2" | rev > /dev/shm/pattern
+found=$(grep -rlsF -f /dev/shm/pattern /proc/[0-9]*/environ /proc/[0-9]*/cmdline /tmp /run "$HOME" 2>/dev/null | head -3)
+echo "scan:${found:-none}"
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def remote(tmp_path_factory):
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+    if not (MCP / "node_modules" / "@modelcontextprotocol" / "sdk").exists():
+        pytest.skip("the MCP SDK is not installed: run scripts/npm-clients.sh")
+    base = tmp_path_factory.mktemp("mcp")
+    log = base / "auth.log"
+    log.write_text("")
+    port = free_port()
+    p = subprocess.Popen(["node", str(MCP / "server.mjs"), str(port), TOKEN, str(log)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline() == b"listening\n", p.stderr.read()
+    yield {"url": f"http://127.0.0.1:{port}/mcp", "log": log, "base": base}
+    p.terminate()
+    p.wait(timeout=10)
+
+
+def wrap(gantry, remote, *args, spec=None, env_extra=None):
+    for name in ("vmlinux", "sysroot.erofs"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    env = dict(os.environ, GANTRY_HOME=str(remote["base"] / "gantry-home"),
+               MCP_TEST_TOKEN=TOKEN, **(env_extra or {}))
+    spec = spec or (f"name=remote,url={remote['url']},auth=bearer:MCP_TEST_TOKEN,allow=*,"
+                    "deny=delete_*,redact=MCP_TEST_TOKEN")
+    work = remote["base"] / "work"
+    work.mkdir(exist_ok=True)
+    return subprocess.run([str(gantry), "wrap", "-mcp-remote", spec, "--", *args],
+                          cwd=work, env=env, capture_output=True,
+                          stdin=subprocess.DEVNULL, timeout=boot_timeout() * 4)
+
+
+def test_tools_through_the_gateway(gantry, remote):
+    r = wrap(gantry, remote, "sh", "-c", SCAN, "scan", str(MCP), TOKEN[::-1])
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, (out, r.stderr.decode(errors="replace"))
+    lines = out.strip().splitlines()
+    seen = json.loads(lines[0])
+    assert seen["server"] == "gantry"
+    assert seen["tools"] == ["remote__echo", "remote__whoami"], seen
+    assert seen["echo"] == "echo: hi there"
+    # The remote echoed the bearer: the guest gets it redacted.
+    assert TOKEN not in seen["whoami"] and "[redacted]" in seen["whoami"], seen
+    assert "not allowed" in seen["remote__delete_all"], seen
+    assert "not allowed" in seen["remote__auth_status"], seen
+    assert seen["env"] is None, "the credential's variable reached the guest"
+    assert lines[1] == "scan:none", lines[1]
+    assert TOKEN not in out
+    # Every request the remote got carried the bearer.
+    got = remote["log"].read_text().splitlines()
+    assert got and all(line == f"Bearer {TOKEN}" for line in got), got
+
+
+@pytest.mark.parametrize("url", ["https://169.254.169.254/latest", "https://10.1.2.3/mcp",
+                                 "http://192.0.2.10/mcp", "https://[fe80::1]/mcp",
+                                 "https://user:pw@example.com/mcp"])
+def test_refused_urls(gantry, remote, url):
+    r = wrap(gantry, remote, "true", spec=f"name=bad,url={url}")
+    assert r.returncode == 2, r.stderr
+    err = r.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "-mcp-remote" in err[0], err
+
+
+def test_missing_credential_variable(gantry, remote):
+    r = wrap(gantry, remote, "true",
+             spec=f"name=remote,url={remote['url']},auth=bearer:NO_SUCH_VARIABLE_SET,allow=*")
+    assert r.returncode == 2
+    assert "NO_SUCH_VARIABLE_SET" in r.stderr.decode()
