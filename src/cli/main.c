@@ -11,6 +11,7 @@
 #include "common/util.h"
 #include "net/net.h"
 #include "egress/egress.h"
+#include "mcp/gateway.h"
 #include "net/worker.h"
 #include "sandbox/spawn.h"
 #include "supervisor/supervisor.h"
@@ -55,6 +56,7 @@ static const struct command {
 	{ SUPERVISOR_ROLE, supervisor_main, NULL },	  /* hidden: a sandbox's supervisor */
 	{ NET_WORKER_ROLE, net_worker_main, NULL },	  /* hidden: a sandbox's network */
 	{ EGRESS_WORKER_ROLE, egress_worker_main, NULL }, /* hidden: injected secrets */
+	{ MCP_WORKER_ROLE, mcp_worker_main, NULL },	  /* hidden: the MCP gateway */
 	{ VMM_WORKER_ROLE, vmm_worker_main, NULL },	  /* hidden: a sandbox's VM */
 	{ SHARE_WORKER_ROLE, share_worker_main, NULL },	  /* hidden: its share server */
 	{ CONFINE_PROBE_ROLE, confine_probe_main, NULL }, /* hidden: the seccomp tests' */

@@ -186,5 +186,7 @@ int confine_probe_main(int argc, char **argv);
 int confine_filter_net(bool log, gantry_error_t *err);
 /* The egress worker's (egress/egress.h). */
 int confine_filter_egress(bool log, gantry_error_t *err);
+/* The MCP gateway's (mcp/gateway.h). */
+int confine_filter_mcp(bool log, gantry_error_t *err);
 
 #endif

@@ -56,6 +56,11 @@ int confine_filter_egress(bool log, gantry_error_t *err)
 	return load(&filter_egress, log, false, true, "egress", err);
 }
 
+int confine_filter_mcp(bool log, gantry_error_t *err)
+{
+	return load(&filter_mcp, log, false, true, "mcp", err);
+}
+
 int confine_filter_share(bool log, gantry_error_t *err)
 {
 	return load(&filter_share, log, false, true, "share", err);

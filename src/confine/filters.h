@@ -36,7 +36,7 @@ struct filter_prog {
 };
 
 /* In the build's seccomp_filters.c. */
-extern const struct filter_prog filter_net, filter_share, filter_egress;
+extern const struct filter_prog filter_net, filter_share, filter_egress, filter_mcp;
 extern const struct filter_prog filter_vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS];
 
 #endif

@@ -97,7 +97,7 @@ static void write_prog(FILE *out, size_t i)
 
 int main(int argc, char **argv)
 {
-	size_t net, share, egress, vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS];
+	size_t net, share, egress, mcp, vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS];
 	FILE *out;
 
 	if (argc != 2)
@@ -105,6 +105,7 @@ int main(int argc, char **argv)
 	net = add(seccomp_make(seccomp_net_rules), "the network worker's filter");
 	share = add(seccomp_make(seccomp_share_rules), "the share worker's filter");
 	egress = add(seccomp_make(seccomp_egress_rules), "the egress worker's filter");
+	mcp = add(seccomp_make(seccomp_mcp_rules), "the MCP gateway's filter");
 	for (unsigned int t = 0; t < VMM_THREAD_KINDS; t++) {
 		for (unsigned int bits = 0; bits < FILTER_OPT_COMBOS; bits++) {
 			struct vmm_filter_opts o = opts_of(bits);
@@ -127,6 +128,8 @@ int main(int argc, char **argv)
 		progs[share].len / 8);
 	fprintf(out, "const struct filter_prog filter_egress = { prog%zu, %zu };\n", egress,
 		progs[egress].len / 8);
+	fprintf(out, "const struct filter_prog filter_mcp = { prog%zu, %zu };\n", mcp,
+		progs[mcp].len / 8);
 	fprintf(out, "const struct filter_prog filter_vmm[VMM_THREAD_KINDS][FILTER_OPT_COMBOS] = {\n");
 	for (unsigned int t = 0; t < VMM_THREAD_KINDS; t++) {
 		fprintf(out, "\t{\n");

@@ -211,6 +211,8 @@ static int probe_load(const char *role, gantry_error_t *err)
 		return confine_filter_share(false, err);
 	if (strcmp(role, "egress") == 0)
 		return confine_filter_egress(false, err);
+	if (strcmp(role, "mcp") == 0)
+		return confine_filter_mcp(false, err);
 	if (strcmp(role, "vmm-fs-remote") == 0)
 		return confine_filter_vmm(VMM_THREAD_BASE, &remote, err) < 0 ?
 			       -1 :

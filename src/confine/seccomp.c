@@ -198,6 +198,36 @@ int seccomp_egress_rules(scmp_filter_ctx f)
 	return r;
 }
 
+/* The MCP gateway's: HTTPS and DNS to the world (IPv4 and IPv6 stream and
+ * datagram sockets, no raw one), the guest's sessions accepted on the
+ * listener it was handed, libcurl's wake-up pair; one thread, no file. */
+int seccomp_mcp_rules(scmp_filter_ctx f)
+{
+	static const int families[] = { AF_INET, AF_INET6 };
+	static const int types[] = { SOCK_STREAM, SOCK_DGRAM };
+	static const int mcp[] = {
+		SCMP_SYS(recvfrom),    SCMP_SYS(sendto),      SCMP_SYS(recvmsg),
+		SCMP_SYS(sendmsg),     SCMP_SYS(connect),     SCMP_SYS(getsockopt),
+		SCMP_SYS(setsockopt),  SCMP_SYS(getsockname), SCMP_SYS(getpeername),
+		SCMP_SYS(accept4),     SCMP_SYS(shutdown),    SCMP_SYS(pipe2),
+		SCMP_SYS(eventfd2),
+	};
+	int r = no_exec_maps(f);
+
+	if (r == 0)
+		r = seccomp_allow_all(f, mcp, ARRAY_SIZE(mcp));
+	for (size_t i = 0; i < ARRAY_SIZE(families) && r == 0; i++)
+		for (size_t k = 0; k < ARRAY_SIZE(types) && r == 0; k++)
+			r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+					     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)families[i]),
+					     SCMP_A1_32(SCMP_CMP_MASKED_EQ, 0xf, (uint32_t)types[k]),
+					     SCMP_A2_32(SCMP_CMP_EQ, 0));
+	if (r == 0)
+		r = seccomp_rule_add(f, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+				     SCMP_A0_32(SCMP_CMP_EQ, (uint32_t)AF_UNIX));
+	return r;
+}
+
 int seccomp_common_rules(scmp_filter_ctx f, int spared)
 {
 	int r = seccomp_attr_set(f, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);

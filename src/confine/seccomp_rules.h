@@ -22,6 +22,7 @@ int seccomp_common_rules(scmp_filter_ctx f, int spared);
 int seccomp_net_rules(scmp_filter_ctx f);
 int seccomp_share_rules(scmp_filter_ctx f);
 int seccomp_egress_rules(scmp_filter_ctx f);
+int seccomp_mcp_rules(scmp_filter_ctx f);
 /* A whole filter for one process: the common rules and role's. NULL when
  * libseccomp refuses a rule. */
 scmp_filter_ctx seccomp_make(int (*role)(scmp_filter_ctx f));

@@ -29,6 +29,10 @@
 #ifndef GANTRY_EGRESS_EGRESS_H
 #define GANTRY_EGRESS_EGRESS_H
 
+#include <stddef.h>
+
+#include "common/error.h"
+
 #define EGRESS_WORKER_ROLE "__egress-worker"
 #define EGRESS_WORKER_LOG  "worker-egress.log"
 
@@ -41,5 +45,7 @@
 #define EGRESS_VALUES_PIECE  (32 * 1024) /* the values' bytes in one message */
 
 int egress_worker_main(int argc, char **argv);
+/* The trust store, read whole from fd (closed), at most EGRESS_TRUST_MAX. */
+int egress_trust_read(int fd, char **out, size_t *len, gantry_error_t *err);
 
 #endif

@@ -300,8 +300,7 @@ static int parse_args(int argc, char **argv, struct args *a)
 											    : -1;
 }
 
-/* The trust store, read whole from its descriptor. */
-static int trust_read(int fd, char **out, size_t *len, gantry_error_t *err)
+int egress_trust_read(int fd, char **out, size_t *len, gantry_error_t *err)
 {
 	size_t cap = 256 * 1024;
 	ssize_t n;
@@ -350,7 +349,7 @@ static int setup(struct egress *e, const struct args *a, gantry_error_t *err)
 	if (egress_ssl_load(err) < 0 || egress_http_new(&probe, err) < 0)
 		return -1;
 	egress_http_free(probe);
-	if (trust_read(a->trust_fd, &trust, &len, err) < 0)
+	if (egress_trust_read(a->trust_fd, &trust, &len, err) < 0)
 		return -1;
 	if (egress_tls_new(&e->tls, (const char *const *)a->hosts, a->nr_hosts, trust, len, err) <
 	    0)

@@ -14,7 +14,10 @@
 #include "common/util.h"
 #include "mcp/frame.h"
 #include "mcp/gateway.h"
+#include "net/net.h"
 #include "proto/agent.h"
+#include "sandbox/egressworker.h"
+#include "worker/worker.h"
 
 #define TOOL_SEP    "__"
 #define LIST_PAGES  8 /* of a remote's tools/list */
@@ -196,11 +199,6 @@ json_t *mcp_gateway_handle(struct mcp_gateway *g, json_t *msg)
 
 /* ---- the guest's sessions ---------------------------------------------------------------- */
 
-struct session {
-	struct mcp_gateway *g;
-	int fd;
-};
-
 /* Write all of buf, waiting for room (never longer than the idle bound). */
 static bool send_all(struct mcp_gateway *g, int fd, const char *buf, size_t len)
 {
@@ -231,53 +229,74 @@ static bool answer(struct mcp_gateway *g, int fd, json_t *msg)
 	return ok;
 }
 
+void mcp_session_init(struct mcp_session *s, int fd)
+{
+	s->fd = fd;
+	mcp_reader_init(&s->rd);
+}
+
+void mcp_session_end(struct mcp_session *s)
+{
+	mcp_reader_free(&s->rd);
+	if (s->fd >= 0)
+		close(s->fd);
+	s->fd = -1;
+}
+
+bool mcp_session_step(struct mcp_gateway *g, struct mcp_session *s)
+{
+	const char *why;
+	size_t room, len;
+	char *space, *line;
+	ssize_t n;
+	int r;
+
+	space = mcp_reader_space(&s->rd, &room);
+	n = recv(s->fd, space, room, MSG_DONTWAIT);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return true;
+	if (n <= 0)
+		return false;
+	mcp_reader_wrote(&s->rd, (size_t)n);
+	while ((r = mcp_reader_next(&s->rd, &line, &len, &why)) == 1) {
+		json_error_t jerr;
+		json_t *msg = json_loadb(line, len, 0, &jerr), *reply;
+
+		reply = msg ? mcp_gateway_handle(g, msg) :
+			      rpc_error(NULL, -32700, "parse error: %s", jerr.text);
+		json_decref(msg);
+		if (reply && !answer(g, s->fd, reply)) {
+			json_decref(reply);
+			return false;
+		}
+		json_decref(reply);
+	}
+	if (r < 0)
+		log_info("mcp: a guest session ended: %s", why);
+	return r >= 0;
+}
+
+struct session_arg {
+	struct mcp_gateway *g;
+	int fd;
+};
+
 static void *session_main(void *arg)
 {
-	struct session *s = arg;
-	struct mcp_gateway *g = s->g;
-	struct mcp_reader rd;
+	struct session_arg *sa = arg;
+	struct mcp_gateway *g = sa->g;
+	struct mcp_session s;
 
-	mcp_reader_init(&rd);
+	mcp_session_init(&s, sa->fd);
+	free(sa);
 	for (;;) {
-		struct pollfd p[2] = { { .fd = s->fd, .events = POLLIN },
+		struct pollfd p[2] = { { .fd = s.fd, .events = POLLIN },
 				       { .fd = g->stop[0], .events = POLLIN } };
-		const char *why;
-		size_t room, len;
-		char *space, *line;
-		ssize_t n;
-		int r;
 
-		while ((r = mcp_reader_next(&rd, &line, &len, &why)) == 1) {
-			json_error_t jerr;
-			json_t *msg = json_loadb(line, len, 0, &jerr), *reply;
-
-			reply = msg ? mcp_gateway_handle(g, msg) :
-				      rpc_error(NULL, -32700, "parse error: %s", jerr.text);
-			json_decref(msg);
-			if (reply && !answer(g, s->fd, reply)) {
-				json_decref(reply);
-				goto out;
-			}
-			json_decref(reply);
-		}
-		if (r < 0) {
-			log_info("mcp: a guest session ended: %s", why);
+		if (poll(p, 2, MCP_IDLE_S * 1000) <= 0 || p[1].revents || !mcp_session_step(g, &s))
 			break;
-		}
-		if (poll(p, 2, MCP_IDLE_S * 1000) <= 0 || p[1].revents)
-			break;
-		space = mcp_reader_space(&rd, &room);
-		n = recv(s->fd, space, room, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			break;
-		mcp_reader_wrote(&rd, (size_t)n);
 	}
-out:
-	mcp_reader_free(&rd);
-	close(s->fd);
-	free(s);
+	mcp_session_end(&s);
 	pthread_mutex_lock(&g->lock);
 	g->active--;
 	pthread_cond_broadcast(&g->done);
@@ -292,7 +311,7 @@ static void *serve(void *arg)
 	for (;;) {
 		struct pollfd p[2] = { { .fd = g->listen, .events = POLLIN },
 				       { .fd = g->stop[0], .events = POLLIN } };
-		struct session *s;
+		struct session_arg *s;
 		pthread_t t;
 		int fd;
 
@@ -313,7 +332,7 @@ static void *serve(void *arg)
 			continue;
 		}
 		s = xmalloc(sizeof(*s));
-		*s = (struct session){ g, fd };
+		*s = (struct session_arg){ g, fd };
 		if (pthread_create(&t, NULL, session_main, s) != 0) {
 			pthread_mutex_unlock(&g->lock);
 			close(fd);
@@ -330,7 +349,8 @@ static void *serve(void *arg)
 void mcp_gateway_init(struct mcp_gateway *g)
 {
 	memset(g, 0, sizeof(*g));
-	g->listen = g->stop[0] = g->stop[1] = -1;
+	g->listen = g->stop[0] = g->stop[1] = g->chan = -1;
+	g->pid = -1;
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_cond_init(&g->done, NULL);
 }
@@ -350,15 +370,76 @@ int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err
 			return -1;
 		}
 	mcp_remote_spec_free(&sp);
-	if (mcp_remote_open(&g->remotes[g->n], spec, err) < 0) {
+	if (mcp_remote_open(&g->remotes[g->n], spec, true, err) < 0) {
 		mcp_remote_close(&g->remotes[g->n]);
 		return -1;
 	}
-	g->n++;
+	g->specs[g->n++] = xstrdup(spec);
 	return 0;
 }
 
-int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, gantry_error_t *err)
+/* The confined gateway: spawned with the listener and the trust store,
+ * then given the secrets, which this process then forgets. */
+static int spawn_worker(struct mcp_gateway *g, enum confine_mode mode, int log_fd,
+			gantry_error_t *err)
+{
+	static const char *const env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, NET_DNS_ENV, NULL };
+	cleanup_free const char **args = xzalloc((6 + 2 * g->n) * sizeof(*args));
+	char listen_arg[16], trust_arg[16];
+	cleanup_close int trust = -1;
+	json_t *remotes = json_array(), *isolation = NULL;
+	int fds[2], n = 0;
+
+	snprintf(listen_arg, sizeof(listen_arg), "%d", WORKER_FIRST_FD);
+	snprintf(trust_arg, sizeof(trust_arg), "%d", WORKER_FIRST_FD + 1);
+	args[n++] = "--listen-fd";
+	args[n++] = listen_arg;
+	args[n++] = "--trust-fd";
+	args[n++] = trust_arg;
+	for (size_t i = 0; i < g->n; i++) {
+		args[n++] = "--remote";
+		args[n++] = g->specs[i];
+	}
+	if ((trust = egress_trust_open(err)) < 0) {
+		json_decref(remotes);
+		return gantry_error_prefix(err, "the MCP gateway");
+	}
+	fds[0] = g->listen;
+	fds[1] = trust;
+	if (worker_spawn(&(struct worker_spawn){ .role = MCP_WORKER_ROLE,
+						 .what = "MCP gateway",
+						 .mode = mode,
+						 .extra_ns = CONFINE_ROOT_UNPRIVILEGED,
+						 .env = env,
+						 .args = args,
+						 .log_fd = log_fd,
+						 .fds = fds,
+						 .nr_fds = 2 },
+			 &g->pid, &g->chan, err) < 0 ||
+	    worker_wait_ready(&g->pid, g->chan, MCP_WORKER_READY_MS, "MCP gateway", &isolation,
+			      err) < 0) {
+		json_decref(remotes);
+		return gantry_error_prefix(err, "the MCP gateway");
+	}
+	json_decref(isolation);
+	for (size_t i = 0; i < g->n; i++)
+		json_array_append_new(remotes, mcp_remote_secrets_json(&g->remotes[i]));
+	if (worker_send_json(g->chan, json_pack("{s:s,s:o}", "op", "secrets", "remotes", remotes),
+			     NULL, 0) < 0)
+		return gantry_error_errno(err, "the MCP gateway: its secrets");
+	/* Held there now, not here. */
+	for (size_t i = 0; i < g->n; i++) {
+		char *spec = g->specs[i];
+
+		mcp_remote_close(&g->remotes[i]);
+		mcp_remote_open(&g->remotes[i], spec, false, NULL);
+	}
+	close_fd(&g->listen);
+	return 0;
+}
+
+int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode mode,
+		       int log_fd, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL;
 
@@ -368,6 +449,8 @@ int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, gantry_error_t *e
 	g->listen = unix_listen(path, 16, err);
 	if (g->listen < 0)
 		return gantry_error_prefix(err, "the MCP gateway");
+	if (mode != CONFINE_OFF)
+		return spawn_worker(g, mode, log_fd, err);
 	if (pipe2(g->stop, O_CLOEXEC) < 0)
 		return gantry_error_errno(err, "the MCP gateway");
 	return 0;
@@ -397,13 +480,21 @@ void mcp_gateway_stop(struct mcp_gateway *g)
 	close_fd(&g->listen);
 	close_fd(&g->stop[0]);
 	close_fd(&g->stop[1]);
+	close_fd(&g->chan); /* the confined gateway's end of the run */
+	if (g->pid > 0) {
+		int status;
+
+		worker_stop(&g->pid, &status);
+	}
 }
 
 void mcp_gateway_free(struct mcp_gateway *g)
 {
 	mcp_gateway_stop(g);
-	for (size_t i = 0; i < g->n; i++)
+	for (size_t i = 0; i < g->n; i++) {
 		mcp_remote_close(&g->remotes[i]);
+		free(g->specs[i]);
+	}
 	g->n = 0;
 	pthread_mutex_destroy(&g->lock);
 	pthread_cond_destroy(&g->done);

@@ -16,14 +16,23 @@
 #include <stddef.h>
 
 #include "common/error.h"
+#include "confine/confine.h"
+#include "mcp/frame.h"
 #include "mcp/remote.h"
 
 #define MCP_SESSIONS_MAX 16
 #define MCP_IDLE_S	 300
 #define MCP_REMOTES_MAX	 16
 
+#define MCP_WORKER_ROLE	    "__mcp-worker"
+#define MCP_WORKER_LOG	    "worker-mcp.log"
+#define MCP_WORKER_READY_MS 10000
+
 struct mcp_gateway {
 	int listen, stop[2];
+	char *specs[MCP_REMOTES_MAX]; /* as given: a confined gateway's arguments */
+	pid_t pid;		      /* the confined gateway; -1: none */
+	int chan;
 	pthread_t thread;
 	bool running;
 	struct mcp_remote remotes[MCP_REMOTES_MAX];
@@ -38,14 +47,36 @@ void mcp_gateway_init(struct mcp_gateway *g);
  * (each variable unset once read, so that nothing started later has it). */
 int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err);
 /* Listen in dir (a run directory: the VMM bridges the guest's
- * PROTO_MCP_PORT there); nothing without remotes. */
-int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, gantry_error_t *err);
-/* Serve, on a thread (once the VM's workers are spawned). */
+ * PROTO_MCP_PORT there); nothing without remotes. Unless mode is off, the
+ * gateway runs confined in a worker of its own (`gantry __mcp-worker`,
+ * its stderr on log_fd), handed the listener and then the remotes'
+ * secrets; this process keeps none of them after. */
+int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode mode,
+		       int log_fd, gantry_error_t *err);
+/* With mode off: serve, on a thread of this process (once the VM's
+ * workers are spawned). */
 int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err);
 /* End the sessions and the thread, and stop listening. */
 void mcp_gateway_stop(struct mcp_gateway *g);
 /* ... and forget the remotes and their secrets. */
 void mcp_gateway_free(struct mcp_gateway *g);
+
+/* One guest connection: its bytes read as they come, each whole message
+ * answered in turn. */
+struct mcp_session {
+	int fd;
+	struct mcp_reader rd;
+};
+
+void mcp_session_init(struct mcp_session *s, int fd);
+/* Read what fd has (it is readable) and answer every whole message; false
+ * once the session is over (the guest hung up, a broken stream, an answer
+ * it would not take). */
+bool mcp_session_step(struct mcp_gateway *g, struct mcp_session *s);
+void mcp_session_end(struct mcp_session *s);
+
+/* The confined gateway's main (mcp/worker.c). */
+int mcp_worker_main(int argc, char **argv);
 
 /* One JSON-RPC message from the guest, answered (NULL: a notification,
  * nothing to send back). The gateway's whole MCP side, for the tests. */

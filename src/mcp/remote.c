@@ -1,11 +1,14 @@
 /* A remote MCP server over streamable HTTP (see remote.h). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
 #include "common/util.h"
+#include "egress/resolve.h"
 #include "image/lazylib.h"
 #include "mcp/frame.h"
 #include "mcp/remote.h"
@@ -39,13 +42,15 @@ static char *take_env(const char *name, gantry_error_t *err)
 	return copy;
 }
 
-int mcp_remote_open(struct mcp_remote *r, const char *spec, gantry_error_t *err)
+int mcp_remote_open(struct mcp_remote *r, const char *spec, bool from_env, gantry_error_t *err)
 {
 	memset(r, 0, sizeof(*r));
 	pthread_mutex_init(&r->lock, NULL);
 	r->next_id = 1;
 	if (mcp_remote_spec_parse(spec, &r->spec, err) < 0)
 		return -1;
+	if (!from_env)
+		return 0;
 	if (r->spec.auth != MCP_AUTH_NONE) {
 		/* The same variable may be a credential and a redaction. */
 		r->auth = take_env(r->spec.auth_secret, err);
@@ -63,6 +68,35 @@ int mcp_remote_open(struct mcp_remote *r, const char *spec, gantry_error_t *err)
 			return -1;
 		r->redact[r->nr_redact++] = v;
 	}
+	return 0;
+}
+
+json_t *mcp_remote_secrets_json(const struct mcp_remote *r)
+{
+	json_t *redact = json_array();
+
+	/* The credential, when there is one, is the first redaction too. */
+	for (size_t i = r->auth ? 1 : 0; i < r->nr_redact; i++)
+		json_array_append_new(redact, json_string(r->redact[i]));
+	return json_pack("{s:s?,s:o}", "auth", r->auth, "redact", redact);
+}
+
+int mcp_remote_secrets_take(struct mcp_remote *r, json_t *j, gantry_error_t *err)
+{
+	const char *auth = json_string_value(json_object_get(j, "auth"));
+	json_t *redact = json_object_get(j, "redact"), *v;
+	size_t i;
+
+	if ((r->spec.auth != MCP_AUTH_NONE) != (auth != NULL) || !json_is_array(redact) ||
+	    json_array_size(redact) > MCP_REDACT_MAX)
+		return gantry_error(err, EPROTO, "%s: its secrets do not match its spec", r->spec.id);
+	if (auth) {
+		r->auth = xstrdup(auth);
+		r->redact[r->nr_redact++] = xstrdup(auth);
+	}
+	json_array_foreach(redact, i, v)
+		if (json_is_string(v))
+			r->redact[r->nr_redact++] = xstrdup(json_string_value(v));
 	return 0;
 }
 
@@ -180,7 +214,9 @@ static curl_socket_t on_open(void *arg, curlsocktype purpose, struct curl_sockad
 		q->refused = true;
 		return CURL_SOCKET_BAD;
 	}
-	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+	/* Protocol 0 (TCP for a stream), as the confined gateway's filter
+	 * allows sockets. */
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, 0);
 }
 
 /* The JSON-RPC message with id in an SSE stream: its events' data lines. */
@@ -238,6 +274,68 @@ static json_t *sse_find(const char *text, json_int_t id)
 	return found;
 }
 
+/* The confined gateway's own look-up of the URL's host (a name), its
+ * first address the check lets through pinned for libcurl ("HOST:PORT:IP"),
+ * so that the address checked is the one dialed. NULL: the host is an
+ * address already, or there is no mcp_net. */
+static int pin_address(struct mcp_remote *r, struct curl_slist **pins, gantry_error_t *err)
+{
+	CURLU *u = sym_curl_url();
+	char *host = NULL, *port = NULL, *scheme = NULL, pin[512], ip[INET_ADDRSTRLEN];
+	struct in_addr probe4;
+	struct in6_addr probe6;
+	struct lookup l;
+	int ret = -1, step = 0;
+
+	if (r->net == NULL || r->net->nr_up == 0)
+		return 0;
+	if (u == NULL || sym_curl_url_set(u, CURLUPART_URL, r->spec.url, 0) != CURLUE_OK ||
+	    sym_curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+	    sym_curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+		gantry_error(err, EINVAL, "%s: its URL does not parse", r->spec.id);
+		goto out;
+	}
+	if (sym_curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK)
+		port = NULL;
+	if (inet_pton(AF_INET, host, &probe4) == 1 || host[0] == '[' ||
+	    inet_pton(AF_INET6, host, &probe6) == 1) {
+		ret = 0; /* an address: checked at the dial */
+		goto out;
+	}
+	if (lookup_start(&l, host, r->net->up, r->net->nr_up, err) < 0)
+		goto out;
+	while ((step = lookup_step(&l, now_ms(), err)) == 0) {
+		struct pollfd p = { .fd = l.fd, .events = POLLIN };
+		uint64_t now = now_ms();
+
+		poll(&p, 1, now < l.deadline ? (int)(l.deadline - now) : 0);
+	}
+	lookup_end(&l);
+	if (step < 0)
+		goto out;
+	for (size_t i = 0; i < l.nr_ips; i++) {
+		struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(l.ips[i]) };
+
+		if (mcp_addr_refused((struct sockaddr *)&sa, r->spec.loopback))
+			continue;
+		inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
+		snprintf(pin, sizeof(pin), "%s:%s:%s", host,
+			 port ? port : strcmp(scheme, "https") == 0 ? "443" : "80", ip);
+		*pins = sym_curl_slist_append(*pins, pin);
+		ret = 0;
+		goto out;
+	}
+	gantry_error(err, EACCES, "%s: %s resolves to a private, link-local or metadata address "
+				  "only",
+		     r->spec.id, host);
+out:
+	sym_curl_free(host);
+	sym_curl_free(port);
+	sym_curl_free(scheme);
+	sym_curl_url_cleanup(u);
+	return ret;
+}
+
 /* POST one message; *reply the response to id (NULL for a notification). */
 static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply,
 		gantry_error_t *err)
@@ -252,12 +350,26 @@ static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply
 	CURL *h;
 	int ret = -1;
 
+	struct curl_slist *pins = NULL;
+
 	*reply = NULL;
-	if (lazy_curl(err) < 0)
+	if (lazy_curl(err) < 0 || pin_address(r, &pins, err) < 0)
 		return -1;
 	h = sym_curl_easy_init();
-	if (h == NULL || body == NULL)
+	if (h == NULL || body == NULL) {
+		sym_curl_slist_free_all(pins);
 		return gantry_error(err, ENOMEM, "%s: cannot start a request", r->spec.id);
+	}
+	if (pins)
+		sym_curl_easy_setopt(h, CURLOPT_RESOLVE, pins);
+	if (r->net && r->net->trust) {
+		struct curl_blob blob = { .data = (void *)r->net->trust,
+					  .len = r->net->trust_len,
+					  .flags = CURL_BLOB_NOCOPY };
+
+		sym_curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+		sym_curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+	}
 	hdrs = sym_curl_slist_append(hdrs, "Content-Type: application/json");
 	hdrs = sym_curl_slist_append(hdrs, "Accept: application/json, text/event-stream");
 	hdrs = sym_curl_slist_append(hdrs, "MCP-Protocol-Version: " MCP_PROTOCOL_VERSION);
@@ -327,6 +439,7 @@ static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply
 	if (ret == 0 && q.session && r->session == NULL)
 		r->session = steal_pointer(&q.session);
 	sym_curl_slist_free_all(hdrs);
+	sym_curl_slist_free_all(pins);
 	sym_curl_easy_cleanup(h);
 	free(q.body.buf);
 	free(q.content_type);

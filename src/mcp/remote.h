@@ -10,6 +10,7 @@
 #define GANTRY_MCP_REMOTE_H
 
 #include <jansson.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -19,8 +20,20 @@
 #define MCP_REMOTE_TIMEOUT_S 60
 #define MCP_PROTOCOL_VERSION "2025-06-18"
 
+/* How a confined gateway reaches the world, where it can open no file:
+ * its own look-ups to these nameservers (the address checked, then pinned
+ * for the dial), and the hosts' trust store in memory. NULL: libcurl's
+ * resolver and the system's store. */
+struct mcp_net {
+	const struct sockaddr_in *up;
+	size_t nr_up;
+	const char *trust;
+	size_t trust_len;
+};
+
 struct mcp_remote {
 	struct mcp_remote_spec spec;
+	const struct mcp_net *net; /* borrowed */
 	char *auth;			   /* the credential's value (explicit_bzero'd) */
 	char *redact[MCP_REDACT_MAX + 1]; /* values never returned, the credential's too */
 	size_t nr_redact;
@@ -32,8 +45,12 @@ struct mcp_remote {
 
 /* Take spec's secrets from the environment (each variable unset once
  * read): its credential and redactions. A variable it names that is not
- * set is an error. */
-int mcp_remote_open(struct mcp_remote *r, const char *spec, gantry_error_t *err);
+ * set is an error. With from_env false, only the spec: the values come
+ * later (mcp_remote_secrets_json's, to a confined gateway). */
+int mcp_remote_open(struct mcp_remote *r, const char *spec, bool from_env, gantry_error_t *err);
+/* Its secret values as JSON ({"auth":V|null,"redact":[V...]}), and back. */
+json_t *mcp_remote_secrets_json(const struct mcp_remote *r);
+int mcp_remote_secrets_take(struct mcp_remote *r, json_t *j, gantry_error_t *err);
 void mcp_remote_close(struct mcp_remote *r);
 
 /* Call method with params (borrowed) and wait for the answer: 0 with

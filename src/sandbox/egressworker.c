@@ -48,7 +48,7 @@ char **egress_hosts(char *const *specs, size_t n, size_t *nr_hosts)
 	return v;
 }
 
-static int trust_open(gantry_error_t *err)
+int egress_trust_open(gantry_error_t *err)
 {
 	const char *path = getenv(EGRESS_TRUST_ENV);
 	int fd;
@@ -87,7 +87,7 @@ int egress_worker_start(struct egress_worker *w, char *const *hosts, size_t nr_h
 	}
 	if (allow_local)
 		args[n++] = "--allow-local-net";
-	if ((trust = trust_open(err)) < 0)
+	if ((trust = egress_trust_open(err)) < 0)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
 		return gantry_error_errno(err, "egress worker: socketpair");

@@ -31,6 +31,10 @@ struct egress_worker {
 
 #define EGRESS_WORKER_NONE ((struct egress_worker){ .pid = -1, .chan = -1, .net_fd = -1 })
 
+/* The hosts' trust store, opened for a worker that reads it before it is
+ * confined ($SSL_CERT_FILE, else Debian's ca-certificates bundle). */
+int egress_trust_open(gantry_error_t *err);
+
 /* The hosts the injected secrets among specs (secret/spec.h) are bound
  * to, each once (NULL-terminated; none: NULL). */
 char **egress_hosts(char *const *specs, size_t n, size_t *nr_hosts);

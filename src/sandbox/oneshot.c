@@ -4,6 +4,7 @@
  * ends it; the entry is its run directory too, so `logs -console` reads
  * its guest's console. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "image/source.h"
-#include "sandbox/lifecycle.h"
 #include "mcp/gateway.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/oneshot_broker.h"
 #include "sandbox/oneshot_sockets.h"
 #include "common/json.h"
@@ -181,6 +182,21 @@ static void error_add_console(gantry_error_t *err, const char *console, bool end
 			       "last lines of the guest console:");
 }
 
+/* The MCP gateway, confined as the sandbox's other workers are, its log
+ * in the run directory. */
+static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode mode,
+		       gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	cleanup_close int log = -1;
+
+	xasprintf(&path, "%s/%s", dir, MCP_WORKER_LOG);
+	log = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (log < 0)
+		return gantry_error_errno(err, "open `%s`", path);
+	return mcp_gateway_listen(g, dir, mode, log, err);
+}
+
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		     const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
 		     const struct gantry_cancel *cancel, struct agent_result *res,
@@ -253,7 +269,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
-	    (o->mcp && mcp_gateway_listen(o->mcp, rundir.run, err) < 0) ||
+	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, sb.isolation, err) < 0) ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||
 	    oneshot_broker_run(&broker, err) < 0 || oneshot_sockets_run(&relay, err) < 0 ||
