@@ -22,8 +22,9 @@ from conftest import GantryHome
 NOBODY = 65534
 
 
-ROLES = ("net", "vmm", "share", "egress")
-# A sandbox's workers but for the egress worker (only with injected secrets).
+ROLES = ("net", "vmm", "share", "egress", "mcp")
+# A sandbox's workers but for the egress worker (only with injected secrets)
+# and the MCP gateway (only with -mcp-remote).
 SANDBOX_ROLES = ("net", "vmm", "share")
 
 
@@ -322,6 +323,18 @@ EGRESS_PROBES = {"socket_inet": "allowed", "socket_inet_raw": "EPERM", "socket_u
 def test_egress_seccomp(gantry, call):
     r = probe(gantry, "egress", call)
     assert (r.returncode, r.stdout) == (0, f"{call}: {EGRESS_PROBES[call]}\n"), r
+
+
+# The MCP gateway: IPv4 and IPv6 stream and datagram sockets, no file, no
+# process, no raw or packet socket, no Unix socket but libcurl's pair.
+MCP_PROBES = {"socket_inet": "allowed", "socket_inet_raw": "EPERM", "socket_unix": "EPERM",
+              "socket_packet": "EPERM", "openat": "EPERM", "fork": "EPERM"}
+
+
+@pytest.mark.parametrize("call", sorted(MCP_PROBES))
+def test_mcp_seccomp(gantry, call):
+    r = probe(gantry, "mcp", call)
+    assert (r.returncode, r.stdout) == (0, f"{call}: {MCP_PROBES[call]}\n"), r
 
 
 VMM_ROLES = ("vmm-vcpu", "vmm-io", "vmm-fs", "vmm-main")
