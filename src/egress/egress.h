@@ -45,6 +45,13 @@
 #define EGRESS_VALUES_PIECE  (32 * 1024) /* the values' bytes in one message */
 
 int egress_worker_main(int argc, char **argv);
+/* Where a worker finds the hosts' trust store: the variable OpenSSL
+ * reads, else Debian's bundle (ca-certificates). */
+#define EGRESS_TRUST_ENV     "SSL_CERT_FILE"
+#define EGRESS_TRUST_DEFAULT "/etc/ssl/certs/ca-certificates.crt"
+/* The hosts' trust store, opened for a worker that reads it before it is
+ * confined (EGRESS_TRUST_ENV, else EGRESS_TRUST_DEFAULT). */
+int egress_trust_open(gantry_error_t *err);
 /* The trust store, read whole from fd (closed), at most EGRESS_TRUST_MAX. */
 int egress_trust_read(int fd, char **out, size_t *len, gantry_error_t *err);
 

@@ -300,6 +300,22 @@ static int parse_args(int argc, char **argv, struct args *a)
 											    : -1;
 }
 
+int egress_trust_open(gantry_error_t *err)
+{
+	const char *path = getenv(EGRESS_TRUST_ENV);
+	int fd;
+
+	if (path == NULL || *path == '\0')
+		path = EGRESS_TRUST_DEFAULT;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return gantry_error_errno(err,
+					  "the hosts' trust store `%s` (%s, else Debian's "
+					  "ca-certificates)",
+					  path, EGRESS_TRUST_ENV);
+	return fd;
+}
+
 int egress_trust_read(int fd, char **out, size_t *len, gantry_error_t *err)
 {
 	size_t cap = 256 * 1024;

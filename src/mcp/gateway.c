@@ -16,7 +16,7 @@
 #include "mcp/gateway.h"
 #include "net/net.h"
 #include "proto/agent.h"
-#include "sandbox/egressworker.h"
+#include "egress/egress.h"
 #include "worker/worker.h"
 
 #define TOOL_SEP    "__"

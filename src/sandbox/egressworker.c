@@ -48,22 +48,6 @@ char **egress_hosts(char *const *specs, size_t n, size_t *nr_hosts)
 	return v;
 }
 
-int egress_trust_open(gantry_error_t *err)
-{
-	const char *path = getenv(EGRESS_TRUST_ENV);
-	int fd;
-
-	if (path == NULL || *path == '\0')
-		path = EGRESS_TRUST_DEFAULT;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return gantry_error_errno(err,
-					  "the hosts' trust store `%s` (%s, else Debian's "
-					  "ca-certificates)",
-					  path, EGRESS_TRUST_ENV);
-	return fd;
-}
-
 int egress_worker_start(struct egress_worker *w, char *const *hosts, size_t nr_hosts,
 			bool allow_local, enum confine_mode mode, int log_fd, gantry_error_t *err)
 {

@@ -13,13 +13,10 @@
 
 #include "common/error.h"
 #include "confine/confine.h"
+#include "egress/egress.h"
 #include "secret/store.h"
 
 #define EGRESS_WORKER_READY_MS 10000
-/* Where the worker finds the hosts' trust store: the variable OpenSSL
- * reads, else Debian's bundle (ca-certificates). */
-#define EGRESS_TRUST_ENV     "SSL_CERT_FILE"
-#define EGRESS_TRUST_DEFAULT "/etc/ssl/certs/ca-certificates.crt"
 
 struct egress_worker {
 	pid_t pid; /* -1: none, or reaped */
@@ -30,10 +27,6 @@ struct egress_worker {
 };
 
 #define EGRESS_WORKER_NONE ((struct egress_worker){ .pid = -1, .chan = -1, .net_fd = -1 })
-
-/* The hosts' trust store, opened for a worker that reads it before it is
- * confined ($SSL_CERT_FILE, else Debian's ca-certificates bundle). */
-int egress_trust_open(gantry_error_t *err);
 
 /* The hosts the injected secrets among specs (secret/spec.h) are bound
  * to, each once (NULL-terminated; none: NULL). */
