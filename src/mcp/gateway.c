@@ -204,7 +204,7 @@ static bool send_all(struct mcp_gateway *g, int fd, const char *buf, size_t len)
 {
 	while (len) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLOUT },
-				       { .fd = g->stop[0], .events = POLLIN } };
+				       { .fd = acceptor_stop_fd(&g->acc), .events = POLLIN } };
 		ssize_t n;
 
 		if (poll(p, 2, MCP_IDLE_S * 1000) <= 0 || p[1].revents)
@@ -276,83 +276,30 @@ bool mcp_session_step(struct mcp_gateway *g, struct mcp_session *s)
 	return r >= 0;
 }
 
-struct session_arg {
-	struct mcp_gateway *g;
-	int fd;
-};
-
-static void *session_main(void *arg)
+/* A session on a thread of this process (isolation off), as long as the
+ * guest keeps it and speaks within MCP_IDLE_S. */
+static void session_conn(void *opaque, int fd)
 {
-	struct session_arg *sa = arg;
-	struct mcp_gateway *g = sa->g;
+	struct mcp_gateway *g = opaque;
 	struct mcp_session s;
 
-	mcp_session_init(&s, sa->fd);
-	free(sa);
+	mcp_session_init(&s, fd);
 	for (;;) {
 		struct pollfd p[2] = { { .fd = s.fd, .events = POLLIN },
-				       { .fd = g->stop[0], .events = POLLIN } };
+				       { .fd = acceptor_stop_fd(&g->acc), .events = POLLIN } };
 
 		if (poll(p, 2, MCP_IDLE_S * 1000) <= 0 || p[1].revents || !mcp_session_step(g, &s))
 			break;
 	}
 	mcp_session_end(&s);
-	pthread_mutex_lock(&g->lock);
-	g->active--;
-	pthread_cond_broadcast(&g->done);
-	pthread_mutex_unlock(&g->lock);
-	return NULL;
-}
-
-static void *serve(void *arg)
-{
-	struct mcp_gateway *g = arg;
-
-	for (;;) {
-		struct pollfd p[2] = { { .fd = g->listen, .events = POLLIN },
-				       { .fd = g->stop[0], .events = POLLIN } };
-		struct session_arg *s;
-		pthread_t t;
-		int fd;
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (!p[0].revents)
-			continue;
-		fd = accept4(g->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
-			continue;
-		pthread_mutex_lock(&g->lock);
-		if (g->active == MCP_SESSIONS_MAX) {
-			pthread_mutex_unlock(&g->lock);
-			log_info("mcp: more than %d sessions: one refused", MCP_SESSIONS_MAX);
-			close(fd);
-			continue;
-		}
-		s = xmalloc(sizeof(*s));
-		*s = (struct session_arg){ g, fd };
-		if (pthread_create(&t, NULL, session_main, s) != 0) {
-			pthread_mutex_unlock(&g->lock);
-			close(fd);
-			free(s);
-			continue;
-		}
-		pthread_detach(t);
-		g->active++;
-		pthread_mutex_unlock(&g->lock);
-	}
-	return NULL;
 }
 
 void mcp_gateway_init(struct mcp_gateway *g)
 {
 	memset(g, 0, sizeof(*g));
-	g->listen = g->stop[0] = g->stop[1] = g->chan = -1;
+	g->acc = ACCEPTOR_NONE;
+	g->chan = -1;
 	g->pid = -1;
-	pthread_mutex_init(&g->lock, NULL);
-	pthread_cond_init(&g->done, NULL);
 }
 
 int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err)
@@ -380,7 +327,7 @@ int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err
 
 /* The confined gateway: spawned with the listener and the trust store,
  * then given the secrets, which this process then forgets. */
-static int spawn_worker(struct mcp_gateway *g, enum confine_mode mode, int log_fd,
+static int spawn_worker(struct mcp_gateway *g, int listen, enum confine_mode mode, int log_fd,
 			gantry_error_t *err)
 {
 	static const char *const env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, NET_DNS_ENV, NULL };
@@ -404,7 +351,7 @@ static int spawn_worker(struct mcp_gateway *g, enum confine_mode mode, int log_f
 		json_decref(remotes);
 		return gantry_error_prefix(err, "the MCP gateway");
 	}
-	fds[0] = g->listen;
+	fds[0] = listen;
 	fds[1] = trust;
 	if (worker_spawn(&(struct worker_spawn){ .role = MCP_WORKER_ROLE,
 						 .what = "MCP gateway",
@@ -434,7 +381,6 @@ static int spawn_worker(struct mcp_gateway *g, enum confine_mode mode, int log_f
 		mcp_remote_close(&g->remotes[i]);
 		mcp_remote_open(&g->remotes[i], spec, false, NULL);
 	}
-	close_fd(&g->listen);
 	return 0;
 }
 
@@ -442,44 +388,31 @@ int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode
 		       int log_fd, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL;
+	cleanup_close int listen = -1;
 
 	if (g->n == 0)
 		return 0;
 	xasprintf(&path, "%s/%d.sock", dir, PROTO_MCP_PORT);
-	g->listen = unix_listen(path, 16, err);
-	if (g->listen < 0)
+	if (mode == CONFINE_OFF)
+		return acceptor_listen(&g->acc, path, 16, MCP_SESSIONS_MAX, session_conn, g, err) <
+				       0 ?
+			       gantry_error_prefix(err, "the MCP gateway") :
+			       0;
+	/* The listener is the confined gateway's alone. */
+	listen = unix_listen(path, 16, err);
+	if (listen < 0)
 		return gantry_error_prefix(err, "the MCP gateway");
-	if (mode != CONFINE_OFF)
-		return spawn_worker(g, mode, log_fd, err);
-	if (pipe2(g->stop, O_CLOEXEC) < 0)
-		return gantry_error_errno(err, "the MCP gateway");
-	return 0;
+	return spawn_worker(g, listen, mode, log_fd, err);
 }
 
 int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err)
 {
-	if (g->listen < 0 || g->running)
-		return 0;
-	if (pthread_create(&g->thread, NULL, serve, g) != 0)
-		return gantry_error(err, EAGAIN, "the MCP gateway: no thread");
-	g->running = true;
-	return 0;
+	return acceptor_run(&g->acc, "the MCP gateway", err);
 }
 
 void mcp_gateway_stop(struct mcp_gateway *g)
 {
-	if (g->running) {
-		(void)!write(g->stop[1], "x", 1);
-		pthread_join(g->thread, NULL);
-		pthread_mutex_lock(&g->lock);
-		while (g->active)
-			pthread_cond_wait(&g->done, &g->lock);
-		pthread_mutex_unlock(&g->lock);
-		g->running = false;
-	}
-	close_fd(&g->listen);
-	close_fd(&g->stop[0]);
-	close_fd(&g->stop[1]);
+	acceptor_stop(&g->acc);
 	close_fd(&g->chan); /* the confined gateway's end of the run */
 	if (g->pid > 0) {
 		int status;
@@ -496,6 +429,4 @@ void mcp_gateway_free(struct mcp_gateway *g)
 		free(g->specs[i]);
 	}
 	g->n = 0;
-	pthread_mutex_destroy(&g->lock);
-	pthread_cond_destroy(&g->done);
 }

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/acceptor.h"
 #include "common/error.h"
 #include "confine/confine.h"
 #include "mcp/frame.h"
@@ -29,17 +30,12 @@
 #define MCP_WORKER_READY_MS 10000
 
 struct mcp_gateway {
-	int listen, stop[2];
+	struct acceptor acc;	      /* in this process (isolation off): a thread a session */
 	char *specs[MCP_REMOTES_MAX]; /* as given: a confined gateway's arguments */
 	pid_t pid;		      /* the confined gateway; -1: none */
 	int chan;
-	pthread_t thread;
-	bool running;
 	struct mcp_remote remotes[MCP_REMOTES_MAX];
 	size_t n;
-	pthread_mutex_t lock;
-	pthread_cond_t done;
-	unsigned int active;
 };
 
 void mcp_gateway_init(struct mcp_gateway *g);

@@ -208,8 +208,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct machine m = MACHINE_NONE;
 	struct image img = { 0 };
 	struct sandbox_process proc = { 0 };
-	struct oneshot_broker broker = { .listen = -1, .stop = { -1, -1 } };
-	struct oneshot_sockets relay = { .listen = -1, .stop = { -1, -1 } };
+	struct oneshot_broker broker = { .acc = ACCEPTOR_NONE };
+	struct oneshot_sockets relay = { .acc = ACCEPTOR_NONE };
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
@@ -308,8 +308,7 @@ out:
 	oneshot_broker_stop(&broker);
 	if (o->mcp)
 		mcp_gateway_stop(o->mcp);
-	if (relay.stop[0] >= 0 || relay.listen >= 0 || relay.running)
-		oneshot_sockets_stop(&relay);
+	oneshot_sockets_stop(&relay);
 	if (m.cfg.timing && t_done > 0)
 		log_always("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
 			   "VM gone %.1f ms",

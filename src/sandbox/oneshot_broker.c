@@ -26,7 +26,7 @@ static bool wait_fd(struct oneshot_broker *b, int fd, short ev, uint64_t deadlin
 {
 	for (;;) {
 		struct pollfd p[2] = { { .fd = fd, .events = ev },
-				       { .fd = b->stop[0], .events = POLLIN } };
+				       { .fd = acceptor_stop_fd(&b->acc), .events = POLLIN } };
 		uint64_t now = now_ms();
 
 		if (now >= deadline || poll(p, 2, (int)(deadline - now)) < 0) {
@@ -72,8 +72,9 @@ static void decide(struct oneshot_broker *b, const char *in, struct broker_out *
 	secret_value_free(&v);
 }
 
-static void serve_conn(struct oneshot_broker *b, int fd)
+static void serve_conn(void *opaque, int fd)
 {
+	struct oneshot_broker *b = opaque;
 	uint64_t deadline = now_ms() + BROKER_WAIT_MS;
 	char in[BROKER_REQUEST_MAX + 1];
 	struct broker_out out = { 0 };
@@ -114,67 +115,31 @@ done:
 	close(fd);
 }
 
-static void *serve(void *arg)
-{
-	struct oneshot_broker *b = arg;
-
-	for (;;) {
-		struct pollfd p[2] = { { .fd = b->listen, .events = POLLIN },
-				       { .fd = b->stop[0], .events = POLLIN } };
-		int fd;
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (!p[0].revents)
-			continue;
-		fd = accept4(b->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd >= 0)
-			serve_conn(b, fd);
-	}
-	return NULL;
-}
-
 int oneshot_broker_start(struct oneshot_broker *b, const char *dir, struct secret_store *st,
 			 const struct sandbox *sb, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL;
 
-	*b = (struct oneshot_broker){ .listen = -1, .stop = { -1, -1 } };
+	*b = (struct oneshot_broker){ .acc = ACCEPTOR_NONE };
 	if (st == NULL || !secret_store_has_bound(st))
 		return 0;
 	b->store = st;
 	b->sb = sb;
 	xasprintf(&path, "%s/%d.sock", dir, PROTO_BROKER_PORT);
-	b->listen = unix_listen(path, 4, err);
-	if (b->listen < 0)
-		return gantry_error_prefix(err, "the credential broker");
-	if (pipe2(b->stop, O_CLOEXEC) < 0) {
+	/* One helper at a time, on the acceptor's thread. */
+	if (acceptor_listen(&b->acc, path, 4, 0, serve_conn, b, err) < 0) {
 		oneshot_broker_stop(b);
-		return gantry_error_errno(err, "the credential broker");
+		return gantry_error_prefix(err, "the credential broker");
 	}
 	return 0;
 }
 
 int oneshot_broker_run(struct oneshot_broker *b, gantry_error_t *err)
 {
-	if (b->listen < 0 || b->running)
-		return 0;
-	if (pthread_create(&b->thread, NULL, serve, b) != 0)
-		return gantry_error(err, EAGAIN, "the credential broker: no thread");
-	b->running = true;
-	return 0;
+	return acceptor_run(&b->acc, "the credential broker", err);
 }
 
 void oneshot_broker_stop(struct oneshot_broker *b)
 {
-	if (b->running) {
-		(void)!write(b->stop[1], "x", 1);
-		pthread_join(b->thread, NULL);
-		b->running = false;
-	}
-	close_fd(&b->listen);
-	close_fd(&b->stop[0]);
-	close_fd(&b->stop[1]);
+	acceptor_stop(&b->acc);
 }

@@ -9,14 +9,13 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "common/acceptor.h"
 #include "common/error.h"
 #include "sandbox/state.h"
 #include "secret/store.h"
 
 struct oneshot_broker {
-	int listen, stop[2];
-	pthread_t thread;
-	bool running;
+	struct acceptor acc;
 	struct secret_store *store;
 	const struct sandbox *sb; /* its network and egress policy */
 };

@@ -22,11 +22,6 @@
 #define SOCKET_HDR_MS 5000
 #define SOCKET_BUF    (64 * 1024)
 
-struct pair {
-	struct oneshot_sockets *s;
-	int guest;
-};
-
 struct dir_buf {
 	char buf[SOCKET_BUF];
 	size_t len, off;
@@ -42,7 +37,7 @@ static int read_index(struct oneshot_sockets *s, int fd, uint32_t *index)
 
 	while (got < sizeof(hdr)) {
 		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = s->stop[0], .events = POLLIN } };
+				       { .fd = acceptor_stop_fd(&s->acc), .events = POLLIN } };
 		uint64_t now = now_ms();
 		ssize_t n;
 
@@ -125,7 +120,7 @@ static void join(struct oneshot_sockets *s, int guest, int host)
 			{ .fd = host,
 			  .events = (short)((!down->eof && !down->len ? POLLIN : 0) |
 					    (up->len ? POLLOUT : 0)) },
-			{ .fd = s->stop[0], .events = POLLIN },
+			{ .fd = acceptor_stop_fd(&s->acc), .events = POLLIN },
 		};
 
 		if (poll(p, 3, -1) < 0 && errno != EINTR)
@@ -144,70 +139,23 @@ static void join(struct oneshot_sockets *s, int guest, int host)
 	free(down);
 }
 
-static void *pair_main(void *arg)
+/* One stream of the guest's: the socket it names, joined. */
+static void serve_stream(void *opaque, int guest)
 {
-	struct pair *pr = arg;
-	struct oneshot_sockets *s = pr->s;
+	struct oneshot_sockets *s = opaque;
 	uint32_t index;
 	int host = -1;
 
-	if (read_index(s, pr->guest, &index) == 0) {
+	if (read_index(s, guest, &index) == 0) {
 		host = connect_host(s->paths[index]);
 		if (host < 0)
 			log_info("socket %s: %s", s->paths[index], strerror(errno));
 		else
-			join(s, pr->guest, host);
+			join(s, guest, host);
 	}
 	if (host >= 0)
 		close(host);
-	close(pr->guest);
-	free(pr);
-	pthread_mutex_lock(&s->lock);
-	s->active--;
-	pthread_cond_broadcast(&s->done);
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
-}
-
-static void *serve(void *arg)
-{
-	struct oneshot_sockets *s = arg;
-
-	for (;;) {
-		struct pollfd p[2] = { { .fd = s->listen, .events = POLLIN },
-				       { .fd = s->stop[0], .events = POLLIN } };
-		struct pair *pr;
-		pthread_t t;
-		int fd;
-
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (p[1].revents)
-			break;
-		if (!p[0].revents)
-			continue;
-		fd = accept4(s->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0)
-			continue;
-		pthread_mutex_lock(&s->lock);
-		if (s->active == ONESHOT_SOCKET_CONNS) {
-			pthread_mutex_unlock(&s->lock);
-			close(fd); /* the guest's connection ends: it may try again */
-			continue;
-		}
-		pr = xmalloc(sizeof(*pr));
-		*pr = (struct pair){ s, fd };
-		if (pthread_create(&t, NULL, pair_main, pr) != 0) {
-			pthread_mutex_unlock(&s->lock);
-			close(fd);
-			free(pr);
-			continue;
-		}
-		pthread_detach(t);
-		s->active++;
-		pthread_mutex_unlock(&s->lock);
-	}
-	return NULL;
+	close(guest);
 }
 
 int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *const *paths, size_t n,
@@ -215,9 +163,7 @@ int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *cons
 {
 	cleanup_free char *path = NULL;
 
-	*s = (struct oneshot_sockets){ .listen = -1, .stop = { -1, -1 } };
-	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->done, NULL);
+	*s = (struct oneshot_sockets){ .acc = ACCEPTOR_NONE };
 	if (n == 0)
 		return 0;
 	if (n > ONESHOT_SOCKETS_MAX)
@@ -225,40 +171,19 @@ int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *cons
 	s->paths = paths;
 	s->n = n;
 	xasprintf(&path, "%s/%d.sock", dir, PROTO_SOCKET_PORT);
-	s->listen = unix_listen(path, 16, err);
-	if (s->listen < 0)
-		return gantry_error_prefix(err, "the socket relay");
-	if (pipe2(s->stop, O_CLOEXEC) < 0) {
+	if (acceptor_listen(&s->acc, path, 16, ONESHOT_SOCKET_CONNS, serve_stream, s, err) < 0) {
 		oneshot_sockets_stop(s);
-		return gantry_error_errno(err, "the socket relay");
+		return gantry_error_prefix(err, "the socket relay");
 	}
 	return 0;
 }
 
 int oneshot_sockets_run(struct oneshot_sockets *s, gantry_error_t *err)
 {
-	if (s->listen < 0 || s->running)
-		return 0;
-	if (pthread_create(&s->thread, NULL, serve, s) != 0)
-		return gantry_error(err, EAGAIN, "the socket relay: no thread");
-	s->running = true;
-	return 0;
+	return acceptor_run(&s->acc, "the socket relay", err);
 }
 
 void oneshot_sockets_stop(struct oneshot_sockets *s)
 {
-	if (s->running) {
-		(void)!write(s->stop[1], "x", 1);
-		pthread_join(s->thread, NULL);
-		pthread_mutex_lock(&s->lock);
-		while (s->active)
-			pthread_cond_wait(&s->done, &s->lock);
-		pthread_mutex_unlock(&s->lock);
-		s->running = false;
-	}
-	close_fd(&s->listen);
-	close_fd(&s->stop[0]);
-	close_fd(&s->stop[1]);
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->done);
+	acceptor_stop(&s->acc);
 }

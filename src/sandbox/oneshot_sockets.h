@@ -12,20 +12,16 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/acceptor.h"
 #include "common/error.h"
 
 #define ONESHOT_SOCKETS_MAX 16 /* as the guest takes (guest/shares.h) */
 #define ONESHOT_SOCKET_CONNS 64 /* joined at once */
 
 struct oneshot_sockets {
-	int listen, stop[2];
-	pthread_t thread;
-	bool running;
-	char *const *paths; /* borrowed */
+	struct acceptor acc; /* a thread per stream */
+	char *const *paths;  /* borrowed */
 	size_t n;
-	pthread_mutex_t lock;
-	pthread_cond_t done;
-	unsigned int active; /* joining threads */
 };
 
 /* Listen in dir when paths has any (else nothing is started). */

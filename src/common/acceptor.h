@@ -1,0 +1,42 @@
+/* A Unix listener served on a thread of its own until stopped, for the
+ * small services a one-shot run keeps beside its VM (the credential
+ * broker, the socket relay, the MCP gateway on a thread): each connection
+ * is handed to conn(), on the acceptor's own thread one after the other
+ * (max 0), or on a thread of its own, at most max at once (one more is
+ * closed as it comes: the guest may try again). A handler waits on
+ * acceptor_stop_fd() beside its own, and returns once it is readable. */
+#ifndef GANTRY_COMMON_ACCEPTOR_H
+#define GANTRY_COMMON_ACCEPTOR_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "common/error.h"
+
+struct acceptor {
+	int listen, stop[2];
+	pthread_t thread;
+	bool running, ready;
+	unsigned int max, active;
+	pthread_mutex_t lock;
+	pthread_cond_t done;
+	void (*conn)(void *opaque, int fd); /* owns fd */
+	void *opaque;
+};
+
+#define ACCEPTOR_NONE ((struct acceptor){ .listen = -1, .stop = { -1, -1 } })
+
+/* Listen at path (made afresh) for conn, with a stop pipe. */
+int acceptor_listen(struct acceptor *a, const char *path, int backlog, unsigned int max,
+		    void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
+/* Serve, on a thread; nothing when it does not listen. */
+int acceptor_run(struct acceptor *a, const char *what, gantry_error_t *err);
+/* Readable once the acceptor stops. */
+static inline int acceptor_stop_fd(const struct acceptor *a)
+{
+	return a->stop[0];
+}
+/* Stop: the thread and every handler joined, the listener closed. */
+void acceptor_stop(struct acceptor *a);
+
+#endif
