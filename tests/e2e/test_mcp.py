@@ -76,8 +76,12 @@ def wrap(gantry, remote, *args, spec=None, env_extra=None):
                           stdin=subprocess.DEVNULL, timeout=boot_timeout() * 4)
 
 
-def test_tools_through_the_gateway(gantry, remote):
-    r = wrap(gantry, remote, "sh", "-c", SCAN, "scan", str(MCP), TOKEN[::-1])
+@pytest.mark.parametrize("isolation", ["auto", "off"])
+def test_tools_through_the_gateway(gantry, remote, isolation):
+    """Confined in its worker (auto), and on a thread of the run (off)."""
+    remote["log"].write_text("")
+    r = wrap(gantry, remote, "sh", "-c", SCAN, "scan", str(MCP), TOKEN[::-1],
+             env_extra={"GANTRY_PROCESS_ISOLATION": isolation})
     out = r.stdout.decode(errors="replace")
     assert r.returncode == 0, (out, r.stderr.decode(errors="replace"))
     lines = out.strip().splitlines()
