@@ -21,6 +21,7 @@ int cmd_net(int argc, char **argv);
 int cmd_net_policy(int argc, char **argv);
 int cmd_fence(int argc, char **argv);
 int cmd_wrap(int argc, char **argv);
+int cmd_mcp(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_logs(int argc, char **argv);

@@ -48,6 +48,7 @@ static const struct command {
 	{ "image", cmd_image, "pull, list and remove images; registry logins" },
 	{ "run", cmd_run, "boot a kernel in a microVM, no sandbox state" },
 	{ "fence", cmd_fence, "run a host command in a PID namespace, the checkout read-only" },
+	{ "mcp", cmd_mcp, "the tools a running sandbox's MCP gateway shows its guest" },
 	{ "wrap", cmd_wrap, "run a command in a microVM as if it were a child process (agents)" },
 	{ "serve", cmd_serve, "serve the manager API on a Unix socket" },
 	{ "tui", tui_main, "a terminal dashboard of every sandbox" },

@@ -101,6 +101,38 @@ def test_tools_through_the_gateway(gantry, remote, isolation):
     assert got and all(line == f"Bearer {TOKEN}" for line in got), got
 
 
+def test_mcp_tools_lists_what_the_guest_sees(gantry, remote):
+    """`gantry mcp tools NAME` of a running one-shot: its gateway's list."""
+    for name in ("vmlinux", "sysroot.erofs", "default-image"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    env = dict(os.environ, GANTRY_HOME=str(remote["base"] / "gantry-home"),
+               MCP_TEST_TOKEN=TOKEN)
+    spec = (f"name=remote,url={remote['url']},auth=bearer:MCP_TEST_TOKEN,allow=*,"
+            "deny=delete_*")
+    p = subprocess.Popen([str(gantry), "exec", "-name", "mcpx", "-mcp-remote", spec, "--",
+                          "sh", "-c", 'trap "exit 0" TERM; echo up; sleep 120 & wait'],
+                         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        assert p.stdout.readline() == b"up\n", p.stderr.read()
+        r = subprocess.run([str(gantry), "mcp", "tools", "mcpx"], env=env, capture_output=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        names = [line.split("\t")[0] for line in r.stdout.decode().splitlines()]
+        assert names == ["remote__echo", "remote__whoami"], r.stdout
+        r = subprocess.run([str(gantry), "mcp", "tools", "-json", "mcpx"], env=env,
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert len(json.loads(r.stdout)["tools"]) == 2
+    finally:
+        p.terminate()
+        p.wait(timeout=60)
+    r = subprocess.run([str(gantry), "mcp", "tools", "mcpx"], env=env, capture_output=True,
+                       timeout=30)
+    assert r.returncode == 1 and b"runs no MCP gateway" in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("url", ["https://169.254.169.254/latest", "https://10.1.2.3/mcp",
                                  "http://192.0.2.10/mcp", "https://[fe80::1]/mcp",
                                  "https://user:pw@example.com/mcp"])
