@@ -43,9 +43,10 @@ static void wrap_usage(FILE *out, const struct flag *flags)
 		"read-write but for hooks/ and config, .gantry/ read-write, an empty\n"
 		"$HOME with the agent harnesses' installs (read-only) and logins\n"
 		"(read-write), and /tmp, /var/tmp and /run of its own. Token variables of\n"
-		"the harnesses (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...) are passed as\n"
-		"secrets; the rest of the environment as it is, but for the host's\n"
-		"sockets and displays (SSH_AUTH_SOCK, DISPLAY, ...).\n"
+		"the harnesses (ANTHROPIC_API_KEY, OPENAI_API_KEY, ...) are injected at\n"
+		"egress into their API's requests, the guest holding a placeholder; the\n"
+		"rest of the environment passes as it is, but for the host's sockets and\n"
+		"displays (SSH_AUTH_SOCK, DISPLAY, ...).\n"
 		"Defaults come from ~/.config/gantry/wrap.json (image, cpus, memMiB, net,\n"
 		"netPolicy, shares); flags win. See docs/agents.md.\n"
 		"Exit status: CMD's; 125 when the VM or Gantry failed; 2 bad usage.\n\n"
@@ -103,14 +104,20 @@ static char *config_path(void)
 	return path;
 }
 
-/* The harnesses' token variables set here, taken as secrets: into the
- * process's environment, never onto a host command line or file. */
-static int take_tokens(struct sandbox_opts *o, gantry_error_t *err)
+/* The harnesses' token variables set here, taken as secrets: injected at
+ * egress into their API's requests, the guest holding a placeholder, or
+ * (inject false) their values in the process's environment; never onto
+ * a host command line or file. */
+static int take_tokens(struct sandbox_opts *o, bool inject, gantry_error_t *err)
 {
 	for (const struct wrap_harness *h = wrap_harnesses; h->name; h++)
-		for (size_t i = 0; h->tokens[i]; i++)
-			if (getenv(h->tokens[i]) && cli_flag_secret(o, h->tokens[i], err) < 0)
+		for (size_t i = 0; h->tokens[i]; i++) {
+			char name[128];
+
+			wrap_token_name(h->tokens[i], name, sizeof(name));
+			if (getenv(name) && cli_flag_secret(o, inject ? h->tokens[i] : name, err) < 0)
 				return -1;
+		}
 	return 0;
 }
 
@@ -125,7 +132,7 @@ int cmd_wrap(int argc, char **argv)
 	gantry_error_t err = NULL;
 	cleanup_free char *cwd = NULL, *config = config_path();
 	cleanup_free char **init_argv = NULL;
-	bool help = false, dashdash;
+	bool help = false, dashdash, inject = true;
 	int rest, r;
 	const struct flag flags[] = {
 		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
@@ -144,6 +151,10 @@ int cmd_wrap(int argc, char **argv)
 		  "share another host directory: TAG=HOST_PATH[@CTR_PATH][,ro] (repeatable)", 0 },
 		FLAGS_SECRETS(&o),
 		FLAG_MCP_REMOTE(&gw),
+		{ "inject-tokens", FLAG_BOOL, &inject, NULL, NULL,
+		  "the harnesses' API tokens injected at egress, a placeholder in the guest "
+		  "(default true; false: their values in its environment)",
+		  0 },
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -183,7 +194,7 @@ int cmd_wrap(int argc, char **argv)
 	po.args = init_argv;
 	po.nargs = (size_t)(argc - rest) + 3;
 	po.entrypoint = "";
-	if (take_tokens(&o, &err) < 0 ||
+	if (take_tokens(&o, inject, &err) < 0 ||
 	    wrap_plan(&(struct wrap_host){ .cwd = cwd,
 					   .home = getenv("HOME"),
 					   .uid = getuid(),

@@ -1,6 +1,9 @@
 /* The harnesses `gantry wrap` knows, kept as data: where each is installed
  * and keeps its login, relative to $HOME, and the variables that carry its
- * tokens. A path that is not there is skipped. */
+ * tokens, as -secret specs: bound to the API host the harness sends them
+ * to and the header it sends them in, so that they are injected at egress
+ * and the guest holds a placeholder (wrap -inject-tokens=false: the
+ * values). A path that is not there is skipped. */
 #include <stddef.h>
 
 #include "wrap/wrap.h"
@@ -9,11 +12,17 @@
 
 const struct wrap_harness wrap_harnesses[] = {
 	{ "claude", LIST(".local/share/claude", ".claude/local"), LIST(".claude"),
-	  LIST("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN") },
-	{ "codex", LIST(".codex/bin"), LIST(".codex"), LIST("OPENAI_API_KEY", "CODEX_API_KEY") },
-	{ "gemini", LIST(".gemini/bin"), LIST(".gemini"), LIST("GEMINI_API_KEY", "GOOGLE_API_KEY") },
+	  LIST("ANTHROPIC_API_KEY@api.anthropic.com,header=x-api-key",
+	       "ANTHROPIC_AUTH_TOKEN@api.anthropic.com,header=Authorization",
+	       "CLAUDE_CODE_OAUTH_TOKEN@api.anthropic.com,header=Authorization") },
+	{ "codex", LIST(".codex/bin"), LIST(".codex"),
+	  LIST("OPENAI_API_KEY@api.openai.com,header=Authorization",
+	       "CODEX_API_KEY@api.openai.com,header=Authorization") },
+	{ "gemini", LIST(".gemini/bin"), LIST(".gemini"),
+	  LIST("GEMINI_API_KEY@generativelanguage.googleapis.com,header=x-goog-api-key",
+	       "GOOGLE_API_KEY@generativelanguage.googleapis.com,header=x-goog-api-key") },
 	{ "opencode", LIST(".opencode/bin"), LIST(".config/opencode", ".local/share/opencode"),
-	  LIST("OPENROUTER_API_KEY") },
+	  LIST("OPENROUTER_API_KEY@openrouter.ai,header=Authorization") },
 	/* Where npm, bun and the like install them for a user. */
 	{ "installers", LIST(".local/bin", ".npm-global", ".bun", ".nvm", ".volta", ".cargo/bin"),
 	  LIST(NULL), LIST(NULL) },

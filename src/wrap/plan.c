@@ -52,13 +52,10 @@ bool wrap_env_dropped(const char *entry)
 	return false;
 }
 
-bool wrap_env_token(const char *name)
+const char *wrap_token_name(const char *spec, char *buf, size_t size)
 {
-	for (const struct wrap_harness *h = wrap_harnesses; h->name; h++)
-		for (size_t i = 0; h->tokens[i]; i++)
-			if (strcmp(h->tokens[i], name) == 0)
-				return true;
-	return false;
+	snprintf(buf, size, "%.*s", (int)strcspn(spec, "@"), spec);
+	return buf;
 }
 
 /* The shares, gathered before they are ordered and written as specs. */

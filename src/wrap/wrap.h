@@ -21,7 +21,7 @@ struct wrap_harness {
 	const char *name;
 	const char *const *installs; /* read-only: where it is installed */
 	const char *const *auth;     /* read-write: its config and tokens */
-	const char *const *tokens;   /* environment variables kept as secrets */
+	const char *const *tokens;   /* -secret specs: NAME@HOST,header=H (injected) */
 };
 
 extern const struct wrap_harness wrap_harnesses[];
@@ -30,8 +30,9 @@ extern const struct wrap_harness wrap_harnesses[];
  * displays, which the VM does not have, or Gantry's own settings. */
 bool wrap_env_dropped(const char *entry);
 
-/* Is name one of the harnesses' token variables? */
-bool wrap_env_token(const char *name);
+/* The variable a harness token's spec names (its text before `@`), into
+ * buf. */
+const char *wrap_token_name(const char *spec, char *buf, size_t size);
 
 /* What the plan is made from. */
 struct wrap_host {
