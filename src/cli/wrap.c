@@ -132,7 +132,7 @@ int cmd_wrap(int argc, char **argv)
 	gantry_error_t err = NULL;
 	cleanup_free char *cwd = NULL, *config = config_path();
 	cleanup_free char **init_argv = NULL;
-	bool help = false, dashdash, inject = true;
+	bool help = false, dashdash, inject = true, oauth = true;
 	int rest, r;
 	const struct flag flags[] = {
 		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
@@ -143,6 +143,8 @@ int cmd_wrap(int argc, char **argv)
 		  "guest network (default true; -net=false: only lo)", 0 },
 		{ "net-policy", FLAG_STRING, &o.net_policy, NULL, "FILE",
 		  "egress policy, JSON (see docs/network.md; default: allow, local wall)", 0 },
+		{ "allow-local-net", FLAG_BOOL, &o.allow_local_net, NULL, NULL,
+		  "let the guest reach local networks and the host", 0 },
 		{ "socket", FLAG_FUNC, &o, wrap_opts_socket, "PATH",
 		  "relay a host Unix socket into the VM at the same path (repeatable; those "
 		  "under the checkout's .gantry/ are relayed anyway)",
@@ -151,6 +153,10 @@ int cmd_wrap(int argc, char **argv)
 		  "share another host directory: TAG=HOST_PATH[@CTR_PATH][,ro] (repeatable)", 0 },
 		FLAGS_SECRETS(&o),
 		FLAG_MCP_REMOTE(&gw),
+		{ "oauth-bridge", FLAG_BOOL, &oauth, NULL, NULL,
+		  "a login's browser URL shown here and its localhost callback carried into "
+		  "the VM (default true)",
+		  0 },
 		{ "inject-tokens", FLAG_BOOL, &inject, NULL, NULL,
 		  "the harnesses' API tokens injected at egress, a placeholder in the guest "
 		  "(default true; false: their values in its environment)",
@@ -191,6 +197,7 @@ int cmd_wrap(int argc, char **argv)
 	memcpy(init_argv + 3, argv + rest, (size_t)(argc - rest) * sizeof(*init_argv));
 	if (gw.n)
 		o.mcp = &gw;
+	o.oauth_bridge = oauth;
 	po.args = init_argv;
 	po.nargs = (size_t)(argc - rest) + 3;
 	po.entrypoint = "";
@@ -201,6 +208,9 @@ int cmd_wrap(int argc, char **argv)
 					   .gid = getgid(),
 					   .environ = environ },
 		      &o, &po, &err) < 0 ||
+	    /* A login's browser is the host's, through the bridge. */
+	    (oauth && sandbox_process_opts_env(&po, "BROWSER=" PROTO_HELPER_PATH " " PROTO_OPEN_URL_ARG,
+					       &err) < 0) ||
 	    sandbox_opts_check(&o, &err) < 0 || sandbox_process_opts_check(&po, &err) < 0) {
 		gantry_error_prefix(&err, "wrap");
 		gantry_error_print(&err);

@@ -80,20 +80,91 @@ static void *serve(void *arg)
 	return NULL;
 }
 
-int acceptor_listen(struct acceptor *a, const char *path, int backlog, unsigned int max,
-		    void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err)
+int acceptor_adopt(struct acceptor *a, int listen, unsigned int max,
+		   void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err)
 {
-	*a = (struct acceptor){ .listen = -1, .stop = { -1, -1 }, .max = max, .conn = conn,
+	*a = (struct acceptor){ .listen = listen, .stop = { -1, -1 }, .max = max, .conn = conn,
 				.opaque = opaque };
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->done, NULL);
 	a->ready = true;
-	a->listen = unix_listen(path, backlog, err);
-	if (a->listen < 0)
+	if (listen < 0)
 		return -1;
 	if (pipe2(a->stop, O_CLOEXEC) < 0)
 		return gantry_error_errno(err, "a stop pipe");
 	return 0;
+}
+
+int acceptor_listen(struct acceptor *a, const char *path, int backlog, unsigned int max,
+		    void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err)
+{
+	return acceptor_adopt(a, unix_listen(path, backlog, err), max, conn, opaque, err);
+}
+
+#define JOIN_BUF (64 * 1024)
+
+struct join_dir {
+	char buf[JOIN_BUF];
+	size_t len, off;
+	bool eof; /* the reading side ended */
+};
+
+/* Move bytes from one side into d, or from d to the other side. */
+static void pump(int from, int to, struct join_dir *d, short rev_from, short rev_to)
+{
+	if (d->len == 0 && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
+		ssize_t n = recv(from, d->buf, sizeof(d->buf), MSG_DONTWAIT);
+
+		if (n > 0)
+			d->len = (size_t)n, d->off = 0;
+		else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+			d->eof = true;
+		if (d->eof)
+			shutdown(to, SHUT_WR);
+	}
+	if (d->len && (rev_to & POLLOUT)) {
+		ssize_t n = send(to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n > 0) {
+			d->off += (size_t)n;
+			if (d->off == d->len)
+				d->len = d->off = 0;
+		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+			d->eof = true;
+			d->len = 0;
+		}
+	}
+}
+
+void acceptor_join(const struct acceptor *a, int x, int y)
+{
+	struct join_dir *up = xzalloc(sizeof(*up)), *down = xzalloc(sizeof(*down));
+
+	while (!(up->eof && up->len == 0 && down->eof && down->len == 0)) {
+		struct pollfd p[3] = {
+			{ .fd = x,
+			  .events = (short)((!up->eof && !up->len ? POLLIN : 0) |
+					    (down->len ? POLLOUT : 0)) },
+			{ .fd = y,
+			  .events = (short)((!down->eof && !down->len ? POLLIN : 0) |
+					    (up->len ? POLLOUT : 0)) },
+			{ .fd = a->stop[0], .events = POLLIN },
+		};
+
+		if (poll(p, 3, -1) < 0 && errno != EINTR)
+			break;
+		if (p[2].revents)
+			break;
+		pump(x, y, up, p[0].revents, p[1].revents);
+		pump(y, x, down, p[1].revents, p[0].revents);
+		/* A side that hung up both ways takes no more. */
+		if ((p[0].revents & (POLLHUP | POLLERR)) && up->eof)
+			down->eof = true, down->len = 0;
+		if ((p[1].revents & (POLLHUP | POLLERR)) && down->eof)
+			up->eof = true, up->len = 0;
+	}
+	free(up);
+	free(down);
 }
 
 int acceptor_run(struct acceptor *a, const char *what, gantry_error_t *err)

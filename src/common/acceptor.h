@@ -29,6 +29,13 @@ struct acceptor {
 /* Listen at path (made afresh) for conn, with a stop pipe. */
 int acceptor_listen(struct acceptor *a, const char *path, int backlog, unsigned int max,
 		    void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
+/* The same for a listener made elsewhere (a TCP one), taken. */
+int acceptor_adopt(struct acceptor *a, int listen, unsigned int max,
+		   void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
+/* Copy both ways between x and y (non-blocking), holding at most one
+ * buffer each way, until both directions ended or a stops; a half-close
+ * passes on as one. For a handler. */
+void acceptor_join(const struct acceptor *a, int x, int y);
 /* Serve, on a thread; nothing when it does not listen. */
 int acceptor_run(struct acceptor *a, const char *what, gantry_error_t *err);
 /* Readable once the acceptor stops. */

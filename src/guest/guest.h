@@ -50,6 +50,7 @@ struct guest_config {
 	const struct shares *shares;
 	const struct tmpfs_mounts *tmpfs; /* gantry.tmpfs= (NULL: none) */
 	const struct guest_sockets *sockets; /* gantry.sock= (NULL: none) */
+	bool oauth_bridge;		     /* gantry.oauth=1: replays on vsock (sockets.c) */
 	/* gantry.root=TAG: the container's root is that directory of the
 	 * shares' hub (an OCI bundle's rootfs, served by the host), not the
 	 * image under an overlay; NULL: the image's */
@@ -103,6 +104,8 @@ void sockets_start(const struct guest_config *cfg);
 int guest_reaper_main(int argc, char **argv);
 /* mcp.c: PROTO_MCP_ARG, the MCP gateway's proxy (argv after it). */
 int guest_mcp_proxy_main(int argc, char **argv);
+/* mcp.c too: PROTO_OPEN_URL_ARG, the guest's BROWSER (argv after it). */
+int guest_open_url_main(int argc, char **argv);
 int link_dial(const struct guest_config *cfg, unsigned int port);
 /* The control connection, retried for up to timeout_ms: the vsock
  * transport or the host's listener may be a moment behind us. */

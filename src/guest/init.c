@@ -205,6 +205,8 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 			cfg->readonly = true;
 		else if (strcmp(tok, "gantry.hostroot=1") == 0)
 			cfg->readonly = cfg->host_root = true;
+		else if (strcmp(tok, "gantry.oauth=1") == 0)
+			cfg->oauth_bridge = true;
 		else if (strcmp(tok, "gantry.debug=1") == 0)
 			cfg->debug = true;
 		else if (strcmp(tok, "gantry.persist=1") == 0)
@@ -486,6 +488,8 @@ int main(int argc, char **argv)
 		return guest_reaper_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], PROTO_MCP_ARG) == 0)
 		return guest_mcp_proxy_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], PROTO_OPEN_URL_ARG) == 0)
+		return guest_open_url_main(argc - 2, argv + 2);
 	started = guest_now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";

@@ -10,8 +10,11 @@
  * One process of its own does it (forked before READY): it accepts, and a
  * child per connection copies the bytes both ways until either side ends.
  * gantry-init itself never blocks on a connection. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/vm_sockets.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,32 +80,78 @@ static bool copy_once(int from, int to, char *buf)
 	return true;
 }
 
-/* One connection: dial the host, name the socket, join the two. */
-static void serve_conn(const struct guest_config *cfg, int conn, uint32_t index)
+/* Copy both ways between a and b until both ends ended; then exit (a
+ * connection's own process). */
+static void join_and_exit(int a, int b)
 {
-	uint8_t hdr[4] = { (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),
-			   (uint8_t)(index >> 24) };
 	struct pollfd p[2];
 	bool open[2] = { true, true };
 	char *buf = malloc(SOCKET_COPY_BUF);
-	int host = link_dial(cfg, PROTO_SOCKET_PORT);
 
-	if (host < 0 || buf == NULL || write(host, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
+	if (buf == NULL)
 		_exit(1);
 	while (open[0] || open[1]) {
-		p[0] = (struct pollfd){ .fd = open[0] ? conn : -1, .events = POLLIN };
-		p[1] = (struct pollfd){ .fd = open[1] ? host : -1, .events = POLLIN };
+		p[0] = (struct pollfd){ .fd = open[0] ? a : -1, .events = POLLIN };
+		p[1] = (struct pollfd){ .fd = open[1] ? b : -1, .events = POLLIN };
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (p[0].revents && !copy_once(conn, host, buf))
+		if (p[0].revents && !copy_once(a, b, buf))
 			open[0] = false;
-		if (p[1].revents && !copy_once(host, conn, buf))
+		if (p[1].revents && !copy_once(b, a, buf))
 			open[1] = false;
 	}
 	_exit(0);
+}
+
+/* One connection: dial the host, name the socket, join the two. */
+static void serve_conn(const struct guest_config *cfg, int conn, uint32_t index)
+{
+	uint8_t hdr[4] = { (uint8_t)index, (uint8_t)(index >> 8), (uint8_t)(index >> 16),
+			   (uint8_t)(index >> 24) };
+	int host = link_dial(cfg, PROTO_SOCKET_PORT);
+
+	if (host < 0 || write(host, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr))
+		_exit(1);
+	join_and_exit(conn, host);
+}
+
+/* The OAuth bridge's replay (gantry.oauth=1): the host carries a browser's
+ * callback request to a loopback port of the guest, named in the stream's
+ * first 2 bytes (little-endian); joined to a connection to 127.0.0.1 there,
+ * where the login tool waits for it. */
+static void serve_replay(int host)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	uint8_t port[2];
+	int tcp;
+
+	if (read(host, port, sizeof(port)) != (ssize_t)sizeof(port) || (port[0] | port[1]) == 0)
+		_exit(1);
+	sa.sin_port = htons((uint16_t)(port[0] | port[1] << 8));
+	tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (tcp < 0 || connect(tcp, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		_exit(1);
+	join_and_exit(host, tcp);
+}
+
+static int listen_replay(void)
+{
+	struct sockaddr_vm sa = { .svm_family = AF_VSOCK,
+				  .svm_cid = VMADDR_CID_ANY,
+				  .svm_port = PROTO_OAUTH_REPLAY_PORT };
+	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0) {
+		guest_log("the OAuth bridge's vsock port %d: %s", PROTO_OAUTH_REPLAY_PORT,
+			  strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 static int listen_at(size_t i)
@@ -124,23 +173,26 @@ static int listen_at(size_t i)
 
 void sockets_start(const struct guest_config *cfg)
 {
-	struct pollfd p[SOCKETS_MAX];
+	struct pollfd p[SOCKETS_MAX + 1];
+	size_t n = cfg->sockets ? cfg->sockets->n : 0;
 	sigset_t none;
 	pid_t pid;
 
-	if (cfg->sockets == NULL || cfg->sockets->n == 0)
+	if (n == 0 && !cfg->oauth_bridge)
 		return;
-	if (mkdir(SOCKETS_DIR, 0755) < 0 && errno != EEXIST) {
+	if (n && mkdir(SOCKETS_DIR, 0755) < 0 && errno != EEXIST) {
 		guest_log("mkdir %s: %s; no socket relayed", SOCKETS_DIR, strerror(errno));
-		return;
+		n = 0;
 	}
-	for (size_t i = 0; i < cfg->sockets->n; i++)
+	for (size_t i = 0; i < n; i++)
 		p[i] = (struct pollfd){ .fd = listen_at(i), .events = POLLIN };
+	/* The last slot: the OAuth bridge's replays, where asked for. */
+	p[n] = (struct pollfd){ .fd = cfg->oauth_bridge ? listen_replay() : -1, .events = POLLIN };
 	pid = fork();
 	if (pid < 0)
 		guest_log("fork the socket relay: %s", strerror(errno));
 	if (pid != 0) {
-		for (size_t i = 0; i < cfg->sockets->n; i++)
+		for (size_t i = 0; i <= n; i++)
 			if (p[i].fd >= 0)
 				close(p[i].fd);
 		return;
@@ -151,12 +203,12 @@ void sockets_start(const struct guest_config *cfg)
 	signal(SIGCHLD, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	for (;;) {
-		if (poll(p, cfg->sockets->n, -1) < 0) {
+		if (poll(p, n + 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			_exit(1);
 		}
-		for (size_t i = 0; i < cfg->sockets->n; i++) {
+		for (size_t i = 0; i <= n; i++) {
 			int conn;
 
 			if (!(p[i].revents & POLLIN))
@@ -164,8 +216,11 @@ void sockets_start(const struct guest_config *cfg)
 			conn = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
 			if (conn < 0)
 				continue;
-			if (fork() == 0)
+			if (fork() == 0) {
+				if (i == n)
+					serve_replay(conn);
 				serve_conn(cfg, conn, (uint32_t)i);
+			}
 			close(conn);
 		}
 	}

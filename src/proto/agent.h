@@ -92,6 +92,17 @@
 #define PROTO_MCP_PORT 1029
 /* ... and with this one, that proxy. */
 #define PROTO_MCP_ARG "mcp-proxy"
+/* The OAuth bridge (gantry wrap): `gantry-guest open-url URL`, the
+ * guest's BROWSER, dials this host port and writes the URL a login tool
+ * would open, one line (at most PROTO_OAUTH_URL_MAX); the host answers one
+ * line ("ok" or why not). */
+#define PROTO_OAUTH_PORT     1031
+#define PROTO_OAUTH_URL_MAX  8192
+#define PROTO_OPEN_URL_ARG   "open-url"
+/* ... and the host dials this guest port (gantry.oauth=1) to replay the
+ * browser's callback: 2 bytes of the guest's loopback TCP port, then the
+ * request's bytes both ways. */
+#define PROTO_OAUTH_REPLAY_PORT 1032
 /* The helper, bound into every container: git runs it with the
  * operation after PROTO_HELPER_ARG; the host runs it as a session with
  * PROTO_FILES_ARG for files (proto/files.h). */

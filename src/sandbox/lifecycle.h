@@ -62,6 +62,9 @@ struct sandbox_opts {
 	/* -mcp-remote: the MCP gateway the guest's mcp-proxy reaches, its
 	 * remotes opened (a one-shot's only; borrowed, NULL: none) */
 	struct mcp_gateway *mcp;
+	/* the OAuth bridge (gantry wrap; a one-shot's only): the guest's
+	 * open-url shown here, a loopback callback carried in */
+	bool oauth_bridge;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 	/* -secret, -secret-file: the secrets of its processes (NULL: none).
 	 * Freed by sandbox_opts_free. */

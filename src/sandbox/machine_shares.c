@@ -369,8 +369,18 @@ int machine_tmpfs(struct machine *m, char *const *tmpfs, size_t n, gantry_error_
 	return 0;
 }
 
-int machine_sockets(struct machine *m, char *const *paths, size_t n, gantry_error_t *err)
+int machine_sockets(struct machine *m, char *const *paths, size_t n, bool oauth,
+		    gantry_error_t *err)
 {
+	if (oauth) {
+		size_t len = strlen(m->append);
+		int k = snprintf(m->append + len, sizeof(m->append) - len, " gantry.oauth=1");
+
+		if (k < 0 || (size_t)k >= sizeof(m->append) - len) {
+			m->append[len] = '\0';
+			return gantry_error(err, 0, "kernel command line too long");
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
 		cleanup_free char *enc = share_b64url(paths[i]);
 		size_t len = strlen(m->append);

@@ -572,6 +572,7 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 	sb->nr_tmpfs = o->nr_tmpfs;
 	sb->sockets = strv_dup(o->sockets, o->nr_sockets);
 	sb->nr_sockets = o->nr_sockets;
+	sb->oauth_bridge = o->oauth_bridge;
 	return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "mcp/gateway.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/oneshot_broker.h"
+#include "sandbox/oneshot_oauth.h"
 #include "sandbox/oneshot_sockets.h"
 #include "common/json.h"
 #include "sandbox/machine.h"
@@ -210,6 +211,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct sandbox_process proc = { 0 };
 	struct oneshot_broker broker = { .acc = ACCEPTOR_NONE };
 	struct oneshot_sockets relay = { .acc = ACCEPTOR_NONE };
+	struct oneshot_oauth oauth = { .acc = ACCEPTOR_NONE };
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
@@ -269,10 +271,12 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
+	    oneshot_oauth_start(&oauth, rundir.run, sb.oauth_bridge, err) < 0 ||
 	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, sb.isolation, err) < 0) ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||
 	    oneshot_broker_run(&broker, err) < 0 || oneshot_sockets_run(&relay, err) < 0 ||
+	    oneshot_oauth_run(&oauth, err) < 0 ||
 	    (o->mcp && mcp_gateway_run(o->mcp, err) < 0) ||
 	    oneshot_egress(&m, &sb, po->secrets, err) < 0)
 		goto out;
@@ -309,6 +313,7 @@ out:
 	if (o->mcp)
 		mcp_gateway_stop(o->mcp);
 	oneshot_sockets_stop(&relay);
+	oneshot_oauth_stop(&oauth);
 	if (m.cfg.timing && t_done > 0)
 		log_always("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
 			   "VM gone %.1f ms",

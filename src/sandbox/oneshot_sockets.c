@@ -20,13 +20,6 @@
 #include "sandbox/oneshot_sockets.h"
 
 #define SOCKET_HDR_MS 5000
-#define SOCKET_BUF    (64 * 1024)
-
-struct dir_buf {
-	char buf[SOCKET_BUF];
-	size_t len, off;
-	bool eof; /* the reading side ended */
-};
 
 /* The socket's index, in its first 4 bytes. */
 static int read_index(struct oneshot_sockets *s, int fd, uint32_t *index)
@@ -78,67 +71,6 @@ static int connect_host(const char *path)
 	return fd;
 }
 
-/* Move bytes from one side into d, or from d to the other side; false once
- * this direction is done. */
-static void pump(int from, int to, struct dir_buf *d, short rev_from, short rev_to)
-{
-	if (d->len == 0 && !d->eof && (rev_from & (POLLIN | POLLHUP | POLLERR))) {
-		ssize_t n = recv(from, d->buf, sizeof(d->buf), MSG_DONTWAIT);
-
-		if (n > 0)
-			d->len = (size_t)n, d->off = 0;
-		else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-			d->eof = true;
-		if (d->eof)
-			shutdown(to, SHUT_WR);
-	}
-	if (d->len && (rev_to & POLLOUT)) {
-		ssize_t n = send(to, d->buf + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
-
-		if (n > 0) {
-			d->off += (size_t)n;
-			if (d->off == d->len)
-				d->len = d->off = 0;
-		} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			d->eof = true;
-			d->len = 0;
-		}
-	}
-}
-
-static void join(struct oneshot_sockets *s, int guest, int host)
-{
-	struct dir_buf *up = xmalloc(sizeof(*up)), *down = xmalloc(sizeof(*down));
-
-	up->len = up->off = down->len = down->off = 0;
-	up->eof = down->eof = false;
-	while (!(up->eof && up->len == 0 && down->eof && down->len == 0)) {
-		struct pollfd p[3] = {
-			{ .fd = guest,
-			  .events = (short)((!up->eof && !up->len ? POLLIN : 0) |
-					    (down->len ? POLLOUT : 0)) },
-			{ .fd = host,
-			  .events = (short)((!down->eof && !down->len ? POLLIN : 0) |
-					    (up->len ? POLLOUT : 0)) },
-			{ .fd = acceptor_stop_fd(&s->acc), .events = POLLIN },
-		};
-
-		if (poll(p, 3, -1) < 0 && errno != EINTR)
-			break;
-		if (p[2].revents)
-			break;
-		pump(guest, host, up, p[0].revents, p[1].revents);
-		pump(host, guest, down, p[1].revents, p[0].revents);
-		/* A side that hung up both ways takes no more. */
-		if ((p[0].revents & (POLLHUP | POLLERR)) && up->eof)
-			down->eof = true, down->len = 0;
-		if ((p[1].revents & (POLLHUP | POLLERR)) && down->eof)
-			up->eof = true, up->len = 0;
-	}
-	free(up);
-	free(down);
-}
-
 /* One stream of the guest's: the socket it names, joined. */
 static void serve_stream(void *opaque, int guest)
 {
@@ -151,7 +83,7 @@ static void serve_stream(void *opaque, int guest)
 		if (host < 0)
 			log_info("socket %s: %s", s->paths[index], strerror(errno));
 		else
-			join(s, guest, host);
+			acceptor_join(&s->acc, guest, host);
 	}
 	if (host >= 0)
 		close(host);

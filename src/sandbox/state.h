@@ -55,6 +55,7 @@ struct sandbox {
 				      * only): served read-only, never stored */
 	char **sockets;		     /* host sockets relayed in (one-shot only) */
 	size_t nr_sockets;
+	bool oauth_bridge; /* the OAuth bridge's replays (one-shot only) */
 	char *hostname;		     /* the guest's; NULL: name */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;

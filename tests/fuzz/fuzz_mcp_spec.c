@@ -2,7 +2,9 @@
  * with one line or parses to a remote with a valid name, an https URL or
  * an http one to loopback, a known auth, bounded globs; and the glob
  * matcher and tool filter take any name. The input's first line is the
- * spec, the rest a tool name to filter. */
+ * spec, the rest a tool name to filter. The first line also goes, as the
+ * URL a guest's login opens, through the OAuth bridge's reading of its
+ * callback (oauth_callback_port): 0, or a port it names as loopback. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "common/util.h"
 #include "mcp/spec.h"
+#include "sandbox/oneshot_oauth.h"
 
 #include "check.h"
 
@@ -43,6 +46,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		mcp_remote_spec_free(&r);
 	}
 	(void)mcp_glob(s, tool);
+	if (oauth_callback_port(s))
+		check(strstr(s, "redirect_uri=") != NULL);
 	free(s);
 	return 0;
 }

@@ -1,0 +1,234 @@
+/* The OAuth bridge of a one-shot run (see oneshot_oauth.h). */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/text.h"
+#include "common/util.h"
+#include "proto/agent.h"
+#include "sandbox/oneshot_oauth.h"
+
+#define OAUTH_READ_MS 5000
+
+static int hexval(int c)
+{
+	return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+}
+
+/* The value of query parameter key in url, percent-decoded, or NULL. */
+static char *query_param(const char *url, const char *key)
+{
+	const char *q = strchr(url, '?'), *p;
+	size_t klen = strlen(key);
+
+	if (q == NULL)
+		return NULL;
+	for (p = q + 1; *p && *p != '#'; p += strcspn(p, "&#"), p += (*p == '&')) {
+		size_t n = strcspn(p, "&#");
+		char *out, *o;
+
+		if (n <= klen || strncmp(p, key, klen) != 0 || p[klen] != '=')
+			continue;
+		o = out = xmalloc(n - klen);
+		for (const char *c = p + klen + 1; c < p + n; c++) {
+			if (*c == '%' && c + 2 < p + n + 1 && hexval(c[1]) >= 0 && hexval(c[2]) >= 0) {
+				*o++ = (char)(hexval(c[1]) * 16 + hexval(c[2]));
+				c += 2;
+			} else {
+				*o++ = *c == '+' ? ' ' : *c;
+			}
+		}
+		*o = '\0';
+		return out;
+	}
+	return NULL;
+}
+
+uint16_t oauth_callback_port(const char *url)
+{
+	static const char *const hosts[] = { "http://localhost:", "http://127.0.0.1:",
+					     "http://[::1]:" };
+	cleanup_free char *redirect = query_param(url, "redirect_uri");
+	const char *p = NULL;
+	unsigned long port;
+	char *end;
+
+	if (redirect == NULL)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(hosts) && p == NULL; i++)
+		if (strncasecmp(redirect, hosts[i], strlen(hosts[i])) == 0)
+			p = redirect + strlen(hosts[i]);
+	if (p == NULL || !isdigit((unsigned char)*p))
+		return 0;
+	errno = 0;
+	port = strtoul(p, &end, 10);
+	if (errno || port == 0 || port > 65535 || (*end && *end != '/' && *end != '?'))
+		return 0;
+	return (uint16_t)port;
+}
+
+/* One browser connection: into the guest's loopback port, through the
+ * VMM's host-side vsock listener. */
+static void replay(void *opaque, int browser)
+{
+	struct oauth_bridge *b = opaque;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t port[2] = { (uint8_t)b->port, (uint8_t)(b->port >> 8) };
+	char line[64], hello[32];
+	size_t got = 0;
+	int guest = -1;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/vsock.sock", b->o->dir);
+	snprintf(hello, sizeof(hello), "CONNECT %d\n", PROTO_OAUTH_REPLAY_PORT);
+	guest = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (guest < 0 || connect(guest, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    write_full(guest, hello, strlen(hello)) < 0)
+		goto out;
+	/* "OK <hostport>\n", read up to its newline only. */
+	while (got < sizeof(line) - 1) {
+		struct pollfd p = { .fd = guest, .events = POLLIN };
+
+		if (poll(&p, 1, OAUTH_READ_MS) <= 0 || read(guest, line + got, 1) != 1)
+			goto out;
+		if (line[got++] == '\n')
+			break;
+	}
+	line[got] = '\0';
+	if (strncmp(line, "OK ", 3) != 0 || write_full(guest, port, sizeof(port)) < 0)
+		goto out;
+	acceptor_join(&b->acc, browser, guest);
+out:
+	if (guest >= 0)
+		close(guest);
+	close(browser);
+}
+
+static int bridge_open(struct oneshot_oauth *o, uint16_t port, const char **why)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct oauth_bridge *b;
+	gantry_error_t err = NULL;
+	int one = 1, fd;
+
+	for (unsigned int i = 0; i < o->nr; i++)
+		if (o->bridges[i].port == port)
+			return 0;
+	if (o->nr == ONESHOT_OAUTH_PORTS) {
+		*why = "too many login callbacks in one run";
+		return -1;
+	}
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return *why = "no socket", -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0) {
+		close(fd);
+		*why = "the callback's port is taken on the host";
+		return -1;
+	}
+	b = &o->bridges[o->nr];
+	*b = (struct oauth_bridge){ .o = o, .port = port };
+	if (acceptor_adopt(&b->acc, fd, ONESHOT_OAUTH_CONNS, replay, b, &err) < 0 ||
+	    acceptor_run(&b->acc, "the OAuth bridge", &err) < 0) {
+		acceptor_stop(&b->acc);
+		gantry_error_free(&err);
+		*why = "cannot serve the callback";
+		return -1;
+	}
+	o->nr++;
+	return 0;
+}
+
+/* One open-url request: the URL shown, its callback bridged. */
+static void serve_open(void *opaque, int fd)
+{
+	struct oneshot_oauth *o = opaque;
+	char *url = xmalloc(PROTO_OAUTH_URL_MAX + 2);
+	const char *why = NULL;
+	size_t got = 0;
+	uint16_t port;
+
+	while (got < PROTO_OAUTH_URL_MAX + 1 && !memchr(url, '\n', got)) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = acceptor_stop_fd(&o->acc), .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, OAUTH_READ_MS) <= 0 || p[1].revents)
+			goto out;
+		n = recv(fd, url + got, PROTO_OAUTH_URL_MAX + 1 - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			goto out;
+		got += (size_t)n;
+	}
+	if (!memchr(url, '\n', got)) {
+		why = "the URL is too long";
+	} else {
+		url[strcspn(url, "\n")] = '\0';
+		text_sanitize(url, PROTO_OAUTH_URL_MAX);
+		if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) {
+			why = "not an http(s) URL";
+		} else {
+			port = oauth_callback_port(url);
+			pthread_mutex_lock(&o->lock);
+			if (port && bridge_open(o, port, &why) < 0)
+				log_warn("a login's callback to port %u cannot be bridged: %s", port,
+					 why);
+			pthread_mutex_unlock(&o->lock);
+			log_always("a login inside the sandbox asks for a browser: open %s", url);
+			if (port && why == NULL)
+				log_always("(its answer to localhost:%u is carried into the sandbox)",
+					   port);
+		}
+	}
+	if (why)
+		(void)!write(fd, why, strlen(why));
+	else
+		(void)!write(fd, "ok\n", 3);
+out:
+	free(url);
+	close(fd);
+}
+
+int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+
+	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE };
+	pthread_mutex_init(&o->lock, NULL);
+	if (!on)
+		return 0;
+	o->dir = xstrdup(dir);
+	xasprintf(&path, "%s/%d.sock", dir, PROTO_OAUTH_PORT);
+	if (acceptor_listen(&o->acc, path, 4, 0, serve_open, o, err) < 0)
+		return gantry_error_prefix(err, "the OAuth bridge");
+	return 0;
+}
+
+int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err)
+{
+	return acceptor_run(&o->acc, "the OAuth bridge", err);
+}
+
+void oneshot_oauth_stop(struct oneshot_oauth *o)
+{
+	acceptor_stop(&o->acc);
+	for (unsigned int i = 0; i < o->nr; i++)
+		acceptor_stop(&o->bridges[i].acc);
+	o->nr = 0;
+	free(o->dir);
+	o->dir = NULL;
+	pthread_mutex_destroy(&o->lock);
+}

@@ -1,0 +1,48 @@
+/* The OAuth bridge of a one-shot run (gantry wrap): a login tool in the
+ * guest opens its authorization URL through `gantry-guest open-url` (the
+ * guest's BROWSER), which sends it here (PROTO_OAUTH_PORT). The URL is
+ * shown on the run's stderr for the user to open; when it names a
+ * loopback callback (redirect_uri=http://localhost:PORT/..., 127.0.0.1 or
+ * [::1]), this process listens on the host's 127.0.0.1:PORT, and each
+ * connection the browser makes there is carried into the guest's own
+ * 127.0.0.1:PORT (PROTO_OAUTH_REPLAY_PORT), where the tool waits for it.
+ * At most ONESHOT_OAUTH_PORTS ports, each for the rest of the run. */
+#ifndef GANTRY_SANDBOX_ONESHOT_OAUTH_H
+#define GANTRY_SANDBOX_ONESHOT_OAUTH_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/acceptor.h"
+#include "common/error.h"
+
+#define ONESHOT_OAUTH_PORTS 4
+#define ONESHOT_OAUTH_CONNS 8 /* a callback's connections at once */
+
+struct oneshot_oauth;
+
+struct oauth_bridge {
+	struct oneshot_oauth *o;
+	uint16_t port;
+	struct acceptor acc;
+};
+
+struct oneshot_oauth {
+	struct acceptor acc; /* the guest's open-url requests, one at a time */
+	char *dir;	     /* the run directory: the VMM's vsock.sock */
+	pthread_mutex_t lock;
+	struct oauth_bridge bridges[ONESHOT_OAUTH_PORTS];
+	unsigned int nr;
+};
+
+/* Listen in dir when on (else nothing is started). */
+int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on, gantry_error_t *err);
+int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err);
+void oneshot_oauth_stop(struct oneshot_oauth *o);
+
+/* The loopback port of url's redirect_uri (http://localhost:PORT/...,
+ * 127.0.0.1 or [::1]), or 0. Pure, for the tests. */
+uint16_t oauth_callback_port(const char *url);
+
+#endif
