@@ -1,4 +1,8 @@
-/* `gantry-guest mcp-proxy` (PROTO_MCP_ARG): the guest's end of the MCP
+/* The guest's ends of two host services of a one-shot run, both small
+ * relays that hold nothing and parse nothing: `gantry-guest open-url`
+ * (below) and, first,
+ *
+ * `gantry-guest mcp-proxy` (PROTO_MCP_ARG): the guest's end of the MCP
  * gateway. An MCP client in the container runs it as a stdio server
  * ({"command": "/dev/.gantry-guest", "args": ["mcp-proxy"]}); it dials the
  * host's PROTO_MCP_PORT and carries the client's newline-delimited
