@@ -151,6 +151,11 @@ void acceptor_join(const struct acceptor *a, int x, int y)
 			{ .fd = a->stop[0], .events = POLLIN },
 		};
 
+		/* A side hung up reports it at every poll: one asked for
+		 * nothing is left out, so the wait is for the other. */
+		for (int i = 0; i < 2; i++)
+			if (p[i].events == 0)
+				p[i].fd = -1;
 		if (poll(p, 3, -1) < 0 && errno != EINTR)
 			break;
 		if (p[2].revents)

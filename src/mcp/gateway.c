@@ -104,6 +104,11 @@ static void list_remote(struct mcp_remote *r, json_t *out)
 			if (name == NULL || !mcp_tool_allowed(&r->spec, name))
 				continue;
 			copy = redacted(r, t);
+			name = json_string_value(json_object_get(copy, "name"));
+			if (name == NULL) {
+				json_decref(copy);
+				continue;
+			}
 			xasprintf(&full, "%s" TOOL_SEP "%s", r->spec.id, name);
 			json_object_set_new(copy, "name", json_string(full));
 			free(full);

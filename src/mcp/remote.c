@@ -116,41 +116,59 @@ void mcp_remote_close(struct mcp_remote *r)
 	memset(r, 0, sizeof(*r));
 }
 
-/* Replace every occurrence of what in *s (in place, reallocated). */
-static void replace_all(char **s, const char *what)
-{
-	size_t wl = strlen(what), rl = strlen(REDACTED);
-	char *at;
-
-	if (wl < 4) /* too short to be a secret, and would wreck the text */
-		return;
-	while ((at = strstr(*s, what)) != NULL) {
-		size_t off = (size_t)(at - *s), len = strlen(*s);
-		char *n = xmalloc(len - wl + rl + 1);
-
-		memcpy(n, *s, off);
-		memcpy(n + off, REDACTED, rl);
-		memcpy(n + off + rl, at + wl, len - off - wl + 1);
-		free(*s);
-		*s = n;
-	}
-}
-
 char *mcp_redact(const struct mcp_remote *r, const char *text)
 {
-	char *out = xstrdup(text);
+	/* Each value as it stands and JSON-escaped (as it is inside a JSON
+	 * string): the patterns, each of 4 bytes or more (a shorter one is
+	 * no secret, and would wreck the text). */
+	char *pat[2 * (MCP_REDACT_MAX + 1)];
+	size_t plen[2 * (MCP_REDACT_MAX + 1)], np = 0, len = strlen(text), cap = len + 1, at = 0;
+	char *out = xmalloc(cap);
 
 	for (size_t i = 0; i < r->nr_redact; i++) {
 		json_t *j = json_string(r->redact[i]);
 		char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 
+		json_decref(j);
 		if (enc && strlen(enc) >= 2) {
 			enc[strlen(enc) - 1] = '\0'; /* the quotes off */
-			replace_all(&out, enc + 1);
+			memmove(enc, enc + 1, strlen(enc));
 		}
-		replace_all(&out, r->redact[i]);
-		free(enc);
-		json_decref(j);
+		if (enc && strlen(enc) >= 4 && strcmp(enc, r->redact[i]) != 0) {
+			pat[np] = enc;
+			plen[np++] = strlen(enc);
+		} else {
+			free(enc);
+		}
+		if (strlen(r->redact[i]) >= 4) {
+			pat[np] = xstrdup(r->redact[i]);
+			plen[np++] = strlen(r->redact[i]);
+		}
+	}
+	/* One pass: at each place the first value found there is replaced,
+	 * and the scan goes on after it, never into what it put. */
+	for (size_t i = 0; i < len;) {
+		size_t k;
+
+		for (k = 0; k < np; k++)
+			if (plen[k] <= len - i && memcmp(text + i, pat[k], plen[k]) == 0)
+				break;
+		if (k < np) {
+			if (at + sizeof(REDACTED) > cap)
+				out = xrealloc(out, cap = 2 * cap + sizeof(REDACTED));
+			memcpy(out + at, REDACTED, sizeof(REDACTED) - 1);
+			at += sizeof(REDACTED) - 1;
+			i += plen[k];
+			continue;
+		}
+		if (at + 2 > cap)
+			out = xrealloc(out, cap = 2 * cap + 2);
+		out[at++] = text[i++];
+	}
+	out[at] = '\0';
+	for (size_t k = 0; k < np; k++) {
+		explicit_bzero(pat[k], plen[k]);
+		free(pat[k]);
 	}
 	return out;
 }
@@ -419,6 +437,14 @@ static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply
 		ret = status >= 200 && status < 300 ? 0 :
 						      gantry_error(err, EIO, "%s: HTTP %ld",
 								   r->spec.id, status);
+	} else if (status == 404 && r->session) {
+		/* The remote ended the session: the next call starts another. */
+		free(r->session);
+		r->session = NULL;
+		r->ready = false;
+		gantry_error(err, EIO, "%s: its session ended (HTTP 404); asked again, it starts "
+				       "anew",
+			     r->spec.id);
 	} else if (status != 200) {
 		gantry_error(err, EIO, "%s: HTTP %ld", r->spec.id, status);
 	} else {
@@ -476,7 +502,13 @@ static int initialize(struct mcp_remote *r, gantry_error_t *err)
 				   MCP_PROTOCOL_VERSION, "capabilities", "clientInfo", "name",
 				   "gantry-mcp-gateway", "version", GANTRY_VERSION);
 	json_t *result = NULL, *error = NULL, *note, *reply = NULL;
-	int ret = request(r, "initialize", params, &result, &error, err);
+	int ret;
+
+	/* A session half made before (its notification failed) is not
+	 * resumed. */
+	free(r->session);
+	r->session = NULL;
+	ret = request(r, "initialize", params, &result, &error, err);
 
 	json_decref(params);
 	if (ret == 0 && error) {

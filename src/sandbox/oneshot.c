@@ -211,7 +211,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct sandbox_process proc = { 0 };
 	struct oneshot_broker broker = { .acc = ACCEPTOR_NONE };
 	struct oneshot_sockets relay = { .acc = ACCEPTOR_NONE };
-	struct oneshot_oauth oauth = { .acc = ACCEPTOR_NONE };
+	struct oneshot_oauth oauth = { .acc = ACCEPTOR_NONE, .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;

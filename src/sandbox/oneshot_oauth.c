@@ -71,7 +71,9 @@ uint16_t oauth_callback_port(const char *url)
 		return 0;
 	errno = 0;
 	port = strtoul(p, &end, 10);
-	if (errno || port == 0 || port > 65535 || (*end && *end != '/' && *end != '?'))
+	/* A privileged port is none a login tool listens on; it is one a
+	 * host service might be expected on. */
+	if (errno || port < 1024 || port > 65535 || (*end && *end != '/' && *end != '?'))
 		return 0;
 	return (uint16_t)port;
 }
@@ -206,8 +208,7 @@ int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on, gantr
 {
 	cleanup_free char *path = NULL;
 
-	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE };
-	pthread_mutex_init(&o->lock, NULL);
+	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE, .lock = PTHREAD_MUTEX_INITIALIZER };
 	if (!on)
 		return 0;
 	o->dir = xstrdup(dir);

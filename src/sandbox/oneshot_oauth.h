@@ -36,13 +36,15 @@ struct oneshot_oauth {
 	unsigned int nr;
 };
 
-/* Listen in dir when on (else nothing is started). */
+/* Listen in dir when on (else nothing is started). o's lock is
+ * PTHREAD_MUTEX_INITIALIZER from its declaration on, so that a stop
+ * without a start is sound. */
 int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on, gantry_error_t *err);
 int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err);
 void oneshot_oauth_stop(struct oneshot_oauth *o);
 
 /* The loopback port of url's redirect_uri (http://localhost:PORT/...,
- * 127.0.0.1 or [::1]), or 0. Pure, for the tests. */
+ * 127.0.0.1 or [::1]), 1024 or above, or 0. Pure, for the tests. */
 uint16_t oauth_callback_port(const char *url);
 
 #endif

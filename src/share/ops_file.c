@@ -93,6 +93,12 @@ static int create_existing(struct fs_req *r, const char *name, int flags, struct
 	if (ret < 0)
 		return ret;
 	n = fs_node_get(r->s, e->nodeid);
+	/* What is there is checked as an OPEN of it would be: the parent
+	 * was. */
+	if (n->hidden || (n->ro && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))) {
+		fs_node_forget(r->s, n, 1);
+		return n->hidden ? -EACCES : -EROFS;
+	}
 	fd = fs_reopen(n, flags);
 	if (fd < 0) {
 		fs_node_forget(r->s, n, 1);

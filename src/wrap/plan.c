@@ -208,11 +208,42 @@ static void plan_sockets(struct sandbox_opts *o, const char *dir, int depth)
 	closedir(d);
 }
 
+/* Under common/sub/ENTRY/, each of names that is there, protected too:
+ * the linked worktrees' own config.worktree, and submodules' hooks and
+ * config, which git on the host obeys as it does the repository's. */
+static void protect_below(struct share_spec *sp, const char *common, const char *sub,
+			  const char *const *names)
+{
+	cleanup_free char *dir = NULL;
+	struct dirent *e;
+	DIR *d;
+
+	xasprintf(&dir, "%s/%s", common, sub);
+	if ((d = opendir(dir)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		for (size_t i = 0; names[i]; i++) {
+			cleanup_free char *rel = NULL, *path = NULL;
+			struct stat st;
+
+			xasprintf(&rel, "%s/%s/%s", sub, e->d_name, names[i]);
+			xasprintf(&path, "%s/%s", common, rel);
+			if (lstat(path, &st) == 0)
+				mask_add(sp, rel, false);
+		}
+	}
+	closedir(d);
+}
+
 static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_git *g,
 		    gantry_error_t *err)
 {
+	static const char *const worktree_files[] = { "config.worktree", "commondir", "gitdir",
+						      NULL };
+	static const char *const module_files[] = { "hooks", "config", NULL };
 	struct share_spec *sp;
-	const char *rel;
 	cleanup_free char *gantry_dir = NULL;
 
 	if (strcmp(g->main, g->top) != 0) {
@@ -221,8 +252,14 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 			return -1;
 		hide_other_worktrees(sp, g);
 	}
-	if (plan_add(p, g->top, false, err) == NULL)
+	sp = plan_add(p, g->top, false, err);
+	if (sp == NULL)
 		return -1;
+	/* The worktree's .git (a linked worktree's file naming its git
+	 * directory, or the main checkout's own directory) is not the guest's
+	 * to change, move or replace: the repository's metadata is written
+	 * through the share of its own below. */
+	mask_add(sp, ".git", false);
 	/* The repository's metadata: objects, refs and worktree state are
 	 * written from inside; what git would run or obey on the host not. */
 	sp = plan_add(p, g->common, false, err);
@@ -230,17 +267,8 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 		return -1;
 	for (size_t i = 0; WRAP_GIT_PROTECTED[i]; i++)
 		mask_add(sp, WRAP_GIT_PROTECTED[i], false);
-	/* Seen through the worktree's share too when it holds it (a main
-	 * checkout's own .git). */
-	if (within(g->common, g->top, &rel))
-		for (size_t i = 0; i < p->n; i++)
-			if (strcmp(p->v[i].ctr_path, g->top) == 0)
-				for (size_t k = 0; WRAP_GIT_PROTECTED[k]; k++) {
-					cleanup_free char *r = NULL;
-
-					xasprintf(&r, "%s/%s", rel, WRAP_GIT_PROTECTED[k]);
-					mask_add(&p->v[i], r, false);
-				}
+	protect_below(sp, g->common, "worktrees", worktree_files);
+	protect_below(sp, g->common, "modules", module_files);
 	xasprintf(&gantry_dir, "%s/.gantry", g->main);
 	if (is_dir(gantry_dir)) {
 		if (plan_add(p, gantry_dir, false, err) == NULL)
@@ -248,6 +276,27 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 		plan_sockets(o, gantry_dir, 0);
 	}
 	return 0;
+}
+
+/* In a harness's login share sp (at real), what it lists to protect and
+ * its installs: read-only by the server, whatever the guest's kernel asks
+ * of the read-write login around them. */
+static void protect_harness(struct share_spec *sp, const char *real, const char *home,
+			    const struct wrap_harness *h)
+{
+	for (int k = 0; k < 2; k++) {
+		const char *const *list = k ? h->installs : h->protect;
+
+		for (size_t i = 0; list[i]; i++) {
+			cleanup_free char *path = NULL, *found = NULL;
+			const char *rel;
+
+			xasprintf(&path, "%s/%s", home, list[i]);
+			found = realpath(path, NULL);
+			if (found && within(found, real, &rel) && *rel)
+				mask_add(sp, rel, false);
+		}
+	}
 }
 
 /* The harnesses' installs and logins under home that are there. */
@@ -259,13 +308,17 @@ static int plan_home(struct plan *p, const char *home, gantry_error_t *err)
 
 			for (size_t i = 0; list[i]; i++) {
 				cleanup_free char *path = NULL, *real = NULL;
+				struct share_spec *sp;
 
 				xasprintf(&path, "%s/%s", home, list[i]);
 				real = realpath(path, NULL);
 				if (real == NULL || !is_dir(real) || !within(real, home, NULL))
 					continue;
-				if (plan_add(p, real, !rw, err) == NULL)
+				sp = plan_add(p, real, !rw, err);
+				if (sp == NULL)
 					return -1;
+				if (rw)
+					protect_harness(sp, real, home, h);
 			}
 		}
 	return 0;

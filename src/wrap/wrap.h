@@ -21,6 +21,10 @@ struct wrap_harness {
 	const char *name;
 	const char *const *installs; /* read-only: where it is installed */
 	const char *const *auth;     /* read-write: its config and tokens */
+	/* read-only inside those (kept so by the share server): what the
+	 * harness on the host would run, hooks, MCP server commands, notify
+	 * commands, and its installs */
+	const char *const *protect;
 	const char *const *tokens;   /* -secret specs: NAME@HOST,header=H (injected) */
 };
 

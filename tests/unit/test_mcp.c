@@ -202,6 +202,11 @@ static void test_redact(void **state)
 	out = mcp_redact(&r, "{\"t\":\"got s3cr\\\"et-value twice: s3cr\\\"et-value abc\"} s3cr\"et-value");
 	assert_string_equal(out, "{\"t\":\"got [redacted] twice: [redacted] abc\"} [redacted]");
 	free(out);
+	/* A secret found in "[redacted]" itself ends. */
+	r.redact[r.nr_redact++] = xstrdup("acted");
+	out = mcp_redact(&r, "acted");
+	assert_string_equal(out, "[redacted]");
+	free(out);
 	for (size_t i = 0; i < r.nr_redact; i++)
 		free(r.redact[i]);
 }

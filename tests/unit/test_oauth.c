@@ -42,6 +42,10 @@ static void test_callback_port(void **state)
 			 0);
 	assert_int_equal(oauth_callback_port("https://a.example/o?redirect_uri=%"), 0);
 	assert_int_equal(oauth_callback_port("no url at all"), 0);
+	/* A privileged port is never bridged. */
+	assert_int_equal(oauth_callback_port("https://a.example/o?redirect_uri=http%3A%2F%2F"
+					     "localhost%3A80%2Fcb"),
+			 0);
 }
 
 int main(void)

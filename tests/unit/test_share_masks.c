@@ -76,6 +76,11 @@ static void test_protected(void **state)
 	assert_int_equal(CALL(c, FUSE_LINK, m, ARG(ln), STR("cfg-link")), -EROFS);
 	ln.oldnodeid = h;
 	assert_int_equal(CALL(c, FUSE_LINK, m, ARG(ln), STR("h-link")), -EROFS);
+	/* A CREATE of the protected file's name without O_EXCL opens what is
+	 * there, as an OPEN would: not for writing, not truncated. */
+	assert_int_equal(cl_create(c, m, "cfg", O_WRONLY | O_TRUNC, 0644, &fh), -EROFS);
+	assert_int_equal(cl_create(c, m, "cfg", O_RDWR, 0644, &fh), -EROFS);
+	assert_int_equal(cl_create(c, p, "h", O_WRONLY, 0644, &fh), -EROFS);
 	/* The rest is writable. */
 	assert_true(cl_open(c, FUSE_OPEN, (uint64_t)cl_lookup(c, m, "f"), O_WRONLY) > 0);
 	assert_true(cl_create(c, m, "new", O_WRONLY, 0644, &fh) > 1);
@@ -95,6 +100,12 @@ static void test_hidden(void **state)
 	assert_non_null(cl_attr(c, hid));
 	assert_int_equal(cl_lookup(c, hid, "s"), -EACCES);
 	assert_int_equal(cl_open(c, FUSE_OPENDIR, hid, O_RDONLY), -EACCES);
+	{
+		uint64_t fh;
+
+		/* Nor through a CREATE of its name in its parent. */
+		assert_int_equal(cl_create(c, m, "hid", O_RDONLY, 0644, &fh), -EACCES);
+	}
 	/* The same directory through the unmasked export is as it was. */
 	assert_true(cl_lookup(c, (uint64_t)cl_lookup(c, c->rw, "hid"), "s") > 1);
 	canary_same(f);
