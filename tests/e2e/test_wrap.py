@@ -47,6 +47,9 @@ try hooks-mv 'mv ../../.git/hooks ../../.git/hooks.old'
 try objects 'echo x > ../../.git/objects/probe && rm ../../.git/objects/probe'
 try gantry 'echo done > ../../.gantry/plan1/out'
 try run2 'ls ../run2/file2'
+try gitfile 'echo "gitdir: /tmp/evil" > .git'
+try gitfile-mv 'mv .git .git.old'
+try settings 'echo "{}" > "$HOME/.claude/settings.json"'
 try secret 'cat "$HOME/secret.txt"'
 try harness 'fakeharness'
 echo work > work.txt
@@ -86,6 +89,7 @@ def orch(gantry, tmp_path_factory):
     home = base / "home"
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / "auth.json").write_text("old-token\n")
+    (home / ".claude" / "settings.json").write_text('{"hooks": {}}\n')
     (home / ".local" / "bin").mkdir(parents=True)
     harness = home / ".local" / "bin" / "fakeharness"
     harness.write_text(HARNESS)
@@ -133,7 +137,8 @@ def test_contract(orch):
     # The harness's API token is injected at egress: a placeholder inside.
     assert any(re.fullmatch(r"token gantry-[0-9a-f]{40}", line) for line in lines), out
     assert "sk-sentinel-0123456789" not in out
-    for what in ("main", "hooks", "config", "config-rm", "hooks-mv", "run2", "secret"):
+    for what in ("main", "hooks", "config", "config-rm", "hooks-mv", "run2", "secret", "gitfile",
+                 "gitfile-mv", "settings"):
         assert f"{what} refused" in lines, (what, out)
     for what in ("objects", "gantry", "harness", "commit"):
         assert f"{what} ok" in lines, (what, out, r.stderr)
@@ -146,6 +151,8 @@ def test_contract(orch):
     assert (orch.main / ".git" / "config").read_bytes() == config_before
     assert (orch.main / ".gantry" / "plan1" / "out").read_text() == "done\n"
     assert (orch.home / ".claude" / "auth.json").read_text() == "refreshed-token\n"
+    assert (orch.home / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'
+    assert (orch.run1 / ".git").read_text().startswith("gitdir: ")
 
 
 def test_tokens_as_values_when_asked(orch):
