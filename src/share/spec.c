@@ -207,6 +207,14 @@ static int spec_opts(const char *s, char *body, struct spec_opts *o, gantry_erro
 	}
 	if (o->uid != o->gid)
 		return spec_error(err, s, "uid and gid go together");
+	/* Taken from the end: put back in the order they were written, so
+	 * that the canonical form parses back to itself. */
+	for (size_t i = 0; i < o->nr_masks / 2; i++) {
+		struct share_mask t = o->masks[i];
+
+		o->masks[i] = o->masks[o->nr_masks - 1 - i];
+		o->masks[o->nr_masks - 1 - i] = t;
+	}
 	return 0;
 }
 
