@@ -71,7 +71,10 @@ def wrap(gantry, remote, *args, spec=None, env_extra=None):
                     "deny=delete_*,redact=MCP_TEST_TOKEN")
     work = remote["base"] / "work"
     work.mkdir(exist_ok=True)
-    return subprocess.run([str(gantry), "wrap", "-mcp-remote", spec, "--", *args],
+    # The client is the repository's: shared in, as the guest's /tmp (where a
+    # checkout may be) is its own.
+    return subprocess.run([str(gantry), "wrap", "-share", f"mcp={MCP}@{MCP},ro",
+                           "-mcp-remote", spec, "--", *args],
                           cwd=work, env=env, capture_output=True,
                           stdin=subprocess.DEVNULL, timeout=boot_timeout() * 4)
 
