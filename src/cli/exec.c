@@ -29,19 +29,6 @@ static int exec_result(struct agent_result *res)
 	return status;
 }
 
-/* This process's stdio and terminal, and its signals forwarded while the
- * session runs. */
-static int exec_stdio(struct sandbox_stdio *io, gantry_error_t *err)
-{
-	*io = (struct sandbox_stdio){ .in = STDIN_FILENO,
-				      .out = STDOUT_FILENO,
-				      .err = STDERR_FILENO,
-				      .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
-				      .catch_signals = cli_signals_catch };
-	io->signal_fd = cli_signals_fd(err);
-	return io->signal_fd < 0 ? -1 : 0;
-}
-
 /* `gantry exec [PROCESS FLAGS] NAME [-- CMD...]`. */
 static int exec_sandbox(const char *name, const struct sandbox_process_opts *po)
 {
@@ -50,7 +37,7 @@ static int exec_sandbox(const char *name, const struct sandbox_process_opts *po)
 	gantry_error_t err = NULL;
 	int r;
 
-	if (exec_stdio(&io, &err) < 0) {
+	if (cli_session_stdio(&io, &err) < 0) {
 		gantry_error_print(&err);
 		return EXEC_VM_FAILED;
 	}
@@ -242,7 +229,7 @@ int cmd_exec(int argc, char **argv)
 	}
 	/* Ctrl-C while the VM boots ends it; once the command runs, the
 	 * session forwards signals to it instead. */
-	if (exec_stdio(&io, &err) < 0 || cli_signals_cancel(&cancel, &err) < 0)
+	if (cli_session_stdio(&io, &err) < 0 || cli_signals_cancel(&cancel, &err) < 0)
 		r = -1;
 	else if (from)
 		r = sandbox_exec_from(from, o.name, o.ports, o.nr_ports, cli_getenv, &po, &io,

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli/signals.h"
+#include "sandbox/process.h"
 #include "common/util.h"
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };
@@ -77,4 +78,15 @@ int cli_signals_catch(bool on, gantry_error_t *err)
 		sigaction(forwarded[i], &sa, &old[i]);
 	taken = true;
 	return 0;
+}
+
+int cli_session_stdio(struct sandbox_stdio *io, gantry_error_t *err)
+{
+	*io = (struct sandbox_stdio){ .in = STDIN_FILENO,
+				      .out = STDOUT_FILENO,
+				      .err = STDERR_FILENO,
+				      .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
+				      .catch_signals = cli_signals_catch };
+	io->signal_fd = cli_signals_fd(err);
+	return io->signal_fd < 0 ? -1 : 0;
 }

@@ -24,4 +24,9 @@ int cli_signals_catch(bool on, gantry_error_t *err);
  * back. c must live as long as the process. */
 int cli_signals_cancel(struct gantry_cancel *c, gantry_error_t *err);
 
+/* This process's stdio and terminal for a session (gantry exec, wrap),
+ * and its signals forwarded while the session runs. */
+struct sandbox_stdio;
+int cli_session_stdio(struct sandbox_stdio *io, gantry_error_t *err);
+
 #endif

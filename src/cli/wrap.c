@@ -217,13 +217,8 @@ int cmd_wrap(int argc, char **argv)
 		r = 2;
 		goto done;
 	}
-	io = (struct sandbox_stdio){ .in = STDIN_FILENO,
-				     .out = STDOUT_FILENO,
-				     .err = STDERR_FILENO,
-				     .tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO),
-				     .catch_signals = cli_signals_catch };
-	io.signal_fd = cli_signals_fd(&err);
-	if (io.signal_fd < 0 || cli_signals_cancel(&cancel, &err) < 0 || lifeline_start(&err) < 0)
+	if (cli_session_stdio(&io, &err) < 0 || cli_signals_cancel(&cancel, &err) < 0 ||
+	    lifeline_start(&err) < 0)
 		r = -1;
 	else
 		r = sandbox_run_once(&o, false, &po, &io, &cancel, &res, &err);
