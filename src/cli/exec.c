@@ -12,6 +12,7 @@
 #include "cli/signals.h"
 #include "common/log.h"
 #include "mcp/gateway.h"
+#include "oauth/custody.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/network.h"
 #include "sandbox/snapshots.h"
@@ -137,6 +138,8 @@ int cmd_exec(int argc, char **argv)
 	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
 	bool help = false, show_console = false, dashdash, docker = false, detach = false;
+	bool custody_on = false;
+	struct oauth_custody custody = { 0 };
 	const char *from = NULL;
 	int rest, r;
 	const struct flag flags[] = {
@@ -144,6 +147,7 @@ int cmd_exec(int argc, char **argv)
 		FLAGS_PROCESS(&po),
 		FLAGS_SECRETS(&o),
 		FLAG_MCP_REMOTE(&gw),
+		FLAG_OAUTH_CUSTODY(&custody_on),
 		{ "name", FLAG_STRING, &o.name, NULL, "NAME",
 		  "its name in gantry ls while it runs (default exec-XXXXXXXX)", 0 },
 		{ "from", FLAG_STRING, &from, NULL, "SNAP",
@@ -183,9 +187,10 @@ int cmd_exec(int argc, char **argv)
 				  argv[rest], argv[rest]);
 			goto done;
 		}
-		if (from || gw.n || vm_flags_set(&o, show_console)) {
+		if (from || gw.n || custody_on || vm_flags_set(&o, show_console)) {
 			log_error("exec: -from, -name, -image, -cpus, -mem, -net, -p, -share, "
-				  "-proxy, -process-isolation, -mcp-remote and -console are for a "
+				  "-proxy, -process-isolation, -mcp-remote, -oauth-custody and "
+				  "-console are for a "
 				  "fresh microVM, "
 				  "not for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
@@ -218,8 +223,14 @@ int cmd_exec(int argc, char **argv)
 		r = 2;
 		goto done;
 	}
-	if (from && gw.n) {
-		log_error("exec: -from: -mcp-remote is for a fresh microVM");
+	if (from && (gw.n || custody_on)) {
+		log_error("exec: -from: -mcp-remote and -oauth-custody are for a fresh microVM");
+		r = 2;
+		goto done;
+	}
+	if (cli_oauth_custody(&custody, custody_on, &gw, &o, &err) < 0) {
+		gantry_error_prefix(&err, "exec");
+		gantry_error_print(&err);
 		r = 2;
 		goto done;
 	}
@@ -239,6 +250,7 @@ int cmd_exec(int argc, char **argv)
 	r = r < 0 ? cli_fail(&err, EXEC_VM_FAILED) : exec_result(&res);
 done:
 	mcp_gateway_free(&gw);
+	oauth_custody_close(&custody);
 	sandbox_process_opts_free(&po);
 	sandbox_opts_free(&o);
 	return r < 0 ? -r : r;

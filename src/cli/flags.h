@@ -78,10 +78,27 @@ int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err);
 int cli_flag_mcp_remote(void *opaque, const char *spec, gantry_error_t *err);
 #define FLAG_MCP_REMOTE(gw)                                                                        \
 	{ "mcp-remote", FLAG_FUNC, (gw), cli_flag_mcp_remote,                                     \
-	  "name=ID,url=URL[,auth=bearer:VAR|header:NAME:VAR][,allow=GLOB]...[,deny=GLOB]..."      \
+	  "name=ID,url=URL[,auth=bearer:VAR|header:NAME:VAR|custody:PROVIDER][,allow=GLOB]..."   \
+	  "[,deny=GLOB]..."                                                                       \
 	  "[,redact=VAR]...",                                                                     \
 	  "a remote MCP server the guest reaches through gantry-guest mcp-proxy, the credential " \
 	  "added on the host (repeatable; see docs/agents.md)",                                   \
+	  0 }
+/* ~/.config/gantry/FILE (or $XDG_CONFIG_HOME's), allocated; NULL when
+ * neither names an absolute directory. */
+char *cli_config_path(const char *file);
+/* -oauth-custody: when on, custody opened into c (its providers from
+ * ~/.config/gantry/oauth-providers.json) and given to o; then each
+ * auth=custody: remote of gw its access token (an error without it). */
+struct oauth_custody;
+struct mcp_gateway;
+struct sandbox_opts;
+int cli_oauth_custody(struct oauth_custody *c, bool on, struct mcp_gateway *gw,
+		      struct sandbox_opts *o, gantry_error_t *err);
+#define FLAG_OAUTH_CUSTODY(on)                                                                    \
+	{ "oauth-custody", FLAG_BOOL, (on), NULL, NULL,                                          \
+	  "serve gantry-guest oauth login|token PROVIDER: the login done and its refresh "      \
+	  "token kept on the host, the guest given access tokens (see docs/agents.md)",        \
 	  0 }
 /* clang-format off */
 #define FLAGS_PROCESS(po)                                                             \

@@ -7,6 +7,7 @@
 
 #include "cli/flags.h"
 #include "mcp/gateway.h"
+#include "oauth/custody.h"
 #include "sandbox/lifecycle.h"
 #include "common/files.h"
 #include "common/util.h"
@@ -104,4 +105,29 @@ int cli_flag_secret_file(void *opaque, const char *path, gantry_error_t *err)
 int cli_flag_mcp_remote(void *opaque, const char *spec, gantry_error_t *err)
 {
 	return mcp_gateway_add(opaque, spec, err);
+}
+
+char *cli_config_path(const char *file)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	char *path = NULL;
+
+	if (xdg && *xdg == '/')
+		xasprintf(&path, "%s/gantry/%s", xdg, file);
+	else if (home && *home == '/')
+		xasprintf(&path, "%s/.config/gantry/%s", home, file);
+	return path;
+}
+
+int cli_oauth_custody(struct oauth_custody *c, bool on, struct mcp_gateway *gw,
+		      struct sandbox_opts *o, gantry_error_t *err)
+{
+	cleanup_free char *config = on ? cli_config_path("oauth-providers.json") : NULL;
+
+	if (on) {
+		if (oauth_custody_open(c, config, err) < 0)
+			return gantry_error_prefix(err, "-oauth-custody");
+		o->oauth_custody = c;
+	}
+	return mcp_gateway_custody(gw, on ? c : NULL, err);
 }

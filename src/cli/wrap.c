@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "mcp/gateway.h"
+#include "oauth/custody.h"
 #include "proto/agent.h"
 #include "sandbox/lifecycle.h"
 #include "wrap/wrap.h"
@@ -92,18 +93,6 @@ static int lifeline_start(gantry_error_t *err)
 	return 0;
 }
 
-static char *config_path(void)
-{
-	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-	char *path = NULL;
-
-	if (xdg && *xdg == '/')
-		xasprintf(&path, "%s/gantry/wrap.json", xdg);
-	else if (home && *home == '/')
-		xasprintf(&path, "%s/.config/gantry/wrap.json", home);
-	return path;
-}
-
 /* The harnesses' token variables set here, taken as secrets: injected at
  * egress into their API's requests, the guest holding a placeholder, or
  * (inject false) their values in the process's environment; never onto
@@ -130,9 +119,10 @@ int cmd_wrap(int argc, char **argv)
 	static struct gantry_cancel cancel;
 	struct sandbox_stdio io;
 	gantry_error_t err = NULL;
-	cleanup_free char *cwd = NULL, *config = config_path();
+	cleanup_free char *cwd = NULL, *config = cli_config_path("wrap.json");
+	struct oauth_custody custody = { 0 };
 	cleanup_free char **init_argv = NULL;
-	bool help = false, dashdash, inject = true, oauth = true;
+	bool help = false, dashdash, inject = true, oauth = true, custody_on = false;
 	int rest, r;
 	const struct flag flags[] = {
 		{ "image", FLAG_STRING, &o.image, NULL, "SRC",
@@ -157,6 +147,7 @@ int cmd_wrap(int argc, char **argv)
 		  "a login's browser URL shown here and its localhost callback carried into "
 		  "the VM (default true)",
 		  0 },
+		FLAG_OAUTH_CUSTODY(&custody_on),
 		{ "inject-tokens", FLAG_BOOL, &inject, NULL, NULL,
 		  "the harnesses' API tokens injected at egress, a placeholder in the guest "
 		  "(default true; false: their values in its environment)",
@@ -202,6 +193,7 @@ int cmd_wrap(int argc, char **argv)
 	po.nargs = (size_t)(argc - rest) + 3;
 	po.entrypoint = "";
 	if (take_tokens(&o, inject, &err) < 0 ||
+	    cli_oauth_custody(&custody, custody_on, &gw, &o, &err) < 0 ||
 	    wrap_plan(&(struct wrap_host){ .cwd = cwd,
 					   .home = getenv("HOME"),
 					   .uid = getuid(),
@@ -233,6 +225,7 @@ int cmd_wrap(int argc, char **argv)
 	}
 done:
 	mcp_gateway_free(&gw);
+	oauth_custody_close(&custody);
 	sandbox_process_opts_free(&po);
 	sandbox_opts_free(&o);
 	return r < 0 ? -r : r;

@@ -104,8 +104,10 @@ void sockets_start(const struct guest_config *cfg);
 int guest_reaper_main(int argc, char **argv);
 /* mcp.c: PROTO_MCP_ARG, the MCP gateway's proxy (argv after it). */
 int guest_mcp_proxy_main(int argc, char **argv);
-/* mcp.c too: PROTO_OPEN_URL_ARG, the guest's BROWSER (argv after it). */
+/* oauth.c: PROTO_OPEN_URL_ARG, the guest's BROWSER, and PROTO_OAUTH_ARG,
+ * OAuth custody's client (argv after it). */
 int guest_open_url_main(int argc, char **argv);
+int guest_oauth_main(int argc, char **argv);
 int link_dial(const struct guest_config *cfg, unsigned int port);
 /* The control connection, retried for up to timeout_ms: the vsock
  * transport or the host's listener may be a moment behind us. */

@@ -490,6 +490,8 @@ int main(int argc, char **argv)
 		return guest_mcp_proxy_main(argc - 2, argv + 2);
 	if (argc >= 2 && strcmp(argv[1], PROTO_OPEN_URL_ARG) == 0)
 		return guest_open_url_main(argc - 2, argv + 2);
+	if (argc >= 2 && strcmp(argv[1], PROTO_OAUTH_ARG) == 0)
+		return guest_oauth_main(argc - 2, argv + 2);
 	started = guest_now_ms(CLOCK_BOOTTIME);
 	cfg->pid1 = getpid() == 1;
 	cfg->self = "/sbin/gantry-init";

@@ -1,8 +1,4 @@
-/* The guest's ends of two host services of a one-shot run, both small
- * relays that hold nothing and parse nothing: `gantry-guest open-url`
- * (below) and, first,
- *
- * `gantry-guest mcp-proxy` (PROTO_MCP_ARG): the guest's end of the MCP
+/* `gantry-guest mcp-proxy` (PROTO_MCP_ARG): the guest's end of the MCP
  * gateway. An MCP client in the container runs it as a stdio server
  * ({"command": "/dev/.gantry-guest", "args": ["mcp-proxy"]}); it dials the
  * host's PROTO_MCP_PORT and carries the client's newline-delimited
@@ -70,42 +66,4 @@ int guest_mcp_proxy_main(int argc, char **argv)
 		if (p[1].revents && !copy_once(fd, STDOUT_FILENO, false, buf))
 			return 0;
 	}
-}
-
-/* `gantry-guest open-url URL` (PROTO_OPEN_URL_ARG), the guest's BROWSER
- * under gantry wrap: the URL a login tool would open goes to the host,
- * which shows it to the user and, for a loopback callback, bridges the
- * browser's answer back in (the host's OAuth bridge). */
-int guest_open_url_main(int argc, char **argv)
-{
-	static const struct guest_config cfg = { 0 };
-	char answer[256];
-	size_t len;
-	ssize_t n;
-	int fd;
-
-	if (argc != 1 || (len = strlen(argv[0])) == 0 || len > PROTO_OAUTH_URL_MAX ||
-	    strchr(argv[0], '\n')) {
-		fprintf(stderr, "usage: %s %s URL\n", GUEST_HELPER_PATH, PROTO_OPEN_URL_ARG);
-		return 2;
-	}
-	fd = link_dial(&cfg, PROTO_OAUTH_PORT);
-	if (fd < 0) {
-		fprintf(stderr, "gantry: cannot reach the host to open %s: %s\n", argv[0],
-			strerror(errno));
-		return 1;
-	}
-	if (guest_write_all(fd, argv[0], len) < 0 || guest_write_all(fd, "\n", 1) < 0)
-		return 1;
-	n = read(fd, answer, sizeof(answer) - 1);
-	close(fd);
-	if (n <= 0)
-		return 1;
-	answer[n] = '\0';
-	answer[strcspn(answer, "\n")] = '\0';
-	if (strcmp(answer, "ok") != 0) {
-		fprintf(stderr, "gantry: %s\n", answer);
-		return 1;
-	}
-	return 0;
 }

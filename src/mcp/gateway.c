@@ -14,6 +14,7 @@
 #include "common/util.h"
 #include "mcp/frame.h"
 #include "mcp/gateway.h"
+#include "oauth/custody.h"
 #include "net/net.h"
 #include "proto/agent.h"
 #include "egress/egress.h"
@@ -327,6 +328,24 @@ int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err
 		return -1;
 	}
 	g->specs[g->n++] = xstrdup(spec);
+	return 0;
+}
+
+int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err)
+{
+	for (size_t k = 0; k < g->n; k++) {
+		struct mcp_remote *r = &g->remotes[k];
+
+		if (r->spec.auth != MCP_AUTH_CUSTODY || r->auth)
+			continue;
+		if (custody == NULL)
+			return gantry_error(err, EINVAL, "-mcp-remote %s: auth=custody:%s needs "
+							 "-oauth-custody",
+					    r->spec.id, r->spec.custody);
+		if (oauth_custody_access(custody, r->spec.custody, &r->auth, err) < 0)
+			return gantry_error_prefix(err, "-mcp-remote %s", r->spec.id);
+		r->redact[r->nr_redact++] = xstrdup(r->auth);
+	}
 	return 0;
 }
 

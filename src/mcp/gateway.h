@@ -42,6 +42,12 @@ void mcp_gateway_init(struct mcp_gateway *g);
 /* -mcp-remote SPEC: parsed, and its secrets taken from the environment
  * (each variable unset once read, so that nothing started later has it). */
 int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err);
+struct oauth_custody;
+/* The access token OAuth custody holds for each auth=custody:PROVIDER
+ * remote, taken now (refreshed first when it is about to expire): the
+ * token the run starts with. Without custody, such a remote is an
+ * error. */
+int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err);
 /* Listen in dir (a run directory: the VMM bridges the guest's
  * PROTO_MCP_PORT there); nothing without remotes. Unless mode is off, the
  * gateway runs confined in a worker of its own (`gantry __mcp-worker`,

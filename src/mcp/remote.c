@@ -51,7 +51,7 @@ int mcp_remote_open(struct mcp_remote *r, const char *spec, bool from_env, gantr
 		return -1;
 	if (!from_env)
 		return 0;
-	if (r->spec.auth != MCP_AUTH_NONE) {
+	if (r->spec.auth != MCP_AUTH_NONE && r->spec.auth != MCP_AUTH_CUSTODY) {
 		/* The same variable may be a credential and a redaction. */
 		r->auth = take_env(r->spec.auth_secret, err);
 		if (r->auth == NULL)
@@ -395,7 +395,7 @@ static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply
 		xasprintf(&sess, "Mcp-Session-Id: %s", r->session);
 		hdrs = sym_curl_slist_append(hdrs, sess);
 	}
-	if (r->spec.auth == MCP_AUTH_BEARER)
+	if (r->spec.auth == MCP_AUTH_BEARER || r->spec.auth == MCP_AUTH_CUSTODY)
 		xasprintf(&auth, "Authorization: Bearer %s", r->auth);
 	else if (r->spec.auth == MCP_AUTH_HEADER)
 		xasprintf(&auth, "%s: %s", r->spec.header, r->auth);

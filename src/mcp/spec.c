@@ -10,6 +10,7 @@
 
 #include "common/util.h"
 #include "mcp/spec.h"
+#include "oauth/custody.h"
 
 /* Tools that would let the guest change or see the remote's credentials. */
 static const char *const refused_tools[] = { "*auth*", "*revoke*", "*login*", "*logout*",
@@ -217,10 +218,14 @@ static int auth_parse(const char *v, struct mcp_remote_spec *r, gantry_error_t *
 		r->auth = MCP_AUTH_HEADER;
 		name = colon + 1;
 	} else if (strncmp(v, "custody:", 8) == 0) {
-		return spec_error(err, "auth=custody: needs OAuth custody, which is not built "
-				       "yet");
+		if (!oauth_name_valid(v + 8))
+			return spec_error(err, "auth=custody:PROVIDER: not a provider's name");
+		r->auth = MCP_AUTH_CUSTODY;
+		r->custody = xstrdup(v + 8);
+		return 0;
 	} else {
-		return spec_error(err, "auth= is bearer:SECRET or header:NAME:SECRET");
+		return spec_error(err, "auth= is bearer:SECRET, header:NAME:SECRET or "
+				       "custody:PROVIDER");
 	}
 	if (!secret_name_valid(name))
 		return spec_error(err, "auth=: SECRET is the name of an environment variable");
@@ -311,6 +316,7 @@ void mcp_remote_spec_free(struct mcp_remote_spec *r)
 	free(r->url);
 	free(r->header);
 	free(r->auth_secret);
+	free(r->custody);
 	for (size_t i = 0; i < r->nr_allow; i++)
 		free(r->allow[i]);
 	for (size_t i = 0; i < r->nr_deny; i++)

@@ -7,7 +7,7 @@
  *                    no user:password@; a literal private, link-local,
  *                    CGNAT or metadata address refused (names are checked
  *                    again where they are dialed: mcp_addr_refused)
- *   auth=bearer:SECRET | header:NAME:SECRET
+ *   auth=bearer:SECRET | header:NAME:SECRET | custody:PROVIDER
  *                    the credential the gateway adds to each request,
  *                    SECRET the name of a variable of the caller's
  *                    environment (taken into memory, never into the guest)
@@ -30,7 +30,9 @@
 #define MCP_SPEC_MAX	 4096
 #define MCP_SECRET_NAME_MAX 128
 
-enum mcp_auth { MCP_AUTH_NONE, MCP_AUTH_BEARER, MCP_AUTH_HEADER };
+/* MCP_AUTH_CUSTODY: a bearer, the access token OAuth custody holds for
+ * the provider (mcp_gateway_custody). */
+enum mcp_auth { MCP_AUTH_NONE, MCP_AUTH_BEARER, MCP_AUTH_HEADER, MCP_AUTH_CUSTODY };
 
 struct mcp_remote_spec {
 	char id[MCP_ID_MAX + 1];
@@ -39,6 +41,7 @@ struct mcp_remote_spec {
 	enum mcp_auth auth;
 	char *header;	   /* MCP_AUTH_HEADER's name */
 	char *auth_secret; /* the variable's name */
+	char *custody;	   /* MCP_AUTH_CUSTODY's provider */
 	char *allow[MCP_GLOBS_MAX], *deny[MCP_GLOBS_MAX];
 	size_t nr_allow, nr_deny;
 	char *redact[MCP_REDACT_MAX]; /* variables' names */

@@ -103,6 +103,13 @@
  * browser's callback: 2 bytes of the guest's loopback TCP port, then the
  * request's bytes both ways. */
 #define PROTO_OAUTH_REPLAY_PORT 1032
+/* OAuth custody (oauth/custody.h): `gantry-guest oauth login|token NAME`
+ * dials this host port and writes that one line; the host answers one
+ * line, a JSON object (at most PROTO_CUSTODY_ANSWER_MAX) or why not, and
+ * closes. */
+#define PROTO_CUSTODY_PORT	 1033
+#define PROTO_CUSTODY_ANSWER_MAX (64 * 1024)
+#define PROTO_OAUTH_ARG		 "oauth"
 /* The helper, bound into every container: git runs it with the
  * operation after PROTO_HELPER_ARG; the host runs it as a session with
  * PROTO_FILES_ARG for files (proto/files.h). */

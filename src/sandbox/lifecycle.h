@@ -65,6 +65,9 @@ struct sandbox_opts {
 	/* the OAuth bridge (gantry wrap; a one-shot's only): the guest's
 	 * open-url shown here, a loopback callback carried in */
 	bool oauth_bridge;
+	/* OAuth custody (gantry wrap, one-shot exec; borrowed, NULL: none):
+	 * the guest's `gantry-guest oauth login|token` served */
+	struct oauth_custody *oauth_custody;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 	/* -secret, -secret-file: the secrets of its processes (NULL: none).
 	 * Freed by sandbox_opts_free. */

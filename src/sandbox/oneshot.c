@@ -271,7 +271,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	r = -1;
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
-	    oneshot_oauth_start(&oauth, rundir.run, sb.oauth_bridge, err) < 0 ||
+	    oneshot_oauth_start(&oauth, rundir.run, sb.oauth_bridge, o->oauth_custody, err) < 0 ||
 	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, sb.isolation, err) < 0) ||
 	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
 	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||

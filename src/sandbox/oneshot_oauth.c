@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "common/util.h"
+#include "oauth/custody.h"
 #include "proto/agent.h"
 #include "sandbox/oneshot_oauth.h"
 
@@ -204,28 +205,95 @@ out:
 	close(fd);
 }
 
-int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on, gantry_error_t *err)
+/* One custody request: "login NAME" or "token NAME", one line. */
+static void serve_custody(void *opaque, int fd)
 {
-	cleanup_free char *path = NULL;
+	struct oneshot_oauth *o = opaque;
+	char line[OAUTH_NAME_MAX + 16], *name;
+	cleanup_free char *answer = NULL;
+	gantry_error_t err = NULL;
+	size_t got = 0;
+	int r = -1;
 
-	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE, .lock = PTHREAD_MUTEX_INITIALIZER };
-	if (!on)
-		return 0;
+	while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = acceptor_stop_fd(&o->custody_acc), .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, OAUTH_READ_MS) <= 0 || p[1].revents)
+			goto out;
+		n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			goto out;
+		got += (size_t)n;
+	}
+	line[got] = '\0';
+	if (!memchr(line, '\n', got)) {
+		gantry_error(&err, EINVAL, "the request is too long");
+	} else {
+		line[strcspn(line, "\n")] = '\0';
+		name = strchr(line, ' ');
+		if (name)
+			*name++ = '\0';
+		if (name == NULL || !oauth_name_valid(name))
+			gantry_error(&err, EINVAL, "no such request (login or token, and a provider)");
+		else if (strcmp(line, "login") == 0)
+			r = oauth_custody_login(o->custody, name,
+						acceptor_stop_fd(&o->custody_acc), &answer, &err);
+		else if (strcmp(line, "token") == 0)
+			r = oauth_custody_token(o->custody, name, &answer, &err);
+		else
+			gantry_error(&err, EINVAL, "no such request (login or token, and a provider)");
+	}
+	if (r == 0) {
+		(void)!write_full(fd, answer, strlen(answer));
+		(void)!write_full(fd, "\n", 1);
+		explicit_bzero(answer, strlen(answer));
+	} else {
+		const char *why = gantry_error_str(err);
+
+		log_warn("OAuth custody: %s", why);
+		(void)!write_full(fd, why, strlen(why));
+		(void)!write_full(fd, "\n", 1);
+	}
+	gantry_error_free(&err);
+out:
+	close(fd);
+}
+
+int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on,
+			struct oauth_custody *custody, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL, *cpath = NULL;
+
+	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE,
+				     .custody_acc = ACCEPTOR_NONE,
+				     .lock = PTHREAD_MUTEX_INITIALIZER,
+				     .custody = custody };
 	o->dir = xstrdup(dir);
 	xasprintf(&path, "%s/%d.sock", dir, PROTO_OAUTH_PORT);
-	if (acceptor_listen(&o->acc, path, 4, 0, serve_open, o, err) < 0)
+	if (on && acceptor_listen(&o->acc, path, 4, 0, serve_open, o, err) < 0)
 		return gantry_error_prefix(err, "the OAuth bridge");
+	xasprintf(&cpath, "%s/%d.sock", dir, PROTO_CUSTODY_PORT);
+	if (custody && acceptor_listen(&o->custody_acc, cpath, 4, ONESHOT_CUSTODY_CONNS,
+				       serve_custody, o, err) < 0)
+		return gantry_error_prefix(err, "OAuth custody");
 	return 0;
 }
 
 int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err)
 {
-	return acceptor_run(&o->acc, "the OAuth bridge", err);
+	if (acceptor_run(&o->acc, "the OAuth bridge", err) < 0)
+		return -1;
+	return acceptor_run(&o->custody_acc, "OAuth custody", err);
 }
 
 void oneshot_oauth_stop(struct oneshot_oauth *o)
 {
 	acceptor_stop(&o->acc);
+	acceptor_stop(&o->custody_acc);
 	for (unsigned int i = 0; i < o->nr; i++)
 		acceptor_stop(&o->bridges[i].acc);
 	o->nr = 0;

@@ -6,7 +6,11 @@
  * [::1]), this process listens on the host's 127.0.0.1:PORT, and each
  * connection the browser makes there is carried into the guest's own
  * 127.0.0.1:PORT (PROTO_OAUTH_REPLAY_PORT), where the tool waits for it.
- * At most ONESHOT_OAUTH_PORTS ports, each for the rest of the run. */
+ * At most ONESHOT_OAUTH_PORTS ports, each for the rest of the run.
+ *
+ * With custody (oauth/custody.h), `gantry-guest oauth login|token NAME`
+ * reaches it on PROTO_CUSTODY_PORT: a request line, answered with the
+ * custody's JSON line or why not, ONESHOT_CUSTODY_CONNS at once. */
 #ifndef GANTRY_SANDBOX_ONESHOT_OAUTH_H
 #define GANTRY_SANDBOX_ONESHOT_OAUTH_H
 
@@ -19,6 +23,9 @@
 
 #define ONESHOT_OAUTH_PORTS 4
 #define ONESHOT_OAUTH_CONNS 8 /* a callback's connections at once */
+#define ONESHOT_CUSTODY_CONNS 4
+
+struct oauth_custody;
 
 struct oneshot_oauth;
 
@@ -34,12 +41,16 @@ struct oneshot_oauth {
 	pthread_mutex_t lock;
 	struct oauth_bridge bridges[ONESHOT_OAUTH_PORTS];
 	unsigned int nr;
+	struct acceptor custody_acc; /* custody's requests */
+	struct oauth_custody *custody; /* borrowed; NULL: none */
 };
 
-/* Listen in dir when on (else nothing is started). o's lock is
+/* Listen in dir for the bridge when on, and for custody when it is not
+ * NULL (else nothing is started). o's lock is
  * PTHREAD_MUTEX_INITIALIZER from its declaration on, so that a stop
  * without a start is sound. */
-int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on, gantry_error_t *err);
+int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on,
+			struct oauth_custody *custody, gantry_error_t *err);
 int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err);
 void oneshot_oauth_stop(struct oneshot_oauth *o);
 

@@ -61,12 +61,14 @@ def remote(tmp_path_factory):
     p.wait(timeout=10)
 
 
-def wrap(gantry, remote, *args, spec=None, env_extra=None):
+def wrap(gantry, remote, *args, spec=None, env_extra=None, flags=()):
     for name in ("vmlinux", "sysroot.erofs"):
         if not (build_dir() / "assets" / name).exists():
             pytest.skip(f"guest asset {name} missing: run `make assets`")
     env = dict(os.environ, GANTRY_HOME=str(remote["base"] / "gantry-home"),
                MCP_TEST_TOKEN=TOKEN, **(env_extra or {}))
+    if spec and "auth=custody:" in spec:
+        del env["MCP_TEST_TOKEN"]  # custody's token is the credential
     spec = spec or (f"name=remote,url={remote['url']},auth=bearer:MCP_TEST_TOKEN,allow=*,"
                     "deny=delete_*,redact=MCP_TEST_TOKEN")
     work = remote["base"] / "work"
@@ -74,7 +76,7 @@ def wrap(gantry, remote, *args, spec=None, env_extra=None):
     # The client is the repository's: shared in, as the guest's /tmp (where a
     # checkout may be) is its own.
     return subprocess.run([str(gantry), "wrap", "-share", f"mcp={MCP}@{MCP},ro",
-                           "-mcp-remote", spec, "--", *args],
+                           "-mcp-remote", spec, *flags, "--", *args],
                           cwd=work, env=env, capture_output=True,
                           stdin=subprocess.DEVNULL, timeout=boot_timeout() * 4)
 
@@ -102,6 +104,43 @@ def test_tools_through_the_gateway(gantry, remote, isolation):
     # Every request the remote got carried the bearer.
     got = remote["log"].read_text().splitlines()
     assert got and all(line == f"Bearer {TOKEN}" for line in got), got
+
+
+def test_custody_token_as_the_credential(gantry, remote, tmp_path):
+    """auth=custody:PROVIDER: the bearer is the access token OAuth custody
+    holds on the host (its store seeded here), never in the guest; without
+    -oauth-custody, one line before anything starts."""
+    cfg = tmp_path / "config"
+    (cfg / "gantry").mkdir(parents=True)
+    (cfg / "gantry" / "oauth-providers.json").write_text(json.dumps({"fake": {
+        "authorize": "https://provider.example/authorize",
+        "token": "https://provider.example/token", "clientId": "c"}}))
+    home = remote["base"] / "gantry-home"
+    home.mkdir(exist_ok=True)
+    store = home / "oauth-tokens.json"
+    store.write_text(json.dumps({"fake": {"access_token": TOKEN, "refresh_token": "r",
+                                          "expires_at": int(time.time()) + 3600}}))
+    store.chmod(0o600)
+    spec = f"name=remote,url={remote['url']},auth=custody:fake,allow=*,deny=delete_*"
+    remote["log"].write_text("")
+    try:
+        r = wrap(gantry, remote, "sh", "-c", SCAN, "scan", str(MCP), TOKEN[::-1], spec=spec,
+                 flags=("-oauth-custody",), env_extra={"XDG_CONFIG_HOME": str(cfg)})
+        out = r.stdout.decode(errors="replace")
+        assert r.returncode == 0, (out, r.stderr.decode(errors="replace"))
+        lines = out.strip().splitlines()
+        seen = json.loads(lines[0])
+        assert seen["tools"] == ["remote__echo", "remote__whoami"], seen
+        assert TOKEN not in seen["whoami"] and "[redacted]" in seen["whoami"], seen
+        assert lines[1] == "scan:none", lines[1]
+        got = remote["log"].read_text().splitlines()
+        assert got and all(line == f"Bearer {TOKEN}" for line in got), got
+        r = wrap(gantry, remote, "true", spec=spec, env_extra={"XDG_CONFIG_HOME": str(cfg)})
+        assert r.returncode == 2
+        err = r.stderr.decode().strip().splitlines()
+        assert len(err) == 1 and "needs -oauth-custody" in err[0], err
+    finally:
+        store.unlink()
 
 
 def test_mcp_tools_lists_what_the_guest_sees(gantry, remote):

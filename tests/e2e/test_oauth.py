@@ -6,6 +6,9 @@ loopback, the test playing the user's browser on the host: the URL shown
 on wrap's stderr, the provider's redirect to localhost:PORT answered by
 the tool inside, and the tool ending with a working access token."""
 
+import base64
+import hashlib
+import json
 import os
 import re
 import socket
@@ -125,3 +128,168 @@ def test_open_url_without_bridge(gantry, tmp_path):
                         'echo "$BROWSER"'], cwd=work, env=env, capture_output=True,
                        stdin=subprocess.DEVNULL, timeout=boot_timeout() * 3)
     assert r.returncode == 0 and r.stdout == b"none\n", r
+
+
+# ---- custody ---------------------------------------------------------------------------------
+
+CLIENT = "gantry-test-client"
+
+
+class CustodyProvider(BaseHTTPRequestHandler):
+    """A provider that checks what custody must send: the PKCE pair, the
+    state, the client and the redirect; its first access token lives 1 s,
+    so the next ask refreshes it."""
+    seen = {}
+
+    def do_GET(self):
+        q = {k: v[0] for k, v in urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).items()}
+        CustodyProvider.seen["authorize"] = q
+        target = q["redirect_uri"] + "?" + urllib.parse.urlencode({"code": CODE, "state": q["state"]})
+        self.send_response(302)
+        self.send_header("Location", target)
+        self.end_headers()
+
+    def do_POST(self):
+        form = {k: v[0] for k, v in urllib.parse.parse_qs(
+            self.rfile.read(int(self.headers["Content-Length"])).decode()).items()}
+        CustodyProvider.seen.setdefault("token", []).append(form)
+        auth = CustodyProvider.seen.get("authorize", {})
+        answer = None
+        if form.get("grant_type") == "authorization_code" and form.get("code") == CODE:
+            verifier = form.get("code_verifier", "")
+            challenge = base64.urlsafe_b64encode(
+                hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+            if (challenge == auth.get("code_challenge") and form.get("client_id") == CLIENT
+                    and form.get("redirect_uri") == auth.get("redirect_uri")):
+                answer = {"access_token": "acc-one", "refresh_token": "ref-one-secret",
+                          "id_token": "id-one", "expires_in": 1, "token_type": "Bearer"}
+        elif form.get("grant_type") == "refresh_token" and form.get("refresh_token") == "ref-one-secret":
+            answer = {"access_token": "acc-two", "refresh_token": "ref-two-secret",
+                      "expires_in": 3600, "token_type": "Bearer"}
+        body = json.dumps(answer or {"error": "invalid_grant",
+                                     "error_description": "\x1b[31mno\x1b[0m"}).encode()
+        self.send_response(200 if answer else 400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+CUSTODY_CMD = r"""
+L=$(/dev/.gantry-guest oauth login fake) || exit 3
+echo "L=$L"
+T=$(/dev/.gantry-guest oauth token fake) || exit 4
+echo "T=$T"
+/dev/.gantry-guest oauth token nosuch; echo "nosuch=$?"
+test -e "$1" && echo store=visible || echo store=hidden
+"""
+
+
+def test_custody_login_and_refresh(gantry, tmp_path):
+    """-oauth-custody: the login's URL shown on the host, its callback taken
+    by the host, the code exchanged there with the PKCE verifier; the guest
+    gets access tokens (the first, then a refreshed one) and a sentinel in
+    the refresh token's place, which stays in the host's 0600 store."""
+    for name in ("vmlinux", "sysroot.erofs"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    CustodyProvider.seen = {}
+    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    cfg = tmp_path / "config"
+    (cfg / "gantry").mkdir(parents=True)
+    (cfg / "gantry" / "oauth-providers.json").write_text(json.dumps({"fake": {
+        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT,
+        "scope": "openid offline_access", "callbackPath": "/cb"}}))
+    home = tmp_path / "home"
+    store = home / "oauth-tokens.json"
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, GANTRY_HOME=str(home), XDG_CONFIG_HOME=str(cfg))
+    p = subprocess.Popen([str(gantry), "wrap", "-oauth-custody", "--", "sh", "-c", CUSTODY_CMD,
+                          "custody", str(store)],
+                         cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    try:
+        url = None
+        for line in p.stderr:
+            m = re.search(rb"open (http\S+)", line)
+            if m:
+                url = m.group(1).decode()
+                break
+        assert url and url.startswith(f"{base}/authorize?"), url
+        with urllib.request.urlopen(url, timeout=60) as r:
+            assert b"Logged in" in r.read()
+        out, err = p.communicate(timeout=boot_timeout() * 3)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        srv.shutdown()
+    out, err = out.decode(), err.decode()
+    assert p.returncode == 0, (out, err)
+    q = CustodyProvider.seen["authorize"]
+    assert q["client_id"] == CLIENT and q["code_challenge_method"] == "S256", q
+    assert re.fullmatch(r"http://localhost:\d+/cb", q["redirect_uri"]), q
+    assert q["scope"] == "openid offline_access"
+    lines = dict(line.split("=", 1) for line in out.strip().splitlines())
+    login, token = json.loads(lines["L"]), json.loads(lines["T"])
+    assert login["access_token"] == "acc-one" and login["id_token"] == "id-one", login
+    assert login["refresh_token"] == "gantry-custody:fake", login
+    # The first token lived 1 s: the host refreshed it.
+    assert token["access_token"] == "acc-two", token
+    assert token["refresh_token"] == "gantry-custody:fake"
+    assert [f["grant_type"] for f in CustodyProvider.seen["token"]] == [
+        "authorization_code", "refresh_token"]
+    assert lines["nosuch"] == "1" and "no OAuth provider `nosuch`" in err, err
+    assert lines["store"] == "hidden"
+    assert "ref-" not in out
+    # The refresh token, rotated, on the host only.
+    assert oct(store.stat().st_mode & 0o777) == "0o600"
+    kept = json.loads(store.read_text())["fake"]
+    assert kept["refresh_token"] == "ref-two-secret" and kept["access_token"] == "acc-two"
+    assert kept["id_token"] == "id-one"
+
+
+def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
+    """A refresh the provider refuses is one line in the guest, its text
+    sanitised; a bad providers file stops the run before it starts."""
+    for name in ("vmlinux", "sysroot.erofs"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    cfg = tmp_path / "config"
+    (cfg / "gantry").mkdir(parents=True)
+    providers = cfg / "gantry" / "oauth-providers.json"
+    providers.write_text(json.dumps({"fake": {
+        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT}}))
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "oauth-tokens.json").write_text(json.dumps({"fake": {
+        "access_token": "old", "refresh_token": "revoked", "expires_at": 1}}))
+    work = tmp_path / "work"
+    work.mkdir()
+    env = dict(os.environ, GANTRY_HOME=str(home), XDG_CONFIG_HOME=str(cfg))
+    try:
+        r = subprocess.run([str(gantry), "wrap", "-oauth-custody", "--", "sh", "-c",
+                            "/dev/.gantry-guest oauth token fake; echo rc=$?"],
+                           cwd=work, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                           timeout=boot_timeout() * 3)
+    finally:
+        srv.shutdown()
+    assert r.returncode == 0 and r.stdout == b"rc=1\n", r
+    err = r.stderr.decode()
+    assert "HTTP 400: invalid_grant" in err and "\x1b" not in err, err
+    providers.write_text(json.dumps({"fake": {"authorize": "http://192.0.2.1/a",
+                                              "token": f"{base}/token", "clientId": CLIENT}}))
+    r = subprocess.run([str(gantry), "wrap", "-oauth-custody", "--", "true"], cwd=work,
+                       env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert r.returncode == 2, r
+    lines = r.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "provider `fake`" in lines[0] and "https://" in lines[0], lines

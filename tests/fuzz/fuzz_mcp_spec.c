@@ -37,7 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check(strcmp(r.id, "fs") != 0);
 		check(strncmp(r.url, "https://", 8) == 0 ||
 		      (strncmp(r.url, "http://", 7) == 0 && r.loopback));
-		check(r.auth == MCP_AUTH_NONE || r.auth_secret != NULL);
+		check(r.auth == MCP_AUTH_NONE || r.auth_secret != NULL ||
+		      (r.auth == MCP_AUTH_CUSTODY && r.custody != NULL));
 		check(r.auth != MCP_AUTH_HEADER || r.header != NULL);
 		check(r.nr_allow <= MCP_GLOBS_MAX && r.nr_deny <= MCP_GLOBS_MAX);
 		if (r.nr_allow == 0)

@@ -41,12 +41,13 @@ fail() {
 # files: the file helper's records; state: a snapshot state file;
 # oci_spec: an OCI bundle's config.json; mcp_frame: a chunk-size byte and
 # the guest's MCP stream, messages up to a few KiB; mcp_spec: an
-# -mcp-remote spec and a tool name).
+# -mcp-remote spec and a tool name; oauth: a providers file, or the head
+# of a request to a login's callback).
 specs="virtq:8200 mmio:6145 vsock:16384 virtio_net:16384 virtio_fs:4096 image_json:8192 image_ref:512
 	registry_auth:4096 proto:65545 layer:65536 dns:8192 net_frame:65535
 	net_policy:65536 net_judge:1024 fuse:16384 share_spec:16384 guest_shares:8192 untar:65536 share_rpc:4096
 	secret_spec:8192 tls_hello:17000 egress_http:80000 api:65536 files:8192 state:65536 oci_spec:65536
-	mcp_frame:65536 mcp_spec:8192"
+	mcp_frame:65536 mcp_spec:8192 oauth:16384"
 
 # Every target in the source is in the list: one left out would never run.
 for src in "$here"/fuzz_*.c; do

@@ -47,6 +47,13 @@ static void test_spec_good(void **state)
 	assert_string_equal(r.header, "X-Api-Key");
 	assert_false(mcp_tool_allowed(&r, "anything")); /* no allow: no tools */
 	mcp_remote_spec_free(&r);
+	assert_int_equal(mcp_remote_spec_parse("name=c,url=https://c.example/,auth=custody:codex",
+					       &r, &err),
+			 0);
+	assert_int_equal(r.auth, MCP_AUTH_CUSTODY);
+	assert_string_equal(r.custody, "codex");
+	assert_null(r.auth_secret);
+	mcp_remote_spec_free(&r);
 	assert_int_equal(mcp_remote_spec_parse("url=http://[::1]:9/,name=v6", &r, &err), 0);
 	assert_true(r.loopback);
 	mcp_remote_spec_free(&r);
@@ -72,7 +79,8 @@ static void test_spec_bad(void **state)
 		"name=a,url=https://a.example/,auth=bearer:",	/* no variable */
 		"name=a,url=https://a.example/,auth=basic:X",	/* kind */
 		"name=a,url=https://a.example/,auth=header:Host:X", /* framing header */
-		"name=a,url=https://a.example/,auth=custody:codex", /* not built */
+		"name=a,url=https://a.example/,auth=custody:",	/* no provider */
+		"name=a,url=https://a.example/,auth=custody:a/b", /* not a name */
 		"name=a,url=https://a.example/,what=1",		/* key */
 		"name=a,url=https://a.example/,allow=",		/* empty glob */
 		"name=a,name=b,url=https://a.example/",		/* twice */
