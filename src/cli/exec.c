@@ -140,6 +140,7 @@ int cmd_exec(int argc, char **argv)
 	bool help = false, show_console = false, dashdash, docker = false, detach = false;
 	bool custody_on = false;
 	struct oauth_custody custody = { 0 };
+	struct cli_mcp_fs mcpfs = { 0 };
 	const char *from = NULL;
 	int rest, r;
 	const struct flag flags[] = {
@@ -147,6 +148,7 @@ int cmd_exec(int argc, char **argv)
 		FLAGS_PROCESS(&po),
 		FLAGS_SECRETS(&o),
 		FLAG_MCP_REMOTE(&gw),
+		FLAGS_MCP_FS(&mcpfs),
 		FLAG_OAUTH_CUSTODY(&custody_on),
 		{ "name", FLAG_STRING, &o.name, NULL, "NAME",
 		  "its name in gantry ls while it runs (default exec-XXXXXXXX)", 0 },
@@ -187,10 +189,10 @@ int cmd_exec(int argc, char **argv)
 				  argv[rest], argv[rest]);
 			goto done;
 		}
-		if (from || gw.n || custody_on || vm_flags_set(&o, show_console)) {
+		if (from || gw.n || mcpfs.on || custody_on || vm_flags_set(&o, show_console)) {
 			log_error("exec: -from, -name, -image, -cpus, -mem, -net, -p, -share, "
-				  "-proxy, -process-isolation, -mcp-remote, -oauth-custody and "
-				  "-console are for a "
+				  "-proxy, -process-isolation, -mcp, -mcp-remote, -oauth-custody "
+				  "and -console are for a "
 				  "fresh microVM, "
 				  "not for the sandbox `%s` (gantry exec [-e ...] NAME -- CMD)",
 				  argv[rest]);
@@ -215,7 +217,13 @@ int cmd_exec(int argc, char **argv)
 	}
 	po.args = argv + rest;
 	po.nargs = (size_t)(argc - rest);
-	if (gw.n)
+	if (cli_mcp_fs(&gw, &mcpfs, &err) < 0) {
+		gantry_error_prefix(&err, "exec");
+		gantry_error_print(&err);
+		r = 2;
+		goto done;
+	}
+	if (gw.n || gw.fs)
 		o.mcp = &gw;
 	if (sandbox_opts_check(&o, &err) < 0 || sandbox_process_opts_check(&po, &err) < 0) {
 		gantry_error_prefix(&err, "exec");
@@ -223,8 +231,9 @@ int cmd_exec(int argc, char **argv)
 		r = 2;
 		goto done;
 	}
-	if (from && (gw.n || custody_on)) {
-		log_error("exec: -from: -mcp-remote and -oauth-custody are for a fresh microVM");
+	if (from && (gw.n || gw.fs || custody_on)) {
+		log_error("exec: -from: -mcp, -mcp-remote and -oauth-custody are for a fresh "
+			  "microVM");
 		r = 2;
 		goto done;
 	}

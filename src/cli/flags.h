@@ -95,6 +95,23 @@ struct mcp_gateway;
 struct sandbox_opts;
 int cli_oauth_custody(struct oauth_custody *c, bool on, struct mcp_gateway *gw,
 		      struct sandbox_opts *o, gantry_error_t *err);
+/* -mcp, -mcp-fs-root, -mcp-fs-user into struct cli_mcp_fs; then
+ * cli_mcp_fs() gives them to the gateway (either of the last two without
+ * -mcp is an error). */
+struct cli_mcp_fs {
+	bool on;
+	const char *root, *user;
+};
+int cli_mcp_fs(struct mcp_gateway *gw, const struct cli_mcp_fs *f, gantry_error_t *err);
+#define FLAGS_MCP_FS(f)                                                                           \
+	{ "mcp", FLAG_BOOL, &(f)->on, NULL, NULL,                                                 \
+	  "the MCP gateway with its fs server (tools fs__read_file, fs__list_directory), "      \
+	  "for gantry-guest mcp-proxy (see docs/agents.md)",                                    \
+	  0 },                                                                                    \
+	{ "mcp-fs-root", FLAG_STRING, &(f)->root, NULL, "PATH",                                  \
+	  "the fs server's root in the sandbox (default /)", 0 },                                \
+	{ "mcp-fs-user", FLAG_STRING, &(f)->user, NULL, "USER",                                  \
+	  "the fs server's user: nobody (the default), UID or UID:GID; never root", 0 }
 #define FLAG_OAUTH_CUSTODY(on)                                                                    \
 	{ "oauth-custody", FLAG_BOOL, (on), NULL, NULL,                                          \
 	  "serve gantry-guest oauth login|token PROVIDER: the login done and its refresh "      \

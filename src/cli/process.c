@@ -131,3 +131,10 @@ int cli_oauth_custody(struct oauth_custody *c, bool on, struct mcp_gateway *gw,
 	}
 	return mcp_gateway_custody(gw, on ? c : NULL, err);
 }
+
+int cli_mcp_fs(struct mcp_gateway *gw, const struct cli_mcp_fs *f, gantry_error_t *err)
+{
+	if (!f->on && (f->root || f->user))
+		return gantry_error(err, EINVAL, "-mcp-fs-root and -mcp-fs-user need -mcp");
+	return f->on ? mcp_gateway_fs(gw, f->root, f->user, err) : 0;
+}

@@ -121,6 +121,7 @@ int cmd_wrap(int argc, char **argv)
 	gantry_error_t err = NULL;
 	cleanup_free char *cwd = NULL, *config = cli_config_path("wrap.json");
 	struct oauth_custody custody = { 0 };
+	struct cli_mcp_fs mcpfs = { 0 };
 	cleanup_free char **init_argv = NULL;
 	bool help = false, dashdash, inject = true, oauth = true, custody_on = false;
 	int rest, r;
@@ -147,6 +148,7 @@ int cmd_wrap(int argc, char **argv)
 		  "a login's browser URL shown here and its localhost callback carried into "
 		  "the VM (default true)",
 		  0 },
+		FLAGS_MCP_FS(&mcpfs),
 		FLAG_OAUTH_CUSTODY(&custody_on),
 		{ "inject-tokens", FLAG_BOOL, &inject, NULL, NULL,
 		  "the harnesses' API tokens injected at egress, a placeholder in the guest "
@@ -186,7 +188,13 @@ int cmd_wrap(int argc, char **argv)
 	init_argv[1] = PROTO_INIT_ARG;
 	init_argv[2] = "--";
 	memcpy(init_argv + 3, argv + rest, (size_t)(argc - rest) * sizeof(*init_argv));
-	if (gw.n)
+	if (cli_mcp_fs(&gw, &mcpfs, &err) < 0) {
+		gantry_error_prefix(&err, "wrap");
+		gantry_error_print(&err);
+		r = 2;
+		goto done;
+	}
+	if (gw.n || gw.fs)
 		o.mcp = &gw;
 	o.oauth_bridge = oauth;
 	po.args = init_argv;

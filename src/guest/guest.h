@@ -51,6 +51,7 @@ struct guest_config {
 	const struct tmpfs_mounts *tmpfs; /* gantry.tmpfs= (NULL: none) */
 	const struct guest_sockets *sockets; /* gantry.sock= (NULL: none) */
 	bool oauth_bridge;		     /* gantry.oauth=1: replays on vsock (sockets.c) */
+	const struct guest_mcpfs *mcpfs;     /* gantry.mcpfs= (NULL: none) */
 	/* gantry.root=TAG: the container's root is that directory of the
 	 * shares' hub (an OCI bundle's rootfs, served by the host), not the
 	 * image under an overlay; NULL: the image's */
@@ -104,6 +105,10 @@ void sockets_start(const struct guest_config *cfg);
 int guest_reaper_main(int argc, char **argv);
 /* mcp.c: PROTO_MCP_ARG, the MCP gateway's proxy (argv after it). */
 int guest_mcp_proxy_main(int argc, char **argv);
+/* mcpfs.c: parse gantry.mcpfs='s value (false, why filled, when bad),
+ * and serve one connection to it (in a child of its own; never returns). */
+bool mcpfs_parse(struct guest_mcpfs *fs, const char *value, char why[SHARE_WHY_MAX]);
+void __attribute__((noreturn)) mcpfs_serve(const struct guest_mcpfs *fs, int conn);
 /* oauth.c: PROTO_OPEN_URL_ARG, the guest's BROWSER, and PROTO_OAUTH_ARG,
  * OAuth custody's client (argv after it). */
 int guest_open_url_main(int argc, char **argv);

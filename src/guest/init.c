@@ -174,6 +174,7 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 	static struct shares shares;
 	static struct tmpfs_mounts tmpfs;
 	static struct guest_sockets sockets;
+	static struct guest_mcpfs mcpfs;
 	static char root[SHARE_TAG_MAX + 1];
 	char buf[CMDLINE_MAX];
 	unsigned int nets = 0;
@@ -243,6 +244,14 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 			else
 				guest_log("gantry.sock=%.48s: %s; not relayed",
 					  tok + sizeof(SOCKETS_PARAM) - 1, why);
+		} else if (strncmp(tok, MCPFS_PARAM, sizeof(MCPFS_PARAM) - 1) == 0) {
+			char why[SHARE_WHY_MAX];
+
+			if (mcpfs_parse(&mcpfs, tok + sizeof(MCPFS_PARAM) - 1, why))
+				cfg->mcpfs = &mcpfs;
+			else
+				guest_log("gantry.mcpfs=%.48s: %s; no fs server",
+					  tok + sizeof(MCPFS_PARAM) - 1, why);
 		} else if (strncmp(tok, ROOT_PARAM, sizeof(ROOT_PARAM) - 1) == 0) {
 			const char *t = tok + sizeof(ROOT_PARAM) - 1;
 

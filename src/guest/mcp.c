@@ -2,41 +2,108 @@
  * gateway. An MCP client in the container runs it as a stdio server
  * ({"command": "/dev/.gantry-guest", "args": ["mcp-proxy"]}); it dials the
  * host's PROTO_MCP_PORT and carries the client's newline-delimited
- * JSON-RPC there and the gateway's back, byte for byte. It holds no
- * credential and parses nothing: the gateway bounds and checks every
- * message. */
+ * JSON-RPC there and the gateway's back, byte for byte, whole lines at a
+ * time. It holds no credential and parses nothing: the gateway bounds and
+ * checks every message. The one line it looks at is the gateway's request
+ * for the built-in fs server, marked by its first byte (proto/agent.h),
+ * which it carries to gantry-init's fs server and answers with what that
+ * server says. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "guest/guest.h"
 
-#define MCP_COPY_BUF (64 * 1024)
+/* A line longer than this either way ends the proxy: the gateway takes
+ * 1 MiB, and sends no more than that and an fs answer. */
+#define MCP_LINE_MAX  (4 * 1024 * 1024)
+#define MCP_READ_BUF  (64 * 1024)
+#define MCP_FS_WAIT_MS 15000
 
-/* Copy one read's worth; false once the source ended (the far side is
- * told, for a socket, by a shutdown). */
-static bool copy_once(int from, int to, bool to_socket, char *buf)
+struct linebuf {
+	char *buf;
+	size_t len, cap;
+};
+
+/* Read what fd has onto b: 1, 0 at its end, -1 on an error, -2 when a
+ * line would be longer than MCP_LINE_MAX. */
+static int fill(int fd, struct linebuf *b)
 {
-	ssize_t n = read(from, buf, MCP_COPY_BUF);
+	ssize_t n;
 
-	if (n < 0 && errno == EINTR)
-		return true;
-	if (n <= 0) {
-		if (to_socket)
-			shutdown(to, SHUT_WR);
-		return false;
+	if (b->cap - b->len < MCP_READ_BUF) {
+		size_t cap = b->cap ? b->cap * 2 : 2 * MCP_READ_BUF;
+		char *p;
+
+		if (cap > MCP_LINE_MAX + MCP_READ_BUF)
+			return -2;
+		if ((p = realloc(b->buf, cap)) == NULL)
+			return -1;
+		b->buf = p;
+		b->cap = cap;
 	}
-	return guest_write_all(to, buf, (size_t)n) == 0;
+	n = read(fd, b->buf + b->len, b->cap - b->len);
+	if (n < 0 && errno == EINTR)
+		return 1;
+	if (n <= 0)
+		return n == 0 ? 0 : -1;
+	b->len += (size_t)n;
+	return 1;
+}
+
+static void consume(struct linebuf *b, size_t n)
+{
+	memmove(b->buf, b->buf + n, b->len - n);
+	b->len -= n;
+}
+
+/* The gateway's fs request (a whole line, its newline included) to the fs
+ * server; its answer, or an error line of our own, back to the gateway. */
+static int fs_request(int gw, const char *line, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = PROTO_MCP_FS_SOCKET };
+	size_t seq = strspn(line + 1, "0123456789"), got = 0, cap = PROTO_MCP_FS_LINE + 64;
+	char *answer = malloc(cap), err[96];
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+
+	if (answer && fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    guest_write_all(fd, line, len) == 0) {
+		for (;;) {
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+			ssize_t n;
+
+			if (poll(&p, 1, MCP_FS_WAIT_MS) <= 0)
+				break;
+			n = read(fd, answer + got, cap - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0 || (got += (size_t)n) == cap)
+				break;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	if (got > 1 && answer[0] == PROTO_MCP_FS_MARK && answer[got - 1] == '\n') {
+		r = guest_write_all(gw, answer, got);
+	} else {
+		int n = snprintf(err, sizeof(err), "%c%.*s err no answer from the fs server\n",
+				 PROTO_MCP_FS_MARK, (int)(seq < 20 ? seq : 20), line + 1);
+
+		r = guest_write_all(gw, err, (size_t)n);
+	}
+	free(answer);
+	return r;
 }
 
 int guest_mcp_proxy_main(int argc, char **argv)
 {
 	static const struct guest_config cfg = { 0 };
-	char *buf = malloc(MCP_COPY_BUF);
+	struct linebuf in = { 0 }, out = { 0 };
 	bool in_open = true;
 	int fd;
 
@@ -46,24 +113,58 @@ int guest_mcp_proxy_main(int argc, char **argv)
 		return 2;
 	}
 	fd = link_dial(&cfg, PROTO_MCP_PORT);
-	if (fd < 0 || buf == NULL) {
-		fprintf(stderr, "gantry: no MCP gateway (run with -mcp-remote): %s\n",
+	if (fd < 0) {
+		fprintf(stderr, "gantry: no MCP gateway (run with -mcp or -mcp-remote): %s\n",
 			strerror(errno));
 		return 1;
 	}
 	for (;;) {
 		struct pollfd p[2] = { { .fd = in_open ? STDIN_FILENO : -1, .events = POLLIN },
 				       { .fd = fd, .events = POLLIN } };
+		char *nl;
+		int r;
 
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return 1;
 		}
-		if (p[0].revents && !copy_once(STDIN_FILENO, fd, true, buf))
-			in_open = false;
-		/* The gateway's end is ours: once it closes, so do we. */
-		if (p[1].revents && !copy_once(fd, STDOUT_FILENO, false, buf))
-			return 0;
+		if (p[0].revents) {
+			r = fill(STDIN_FILENO, &in);
+			if (r == -2)
+				return 1;
+			/* The client's whole lines; at its end, the rest too. */
+			while ((nl = memchr(in.buf, '\n', in.len)) != NULL) {
+				if (guest_write_all(fd, in.buf, (size_t)(nl - in.buf) + 1) < 0)
+					return 1;
+				consume(&in, (size_t)(nl - in.buf) + 1);
+			}
+			if (r <= 0) {
+				if (in.len && guest_write_all(fd, in.buf, in.len) < 0)
+					return 1;
+				in.len = 0;
+				in_open = false;
+				shutdown(fd, SHUT_WR);
+			}
+		}
+		if (p[1].revents) {
+			/* The gateway's end is ours: once it closes, so do we. */
+			r = fill(fd, &out);
+			if (r == -2)
+				return 1;
+			while ((nl = memchr(out.buf, '\n', out.len)) != NULL) {
+				size_t n = (size_t)(nl - out.buf) + 1;
+
+				if (out.buf[0] == PROTO_MCP_FS_MARK ? fs_request(fd, out.buf, n) < 0 :
+					guest_write_all(STDOUT_FILENO, out.buf, n) < 0)
+					return 1;
+				consume(&out, n);
+			}
+			if (r <= 0) {
+				if (out.len)
+					(void)!guest_write_all(STDOUT_FILENO, out.buf, out.len);
+				return r == 0 ? 0 : 1;
+			}
+		}
 	}
 }

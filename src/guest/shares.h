@@ -79,6 +79,18 @@ struct guest_sockets {
 	char *v[SOCKETS_MAX]; /* container paths, owned */
 };
 
+/* The MCP gateway's fs server (mcpfs.c): gantry.mcpfs=ROOT,UID,GID, ROOT
+ * a container path in base64url, UID not root's. */
+#define MCPFS_PARAM "gantry.mcpfs="
+#define MCPFS_LISTEN SOCKETS_DIR "/mcpfs"
+
+struct guest_mcpfs {
+	bool on;
+	char root[SHARE_PATH_MAX + 1];
+	uid_t uid;
+	gid_t gid;
+};
+
 /* Parse one token into the list: false, with why filled, when it is not
  * added (bad, or the list is full). */
 bool sockets_add(struct guest_sockets *l, const char *value, char why[SHARE_WHY_MAX]);

@@ -154,12 +154,16 @@ static int listen_replay(void)
 	return fd;
 }
 
-static int listen_at(size_t i)
+/* SOCKETS_DIR/I, or path when given. */
+static int listen_at(size_t i, const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%zu", SOCKETS_DIR, i);
+	if (path)
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	else
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%zu", SOCKETS_DIR, i);
 	unlink(sa.sun_path);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    chmod(sa.sun_path, 0666) < 0 || listen(fd, 64) < 0) {
@@ -173,26 +177,29 @@ static int listen_at(size_t i)
 
 void sockets_start(const struct guest_config *cfg)
 {
-	struct pollfd p[SOCKETS_MAX + 1];
+	struct pollfd p[SOCKETS_MAX + 2];
 	size_t n = cfg->sockets ? cfg->sockets->n : 0;
 	sigset_t none;
 	pid_t pid;
 
-	if (n == 0 && !cfg->oauth_bridge)
+	if (n == 0 && !cfg->oauth_bridge && !cfg->mcpfs)
 		return;
-	if (n && mkdir(SOCKETS_DIR, 0755) < 0 && errno != EEXIST) {
+	if ((n || cfg->mcpfs) && mkdir(SOCKETS_DIR, 0755) < 0 && errno != EEXIST) {
 		guest_log("mkdir %s: %s; no socket relayed", SOCKETS_DIR, strerror(errno));
 		n = 0;
 	}
 	for (size_t i = 0; i < n; i++)
-		p[i] = (struct pollfd){ .fd = listen_at(i), .events = POLLIN };
-	/* The last slot: the OAuth bridge's replays, where asked for. */
+		p[i] = (struct pollfd){ .fd = listen_at(i, NULL), .events = POLLIN };
+	/* The last two slots: the OAuth bridge's replays and the MCP fs
+	 * server, where asked for. */
 	p[n] = (struct pollfd){ .fd = cfg->oauth_bridge ? listen_replay() : -1, .events = POLLIN };
+	p[n + 1] = (struct pollfd){ .fd = cfg->mcpfs ? listen_at(0, MCPFS_LISTEN) : -1,
+				    .events = POLLIN };
 	pid = fork();
 	if (pid < 0)
 		guest_log("fork the socket relay: %s", strerror(errno));
 	if (pid != 0) {
-		for (size_t i = 0; i <= n; i++)
+		for (size_t i = 0; i <= n + 1; i++)
 			if (p[i].fd >= 0)
 				close(p[i].fd);
 		return;
@@ -203,12 +210,12 @@ void sockets_start(const struct guest_config *cfg)
 	signal(SIGCHLD, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
 	for (;;) {
-		if (poll(p, n + 1, -1) < 0) {
+		if (poll(p, n + 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			_exit(1);
 		}
-		for (size_t i = 0; i <= n; i++) {
+		for (size_t i = 0; i <= n + 1; i++) {
 			int conn;
 
 			if (!(p[i].revents & POLLIN))
@@ -217,6 +224,8 @@ void sockets_start(const struct guest_config *cfg)
 			if (conn < 0)
 				continue;
 			if (fork() == 0) {
+				if (i == n + 1)
+					mcpfs_serve(cfg->mcpfs, conn);
 				if (i == n)
 					serve_replay(conn);
 				serve_conn(cfg, conn, (uint32_t)i);

@@ -302,6 +302,10 @@ static void write_socket_binds(FILE *f, const struct guest_config *cfg)
 		json_str(f, source);
 		fputs(",\"options\":[\"bind\",\"nosuid\",\"nodev\"]}", f);
 	}
+	if (cfg->mcpfs)
+		fputs(",{\"destination\":\"" PROTO_MCP_FS_SOCKET "\",\"type\":\"bind\",\"source\":\"" MCPFS_LISTEN
+		      "\",\"options\":[\"bind\",\"nosuid\",\"nodev\"]}",
+		      f);
 }
 
 /* The host's shares, last so that one over /tmp or /etc/hosts wins; crun

@@ -71,7 +71,7 @@ static json_t *initialize(json_t *id, json_t *params)
 					"serverInfo", "name", "gantry", "version", GANTRY_VERSION,
 					"instructions",
 					"Tools of the remote MCP servers this sandbox may use, "
-					"named SERVER__TOOL."));
+					"and of its fs server, named SERVER__TOOL."));
 }
 
 /* One remote's tools the guest may see, renamed, into out. */
@@ -128,6 +128,8 @@ static json_t *tools_list(struct mcp_gateway *g, json_t *id)
 {
 	json_t *tools = json_array();
 
+	if (g->fs)
+		mcp_fs_tools(tools);
 	for (size_t i = 0; i < g->n; i++)
 		list_remote(&g->remotes[i], tools);
 	return rpc_result(id, json_pack("{s:o}", "tools", tools));
@@ -143,6 +145,8 @@ static json_t *tools_call(struct mcp_gateway *g, json_t *id, json_t *params)
 
 	if (sep == NULL)
 		return rpc_error(id, RPC_PARAMS, "unknown tool: tools are SERVER__TOOL");
+	if (g->fs && strncmp(full, MCP_FS_ID TOOL_SEP, sizeof(MCP_FS_ID TOOL_SEP) - 1) == 0)
+		return rpc_error(id, RPC_INTERNAL, "the fs server answers in a session only");
 	for (size_t i = 0; i < g->n; i++)
 		if (strlen(g->remotes[i].spec.id) == (size_t)(sep - full) &&
 		    strncmp(g->remotes[i].spec.id, full, (size_t)(sep - full)) == 0)
@@ -237,12 +241,26 @@ static bool answer(struct mcp_gateway *g, int fd, json_t *msg)
 
 void mcp_session_init(struct mcp_session *s, int fd)
 {
-	s->fd = fd;
+	*s = (struct mcp_session){ .fd = fd };
 	mcp_reader_init(&s->rd);
+}
+
+/* A tools/call of an fs tool: sent on to the guest's fs server. */
+static bool is_fs_call(const struct mcp_gateway *g, json_t *msg)
+{
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	const char *name = json_string_value(
+		json_object_get(json_object_get(msg, "params"), "name"));
+
+	return g->fs && method && strcmp(method, "tools/call") == 0 && name &&
+	       json_object_get(msg, "id") &&
+	       strncmp(name, MCP_FS_ID TOOL_SEP, sizeof(MCP_FS_ID TOOL_SEP) - 1) == 0;
 }
 
 void mcp_session_end(struct mcp_session *s)
 {
+	for (size_t i = 0; i < MCP_FS_PENDING; i++)
+		mcp_fs_forget(&s->fs_pending[i]);
 	mcp_reader_free(&s->rd);
 	if (s->fd >= 0)
 		close(s->fd);
@@ -266,11 +284,27 @@ bool mcp_session_step(struct mcp_gateway *g, struct mcp_session *s)
 	mcp_reader_wrote(&s->rd, (size_t)n);
 	while ((r = mcp_reader_next(&s->rd, &line, &len, &why)) == 1) {
 		json_error_t jerr;
-		json_t *msg = json_loadb(line, len, 0, &jerr), *reply;
+		json_t *msg = NULL, *reply;
+		char *request = NULL;
 
-		reply = msg ? mcp_gateway_handle(g, msg) :
-			      rpc_error(NULL, -32700, "parse error: %s", jerr.text);
+		if (line[0] == PROTO_MCP_FS_MARK) {
+			reply = g->fs ? mcp_fs_answer(s, line, len) : NULL;
+		} else if ((msg = json_loadb(line, len, 0, &jerr)) == NULL) {
+			reply = rpc_error(NULL, -32700, "parse error: %s", jerr.text);
+		} else if (is_fs_call(g, msg)) {
+			reply = mcp_fs_request(s, json_object_get(msg, "id"),
+					       json_object_get(msg, "params"), &request);
+		} else {
+			reply = mcp_gateway_handle(g, msg);
+		}
 		json_decref(msg);
+		if (request) {
+			bool sent = send_all(g, s->fd, request, strlen(request));
+
+			free(request);
+			if (!sent)
+				return false;
+		}
 		if (reply && !answer(g, s->fd, reply)) {
 			json_decref(reply);
 			return false;
@@ -355,7 +389,7 @@ static int spawn_worker(struct mcp_gateway *g, int listen, enum confine_mode mod
 			gantry_error_t *err)
 {
 	static const char *const env[] = { "GANTRY_LOG", CONFINE_SECCOMP_ENV, NET_DNS_ENV, NULL };
-	cleanup_free const char **args = xzalloc((6 + 2 * g->n) * sizeof(*args));
+	cleanup_free const char **args = xzalloc((7 + 2 * g->n) * sizeof(*args));
 	char listen_arg[16], trust_arg[16];
 	cleanup_close int trust = -1;
 	json_t *remotes = json_array(), *isolation = NULL;
@@ -371,6 +405,8 @@ static int spawn_worker(struct mcp_gateway *g, int listen, enum confine_mode mod
 		args[n++] = "--remote";
 		args[n++] = g->specs[i];
 	}
+	if (g->fs)
+		args[n++] = "--fs";
 	if ((trust = egress_trust_open(err)) < 0) {
 		json_decref(remotes);
 		return gantry_error_prefix(err, "the MCP gateway");
@@ -414,7 +450,7 @@ int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode
 	cleanup_free char *path = NULL;
 	cleanup_close int listen = -1;
 
-	if (g->n == 0)
+	if (g->n == 0 && !g->fs)
 		return 0;
 	xasprintf(&path, "%s/%d.sock", dir, PROTO_MCP_PORT);
 	if (mode == CONFINE_OFF)
@@ -453,4 +489,7 @@ void mcp_gateway_free(struct mcp_gateway *g)
 		free(g->specs[i]);
 	}
 	g->n = 0;
+	free(g->fs_root);
+	g->fs_root = NULL;
+	g->fs = false;
 }

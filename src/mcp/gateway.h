@@ -11,6 +11,7 @@
 #define GANTRY_MCP_GATEWAY_H
 
 #include <jansson.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,8 +30,16 @@
 #define MCP_WORKER_LOG	    "worker-mcp.log"
 #define MCP_WORKER_READY_MS 10000
 
+/* The built-in fs server's name: its tools are fs__read_file and
+ * fs__list_directory, done in the guest (proto/agent.h, guest/mcpfs.c). */
+#define MCP_FS_ID      "fs"
+#define MCP_FS_PENDING 16 /* a session's fs calls under way */
+
 struct mcp_gateway {
 	struct acceptor acc;	      /* in this process (isolation off): a thread a session */
+	bool fs;		      /* -mcp: the fs server's tools */
+	char *fs_root;		      /* its root in the sandbox */
+	uint32_t fs_uid, fs_gid;      /* its user there (never root) */
 	char *specs[MCP_REMOTES_MAX]; /* as given: a confined gateway's arguments */
 	pid_t pid;		      /* the confined gateway; -1: none */
 	int chan;
@@ -63,11 +72,24 @@ void mcp_gateway_stop(struct mcp_gateway *g);
 /* ... and forget the remotes and their secrets. */
 void mcp_gateway_free(struct mcp_gateway *g);
 
+/* -mcp, -mcp-fs-root ROOT (NULL: "/"), -mcp-fs-user nobody|UID|UID:GID
+ * (NULL: nobody; root refused): the fs server on. */
+int mcp_gateway_fs(struct mcp_gateway *g, const char *root, const char *user,
+		   gantry_error_t *err);
+
+struct mcp_fs_pending {
+	unsigned long long seq;
+	json_t *id; /* the client's request's; NULL: a free slot */
+	char *path;
+};
+
 /* One guest connection: its bytes read as they come, each whole message
- * answered in turn. */
+ * answered in turn; an fs call answered when the guest's fs server has. */
 struct mcp_session {
 	int fd;
 	struct mcp_reader rd;
+	struct mcp_fs_pending fs_pending[MCP_FS_PENDING];
+	unsigned long long fs_seq;
 };
 
 void mcp_session_init(struct mcp_session *s, int fd);
@@ -76,6 +98,15 @@ void mcp_session_init(struct mcp_session *s, int fd);
  * it would not take). */
 bool mcp_session_step(struct mcp_gateway *g, struct mcp_session *s);
 void mcp_session_end(struct mcp_session *s);
+
+/* fs.c: the fs server's tools, into tools; a tools/call of one: NULL with
+ * *line the request to send the guest (the call then waits in s), or the
+ * call's answer (a bad call); the guest's answer line: the reply to the
+ * call it answers, or NULL (no such call). */
+void mcp_fs_tools(json_t *tools);
+json_t *mcp_fs_request(struct mcp_session *s, json_t *id, json_t *params, char **line);
+json_t *mcp_fs_answer(struct mcp_session *s, const char *line, size_t len);
+void mcp_fs_forget(struct mcp_fs_pending *p);
 
 /* The confined gateway's main (mcp/worker.c). */
 int mcp_worker_main(int argc, char **argv);

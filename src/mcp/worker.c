@@ -6,7 +6,7 @@
  * channel once it is. One thread: the guest's sessions are served in
  * turn, each message answered before the next is read.
  *
- *   gantry __mcp-worker --listen-fd N --trust-fd N --remote SPEC... */
+ *   gantry __mcp-worker --listen-fd N --trust-fd N [--remote SPEC]... [--fs] */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,6 +30,7 @@
 
 struct args {
 	int chan, listen_fd, trust_fd;
+	bool fs;
 	char *specs[MCP_REMOTES_MAX];
 	size_t nr_specs;
 	struct confine_opts confine;
@@ -58,6 +59,8 @@ static int parse_args(int argc, char **argv, struct args *a)
 			i++;
 		else if (strcmp(opt, "--remote") == 0 && val && a->nr_specs < MCP_REMOTES_MAX)
 			a->specs[a->nr_specs++] = argv[++i];
+		else if (strcmp(opt, "--fs") == 0)
+			a->fs = true;
 		else
 			return -1;
 	}
@@ -65,8 +68,10 @@ static int parse_args(int argc, char **argv, struct args *a)
 	a->confine.host_net = true;
 	a->confine.load_filter = load_filter;
 	a->confine.nofile = MCP_WORKER_NOFILE;
-	return (a->listen_fd >= 0 && a->trust_fd >= 0 && a->nr_specs) || a->confine.self_test ? 0
-											      : -1;
+	return (a->listen_fd >= 0 && a->trust_fd >= 0 && (a->nr_specs || a->fs)) ||
+			       a->confine.self_test ?
+		       0 :
+		       -1;
 }
 
 struct worker {
@@ -92,6 +97,7 @@ static int setup(struct worker *w, const struct args *a, gantry_error_t *err)
 				   .trust = w->trust,
 				   .trust_len = len };
 	mcp_gateway_init(&w->g);
+	w->g.fs = a->fs; /* the guest does its work: no root or user here */
 	for (size_t i = 0; i < a->nr_specs; i++) {
 		if (mcp_remote_open(&w->g.remotes[i], a->specs[i], false, err) < 0)
 			return -1;

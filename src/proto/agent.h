@@ -92,6 +92,19 @@
 #define PROTO_MCP_PORT 1029
 /* ... and with this one, that proxy. */
 #define PROTO_MCP_ARG "mcp-proxy"
+/* The gateway's built-in fs server (gantry.mcpfs=): the gateway sends
+ * the proxy, on the same stream, a line that starts with PROTO_MCP_FS_MARK
+ * (never the first byte of JSON), "\x1eSEQ read|list B64URL-PATH\n"; the
+ * proxy carries it to gantry-init's fs server (PROTO_MCP_FS_SOCKET in the
+ * container, where each connection takes one such line) and that
+ * server's answer back, "\x1eSEQ ok B64URL-DATA\n" or "\x1eSEQ err
+ * TEXT\n". The proxy forwards the client's messages whole lines at a
+ * time, so that nothing is put inside one. A file read is at most
+ * PROTO_MCP_FS_MAX bytes, a listing as much text. */
+#define PROTO_MCP_FS_MARK   '\x1e'
+#define PROTO_MCP_FS_SOCKET "/dev/.gantry-mcp-fs"
+#define PROTO_MCP_FS_MAX    (512 * 1024)
+#define PROTO_MCP_FS_LINE   (PROTO_MCP_FS_MAX / 3 * 4 + 128)
 /* The OAuth bridge (gantry wrap): `gantry-guest open-url URL`, the
  * guest's BROWSER, dials this host port and writes the URL a login tool
  * would open, one line (at most PROTO_OAUTH_URL_MAX); the host answers one

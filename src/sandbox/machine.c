@@ -89,7 +89,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 			   !sb->transient && (sb->writable || sb->root), sb->root, sb->host_root,
 			   err) < 0 ||
 	    machine_tmpfs(m, sb->tmpfs, sb->nr_tmpfs, err) < 0 ||
-	    machine_sockets(m, sb->sockets, sb->nr_sockets, sb->oauth_bridge, err) < 0)
+	    machine_sockets(m, sb->sockets, sb->nr_sockets, sb->oauth_bridge, sb->mcp_fs, err) < 0)
 		return -1;
 	m->cfg.disks[m->cfg.nr_disks++] = (struct vmm_disk){ .path = m->sysroot, .ro = true };
 	/* An OCI bundle's root is served (gantry.root=), not attached. */

@@ -166,11 +166,11 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
  * in base64url (guest/shares.h reads them). */
 int machine_tmpfs(struct machine *m, char *const *tmpfs, size_t n, gantry_error_t *err);
 /* Host sockets relayed into the container (oneshot_sockets.h), each
- * gantry.sock=PATH on the guest's command line, PATH in base64url; and
- * with oauth, gantry.oauth=1 (the OAuth bridge's replays,
- * oneshot_oauth.h). */
+ * gantry.sock=PATH on the guest's command line, PATH in base64url; with
+ * oauth, gantry.oauth=1 (the OAuth bridge's replays, oneshot_oauth.h);
+ * with mcpfs, gantry.mcpfs=MCPFS (the MCP gateway's fs server). */
 int machine_sockets(struct machine *m, char *const *paths, size_t n, bool oauth,
-		    gantry_error_t *err);
+		    const char *mcpfs, gantry_error_t *err);
 /* Check sp's host directory (share_host_check), open it and add it to
  * srv as an export. */
 struct share_spec;

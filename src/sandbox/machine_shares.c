@@ -370,11 +370,14 @@ int machine_tmpfs(struct machine *m, char *const *tmpfs, size_t n, gantry_error_
 }
 
 int machine_sockets(struct machine *m, char *const *paths, size_t n, bool oauth,
-		    gantry_error_t *err)
+		    const char *mcpfs, gantry_error_t *err)
 {
-	if (oauth) {
+	const char *flags[] = { oauth ? " gantry.oauth=1" : "", mcpfs ? " gantry.mcpfs=" : "",
+				mcpfs ? mcpfs : "" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		size_t len = strlen(m->append);
-		int k = snprintf(m->append + len, sizeof(m->append) - len, " gantry.oauth=1");
+		int k = snprintf(m->append + len, sizeof(m->append) - len, "%s", flags[i]);
 
 		if (k < 0 || (size_t)k >= sizeof(m->append) - len) {
 			m->append[len] = '\0';

@@ -20,6 +20,7 @@
 #include "sandbox/lifecycle.h"
 #include "sandbox/oneshot_broker.h"
 #include "sandbox/oneshot_oauth.h"
+#include "share/spec.h"
 #include "sandbox/oneshot_sockets.h"
 #include "common/json.h"
 #include "sandbox/machine.h"
@@ -231,6 +232,11 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (sandbox_opts_net(o, &sb, err) < 0 || ports_pick(sb.ports, sb.nr_ports, err) < 0) {
 		sandbox_transient_free(&sb);
 		return -1;
+	}
+	if (o->mcp && o->mcp->fs) {
+		cleanup_free char *root = share_b64url(o->mcp->fs_root);
+
+		xasprintf(&sb.mcp_fs, "%s,%u,%u", root, o->mcp->fs_uid, o->mcp->fs_gid);
 	}
 	/* A port picked for the user is one they could not know otherwise. */
 	for (size_t i = 0; i < sb.nr_ports; i++)

@@ -296,6 +296,8 @@ void sandbox_transient_free(struct sandbox *sb)
 	strv_free(sb->sockets);
 	sb->sockets = NULL;
 	sb->nr_sockets = 0;
+	free(sb->mcp_fs);
+	sb->mcp_fs = NULL;
 }
 
 /* The file may have been edited: each port is checked and stored as its

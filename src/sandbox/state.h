@@ -56,6 +56,7 @@ struct sandbox {
 	char **sockets;		     /* host sockets relayed in (one-shot only) */
 	size_t nr_sockets;
 	bool oauth_bridge; /* the OAuth bridge's replays (one-shot only) */
+	char *mcp_fs;	   /* the MCP fs server's gantry.mcpfs= value (one-shot only) */
 	char *hostname;		     /* the guest's; NULL: name */
 	struct image_config *config; /* NULL for a prebuilt .erofs */
 	uint64_t cpus, mem_mib, disk_mib;

@@ -143,6 +143,72 @@ def test_custody_token_as_the_credential(gantry, remote, tmp_path):
         store.unlink()
 
 
+FS_SETUP = r"""
+set -e
+mkdir -p /tmp/jail/d
+echo hello > /tmp/jail/d/a.txt
+echo secret > /tmp/jail/d/private
+chmod 600 /tmp/jail/d/private
+printf 'x\377y' > /tmp/jail/d/bin
+ln -s /etc/passwd /tmp/jail/d/link
+node "$1/fsclient.mjs" "$2"
+"""
+
+
+def test_fs_server(gantry, remote):
+    """-mcp: the fs server's two tools, run in the guest shut in
+    -mcp-fs-root as nobody: a listing, a file by absolute and relative
+    path, calls made at once; a file only its owner may read, a symlink
+    and `..` that would leave the root, a directory read as a file, all
+    errors of their own; bytes that are not UTF-8 as U+FFFD."""
+    calls = [["fs__list_directory", "/d"], ["fs__read_file", "/d/a.txt"],
+             ["fs__read_file", "d/a.txt"], ["fs__read_file", "/d/private"],
+             ["fs__read_file", "/d/link"], ["fs__read_file", "/../../etc/passwd"],
+             ["fs__read_file", "/d"], ["fs__read_file", "/d/bin"],
+             ["fs__list_directory", "/nowhere"]]
+    for name in ("vmlinux", "sysroot.erofs"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    work = remote["base"] / "work"
+    work.mkdir(exist_ok=True)
+    env = dict(os.environ, GANTRY_HOME=str(remote["base"] / "gantry-home"))
+    r = subprocess.run([str(gantry), "wrap", "-share", f"mcp={MCP}@{MCP},ro", "-mcp",
+                        "-mcp-fs-root", "/tmp/jail", "--", "sh", "-c", FS_SETUP, "fs", str(MCP),
+                        json.dumps(calls)],
+                       cwd=work, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                       timeout=boot_timeout() * 4)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, (out, r.stderr.decode(errors="replace"))
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["tools"] == ["fs__list_directory", "fs__read_file"], seen
+    c = seen["calls"]
+    assert c[0] == {"isError": False,
+                    "text": "[FILE] a.txt\n[FILE] bin\n[LINK] link\n[FILE] private\n"}, c[0]
+    assert c[1] == c[2] == {"isError": False, "text": "hello\n"}, c[1:3]
+    assert c[3]["isError"] and "Permission denied" in c[3]["text"], c[3]
+    assert c[4]["isError"] and "No such file" in c[4]["text"], c[4]
+    assert c[5]["isError"] and "No such file" in c[5]["text"], c[5]
+    assert c[6]["isError"] and "a directory" in c[6]["text"], c[6]
+    assert c[7] == {"isError": False, "text": "x\ufffdy"}, c[7]
+    assert c[8]["isError"] and "/nowhere" in c[8]["text"], c[8]
+
+
+@pytest.mark.parametrize("flags,why", [
+    (["-mcp", "-mcp-fs-user", "0"], "not root"),
+    (["-mcp", "-mcp-fs-user", "0:5"], "not root"),
+    (["-mcp", "-mcp-fs-user", "daemon"], "nobody, UID or UID:GID"),
+    (["-mcp", "-mcp-fs-root", "tmp"], "absolute"),
+    (["-mcp-fs-root", "/srv"], "need -mcp"),
+])
+def test_fs_server_refused_flags(gantry, tmp_path, flags, why):
+    r = subprocess.run([str(gantry), "wrap", *flags, "--", "true"], cwd=tmp_path,
+                       env=dict(os.environ, GANTRY_HOME=str(tmp_path / "home")),
+                       capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert r.returncode == 2, r
+    lines = r.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and why in lines[0], lines
+
+
 def test_mcp_tools_lists_what_the_guest_sees(gantry, remote):
     """`gantry mcp tools NAME` of a running one-shot: its gateway's list."""
     for name in ("vmlinux", "sysroot.erofs", "default-image"):

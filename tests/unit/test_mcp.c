@@ -264,13 +264,120 @@ static void test_gateway_answers(void **state)
 	mcp_gateway_free(&g);
 }
 
+static json_t *call(const char *name, const char *path)
+{
+	return json_pack("{s:s,s:{s:s}}", "name", name, "arguments", "path", path);
+}
+
+static const char *result_text(json_t *reply, bool *error)
+{
+	json_t *r = json_object_get(reply, "result");
+
+	*error = json_is_true(json_object_get(r, "isError"));
+	return json_string_value(json_object_get(json_array_get(json_object_get(r, "content"), 0),
+						 "text"));
+}
+
+static json_t *fs_answer(struct mcp_session *s, const char *line)
+{
+	return mcp_fs_answer(s, line, strlen(line));
+}
+
+static void test_fs(void **state)
+{
+	struct mcp_gateway g;
+	struct mcp_session s;
+	gantry_error_t err = NULL;
+	json_t *id = json_integer(7), *params, *reply, *list;
+	char *line = NULL;
+	bool error;
+
+	(void)state;
+	mcp_gateway_init(&g);
+	/* The user: nobody by default; UID, UID:GID; never root. */
+	assert_int_equal(mcp_gateway_fs(&g, NULL, NULL, &err), 0);
+	assert_string_equal(g.fs_root, "/");
+	assert_int_equal(g.fs_uid, 65534);
+	assert_int_equal(mcp_gateway_fs(&g, "/srv/x", "1000:50", &err), 0);
+	assert_int_equal(g.fs_uid, 1000);
+	assert_int_equal(g.fs_gid, 50);
+	assert_int_equal(mcp_gateway_fs(&g, "/srv", "0", &err), -1);
+	gantry_error_free(&err);
+	assert_int_equal(mcp_gateway_fs(&g, "/srv", "bob", &err), -1);
+	gantry_error_free(&err);
+	assert_int_equal(mcp_gateway_fs(&g, "srv", NULL, &err), -1);
+	gantry_error_free(&err);
+	assert_int_equal(mcp_gateway_fs(&g, "/srv/../etc", NULL, &err), -1);
+	gantry_error_free(&err);
+	/* Its tools, listed first. */
+	reply = mcp_gateway_handle(&g, json_pack("{s:s,s:i,s:s}", "jsonrpc", "2.0", "id", 1,
+						 "method", "tools/list"));
+	list = json_object_get(json_object_get(reply, "result"), "tools");
+	assert_int_equal(json_array_size(list), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "name")),
+			    "fs__read_file");
+	json_decref(reply);
+
+	mcp_session_init(&s, -1);
+	/* A call: the request line, the path made absolute, then the answer. */
+	params = call("fs__read_file", "d/a.txt");
+	assert_null(mcp_fs_request(&s, id, params, &line));
+	assert_string_equal(line, "\x1e" "1 read L2QvYS50eHQ\n");
+	free(line);
+	json_decref(params);
+	assert_null(fs_answer(&s, "\x1e" "2 ok aGk")); /* asked for nothing */
+	reply = fs_answer(&s, "\x1e" "1 ok aGVsbG8K");
+	assert_non_null(reply);
+	assert_int_equal(json_integer_value(json_object_get(reply, "id")), 7);
+	assert_string_equal(result_text(reply, &error), "hello\n");
+	assert_false(error);
+	json_decref(reply);
+	assert_null(fs_answer(&s, "\x1e" "1 ok aGk")); /* answered once only */
+	/* An error, its text made safe and the path named. */
+	params = call("fs__list_directory", "/x\x1b");
+	assert_null(mcp_fs_request(&s, id, params, &line));
+	free(line);
+	json_decref(params);
+	reply = fs_answer(&s, "\x1e" "2 err No such \x1b[2Jfile");
+	assert_string_equal(result_text(reply, &error), "/x?: No such ?[2Jfile");
+	assert_true(error);
+	json_decref(reply);
+	/* Bad calls are answered at once. */
+	params = call("fs__write_file", "/x");
+	reply = mcp_fs_request(&s, id, params, &line);
+	assert_null(line);
+	result_text(reply, &error);
+	assert_true(error);
+	json_decref(reply);
+	json_decref(params);
+	params = json_pack("{s:s,s:{}}", "name", "fs__read_file", "arguments");
+	reply = mcp_fs_request(&s, id, params, &line);
+	assert_null(line);
+	json_decref(reply);
+	json_decref(params);
+	/* At most MCP_FS_PENDING under way. */
+	params = call("fs__read_file", "/x");
+	for (int i = 0; i < MCP_FS_PENDING; i++) {
+		assert_null(mcp_fs_request(&s, id, params, &line));
+		free(line);
+	}
+	reply = mcp_fs_request(&s, id, params, &line);
+	assert_null(line);
+	assert_non_null(strstr(result_text(reply, &error), "too many"));
+	json_decref(reply);
+	json_decref(params);
+	mcp_session_end(&s);
+	json_decref(id);
+	mcp_gateway_free(&g);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_spec_good), cmocka_unit_test(test_spec_bad),
 		cmocka_unit_test(test_glob),	  cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_reader),	  cmocka_unit_test(test_redact),
-		cmocka_unit_test(test_gateway_answers),
+		cmocka_unit_test(test_gateway_answers), cmocka_unit_test(test_fs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
