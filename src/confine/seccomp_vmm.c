@@ -122,13 +122,12 @@ static const int main_sys[] = {
 
 /* The main thread saving the VM (vmm_filter_opts.save): the state and
  * memory files it was handed, which pages of guest RAM are in use (its
- * pagemap, opened during set-up, or the data ranges of RAM's memfd), and
+ * pagemap, opened during set-up), and
  * the disks synced and looked at (virtio-blk's part of the save); after a
  * live save, the next save's files from the caller (a VMM worker's
  * channel). */
 static const int save_sys[] = {
 	SCMP_SYS(recvmsg),
-	SCMP_SYS(lseek),
 	SCMP_SYS(pwrite64),
 	SCMP_SYS(pread64),
 	SCMP_SYS(ftruncate),

@@ -337,9 +337,7 @@ static int vmm_boot(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 		goto out;
 	/* Load the guest before opening KVM: a bad image is bad input, whatever
 	 * this host's KVM can do. */
-	if ((cfg->fs.handler && cfg->fs.remote ?
-		     guest_mem_init_shared(&v->vm.mem, cfg->mem_mib * MiB, err) :
-		     guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err)) < 0)
+	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
 		goto out;
 	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
 		gantry_error_prefix(err, "%s", cfg->kernel);
@@ -433,15 +431,10 @@ static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error
 				    "%u, %llu and %u",
 				    got.cpus, (unsigned long long)got.mem_mib, got.devices,
 				    want.cpus, (unsigned long long)want.mem_mib, want.devices);
-	/* A share worker maps RAM too: it must be the memfd it is given. */
-	if (cfg->fs.handler && cfg->fs.remote) {
-		if (guest_mem_init_shared(&v->vm.mem, cfg->mem_mib * MiB, err) < 0 ||
-		    guest_mem_load(&v->vm.mem, cfg->restore_mem_fd, err) < 0)
-			return -1;
-	} else if (guest_mem_init_file(&v->vm.mem, cfg->mem_mib * MiB, cfg->restore_mem_fd,
-				       err) < 0) {
+	/* The memory file mapped copy-on-write: clones of one snapshot share
+	 * its page cache (the share worker maps none of it: share/rpc.h). */
+	if (guest_mem_init_file(&v->vm.mem, cfg->mem_mib * MiB, cfg->restore_mem_fd, err) < 0)
 		return -1;
-	}
 	v->t_loaded = now_ms_frac();
 	if (vmm_build(v, cfg, err) < 0 || vm_chips_restore(v->vm.vm_fd, &v->state, err) < 0 ||
 	    serial_restore(&v->serial, &v->state, err) < 0)

@@ -88,6 +88,10 @@ int oauth_providers_load(const char *config, struct oauth_provider **out, size_t
  * err when the provider sent an error. */
 int oauth_callback_parse(const char *head, const char *path, const char *state, char **code,
 			 gantry_error_t *err);
+/* Query parameter key of the qlen bytes of query q (no '?'), decoded
+ * ('+' a space, %XX a byte); NULL when absent or when it decodes to a
+ * NUL. Allocated. */
+char *oauth_query_param(const char *q, size_t qlen, const char *key);
 /* A provider name: [A-Za-z0-9][A-Za-z0-9._-]{0,31}. */
 bool oauth_name_valid(const char *s);
 /* An endpoint Gantry will call: https://, or http:// to 127.0.0.1,

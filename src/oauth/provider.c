@@ -266,9 +266,7 @@ static int hexval(int c)
 	return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
 }
 
-/* Query parameter key of q (up to its end), percent-decoded; NULL when
- * absent or when it decodes to a NUL. */
-static char *param(const char *q, size_t qlen, const char *key)
+char *oauth_query_param(const char *q, size_t qlen, const char *key)
 {
 	size_t klen = strlen(key);
 
@@ -318,17 +316,17 @@ int oauth_callback_parse(const char *head, const char *path, const char *state, 
 		return 0;
 	q = target + plen + (target[plen] == '?');
 	qlen = (size_t)(end - q);
-	got_state = param(q, qlen, "state");
+	got_state = oauth_query_param(q, qlen, "state");
 	if (got_state == NULL || strcmp(got_state, state) != 0)
 		return 0;
-	error = param(q, qlen, "error");
+	error = oauth_query_param(q, qlen, "error");
 	if (error) {
-		desc = param(q, qlen, "error_description");
+		desc = oauth_query_param(q, qlen, "error_description");
 		return gantry_error(err, EACCES, "the provider refused the login: %.64s%s%.200s",
 				    text_sanitize(error, 64), desc ? ": " : "",
 				    desc ? text_sanitize(desc, 200) : "");
 	}
-	*code = param(q, qlen, "code");
+	*code = oauth_query_param(q, qlen, "code");
 	if (*code == NULL || **code == '\0' || strlen(*code) > 4096) {
 		free(*code);
 		*code = NULL;

@@ -20,38 +20,12 @@
 
 #define OAUTH_READ_MS 5000
 
-static int hexval(int c)
-{
-	return isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
-}
-
 /* The value of query parameter key in url, percent-decoded, or NULL. */
 static char *query_param(const char *url, const char *key)
 {
-	const char *q = strchr(url, '?'), *p;
-	size_t klen = strlen(key);
+	const char *q = strchr(url, '?');
 
-	if (q == NULL)
-		return NULL;
-	for (p = q + 1; *p && *p != '#'; p += strcspn(p, "&#"), p += (*p == '&')) {
-		size_t n = strcspn(p, "&#");
-		char *out, *o;
-
-		if (n <= klen || strncmp(p, key, klen) != 0 || p[klen] != '=')
-			continue;
-		o = out = xmalloc(n - klen);
-		for (const char *c = p + klen + 1; c < p + n; c++) {
-			if (*c == '%' && c + 2 < p + n + 1 && hexval(c[1]) >= 0 && hexval(c[2]) >= 0) {
-				*o++ = (char)(hexval(c[1]) * 16 + hexval(c[2]));
-				c += 2;
-			} else {
-				*o++ = *c == '+' ? ' ' : *c;
-			}
-		}
-		*o = '\0';
-		return out;
-	}
-	return NULL;
+	return q ? oauth_query_param(q + 1, strcspn(q + 1, "#"), key) : NULL;
 }
 
 uint16_t oauth_callback_port(const char *url)

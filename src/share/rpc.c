@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "share/routes.h"
@@ -85,12 +86,11 @@ static void put_sock(struct share_rpc_client *c, int i)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* One message and its answer: the answer's length into *len. false when
- * the worker took or answered none (it is gone). */
-static bool call(struct share_rpc_client *c, const void *msg, size_t n, uint64_t *len)
+/* One message and its answer on socket i: the answer's length into
+ * *len. false when the worker took or answered none (it is gone). */
+static bool call_on(struct share_rpc_client *c, int i, const void *msg, size_t n, uint64_t *len)
 {
 	struct share_rpc_reply rep = { 0 };
-	int i = take_sock(c);
 	ssize_t r;
 
 	while ((r = send(c->socks[i], msg, n, MSG_NOSIGNAL)) < 0 && errno == EINTR)
@@ -98,37 +98,80 @@ static bool call(struct share_rpc_client *c, const void *msg, size_t n, uint64_t
 	if (r == (ssize_t)n)
 		while ((r = recv(c->socks[i], &rep, sizeof(rep), 0)) < 0 && errno == EINTR)
 			;
-	put_sock(c, i);
 	*len = rep.len;
 	return r == (ssize_t)sizeof(rep);
+}
+
+/* Whether every iovec lies in guest RAM: the device's chains always do;
+ * anything else never leaves the VMM. */
+static bool in_ram(const struct guest_mem *mem, const struct iovec *v, size_t n, uint64_t *total)
+{
+	struct share_rpc_seg seg;
+
+	*total = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!seg_of(mem, &v[i], &seg))
+			return false;
+		*total += v[i].iov_len;
+	}
+	return true;
 }
 
 static size_t client_handle(void *opaque, const struct iovec *in, size_t nr_in,
 			    const struct iovec *out, size_t nr_out)
 {
 	struct share_rpc_client *c = opaque;
-	uint8_t msg[SHARE_RPC_MSG_MAX];
-	size_t n = c->mem ? share_rpc_encode(c->mem, in, nr_in, out, nr_out, msg, sizeof(msg)) : 0;
-	uint64_t room = 0, len;
+	uint8_t msg[SHARE_RPC_MSG_MAX], *slot;
+	struct iovec bin, bout;
+	uint64_t in_len, room, len;
+	size_t n, copied = 0;
+	bool ok;
+	int i;
 
-	if (n == 0)
+	if (c->mem == NULL || c->bounce == NULL || nr_in > SHARE_RPC_SEGS_MAX ||
+	    nr_out > SHARE_RPC_SEGS_MAX || nr_in + nr_out > SHARE_RPC_SEGS_MAX ||
+	    !in_ram(c->mem, in, nr_in, &in_len) || !in_ram(c->mem, out, nr_out, &room))
 		return 0;
-	for (size_t i = 0; i < nr_out; i++)
-		room += out[i].iov_len;
+	if (in_len > SHARE_RPC_IN_MAX)
+		return fs_error_reply(in, nr_in, out, nr_out, EIO);
+	i = take_sock(c);
+	slot = c->bounce->regions[0].hva + (size_t)i * SHARE_RPC_SLOT;
+	for (size_t k = 0; k < nr_in; k++) {
+		memcpy(slot + copied, in[k].iov_base, in[k].iov_len);
+		copied += in[k].iov_len;
+	}
+	bin = (struct iovec){ slot, in_len };
+	bout = (struct iovec){ slot + SHARE_RPC_IN_MAX, MIN(room, (uint64_t)SHARE_RPC_OUT_MAX) };
+	n = share_rpc_encode(c->bounce, &bin, nr_in ? 1 : 0, &bout, nr_out ? 1 : 0, msg,
+			     sizeof(msg));
 	/* The worker gone, the guest's request fails with EIO rather than
 	 * waiting on an answer that never comes. */
-	if (!call(c, msg, n, &len))
+	ok = n && call_on(c, i, msg, n, &len);
+	/* More than the room is a worker gone wrong: no reply. */
+	if (ok && len <= bout.iov_len) {
+		copied = 0;
+		for (size_t k = 0; k < nr_out && copied < len; k++) {
+			size_t part = MIN(out[k].iov_len, (size_t)len - copied);
+
+			memcpy(out[k].iov_base, (uint8_t *)bout.iov_base + copied, part);
+			copied += part;
+		}
+	}
+	put_sock(c, i);
+	if (!ok)
 		return fs_error_reply(in, nr_in, out, nr_out, EIO);
-	/* More than the chain holds is a worker gone wrong: no reply. */
-	return len <= room ? (size_t)len : 0;
+	return len <= bout.iov_len ? (size_t)len : 0;
 }
 
 static void client_reset(void *opaque)
 {
+	struct share_rpc_client *c = opaque;
 	struct share_rpc_hdr h = { .op = SHARE_RPC_RESET };
 	uint64_t len;
+	int i = take_sock(c);
 
-	call(opaque, &h, sizeof(h), &len);
+	call_on(c, i, &h, sizeof(h), &len);
+	put_sock(c, i);
 }
 
 static void client_attach(void *opaque, const struct guest_mem *mem)
@@ -162,12 +205,31 @@ void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t 
 int share_rpc_client_send_mem(struct share_rpc_client *c)
 {
 	struct share_rpc_hdr h = { .op = SHARE_RPC_MEM, .minor = c->minor };
+	gantry_error_t err = NULL;
 
-	if (c->mem == NULL || c->mem->fd < 0 || c->n == 0)
+	if (c->mem == NULL || c->n == 0 || c->bounce)
 		return -EINVAL;
-	h.len = c->mem->ram_size;
-	return unix_send_fds(c->socks[0], &h, sizeof(h), &c->mem->fd, 1, MSG_NOSIGNAL) < 0 ? -errno :
-													      0;
+	c->bounce = xzalloc(sizeof(*c->bounce));
+	/* One slot a socket, each page made only as a request first uses it. */
+	if (guest_mem_init_shared(c->bounce, c->n * SHARE_RPC_SLOT, &err) < 0) {
+		gantry_error_free(&err);
+		free(c->bounce);
+		c->bounce = NULL;
+		return -ENOMEM;
+	}
+	h.len = c->bounce->ram_size;
+	return unix_send_fds(c->socks[0], &h, sizeof(h), &c->bounce->fd, 1, MSG_NOSIGNAL) < 0 ?
+		       -errno :
+		       0;
+}
+
+void share_rpc_client_free(struct share_rpc_client *c)
+{
+	if (c->bounce) {
+		guest_mem_destroy(c->bounce);
+		free(c->bounce);
+		c->bounce = NULL;
+	}
 }
 
 /* ---- the share worker's side --------------------------------------------------------------- */

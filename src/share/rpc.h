@@ -1,8 +1,16 @@
 /* The share server in another process than the VM's: each FUSE request the
  * virtio-fs device pops, carried to the share worker over one of a few
- * SOCK_SEQPACKET sockets as where its buffers lie in guest RAM, a memfd
- * both processes map; the worker builds the iovecs into its own mapping,
- * serves the request and answers with the bytes it wrote.
+ * SOCK_SEQPACKET sockets as where its buffers lie in a memfd both
+ * processes map; the worker builds the iovecs into its own mapping, serves
+ * the request and answers with the bytes it wrote.
+ *
+ * The memfd is not guest RAM: the VMM keeps one slot of it for each
+ * socket (SHARE_RPC_SLOT: the request's bytes, then room for the reply),
+ * copies the chain's readable part in and the reply's bytes out. The
+ * share worker never maps the guest's memory, and guest RAM stays private
+ * anonymous memory, which gets transparent huge pages where shared memory
+ * by default does not (each 4 KiB fault of guest RAM costs most under
+ * nested paging).
  *
  * One message each way per request:
  *   VMM -> worker  struct share_rpc_hdr (op REQ), then nr_in + nr_out
@@ -37,6 +45,14 @@ struct fs_server;
 
 enum share_rpc_op { SHARE_RPC_REQ = 1, SHARE_RPC_RESET = 2, SHARE_RPC_MEM = 3 };
 
+/* A socket's slot of the memfd: a request's readable bytes (a WRITE's
+ * data and its headers, an xattr's value), then the reply's room (a
+ * READ's data, a READDIR's buffer). A chain with more to read is refused
+ * (EIO); more room than this is not offered to the server. */
+#define SHARE_RPC_IN_MAX  (FS_MAX_WRITE + 128 * 1024)
+#define SHARE_RPC_OUT_MAX (FS_MAX_WRITE + 128 * 1024)
+#define SHARE_RPC_SLOT	  (SHARE_RPC_IN_MAX + SHARE_RPC_OUT_MAX)
+
 struct share_rpc_hdr {
 	uint32_t op;
 	uint32_t nr_in, nr_out;
@@ -59,7 +75,8 @@ struct share_rpc_reply {
 /* ---- the VMM's side: a virtio_fs_handler ------------------------------------------------ */
 
 struct share_rpc_client {
-	const struct guest_mem *mem; /* attach's */
+	const struct guest_mem *mem; /* attach's: guest RAM */
+	struct guest_mem *bounce;    /* the memfd of the slots, made by send_mem */
 	uint32_t minor;		     /* restored's: MEM says it */
 	int socks[SHARE_RPC_SOCKS_MAX];
 	bool busy[SHARE_RPC_SOCKS_MAX];
@@ -72,9 +89,11 @@ struct share_rpc_client {
 struct virtio_fs_handler;
 void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t n,
 			   struct virtio_fs_handler *h);
-/* MEM on the first socket: the guest RAM's memfd (guest_mem_init_shared)
- * to the worker, once, after attach and before any request. 0 or -errno. */
+/* MEM on the first socket: the slots' memfd, made now, to the worker,
+ * once, after attach and before any request. 0 or -errno. */
 int share_rpc_client_send_mem(struct share_rpc_client *c);
+/* Unmap and close the slots. */
+void share_rpc_client_free(struct share_rpc_client *c);
 /* Encode one request: each iovec, inside one region of mem, as its memfd
  * offset. The message's bytes, or 0 when an iovec lies outside guest RAM
  * or there are too many. */

@@ -4,7 +4,6 @@
 #include <unistd.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include "common/util.h"
@@ -238,50 +237,6 @@ int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *er
 		return -1;
 	}
 	return mem_init(m, size, fd, MAP_SHARED, err);
-}
-
-/* len bytes at off of the memory file into RAM at the same offset of its
- * memfd: in the kernel (sendfile), which spares faulting each page in
- * through this process's mapping first (costly under nested paging);
- * read into the mapping where that cannot be. */
-static int load_run(const struct guest_mem *m, int fd, uint8_t *hva, off_t off, size_t len)
-{
-	off_t src = off;
-
-	if (lseek(m->fd, off, SEEK_SET) == off) {
-		while (len > 0) {
-			ssize_t n = sendfile(m->fd, fd, &src, len);
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			len -= (size_t)n;
-			hva += n;
-			off += n;
-		}
-	}
-	return len ? pread_full(fd, hva, len, off) : 0;
-}
-
-int guest_mem_load(const struct guest_mem *m, int fd, gantry_error_t *err)
-{
-	if (mem_file_check(fd, m->ram_size, err) < 0)
-		return -1;
-	for (unsigned int i = 0; i < m->nr_regions; i++) {
-		const struct guest_region *r = &m->regions[i];
-		size_t pages = r->size / PAGE_SIZE;
-		cleanup_free uint8_t *vec = xmalloc(pages ? pages : 1);
-		size_t end;
-
-		if (pages_with_data(fd, r, vec) < 0)
-			return gantry_error_errno(err, "the memory file");
-		for (size_t p = 0; next_run(vec, pages, &p, &end); p = end)
-			if (load_run(m, fd, r->hva + p * PAGE_SIZE,
-				     (off_t)(r->fd_off + p * PAGE_SIZE), (end - p) * PAGE_SIZE) < 0)
-				return gantry_error_errno(err, "the memory file");
-	}
-	return 0;
 }
 
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)

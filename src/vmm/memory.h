@@ -49,10 +49,6 @@ int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *er
  * as its RAM, copy-on-write: the file is never written, and VMs started
  * from one file share its page cache. fd stays the caller's. */
 int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error_t *err);
-/* Fill RAM (a fresh guest_mem_init_shared one, m->fd its memfd) from a
- * memory file that guest_mem_save wrote: its data ranges are copied in,
- * its holes stay zero. */
-int guest_mem_load(const struct guest_mem *m, int fd, gantry_error_t *err);
 /* Write RAM into fd as that file: the regions one after the other, only
  * pages in use (the others, never touched, given back or all zero, are
  * holes). pagemap: /proc/self/pagemap, opened by the caller, which says

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import threading
 import urllib.parse
@@ -55,6 +54,12 @@ print("access_token=" + tok["access_token"], flush=True)
 """
 
 
+def need_assets():
+    for name in ("vmlinux", "sysroot.erofs"):
+        if not (build_dir() / "assets" / name).exists():
+            pytest.skip(f"guest asset {name} missing: run `make assets`")
+
+
 class Provider(BaseHTTPRequestHandler):
     def do_GET(self):
         q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
@@ -78,9 +83,7 @@ class Provider(BaseHTTPRequestHandler):
 
 
 def test_bridge_login(gantry, tmp_path):
-    for name in ("vmlinux", "sysroot.erofs"):
-        if not (build_dir() / "assets" / name).exists():
-            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    need_assets()
     srv = HTTPServer(("127.0.0.1", 0), Provider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
@@ -118,9 +121,7 @@ def test_bridge_login(gantry, tmp_path):
 
 def test_open_url_without_bridge(gantry, tmp_path):
     """-oauth-bridge=false: no BROWSER of Gantry's inside."""
-    for name in ("vmlinux", "sysroot.erofs"):
-        if not (build_dir() / "assets" / name).exists():
-            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    need_assets()
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, GANTRY_HOME=str(tmp_path / "home"), BROWSER="none")
@@ -193,9 +194,7 @@ def test_custody_login_and_refresh(gantry, tmp_path):
     by the host, the code exchanged there with the PKCE verifier; the guest
     gets access tokens (the first, then a refreshed one) and a sentinel in
     the refresh token's place, which stays in the host's 0600 store."""
-    for name in ("vmlinux", "sysroot.erofs"):
-        if not (build_dir() / "assets" / name).exists():
-            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    need_assets()
     CustodyProvider.seen = {}
     srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -258,9 +257,7 @@ def test_custody_login_and_refresh(gantry, tmp_path):
 def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
     """A refresh the provider refuses is one line in the guest, its text
     sanitised; a bad providers file stops the run before it starts."""
-    for name in ("vmlinux", "sysroot.erofs"):
-        if not (build_dir() / "assets" / name).exists():
-            pytest.skip(f"guest asset {name} missing: run `make assets`")
+    need_assets()
     srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{srv.server_address[1]}"

@@ -14,9 +14,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "share/rpc.h"
 #include "share/server.h"
@@ -179,6 +181,26 @@ static void *serve(void *arg)
 	return NULL;
 }
 
+/* As the share worker does: the slots' memfd first (MEM), then serve. */
+static void *serve_mem(void *arg)
+{
+	struct served *s = arg;
+	struct share_rpc_hdr h;
+	size_t n = 0;
+	int fd = -1;
+	uint8_t *base;
+
+	if (unix_recv_fds(s->sock, &h, sizeof(h), &fd, 1, &n, 0) != (ssize_t)sizeof(h) || n != 1 ||
+	    h.op != SHARE_RPC_MEM || (base = guest_ram_map(h.len, fd, 0)) == NULL) {
+		s->rc = -3;
+		return NULL;
+	}
+	close(fd);
+	s->rc = share_rpc_serve(s->sock, 0, base, h.len, s->srv, NULL);
+	munmap(base, h.len);
+	return NULL;
+}
+
 static uint64_t call(int sock, const void *msg, size_t n)
 {
 	struct share_rpc_reply rep = { UINT64_MAX };
@@ -262,7 +284,9 @@ static void test_serve(void **state)
 	fs_server_free(s.srv);
 }
 
-/* The VMM's handler against the server thread, guest RAM the buffer. */
+/* The VMM's handler against the server thread, guest RAM the buffer:
+ * the request copied into a slot of the memfd the server maps, the reply
+ * copied back into the guest's buffers. */
 static void test_client(void **state)
 {
 	struct served s = { .rc = -2 };
@@ -280,31 +304,55 @@ static void test_client(void **state)
 	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
 	assert_int_equal(fs_server_new(&s.srv, 64, 0, &err), 0);
 	s.sock = sv[1];
-	assert_int_equal(pthread_create(&t, NULL, serve, &s), 0);
+	assert_int_equal(pthread_create(&t, NULL, serve_mem, &s), 0);
 	guest_mem_init_buffer(&g, mem, MEM);
 	share_rpc_client_init(&c, &sv[0], 1, &h);
 	/* No RAM yet: nothing is sent. */
 	in[0] = (struct iovec){ mem, 64 };
 	out[0] = (struct iovec){ mem + 4096, 4096 };
 	assert_int_equal(h.handle(h.opaque, in, 1, out, 1), 0);
-	h.attach(h.opaque, &g);
-	/* A buffer memfd: there is none to send. */
 	assert_int_equal(share_rpc_client_send_mem(&c), -EINVAL);
+	h.attach(h.opaque, &g);
+	/* ... nor without the slots. */
+	assert_int_equal(h.handle(h.opaque, in, 1, out, 1), 0);
+	assert_int_equal(share_rpc_client_send_mem(&c), 0);
+	assert_int_equal(share_rpc_client_send_mem(&c), -EINVAL); /* once */
 
+	/* INIT, its reply split over two buffers. */
 	m = init_request();
+	memset(mem + 4096, 0, 4096);
 	in[0] = (struct iovec){ mem, m.s[0].len };
 	out[0] = (struct iovec){ mem + 4096, 16 };
 	out[1] = (struct iovec){ mem + 4096 + 16, 4096 - 16 };
 	n = h.handle(h.opaque, in, 1, out, 2);
 	assert_true(n > 16 && n <= 4096);
+	{
+		struct fuse_out_header o;
+
+		memcpy(&o, mem + 4096, sizeof(o));
+		assert_int_equal(o.len, n);
+		assert_int_equal(o.error, 0);
+	}
 	/* An iovec outside guest RAM never leaves the VMM. */
 	out[1] = (struct iovec){ (uint8_t *)&m, 16 };
 	assert_int_equal(h.handle(h.opaque, in, 1, out, 2), 0);
+	/* More to read than a slot holds: EIO, not sent. */
+	{
+		struct iovec big[2] = { { mem, MEM }, { mem, MEM } };
+		struct fuse_out_header o;
+
+		out[0] = (struct iovec){ mem + 4096, 64 };
+		assert_int_equal(h.handle(h.opaque, big, 2, out, 1), sizeof(o));
+		memcpy(&o, mem + 4096, sizeof(o));
+		assert_int_equal(o.error, -EIO);
+	}
 	h.reset(h.opaque);
 
 	close(sv[0]);
 	pthread_join(t, NULL);
+	assert_int_equal(s.rc, 0);
 	close(sv[1]);
+	share_rpc_client_free(&c);
 	fs_server_free(s.srv);
 }
 
@@ -326,6 +374,7 @@ static void test_worker_gone(void **state)
 	guest_mem_init_buffer(&g, mem, MEM);
 	share_rpc_client_init(&c, &sv[0], 1, &h);
 	h.attach(h.opaque, &g);
+	assert_true(share_rpc_client_send_mem(&c) < 0); /* nobody to take it */
 	memcpy(mem, &in_h, sizeof(in_h));
 	memset(mem + 4096, 0xff, 64);
 	in[0] = (struct iovec){ mem, sizeof(in_h) };
@@ -340,6 +389,7 @@ static void test_worker_gone(void **state)
 	assert_int_equal(h.handle(h.opaque, in, 1, out, 1), 0);
 	h.reset(h.opaque); /* returns, answered or not */
 	close(sv[0]);
+	share_rpc_client_free(&c);
 }
 
 int main(void)

@@ -342,8 +342,7 @@ static void test_memory_file_of_a_memfd(void **state)
 	assert_int_equal(guest_mem_save(&m, fd, pagemap, &written, &err), 0);
 	assert_true(written >= 2 * 4096 && written < 64 * MiB);
 
-	assert_int_equal(guest_mem_init_shared(&r, 64 * MiB, &err), 0);
-	assert_int_equal(guest_mem_load(&r, fd, &err), 0);
+	assert_int_equal(guest_mem_init_file(&r, 64 * MiB, fd, &err), 0);
 	assert_memory_equal(guest_ptr(&r, 0x3000, 5), "local", 5);
 	assert_memory_equal(guest_ptr(&r, 50 * MiB + 7, 6), "remote", 6);
 	p = guest_ptr(&r, 20 * MiB, 1);
@@ -351,11 +350,9 @@ static void test_memory_file_of_a_memfd(void **state)
 	guest_mem_destroy(&r);
 
 	/* A memory file of another size is refused. */
-	assert_int_equal(guest_mem_init_shared(&r, 32 * MiB, &err), 0);
-	assert_int_equal(guest_mem_load(&r, fd, &err), -1);
+	assert_int_equal(guest_mem_init_file(&r, 32 * MiB, fd, &err), -1);
 	assert_non_null(strstr(gantry_error_str(err), "not the 32 MiB"));
 	gantry_error_free(&err);
-	guest_mem_destroy(&r);
 	guest_mem_destroy(&m);
 	close(fd);
 	if (pagemap >= 0)
