@@ -339,6 +339,8 @@ static int vmm_boot(struct vmm *v, const struct vmm_config *cfg, gantry_error_t 
 	 * this host's KVM can do. */
 	if (guest_mem_init(&v->vm.mem, cfg->mem_mib * MiB, err) < 0)
 		goto out;
+	if (cfg->small_pages)
+		guest_mem_small_pages(&v->vm.mem);
 	if (boot_load_kernel(&v->vm.mem, kernel.data, kernel.len, &img, err) < 0) {
 		gantry_error_prefix(err, "%s", cfg->kernel);
 		goto out;
@@ -435,6 +437,8 @@ static int vmm_restore(struct vmm *v, const struct vmm_config *cfg, gantry_error
 	 * its page cache (the share worker maps none of it: share/rpc.h). */
 	if (guest_mem_init_file(&v->vm.mem, cfg->mem_mib * MiB, cfg->restore_mem_fd, err) < 0)
 		return -1;
+	if (cfg->small_pages)
+		guest_mem_small_pages(&v->vm.mem);
 	v->t_loaded = now_ms_frac();
 	if (vmm_build(v, cfg, err) < 0 || vm_chips_restore(v->vm.vm_fd, &v->state, err) < 0 ||
 	    serial_restore(&v->serial, &v->state, err) < 0)

@@ -63,6 +63,12 @@ struct vmm_config {
 	unsigned int nr_disks;
 	unsigned int cpus;
 	uint64_t mem_mib;
+	/* Guest RAM in 4 KiB pages only (MADV_NOHUGEPAGE), for a VM that
+	 * lives on beside many (a persistent sandbox): a huge page is resident
+	 * whole once the guest touches a byte of it. Otherwise RAM takes
+	 * transparent huge pages where the host offers them, which a VM that
+	 * is soon gone boots faster with. */
+	bool small_pages;
 	bool timing; /* print boot timing and exit counts on stderr */
 	/* > 0: the VM ends, without asking the guest, once this fd turns
 	 * readable (an eventfd its owner writes). Only for a guest with nothing

@@ -193,6 +193,7 @@ static int setup(struct worker *w, gantry_error_t *err)
 	w->cfg.cpus = (unsigned int)MIN(cpus, (uint64_t)UINT_MAX);
 	w->cfg.mem_mib = mem;
 	w->cfg.timing = json_is_true(json_object_get(c, "timing"));
+	w->cfg.small_pages = json_is_true(json_object_get(c, "small_pages"));
 	if (json_is_true(json_object_get(c, "kvm")) &&
 	    (w->cfg.kvm_fd = machine_take_fd(t, "KVM device", false, err)) < 0)
 		return -1;

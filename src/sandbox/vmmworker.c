@@ -110,10 +110,11 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 	devices = machine_devices_give(&m->cfg, h, err);
 	if (devices == NULL)
 		return NULL;
-	c = json_pack("{s:s,s:b,s:s?,s:s?,s:s,s:I,s:I,s:b,s:b,s:b,s:b,s:s?,s:o}", "op", "config",
-		      "kvm", kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd, "append",
-		      m->append, "cpus", (json_int_t)m->cfg.cpus, "mem", (json_int_t)m->cfg.mem_mib,
-		      "timing", m->cfg.timing, "console_input", console_input, "save",
+	c = json_pack("{s:s,s:b,s:s?,s:s?,s:s,s:I,s:I,s:b,s:b,s:b,s:b,s:b,s:s?,s:o}", "op",
+		      "config", "kvm", kvm >= 0, "kernel", m->cfg.kernel, "initrd", m->cfg.initrd,
+		      "append", m->append, "cpus", (json_int_t)m->cfg.cpus, "mem",
+		      (json_int_t)m->cfg.mem_mib, "small_pages", m->cfg.small_pages, "timing",
+		      m->cfg.timing, "console_input", console_input, "save",
 		      m->cfg.save_state_fd > 0, "restore", m->cfg.restore_state_fd > 0, "profile",
 		      profile, "devices", devices);
 	if (c == NULL)

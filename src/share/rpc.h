@@ -8,9 +8,10 @@
  * socket (SHARE_RPC_SLOT: the request's bytes, then room for the reply),
  * copies the chain's readable part in and the reply's bytes out. The
  * share worker never maps the guest's memory, and guest RAM stays private
- * anonymous memory, which gets transparent huge pages where shared memory
- * by default does not (each 4 KiB fault of guest RAM costs most under
- * nested paging).
+ * anonymous memory: a one-shot VM's gets transparent huge pages, which
+ * shared memory by default does not (each 4 KiB fault of guest RAM costs
+ * most under nested paging), and a restore maps its memory file
+ * copy-on-write, clones sharing its page cache.
  *
  * One message each way per request:
  *   VMM -> worker  struct share_rpc_hdr (op REQ), then nr_in + nr_out

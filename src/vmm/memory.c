@@ -239,6 +239,12 @@ int guest_mem_init_shared(struct guest_mem *m, uint64_t size, gantry_error_t *er
 	return mem_init(m, size, fd, MAP_SHARED, err);
 }
 
+void guest_mem_small_pages(const struct guest_mem *m)
+{
+	for (unsigned int i = 0; i < m->nr_regions; i++)
+		madvise(m->regions[i].hva, m->regions[i].size, MADV_NOHUGEPAGE);
+}
+
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size)
 {
 	memset(m, 0, sizeof(*m));

@@ -56,6 +56,10 @@ int guest_mem_init_file(struct guest_mem *m, uint64_t size, int fd, gantry_error
  * *written: the bytes written. */
 int guest_mem_save(const struct guest_mem *m, int fd, int pagemap, uint64_t *written,
 		   gantry_error_t *err);
+/* RAM in 4 KiB pages only (MADV_NOHUGEPAGE on each region): for density,
+ * where a huge page resident whole for one byte the guest touched costs
+ * more than the faults it saves. */
+void guest_mem_small_pages(const struct guest_mem *m);
 /* Describe a caller-owned buffer as guest RAM at gpa 0 (tests, fuzzers). */
 void guest_mem_init_buffer(struct guest_mem *m, void *buf, uint64_t size);
 void guest_mem_destroy(struct guest_mem *m);
