@@ -310,8 +310,9 @@ static void test_fs(void **state)
 	assert_int_equal(mcp_gateway_fs(&g, "/srv/../etc", NULL, &err), -1);
 	gantry_error_free(&err);
 	/* Its tools, listed first. */
-	reply = mcp_gateway_handle(&g, json_pack("{s:s,s:i,s:s}", "jsonrpc", "2.0", "id", 1,
-						 "method", "tools/list"));
+	params = json_pack("{s:s,s:i,s:s}", "jsonrpc", "2.0", "id", 1, "method", "tools/list");
+	reply = mcp_gateway_handle(&g, params);
+	json_decref(params);
 	list = json_object_get(json_object_get(reply, "result"), "tools");
 	assert_int_equal(json_array_size(list), 2);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "name")),
