@@ -43,8 +43,13 @@ bool mcpfs_parse(struct guest_mcpfs *fs, const char *value, char why[SHARE_WHY_M
 		return false;
 	}
 	n = shares_b64url_decode(value, (size_t)(comma - value), path, sizeof(path));
-	if (n < 0 || (problem = shares_path_problem(path, (size_t)n)) != NULL) {
-		snprintf(why, SHARE_WHY_MAX, "ROOT: %s", n < 0 ? "not base64url" : problem);
+	/* The container's own root is the default, where a share's path
+	 * may not be. */
+	problem = n < 0 ? "not base64url" :
+		  n > 0 && strspn(path, "/") == (size_t)n ? NULL :
+							  shares_path_problem(path, (size_t)n);
+	if (problem) {
+		snprintf(why, SHARE_WHY_MAX, "ROOT: %s", problem);
 		return false;
 	}
 	errno = 0;

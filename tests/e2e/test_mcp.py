@@ -190,6 +190,15 @@ def test_fs_server(gantry, remote):
     assert c[6]["isError"] and "a directory" in c[6]["text"], c[6]
     assert c[7] == {"isError": False, "text": "x\ufffdy"}, c[7]
     assert c[8]["isError"] and "/nowhere" in c[8]["text"], c[8]
+    # The default root is the container's own.
+    r = subprocess.run([str(gantry), "wrap", "-share", f"mcp={MCP}@{MCP},ro", "-mcp", "--",
+                        "sh", "-c", FS_SETUP, "fs", str(MCP),
+                        json.dumps([["fs__read_file", "/tmp/jail/d/a.txt"]])],
+                       cwd=work, env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                       timeout=boot_timeout() * 4)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    seen = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    assert seen["calls"] == [{"isError": False, "text": "hello\n"}], seen
 
 
 @pytest.mark.parametrize("flags,why", [
