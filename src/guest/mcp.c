@@ -62,14 +62,36 @@ static void consume(struct linebuf *b, size_t n)
 	b->len -= n;
 }
 
+/* Append n bytes to b (the bytes owed the gateway): false past the
+ * bound, which ends the proxy. */
+static bool queue(struct linebuf *b, const char *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 2 * MCP_READ_BUF;
+		char *q;
+
+		while (cap < b->len + n)
+			cap *= 2;
+		if (cap > 2 * MCP_LINE_MAX || (q = realloc(b->buf, cap)) == NULL)
+			return false;
+		b->buf = q;
+		b->cap = cap;
+	}
+	memcpy(b->buf + b->len, p, n);
+	b->len += n;
+	return true;
+}
+
 /* The gateway's fs request (a whole line, its newline included) to the fs
- * server; its answer, or an error line of our own, back to the gateway. */
-static int fs_request(int gw, const char *line, size_t len)
+ * server; its answer, or an error line of our own, queued for the
+ * gateway. */
+static bool fs_request(struct linebuf *up, const char *line, size_t len)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = PROTO_MCP_FS_SOCKET };
 	size_t seq = strspn(line + 1, "0123456789"), got = 0, cap = PROTO_MCP_FS_LINE + 64;
 	char *answer = malloc(cap), err[96];
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
 
 	if (answer && fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 	    guest_write_all(fd, line, len) == 0) {
@@ -89,22 +111,25 @@ static int fs_request(int gw, const char *line, size_t len)
 	if (fd >= 0)
 		close(fd);
 	if (got > 1 && answer[0] == PROTO_MCP_FS_MARK && answer[got - 1] == '\n') {
-		r = guest_write_all(gw, answer, got);
+		ok = queue(up, answer, got);
 	} else {
 		int n = snprintf(err, sizeof(err), "%c%.*s err no answer from the fs server\n",
 				 PROTO_MCP_FS_MARK, (int)(seq < 20 ? seq : 20), line + 1);
 
-		r = guest_write_all(gw, err, (size_t)n);
+		ok = queue(up, err, (size_t)n);
 	}
 	free(answer);
-	return r;
+	return ok;
 }
 
+/* Both ways at once: the client's whole lines and the fs answers are
+ * queued for the gateway and written as it takes them, so that the
+ * gateway's side is always read, whatever either is sending. */
 int guest_mcp_proxy_main(int argc, char **argv)
 {
 	static const struct guest_config cfg = { 0 };
-	struct linebuf in = { 0 }, out = { 0 };
-	bool in_open = true;
+	struct linebuf in = { 0 }, out = { 0 }, up = { 0 };
+	bool in_open = true, up_open = true;
 	int fd;
 
 	(void)argv;
@@ -119,8 +144,11 @@ int guest_mcp_proxy_main(int argc, char **argv)
 		return 1;
 	}
 	for (;;) {
-		struct pollfd p[2] = { { .fd = in_open ? STDIN_FILENO : -1, .events = POLLIN },
-				       { .fd = fd, .events = POLLIN } };
+		/* Read the client only while the gateway keeps up with it. */
+		struct pollfd p[2] = {
+			{ .fd = in_open && up.len < MCP_LINE_MAX ? STDIN_FILENO : -1, .events = POLLIN },
+			{ .fd = fd, .events = POLLIN | (up.len ? POLLOUT : 0) },
+		};
 		char *nl;
 		int r;
 
@@ -135,19 +163,31 @@ int guest_mcp_proxy_main(int argc, char **argv)
 				return 1;
 			/* The client's whole lines; at its end, the rest too. */
 			while ((nl = memchr(in.buf, '\n', in.len)) != NULL) {
-				if (guest_write_all(fd, in.buf, (size_t)(nl - in.buf) + 1) < 0)
+				if (!queue(&up, in.buf, (size_t)(nl - in.buf) + 1))
 					return 1;
 				consume(&in, (size_t)(nl - in.buf) + 1);
 			}
 			if (r <= 0) {
-				if (in.len && guest_write_all(fd, in.buf, in.len) < 0)
+				if (in.len && !queue(&up, in.buf, in.len))
 					return 1;
 				in.len = 0;
 				in_open = false;
-				shutdown(fd, SHUT_WR);
 			}
 		}
-		if (p[1].revents) {
+		if ((p[1].revents & POLLOUT) && up.len) {
+			ssize_t n = send(fd, up.buf, up.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return 1;
+			if (n > 0)
+				consume(&up, (size_t)n);
+		}
+		/* The client gone and everything of it sent: the gateway is told. */
+		if (!in_open && up.len == 0 && up_open) {
+			shutdown(fd, SHUT_WR);
+			up_open = false;
+		}
+		if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
 			/* The gateway's end is ours: once it closes, so do we. */
 			r = fill(fd, &out);
 			if (r == -2)
@@ -155,7 +195,7 @@ int guest_mcp_proxy_main(int argc, char **argv)
 			while ((nl = memchr(out.buf, '\n', out.len)) != NULL) {
 				size_t n = (size_t)(nl - out.buf) + 1;
 
-				if (out.buf[0] == PROTO_MCP_FS_MARK ? fs_request(fd, out.buf, n) < 0 :
+				if (out.buf[0] == PROTO_MCP_FS_MARK ? !fs_request(&up, out.buf, n) :
 					guest_write_all(STDOUT_FILENO, out.buf, n) < 0)
 					return 1;
 				consume(&out, n);

@@ -59,8 +59,8 @@ bool mcpfs_parse(struct guest_mcpfs *fs, const char *value, char why[SHARE_WHY_M
 		return false;
 	}
 	gid = strtoul(end + 1, &end, 10);
-	if (errno || *end != '\0' || gid > 0xfffffffeUL) {
-		snprintf(why, SHARE_WHY_MAX, "GID: not a group id");
+	if (errno || *end != '\0' || gid == 0 || gid > 0xfffffffeUL) {
+		snprintf(why, SHARE_WHY_MAX, "GID: not a group id other than root's");
 		return false;
 	}
 	memcpy(fs->root, path, (size_t)n + 1);
@@ -105,7 +105,9 @@ static void __attribute__((noreturn)) do_read(int fd, const char *seq, const cha
 
 	if (f < 0)
 		answer_err(fd, seq, strerror(errno));
-	if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fstat(f, &st) < 0)
+		answer_err(fd, seq, strerror(errno));
+	if (!S_ISREG(st.st_mode))
 		answer_err(fd, seq, S_ISDIR(st.st_mode) ? "a directory (list_directory lists it)" :
 							  "not a regular file");
 	if (buf == NULL)
@@ -175,6 +177,7 @@ static const char *confine(const struct guest_mcpfs *fs, int conn)
 {
 	struct ucred cred;
 	socklen_t l = sizeof(cred);
+	struct stat theirs, ours;
 	char ns[64];
 	int nsfd;
 
@@ -182,7 +185,12 @@ static const char *confine(const struct guest_mcpfs *fs, int conn)
 		return "no caller";
 	snprintf(ns, sizeof(ns), "/proc/%d/ns/mnt", (int)cred.pid);
 	nsfd = open(ns, O_RDONLY | O_CLOEXEC);
-	if (nsfd < 0 || setns(nsfd, CLONE_NEWNS) < 0)
+	/* Only a container's process: a caller gone, its pid taken since
+	 * by one of gantry-init's (outside any container), gets nothing. */
+	if (nsfd < 0 || fstat(nsfd, &theirs) < 0 || stat("/proc/self/ns/mnt", &ours) < 0 ||
+	    (theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino))
+		return "not a container's process";
+	if (setns(nsfd, CLONE_NEWNS) < 0)
 		return "cannot enter the caller's mount namespace";
 	close(nsfd);
 	if (chdir(fs->root) < 0 || chroot(".") < 0 || chdir("/") < 0)

@@ -42,9 +42,9 @@ int mcp_gateway_fs(struct mcp_gateway *g, const char *root, const char *user,
 								 "UID:GID");
 		}
 	}
-	if (uid == 0)
-		return gantry_error(err, EINVAL, "-mcp-fs-user: not root: the fs server runs as "
-						 "a user of its own");
+	if (uid == 0 || gid == 0)
+		return gantry_error(err, EINVAL, "-mcp-fs-user: not root, nor root's group: the "
+						 "fs server runs as a user of its own");
 	free(g->fs_root);
 	g->fs_root = xstrdup(root);
 	g->fs_uid = (uint32_t)uid;
@@ -116,6 +116,10 @@ json_t *mcp_fs_request(struct mcp_session *s, json_t *id, json_t *params, char *
 	if (slot == MCP_FS_PENDING)
 		return call_error(id, "too many fs calls under way in this session");
 	xasprintf(&full, "%s%s", path[0] == '/' ? "" : "/", path);
+	if (strlen(full) > FS_PATH_MAX) {
+		free(full);
+		return call_error(id, "`path`: a path of 1 to 4095 bytes, no NUL");
+	}
 	enc = xmalloc(b64_encoded_len(strlen(full), B64_URL) + 1);
 	b64_encode(full, strlen(full), enc, B64_URL);
 	s->fs_pending[slot] = (struct mcp_fs_pending){ .seq = ++s->fs_seq,
@@ -144,7 +148,7 @@ json_t *mcp_fs_answer(struct mcp_session *s, const char *line, size_t len)
 		return NULL; /* nothing asked: dropped */
 	line += 1 + at;
 	len -= 1 + (size_t)at;
-	if (len > 3 && strncmp(line, "ok ", 3) == 0) {
+	if (len >= 3 && strncmp(line, "ok ", 3) == 0) {
 		char *data = xmalloc(len);
 		long n = b64_decode(line + 3, len - 3, data, len, B64_URL);
 

@@ -378,7 +378,11 @@ int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, ga
 					    r->spec.id, r->spec.custody);
 		if (oauth_custody_access(custody, r->spec.custody, &r->auth, err) < 0)
 			return gantry_error_prefix(err, "-mcp-remote %s", r->spec.id);
-		r->redact[r->nr_redact++] = xstrdup(r->auth);
+		/* The credential is the first redaction, as mcp_remote_open
+		 * makes it (mcp_remote_secrets_json counts on it). */
+		memmove(&r->redact[1], &r->redact[0], r->nr_redact * sizeof(r->redact[0]));
+		r->redact[0] = xstrdup(r->auth);
+		r->nr_redact++;
 	}
 	return 0;
 }

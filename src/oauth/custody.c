@@ -518,6 +518,10 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 	if (entry == NULL || store_entry(c, name, entry, err) < 0)
 		goto out;
 	*answer = guest_answer(name, entry);
+	if (*answer == NULL) {
+		gantry_error(err, ENOMEM, "%s: cannot write the answer", name);
+		goto out;
+	}
 	log_always("OAuth custody: logged in to %s; the refresh token stays on this host", name);
 	r = 0;
 out:
@@ -604,7 +608,7 @@ int oauth_custody_token(struct oauth_custody *c, const char *name, char **answer
 		return -1;
 	*answer = guest_answer(name, e);
 	json_decref(e);
-	return 0;
+	return *answer ? 0 : gantry_error(err, ENOMEM, "%s: cannot write the answer", name);
 }
 
 int oauth_custody_access(struct oauth_custody *c, const char *name, char **token,

@@ -279,7 +279,7 @@ char *oauth_query_param(const char *q, size_t qlen, const char *key)
 			char *out = xmalloc(n - klen), *o = out;
 
 			for (size_t i = at + klen + 1; i < at + n; i++) {
-				if (q[i] == '%' && i + 2 < at + n + 1 && hexval(q[i + 1]) >= 0 &&
+				if (q[i] == '%' && i + 2 < at + n && hexval(q[i + 1]) >= 0 &&
 				    hexval(q[i + 2]) >= 0) {
 					*o++ = (char)(hexval(q[i + 1]) * 16 + hexval(q[i + 2]));
 					i += 2;

@@ -150,6 +150,8 @@ echo secret > /tmp/jail/d/private
 chmod 600 /tmp/jail/d/private
 printf 'x\377y' > /tmp/jail/d/bin
 ln -s /etc/passwd /tmp/jail/d/link
+: > /tmp/jail/d/empty
+head -c 400000 /dev/zero | tr '\0' a > /tmp/jail/d/big
 node "$1/fsclient.mjs" "$2"
 """
 
@@ -164,7 +166,8 @@ def test_fs_server(gantry, remote):
              ["fs__read_file", "d/a.txt"], ["fs__read_file", "/d/private"],
              ["fs__read_file", "/d/link"], ["fs__read_file", "/../../etc/passwd"],
              ["fs__read_file", "/d"], ["fs__read_file", "/d/bin"],
-             ["fs__list_directory", "/nowhere"]]
+             ["fs__list_directory", "/nowhere"], ["fs__read_file", "/d/empty"],
+             ["fs__read_file", "/d/big"], ["fs__read_file", "/d/big"]]
     for name in ("vmlinux", "sysroot.erofs"):
         if not (build_dir() / "assets" / name).exists():
             pytest.skip(f"guest asset {name} missing: run `make assets`")
@@ -182,7 +185,8 @@ def test_fs_server(gantry, remote):
     assert seen["tools"] == ["fs__list_directory", "fs__read_file"], seen
     c = seen["calls"]
     assert c[0] == {"isError": False,
-                    "text": "[FILE] a.txt\n[FILE] bin\n[LINK] link\n[FILE] private\n"}, c[0]
+                    "text": "[FILE] a.txt\n[FILE] big\n[FILE] bin\n[FILE] empty\n"
+                            "[LINK] link\n[FILE] private\n"}, c[0]
     assert c[1] == c[2] == {"isError": False, "text": "hello\n"}, c[1:3]
     assert c[3]["isError"] and "Permission denied" in c[3]["text"], c[3]
     assert c[4]["isError"] and "No such file" in c[4]["text"], c[4]
@@ -190,6 +194,9 @@ def test_fs_server(gantry, remote):
     assert c[6]["isError"] and "a directory" in c[6]["text"], c[6]
     assert c[7] == {"isError": False, "text": "x\ufffdy"}, c[7]
     assert c[8]["isError"] and "/nowhere" in c[8]["text"], c[8]
+    assert c[9] == {"isError": False, "text": ""}, c[9]
+    # Two large answers at once, each way: neither side waits on the other.
+    assert c[10] == c[11] == {"isError": False, "text": "a" * 400000}
     # The default root is the container's own.
     r = subprocess.run([str(gantry), "wrap", "-share", f"mcp={MCP}@{MCP},ro", "-mcp", "--",
                         "sh", "-c", FS_SETUP, "fs", str(MCP),
@@ -204,6 +211,7 @@ def test_fs_server(gantry, remote):
 @pytest.mark.parametrize("flags,why", [
     (["-mcp", "-mcp-fs-user", "0"], "not root"),
     (["-mcp", "-mcp-fs-user", "0:5"], "not root"),
+    (["-mcp", "-mcp-fs-user", "1000:0"], "not root"),
     (["-mcp", "-mcp-fs-user", "daemon"], "nobody, UID or UID:GID"),
     (["-mcp", "-mcp-fs-root", "tmp"], "absolute"),
     (["-mcp-fs-root", "/srv"], "need -mcp"),

@@ -303,6 +303,8 @@ static void test_fs(void **state)
 	assert_int_equal(g.fs_gid, 50);
 	assert_int_equal(mcp_gateway_fs(&g, "/srv", "0", &err), -1);
 	gantry_error_free(&err);
+	assert_int_equal(mcp_gateway_fs(&g, "/srv", "1000:0", &err), -1);
+	gantry_error_free(&err);
 	assert_int_equal(mcp_gateway_fs(&g, "/srv", "bob", &err), -1);
 	gantry_error_free(&err);
 	assert_int_equal(mcp_gateway_fs(&g, "srv", NULL, &err), -1);
@@ -334,12 +336,21 @@ static void test_fs(void **state)
 	assert_false(error);
 	json_decref(reply);
 	assert_null(fs_answer(&s, "\x1e" "1 ok aGk")); /* answered once only */
+	/* An empty file. */
+	params = call("fs__read_file", "/empty");
+	assert_null(mcp_fs_request(&s, id, params, &line));
+	free(line);
+	json_decref(params);
+	reply = fs_answer(&s, "\x1e" "2 ok ");
+	assert_string_equal(result_text(reply, &error), "");
+	assert_false(error);
+	json_decref(reply);
 	/* An error, its text made safe and the path named. */
 	params = call("fs__list_directory", "/x\x1b");
 	assert_null(mcp_fs_request(&s, id, params, &line));
 	free(line);
 	json_decref(params);
-	reply = fs_answer(&s, "\x1e" "2 err No such \x1b[2Jfile");
+	reply = fs_answer(&s, "\x1e" "3 err No such \x1b[2Jfile");
 	assert_string_equal(result_text(reply, &error), "/x?: No such ?[2Jfile");
 	assert_true(error);
 	json_decref(reply);
