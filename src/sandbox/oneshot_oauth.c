@@ -127,30 +127,44 @@ static int bridge_open(struct oneshot_oauth *o, uint16_t port, const char **why)
 	return 0;
 }
 
+/* A guest's request line: up to max bytes of fd (buf holds max + 1),
+ * read until a newline is among them, NUL-terminated. Their count, or -1
+ * when the guest went, was slower than OAUTH_READ_MS, or the run stops
+ * (stop_fd). */
+static ssize_t read_request(int fd, int stop_fd, char *buf, size_t max)
+{
+	size_t got = 0;
+
+	while (got < max && !memchr(buf, '\n', got)) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = stop_fd, .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, OAUTH_READ_MS) <= 0 || p[1].revents)
+			return -1;
+		n = recv(fd, buf + got, max - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return (ssize_t)got;
+}
+
 /* One open-url request: the URL shown, its callback bridged. */
 static void serve_open(void *opaque, int fd)
 {
 	struct oneshot_oauth *o = opaque;
 	char *url = xmalloc(PROTO_OAUTH_URL_MAX + 2);
 	const char *why = NULL;
-	size_t got = 0;
 	uint16_t port;
+	ssize_t got = read_request(fd, acceptor_stop_fd(&o->acc), url, PROTO_OAUTH_URL_MAX + 1);
 
-	while (got < PROTO_OAUTH_URL_MAX + 1 && !memchr(url, '\n', got)) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = acceptor_stop_fd(&o->acc), .events = POLLIN } };
-		ssize_t n;
-
-		if (poll(p, 2, OAUTH_READ_MS) <= 0 || p[1].revents)
-			goto out;
-		n = recv(fd, url + got, PROTO_OAUTH_URL_MAX + 1 - got, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			goto out;
-		got += (size_t)n;
-	}
-	if (!memchr(url, '\n', got)) {
+	if (got < 0)
+		goto out;
+	if (!memchr(url, '\n', (size_t)got)) {
 		why = "the URL is too long";
 	} else {
 		url[strcspn(url, "\n")] = '\0';
@@ -186,25 +200,12 @@ static void serve_custody(void *opaque, int fd)
 	char line[OAUTH_NAME_MAX + 16], *name;
 	cleanup_free char *answer = NULL;
 	gantry_error_t err = NULL;
-	size_t got = 0;
+	ssize_t got = read_request(fd, acceptor_stop_fd(&o->custody_acc), line, sizeof(line) - 1);
 	int r = -1;
 
-	while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = acceptor_stop_fd(&o->custody_acc), .events = POLLIN } };
-		ssize_t n;
-
-		if (poll(p, 2, OAUTH_READ_MS) <= 0 || p[1].revents)
-			goto out;
-		n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			goto out;
-		got += (size_t)n;
-	}
-	line[got] = '\0';
-	if (!memchr(line, '\n', got)) {
+	if (got < 0)
+		goto out;
+	if (!memchr(line, '\n', (size_t)got)) {
 		gantry_error(&err, EINVAL, "the request is too long");
 	} else {
 		line[strcspn(line, "\n")] = '\0';

@@ -60,6 +60,15 @@ def need_assets():
             pytest.skip(f"guest asset {name} missing: run `make assets`")
 
 
+def shown_url(p):
+    """The URL the run shows on its stderr for the user to open, or None."""
+    for line in p.stderr:
+        m = re.search(rb"open (http\S+)", line)
+        if m:
+            return m.group(1).decode()
+    return None
+
+
 class Provider(BaseHTTPRequestHandler):
     def do_GET(self):
         q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
@@ -97,12 +106,7 @@ def test_bridge_login(gantry, tmp_path):
                          cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     try:
-        url = None
-        for line in p.stderr:
-            m = re.search(rb"open (http\S+)", line)
-            if m:
-                url = m.group(1).decode()
-                break
+        url = shown_url(p)
         assert url, "no URL shown"
         assert "redirect_uri=http%3A%2F%2Flocalhost%3A" in url
         # The user's browser: the provider's redirect to localhost:PORT is
@@ -214,12 +218,7 @@ def test_custody_login_and_refresh(gantry, tmp_path):
                          cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     try:
-        url = None
-        for line in p.stderr:
-            m = re.search(rb"open (http\S+)", line)
-            if m:
-                url = m.group(1).decode()
-                break
+        url = shown_url(p)
         assert url and url.startswith(f"{base}/authorize?"), url
         with urllib.request.urlopen(url, timeout=60) as r:
             assert b"Logged in" in r.read()
