@@ -111,7 +111,8 @@ int cli_mcp_fs(struct mcp_gateway *gw, const struct cli_mcp_fs *f, gantry_error_
 	{ "mcp-fs-root", FLAG_STRING, &(f)->root, NULL, "PATH",                                  \
 	  "the fs server's root in the sandbox (default /)", 0 },                                \
 	{ "mcp-fs-user", FLAG_STRING, &(f)->user, NULL, "USER",                                  \
-	  "the fs server's user: nobody (the default), UID or UID:GID; never root", 0 }
+	  "the fs server's user: nobody (the default), UID or UID:GID; never root or "        \
+	  "its group", 0 }
 #define FLAG_OAUTH_CUSTODY(on)                                                                    \
 	{ "oauth-custody", FLAG_BOOL, (on), NULL, NULL,                                          \
 	  "serve gantry-guest oauth login|token PROVIDER: the login done and its refresh "      \
