@@ -60,6 +60,8 @@ def killed_after(p, seconds=None):
 def pytest_configure(config):
     config.addinivalue_line("markers", "kvm: boots a guest; needs KVM (tests/harness/kvmhost)")
     config.addinivalue_line("markers", "smp: boots a guest with several vCPUs; needs a host with 2 CPUs")
+    config.addinivalue_line("markers", "own_host: a file whose load can freeze the nested test host, "
+                            "or leave it likely to freeze: run-kvm gives it a host of its own")
     config.addinivalue_line("markers", "forbidden_calls: makes calls a seccomp filter refuses, "
                             "on purpose (the probes)")
 

@@ -25,7 +25,7 @@ from hostilelib import HUNG_S, MIB, Gantry, built, layout_with, line_within, sec
 from hostilelib import stopped_within_cap, within_bounds
 from hostilelib import assets, fake, fake_assets, g, images  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.kvm
+pytestmark = [pytest.mark.kvm, pytest.mark.own_host]
 
 
 # --- a guest session that floods the control connection -------------------------------------

@@ -23,7 +23,7 @@ from hostilelib import stopped_within_cap, within_bounds
 from hostilelib import FLOOD_NESTED, bounded_failure, flood_bytes, flood_seconds
 from hostilelib import assets, fake, fake_assets, images  # noqa: F401 (fixtures)
 
-pytestmark = pytest.mark.kvm
+pytestmark = [pytest.mark.kvm, pytest.mark.own_host]
 
 def test_console_flood_without_a_newline(fake):
     """The guest writes flood_bytes() to its console in one line, never a

@@ -13,7 +13,7 @@ from hostilelib import FLOOD_NESTED, NESTED_FLOOD_FREEZES, bounded_failure, floo
 from hostilelib import flood_seconds
 from hostilelib import assets, fake, fake_assets, images  # noqa: F401 (fixtures)
 
-pytestmark = [pytest.mark.kvm, NESTED_FLOOD_FREEZES]
+pytestmark = [pytest.mark.kvm, pytest.mark.own_host, NESTED_FLOOD_FREEZES]
 
 
 def test_console_flood_then_one_shot_exec_ends(fake):

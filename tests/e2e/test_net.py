@@ -33,7 +33,7 @@ import pytest
 from conftest import GantryWorld, boot_timeout, build_dir
 import netrig
 
-pytestmark = pytest.mark.kvm
+pytestmark = [pytest.mark.kvm, pytest.mark.own_host]
 
 NAME = "net"
 TOKEN = "gantry-net-token-5c1e"

@@ -27,7 +27,7 @@ from conftest import boot_timeout
 from test_exec_debian import debian_layout  # noqa: F401  (a fixture)
 from test_net import Gantry, rig  # noqa: F401  (rig is a fixture)
 
-pytestmark = pytest.mark.kvm
+pytestmark = [pytest.mark.kvm, pytest.mark.own_host]
 
 NAME = "clients"
 WEB = "203.0.113.10"
