@@ -14,7 +14,6 @@
 #include "common/util.h"
 #include "mcp/frame.h"
 #include "mcp/gateway.h"
-#include "oauth/custody.h"
 #include "net/net.h"
 #include "proto/agent.h"
 #include "egress/egress.h"
@@ -50,7 +49,7 @@ static json_t *rpc_result(json_t *id, json_t *result)
 }
 
 /* A remote's JSON, its secrets redacted, as a new value. */
-static json_t *redacted(const struct mcp_remote *r, json_t *v)
+static json_t *redacted(struct mcp_remote *r, json_t *v)
 {
 	cleanup_free char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 	cleanup_free char *clean = text ? mcp_redact(r, text) : NULL;
@@ -340,6 +339,7 @@ void mcp_gateway_init(struct mcp_gateway *g)
 	g->acc = ACCEPTOR_NONE;
 	g->chan = -1;
 	g->pid = -1;
+	g->keeper_stop = -1;
 }
 
 int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err)
@@ -362,28 +362,6 @@ int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err
 		return -1;
 	}
 	g->specs[g->n++] = xstrdup(spec);
-	return 0;
-}
-
-int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err)
-{
-	for (size_t k = 0; k < g->n; k++) {
-		struct mcp_remote *r = &g->remotes[k];
-
-		if (r->spec.auth != MCP_AUTH_CUSTODY || r->auth)
-			continue;
-		if (custody == NULL)
-			return gantry_error(err, EINVAL, "-mcp-remote %s: auth=custody:%s needs "
-							 "-oauth-custody",
-					    r->spec.id, r->spec.custody);
-		if (oauth_custody_access(custody, r->spec.custody, &r->auth, err) < 0)
-			return gantry_error_prefix(err, "-mcp-remote %s", r->spec.id);
-		/* The credential is the first redaction, as mcp_remote_open
-		 * makes it (mcp_remote_secrets_json counts on it). */
-		memmove(&r->redact[1], &r->redact[0], r->nr_redact * sizeof(r->redact[0]));
-		r->redact[0] = xstrdup(r->auth);
-		r->nr_redact++;
-	}
 	return 0;
 }
 
@@ -471,11 +449,16 @@ int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode
 
 int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err)
 {
-	return acceptor_run(&g->acc, "the MCP gateway", err);
+	return acceptor_run(&g->acc, "the MCP gateway", err) < 0 ||
+			       mcp_custody_keep(g, err) < 0 ?
+		       -1 :
+		       0;
 }
 
 void mcp_gateway_stop(struct mcp_gateway *g)
 {
+	/* No renewal is sent once the channel is closed. */
+	mcp_custody_stop(g);
 	acceptor_stop(&g->acc);
 	close_fd(&g->chan); /* the confined gateway's end of the run */
 	if (g->pid > 0) {

@@ -45,6 +45,13 @@ struct mcp_gateway {
 	int chan;
 	struct mcp_remote remotes[MCP_REMOTES_MAX];
 	size_t n;
+	/* auth=custody remotes: custody (borrowed), each token's expiry and
+	 * when it was last renewed (Unix seconds), and the thread that
+	 * renews them (custody.c). */
+	struct oauth_custody *custody;
+	int64_t expires[MCP_REMOTES_MAX], renewed[MCP_REMOTES_MAX];
+	pthread_t keeper;
+	int keeper_stop; /* an eventfd; -1: no keeper */
 };
 
 void mcp_gateway_init(struct mcp_gateway *g);
@@ -55,7 +62,9 @@ struct oauth_custody;
 /* The access token OAuth custody holds for each auth=custody:PROVIDER
  * remote, taken now (refreshed first when it is about to expire): the
  * token the run starts with. Without custody, such a remote is an
- * error. */
+ * error. While the gateway runs, each token is renewed
+ * OAUTH_REFRESH_MARGIN_S before it expires and handed to the gateway
+ * (custody.c), so a run outlives its first token. */
 int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err);
 /* Listen in dir (a run directory: the VMM bridges the guest's
  * PROTO_MCP_PORT there); nothing without remotes. Unless mode is off, the
@@ -107,6 +116,13 @@ void mcp_fs_tools(json_t *tools);
 json_t *mcp_fs_request(struct mcp_session *s, json_t *id, json_t *params, char **line);
 json_t *mcp_fs_answer(struct mcp_session *s, const char *line, size_t len);
 void mcp_fs_forget(struct mcp_fs_pending *p);
+
+/* custody.c: the renewing thread, started (when a remote needs it) and
+ * ended; a confined gateway gets each renewal as {"op":"auth","remote":I,
+ * "auth":V} on its channel, which it hands to mcp_gateway_auth. */
+int mcp_custody_keep(struct mcp_gateway *g, gantry_error_t *err);
+void mcp_custody_stop(struct mcp_gateway *g);
+void mcp_gateway_auth(struct mcp_gateway *g, json_t *msg);
 
 /* The confined gateway's main (mcp/worker.c). */
 int mcp_worker_main(int argc, char **argv);

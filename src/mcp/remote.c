@@ -116,15 +116,39 @@ void mcp_remote_close(struct mcp_remote *r)
 	memset(r, 0, sizeof(*r));
 }
 
-char *mcp_redact(const struct mcp_remote *r, const char *text)
+void mcp_remote_auth_renew(struct mcp_remote *r, const char *value)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->auth && strcmp(r->auth, value) != 0) {
+		/* The old credential's copy at redact[0] becomes the kept one. */
+		if (r->prev_kept) {
+			char *old = r->redact[--r->nr_redact];
+
+			explicit_bzero(old, strlen(old));
+			free(old);
+		}
+		r->redact[r->nr_redact++] = r->redact[0];
+		r->prev_kept = true;
+		r->redact[0] = xstrdup(value);
+		explicit_bzero(r->auth, strlen(r->auth));
+		free(r->auth);
+		r->auth = xstrdup(value);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+char *mcp_redact(struct mcp_remote *r, const char *text)
 {
 	/* Each value as it stands and JSON-escaped (as it is inside a JSON
 	 * string): the patterns, each of 4 bytes or more (a shorter one is
 	 * no secret, and would wreck the text). */
-	char *pat[2 * (MCP_REDACT_MAX + 1)];
-	size_t plen[2 * (MCP_REDACT_MAX + 1)], np = 0, len = strlen(text), cap = len + 1, at = 0;
+	char *pat[2 * (MCP_REDACT_MAX + 2)];
+	size_t plen[2 * (MCP_REDACT_MAX + 2)], np = 0, len = strlen(text), cap = len + 1, at = 0;
 	char *out = xmalloc(cap);
 
+	/* A renewal (another thread, where the gateway is not confined)
+	 * changes the list. */
+	pthread_mutex_lock(&r->lock);
 	for (size_t i = 0; i < r->nr_redact; i++) {
 		json_t *j = json_string(r->redact[i]);
 		char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
@@ -145,6 +169,7 @@ char *mcp_redact(const struct mcp_remote *r, const char *text)
 			plen[np++] = strlen(r->redact[i]);
 		}
 	}
+	pthread_mutex_unlock(&r->lock);
 	/* One pass: at each place the first value found there is replaced,
 	 * and the scan goes on after it, never into what it put. */
 	for (size_t i = 0; i < len;) {

@@ -35,8 +35,11 @@ struct mcp_remote {
 	struct mcp_remote_spec spec;
 	const struct mcp_net *net; /* borrowed */
 	char *auth;			   /* the credential's value (explicit_bzero'd) */
-	char *redact[MCP_REDACT_MAX + 1]; /* values never returned, the credential's too */
+	/* Values never returned: the credential first, the spec's, and the
+	 * credential a renewal replaced last (prev_kept). */
+	char *redact[MCP_REDACT_MAX + 2];
 	size_t nr_redact;
+	bool prev_kept;
 	char *session; /* Mcp-Session-Id, once initialized */
 	bool ready;
 	long next_id;
@@ -53,6 +56,9 @@ json_t *mcp_remote_secrets_json(const struct mcp_remote *r);
 int mcp_remote_secrets_take(struct mcp_remote *r, json_t *j, gantry_error_t *err);
 void mcp_remote_close(struct mcp_remote *r);
 
+/* A new value for the credential (custody's refreshed access token),
+ * taken by the next request; the one it replaces stays redacted. */
+void mcp_remote_auth_renew(struct mcp_remote *r, const char *value);
 /* Call method with params (borrowed) and wait for the answer: 0 with
  * *result or *error (a JSON-RPC error object; owned), -1 when the remote
  * could not be reached or answered nonsense. Initializes the session
@@ -62,6 +68,6 @@ int mcp_remote_call(struct mcp_remote *r, const char *method, json_t *params, js
 
 /* text with every one of r's secret values (and its JSON-escaped form)
  * replaced by "[redacted]"; allocated. */
-char *mcp_redact(const struct mcp_remote *r, const char *text);
+char *mcp_redact(struct mcp_remote *r, const char *text);
 
 #endif

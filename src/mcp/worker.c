@@ -42,28 +42,31 @@ static int load_filter(void *opaque, bool log, gantry_error_t *err)
 	return confine_filter_mcp(log, err);
 }
 
+static int own_arg(void *opaque, const char *opt, char **rest, int nr)
+{
+	struct args *a = opaque;
+	const char *val = nr ? rest[0] : NULL;
+
+	if (strcmp(opt, "--listen-fd") == 0)
+		return parse_fd(val, &a->listen_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--trust-fd") == 0)
+		return parse_fd(val, &a->trust_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--remote") == 0 && val && a->nr_specs < MCP_REMOTES_MAX) {
+		a->specs[a->nr_specs++] = rest[0];
+		return 2;
+	}
+	if (strcmp(opt, "--fs") == 0) {
+		a->fs = true;
+		return 1;
+	}
+	return -1;
+}
+
 static int parse_args(int argc, char **argv, struct args *a)
 {
 	*a = (struct args){ .chan = WORKER_CHAN, .listen_fd = -1, .trust_fd = -1 };
-	for (int i = 0; i < argc; i++) {
-		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int n = confine_arg(&a->confine, opt, val);
-
-		if (n < 0)
-			return -1;
-		if (n > 0)
-			i += n - 1;
-		else if (strcmp(opt, "--listen-fd") == 0 && parse_fd(val, &a->listen_fd) == 0)
-			i++;
-		else if (strcmp(opt, "--trust-fd") == 0 && parse_fd(val, &a->trust_fd) == 0)
-			i++;
-		else if (strcmp(opt, "--remote") == 0 && val && a->nr_specs < MCP_REMOTES_MAX)
-			a->specs[a->nr_specs++] = argv[++i];
-		else if (strcmp(opt, "--fs") == 0)
-			a->fs = true;
-		else
-			return -1;
-	}
+	if (confine_args_with(&a->confine, argc, argv, own_arg, a) < 0)
+		return -1;
 	a->confine.role = "mcp";
 	a->confine.host_net = true;
 	a->confine.load_filter = load_filter;
@@ -159,8 +162,20 @@ static void loop(struct worker *w)
 		n = poll(p, 2 + MCP_SESSIONS_MAX, MCP_IDLE_S * 1000);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 || p[0].revents)
-			return; /* the caller hung up: the run is over */
+		if (n < 0)
+			return;
+		if (p[0].revents) {
+			/* A renewed credential, or the caller hung up: the run is over. */
+			bool eof = false;
+			json_t *m = worker_recv_json(w->chan, 0, &eof);
+
+			if (m == NULL && (eof || !(p[0].revents & POLLIN)))
+				return;
+			if (strcmp(json_string_value(json_object_get(m, "op")) ?: "", "auth") == 0)
+				mcp_gateway_auth(&w->g, m);
+			json_decref(m);
+			continue;
+		}
 		if (n == 0) {
 			/* Idle as long as the bound: every session ends. */
 			for (size_t i = 0; i < MCP_SESSIONS_MAX; i++)

@@ -612,7 +612,7 @@ int oauth_custody_token(struct oauth_custody *c, const char *name, char **answer
 }
 
 int oauth_custody_access(struct oauth_custody *c, const char *name, char **token,
-			 gantry_error_t *err)
+			 int64_t *expires_at, gantry_error_t *err)
 {
 	json_t *e;
 
@@ -620,6 +620,8 @@ int oauth_custody_access(struct oauth_custody *c, const char *name, char **token
 	if (current(c, name, &e, err) < 0)
 		return -1;
 	*token = xstrdup(json_string_value(json_object_get(e, "access_token")));
+	if (expires_at)
+		*expires_at = json_integer_value(json_object_get(e, "expires_at"));
 	json_decref(e);
 	return 0;
 }

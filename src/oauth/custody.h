@@ -68,10 +68,11 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 /* name's access token, refreshed first when it is about to expire. */
 int oauth_custody_token(struct oauth_custody *c, const char *name, char **answer,
 			gantry_error_t *err);
-/* The same, only the access token's value (for a host-side user: the MCP
- * gateway's auth=custody:NAME). */
+/* The same, only the access token's value and when it expires (Unix
+ * seconds; 0: not known), for a host-side user: the MCP gateway's
+ * auth=custody:NAME. */
 int oauth_custody_access(struct oauth_custody *c, const char *name, char **token,
-			 gantry_error_t *err);
+			 int64_t *expires_at, gantry_error_t *err);
 
 /* Pure, for the tests and the fuzzer. */
 /* A providers document into *out (*nr entries; oauth_providers_free). */

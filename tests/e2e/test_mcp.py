@@ -14,7 +14,10 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
@@ -24,6 +27,7 @@ pytestmark = pytest.mark.kvm
 
 MCP = REPO / "tests" / "e2e" / "mcp"
 TOKEN = "mcp-sentinel-7f3a9c41d2"
+TOKEN2 = "mcp-renewed-5b8e20c6af"  # custody's refreshed token
 
 # After the client, the guest looks for the token where it could be.
 # The token comes reversed, and goes to grep in a file outside the scan, so
@@ -52,7 +56,7 @@ def remote(tmp_path_factory):
     log = base / "auth.log"
     log.write_text("")
     port = free_port()
-    p = subprocess.Popen(["node", str(MCP / "server.mjs"), str(port), TOKEN, str(log)],
+    p = subprocess.Popen(["node", str(MCP / "server.mjs"), str(port), f"{TOKEN},{TOKEN2}", str(log)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert p.stdout.readline() == b"listening\n", p.stderr.read()
     yield {"url": f"http://127.0.0.1:{port}/mcp", "log": log, "base": base}
@@ -139,6 +143,85 @@ def test_custody_token_as_the_credential(gantry, remote, tmp_path):
         err = r.stderr.decode().strip().splitlines()
         assert len(err) == 1 and "needs -oauth-custody" in err[0], err
     finally:
+        store.unlink()
+
+
+class RefreshProvider(BaseHTTPRequestHandler):
+    """A token endpoint that trades refresh token `r` for TOKEN2, once."""
+    seen = []
+
+    def do_POST(self):
+        form = {k: v[0] for k, v in urllib.parse.parse_qs(
+            self.rfile.read(int(self.headers["Content-Length"])).decode()).items()}
+        RefreshProvider.seen.append(form)
+        ok = form.get("grant_type") == "refresh_token" and form.get("refresh_token") == "r"
+        body = json.dumps({"access_token": TOKEN2, "refresh_token": "r2", "expires_in": 3600,
+                           "token_type": "Bearer"} if ok else {"error": "invalid_grant"}).encode()
+        self.send_response(200 if ok else 400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+# The client before custody renews the token, and again after; then the
+# scan for both tokens.
+RENEWED = r"""
+node "$1/client.mjs" > /dev/null || exit 9
+sleep "$3"
+node "$1/client.mjs" || exit 10
+printf '%s' "$2" | rev > /dev/shm/pattern
+found=$(grep -rlsF -f /dev/shm/pattern /proc/[0-9]*/environ /proc/[0-9]*/cmdline /tmp /run "$HOME" 2>/dev/null | head -3)
+echo "scan:${found:-none}"
+"""
+
+
+def test_custody_token_renewed_mid_run(gantry, remote, tmp_path):
+    """A run outlives its custody token: the run's own process refreshes it
+    OAUTH_REFRESH_MARGIN_S (120 s) before it expires and hands it to the
+    confined gateway, whose next requests carry it; neither token reaches
+    the guest, and the store keeps the new pair."""
+    srv = HTTPServer(("127.0.0.1", 0), RefreshProvider)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    RefreshProvider.seen = []
+    cfg = tmp_path / "config"
+    (cfg / "gantry").mkdir(parents=True)
+    (cfg / "gantry" / "oauth-providers.json").write_text(json.dumps({"fake": {
+        "authorize": "https://provider.example/authorize",
+        "token": f"http://127.0.0.1:{srv.server_port}/token", "clientId": "c"}}))
+    home = remote["base"] / "gantry-home"
+    home.mkdir(exist_ok=True)
+    store = home / "oauth-tokens.json"
+    # Renewed 45 s into the run; the guest's second client comes at 60 s
+    # or later, its first well before 45.
+    store.write_text(json.dumps({"fake": {"access_token": TOKEN, "refresh_token": "r",
+                                          "expires_at": int(time.time()) + 120 + 45}}))
+    store.chmod(0o600)
+    spec = f"name=remote,url={remote['url']},auth=custody:fake,allow=*,deny=delete_*"
+    remote["log"].write_text("")
+    try:
+        r = wrap(gantry, remote, "sh", "-c", RENEWED, "renewed", str(MCP),
+                 f"{TOKEN}\n{TOKEN2}"[::-1], "60", spec=spec, flags=("-oauth-custody",),
+                 env_extra={"XDG_CONFIG_HOME": str(cfg)})
+        out = r.stdout.decode(errors="replace")
+        err = r.stderr.decode(errors="replace")
+        assert r.returncode == 0, (out, err)
+        lines = out.strip().splitlines()
+        seen = json.loads(lines[0])
+        assert "[redacted]" in seen["whoami"], seen
+        assert lines[1] == "scan:none", lines[1]
+        assert TOKEN not in out + err and TOKEN2 not in out + err
+        got = remote["log"].read_text().splitlines()
+        assert got[0] == f"Bearer {TOKEN}" and got[-1] == f"Bearer {TOKEN2}", got
+        assert set(got) == {f"Bearer {TOKEN}", f"Bearer {TOKEN2}"}, got
+        assert [f.get("refresh_token") for f in RefreshProvider.seen] == ["r"], RefreshProvider.seen
+        kept = json.loads(store.read_text())["fake"]
+        assert kept["access_token"] == TOKEN2 and kept["refresh_token"] == "r2", kept
+    finally:
+        srv.shutdown()
         store.unlink()
 
 

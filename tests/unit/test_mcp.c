@@ -219,6 +219,35 @@ static void test_redact(void **state)
 		free(r.redact[i]);
 }
 
+/* Custody's refreshed token: the next request's credential; the one it
+ * replaced stays redacted, the one before that does not. */
+static void test_auth_renew(void **state)
+{
+	struct mcp_remote r;
+	char *out;
+
+	(void)state;
+	setenv("GANTRY_TEST_MCP_TOKEN", "token-one", 1);
+	assert_int_equal(mcp_remote_open(&r, "name=r,url=https://mcp.example/,"
+					     "auth=bearer:GANTRY_TEST_MCP_TOKEN",
+					 true, NULL),
+			 0);
+	mcp_remote_auth_renew(&r, "token-one"); /* the same: nothing changes */
+	assert_int_equal(r.nr_redact, 1);
+	mcp_remote_auth_renew(&r, "token-two");
+	assert_string_equal(r.auth, "token-two");
+	out = mcp_redact(&r, "token-one token-two");
+	assert_string_equal(out, "[redacted] [redacted]");
+	free(out);
+	mcp_remote_auth_renew(&r, "token-three");
+	assert_string_equal(r.auth, "token-three");
+	assert_int_equal(r.nr_redact, 2);
+	out = mcp_redact(&r, "token-one token-two token-three");
+	assert_string_equal(out, "token-one [redacted] [redacted]");
+	free(out);
+	mcp_remote_close(&r);
+}
+
 static json_t *handle(struct mcp_gateway *g, const char *text)
 {
 	json_t *m = json_loads(text, 0, NULL), *a;
@@ -389,6 +418,7 @@ int main(void)
 		cmocka_unit_test(test_spec_good), cmocka_unit_test(test_spec_bad),
 		cmocka_unit_test(test_glob),	  cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_reader),	  cmocka_unit_test(test_redact),
+		cmocka_unit_test(test_auth_renew),
 		cmocka_unit_test(test_gateway_answers), cmocka_unit_test(test_fs),
 	};
 

@@ -1,10 +1,10 @@
 // A remote MCP server for tests/e2e/test_mcp.py: the stock SDK's
 // McpServer over streamable HTTP on 127.0.0.1, which refuses a request
-// without the bearer it was given and records every Authorization it
+// without a bearer it was given and records every Authorization it
 // received. Tools: echo (its text back), whoami (the Authorization it got:
 // a remote that leaks the credential), delete_all (which the test denies),
 // auth_status (which the gateway refuses by itself).
-//   node server.mjs PORT TOKEN LOGFILE
+//   node server.mjs PORT TOKEN[,TOKEN...] LOGFILE
 import { appendFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { randomUUID } from "node:crypto";
@@ -12,7 +12,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
 
-const [port, token, log] = process.argv.slice(2);
+const [port, tokens, log] = process.argv.slice(2);
+const bearers = new Set(tokens.split(",").map((t) => `Bearer ${t}`));
 const transports = new Map();
 
 function newServer(auth) {
@@ -31,7 +32,7 @@ function newServer(auth) {
 createServer(async (req, res) => {
   const got = req.headers["authorization"] || "";
   appendFileSync(log, `${got}\n`);
-  if (got !== `Bearer ${token}`) {
+  if (!bearers.has(got)) {
     res.writeHead(401).end("unauthorized");
     return;
   }
