@@ -70,15 +70,25 @@ int confine_arg(struct confine_opts *o, const char *opt, const char *val)
 	return 0;
 }
 
-int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test)
+int confine_args_with(struct confine_opts *o, int argc, char **argv, confine_own_arg own,
+		      void *opaque)
 {
 	for (int i = 0; i < argc; i++) {
 		int n = confine_arg(o, argv[i], i + 1 < argc ? argv[i + 1] : NULL);
 
+		if (n == 0 && own)
+			n = own(opaque, argv[i], argv + i + 1, argc - i - 1);
 		if (n <= 0)
 			return -1;
 		i += n - 1;
 	}
+	return 0;
+}
+
+int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test)
+{
+	if (confine_args_with(o, argc, argv, NULL, NULL) < 0)
+		return -1;
 	*self_test = o->self_test;
 	return 0;
 }

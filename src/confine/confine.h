@@ -136,6 +136,13 @@ struct confine_opts {
  * --self-test), 0 when opt is not one of them, -1 when its value is bad
  * or missing. */
 int confine_arg(struct confine_opts *o, const char *opt, const char *val);
+/* A worker's command line: confine_arg's words into o, and each other
+ * word handed to own with the nr words after it (rest), which returns how
+ * many it took counting opt, or 0 or -1 for a word it does not know or a
+ * bad value. 0, or -1 on any word nobody took. */
+typedef int (*confine_own_arg)(void *opaque, const char *opt, char **rest, int nr);
+int confine_args_with(struct confine_opts *o, int argc, char **argv, confine_own_arg own,
+		      void *opaque);
 /* A worker whose whole command line is confine_arg's and `--self-test`
  * (*self_test set): 0, or -1 on any other word or a bad value. */
 int confine_args(struct confine_opts *o, int argc, char **argv, bool *self_test);

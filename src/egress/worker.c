@@ -267,31 +267,34 @@ static int load_filter(void *opaque, bool log, gantry_error_t *err)
 	return confine_filter_egress(log, err);
 }
 
+static int own_arg(void *opaque, const char *opt, char **rest, int nr)
+{
+	struct args *a = opaque;
+	const char *val = nr ? rest[0] : NULL;
+
+	if (strcmp(opt, "--conn-fd") == 0)
+		return parse_fd(val, &a->conn_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--chan-fd") == 0)
+		return parse_fd(val, &a->chan) == 0 ? 2 : -1;
+	if (strcmp(opt, "--trust-fd") == 0)
+		return parse_fd(val, &a->trust_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--host") == 0 && val && a->nr_hosts < EGRESS_HOSTS_MAX) {
+		a->hosts[a->nr_hosts++] = rest[0];
+		return 2;
+	}
+	if (strcmp(opt, "--allow-local-net") == 0) {
+		a->allow_local = true;
+		return 1;
+	}
+	return -1;
+}
+
 static int parse_args(int argc, char **argv, struct args *a)
 {
 	*a = (struct args){ .chan = WORKER_CHAN, .conn_fd = -1, .trust_fd = -1 };
 	a->hosts = xzalloc(sizeof(char *) * ((size_t)argc + 1));
-	for (int i = 0; i < argc; i++) {
-		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int n = confine_arg(&a->confine, opt, val);
-
-		if (n < 0)
-			return -1;
-		if (n > 0)
-			i += n - 1;
-		else if (strcmp(opt, "--conn-fd") == 0 && parse_fd(val, &a->conn_fd) == 0)
-			i++;
-		else if (strcmp(opt, "--chan-fd") == 0 && parse_fd(val, &a->chan) == 0)
-			i++;
-		else if (strcmp(opt, "--trust-fd") == 0 && parse_fd(val, &a->trust_fd) == 0)
-			i++;
-		else if (strcmp(opt, "--host") == 0 && val && a->nr_hosts < EGRESS_HOSTS_MAX)
-			a->hosts[a->nr_hosts++] = argv[++i];
-		else if (strcmp(opt, "--allow-local-net") == 0)
-			a->allow_local = true;
-		else
-			return -1;
-	}
+	if (confine_args_with(&a->confine, argc, argv, own_arg, a) < 0)
+		return -1;
 	a->confine.role = "egress";
 	a->confine.host_net = true;
 	a->confine.load_filter = load_filter;

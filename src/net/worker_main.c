@@ -68,55 +68,65 @@ static int load_filter(void *opaque, bool log, gantry_error_t *err)
 	return confine_filter_net(log, err);
 }
 
+static int own_arg(void *opaque, const char *opt, char **rest, int nr)
+{
+	struct args *a = opaque;
+	const char *val = nr ? rest[0] : NULL;
+
+	if (strcmp(opt, "--frame-fd") == 0)
+		return parse_fd(val, &a->frame_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--ctl-fd") == 0)
+		return parse_fd(val, &a->ctl_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--dns") == 0) {
+		a->have_dns = true;
+		return parse_ip_port(val, &a->dns) == 0 ? 2 : -1;
+	}
+	if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS) {
+		a->port_fds[a->nr_ports] = -1;
+		a->ports[a->nr_ports++] = rest[0];
+		return 2;
+	}
+	if (strcmp(opt, "--bound-port") == 0 && nr >= 2 && a->nr_ports < MAX_FORWARDS &&
+	    parse_fd(val, &a->port_fds[a->nr_ports]) == 0) {
+		a->ports[a->nr_ports++] = rest[1];
+		return 3;
+	}
+	if (strcmp(opt, "--policy") == 0 && val) {
+		a->policy = rest[0];
+		return 2;
+	}
+	if (strcmp(opt, "--allow-local-net") == 0) {
+		a->allow_local = true;
+		return 1;
+	}
+	/* Every proxy on one port. */
+	if (strcmp(opt, "--proxy") == 0 && a->nr_proxy < PROXY_IPS_MAX &&
+	    parse_ip_port(val, &a->proxy[a->nr_proxy]) == 0 &&
+	    (a->nr_proxy == 0 || a->proxy[0].sin_port == a->proxy[a->nr_proxy].sin_port)) {
+		a->nr_proxy++;
+		return 2;
+	}
+	if (strcmp(opt, "--proxy-enforce") == 0) {
+		a->proxy_enforce = true;
+		return 1;
+	}
+	if (strcmp(opt, "--inject-fd") == 0)
+		return parse_fd(val, &a->inject_fd) == 0 ? 2 : -1;
+	if (strcmp(opt, "--inject-host") == 0 && val) {
+		a->inject_hosts[a->nr_inject++] = rest[0];
+		return 2;
+	}
+	return -1;
+}
+
 static int parse_args(int argc, char **argv, struct args *a)
 {
 	*a = (struct args){ .frame_fd = -1, .ctl_fd = -1, .inject_fd = -1 };
 	a->ports = xzalloc(sizeof(char *) * ((size_t)argc + 1));
 	a->port_fds = xzalloc(sizeof(int) * ((size_t)argc + 1));
 	a->inject_hosts = xzalloc(sizeof(char *) * ((size_t)argc + 1));
-	for (int i = 0; i < argc; i++) {
-		const char *opt = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int n = confine_arg(&a->confine, opt, val);
-
-		if (n < 0)
-			return -1;
-		if (n > 0)
-			i += n - 1;
-		else if (strcmp(opt, "--frame-fd") == 0 && parse_fd(val, &a->frame_fd) == 0)
-			i++;
-		else if (strcmp(opt, "--ctl-fd") == 0 && parse_fd(val, &a->ctl_fd) == 0)
-			i++;
-		else if (strcmp(opt, "--dns") == 0 && parse_ip_port(val, &a->dns) == 0) {
-			a->have_dns = true;
-			i++;
-		} else if (strcmp(opt, "-p") == 0 && val && a->nr_ports < MAX_FORWARDS) {
-			a->port_fds[a->nr_ports] = -1;
-			a->ports[a->nr_ports++] = argv[++i];
-		} else if (strcmp(opt, "--bound-port") == 0 && i + 2 < argc &&
-			   a->nr_ports < MAX_FORWARDS &&
-			   parse_fd(val, &a->port_fds[a->nr_ports]) == 0) {
-			a->ports[a->nr_ports++] = argv[i + 2];
-			i += 2;
-		} else if (strcmp(opt, "--policy") == 0 && val) {
-			a->policy = argv[++i];
-		} else if (strcmp(opt, "--allow-local-net") == 0) {
-			a->allow_local = true;
-		} else if (strcmp(opt, "--proxy") == 0 && a->nr_proxy < PROXY_IPS_MAX &&
-			   parse_ip_port(val, &a->proxy[a->nr_proxy]) == 0 &&
-			   (a->nr_proxy == 0 ||
-			    a->proxy[0].sin_port == a->proxy[a->nr_proxy].sin_port)) {
-			a->nr_proxy++;
-			i++;
-		} else if (strcmp(opt, "--proxy-enforce") == 0) {
-			a->proxy_enforce = true;
-		} else if (strcmp(opt, "--inject-fd") == 0 && parse_fd(val, &a->inject_fd) == 0) {
-			i++;
-		} else if (strcmp(opt, "--inject-host") == 0 && val) {
-			a->inject_hosts[a->nr_inject++] = argv[++i];
-		} else {
-			return -1;
-		}
-	}
+	if (confine_args_with(&a->confine, argc, argv, own_arg, a) < 0)
+		return -1;
 	a->confine.role = "net";
 	a->confine.host_net = true;
 	a->confine.load_filter = load_filter;
