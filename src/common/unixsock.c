@@ -1,5 +1,7 @@
 /* Listening Unix sockets and descriptor passing (see unixsock.h). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -121,4 +123,30 @@ ssize_t unix_send_fd(int sock, const void *buf, size_t len, int fd, int flags)
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 	return sendmsg(sock, &msg, flags);
+}
+
+int loopback_listen(int af, uint16_t *port)
+{
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(*port),
+				   .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct sockaddr_in s4 = { .sin_family = AF_INET, .sin_port = htons(*port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr *sa = af == AF_INET6 ? (struct sockaddr *)&s6 : (struct sockaddr *)&s4;
+	socklen_t sl = af == AF_INET6 ? sizeof(s6) : sizeof(s4);
+	int one = 1, fd = socket(af, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (af == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, sa, sl) < 0 || listen(fd, 8) < 0 || getsockname(fd, sa, &sl) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	*port = ntohs(af == AF_INET6 ? s6.sin6_port : s4.sin_port);
+	return fd;
 }

@@ -1,9 +1,11 @@
 /* Listening Unix sockets for the host side: the agent's ports, a VMM's vsock
- * bridge, a sandbox's ctl.sock; and passing a descriptor over one. */
+ * bridge, a sandbox's ctl.sock; and passing a descriptor over one. And a
+ * TCP listener on loopback (an OAuth login's callback). */
 #ifndef GANTRY_COMMON_UNIXSOCK_H
 #define GANTRY_COMMON_UNIXSOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -27,5 +29,10 @@ ssize_t unix_send_fds(int sock, const void *buf, size_t len, const int *fds, siz
  * cut short is an error (EMSGSIZE), its descriptors closed. */
 ssize_t unix_recv_fds(int sock, void *buf, size_t cap, int *fds, size_t max_fds, size_t *nr_fds,
 		      int flags);
+
+/* A non-blocking, close-on-exec TCP listener on the loopback address of
+ * family af (AF_INET: 127.0.0.1; AF_INET6: [::1], IPv6 only) at *port, 0
+ * for any free one (*port then says which): its fd, or -1 with errno. */
+int loopback_listen(int af, uint16_t *port);
 
 #endif

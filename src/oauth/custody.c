@@ -17,6 +17,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "image/digest.h"
 #include "image/lazylib.h"
@@ -25,6 +26,7 @@
 
 #define CALLBACK_HEAD_MAX 8192
 #define CALLBACK_READ_MS  5000
+#define CALLBACK_PORT_TRIES 8 /* picks of a free port free on both loopbacks */
 
 static const char logged_in[] =
 	"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nConnection: close\r\n\r\n"
@@ -340,26 +342,29 @@ static int pkce_challenge(const char *verifier, char out[64], gantry_error_t *er
 	return 0;
 }
 
-static int callback_listen(const struct oauth_provider *p, uint16_t *port, gantry_error_t *err)
+/* The login's callback listeners, on 127.0.0.1 and on [::1] at the same
+ * port: a browser tries either for "localhost", and a port held by
+ * another process on one of them would hand that process the callback
+ * (or end the login). lfd[1] is -1 where the host has no IPv6 loopback. */
+static int callback_listen(const struct oauth_provider *p, uint16_t *port, int lfd[2],
+			   gantry_error_t *err)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(p->port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof(sa);
-	int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-
-	if (fd < 0)
-		return gantry_error_errno(err, "socket");
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
-		gantry_error_errno(err, "%s: the login's callback port 127.0.0.1:%u", p->name,
-				   p->port);
-		close(fd);
-		return -1;
+	for (int tries = 0; tries < CALLBACK_PORT_TRIES; tries++) {
+		*port = p->port;
+		lfd[0] = loopback_listen(AF_INET, port);
+		if (lfd[0] < 0)
+			return gantry_error_errno(err, "%s: the login's callback port 127.0.0.1:%u",
+						  p->name, p->port);
+		lfd[1] = loopback_listen(AF_INET6, port);
+		if (lfd[1] >= 0 || errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT)
+			return 0;
+		close(lfd[0]);
+		/* A port the kernel picked, taken on [::1]: another pick. */
+		if (errno != EADDRINUSE || p->port)
+			break;
 	}
-	*port = ntohs(sa.sin_port);
-	return fd;
+	lfd[0] = lfd[1] = -1;
+	return gantry_error_errno(err, "%s: the login's callback port [::1]:%u", p->name, *port);
 }
 
 /* One browser connection's head, up to its blank line, bounded in size
@@ -391,16 +396,17 @@ static int read_head(int fd, char *buf, size_t cap)
 
 /* Wait for the browser's callback with state: *code, or -1 (the provider
  * refused, the wait ended, the run stops). */
-static int await_code(int lfd, int stop_fd, const struct oauth_provider *p, const char *state,
-		      char **code, gantry_error_t *err)
+static int await_code(const int lfd[2], int stop_fd, const struct oauth_provider *p,
+		      const char *state, char **code, gantry_error_t *err)
 {
 	uint64_t deadline = now_ms() + OAUTH_LOGIN_TIMEOUT_S * 1000ULL;
 	char *head = xmalloc(CALLBACK_HEAD_MAX);
 	int r = -1;
 
 	for (;;) {
-		struct pollfd pf[2] = { { .fd = lfd, .events = POLLIN },
-					{ .fd = stop_fd, .events = POLLIN } };
+		struct pollfd pf[3] = { { .fd = stop_fd, .events = POLLIN },
+					{ .fd = lfd[0], .events = POLLIN },
+					{ .fd = lfd[1], .events = POLLIN } };
 		uint64_t now = now_ms();
 		int conn, got;
 
@@ -409,17 +415,18 @@ static int await_code(int lfd, int stop_fd, const struct oauth_provider *p, cons
 				     OAUTH_LOGIN_TIMEOUT_S / 60);
 			break;
 		}
-		if (poll(pf, stop_fd >= 0 ? 2 : 1, (int)(deadline - now)) < 0 && errno != EINTR) {
+		/* A negative fd is left out by poll. */
+		if (poll(pf, 3, (int)(deadline - now)) < 0 && errno != EINTR) {
 			gantry_error_errno(err, "poll");
 			break;
 		}
-		if (stop_fd >= 0 && pf[1].revents) {
+		if (pf[0].revents) {
 			gantry_error(err, ECANCELED, "%s: the run ended before the login", p->name);
 			break;
 		}
-		if (!pf[0].revents)
+		if (!pf[1].revents && !pf[2].revents)
 			continue;
-		conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		conn = accept4(pf[1].revents ? lfd[0] : lfd[1], NULL, NULL, SOCK_CLOEXEC);
 		if (conn < 0)
 			continue;
 		if (read_head(conn, head, CALLBACK_HEAD_MAX) < 0) {
@@ -468,7 +475,7 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 	char challenge[64];
 	json_t *tok = NULL, *entry = NULL;
 	uint16_t port = 0;
-	int lfd, r = -1;
+	int lfd[2] = { -1, -1 }, r = -1;
 
 	*answer = NULL;
 	if (p == NULL)
@@ -480,14 +487,12 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 	}
 	c->login_busy = true;
 	pthread_mutex_unlock(&c->lock);
-	if (lazy_curl(err) < 0 || (lfd = callback_listen(p, &port, err)) < 0)
+	if (lazy_curl(err) < 0 || callback_listen(p, &port, lfd, err) < 0)
 		goto out;
 	verifier = random_b64url(48);
 	state = random_b64url(24);
-	if (pkce_challenge(verifier, challenge, err) < 0) {
-		close(lfd);
+	if (pkce_challenge(verifier, challenge, err) < 0)
 		goto out;
-	}
 	xasprintf(&redirect, "http://localhost:%u%s", port, p->path);
 	e_client = sym_curl_easy_escape(NULL, p->client_id, 0);
 	e_redirect = sym_curl_easy_escape(NULL, redirect, 0);
@@ -500,7 +505,8 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 		  challenge, state, p->params ? "&" : "", p->params ? p->params : "");
 	log_always("OAuth custody: to log in to %s for the sandbox, open %s", name, url);
 	r = await_code(lfd, stop_fd, p, state, &code, err);
-	close(lfd);
+	close_fd(&lfd[0]);
+	close_fd(&lfd[1]);
 	if (r < 0)
 		goto out;
 	r = -1;
@@ -525,6 +531,8 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 	log_always("OAuth custody: logged in to %s; the refresh token stays on this host", name);
 	r = 0;
 out:
+	close_fd(&lfd[0]);
+	close_fd(&lfd[1]);
 	if (verifier)
 		explicit_bzero(verifier, strlen(verifier));
 	sym_curl_free(e_client);

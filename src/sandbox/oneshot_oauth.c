@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/text.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "oauth/custody.h"
 #include "proto/agent.h"
@@ -91,12 +92,10 @@ out:
 
 static int bridge_open(struct oneshot_oauth *o, uint16_t port, const char **why)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	struct oauth_bridge *b;
 	gantry_error_t err = NULL;
-	int one = 1, fd;
+	uint16_t p4 = port, p6 = port;
+	int fd, fd6, r;
 
 	for (unsigned int i = 0; i < o->nr; i++)
 		if (o->bridges[i].port == port)
@@ -105,20 +104,27 @@ static int bridge_open(struct oneshot_oauth *o, uint16_t port, const char **why)
 		*why = "too many login callbacks in one run";
 		return -1;
 	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	/* Both loopbacks: a browser may take either for "localhost", and one
+	 * held by another process would hand it the callback. */
+	fd = loopback_listen(AF_INET, &p4);
 	if (fd < 0)
-		return *why = "no socket", -1;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 8) < 0) {
+		return *why = "the callback's port is taken on the host", -1;
+	fd6 = loopback_listen(AF_INET6, &p6);
+	if (fd6 < 0 && errno != EADDRNOTAVAIL && errno != EAFNOSUPPORT) {
 		close(fd);
-		*why = "the callback's port is taken on the host";
-		return -1;
+		return *why = "the callback's port is taken on the host's [::1]", -1;
 	}
 	b = &o->bridges[o->nr];
-	*b = (struct oauth_bridge){ .o = o, .port = port };
-	if (acceptor_adopt(&b->acc, fd, ONESHOT_OAUTH_CONNS, replay, b, &err) < 0 ||
-	    acceptor_run(&b->acc, "the OAuth bridge", &err) < 0) {
+	*b = (struct oauth_bridge){ .o = o, .port = port, .acc = ACCEPTOR_NONE,
+				    .acc6 = ACCEPTOR_NONE };
+	/* Each listener is its acceptor's to close, even when adopting fails. */
+	r = acceptor_adopt(&b->acc, fd, ONESHOT_OAUTH_CONNS, replay, b, &err);
+	if (fd6 >= 0 && acceptor_adopt(&b->acc6, fd6, ONESHOT_OAUTH_CONNS, replay, b, &err) < 0)
+		r = -1;
+	if (r < 0 || acceptor_run(&b->acc, "the OAuth bridge", &err) < 0 ||
+	    acceptor_run(&b->acc6, "the OAuth bridge", &err) < 0) {
 		acceptor_stop(&b->acc);
+		acceptor_stop(&b->acc6);
 		gantry_error_free(&err);
 		*why = "cannot serve the callback";
 		return -1;
@@ -269,8 +275,10 @@ void oneshot_oauth_stop(struct oneshot_oauth *o)
 {
 	acceptor_stop(&o->acc);
 	acceptor_stop(&o->custody_acc);
-	for (unsigned int i = 0; i < o->nr; i++)
+	for (unsigned int i = 0; i < o->nr; i++) {
 		acceptor_stop(&o->bridges[i].acc);
+		acceptor_stop(&o->bridges[i].acc6);
+	}
 	o->nr = 0;
 	free(o->dir);
 	o->dir = NULL;

@@ -32,7 +32,7 @@ struct oneshot_oauth;
 struct oauth_bridge {
 	struct oneshot_oauth *o;
 	uint16_t port;
-	struct acceptor acc;
+	struct acceptor acc, acc6; /* 127.0.0.1:port, [::1]:port */
 };
 
 struct oneshot_oauth {

@@ -7,10 +7,12 @@ on wrap's stderr, the provider's redirect to localhost:PORT answered by
 the tool inside, and the tool ending with a working access token."""
 
 import base64
+import errno
 import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import urllib.parse
@@ -30,7 +32,7 @@ ACCESS = "access-token-9c1d"
 HARNESS = r"""
 import json, os, shlex, socket, subprocess, sys, threading, urllib.parse, urllib.request
 from http.server import BaseHTTPRequestHandler, HTTPServer
-provider_browser, provider_guest = sys.argv[1], sys.argv[2]
+provider_browser, provider_guest, host = sys.argv[1], sys.argv[2], sys.argv[3]
 got = {}
 class H(BaseHTTPRequestHandler):
     def do_GET(self):
@@ -41,7 +43,7 @@ class H(BaseHTTPRequestHandler):
 srv = HTTPServer(("127.0.0.1", 0), H)
 port = srv.server_address[1]
 t = threading.Thread(target=srv.handle_request); t.start()
-redirect = f"http://localhost:{port}/callback"
+redirect = f"http://{host}:{port}/callback"
 url = f"{provider_browser}/authorize?" + urllib.parse.urlencode(
     {"client_id": "cli", "redirect_uri": redirect, "state": "s1", "response_type": "code"})
 subprocess.run(shlex.split(os.environ["BROWSER"]) + [url], check=True)
@@ -91,8 +93,22 @@ class Provider(BaseHTTPRequestHandler):
         pass
 
 
-def test_bridge_login(gantry, tmp_path):
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("host", ["localhost", "[::1]"])
+def test_bridge_login(gantry, tmp_path, host):
+    """The harness's redirect to localhost, or to [::1] (the bridge
+    listens on both of the host's loopbacks)."""
     need_assets()
+    if host == "[::1]" and not ipv6_loopback():
+        pytest.skip("this host has no IPv6 loopback")
     srv = HTTPServer(("127.0.0.1", 0), Provider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
@@ -102,14 +118,15 @@ def test_bridge_login(gantry, tmp_path):
     # The browser reaches the provider on the host's loopback; the guest
     # reaches the same server through the host's address on its network.
     p = subprocess.Popen([str(gantry), "wrap", "-allow-local-net", "--", "python3", "-c",
-                          HARNESS, f"http://127.0.0.1:{port}", f"http://192.168.127.254:{port}"],
+                          HARNESS, f"http://127.0.0.1:{port}", f"http://192.168.127.254:{port}",
+                          host],
                          cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     try:
         url = shown_url(p)
         assert url, "no URL shown"
-        assert "redirect_uri=http%3A%2F%2Flocalhost%3A" in url
-        # The user's browser: the provider's redirect to localhost:PORT is
+        assert "redirect_uri=" + urllib.parse.quote(f"http://{host}:", safe="") in url
+        # The user's browser: the provider's redirect to HOST:PORT is
         # answered from inside the VM.
         with urllib.request.urlopen(url, timeout=60) as r:
             assert r.read() == b"logged in"
@@ -220,6 +237,17 @@ def test_custody_login_and_refresh(gantry, tmp_path):
     try:
         url = shown_url(p)
         assert url and url.startswith(f"{base}/authorize?"), url
+        # The callback's port is the login's on [::1] too: a request there
+        # without the state is its 404, not another process's.
+        redirect = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["redirect_uri"][0]
+        port = urllib.parse.urlparse(redirect).port
+        try:
+            with socket.create_connection(("::1", port), timeout=10) as c:
+                c.sendall(b"GET /cb?code=x HTTP/1.0\r\n\r\n")
+                assert c.recv(64).startswith(b"HTTP/1.1 404"), "not the login's listener"
+        except OSError as e:
+            if e.errno not in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT, errno.ENETUNREACH):
+                raise
         with urllib.request.urlopen(url, timeout=60) as r:
             assert b"Logged in" in r.read()
         out, err = p.communicate(timeout=boot_timeout() * 3)
