@@ -88,8 +88,9 @@ int cli_flag_mcp_remote(void *opaque, const char *spec, gantry_error_t *err);
  * neither names an absolute directory. */
 char *cli_config_path(const char *file);
 /* -oauth-custody: when on, custody opened into c (its providers from
- * ~/.config/gantry/oauth-providers.json) and given to o; then each
- * auth=custody: remote of gw its access token (an error without it). */
+ * ~/.config/gantry/oauth-providers.json, that path o's oauth_providers)
+ * and given to o; then each auth=custody: remote of gw (NULL: none) its
+ * access token (an error without it). */
 struct oauth_custody;
 struct mcp_gateway;
 struct sandbox_opts;

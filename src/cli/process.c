@@ -122,14 +122,19 @@ char *cli_config_path(const char *file)
 int cli_oauth_custody(struct oauth_custody *c, bool on, struct mcp_gateway *gw,
 		      struct sandbox_opts *o, gantry_error_t *err)
 {
-	cleanup_free char *config = on ? cli_config_path("oauth-providers.json") : NULL;
-
 	if (on) {
-		if (oauth_custody_open(c, config, err) < 0)
+		char *config = cli_config_path("oauth-providers.json");
+
+		if (oauth_custody_open(c, config, err) < 0) {
+			free(config);
 			return gantry_error_prefix(err, "-oauth-custody");
+		}
 		o->oauth_custody = c;
+		/* A sandbox's supervisor reads the same file at each boot. */
+		free(o->oauth_providers);
+		o->oauth_providers = config;
 	}
-	return mcp_gateway_custody(gw, on ? c : NULL, err);
+	return gw ? mcp_gateway_custody(gw, on ? c : NULL, err) : 0;
 }
 
 int cli_mcp_fs(struct mcp_gateway *gw, const struct cli_mcp_fs *f, gantry_error_t *err)

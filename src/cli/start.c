@@ -8,6 +8,7 @@
 #include "cli/signals.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "oauth/custody.h"
 #include "sandbox/lifecycle.h"
 #include "sandbox/snapshots.h"
 #include "sandbox/network.h"
@@ -34,7 +35,10 @@ static void start_usage(FILE *out, const struct flag *flags)
 		"-from SNAP starts NAME from a snapshot (gantry snapshot) instead of booting:\n"
 		"its processes run on from where the snapshot's did, with their memory, on a\n"
 		"copy of its writable layer; the guest takes NAME as its hostname, a new\n"
-		"machine id and fresh entropy. Its ports are the -p given (docs/snapshots.md).\n\n"
+		"machine id and fresh entropy. Its ports are the -p given (docs/snapshots.md).\n"
+		"-oauth-custody serves gantry-guest oauth login|token PROVIDER inside, as for\n"
+		"gantry wrap; a login's URL is shown by that command, for a browser on the host\n"
+		"(docs/agents.md).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 }
@@ -70,7 +74,8 @@ int cmd_start(int argc, char **argv)
 	struct sandbox_opts o;
 	static struct gantry_cancel cancel;
 	gantry_error_t err = NULL;
-	bool help = false, dashdash;
+	bool help = false, dashdash, custody_on = false;
+	struct oauth_custody custody = { 0 };
 	const char *from = NULL;
 	int rest, r;
 	const struct flag flags[] = {
@@ -85,6 +90,7 @@ int cmd_start(int argc, char **argv)
 		  "writable root (default true; -rw=false: read-only)", 0 },
 		{ "rwlayer", FLAG_STRING, &o.rwlayer, NULL, "PATH",
 		  "writable layer file to use or create (kept by delete)", 0 },
+		FLAG_OAUTH_CUSTODY(&custody_on),
 		{ "help", FLAG_BOOL, &help, NULL, NULL, "show this help", 0 },
 		{ 0 },
 	};
@@ -132,9 +138,13 @@ int cmd_start(int argc, char **argv)
 		sandbox_opts_free(&o);
 		return cli_finish(&err, r);
 	}
-	if (sandbox_opts_check(&o, &err) < 0) {
+	/* Custody's providers are read here too, so that a bad file is one
+	 * line now rather than a failed boot. */
+	if (sandbox_opts_check(&o, &err) < 0 ||
+	    cli_oauth_custody(&custody, custody_on, NULL, &o, &err) < 0) {
 		gantry_error_prefix(&err, "start");
 		gantry_error_print(&err);
+		oauth_custody_close(&custody);
 		sandbox_opts_free(&o);
 		return 2;
 	}
@@ -144,6 +154,7 @@ int cmd_start(int argc, char **argv)
 		r = sandbox_create(&o, &cancel, &err);
 	if (r == 0)
 		log_info("sandbox `%s` is running: gantry exec %s -- CMD", o.name, o.name);
+	oauth_custody_close(&custody);
 	sandbox_opts_free(&o);
 	return cli_finish(&err, r);
 }

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -180,6 +181,28 @@ int acceptor_run(struct acceptor *a, const char *what, gantry_error_t *err)
 		return gantry_error(err, EAGAIN, "%s: no thread", what);
 	a->running = true;
 	return 0;
+}
+
+ssize_t acceptor_read_line(const struct acceptor *a, int fd, char *buf, size_t max, int ms)
+{
+	size_t got = 0;
+
+	while (got < max && !memchr(buf, '\n', got)) {
+		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
+				       { .fd = a->stop[0], .events = POLLIN } };
+		ssize_t n;
+
+		if (poll(p, 2, ms) <= 0 || p[1].revents)
+			return -1;
+		n = recv(fd, buf + got, max - got, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return -1;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return (ssize_t)got;
 }
 
 void acceptor_stop(struct acceptor *a)

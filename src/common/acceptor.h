@@ -10,6 +10,8 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 #include "common/error.h"
 
@@ -43,6 +45,10 @@ static inline int acceptor_stop_fd(const struct acceptor *a)
 {
 	return a->stop[0];
 }
+/* A request line for a handler: up to max bytes of fd (buf holds max +
+ * 1), read until a newline is among them, NUL-terminated. Their count, or
+ * -1 when the peer went, was slower than ms between reads, or a stops. */
+ssize_t acceptor_read_line(const struct acceptor *a, int fd, char *buf, size_t max, int ms);
 /* Stop: the thread and every handler joined, the listener closed. */
 void acceptor_stop(struct acceptor *a);
 

@@ -6,7 +6,8 @@
  * one request line to the host's PROTO_CUSTODY_PORT, and its answer, a
  * JSON line (the access token, its refresh token a sentinel) printed on
  * stdout, or why not on stderr. A login waits for the user to finish it in
- * a browser on the host; the host bounds that wait. */
+ * a browser on the host; the host bounds that wait. A sandbox's host sends
+ * the login's URL first ("open URL"), for this tool to show. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +16,48 @@
 
 #include "guest/guest.h"
 
+/* The answer's lines as they come: a login's "open URL" shown at once
+ * (a sandbox's host has no terminal to show it on), then the answer. */
+static int read_answer(int fd, const char *provider, char *answer)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	for (;;) {
+		char *nl = memchr(answer, '\n', got);
+
+		if (nl && got > 5 && strncmp(answer, "open ", 5) == 0) {
+			*nl = '\0';
+			fprintf(stderr, "gantry: to log in to %s, open %s in a browser on the host\n",
+				provider, answer + 5);
+			got -= (size_t)(nl + 1 - answer);
+			memmove(answer, nl + 1, got);
+			continue;
+		}
+		if (nl || got == PROTO_CUSTODY_ANSWER_MAX)
+			break;
+		n = read(fd, answer + got, PROTO_CUSTODY_ANSWER_MAX - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	answer[got] = '\0';
+	answer[strcspn(answer, "\n")] = '\0';
+	if (answer[0] != '{') {
+		fprintf(stderr, "gantry: %s\n", answer[0] ? answer : "the host gave no answer");
+		return 1;
+	}
+	puts(answer);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
 int guest_oauth_main(int argc, char **argv)
 {
 	static const struct guest_config cfg = { 0 };
 	char *answer = malloc(PROTO_CUSTODY_ANSWER_MAX + 1), line[128];
-	size_t got = 0;
-	ssize_t n;
-	int fd;
+	int fd, r;
 
 	if (argc != 2 || (strcmp(argv[0], "login") != 0 && strcmp(argv[0], "token") != 0) ||
 	    strlen(argv[1]) == 0 || strlen(argv[1]) > 32 || strpbrk(argv[1], " \n") ||
@@ -38,24 +74,15 @@ int guest_oauth_main(int argc, char **argv)
 	}
 	if (strcmp(argv[0], "login") == 0)
 		fprintf(stderr, "gantry: log in to %s in a browser on the host: open the URL "
-				"Gantry shows there\n",
+				"Gantry shows\n",
 			argv[1]);
 	snprintf(line, sizeof(line), "%s %s\n", argv[0], argv[1]);
 	if (guest_write_all(fd, line, strlen(line)) < 0)
 		return 1;
-	while (got < PROTO_CUSTODY_ANSWER_MAX &&
-	       ((n = read(fd, answer + got, PROTO_CUSTODY_ANSWER_MAX - got)) > 0 ||
-		(n < 0 && errno == EINTR)))
-		got += n > 0 ? (size_t)n : 0;
+	r = read_answer(fd, argv[1], answer);
 	close(fd);
-	answer[got] = '\0';
-	answer[strcspn(answer, "\n")] = '\0';
-	if (answer[0] != '{') {
-		fprintf(stderr, "gantry: %s\n", answer[0] ? answer : "the host gave no answer");
-		return 1;
-	}
-	puts(answer);
-	return fflush(stdout) == 0 ? 0 : 1;
+	free(answer);
+	return r;
 }
 
 /* `gantry-guest open-url URL` (PROTO_OPEN_URL_ARG), the guest's BROWSER

@@ -465,7 +465,8 @@ static int store_entry(struct oauth_custody *c, const char *name, json_t *entry,
 	return r;
 }
 
-int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, char **answer,
+int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd,
+			void (*show)(void *opaque, const char *url), void *opaque, char **answer,
 			gantry_error_t *err)
 {
 	const struct oauth_provider *p = oauth_provider_find(c, name);
@@ -503,7 +504,10 @@ int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, 
 		  p->authorize, strchr(p->authorize, '?') ? "&" : "?", e_client ? e_client : "",
 		  e_redirect ? e_redirect : "", e_scope ? "&scope=" : "", e_scope ? e_scope : "",
 		  challenge, state, p->params ? "&" : "", p->params ? p->params : "");
-	log_always("OAuth custody: to log in to %s for the sandbox, open %s", name, url);
+	if (show)
+		show(opaque, url);
+	else
+		log_always("OAuth custody: to log in to %s for the sandbox, open %s", name, url);
 	r = await_code(lfd, stop_fd, p, state, &code, err);
 	close_fd(&lfd[0]);
 	close_fd(&lfd[1]);

@@ -60,10 +60,12 @@ void oauth_custody_close(struct oauth_custody *c);
 const struct oauth_provider *oauth_provider_find(const struct oauth_custody *c,
 						 const char *name);
 
-/* Log in to name: the URL shown (log_always), the callback awaited until
- * stop_fd is readable or OAUTH_LOGIN_TIMEOUT_S pass, the code exchanged
- * and the tokens stored. *answer is the guest's JSON line (allocated). */
-int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd, char **answer,
+/* Log in to name: the URL shown (show(opaque, URL); NULL: on this
+ * process's stderr), the callback awaited until stop_fd is readable or
+ * OAUTH_LOGIN_TIMEOUT_S pass, the code exchanged and the tokens stored.
+ * *answer is the guest's JSON line (allocated). */
+int oauth_custody_login(struct oauth_custody *c, const char *name, int stop_fd,
+			void (*show)(void *opaque, const char *url), void *opaque, char **answer,
 			gantry_error_t *err);
 /* name's access token, refreshed first when it is about to expire. */
 int oauth_custody_token(struct oauth_custody *c, const char *name, char **answer,

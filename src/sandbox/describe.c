@@ -79,6 +79,7 @@ json_t *sandbox_to_json(const struct sandbox *sb, const char *dir)
 	json_object_set_new(o, "proxy", jsonh_string_or_null(sb->proxy));
 	json_object_set_new(o, "no_proxy", jsonh_string_or_null(sb->no_proxy));
 	json_object_set_new(o, "proxy_enforce", json_boolean(sb->proxy_enforce));
+	json_object_set_new(o, "oauth_custody", json_boolean(sb->oauth_custody));
 	json_object_set_new(o, "process_isolation", json_string(confine_mode_name(sb->isolation)));
 	json_object_set_new(o, "shares", jsonh_from_strv(sb->shares, sb->nr_shares));
 	json_object_set_new(o, "secrets", secret_names_json(sb));

@@ -250,6 +250,9 @@ static int describe(const struct sandbox_opts *o, const struct gantry_cancel *ca
 	sb->mem_mib = o->mem_mib;
 	sb->disk_mib = o->disk_mib;
 	sb->writable = o->writable;
+	sb->oauth_custody = o->oauth_custody != NULL;
+	if (sb->oauth_custody && o->oauth_providers)
+		sb->oauth_providers = xstrdup(o->oauth_providers);
 	if (sandbox_opts_net(o, sb, err) < 0 || sandbox_secrets_describe(o->secrets, sb, err) < 0)
 		return -1;
 	/* Stored as chosen, so the next boot forwards the same port. */

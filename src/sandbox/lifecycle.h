@@ -65,9 +65,13 @@ struct sandbox_opts {
 	/* the OAuth bridge (gantry wrap; a one-shot's only): the guest's
 	 * open-url shown here, a loopback callback carried in */
 	bool oauth_bridge;
-	/* OAuth custody (gantry wrap, one-shot exec; borrowed, NULL: none):
-	 * the guest's `gantry-guest oauth login|token` served */
+	/* OAuth custody (borrowed, NULL: none): the guest's `gantry-guest
+	 * oauth login|token` served, by this process for a one-shot; a
+	 * persistent sandbox's supervisor opens its own from
+	 * oauth_providers (the providers file, absolute; NULL: none; freed
+	 * by sandbox_opts_free) */
 	struct oauth_custody *oauth_custody;
+	char *oauth_providers;
 	const char *isolation; /* -process-isolation auto|required|off; NULL: the environment's */
 	/* -secret, -secret-file: the secrets of its processes (NULL: none).
 	 * Freed by sandbox_opts_free. */

@@ -54,6 +54,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	m->isolation = sb->isolation;
 	m->worker = sb->isolation != CONFINE_OFF;
 	m->transient = sb->transient;
+	m->custody = sb->oauth_custody;
 	m->cfg.small_pages = !sb->transient;
 	xasprintf(&m->isolation_path, "%s/%s", dir, CONFINE_FILE);
 	if (sb->net) {

@@ -92,6 +92,7 @@ struct machine {
 	struct machine_live_share *live_shares; /* FS_MAX_EXPORTS slots, once one is added */
 	unsigned int last_route;		/* the last one's route: never one again */
 	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
+	bool custody;	/* its guest may dial OAuth custody (a sandbox's supervisor serves it) */
 	/* Restoring (cfg.restore_state_fd) a clone: the hostname its guest
 	 * takes instead of the saved one's (NULL: the same machine). */
 	const char *renew_hostname;

@@ -217,6 +217,8 @@ void sandbox_opts_free(struct sandbox_opts *o)
 	strv_free(o->sockets);
 	o->ports = o->shares = o->tmpfs = o->sockets = NULL;
 	o->nr_ports = o->nr_shares = o->nr_tmpfs = o->nr_sockets = 0;
+	free(o->oauth_providers);
+	o->oauth_providers = NULL;
 }
 
 /* The sandbox, with its lock held (*lock >= 0) when it is not running. */

@@ -16,6 +16,7 @@
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "oauth/custody.h"
+#include "oauth/service.h"
 #include "proto/agent.h"
 #include "sandbox/oneshot_oauth.h"
 
@@ -133,32 +134,6 @@ static int bridge_open(struct oneshot_oauth *o, uint16_t port, const char **why)
 	return 0;
 }
 
-/* A guest's request line: up to max bytes of fd (buf holds max + 1),
- * read until a newline is among them, NUL-terminated. Their count, or -1
- * when the guest went, was slower than OAUTH_READ_MS, or the run stops
- * (stop_fd). */
-static ssize_t read_request(int fd, int stop_fd, char *buf, size_t max)
-{
-	size_t got = 0;
-
-	while (got < max && !memchr(buf, '\n', got)) {
-		struct pollfd p[2] = { { .fd = fd, .events = POLLIN },
-				       { .fd = stop_fd, .events = POLLIN } };
-		ssize_t n;
-
-		if (poll(p, 2, OAUTH_READ_MS) <= 0 || p[1].revents)
-			return -1;
-		n = recv(fd, buf + got, max - got, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n <= 0)
-			return -1;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
-	return (ssize_t)got;
-}
-
 /* One open-url request: the URL shown, its callback bridged. */
 static void serve_open(void *opaque, int fd)
 {
@@ -166,7 +141,7 @@ static void serve_open(void *opaque, int fd)
 	char *url = xmalloc(PROTO_OAUTH_URL_MAX + 2);
 	const char *why = NULL;
 	uint16_t port;
-	ssize_t got = read_request(fd, acceptor_stop_fd(&o->acc), url, PROTO_OAUTH_URL_MAX + 1);
+	ssize_t got = acceptor_read_line(&o->acc, fd, url, PROTO_OAUTH_URL_MAX + 1, OAUTH_READ_MS);
 
 	if (got < 0)
 		goto out;
@@ -199,68 +174,22 @@ out:
 	close(fd);
 }
 
-/* One custody request: "login NAME" or "token NAME", one line. */
-static void serve_custody(void *opaque, int fd)
-{
-	struct oneshot_oauth *o = opaque;
-	char line[OAUTH_NAME_MAX + 16], *name;
-	cleanup_free char *answer = NULL;
-	gantry_error_t err = NULL;
-	ssize_t got = read_request(fd, acceptor_stop_fd(&o->custody_acc), line, sizeof(line) - 1);
-	int r = -1;
-
-	if (got < 0)
-		goto out;
-	if (!memchr(line, '\n', (size_t)got)) {
-		gantry_error(&err, EINVAL, "the request is too long");
-	} else {
-		line[strcspn(line, "\n")] = '\0';
-		name = strchr(line, ' ');
-		if (name)
-			*name++ = '\0';
-		if (name == NULL || !oauth_name_valid(name))
-			gantry_error(&err, EINVAL, "no such request (login or token, and a provider)");
-		else if (strcmp(line, "login") == 0)
-			r = oauth_custody_login(o->custody, name,
-						acceptor_stop_fd(&o->custody_acc), &answer, &err);
-		else if (strcmp(line, "token") == 0)
-			r = oauth_custody_token(o->custody, name, &answer, &err);
-		else
-			gantry_error(&err, EINVAL, "no such request (login or token, and a provider)");
-	}
-	if (r == 0) {
-		(void)!write_full(fd, answer, strlen(answer));
-		(void)!write_full(fd, "\n", 1);
-		explicit_bzero(answer, strlen(answer));
-	} else {
-		const char *why = gantry_error_str(err);
-
-		log_warn("OAuth custody: %s", why);
-		(void)!write_full(fd, why, strlen(why));
-		(void)!write_full(fd, "\n", 1);
-	}
-	gantry_error_free(&err);
-out:
-	close(fd);
-}
-
 int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on,
 			struct oauth_custody *custody, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL, *cpath = NULL;
 
 	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE,
-				     .custody_acc = ACCEPTOR_NONE,
-				     .lock = PTHREAD_MUTEX_INITIALIZER,
-				     .custody = custody };
+				     .custody = OAUTH_SERVICE_NONE,
+				     .lock = PTHREAD_MUTEX_INITIALIZER };
 	o->dir = xstrdup(dir);
 	xasprintf(&path, "%s/%d.sock", dir, PROTO_OAUTH_PORT);
 	if (on && acceptor_listen(&o->acc, path, 4, 0, serve_open, o, err) < 0)
 		return gantry_error_prefix(err, "the OAuth bridge");
 	xasprintf(&cpath, "%s/%d.sock", dir, PROTO_CUSTODY_PORT);
-	if (custody && acceptor_listen(&o->custody_acc, cpath, 4, ONESHOT_CUSTODY_CONNS,
-				       serve_custody, o, err) < 0)
-		return gantry_error_prefix(err, "OAuth custody");
+	/* The run's stderr is the user's: a login's URL is shown there. */
+	if (custody && oauth_service_listen(&o->custody, cpath, custody, false, err) < 0)
+		return -1;
 	return 0;
 }
 
@@ -268,13 +197,13 @@ int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err)
 {
 	if (acceptor_run(&o->acc, "the OAuth bridge", err) < 0)
 		return -1;
-	return acceptor_run(&o->custody_acc, "OAuth custody", err);
+	return oauth_service_run(&o->custody, err);
 }
 
 void oneshot_oauth_stop(struct oneshot_oauth *o)
 {
 	acceptor_stop(&o->acc);
-	acceptor_stop(&o->custody_acc);
+	oauth_service_stop(&o->custody);
 	for (unsigned int i = 0; i < o->nr; i++) {
 		acceptor_stop(&o->bridges[i].acc);
 		acceptor_stop(&o->bridges[i].acc6);

@@ -9,8 +9,7 @@
  * At most ONESHOT_OAUTH_PORTS ports, each for the rest of the run.
  *
  * With custody (oauth/custody.h), `gantry-guest oauth login|token NAME`
- * reaches it on PROTO_CUSTODY_PORT: a request line, answered with the
- * custody's JSON line or why not, ONESHOT_CUSTODY_CONNS at once. */
+ * reaches it on PROTO_CUSTODY_PORT (oauth/service.h). */
 #ifndef GANTRY_SANDBOX_ONESHOT_OAUTH_H
 #define GANTRY_SANDBOX_ONESHOT_OAUTH_H
 
@@ -20,10 +19,10 @@
 
 #include "common/acceptor.h"
 #include "common/error.h"
+#include "oauth/service.h"
 
 #define ONESHOT_OAUTH_PORTS 4
 #define ONESHOT_OAUTH_CONNS 8 /* a callback's connections at once */
-#define ONESHOT_CUSTODY_CONNS 4
 
 struct oauth_custody;
 
@@ -41,8 +40,7 @@ struct oneshot_oauth {
 	pthread_mutex_t lock;
 	struct oauth_bridge bridges[ONESHOT_OAUTH_PORTS];
 	unsigned int nr;
-	struct acceptor custody_acc; /* custody's requests */
-	struct oauth_custody *custody; /* borrowed; NULL: none */
+	struct oauth_service custody; /* custody's requests */
 };
 
 /* Listen in dir for the bridge when on, and for custody when it is not

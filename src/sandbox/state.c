@@ -268,6 +268,7 @@ void sandbox_free(struct sandbox *sb)
 	free(sb->rwlayer);
 	free(sb->created);
 	free(sb->reason);
+	free(sb->oauth_providers);
 	sandbox_transient_free(sb);
 	memset(sb, 0, sizeof(*sb));
 }
@@ -460,6 +461,13 @@ int sandbox_load(const char *dir, struct sandbox *sb, gantry_error_t *err)
 		gantry_error(err, 0, "writable without a field `rwlayer`");
 		goto out;
 	}
+	sb->oauth_custody = json_is_true(json_object_get(j, "oauth_custody"));
+	if (jsonh_string(j, "oauth_providers", false, &sb->oauth_providers, err) < 0)
+		goto out;
+	if (sb->oauth_providers && (!sb->oauth_custody || sb->oauth_providers[0] != '/')) {
+		gantry_error(err, 0, "field `oauth_providers`: an absolute path, with custody");
+		goto out;
+	}
 	if ((sb->image_path == NULL) == (sb->root == NULL)) {
 		gantry_error(err, 0, "want one of the fields `image_path` and `root`");
 		goto out;
@@ -530,6 +538,10 @@ static int save(const char *dir, const struct sandbox *sb, bool durable, gantry_
 		json_object_set_new(j, "secrets", jsonh_from_strv(sb->secrets, sb->nr_secrets));
 	if (sb->transient)
 		json_object_set_new(j, "oneshot", json_true());
+	if (sb->oauth_custody) {
+		json_object_set_new(j, "oauth_custody", json_true());
+		set_str(j, "oauth_providers", sb->oauth_providers);
+	}
 	text = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
 	json_decref(j);
 	if (text == NULL)

@@ -86,6 +86,11 @@ struct sandbox {
 	size_t nr_tmpfs;
 	char **secrets; /* secret specs without values (secret/spec.h) */
 	size_t nr_secrets;
+	/* OAuth custody (`gantry start -oauth-custody`): its supervisor serves
+	 * the guest's `gantry-guest oauth`, the providers from oauth_providers
+	 * (an absolute path; NULL or a missing file: Gantry's table alone). */
+	bool oauth_custody;
+	char *oauth_providers;
 };
 
 bool sandbox_name_valid(const char *name);

@@ -154,17 +154,19 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
 /* ---- serve ----------------------------------------------------------------------------- */
 
 /* Whether the guest may dial host port P: a sandbox's only its agent's
- * ports, the credential broker's, and the socket relay's, the MCP
- * gateway's, the OAuth bridge's and OAuth custody's (a one-shot's only);
- * `gantry run`'s any (the user's directory holds the sockets). */
+ * ports, the credential broker's, OAuth custody's (where it has custody),
+ * and the socket relay's, the MCP gateway's and the OAuth bridge's (a
+ * one-shot's only); `gantry run`'s any (the user's directory holds the
+ * sockets). */
 static bool dial_allowed(const struct machine *m, json_int_t port)
 {
 	if (m->bare)
 		return port >= 0 && port <= UINT32_MAX;
 	return port == PROTO_CONTROL_PORT || port == PROTO_STDIO_PORT ||
 	       port == PROTO_BROKER_PORT ||
+	       ((m->transient || m->custody) && port == PROTO_CUSTODY_PORT) ||
 	       (m->transient && (port == PROTO_SOCKET_PORT || port == PROTO_MCP_PORT ||
-				 port == PROTO_OAUTH_PORT || port == PROTO_CUSTODY_PORT));
+				 port == PROTO_OAUTH_PORT));
 }
 
 /* The guest dials host port P: <vsock_dir>/P.sock, connected here. */

@@ -31,8 +31,9 @@
 
 /* What a running supervisor has in its directory: its start and its end
  * remove them. */
-static const char *const sockets[] = { SANDBOX_CTL,	"1025.sock",	 "vsock.sock",
-				       "1026.sock",	SUP_BROKER_SOCK, SANDBOX_FROZEN };
+static const char *const sockets[] = { SANDBOX_CTL,	  "1025.sock",	   "vsock.sock",
+				       "1026.sock",	  SUP_BROKER_SOCK, SUP_CUSTODY_SOCK,
+				       SANDBOX_FROZEN };
 
 static void remove_sockets(void)
 {
@@ -317,6 +318,7 @@ static __attribute__((noreturn)) void finish(struct sup *s, const char *forced)
 		net_worker_stop(&s->m.net_worker);
 	else if (s->m.net_started && s->m.net_worker.pid > 0)
 		kill(s->m.net_worker.pid, SIGKILL);
+	oauth_service_stop(&s->custody_svc);
 	/* Our lock goes with us; a VMM thread still running goes too. */
 	_exit(s->sb.state == SANDBOX_CRASHED);
 }
@@ -353,6 +355,22 @@ static int lock_wait(struct sup *s, int *fd, gantry_error_t *err)
 }
 
 static int secrets_setup(struct sup *s, bool handed, gantry_error_t *err);
+
+/* OAuth custody, where the sandbox has it: its providers read now (a file
+ * gone bad since the start fails the boot, in one line), its requests
+ * served on threads of their own; a login's URL goes to the guest that
+ * asked, whose tool shows it (nobody watches this process's stderr). */
+static int custody_setup(struct sup *s, gantry_error_t *err)
+{
+	if (!s->sb.oauth_custody)
+		return 0;
+	if (oauth_custody_open(&s->custody, s->sb.oauth_providers, err) < 0)
+		return gantry_error_prefix(err, "OAuth custody");
+	if (oauth_service_listen(&s->custody_svc, SUP_CUSTODY_SOCK, &s->custody, true, err) < 0 ||
+	    oauth_service_run(&s->custody_svc, err) < 0)
+		return -1;
+	return 0;
+}
 
 /* The VM goes on from the last `stop -snapshot` when there is one, and
  * may be saved again: the save's new files, handed to the VMM. */
@@ -419,6 +437,8 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 	if (s->m.cfg.timing)
 		log_always("booting");
 	sup_broker_init(s);
+	if (custody_setup(s, err) < 0)
+		return -1;
 	s->ctl_listen = ctl_listen(SANDBOX_CTL, err);
 	if (s->ctl_listen < 0 || machine_start(&s->m, err) < 0)
 		return -1;
@@ -639,7 +659,8 @@ void sup_init(struct sup *s, const char *name)
 			   .m = MACHINE_NONE,
 			   .pause = { .dir = -1, .state_fd = -1, .mem_fd = -1 },
 			   .net = { .ctl = -1 },
-			   .broker = { .listen = -1, .wake = -1 } };
+			   .broker = { .listen = -1, .wake = -1 },
+			   .custody_svc = OAUTH_SERVICE_NONE };
 	for (size_t i = 0; i < SUP_MAX_STREAMS; i++)
 		s->streams[i].fd = -1;
 	for (size_t i = 0; i < SUP_BROKER_CONNS; i++)

@@ -17,6 +17,8 @@
 #include <time.h>
 
 #include "common/outq.h"
+#include "oauth/custody.h"
+#include "oauth/service.h"
 #include "sandbox/network.h"
 #include "proto/agent.h"
 #include "sandbox/machine.h"
@@ -149,6 +151,7 @@ struct stream_wait {
 #define SUP_SECRETS_WAIT_MS 10000 /* for the caller to hand its secrets over */
 #define SUP_AUDIT_EVENTS    256
 #define SUP_BROKER_SOCK	    "1027.sock" /* PROTO_BROKER_PORT's, bridged by the VMM */
+#define SUP_CUSTODY_SOCK    "1033.sock" /* PROTO_CUSTODY_PORT's */
 #define SUP_BROKER_CONNS    8
 #define SUP_BROKER_IN	    BROKER_REQUEST_MAX
 #define SUP_BROKER_MS	    BROKER_WAIT_MS
@@ -237,6 +240,9 @@ struct sup {
 	uint64_t egress_next;	     /* when the egress worker's values are read again */
 	struct sup_audit audit;
 	struct sup_broker broker;
+	/* OAuth custody (sb.oauth_custody): served on threads of its own */
+	struct oauth_custody custody;
+	struct oauth_service custody_svc;
 };
 
 /* supervisor.c */

@@ -35,6 +35,26 @@ def _path(env, default):
     return Path(value) if value else default
 
 
+def providers_config(tmp_path, providers):
+    """An $XDG_CONFIG_HOME under tmp_path whose gantry/oauth-providers.json
+    holds providers (OAuth custody's): the directory and the file."""
+    cfg = tmp_path / "config"
+    (cfg / "gantry").mkdir(parents=True, exist_ok=True)
+    path = cfg / "gantry" / "oauth-providers.json"
+    path.write_text(json.dumps(providers))
+    return cfg, path
+
+
+def json_reply(handler, code, obj):
+    """A BaseHTTPRequestHandler's answer: obj as JSON, with its length."""
+    body = json.dumps(obj).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def build_dir():
     return _path("GANTRY_BUILD_DIR", REPO / "build")
 

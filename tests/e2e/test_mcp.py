@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from conftest import REPO, boot_timeout, build_dir
+from conftest import REPO, boot_timeout, build_dir, json_reply, providers_config
 
 pytestmark = pytest.mark.kvm
 
@@ -113,11 +113,9 @@ def test_custody_token_as_the_credential(gantry, remote, tmp_path):
     """auth=custody:PROVIDER: the bearer is the access token OAuth custody
     holds on the host (its store seeded here), never in the guest; without
     -oauth-custody, one line before anything starts."""
-    cfg = tmp_path / "config"
-    (cfg / "gantry").mkdir(parents=True)
-    (cfg / "gantry" / "oauth-providers.json").write_text(json.dumps({"fake": {
+    cfg, _ = providers_config(tmp_path, {"fake": {
         "authorize": "https://provider.example/authorize",
-        "token": "https://provider.example/token", "clientId": "c"}}))
+        "token": "https://provider.example/token", "clientId": "c"}})
     home = remote["base"] / "gantry-home"
     home.mkdir(exist_ok=True)
     store = home / "oauth-tokens.json"
@@ -155,13 +153,9 @@ class RefreshProvider(BaseHTTPRequestHandler):
             self.rfile.read(int(self.headers["Content-Length"])).decode()).items()}
         RefreshProvider.seen.append(form)
         ok = form.get("grant_type") == "refresh_token" and form.get("refresh_token") == "r"
-        body = json.dumps({"access_token": TOKEN2, "refresh_token": "r2", "expires_in": 3600,
-                           "token_type": "Bearer"} if ok else {"error": "invalid_grant"}).encode()
-        self.send_response(200 if ok else 400)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        json_reply(self, 200 if ok else 400,
+                   {"access_token": TOKEN2, "refresh_token": "r2", "expires_in": 3600,
+                    "token_type": "Bearer"} if ok else {"error": "invalid_grant"})
 
     def log_message(self, *a):
         pass
@@ -187,11 +181,9 @@ def test_custody_token_renewed_mid_run(gantry, remote, tmp_path):
     srv = HTTPServer(("127.0.0.1", 0), RefreshProvider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     RefreshProvider.seen = []
-    cfg = tmp_path / "config"
-    (cfg / "gantry").mkdir(parents=True)
-    (cfg / "gantry" / "oauth-providers.json").write_text(json.dumps({"fake": {
+    cfg, _ = providers_config(tmp_path, {"fake": {
         "authorize": "https://provider.example/authorize",
-        "token": f"http://127.0.0.1:{srv.server_port}/token", "clientId": "c"}}))
+        "token": f"http://127.0.0.1:{srv.server_port}/token", "clientId": "c"}})
     home = remote["base"] / "gantry-home"
     home.mkdir(exist_ok=True)
     store = home / "oauth-tokens.json"

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from conftest import boot_timeout, build_dir
+from conftest import boot_timeout, build_dir, json_reply, providers_config
 
 pytestmark = pytest.mark.kvm
 
@@ -83,11 +83,8 @@ class Provider(BaseHTTPRequestHandler):
     def do_POST(self):
         form = urllib.parse.parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
         ok = form.get("code") == [CODE]
-        self.send_response(200 if ok else 400)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(b'{"access_token":"%s","refresh_token":"r1"}' % ACCESS.encode()
-                         if ok else b"{}")
+        json_reply(self, 200 if ok else 400,
+                   {"access_token": ACCESS, "refresh_token": "r1"} if ok else {})
 
     def log_message(self, *a):
         pass
@@ -188,13 +185,8 @@ class CustodyProvider(BaseHTTPRequestHandler):
         elif form.get("grant_type") == "refresh_token" and form.get("refresh_token") == "ref-one-secret":
             answer = {"access_token": "acc-two", "refresh_token": "ref-two-secret",
                       "expires_in": 3600, "token_type": "Bearer"}
-        body = json.dumps(answer or {"error": "invalid_grant",
-                                     "error_description": "\x1b[31mno\x1b[0m"}).encode()
-        self.send_response(200 if answer else 400)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        json_reply(self, 200 if answer else 400,
+                   answer or {"error": "invalid_grant", "error_description": "\x1b[31mno\x1b[0m"})
 
     def log_message(self, *a):
         pass
@@ -220,11 +212,9 @@ def test_custody_login_and_refresh(gantry, tmp_path):
     srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{srv.server_address[1]}"
-    cfg = tmp_path / "config"
-    (cfg / "gantry").mkdir(parents=True)
-    (cfg / "gantry" / "oauth-providers.json").write_text(json.dumps({"fake": {
+    cfg, _ = providers_config(tmp_path, {"fake": {
         "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT,
-        "scope": "openid offline_access", "callbackPath": "/cb"}}))
+        "scope": "openid offline_access", "callbackPath": "/cb"}})
     home = tmp_path / "home"
     store = home / "oauth-tokens.json"
     work = tmp_path / "work"
@@ -288,11 +278,8 @@ def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
     srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{srv.server_address[1]}"
-    cfg = tmp_path / "config"
-    (cfg / "gantry").mkdir(parents=True)
-    providers = cfg / "gantry" / "oauth-providers.json"
-    providers.write_text(json.dumps({"fake": {
-        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT}}))
+    cfg, providers = providers_config(tmp_path, {"fake": {
+        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT}})
     home = tmp_path / "home"
     home.mkdir()
     (home / "oauth-tokens.json").write_text(json.dumps({"fake": {
@@ -317,3 +304,67 @@ def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
     assert r.returncode == 2, r
     lines = r.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "provider `fake`" in lines[0] and "https://" in lines[0], lines
+
+
+def test_custody_in_a_sandbox(gantry, tmp_path):
+    """gantry start -oauth-custody: the sandbox's supervisor serves custody.
+    Nobody watches it, so a login's URL goes to the guest's tool, which
+    shows it on the exec's stderr; the browser's callback is taken on the
+    host, the tokens stay in the host's store, the guest gets access
+    tokens (refreshed) and the sentinel. A bad providers file stops the
+    start in one line, before anything is made."""
+    need_assets()
+    CustodyProvider.seen = {}
+    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    cfg, providers = providers_config(tmp_path, {"fake": {
+        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT,
+        "callbackPath": "/cb"}})
+    home = tmp_path / "home"
+    store = home / "oauth-tokens.json"
+    env = dict(os.environ, GANTRY_HOME=str(home), XDG_CONFIG_HOME=str(cfg))
+
+    def gantry_run(*args, timeout=boot_timeout() * 3):
+        return subprocess.run([str(gantry), *args], env=env, capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout)
+
+    try:
+        r = gantry_run("start", "keeper", "-net=false", "-oauth-custody")
+        assert r.returncode == 0, r.stderr.decode()
+        p = subprocess.Popen([str(gantry), "exec", "keeper", "--", "/dev/.gantry-guest", "oauth",
+                              "login", "fake"], env=env, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            url = shown_url(p)
+            assert url and url.startswith(f"{base}/authorize?"), url
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                assert b"Logged in" in resp.read()
+            out, err = p.communicate(timeout=boot_timeout())
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert p.returncode == 0, err
+        login = json.loads(out)
+        assert login["access_token"] == "acc-one", login
+        assert login["refresh_token"] == "gantry-custody:fake", login
+        r = gantry_run("exec", "keeper", "--", "/dev/.gantry-guest", "oauth", "token", "fake")
+        assert r.returncode == 0, r.stderr.decode()
+        assert json.loads(r.stdout)["access_token"] == "acc-two", r.stdout
+        assert b"ref-" not in r.stdout
+        kept = json.loads(store.read_text())["fake"]
+        assert kept["refresh_token"] == "ref-two-secret", kept
+        assert oct(store.stat().st_mode & 0o777) == "0o600"
+        r = gantry_run("inspect", "keeper", "--json", timeout=30)
+        assert json.loads(r.stdout)["oauth_custody"] is True
+    finally:
+        gantry_run("delete", "keeper", timeout=120)
+        srv.shutdown()
+    providers.write_text(json.dumps({"fake": {"authorize": "http://192.0.2.1/a",
+                                              "token": f"{base}/token", "clientId": CLIENT}}))
+    r = gantry_run("start", "keeper2", "-net=false", "-oauth-custody", timeout=60)
+    assert r.returncode == 2, r
+    lines = r.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "provider `fake`" in lines[0], lines
+    assert gantry_run("inspect", "keeper2", timeout=30).returncode != 0
