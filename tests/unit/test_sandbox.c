@@ -127,9 +127,13 @@ static void test_json_round_trip(void **state)
 	sb.rwlayer_managed = true;
 	sb.state = SANDBOX_RUNNING;
 	sb.pid = 4242;
+	sb.oauth_custody = true;
+	sb.oauth_providers = xstrdup("/home/u/.config/gantry/oauth-providers.json");
 	assert_int_equal(sandbox_save(dir, &sb, &err), 0);
 	assert_int_equal(sandbox_load(dir, &back, &err), 0);
 	assert_string_equal(back.name, "rt");
+	assert_true(back.oauth_custody);
+	assert_string_equal(back.oauth_providers, sb.oauth_providers);
 	assert_string_equal(back.image_digest, sb.image_digest);
 	assert_string_equal(back.image_path, "/cache/x.erofs");
 	assert_string_equal(back.config->user, "nobody");
@@ -173,6 +177,14 @@ static void test_load_refuses_junk(void **state)
 		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
 		"p\",\"state\":\"stopped\",\"cpus\":1,"
 		"\"mem_mib\":1,\"disk_mib\":1,\"writable\":true}",
+		/* custody's providers: absolute, and only with custody */
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"stopped\",\"cpus\":1,"
+		"\"mem_mib\":1,\"disk_mib\":1,\"oauth_custody\":true,"
+		"\"oauth_providers\":\"rel/p.json\"}",
+		"{\"name\":\"x\",\"image\":\"i\",\"image_path\":\"/"
+		"p\",\"state\":\"stopped\",\"cpus\":1,"
+		"\"mem_mib\":1,\"disk_mib\":1,\"oauth_providers\":\"/p.json\"}",
 	};
 
 	(void)state;
