@@ -48,8 +48,10 @@ static void wrap_usage(FILE *out, const struct flag *flags)
 		"egress into their API's requests, the guest holding a placeholder; the\n"
 		"rest of the environment passes as it is, but for the host's sockets and\n"
 		"displays (SSH_AUTH_SOCK, DISPLAY, ...).\n"
-		"Defaults come from ~/.config/gantry/wrap.json (image, cpus, memMiB, net,\n"
-		"netPolicy, shares); flags win. See docs/agents.md.\n"
+		"Defaults come from ~/.config/gantry/wrap.json, a key for each flag (image,\n"
+		"cpus, memMiB, net, netPolicy, allowLocalNet, shares, sockets, secrets,\n"
+		"secretFiles, mcpRemotes, mcp, mcpFsRoot, mcpFsUser, oauthBridge,\n"
+		"oauthCustody, injectTokens); flags win. See docs/agents.md.\n"
 		"Exit status: CMD's; 125 when the VM or Gantry failed; 2 bad usage.\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
@@ -110,6 +112,22 @@ static int take_tokens(struct sandbox_opts *o, bool inject, gantry_error_t *err)
 	return 0;
 }
 
+/* wrap.json's remotes and secrets, as their flags would give them. */
+static int apply_config(const struct wrap_config *c, struct sandbox_opts *o,
+			struct mcp_gateway *gw, gantry_error_t *err)
+{
+	for (size_t i = 0; c->mcp_remotes && c->mcp_remotes[i]; i++)
+		if (mcp_gateway_add(gw, c->mcp_remotes[i], err) < 0)
+			return gantry_error_prefix(err, "mcpRemotes");
+	for (size_t i = 0; c->secrets && c->secrets[i]; i++)
+		if (cli_flag_secret(o, c->secrets[i], err) < 0)
+			return gantry_error_prefix(err, "secrets");
+	for (size_t i = 0; c->secret_files && c->secret_files[i]; i++)
+		if (cli_flag_secret_file(o, c->secret_files[i], err) < 0)
+			return gantry_error_prefix(err, "secretFiles");
+	return 0;
+}
+
 int cmd_wrap(int argc, char **argv)
 {
 	struct sandbox_process_opts po = { 0 };
@@ -122,6 +140,7 @@ int cmd_wrap(int argc, char **argv)
 	cleanup_free char *cwd = NULL, *config = cli_config_path("wrap.json");
 	struct oauth_custody custody = { 0 };
 	struct cli_mcp_fs mcpfs = { 0 };
+	struct wrap_config wc;
 	cleanup_free char **init_argv = NULL;
 	bool help = false, dashdash, inject = true, oauth = true, custody_on = false;
 	int rest, r;
@@ -160,13 +179,20 @@ int cmd_wrap(int argc, char **argv)
 
 	sandbox_opts_init(&o);
 	mcp_gateway_init(&gw);
+	wrap_config_init(&wc);
 	o.writable = false;
-	if (config && wrap_config_load(config, &o, &err) < 0) {
+	/* wrap.json first, then the flags over it. */
+	if ((config && wrap_config_load(config, &o, &wc, &err) < 0) ||
+	    apply_config(&wc, &o, &gw, &err) < 0) {
 		gantry_error_prefix(&err, "wrap");
 		gantry_error_print(&err);
 		r = 2;
 		goto done;
 	}
+	inject = wc.inject_tokens;
+	oauth = wc.oauth_bridge;
+	custody_on = wc.oauth_custody;
+	mcpfs = (struct cli_mcp_fs){ .on = wc.mcp, .root = wc.mcp_fs_root, .user = wc.mcp_fs_user };
 	r = flags_parse_cmd("wrap", flags, argc, argv, &rest, &dashdash, wrap_usage);
 	if (r <= 0)
 		goto done;
@@ -233,6 +259,7 @@ int cmd_wrap(int argc, char **argv)
 	}
 done:
 	mcp_gateway_free(&gw);
+	wrap_config_free(&wc);
 	oauth_custody_close(&custody);
 	sandbox_process_opts_free(&po);
 	sandbox_opts_free(&o);

@@ -20,7 +20,7 @@
 /* Renewals of one remote this far apart at least, whatever its tokens'
  * lives (a provider's shorter than the margin would have every access
  * refresh). */
-#define RENEW_GAP_S  10
+#define RENEW_GAP_S   10
 #define KEEPER_MAX_MS (3600 * 1000)
 
 int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err)
@@ -31,10 +31,12 @@ int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, ga
 		if (r->spec.auth != MCP_AUTH_CUSTODY || r->auth)
 			continue;
 		if (custody == NULL)
-			return gantry_error(err, EINVAL, "-mcp-remote %s: auth=custody:%s needs "
-							 "-oauth-custody",
+			return gantry_error(err, EINVAL,
+					    "-mcp-remote %s: auth=custody:%s needs "
+					    "-oauth-custody",
 					    r->spec.id, r->spec.custody);
-		if (oauth_custody_access(custody, r->spec.custody, &r->auth, &g->expires[k], err) < 0)
+		if (oauth_custody_access(custody, r->spec.custody, &r->auth, &g->expires[k], err) <
+		    0)
 			return gantry_error_prefix(err, "-mcp-remote %s", r->spec.id);
 		g->renewed[k] = (int64_t)time(NULL);
 		g->custody = custody;
@@ -88,8 +90,8 @@ static void renew(struct mcp_gateway *g, size_t k)
 	}
 	g->expires[k] = at;
 	if (g->pid > 0) {
-		json_t *m = json_pack("{s:s,s:I,s:s}", "op", "auth", "remote", (json_int_t)k, "auth",
-				      tok);
+		json_t *m = json_pack("{s:s,s:I,s:s}", "op", "auth", "remote", (json_int_t)k,
+				      "auth", tok);
 
 		if (m == NULL || worker_send_json(g->chan, m, NULL, 0) < 0)
 			log_warn("-mcp-remote %s: the gateway did not take its renewed token",

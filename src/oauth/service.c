@@ -39,7 +39,8 @@ static void serve(void *opaque, int fd)
 		if (name)
 			*name++ = '\0';
 		if (name == NULL || !oauth_name_valid(name))
-			gantry_error(&err, EINVAL, "no such request (login or token, and a provider)");
+			gantry_error(&err, EINVAL,
+				     "no such request (login or token, and a provider)");
 		else if (strcmp(line, "login") == 0)
 			r = oauth_custody_login(s->custody, name, acceptor_stop_fd(&s->acc),
 						s->url_to_guest ? url_to_guest : NULL, &fd, &answer,
@@ -47,7 +48,8 @@ static void serve(void *opaque, int fd)
 		else if (strcmp(line, "token") == 0)
 			r = oauth_custody_token(s->custody, name, &answer, &err);
 		else
-			gantry_error(&err, EINVAL, "no such request (login or token, and a provider)");
+			gantry_error(&err, EINVAL,
+				     "no such request (login or token, and a provider)");
 	}
 	if (r == 0) {
 		(void)!write_full(fd, answer, strlen(answer));
@@ -65,10 +67,11 @@ out:
 	close(fd);
 }
 
-int oauth_service_listen(struct oauth_service *s, const char *path,
-			 struct oauth_custody *custody, bool to_guest, gantry_error_t *err)
+int oauth_service_listen(struct oauth_service *s, const char *path, struct oauth_custody *custody,
+			 bool to_guest, gantry_error_t *err)
 {
-	*s = (struct oauth_service){ .acc = ACCEPTOR_NONE, .custody = custody,
+	*s = (struct oauth_service){ .acc = ACCEPTOR_NONE,
+				     .custody = custody,
 				     .url_to_guest = to_guest };
 	if (acceptor_listen(&s->acc, path, 4, OAUTH_SERVICE_CONNS, serve, s, err) < 0)
 		return gantry_error_prefix(err, "OAuth custody");

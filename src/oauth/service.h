@@ -27,8 +27,8 @@ struct oauth_service {
 
 #define OAUTH_SERVICE_NONE ((struct oauth_service){ .acc = ACCEPTOR_NONE })
 
-int oauth_service_listen(struct oauth_service *s, const char *path,
-			 struct oauth_custody *custody, bool url_to_guest, gantry_error_t *err);
+int oauth_service_listen(struct oauth_service *s, const char *path, struct oauth_custody *custody,
+			 bool url_to_guest, gantry_error_t *err);
 /* Serve, on threads; nothing when it does not listen. */
 int oauth_service_run(struct oauth_service *s, gantry_error_t *err);
 void oauth_service_stop(struct oauth_service *s);

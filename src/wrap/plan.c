@@ -32,6 +32,7 @@
 
 #define WRAP_GIT_PROTECTED ((const char *const[]){ "hooks", "config", "config.worktree", NULL })
 #define WRAP_CONFIG_MAX	   (64 * 1024)
+#define WRAP_CONFIG_LIST   64 /* entries of a list setting */
 
 static const char *const dropped_env[] = {
 	"SSH_AUTH_SOCK", "SSH_AGENT_PID",   "DBUS_SESSION_BUS_ADDRESS", "DISPLAY",
@@ -416,14 +417,86 @@ static int config_error(gantry_error_t *err, const char *path, const char *what)
 	return gantry_error(err, EINVAL, "%s: %s", path, what);
 }
 
-int wrap_config_load(const char *path, struct sandbox_opts *o, gantry_error_t *err)
+void wrap_config_init(struct wrap_config *c)
+{
+	*c = (struct wrap_config){ .oauth_bridge = true, .inject_tokens = true };
+}
+
+void wrap_config_free(struct wrap_config *c)
+{
+	free(c->mcp_fs_root);
+	free(c->mcp_fs_user);
+	strv_free(c->mcp_remotes);
+	strv_free(c->secrets);
+	strv_free(c->secret_files);
+	wrap_config_init(c);
+}
+
+/* A list of strings (at most WRAP_CONFIG_LIST), or -1. */
+static int config_strings(json_t *obj, const char *key, const char *path, char ***out,
+			  gantry_error_t *err)
+{
+	size_t n;
+
+	strv_free(*out);
+	*out = NULL;
+	if (jsonh_strv(obj, key, WRAP_CONFIG_LIST, out, &n, err) < 0)
+		return gantry_error_prefix(err, "%s", path);
+	return 0;
+}
+
+/* The keys of the sandbox's options: 1 when key was one (taken), 0 when
+ * it is not, -1 on a bad value. */
+static int config_sandbox_key(const char *key, json_t *v, const char *path,
+			      struct sandbox_opts *o, gantry_error_t *err)
+{
+	size_t i;
+	json_t *s;
+
+	if (strcmp(key, "image") == 0 && json_is_string(v)) {
+		o->image = xstrdup(json_string_value(v));
+	} else if (strcmp(key, "cpus") == 0 && json_is_integer(v) && json_integer_value(v) >= 1 &&
+		   json_integer_value(v) <= 1024) {
+		o->cpus = (uint64_t)json_integer_value(v);
+	} else if (strcmp(key, "memMiB") == 0 && json_is_integer(v) &&
+		   json_integer_value(v) >= 64) {
+		o->mem_mib = (uint64_t)json_integer_value(v);
+	} else if (strcmp(key, "net") == 0 && json_is_boolean(v)) {
+		o->net = json_is_true(v);
+	} else if (strcmp(key, "allowLocalNet") == 0 && json_is_boolean(v)) {
+		o->allow_local_net = json_is_true(v);
+	} else if (strcmp(key, "netPolicy") == 0 && json_is_string(v)) {
+		o->net_policy = xstrdup(json_string_value(v));
+	} else if (strcmp(key, "shares") == 0 || strcmp(key, "sockets") == 0) {
+		bool shares = key[1] == 'h';
+
+		if (!json_is_array(v))
+			return config_error(err, path, shares ? "shares: a list of -share specs" :
+								"sockets: a list of paths");
+		json_array_foreach(v, i, s) {
+			if (!json_is_string(s))
+				return config_error(err, path,
+						    shares ? "shares: a list of -share specs" :
+							     "sockets: a list of paths");
+			if ((shares ? sandbox_opts_share(o, json_string_value(s), err) :
+				      wrap_opts_socket(o, json_string_value(s), err)) < 0)
+				return gantry_error_prefix(err, "%s", path);
+		}
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+int wrap_config_load(const char *path, struct sandbox_opts *o, struct wrap_config *c,
+		     gantry_error_t *err)
 {
 	cleanup_free char *text = NULL;
 	json_error_t jerr;
 	json_t *root, *v;
 	const char *key;
-	size_t len, i;
-	int r = -1;
+	size_t len;
+	int r = -1, k;
 
 	if (read_file_max(path, WRAP_CONFIG_MAX, &text, &len, err) < 0)
 		return -1;
@@ -436,35 +509,37 @@ int wrap_config_load(const char *path, struct sandbox_opts *o, gantry_error_t *e
 				    jerr.line, jerr.text);
 	}
 	json_object_foreach(root, key, v) {
-		if (strcmp(key, "image") == 0 && json_is_string(v)) {
-			o->image = xstrdup(json_string_value(v));
-		} else if (strcmp(key, "cpus") == 0 && json_is_integer(v) &&
-			   json_integer_value(v) >= 1 && json_integer_value(v) <= 1024) {
-			o->cpus = (uint64_t)json_integer_value(v);
-		} else if (strcmp(key, "memMiB") == 0 && json_is_integer(v) &&
-			   json_integer_value(v) >= 64) {
-			o->mem_mib = (uint64_t)json_integer_value(v);
-		} else if (strcmp(key, "net") == 0 && json_is_boolean(v)) {
-			o->net = json_is_true(v);
-		} else if (strcmp(key, "netPolicy") == 0 && json_is_string(v)) {
-			o->net_policy = xstrdup(json_string_value(v));
-		} else if (strcmp(key, "shares") == 0 && json_is_array(v)) {
-			json_t *s;
+		bool *flag = strcmp(key, "oauthBridge") == 0	? &c->oauth_bridge :
+			     strcmp(key, "oauthCustody") == 0	? &c->oauth_custody :
+			     strcmp(key, "injectTokens") == 0	? &c->inject_tokens :
+			     strcmp(key, "mcp") == 0		? &c->mcp :
+								  NULL;
+		char **str = strcmp(key, "mcpFsRoot") == 0 ? &c->mcp_fs_root :
+			     strcmp(key, "mcpFsUser") == 0 ? &c->mcp_fs_user :
+							     NULL;
+		char ***list = strcmp(key, "mcpRemotes") == 0	? &c->mcp_remotes :
+			       strcmp(key, "secrets") == 0	? &c->secrets :
+			       strcmp(key, "secretFiles") == 0 ? &c->secret_files :
+								  NULL;
 
-			json_array_foreach(v, i, s) {
-				if (!json_is_string(s)) {
-					config_error(err, path, "shares: a list of -share specs");
-					goto out;
-				}
-				if (sandbox_opts_share(o, json_string_value(s), err) < 0) {
-					gantry_error_prefix(err, "%s", path);
-					goto out;
-				}
-			}
+		if ((k = config_sandbox_key(key, v, path, o, err)) < 0)
+			goto out;
+		if (k > 0)
+			continue;
+		if (flag && json_is_boolean(v)) {
+			*flag = json_is_true(v);
+		} else if (str && json_is_string(v)) {
+			free(*str);
+			*str = xstrdup(json_string_value(v));
+		} else if (list) {
+			if (config_strings(root, key, path, list, err) < 0)
+				goto out;
 		} else {
 			gantry_error(err, EINVAL,
 				     "%s: `%s`: not a setting, or not of its type (image, cpus, "
-				     "memMiB, net, netPolicy, shares)",
+				     "memMiB, net, netPolicy, allowLocalNet, shares, sockets, "
+				     "oauthBridge, oauthCustody, injectTokens, mcp, mcpFsRoot, "
+				     "mcpFsUser, mcpRemotes, secrets, secretFiles)",
 				     path, key);
 			goto out;
 		}

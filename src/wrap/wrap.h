@@ -59,8 +59,22 @@ int wrap_plan(const struct wrap_host *h, struct sandbox_opts *o, struct sandbox_
 #define WRAP_SOCKETS_MAX 16
 int wrap_opts_socket(void *opaque, const char *path, gantry_error_t *err);
 
-/* Read ~/.config/gantry/wrap.json (or $XDG_CONFIG_HOME's) into o: image,
- * cpus, memMiB, net, netPolicy, shares. A missing file is no error. */
-int wrap_config_load(const char *path, struct sandbox_opts *o, gantry_error_t *err);
+/* What wrap.json sets beyond o, for the caller to apply before its flags
+ * (which win): wrap_config_init's defaults are the flags' own. */
+struct wrap_config {
+	bool oauth_bridge, oauth_custody, inject_tokens, mcp;
+	char *mcp_fs_root, *mcp_fs_user;
+	char **mcp_remotes, **secrets, **secret_files; /* specs, NULL-terminated */
+};
+void wrap_config_init(struct wrap_config *c);
+void wrap_config_free(struct wrap_config *c);
+
+/* Read ~/.config/gantry/wrap.json (or $XDG_CONFIG_HOME's): image, cpus,
+ * memMiB, net, netPolicy, allowLocalNet, shares and sockets into o; the
+ * rest (oauthBridge, oauthCustody, injectTokens, mcp, mcpFsRoot,
+ * mcpFsUser, mcpRemotes, secrets, secretFiles) into c. A missing file is
+ * no error; a key it does not know, or a value of another type, is. */
+int wrap_config_load(const char *path, struct sandbox_opts *o, struct wrap_config *c,
+		     gantry_error_t *err);
 
 #endif

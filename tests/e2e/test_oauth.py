@@ -273,7 +273,8 @@ def test_custody_login_and_refresh(gantry, tmp_path):
 
 def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
     """A refresh the provider refuses is one line in the guest, its text
-    sanitised; a bad providers file stops the run before it starts."""
+    sanitised (custody on from wrap.json); a bad providers file stops the
+    run before it starts."""
     need_assets()
     srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -287,8 +288,10 @@ def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, GANTRY_HOME=str(home), XDG_CONFIG_HOME=str(cfg))
+    # Custody from wrap.json, as an orchestrator that passes no flags gets it.
+    (cfg / "gantry" / "wrap.json").write_text('{"oauthCustody": true}')
     try:
-        r = subprocess.run([str(gantry), "wrap", "-oauth-custody", "--", "sh", "-c",
+        r = subprocess.run([str(gantry), "wrap", "--", "sh", "-c",
                             "/dev/.gantry-guest oauth token fake; echo rc=$?"],
                            cwd=work, env=env, capture_output=True, stdin=subprocess.DEVNULL,
                            timeout=boot_timeout() * 3)
