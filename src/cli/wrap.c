@@ -214,6 +214,11 @@ int cmd_wrap(int argc, char **argv)
 	init_argv[1] = PROTO_INIT_ARG;
 	init_argv[2] = "--";
 	memcpy(init_argv + 3, argv + rest, (size_t)(argc - rest) * sizeof(*init_argv));
+	/* The file's fs root and user go with its mcp: -mcp=false drops them. */
+	if (wc.mcp && !mcpfs.on && mcpfs.root == wc.mcp_fs_root)
+		mcpfs.root = NULL;
+	if (wc.mcp && !mcpfs.on && mcpfs.user == wc.mcp_fs_user)
+		mcpfs.user = NULL;
 	if (cli_mcp_fs(&gw, &mcpfs, &err) < 0) {
 		gantry_error_prefix(&err, "wrap");
 		gantry_error_print(&err);

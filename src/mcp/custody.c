@@ -5,6 +5,7 @@
  * sent, and cannot ask for one. */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -20,8 +21,9 @@
 /* Renewals of one remote this far apart at least, whatever its tokens'
  * lives (a provider's shorter than the margin would have every access
  * refresh). */
-#define RENEW_GAP_S   10
-#define KEEPER_MAX_MS (3600 * 1000)
+#define RENEW_GAP_S	  10
+#define RENEW_BACKOFF_MAX 5 /* doublings of the gap after refusals: 320 s */
+#define KEEPER_MAX_MS	  (3600 * 1000)
 
 int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err)
 {
@@ -57,7 +59,9 @@ static int64_t due(const struct mcp_gateway *g, size_t k)
 
 	if (r->spec.auth != MCP_AUTH_CUSTODY || g->expires[k] <= 0)
 		return INT64_MAX;
-	return MAX(g->expires[k] - OAUTH_REFRESH_MARGIN_S, g->renewed[k] + RENEW_GAP_S);
+	/* A refresh refused again and again is tried less and less often. */
+	return MAX(g->expires[k] - OAUTH_REFRESH_MARGIN_S,
+		   g->renewed[k] + (RENEW_GAP_S << MIN(g->renew_fails[k], RENEW_BACKOFF_MAX)));
 }
 
 void mcp_gateway_auth(struct mcp_gateway *g, json_t *msg)
@@ -82,12 +86,15 @@ static void renew(struct mcp_gateway *g, size_t k)
 
 	g->renewed[k] = (int64_t)time(NULL);
 	if (oauth_custody_access(g->custody, r->spec.custody, &tok, &at, &err) < 0) {
-		/* Tried again after the gap; the remote has the old token till then. */
+		/* Tried again after the gap (longer each time); the remote has
+		 * the old token till then. */
 		log_warn("-mcp-remote %s: its token was not renewed: %s", r->spec.id,
 			 gantry_error_str(err));
 		gantry_error_free(&err);
+		g->renew_fails[k]++;
 		return;
 	}
+	g->renew_fails[k] = 0;
 	g->expires[k] = at;
 	if (g->pid > 0) {
 		json_t *m = json_pack("{s:s,s:I,s:s}", "op", "auth", "remote", (json_int_t)k,
@@ -117,8 +124,9 @@ static void *keeper(void *opaque)
 			return NULL;
 		if (next > now) {
 			int64_t ms = MIN((next - now) * 1000, (int64_t)KEEPER_MAX_MS);
+			int n = poll(&p, 1, (int)ms);
 
-			if (poll(&p, 1, (int)ms) != 0)
+			if (n > 0 || (n < 0 && errno != EINTR))
 				return NULL; /* stopped (or poll broke: no more renewals) */
 			continue;
 		}
@@ -130,6 +138,7 @@ static void *keeper(void *opaque)
 
 int mcp_custody_keep(struct mcp_gateway *g, gantry_error_t *err)
 {
+	sigset_t all, old;
 	bool any = false;
 	int r;
 
@@ -140,7 +149,11 @@ int mcp_custody_keep(struct mcp_gateway *g, gantry_error_t *err)
 	g->keeper_stop = eventfd(0, EFD_CLOEXEC);
 	if (g->keeper_stop < 0)
 		return gantry_error_errno(err, "the MCP gateway's token renewal");
+	/* The run's signals are its main thread's to take, not the keeper's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&g->keeper, NULL, keeper, g);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
 		close_fd(&g->keeper_stop);
 		return gantry_error(err, r, "the MCP gateway's token renewal: %s", strerror(r));

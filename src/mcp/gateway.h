@@ -50,6 +50,7 @@ struct mcp_gateway {
 	 * renews them (custody.c). */
 	struct oauth_custody *custody;
 	int64_t expires[MCP_REMOTES_MAX], renewed[MCP_REMOTES_MAX];
+	unsigned int renew_fails[MCP_REMOTES_MAX]; /* refusals in a row */
 	pthread_t keeper;
 	int keeper_stop; /* an eventfd; -1: no keeper */
 };

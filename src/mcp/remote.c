@@ -46,6 +46,7 @@ int mcp_remote_open(struct mcp_remote *r, const char *spec, bool from_env, gantr
 {
 	memset(r, 0, sizeof(*r));
 	pthread_mutex_init(&r->lock, NULL);
+	pthread_mutex_init(&r->secrets_lock, NULL);
 	r->next_id = 1;
 	if (mcp_remote_spec_parse(spec, &r->spec, err) < 0)
 		return -1;
@@ -113,12 +114,13 @@ void mcp_remote_close(struct mcp_remote *r)
 	free(r->session);
 	mcp_remote_spec_free(&r->spec);
 	pthread_mutex_destroy(&r->lock);
+	pthread_mutex_destroy(&r->secrets_lock);
 	memset(r, 0, sizeof(*r));
 }
 
 void mcp_remote_auth_renew(struct mcp_remote *r, const char *value)
 {
-	pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->secrets_lock);
 	if (r->auth && strcmp(r->auth, value) != 0) {
 		/* The old credential's copy at redact[0] becomes the kept one. */
 		if (r->prev_kept) {
@@ -134,7 +136,7 @@ void mcp_remote_auth_renew(struct mcp_remote *r, const char *value)
 		free(r->auth);
 		r->auth = xstrdup(value);
 	}
-	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_unlock(&r->secrets_lock);
 }
 
 char *mcp_redact(struct mcp_remote *r, const char *text)
@@ -148,7 +150,7 @@ char *mcp_redact(struct mcp_remote *r, const char *text)
 
 	/* A renewal (another thread, where the gateway is not confined)
 	 * changes the list. */
-	pthread_mutex_lock(&r->lock);
+	pthread_mutex_lock(&r->secrets_lock);
 	for (size_t i = 0; i < r->nr_redact; i++) {
 		json_t *j = json_string(r->redact[i]);
 		char *enc = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
@@ -169,7 +171,7 @@ char *mcp_redact(struct mcp_remote *r, const char *text)
 			plen[np++] = strlen(r->redact[i]);
 		}
 	}
-	pthread_mutex_unlock(&r->lock);
+	pthread_mutex_unlock(&r->secrets_lock);
 	/* One pass: at each place the first value found there is replaced,
 	 * and the scan goes on after it, never into what it put. */
 	for (size_t i = 0; i < len;) {
@@ -420,10 +422,12 @@ static int post(struct mcp_remote *r, json_t *msg, json_int_t id, json_t **reply
 		xasprintf(&sess, "Mcp-Session-Id: %s", r->session);
 		hdrs = sym_curl_slist_append(hdrs, sess);
 	}
+	pthread_mutex_lock(&r->secrets_lock);
 	if (r->spec.auth == MCP_AUTH_BEARER || r->spec.auth == MCP_AUTH_CUSTODY)
 		xasprintf(&auth, "Authorization: Bearer %s", r->auth);
 	else if (r->spec.auth == MCP_AUTH_HEADER)
 		xasprintf(&auth, "%s: %s", r->spec.header, r->auth);
+	pthread_mutex_unlock(&r->secrets_lock);
 	if (auth)
 		hdrs = sym_curl_slist_append(hdrs, auth);
 	sym_curl_easy_setopt(h, CURLOPT_URL, r->spec.url);

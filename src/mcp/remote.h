@@ -40,6 +40,9 @@ struct mcp_remote {
 	char *redact[MCP_REDACT_MAX + 2];
 	size_t nr_redact;
 	bool prev_kept;
+	/* auth and redact, which a renewal changes from another thread where
+	 * the gateway is not confined; never held across a request (lock is). */
+	pthread_mutex_t secrets_lock;
 	char *session; /* Mcp-Session-Id, once initialized */
 	bool ready;
 	long next_id;

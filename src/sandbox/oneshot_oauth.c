@@ -59,7 +59,8 @@ uint16_t oauth_callback_port(const char *url)
  * VMM's host-side vsock listener. */
 static void replay(void *opaque, int browser)
 {
-	struct oauth_bridge *b = opaque;
+	struct oauth_bridge_listener *l = opaque;
+	struct oauth_bridge *b = l->b;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint8_t port[2] = { (uint8_t)b->port, (uint8_t)(b->port >> 8) };
 	char line[64], hello[32];
@@ -84,7 +85,7 @@ static void replay(void *opaque, int browser)
 	line[got] = '\0';
 	if (strncmp(line, "OK ", 3) != 0 || write_full(guest, port, sizeof(port)) < 0)
 		goto out;
-	acceptor_join(&b->acc, browser, guest);
+	acceptor_join(&l->acc, browser, guest);
 out:
 	if (guest >= 0)
 		close(guest);
@@ -116,16 +117,19 @@ static int bridge_open(struct oneshot_oauth *o, uint16_t port, const char **why)
 		return *why = "the callback's port is taken on the host's [::1]", -1;
 	}
 	b = &o->bridges[o->nr];
-	*b = (struct oauth_bridge){ .o = o, .port = port, .acc = ACCEPTOR_NONE,
-				    .acc6 = ACCEPTOR_NONE };
+	*b = (struct oauth_bridge){ .o = o,
+				    .port = port,
+				    .l4 = { .b = b, .acc = ACCEPTOR_NONE },
+				    .l6 = { .b = b, .acc = ACCEPTOR_NONE } };
 	/* Each listener is its acceptor's to close, even when adopting fails. */
-	r = acceptor_adopt(&b->acc, fd, ONESHOT_OAUTH_CONNS, replay, b, &err);
-	if (fd6 >= 0 && acceptor_adopt(&b->acc6, fd6, ONESHOT_OAUTH_CONNS, replay, b, &err) < 0)
+	r = acceptor_adopt(&b->l4.acc, fd, ONESHOT_OAUTH_CONNS, replay, &b->l4, &err);
+	if (fd6 >= 0 &&
+	    acceptor_adopt(&b->l6.acc, fd6, ONESHOT_OAUTH_CONNS, replay, &b->l6, &err) < 0)
 		r = -1;
-	if (r < 0 || acceptor_run(&b->acc, "the OAuth bridge", &err) < 0 ||
-	    acceptor_run(&b->acc6, "the OAuth bridge", &err) < 0) {
-		acceptor_stop(&b->acc);
-		acceptor_stop(&b->acc6);
+	if (r < 0 || acceptor_run(&b->l4.acc, "the OAuth bridge", &err) < 0 ||
+	    acceptor_run(&b->l6.acc, "the OAuth bridge", &err) < 0) {
+		acceptor_stop(&b->l4.acc);
+		acceptor_stop(&b->l6.acc);
 		gantry_error_free(&err);
 		*why = "cannot serve the callback";
 		return -1;
@@ -205,8 +209,8 @@ void oneshot_oauth_stop(struct oneshot_oauth *o)
 	acceptor_stop(&o->acc);
 	oauth_service_stop(&o->custody);
 	for (unsigned int i = 0; i < o->nr; i++) {
-		acceptor_stop(&o->bridges[i].acc);
-		acceptor_stop(&o->bridges[i].acc6);
+		acceptor_stop(&o->bridges[i].l4.acc);
+		acceptor_stop(&o->bridges[i].l6.acc);
 	}
 	o->nr = 0;
 	free(o->dir);

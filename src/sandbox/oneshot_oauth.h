@@ -28,10 +28,19 @@ struct oauth_custody;
 
 struct oneshot_oauth;
 
+struct oauth_bridge;
+
+/* One of a bridge's listeners: each connection's handler joins on the
+ * acceptor that took it. */
+struct oauth_bridge_listener {
+	struct oauth_bridge *b;
+	struct acceptor acc;
+};
+
 struct oauth_bridge {
 	struct oneshot_oauth *o;
 	uint16_t port;
-	struct acceptor acc, acc6; /* 127.0.0.1:port, [::1]:port */
+	struct oauth_bridge_listener l4, l6; /* 127.0.0.1:port, [::1]:port */
 };
 
 struct oneshot_oauth {

@@ -187,16 +187,16 @@ def test_custody_token_renewed_mid_run(gantry, remote, tmp_path):
     home = remote["base"] / "gantry-home"
     home.mkdir(exist_ok=True)
     store = home / "oauth-tokens.json"
-    # Renewed 45 s into the run; the guest's second client comes at 60 s
-    # or later, its first well before 45.
+    # Renewed 60 s into the run; the guest's second client comes 75 s after
+    # its first, which is done well before 60 (a boot and one client).
     store.write_text(json.dumps({"fake": {"access_token": TOKEN, "refresh_token": "r",
-                                          "expires_at": int(time.time()) + 120 + 45}}))
+                                          "expires_at": int(time.time()) + 120 + 60}}))
     store.chmod(0o600)
     spec = f"name=remote,url={remote['url']},auth=custody:fake,allow=*,deny=delete_*"
     remote["log"].write_text("")
     try:
         r = wrap(gantry, remote, "sh", "-c", RENEWED, "renewed", str(MCP),
-                 f"{TOKEN}\n{TOKEN2}"[::-1], "60", spec=spec, flags=("-oauth-custody",),
+                 f"{TOKEN}\n{TOKEN2}"[::-1], "75", spec=spec, flags=("-oauth-custody",),
                  env_extra={"XDG_CONFIG_HOME": str(cfg)})
         out = r.stdout.decode(errors="replace")
         err = r.stderr.decode(errors="replace")

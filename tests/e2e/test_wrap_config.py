@@ -52,18 +52,21 @@ def test_a_bad_setting_is_one_line(wrap, settings, says):
 
 def test_oauth_custody_from_the_file(wrap, tmp_path):
     """oauthCustody: true opens custody as -oauth-custody does (a bad
-    providers file is its error); -oauth-custody=false wins over it."""
+    providers file is its error); -oauth-custody=false wins over it, and
+    the run goes on to the next setting's error (cpus the host lacks)."""
     providers_config(tmp_path, {"fake": {"authorize": "http://192.0.2.1/a",
                                          "token": "https://p.example/t", "clientId": "c"}})
-    rc, lines = wrap({"oauthCustody": True})
+    rc, lines = wrap({"oauthCustody": True, "cpus": 1000})
     assert rc == 2 and len(lines) == 1 and "provider `fake`" in lines[0], lines
-    # The flag wins: no custody, so the next setting's error is the one.
-    rc, lines = wrap({"oauthCustody": True, "mcpFsUser": "nobody"}, "-oauth-custody=false")
-    assert rc == 2 and len(lines) == 1 and "need -mcp" in lines[0], lines
+    rc, lines = wrap({"oauthCustody": True, "cpus": 1000}, "-oauth-custody=false")
+    assert rc == 2 and len(lines) == 1 and "-cpus 1000" in lines[0], lines
 
 
 def test_flags_win_over_the_file(wrap):
-    """mcp: true in the file, -mcp=false given: the file's fs user then
-    needs -mcp, as it would on the command line."""
-    rc, lines = wrap({"mcp": True, "mcpFsUser": "nobody"}, "-mcp=false")
-    assert rc == 2 and len(lines) == 1 and "need -mcp" in lines[0], lines
+    """mcp: true in the file with an fs user it refuses; -mcp=false given
+    wins, and takes the file's fs settings with it."""
+    settings = {"mcp": True, "mcpFsUser": "0", "cpus": 1000}
+    rc, lines = wrap(settings)
+    assert rc == 2 and len(lines) == 1 and "root" in lines[0], lines
+    rc, lines = wrap(settings, "-mcp=false")
+    assert rc == 2 and len(lines) == 1 and "-cpus 1000" in lines[0], lines
