@@ -113,6 +113,8 @@ static void inspect_text(json_t *o)
 			print_field("Proxy only:", o, "proxy_enforce");
 		}
 	}
+	if (json_is_true(json_object_get(o, "oauth_custody")))
+		printf("%-14sserved (gantry-guest oauth login|token PROVIDER)\n", "OAuth custody:");
 	print_isolation(o);
 	if (json_is_object(cfg)) {
 		print_strv("Entrypoint:", json_object_get(cfg, "entrypoint"));

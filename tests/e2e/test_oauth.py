@@ -361,6 +361,8 @@ def test_custody_in_a_sandbox(gantry, tmp_path):
         assert oct(store.stat().st_mode & 0o777) == "0o600"
         r = gantry_run("inspect", "keeper", "--json", timeout=30)
         assert json.loads(r.stdout)["oauth_custody"] is True
+        r = gantry_run("inspect", "keeper", timeout=30)
+        assert b"OAuth custody:" in r.stdout, r.stdout
     finally:
         gantry_run("delete", "keeper", timeout=120)
         srv.shutdown()
