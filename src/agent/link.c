@@ -523,14 +523,11 @@ static int wait_hello(struct agent *a, uint64_t deadline, int timeout_ms,
 	return 0;
 }
 
-int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
-		     gantry_error_t *err)
+/* After HELLO: READY, with no message. */
+static int wait_ready(struct agent *a, uint64_t deadline, gantry_error_t *err)
 {
-	uint64_t deadline = link_deadline(timeout_ms);
 	struct proto_msg m;
 
-	if (wait_hello(a, deadline, timeout_ms, hello, err) < 0)
-		return -1;
 	if (control_next(a, &m, deadline, err) < 0)
 		return gantry_error_prefix(err, "waiting for the guest to be ready");
 	if (m.type != PROTO_READY) {
@@ -546,17 +543,26 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
 	return -1;
 }
 
-int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, char **shares,
-		       size_t nr_shares, const char *ca, gantry_error_t *err)
+int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
+		     gantry_error_t *err)
 {
 	uint64_t deadline = link_deadline(timeout_ms);
+
+	if (wait_hello(a, deadline, timeout_ms, hello, err) < 0)
+		return -1;
+	return wait_ready(a, deadline, err);
+}
+
+/* After HELLO: RENEW (see agent_wait_renewed; config for a template's
+ * boot) and its RENEWED. */
+static int renew(struct agent *a, uint64_t deadline, const char *hostname, char **shares,
+		 size_t nr_shares, const char *ca, const char *config, gantry_error_t *err)
+{
 	uint32_t want = PROTO_RENEWED_RANDOM | PROTO_RENEWED_CLOCK;
 	struct proto_msg m = { .type = PROTO_RENEW };
 	struct timespec now;
 	int r = -1;
 
-	if (wait_hello(a, deadline, timeout_ms, NULL, err) < 0)
-		return -1;
 	if (getrandom(m.u.renew.entropy, sizeof(m.u.renew.entropy), 0) !=
 	    (ssize_t)sizeof(m.u.renew.entropy))
 		return gantry_error_errno(err, "getrandom");
@@ -567,12 +573,15 @@ int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, ch
 	m.u.renew.shares = shares;
 	m.u.renew.nr_shares = (uint32_t)nr_shares;
 	m.u.renew.ca = (char *)(ca ? ca : "");
+	m.u.renew.config = (char *)(config ? config : "");
 	if (nr_shares)
 		want |= PROTO_RENEWED_SHARES;
 	if (ca && *ca)
 		want |= PROTO_RENEWED_CA;
 	if (hostname && *hostname)
 		want |= PROTO_RENEWED_ID;
+	if (config && *config)
+		want |= PROTO_RENEWED_CONFIG;
 	r = link_send(a, &m, err);
 	explicit_bzero(m.u.renew.entropy, sizeof(m.u.renew.entropy));
 	if (r < 0 || link_drain(a, deadline, err) < 0)
@@ -592,6 +601,29 @@ int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, ch
 		r = 0;
 	proto_msg_free(&m);
 	return r;
+}
+
+int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, char **shares,
+		       size_t nr_shares, const char *ca, gantry_error_t *err)
+{
+	uint64_t deadline = link_deadline(timeout_ms);
+
+	if (wait_hello(a, deadline, timeout_ms, NULL, err) < 0)
+		return -1;
+	return renew(a, deadline, hostname, shares, nr_shares, ca, NULL, err);
+}
+
+int agent_wait_configured(struct agent *a, int timeout_ms, const char *config,
+			  int (*hello)(void *opaque, gantry_error_t *err), void *opaque,
+			  gantry_error_t *err)
+{
+	uint64_t deadline = link_deadline(timeout_ms);
+
+	if (wait_hello(a, deadline, timeout_ms, NULL, err) < 0 ||
+	    (hello && hello(opaque, err) < 0) ||
+	    renew(a, deadline, NULL, NULL, 0, NULL, config, err) < 0)
+		return -1;
+	return wait_ready(a, deadline, err);
 }
 
 int agent_shutdown(struct agent *a, int status, int timeout_ms, gantry_error_t *err)

@@ -110,6 +110,14 @@ int agent_wait_ready(struct agent *a, int timeout_ms, struct proto_hello *hello,
  * refused. */
 int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, char **shares,
 		       size_t nr_shares, const char *ca, gantry_error_t *err);
+/* A template's boot (gantry.template=1), cold or restored from the
+ * template: HELLO, then hello(opaque) (NULL: none; the cold boot saves
+ * the template there, the guest waiting), then RENEW with fresh entropy,
+ * the clock and config (the rest of its parameters), RENEWED saying it
+ * took them, and READY. */
+int agent_wait_configured(struct agent *a, int timeout_ms, const char *config,
+			  int (*hello)(void *opaque, gantry_error_t *err), void *opaque,
+			  gantry_error_t *err);
 /* Run one process and relay its stdio until it ends. 0 with *res filled
  * (a non-zero exit, a signal or an ERROR are results, not failures); -1
  * when the guest link failed or was cut off, or the call was cancelled.

@@ -169,6 +169,10 @@ int cmd_wrap(int argc, char **argv)
 		  0 },
 		FLAGS_MCP_FS(&mcpfs),
 		FLAG_OAUTH_CUSTODY(&custody_on),
+		{ "template", FLAG_BOOL, &o.template, NULL, NULL,
+		  "start the VM from a template snapshot of its machine, which the first run "
+		  "writes (default true; see docs/agents.md)",
+		  0 },
 		{ "inject-tokens", FLAG_BOOL, &inject, NULL, NULL,
 		  "the harnesses' API tokens injected at egress, a placeholder in the guest "
 		  "(default true; false: their values in its environment)",
@@ -190,6 +194,7 @@ int cmd_wrap(int argc, char **argv)
 		goto done;
 	}
 	inject = wc.inject_tokens;
+	o.template = wc.template;
 	oauth = wc.oauth_bridge;
 	custody_on = wc.oauth_custody;
 	mcpfs = (struct cli_mcp_fs){ .on = wc.mcp, .root = wc.mcp_fs_root, .user = wc.mcp_fs_user };

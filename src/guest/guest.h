@@ -44,6 +44,8 @@ struct guest_config {
 	bool readonly;	      /* the container sees its root read-only */
 	bool pid1;	      /* really PID 1: mount, reap for everyone, power off */
 	bool persist;	      /* one long-lived container; each EXEC is a crun exec */
+	bool template;	      /* gantry.template=1: the rest of the parameters come
+				 with the host's first RENEW (a template's boot) */
 	const char *self;     /* gantry-init's own path, the pause process */
 	bool debug;
 	/* gantry.share=, bound into the container; NULL: none */
@@ -143,8 +145,9 @@ int mounts_bind(struct guest *g, const char *tag, bool ro, const char *path, cha
 int mounts_unbind(struct guest *g, const char *path, char *why);
 
 /* renew.c: RENEW, on a restored VM's new control connection: fresh
- * entropy, the wall clock, shares bound again; answered with RENEWED. */
-void renew_request(struct guest *g, const struct proto_msg *m);
+ * entropy, the wall clock, shares bound again; answered with RENEWED,
+ * whose flags have also's too (what the caller did with it). */
+void renew_request(struct guest *g, const struct proto_msg *m, uint32_t also);
 
 /* session.c */
 void session_exec(struct guest *g, struct proto_exec *e);

@@ -167,8 +167,9 @@ static void read_share(struct shares *shares, const char *value)
 		guest_log("gantry.share=%.48s: %s; not shared", value, why);
 }
 
-/* The gantry.* parameters. */
-static void read_cmdline(struct guest_config *cfg, bool *rw)
+/* The gantry.* parameters in buf (kept: cfg points into it), from the
+ * kernel's command line or a template's RENEW. */
+static void read_params(struct guest_config *cfg, bool *rw, char *buf)
 {
 	static char host[NETCONF_HOST_MAX + 1], net[64];
 	static struct shares shares;
@@ -176,31 +177,14 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 	static struct guest_sockets sockets;
 	static struct guest_mcpfs mcpfs;
 	static char root[SHARE_TAG_MAX + 1];
-	char buf[CMDLINE_MAX];
 	unsigned int nets = 0;
-	ssize_t n;
-	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	/* The kernel ends it with a newline: without one, the last token was
-	 * cut short here, and a share's path cut short is another path. */
-	if (buf[n - 1] != '\n') {
-		char *last = strrchr(buf, ' ');
-
-		guest_log("/proc/cmdline: over %d bytes; ignoring its last parameter",
-			  CMDLINE_MAX - 1);
-		*(last ? last : buf) = '\0';
-	}
 	for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
 		if (strcmp(tok, "--") == 0)
 			break;
-		if (strcmp(tok, "gantry.rw=1") == 0)
+		if (strcmp(tok, "gantry.template=1") == 0)
+			cfg->template = true;
+		else if (strcmp(tok, "gantry.rw=1") == 0)
 			*rw = true;
 		else if (strcmp(tok, "gantry.readonly=1") == 0)
 			cfg->readonly = true;
@@ -275,6 +259,32 @@ static void read_cmdline(struct guest_config *cfg, bool *rw)
 		cfg->shares = &shares;
 }
 
+/* The kernel's command line: its gantry.* parameters. */
+static void read_cmdline(struct guest_config *cfg, bool *rw)
+{
+	static char buf[CMDLINE_MAX];
+	ssize_t n;
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* The kernel ends it with a newline: without one, the last token was
+	 * cut short here, and a share's path cut short is another path. */
+	if (buf[n - 1] != '\n') {
+		char *last = strrchr(buf, ' ');
+
+		guest_log("/proc/cmdline: over %d bytes; ignoring its last parameter",
+			  CMDLINE_MAX - 1);
+		*(last ? last : buf) = '\0';
+	}
+	read_params(cfg, rw, buf);
+}
+
 /* The virtio-fs hub every share is a directory of. Without it the guest
  * boots unshared: a share is the host's to fix, not a reason to fail. */
 static void mount_shares(struct guest_config *cfg)
@@ -322,7 +332,7 @@ static void handle_control(struct guest *g, struct proto_msg *m)
 		mounts_request(g, m);
 		break;
 	case PROTO_RENEW:
-		renew_request(g, m);
+		renew_request(g, m, 0);
 		break;
 	case PROTO_SHUTDOWN:
 		guest_debug(g, "shutdown %u", m->u.shutdown.status);
@@ -377,6 +387,58 @@ static void redial(struct guest *g)
 	guest_debug(g, "control connection dialled again");
 	proto_decoder_init(g->dec);
 	send_hello(g);
+}
+
+/* A template's boot (gantry.template=1) waits here, its first HELLO
+ * said, for the rest of its parameters: the host saves the VM at this
+ * point once, and every run from that save (or this boot itself) sends
+ * RENEW with fresh entropy, the clock and the config. A restore resets
+ * the control connection: dialled again, HELLO again. Returns the config
+ * (static: cfg points into it). */
+static char *await_config(struct guest *g)
+{
+	static char config[PROTO_MAX_CONFIG + 1];
+
+	for (;;) {
+		struct pollfd p = { .events = POLLIN };
+		struct proto_msg m;
+		const char *why;
+		ssize_t n;
+		int r = 0;
+
+		if (g->control < 0)
+			redial(g);
+		if (g->control < 0)
+			finish(g, 1);
+		/* The connection of now: a redial made a new one. */
+		p.fd = g->control;
+		if (poll(&p, 1, -1) < 0)
+			continue;
+		n = proto_decoder_fill(g->dec, g->control);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		while (n > 0 && (r = proto_decoder_next(g->dec, &m, &why)) > 0) {
+			bool got = m.type == PROTO_RENEW && *m.u.renew.config;
+
+			if (got) {
+				snprintf(config, sizeof(config), "%s", m.u.renew.config);
+				renew_request(g, &m, PROTO_RENEWED_CONFIG);
+			} else {
+				link_send_error(g, 0, PROTO_ERR_RUNTIME,
+						"a template's boot waits for RENEW with its config, "
+						"not %s",
+						proto_type_name(m.type));
+			}
+			proto_msg_free(&m);
+			if (got)
+				return config;
+		}
+		if (n <= 0 || r < 0) {
+			guest_debug(g, "control connection closed before the config");
+			close(g->control);
+			g->control = -1;
+		}
+	}
 }
 
 static void serve(struct guest *g)
@@ -551,6 +613,8 @@ int main(int argc, char **argv)
 	if (cfg->pid1) {
 		mount_pseudo();
 		read_cmdline(cfg, &rw);
+		if (cfg->template)
+			read_params(cfg, &rw, await_config(&g));
 		guest_debug(&g, "started as init at %llu", (unsigned long long)started);
 		mount_shares(cfg);
 		if (sethostname(cfg->hostname, strlen(cfg->hostname)) < 0)

@@ -187,11 +187,11 @@ static bool renew_shares(struct guest *g, char **values, uint32_t n, char *why)
 	return ok;
 }
 
-void renew_request(struct guest *g, const struct proto_msg *m)
+void renew_request(struct guest *g, const struct proto_msg *m, uint32_t also)
 {
 	struct proto_msg r = { .type = PROTO_RENEWED };
 	char why[RENEW_WHY_MAX] = "";
-	uint32_t done = 0;
+	uint32_t done = also;
 
 	if (renew_random(m->u.renew.entropy, why))
 		done |= PROTO_RENEWED_RANDOM;

@@ -96,9 +96,9 @@ struct vmm_config {
 	 * empty when the VM ended otherwise). restore_state_fd > 0: the VM
 	 * goes on from such files instead of booting a kernel; cpus, mem_mib
 	 * and the devices must be the saved VM's, and each disk the file it
-	 * was (virtio-blk checks its size and modification time). A VM with
-	 * shares gets its RAM in a memfd, read in from the memory file, since
-	 * the share worker maps it too. */
+	 * was (virtio-blk checks its size and modification time). Its RAM is
+	 * the memory file mapped copy-on-write: restores of one save share
+	 * its pages. */
 	int save_state_fd, save_mem_fd;
 	int restore_state_fd, restore_mem_fd;
 	/* With save_state_fd and this: a live save (VMM_CHECKPOINT on

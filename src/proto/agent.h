@@ -190,8 +190,12 @@ int proto_cap_number(const char *name);
 #define PROTO_RENEWED_SHARES  0x4u /* shares bound again from the new server */
 #define PROTO_RENEWED_ID      0x8u /* hostname and machine-id renewed */
 #define PROTO_RENEWED_CA      0x10u /* the egress CA the container trusts replaced */
-#define PROTO_RENEWED_ALL     0x1fu
+#define PROTO_RENEWED_ALL     0x3fu
 #define PROTO_MAX_CA	      4096 /* RENEW's ca, base64 */
+/* RENEW's config: the gantry.* parameters of a template's boot
+ * (gantry.template=1), which waits at its first HELLO for them. */
+#define PROTO_MAX_CONFIG      8192
+#define PROTO_RENEWED_CONFIG  0x20u /* the boot went on with RENEW's config */
 
 #define PROTO_MOUNT_RO	0x1u
 #define PROTO_MOUNT_ALL PROTO_MOUNT_RO
@@ -308,6 +312,7 @@ struct proto_msg {
 			char **shares; /* NULL-terminated; nr_shares entries */
 			uint32_t nr_shares;
 			char *ca;
+			char *config; /* "" but for a template's boot */
 		} renew;
 		struct {
 			uint32_t flags;

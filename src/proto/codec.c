@@ -451,17 +451,21 @@ ssize_t proto_encode(const struct proto_msg *m, void *buf, size_t cap)
 	case PROTO_RENEW:
 		if (m->u.renew.nr_shares > PROTO_MAX_SHARES ||
 		    (m->u.renew.hostname && strlen(m->u.renew.hostname) > PROTO_MAX_TAG * 2) ||
-		    (m->u.renew.ca && strlen(m->u.renew.ca) > PROTO_MAX_CA))
+		    (m->u.renew.ca && strlen(m->u.renew.ca) > PROTO_MAX_CA) ||
+		    (m->u.renew.config && strlen(m->u.renew.config) > PROTO_MAX_CONFIG))
 			return -1;
 		proto_put_u64(&w, m->u.renew.time_ns);
 		for (size_t i = 0; i < PROTO_RENEW_WORDS; i++)
 			proto_put_u64(&w, m->u.renew.entropy[i]);
 		proto_put_str(&w, m->u.renew.hostname);
 		proto_put_strv(&w, m->u.renew.shares, m->u.renew.nr_shares);
-		/* Last, and only when there is one: a guest from before it
-		 * takes a RENEW without. */
-		if (m->u.renew.ca && *m->u.renew.ca)
-			proto_put_str(&w, m->u.renew.ca);
+		/* Last, and only when there is one: a guest from before them
+		 * takes a RENEW without (the CA then goes, empty or not,
+		 * before a config). */
+		if ((m->u.renew.ca && *m->u.renew.ca) || (m->u.renew.config && *m->u.renew.config))
+			proto_put_str(&w, m->u.renew.ca ? m->u.renew.ca : "");
+		if (m->u.renew.config && *m->u.renew.config)
+			proto_put_str(&w, m->u.renew.config);
 		break;
 	case PROTO_RENEWED:
 		if (m->u.renewed.flags & ~PROTO_RENEWED_ALL)
@@ -652,11 +656,19 @@ static int decode_body(struct proto_reader *r, struct proto_msg *m)
 		    proto_get_strv(r, PROTO_MAX_SHARES, &m->u.renew.shares,
 				   &m->u.renew.nr_shares) < 0)
 			return -1;
-		if (r->off == r->len) {
+		if (r->off == r->len)
 			m->u.renew.ca = strdup("");
-			return m->u.renew.ca ? 0 : -1;
-		}
-		return proto_get_str(r, PROTO_MAX_CA, &m->u.renew.ca);
+		else if (proto_get_str(r, PROTO_MAX_CA, &m->u.renew.ca) < 0)
+			return -1;
+		else if (!*m->u.renew.ca && r->off == r->len)
+			return reader_fail(r, "an empty CA with no config after it");
+		if (r->off == r->len)
+			m->u.renew.config = strdup("");
+		else if (proto_get_str(r, PROTO_MAX_CONFIG, &m->u.renew.config) < 0)
+			return -1;
+		else if (!*m->u.renew.config)
+			return reader_fail(r, "an empty config");
+		return m->u.renew.ca && m->u.renew.config ? 0 : -1;
 	case PROTO_RENEWED:
 		if (proto_get_u32(r, &m->u.renewed.flags) < 0 ||
 		    get_text(r, &m->u.renewed.message) < 0)
@@ -731,6 +743,7 @@ void proto_msg_free(struct proto_msg *m)
 		free(m->u.renew.hostname);
 		strv_free(m->u.renew.shares);
 		free(m->u.renew.ca);
+		free(m->u.renew.config);
 		break;
 	case PROTO_RENEWED:
 		free(m->u.renewed.message);

@@ -40,6 +40,9 @@ struct sandbox_opts {
 	const char *root;
 	bool root_readonly; /* root: read-only to the guest (config.json's root.readonly) */
 	bool host_root;	    /* root is the host's "/", served read-only (gantry wrap; one-shot) */
+	/* a one-shot's VM from a template snapshot of its machine, written
+	 * by the first run of it (sandbox/template.h; gantry wrap) */
+	bool template;
 	const char *hostname; /* the guest's; NULL: the sandbox's name */
 	uint64_t cpus, mem_mib, disk_mib;
 	bool writable;

@@ -17,6 +17,7 @@
 #include "net/proxy.h"
 #include "egress/egress.h"
 #include "sandbox/machine.h"
+#include "sandbox/template.h"
 #include "sandbox/state.h"
 #include "share/server.h"
 #include "worker/worker.h"
@@ -503,6 +504,10 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	if (m->net && net_start(m, err) < 0)
 		return -1;
 	t_net = now_ms_frac() - t0;
+	/* The command line whole now (the egress CA is on it): a template's
+	 * boot takes its gantry.* part with RENEW. */
+	if (m->template_boot && template_split_append(m, &m->template_config, err) < 0)
+		return -1;
 	/* Set up and confined before the guest runs: its failure is the
 	 * start's (the network worker, set up meanwhile, is stopped by
 	 * machine_free). */
@@ -533,11 +538,33 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	return 0;
 }
 
+/* A template's first boot, its guest waiting at HELLO: the template
+ * written (a live save), then the boot goes on. A save that fails is no
+ * failure of the run: it goes on without one. */
+static int template_hello(void *opaque, gantry_error_t *err)
+{
+	struct machine *m = opaque;
+	gantry_error_t why = NULL;
+
+	(void)err;
+	if (machine_checkpoint(m, TEMPLATE_SAVE_MS, &why) < 0) {
+		log_info("template not saved: %s", gantry_error_str(why));
+		gantry_error_free(&why);
+		return 0;
+	}
+	template_commit(m->template);
+	machine_checkpoint_go(m, -1, -1);
+	return 0;
+}
+
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 {
 	int r;
 
-	if (m->cfg.restore_state_fd > 0) {
+	if (m->template_boot) {
+		r = agent_wait_configured(m->agent, timeout_ms, m->template_config,
+					  m->template_save ? template_hello : NULL, m, err);
+	} else if (m->cfg.restore_state_fd > 0) {
 		size_t n;
 		char **shares = machine_share_tokens(m, &n);
 		/* A new egress worker's CA: the guest trusts it in place of the old. */
@@ -615,6 +642,7 @@ void machine_free(struct machine *m)
 	/* The VM and its device's workers are gone: nothing calls it now. */
 	machine_shares_free(m);
 	strv_free(m->ports);
+	free(m->template_config);
 	json_decref(m->net_policy);
 	free(m->proxy);
 	free(m->net_log);

@@ -99,6 +99,14 @@ struct machine {
 	/* `gantry run`'s: the user's kernel and devices, no guest agent, no
 	 * sandbox state; its network worker logs to our stderr. */
 	bool bare;
+	/* A template's boot (sandbox/template.h): the kernel gets its own
+	 * parameters and gantry.template=1, template_config the gantry.*
+	 * rest, sent with RENEW once HELLO is in; with template_save this
+	 * boot first writes the template (its save files), else it goes on
+	 * from it (its restore files). */
+	bool template_boot, template_save;
+	struct sandbox_template *template; /* borrowed */
+	char *template_config;
 	/* A live save (machine_checkpoint): the VM's word that its save is
 	 * written (ckpt_error "" or why not), and for a VM on a thread here
 	 * the word to run on. Eventfds, made by machine_start for a VM that

@@ -27,6 +27,7 @@
 #include "sandbox/network.h"
 #include "sandbox/process.h"
 #include "sandbox/secrets.h"
+#include "sandbox/template.h"
 
 #define ONESHOT_READY_TIMEOUT 120000
 #define ONESHOT_CONSOLE_TAIL  20
@@ -199,6 +200,29 @@ static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode
 	return mcp_gateway_listen(g, dir, mode, log, err);
 }
 
+/* Its machine made, started beside the run's services, and ready: from
+ * the template where asked for (tpl, prepared when it is none). -2 when
+ * it did not start, -1 when its guest did not come up. */
+static int oneshot_boot(struct machine *m, const struct sandbox *sb, const struct sandbox_opts *o,
+			const struct sandbox_process_opts *po, const char *run, bool show_console,
+			struct sandbox_template *tpl, struct oneshot_broker *broker,
+			struct oneshot_sockets *relay, struct oneshot_oauth *oauth,
+			const struct gantry_cancel *cancel, gantry_error_t *err)
+{
+	if (machine_config(m, sb, run, show_console ? STDERR_FILENO : -1, err) < 0 ||
+	    oneshot_inject(m, po->secrets, err) < 0)
+		return -2;
+	if (o->template && tpl->dir == NULL)
+		template_prepare(m, tpl);
+	if (machine_start(m, err) < 0 || oneshot_broker_run(broker, err) < 0 ||
+	    oneshot_sockets_run(relay, err) < 0 || oneshot_oauth_run(oauth, err) < 0 ||
+	    (o->mcp && mcp_gateway_run(o->mcp, err) < 0) ||
+	    oneshot_egress(m, sb, po->secrets, err) < 0)
+		return -2;
+	agent_watch_cancel(m->agent, cancel_fd(cancel));
+	return machine_wait_ready(m, ONESHOT_READY_TIMEOUT, err);
+}
+
 int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		     const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
 		     const struct gantry_cancel *cancel, struct agent_result *res,
@@ -213,6 +237,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct oneshot_broker broker = { .acc = ACCEPTOR_NONE };
 	struct oneshot_sockets relay = { .acc = ACCEPTOR_NONE };
 	struct oneshot_oauth oauth = { .acc = ACCEPTOR_NONE, .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct sandbox_template tpl = TEMPLATE_NONE;
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
@@ -278,17 +303,29 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
 	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
 	    oneshot_oauth_start(&oauth, rundir.run, sb.oauth_bridge, o->oauth_custody, err) < 0 ||
-	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, sb.isolation, err) < 0) ||
-	    machine_config(&m, &sb, rundir.run, show_console ? STDERR_FILENO : -1, err) < 0 ||
-	    oneshot_inject(&m, po->secrets, err) < 0 || machine_start(&m, err) < 0 ||
-	    oneshot_broker_run(&broker, err) < 0 || oneshot_sockets_run(&relay, err) < 0 ||
-	    oneshot_oauth_run(&oauth, err) < 0 ||
-	    (o->mcp && mcp_gateway_run(o->mcp, err) < 0) ||
-	    oneshot_egress(&m, &sb, po->secrets, err) < 0)
+	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, sb.isolation, err) < 0))
 		goto out;
-	agent_watch_cancel(m.agent, cancel_fd(cancel));
-	if (machine_wait_ready(&m, ONESHOT_READY_TIMEOUT, err) < 0 ||
-	    (t_ready = now_ms_frac() - t0, sandbox_process_run(m.agent, &proc, io, res, err) < 0)) {
+	/* A template the VM refuses is gone, and the run boots cold (writing
+	 * it anew). */
+	for (int tries = 0;; tries++) {
+		r = oneshot_boot(&m, &sb, o, po, rundir.run, show_console, &tpl, &broker, &relay,
+				 &oauth, cancel, err);
+		if (r == 0 || !tpl.restore || tries > 0 || cancel_fired(cancel))
+			break;
+		template_discard(&tpl);
+		template_free(&tpl);
+		machine_free(&m);
+		m = MACHINE_NONE;
+		gantry_error_free(err);
+	}
+	if (r == -2) {
+		r = -1;
+		goto out;
+	}
+	if (r == 0)
+		t_ready = now_ms_frac() - t0;
+	r = -1;
+	if (*err || sandbox_process_run(m.agent, &proc, io, res, err) < 0) {
 		bool ended = atomic_load(&m.ended);
 
 		/* A guest still up (not ready in time, or its agent broke) ends here. */
@@ -325,6 +362,7 @@ out:
 			   "VM gone %.1f ms",
 			   t_image, t_ready, t_done, now_ms_frac() - t0);
 	machine_free(&m);
+	template_free(&tpl);
 	oneshot_dir_remove(&rundir);
 	sandbox_process_free(&proc);
 	image_free(&img);

@@ -419,7 +419,7 @@ static int config_error(gantry_error_t *err, const char *path, const char *what)
 
 void wrap_config_init(struct wrap_config *c)
 {
-	*c = (struct wrap_config){ .oauth_bridge = true, .inject_tokens = true };
+	*c = (struct wrap_config){ .oauth_bridge = true, .inject_tokens = true, .template = true };
 }
 
 void wrap_config_free(struct wrap_config *c)
@@ -512,6 +512,7 @@ int wrap_config_load(const char *path, struct sandbox_opts *o, struct wrap_confi
 		bool *flag = strcmp(key, "oauthBridge") == 0	? &c->oauth_bridge :
 			     strcmp(key, "oauthCustody") == 0	? &c->oauth_custody :
 			     strcmp(key, "injectTokens") == 0	? &c->inject_tokens :
+			     strcmp(key, "template") == 0	? &c->template :
 			     strcmp(key, "mcp") == 0		? &c->mcp :
 								  NULL;
 		char **str = strcmp(key, "mcpFsRoot") == 0 ? &c->mcp_fs_root :
@@ -538,8 +539,8 @@ int wrap_config_load(const char *path, struct sandbox_opts *o, struct wrap_confi
 			gantry_error(err, EINVAL,
 				     "%s: `%s`: not a setting, or not of its type (image, cpus, "
 				     "memMiB, net, netPolicy, allowLocalNet, shares, sockets, "
-				     "oauthBridge, oauthCustody, injectTokens, mcp, mcpFsRoot, "
-				     "mcpFsUser, mcpRemotes, secrets, secretFiles)",
+				     "oauthBridge, oauthCustody, injectTokens, template, mcp, "
+				     "mcpFsRoot, mcpFsUser, mcpRemotes, secrets, secretFiles)",
 				     path, key);
 			goto out;
 		}

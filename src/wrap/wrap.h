@@ -62,7 +62,7 @@ int wrap_opts_socket(void *opaque, const char *path, gantry_error_t *err);
 /* What wrap.json sets beyond o, for the caller to apply before its flags
  * (which win): wrap_config_init's defaults are the flags' own. */
 struct wrap_config {
-	bool oauth_bridge, oauth_custody, inject_tokens, mcp;
+	bool oauth_bridge, oauth_custody, inject_tokens, mcp, template;
 	char *mcp_fs_root, *mcp_fs_user;
 	char **mcp_remotes, **secrets, **secret_files; /* specs, NULL-terminated */
 };
@@ -71,8 +71,8 @@ void wrap_config_free(struct wrap_config *c);
 
 /* Read ~/.config/gantry/wrap.json (or $XDG_CONFIG_HOME's): image, cpus,
  * memMiB, net, netPolicy, allowLocalNet, shares and sockets into o; the
- * rest (oauthBridge, oauthCustody, injectTokens, mcp, mcpFsRoot,
- * mcpFsUser, mcpRemotes, secrets, secretFiles) into c. A missing file is
+ * rest (oauthBridge, oauthCustody, injectTokens, template, mcp,
+ * mcpFsRoot, mcpFsUser, mcpRemotes, secrets, secretFiles) into c. A missing file is
  * no error; a key it does not know, or a value of another type, is. */
 int wrap_config_load(const char *path, struct sandbox_opts *o, struct wrap_config *c,
 		     gantry_error_t *err);

@@ -370,3 +370,43 @@ def test_bad_usage_is_one_line(orch):
     r = orch.wrap()
     assert r.returncode == 2
     assert len(r.stderr.decode().strip().splitlines()) == 1, r.stderr
+
+
+def test_template(orch, tmp_path):
+    """The first run writes a template snapshot of its machine; the next
+    ones go on from it instead of booting (GANTRY_BOOT_TIMING says the VM
+    was restored), each with entropy of its own (two runs from one save
+    draw different UUIDs), the host's clock, and its own command,
+    directory and environment. A template the VM refuses is removed and
+    the run boots cold, writing it anew; -template=false boots cold."""
+    home = tmp_path / "gantry-home"
+    env = dict(orch.env, GANTRY_HOME=str(home), GANTRY_BOOT_TIMING="1")
+    cmd = ("sh", "-c", 'cat /proc/sys/kernel/random/uuid; pwd; echo "$WRAP_TEST_VAR"; date +%s')
+    runs = []
+    for _ in range(3):
+        r = orch.wrap(*cmd, env=env)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        runs.append((r.stdout.decode().split(), r.stderr.decode(errors="replace")))
+    templates = [d for d in (home / "templates").iterdir() if not d.name.startswith(".")]
+    assert len(templates) == 1, templates
+    assert (templates[0] / "state").stat().st_size > 0
+    assert "VM restored" not in runs[0][1]
+    for out, err in runs[1:]:
+        assert "VM restored" in err, err
+    uuids = [out[0] for out, _ in runs]
+    assert len(set(uuids)) == 3, uuids
+    for out, _ in runs:
+        assert out[1] == str(orch.run1) and out[2] == "passed", out
+        assert abs(int(out[3]) - time.time()) < 120, out
+    # A state file that is not one: refused, removed, the run boots cold.
+    (templates[0] / "state").write_bytes(b"not a snapshot\n")
+    r = orch.wrap(*cmd, env=env)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert "VM restored" not in r.stderr.decode(errors="replace")
+    assert (templates[0] / "state").read_bytes() != b"not a snapshot\n"
+    r = orch.wrap(*cmd, env=env)
+    assert r.returncode == 0 and "VM restored" in r.stderr.decode(errors="replace"), r.stderr
+    r = subprocess.run([str(orch.gantry), "wrap", "-template=false", "--", *cmd], cwd=orch.run1,
+                       env=env, capture_output=True, stdin=subprocess.DEVNULL,
+                       timeout=boot_timeout() * 3)
+    assert r.returncode == 0 and "VM restored" not in r.stderr.decode(errors="replace"), r.stderr

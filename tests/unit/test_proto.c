@@ -186,6 +186,7 @@ static void test_renew(void **state)
 	n = (ssize_t)encode(&m);
 	decode_ok((size_t)n, &out);
 	assert_string_equal(out.u.renew.ca, "TUlJQmZqQ0NB");
+	assert_string_equal(out.u.renew.config, "");
 	assert_true(out.u.renew.time_ns == m.u.renew.time_ns);
 	assert_memory_equal(out.u.renew.entropy, m.u.renew.entropy, sizeof(m.u.renew.entropy));
 	assert_string_equal(out.u.renew.hostname, "");
@@ -206,6 +207,21 @@ static void test_renew(void **state)
 	m.u.renew.ca = long_ca;
 	assert_true(proto_encode(&m, buf, sizeof(buf)) < 0);
 	m.u.renew.ca = NULL;
+	/* A template's config, with no CA before it. */
+	m.u.renew.config = "gantry.hostroot=1 gantry.net=192.168.127.2/24";
+	n = (ssize_t)encode(&m);
+	decode_ok((size_t)n, &out);
+	assert_string_equal(out.u.renew.ca, "");
+	assert_string_equal(out.u.renew.config, m.u.renew.config);
+	proto_msg_free(&out);
+	{
+		static char long_config[PROTO_MAX_CONFIG + 2];
+
+		memset(long_config, 'c', PROTO_MAX_CONFIG + 1);
+		m.u.renew.config = long_config;
+		assert_true(proto_encode(&m, buf, sizeof(buf)) < 0);
+	}
+	m.u.renew.config = NULL;
 
 	for (int i = 0; i <= PROTO_MAX_SHARES; i++)
 		many[i] = "s:rw:L3M";
