@@ -615,14 +615,16 @@ int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, ch
 
 int agent_wait_configured(struct agent *a, int timeout_ms, const char *config,
 			  int (*hello)(void *opaque, gantry_error_t *err), void *opaque,
-			  gantry_error_t *err)
+			  bool *renewed, gantry_error_t *err)
 {
 	uint64_t deadline = link_deadline(timeout_ms);
 
+	*renewed = false;
 	if (wait_hello(a, deadline, timeout_ms, NULL, err) < 0 ||
 	    (hello && hello(opaque, err) < 0) ||
 	    renew(a, deadline, NULL, NULL, 0, NULL, config, err) < 0)
 		return -1;
+	*renewed = true;
 	return wait_ready(a, deadline, err);
 }
 

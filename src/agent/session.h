@@ -114,10 +114,10 @@ int agent_wait_renewed(struct agent *a, int timeout_ms, const char *hostname, ch
  * template: HELLO, then hello(opaque) (NULL: none; the cold boot saves
  * the template there, the guest waiting), then RENEW with fresh entropy,
  * the clock and config (the rest of its parameters), RENEWED saying it
- * took them, and READY. */
+ * took them (*renewed: it did), and READY. */
 int agent_wait_configured(struct agent *a, int timeout_ms, const char *config,
 			  int (*hello)(void *opaque, gantry_error_t *err), void *opaque,
-			  gantry_error_t *err);
+			  bool *renewed, gantry_error_t *err);
 /* Run one process and relay its stdio until it ends. 0 with *res filled
  * (a non-zero exit, a signal or an ERROR are results, not failures); -1
  * when the guest link failed or was cut off, or the call was cancelled.

@@ -563,7 +563,8 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 
 	if (m->template_boot) {
 		r = agent_wait_configured(m->agent, timeout_ms, m->template_config,
-					  m->template_save ? template_hello : NULL, m, err);
+					  m->template_save ? template_hello : NULL, m,
+					  &m->template_renewed, err);
 	} else if (m->cfg.restore_state_fd > 0) {
 		size_t n;
 		char **shares = machine_share_tokens(m, &n);

@@ -105,6 +105,7 @@ struct machine {
 	 * boot first writes the template (its save files), else it goes on
 	 * from it (its restore files). */
 	bool template_boot, template_save;
+	bool template_renewed; /* its guest took RENEW: what fails after is no template's */
 	struct sandbox_template *template; /* borrowed */
 	char *template_config;
 	/* A live save (machine_checkpoint): the VM's word that its save is

@@ -201,8 +201,9 @@ static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode
 }
 
 /* Its machine made, started beside the run's services, and ready: from
- * the template where asked for (tpl, prepared when it is none). -2 when
- * it did not start, -1 when its guest did not come up. */
+ * the template where asked for (tpl, prepared when it is none). -3 when
+ * the machine did not start, -2 when a service of the run's did not, -1
+ * when its guest did not come up. */
 static int oneshot_boot(struct machine *m, const struct sandbox *sb, const struct sandbox_opts *o,
 			const struct sandbox_process_opts *po, const char *run, bool show_console,
 			struct sandbox_template *tpl, struct oneshot_broker *broker,
@@ -214,9 +215,10 @@ static int oneshot_boot(struct machine *m, const struct sandbox *sb, const struc
 		return -2;
 	if (o->template && tpl->dir == NULL)
 		template_prepare(m, tpl);
-	if (machine_start(m, err) < 0 || oneshot_broker_run(broker, err) < 0 ||
-	    oneshot_sockets_run(relay, err) < 0 || oneshot_oauth_run(oauth, err) < 0 ||
-	    (o->mcp && mcp_gateway_run(o->mcp, err) < 0) ||
+	if (machine_start(m, err) < 0)
+		return -3;
+	if (oneshot_broker_run(broker, err) < 0 || oneshot_sockets_run(relay, err) < 0 ||
+	    oneshot_oauth_run(oauth, err) < 0 || (o->mcp && mcp_gateway_run(o->mcp, err) < 0) ||
 	    oneshot_egress(m, sb, po->secrets, err) < 0)
 		return -2;
 	agent_watch_cancel(m->agent, cancel_fd(cancel));
@@ -310,15 +312,20 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	for (int tries = 0;; tries++) {
 		r = oneshot_boot(&m, &sb, o, po, rundir.run, show_console, &tpl, &broker, &relay,
 				 &oauth, cancel, err);
-		if (r == 0 || !tpl.restore || tries > 0 || cancel_fired(cancel))
+		/* Only the VM's failing to go on from it is the template's:
+		 * not a run's own trouble once its guest took RENEW, nor one of
+		 * its services (they fail the same cold). */
+		if (r == 0 || !tpl.restore || tries > 0 || cancel_fired(cancel) ||
+		    m.template_renewed || r == -2)
 			break;
-		template_discard(&tpl);
-		template_free(&tpl);
+		log_info("from template `%s`: %s", tpl.dir, gantry_error_str(*err));
 		machine_free(&m);
 		m = MACHINE_NONE;
+		template_discard(&tpl);
+		template_free(&tpl);
 		gantry_error_free(err);
 	}
-	if (r == -2) {
+	if (r == -2 || r == -3) {
 		r = -1;
 		goto out;
 	}

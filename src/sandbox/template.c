@@ -98,6 +98,25 @@ static void hash_file(struct sha256 *h, const char *path)
 	sha256_update(h, v, sizeof(v));
 }
 
+/* The host's CPU as the kernel names it: a save restores only on its
+ * like (the VMM checks CPUID), so another CPU sharing $GANTRY_HOME keeps
+ * a template of its own. */
+static void hash_cpu(struct sha256 *h)
+{
+	FILE *f = fopen("/proc/cpuinfo", "re");
+	char line[4096];
+	int found = 0;
+
+	while (f && found < 2 && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "model name", 10) == 0 || strncmp(line, "flags", 5) == 0) {
+			hash_str(h, line);
+			found++;
+		}
+	}
+	if (f)
+		fclose(f);
+}
+
 /* What makes the saved VM, as 64 hex digits. */
 static int template_key(const struct machine *m, char key[DIGEST_STR_MAX], gantry_error_t *err)
 {
@@ -110,6 +129,7 @@ static int template_key(const struct machine *m, char key[DIGEST_STR_MAX], gantr
 	sha256_init(&h);
 	hash_str(&h, "gantry-template-1 " GANTRY_VERSION);
 	hash_file(&h, "/proc/self/exe");
+	hash_cpu(&h);
 	hash_file(&h, m->cfg.kernel);
 	hash_file(&h, m->cfg.initrd);
 	for (unsigned int i = 0; i < m->cfg.nr_disks; i++) {
@@ -180,6 +200,29 @@ static int open_in(const char *dir, const char *name, int flags)
 	return open(path, flags | O_CLOEXEC, 0600);
 }
 
+/* dir's two files, opened through one descriptor of it: a template put
+ * in place meanwhile is had whole or not at all. 1 with both, 0 with no
+ * template there, -1 with half of one (removed). */
+static int open_template(const char *dir, int *state, int *mem)
+{
+	int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	*state = *mem = -1;
+	if (d < 0)
+		return 0;
+	*state = openat(d, TEMPLATE_STATE, O_RDONLY | O_CLOEXEC);
+	*mem = openat(d, TEMPLATE_MEMORY, O_RDONLY | O_CLOEXEC);
+	close(d);
+	if (*state >= 0 && *mem >= 0)
+		return 1;
+	close_fd(state);
+	close_fd(mem);
+	/* What a crash or a hand left half: the next save puts a whole one. */
+	rm_tree(dir);
+	return -1;
+}
+
+
 void template_prepare(struct machine *m, struct sandbox_template *t)
 {
 	cleanup_free char *home = NULL, *parent = NULL, *tmp = NULL;
@@ -199,9 +242,7 @@ void template_prepare(struct machine *m, struct sandbox_template *t)
 		return;
 	}
 	xasprintf(&t->dir, "%s/%s", parent, digest_hex(key));
-	state = open_in(t->dir, TEMPLATE_STATE, O_RDONLY);
-	mem = state >= 0 ? open_in(t->dir, TEMPLATE_MEMORY, O_RDONLY) : -1;
-	if (state >= 0 && mem >= 0) {
+	if (open_template(t->dir, &state, &mem) > 0) {
 		/* Used now: the last the pruning takes. */
 		utimensat(AT_FDCWD, t->dir, NULL, 0);
 		m->cfg.restore_state_fd = t->state_fd = state;
@@ -211,8 +252,6 @@ void template_prepare(struct machine *m, struct sandbox_template *t)
 		m->template_boot = true;
 		return;
 	}
-	if (state >= 0)
-		close(state);
 	xasprintf(&tmp, "%s/.%.16s.XXXXXX", parent, digest_hex(key));
 	if (mkdtemp(tmp) == NULL) {
 		log_info("no template: mkdtemp in `%s`: %s", parent, strerror(errno));
@@ -263,10 +302,26 @@ void template_commit(struct sandbox_template *t)
 
 void template_discard(struct sandbox_template *t)
 {
-	if (t->dir && t->restore) {
-		log_info("template `%s` refused: removed; this run boots cold", t->dir);
-		rm_tree(t->dir);
+	cleanup_free char *state = NULL, *dead = NULL;
+	struct stat ours, there;
+
+	if (t->dir == NULL || !t->restore)
+		return;
+	log_info("template `%s` refused: removed; this run boots cold", t->dir);
+	/* Only the one refused: another run may have put a new one there. */
+	xasprintf(&state, "%s/%s", t->dir, TEMPLATE_STATE);
+	if (fstat(t->state_fd, &ours) < 0 || stat(state, &there) < 0 ||
+	    ours.st_dev != there.st_dev || ours.st_ino != there.st_ino)
+		return;
+	/* Aside first, under a name pruning takes as half written. */
+	{
+		const char *base = strrchr(t->dir, '/');
+
+		xasprintf(&dead, "%.*s/.%s.dead.%ld", (int)(base - t->dir), t->dir, base + 1,
+			  (long)getpid());
 	}
+	if (rename(t->dir, dead) == 0)
+		rm_tree(dead);
 }
 
 void template_free(struct sandbox_template *t)

@@ -192,6 +192,20 @@ class CustodyProvider(BaseHTTPRequestHandler):
         pass
 
 
+def custody_provider(tmp_path, **extra):
+    """The fake provider on a thread of its own, and a providers file that
+    names it `fake` (extra: more of its keys): srv, its base URL, the
+    config directory and the file."""
+    CustodyProvider.seen = {}
+    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    cfg, providers = providers_config(tmp_path, {"fake": {
+        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT,
+        **extra}})
+    return srv, base, cfg, providers
+
+
 CUSTODY_CMD = r"""
 L=$(/dev/.gantry-guest oauth login fake) || exit 3
 echo "L=$L"
@@ -208,13 +222,8 @@ def test_custody_login_and_refresh(gantry, tmp_path):
     gets access tokens (the first, then a refreshed one) and a sentinel in
     the refresh token's place, which stays in the host's 0600 store."""
     need_assets()
-    CustodyProvider.seen = {}
-    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
-    cfg, _ = providers_config(tmp_path, {"fake": {
-        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT,
-        "scope": "openid offline_access", "callbackPath": "/cb"}})
+    srv, base, cfg, _ = custody_provider(tmp_path, scope="openid offline_access",
+                                         callbackPath="/cb")
     home = tmp_path / "home"
     store = home / "oauth-tokens.json"
     work = tmp_path / "work"
@@ -276,11 +285,7 @@ def test_custody_refused_refresh_and_bad_config(gantry, tmp_path):
     sanitised (custody on from wrap.json); a bad providers file stops the
     run before it starts."""
     need_assets()
-    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
-    cfg, providers = providers_config(tmp_path, {"fake": {
-        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT}})
+    srv, base, cfg, providers = custody_provider(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     (home / "oauth-tokens.json").write_text(json.dumps({"fake": {
@@ -317,13 +322,7 @@ def test_custody_in_a_sandbox(gantry, tmp_path):
     tokens (refreshed) and the sentinel. A bad providers file stops the
     start in one line, before anything is made."""
     need_assets()
-    CustodyProvider.seen = {}
-    srv = HTTPServer(("127.0.0.1", 0), CustodyProvider)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_address[1]}"
-    cfg, providers = providers_config(tmp_path, {"fake": {
-        "authorize": f"{base}/authorize", "token": f"{base}/token", "clientId": CLIENT,
-        "callbackPath": "/cb"}})
+    srv, base, cfg, providers = custody_provider(tmp_path, callbackPath="/cb")
     home = tmp_path / "home"
     store = home / "oauth-tokens.json"
     env = dict(os.environ, GANTRY_HOME=str(home), XDG_CONFIG_HOME=str(cfg))
