@@ -284,7 +284,7 @@ def test_sigkill_of_the_caller_leaves_nothing(orch):
     while the wrapped command and a setsid daemon it left run: within 5 s
     no process of the wrap is left."""
     caller = subprocess.Popen(
-        ["sh", "-c", f'"$0" wrap -- sh -c "setsid sleep 1000 & echo ready; sleep 1000" & wait',
+        ["sh", "-c", '"$0" wrap -- sh -c "setsid sleep 1000 & echo ready; sleep 1000" & wait',
          str(orch.gantry)],
         cwd=orch.run1, env=orch.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE)
