@@ -1,9 +1,7 @@
 /* OAuth custody's flows (see custody.h): the login's PKCE pair, state,
  * callback and exchange, the refresh, and the tokens' file. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>

@@ -506,7 +506,7 @@ int machine_start(struct machine *m, gantry_error_t *err)
 	t_net = now_ms_frac() - t0;
 	/* The command line whole now (the egress CA is on it): a template's
 	 * boot takes its gantry.* part with RENEW. */
-	if (m->template_boot && template_split_append(m, &m->template_config, err) < 0)
+	if (m->template && template_split_append(m, &m->template_config, err) < 0)
 		return -1;
 	/* Set up and confined before the guest runs: its failure is the
 	 * start's (the network worker, set up meanwhile, is stopped by
@@ -561,9 +561,9 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 {
 	int r;
 
-	if (m->template_boot) {
+	if (m->template) {
 		r = agent_wait_configured(m->agent, timeout_ms, m->template_config,
-					  m->template_save ? template_hello : NULL, m,
+					  m->template->tmp ? template_hello : NULL, m,
 					  &m->template_renewed, err);
 	} else if (m->cfg.restore_state_fd > 0) {
 		size_t n;

@@ -99,12 +99,12 @@ struct machine {
 	/* `gantry run`'s: the user's kernel and devices, no guest agent, no
 	 * sandbox state; its network worker logs to our stderr. */
 	bool bare;
-	/* A template's boot (sandbox/template.h): the kernel gets its own
-	 * parameters and gantry.template=1, template_config the gantry.*
-	 * rest, sent with RENEW once HELLO is in; with template_save this
-	 * boot first writes the template (its save files), else it goes on
-	 * from it (its restore files). */
-	bool template_boot, template_save;
+	/* A template's boot (sandbox/template.h), where template is set: the
+	 * kernel gets its own parameters and gantry.template=1,
+	 * template_config the gantry.* rest, sent with RENEW once HELLO is
+	 * in. A template still being written (its tmp set) is saved first
+	 * (its files are cfg's save files), else the VM goes on from it (its
+	 * restore files). */
 	bool template_renewed; /* its guest took RENEW: what fails after is no template's */
 	struct sandbox_template *template; /* borrowed */
 	char *template_config;

@@ -1,8 +1,6 @@
 /* The OAuth bridge of a one-shot run (see oneshot_oauth.h). */
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -249,7 +249,6 @@ void template_prepare(struct machine *m, struct sandbox_template *t)
 		m->cfg.restore_mem_fd = t->mem_fd = mem;
 		t->restore = true;
 		m->template = t;
-		m->template_boot = true;
 		return;
 	}
 	xasprintf(&tmp, "%s/.%.16s.XXXXXX", parent, digest_hex(key));
@@ -272,7 +271,6 @@ void template_prepare(struct machine *m, struct sandbox_template *t)
 	m->cfg.save_state_fd = t->state_fd = state;
 	m->cfg.save_mem_fd = t->mem_fd = mem;
 	m->template = t;
-	m->template_boot = m->template_save = true;
 }
 
 void template_commit(struct sandbox_template *t)

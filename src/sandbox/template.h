@@ -39,7 +39,7 @@ struct sandbox_template {
 /* For m (machine_config'd, not started): its template found (its files
  * become m's restore files) or, where there is none, made ready to be
  * written by this boot (m's save files). Either way m boots as a
- * template's (m->template_boot). Nothing is an error a run cannot do
+ * template's (m->template). Nothing is an error a run cannot do
  * without: a template that cannot be had is a cold boot, logged. */
 void template_prepare(struct machine *m, struct sandbox_template *t);
 /* The boot writing t saved it (m's save files): put it in place. */
