@@ -360,7 +360,8 @@ static void layer_landlock(const struct confine_opts *o, struct confine_report *
 	struct {
 		uint64_t fs, net, scoped;
 	} attr = { 0 };
-	struct confine_prop *p = prop(r, "landlock", false);
+	/* Required: under `required` a kernel without it fails the start. */
+	struct confine_prop *p = prop(r, "landlock", true);
 	size_t size = sizeof(attr.fs);
 	int abi, rs, probe;
 
@@ -370,8 +371,6 @@ static void layer_landlock(const struct confine_opts *o, struct confine_report *
 		say(p, false, "", "no Landlock: %s", strerror(errno));
 		return;
 	}
-	/* required whenever the kernel has it */
-	p->required = true;
 	attr.fs = landlock_fs_rights(abi);
 	if (abi >= 6) {
 		/* Abstract sockets and signals beyond our own domain. */
