@@ -54,8 +54,9 @@ struct machine_device {
 	 * needs) sets *v and adds its descriptors to h; take (the worker's)
 	 * sets t->cfg from v and takes those descriptors in the same order.
 	 * NULL: nothing crosses but the configuration's own fields. Called
-	 * only when it is present. Snapshots (save and restore) will take
-	 * their place beside these. */
+	 * only when it is present. Save and restore are the device's own
+	 * (struct virtio_dev_ops in virtio/dev.h: save, restore, resumed),
+	 * so a device added here is carried by snapshots with its file. */
 	const char *key;
 	int (*give)(const struct vmm_config *cfg, struct worker_handover *h, json_t **v,
 		    gantry_error_t *err);

@@ -73,37 +73,22 @@ static bool chan_hung_up(void)
 static int dial(void *opaque, uint32_t port)
 {
 	struct worker *w = opaque;
-	uint64_t deadline, id;
-	int fd = -1;
+	int got[UNIX_FDS_MAX], fd = -1;
+	size_t n;
+	bool eof;
+	json_t *a;
 
 	pthread_mutex_lock(&w->chan_lock);
-	id = ++w->next_id;
-	send_json(CHAN_FD, json_pack("{s:s,s:I,s:I}", "op", "connect", "id", (json_int_t)id, "port",
-				     (json_int_t)port));
-	deadline = now_ms() + CONNECT_WAIT_MS;
-	for (;;) {
-		uint64_t now = now_ms();
-		int got[UNIX_FDS_MAX];
-		size_t n;
-		json_t *j = now < deadline ? recv_json(CHAN_FD, (int)(deadline - now), got,
-						       ARRAY_SIZE(got), &n) :
-					     NULL;
-		bool mine;
-
-		if (j == NULL)
-			break;
-		/* An answer that came too late for an earlier dial is dropped. */
-		mine = (uint64_t)json_integer_value(json_object_get(j, "id")) == id;
-		if (mine && json_is_true(json_object_get(j, "ok")) && n == 1)
-			fd = got[0];
-		else
-			for (size_t i = 0; i < n; i++)
-				close(got[i]);
-		json_decref(j);
-		if (mine)
-			break;
-	}
+	a = worker_request_fds(CHAN_FD, &w->next_id,
+			       json_pack("{s:s,s:I}", "op", "connect", "port", (json_int_t)port),
+			       NULL, 0, CONNECT_WAIT_MS, got, ARRAY_SIZE(got), &n, &eof);
 	pthread_mutex_unlock(&w->chan_lock);
+	if (a && json_is_true(json_object_get(a, "ok")) && n == 1)
+		fd = got[0];
+	else
+		for (size_t i = 0; i < n; i++)
+			close(got[i]);
+	json_decref(a);
 	return fd;
 }
 

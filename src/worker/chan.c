@@ -69,13 +69,14 @@ int worker_send_json(int fd, json_t *j, const int *fds, size_t nr_fds)
 	return unix_send_fds(fd, text, strlen(text), fds, nr_fds, MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
-json_t *worker_request(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
-		       int ms, bool *eof)
+json_t *worker_request_fds(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
+			   int ms, int *got, size_t max_got, size_t *nr_got, bool *eof)
 {
 	uint64_t deadline = ms < 0 ? UINT64_MAX : now_ms() + (uint64_t)ms;
 	json_int_t id = (json_int_t)(++*next_id & INT32_MAX) ?: 1;
 
 	*eof = false;
+	*nr_got = 0;
 	json_object_set_new(req, "id", json_integer(id));
 	if (worker_send_json(chan, req, fds, nr_fds) < 0) {
 		*eof = errno == EPIPE || errno == ECONNRESET;
@@ -87,14 +88,32 @@ json_t *worker_request(int chan, uint64_t *next_id, json_t *req, const int *fds,
 
 		if (now >= deadline)
 			return NULL;
-		a = worker_recv_json(chan, ms < 0 ? -1 : (int)MIN(deadline - now, (uint64_t)INT32_MAX),
-				     eof);
+		a = worker_recv_json_fds(
+			chan, ms < 0 ? -1 : (int)MIN(deadline - now, (uint64_t)INT32_MAX), got,
+			max_got, nr_got, eof);
 		if (a == NULL && *eof)
 			return NULL;
 		if (json_integer_value(json_object_get(a, "id")) == id)
 			return a;
-		json_decref(a); /* an earlier request's, too late, or a bad one */
+		/* an earlier request's, too late, or a bad one */
+		json_decref(a);
+		for (size_t i = 0; i < *nr_got; i++)
+			close(got[i]);
+		*nr_got = 0;
 	}
+}
+
+json_t *worker_request(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
+		       int ms, bool *eof)
+{
+	int got[UNIX_FDS_MAX];
+	size_t n;
+	json_t *a = worker_request_fds(chan, next_id, req, fds, nr_fds, ms, got, ARRAY_SIZE(got),
+				       &n, eof);
+
+	for (size_t i = 0; i < n; i++)
+		close(got[i]); /* a worker sends us none */
+	return a;
 }
 
 json_t *worker_answer_to(const json_t *req, json_t *answer)

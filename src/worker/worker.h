@@ -76,6 +76,11 @@ int worker_send_json(int fd, json_t *j, const int *fds, size_t nr_fds);
  * or NULL (*eof: the worker hung up; else silence or a send that failed). */
 json_t *worker_request(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
 		       int ms, bool *eof);
+/* The same keeping the answer's descriptors (at most max_got, into got,
+ * *nr_got of them): a worker asking its caller for one. Those of an
+ * answer dropped are closed. */
+json_t *worker_request_fds(int chan, uint64_t *next_id, json_t *req, const int *fds, size_t nr_fds,
+			   int ms, int *got, size_t max_got, size_t *nr_got, bool *eof);
 /* The worker's side: answer (returned) carries req's id. */
 json_t *worker_answer_to(const json_t *req, json_t *answer);
 /* The worker's side: its first message, ready with its isolation report
