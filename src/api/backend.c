@@ -12,7 +12,6 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/snapshots.h"
 #include "secret/spec.h"
 
 const char *api_field_of(const char *option)

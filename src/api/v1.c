@@ -15,7 +15,7 @@
 #include "api/fields.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "sandbox/state.h"
+#include "sandbox/lifecycle.h"
 
 void api_reply_json(struct api_reply *r, unsigned status, json_t *j)
 {

@@ -8,7 +8,7 @@
 #include "cli/flags.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "sandbox/secrets.h"
+#include "sandbox/lifecycle.h"
 
 static void audit_usage(FILE *out, const struct flag *flags)
 {

@@ -7,8 +7,7 @@
 #include "cli/flags.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "sandbox/copy.h"
-#include "sandbox/state.h"
+#include "sandbox/lifecycle.h"
 
 static void cp_usage(FILE *out, const struct flag *flags)
 {

@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/log.h"
-#include "sandbox/hostcheck.h"
+#include "sandbox/lifecycle.h"
 
 static void doctor_usage(FILE *out, const struct flag *flags)
 {

@@ -14,8 +14,6 @@
 #include "mcp/gateway.h"
 #include "oauth/custody.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/network.h"
-#include "sandbox/snapshots.h"
 
 #define EXEC_VM_FAILED 125 /* the VM or Gantry failed, not the process */
 

@@ -8,7 +8,7 @@
 #include "cli/flags.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "sandbox/state.h"
+#include "sandbox/lifecycle.h"
 
 static const struct flag *flag_find(const struct flag *flags, const char *name, size_t len)
 {

@@ -9,7 +9,7 @@
 #include "cli/flags.h"
 #include "cli/image.h"
 #include "common/util.h"
-#include "sandbox/images.h"
+#include "sandbox/lifecycle.h"
 
 #define IMAGE_USAGE_ERROR 2
 

@@ -13,7 +13,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "image/creds.h"
-#include "sandbox/images.h"
+#include "sandbox/lifecycle.h"
 
 /* Longer secrets are not passwords anyone types or pipes. */
 #define LOGIN_SECRET_MAX 8192

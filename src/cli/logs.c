@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/log.h"
-#include "sandbox/logs.h"
+#include "sandbox/lifecycle.h"
 
 static void logs_usage(FILE *out, const struct flag *flags)
 {

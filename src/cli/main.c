@@ -16,8 +16,8 @@
 #include "sandbox/spawn.h"
 #include "supervisor/supervisor.h"
 #include "tui/tui.h"
-#include "sandbox/shareworker.h"
-#include "sandbox/vmmworker.h"
+#include "share/worker.h"
+#include "machine/worker.h"
 
 static const struct command {
 	const char *name;

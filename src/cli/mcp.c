@@ -18,7 +18,7 @@
 #include "mcp/frame.h"
 #include "mcp/remote.h"
 #include "proto/agent.h"
-#include "sandbox/state.h"
+#include "sandbox/lifecycle.h"
 
 #define MCP_CLI_WAIT_MS ((MCP_REMOTE_TIMEOUT_S + 10) * 1000)
 

@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "sandbox/network.h"
+#include "sandbox/lifecycle.h"
 
 #define NET_CELL_MAX 40 /* a table cell from the file, at most */
 

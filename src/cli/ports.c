@@ -11,7 +11,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "sandbox/network.h"
+#include "sandbox/lifecycle.h"
 
 static void ports_usage(FILE *out, const struct flag *flags)
 {

@@ -11,7 +11,6 @@
 #include "sandbox/lifecycle.h"
 #include "common/files.h"
 #include "common/util.h"
-#include "sandbox/process.h"
 
 #define ENV_FILE_MAX (1u << 20)
 

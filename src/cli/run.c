@@ -16,7 +16,7 @@
 #include "confine/confine.h"
 #include "net/portspec.h"
 #include "net/spawn.h"
-#include "sandbox/network.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/machine.h"
 #include "snapshot/files.h"
 #include "share/server.h"

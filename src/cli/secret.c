@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "common/text.h"
 #include "common/util.h"
-#include "sandbox/secrets.h"
+#include "sandbox/lifecycle.h"
 
 static void secret_usage(FILE *out, const struct flag *flags)
 {

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "cli/signals.h"
-#include "sandbox/process.h"
+#include "sandbox/lifecycle.h"
 #include "common/util.h"
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH };

@@ -10,8 +10,6 @@
 #include "common/util.h"
 #include "oauth/custody.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/snapshots.h"
-#include "sandbox/network.h"
 
 static void start_usage(FILE *out, const struct flag *flags)
 {

@@ -11,7 +11,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/stats.h"
 
 #define STATS_SAMPLE_MS 1000 /* between the two readings a CPU share needs */
 #define STATS_NAMES_MAX 256

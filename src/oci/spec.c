@@ -16,7 +16,6 @@
 #include "common/util.h"
 #include "oci/oci.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/state.h"
 
 static int field_error(gantry_error_t *err, const char *field, const char *what)
 {

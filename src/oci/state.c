@@ -14,7 +14,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "oci/oci.h"
-#include "sandbox/state.h"
+#include "sandbox/lifecycle.h"
 
 #define STATE_JSON "state.json"
 #define STATE_MAX  (1u << 20)

@@ -1,9 +1,18 @@
-/* The lifecycle, for every front end (the CLI now; the dashboard and the
- * HTTP API later): this header is the whole API. Persistent sandboxes
- * (create and boot, resume, stop, delete, list, a session in a running
- * one), one-shot runs, and (included: sandbox/images.h, network.h,
- * shares.h, procs.h) images and registries, a sandbox's ports, egress
- * policy and shares, live or for its next boot, and its processes. Each call validates its input
+/* The lifecycle, for every front end (the CLI, the dashboard, the HTTP
+ * API, gantry-oci, gantry wrap): this header is the whole API, and the one
+ * sandbox header a front end includes. Declared here: persistent
+ * sandboxes (create and boot, resume, stop, pause, delete, list, inspect, a
+ * session in a running one), one-shot runs, snapshots (take, list,
+ * inspect, remove, start from, exec from, fork) and a sandbox's secrets
+ * (set, remove, list, its audit). Included, each the API in whole:
+ * sandbox/state.h (a sandbox's state, names and paths), process.h (the
+ * process a session runs), images.h (images and registries), network.h
+ * (ports, egress policy, traffic, resources), shares.h (shares), procs.h
+ * (its processes), logs.h (its logs), stats.h (what it uses), copy.h
+ * (files in and out) and hostcheck.h (what this host offers). None of
+ * those includes this header; sandbox/snapshots.h and secrets.h, which
+ * build on it, keep only what the lifecycle and the supervisor use among
+ * themselves, and are no front end's. Each call validates its input
  * first and leaves other sandboxes, the image cache and users' files
  * alone. Which calls may come from threads, and why: docs/architecture.md. */
 #ifndef GANTRY_SANDBOX_LIFECYCLE_H
@@ -18,12 +27,16 @@
 #include "common/cancel.h"
 #include "common/error.h"
 #include "image/source.h"
+#include "sandbox/copy.h"
+#include "sandbox/hostcheck.h"
 #include "sandbox/images.h"
+#include "sandbox/logs.h"
 #include "sandbox/network.h"
 #include "sandbox/shares.h"
 #include "sandbox/process.h"
 #include "sandbox/procs.h"
 #include "sandbox/state.h"
+#include "sandbox/stats.h"
 #include "secret/store.h"
 
 #define SANDBOX_DEFAULT_CPUS 1
@@ -201,5 +214,62 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		     const struct sandbox_process_opts *po, const struct sandbox_stdio *io,
 		     const struct gantry_cancel *cancel, struct agent_result *res,
 		     gantry_error_t *err);
+
+/* Snapshots (docs/snapshots.md): a running sandbox saved under
+ * $GANTRY_HOME/snapshots/SNAP/, new sandboxes started from one, and fork
+ * (a snapshot and its clones at once). What a snapshot directory holds:
+ * sandbox/snapshots.h. A clone takes copies and links of its own:
+ * removing a snapshot never touches a sandbox made from it. */
+#define FORK_MAX 100
+
+/* Save the running sandbox name as snapshot as (NULL: NAME-TIME) while
+ * it runs on: its supervisor saves its VM live (paused meanwhile, nothing
+ * of it stopped) and copies its writable layer (ctl "snapshot"). *made
+ * (optional) gets the snapshot's name. A sandbox that holds secrets is
+ * saved only with_secrets: their values are in its memory. */
+int sandbox_snapshot_take(const char *name, const char *as, bool with_secrets, char **made,
+			  gantry_error_t *err);
+/* The snapshots, each as `snapshot inspect` shows one, by name. */
+int sandbox_snapshot_list(json_t **out, gantry_error_t *err);
+json_t *sandbox_snapshot_inspect(const char *snap, gantry_error_t *err);
+int sandbox_snapshot_remove(const char *snap, gantry_error_t *err);
+/* A new sandbox name from snapshot snap: its configuration, a copy of
+ * its writable layer and its VM restored (the guest renews its identity
+ * as name). ports: its own published ports (the source's host ports are
+ * the source's); env: where its secrets from the environment come from,
+ * as for sandbox_resume. Returns once it runs. */
+int sandbox_start_from(const char *name, const char *snap, char *const *ports, size_t nr_ports,
+		       sandbox_env_fn env, const struct gantry_cancel *cancel, gantry_error_t *err);
+/* `gantry exec -from SNAP`: a sandbox name (NULL: exec-XXXXXXXX) started
+ * from snapshot snap as sandbox_start_from does, po's process run in it
+ * as sandbox_exec does, and the sandbox deleted, whatever became of
+ * either. A process killed with SIGKILL leaves it running and listed,
+ * for `gantry delete`. */
+int sandbox_exec_from(const char *snap, const char *name, char *const *ports, size_t nr_ports,
+		      sandbox_env_fn env, const struct sandbox_process_opts *po,
+		      const struct sandbox_stdio *io,
+		      const struct gantry_cancel *cancel, struct agent_result *res,
+		      gantry_error_t *err);
+/* Snapshot name as prefix (NULL: NAME-fork) and start n (at most
+ * FORK_MAX) clones of it at once, PREFIX-1 to PREFIX-n; the snapshot stays
+ * for more. The clones that started, in *started. */
+int sandbox_fork(const char *name, unsigned int n, const char *prefix, bool with_secrets,
+		 sandbox_env_fn env, unsigned int *started,
+		 gantry_error_t *err);
+
+/* A sandbox's secrets (values held by its supervisor, secret/store.h;
+ * sandbox.json keeps their specs without values). */
+/* `gantry secret set NAME SPEC`: live on a running sandbox (its sessions
+ * from then on see it), kept in sandbox.json either way; a secret from the
+ * environment takes its value from env now. */
+int sandbox_secret_set(const char *name, const char *spec, sandbox_env_fn env, gantry_error_t *err);
+/* `gantry secret rm NAME SECRET`. */
+int sandbox_secret_rm(const char *name, const char *secret, gantry_error_t *err);
+/* {name, running, secrets: [{name, source, path|command, hosts, ttlMs}]}:
+ * sources, never values. */
+int sandbox_secrets_list(const char *name, json_t **out, gantry_error_t *err);
+/* {name, events: [...]}: the running supervisor's audit ring, or the
+ * audit.json it left. */
+int sandbox_audit(const char *name, json_t **out, gantry_error_t *err);
 
 #endif

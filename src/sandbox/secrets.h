@@ -1,7 +1,10 @@
 /* A sandbox's secrets on their way to its supervisor: what sandbox.json
  * keeps of them (specs without values) and, at a resume, their values
  * from the caller's environment. The supervisor holds the values
- * (secret/store.h); the lifecycle only hands them over. */
+ * (secret/store.h); the lifecycle only hands them over. This is the
+ * lifecycle's and the supervisor's side: the calls front ends make (set,
+ * rm, list, audit) are sandbox/lifecycle.h's, which this header includes;
+ * no front end includes it. */
 #ifndef GANTRY_SANDBOX_SECRETS_H
 #define GANTRY_SANDBOX_SECRETS_H
 
@@ -26,18 +29,5 @@ int sandbox_secret_keep(struct sandbox *sb, const char *spec, gantry_error_t *er
 bool sandbox_secret_drop(struct sandbox *sb, const char *name);
 /* Free *st (may be NULL) and clear it. */
 void sandbox_secrets_free(struct secret_store **st);
-
-/* `gantry secret set NAME SPEC`: live on a running sandbox (its sessions
- * from then on see it), kept in sandbox.json either way; a secret from the
- * environment takes its value from env now. */
-int sandbox_secret_set(const char *name, const char *spec, sandbox_env_fn env, gantry_error_t *err);
-/* `gantry secret rm NAME SECRET`. */
-int sandbox_secret_rm(const char *name, const char *secret, gantry_error_t *err);
-/* {name, running, secrets: [{name, source, path|command, hosts, ttlMs}]}:
- * sources, never values. */
-int sandbox_secrets_list(const char *name, json_t **out, gantry_error_t *err);
-/* {name, events: [...]}: the running supervisor's audit ring, or the
- * audit.json it left. */
-int sandbox_audit(const char *name, json_t **out, gantry_error_t *err);
 
 #endif

@@ -8,9 +8,6 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/network.h"
-#include "sandbox/secrets.h"
-#include "sandbox/shares.h"
 #include "tui/tui.h"
 
 static const char *const doing[] = {

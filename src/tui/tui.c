@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/process.h"
 #include "tui/tui.h"
 
 struct loader {

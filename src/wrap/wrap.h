@@ -13,7 +13,6 @@
 
 #include "common/error.h"
 #include "sandbox/lifecycle.h"
-#include "sandbox/process.h"
 
 /* A harness an orchestrator may spawn (harness.c, kept as data): paths
  * under $HOME, NULL-ended, and its token variables. */
