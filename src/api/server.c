@@ -26,7 +26,6 @@
 #include "common/log.h"
 #include "common/unixsock.h"
 #include "common/util.h"
-#include "sandbox/ctl.h"
 
 #define MHD_SYMS(X)                                                                                \
 	X(MHD_start_daemon)                                                                        \
@@ -95,7 +94,7 @@ static bool peer_ok(struct MHD_Connection *c)
 	const union MHD_ConnectionInfo *ci =
 		sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-	return ci && ctl_peer_ok(ci->connect_fd);
+	return ci && unix_peer_is_us(ci->connect_fd);
 }
 
 /* A new connection from a peer of another UID is shut at once: it gets
@@ -110,7 +109,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 	if (code != MHD_CONNECTION_NOTIFY_STARTED || l->tcp)
 		return;
 	ci = sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (ci && !ctl_peer_ok(ci->connect_fd))
+	if (ci && !unix_peer_is_us(ci->connect_fd))
 		shutdown(ci->connect_fd, SHUT_RDWR);
 }
 

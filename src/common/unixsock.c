@@ -150,3 +150,18 @@ int loopback_listen(int af, uint16_t *port)
 	*port = ntohs(af == AF_INET6 ? s6.sin6_port : s4.sin_port);
 	return fd;
 }
+
+long unix_peer_uid(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return -1;
+	return (long)cred.uid;
+}
+
+bool unix_peer_is_us(int fd)
+{
+	return unix_peer_uid(fd) == (long)geteuid();
+}

@@ -4,6 +4,7 @@
 #ifndef GANTRY_COMMON_UNIXSOCK_H
 #define GANTRY_COMMON_UNIXSOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -15,6 +16,11 @@
  * threads may call it. A socket left at path (by a process that died) is
  * replaced; anything else there makes it fail. */
 int unix_listen(const char *path, int backlog, gantry_error_t *err);
+/* The UID of the peer on the Unix socket fd (SO_PEERCRED); -1 when it
+ * cannot be known. */
+long unix_peer_uid(int fd);
+/* Whether that peer runs as our effective UID. */
+bool unix_peer_is_us(int fd);
 
 /* sendmsg() of len bytes from buf with fd attached (SCM_RIGHTS); flags as
  * for sendmsg. Returns what sendmsg returns. */

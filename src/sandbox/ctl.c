@@ -19,21 +19,6 @@ int ctl_listen(const char *path, gantry_error_t *err)
 	return unix_listen(path, 64, err);
 }
 
-long ctl_peer_uid(int fd)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-		return -1;
-	return (long)cred.uid;
-}
-
-bool ctl_peer_ok(int fd)
-{
-	return ctl_peer_uid(fd) == (long)geteuid();
-}
-
 int ctl_connect(const char *dir, int *out, gantry_error_t *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

@@ -49,10 +49,6 @@
 
 /* Listen on path (relative to the supervisor's directory), mode 0600. */
 int ctl_listen(const char *path, gantry_error_t *err);
-/* Whether the peer on fd runs as our UID. */
-bool ctl_peer_ok(int fd);
-/* The peer's UID; -1 when it cannot be known. */
-long ctl_peer_uid(int fd);
 /* Connect to <dir>/ctl.sock however long dir is; ENOENT or ECONNREFUSED
  * in the error when no supervisor listens there. */
 int ctl_connect(const char *dir, int *fd, gantry_error_t *err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "proto/files.h"
 #include "sandbox/ctl.h"
@@ -452,12 +453,12 @@ void clients_accept(struct sup *s)
 
 		if (fd < 0)
 			return;
-		if (!ctl_peer_ok(fd)) {
+		if (!unix_peer_is_us(fd)) {
 			static const char no[] = "{\"ok\":false,\"error\":\"permission denied\"}\n";
 
 			log_warn("refused a ctl.sock connection from another user");
 			sup_audit(s, "ctl", "refused", NULL, NULL, "a peer of uid %ld",
-				  ctl_peer_uid(fd));
+				  unix_peer_uid(fd));
 			(void)!send(fd, no, sizeof(no) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
 			continue;

@@ -380,7 +380,7 @@ static void test_ctl_round_trip(void **state)
 
 	(void)state;
 	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-	assert_true(ctl_peer_ok(sv[0]));
+	assert_true(unix_peer_is_us(sv[0]));
 	assert_int_equal(write(sv[1], answer, sizeof(answer) - 1), (ssize_t)sizeof(answer) - 1);
 	assert_int_equal(ctl_call(sv[0], CTL_OP_STATUS, 1000, &reply, &err), 0);
 	assert_int_equal(json_integer_value(json_object_get(reply, "pid")), 7);
