@@ -127,6 +127,16 @@ static const char *flag_of(const char *option)
 		{ "workdir", "-w" },
 		{ "user", "-u" },
 		{ "entrypoint", "-entrypoint" },
+		{ "sockets", "-socket" },
+		{ "ephemeral", "--ephemeral" },
+		{ "replace", "--replace" },
+		{ "with_secrets", "-with-secrets" },
+		{ "n", "-n" },
+		{ "prefix", "-as" },
+		{ "mcp_remotes", "-mcp-remote" },
+		{ "mcp_fs_root", "-mcp-fs-root" },
+		{ "mcp_fs_user", "-mcp-fs-user" },
+		{ "oauth_custody", "-oauth-custody" },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)

@@ -24,6 +24,7 @@ static const char *const names[] = {
 	"DOCKER_CONFIG",
 	"XDG_RUNTIME_DIR",
 	"TMPDIR",
+	"SSL_CERT_FILE",
 };
 static char *values[ARRAY_SIZE(names)];
 

@@ -15,6 +15,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "confine/confine.h"
 #include "egress/ssl.h"
@@ -305,10 +306,11 @@ static int parse_args(int argc, char **argv, struct args *a)
 
 int egress_trust_open(gantry_error_t *err)
 {
-	const char *path = getenv(EGRESS_TRUST_ENV);
+	/* A setting: the caller's, as its front end resolved them. */
+	const char *path = gantry_setting(EGRESS_TRUST_ENV);
 	int fd;
 
-	if (path == NULL || *path == '\0')
+	if (path == NULL)
 		path = EGRESS_TRUST_DEFAULT;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

@@ -33,13 +33,13 @@ int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, ga
 		if (r->spec.auth != MCP_AUTH_CUSTODY || r->auth)
 			continue;
 		if (custody == NULL)
-			return gantry_error(err, EINVAL,
-					    "-mcp-remote %s: auth=custody:%s needs "
-					    "-oauth-custody",
-					    r->spec.id, r->spec.custody);
+			return gantry_error_opt(err, "oauth_custody",
+						" is off: MCP remote `%s` needs it "
+						"(auth=custody:%s)",
+						r->spec.id, r->spec.custody);
 		if (oauth_custody_access(custody, r->spec.custody, &r->auth, &g->expires[k], err) <
 		    0)
-			return gantry_error_prefix(err, "-mcp-remote %s", r->spec.id);
+			return gantry_error_prefix(err, "MCP remote `%s`", r->spec.id);
 		g->renewed[k] = (int64_t)time(NULL);
 		g->custody = custody;
 		/* The credential is the first redaction, as mcp_remote_open
@@ -88,7 +88,7 @@ static void renew(struct mcp_gateway *g, size_t k)
 	if (oauth_custody_access(g->custody, r->spec.custody, &tok, &at, &err) < 0) {
 		/* Tried again after the gap (longer each time); the remote has
 		 * the old token till then. */
-		log_warn("-mcp-remote %s: its token was not renewed: %s", r->spec.id,
+		log_warn("MCP remote `%s`: its token was not renewed: %s", r->spec.id,
 			 gantry_error_str(err));
 		gantry_error_free(&err);
 		g->renew_fails[k]++;
@@ -101,7 +101,7 @@ static void renew(struct mcp_gateway *g, size_t k)
 				      "auth", tok);
 
 		if (m == NULL || worker_send_json(g->chan, m, NULL, 0) < 0)
-			log_warn("-mcp-remote %s: the gateway did not take its renewed token",
+			log_warn("MCP remote `%s`: the gateway did not take its renewed token",
 				 r->spec.id);
 	} else {
 		mcp_remote_auth_renew(r, tok);

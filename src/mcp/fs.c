@@ -25,26 +25,27 @@ int mcp_gateway_fs(struct mcp_gateway *g, const char *root, const char *user,
 	root = root ? root : "/";
 	if (root[0] != '/' || strlen(root) > FS_PATH_MAX || strstr(root, "/../") ||
 	    (strlen(root) >= 3 && strcmp(root + strlen(root) - 3, "/..") == 0))
-		return gantry_error(err, EINVAL, "-mcp-fs-root: an absolute path in the sandbox "
-						 "without `..`");
+		return gantry_error_opt(err, "mcp_fs_root",
+					": an absolute path in the sandbox without `..`");
 	if (user && strcmp(user, "nobody") != 0) {
 		errno = 0;
 		uid = strtoul(user, &end, 10);
 		if (errno || end == user || (*end && *end != ':') || uid > 0xfffffffeUL)
-			return gantry_error(err, EINVAL, "-mcp-fs-user: nobody, UID or UID:GID");
+			return gantry_error_opt(err, "mcp_fs_user", ": nobody, UID or UID:GID");
 		gid = uid;
 		if (*end == ':') {
 			const char *g0 = end + 1;
 
 			gid = strtoul(g0, &end, 10);
 			if (errno || end == g0 || *end || gid > 0xfffffffeUL)
-				return gantry_error(err, EINVAL, "-mcp-fs-user: nobody, UID or "
-								 "UID:GID");
+				return gantry_error_opt(err, "mcp_fs_user",
+							": nobody, UID or UID:GID");
 		}
 	}
 	if (uid == 0 || gid == 0)
-		return gantry_error(err, EINVAL, "-mcp-fs-user: not root, nor root's group: the "
-						 "fs server runs as a user of its own");
+		return gantry_error_opt(err, "mcp_fs_user",
+					": not root, nor root's group: the fs server runs as "
+					"a user of its own");
 	free(g->fs_root);
 	g->fs_root = xstrdup(root);
 	g->fs_uid = (uint32_t)uid;

@@ -347,12 +347,12 @@ int mcp_gateway_add(struct mcp_gateway *g, const char *spec, gantry_error_t *err
 	struct mcp_remote_spec sp;
 
 	if (g->n == MCP_REMOTES_MAX)
-		return gantry_error(err, E2BIG, "more than %d -mcp-remote", MCP_REMOTES_MAX);
+		return gantry_error_opt(err, "mcp_remotes", ": more than %d", MCP_REMOTES_MAX);
 	if (mcp_remote_spec_parse(spec, &sp, err) < 0)
 		return -1;
 	for (size_t k = 0; k < g->n; k++)
 		if (strcmp(sp.id, g->remotes[k].spec.id) == 0) {
-			gantry_error(err, EEXIST, "-mcp-remote: name=%s given twice", sp.id);
+			gantry_error_opt(err, "mcp_remotes", ": name=%s given twice", sp.id);
 			mcp_remote_spec_free(&sp);
 			return -1;
 		}

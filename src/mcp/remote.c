@@ -33,7 +33,7 @@ static char *take_env(const char *name, gantry_error_t *err)
 	char *v = getenv(name), *copy;
 
 	if (v == NULL || *v == '\0') {
-		gantry_error(err, ENOENT, "-mcp-remote: the variable %s is not set", name);
+		gantry_error_opt(err, "mcp_remotes", ": the variable %s is not set", name);
 		return NULL;
 	}
 	copy = xstrdup(v);

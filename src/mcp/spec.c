@@ -18,7 +18,7 @@ static const char *const refused_tools[] = { "*auth*", "*revoke*", "*login*", "*
 
 static int spec_error(gantry_error_t *err, const char *what)
 {
-	return gantry_error(err, EINVAL, "-mcp-remote: %s", what);
+	return gantry_error_opt(err, "mcp_remotes", ": %s", what);
 }
 
 bool mcp_glob(const char *g, const char *s)

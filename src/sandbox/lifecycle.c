@@ -164,7 +164,7 @@ static int rwlayer_abs(const char *path, char **out, gantry_error_t *err)
 		dir = xstrdup(".");
 	}
 	if (realpath(dir, real) == NULL)
-		return gantry_error_errno(err, "-rwlayer `%s`", path);
+		return gantry_error_opt(err, "rwlayer", " `%s`: %s", path, strerror(errno));
 	xasprintf(out, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
 	return 0;
 }
@@ -185,10 +185,10 @@ static int rwlayer_outside_managed(const char *path, const char *given, gantry_e
 		return 0;
 	n = strlen(mreal);
 	if (strncmp(p, mreal, n) == 0 && (p[n] == '/' || p[n] == '\0'))
-		return gantry_error(err, 0,
-				    "-rwlayer `%s` is in `%s`, where Gantry keeps the layers it "
-				    "manages: use a path outside it",
-				    given, mreal);
+		return gantry_error_opt(err, "rwlayer",
+					" `%s` is in `%s`, where Gantry keeps the layers it "
+					"manages: use a path outside it",
+					given, mreal);
 	return 0;
 }
 

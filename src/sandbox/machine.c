@@ -163,7 +163,7 @@ int machine_inject(struct machine *m, char *const *specs, size_t n, gantry_error
 	if (nr && !m->net) {
 		strv_free(hosts);
 		return gantry_error_usage(err, "an injected secret needs the sandbox's network "
-					       "(not -net none)");
+					       "(this sandbox has none)");
 	}
 	strv_free(m->inject_hosts);
 	m->inject_hosts = hosts;

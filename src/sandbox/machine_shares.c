@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/settings.h"
 #include "common/util.h"
 #include "proto/base64.h"
 #include "sandbox/machine.h"
@@ -143,7 +144,7 @@ static int shares_here(struct machine *m, gantry_error_t *err)
 static void host_root_hides(struct share_spec *sp)
 {
 	cleanup_free char *state = NULL;
-	const char *home = getenv("HOME");
+	const char *home = gantry_setting("HOME");
 	const char *dirs[] = { home, NULL, "/root" };
 	gantry_error_t err = NULL;
 

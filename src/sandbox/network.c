@@ -275,8 +275,9 @@ static int change_port(const char *name, const char *spec, bool publish, bool ep
 		goto out;
 	}
 	if (ephemeral) {
-		gantry_error(err, 0,
-			     "sandbox `%s` is not running: --ephemeral is for a running one", name);
+		gantry_error_opt(err, "ephemeral", " is for a running sandbox: `%s` is not running",
+				 name);
+		gantry_error_as_conflict(err);
 		goto out;
 	}
 	port_spec_parse(buf, &p, NULL);
@@ -449,8 +450,9 @@ int sandbox_resize(const char *name, uint64_t cpus, uint64_t mem_mib, gantry_err
 	else if (lock < 0)
 		gantry_error(err, 0, "it is running: stop it first (the size is its next boot's)");
 	else if (sandbox_saved(dir))
-		gantry_error(err, 0, "its save (stop -snapshot) is of this size: resume it first, "
-				     "or drop the save with resume -fresh");
+		gantry_error(err, 0,
+			     "its save (stop -snapshot) is of this size: resume it first, or "
+			     "drop the save with gantry resume -fresh");
 	else {
 		sb.cpus = cpus;
 		sb.mem_mib = mem_mib;

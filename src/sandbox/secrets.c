@@ -117,8 +117,8 @@ int sandbox_secrets_from_env(const struct sandbox *sb, sandbox_env_fn env,
 		if (s.source == SECRET_FROM_ENV && v == NULL)
 			r = gantry_error(err, 0,
 					 "secret `%s` is not set in this environment: a resume "
-					 "or a start -from takes it from there, as the first "
-					 "start did",
+					 "or a start from a snapshot takes it from there, as the "
+					 "first start did",
 					 s.name);
 		else if (v)
 			r = secret_store_add_value(st, s.name, strlen(s.name), v, strlen(v), err);

@@ -41,7 +41,7 @@ static int share_canonical(const char *spec, char **out, gantry_error_t *err)
 	r = share_host_check(sp.host_path, NULL, err);
 	if (r < 0) {
 		gantry_error_as_usage(err);
-		gantry_error_prefix(err, "-share `%s`", sp.tag);
+		gantry_error_prefix_opt(err, "shares", " `%s`", sp.tag);
 	}
 	else
 		*out = share_spec_format(&sp);
@@ -51,8 +51,8 @@ static int share_canonical(const char *spec, char **out, gantry_error_t *err)
 
 static int not_running(const char *name, gantry_error_t *err)
 {
-	return gantry_error(err, 0, "sandbox `%s` is not running: --ephemeral is for a running one",
-			    name);
+	gantry_error_opt(err, "ephemeral", " is for a running sandbox: `%s` is not running", name);
+	return gantry_error_as_conflict(err);
 }
 
 /* The saved share under spec's tag goes (--replace on a stopped one). */

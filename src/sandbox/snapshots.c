@@ -370,7 +370,7 @@ fail:
 		rm_tree(dir);
 	sandbox_secrets_free(&secrets);
 	sandbox_free(&sb);
-	return gantry_error_prefix(err, "start `%s` -from %s", name, snap);
+	return gantry_error_prefix(err, "start `%s` from snapshot `%s`", name, snap);
 }
 
 int sandbox_exec_from(const char *snap, const char *name, char *const *ports, size_t nr_ports,
@@ -390,8 +390,8 @@ int sandbox_exec_from(const char *snap, const char *name, char *const *ports, si
 		return -1;
 	r = sandbox_exec(name, po, io, cancel, res, err);
 	if (sandbox_delete(name, true, &why) < 0) {
-		log_warn("exec -from %s: sandbox `%s` is left (gantry delete %s): %s", snap, name,
-			 name, gantry_error_str(why));
+		log_warn("exec from snapshot `%s`: sandbox `%s` is left (gantry delete %s): %s",
+			 snap, name, name, gantry_error_str(why));
 		gantry_error_free(&why);
 	}
 	return r;
@@ -406,14 +406,14 @@ int sandbox_fork(const char *name, unsigned int n, const char *prefix, bool with
 
 	*started = 0;
 	if (n == 0 || n > FORK_MAX)
-		return gantry_error(err, 0, "-n %u: want 1 to %d clones", n, FORK_MAX);
+		return gantry_error_opt(err, "n", " %u: want 1 to %d clones", n, FORK_MAX);
 	if (prefix == NULL) {
 		xasprintf(&def, "%.50s-fork", name);
 		prefix = def;
 	}
 	if (strlen(prefix) + 4 > SANDBOX_NAME_MAX || !sandbox_name_valid(prefix))
-		return gantry_error(err, 0, "-as `%.64s`: not a name that takes -N after it",
-				    prefix);
+		return gantry_error_opt(err, "prefix",
+					" `%.64s`: not a name that takes -N after it", prefix);
 	if (sandbox_snapshot_take(name, prefix, with_secrets, &snap, err) < 0)
 		return -1;
 	/* Each clone in a process of its own, all at once. */

@@ -156,7 +156,7 @@ int sandbox_pause(const char *name, bool with_secrets, gantry_error_t *err)
 	r = 0;
 out:
 	json_decref(req);
-	return r < 0 ? gantry_error_prefix(err, "stop -snapshot `%s`", name) : 0;
+	return r < 0 ? gantry_error_prefix(err, "stop and save `%s`", name) : 0;
 }
 
 int sandbox_freeze(const char *name, bool freeze, gantry_error_t *err)

@@ -208,8 +208,8 @@ static int source_parse(struct secret_spec *s, const char *src, gantry_error_t *
 	return gantry_error_usage(
 		err,
 		"secret `%s`: NAME=VALUE would put the value in the command line, "
-		"which every user of this host can read: use -secret %s (from the "
-		"environment), %s=@FILE, %s='!COMMAND' or -secret-file FILE",
+		"which every user of this host can read: give %s alone (from the "
+		"environment), %s=@FILE, %s='!COMMAND' or a file of secrets",
 		s->name, s->name, s->name, s->name);
 }
 

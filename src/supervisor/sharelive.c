@@ -146,7 +146,6 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 	const char *spec = json_string_value(json_object_get(req, "spec"));
 	bool replace = json_is_true(json_object_get(req, "replace"));
 	gantry_error_t err = NULL;
-	cleanup_free char *msg = NULL;
 	struct share_op *op = NULL;
 	struct share_spec sp, old;
 	ssize_t at;
@@ -157,9 +156,11 @@ static void share_add(struct sup *s, struct client *c, json_t *req)
 		return reply_err(s, c, &err);
 	at = shares_find(s->shares.live, s->shares.nr_live, sp.tag);
 	if (at >= 0 && !replace) {
-		xasprintf(&msg, "sandbox `%s` has a share `%s` already (--replace replaces it)",
-			  s->name, sp.tag);
-		client_answer(s, c, msg);
+		/* The option that would replace it, as this process's front
+		 * end names it. */
+		gantry_error(&err, 0, "sandbox `%s` has a share `%s` already", s->name, sp.tag);
+		gantry_error_prefix_opt(&err, "replace", " is off");
+		reply_err(s, c, &err);
 	} else if (add_check(s, spec, sp.tag, &err) < 0 ||
 		   share_host_check(sp.host_path, NULL, &err) < 0) {
 		reply_err(s, c, &err);

@@ -144,6 +144,21 @@ static bool secrets_in_guest(struct sup *s)
 	return any;
 }
 
+/* The refusal of a save whose secrets were not asked for: the option that
+ * would have them saved too, as this process's front end names it. */
+static const char *secrets_refusal(void)
+{
+	static char why[192];
+	gantry_error_t err = NULL;
+
+	gantry_error(&err, 0,
+		     "it holds secrets, whose values would be written to disk with its memory");
+	gantry_error_prefix_opt(&err, "with_secrets", " is off");
+	snprintf(why, sizeof(why), "%s", gantry_error_str(err));
+	gantry_error_free(&err);
+	return why;
+}
+
 const char *sup_pause_refused(struct sup *s, bool live, bool with_secrets)
 {
 	static char why[160];
@@ -154,8 +169,7 @@ const char *sup_pause_refused(struct sup *s, bool live, bool with_secrets)
 	if (s->control < 0)
 		return s->guest_gone ? s->guest_gone : "its guest is gone";
 	if (!with_secrets && secrets_in_guest(s))
-		return "it holds secrets, whose values would be written to disk with its memory "
-		       "(-with-secrets saves them too)";
+		return secrets_refusal();
 	if (live)
 		return NULL;
 	for (size_t i = 0; i < SUP_MAX_CLIENTS; i++)

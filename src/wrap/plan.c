@@ -169,14 +169,14 @@ int wrap_opts_socket(void *opaque, const char *path, gantry_error_t *err)
 	struct stat st;
 
 	if (real == NULL || stat(real, &st) < 0)
-		return gantry_error_errno(err, "-socket %s", path);
+		return gantry_error_opt(err, "sockets", " %s: %s", path, strerror(errno));
 	if (!S_ISSOCK(st.st_mode))
-		return gantry_error(err, ENOTSOCK, "-socket %s: not a Unix socket", path);
+		return gantry_error_opt(err, "sockets", " %s: not a Unix socket", path);
 	if (have_socket(o, real))
 		return 0;
 	if (o->nr_sockets == WRAP_SOCKETS_MAX)
-		return gantry_error(err, E2BIG, "-socket %s: more than %d sockets", path,
-				    WRAP_SOCKETS_MAX);
+		return gantry_error_opt(err, "sockets", " %s: more than %d sockets", path,
+					WRAP_SOCKETS_MAX);
 	o->sockets = xrealloc(o->sockets, (o->nr_sockets + 2) * sizeof(*o->sockets));
 	o->sockets[o->nr_sockets++] = steal_pointer(&real);
 	o->sockets[o->nr_sockets] = NULL;
@@ -471,12 +471,12 @@ static int config_sandbox_key(const char *key, json_t *v, const char *path,
 		bool shares = key[1] == 'h';
 
 		if (!json_is_array(v))
-			return config_error(err, path, shares ? "shares: a list of -share specs" :
+			return config_error(err, path, shares ? "shares: a list of share specs" :
 								"sockets: a list of paths");
 		json_array_foreach(v, i, s) {
 			if (!json_is_string(s))
 				return config_error(err, path,
-						    shares ? "shares: a list of -share specs" :
+						    shares ? "shares: a list of share specs" :
 							     "sockets: a list of paths");
 			if ((shares ? sandbox_opts_share(o, json_string_value(s), err) :
 				      wrap_opts_socket(o, json_string_value(s), err)) < 0)

@@ -139,7 +139,7 @@ def test_custody_token_as_the_credential(gantry, remote, tmp_path):
         r = wrap(gantry, remote, "true", spec=spec, env_extra={"XDG_CONFIG_HOME": str(cfg)})
         assert r.returncode == 2
         err = r.stderr.decode().strip().splitlines()
-        assert len(err) == 1 and "needs -oauth-custody" in err[0], err
+        assert len(err) == 1 and "-oauth-custody is off" in err[0], err
     finally:
         store.unlink()
 
