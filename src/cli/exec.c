@@ -168,6 +168,7 @@ int cmd_exec(int argc, char **argv)
 	};
 
 	sandbox_opts_init(&o);
+	o.progress_fd = STDERR_FILENO; /* a pull draws its layers on a terminal */
 	mcp_gateway_init(&gw);
 	o.writable = false; /* no layer: its writes live in guest memory */
 	r = flags_parse_cmd("exec", flags, argc, argv, &rest, &dashdash, exec_usage);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "cli/commands.h"
@@ -82,7 +83,7 @@ int image_args(const char *cmd, const char *synopsis, const char *text, const st
 
 static int image_pull(int argc, char **argv)
 {
-	struct image_resolve_opts o = { .pull = true, .progress = true };
+	struct image_resolve_opts o = { .pull = true, .progress_fd = STDERR_FILENO };
 	cleanup_free char **pos = NULL;
 	gantry_error_t err = NULL;
 	struct image img;

@@ -282,7 +282,11 @@ static void run_usage(FILE *out, const struct flag *flags)
 int cmd_run(int argc, char **argv)
 {
 	struct machine_run r = {
-		.cfg = { .cpus = 1, .mem_mib = UNSET, .console_input = true }
+		/* Keystrokes from a terminal on stdin go to the serial console. */
+		.cfg = { .cpus = 1,
+			 .mem_mib = UNSET,
+			 .console_input = isatty(STDIN_FILENO),
+			 .console_in = STDIN_FILENO }
 	};
 	struct vmm_config *cfg = &r.cfg;
 	gantry_error_t err = NULL;

@@ -2,6 +2,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -94,6 +95,7 @@ int cmd_start(int argc, char **argv)
 	};
 
 	sandbox_opts_init(&o);
+	o.progress_fd = STDERR_FILENO; /* a pull draws its layers on a terminal */
 	/* NAME first, flags after it (flags before it work too). */
 	if (argc > 0 && argv[0][0] != '-') {
 		o.name = argv[0];

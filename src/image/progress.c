@@ -33,13 +33,13 @@ static void draw(struct progress *p, const char *end)
 	if (p->total >= 0)
 		human(total, sizeof(total), (double)p->total);
 	human(rate, sizeof(rate), t > 0 ? (double)p->done / t : 0);
-	fprintf(stderr, "\r  %-20s %10s / %-10s %10s/s%s\033[K", p->label, done, total, rate, end);
+	dprintf(p->fd, "\r  %-20s %10s / %-10s %10s/s%s\033[K", p->label, done, total, rate, end);
 	p->drawn = now;
 }
 
-void progress_start(struct progress *p, bool on, const char *label, int64_t total)
+void progress_start(struct progress *p, int fd, const char *label, int64_t total)
 {
-	*p = (struct progress){ .on = on && isatty(STDERR_FILENO), .total = total };
+	*p = (struct progress){ .on = fd > 0 && isatty(fd), .fd = fd, .total = total };
 	snprintf(p->label, sizeof(p->label), "%s", label);
 	clock_gettime(CLOCK_MONOTONIC, &p->start);
 	if (p->on)
@@ -61,8 +61,7 @@ void progress_add(struct progress *p, uint64_t n)
 void progress_end(struct progress *p, bool ok)
 {
 	if (p->on) {
-		draw(p, ok ? "  done" : "  failed");
-		fputc('\n', stderr);
+		draw(p, ok ? "  done\n" : "  failed\n");
 	}
 	p->on = false;
 }

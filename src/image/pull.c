@@ -179,7 +179,7 @@ static int read_config(struct pull *p, char **buf, size_t *len, gantry_error_t *
 int pull_open(const struct image_ref *ref, const struct pull_opts *o, struct pull *p,
 	      gantry_error_t *err)
 {
-	*p = (struct pull){ .progress = o->progress };
+	*p = (struct pull){ .progress_fd = o->progress_fd };
 	if (platform_parse(o->platform, &p->platform, err) < 0)
 		return -1;
 	p->ref = (struct image_ref){
@@ -253,7 +253,7 @@ static int apply_one(struct pull *p, struct flatten *f, const struct oci_descrip
 	if (registry_get(&p->reg, "blobs", d->digest, NULL, label, &s.resp, err) < 0)
 		return -1;
 	snprintf(short_id, sizeof(short_id), "%.12s", digest_hex(d->digest));
-	progress_start(&s.progress, p->progress, short_id, d->size);
+	progress_start(&s.progress, p->progress_fd, short_id, d->size);
 	src = (struct layer_src){
 		.label = label,
 		.digest = d->digest,

@@ -25,7 +25,7 @@ struct flatten;
 struct pull_opts {
 	const char *platform; /* "linux/ARCH[/VARIANT]", NULL: this host's */
 	const char *insecure; /* more plain-HTTP registries, or NULL */
-	bool progress;	      /* per-layer progress on a terminal */
+	int progress_fd;      /* per-layer progress on this terminal; 0: none */
 	const struct gantry_cancel *cancel; /* ends the pull at its next wait, or NULL */
 };
 
@@ -40,7 +40,7 @@ struct pull {
 	char *name; /* canonical reference: the index.json key */
 	struct platform platform;
 	struct registry reg;
-	bool progress;
+	int progress_fd;
 	char manifest_digest[DIGEST_STR_MAX];
 	struct oci_manifest manifest;
 	bool platform_unchecked; /* no index entry named the platform */

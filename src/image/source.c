@@ -310,7 +310,7 @@ static int pull_convert(struct image_cache *c, const struct image_ref *ref,
 			const struct image_resolve_opts *o, const char *platform,
 			struct image *out, gantry_error_t *err)
 {
-	const struct pull_opts po = { o->platform, o->insecure ? ref->registry : NULL, o->progress,
+	const struct pull_opts po = { o->platform, o->insecure ? ref->registry : NULL, o->progress_fd,
 				      o->cancel };
 	cleanup_free char *config = NULL;
 	struct pull p;

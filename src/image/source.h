@@ -29,7 +29,7 @@ struct image_resolve_opts {
 	const char *platform; /* registry images: "linux/ARCH[/VARIANT]", NULL: the host's */
 	bool insecure;	      /* plain HTTP to this reference's registry */
 	bool pull;	      /* resolve a registry tag again even when cached */
-	bool progress;	      /* per-layer progress on a terminal */
+	int progress_fd;      /* the caller's terminal for per-layer progress; 0: none */
 	/* A pull from a registry ends at its next wait once this fires
 	 * (ECANCELED), leaving nothing in the cache; or NULL. */
 	const struct gantry_cancel *cancel;

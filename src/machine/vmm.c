@@ -306,8 +306,8 @@ static int vmm_build(struct vmm *v, const struct vmm_config *cfg, gantry_error_t
 		return -1;
 	if (cfg->stop_fd > 0 && ioloop_add(&v->vm.io, cfg->stop_fd, vmm_stop_requested, v, err) < 0)
 		return -1;
-	if (cfg->console_input && isatty(STDIN_FILENO) &&
-	    ioloop_add(&v->vm.io, STDIN_FILENO, vmm_console_input, v, err) < 0)
+	if (cfg->console_input &&
+	    ioloop_add(&v->vm.io, cfg->console_in, vmm_console_input, v, err) < 0)
 		return -1;
 
 	v->cmdline = xstrdup(default_cmdline);

@@ -50,7 +50,8 @@ struct vmm_config {
 	const char *append;
 	const char *console;   /* file for the serial console, capped (console.h); NULL = stdout */
 	int console_fd;	       /* > 0: write the console to this fd instead */
-	bool console_input;    /* feed a terminal on stdin to the console */
+	bool console_input;    /* feed the caller's terminal console_in to the console */
+	int console_in;	       /* with console_input: that terminal's descriptor */
 	/* The guest profile (VMM_PROFILE_ENV): opened here, or only named in
 	 * messages when profile_fd > 0; NULL: the setting's file, if any. */
 	const char *profile;

@@ -148,12 +148,11 @@ static void frozen(void *opaque, bool is)
 /* The caller's terminal, read by the serial console as its stdin. */
 static int setup_console_input(struct worker *w, gantry_error_t *err)
 {
-	int fd = machine_take_fd(&w->take, "console input", false, err);
+	int fd = machine_take_fd(&w->take, "console input", true, err);
 
 	if (fd < 0)
 		return -1;
-	if (dup2(fd, STDIN_FILENO) < 0)
-		return gantry_error_errno(err, "console input");
+	w->cfg.console_in = fd;
 	w->cfg.console_input = true;
 	return 0;
 }

@@ -201,12 +201,12 @@ void sandbox_opts_init(struct sandbox_opts *o)
 				    .net = true };
 }
 
-int sandbox_image_resolve(const char *src, const struct gantry_cancel *cancel, struct image *img,
-			  gantry_error_t *err)
+int sandbox_image_resolve(const char *src, int progress_fd, const struct gantry_cancel *cancel,
+			  struct image *img, gantry_error_t *err)
 {
 	/* A pull that start or exec makes shows its layers as image pull
-	 * does, on a terminal only. */
-	const struct image_resolve_opts o = { .progress = true, .cancel = cancel };
+	 * does, on the caller's terminal only. */
+	const struct image_resolve_opts o = { .progress_fd = progress_fd, .cancel = cancel };
 	cleanup_free char *default_image = NULL;
 
 	if (src == NULL) {
@@ -232,7 +232,7 @@ static int describe(const struct sandbox_opts *o, const struct gantry_cancel *ca
 		sb->root_readonly = o->root_readonly;
 		sb->image = xstrdup(real);
 	} else {
-		if (sandbox_image_resolve(o->image, cancel, &img, err) < 0)
+		if (sandbox_image_resolve(o->image, o->progress_fd, cancel, &img, err) < 0)
 			return -1;
 		sb->image = xstrdup(o->image ? o->image : "(built-in)");
 		sb->image_digest = steal_pointer(&img.digest);

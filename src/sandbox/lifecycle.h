@@ -47,6 +47,9 @@ struct mcp_gateway;
 struct sandbox_opts {
 	const char *name;
 	const char *image; /* NULL: the built-in image */
+	/* The caller's terminal, where a pull of image draws its progress
+	 * (0: none; not a terminal: nothing drawn). */
+	int progress_fd;
 	/* A host directory (an OCI bundle's rootfs, gantry-oci) served to the
 	 * guest as the container's root in place of an image, read and
 	 * written where it is; then image is NULL and writable false. */
@@ -117,10 +120,10 @@ void sandbox_opts_free(struct sandbox_opts *o);
 
 /* The image a sandbox of src boots (NULL: the built-in one), converted
  * into the cache when it is not there yet; a pull draws its layers on
- * stderr when that is a terminal, and ends once cancel (may be NULL)
- * fires, with ECANCELED and nothing cached. */
-int sandbox_image_resolve(const char *src, const struct gantry_cancel *cancel, struct image *img,
-			  gantry_error_t *err);
+ * progress_fd when that is a terminal (0: nowhere), and ends once cancel
+ * (may be NULL) fires, with ECANCELED and nothing cached. */
+int sandbox_image_resolve(const char *src, int progress_fd, const struct gantry_cancel *cancel,
+			  struct image *img, gantry_error_t *err);
 
 /* `gantry start`: create the sandbox and boot it; returns once its guest
  * agent and ctl.sock accept work. Exactly one of racing creates of a name
@@ -202,7 +205,7 @@ int sandbox_exec(const char *name, const struct sandbox_process_opts *po,
 char *sandbox_oneshot_name(void);
 /* One-shot `gantry exec`: a transient sandbox on o->image (NULL: the
  * built-in image) with o->cpus and o->mem_mib, read-only: boot it, run
- * args as sandbox_exec does (show_console: the guest console on stderr),
+ * args as sandbox_exec does (show_console: the guest console on io->err),
  * end the VM, and leave nothing behind. While it runs it is listed among
  * the sandboxes as o->name (NULL: exec-XXXXXXXX; a name given must be
  * free), and sandbox_stop ends it; where $GANTRY_HOME cannot hold that

@@ -205,12 +205,12 @@ static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode
  * the machine did not start, -2 when a service of the run's did not, -1
  * when its guest did not come up. */
 static int oneshot_boot(struct machine *m, const struct sandbox *sb, const struct sandbox_opts *o,
-			const struct sandbox_process_opts *po, const char *run, bool show_console,
+			const struct sandbox_process_opts *po, const char *run, int console_fd,
 			struct sandbox_template *tpl, struct oneshot_broker *broker,
 			struct oneshot_sockets *relay, struct oneshot_oauth *oauth,
 			const struct gantry_cancel *cancel, gantry_error_t *err)
 {
-	if (machine_config(m, sb, run, show_console ? STDERR_FILENO : -1, err) < 0 ||
+	if (machine_config(m, sb, run, console_fd, err) < 0 ||
 	    oneshot_inject(m, po->secrets, err) < 0)
 		return -2;
 	if (o->template && tpl->dir == NULL)
@@ -279,7 +279,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		}
 		sb.root_readonly = o->root_readonly;
 		sb.host_root = o->host_root;
-	} else if (sandbox_image_resolve(o->image, cancel, &img, err) < 0) {
+	} else if (sandbox_image_resolve(o->image, o->progress_fd, cancel, &img, err) < 0) {
 		sandbox_transient_free(&sb);
 		return -1;
 	}
@@ -310,8 +310,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	/* A template the VM refuses is gone, and the run boots cold (writing
 	 * it anew). */
 	for (int tries = 0;; tries++) {
-		r = oneshot_boot(&m, &sb, o, po, rundir.run, show_console, &tpl, &broker, &relay,
-				 &oauth, cancel, err);
+		r = oneshot_boot(&m, &sb, o, po, rundir.run, show_console ? io->err : -1, &tpl,
+				 &broker, &relay, &oauth, cancel, err);
 		/* Only the VM's failing to go on from it is the template's:
 		 * not a run's own trouble once its guest took RENEW, nor one of
 		 * its services (they fail the same cold). */

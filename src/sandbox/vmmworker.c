@@ -70,7 +70,7 @@ static int give_console(struct vmm_worker *w, struct machine *m, struct worker_h
 static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_error_t *err)
 {
 	json_t *c, *devices;
-	bool console_input = m->cfg.console_input && isatty(STDIN_FILENO);
+	bool console_input = m->cfg.console_input;
 	const char *profile = gantry_setting(VMM_PROFILE_ENV);
 	int kvm;
 
@@ -91,7 +91,7 @@ static json_t *config_json(struct machine *m, struct worker_handover *h, gantry_
 		return NULL;
 	/* Keystrokes: the caller's terminal itself, read by the worker. */
 	if (console_input)
-		worker_give(h, STDIN_FILENO, false);
+		worker_give(h, m->cfg.console_in, false);
 	worker_give(h, m->cfg.stop_fd, false);
 	/* A snapshot's files, the caller's (machine/vmm.h). */
 	if (m->cfg.save_state_fd > 0) {

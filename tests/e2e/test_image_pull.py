@@ -217,6 +217,32 @@ def test_pull_progress_is_quiet_without_a_terminal(g, anon):
     assert p.stderr == ""
 
 
+def test_pull_progress_is_drawn_on_the_callers_terminal(g, anon):
+    """The CLI hands its stderr, a terminal here, to the pull: each layer's
+    line ends in `done`, drawn there and nowhere else."""
+    master, slave = os.openpty()
+    try:
+        p = subprocess.Popen([str(g.bin), "image", "pull", f"{anon.host}/test/multi:1"],
+                             env=g.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=slave)
+        os.close(slave)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the last writer closed the terminal
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        out = p.communicate(timeout=300)[0]
+    finally:
+        os.close(master)
+    assert p.returncode == 0, drawn
+    assert b"done" in drawn and b"\033[K" in drawn, drawn
+    assert b"done" not in out
+
+
 # ---- authentication ----
 
 @pytest.mark.parametrize("kind", ["basic", "token"])
