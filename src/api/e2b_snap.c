@@ -4,6 +4,7 @@
  * removed (at DELETE /templates/SNAP, where E2B keeps them), and a
  * sandbox made from one named as its template (`gantry start -from`). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -106,6 +107,59 @@ static bool box_copy(struct api_server *s, const char *id, char **template, json
 	return b != NULL;
 }
 
+/* Clones a fork makes at once: half the lifecycle calls the server runs
+ * together, the rest left to other clients. */
+#define FORK_AT_ONCE (API_LIFECYCLE_MAX / 2)
+
+/* The clones of one fork, made by up to FORK_AT_ONCE threads that each
+ * take the next one not yet begun. */
+struct fork_run {
+	struct api_server *s;
+	const char *snap;
+	pthread_mutex_t lock;
+	json_int_t n, next;
+	struct fork_clone {
+		char id[65];
+		int rc;
+		gantry_error_t err;
+	} *clones;
+};
+
+static void *fork_clones(void *arg)
+{
+	struct fork_run *f = arg;
+
+	for (;;) {
+		struct fork_clone *c;
+		json_t *op;
+
+		pthread_mutex_lock(&f->lock);
+		c = f->next < f->n ? &f->clones[f->next++] : NULL;
+		pthread_mutex_unlock(&f->lock);
+		if (c == NULL)
+			return NULL;
+		/* Its own body: jansson's reference counts are not atomic. */
+		op = json_pack("{s:s}", "snapshot", f->snap);
+		c->rc = e2b_operation(f->s, "create-from", c->id, op, &c->err);
+		json_decref(op);
+	}
+}
+
+/* Every clone made, FORK_AT_ONCE at a time (fewer threads where the
+ * system gives fewer: this one makes the rest). */
+static void fork_make(struct fork_run *f)
+{
+	pthread_t t[FORK_AT_ONCE];
+	size_t started = 0;
+
+	while (started < FORK_AT_ONCE - 1 && (json_int_t)started + 1 < f->n &&
+	       pthread_create(&t[started], NULL, fork_clones, f) == 0)
+		started++;
+	fork_clones(f);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+}
+
 void e2b_fork(struct api_server *s, const struct api_request *req, const char *id,
 	      struct api_reply *r)
 {
@@ -114,6 +168,7 @@ void e2b_fork(struct api_server *s, const struct api_request *req, const char *i
 	cleanup_free char *template = NULL;
 	gantry_error_t err = NULL;
 	json_int_t n = 1, secs = E2B_TIMEOUT_DEFAULT;
+	struct fork_run f = { .s = s, .lock = PTHREAD_MUTEX_INITIALIZER };
 	char snap[65];
 
 	if (body == NULL)
@@ -143,24 +198,30 @@ void e2b_fork(struct api_server *s, const struct api_request *req, const char *i
 		e2b_error(r, err->status == EBUSY ? 503 : 400, "%s", gantry_error_str(err));
 		goto out;
 	}
+	f.snap = snap;
+	f.n = n;
+	f.clones = xzalloc((size_t)n * sizeof(*f.clones));
+	for (json_int_t i = 0; i < n; i++)
+		e2b_random_id("e2b", f.clones[i].id);
+	fork_make(&f);
 	out = json_array();
 	for (json_int_t i = 0; i < n; i++) {
-		char clone[65];
+		struct fork_clone *c = &f.clones[i];
 		json_t *sb = NULL;
 
-		e2b_random_id("e2b", clone);
-		if (e2b_operation(s, "create-from", clone, op, &err) == 0 &&
-		    (sb = e2b_box_add(s, clone, template, metadata, secs)) == NULL)
-			gantry_error(&err, EBUSY, "%d E2B sandboxes already", E2B_BOXES_MAX);
+		if (c->rc == 0 &&
+		    (sb = e2b_box_add(s, c->id, template, metadata, secs)) == NULL)
+			gantry_error(&c->err, EBUSY, "%d E2B sandboxes already", E2B_BOXES_MAX);
 		if (sb)
 			json_array_append_new(out, json_pack("{s:o}", "sandbox", sb));
 		else
 			json_array_append_new(
 				out, json_pack("{s:{s:i,s:s}}", "error", "code",
-					       err->status == EBUSY ? 503 : 500, "message",
-					       gantry_error_str(err)));
-		gantry_error_free(&err);
+					       c->err->status == EBUSY ? 503 : 500, "message",
+					       gantry_error_str(c->err)));
+		gantry_error_free(&c->err);
 	}
+	free(f.clones);
 	api_reply_json(r, 200, out);
 	/* Each clone has its own copies: the snapshot goes. */
 	if (e2b_operation(s, "snapshot-remove", snap, NULL, &err) < 0)
