@@ -145,14 +145,19 @@ static void *fork_clones(void *arg)
 	}
 }
 
-/* Every clone made, FORK_AT_ONCE at a time (fewer threads where the
- * system gives fewer: this one makes the rest). */
+/* Every clone made, FORK_AT_ONCE at a time, or as many as the server
+ * has lifecycle calls free now (each clone is one, and one refused for
+ * want of a slot would fail), at least one: this thread makes the rest. */
 static void fork_make(struct fork_run *f)
 {
 	pthread_t t[FORK_AT_ONCE];
-	size_t started = 0;
+	size_t started = 0, at_once;
 
-	while (started < FORK_AT_ONCE - 1 && (json_int_t)started + 1 < f->n &&
+	pthread_mutex_lock(&f->s->lock);
+	at_once = f->s->lifecycle < API_LIFECYCLE_MAX ? API_LIFECYCLE_MAX - f->s->lifecycle : 1;
+	pthread_mutex_unlock(&f->s->lock);
+	at_once = MAX(MIN(at_once, (size_t)FORK_AT_ONCE), (size_t)1);
+	while (started + 1 < at_once && (json_int_t)started + 1 < f->n &&
 	       pthread_create(&t[started], NULL, fork_clones, f) == 0)
 		started++;
 	fork_clones(f);

@@ -182,6 +182,7 @@ int cmd_wrap(int argc, char **argv)
 	};
 
 	sandbox_opts_init(&o);
+	o.progress_fd = STDERR_FILENO; /* -image: a pull draws its layers on a terminal */
 	mcp_gateway_init(&gw);
 	wrap_config_init(&wc);
 	o.writable = false;

@@ -61,7 +61,8 @@ void progress_add(struct progress *p, uint64_t n)
 void progress_end(struct progress *p, bool ok)
 {
 	if (p->on) {
-		draw(p, ok ? "  done\n" : "  failed\n");
+		draw(p, ok ? "  done" : "  failed");
+		(void)!write(p->fd, "\n", 1);
 	}
 	p->on = false;
 }
