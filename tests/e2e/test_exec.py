@@ -111,6 +111,19 @@ def test_stdout_and_stderr_stay_apart(gexec):
     assert r.stderr == b"err\n"
 
 
+def test_console_goes_to_the_sessions_stderr(gexec):
+    """-console: the guest's console on the run's stderr, apart from the
+    command's output (GANTRY_BOOT_TIMING turns on gantry-init's debug
+    lines, so the console has something to say)."""
+    env = dict(gexec.env, GANTRY_BOOT_TIMING="1")
+    r = subprocess.run([str(gexec.gantry), "exec", "-console", "--", "echo", "out"], env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=boot_timeout() * 2)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"out\n"
+    assert b"gantry-init: [" in r.stderr and b"ready" in r.stderr, r.stderr
+
+
 def test_stdin_through_cat_keeps_every_byte(gexec):
     data = os.urandom(20 * 1024 * 1024)
     r = gexec("cat", input=data)
