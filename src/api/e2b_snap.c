@@ -154,7 +154,7 @@ static void fork_make(struct fork_run *f)
 	size_t started = 0, at_once;
 
 	pthread_mutex_lock(&f->s->lock);
-	at_once = f->s->lifecycle < API_LIFECYCLE_MAX ? API_LIFECYCLE_MAX - f->s->lifecycle : 1;
+	at_once = f->s->lifecycle < API_LIFECYCLE_MAX ? API_LIFECYCLE_MAX - f->s->lifecycle : 0;
 	pthread_mutex_unlock(&f->s->lock);
 	at_once = MAX(MIN(at_once, (size_t)FORK_AT_ONCE), (size_t)1);
 	while (started + 1 < at_once && (json_int_t)started + 1 < f->n &&
