@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/link.h"
+#include "common/door.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 
@@ -34,6 +35,13 @@ int link_left_ms(uint64_t deadline)
 	if (deadline == UINT64_MAX)
 		return -1;
 	return now >= deadline ? 0 : (int)MIN(deadline - now, (uint64_t)INT32_MAX);
+}
+
+int link_accept(const struct agent *a, int listen)
+{
+	if (a->doors)
+		return door_accept(listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	return accept4(listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 }
 
 static int set_nonblock(int fd, bool on)
@@ -104,6 +112,21 @@ int agent_listen(const char *dir, struct agent **out, gantry_error_t *err)
 	a->ctl_listen = unix_listen(a->ctl_path, AGENT_BACKLOG, err);
 	if (a->ctl_listen >= 0)
 		a->stdio_listen = unix_listen(a->stdio_path, AGENT_BACKLOG, err);
+	return agent_listening(a, out);
+}
+
+int agent_open_doors(struct doors *d, struct agent **out, gantry_error_t *err)
+{
+	struct agent *a = agent_new(err);
+
+	if (a == NULL)
+		return -1;
+	a->doors = true;
+	xasprintf(&a->ctl_path, "host port %d", PROTO_CONTROL_PORT);
+	xasprintf(&a->stdio_path, "host port %d", PROTO_STDIO_PORT);
+	a->ctl_listen = doors_open(d, PROTO_CONTROL_PORT, err);
+	if (a->ctl_listen >= 0)
+		a->stdio_listen = doors_open(d, PROTO_STDIO_PORT, err);
 	return agent_listening(a, out);
 }
 
@@ -480,7 +503,7 @@ static int accept_control(struct agent *a, uint64_t deadline, int timeout_ms, ga
 			return gantry_error(err, ETIMEDOUT,
 					    "the guest agent did not connect within %d ms",
 					    timeout_ms);
-		a->control = accept4(a->ctl_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		a->control = link_accept(a, a->ctl_listen);
 		if (a->control >= 0)
 			break;
 		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)

@@ -30,6 +30,7 @@
 struct agent {
 	char *ctl_path, *stdio_path; /* what errors name */
 	bool unix_paths;	     /* sockets to remove at the end */
+	bool doors;		     /* the listeners are doors (common/door.h) */
 	int ctl_listen, stdio_listen;
 	int control;
 	const char *peer; /* "the guest" or "the sandbox": who errors blame */
@@ -54,6 +55,9 @@ struct agent {
 /* Deadlines in now_ms() time; UINT64_MAX is never. */
 uint64_t link_deadline(int timeout_ms);
 int link_left_ms(uint64_t deadline);
+/* The next dial waiting on listen, one of a's listeners (non-blocking,
+ * close-on-exec), or -1 with errno. */
+int link_accept(const struct agent *a, int listen);
 bool link_cancelled(struct agent *a);
 
 /* Queue one frame for the peer and send what the socket takes now. */

@@ -200,7 +200,7 @@ static void flush_stream(struct run *r)
 
 static void accept_stream(struct run *r)
 {
-	int fd = accept4(r->a->stdio_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = link_accept(r->a, r->a->stdio_listen);
 
 	if (fd < 0)
 		return;

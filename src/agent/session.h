@@ -81,6 +81,11 @@ struct agent_result {
 /* Create <dir>/1025.sock and <dir>/1026.sock (replacing stale ones); call
  * it before the guest boots so its first dial lands. */
 int agent_listen(const char *dir, struct agent **out, gantry_error_t *err);
+/* The same through doors of d (common/door.h) for ports 1025 and 1026:
+ * a sandbox's machine, whose guest's dials reach us with no socket in
+ * the filesystem. */
+struct doors;
+int agent_open_doors(struct doors *d, struct agent **out, gantry_error_t *err);
 /* A session link to a sandbox supervisor (src/sandbox) on fd, which it
  * takes (and makes non-blocking) when it succeeds: agent_run as above, the
  * supervisor relaying control frames and passing each stdio stream along
@@ -89,7 +94,7 @@ int agent_attach(int fd, struct agent **out, gantry_error_t *err);
 /* After HELLO: hand the control connection and the stdio listener to a
  * caller that serves many sessions itself (the supervisor). The control
  * connection comes back in blocking mode, as accept() made it; the
- * listener is non-blocking. */
+ * listener is non-blocking, a door where agent_open_doors made it. */
 int agent_take_link(struct agent *a, int *control, int *stdio_listen, gantry_error_t *err);
 /* The same on this host's own vsock (ports 1025 and 1026, any CID), for a
  * guest whose VMM has an in-kernel vsock device (vhost-vsock): bench/exec's

@@ -16,8 +16,8 @@
 #include "common/text.h"
 #include "common/util.h"
 #include "mcp/frame.h"
+#include "mcp/gateway.h"
 #include "mcp/remote.h"
-#include "proto/agent.h"
 #include "sandbox/lifecycle.h"
 
 #define MCP_CLI_WAIT_MS ((MCP_REMOTE_TIMEOUT_S + 10) * 1000)
@@ -44,8 +44,8 @@ static int dial(const char *name, gantry_error_t *err)
 		return sandbox_name_check(name, err);
 	if (sandbox_dir(name, &dir, err) < 0)
 		return -1;
-	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%d.sock", dir,
-			     PROTO_MCP_PORT) >= sizeof(sa.sun_path))
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, MCP_HOST_SOCK) >=
+	    sizeof(sa.sun_path))
 		return gantry_error(err, ENAMETOOLONG, "`%s`: its run directory's path is too long",
 				    name);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "common/acceptor.h"
-#include "common/unixsock.h"
+#include "common/door.h"
 #include "common/util.h"
 
 struct handed {
@@ -70,7 +70,10 @@ static void *serve(void *arg)
 			break;
 		if (!p[0].revents)
 			continue;
-		fd = accept4(a->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		fd = a->door ? door_accept(a->listen, SOCK_CLOEXEC | SOCK_NONBLOCK) :
+			       accept4(a->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0 && errno == EPIPE)
+			break; /* the door is shut: no dial comes any more */
 		if (fd < 0)
 			continue;
 		if (a->max == 0)
@@ -96,10 +99,13 @@ int acceptor_adopt(struct acceptor *a, int listen, unsigned int max,
 	return 0;
 }
 
-int acceptor_listen(struct acceptor *a, const char *path, int backlog, unsigned int max,
-		    void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err)
+int acceptor_door(struct acceptor *a, int in, unsigned int max,
+		  void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err)
 {
-	return acceptor_adopt(a, unix_listen(path, backlog, err), max, conn, opaque, err);
+	int r = acceptor_adopt(a, in, max, conn, opaque, err);
+
+	a->door = true;
+	return r;
 }
 
 #define JOIN_BUF (64 * 1024)

@@ -1,6 +1,7 @@
-/* A Unix listener served on a thread of its own until stopped, for the
- * small services a one-shot run keeps beside its VM (the credential
- * broker, the socket relay, the MCP gateway on a thread): each connection
+/* A listener served on a thread of its own until stopped, for the small
+ * services a one-shot run keeps beside its VM (the credential broker, the
+ * socket relay, the MCP gateway on a thread), whose guest's dials come
+ * through a door (common/door.h), and for TCP ones: each connection
  * is handed to conn(), on the acceptor's own thread one after the other
  * (max 0), or on a thread of its own, at most max at once (one more is
  * closed as it comes: the guest may try again). A handler waits on
@@ -17,6 +18,7 @@
 
 struct acceptor {
 	int listen, stop[2];
+	bool door; /* listen is a door's end */
 	pthread_t thread;
 	bool running, ready;
 	unsigned int max, active;
@@ -28,10 +30,11 @@ struct acceptor {
 
 #define ACCEPTOR_NONE ((struct acceptor){ .listen = -1, .stop = { -1, -1 } })
 
-/* Listen at path (made afresh) for conn, with a stop pipe. */
-int acceptor_listen(struct acceptor *a, const char *path, int backlog, unsigned int max,
-		    void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
-/* The same for a listener made elsewhere (a TCP one), taken. */
+/* Serve the door whose end is in (taken; -1: the door failed, err says
+ * why) for conn, with a stop pipe. */
+int acceptor_door(struct acceptor *a, int in, unsigned int max,
+		  void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
+/* The same for a listening socket (a TCP one), taken. */
 int acceptor_adopt(struct acceptor *a, int listen, unsigned int max,
 		   void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
 /* Copy both ways between x and y (non-blocking), holding at most one

@@ -199,8 +199,8 @@ int seccomp_egress_rules(scmp_filter_ctx f)
 }
 
 /* The MCP gateway's: HTTPS and DNS to the world (IPv4 and IPv6 stream and
- * datagram sockets, no raw one), the guest's sessions accepted on the
- * listener it was handed, libcurl's wake-up pair; one thread, no file. */
+ * datagram sockets, no raw one), the guest's sessions taken from the door
+ * it was handed (recvmsg), libcurl's wake-up pair; one thread, no file. */
 int seccomp_mcp_rules(scmp_filter_ctx f)
 {
 	static const int families[] = { AF_INET, AF_INET6 };
@@ -209,8 +209,7 @@ int seccomp_mcp_rules(scmp_filter_ctx f)
 		SCMP_SYS(recvfrom),    SCMP_SYS(sendto),      SCMP_SYS(recvmsg),
 		SCMP_SYS(sendmsg),     SCMP_SYS(connect),     SCMP_SYS(getsockopt),
 		SCMP_SYS(setsockopt),  SCMP_SYS(getsockname), SCMP_SYS(getpeername),
-		SCMP_SYS(accept4),     SCMP_SYS(shutdown),    SCMP_SYS(pipe2),
-		SCMP_SYS(eventfd2),
+		SCMP_SYS(shutdown),    SCMP_SYS(pipe2),	      SCMP_SYS(eventfd2),
 	};
 	int r = no_exec_maps(f);
 

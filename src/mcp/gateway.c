@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/door.h"
 #include "common/log.h"
 #include "common/unixsock.h"
 #include "common/util.h"
@@ -337,6 +338,7 @@ void mcp_gateway_init(struct mcp_gateway *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->acc = ACCEPTOR_NONE;
+	g->host = ACCEPTOR_NONE;
 	g->chan = -1;
 	g->pid = -1;
 	g->keeper_stop = -1;
@@ -426,30 +428,49 @@ static int spawn_worker(struct mcp_gateway *g, int listen, enum confine_mode mod
 	return 0;
 }
 
-int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode mode,
-		       int log_fd, gantry_error_t *err)
+/* A host client: joined to a dial of the gateway, which it then serves as
+ * it serves the guest's proxy. */
+static void host_conn(void *opaque, int fd)
+{
+	struct mcp_gateway *g = opaque;
+	int gw = doors_dial(g->doors, PROTO_MCP_PORT);
+
+	if (gw >= 0) {
+		acceptor_join(&g->host, fd, gw);
+		close(gw);
+	}
+	close(fd);
+}
+
+int mcp_gateway_open(struct mcp_gateway *g, struct doors *doors, const char *dir,
+		     enum confine_mode mode, int log_fd, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL;
-	cleanup_close int listen = -1;
+	cleanup_close int in = -1;
 
 	if (g->n == 0 && !g->fs)
 		return 0;
-	xasprintf(&path, "%s/%d.sock", dir, PROTO_MCP_PORT);
+	g->doors = doors;
+	xasprintf(&path, "%s/%s", dir, MCP_HOST_SOCK);
+	if (acceptor_adopt(&g->host, unix_listen(path, 4, err), MCP_HOST_CONNS, host_conn, g,
+			   err) < 0)
+		return gantry_error_prefix(err, "the MCP gateway");
+	in = doors_open(doors, PROTO_MCP_PORT, err);
 	if (mode == CONFINE_OFF)
-		return acceptor_listen(&g->acc, path, 16, MCP_SESSIONS_MAX, session_conn, g, err) <
-				       0 ?
+		return acceptor_door(&g->acc, steal_fd(&in), MCP_SESSIONS_MAX, session_conn, g,
+				     err) < 0 ?
 			       gantry_error_prefix(err, "the MCP gateway") :
 			       0;
-	/* The listener is the confined gateway's alone. */
-	listen = unix_listen(path, 16, err);
-	if (listen < 0)
+	/* The door's end is the confined gateway's alone. */
+	if (in < 0)
 		return gantry_error_prefix(err, "the MCP gateway");
-	return spawn_worker(g, listen, mode, log_fd, err);
+	return spawn_worker(g, in, mode, log_fd, err);
 }
 
 int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err)
 {
-	return acceptor_run(&g->acc, "the MCP gateway", err) < 0 ||
+	return acceptor_run(&g->host, "the MCP gateway", err) < 0 ||
+			       acceptor_run(&g->acc, "the MCP gateway", err) < 0 ||
 			       mcp_custody_keep(g, err) < 0 ?
 		       -1 :
 		       0;
@@ -459,6 +480,7 @@ void mcp_gateway_stop(struct mcp_gateway *g)
 {
 	/* No renewal is sent once the channel is closed. */
 	mcp_custody_stop(g);
+	acceptor_stop(&g->host);
 	acceptor_stop(&g->acc);
 	close_fd(&g->chan); /* the confined gateway's end of the run */
 	if (g->pid > 0) {

@@ -35,8 +35,16 @@
 #define MCP_FS_ID      "fs"
 #define MCP_FS_PENDING 16 /* a session's fs calls under way */
 
+/* Where a host client (`gantry mcp tools`) reaches the gateway of a run,
+ * in its run directory: each connection is joined to a dial of the
+ * gateway's port, as the guest's proxy makes one. */
+#define MCP_HOST_SOCK  "mcp.sock"
+#define MCP_HOST_CONNS 2
+
 struct mcp_gateway {
 	struct acceptor acc;	      /* in this process (isolation off): a thread a session */
+	struct acceptor host;	      /* MCP_HOST_SOCK's */
+	struct doors *doors;	      /* where its port's door is (borrowed) */
 	bool fs;		      /* -mcp: the fs server's tools */
 	char *fs_root;		      /* its root in the sandbox */
 	uint32_t fs_uid, fs_gid;      /* its user there (never root) */
@@ -67,17 +75,18 @@ struct oauth_custody;
  * OAUTH_REFRESH_MARGIN_S before it expires and handed to the gateway
  * (custody.c), so a run outlives its first token. */
 int mcp_gateway_custody(struct mcp_gateway *g, struct oauth_custody *custody, gantry_error_t *err);
-/* Listen in dir (a run directory: the VMM bridges the guest's
- * PROTO_MCP_PORT there); nothing without remotes. Unless mode is off, the
- * gateway runs confined in a worker of its own (`gantry __mcp-worker`,
- * its stderr on log_fd), handed the listener and then the remotes'
- * secrets; this process keeps none of them after. */
-int mcp_gateway_listen(struct mcp_gateway *g, const char *dir, enum confine_mode mode,
-		       int log_fd, gantry_error_t *err);
-/* With mode off: serve, on a thread of this process (once the VM's
- * workers are spawned). */
+/* Open the door of the guest's PROTO_MCP_PORT in doors (common/door.h),
+ * and MCP_HOST_SOCK in dir (the run directory); nothing without remotes.
+ * Unless mode is off, the gateway runs confined in a worker of its own
+ * (`gantry __mcp-worker`, its stderr on log_fd), handed the door's end
+ * and then the remotes' secrets; this process keeps none of them after. */
+struct doors;
+int mcp_gateway_open(struct mcp_gateway *g, struct doors *doors, const char *dir,
+		     enum confine_mode mode, int log_fd, gantry_error_t *err);
+/* Serve MCP_HOST_SOCK, and with mode off the guest's sessions, on threads
+ * of this process (once the VM's workers are spawned). */
 int mcp_gateway_run(struct mcp_gateway *g, gantry_error_t *err);
-/* End the sessions and the thread, and stop listening. */
+/* End the sessions and the threads, and stop listening. */
 void mcp_gateway_stop(struct mcp_gateway *g);
 /* ... and forget the remotes and their secrets. */
 void mcp_gateway_free(struct mcp_gateway *g);

@@ -1,5 +1,5 @@
 /* `gantry __mcp-worker`: the MCP gateway confined (see gateway.h). It is
- * handed the listener the guest's proxy reaches and the hosts' trust
+ * handed the door the guest's dials reach it through and the hosts' trust
  * store, loads libcurl and reads the nameservers while it may, and is
  * then confined: the host's network (it calls the remotes) but an empty
  * root, no file, its own seccomp filter. The remotes' secrets come on its
@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/door.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "confine/confine.h"
@@ -136,8 +137,10 @@ static int take_secrets(struct worker *w, gantry_error_t *err)
 
 static void accept_one(struct worker *w)
 {
-	int fd = accept4(w->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = door_accept(w->listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
+	if (fd < 0 && errno == EPIPE)
+		close_fd(&w->listen); /* the run is ending: no dial comes any more */
 	if (fd < 0)
 		return;
 	for (size_t i = 0; i < MCP_SESSIONS_MAX; i++)

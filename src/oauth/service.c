@@ -67,13 +67,13 @@ out:
 	close(fd);
 }
 
-int oauth_service_listen(struct oauth_service *s, const char *path, struct oauth_custody *custody,
-			 bool to_guest, gantry_error_t *err)
+int oauth_service_open(struct oauth_service *s, int door, struct oauth_custody *custody,
+		       bool to_guest, gantry_error_t *err)
 {
 	*s = (struct oauth_service){ .acc = ACCEPTOR_NONE,
 				     .custody = custody,
 				     .url_to_guest = to_guest };
-	if (acceptor_listen(&s->acc, path, 4, OAUTH_SERVICE_CONNS, serve, s, err) < 0)
+	if (acceptor_door(&s->acc, door, OAUTH_SERVICE_CONNS, serve, s, err) < 0)
 		return gantry_error_prefix(err, "OAuth custody");
 	return 0;
 }

@@ -1,5 +1,5 @@
-/* OAuth custody served to a guest: the connections the VMM bridges from
- * the guest's PROTO_CUSTODY_PORT to a socket here, each one request line
+/* OAuth custody served to a guest: the guest's dials to
+ * PROTO_CUSTODY_PORT, through a door here, each one request line
  * from `gantry-guest oauth` ("login NAME" or "token NAME") answered with
  * custody's JSON line (oauth/custody.h), or why not, one line. Where the
  * process serving it has no terminal of the user's (a sandbox's
@@ -27,8 +27,10 @@ struct oauth_service {
 
 #define OAUTH_SERVICE_NONE ((struct oauth_service){ .acc = ACCEPTOR_NONE })
 
-int oauth_service_listen(struct oauth_service *s, const char *path, struct oauth_custody *custody,
-			 bool url_to_guest, gantry_error_t *err);
+/* Serve the door whose end is door (taken; -1: it failed, err says why;
+ * common/door.h). */
+int oauth_service_open(struct oauth_service *s, int door, struct oauth_custody *custody,
+		       bool url_to_guest, gantry_error_t *err);
 /* Serve, on threads; nothing when it does not listen. */
 int oauth_service_run(struct oauth_service *s, gantry_error_t *err);
 void oauth_service_stop(struct oauth_service *s);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/assets.h"
+#include "common/door.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -26,8 +27,15 @@
 #define NET_LOG_ROTATE	    (1u << 20)
 #define NET_LOG_TAIL	    10
 
+int machine_dial(void *machine, uint32_t port)
+{
+	struct machine *m = machine;
+
+	return doors_dial(m->doors, port);
+}
+
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
-		   gantry_error_t *err)
+		   struct doors *doors, gantry_error_t *err)
 {
 	bool timing = vmm_timing_requested();
 	const char *net = sb->net ? " " NET_GUEST_CMDLINE : "";
@@ -52,10 +60,10 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 			     timing ? " gantry.debug=1" : "");
 	if (n < 0 || (size_t)n >= sizeof(m->append))
 		return gantry_error(err, 0, "kernel command line too long");
+	m->doors = doors;
 	m->isolation = sb->isolation;
 	m->worker = sb->isolation != CONFINE_OFF;
 	m->transient = sb->transient;
-	m->custody = sb->oauth_custody;
 	m->cfg.small_pages = !sb->transient;
 	xasprintf(&m->isolation_path, "%s/%s", dir, CONFINE_FILE);
 	if (sb->net) {
@@ -75,6 +83,7 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		.kernel = m->kernel,
 		.append = m->append,
 		.vsock_dir = dir,
+		.vsock = { .connect = machine_dial, .opaque = m },
 		.cpus = (unsigned int)sb->cpus,
 		.mem_mib = sb->mem_mib,
 		.timing = timing,
@@ -497,7 +506,7 @@ int machine_start(struct machine *m, gantry_error_t *err)
 		m->cfg.checkpoint_opaque = m;
 	}
 	/* Before the guest boots, so its first dial lands. */
-	if (!m->bare && agent_listen(m->cfg.vsock_dir, &m->agent, err) < 0)
+	if (!m->bare && agent_open_doors(m->doors, &m->agent, err) < 0)
 		return -1;
 	/* Before the VM thread: the device's socket is there from its first
 	 * frame (what the guest sends before the worker reads waits in it). */

@@ -1,7 +1,8 @@
 /* A sandbox's guest VM, transient (one-shot `gantry exec`) or persistent (a
  * supervisor's): the one recipe that turns a sandbox's settings into a VMM
- * configuration, and the VM run on a thread of its own with the guest
- * agent's sockets listening in the run directory. A device or a kernel
+ * configuration, and the VM run on a thread of its own, the guest's dials
+ * to host ports handed to the servers that opened a door for them
+ * (common/door.h), the agent's first. A device or a kernel
  * parameter every guest gets is added in machine_config(), once. */
 #ifndef GANTRY_SANDBOX_MACHINE_H
 #define GANTRY_SANDBOX_MACHINE_H
@@ -49,7 +50,10 @@ struct machine {
 	char *kernel, *sysroot;
 	char append[MACHINE_APPEND_MAX];
 	struct vmm_config cfg;
-	struct agent *agent; /* the guest agent's two sockets, then its link */
+	struct agent *agent; /* the guest agent's two doors, then its link */
+	/* The doors of the guest's host ports, its caller's (NULL: `gantry
+	 * run`'s, whose guest dials <vsock_dir>/P.sock). */
+	struct doors *doors;
 	pthread_t thread;
 	bool started;
 	atomic_bool ended; /* vmm_run returned */
@@ -92,7 +96,6 @@ struct machine {
 	struct machine_live_share *live_shares; /* FS_MAX_EXPORTS slots, once one is added */
 	unsigned int last_route;		/* the last one's route: never one again */
 	bool transient; /* a one-shot exec's: nothing of it outlives its exit */
-	bool custody;	/* its guest may dial OAuth custody (a sandbox's supervisor serves it) */
 	/* Restoring (cfg.restore_state_fd) a clone: the hostname its guest
 	 * takes instead of the saved one's (NULL: the same machine). */
 	const char *renew_hostname;
@@ -150,11 +153,17 @@ struct machine_run {
 };
 
 /* The recipe: system root, image, writable layer, resources and kernel
- * command line of sb's VM, with the agent's sockets and (console_fd < 0)
- * console.log in dir. A transient sandbox's guest has no persistent
- * container: its one process is the session. */
+ * command line of sb's VM, with vsock.sock and (console_fd < 0)
+ * console.log in dir. Its guest dials the host ports whose servers open
+ * a door in doors (which must outlive the machine): the agent's, which
+ * machine_start opens, and the caller's. A transient sandbox's guest has
+ * no persistent container: its one process is the session. */
 int machine_config(struct machine *m, const struct sandbox *sb, const char *dir, int console_fd,
-		   gantry_error_t *err);
+		   struct doors *doors, gantry_error_t *err);
+/* A guest's dial to host port (the vsock device's connect, in this
+ * process or asked by the VMM worker): a connection to the server that
+ * opened a door for it in m->doors, or -1. */
+int machine_dial(void *machine, uint32_t port);
 /* The hosts the injected secrets among specs (secret/spec.h) are bound
  * to, for the egress worker the machine starts (machine_config takes the
  * sandbox's; a one-shot's secrets are its process's). */
@@ -201,8 +210,8 @@ int machine_share_add(struct machine *m, const struct share_spec *sp, gantry_err
 void machine_share_drop(struct machine *m, const char *tag);
 size_t machine_share_handles(struct machine *m, const char *tag);
 
-/* Check the configuration against this host, listen for the guest agent
- * (a sandbox's), start the network worker (a networked VM) and the
+/* Check the configuration against this host, open the guest agent's
+ * doors (a sandbox's), start the network worker (a networked VM) and the
  * confined VMM and share workers (isolation not off), and boot on a
  * thread of its own. */
 int machine_start(struct machine *m, gantry_error_t *err);

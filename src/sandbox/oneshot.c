@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/door.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -187,8 +188,8 @@ static void error_add_console(gantry_error_t *err, const char *console, bool end
 
 /* The MCP gateway, confined as the sandbox's other workers are, its log
  * in the run directory. */
-static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode mode,
-		       gantry_error_t *err)
+static int oneshot_mcp(struct mcp_gateway *g, const char *dir, struct doors *doors,
+		       enum confine_mode mode, gantry_error_t *err)
 {
 	cleanup_free char *path = NULL;
 	cleanup_close int log = -1;
@@ -197,7 +198,7 @@ static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode
 	log = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (log < 0)
 		return gantry_error_errno(err, "open `%s`", path);
-	return mcp_gateway_listen(g, dir, mode, log, err);
+	return mcp_gateway_open(g, doors, dir, mode, log, err);
 }
 
 /* Its machine made, started beside the run's services, and ready: from
@@ -205,12 +206,12 @@ static int oneshot_mcp(struct mcp_gateway *g, const char *dir, enum confine_mode
  * the machine did not start, -2 when a service of the run's did not, -1
  * when its guest did not come up. */
 static int oneshot_boot(struct machine *m, const struct sandbox *sb, const struct sandbox_opts *o,
-			const struct sandbox_process_opts *po, const char *run, int console_fd,
-			struct sandbox_template *tpl, struct oneshot_broker *broker,
+			const struct sandbox_process_opts *po, const char *run, struct doors *doors,
+			int console_fd, struct sandbox_template *tpl, struct oneshot_broker *broker,
 			struct oneshot_sockets *relay, struct oneshot_oauth *oauth,
 			const struct gantry_cancel *cancel, gantry_error_t *err)
 {
-	if (machine_config(m, sb, run, console_fd, err) < 0 ||
+	if (machine_config(m, sb, run, console_fd, doors, err) < 0 ||
 	    oneshot_inject(m, po->secrets, err) < 0)
 		return -2;
 	if (o->template && tpl->dir == NULL)
@@ -240,6 +241,7 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	struct oneshot_sockets relay = { .acc = ACCEPTOR_NONE };
 	struct oneshot_oauth oauth = { .acc = ACCEPTOR_NONE, .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct sandbox_template tpl = TEMPLATE_NONE;
+	struct doors doors = DOORS_INIT;
 	struct sandbox_process_opts with = po ? *po : (struct sandbox_process_opts){ 0 };
 	/* GANTRY_BOOT_TIMING milestones, ms from the start */
 	double t0 = now_ms_frac(), t_image = 0, t_ready = 0, t_done = 0;
@@ -302,16 +304,17 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 	if (r < 0)
 		goto out;
 	r = -1;
-	if (oneshot_broker_start(&broker, rundir.run, po->secrets, &sb, err) < 0 ||
-	    oneshot_sockets_start(&relay, rundir.run, sb.sockets, sb.nr_sockets, err) < 0 ||
-	    oneshot_oauth_start(&oauth, rundir.run, sb.oauth_bridge, o->oauth_custody, err) < 0 ||
-	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, sb.isolation, err) < 0))
+	if (oneshot_broker_start(&broker, &doors, po->secrets, &sb, err) < 0 ||
+	    oneshot_sockets_start(&relay, &doors, sb.sockets, sb.nr_sockets, err) < 0 ||
+	    oneshot_oauth_start(&oauth, rundir.run, &doors, sb.oauth_bridge, o->oauth_custody,
+				err) < 0 ||
+	    (o->mcp && oneshot_mcp(o->mcp, rundir.run, &doors, sb.isolation, err) < 0))
 		goto out;
 	/* A template the VM refuses is gone, and the run boots cold (writing
 	 * it anew). */
 	for (int tries = 0;; tries++) {
-		r = oneshot_boot(&m, &sb, o, po, rundir.run, show_console ? io->err : -1, &tpl,
-				 &broker, &relay, &oauth, cancel, err);
+		r = oneshot_boot(&m, &sb, o, po, rundir.run, &doors, show_console ? io->err : -1,
+				 &tpl, &broker, &relay, &oauth, cancel, err);
 		/* Only the VM's failing to go on from it is the template's:
 		 * not a run's own trouble once its guest took RENEW, nor one of
 		 * its services (they fail the same cold). */
@@ -364,6 +367,8 @@ out:
 		mcp_gateway_stop(o->mcp);
 	oneshot_sockets_stop(&relay);
 	oneshot_oauth_stop(&oauth);
+	/* Its servers gone, so none waits on a door shut under it. */
+	doors_free(&doors);
 	if (m.cfg.timing && t_done > 0)
 		log_always("exec: image ready %.1f ms, guest ready %.1f ms, command done %.1f ms, "
 			   "VM gone %.1f ms",

@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/door.h"
 #include "common/log.h"
-#include "common/unixsock.h"
 #include "common/util.h"
 #include "net/policy.h"
 #include "proto/agent.h"
@@ -115,19 +115,17 @@ done:
 	close(fd);
 }
 
-int oneshot_broker_start(struct oneshot_broker *b, const char *dir, struct secret_store *st,
+int oneshot_broker_start(struct oneshot_broker *b, struct doors *doors, struct secret_store *st,
 			 const struct sandbox *sb, gantry_error_t *err)
 {
-	cleanup_free char *path = NULL;
-
 	*b = (struct oneshot_broker){ .acc = ACCEPTOR_NONE };
 	if (st == NULL || !secret_store_has_bound(st))
 		return 0;
 	b->store = st;
 	b->sb = sb;
-	xasprintf(&path, "%s/%d.sock", dir, PROTO_BROKER_PORT);
 	/* One helper at a time, on the acceptor's thread. */
-	if (acceptor_listen(&b->acc, path, 4, 0, serve_conn, b, err) < 0) {
+	if (acceptor_door(&b->acc, doors_open(doors, PROTO_BROKER_PORT, err), 0, serve_conn, b,
+			  err) < 0) {
 		oneshot_broker_stop(b);
 		return gantry_error_prefix(err, "the credential broker");
 	}

@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/door.h"
 #include "common/log.h"
 #include "common/text.h"
 #include "common/unixsock.h"
@@ -176,21 +177,19 @@ out:
 	close(fd);
 }
 
-int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on,
+int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, struct doors *doors, bool on,
 			struct oauth_custody *custody, gantry_error_t *err)
 {
-	cleanup_free char *path = NULL, *cpath = NULL;
-
 	*o = (struct oneshot_oauth){ .acc = ACCEPTOR_NONE,
 				     .custody = OAUTH_SERVICE_NONE,
 				     .lock = PTHREAD_MUTEX_INITIALIZER };
 	o->dir = xstrdup(dir);
-	xasprintf(&path, "%s/%d.sock", dir, PROTO_OAUTH_PORT);
-	if (on && acceptor_listen(&o->acc, path, 4, 0, serve_open, o, err) < 0)
+	if (on && acceptor_door(&o->acc, doors_open(doors, PROTO_OAUTH_PORT, err), 0, serve_open,
+				o, err) < 0)
 		return gantry_error_prefix(err, "the OAuth bridge");
-	xasprintf(&cpath, "%s/%d.sock", dir, PROTO_CUSTODY_PORT);
 	/* The run's stderr is the user's: a login's URL is shown there. */
-	if (custody && oauth_service_listen(&o->custody, cpath, custody, false, err) < 0)
+	if (custody && oauth_service_open(&o->custody, doors_open(doors, PROTO_CUSTODY_PORT, err),
+					  custody, false, err) < 0)
 		return -1;
 	return 0;
 }

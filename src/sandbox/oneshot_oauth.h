@@ -52,11 +52,12 @@ struct oneshot_oauth {
 	struct oauth_service custody; /* custody's requests */
 };
 
-/* Listen in dir for the bridge when on, and for custody when it is not
- * NULL (else nothing is started). o's lock is
- * PTHREAD_MUTEX_INITIALIZER from its declaration on, so that a stop
+/* Open the bridge's door in doors when on, and custody's when custody is
+ * not NULL (else nothing is started); dir is the run directory. o's lock
+ * is PTHREAD_MUTEX_INITIALIZER from its declaration on, so that a stop
  * without a start is sound. */
-int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, bool on,
+struct doors;
+int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, struct doors *doors, bool on,
 			struct oauth_custody *custody, gantry_error_t *err);
 int oneshot_oauth_run(struct oneshot_oauth *o, gantry_error_t *err);
 void oneshot_oauth_stop(struct oneshot_oauth *o);

@@ -13,8 +13,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/door.h"
 #include "common/log.h"
-#include "common/unixsock.h"
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/oneshot_sockets.h"
@@ -90,11 +90,9 @@ static void serve_stream(void *opaque, int guest)
 	close(guest);
 }
 
-int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *const *paths, size_t n,
-			  gantry_error_t *err)
+int oneshot_sockets_start(struct oneshot_sockets *s, struct doors *doors, char *const *paths,
+			  size_t n, gantry_error_t *err)
 {
-	cleanup_free char *path = NULL;
-
 	*s = (struct oneshot_sockets){ .acc = ACCEPTOR_NONE };
 	if (n == 0)
 		return 0;
@@ -102,8 +100,8 @@ int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *cons
 		return gantry_error(err, 0, "more than %d sockets", ONESHOT_SOCKETS_MAX);
 	s->paths = paths;
 	s->n = n;
-	xasprintf(&path, "%s/%d.sock", dir, PROTO_SOCKET_PORT);
-	if (acceptor_listen(&s->acc, path, 16, ONESHOT_SOCKET_CONNS, serve_stream, s, err) < 0) {
+	if (acceptor_door(&s->acc, doors_open(doors, PROTO_SOCKET_PORT, err), ONESHOT_SOCKET_CONNS,
+			  serve_stream, s, err) < 0) {
 		oneshot_sockets_stop(s);
 		return gantry_error_prefix(err, "the socket relay");
 	}

@@ -24,9 +24,10 @@ struct oneshot_sockets {
 	size_t n;
 };
 
-/* Listen in dir when paths has any (else nothing is started). */
-int oneshot_sockets_start(struct oneshot_sockets *s, const char *dir, char *const *paths, size_t n,
-			  gantry_error_t *err);
+/* Open its door in doors when paths has any (else nothing is started). */
+struct doors;
+int oneshot_sockets_start(struct oneshot_sockets *s, struct doors *doors, char *const *paths,
+			  size_t n, gantry_error_t *err);
 /* Serve, on a thread (once the VM's workers are spawned). */
 int oneshot_sockets_run(struct oneshot_sockets *s, gantry_error_t *err);
 /* End every joined connection and the thread. */

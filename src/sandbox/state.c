@@ -25,9 +25,9 @@
 #define SANDBOX_JSON_MAX  (4u << 20)
 #define SANDBOX_PORTS_MAX 256 /* PORTS_MAX (network.h) */
 
-/* What the supervisor and the VMM leave in the directory while running. */
-static const char *const run_sockets[] = { SANDBOX_CTL, "1025.sock", "1026.sock", "1027.sock",
-					   "vsock.sock" };
+/* What the supervisor and the VMM leave in the directory while running
+ * (the guest's dials come through doors, common/door.h). */
+static const char *const run_sockets[] = { SANDBOX_CTL, "vsock.sock" };
 
 static const char *const state_names[] = {
 	[SANDBOX_CREATING] = "creating",

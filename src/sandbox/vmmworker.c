@@ -153,39 +153,34 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
 
 /* ---- serve ----------------------------------------------------------------------------- */
 
-/* Whether the guest may dial host port P: a sandbox's only its agent's
- * ports, the credential broker's, OAuth custody's (where it has custody),
- * and the socket relay's, the MCP gateway's and the OAuth bridge's (a
- * one-shot's only); `gantry run`'s any (the user's directory holds the
- * sockets). */
-static bool dial_allowed(const struct machine *m, json_int_t port)
+/* `gantry run`'s guest dials host port P: <vsock_dir>/P.sock, any P
+ * (the user's directory holds the sockets). */
+static int dial_dir(const struct machine *m, uint32_t port)
 {
-	if (m->bare)
-		return port >= 0 && port <= UINT32_MAX;
-	return port == PROTO_CONTROL_PORT || port == PROTO_STDIO_PORT ||
-	       port == PROTO_BROKER_PORT ||
-	       ((m->transient || m->custody) && port == PROTO_CUSTODY_PORT) ||
-	       (m->transient && (port == PROTO_SOCKET_PORT || port == PROTO_MCP_PORT ||
-				 port == PROTO_OAUTH_PORT));
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock", m->cfg.vsock_dir,
+			     port) >= sizeof(sa.sun_path))
+		return -1;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
-/* The guest dials host port P: <vsock_dir>/P.sock, connected here. */
+/* The guest dials host port P: a sandbox's reaches the door a server of
+ * ours opened for P (machine_dial), `gantry run`'s a socket. */
 static void answer_dial(struct vmm_worker *w, struct machine *m, json_t *req)
 {
 	json_int_t port = json_integer_value(json_object_get(req, "port"));
 	json_t *id = json_object_get(req, "id");
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = -1;
 
-	if (dial_allowed(m, port) &&
-	    (size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%lld.sock", m->cfg.vsock_dir,
-			     (long long)port) < sizeof(sa.sun_path)) {
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-			close(fd);
-			fd = -1;
-		}
-	}
+	if (port >= 0 && port <= UINT32_MAX)
+		fd = m->doors ? machine_dial(m, (uint32_t)port) : dial_dir(m, (uint32_t)port);
 	if (worker_send_json(w->chan,
 			     json_pack("{s:s,s:O,s:b}", "op", "connected", "id", id, "ok", fd >= 0),
 			     &fd, fd >= 0) < 0)

@@ -1,6 +1,6 @@
 /* The credential broker: host-bound secrets (NAME@HOST) served to the
  * container's git credential helper (guest/credential.c) over vsock port
- * PROTO_BROKER_PORT, which the VMM bridges to SUP_BROKER_SOCK here. One
+ * PROTO_BROKER_PORT, whose dials reach us through its door. One
  * request each way (proto/agent.h), every connection non-blocking and
  * bounded: SUP_BROKER_IN bytes in, SUP_BROKER_MS to say it and take the
  * answer, SUP_BROKER_CONNS at once.
@@ -33,13 +33,12 @@ void sup_broker_init(struct sup *s)
 {
 	gantry_error_t err = NULL;
 
-	unlink(SUP_BROKER_SOCK);
 	s->broker.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->broker.wake < 0) {
 		log_warn("no credential broker: eventfd: %s", strerror(errno));
 		return;
 	}
-	s->broker.listen = unix_listen(SUP_BROKER_SOCK, SUP_BROKER_CONNS, &err);
+	s->broker.listen = doors_open(&s->doors, PROTO_BROKER_PORT, &err);
 	if (s->broker.listen < 0) {
 		log_warn("no credential broker: %s", gantry_error_str(err));
 		gantry_error_free(&err);
@@ -60,7 +59,7 @@ static void conn_close(struct broker_conn *b)
 void sup_broker_accept(struct sup *s)
 {
 	for (;;) {
-		int fd = accept4(s->broker.listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = door_accept(s->broker.listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct broker_conn *b = NULL;
 
 		if (fd < 0)

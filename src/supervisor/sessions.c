@@ -567,7 +567,7 @@ void streams_accept(struct sup *s)
 {
 	for (int i = 0; i < 16; i++) {
 		struct stream_wait *w = NULL, *oldest = NULL;
-		int fd = accept4(s->stdio_listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = door_accept(s->stdio_listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
 		if (fd < 0)
 			return;

@@ -31,9 +31,7 @@
 
 /* What a running supervisor has in its directory: its start and its end
  * remove them. */
-static const char *const sockets[] = { SANDBOX_CTL,	  "1025.sock",	   "vsock.sock",
-				       "1026.sock",	  SUP_BROKER_SOCK, SUP_CUSTODY_SOCK,
-				       SANDBOX_FROZEN };
+static const char *const sockets[] = { SANDBOX_CTL, "vsock.sock", SANDBOX_FROZEN };
 
 static void remove_sockets(void)
 {
@@ -380,7 +378,8 @@ static int custody_setup(struct sup *s, gantry_error_t *err)
 		return 0;
 	if (oauth_custody_open(&s->custody, s->sb.oauth_providers, err) < 0)
 		return gantry_error_prefix(err, "OAuth custody");
-	if (oauth_service_listen(&s->custody_svc, SUP_CUSTODY_SOCK, &s->custody, true, err) < 0 ||
+	if (oauth_service_open(&s->custody_svc, doors_open(&s->doors, PROTO_CUSTODY_PORT, err),
+			       &s->custody, true, err) < 0 ||
 	    oauth_service_run(&s->custody_svc, err) < 0)
 		return -1;
 	return 0;
@@ -434,7 +433,7 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 
 	remove_sockets();
 	rename(SANDBOX_CONSOLE, SANDBOX_CONSOLE ".previous");
-	if (machine_config(&s->m, &s->sb, ".", -1, err) < 0 || pause_setup(s, err) < 0)
+	if (machine_config(&s->m, &s->sb, ".", -1, &s->doors, err) < 0 || pause_setup(s, err) < 0)
 		return -1;
 	sup_shares_init(s);
 
@@ -481,7 +480,7 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 	if (agent_take_link(s->m.agent, &s->control, &s->stdio_listen, err) < 0)
 		return -1;
 	/* The guest has its one control connection: later dials find nobody. */
-	unlink("1025.sock");
+	doors_shut(&s->doors, PROTO_CONTROL_PORT);
 	if (fcntl(s->control, F_SETFL, fcntl(s->control, F_GETFL) | O_NONBLOCK) < 0 ||
 	    fcntl(s->stdio_listen, F_SETFL, fcntl(s->stdio_listen, F_GETFL) | O_NONBLOCK) < 0)
 		return gantry_error_errno(err, "the guest's sockets");
@@ -671,6 +670,7 @@ void sup_init(struct sup *s, const char *name)
 			   .ctl_listen = -1,
 			   .sigfd = -1,
 			   .m = MACHINE_NONE,
+			   .doors = DOORS_INIT,
 			   .pause = { .dir = -1, .state_fd = -1, .mem_fd = -1 },
 			   .net = { .ctl = -1 },
 			   .broker = { .listen = -1, .wake = -1 },

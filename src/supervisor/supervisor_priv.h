@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/door.h"
 #include "common/outq.h"
 #include "oauth/custody.h"
 #include "oauth/service.h"
@@ -150,8 +151,6 @@ struct stream_wait {
 
 #define SUP_SECRETS_WAIT_MS 10000 /* for the caller to hand its secrets over */
 #define SUP_AUDIT_EVENTS    256
-#define SUP_BROKER_SOCK	    "1027.sock" /* PROTO_BROKER_PORT's, bridged by the VMM */
-#define SUP_CUSTODY_SOCK    "1033.sock" /* PROTO_CUSTODY_PORT's */
 #define SUP_BROKER_CONNS    8
 #define SUP_BROKER_IN	    BROKER_REQUEST_MAX
 #define SUP_BROKER_MS	    BROKER_WAIT_MS
@@ -215,6 +214,7 @@ struct sup {
 	struct sandbox sb;
 	int ready_fd;
 	struct machine m;
+	struct doors doors; /* the host ports its guest dials (common/door.h) */
 	int control; /* the guest agent's control connection; -1 once gone */
 	struct outq control_q;
 	struct proto_decoder *dec;
@@ -343,8 +343,8 @@ void sup_egress_event(struct sup *s);
 void sup_egress_tick(struct sup *s, uint64_t now, uint64_t *wake);
 
 /* broker.c */
-/* Listen on SUP_BROKER_SOCK (a failure is logged: bound secrets are then
- * withheld, as the helper finds no broker). */
+/* Open PROTO_BROKER_PORT's door (a failure is logged: bound secrets are
+ * then withheld, as the helper finds no broker). */
 void sup_broker_init(struct sup *s);
 void sup_broker_accept(struct sup *s);
 /* Its wake eventfd is readable: the lookups that are done are answered. */

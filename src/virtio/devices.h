@@ -43,10 +43,11 @@ struct vmm_vsock_host {
 /* virtio-vsock for guest_cid: a guest connect to host port P reaches the Unix
  * socket <dir>/P.sock; host clients reach guest ports through
  * <dir>/vsock.sock ("CONNECT <port>\n", answered "OK <hostport>\n"). With
- * host->connect set, dir is not used: host->connect gives the socket for a
- * guest connect and host->listen_fd (if > 0) is the host clients'
- * listener, both taken by the device. Its sockets are served on loop's
- * thread; destroy it with that thread stopped. */
+ * host->connect set, that gives the socket for a guest connect instead;
+ * and host->listen_fd (if > 0, with connect) is the host clients'
+ * listener, dir then not used at all. Both are taken by the device. Its
+ * sockets are served on loop's thread; destroy it with that thread
+ * stopped. */
 struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloop *loop,
 				       uint64_t guest_cid, const char *dir,
 				       const struct vmm_vsock_host *host, gantry_error_t *err);

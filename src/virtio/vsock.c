@@ -357,7 +357,9 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 			     (unsigned long long)guest_cid);
 		return NULL;
 	}
-	if (host && host->connect) {
+	/* dir: its listener's, where none is handed; its dials', where no
+	 * one dials for it. */
+	if (host && host->connect && host->listen_fd > 0) {
 		dir = NULL;
 	} else if (dir == NULL) {
 		gantry_error(err, EINVAL, "vsock: no directory for its sockets");
@@ -375,10 +377,11 @@ struct virtio_dev *virtio_vsock_create(const struct guest_mem *mem, struct ioloo
 		vs->dir = xstrdup(dir);
 		xasprintf(&vs->listen_path, "%s/%s", dir, VSOCK_LISTEN_NAME);
 	} else {
+		vs->listen_fd = host->listen_fd;
+	}
+	if (host && host->connect) {
 		vs->connect = host->connect;
 		vs->connect_opaque = host->opaque;
-		if (host->listen_fd > 0)
-			vs->listen_fd = host->listen_fd;
 	}
 	vs->next_port = VSOCK_EPHEMERAL_BASE;
 	link_init(&vs->conns);

@@ -347,7 +347,7 @@ def test_supervisor_sigkill_then_resume(g):
     assert s["state"] == "crashed" and s["reason"], s
     # The next command cleaned the stale sockets.
     assert not (g.home / "sandboxes" / "k" / "ctl.sock").exists()
-    assert not (g.home / "sandboxes" / "k" / "1025.sock").exists()
+    assert not (g.home / "sandboxes" / "k" / "vsock.sock").exists()
     r = g.run("exec", "k", "--", "true")
     assert r.returncode == 125
     assert "crashed" in one_line(r)

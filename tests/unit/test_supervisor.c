@@ -1,6 +1,6 @@
 /* The supervisor's loop against a fake guest (a socketpair for its control
- * connection, Unix sockets for its stdio dials) and real ctl.sock clients,
- * driven one round at a time with sup_serve_once(). A hostile guest or
+ * connection, the stdio port's door for its stdio dials) and real ctl.sock
+ * clients, driven one round at a time with sup_serve_once(). A hostile guest or
  * client must never hold the loop: silent stdio dials, a guest that stops
  * reading its control connection, a client that stops reading its answers.
  * No VM boots here. */
@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "common/door.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "net/net.h"
@@ -49,7 +50,7 @@ struct rig {
 static int rig_setup(void **state)
 {
 	struct rig *r = xzalloc(sizeof(*r));
-	cleanup_free char *stdio = NULL, *ctl = NULL;
+	cleanup_free char *ctl = NULL;
 	int sv[2];
 
 	snprintf(r->dir, sizeof(r->dir), "/tmp/gantry-suptest.XXXXXX");
@@ -60,9 +61,8 @@ static int rig_setup(void **state)
 	assert_int_equal(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
 	r->s->control = sv[0];
 	r->guest = sv[1];
-	xasprintf(&stdio, "%s/1026.sock", r->dir);
 	xasprintf(&ctl, "%s/%s", r->dir, SANDBOX_CTL);
-	r->s->stdio_listen = unix_listen(stdio, 64, NULL);
+	r->s->stdio_listen = doors_open(&r->s->doors, PROTO_STDIO_PORT, NULL);
 	r->s->ctl_listen = unix_listen(ctl, 64, NULL);
 	assert_true(r->s->stdio_listen >= 0 && r->s->ctl_listen >= 0);
 	*state = r;
@@ -83,6 +83,7 @@ static int rig_teardown(void **state)
 		close(r->s->control);
 	outq_free(&r->s->control_q);
 	close(r->s->stdio_listen);
+	doors_free(&r->s->doors);
 	close(r->s->ctl_listen);
 	close(r->guest);
 	free(r->s->dec);
@@ -181,11 +182,10 @@ static int start_session(struct rig *r, uint32_t *guest_id)
 
 static int dial_stdio(struct rig *r)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = doors_dial(&r->s->doors, PROTO_STDIO_PORT);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/1026.sock", r->dir);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_true(fd >= 0);
+	assert_int_equal(fcntl(fd, F_SETFL, 0), 0);
 	return fd;
 }
 
@@ -826,12 +826,10 @@ static void test_net_relay(void **state)
 
 static int broker_dial(struct rig *r)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = doors_dial(&r->s->doors, PROTO_BROKER_PORT);
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", r->dir, SUP_BROKER_SOCK);
 	assert_true(fd >= 0);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(fcntl(fd, F_SETFL, 0), 0);
 	return fd;
 }
 
@@ -984,7 +982,6 @@ static void test_broker(void **state)
 	close(r->s->broker.listen);
 	close(r->s->broker.wake);
 	secret_store_free(&r->s->secrets);
-	unlink(SUP_BROKER_SOCK);
 	unlink(SANDBOX_AUDIT);
 	assert_int_equal(chdir(cwd), 0);
 }
