@@ -510,59 +510,105 @@ static bool net_check(struct sup *s, struct client *c, struct net_req *r, const 
 	return true;
 }
 
-void client_net_request(struct sup *s, struct client *c, json_t *req, const char *op)
+/* Every network request: c waits for its answer; false when it has it
+ * already (no network; none to ask, where worker says it needs one). */
+static bool net_begin(struct sup *s, struct client *c, size_t end, bool worker)
 {
-	struct net_req r = { 0 };
-
+	client_line_done(c, end);
 	c->waiting = true;
 	c->deadline = 0;
 	if (!s->sb.net) {
 		client_answer(s, c, "the sandbox has no network (it was started without one)");
-		return;
+		return false;
 	}
-	if (strcmp(op, CTL_OP_PORTS) == 0) {
-		reply_ports(s, c);
-		return;
-	}
-	if (s->net.ctl < 0) {
+	if (worker && s->net.ctl < 0) {
 		client_answer(s, c, NET_GONE);
+		return false;
+	}
+	return true;
+}
+
+/* r for the worker, sent in its turn. */
+static void net_queue(struct sup *s, struct client *c, struct net_req *r)
+{
+	if (s->net.queued == SUP_NET_QUEUE) {
+		client_answer(s, c, "the network worker is busy: try again");
+		req_release(r);
 		return;
 	}
-	if (strcmp(op, CTL_OP_TRAFFIC) == 0) {
-		r.op = NET_OP_TRAFFIC;
-	} else if (strcmp(op, CTL_OP_NETPOLICY_GET) == 0) {
-		r.op = NET_OP_POLICY_SHOW;
-	} else if (strcmp(op, CTL_OP_NETPOLICY_SET) == 0) {
-		json_t *pj = json_object_get(req, "policy");
+	r->c = c;
+	r->deadline = now_ms() + SUP_NET_MS;
+	s->net.queue[s->net.queued++] = *r;
+}
+
+void ctl_ports(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	(void)req;
+	if (net_begin(s, c, end, false))
+		reply_ports(s, c);
+}
+
+void ctl_traffic(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	struct net_req r = { .op = NET_OP_TRAFFIC };
+
+	(void)req;
+	if (net_begin(s, c, end, true))
+		net_queue(s, c, &r);
+}
+
+void ctl_netpolicy_get(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	struct net_req r = { .op = NET_OP_POLICY_SHOW };
+
+	(void)req;
+	if (net_begin(s, c, end, true))
+		net_queue(s, c, &r);
+}
+
+void ctl_netpolicy_set(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	struct net_req r = { .op = NET_OP_POLICY };
+	json_t *pj = json_object_get(req, "policy");
+
+	if (!net_begin(s, c, end, true))
+		return;
+	r.allow_local = json_is_true(json_object_get(req, "allowLocal"));
+	if (pj && !json_is_null(pj)) {
 		gantry_error_t err = NULL;
 		struct policy *p;
 
-		r.op = NET_OP_POLICY;
-		r.allow_local = json_is_true(json_object_get(req, "allowLocal"));
-		if (pj && !json_is_null(pj)) {
-			if (policy_from_json(pj, &p, &err) < 0) {
-				gantry_error_prefix(&err, "policy");
-				client_answer(s, c, gantry_error_str(err));
-				gantry_error_free(&err);
-				return;
-			}
-			r.policy = policy_to_json(p);
-			policy_free(p);
-		}
-	} else {
-		r.op = strcmp(op, CTL_OP_PUBLISH) == 0 ? NET_OP_PUBLISH : NET_OP_UNPUBLISH;
-		r.ephemeral = json_is_true(json_object_get(req, "ephemeral"));
-		if (!net_check(s, c, &r, json_string_value(json_object_get(req, "spec"))))
+		if (policy_from_json(pj, &p, &err) < 0) {
+			gantry_error_prefix(&err, "policy");
+			client_answer(s, c, gantry_error_str(err));
+			gantry_error_free(&err);
 			return;
+		}
+		r.policy = policy_to_json(p);
+		policy_free(p);
 	}
-	if (s->net.queued == SUP_NET_QUEUE) {
-		client_answer(s, c, "the network worker is busy: try again");
-		req_release(&r);
+	net_queue(s, c, &r);
+}
+
+static void net_port(struct sup *s, struct client *c, json_t *req, size_t end, enum net_op op)
+{
+	struct net_req r = { .op = op };
+
+	if (!net_begin(s, c, end, true))
 		return;
-	}
-	r.c = c;
-	r.deadline = now_ms() + SUP_NET_MS;
-	s->net.queue[s->net.queued++] = r;
+	r.ephemeral = json_is_true(json_object_get(req, "ephemeral"));
+	if (net_check(s, c, &r, json_string_value(json_object_get(req, "spec"))))
+		net_queue(s, c, &r);
+}
+
+void ctl_publish(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	net_port(s, c, req, end, NET_OP_PUBLISH);
+}
+
+void ctl_unpublish(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	net_port(s, c, req, end, NET_OP_UNPUBLISH);
 }
 
 /* --- the end --------------------------------------------------------------------------------- */

@@ -80,7 +80,7 @@ static void refused(struct sup *s, struct client *c, size_t end, json_t *length,
 	answer(s, c, err);
 }
 
-static void secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
+void ctl_secret_set(struct sup *s, struct client *c, json_t *req, size_t end)
 {
 	const char *spec = json_string_value(json_object_get(req, "spec"));
 	json_t *length = json_object_get(req, "length");
@@ -171,7 +171,7 @@ void client_secret_value(struct sup *s, struct client *c)
 		set_done(s, c);
 }
 
-static void secret_rm(struct sup *s, struct client *c, json_t *req, size_t end)
+void ctl_secret_rm(struct sup *s, struct client *c, json_t *req, size_t end)
 {
 	const char *name = json_string_value(json_object_get(req, "name"));
 	gantry_error_t err = NULL;
@@ -190,20 +190,11 @@ static void secret_rm(struct sup *s, struct client *c, json_t *req, size_t end)
 	answer(s, c, &err);
 }
 
-static void audit_tail(struct sup *s, struct client *c, size_t end)
+void ctl_audit_tail(struct sup *s, struct client *c, json_t *req, size_t end)
 {
+	(void)req;
 	client_line_done(c, end);
 	client_reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "events", sup_audit_json(s)));
-}
-
-void client_secret_request(struct sup *s, struct client *c, json_t *req, const char *op, size_t end)
-{
-	if (strcmp(op, CTL_OP_SECRET_SET) == 0)
-		secret_set(s, c, req, end);
-	else if (strcmp(op, CTL_OP_SECRET_RM) == 0)
-		secret_rm(s, c, req, end);
-	else
-		audit_tail(s, c, end);
 }
 
 void client_secret_free(struct client *c)

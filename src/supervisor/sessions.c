@@ -134,7 +134,7 @@ void client_line_done(struct client *c, size_t end)
 	c->len = rest;
 }
 
-static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+static void ctl_status(struct sup *s, struct client *c, json_t *j, size_t end)
 {
 	json_t *r = json_pack("{s:b,s:s,s:i,s:s}", "ok", 1, "name", s->name, "pid", (int)getpid(),
 			      "state", s->stopping ? "stopping" : s->frozen ? "paused" : "running");
@@ -142,7 +142,6 @@ static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *o
 	cleanup_free char *line = NULL;
 
 	(void)j;
-	(void)op;
 	xasprintf(&line, "%s\n", text ? text : "{}");
 	free(text);
 	json_decref(r);
@@ -154,14 +153,13 @@ static void ctl_status(struct sup *s, struct client *c, json_t *j, const char *o
 	}
 }
 
-static void ctl_stop(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+static void ctl_stop(struct sup *s, struct client *c, json_t *j, size_t end)
 {
 	bool save = json_is_true(json_object_get(j, "snapshot"));
 	const char *why =
 		save ? sup_pause_refused(s, false, json_is_true(json_object_get(j, "secrets"))) :
 		       NULL;
 
-	(void)op;
 	(void)end;
 	if (why) {
 		client_reply(c, false, why);
@@ -177,11 +175,10 @@ static void ctl_stop(struct sup *s, struct client *c, json_t *j, const char *op,
 }
 
 /* The connection becomes a session: what follows the line is frames. */
-static void ctl_exec(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+static void ctl_exec(struct sup *s, struct client *c, json_t *j, size_t end)
 {
 	size_t rest = c->len - end - 1;
 
-	(void)op;
 	if (s->stopping || s->control < 0 || s->frozen) {
 		client_reply(c, false, s->stopping ? "the sandbox is stopping" :
 				       s->frozen   ? "the sandbox is paused: unpause it first" :
@@ -204,39 +201,28 @@ static void ctl_exec(struct sup *s, struct client *c, json_t *j, const char *op,
 		client_hangup(s, c);
 }
 
-/* Answered once the network worker has. */
-static void ctl_net(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
-{
-	client_line_done(c, end);
-	client_net_request(s, c, j, op);
-}
-
-/* Answered once the share worker has. */
-static void ctl_share(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
-{
-	client_line_done(c, end);
-	client_share_request(s, c, j, op);
-}
-
-/* Answered at once, or once a secret's value has come. */
-static void ctl_secret(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
-{
-	client_secret_request(s, c, j, op, end);
-}
-
-/* Every request a client may make of the supervisor (ctl.h). */
+/* Every request a client may make of the supervisor (ctl.h), each served
+ * by its own handler: c's request line is end bytes, j parsed from it. */
 static const struct ctl_op {
 	const char *name;
-	void (*serve)(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
+	void (*serve)(struct sup *s, struct client *c, json_t *j, size_t end);
 } ctl_ops[] = {
-	{ CTL_OP_STATUS, ctl_status },	   { CTL_OP_STOP, ctl_stop },
-	{ CTL_OP_EXEC, ctl_exec },	   { CTL_OP_PUBLISH, ctl_net },
-	{ CTL_OP_UNPUBLISH, ctl_net },	   { CTL_OP_PORTS, ctl_net },
-	{ CTL_OP_TRAFFIC, ctl_net },	   { CTL_OP_NETPOLICY_SET, ctl_net },
-	{ CTL_OP_NETPOLICY_GET, ctl_net }, { CTL_OP_SHARE_ADD, ctl_share },
-	{ CTL_OP_SHARE_RM, ctl_share },	   { CTL_OP_SHARE_LS, ctl_share },
-	{ CTL_OP_SECRET_SET, ctl_secret }, { CTL_OP_SECRET_RM, ctl_secret },
-	{ CTL_OP_AUDIT, ctl_secret },	   { CTL_OP_SNAPSHOT, ctl_snapshot },
+	{ CTL_OP_STATUS, ctl_status },
+	{ CTL_OP_STOP, ctl_stop },
+	{ CTL_OP_EXEC, ctl_exec },
+	{ CTL_OP_PUBLISH, ctl_publish },
+	{ CTL_OP_UNPUBLISH, ctl_unpublish },
+	{ CTL_OP_PORTS, ctl_ports },
+	{ CTL_OP_TRAFFIC, ctl_traffic },
+	{ CTL_OP_NETPOLICY_SET, ctl_netpolicy_set },
+	{ CTL_OP_NETPOLICY_GET, ctl_netpolicy_get },
+	{ CTL_OP_SHARE_ADD, ctl_share_add },
+	{ CTL_OP_SHARE_RM, ctl_share_rm },
+	{ CTL_OP_SHARE_LS, ctl_share_ls },
+	{ CTL_OP_SECRET_SET, ctl_secret_set },
+	{ CTL_OP_SECRET_RM, ctl_secret_rm },
+	{ CTL_OP_AUDIT, ctl_audit_tail },
+	{ CTL_OP_SNAPSHOT, ctl_snapshot },
 	{ CTL_OP_FREEZE, ctl_freeze },
 };
 
@@ -254,7 +240,7 @@ static void client_request(struct sup *s, struct client *c, size_t end)
 		client_reply(c, false, op ? "unknown op" : "bad request");
 		client_drop(s, c);
 	} else {
-		ctl_ops[i].serve(s, c, j, op, end);
+		ctl_ops[i].serve(s, c, j, end);
 	}
 	json_decref(j);
 }

@@ -459,18 +459,39 @@ static void share_ls(struct sup *s, struct client *c)
 	client_reply_json(s, c, json_pack("{s:b,s:o}", "ok", 1, "shares", a));
 }
 
-void client_share_request(struct sup *s, struct client *c, json_t *req, const char *op)
+/* Every share request: c waits for its answer; false when it has it
+ * already (the guest cannot take one, where changes says it must). */
+static bool share_begin(struct sup *s, struct client *c, size_t end, bool changes)
 {
+	client_line_done(c, end);
 	c->waiting = true;
 	c->deadline = 0;
-	if (strcmp(op, CTL_OP_SHARE_LS) == 0)
-		share_ls(s, c);
-	else if (s->stopping || s->control < 0)
+	if (!changes)
+		return true;
+	if (s->stopping || s->control < 0)
 		client_answer(s, c, s->stopping ? "the sandbox is stopping" : s->guest_gone);
 	else if (!machine_shares_running(&s->m))
 		client_answer(s, c, "the sandbox has no share device (its root is read-only)");
-	else if (strcmp(op, CTL_OP_SHARE_ADD) == 0)
-		share_add(s, c, req);
 	else
+		return true;
+	return false;
+}
+
+void ctl_share_ls(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	(void)req;
+	if (share_begin(s, c, end, false))
+		share_ls(s, c);
+}
+
+void ctl_share_add(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	if (share_begin(s, c, end, true))
+		share_add(s, c, req);
+}
+
+void ctl_share_rm(struct sup *s, struct client *c, json_t *req, size_t end)
+{
+	if (share_begin(s, c, end, true))
 		share_rm(s, c, req);
 }

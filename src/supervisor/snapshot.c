@@ -74,12 +74,11 @@ static int snapshot_live(struct sup *s, const char *dir, bool with_secrets, gant
 	return 0;
 }
 
-void ctl_snapshot(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+void ctl_snapshot(struct sup *s, struct client *c, json_t *j, size_t end)
 {
 	const char *dir = json_string_value(json_object_get(j, "dir"));
 	gantry_error_t err = NULL;
 
-	(void)op;
 	client_line_done(c, end);
 	if (dir == NULL || dir[0] != '/')
 		gantry_error(&err, 0, "a snapshot wants the absolute path of an empty directory");
@@ -119,11 +118,10 @@ void sup_thaw_for_end(struct sup *s)
 	}
 }
 
-void ctl_freeze(struct sup *s, struct client *c, json_t *j, const char *op, size_t end)
+void ctl_freeze(struct sup *s, struct client *c, json_t *j, size_t end)
 {
 	gantry_error_t err = NULL;
 
-	(void)op;
 	client_line_done(c, end);
 	if (s->stopping)
 		gantry_error(&err, 0, "the sandbox is stopping");

@@ -273,10 +273,10 @@ bool sup_guest_busy(const struct sup *s);
 /* ctl "snapshot" {"dir":D}: the running VM saved live into the empty
  * directory D (state, memory, origin) with a copy of its writable layer
  * as it was, the VM paused meanwhile; answered once it runs on. */
-void ctl_snapshot(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
+void ctl_snapshot(struct sup *s, struct client *c, json_t *j, size_t end);
 /* ctl "freeze" {"frozen":B}: the VM's vCPUs parked (a pause without a
  * save) or let go, answered once that holds. */
-void ctl_freeze(struct sup *s, struct client *c, json_t *j, const char *op, size_t end);
+void ctl_freeze(struct sup *s, struct client *c, json_t *j, size_t end);
 /* A stop or a save of a paused VM: its vCPUs run first, to end it. */
 void sup_thaw_for_end(struct sup *s);
 
@@ -310,8 +310,14 @@ void stream_event(struct sup *s, struct stream_wait *w);
 /* c's request line (end bytes and its newline) is answered: what was
  * sent behind it waits its turn. */
 void client_line_done(struct client *c, size_t end);
-/* Take an op for the worker out of c's request (op is its "op"). */
-void client_net_request(struct sup *s, struct client *c, json_t *req, const char *op);
+/* The ctl requests of the network (ctl.h): ports answered here, the
+ * others once the network worker has. */
+void ctl_ports(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_traffic(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_netpolicy_get(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_netpolicy_set(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_publish(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_unpublish(struct sup *s, struct client *c, json_t *req, size_t end);
 
 /* audit.c */
 /* Record an event: kind and decision from audit.c's list (docs/audit.md),
@@ -356,10 +362,11 @@ size_t sup_broker_fds(struct sup *s, struct pollfd *fds, struct broker_conn **ow
 void sup_broker_event(struct sup *s, struct broker_conn *b, int fd, short revents);
 
 /* secretlive.c */
-/* secret.set, secret.rm and audit.tail from c, its request line end bytes
- * long (op is its "op"): answered at once, or once a value has come. */
-void client_secret_request(struct sup *s, struct client *c, json_t *req, const char *op,
-			   size_t end);
+/* secret.set, secret.rm and audit.tail: answered at once, or once a
+ * secret.set's value (what follows its line) has come. */
+void ctl_secret_set(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_secret_rm(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_audit_tail(struct sup *s, struct client *c, json_t *req, size_t end);
 /* More of a secret.set's value is readable on c. */
 void client_secret_value(struct sup *s, struct client *c);
 /* More of a refused secret.set's value is readable on c: read, zeroed. */
@@ -370,8 +377,11 @@ void client_secret_free(struct client *c);
 /* sharelive.c */
 /* The live list starts as the shares the VM booted with. */
 void sup_shares_init(struct sup *s);
-/* share.add, share.rm, share.ls from c (op is its "op"). */
-void client_share_request(struct sup *s, struct client *c, json_t *req, const char *op);
+/* share.ls, answered at once; share.add and share.rm, once the share
+ * worker and the guest have. */
+void ctl_share_ls(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_share_add(struct sup *s, struct client *c, json_t *req, size_t end);
+void ctl_share_rm(struct sup *s, struct client *c, json_t *req, size_t end);
 /* The guest's answer to a MOUNT or UNMOUNT. */
 void sup_shares_done(struct sup *s, const struct proto_msg *m);
 /* Removes waiting for open files look again; *wake gets the next time. */

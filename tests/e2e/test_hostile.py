@@ -170,6 +170,12 @@ def test_silent_dials_to_the_stdio_port(g, tmp_path):
     assert r.rc == 0, r
     alone = g.timed("exec", "dials", "--", "true")
     assert alone.rc == 0, alone
+    # Only a port a server of the sandbox opened a door for can be dialled:
+    # the control port is shut once the agent's one connection is in, and
+    # nobody serves 1028, nor a one-shot's MCP port (1029) in a sandbox.
+    for port in ("1025", "1028", "1029"):
+        r = g.timed("exec", "dials", "--", "/hostile", "dial", port, "1")
+        assert r.rc == 1 and b"dial vsock port" in r.err, r
     p = g.popen("exec", "dials", "--", "/hostile", "dial", "1026", "8",
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     line = line_within(p.stdout, 60)
