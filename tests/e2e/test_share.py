@@ -4,7 +4,7 @@ sees it afterwards, for a persistent sandbox and a one-shot exec (needs
 KVM and the assets from `make assets`).
 
 The share server's confinement has its escape suite in the unit tests
-(tests/unit/test_share_escape.c); here: the same host directory seen from
+(tests/unit/test_share_escape*.c); here: the same host directory seen from
 a real guest kernel."""
 
 import hashlib

@@ -13,7 +13,7 @@ node reached the host and the ro share is unchanged (needs KVM and the
 assets from `make assets`).
 
 The server-side cases, with races driven request by request, are in
-tests/unit/test_share_escape.c; docs/shares.md lists both."""
+tests/unit/test_share_escape*.c; docs/shares.md lists both."""
 
 import ctypes
 import hashlib

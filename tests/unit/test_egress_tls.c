@@ -1,21 +1,16 @@
-/* Unit tests for src/egress/tls: the sandbox CA and its leaves as a
- * client sees them, the guest's side picking a leaf by SNI (unbound, no
- * and hostile names refused, hosts bound while handshakes go on), ALPN and
- * versions, the upstream side's verification against a trust store (the
- * right CA, an unrelated one, a certificate for another name), and data:
- * EGRESS_AGAIN both ways, pending bytes, close_notify and EOF, 1 MiB from
- * another thread; the upstream side resuming a host's session, and no
- * other host's, nor one that does not stand for its host (planted
- * through the store's internals, tls_priv.h). Everything over
+/* Unit tests for src/egress/tls, first part: the sandbox CA and its
+ * leaves as a client sees them, the guest's side picking a leaf by SNI
+ * (unbound, no and hostile names refused, hosts bound while handshakes go
+ * on), ALPN and versions, and data: EGRESS_AGAIN both ways, pending bytes,
+ * close_notify and EOF, 1 MiB from another thread. Everything over
  * socketpairs; the clients that egress does not make (no SNI, TLS 1.1,
- * other ALPN) and the servers that hand out tickets are OpenSSL's own,
- * through the test's own lazily loaded symbols. */
+ * other ALPN) are OpenSSL's own, through the test's own lazily loaded
+ * symbols (egress_tls_rig.h). The upstream side is in
+ * test_egress_tls_upstream.c. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,72 +22,13 @@
 
 #include <cmocka.h>
 
-#include "common/error.h"
-#include "common/lazy.h"
-#include "common/util.h"
-#include "egress/ssl.h"
-#include "egress/tls.h"
-#include "egress/tls_priv.h"
-#include "image/lazylib.h"
+#include "egress_tls_rig.h"
 
-#define WAIT_MS	   10000
 #define HOST	   "api.example.com"
 #define CA_CN	   "/CN=Gantry sandbox CA "
 #define CHUNK	   16384
 #define BIG	   (1u << 20)
 #define FILL_LIMIT (64u << 20) /* a socket buffer holds far less */
-
-/* What the tests ask of OpenSSL beyond what egress/ssl.h lists. */
-#define TEST_SSL_SYMS(X)                                                                           \
-	X(SSL_CTX_set_security_level)                                                              \
-	X(SSL_CTX_use_PrivateKey)                                                                  \
-	X(SSL_CTX_use_certificate)                                                                 \
-	X(SSL_get1_peer_certificate)                                                               \
-	X(SSL_set_alpn_protos)
-
-#define TEST_CRYPTO_SYMS(X)                                                                        \
-	X(ASN1_STRING_length)                                                                      \
-	X(ASN1_TIME_diff)                                                                          \
-	X(X509_EXTENSION_get_critical)                                                             \
-	X(X509_NAME_oneline)                                                                       \
-	X(X509_check_ca)                                                                           \
-	X(X509_cmp_current_time)                                                                   \
-	X(X509_get_ext)                                                                            \
-	X(X509_get_ext_by_NID)                                                                     \
-	X(X509_get_extended_key_usage)                                                             \
-	X(X509_get_key_usage)                                                                      \
-	X(X509_get_pubkey)                                                                         \
-	X(X509_verify)
-
-TEST_SSL_SYMS(LAZY_DEFINE)
-TEST_CRYPTO_SYMS(LAZY_DEFINE)
-static const struct lazy_sym test_ssl_syms[] = { TEST_SSL_SYMS(LAZY_ENTRY) };
-static const struct lazy_sym test_crypto_syms[] = { TEST_CRYPTO_SYMS(LAZY_ENTRY) };
-static struct lazy_lib test_ssl_lib = LAZY_LIB("libssl.so.3", "libssl3", test_ssl_syms);
-static struct lazy_lib test_crypto_lib = LAZY_LIB("libcrypto.so.3", "libssl3", test_crypto_syms);
-
-static void must(int rc, gantry_error_t *err)
-{
-	if (rc < 0)
-		fail_msg("%s", gantry_error_str(*err));
-}
-
-static void says(gantry_error_t *err, const char *what)
-{
-	assert_non_null(*err);
-	if (strstr(gantry_error_str(*err), what) == NULL)
-		fail_msg("`%s` does not say `%s`", gantry_error_str(*err), what);
-	gantry_error_free(err);
-}
-
-static struct egress_tls *tls_new(const char *const *hosts, size_t n, const char *trust)
-{
-	struct egress_tls *t = NULL;
-	gantry_error_t err = NULL;
-
-	must(egress_tls_new(&t, hosts, n, trust, trust ? strlen(trust) : 0, &err), &err);
-	return t;
-}
 
 static X509 *pem_cert(const char *pem)
 {
@@ -110,118 +46,6 @@ static bool ext_critical(X509 *x, int nid)
 
 	assert_true(i >= 0);
 	return sym_X509_EXTENSION_get_critical(sym_X509_get_ext(x, i)) == 1;
-}
-
-/* One side of a handshake: a step of it, and the fd it waits on. */
-typedef int (*step_fn)(void *p, short *events, gantry_error_t *err);
-
-struct side {
-	step_fn step;
-	void *p;
-	int fd;
-	int rc;
-	gantry_error_t err;
-	pthread_t thread;
-};
-
-static int conn_step(void *p, short *events, gantry_error_t *err)
-{
-	return egress_conn_handshake(p, events, err);
-}
-
-static int raw_step(void *p, short *events, gantry_error_t *err)
-{
-	SSL *ssl = p;
-	int r, e;
-
-	sym_ERR_clear_error();
-	r = sym_SSL_do_handshake(ssl);
-	if (r == 1)
-		return 1;
-	e = sym_SSL_get_error(ssl, r);
-	if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-		*events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-		return 0;
-	}
-	sym_ERR_clear_error();
-	return gantry_error(err, 0, "OpenSSL's handshake failed (%d)", e);
-}
-
-static int wait_fd(int fd, short events, gantry_error_t *err)
-{
-	struct pollfd p = { .fd = fd, .events = events };
-	int n = poll(&p, 1, WAIT_MS);
-
-	if (n < 0 && errno != EINTR)
-		return gantry_error_errno(err, "poll");
-	return n == 0 ? gantry_error(err, ETIMEDOUT, "nothing came") : 0;
-}
-
-/* Step s to its end; a side that fails shuts its socket, so that the
- * other does not wait on it. */
-static void *side_run(void *arg)
-{
-	struct side *s = arg;
-	short events = 0;
-
-	while ((s->rc = s->step(s->p, &events, &s->err)) == 0)
-		if (wait_fd(s->fd, events, &s->err) < 0) {
-			s->rc = -1;
-			break;
-		}
-	if (s->rc < 0)
-		shutdown(s->fd, SHUT_RDWR);
-	return NULL;
-}
-
-/* Both sides at once: server in a thread of its own, client here. */
-static void handshake(struct side *server, struct side *client)
-{
-	assert_int_equal(pthread_create(&server->thread, NULL, side_run, server), 0);
-	side_run(client);
-	assert_int_equal(pthread_join(server->thread, NULL), 0);
-}
-
-static void socket_pair(int fds[2])
-{
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds),
-			 0);
-}
-
-/* A connection from an egress client (c's trust) to an egress server
- * (s's leaves) naming host: *sc and *cc, or NULL where its side failed
- * (its error in *serr, *cerr). */
-struct pair {
-	int fds[2];
-	struct egress_conn *server, *client;
-	gantry_error_t serr, cerr;
-};
-
-static bool pair_open(struct pair *p, struct egress_tls *s, struct egress_tls *c, const char *host)
-{
-	gantry_error_t err = NULL;
-	struct side ss, cs;
-
-	memset(p, 0, sizeof(*p));
-	socket_pair(p->fds);
-	must(egress_conn_server(s, p->fds[0], &p->server, &err), &err);
-	must(egress_conn_client(c, p->fds[1], host, &p->client, &err), &err);
-	ss = (struct side){ .step = conn_step, .p = p->server, .fd = p->fds[0] };
-	cs = (struct side){ .step = conn_step, .p = p->client, .fd = p->fds[1] };
-	handshake(&ss, &cs);
-	p->serr = ss.err;
-	p->cerr = cs.err;
-	return ss.rc == 1 && cs.rc == 1;
-}
-
-static void pair_close(struct pair *p)
-{
-	egress_conn_free(p->server);
-	egress_conn_free(p->client);
-	close(p->fds[0]);
-	close(p->fds[1]);
-	gantry_error_free(&p->serr);
-	gantry_error_free(&p->cerr);
 }
 
 /* OpenSSL's own client to an egress server. */
@@ -556,309 +380,6 @@ static void test_add_host(void **state)
 	egress_tls_free(t);
 }
 
-/* A self-signed certificate and its key, for name (and also, where not
- * NULL): its own trust anchor. */
-static X509 *self_signed(const char *name, const char *also, EVP_PKEY **key)
-{
-	X509 *x = sym_X509_new();
-	X509V3_CTX ctx;
-	X509_EXTENSION *e;
-	char san[256];
-
-	*key = sym_EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-	assert_non_null(*key);
-	assert_int_equal(sym_X509_set_version(x, X509_VERSION_3), 1);
-	assert_non_null(sym_X509_gmtime_adj(sym_X509_getm_notBefore(x), -60));
-	assert_non_null(sym_X509_gmtime_adj(sym_X509_getm_notAfter(x), 3600));
-	assert_int_equal(sym_X509_NAME_add_entry_by_txt(sym_X509_get_subject_name(x), "CN",
-							MBSTRING_ASC, (const unsigned char *)name,
-							-1, -1, 0),
-			 1);
-	assert_int_equal(sym_X509_set_issuer_name(x, sym_X509_get_subject_name(x)), 1);
-	assert_int_equal(sym_X509_set_pubkey(x, *key), 1);
-	memset(&ctx, 0, sizeof(ctx));
-	sym_X509V3_set_ctx(&ctx, x, x, NULL, NULL, 0);
-	snprintf(san, sizeof(san), "DNS:%s%s%s", name, also ? ",DNS:" : "", also ? also : "");
-	e = sym_X509V3_EXT_conf_nid(NULL, &ctx, NID_subject_alt_name, san);
-	assert_non_null(e);
-	assert_int_equal(sym_X509_add_ext(x, e, -1), 1);
-	sym_X509_EXTENSION_free(e);
-	assert_true(sym_X509_sign(x, *key, sym_EVP_sha256()) > 0);
-	return x;
-}
-
-static char *cert_pem(X509 *x)
-{
-	BIO *b = sym_BIO_new(sym_BIO_s_mem());
-	char *p, *out;
-	long len;
-
-	assert_int_equal(sym_PEM_write_bio_X509(b, x), 1);
-	len = sym_BIO_ctrl(b, BIO_CTRL_INFO, 0, (char *)&p);
-	out = xstrndup(p, (size_t)len);
-	sym_BIO_free(b);
-	return out;
-}
-
-/* An egress client of t to host at a server of ctx: the client's
- * handshake's result (its error in *cerr), and whether it resumed a
- * session. After a handshake the server sends a byte, which the client
- * reads (the TLS 1.3 tickets before it are read with it), then ends with
- * close_notify where notify says so, as the worker does. */
-static int client_at(struct egress_tls *t, SSL_CTX *ctx, const char *host, bool notify,
-		     bool *resumed, gantry_error_t *cerr)
-{
-	struct egress_conn *c = NULL;
-	gantry_error_t err = NULL;
-	struct side ss, cs;
-	short events = 0;
-	size_t put = 0;
-	ssize_t n = -1;
-	char b;
-	int fds[2];
-	SSL *ssl;
-
-	socket_pair(fds);
-	ssl = sym_SSL_new(ctx);
-	assert_int_equal(sym_SSL_set_fd(ssl, fds[0]), 1);
-	sym_SSL_set_accept_state(ssl);
-	must(egress_conn_client(t, fds[1], host, &c, &err), &err);
-	ss = (struct side){ .step = raw_step, .p = ssl, .fd = fds[0] };
-	cs = (struct side){ .step = conn_step, .p = c, .fd = fds[1] };
-	handshake(&ss, &cs);
-	gantry_error_free(&ss.err);
-	*cerr = cs.err;
-	*resumed = egress_conn_resumed(c);
-	if (cs.rc == 1 && ss.rc == 1) {
-		if (sym_SSL_write_ex(ssl, "x", 1, &put) == 1)
-			do
-				n = egress_conn_read(c, &b, 1, &events, cerr);
-			while (n == EGRESS_AGAIN && wait_fd(fds[1], events, cerr) == 0);
-		if (n != 1 && *cerr == NULL)
-			gantry_error(cerr, 0, "no byte after the handshake (%zd)", n);
-		if (n != 1)
-			cs.rc = -1;
-		else if (notify)
-			egress_conn_close(c);
-	}
-	egress_conn_free(c);
-	sym_SSL_free(ssl);
-	close(fds[0]);
-	close(fds[1]);
-	return cs.rc;
-}
-
-/* An OpenSSL server context showing x: it hands out tickets, and takes
- * those of its other connections (egress's guest side resumes nothing). */
-static SSL_CTX *server_ctx(X509 *x, EVP_PKEY *key, int max_version)
-{
-	SSL_CTX *ctx = sym_SSL_CTX_new(sym_TLS_server_method());
-
-	assert_non_null(ctx);
-	assert_int_equal(sym_SSL_CTX_use_certificate(ctx, x), 1);
-	assert_int_equal(sym_SSL_CTX_use_PrivateKey(ctx, key), 1);
-	if (max_version)
-		assert_int_equal(
-			sym_SSL_CTX_ctrl(ctx, SSL_CTRL_SET_MAX_PROTO_VERSION, max_version, NULL),
-			1);
-	return ctx;
-}
-
-/* An egress client of t to host at a server that shows x. */
-static int client_to_raw(struct egress_tls *t, X509 *x, EVP_PKEY *key, const char *host,
-			 gantry_error_t *cerr)
-{
-	SSL_CTX *ctx = server_ctx(x, key, 0);
-	bool resumed;
-	int rc = client_at(t, ctx, host, true, &resumed, cerr);
-
-	sym_SSL_CTX_free(ctx);
-	return rc;
-}
-
-static void test_upstream_trust(void **state)
-{
-	static const char *const hosts[] = { "upstream.test", "other.test" };
-	/* real: the real host, its CA played by a sandbox's; lost: another. */
-	struct egress_tls *real = tls_new(hosts, 2, NULL);
-	struct egress_tls *lost = tls_new(NULL, 0, NULL);
-	struct egress_tls *good = tls_new(NULL, 0, egress_tls_ca_pem(real));
-	struct egress_tls *bad = tls_new(NULL, 0, egress_tls_ca_pem(lost));
-	struct egress_tls *t = NULL;
-	cleanup_free char *bundle = NULL, *wrong_pem = NULL, *garbled = NULL;
-	gantry_error_t err = NULL;
-	struct egress_conn *c = NULL;
-	EVP_PKEY *key;
-	X509 *wrong;
-	struct pair p;
-	char *at;
-
-	(void)state;
-	if (!pair_open(&p, real, good, "upstream.test"))
-		fail_msg("%s / %s", gantry_error_str(p.serr), gantry_error_str(p.cerr));
-	assert_string_equal(egress_conn_host(p.client), "upstream.test");
-	assert_string_equal(egress_conn_host(p.server), "upstream.test");
-	assert_string_equal(egress_conn_alpn(p.client), "http/1.1");
-	assert_string_equal(egress_conn_alpn(p.server), "http/1.1");
-	pair_close(&p);
-
-	/* Another CA: refused with what the verifier said. */
-	assert_false(pair_open(&p, real, bad, "upstream.test"));
-	says(&p.cerr, "certificate of upstream.test not trusted: unable to get local issuer");
-	pair_close(&p);
-
-	/* A certificate the store trusts, but of another name. */
-	wrong = self_signed("wrong.test", NULL, &key);
-	wrong_pem = cert_pem(wrong);
-	t = tls_new(NULL, 0, wrong_pem);
-	assert_int_equal(client_to_raw(t, wrong, key, "wrong.test", &err), 1);
-	assert_int_equal(client_to_raw(t, wrong, key, "upstream.test", &err), -1);
-	says(&err, "certificate of upstream.test not trusted: hostname mismatch");
-	egress_tls_free(t);
-	sym_X509_free(wrong);
-	sym_EVP_PKEY_free(key);
-
-	/* A bundle: other PEM blocks skipped, every certificate trusted. */
-	xasprintf(&bundle, "# a comment\n-----BEGIN FOO-----\nAAAA\n-----END FOO-----\n%s%s",
-		  egress_tls_ca_pem(lost), egress_tls_ca_pem(real));
-	t = tls_new(NULL, 0, bundle);
-	assert_true(pair_open(&p, real, t, "other.test"));
-	pair_close(&p);
-	egress_tls_free(t);
-
-	/* No certificate, a broken one: no context at all. */
-	assert_int_equal(egress_tls_new(&t, NULL, 0, "nothing", 7, &err), -1);
-	says(&err, "trust store: no PEM certificate in 7 bytes");
-	garbled = xstrdup(egress_tls_ca_pem(real));
-	at = strchr(garbled, '\n') + 10;
-	memcpy(at, "!!!!", 4);
-	assert_int_equal(egress_tls_new(&t, NULL, 0, garbled, strlen(garbled), &err), -1);
-	says(&err, "trust store: certificate 1 is not valid");
-
-	/* Without a store, and to an address: no upstream. */
-	assert_int_equal(egress_conn_client(lost, 0, "upstream.test", &c, &err), -1);
-	says(&err, "no trust store");
-	assert_int_equal(egress_conn_client(good, 0, "192.0.2.1", &c, &err), -1);
-	says(&err, "is an IP address");
-
-	egress_tls_free(real);
-	egress_tls_free(lost);
-	egress_tls_free(good);
-	egress_tls_free(bad);
-}
-
-#define RESUMERS     4 /* threads */
-#define RESUMES_EACH 6
-
-struct resumer {
-	struct egress_tls *t;
-	SSL_CTX *ctx;
-	int n, done, resumed;
-	gantry_error_t err;
-};
-
-static void *resume_many(void *arg)
-{
-	struct resumer *r = arg;
-	bool resumed;
-
-	for (int i = 0; i < r->n; i++) {
-		if (client_at(r->t, r->ctx, "upstream.test", true, &resumed, &r->err) != 1)
-			break;
-		r->done++;
-		r->resumed += resumed;
-	}
-	return NULL;
-}
-
-/* One round of test_upstream_resume's, the server at most max_version. */
-static void resume_round(X509 *x, EVP_PKEY *key, const char *pem, int max_version)
-{
-	SSL_CTX *ctx = server_ctx(x, key, max_version);
-	struct egress_tls *t = tls_new(NULL, 0, pem);
-	struct resumer r[RESUMERS];
-	gantry_error_t err = NULL;
-	SSL_SESSION *s;
-	pthread_t th[RESUMERS];
-	bool resumed;
-	int total = 0;
-
-	/* A full handshake, then one that resumes its session. */
-	must(client_at(t, ctx, "upstream.test", true, &resumed, &err), &err);
-	assert_false(resumed);
-	must(client_at(t, ctx, "upstream.test", true, &resumed, &err), &err);
-	assert_true(resumed);
-	/* Another name of the same server, which would take the first's
-	 * ticket (TLS 1.3 does not tie one to a name): not offered it. */
-	must(client_at(t, ctx, "other.test", true, &resumed, &err), &err);
-	assert_false(resumed);
-	must(client_at(t, ctx, "other.test", true, &resumed, &err), &err);
-	assert_true(resumed);
-	must(client_at(t, ctx, "upstream.test", true, &resumed, &err), &err);
-	assert_true(resumed);
-
-	/* A session that does not stand for the name it is offered under,
-	 * as if the store had mixed up its hosts: the server resumes it,
-	 * and OpenSSL would let it be (SSL_set1_host's name is checked
-	 * against a certificate, which a resumption shows none of); egress
-	 * fails it, and drops the session. */
-	s = session_get1(t, "upstream.test");
-	assert_non_null(s);
-	session_put(t, "third.test", s);
-	assert_int_equal(client_at(t, ctx, "third.test", true, &resumed, &err), -1);
-	assert_false(resumed);
-	says(&err, "certificate of third.test not trusted: hostname mismatch in the "
-		   "resumed session");
-	assert_null(session_get1(t, "third.test"));
-
-	/* A connection that ends without close_notify (one that broke)
-	 * spends the session it holds: the next one is a full handshake. */
-	must(client_at(t, ctx, "other.test", false, &resumed, &err), &err);
-	assert_true(resumed);
-	must(client_at(t, ctx, "other.test", true, &resumed, &err), &err);
-	assert_false(resumed);
-	must(client_at(t, ctx, "other.test", true, &resumed, &err), &err);
-	assert_true(resumed);
-
-	/* Connections on several threads at once share the store (a full
-	 * handshake first: upstream.test's session was third.test's too). */
-	must(client_at(t, ctx, "upstream.test", true, &resumed, &err), &err);
-	for (int i = 0; i < RESUMERS; i++) {
-		r[i] = (struct resumer){ .t = t, .ctx = ctx, .n = RESUMES_EACH };
-		assert_int_equal(pthread_create(&th[i], NULL, resume_many, &r[i]), 0);
-	}
-	for (int i = 0; i < RESUMERS; i++) {
-		assert_int_equal(pthread_join(th[i], NULL), 0);
-		must(r[i].err ? -1 : 0, &r[i].err);
-		assert_int_equal(r[i].done, RESUMES_EACH);
-		total += r[i].resumed;
-	}
-	/* A TLS 1.2 session serves them all. A TLS 1.3 one is spent once a
-	 * handshake that resumed it is done, until that connection's new
-	 * tickets come: one that starts between makes a full handshake. */
-	if (max_version == TLS1_2_VERSION)
-		assert_int_equal(total, RESUMERS * RESUMES_EACH);
-	else
-		assert_true(total > 0);
-
-	egress_tls_free(t);
-	sym_SSL_CTX_free(ctx);
-}
-
-static void test_upstream_resume(void **state)
-{
-	cleanup_free char *pem = NULL;
-	EVP_PKEY *key;
-	X509 *x = self_signed("upstream.test", "other.test", &key);
-
-	(void)state;
-	pem = cert_pem(x);
-	resume_round(x, key, pem, 0);
-	resume_round(x, key, pem, TLS1_2_VERSION);
-	sym_X509_free(x);
-	sym_EVP_PKEY_free(key);
-}
-
 /* Exactly len bytes from c, waiting as it asks. */
 static int read_all(struct egress_conn *c, int fd, unsigned char *buf, size_t len,
 		    gantry_error_t *err)
@@ -1127,9 +648,6 @@ static void test_mib(void **state)
 	egress_tls_free(t);
 }
 
-/* meson's code for a test skipped. */
-#define SKIP 77
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1137,20 +655,11 @@ int main(void)
 		cmocka_unit_test(test_server_leaf_and_alpn),
 		cmocka_unit_test(test_server_refuses),
 		cmocka_unit_test(test_add_host),
-		cmocka_unit_test(test_upstream_trust),
-		cmocka_unit_test(test_upstream_resume),
 		cmocka_unit_test(test_data),
 		cmocka_unit_test(test_mib),
 	};
-	gantry_error_t err = NULL;
 
-	/* As the workers do: a peer gone while OpenSSL writes is EPIPE. */
-	signal(SIGPIPE, SIG_IGN);
-	if (egress_ssl_load(&err) < 0 || lazy_load(&test_ssl_lib, &err) < 0 ||
-	    lazy_load(&test_crypto_lib, &err) < 0) {
-		printf("skip: %s\n", gantry_error_str(err));
-		gantry_error_free(&err);
+	if (!tls_test_ready())
 		return SKIP;
-	}
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* The share server through a fake FUSE client over a temp tree: the
  * operations a developer's tools use; the escape suite's cases that
- * need no guest are in test_share_escape.c. Every test ends with the
+ * need no guest are in test_share_escape*.c. Every test ends with the
  * canary directory beside the shares unchanged. */
 #include <errno.h>
 #include <dirent.h>
