@@ -202,6 +202,8 @@ static void accept_stream(struct run *r)
 {
 	int fd = link_accept(r->a, r->a->stdio_listen);
 
+	if (fd < 0 && errno == EPIPE)
+		close_fd(&r->a->stdio_listen); /* its door is shut: no dial comes */
 	if (fd < 0)
 		return;
 	if (r->stream >= 0) {

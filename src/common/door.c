@@ -25,16 +25,24 @@ static void shut(struct doors *t, size_t i)
 }
 
 /* A door is a stream pair, each dial one byte with its descriptor (a
- * read of one byte takes one): a datagram queue would hold a sysctl's ten
- * dials at most, the stream as many as its send buffer, like a listener's
- * backlog. */
+ * read of one byte takes one). It holds as many dials as the dialler's
+ * send buffer, DOOR_SNDBUF: about 20 (a datagram queue would hold a
+ * sysctl's ten). Each waits as a descriptor in flight, which the kernel
+ * counts against the user's open-file limit, so the bound matters: a
+ * guest that dials without end must not pin more. */
 int doors_open(struct doors *t, uint32_t port, gantry_error_t *err)
 {
-	int sv[2];
+	int sv[2], size = DOOR_SNDBUF;
 	size_t i;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
 		return gantry_error_errno(err, "a door for host port %u", port);
+	if (setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) < 0) {
+		gantry_error_errno(err, "a door for host port %u", port);
+		close(sv[0]);
+		close(sv[1]);
+		return -1;
+	}
 	pthread_mutex_lock(&t->lock);
 	i = find(t, port);
 	if (i < t->n)

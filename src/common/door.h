@@ -15,7 +15,8 @@
 
 #include "common/error.h"
 
-#define DOORS_MAX 16
+#define DOORS_MAX	16
+#define DOOR_SNDBUF	8192 /* the kernel doubles it: about 20 dials waiting */
 
 struct doors {
 	pthread_mutex_t lock;
@@ -33,7 +34,8 @@ struct doors {
 int doors_open(struct doors *t, uint32_t port, gantry_error_t *err);
 /* A connection to port's server: our end (non-blocking, close-on-exec),
  * or -1 with errno (ECONNREFUSED: no door, or its server is gone;
- * EAGAIN: it has as many dials waiting as a door holds). Never blocks. */
+ * EAGAIN: it has as many dials waiting as a door holds, about 20, like a
+ * listener's backlog). Never blocks. */
 int doors_dial(struct doors *t, uint32_t port);
 /* Later dials to port are refused; the server's end stays its own. */
 void doors_shut(struct doors *t, uint32_t port);

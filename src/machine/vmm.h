@@ -56,8 +56,11 @@ struct vmm_config {
 	 * messages when profile_fd > 0; NULL: the setting's file, if any. */
 	const char *profile;
 	int profile_fd;
-	const char *vsock_dir; /* virtio-vsock: guest port P <-> <dir>/P.sock */
-	struct vmm_vsock_host vsock; /* or, with connect set, these */
+	/* virtio-vsock: guest port P <-> <dir>/P.sock, host clients at
+	 * <dir>/vsock.sock; with vsock.connect set the guest's dials go there
+	 * instead, and with its listen_fd too dir is not used. */
+	const char *vsock_dir;
+	struct vmm_vsock_host vsock;
 	int net_fd;	       /* > 0: virtio-net, frames over this SEQPACKET socket; not closed */
 	struct vmm_fs fs;
 	struct vmm_disk disks[VMM_MAX_DISKS];

@@ -62,6 +62,8 @@ void sup_broker_accept(struct sup *s)
 		int fd = door_accept(s->broker.listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		struct broker_conn *b = NULL;
 
+		if (fd < 0 && errno == EPIPE)
+			close_fd(&s->broker.listen); /* its door is shut: no dial comes */
 		if (fd < 0)
 			return;
 		for (size_t i = 0; i < SUP_BROKER_CONNS && b == NULL; i++)

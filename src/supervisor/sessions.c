@@ -555,6 +555,8 @@ void streams_accept(struct sup *s)
 		struct stream_wait *w = NULL, *oldest = NULL;
 		int fd = door_accept(s->stdio_listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
+		if (fd < 0 && errno == EPIPE)
+			close_fd(&s->stdio_listen); /* its door is shut: no dial comes */
 		if (fd < 0)
 			return;
 		for (size_t j = 0; j < SUP_MAX_STREAMS && !w; j++) {

@@ -1,7 +1,8 @@
 /* virtio-vsock (virtio 1.x, section 5.10), stream sockets only, in the
  * "hybrid" model: the guest's streams end in Unix sockets on the host.
  *
- *  - A guest connect to host port P connects to <dir>/P.sock; success is
+ *  - A guest connect to host port P connects to <dir>/P.sock, or to what
+ *    the host's connect hook gives (a sandbox's doors); success is
  *    answered OP_RESPONSE, failure OP_RST.
  *  - A host client connects to <dir>/vsock.sock and writes "CONNECT <port>\n";
  *    the guest gets OP_REQUEST from an ephemeral host port, and its

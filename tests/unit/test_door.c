@@ -103,18 +103,20 @@ static void test_refused(void **state)
 }
 
 /* A guest that dials without end fills the door, as it would a listener's
- * backlog: refused at once, never blocking; taking one makes room. */
+ * backlog: refused at once, never blocking, with a few dozen waiting at
+ * most (each a descriptor in flight, counted against the user's open-file
+ * limit); taking one makes room. */
 static void test_full_door(void **state)
 {
 	struct doors t = DOORS_INIT;
-	int in = doors_open(&t, 1026, NULL), fds[4096], n = 0, c, s;
+	int in = doors_open(&t, 1026, NULL), fds[256], n = 0, c, s;
 
 	(void)state;
 	assert_true(in >= 0);
 	while (n < (int)ARRAY_SIZE(fds) && (fds[n] = doors_dial(&t, 1026)) >= 0)
 		n++;
-	assert_true(n > 64);
-	assert_true(n < (int)ARRAY_SIZE(fds));
+	assert_true(n >= 8);
+	assert_true(n <= 64);
 	assert_int_equal(errno, EAGAIN);
 	s = door_accept(in, SOCK_NONBLOCK);
 	assert_true(s >= 0);
