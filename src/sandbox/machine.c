@@ -64,7 +64,6 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 	m->isolation = sb->isolation;
 	m->worker = sb->isolation != CONFINE_OFF;
 	m->transient = sb->transient;
-	m->cfg.small_pages = !sb->transient;
 	xasprintf(&m->isolation_path, "%s/%s", dir, CONFINE_FILE);
 	if (sb->net) {
 		m->net = true;
@@ -88,6 +87,8 @@ int machine_config(struct machine *m, const struct sandbox *sb, const char *dir,
 		.mem_mib = sb->mem_mib,
 		.timing = timing,
 		.stop_fd = -1,
+		/* A persistent sandbox's RAM in 4 KiB pages (vmm.h). */
+		.small_pages = !sb->transient,
 	};
 	if (console_fd >= 0) {
 		m->cfg.console_fd = console_fd;
