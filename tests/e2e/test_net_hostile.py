@@ -24,6 +24,7 @@ import time
 
 import pytest
 
+import netpeers
 import netrig
 from netrig import (GATEWAY, HOST, TCP_FIN, TCP_SYN, arp, eth, ipv4, tcp, tcp_frame, udp,
                     udp_frame)
@@ -214,7 +215,7 @@ def _bad_offset(dst, port, sport, offset):
     seg = bytearray(tcp(dst, port, sport=sport))
     seg[12] = offset << 4
     seg[16:18] = b"\0\0"
-    seg[16:18] = struct.pack("!H", netrig._l4_sum(netrig.GUEST, dst, 6, bytes(seg)))
+    seg[16:18] = struct.pack("!H", netpeers._l4_sum(netrig.GUEST, dst, 6, bytes(seg)))
     return eth(ipv4(bytes(seg), dst, 6))
 
 
