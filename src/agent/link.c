@@ -40,7 +40,7 @@ int link_left_ms(uint64_t deadline)
 int link_accept(const struct agent *a, int listen)
 {
 	if (a->doors)
-		return door_accept(listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		return door_accept(listen);
 	return accept4(listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 }
 

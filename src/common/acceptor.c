@@ -70,7 +70,7 @@ static void *serve(void *arg)
 			break;
 		if (!p[0].revents)
 			continue;
-		fd = a->door ? door_accept(a->listen, SOCK_CLOEXEC | SOCK_NONBLOCK) :
+		fd = a->door ? door_accept(a->listen) :
 			       accept4(a->listen, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0 && errno == EPIPE)
 			break; /* the door is shut: no dial comes any more */
@@ -99,10 +99,10 @@ int acceptor_adopt(struct acceptor *a, int listen, unsigned int max,
 	return 0;
 }
 
-int acceptor_door(struct acceptor *a, int in, unsigned int max,
+int acceptor_door(struct acceptor *a, struct doors *doors, uint32_t port, unsigned int max,
 		  void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err)
 {
-	int r = acceptor_adopt(a, in, max, conn, opaque, err);
+	int r = acceptor_adopt(a, doors_open(doors, port, err), max, conn, opaque, err);
 
 	a->door = true;
 	return r;

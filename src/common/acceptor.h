@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -30,9 +31,9 @@ struct acceptor {
 
 #define ACCEPTOR_NONE ((struct acceptor){ .listen = -1, .stop = { -1, -1 } })
 
-/* Serve the door whose end is in (taken; -1: the door failed, err says
- * why) for conn, with a stop pipe. */
-int acceptor_door(struct acceptor *a, int in, unsigned int max,
+/* Open port's door in doors and serve it for conn, with a stop pipe. */
+struct doors;
+int acceptor_door(struct acceptor *a, struct doors *doors, uint32_t port, unsigned int max,
 		  void (*conn)(void *opaque, int fd), void *opaque, gantry_error_t *err);
 /* The same for a listening socket (a TCP one), taken. */
 int acceptor_adopt(struct acceptor *a, int listen, unsigned int max,

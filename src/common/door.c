@@ -1,6 +1,5 @@
 /* Doors for the guest's dials (see door.h). */
 #include <errno.h>
-#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -104,10 +103,10 @@ void doors_free(struct doors *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-int door_accept(int in, int flags)
+int door_accept(int in)
 {
 	char c;
-	int fd = -1, fl;
+	int fd = -1;
 	size_t n = 0;
 	ssize_t got = unix_recv_fds(in, &c, 1, &fd, 1, &n, MSG_DONTWAIT);
 
@@ -116,14 +115,5 @@ int door_accept(int in, int flags)
 		errno = got == 0 ? EPIPE : EPROTO;
 		return -1;
 	}
-	if (got < 0)
-		return -1;
-	fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, flags & SOCK_NONBLOCK ? fl | O_NONBLOCK
-							      : fl & ~O_NONBLOCK) < 0 ||
-	    (!(flags & SOCK_CLOEXEC) && fcntl(fd, F_SETFD, 0) < 0)) {
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return got < 0 ? -1 : fd;
 }

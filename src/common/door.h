@@ -42,9 +42,9 @@ void doors_shut(struct doors *t, uint32_t port);
 /* Every door shut. */
 void doors_free(struct doors *t);
 
-/* The next connection handed through the server's end in (flags:
- * SOCK_NONBLOCK, SOCK_CLOEXEC as for accept4), or -1 with errno (EAGAIN:
- * none waits). */
-int door_accept(int in, int flags);
+/* The next connection handed through the server's end in, as the dial
+ * made it (non-blocking, close-on-exec), or -1 with errno (EAGAIN: none
+ * waits; EPIPE: the door is shut and empty). */
+int door_accept(int in);
 
 #endif

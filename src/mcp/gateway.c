@@ -455,13 +455,13 @@ int mcp_gateway_open(struct mcp_gateway *g, struct doors *doors, const char *dir
 	if (acceptor_adopt(&g->host, unix_listen(path, 4, err), MCP_HOST_CONNS, host_conn, g,
 			   err) < 0)
 		return gantry_error_prefix(err, "the MCP gateway");
-	in = doors_open(doors, PROTO_MCP_PORT, err);
 	if (mode == CONFINE_OFF)
-		return acceptor_door(&g->acc, steal_fd(&in), MCP_SESSIONS_MAX, session_conn, g,
-				     err) < 0 ?
+		return acceptor_door(&g->acc, doors, PROTO_MCP_PORT, MCP_SESSIONS_MAX, session_conn,
+				     g, err) < 0 ?
 			       gantry_error_prefix(err, "the MCP gateway") :
 			       0;
 	/* The door's end is the confined gateway's alone. */
+	in = doors_open(doors, PROTO_MCP_PORT, err);
 	if (in < 0)
 		return gantry_error_prefix(err, "the MCP gateway");
 	return spawn_worker(g, in, mode, log_fd, err);

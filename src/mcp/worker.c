@@ -137,7 +137,7 @@ static int take_secrets(struct worker *w, gantry_error_t *err)
 
 static void accept_one(struct worker *w)
 {
-	int fd = door_accept(w->listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	int fd = door_accept(w->listen);
 
 	if (fd < 0 && errno == EPIPE)
 		close_fd(&w->listen); /* the run is ending: no dial comes any more */

@@ -7,6 +7,7 @@
 #include "common/util.h"
 #include "oauth/custody.h"
 #include "oauth/service.h"
+#include "proto/agent.h"
 
 /* A login's URL, to the guest that asked: its tool shows it. */
 static void url_to_guest(void *opaque, const char *url)
@@ -67,13 +68,14 @@ out:
 	close(fd);
 }
 
-int oauth_service_open(struct oauth_service *s, int door, struct oauth_custody *custody,
-		       bool to_guest, gantry_error_t *err)
+int oauth_service_open(struct oauth_service *s, struct doors *doors,
+		       struct oauth_custody *custody, bool to_guest, gantry_error_t *err)
 {
 	*s = (struct oauth_service){ .acc = ACCEPTOR_NONE,
 				     .custody = custody,
 				     .url_to_guest = to_guest };
-	if (acceptor_door(&s->acc, door, OAUTH_SERVICE_CONNS, serve, s, err) < 0)
+	if (acceptor_door(&s->acc, doors, PROTO_CUSTODY_PORT, OAUTH_SERVICE_CONNS, serve, s,
+			  err) < 0)
 		return gantry_error_prefix(err, "OAuth custody");
 	return 0;
 }

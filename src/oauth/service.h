@@ -27,10 +27,10 @@ struct oauth_service {
 
 #define OAUTH_SERVICE_NONE ((struct oauth_service){ .acc = ACCEPTOR_NONE })
 
-/* Serve the door whose end is door (taken; -1: it failed, err says why;
- * common/door.h). */
-int oauth_service_open(struct oauth_service *s, int door, struct oauth_custody *custody,
-		       bool url_to_guest, gantry_error_t *err);
+/* Open PROTO_CUSTODY_PORT's door in doors (common/door.h) and serve it. */
+struct doors;
+int oauth_service_open(struct oauth_service *s, struct doors *doors,
+		       struct oauth_custody *custody, bool url_to_guest, gantry_error_t *err);
 /* Serve, on threads; nothing when it does not listen. */
 int oauth_service_run(struct oauth_service *s, gantry_error_t *err);
 void oauth_service_stop(struct oauth_service *s);

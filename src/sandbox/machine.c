@@ -586,8 +586,11 @@ int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err)
 	} else {
 		r = agent_wait_ready(m->agent, timeout_ms, NULL, err);
 	}
-	if (r == 0)
+	if (r == 0) {
+		/* The guest has its one control connection: later dials find nobody. */
+		doors_shut(m->doors, PROTO_CONTROL_PORT);
 		return 0;
+	}
 	if (atomic_load(&m->ended)) {
 		machine_join(m);
 		if (m->rc < 0) {

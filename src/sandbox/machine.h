@@ -215,7 +215,9 @@ size_t machine_share_handles(struct machine *m, const char *tag);
  * confined VMM and share workers (isolation not off), and boot on a
  * thread of its own. */
 int machine_start(struct machine *m, gantry_error_t *err);
-/* Wait for the agent's READY; a VMM that failed meanwhile wins the error. */
+/* Wait for the agent's READY, then shut the control port's door (the
+ * guest has its one connection); a VMM that failed meanwhile wins the
+ * error. */
 int machine_wait_ready(struct machine *m, int timeout_ms, gantry_error_t *err);
 /* End the VM now, without asking the guest (see vmm_config.stop_fd). */
 /* End the VM with a save first (vmm_config.save_state_fd's files). */

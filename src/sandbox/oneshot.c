@@ -332,11 +332,8 @@ int sandbox_run_once(const struct sandbox_opts *o, bool show_console,
 		r = -1;
 		goto out;
 	}
-	if (r == 0) {
+	if (r == 0)
 		t_ready = now_ms_frac() - t0;
-		/* The guest has its one control connection: later dials find nobody. */
-		doors_shut(&doors, PROTO_CONTROL_PORT);
-	}
 	r = -1;
 	if (*err || sandbox_process_run(m.agent, &proc, io, res, err) < 0) {
 		bool ended = atomic_load(&m.ended);

@@ -124,8 +124,7 @@ int oneshot_broker_start(struct oneshot_broker *b, struct doors *doors, struct s
 	b->store = st;
 	b->sb = sb;
 	/* One helper at a time, on the acceptor's thread. */
-	if (acceptor_door(&b->acc, doors_open(doors, PROTO_BROKER_PORT, err), 0, serve_conn, b,
-			  err) < 0) {
+	if (acceptor_door(&b->acc, doors, PROTO_BROKER_PORT, 0, serve_conn, b, err) < 0) {
 		oneshot_broker_stop(b);
 		return gantry_error_prefix(err, "the credential broker");
 	}

@@ -184,12 +184,10 @@ int oneshot_oauth_start(struct oneshot_oauth *o, const char *dir, struct doors *
 				     .custody = OAUTH_SERVICE_NONE,
 				     .lock = PTHREAD_MUTEX_INITIALIZER };
 	o->dir = xstrdup(dir);
-	if (on && acceptor_door(&o->acc, doors_open(doors, PROTO_OAUTH_PORT, err), 0, serve_open,
-				o, err) < 0)
+	if (on && acceptor_door(&o->acc, doors, PROTO_OAUTH_PORT, 0, serve_open, o, err) < 0)
 		return gantry_error_prefix(err, "the OAuth bridge");
 	/* The run's stderr is the user's: a login's URL is shown there. */
-	if (custody && oauth_service_open(&o->custody, doors_open(doors, PROTO_CUSTODY_PORT, err),
-					  custody, false, err) < 0)
+	if (custody && oauth_service_open(&o->custody, doors, custody, false, err) < 0)
 		return -1;
 	return 0;
 }

@@ -100,8 +100,8 @@ int oneshot_sockets_start(struct oneshot_sockets *s, struct doors *doors, char *
 		return gantry_error(err, 0, "more than %d sockets", ONESHOT_SOCKETS_MAX);
 	s->paths = paths;
 	s->n = n;
-	if (acceptor_door(&s->acc, doors_open(doors, PROTO_SOCKET_PORT, err), ONESHOT_SOCKET_CONNS,
-			  serve_stream, s, err) < 0) {
+	if (acceptor_door(&s->acc, doors, PROTO_SOCKET_PORT, ONESHOT_SOCKET_CONNS, serve_stream, s,
+			  err) < 0) {
 		oneshot_sockets_stop(s);
 		return gantry_error_prefix(err, "the socket relay");
 	}

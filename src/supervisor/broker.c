@@ -59,7 +59,7 @@ static void conn_close(struct broker_conn *b)
 void sup_broker_accept(struct sup *s)
 {
 	for (;;) {
-		int fd = door_accept(s->broker.listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = door_accept(s->broker.listen);
 		struct broker_conn *b = NULL;
 
 		if (fd < 0 && errno == EPIPE)

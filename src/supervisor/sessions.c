@@ -553,7 +553,7 @@ void streams_accept(struct sup *s)
 {
 	for (int i = 0; i < 16; i++) {
 		struct stream_wait *w = NULL, *oldest = NULL;
-		int fd = door_accept(s->stdio_listen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		int fd = door_accept(s->stdio_listen);
 
 		if (fd < 0 && errno == EPIPE)
 			close_fd(&s->stdio_listen); /* its door is shut: no dial comes */

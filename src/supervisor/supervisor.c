@@ -378,8 +378,7 @@ static int custody_setup(struct sup *s, gantry_error_t *err)
 		return 0;
 	if (oauth_custody_open(&s->custody, s->sb.oauth_providers, err) < 0)
 		return gantry_error_prefix(err, "OAuth custody");
-	if (oauth_service_open(&s->custody_svc, doors_open(&s->doors, PROTO_CUSTODY_PORT, err),
-			       &s->custody, true, err) < 0 ||
+	if (oauth_service_open(&s->custody_svc, &s->doors, &s->custody, true, err) < 0 ||
 	    oauth_service_run(&s->custody_svc, err) < 0)
 		return -1;
 	return 0;
@@ -479,8 +478,6 @@ static int setup(struct sup *s, bool handed, gantry_error_t *err)
 	}
 	if (agent_take_link(s->m.agent, &s->control, &s->stdio_listen, err) < 0)
 		return -1;
-	/* The guest has its one control connection: later dials find nobody. */
-	doors_shut(&s->doors, PROTO_CONTROL_PORT);
 	if (fcntl(s->control, F_SETFL, fcntl(s->control, F_GETFL) | O_NONBLOCK) < 0 ||
 	    fcntl(s->stdio_listen, F_SETFL, fcntl(s->stdio_listen, F_GETFL) | O_NONBLOCK) < 0)
 		return gantry_error_errno(err, "the guest's sockets");
