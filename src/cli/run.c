@@ -243,7 +243,8 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"                  [-net [-p SPEC]... [-allow-local-net]] [-share SPEC]...\n"
 		"                  [-snapshot DIR]\n"
 		"       gantry run -restore DIR [-disk PATH[,ro]]... [-console PATH] [-vsock DIR]\n"
-		"                  [-net [-p SPEC]... [-allow-local-net]] [-snapshot DIR]\n\n"
+		"                  [-net [-p SPEC]... [-allow-local-net]] [-share SPEC]...\n"
+		"                  [-snapshot DIR]\n\n"
 		"Boot a Linux kernel (vmlinux ELF or bzImage) in a microVM, with no sandbox\n"
 		"state. Disks appear as /dev/vda, /dev/vdb, ... in the order given. The serial\n"
 		"console goes to stdout (or -console PATH). The guest ends the VM by resetting\n"
@@ -266,8 +267,9 @@ static void run_usage(FILE *out, const struct flag *flags)
 		"stopped (SIGINT, SIGTERM) instead of only ending it; -restore DIR goes on\n"
 		"from such a save instead of booting a kernel, on the saved VM's -cpus and -mem,\n"
 		"with its -disk files unchanged since the save; vsock and network connections do not\n"
-		"survive it (a restored -net VM gets a fresh network worker). Not yet for a\n"
-		"VM with -share (docs/snapshots.md).\n\n"
+		"survive it (a restored -net VM gets a fresh network worker); -share is given\n"
+		"again, and the guest's files and directories on it go on where they still are\n"
+		"(docs/snapshots.md).\n\n"
 		"Flags:\n");
 	flags_usage(out, flags);
 	fprintf(out, "\nEnvironment: GANTRY_BOOT_TIMING=1 prints setup time and VM exit counts;\n"
@@ -346,9 +348,6 @@ int cmd_run(int argc, char **argv)
 	}
 	if (ports.n > 0 && !r.net) {
 		log_error("run: -p needs -net");
-		status = 2;
-	} else if ((snap.save || snap.restore) && shares.n > 0) {
-		log_error("run: -snapshot and -restore do not take -share yet (docs/snapshots.md)");
 		status = 2;
 	} else if (snap.restore && (cfg->kernel || cfg->initrd || cfg->append)) {
 		log_error("run: -restore takes no -kernel, -initrd or -append: the VM is the saved "

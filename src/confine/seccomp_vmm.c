@@ -91,9 +91,10 @@ static const int fs_sys[] = {
 };
 
 /* A virtio-fs worker whose server is the share worker's: its request
- * and the answer on one of the RPC sockets (share/rpc.h); and a vCPU, for
+ * and the answer on one of the RPC sockets (share/rpc.h); a vCPU, for
  * the device's reset, which the guest's status write makes there and the
- * share worker acknowledges. Plain send and receive: no descriptor. */
+ * share worker acknowledges; and the main thread saving the VM, for the
+ * server's tables. Plain send and receive: no descriptor. */
 static const int rpc_sys[] = {
 	SCMP_SYS(sendto),
 	SCMP_SYS(recvfrom),
@@ -254,6 +255,18 @@ static int ctime_rule(scmp_filter_ctx f)
 				SCMP_A3_32(SCMP_CMP_EQ, (uint32_t)-1));
 }
 
+/* The share server dups the fds it hands out, and a snapshot of its
+ * tables reads each open file's flags (share/carry.c). */
+static int fcntl_rules(scmp_filter_ctx f)
+{
+	int r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
+		      SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+
+	return r ? r
+		 : rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
+			 SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_GETFL));
+}
+
 static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_filter_opts *o)
 {
 	bool base = t == VMM_THREAD_BASE;
@@ -269,7 +282,8 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 	if (r == 0)
 		r = allow(f, fs_sys, ARRAY_SIZE(fs_sys), fs_files);
 	if (r == 0)
-		r = allow(f, rpc_sys, ARRAY_SIZE(rpc_sys), o->fs && o->fs_remote && (fs || vcpu));
+		r = allow(f, rpc_sys, ARRAY_SIZE(rpc_sys),
+			  o->fs && o->fs_remote && (fs || vcpu || (main && o->save)));
 	if (r == 0)
 		r = allow(f, main_sys, ARRAY_SIZE(main_sys), main);
 	if (r == 0 && main)
@@ -280,10 +294,8 @@ static int kind_rules(scmp_filter_ctx f, enum vmm_thread t, const struct vmm_fil
 		r = spawn_rules(f, base);
 	if (r == 0 && (base || io) && o->fs)
 		r = fs_setup_rules(f);
-	/* A virtio-fs worker dups the fds it hands out. */
 	if (r == 0 && fs_files)
-		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
-			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+		r = fcntl_rules(f);
 	if (r == 0 && fs_files)
 		r = ctime_rule(f);
 	/* The profile is written by the main thread once the vCPUs are joined. */
@@ -337,8 +349,7 @@ int seccomp_share_rules(scmp_filter_ctx f)
 	if (r == 0)
 		r = spawn_rules(f, false);
 	if (r == 0)
-		r = rule1(f, SCMP_ACT_ALLOW, SCMP_SYS(fcntl),
-			  SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)F_DUPFD_CLOEXEC));
+		r = fcntl_rules(f);
 	if (r == 0)
 		r = ctime_rule(f);
 	/* The guest RAM's memfd is checked for its seals before it is mapped. */

@@ -143,6 +143,10 @@ void mounts_request(struct guest *g, const struct proto_msg *m);
  * path there detached: 0, or the errno with why (MOUNTS_WHY_MAX) filled. */
 int mounts_bind(struct guest *g, const char *tag, bool ro, const char *path, char *why);
 int mounts_unbind(struct guest *g, const char *path, char *why);
+/* 0 where path in the container is a share's bind whose server answers
+ * for its root (a restored VM's server took the save's nodes); else the
+ * errno, why filled. */
+int mounts_check(struct guest *g, const char *path, char *why);
 
 /* renew.c: RENEW, on a restored VM's new control connection: fresh
  * entropy, the wall clock, shares bound again; answered with RENEWED,

@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,9 +78,28 @@ static int make_path(char *path)
 	}
 }
 
+#define CHECK_TREE (-2) /* run_in_container: only ask the share at path */
+
+/* Whether path is a share's bind whose server knows its root: the
+ * attributes asked of the server itself, not the guest's cache. */
+static int check_share(const char *path)
+{
+	struct statfs fs;
+	struct statx x;
+
+	if (statfs(path, &fs) < 0)
+		return -1;
+	if (fs.f_type != FUSE_SUPER_MAGIC) {
+		errno = ENOENT;
+		return -1;
+	}
+	return statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_INO, &x);
+}
+
 /* Run in a child that enters the container's mount namespace: attach
- * tree at path (tree >= 0) or detach what is at path. The errno that
- * failed it, with a word on the step, goes back through the pipe. */
+ * tree at path (tree >= 0), check the share there (CHECK_TREE) or detach
+ * what is at path. The errno that failed it, with a word on the step,
+ * goes back through the pipe. */
 static void __attribute__((noreturn)) in_container(int ns, int tree, char *path, int report)
 {
 	const char *step = "setns";
@@ -92,6 +113,9 @@ static void __attribute__((noreturn)) in_container(int ns, int tree, char *path,
 			step = "move_mount";
 			r = move_mount(tree, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH);
 		}
+	} else if (r == 0 && tree == CHECK_TREE) {
+		step = "ask the share";
+		r = check_share(path);
 	} else if (r == 0) {
 		step = "umount";
 		r = umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
@@ -167,6 +191,11 @@ static const char *request_problem(const struct proto_msg *m)
 int mounts_unbind(struct guest *g, const char *path, char *why)
 {
 	return run_in_container(g, -1, path, why);
+}
+
+int mounts_check(struct guest *g, const char *path, char *why)
+{
+	return run_in_container(g, CHECK_TREE, path, why);
 }
 
 int mounts_bind(struct guest *g, const char *tag, bool ro, const char *path, char *why)

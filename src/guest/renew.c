@@ -11,10 +11,11 @@
  *    its etc/hostname and hosts) and, where the container has one, a new
  *    /etc/machine-id (the boot id is the kernel's, new at every boot
  *    only: a clone's stays its source's);
- *  - each share is bound again in the container: the share server is a
- *    new one that knows none of the old nodes, so the old binds are
- *    detached, the dentries nobody holds dropped (the next lookup asks the
- *    new server), and the shares bound anew from the hub.
+ *  - each share the new share server does not know is bound again in the
+ *    container: the old bind detached, the dentries nobody holds dropped
+ *    (the next lookup asks the new server), and the share bound anew from
+ *    the hub. A share whose nodes the new server took from the save
+ *    (share/carry.c) stays, with what the guest held open on it.
  * RENEWED says what was done and what failed. */
 #include <errno.h>
 #include <fcntl.h>
@@ -149,12 +150,15 @@ static bool renew_identity(struct guest *g, const char *name, char *why)
 	return false;
 }
 
-/* Each share detached, the unused dentries dropped, each bound again. */
+/* Each share whose server no longer knows it detached, the unused
+ * dentries dropped, each bound again; one the restored server took up
+ * (with the nodes and open files the guest had) stays as it is. */
 static bool renew_shares(struct guest *g, char **values, uint32_t n, char *why)
 {
 	struct share sh[PROTO_MAX_SHARES];
+	bool kept[PROTO_MAX_SHARES] = { false };
 	char msg[MOUNTS_WHY_MAX];
-	uint32_t k = 0;
+	uint32_t k = 0, stale = 0;
 	bool ok = true;
 	int fd;
 
@@ -168,16 +172,25 @@ static bool renew_shares(struct guest *g, char **values, uint32_t n, char *why)
 		}
 		k++;
 	}
-	for (uint32_t i = 0; i < k; i++)
-		mounts_unbind(g, sh[i].path, msg); /* none there is as good */
-	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "2\n", 2) != 2) {
+	for (uint32_t i = 0; i < k; i++) {
+		kept[i] = mounts_check(g, sh[i].path, msg) == 0;
+		if (!kept[i]) {
+			mounts_unbind(g, sh[i].path, msg); /* none there is as good */
+			stale++;
+		}
+	}
+	fd = stale ? open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC) : -2;
+	if (fd == -1 || (fd >= 0 && write(fd, "2\n", 2) != 2)) {
 		why_add(why, "drop the old share nodes", NULL, errno);
 		ok = false;
 	}
 	if (fd >= 0)
 		close(fd);
 	for (uint32_t i = 0; i < k; i++) {
+		if (kept[i]) {
+			free(sh[i].path);
+			continue;
+		}
 		if (mounts_bind(g, sh[i].tag, sh[i].ro, sh[i].path, msg) != 0) {
 			why_add(why, sh[i].tag, msg, 0);
 			ok = false;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/log.h"
 #include "common/settings.h"
 #include "common/util.h"
 #include "proto/base64.h"
@@ -36,6 +37,22 @@ static void shares_reset(void *opaque)
 static void shares_restored(void *opaque, uint32_t minor)
 {
 	fs_server_assume_init(opaque, minor);
+}
+
+static size_t shares_save(void *opaque, uint8_t **blob)
+{
+	size_t n;
+
+	*blob = xmalloc(FS_CARRY_MAX);
+	n = fs_server_save(opaque, *blob, FS_CARRY_MAX);
+	*blob = xrealloc(*blob, n ? n : 1);
+	return n;
+}
+
+static void shares_load(void *opaque, const void *blob, size_t len)
+{
+	if (fs_server_load(opaque, blob, len) < 0)
+		log_info("share nodes of the save not taken: the guest looks its paths up again");
 }
 
 /* The server's options for sp, its masks found beneath fd, its root. */
@@ -215,6 +232,8 @@ void machine_share_device(struct fs_server *srv, struct virtio_fs_handler *h,
 	*h = (struct virtio_fs_handler){ .handle = shares_handle,
 					 .reset = shares_reset,
 					 .restored = shares_restored,
+					 .save = shares_save,
+					 .load = shares_load,
 					 .opaque = srv };
 	cfg->fs = (struct vmm_fs){ .tag = MACHINE_SHARES_TAG, .handler = h };
 }

@@ -64,6 +64,7 @@ struct fs_node {
 	bool ro;	 /* protected (fs_mask), or beneath a protected directory */
 	bool hidden;	 /* hidden (fs_mask): only its attributes are served */
 	bool meta_known; /* meta is what the xattr held at meta_ctime */
+	bool carried;	 /* in the table a snapshot saves or a restore took (carry.c) */
 	struct timespec meta_ctime;
 	struct fs_meta meta;
 	struct fs_node *next_id, *next_key;
@@ -86,7 +87,7 @@ struct fs_server {
 	/* nodes: two chained hash tables over the same nodes */
 	struct fs_node **by_id, **by_key;
 	size_t buckets, nr_nodes, max_nodes;
-	uint64_t next_id;
+	uint64_t next_id, id_base; /* id_base: the route's ids begin past it */
 	/* handles: slots with a free list; fh = generation << 32 | slot + 1 */
 	struct fs_handle *handles;
 	uint32_t free_head, nr_handles, gen;
@@ -130,10 +131,22 @@ bool fs_name_masked(const struct fs_node *dir, const char *name);
  * where the filesystem did not give them all: stat the node then). */
 struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int fd,
 				 struct stat *st);
+/* fd (O_PATH) as a new node of exp under id, looked up nlookup times
+ * (a carried table, carry.c); NULL with errno EEXIST where id or the
+ * inode is a node already (fd closed either way). */
+struct fs_node *fs_node_adopt(struct fs_server *s, struct fs_export *exp, int fd, uint64_t id,
+			      uint64_t nlookup);
+/* n known by id from now on (no node has it). */
+void fs_node_reid(struct fs_server *s, struct fs_node *n, uint64_t id);
 void fs_node_forget(struct fs_server *s, struct fs_node *n, uint64_t nlookup);
 void fs_node_drop_export(struct fs_server *s, struct fs_export *exp);
 void fs_node_drop_all(struct fs_server *s);
 int fs_handle_new(struct fs_server *s, struct fs_node *n, int fd, uint64_t *fh);
+/* fd as n's handle fh, as a carried table had it (-EEXIST: the slot is
+ * taken or fh no handle's; fd closed). fs_handles_relink() after the
+ * last, before any fs_handle_new(). */
+int fs_handle_place(struct fs_server *s, struct fs_node *n, int fd, uint64_t fh);
+void fs_handles_relink(struct fs_server *s);
 /* The handle fh of node n (n NULL: any node), or NULL. */
 struct fs_handle *fs_handle_get(struct fs_server *s, uint64_t fh, struct fs_node *n);
 void fs_handle_free(struct fs_server *s, struct fs_handle *h);

@@ -67,7 +67,8 @@ int fs_nodes_init(struct fs_server *s, size_t max_nodes, unsigned int route)
 	s->buckets = FS_BUCKETS_MIN;
 	s->by_id = xcalloc(s->buckets, sizeof(*s->by_id));
 	s->by_key = xcalloc(s->buckets, sizeof(*s->by_key));
-	s->next_id = ((uint64_t)route << FS_ROUTE_SHIFT) + FS_ROOT_ID + 1;
+	s->id_base = (uint64_t)route << FS_ROUTE_SHIFT;
+	s->next_id = s->id_base + FS_ROOT_ID + 1;
 	s->handles = xcalloc(FS_MAX_HANDLES, sizeof(*s->handles));
 	for (uint32_t i = 0; i < FS_MAX_HANDLES; i++) {
 		s->handles[i].fd = -1;
@@ -228,6 +229,39 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 	return n;
 }
 
+struct fs_node *fs_node_adopt(struct fs_server *s, struct fs_export *exp, int fd, uint64_t id,
+			      uint64_t nlookup)
+{
+	uint64_t next = s->next_id;
+	struct fs_node *n;
+
+	if (fs_node_get(s, id)) {
+		close(fd);
+		errno = EEXIST;
+		return NULL;
+	}
+	s->next_id = id;
+	n = fs_node_add(s, exp, fd);
+	s->next_id = MAX(next, id + 1);
+	if (n && n->id != id) {
+		/* The inode is a node already, under another id. */
+		fs_node_forget(s, n, 1);
+		errno = EEXIST;
+		return NULL;
+	}
+	if (n)
+		n->nlookup = nlookup;
+	return n;
+}
+
+void fs_node_reid(struct fs_server *s, struct fs_node *n, uint64_t id)
+{
+	unlink_node(s, n);
+	n->id = id;
+	insert(s, n);
+	s->next_id = MAX(s->next_id, id + 1);
+}
+
 struct fs_node *fs_node_add(struct fs_server *s, struct fs_export *exp, int fd)
 {
 	return fs_node_add_stat(s, exp, fd, NULL);
@@ -306,6 +340,40 @@ int fs_handle_new(struct fs_server *s, struct fs_node *n, int fd, uint64_t *fh)
 	s->nr_handles++;
 	*fh = h->fh;
 	return 0;
+}
+
+int fs_handle_place(struct fs_server *s, struct fs_node *n, int fd, uint64_t fh)
+{
+	uint32_t slot = (uint32_t)fh, gen = (uint32_t)(fh >> 32);
+	struct fs_handle *h;
+
+	if (slot == 0 || slot > FS_MAX_HANDLES || gen == 0 || s->handles[slot - 1].fh) {
+		if (fd >= 0)
+			close(fd);
+		return -EEXIST;
+	}
+	h = &s->handles[slot - 1];
+	h->fh = fh;
+	h->fd = fd;
+	h->node = n;
+	n->handles++;
+	if (n->exp)
+		n->exp->handles++;
+	s->nr_handles++;
+	if (gen > s->gen)
+		s->gen = gen; /* later handles take generations past it */
+	return 0;
+}
+
+void fs_handles_relink(struct fs_server *s)
+{
+	s->free_head = FS_MAX_HANDLES;
+	for (uint32_t i = FS_MAX_HANDLES; i-- > 0;) {
+		if (s->handles[i].fh)
+			continue;
+		s->handles[i].next_free = s->free_head;
+		s->free_head = i;
+	}
 }
 
 struct fs_handle *fs_handle_get(struct fs_server *s, uint64_t fh, struct fs_node *n)

@@ -1,12 +1,14 @@
 /* The share server's requests across processes (see rpc.h). */
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/log.h"
 #include "common/unixsock.h"
 #include "common/util.h"
 #include "share/routes.h"
@@ -188,6 +190,67 @@ static void client_restored(void *opaque, uint32_t minor)
 	c->minor = minor;
 }
 
+/* SAVE or LOAD of len bytes, through the whole memfd of the slots (no
+ * request is under way): the answer's length, or false. */
+static bool call_tables(struct share_rpc_client *c, uint32_t op, uint64_t len, uint64_t *answer)
+{
+	struct {
+		struct share_rpc_hdr h;
+		struct share_rpc_seg seg;
+	} msg = { .h = { .op = op, .nr_in = op == SHARE_RPC_LOAD, .nr_out = op == SHARE_RPC_SAVE },
+		  .seg = { 0, len } };
+	int i = take_sock(c);
+	bool ok = call_on(c, i, &msg, sizeof(msg), answer);
+
+	put_sock(c, i);
+	return ok;
+}
+
+static size_t client_save(void *opaque, uint8_t **blob)
+{
+	struct share_rpc_client *c = opaque;
+	uint64_t len;
+
+	*blob = NULL;
+	if (c->bounce == NULL ||
+	    !call_tables(c, SHARE_RPC_SAVE, MIN(c->bounce->ram_size, FS_CARRY_MAX), &len) ||
+	    len == 0 || len > MIN(c->bounce->ram_size, FS_CARRY_MAX))
+		return 0;
+	*blob = xmalloc(len);
+	memcpy(*blob, c->bounce->regions[0].hva, len);
+	return len;
+}
+
+static void client_load(void *opaque, const void *blob, size_t len)
+{
+	struct share_rpc_client *c = opaque;
+
+	free(c->carry);
+	c->carry = xmalloc(len ? len : 1);
+	memcpy(c->carry, blob, len);
+	c->carry_len = len;
+}
+
+/* After MEM: a restored VM's tables to the new worker, once. */
+static void send_carry(struct share_rpc_client *c)
+{
+	uint64_t taken = UINT64_MAX;
+
+	if (c->carry_len && c->carry_len <= c->bounce->ram_size) {
+		memcpy(c->bounce->regions[0].hva, c->carry, c->carry_len);
+		if (!call_tables(c, SHARE_RPC_LOAD, c->carry_len, &taken))
+			taken = UINT64_MAX;
+		memset(c->bounce->regions[0].hva, 0, c->carry_len);
+	}
+	if (taken == UINT64_MAX)
+		log_info("share nodes of the save not taken: the guest looks its paths up again");
+	else
+		log_debug("share nodes of the save taken: %llu", (unsigned long long)taken);
+	free(c->carry);
+	c->carry = NULL;
+	c->carry_len = 0;
+}
+
 void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t n,
 			   struct virtio_fs_handler *h)
 {
@@ -199,6 +262,8 @@ void share_rpc_client_init(struct share_rpc_client *c, const int *socks, size_t 
 					 .reset = client_reset,
 					 .attach = client_attach,
 					 .restored = client_restored,
+					 .save = client_save,
+					 .load = client_load,
 					 .opaque = c };
 }
 
@@ -218,13 +283,17 @@ int share_rpc_client_send_mem(struct share_rpc_client *c)
 		return -ENOMEM;
 	}
 	h.len = c->bounce->ram_size;
-	return unix_send_fds(c->socks[0], &h, sizeof(h), &c->bounce->fd, 1, MSG_NOSIGNAL) < 0 ?
-		       -errno :
-		       0;
+	if (unix_send_fds(c->socks[0], &h, sizeof(h), &c->bounce->fd, 1, MSG_NOSIGNAL) < 0)
+		return -errno;
+	if (c->carry)
+		send_carry(c);
+	return 0;
 }
 
 void share_rpc_client_free(struct share_rpc_client *c)
 {
+	free(c->carry);
+	c->carry = NULL;
 	if (c->bounce) {
 		guest_mem_destroy(c->bounce);
 		free(c->bounce);
@@ -254,7 +323,12 @@ int share_rpc_parse(const void *msg, size_t n, uint8_t *base, uint64_t size, uin
 	*op = h.op;
 	if (h.op == SHARE_RPC_RESET)
 		return n == sizeof(h) ? 0 : -1;
-	if (h.op != SHARE_RPC_REQ || h.nr_in > SHARE_RPC_SEGS_MAX || h.nr_out > SHARE_RPC_SEGS_MAX)
+	if (h.op == SHARE_RPC_SAVE && (h.nr_in != 0 || h.nr_out != 1))
+		return -1;
+	if (h.op == SHARE_RPC_LOAD && (h.nr_in != 1 || h.nr_out != 0))
+		return -1;
+	if ((h.op != SHARE_RPC_REQ && h.op != SHARE_RPC_SAVE && h.op != SHARE_RPC_LOAD) ||
+	    h.nr_in > SHARE_RPC_SEGS_MAX || h.nr_out > SHARE_RPC_SEGS_MAX)
 		return -1;
 	segs = (uint64_t)h.nr_in + h.nr_out;
 	if (segs > SHARE_RPC_SEGS_MAX || n != sizeof(h) + segs * sizeof(s))
@@ -321,8 +395,15 @@ int share_rpc_serve(int sock, size_t thread, uint8_t *base, uint64_t size, struc
 				populate(base, size, in, nr_in, false);
 				populate(base, size, out, nr_out, true);
 			}
-			rep.len = share_routes_handle(routes, srv, thread, op, msg, (size_t)n, in,
-						      nr_in, out, nr_out);
+			/* A snapshot's tables are this server's own: a share
+			 * served behind it starts afresh. */
+			if (op == SHARE_RPC_SAVE)
+				rep.len = fs_server_save(srv, out[0].iov_base, out[0].iov_len);
+			else if (op == SHARE_RPC_LOAD)
+				rep.len = (uint64_t)fs_server_load(srv, in[0].iov_base, in[0].iov_len);
+			else
+				rep.len = share_routes_handle(routes, srv, thread, op, msg, (size_t)n,
+							      in, nr_in, out, nr_out);
 		}
 		if (send(sock, &rep, sizeof(rep), MSG_NOSIGNAL) != sizeof(rep))
 			return errno == EPIPE || errno == ECONNRESET ? 0 : -1;

@@ -19,6 +19,12 @@
  *                  its writable part, as (memfd offset, length)
  *   worker -> VMM  struct share_rpc_reply: the bytes written into out
  * RESET (the guest reset the device) is answered the same way, len 0.
+ * For a snapshot, SAVE (no in segment, one out) has the worker write its
+ * server's tables there (fs_server_save) and answer their length; after
+ * a restore, LOAD (one in segment, no out) hands them to the new worker
+ * before any request (fs_server_load), answered with the nodes it took
+ * (UINT64_MAX: none). Both only ever cover the memfd's slots whole, with
+ * no request under way.
  * Before any request the VMM sends MEM on the first socket, with the memfd
  * (SCM_RIGHTS) and its size in len. The share worker passes some requests
  * on to workers behind it the same way (routes.h).
@@ -44,7 +50,13 @@ struct fs_server;
 #define SHARE_RPC_SEGS_MAX (FS_MAX_PAGES + 4)
 #define SHARE_RPC_SOCKS_MAX 16 /* virtio-fs's FS_THREADS_MAX */
 
-enum share_rpc_op { SHARE_RPC_REQ = 1, SHARE_RPC_RESET = 2, SHARE_RPC_MEM = 3 };
+enum share_rpc_op {
+	SHARE_RPC_REQ = 1,
+	SHARE_RPC_RESET = 2,
+	SHARE_RPC_MEM = 3,
+	SHARE_RPC_SAVE = 4, /* the server's tables into the one out segment */
+	SHARE_RPC_LOAD = 5, /* a restored VM's tables from the one in segment */
+};
 
 /* A socket's slot of the memfd: a request's readable bytes (a WRITE's
  * data and its headers, an xattr's value), then the reply's room (a
@@ -79,6 +91,8 @@ struct share_rpc_client {
 	const struct guest_mem *mem; /* attach's: guest RAM */
 	struct guest_mem *bounce;    /* the memfd of the slots, made by send_mem */
 	uint32_t minor;		     /* restored's: MEM says it */
+	uint8_t *carry;		     /* load's: the tables LOAD hands on after MEM */
+	size_t carry_len;
 	int socks[SHARE_RPC_SOCKS_MAX];
 	bool busy[SHARE_RPC_SOCKS_MAX];
 	size_t n;
@@ -103,8 +117,8 @@ size_t share_rpc_encode(const struct guest_mem *mem, const struct iovec *in, siz
 
 /* ---- the share worker's side ------------------------------------------------------------- */
 
-/* Check a message of n bytes against guest RAM [base, base + size): a REQ
- * or RESET whose counts, offsets and lengths are all within bounds, its
+/* Check a message of n bytes against guest RAM [base, base + size): a REQ,
+ * RESET, SAVE or LOAD whose counts, offsets and lengths are all within bounds, its
  * iovecs into in and out (SHARE_RPC_SEGS_MAX each will do). 0, or -1
  * (nothing of it is to be served). */
 int share_rpc_parse(const void *msg, size_t n, uint8_t *base, uint64_t size, uint32_t *op,

@@ -123,6 +123,27 @@ size_t fs_error_reply(const struct iovec *in, size_t nr_in, const struct iovec *
  * and it must INIT again (as after DESTROY). No request may be under way. */
 void fs_server_reset(struct fs_server *s);
 
+/* Snapshots (carry.c): what the guest was told, its node ids and open
+ * handles, kept across a restore, so that a process's working directory
+ * and open files on a share go on naming the same files through the
+ * restored VM's new server of the same exports.
+ *
+ * fs_server_save writes the exports' roots, each node as its path beneath
+ * its export's root (read from the node's fd now) and each handle with its
+ * open flags into buf, at most cap bytes (what does not fit is left out),
+ * and returns the bytes written. No request may be under way.
+ *
+ * fs_server_load takes such a table, as hostile input, into a server that
+ * has its exports and has answered nothing yet: each node walked to again,
+ * a name at a time as a lookup goes, and kept only where the walk ends on
+ * the inode it names; each handle opened again as an OPEN would be. What
+ * is not taken answers ESTALE, as on a new server, and no id the table
+ * names is given to anything else. Returns the nodes taken, or -1 for a
+ * table that is not one, or a server that has answered (nothing taken). */
+#define FS_CARRY_MAX (16u << 20) /* a table at most: a state file holds 64 MiB */
+size_t fs_server_save(struct fs_server *s, uint8_t *buf, size_t cap);
+long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len);
+
 /* Counters for tests and the traffic report. */
 struct fs_stats {
 	uint64_t requests, errors, nodes, handles;

@@ -125,6 +125,7 @@ void virtio_dev_thread_start(struct virtio_dev *d)
 #define VDEV_TAG STATE_TAG('V', 'D', 'E', 'V')
 #define VCFG_TAG STATE_TAG('V', 'C', 'F', 'G')
 #define VDEX_TAG STATE_TAG('V', 'D', 'E', 'X')
+#define VDBL_TAG STATE_TAG('V', 'D', 'B', 'L')
 
 struct vq_saved {
 	uint64_t desc, avail, used;
@@ -141,8 +142,8 @@ struct dev_saved {
 
 int virtio_dev_save(struct virtio_dev *d, struct state_writer *w, gantry_error_t *err)
 {
-	uint8_t extra[VIRTIO_DEV_EXTRA_MAX];
-	size_t extra_len = 0;
+	uint8_t extra[VIRTIO_DEV_EXTRA_MAX], *blob = NULL;
+	size_t extra_len = 0, blob_len = 0;
 	struct dev_saved s;
 
 	memset(&s, 0, sizeof(s));
@@ -181,6 +182,12 @@ int virtio_dev_save(struct virtio_dev *d, struct state_writer *w, gantry_error_t
 	state_put(w, VDEV_TAG, &s, sizeof(s));
 	state_put(w, VCFG_TAG, d->config, d->config_len);
 	state_put(w, VDEX_TAG, extra, MIN(extra_len, sizeof(extra)));
+	if (d->ops->save_blob && d->ops->save_blob(d, &blob, &blob_len, err) < 0) {
+		pthread_mutex_unlock(&d->lock);
+		return gantry_error_prefix(err, "%s", d->ops->name);
+	}
+	state_put(w, VDBL_TAG, blob, blob ? blob_len : 0);
+	free(blob);
 	pthread_mutex_unlock(&d->lock);
 	return 0;
 }
@@ -215,6 +222,7 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 {
 	const struct state_section *cfg = state_find(sf, VCFG_TAG, index);
 	const struct state_section *extra = state_find(sf, VDEX_TAG, index);
+	const struct state_section *blob = state_find(sf, VDBL_TAG, index);
 	struct dev_saved s;
 	int r = 0;
 
@@ -228,6 +236,12 @@ int virtio_dev_restore(struct virtio_dev *d, const struct state_file *sf, unsign
 				    index, d->ops->name, d->config_len);
 	if (extra == NULL || extra->len > VIRTIO_DEV_EXTRA_MAX)
 		return gantry_error(err, 0, "device %u (%s): no device section", index, d->ops->name);
+	/* A file from before VDBL has none. */
+	if (blob && blob->len && !d->ops->restore_blob)
+		return gantry_error(err, 0, "device %u (%s): a blob section it never writes", index,
+				    d->ops->name);
+	if (blob && blob->len && d->ops->restore_blob(d, blob->data, blob->len, err) < 0)
+		return gantry_error_prefix(err, "device %u (%s)", index, d->ops->name);
 	if (d->ops->restore && d->ops->restore(d, extra->data, extra->len, err) < 0)
 		return gantry_error_prefix(err, "device %u (%s)", index, d->ops->name);
 	if (!d->ops->restore && extra->len != 0)

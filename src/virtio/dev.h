@@ -51,6 +51,12 @@ struct virtio_dev_ops {
 	 * still what was saved. NULL: nothing. */
 	int (*save)(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err);
 	int (*restore)(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err);
+	/* And what does not fit there: after save, a blob of any size
+	 * (malloc()ed into *blob, *len bytes; none: NULL), the device's
+	 * "VDBL" section; given back, where the file has one, before
+	 * restore. NULL: nothing. */
+	int (*save_blob)(struct virtio_dev *d, uint8_t **blob, size_t *len, gantry_error_t *err);
+	int (*restore_blob)(struct virtio_dev *d, const void *blob, size_t len, gantry_error_t *err);
 	/* Saved, before the guest runs again: in a restored VM (restored)
 	 * tell the driver what did not survive (vsock: its connections);
 	 * in the VM that was saved live, take up what the save gave back.
@@ -127,8 +133,9 @@ bool virtio_dev_driver_ok(const struct virtio_dev *d);
 /* On a thread the device started, before it serves anything. */
 void virtio_dev_thread_start(struct virtio_dev *d);
 /* The transport's state (status, features, each queue's rings and
- * indices), the config space and the device's own (ops->save), as the
- * index'th device's "VDEV", "VCFG" and "VDEX" sections of a snapshot; and
+ * indices), the config space and the device's own (ops->save and
+ * ops->save_blob), as the index'th device's "VDEV", "VCFG", "VDEX" and
+ * "VDBL" sections of a snapshot (a file from before VDBL has none); and
  * back into a device made as that one was, which checks every value as
  * QueueReady and FeaturesOK would. For devices whose requests are all
  * served by the time the VM stops. */

@@ -90,6 +90,12 @@ struct virtio_fs_handler {
 	/* A restored device, before any request: the guest's session was
 	 * past INIT, at FUSE minor minor (0: not inited). NULL: nothing. */
 	void (*restored)(void *opaque, uint32_t minor);
+	/* Snapshots: the server's tables (share/server.h fs_server_save),
+	 * malloc()ed into *blob, their length returned (0: none), with the
+	 * device's requests all answered; and a restored device's, before
+	 * restored and before any request. NULL: none. */
+	size_t (*save)(void *opaque, uint8_t **blob);
+	void (*load)(void *opaque, const void *blob, size_t len);
 	void *opaque;
 };
 #define VIRTIO_FS_THREADS_ENV "GANTRY_FS_THREADS"

@@ -470,8 +470,10 @@ static int fs_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t
 }
 
 /* The server behind a restored device is a new one: it takes the
- * session as the guest left it (handler->restored), and a node the guest
- * still names gets ESTALE until it looks its path up again. */
+ * session as the guest left it (handler->restored) and, given the saved
+ * server's tables (fs_restore_blob, before this), the guest's nodes and
+ * handles; a node it could not take gets ESTALE until the guest looks
+ * its path up again. */
 static int fs_restore(struct virtio_dev *d, const void *data, size_t len, gantry_error_t *err)
 {
 	struct virtio_fs *fs = d->priv;
@@ -483,6 +485,29 @@ static int fs_restore(struct virtio_dev *d, const void *data, size_t len, gantry
 	fs->init_minor = s.init_minor;
 	if (fs->handler.restored)
 		fs->handler.restored(fs->handler.opaque, s.init_minor);
+	return 0;
+}
+
+/* After fs_save (the pool stopped, nothing under way): the server's
+ * tables, so that the restored VM's new server knows the guest's nodes
+ * and handles. None where the server cannot say them. */
+static int fs_save_blob(struct virtio_dev *d, uint8_t **blob, size_t *len, gantry_error_t *err)
+{
+	struct virtio_fs *fs = d->priv;
+
+	(void)err;
+	*len = fs->handler.save ? fs->handler.save(fs->handler.opaque, blob) : 0;
+	return 0;
+}
+
+static int fs_restore_blob(struct virtio_dev *d, const void *blob, size_t len,
+			   gantry_error_t *err)
+{
+	struct virtio_fs *fs = d->priv;
+
+	(void)err;
+	if (fs->handler.load)
+		fs->handler.load(fs->handler.opaque, blob, len);
 	return 0;
 }
 
@@ -510,6 +535,8 @@ static const struct virtio_dev_ops fs_ops = {
 	.destroy = fs_destroy,
 	.save = fs_save,
 	.restore = fs_restore,
+	.save_blob = fs_save_blob,
+	.restore_blob = fs_restore_blob,
 };
 
 int virtio_fs_threads(unsigned int *n, gantry_error_t *err)

@@ -54,6 +54,15 @@ COUNTER = ("i=0; while :; do i=$((i+1)); echo $i >/run/count; sleep 0.1; done "
            ">/dev/null 2>&1 </dev/null &")
 
 
+# A process whose working directory is on the share and which holds a
+# file there open: it appends through that file and reads a name relative
+# to its directory, and notes any failure. Across a restore the share
+# server takes up the nodes and files the guest held (share/carry.c).
+HOLDER = ("cd /work && sh -c 'exec 3>>held.txt; while :; do echo tick >&3 || echo write >>/run/held.err; "
+          "cat here.txt >/dev/null 2>>/run/held.err || echo read >>/run/held.err; sleep 0.2; done' "
+          ">/dev/null 2>&1 </dev/null &")
+
+
 FIND_COUNTER = ("ps -o pid,args | awk '$2 == \"sh\" && $3 == \"-c\" && $4 ~ /^i=0/ "
                 "{ print $1; exit }'")
 
@@ -67,10 +76,12 @@ def test_stop_snapshot_then_resume_keeps_the_running_state(g, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
     (share / "before.txt").write_text("host before\n")
+    (share / "here.txt").write_text("here\n")
     port = free_port()
     g.run("start", "sv", "-share", f"work={share}@/work", "-p", f"127.0.0.1:{port}:8080",
           check=True)
     g.sh("sv", COUNTER, check=True)
+    g.sh("sv", HOLDER, check=True)
     g.sh("sv", "echo layer >/kept.txt && mkdir -p /tmp/www && echo served >/tmp/www/index.html"
          " && httpd -p 8080 -h /tmp/www && cat /work/before.txt", check=True)
     assert fetch(port) == b"served\n"
@@ -114,6 +125,13 @@ def test_stop_snapshot_then_resume_keeps_the_running_state(g, tmp_path):
              check=True)
     assert r.stdout == b"host before\nhost while saved\n"
     assert (share / "after.txt").read_text() == "guest\n"
+    # The process on the share goes on: its open file and its directory
+    # are the ones it had, nothing failed.
+    ticks = (share / "held.txt").read_text().count("tick")
+    time.sleep(1.5)
+    assert (share / "held.txt").read_text().count("tick") > ticks
+    r = g.sh("sv", "cat /run/held.err 2>/dev/null; true", check=True)
+    assert r.stdout == b"", r.stdout
     # The port, published again by a new network worker, reaches the
     # server that was running.
     assert fetch(port) == b"served\n"
@@ -273,9 +291,11 @@ def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
     share = tmp_path / "share"
     share.mkdir()
     (share / "host.txt").write_text("from the host\n")
+    (share / "here.txt").write_text("here\n")
     host = HostServer()
     g.run("start", "src", "-share", f"work={share}@/work", "-allow-local-net", check=True)
     g.sh("src", COUNTER, check=True)
+    g.sh("src", HOLDER, check=True)
     g.sh("src", "echo layer >/kept.txt && mkdir -p /tmp/www && echo served >/tmp/www/index.html"
          " && httpd -p 8080 -h /tmp/www", check=True)
     time.sleep(1)
@@ -301,6 +321,10 @@ def test_snapshot_start_from_and_fork_give_clones_that_diverge(g, tmp_path):
     assert g.sh("c1", FIND_COUNTER, check=True).stdout.strip() == pid
     assert count(g, "c1") >= at_snapshot - 1
     assert g.sh("c1", "cat /kept.txt", check=True).stdout == b"layer\n"
+    # The snapshot's process on the share goes on in the clone, its open
+    # file and working directory those of the clone's own share server.
+    time.sleep(1)
+    assert g.sh("c1", "cat /run/held.err 2>/dev/null; true", check=True).stdout == b""
     assert g.sh("c1", "hostname", check=True).stdout == b"c1\n"
     assert g.sh("src", "hostname", check=True).stdout == b"src\n"
     guest = int(g.sh("c1", "date +%s", check=True).stdout)

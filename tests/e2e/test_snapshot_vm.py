@@ -164,14 +164,29 @@ def test_restore_refuses_a_damaged_state_file(gantry, saved, tmp_path, damage):
     assert (snap / "state").read_bytes() != bytes(data)
 
 
-def test_a_vm_with_shares_is_refused(gantry, saved, tmp_path):
-    snap, _, _ = saved
-    p = run(gantry, "-restore", snap, "-share", f"data={tmp_path}", timing=False)
-    with killed_after(p):
+def test_a_vm_with_a_share_goes_on_with_its_open_files(gantry, vmlinux, initramfs, tmp_path):
+    """-share across a save: the restored VM's share server takes up the
+    saved one's nodes and handles, so the guest's working directory and the
+    file it holds open on the share go on working, with no mount again."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in.txt").write_text("host-text")
+    snap = tmp_path / "snap"
+    p = run(gantry, "-kernel", vmlinux, "-initrd", initramfs, "-share", f"data={data}",
+            "-snapshot", snap, "-append",
+            "gantry.test=hold-share:data gantry.test=held:before gantry.test=count:12 "
+            "gantry.test=held:after gantry.test=exit:4")
+    out, err = stop_after(p, 3)
+    assert p.returncode == 0 and b"the VM is saved in" in err, (out, err)
+    assert b"held: host-text" in out, out
+    (data / "in.txt").write_text("changed-while-saved")
+
+    p = run(gantry, "-restore", snap, "-share", f"data={data}")
+    with killed_after(p, boot_timeout() * 2):
         out, err = p.communicate()
-    assert p.returncode == 2, (out, err)
-    lines = err.decode().strip().splitlines()
-    assert len(lines) == 1 and "do not take -share yet" in lines[0], lines
+    assert p.returncode == 4, (out, err)
+    assert b"held: changed-while-saved" in out, (out, err)
+    assert (data / "held.txt").read_text() == "before\nafter\n"
 
 
 def test_a_restored_vm_reaches_the_host_through_a_fresh_network_worker(

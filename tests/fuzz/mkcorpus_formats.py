@@ -310,6 +310,24 @@ def share_rpc_seeds():
                     ("meta-char", b"0:5:0620:char-136-3"), ("meta-block", b"6:6:0660:block-8-1"),
                     ("meta-bad", b"1:2:99999"), ("meta-neg", b"-1:0:0644")):
         s[name] = b"\1" + v
+
+    def table(exports, nodes, handles, hub=1):
+        t = struct.pack("<IIIIIQ", 0x4e534647, 1, len(exports), len(nodes), len(handles), hub)
+        for root, tag in exports:
+            t += struct.pack("<QQB", root, 1, len(tag)) + tag
+        for nid, exp, path in nodes:
+            t += struct.pack("<QQQQQQIBH", nid, 1, 0, 0, 0, 0, 0o100000, exp, len(path)) + path
+        for fh, nid, flags in handles:
+            t += struct.pack("<QQi", fh, nid, flags)
+        return b"\2" + t
+
+    s["carry"] = table([(2, b"rw"), (3, b"ro")],
+                       [(4, 0, b"f"), (5, 0, b"d/x"), (6, 1, b"link"), (7, 0, b"d")],
+                       [((1 << 32) | 1, 4, 2), ((2 << 32) | 2, 7, 0), ((3 << 32) | 3, 1, 0)])
+    s["carry-escape"] = table([(2, b"rw")], [(4, 0, b"../../etc/passwd"), (5, 0, b"link/x"),
+                                             (6, 0, b"./f"), (1 << 48 | 9, 0, b"f")], [])
+    s["carry-dup"] = table([(2, b"rw"), (2, b"ro"), (3, b"nope")], [(3, 1, b"f"), (3, 0, b"f")],
+                           [(1, 3, 0), (1, 3, 0)])
     return s
 
 

@@ -83,6 +83,15 @@ static void test_parse_good(void **state)
 	m = (struct msg){ .h = { .op = SHARE_RPC_RESET } };
 	assert_int_equal(share_rpc_parse(&m, sizeof(m.h), mem, MEM, &op, in, &nr_in, out, &nr_out), 0);
 	assert_int_equal(op, SHARE_RPC_RESET);
+	/* A snapshot's tables: out to one segment, in from one. */
+	m = req(0, 1);
+	m.h.op = SHARE_RPC_SAVE;
+	assert_int_equal(share_rpc_parse(&m, msg_len(&m), mem, MEM, &op, in, &nr_in, out, &nr_out), 0);
+	assert_true(op == SHARE_RPC_SAVE && nr_in == 0 && nr_out == 1);
+	m = req(1, 0);
+	m.h.op = SHARE_RPC_LOAD;
+	assert_int_equal(share_rpc_parse(&m, msg_len(&m), mem, MEM, &op, in, &nr_in, out, &nr_out), 0);
+	assert_true(op == SHARE_RPC_LOAD && nr_in == 1 && nr_out == 0);
 }
 
 static void test_parse_hostile(void **state)
@@ -126,6 +135,22 @@ static void test_parse_hostile(void **state)
 	m.h.op = SHARE_RPC_MEM;
 	assert_int_equal(parse(&m, msg_len(&m)), -1);
 	m.h.op = SHARE_RPC_RESET;
+	assert_int_equal(parse(&m, msg_len(&m)), -1);
+	/* SAVE and LOAD of any other shape. */
+	m.h.op = SHARE_RPC_SAVE;
+	assert_int_equal(parse(&m, msg_len(&m)), -1);
+	m = req(0, 0);
+	m.h.op = SHARE_RPC_SAVE;
+	assert_int_equal(parse(&m, msg_len(&m)), -1);
+	m = req(0, 1);
+	m.h.op = SHARE_RPC_LOAD;
+	assert_int_equal(parse(&m, msg_len(&m)), -1);
+	m = req(2, 0);
+	m.h.op = SHARE_RPC_LOAD;
+	assert_int_equal(parse(&m, msg_len(&m)), -1);
+	m = req(1, 0);
+	m.h.op = SHARE_RPC_LOAD;
+	m.s[0] = (struct share_rpc_seg){ MEM - 16, 17 };
 	assert_int_equal(parse(&m, msg_len(&m)), -1);
 }
 
@@ -345,6 +370,17 @@ static void test_client(void **state)
 		assert_int_equal(h.handle(h.opaque, big, 2, out, 1), sizeof(o));
 		memcpy(&o, mem + 4096, sizeof(o));
 		assert_int_equal(o.error, -EIO);
+	}
+	/* The server's tables, through the slots. */
+	{
+		uint8_t *blob = NULL;
+		size_t len = h.save(h.opaque, &blob);
+		uint32_t magic;
+
+		assert_true(len >= 28 && blob != NULL);
+		memcpy(&magic, blob, 4);
+		assert_int_equal(magic, 0x4e534647u);
+		free(blob);
 	}
 	h.reset(h.opaque);
 

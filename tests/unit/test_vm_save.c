@@ -190,6 +190,50 @@ static void test_hostile_device_state(void **state)
 	refused(f, OFF_Q0 + OFF_Q_DESC, &outside, sizeof(outside), "not in guest RAM");
 }
 
+/* file's sections again, but its "VDBL" (the device's blob): left out
+ * (blob NULL), as a file from before it, or with blob. */
+static uint8_t *with_blob(const uint8_t *file, size_t len, const void *blob, size_t blob_len,
+			  size_t *out_len)
+{
+	const uint32_t vdbl = STATE_TAG('V', 'D', 'B', 'L');
+	struct state_writer w;
+	struct state_file sf;
+	gantry_error_t err = NULL;
+	uint8_t *out = NULL;
+
+	assert_int_equal(state_parse(file, len, &sf, &err), 0);
+	state_writer_init(&w);
+	for (uint32_t i = 0; i < sf.count; i++)
+		if (sf.sections[i].tag != vdbl)
+			state_put(&w, sf.sections[i].tag, sf.sections[i].data, sf.sections[i].len);
+	if (blob)
+		state_put(&w, vdbl, blob, blob_len);
+	state_file_free(&sf);
+	assert_int_equal(state_finish(&w, &out, out_len, &err), 0);
+	return out;
+}
+
+/* A device with nothing beyond its section writes an empty blob; a file
+ * from before blobs restores; a blob for a device that never writes one
+ * is refused, naming it. */
+static void test_device_blob(void **state)
+{
+	struct fx *f = *state;
+	size_t len, n;
+	cleanup_free uint8_t *file = save_one(f->d, &len);
+	cleanup_free uint8_t *old = with_blob(file, len, NULL, 0, &n);
+	cleanup_free uint8_t *forged = NULL;
+	struct virtio_dev *d;
+	char why[256] = "";
+
+	assert_true(n < len);
+	assert_int_equal(restore_into_new(f, old, n, &d, why, sizeof(why)), 0);
+	d->ops->destroy(d);
+	forged = with_blob(file, len, "junk", 4, &n);
+	assert_int_equal(restore_into_new(f, forged, n, &d, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "a blob section it never writes"));
+}
+
 static void test_missing_device_section(void **state)
 {
 	struct fx *f = *state;
@@ -365,6 +409,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_device_round_trip, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_device_state, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_missing_device_section, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_device_blob, fx_setup, fx_teardown),
 		cmocka_unit_test(test_serial_round_trip),
 		cmocka_unit_test(test_memory_file_by_pagemap),
 		cmocka_unit_test(test_memory_file_by_reading),

@@ -13,6 +13,10 @@
  *   serial:DEV               serial: <sysfs block/DEV/serial>
  *   share:TAG                mount virtiofs gantry-shares; share: <TAG/in.txt>,
  *                            then TAG/out.txt written with "from-guest"
+ *   hold-share:TAG           mount the hub, make /mnt/TAG the working directory and
+ *                            keep held.txt there open for appending; "hold-share: ok"
+ *   held:TEXT                TEXT and a newline through that open file, then in.txt
+ *                            read by its relative path: held: <in.txt, or the errno>
  *   vsock:PORT               dial host port PORT (CID 2), send "from-guest\n";
  *                            vsock: <the host's first line>
  *   tcp:PORT                 eth0 192.168.127.2/24 up, dial 192.168.127.254:PORT
@@ -285,6 +289,38 @@ static int action_share(struct run_state *s, const char *tag)
 	return 0;
 }
 
+/* hold-share and held: a working directory and an open file on a share,
+ * across a snapshot and restore between the two. */
+static int held_fd = -1;
+
+static int action_hold_share(struct run_state *s, const char *tag)
+{
+	char path[256];
+
+	if (mkdir("/mnt", 0755) < 0 && errno != EEXIST)
+		return fail(s, "hold-share", strerror(errno));
+	if (mount("gantry-shares", "/mnt", "virtiofs", 0, NULL) < 0 && errno != EBUSY)
+		return fail(s, "hold-share", strerror(errno));
+	snprintf(path, sizeof(path), "/mnt/%s", tag);
+	if (chdir(path) < 0 ||
+	    (held_fd = open("held.txt", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0)
+		return fail(s, "hold-share", strerror(errno));
+	printf("hold-share: ok\n");
+	return 0;
+}
+
+static int action_held(struct run_state *s, const char *text)
+{
+	char line[READ_MAX];
+	size_t n = strlen(text);
+
+	if (held_fd < 0 || write(held_fd, text, n) != (ssize_t)n || write(held_fd, "\n", 1) != 1 ||
+	    read_text("in.txt", line, sizeof(line)) < 0)
+		return fail(s, "held", strerror(errno));
+	printf("held: %s\n", line);
+	return 0;
+}
+
 /* Connect fd to sa, send "from-guest\n", print "WHAT: " and the first line
  * the host sends back; fd is closed. */
 static int dial_and_greet(struct run_state *s, const char *what, int fd, const struct sockaddr *sa,
@@ -390,6 +426,10 @@ static void action_run(struct run_state *s, char *action)
 		action_serial(s, arg);
 	} else if (strcmp(action, "share") == 0 && arg && *arg && !strchr(arg, '/')) {
 		action_share(s, arg);
+	} else if (strcmp(action, "hold-share") == 0 && arg && *arg && !strchr(arg, '/')) {
+		action_hold_share(s, arg);
+	} else if (strcmp(action, "held") == 0 && arg && *arg) {
+		action_held(s, arg);
 	} else if (strcmp(action, "vsock") == 0 && arg && parse_num(arg, &n) && n <= UINT32_MAX) {
 		action_vsock(s, (unsigned int)n);
 	} else if (strcmp(action, "tcp") == 0 && arg && parse_num(arg, &n) && n > 0 && n <= 65535) {

@@ -1,0 +1,515 @@
+/* The share server's tables across a snapshot (server.h): what the guest
+ * was told, its node ids and open handles, written as paths beneath the
+ * exports' roots, and taken up by the restored VM's new server.
+ *
+ * The table, little-endian, each record packed:
+ *   header  u32 magic CARRY_MAGIC, u32 version, u32 exports, u32 nodes,
+ *           u32 handles, u64 the hub's lookups
+ *   export  u64 its root's id, u64 lookups, u8 tag length, the tag
+ *   node    u64 id, u64 lookups, u64 dev, u64 ino, u64 and u64 its birth
+ *           time (seconds, nanoseconds; 0 0 where the filesystem keeps
+ *           none), u32 type (S_IFMT),
+ *           u8 export (its record's index), u16 path length, the path
+ *           (relative, no NUL)
+ *   handle  u64 fh, u64 node id, u32 open flags
+ *
+ * A table comes back from a snapshot file, so it is read as hostile: every
+ * count and length bounded, ids inside this server's route, each path
+ * walked one name at a time beneath its export's root as lookups are (no
+ * symlink, no "..", no mount crossed, nothing beneath a hidden inode),
+ * and a node kept only where the walk ends on the inode it names: the
+ * same device, inode number, type and, where the filesystem keeps one,
+ * birth time (an inode number freed and given to a new file is not the
+ * file the guest held). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "share/internal.h"
+
+#define CARRY_MAGIC   0x4e534647u /* "GFSN" */
+#define CARRY_VERSION 1
+#define OPEN_KEPT     (O_ACCMODE | O_APPEND | O_DIRECT | O_NONBLOCK | O_SYNC | O_DSYNC)
+
+struct out {
+	uint8_t *p;
+	size_t len, cap;
+};
+
+/* Append n bytes, or nothing where they do not fit. */
+static bool put(struct out *o, const void *v, size_t n)
+{
+	if (n > o->cap - o->len)
+		return false;
+	memcpy(o->p + o->len, v, n);
+	o->len += n;
+	return true;
+}
+
+#define PUT(o, v) put(o, &(v), sizeof(v))
+
+/* fd's path as this process sees it, NUL-terminated, into buf. */
+static bool fd_path(int fd, char buf[PATH_MAX])
+{
+	char p[32];
+	ssize_t n;
+
+	fs_proc_path(p, fd);
+	n = readlinkat(AT_FDCWD, p, buf, PATH_MAX);
+	if (n <= 0 || n >= PATH_MAX || buf[0] != '/')
+		return false;
+	buf[n] = '\0';
+	return true;
+}
+
+/* n's path beneath root (root's own path): false where it is not there
+ * (gone, or reached some other way). */
+static const char *rel_path(const char *root, int fd, char buf[PATH_MAX])
+{
+	size_t k = strlen(root);
+
+	if (!fd_path(fd, buf))
+		return NULL;
+	if (strcmp(root, "/") == 0)
+		return buf[1] ? buf + 1 : NULL;
+	if (strncmp(buf, root, k) != 0 || buf[k] != '/' || !buf[k + 1])
+		return NULL;
+	return buf + k + 1;
+}
+
+/* When the inode at fd was made, where its filesystem says. */
+static void birth(int fd, uint64_t *sec, uint64_t *nsec)
+{
+	struct statx x;
+
+	*sec = *nsec = 0;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BTIME, &x) == 0 &&
+	    (x.stx_mask & STATX_BTIME)) {
+		*sec = (uint64_t)x.stx_btime.tv_sec;
+		*nsec = x.stx_btime.tv_nsec;
+	}
+}
+
+static bool save_node(struct out *o, struct fs_node *n, uint8_t exp, const char *rel)
+{
+	uint64_t v[6] = { n->id, n->nlookup, (uint64_t)n->dev, (uint64_t)n->ino };
+	uint32_t type = n->type;
+	uint16_t len = (uint16_t)strlen(rel);
+	size_t at = o->len;
+
+	birth(n->fd, &v[4], &v[5]);
+	if (put(o, v, sizeof(v)) && PUT(o, type) && PUT(o, exp) && PUT(o, len) && put(o, rel, len))
+		return true;
+	o->len = at;
+	return false;
+}
+
+/* The exports' records, their roots' paths into roots[]; the index of
+ * each export's record into idx[] (-1: none). */
+static uint32_t save_exports(struct fs_server *s, struct out *o, char (*roots)[PATH_MAX],
+			     int *idx)
+{
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < FS_MAX_EXPORTS; i++) {
+		struct fs_export *e = s->exports[i];
+		uint64_t v[2];
+		uint8_t len;
+		size_t at = o->len;
+
+		idx[i] = -1;
+		if (!e || !fd_path(e->root->fd, roots[i]))
+			continue;
+		v[0] = e->root->id;
+		v[1] = e->root->nlookup;
+		len = (uint8_t)strlen(e->tag);
+		if (!put(o, v, sizeof(v)) || !PUT(o, len) || !put(o, e->tag, len)) {
+			o->len = at;
+			break;
+		}
+		e->root->carried = true;
+		idx[i] = (int)n++;
+	}
+	return n;
+}
+
+static uint32_t save_nodes(struct fs_server *s, struct out *o, char (*roots)[PATH_MAX],
+			   const int *idx)
+{
+	char buf[PATH_MAX];
+	uint32_t count = 0;
+
+	for (size_t b = 0; b < s->buckets; b++) {
+		for (struct fs_node *n = s->by_id[b]; n; n = n->next_id) {
+			size_t e = 0;
+			const char *rel;
+
+			if (n->pinned || !n->exp)
+				continue;
+			while (e < FS_MAX_EXPORTS && s->exports[e] != n->exp)
+				e++;
+			if (e == FS_MAX_EXPORTS || idx[e] < 0)
+				continue;
+			rel = rel_path(roots[e], n->fd, buf);
+			if (rel && save_node(o, n, (uint8_t)idx[e], rel)) {
+				n->carried = true;
+				count++;
+			}
+		}
+	}
+	return count;
+}
+
+static uint32_t save_handles(struct fs_server *s, struct out *o)
+{
+	uint32_t count = 0;
+
+	for (uint32_t i = 0; i < FS_MAX_HANDLES; i++) {
+		struct fs_handle *h = &s->handles[i];
+		uint64_t v[2];
+		int fl = 0;
+
+		if (!h->fh || !h->node->carried)
+			continue;
+		if (h->fd >= 0 && (fl = fcntl(h->fd, F_GETFL)) < 0)
+			continue;
+		v[0] = h->fh;
+		v[1] = h->node->id;
+		if (put(o, v, sizeof(v)) && PUT(o, fl))
+			count++;
+		else
+			break;
+	}
+	return count;
+}
+
+static void clear_carried(struct fs_server *s)
+{
+	s->hub.carried = true;
+	for (size_t b = 0; b < s->buckets; b++)
+		for (struct fs_node *n = s->by_id[b]; n; n = n->next_id)
+			n->carried = false;
+}
+
+size_t fs_server_save(struct fs_server *s, uint8_t *buf, size_t cap)
+{
+	/* One path buffer per export: 256 KiB, not the stack's to hold. */
+	char (*roots)[PATH_MAX] = xzalloc(FS_MAX_EXPORTS * sizeof(*roots));
+	uint32_t hdr[5] = { CARRY_MAGIC, CARRY_VERSION };
+	int idx[FS_MAX_EXPORTS];
+	struct out o = { buf, 0, cap };
+	uint64_t hub;
+
+	pthread_mutex_lock(&s->lock);
+	hub = s->hub.nlookup;
+	if (put(&o, hdr, sizeof(hdr)) && PUT(&o, hub)) {
+		clear_carried(s);
+		hdr[2] = save_exports(s, &o, roots, idx);
+		hdr[3] = save_nodes(s, &o, roots, idx);
+		hdr[4] = save_handles(s, &o);
+		memcpy(buf, hdr, sizeof(hdr));
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(roots);
+	return o.len;
+}
+
+/* ---- taking a table up ----------------------------------------------------------------------- */
+
+struct in {
+	const uint8_t *p;
+	size_t len, at;
+};
+
+static bool get(struct in *in, void *v, size_t n)
+{
+	if (n > in->len - in->at)
+		return false;
+	memcpy(v, in->p + in->at, n);
+	in->at += n;
+	return true;
+}
+
+#define GET(in, v) get(in, &(v), sizeof(v))
+
+struct rec_export {
+	uint64_t id, nlookup;
+	char tag[FS_TAG_MAX + 1];
+};
+
+struct rec_node {
+	uint64_t id, nlookup, dev, ino, btime, btime_ns;
+	uint32_t type;
+	uint8_t exp;
+	char path[PATH_MAX];
+};
+
+struct rec_handle {
+	uint64_t fh, node;
+	int32_t flags;
+};
+
+static bool read_export(struct in *in, struct rec_export *r)
+{
+	uint64_t v[2];
+	uint8_t len;
+
+	if (!get(in, v, sizeof(v)) || !GET(in, len) || len == 0 || len > FS_TAG_MAX ||
+	    !get(in, r->tag, len))
+		return false;
+	r->tag[len] = '\0';
+	r->id = v[0];
+	r->nlookup = v[1];
+	return strlen(r->tag) == len;
+}
+
+static bool read_node(struct in *in, struct rec_node *r)
+{
+	uint64_t v[6];
+	uint16_t len;
+
+	if (!get(in, v, sizeof(v)) || !GET(in, r->type) || !GET(in, r->exp) || !GET(in, len) ||
+	    len == 0 || len >= PATH_MAX || !get(in, r->path, len))
+		return false;
+	r->path[len] = '\0';
+	r->id = v[0];
+	r->nlookup = v[1];
+	r->dev = v[2];
+	r->ino = v[3];
+	r->btime = v[4];
+	r->btime_ns = v[5];
+	return strlen(r->path) == len;
+}
+
+static bool read_handle(struct in *in, struct rec_handle *r)
+{
+	uint64_t v[2];
+
+	if (!get(in, v, sizeof(v)) || !GET(in, r->flags))
+		return false;
+	r->fh = v[0];
+	r->node = v[1];
+	return true;
+}
+
+/* The whole table's shape, before anything of it is taken. */
+static bool table_ok(struct in in, const uint32_t *hdr)
+{
+	struct rec_export e;
+	struct rec_handle h;
+	struct rec_node *n = xzalloc(sizeof(*n));
+	bool ok = true;
+
+	for (uint32_t i = 0; i < hdr[2] && ok; i++)
+		ok = read_export(&in, &e);
+	for (uint32_t i = 0; i < hdr[3] && ok; i++)
+		ok = read_node(&in, n) && n->exp < hdr[2];
+	for (uint32_t i = 0; i < hdr[4] && ok; i++)
+		ok = read_handle(&in, &h);
+	free(n);
+	return ok && in.at == in.len;
+}
+
+/* An id this server may give: of its route, past the hub's. */
+static bool id_ours(const struct fs_server *s, uint64_t id)
+{
+	return id >> FS_ROUTE_SHIFT == s->id_base >> FS_ROUTE_SHIFT &&
+	       (id & ((1ull << FS_ROUTE_SHIFT) - 1)) > FS_ROOT_ID &&
+	       id < s->id_base + (1ull << FS_ROUTE_SHIFT) - 2 * FS_MAX_EXPORTS;
+}
+
+/* path beneath exp's root, a name at a time as lookups go: its O_PATH
+ * fd, *ro where the walk passed a protected inode; -1 where a name is
+ * not one, is not there, or is beneath a hidden inode. */
+static int walk(struct fs_export *exp, char *path, bool *ro)
+{
+	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC, .resolve = FS_RESOLVE };
+	int dir = exp->root->fd;
+	char *save = NULL, *name;
+
+	*ro = exp->root->ro;
+	for (name = strtok_r(path, "/", &save); name; name = strtok_r(NULL, "/", &save)) {
+		const struct fs_mask *m;
+		struct stat st;
+		int fd;
+
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 || strlen(name) > NAME_MAX)
+			fd = -1;
+		else
+			fd = (int)syscall(SYS_openat2, dir, name, &how, sizeof(how));
+		if (dir != exp->root->fd)
+			close(dir);
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		dir = fd;
+		m = fs_export_masked(exp, st.st_dev, st.st_ino);
+		if (m)
+			*ro = true;
+		if (m && m->hide && save && *save) {
+			close(fd);
+			return -1;
+		}
+	}
+	return dir == exp->root->fd ? -1 : dir;
+}
+
+/* An id no table gives (the top of the route's), for a root to wait on
+ * till it gets its own: slot k's. */
+static uint64_t top_id(const struct fs_server *s, size_t k)
+{
+	return s->id_base + (1ull << FS_ROUTE_SHIFT) - 1 - k;
+}
+
+static void take_exports(struct fs_server *s, struct in *in, uint32_t count,
+			 struct fs_export **map, uint64_t *max_id)
+{
+	struct rec_export r;
+
+	for (uint32_t i = 0; i < count && read_export(in, &r); i++) {
+		struct fs_export *e = fs_export_find(s, r.tag);
+		struct fs_node *other;
+
+		map[i] = NULL;
+		if (!id_ours(s, r.id))
+			continue;
+		*max_id = MAX(*max_id, r.id);
+		other = fs_node_get(s, r.id);
+		if (!e || e->root->carried || (other && other->carried))
+			continue;
+		/* Another export's root has it now: that root gets an id of
+		 * its own at the end. */
+		if (other && other != e->root)
+			fs_node_reid(s, other, top_id(s, FS_MAX_EXPORTS + i));
+		if (other != e->root)
+			fs_node_reid(s, e->root, r.id);
+		e->root->nlookup = r.nlookup;
+		e->root->carried = true;
+		map[i] = e;
+	}
+}
+
+static bool same_inode(int fd, const struct rec_node *r)
+{
+	uint64_t sec, nsec;
+	struct stat st;
+
+	if (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != r->dev || (uint64_t)st.st_ino != r->ino ||
+	    (st.st_mode & S_IFMT) != r->type)
+		return false;
+	birth(fd, &sec, &nsec);
+	return sec == r->btime && nsec == r->btime_ns;
+}
+
+static long take_nodes(struct fs_server *s, struct in *in, uint32_t count,
+		       struct fs_export **map, uint64_t *max_id)
+{
+	struct rec_node *r = xzalloc(sizeof(*r));
+	long taken = 0;
+
+	for (uint32_t i = 0; i < count && read_node(in, r); i++) {
+		struct fs_export *e = map[r->exp];
+		struct fs_node *n;
+		bool ro;
+		int fd;
+
+		if (!id_ours(s, r->id))
+			continue;
+		*max_id = MAX(*max_id, r->id);
+		if (!e || (fd = walk(e, r->path, &ro)) < 0)
+			continue;
+		if (!same_inode(fd, r)) {
+			close(fd);
+			continue;
+		}
+		n = fs_node_adopt(s, e, fd, r->id, r->nlookup);
+		if (!n)
+			continue;
+		n->ro |= ro;
+		n->carried = true;
+		taken++;
+	}
+	free(r);
+	return taken;
+}
+
+/* A handle's file opened again as it was: the flags that say how, none
+ * that would create or truncate; refused as an OPEN would be. */
+static int reopen(struct fs_node *n, int flags)
+{
+	struct stat st;
+
+	if (!n->exp)
+		return -1; /* the hub's directory: no fd */
+	if (n->type == S_IFDIR)
+		return fs_reopen(n, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (n->hidden || (flags & O_ACCMODE) == O_ACCMODE ||
+	    (fs_node_ro(n) && (flags & O_ACCMODE) != O_RDONLY))
+		return -EACCES;
+	fs_meta_stat(n, &st);
+	return fs_reopen(n, (flags & OPEN_KEPT) | O_CLOEXEC);
+}
+
+static void take_handles(struct fs_server *s, struct in *in, uint32_t count)
+{
+	struct rec_handle r;
+
+	for (uint32_t i = 0; i < count && read_handle(in, &r); i++) {
+		struct fs_node *n = fs_node_get(s, r.node);
+		int fd;
+
+		if (!n || !n->carried)
+			continue;
+		fd = reopen(n, r.flags);
+		if (fd >= 0 || (fd == -1 && !n->exp))
+			fs_handle_place(s, n, fd < 0 ? -1 : fd, r.fh);
+	}
+	fs_handles_relink(s);
+}
+
+long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
+{
+	struct fs_export *map[FS_MAX_EXPORTS] = { 0 };
+	struct in in = { buf, len, 0 };
+	uint64_t hub, max_id = 0;
+	uint32_t hdr[5];
+	long taken = -1;
+	size_t roots = 0;
+
+	if (!get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) || hdr[0] != CARRY_MAGIC ||
+	    hdr[1] != CARRY_VERSION || hdr[2] > FS_MAX_EXPORTS || hdr[3] > FS_NODES_CAP ||
+	    hdr[4] > FS_MAX_HANDLES || !table_ok(in, hdr))
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+		roots += s->exports[i] != NULL;
+	/* Only a server that has told the guest nothing yet. */
+	if (s->nr_handles == 0 && s->nr_nodes == roots && s->hub.nlookup == 0) {
+		clear_carried(s);
+		s->hub.nlookup = hub;
+		take_exports(s, &in, hdr[2], map, &max_id);
+		taken = take_nodes(s, &in, hdr[3], map, &max_id);
+		take_handles(s, &in, hdr[4]);
+		/* An export the table did not have takes an id past every id
+		 * the guest may hold. */
+		for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+			if (s->exports[i] && !s->exports[i]->root->carried)
+				fs_node_reid(s, s->exports[i]->root, top_id(s, i));
+		s->next_id = max_id + 1;
+		for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+			if (s->exports[i] && !s->exports[i]->root->carried)
+				fs_node_reid(s, s->exports[i]->root, s->next_id);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return taken;
+}
