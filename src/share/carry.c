@@ -451,10 +451,11 @@ static int reopen(struct fs_node *n, int flags)
 
 	if (!n->exp)
 		return -1; /* the hub's directory: no fd */
+	if (n->hidden)
+		return -EACCES;
 	if (n->type == S_IFDIR)
 		return fs_reopen(n, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (n->hidden || (flags & O_ACCMODE) == O_ACCMODE ||
-	    (fs_node_ro(n) && (flags & O_ACCMODE) != O_RDONLY))
+	if ((flags & O_ACCMODE) == O_ACCMODE || (fs_node_ro(n) && (flags & O_ACCMODE) != O_RDONLY))
 		return -EACCES;
 	fs_meta_stat(n, &st);
 	return fs_reopen(n, (flags & OPEN_KEPT) | O_CLOEXEC);

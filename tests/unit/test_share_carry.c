@@ -282,6 +282,46 @@ static void test_hostile_tables(void **state)
 	canary_same(f);
 }
 
+/* The new server's masks hold whatever the table says: beneath a
+ * protected directory a file is read-only, beneath a hidden one nothing
+ * is taken. */
+static void test_masks_hold(void **state)
+{
+	FX();
+	uint8_t *table = xzalloc(TABLE_MAX);
+	struct held h;
+	size_t len;
+	int64_t fh_x;
+
+	hold(c, &h);
+	fh_x = cl_open(c, FUSE_OPEN, (uint64_t)h.x, O_RDWR);
+	assert_true(fh_x > 0);
+	len = fs_server_save(c->s, table, TABLE_MAX);
+	for (int hide = 0; hide <= 1; hide++) {
+		struct fs_export_opts o = { 0 };
+		gantry_error_t err = NULL;
+		struct fs_stats st;
+		int fd = open(cl_path(c, "share"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+
+		assert_int_equal(fs_export_mask(&o, fd, "d", hide, &err), 0);
+		fs_server_free(c->s);
+		assert_int_equal(fs_server_new(&c->s, 0, 0, &err), 0);
+		assert_int_equal(fs_server_add_export(c->s, "rw", fd, &o, &err), 0);
+		close(fd);
+		fs_server_assume_init(c->s, 38);
+		/* d and f, link; x only where d is not hidden. */
+		assert_int_equal(fs_server_load(c->s, table, len), hide ? 3 : 4);
+		fs_server_stats(c->s, &st);
+		/* f's handle; d's directory handle only where d is not hidden;
+		 * x's read-write one never. */
+		assert_int_equal(st.handles, hide ? 1 : 2);
+		assert_int_equal(cl_read(c, (uint64_t)h.x, (uint64_t)fh_x, 0, 1),
+				 hide ? -ESTALE : -EBADF);
+	}
+	free(table);
+	canary_same(f);
+}
+
 /* Only a server that has answered nothing takes a table. */
 static void test_only_a_new_server(void **state)
 {
@@ -315,6 +355,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_exports_reordered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_handles_as_open_would, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_tables, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_masks_hold, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_only_a_new_server, setup, teardown),
 	};
 
