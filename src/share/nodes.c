@@ -317,42 +317,10 @@ void fs_node_drop_all(struct fs_server *s)
 	s->hub.nlookup = 0;
 }
 
-int fs_handle_new(struct fs_server *s, struct fs_node *n, int fd, uint64_t *fh)
+/* h, a free slot, as fd's handle fh of n. */
+static void handle_take(struct fs_server *s, struct fs_handle *h, struct fs_node *n, int fd,
+			uint64_t fh)
 {
-	struct fs_handle *h;
-	uint32_t slot = s->free_head;
-
-	if (slot >= FS_MAX_HANDLES) {
-		if (fd >= 0)
-			close(fd);
-		return -EMFILE;
-	}
-	h = &s->handles[slot];
-	s->free_head = h->next_free;
-	if (++s->gen == 0)
-		s->gen = 1;
-	h->fh = (uint64_t)s->gen << 32 | (slot + 1);
-	h->fd = fd;
-	h->node = n;
-	n->handles++;
-	if (n->exp)
-		n->exp->handles++;
-	s->nr_handles++;
-	*fh = h->fh;
-	return 0;
-}
-
-int fs_handle_place(struct fs_server *s, struct fs_node *n, int fd, uint64_t fh)
-{
-	uint32_t slot = (uint32_t)fh, gen = (uint32_t)(fh >> 32);
-	struct fs_handle *h;
-
-	if (slot == 0 || slot > FS_MAX_HANDLES || gen == 0 || s->handles[slot - 1].fh) {
-		if (fd >= 0)
-			close(fd);
-		return -EEXIST;
-	}
-	h = &s->handles[slot - 1];
 	h->fh = fh;
 	h->fd = fd;
 	h->node = n;
@@ -360,6 +328,35 @@ int fs_handle_place(struct fs_server *s, struct fs_node *n, int fd, uint64_t fh)
 	if (n->exp)
 		n->exp->handles++;
 	s->nr_handles++;
+}
+
+int fs_handle_new(struct fs_server *s, struct fs_node *n, int fd, uint64_t *fh)
+{
+	uint32_t slot = s->free_head;
+
+	if (slot >= FS_MAX_HANDLES) {
+		if (fd >= 0)
+			close(fd);
+		return -EMFILE;
+	}
+	s->free_head = s->handles[slot].next_free;
+	if (++s->gen == 0)
+		s->gen = 1;
+	*fh = (uint64_t)s->gen << 32 | (slot + 1);
+	handle_take(s, &s->handles[slot], n, fd, *fh);
+	return 0;
+}
+
+int fs_handle_place(struct fs_server *s, struct fs_node *n, int fd, uint64_t fh)
+{
+	uint32_t slot = (uint32_t)fh, gen = (uint32_t)(fh >> 32);
+
+	if (slot == 0 || slot > FS_MAX_HANDLES || gen == 0 || s->handles[slot - 1].fh) {
+		if (fd >= 0)
+			close(fd);
+		return -EEXIST;
+	}
+	handle_take(s, &s->handles[slot - 1], n, fd, fh);
 	if (gen > s->gen)
 		s->gen = gen; /* later handles take generations past it */
 	return 0;

@@ -41,6 +41,13 @@ static void hold(struct cl *c, struct held *h)
 	assert_true(h->fh_f > 0 && h->fh_d > 0 && h->fh_ro > 0);
 }
 
+/* hold(), then c's server's table into table: its length. */
+static size_t hold_and_save(struct cl *c, struct held *h, uint8_t *table)
+{
+	hold(c, h);
+	return fs_server_save(c->s, table, TABLE_MAX);
+}
+
 /* A server as the restored VM's: the same directories, exports added in
  * the order given (NULL ends it), past INIT as the save says. */
 static struct fs_server *server_again(struct cl *c, const char *const *tags)
@@ -129,8 +136,7 @@ static void test_changed_meanwhile(void **state)
 	struct held h;
 	size_t len;
 
-	hold(c, &h);
-	len = fs_server_save(c->s, table, TABLE_MAX);
+	len = hold_and_save(c, &h, table);
 	fs_server_free(c->s);
 	assert_int_equal(unlink(cl_path(c, "share/d/x")), 0);
 	assert_int_equal(unlink(cl_path(c, "share/f")), 0);
@@ -179,8 +185,7 @@ static void test_handles_as_open_would(void **state)
 	struct held h;
 	size_t len;
 
-	hold(c, &h);
-	len = fs_server_save(c->s, table, TABLE_MAX);
+	len = hold_and_save(c, &h, table);
 	/* Make the read-only export's handle a read-write one: its flags are
 	 * the last four bytes of the table, the last handle saved. */
 	{
@@ -217,8 +222,7 @@ static void test_hostile_tables(void **state)
 	struct held h;
 	size_t len;
 
-	hold(c, &h);
-	len = fs_server_save(c->s, table, TABLE_MAX);
+	len = hold_and_save(c, &h, table);
 	fs_server_free(c->s);
 	c->s = server_again(c, same_order);
 	/* Cut short at every length, and one byte too many. */
@@ -330,8 +334,7 @@ static void test_only_a_new_server(void **state)
 	struct held h;
 	size_t len;
 
-	hold(c, &h);
-	len = fs_server_save(c->s, table, TABLE_MAX);
+	len = hold_and_save(c, &h, table);
 	assert_int_equal(fs_server_load(c->s, table, len), -1);
 	/* A buffer too small for the whole table keeps what fits, and is a
 	 * table still. */
