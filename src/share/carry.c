@@ -13,6 +13,10 @@
  *           (relative, no NUL)
  *   handle  u64 fh, u64 node id, u32 open flags
  *
+ * The new server keeps the nodes and walks to each when the guest first
+ * names it (fs_node_get calls fs_carry_take): a restore does not wait on
+ * every node the guest's caches hold. Open files are opened at once.
+ *
  * A table comes back from a snapshot file, so it is read as hostile: every
  * count and length bounded, ids inside this server's route, each path
  * walked one name at a time beneath its export's root as lookups are (no
@@ -56,6 +60,25 @@ static bool put(struct out *o, const void *v, size_t n)
 
 #define PUT(o, v) put(o, &(v), sizeof(v))
 
+/* A node of the table; as the server keeps it till the guest names it
+ * (fs_carry_take), exp the export (NULL once taken up, forgotten, or
+ * beyond finding) and path in the server's copy of the table. */
+struct rec_node {
+	uint64_t id, nlookup, dev, ino, btime, btime_ns;
+	uint32_t type;
+	uint8_t exp_index;
+	uint16_t path_len;
+	const char *path; /* path_len bytes, no NUL among them */
+	struct fs_export *exp;
+};
+
+struct fs_carry {
+	uint8_t *table;
+	struct rec_node *nodes; /* by id */
+	size_t nr, left;	/* left: those still with an export */
+};
+
+
 /* fd's path as this process sees it, NUL-terminated, into buf. */
 static bool fd_path(int fd, char buf[PATH_MAX])
 {
@@ -98,18 +121,25 @@ static void birth(int fd, uint64_t *sec, uint64_t *nsec)
 	}
 }
 
-static bool save_node(struct out *o, struct fs_node *n, uint8_t exp, const char *rel)
+/* A node's record: v its id, lookups, device, inode and birth time. */
+static bool put_node(struct out *o, const uint64_t v[6], uint32_t type, uint8_t exp,
+		     const char *path, uint16_t len)
 {
-	uint64_t v[6] = { n->id, n->nlookup, (uint64_t)n->dev, (uint64_t)n->ino };
-	uint32_t type = n->type;
-	uint16_t len = (uint16_t)strlen(rel);
 	size_t at = o->len;
 
-	birth(n->fd, &v[4], &v[5]);
-	if (put(o, v, sizeof(v)) && PUT(o, type) && PUT(o, exp) && PUT(o, len) && put(o, rel, len))
+	if (put(o, v, 6 * sizeof(v[0])) && PUT(o, type) && PUT(o, exp) && PUT(o, len) &&
+	    put(o, path, len))
 		return true;
 	o->len = at;
 	return false;
+}
+
+static bool save_node(struct out *o, struct fs_node *n, uint8_t exp, const char *rel)
+{
+	uint64_t v[6] = { n->id, n->nlookup, (uint64_t)n->dev, (uint64_t)n->ino };
+
+	birth(n->fd, &v[4], &v[5]);
+	return put_node(o, v, n->type, exp, rel, (uint16_t)strlen(rel));
 }
 
 /* The exports' records, their roots' paths into roots[]; the index of
@@ -141,6 +171,26 @@ static uint32_t save_exports(struct fs_server *s, struct out *o, char (*roots)[P
 	return n;
 }
 
+/* The nodes a restore's table gave that the guest has not named since:
+ * as they came. */
+static uint32_t save_kept(struct fs_server *s, struct out *o, const int *idx)
+{
+	uint32_t count = 0;
+
+	for (size_t i = 0; s->carry && i < s->carry->nr; i++) {
+		const struct rec_node *r = &s->carry->nodes[i];
+		uint64_t v[6] = { r->id, r->nlookup, r->dev, r->ino, r->btime, r->btime_ns };
+		size_t e = 0;
+
+		while (e < FS_MAX_EXPORTS && (!r->exp || s->exports[e] != r->exp))
+			e++;
+		if (e < FS_MAX_EXPORTS && idx[e] >= 0 &&
+		    put_node(o, v, r->type, (uint8_t)idx[e], r->path, r->path_len))
+			count++;
+	}
+	return count;
+}
+
 static uint32_t save_nodes(struct fs_server *s, struct out *o, char (*roots)[PATH_MAX],
 			   const int *idx)
 {
@@ -165,7 +215,7 @@ static uint32_t save_nodes(struct fs_server *s, struct out *o, char (*roots)[PAT
 			}
 		}
 	}
-	return count;
+	return count + save_kept(s, o, idx);
 }
 
 static uint32_t save_handles(struct fs_server *s, struct out *o)
@@ -245,13 +295,6 @@ struct rec_export {
 	char tag[FS_TAG_MAX + 1];
 };
 
-struct rec_node {
-	uint64_t id, nlookup, dev, ino, btime, btime_ns;
-	uint32_t type;
-	uint8_t exp;
-	char path[PATH_MAX];
-};
-
 struct rec_handle {
 	uint64_t fh, node;
 	int32_t flags;
@@ -274,19 +317,20 @@ static bool read_export(struct in *in, struct rec_export *r)
 static bool read_node(struct in *in, struct rec_node *r)
 {
 	uint64_t v[6];
-	uint16_t len;
 
-	if (!get(in, v, sizeof(v)) || !GET(in, r->type) || !GET(in, r->exp) || !GET(in, len) ||
-	    len == 0 || len >= PATH_MAX || !get(in, r->path, len))
+	if (!get(in, v, sizeof(v)) || !GET(in, r->type) || !GET(in, r->exp_index) ||
+	    !GET(in, r->path_len) || r->path_len == 0 || r->path_len >= PATH_MAX ||
+	    r->path_len > in->len - in->at)
 		return false;
-	r->path[len] = '\0';
+	r->path = (const char *)in->p + in->at;
+	in->at += r->path_len;
 	r->id = v[0];
 	r->nlookup = v[1];
 	r->dev = v[2];
 	r->ino = v[3];
 	r->btime = v[4];
 	r->btime_ns = v[5];
-	return strlen(r->path) == len;
+	return memchr(r->path, '\0', r->path_len) == NULL;
 }
 
 static bool read_handle(struct in *in, struct rec_handle *r)
@@ -305,16 +349,15 @@ static bool table_ok(struct in in, const uint32_t *hdr)
 {
 	struct rec_export e;
 	struct rec_handle h;
-	struct rec_node *n = xzalloc(sizeof(*n));
+	struct rec_node n;
 	bool ok = true;
 
 	for (uint32_t i = 0; i < hdr[2] && ok; i++)
 		ok = read_export(&in, &e);
 	for (uint32_t i = 0; i < hdr[3] && ok; i++)
-		ok = read_node(&in, n) && n->exp < hdr[2];
+		ok = read_node(&in, &n) && n.exp_index < hdr[2];
 	for (uint32_t i = 0; i < hdr[4] && ok; i++)
 		ok = read_handle(&in, &h);
-	free(n);
 	return ok && in.at == in.len;
 }
 
@@ -411,36 +454,117 @@ static bool same_inode(int fd, const struct rec_node *r)
 	return sec == r->btime && nsec == r->btime_ns;
 }
 
-static long take_nodes(struct fs_server *s, struct in *in, uint32_t count,
+static int by_id(const void *a, const void *b)
+{
+	const struct rec_node *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The table's nodes kept in s, by id, to be taken up as the guest names
+ * them; *max_id past every id they hold. Their number. */
+static long keep_nodes(struct fs_server *s, struct in *in, uint32_t count,
 		       struct fs_export **map, uint64_t *max_id)
 {
-	struct rec_node *r = xzalloc(sizeof(*r));
-	long taken = 0;
+	struct fs_carry *c = xzalloc(sizeof(*c));
+	struct rec_node r;
 
-	for (uint32_t i = 0; i < count && read_node(in, r); i++) {
-		struct fs_export *e = map[r->exp];
-		struct fs_node *n;
-		bool ro;
-		int fd;
-
-		if (!id_ours(s, r->id))
+	c->nodes = xzalloc((count ? count : 1) * sizeof(*c->nodes));
+	for (uint32_t i = 0; i < count && read_node(in, &r); i++) {
+		if (!id_ours(s, r.id))
 			continue;
-		*max_id = MAX(*max_id, r->id);
-		if (!e || (fd = walk(e, r->path, &ro)) < 0)
-			continue;
-		if (!same_inode(fd, r)) {
-			close(fd);
-			continue;
-		}
-		n = fs_node_adopt(s, e, fd, r->id, r->nlookup);
-		if (!n)
-			continue;
-		n->ro |= ro;
-		n->carried = true;
-		taken++;
+		*max_id = MAX(*max_id, r.id);
+		r.exp = map[r.exp_index];
+		if (r.exp)
+			c->nodes[c->nr++] = r;
 	}
-	free(r);
-	return taken;
+	qsort(c->nodes, c->nr, sizeof(*c->nodes), by_id);
+	/* An id twice: the first only. */
+	for (size_t i = 1; i < c->nr; i++)
+		if (c->nodes[i].id == c->nodes[i - 1].id)
+			c->nodes[i].exp = NULL;
+	for (size_t i = 0; i < c->nr; i++)
+		c->left += c->nodes[i].exp != NULL;
+	s->carry = c;
+	return (long)c->left;
+}
+
+static struct rec_node *carried(struct fs_server *s, uint64_t id)
+{
+	struct rec_node key = { .id = id }, *r;
+
+	if (!s->carry)
+		return NULL;
+	r = bsearch(&key, s->carry->nodes, s->carry->nr, sizeof(key), by_id);
+	return r && r->exp ? r : NULL;
+}
+
+/* r is done with: taken up, forgotten, or not to be found. */
+static void done(struct fs_server *s, struct rec_node *r)
+{
+	r->exp = NULL;
+	if (--s->carry->left == 0)
+		fs_carry_free(s);
+}
+
+struct fs_node *fs_carry_take(struct fs_server *s, uint64_t id)
+{
+	struct rec_node *r = carried(s, id);
+	struct fs_export *e;
+	struct fs_node *n;
+	char path[PATH_MAX];
+	bool ro;
+	int fd;
+
+	if (!r)
+		return NULL;
+	e = r->exp;
+	memcpy(path, r->path, r->path_len);
+	path[r->path_len] = '\0';
+	fd = walk(e, path, &ro);
+	if (fd >= 0 && !same_inode(fd, r)) {
+		close(fd);
+		fd = -1;
+	}
+	/* Done with before the node is made: its id is not found twice. */
+	r->exp = NULL;
+	n = fd >= 0 ? fs_node_adopt(s, e, fd, id, r->nlookup) : NULL;
+	r->exp = e;
+	done(s, r);
+	if (!n)
+		return NULL;
+	n->ro |= ro;
+	n->carried = true;
+	return n;
+}
+
+bool fs_carry_forget(struct fs_server *s, uint64_t id, uint64_t nlookup)
+{
+	struct rec_node *r = carried(s, id);
+
+	if (!r)
+		return false;
+	r->nlookup -= MIN(nlookup, r->nlookup);
+	if (r->nlookup == 0)
+		done(s, r);
+	return true;
+}
+
+void fs_carry_drop_export(struct fs_server *s, struct fs_export *exp)
+{
+	for (size_t i = 0; s->carry && i < s->carry->nr; i++)
+		if (s->carry->nodes[i].exp == exp)
+			done(s, &s->carry->nodes[i]);
+}
+
+void fs_carry_free(struct fs_server *s)
+{
+	if (!s->carry)
+		return;
+	free(s->carry->table);
+	free(s->carry->nodes);
+	free(s->carry);
+	s->carry = NULL;
 }
 
 /* A handle's file opened again as it was: the flags that say how, none
@@ -481,26 +605,34 @@ static void take_handles(struct fs_server *s, struct in *in, uint32_t count)
 long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 {
 	struct fs_export *map[FS_MAX_EXPORTS] = { 0 };
-	struct in in = { buf, len, 0 };
+	struct in in;
 	uint64_t hub, max_id = 0;
 	uint32_t hdr[5];
-	long taken = -1;
+	long kept = -1;
 	size_t roots = 0;
+	uint8_t *copy;
 
-	if (!get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) || hdr[0] != CARRY_MAGIC ||
+	in = (struct in){ buf, len, 0 };
+	if (len > FS_CARRY_MAX || !get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) ||
+	    hdr[0] != CARRY_MAGIC ||
 	    hdr[1] != CARRY_VERSION || hdr[2] > FS_MAX_EXPORTS || hdr[3] > FS_NODES_CAP ||
 	    hdr[4] > FS_MAX_HANDLES || !table_ok(in, hdr))
 		return -1;
+	/* The nodes' paths stay in a copy of our own till they are taken. */
+	copy = xmalloc(len);
+	memcpy(copy, buf, len);
+	in = (struct in){ copy, len, in.at };
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
 		roots += s->exports[i] != NULL;
 	/* Only a server that has told the guest nothing yet. */
-	if (s->nr_handles == 0 && s->nr_nodes == roots && s->hub.nlookup == 0) {
+	if (!s->carry && s->nr_handles == 0 && s->nr_nodes == roots && s->hub.nlookup == 0) {
 		clear_carried(s);
 		s->hub.nlookup = hub;
 		take_exports(s, &in, hdr[2], map, &max_id);
-		taken = take_nodes(s, &in, hdr[3], map, &max_id);
-		take_handles(s, &in, hdr[4]);
+		kept = keep_nodes(s, &in, hdr[3], map, &max_id);
+		s->carry->table = copy;
+		copy = NULL;
 		/* An export the table did not have takes an id past every id
 		 * the guest may hold. */
 		for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
@@ -510,7 +642,15 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 		for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
 			if (s->exports[i] && !s->exports[i]->root->carried)
 				fs_node_reid(s, s->exports[i]->root, s->next_id);
+		/* Open files now: there are few, and each is open in the
+		 * guest. Their nodes are taken up with them, which may free
+		 * the copy: the handles are read from the caller's table. */
+		in.p = buf;
+		take_handles(s, &in, hdr[4]);
+		if (s->carry && s->carry->left == 0)
+			fs_carry_free(s);
 	}
 	pthread_mutex_unlock(&s->lock);
-	return taken;
+	free(copy);
+	return kept;
 }

@@ -77,6 +77,8 @@ struct fs_handle {
 	uint32_t next_free;
 };
 
+struct fs_carry;
+
 struct fs_server {
 	pthread_mutex_t lock;
 	bool inited;
@@ -92,6 +94,7 @@ struct fs_server {
 	struct fs_handle *handles;
 	uint32_t free_head, nr_handles, gen;
 	mode_t umask; /* the process's, taken back from what it makes */
+	struct fs_carry *carry; /* a restore's nodes not yet taken up (carry.c) */
 	struct fs_stats stats;
 };
 
@@ -150,6 +153,18 @@ void fs_handles_relink(struct fs_server *s);
 /* The handle fh of node n (n NULL: any node), or NULL. */
 struct fs_handle *fs_handle_get(struct fs_server *s, uint64_t fh, struct fs_node *n);
 void fs_handle_free(struct fs_server *s, struct fs_handle *h);
+
+/* carry.c: a restored VM's nodes, kept by fs_server_load and taken up
+ * as the guest names them. */
+/* The node id, walked to now (fs_node_get, which calls it, found no
+ * node of id); NULL where the table has none, or it is not there. */
+struct fs_node *fs_carry_take(struct fs_server *s, uint64_t id);
+/* A FORGET of a kept node not taken up: counted there (true); false
+ * where id is no such node. */
+bool fs_carry_forget(struct fs_server *s, uint64_t id, uint64_t nlookup);
+/* exp is going: its kept nodes with it. */
+void fs_carry_drop_export(struct fs_server *s, struct fs_export *exp);
+void fs_carry_free(struct fs_server *s);
 
 /* server.c */
 struct fs_export *fs_export_find(struct fs_server *s, const char *tag);

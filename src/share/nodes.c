@@ -97,7 +97,8 @@ struct fs_node *fs_node_get(struct fs_server *s, uint64_t id)
 	for (struct fs_node *n = s->by_id[hash_id(id, s->buckets)]; n; n = n->next_id)
 		if (n->id == id)
 			return n;
-	return NULL;
+	/* A node a restored VM's guest held, named for the first time. */
+	return s->carry ? fs_carry_take(s, id) : NULL;
 }
 
 static void insert(struct fs_server *s, struct fs_node *n)
@@ -305,6 +306,7 @@ static void drop_nodes(struct fs_server *s, struct fs_export *exp, bool pinned_t
 
 void fs_node_drop_export(struct fs_server *s, struct fs_export *exp)
 {
+	fs_carry_drop_export(s, exp);
 	drop_handles(s, exp);
 	drop_nodes(s, exp, true);
 }
@@ -312,6 +314,7 @@ void fs_node_drop_export(struct fs_server *s, struct fs_export *exp)
 /* DESTROY: the guest forgets everything; the exports' roots stay. */
 void fs_node_drop_all(struct fs_server *s)
 {
+	fs_carry_free(s);
 	drop_handles(s, NULL);
 	drop_nodes(s, NULL, false);
 	s->hub.nlookup = 0;

@@ -146,7 +146,12 @@ int fs_op_batch_forget(struct fs_req *r)
 		return -EINVAL;
 	one = fs_arg(r, sizeof(*in), (size_t)in->count * sizeof(*one));
 	for (uint32_t i = 0; i < in->count; i++) {
-		struct fs_node *n = fs_node_get(r->s, one[i].nodeid);
+		struct fs_node *n;
+
+		/* A restore's node the guest never named again: no walk to it. */
+		if (fs_carry_forget(r->s, one[i].nodeid, one[i].nlookup))
+			continue;
+		n = fs_node_get(r->s, one[i].nodeid);
 
 		if (n && n != &r->s->hub)
 			fs_node_forget(r->s, n, one[i].nlookup);

@@ -563,6 +563,10 @@ static int frame(struct fs_req *r, size_t readable, uint8_t **args)
 	copy_args(r, args_len, args);
 	if (op->flags & OP_NONODE)
 		return 0;
+	/* A restore's node the guest never named again: no walk to it. */
+	if (r->h.opcode == FUSE_FORGET &&
+	    fs_carry_forget(r->s, r->h.nodeid, ((const struct fuse_forget_in *)r->arg)->nlookup))
+		return -ESTALE;
 	r->node = fs_node_get(r->s, r->h.nodeid);
 	if (!r->node)
 		return -ESTALE;

@@ -134,12 +134,13 @@ void fs_server_reset(struct fs_server *s);
  * and returns the bytes written. No request may be under way.
  *
  * fs_server_load takes such a table, as hostile input, into a server that
- * has its exports and has answered nothing yet: each node walked to again,
- * a name at a time as a lookup goes, and kept only where the walk ends on
- * the inode it names; each handle opened again as an OPEN would be. What
- * is not taken answers ESTALE, as on a new server, and no id the table
- * names is given to anything else. Returns the nodes taken, or -1 for a
- * table that is not one, or a server that has answered (nothing taken). */
+ * has its exports and has answered nothing yet. Each node is kept, and
+ * walked to when the guest first names it (a name at a time as a lookup
+ * goes), taken up only where the walk ends on the inode it names; each
+ * handle is opened again now, as an OPEN would be. What is not found
+ * answers ESTALE, as on a new server, and no id the table names is given
+ * to anything else. Returns the nodes kept, or -1 for a table that is not
+ * one, or a server that has answered (nothing taken). */
 #define FS_CARRY_MAX (16u << 20) /* a table at most: a state file holds 64 MiB */
 size_t fs_server_save(struct fs_server *s, uint8_t *buf, size_t cap);
 long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len);

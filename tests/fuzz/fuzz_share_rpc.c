@@ -148,9 +148,27 @@ static void fuzz_carry(const uint8_t *data, size_t size)
 	check(fs_server_add_export(s, "rw", tree(), &rw, &err) == 0);
 	check(fs_server_add_export(s, "ro", tree(), &ro, &err) == 0);
 	taken = fs_server_load(s, data, size);
+	check(taken >= -1);
+	/* The guest names ids: the kept ones are walked to. */
+	pthread_mutex_lock(&s->lock);
+	for (uint64_t id = 2; id < 40; id++)
+		(void)fs_node_get(s, id);
+	pthread_mutex_unlock(&s->lock);
 	fs_server_stats(s, &st);
 	/* Two roots, and the tree's four inodes in each export at most. */
-	check(taken <= 8 && st.nodes <= 2 + 8 && st.handles <= FS_MAX_HANDLES);
+	check(st.nodes <= 2 + 8 && st.handles <= FS_MAX_HANDLES);
+	/* What it holds saves to a table a new server takes. */
+	{
+		static uint8_t again[64 * 1024];
+		size_t n = fs_server_save(s, again, sizeof(again));
+		struct fs_server *t;
+
+		check(fs_server_new(&t, 64, 0, &err) == 0);
+		check(fs_server_add_export(t, "rw", tree(), &rw, &err) == 0);
+		check(fs_server_add_export(t, "ro", tree(), &ro, &err) == 0);
+		check(fs_server_load(t, again, n) >= 0);
+		fs_server_free(t);
+	}
 	fs_server_free(s);
 }
 

@@ -142,7 +142,8 @@ static void test_changed_meanwhile(void **state)
 	assert_int_equal(unlink(cl_path(c, "share/f")), 0);
 	cl_put(c, "share/f", "another file");
 	c->s = server_again(c, same_order);
-	assert_int_equal(fs_server_load(c->s, table, len), 2); /* d and link */
+	/* All five kept; x and both f are not found when named. */
+	assert_int_equal(fs_server_load(c->s, table, len), 5);
 	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)h.x, ARG(ga)), -ESTALE);
 	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)h.f, ARG(ga)), -ESTALE);
 	assert_int_equal(cl_read(c, (uint64_t)h.f, (uint64_t)h.fh_f, 0, 10), -ESTALE);
@@ -265,8 +266,14 @@ static void test_hostile_tables(void **state)
 #undef APPEND
 		fs_server_free(c->s);
 		c->s = server_again(c, same_order);
-		assert_int_equal(fs_server_load(c->s, bad, n), 0);
+		/* Kept, and not found when named: the walk stays beneath. */
+		assert_int_equal(fs_server_load(c->s, bad, n), 1);
 		assert_int_equal(cl_read(c, c->rw + 100, 1, 0, 10), -ESTALE);
+		{
+			struct fuse_getattr_in ga = { 0 };
+
+			assert_int_equal(CALL(c, FUSE_GETATTR, c->rw + 100, ARG(ga)), -ESTALE);
+		}
 	}
 	/* Ids of another route are not this server's to give. */
 	{
@@ -313,8 +320,9 @@ static void test_masks_hold(void **state)
 		assert_int_equal(fs_server_add_export(c->s, "rw", fd, &o, &err), 0);
 		close(fd);
 		fs_server_assume_init(c->s, 38);
-		/* d and f, link; x only where d is not hidden. */
-		assert_int_equal(fs_server_load(c->s, table, len), hide ? 3 : 4);
+		/* d, f, link and x kept (ro's f has no export here); x is
+		 * not found where d is hidden. */
+		assert_int_equal(fs_server_load(c->s, table, len), 4);
 		fs_server_stats(c->s, &st);
 		/* f's handle; d's directory handle only where d is not hidden;
 		 * x's read-write one never. */
@@ -322,6 +330,65 @@ static void test_masks_hold(void **state)
 		assert_int_equal(cl_read(c, (uint64_t)h.x, (uint64_t)fh_x, 0, 1),
 				 hide ? -ESTALE : -EBADF);
 	}
+	free(table);
+	canary_same(f);
+}
+
+/* The nodes are walked to as the guest names them, not before: a node
+ * forgotten before it is named is never walked to, and one not yet named
+ * goes into the next save as it came. */
+static void test_taken_as_named(void **state)
+{
+	FX();
+	uint8_t *table = xzalloc(TABLE_MAX), *again = xzalloc(TABLE_MAX);
+	struct fs_stats before, after;
+	struct fuse_getattr_in ga = { 0 };
+	struct held h;
+	size_t len;
+
+	len = hold_and_save(c, &h, table);
+	fs_server_free(c->s);
+	c->s = server_again(c, same_order);
+	assert_int_equal(fs_server_load(c->s, table, len), 5);
+	fs_server_stats(c->s, &before);
+	/* Three roots, and the nodes of the three open handles: f, d, ro's f. */
+	assert_int_equal(before.nodes, 3 + 3);
+	assert_int_equal(cl_attr(c, (uint64_t)h.x)->size, 1);
+	fs_server_stats(c->s, &after);
+	assert_int_equal(after.nodes, before.nodes + 1);
+	/* link forgotten unnamed: gone, though it is still on the host. */
+	assert_int_equal(cl_forget(c, (uint64_t)h.link, 1), 1);
+	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)h.link, ARG(ga)), -ESTALE);
+	/* Saved again with x named and link forgotten: a third server has
+	 * x, f and d, and not link. */
+	len = fs_server_save(c->s, again, TABLE_MAX);
+	fs_server_free(c->s);
+	c->s = server_again(c, same_order);
+	assert_int_equal(fs_server_load(c->s, again, len), 4);
+	assert_int_equal(cl_attr(c, (uint64_t)h.x)->size, 1);
+	assert_int_equal(cl_attr(c, (uint64_t)h.d)->mode & S_IFMT, S_IFDIR);
+	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)h.link, ARG(ga)), -ESTALE);
+	assert_int_equal(cl_read(c, (uint64_t)h.f, (uint64_t)h.fh_f, 0, 5), 5);
+	free(table);
+	free(again);
+	canary_same(f);
+}
+
+/* Every node kept is an open file's: all are taken up with the handles,
+ * and what the server kept of the table goes with the last. */
+static void test_all_taken_with_handles(void **state)
+{
+	FX();
+	uint8_t *table = xzalloc(TABLE_MAX);
+	int64_t n = cl_lookup(c, c->rw, "f"), fh = cl_open(c, FUSE_OPEN, (uint64_t)n, O_RDONLY);
+	size_t len = fs_server_save(c->s, table, TABLE_MAX);
+
+	assert_true(n > 1 && fh > 0);
+	fs_server_free(c->s);
+	c->s = server_again(c, same_order);
+	assert_int_equal(fs_server_load(c->s, table, len), 1);
+	assert_int_equal(cl_read(c, (uint64_t)n, (uint64_t)fh, 0, 5), 5);
+	assert_memory_equal(c->rep, "hello", 5);
 	free(table);
 	canary_same(f);
 }
@@ -359,6 +426,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_handles_as_open_would, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_tables, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_masks_hold, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_taken_as_named, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_all_taken_with_handles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_only_a_new_server, setup, teardown),
 	};
 
