@@ -2,18 +2,19 @@
  * running one-shot NAME (gantry wrap or exec with -mcp-remote) shows its
  * guest, asked of the gateway itself as the guest's proxy asks it. */
 #include <errno.h>
+#include <limits.h>
 #include <jansson.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/log.h"
 #include "common/text.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "mcp/frame.h"
 #include "mcp/gateway.h"
@@ -37,24 +38,21 @@ static void mcp_usage(FILE *out, const struct flag *flags)
 static int dial(const char *name, gantry_error_t *err)
 {
 	cleanup_free char *dir = NULL;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[PATH_MAX];
 	int fd;
 
 	if (!sandbox_name_valid(name))
 		return sandbox_name_check(name, err);
 	if (sandbox_dir(name, &dir, err) < 0)
 		return -1;
-	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, MCP_HOST_SOCK) >=
-	    sizeof(sa.sun_path))
-		return gantry_error(err, ENAMETOOLONG, "`%s`: its run directory's path is too long",
-				    name);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return gantry_error_errno(err, "socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	snprintf(path, sizeof(path), "%s/%s", dir, MCP_HOST_SOCK);
+	fd = unix_connect(path, 0);
+	if (fd < 0) {
 		int e = errno;
 
-		close(fd);
+		if (e == ENAMETOOLONG)
+			return gantry_error(err, e, "`%s`: its run directory's path is too long",
+					    name);
 		if (e == ENOENT || e == ECONNREFUSED)
 			return gantry_error(err, 0, "`%s` runs no MCP gateway (gantry wrap or exec "
 						    "with -mcp-remote)",

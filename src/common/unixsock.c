@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -36,6 +37,45 @@ int unix_listen(const char *path, int backlog, gantry_error_t *err)
 		return gantry_error(err, r, "listen `%s`", path);
 	}
 	return steal_fd(&fd);
+}
+
+bool unix_path_fits(const char *path)
+{
+	return strlen(path) < sizeof(((struct sockaddr_un *)0)->sun_path);
+}
+
+int unix_connect(const char *path, int flags)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, e;
+
+	if (!unix_path_fits(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (flags & SOCK_NONBLOCK), 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+	    (errno == EINPROGRESS && (flags & SOCK_NONBLOCK)))
+		return fd;
+	e = errno;
+	close(fd);
+	errno = e;
+	return -1;
+}
+
+int unix_connect_at(int dirfd, const char *name, int flags)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+
+	if ((size_t)snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, name) >=
+	    sizeof(path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return unix_connect(path, flags);
 }
 
 ssize_t unix_send_fds(int sock, const void *buf, size_t len, const int *fds, size_t nr_fds,

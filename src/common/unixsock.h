@@ -1,6 +1,7 @@
 /* Listening Unix sockets for the host side: the agent's ports, a VMM's vsock
- * bridge, a sandbox's ctl.sock; and passing a descriptor over one. And a
- * TCP listener on loopback (an OAuth login's callback). */
+ * bridge, a sandbox's ctl.sock; connecting to one; and passing a
+ * descriptor over one. And a TCP listener on loopback (an OAuth login's
+ * callback). */
 #ifndef GANTRY_COMMON_UNIXSOCK_H
 #define GANTRY_COMMON_UNIXSOCK_H
 
@@ -16,6 +17,15 @@
  * threads may call it. A socket left at path (by a process that died) is
  * replaced; anything else there makes it fail. */
 int unix_listen(const char *path, int backlog, gantry_error_t *err);
+/* A close-on-exec stream socket connected to path; with SOCK_NONBLOCK in
+ * flags non-blocking, a connect still under way taken as made. Its fd, or
+ * -1 with errno (ENAMETOOLONG: path does not fit a socket address). */
+int unix_connect(const char *path, int flags);
+/* Whether path fits a socket address (sun_path, with its NUL). */
+bool unix_path_fits(const char *path);
+/* The same for name in the directory dirfd, however long the
+ * directory's path (through /proc/self/fd). */
+int unix_connect_at(int dirfd, const char *name, int flags);
 /* The UID of the peer on the Unix socket fd (SO_PEERCRED); -1 when it
  * cannot be known. */
 long unix_peer_uid(int fd);

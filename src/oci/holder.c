@@ -15,7 +15,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -69,17 +68,15 @@ static int catch_all(void)
 
 int oci_console_make(const char *socket_path, int *slave, gantry_error_t *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	cleanup_close int master = -1, sock = -1;
 	char name[64];
 	int fd;
 
 	if (socket_path == NULL)
 		return gantry_error(err, 0, "process.terminal is set: --console-socket is needed");
-	if (strlen(socket_path) >= sizeof(sa.sun_path))
+	if (!unix_path_fits(socket_path))
 		return gantry_error(err, 0, "--console-socket `%.64s...`: path too long",
 				    socket_path);
-	strcpy(sa.sun_path, socket_path);
 	master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
 	    ptsname_r(master, name, sizeof(name)) != 0)
@@ -87,9 +84,8 @@ int oci_console_make(const char *socket_path, int *slave, gantry_error_t *err)
 	fd = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return gantry_error_errno(err, "open %s", name);
-	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    unix_send_fd(sock, name, strlen(name), master, 0) < 0) {
+	sock = unix_connect(socket_path, 0);
+	if (sock < 0 || unix_send_fd(sock, name, strlen(name), master, 0) < 0) {
 		gantry_error_errno(err, "--console-socket `%s`", socket_path);
 		close(fd);
 		return -1;
@@ -347,16 +343,14 @@ int oci_holder_spawn(const struct oci_container *c, const struct sandbox_opts *o
 
 int oci_holder_start(const char *dir, bool *none, char **why)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = HOLDER_STARTED_S };
 	cleanup_close int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC), fd = -1;
 	char line[512] = "";
 
 	if (dfd < 0)
 		return -1;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, OCI_HOLDER_SOCK);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	fd = unix_connect_at(dfd, OCI_HOLDER_SOCK, 0);
+	if (fd < 0)
 		return -1;
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	*none = false;

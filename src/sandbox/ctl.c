@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/unixsock.h"
@@ -21,20 +20,15 @@ int ctl_listen(const char *path, gantry_error_t *err)
 
 int ctl_connect(const char *dir, int *out, gantry_error_t *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	cleanup_close int dfd = -1, fd = -1;
+	cleanup_close int dfd = -1;
 
 	/* Through the directory's fd: sun_path holds only 108 bytes. */
 	dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return gantry_error_errno(err, "open `%s`", dir);
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, SANDBOX_CTL);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return gantry_error_errno(err, "socket");
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+	*out = unix_connect_at(dfd, SANDBOX_CTL, 0);
+	if (*out < 0)
 		return gantry_error_errno(err, "connect `%s/%s`", dir, SANDBOX_CTL);
-	*out = steal_fd(&fd);
 	return 0;
 }
 

@@ -1,12 +1,12 @@
 /* The OAuth bridge of a one-shot run (see oneshot_oauth.h). */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/door.h"
@@ -60,17 +60,15 @@ static void replay(void *opaque, int browser)
 {
 	struct oauth_bridge_listener *l = opaque;
 	struct oauth_bridge *b = l->b;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	uint8_t port[2] = { (uint8_t)b->port, (uint8_t)(b->port >> 8) };
-	char line[64], hello[32];
+	char line[64], hello[32], path[PATH_MAX];
 	size_t got = 0;
 	int guest = -1;
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/vsock.sock", b->o->dir);
+	snprintf(path, sizeof(path), "%s/vsock.sock", b->o->dir);
 	snprintf(hello, sizeof(hello), "CONNECT %d\n", PROTO_OAUTH_REPLAY_PORT);
-	guest = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (guest < 0 || connect(guest, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    write_full(guest, hello, strlen(hello)) < 0)
+	guest = unix_connect(path, 0);
+	if (guest < 0 || write_full(guest, hello, strlen(hello)) < 0)
 		goto out;
 	/* "OK <hostport>\n", read up to its newline only. */
 	while (got < sizeof(line) - 1) {

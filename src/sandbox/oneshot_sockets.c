@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/door.h"
 #include "common/log.h"
+#include "common/unixsock.h"
 #include "common/util.h"
 #include "proto/agent.h"
 #include "sandbox/oneshot_sockets.h"
@@ -47,30 +47,6 @@ static int read_index(struct oneshot_sockets *s, int fd, uint32_t *index)
 	return *index < s->n ? 0 : -1;
 }
 
-static int connect_host(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0)
-		return -1;
-	/* A local stream socket connects at once, or is refused. */
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS) {
-		int e = errno;
-
-		close(fd);
-		errno = e;
-		return -1;
-	}
-	return fd;
-}
-
 /* One stream of the guest's: the socket it names, joined. */
 static void serve_stream(void *opaque, int guest)
 {
@@ -79,7 +55,7 @@ static void serve_stream(void *opaque, int guest)
 	int host = -1;
 
 	if (read_index(s, guest, &index) == 0) {
-		host = connect_host(s->paths[index]);
+		host = unix_connect(s->paths[index], SOCK_NONBLOCK);
 		if (host < 0)
 			log_info("socket %s: %s", s->paths[index], strerror(errno));
 		else

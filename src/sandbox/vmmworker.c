@@ -1,6 +1,7 @@
 /* Starting and serving the VMM worker (see vmmworker.h): the caller's
  * side. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -8,7 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -157,18 +157,10 @@ int vmm_worker_start(struct vmm_worker *w, struct machine *m, gantry_error_t *er
  * (the user's directory holds the sockets). */
 static int dial_dir(const struct machine *m, uint32_t port)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd;
+	char path[PATH_MAX];
 
-	if ((size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%u.sock", m->cfg.vsock_dir,
-			     port) >= sizeof(sa.sun_path))
-		return -1;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
+	snprintf(path, sizeof(path), "%s/%u.sock", m->cfg.vsock_dir, port);
+	return unix_connect(path, SOCK_NONBLOCK);
 }
 
 /* The guest dials host port P: a sandbox's reaches the door a server of
