@@ -5,8 +5,10 @@
  * descriptor of its own), in a fresh directory under DIR, and prints the
  * microseconds per request: CREATE with its RELEASE, LOOKUP of a name
  * that is there and of one that is not, WRITE of 4 KiB and of 1 MiB, READ
- * of 128 KiB (the guest's readahead window). What a request costs in a VM
- * on top of this is the transport's: bench/share. */
+ * of 128 KiB (the guest's readahead window); and a snapshot's tables
+ * (share/carry.c): the save per node, the load, and a node's first
+ * GETATTR on the restored server (its walk), against a later one. What a
+ * request costs in a VM on top of this is the transport's: bench/share. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fuse.h>
@@ -106,6 +108,8 @@ static void create(uint64_t dir, const char *name, uint32_t flags, uint64_t *nod
 	*fh = ((const struct fuse_open_out *)(entry() + 1))->fh;
 }
 
+static uint64_t files[NR_FILES];
+
 static void bench_names(uint64_t root)
 {
 	char name[32];
@@ -117,6 +121,7 @@ static void bench_names(uint64_t root)
 
 		snprintf(name, sizeof(name), "f%06u", i);
 		create(root, name, O_WRONLY, &node, &fh);
+		files[i] = node;
 		rel.fh = fh;
 		must(call(FUSE_RELEASE, node, &rel, sizeof(rel), 0, 0), "RELEASE");
 	}
@@ -140,6 +145,40 @@ static void bench_names(uint64_t root)
 			must(-EIO, "LOOKUP of a missing name");
 	}
 	report("LOOKUP, missing", t0, NR_SMALL);
+}
+
+/* The tables of the NR_FILES nodes bench_names left, into a new server
+ * of the same export (dir). */
+static void bench_carry(int dir)
+{
+	static uint8_t table[FS_CARRY_MAX];
+	struct fs_export_opts opts = { 0 };
+	struct fuse_getattr_in ga = { 0 };
+	gantry_error_t err = NULL;
+	size_t len;
+	double t0 = now();
+
+	len = fs_server_save(srv, table, sizeof(table));
+	report("save, a node", t0, NR_FILES);
+	fs_server_free(srv);
+	if (fs_server_new(&srv, 1 << 16, 0, &err) < 0 ||
+	    fs_server_add_export(srv, "b", dir, &opts, &err) < 0) {
+		fprintf(stderr, "share_bench: %s\n", gantry_error_str(err));
+		exit(1);
+	}
+	fs_server_assume_init(srv, FUSE_KERNEL_MINOR_VERSION);
+	t0 = now();
+	if (fs_server_load(srv, table, len) != NR_FILES)
+		must(-EIO, "load the tables");
+	report("load, a node", t0, NR_FILES);
+	for (int round = 0; round < 2; round++) {
+		t0 = now();
+		for (unsigned int i = 0; i < NR_FILES; i++)
+			must(call(FUSE_GETATTR, files[i], &ga, sizeof(ga), 0,
+				  sizeof(struct fuse_attr_out)),
+			     "GETATTR");
+		report(round ? "GETATTR, later" : "GETATTR, first", t0, NR_FILES);
+	}
 }
 
 static void bench_data(uint64_t root)
@@ -201,6 +240,7 @@ int main(int argc, char **argv)
 	must(call(FUSE_LOOKUP, FUSE_ROOT_ID, "b", 2, 0, sizeof(struct fuse_entry_out)), "LOOKUP");
 	root = entry()->nodeid;
 	bench_names(root);
+	bench_carry(fd);
 	bench_data(root);
 	fs_server_free(srv);
 	close(fd);
