@@ -4,7 +4,10 @@
  *
  * The table, little-endian, each record packed:
  *   header  u32 magic CARRY_MAGIC, u32 version, u32 exports, u32 nodes,
- *           u32 handles, u64 the hub's lookups
+ *           u32 handles, u64 the hub's lookups, u64 the next node id and
+ *           u64 the handle generation the server would have given (ids
+ *           and handles the guest holds that the table lacks are never
+ *           given again)
  *   export  u64 its root's id, u64 lookups, u8 tag length, the tag
  *   node    u64 id, u64 lookups, u64 dev, u64 ino, u64 and u64 its birth
  *           time (seconds, nanoseconds; 0 0 where the filesystem keeps
@@ -33,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -75,6 +79,7 @@ struct rec_node {
 struct fs_carry {
 	uint8_t *table;
 	struct rec_node *nodes; /* by id */
+	uint32_t *by_inode;	/* indices of nodes, by device and inode */
 	size_t nr, left;	/* left: those still with an export */
 };
 
@@ -149,13 +154,14 @@ static uint32_t save_exports(struct fs_server *s, struct out *o, char (*roots)[P
 {
 	uint32_t n = 0;
 
+	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
+		idx[i] = -1;
 	for (size_t i = 0; i < FS_MAX_EXPORTS; i++) {
 		struct fs_export *e = s->exports[i];
 		uint64_t v[2];
 		uint8_t len;
 		size_t at = o->len;
 
-		idx[i] = -1;
 		if (!e || !fd_path(e->root->fd, roots[i]))
 			continue;
 		v[0] = e->root->id;
@@ -254,13 +260,16 @@ size_t fs_server_save(struct fs_server *s, uint8_t *buf, size_t cap)
 	/* One path buffer per export: 256 KiB, not the stack's to hold. */
 	char (*roots)[PATH_MAX] = xzalloc(FS_MAX_EXPORTS * sizeof(*roots));
 	uint32_t hdr[5] = { CARRY_MAGIC, CARRY_VERSION };
+	uint64_t next[2];
 	int idx[FS_MAX_EXPORTS];
 	struct out o = { buf, 0, cap };
 	uint64_t hub;
 
 	pthread_mutex_lock(&s->lock);
 	hub = s->hub.nlookup;
-	if (put(&o, hdr, sizeof(hdr)) && PUT(&o, hub)) {
+	next[0] = s->next_id;
+	next[1] = s->gen;
+	if (put(&o, hdr, sizeof(hdr)) && PUT(&o, hub) && put(&o, next, sizeof(next))) {
 		clear_carried(s);
 		hdr[2] = save_exports(s, &o, roots, idx);
 		hdr[3] = save_nodes(s, &o, roots, idx);
@@ -461,6 +470,16 @@ static int by_id(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
+static int by_inode(const void *a, const void *b, void *nodes)
+{
+	const struct rec_node *x = (const struct rec_node *)nodes + *(const uint32_t *)a;
+	const struct rec_node *y = (const struct rec_node *)nodes + *(const uint32_t *)b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
 /* The table's nodes kept in s, by id, to be taken up as the guest names
  * them; *max_id past every id they hold. Their number. */
 static long keep_nodes(struct fs_server *s, struct in *in, uint32_t count,
@@ -475,16 +494,21 @@ static long keep_nodes(struct fs_server *s, struct in *in, uint32_t count,
 			continue;
 		*max_id = MAX(*max_id, r.id);
 		r.exp = map[r.exp_index];
-		if (r.exp)
+		/* Not an id an export's root answers to already. */
+		if (r.exp && !fs_node_get(s, r.id))
 			c->nodes[c->nr++] = r;
 	}
 	qsort(c->nodes, c->nr, sizeof(*c->nodes), by_id);
-	/* An id twice: the first only. */
+	/* An id twice: one only. */
 	for (size_t i = 1; i < c->nr; i++)
 		if (c->nodes[i].id == c->nodes[i - 1].id)
 			c->nodes[i].exp = NULL;
 	for (size_t i = 0; i < c->nr; i++)
 		c->left += c->nodes[i].exp != NULL;
+	c->by_inode = xzalloc((c->nr ? c->nr : 1) * sizeof(*c->by_inode));
+	for (size_t i = 0; i < c->nr; i++)
+		c->by_inode[i] = (uint32_t)i;
+	qsort_r(c->by_inode, c->nr, sizeof(*c->by_inode), by_inode, c->nodes);
 	s->carry = c;
 	return (long)c->left;
 }
@@ -538,6 +562,43 @@ struct fs_node *fs_carry_take(struct fs_server *s, uint64_t id)
 	return n;
 }
 
+bool fs_carry_claim(struct fs_server *s, const struct fs_export *exp, const struct statx *x,
+		    uint64_t *id, uint64_t *nlookup)
+{
+	struct fs_carry *c = s->carry;
+	uint64_t dev = makedev(x->stx_dev_major, x->stx_dev_minor), sec = 0, nsec = 0;
+	size_t lo = 0, hi = c ? c->nr : 0;
+
+	if (x->stx_mask & STATX_BTIME) {
+		sec = (uint64_t)x->stx_btime.tv_sec;
+		nsec = x->stx_btime.tv_nsec;
+	}
+	/* The first record of (dev, ino), then each of them. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct rec_node *r = &c->nodes[c->by_inode[mid]];
+
+		if (r->dev < dev || (r->dev == dev && r->ino < x->stx_ino))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; c && lo < c->nr; lo++) {
+		struct rec_node *r = &c->nodes[c->by_inode[lo]];
+
+		if (r->dev != dev || r->ino != x->stx_ino)
+			break;
+		if (r->exp != exp || r->type != (x->stx_mode & S_IFMT) || r->btime != sec ||
+		    r->btime_ns != nsec)
+			continue;
+		*id = r->id;
+		*nlookup = r->nlookup;
+		done(s, r);
+		return true;
+	}
+	return false;
+}
+
 bool fs_carry_forget(struct fs_server *s, uint64_t id, uint64_t nlookup)
 {
 	struct rec_node *r = carried(s, id);
@@ -563,6 +624,7 @@ void fs_carry_free(struct fs_server *s)
 		return;
 	free(s->carry->table);
 	free(s->carry->nodes);
+	free(s->carry->by_inode);
 	free(s->carry);
 	s->carry = NULL;
 }
@@ -606,7 +668,7 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 {
 	struct fs_export *map[FS_MAX_EXPORTS] = { 0 };
 	struct in in;
-	uint64_t hub, max_id = 0;
+	uint64_t hub, next[2], max_id = s->id_base + FS_ROOT_ID;
 	uint32_t hdr[5];
 	long kept = -1;
 	size_t roots = 0;
@@ -614,7 +676,7 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 
 	in = (struct in){ buf, len, 0 };
 	if (len > FS_CARRY_MAX || !get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) ||
-	    hdr[0] != CARRY_MAGIC ||
+	    !get(&in, next, sizeof(next)) || hdr[0] != CARRY_MAGIC ||
 	    hdr[1] != CARRY_VERSION || hdr[2] > FS_MAX_EXPORTS || hdr[3] > FS_NODES_CAP ||
 	    hdr[4] > FS_MAX_HANDLES || !table_ok(in, hdr))
 		return -1;
@@ -629,6 +691,12 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 	if (!s->carry && s->nr_handles == 0 && s->nr_nodes == roots && s->hub.nlookup == 0) {
 		clear_carried(s);
 		s->hub.nlookup = hub;
+		/* Past what the saved server would have given next, where that
+		 * is an id of ours; handles past its generation. */
+		if (id_ours(s, next[0]))
+			max_id = next[0] - 1;
+		if (next[1] <= UINT32_MAX && next[1] > s->gen)
+			s->gen = (uint32_t)next[1];
 		take_exports(s, &in, hdr[2], map, &max_id);
 		kept = keep_nodes(s, &in, hdr[3], map, &max_id);
 		s->carry->table = copy;

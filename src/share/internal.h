@@ -159,6 +159,12 @@ void fs_handle_free(struct fs_server *s, struct fs_handle *h);
 /* The node id, walked to now (fs_node_get, which calls it, found no
  * node of id); NULL where the table has none, or it is not there. */
 struct fs_node *fs_carry_take(struct fs_server *s, uint64_t id);
+/* A new node for the inode x in exp: where a kept node not yet taken up
+ * is that inode (the guest looked its name up again before it named the
+ * id), its id and lookups, and the node is taken up so (true). */
+struct statx;
+bool fs_carry_claim(struct fs_server *s, const struct fs_export *exp, const struct statx *x,
+		    uint64_t *id, uint64_t *nlookup);
 /* A FORGET of a kept node not taken up: counted there (true); false
  * where id is no such node. */
 bool fs_carry_forget(struct fs_server *s, uint64_t id, uint64_t nlookup);

@@ -183,7 +183,9 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 	/* One statx gives the node's identity and, for a lookup, its
 	 * attributes: no second stat of the same inode. */
 	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-		  (st ? STATX_BASIC_STATS : STATX_TYPE | STATX_INO) | STATX_MNT_ID, &stx) < 0) {
+		  (st ? STATX_BASIC_STATS : STATX_TYPE | STATX_INO) | STATX_MNT_ID |
+			  (s->carry ? STATX_BTIME : 0),
+		  &stx) < 0) {
 		int e = errno;
 
 		close(fd);
@@ -210,14 +212,21 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 		return NULL;
 	}
 	n = xcalloc(1, sizeof(*n));
-	n->id = s->next_id++;
+	/* An inode a restored guest holds by an id it has not named yet
+	 * keeps that id: the guest must not see it under a second one. */
+	if (s->carry && fs_carry_claim(s, exp, &stx, &n->id, &n->nlookup)) {
+		n->nlookup++;
+		n->carried = true;
+	} else {
+		n->id = s->next_id++;
+		n->nlookup = 1;
+	}
 	n->fd = fd;
 	n->exp = exp;
 	n->dev = dev;
 	n->ino = stx.stx_ino;
 	n->mnt_id = stx.stx_mnt_id;
 	n->type = stx.stx_mode & S_IFMT;
-	n->nlookup = 1;
 	{
 		const struct fs_mask *m = fs_export_masked(exp, dev, n->ino);
 

@@ -242,7 +242,11 @@ static void send_carry(struct share_rpc_client *c)
 			taken = UINT64_MAX;
 		memset(c->bounce->regions[0].hva, 0, c->carry_len);
 	}
-	if (taken == UINT64_MAX)
+	if (c->carry_len > c->bounce->ram_size)
+		log_warn("share nodes of the save not taken: %zu bytes, more than this VM's share "
+			 "slots hold (%s)",
+			 c->carry_len, VIRTIO_FS_THREADS_ENV);
+	else if (taken == UINT64_MAX)
 		log_info("share nodes of the save not taken: the guest looks its paths up again");
 	else
 		log_debug("share nodes of the save taken: %llu", (unsigned long long)taken);

@@ -312,7 +312,8 @@ def share_rpc_seeds():
         s[name] = b"\1" + v
 
     def table(exports, nodes, handles, hub=1):
-        t = struct.pack("<IIIIIQ", 0x4e534647, 1, len(exports), len(nodes), len(handles), hub)
+        t = struct.pack("<IIIIIQQQ", 0x4e534647, 1, len(exports), len(nodes), len(handles), hub,
+                        16, 4)
         for root, tag in exports:
             t += struct.pack("<QQB", root, 1, len(tag)) + tag
         for nid, exp, path in nodes:

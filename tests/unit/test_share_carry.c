@@ -17,6 +17,7 @@
 #include "share_client.h"
 
 #define TABLE_MAX (1u << 20)
+#define HDR_LEN	  44 /* carry.c's header: 5 u32, 3 u64 */
 
 /* The guest's view before the save: ids it was given, handles it holds. */
 struct held {
@@ -255,6 +256,8 @@ static void test_hostile_tables(void **state)
 #define APPEND(p, l) (memcpy(bad + n, (p), (l)), n += (l))
 		APPEND(hdr, sizeof(hdr));
 		APPEND(&hub, 8);
+		APPEND(&hub, 8); /* no next id: the table's */
+		APPEND(&hub, 8); /* nor generation */
 		APPEND(ev, sizeof(ev));
 		APPEND(&tl, 1);
 		APPEND("rw", 2);
@@ -279,10 +282,10 @@ static void test_hostile_tables(void **state)
 	{
 		uint64_t id;
 
-		memcpy(&id, table + 28, 8); /* the first export's root */
+		memcpy(&id, table + HDR_LEN, 8); /* the first export's root */
 		memcpy(bad, table, len);
 		id |= 1ull << FS_ROUTE_SHIFT;
-		memcpy(bad + 28, &id, 8);
+		memcpy(bad + HDR_LEN, &id, 8);
 		fs_server_free(c->s);
 		c->s = server_again(c, same_order);
 		assert_true(fs_server_load(c->s, bad, len) >= 0);
@@ -393,6 +396,77 @@ static void test_all_taken_with_handles(void **state)
 	canary_same(f);
 }
 
+/* The guest looks a kept node's name up again before it names the node's
+ * id (its dentry's timeout ran out): the same id, not a second one, and
+ * the id works after. */
+static void test_looked_up_before_named(void **state)
+{
+	FX();
+	uint8_t *table = xzalloc(TABLE_MAX);
+	struct held h;
+	size_t len = hold_and_save(c, &h, table);
+
+	fs_server_free(c->s);
+	c->s = server_again(c, same_order);
+	assert_int_equal(fs_server_load(c->s, table, len), 5);
+	assert_int_equal(cl_lookup(c, (uint64_t)h.d, "x"), h.x);
+	assert_int_equal(cl_lookup(c, c->rw, "link"), h.link);
+	assert_int_equal(cl_attr(c, (uint64_t)h.x)->size, 1);
+	/* Its lookups are the table's and this one: two FORGETs of the
+	 * table's count leave it, the third's lookup ends it. */
+	assert_int_equal(cl_forget(c, (uint64_t)h.link, 1), 1);
+	assert_true(S_ISLNK(cl_attr(c, (uint64_t)h.link)->mode));
+	assert_int_equal(cl_forget(c, (uint64_t)h.link, 1), 1);
+	{
+		struct fuse_getattr_in ga = { 0 };
+
+		assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)h.link, ARG(ga)), -ESTALE);
+	}
+	free(table);
+	canary_same(f);
+}
+
+/* Ids the guest holds that the table lacks (a node moved out of the share
+ * before the save) are never given again; nor are the roots' ids, with a
+ * table of no nodes at all. */
+static void test_ids_never_given_again(void **state)
+{
+	FX();
+	uint8_t *table = xzalloc(TABLE_MAX);
+	int64_t z, fresh;
+	size_t len;
+
+	cl_put(c, "share/z", "z");
+	z = cl_lookup(c, c->rw, "z");
+	assert_true(z > 1);
+	assert_int_equal(rename(cl_path(c, "share/z"), cl_path(c, "z-outside")), 0);
+	len = fs_server_save(c->s, table, TABLE_MAX);
+	fs_server_free(c->s);
+	c->s = server_again(c, same_order);
+	assert_int_equal(fs_server_load(c->s, table, len), 0);
+	cl_put(c, "share/new", "n");
+	fresh = cl_lookup(c, c->rw, "new");
+	assert_true(fresh > z);
+	unlink(cl_path(c, "z-outside"));
+	/* A table of nothing: each root an id of its own, past the hub's. */
+	{
+		uint8_t empty[HDR_LEN] = { 0 };
+		uint32_t magic = 0x4e534647u, version = 1;
+		int64_t root;
+
+		memcpy(empty, &magic, 4);
+		memcpy(empty + 4, &version, 4);
+		fs_server_free(c->s);
+		c->s = server_again(c, same_order);
+		assert_int_equal(fs_server_load(c->s, empty, sizeof(empty)), 0);
+		root = cl_lookup(c, FUSE_ROOT_ID, "rw");
+		assert_true(root > 1);
+		assert_true(cl_lookup(c, (uint64_t)root, "f") > root);
+	}
+	free(table);
+	canary_same(f);
+}
+
 /* Only a server that has answered nothing takes a table. */
 static void test_only_a_new_server(void **state)
 {
@@ -428,6 +502,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_masks_hold, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_taken_as_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_all_taken_with_handles, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_looked_up_before_named, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ids_never_given_again, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_only_a_new_server, setup, teardown),
 	};
 
