@@ -554,6 +554,9 @@ struct fs_node *fs_carry_take(struct fs_server *s, uint64_t id)
 	r->exp = NULL;
 	n = fd >= 0 ? fs_node_adopt(s, e, fd, id, r->nlookup) : NULL;
 	r->exp = e;
+	/* The table full now: kept for a later try, as a lookup would be. */
+	if (!n && fd >= 0 && errno == ENFILE)
+		return NULL;
 	done(s, r);
 	if (!n)
 		return NULL;

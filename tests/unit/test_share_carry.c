@@ -467,6 +467,44 @@ static void test_ids_never_given_again(void **state)
 	canary_same(f);
 }
 
+/* A node the table has no room for when first named is kept, and taken
+ * up once there is room. */
+static void test_no_room_yet(void **state)
+{
+	FX();
+	struct fs_export_opts rw = { 0 }, ro = { .ro = true };
+	struct fuse_getattr_in ga = { 0 };
+	uint8_t *table = xzalloc(TABLE_MAX);
+	gantry_error_t err = NULL;
+	int64_t g, x, d;
+	size_t len;
+	int fd;
+
+	d = cl_lookup(c, c->rw, "d");
+	x = cl_lookup(c, (uint64_t)d, "x");
+	g = cl_lookup(c, c->other, "g");
+	len = fs_server_save(c->s, table, TABLE_MAX);
+	fs_server_free(c->s);
+	/* Three roots and one node at most. */
+	assert_int_equal(fs_server_new(&c->s, 4, 0, &err), 0);
+	fd = open(cl_path(c, "share"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(fs_server_add_export(c->s, "rw", fd, &rw, &err), 0);
+	assert_int_equal(fs_server_add_export(c->s, "ro", fd, &ro, &err), 0);
+	close(fd);
+	fd = open(cl_path(c, "other"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(fs_server_add_export(c->s, "other", fd, &rw, &err), 0);
+	close(fd);
+	fs_server_assume_init(c->s, 38);
+	assert_int_equal(fs_server_load(c->s, table, len), 3);
+	assert_int_equal(cl_attr(c, (uint64_t)g)->size, 1);
+	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)x, ARG(ga)), -ESTALE);
+	/* g forgotten: room for x, still kept. */
+	assert_int_equal(cl_forget(c, (uint64_t)g, 1), 1);
+	assert_int_equal(cl_attr(c, (uint64_t)x)->size, 1);
+	free(table);
+	canary_same(f);
+}
+
 /* Only a server that has answered nothing takes a table. */
 static void test_only_a_new_server(void **state)
 {
@@ -504,6 +542,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_all_taken_with_handles, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_looked_up_before_named, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ids_never_given_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_room_yet, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_only_a_new_server, setup, teardown),
 	};
 
