@@ -177,6 +177,15 @@ static uint32_t save_exports(struct fs_server *s, struct out *o, char (*roots)[P
 	return n;
 }
 
+/* exp's slot in s->exports, or -1 (none: the hub). */
+static int slot_of(const struct fs_server *s, const struct fs_export *exp)
+{
+	for (int e = 0; exp && e < FS_MAX_EXPORTS; e++)
+		if (s->exports[e] == exp)
+			return e;
+	return -1;
+}
+
 /* The nodes a restore's table gave that the guest has not named since:
  * as they came. */
 static uint32_t save_kept(struct fs_server *s, struct out *o, const int *idx)
@@ -186,11 +195,9 @@ static uint32_t save_kept(struct fs_server *s, struct out *o, const int *idx)
 	for (size_t i = 0; s->carry && i < s->carry->nr; i++) {
 		const struct rec_node *r = &s->carry->nodes[i];
 		uint64_t v[6] = { r->id, r->nlookup, r->dev, r->ino, r->btime, r->btime_ns };
-		size_t e = 0;
+		int e = slot_of(s, r->exp);
 
-		while (e < FS_MAX_EXPORTS && (!r->exp || s->exports[e] != r->exp))
-			e++;
-		if (e < FS_MAX_EXPORTS && idx[e] >= 0 &&
+		if (e >= 0 && idx[e] >= 0 &&
 		    put_node(o, v, r->type, (uint8_t)idx[e], r->path, r->path_len))
 			count++;
 	}
@@ -205,14 +212,10 @@ static uint32_t save_nodes(struct fs_server *s, struct out *o, char (*roots)[PAT
 
 	for (size_t b = 0; b < s->buckets; b++) {
 		for (struct fs_node *n = s->by_id[b]; n; n = n->next_id) {
-			size_t e = 0;
+			int e = n->pinned ? -1 : slot_of(s, n->exp);
 			const char *rel;
 
-			if (n->pinned || !n->exp)
-				continue;
-			while (e < FS_MAX_EXPORTS && s->exports[e] != n->exp)
-				e++;
-			if (e == FS_MAX_EXPORTS || idx[e] < 0)
+			if (e < 0 || idx[e] < 0)
 				continue;
 			rel = rel_path(roots[e], n->fd, buf);
 			if (rel && save_node(o, n, (uint8_t)idx[e], rel)) {

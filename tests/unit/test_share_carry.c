@@ -51,13 +51,13 @@ static size_t hold_and_save(struct cl *c, struct held *h, uint8_t *table)
 
 /* A server as the restored VM's: the same directories, exports added in
  * the order given (NULL ends it), past INIT as the save says. */
-static struct fs_server *server_again(struct cl *c, const char *const *tags)
+static struct fs_server *server_of(struct cl *c, const char *const *tags, size_t max_nodes)
 {
 	struct fs_export_opts rw = { 0 }, ro = { .ro = true };
 	gantry_error_t err = NULL;
 	struct fs_server *s;
 
-	assert_int_equal(fs_server_new(&s, 0, 0, &err), 0);
+	assert_int_equal(fs_server_new(&s, max_nodes, 0, &err), 0);
 	for (size_t i = 0; tags[i]; i++) {
 		const char *dir = strcmp(tags[i], "other") == 0 ? "other" : "share";
 		int fd = open(cl_path(c, dir), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -69,6 +69,11 @@ static struct fs_server *server_again(struct cl *c, const char *const *tags)
 	}
 	fs_server_assume_init(s, 38);
 	return s;
+}
+
+static struct fs_server *server_again(struct cl *c, const char *const *tags)
+{
+	return server_of(c, tags, 0);
 }
 
 /* The table of c's server, and c moved onto a new server that took it. */
@@ -472,13 +477,10 @@ static void test_ids_never_given_again(void **state)
 static void test_no_room_yet(void **state)
 {
 	FX();
-	struct fs_export_opts rw = { 0 }, ro = { .ro = true };
 	struct fuse_getattr_in ga = { 0 };
 	uint8_t *table = xzalloc(TABLE_MAX);
-	gantry_error_t err = NULL;
 	int64_t g, x, d;
 	size_t len;
-	int fd;
 
 	d = cl_lookup(c, c->rw, "d");
 	x = cl_lookup(c, (uint64_t)d, "x");
@@ -486,15 +488,7 @@ static void test_no_room_yet(void **state)
 	len = fs_server_save(c->s, table, TABLE_MAX);
 	fs_server_free(c->s);
 	/* Three roots and one node at most. */
-	assert_int_equal(fs_server_new(&c->s, 4, 0, &err), 0);
-	fd = open(cl_path(c, "share"), O_PATH | O_DIRECTORY | O_CLOEXEC);
-	assert_int_equal(fs_server_add_export(c->s, "rw", fd, &rw, &err), 0);
-	assert_int_equal(fs_server_add_export(c->s, "ro", fd, &ro, &err), 0);
-	close(fd);
-	fd = open(cl_path(c, "other"), O_PATH | O_DIRECTORY | O_CLOEXEC);
-	assert_int_equal(fs_server_add_export(c->s, "other", fd, &rw, &err), 0);
-	close(fd);
-	fs_server_assume_init(c->s, 38);
+	c->s = server_of(c, same_order, 4);
 	assert_int_equal(fs_server_load(c->s, table, len), 3);
 	assert_int_equal(cl_attr(c, (uint64_t)g)->size, 1);
 	assert_int_equal(CALL(c, FUSE_GETATTR, (uint64_t)x, ARG(ga)), -ESTALE);
