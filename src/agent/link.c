@@ -307,8 +307,15 @@ int link_send(struct agent *a, const struct proto_msg *m, gantry_error_t *err)
 
 	pthread_mutex_lock(&a->send_lock);
 	r = link_usable(a, err);
+	/* An EXEC names the running session before its frame can reach the
+	 * guest: a SIGNAL from another thread that finds the id waits on this
+	 * lock, then queues behind the EXEC, never before it or not at all. */
+	if (r == 0 && m->type == PROTO_EXEC)
+		atomic_store(&a->running, m->u.exec.id);
 	if (r == 0)
 		r = send_locked(a, m, err);
+	if (r < 0 && m->type == PROTO_EXEC)
+		atomic_store(&a->running, 0);
 	pthread_mutex_unlock(&a->send_lock);
 	/* Bytes wait, or the link was cut: whoever polls it must look again. */
 	if (r <= 0)

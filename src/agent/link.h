@@ -60,7 +60,8 @@ int link_left_ms(uint64_t deadline);
 int link_accept(const struct agent *a, int listen);
 bool link_cancelled(struct agent *a);
 
-/* Queue one frame for the peer and send what the socket takes now. */
+/* Queue one frame for the peer and send what the socket takes now. An
+ * EXEC's id becomes a->running as it is queued. */
 int link_send(struct agent *a, const struct proto_msg *m, gantry_error_t *err);
 /* Send what waits: 1 when nothing is left, 0 when some still waits, -1
  * when the peer is gone or the link was cut (its queue is then dropped). */

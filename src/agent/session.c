@@ -647,8 +647,7 @@ int agent_run(struct agent *a, const struct agent_process *p, struct agent_resul
 		cfmakeraw(&t);
 		raw = tcsetattr(p->in_fd, TCSANOW, &t) == 0;
 	}
-	if (send_exec(r, err) == 0) {
-		atomic_store(&a->running, r->id);
+	if (send_exec(r, err) == 0) { /* which marks r->id running */
 		ret = relay(r, err);
 		atomic_store(&a->running, 0);
 	}

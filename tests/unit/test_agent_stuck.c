@@ -38,7 +38,9 @@ static void *flood_control(void *opaque)
 	struct flooder *fl = opaque;
 	uint64_t until = now_ms() + 20000;
 
-	while (!atomic_load(fl->go))
+	/* Bounded too: a run that failed before the EXEC reached the guest
+	 * fails its test rather than hanging it. */
+	while (!atomic_load(fl->go) && now_ms() < until)
 		usleep(1000);
 	while (!atomic_load(&fl->stop) && now_ms() < until && (!fl->max || fl->sent < fl->max)) {
 		gantry_error_t err = NULL;
