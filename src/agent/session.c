@@ -586,8 +586,6 @@ static int relay(struct run *r, gantry_error_t *err)
 			return gantry_error(err, ECANCELED, "cancelled");
 		if (fds[P_WAKE].revents)
 			link_woken(r->a);
-		if (fds[P_SIGNAL].revents && handle_signals(r, err) < 0)
-			return -1;
 		if (fds[P_HOST].revents && r->held_len) {
 			deliver_held(r);
 			if (r->stream >= 0 && stream_frames(r, err) < 0)
@@ -610,6 +608,10 @@ static int relay(struct run *r, gantry_error_t *err)
 		if (r->olen && r->stream >= 0)
 			flush_stream(r);
 		if (relay_control(r, fds, err) < 0)
+			return -1;
+		/* After the control connection: a signal that came with the
+		 * EXIT is one after it (the guest wrote EXIT first). */
+		if (fds[P_SIGNAL].revents && handle_signals(r, err) < 0)
 			return -1;
 	}
 	return 0;

@@ -114,6 +114,7 @@ static bool ioloop_park(struct ioloop *l)
 	while (l->pausing)
 		pthread_cond_wait(&l->cond, &l->lock);
 	l->parked = false;
+	pthread_cond_broadcast(&l->cond); /* a pause waiting for us to leave */
 	pthread_mutex_unlock(&l->lock);
 	return true;
 }
@@ -220,8 +221,15 @@ void ioloop_pause(struct ioloop *l)
 		pthread_mutex_unlock(&l->lock);
 		return;
 	}
-	l->pausing = true;
-	(void)!write(l->stopfd, &one, sizeof(one));
+	if (!l->pausing) {
+		/* The park the last unpause let go of may not be left yet:
+		 * taken for this one, it would leave our stop request to be
+		 * read, once let go, as a stop. */
+		while (l->parked)
+			pthread_cond_wait(&l->cond, &l->lock);
+		l->pausing = true;
+		(void)!write(l->stopfd, &one, sizeof(one));
+	}
 	while (!l->parked)
 		pthread_cond_wait(&l->cond, &l->lock);
 	pthread_mutex_unlock(&l->lock);

@@ -49,7 +49,7 @@ struct guest {
 	bool got_shutdown;
 	uint32_t signo;
 	int release[2]; /* written by the test (or teardown): stop holding on */
-	atomic_bool exec_seen, exit_sent;
+	atomic_bool dialed, exec_seen, exit_sent;
 };
 
 static uint8_t gbuf[PROTO_MAX_FRAME];
@@ -145,6 +145,7 @@ static void *guest_main(void *opaque)
 	int c, s, mute;
 
 	c = dial(g->dir, PROTO_CONTROL_PORT);
+	atomic_store(&g->dialed, true);
 	if (g->script == GUEST_SILENT) {
 		/* Hold the connection until the host gives up on it. */
 		while (read(c, gbuf, 1) > 0)

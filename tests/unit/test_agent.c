@@ -87,14 +87,17 @@ static void test_not_found(void **state)
 struct signaller {
 	struct agent *agent;
 	int signo;
+	atomic_bool *go; /* the guest has the EXEC: the session runs */
 };
 
 static void *signal_later(void *opaque)
 {
 	struct signaller *s = opaque;
 	gantry_error_t err = NULL;
+	uint64_t until = now_ms() + 20000;
 
-	usleep(100 * 1000);
+	while (!atomic_load(s->go) && now_ms() < until)
+		usleep(1000);
 	assert_int_equal(agent_signal(s->agent, s->signo, &err), 0);
 	return NULL;
 }
@@ -112,6 +115,7 @@ static void test_signal(void **state)
 	start_guest(f, GUEST_SIGNALED);
 	hello(f);
 	s.agent = f->agent;
+	s.go = &f->guest.exec_seen;
 	/* Between sessions there is nobody to signal: a no-op. */
 	assert_int_equal(agent_signal(f->agent, 9, &err), 0);
 	assert_int_equal(agent_signal(f->agent, 0, &err), -1);
@@ -202,6 +206,10 @@ static void test_hello_timeout(void **state)
 	assert_int_equal(agent_wait_ready(f->agent, 100, NULL, &err), -1);
 	assert_int_equal(err->status, ETIMEDOUT);
 	gantry_error_free(&err);
+	/* Its socket goes with the agent: not before the guest dialled. */
+	for (uint64_t until = now_ms() + 20000;
+	     !atomic_load(&f->guest.dialed) && now_ms() < until;)
+		usleep(1000);
 	agent_free(f->agent); /* hangs up on the silent guest */
 	f->agent = NULL;
 	pthread_join(f->guest.thread, NULL);

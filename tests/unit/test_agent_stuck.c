@@ -227,8 +227,9 @@ static void *interrupt_after_exit(void *opaque)
 {
 	struct interrupter *in = opaque;
 	unsigned char sigint = SIGINT;
+	uint64_t until = now_ms() + 20000;
 
-	while (!atomic_load(&in->g->exit_sent))
+	while (!atomic_load(&in->g->exit_sent) && now_ms() < until)
 		usleep(10 * 1000);
 	usleep(100 * 1000);
 	(void)!write(in->signals, &sigint, 1);

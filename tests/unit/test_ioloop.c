@@ -1,5 +1,6 @@
 /* The device I/O loop: a paused loop runs no callback until let go, then
- * takes up what came meanwhile; a loop paused and stopped ends. */
+ * takes up what came meanwhile, also when paused again at once; a loop
+ * paused and stopped ends. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,12 +34,12 @@ static void kick(int fd)
 	assert_int_equal(write(fd, &one, sizeof(one)), sizeof(one));
 }
 
-/* Up to 2 s for the loop thread to have made want calls. */
+/* Up to 10 s for the loop thread to have made want calls. */
 static int wait_calls(struct counter *c, int want)
 {
 	struct timespec tick = { .tv_nsec = 1000000L };
 
-	for (int i = 0; i < 2000 && atomic_load(&c->calls) < want; i++)
+	for (int i = 0; i < 10000 && atomic_load(&c->calls) < want; i++)
 		nanosleep(&tick, NULL);
 	return atomic_load(&c->calls);
 }
@@ -78,6 +79,32 @@ static void test_pause_holds_callbacks(void **state)
 	close(fd);
 }
 
+/* A pause asked for as the last one is let go, before the loop thread
+ * left its park: the loop goes on serving (it once took that pause's
+ * request, once let go, as a stop). */
+static void test_pause_right_after_unpause(void **state)
+{
+	struct ioloop l;
+	struct counter c = { 0 };
+	gantry_error_t err = NULL;
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(ioloop_init(&l, &err), 0);
+	assert_int_equal(ioloop_add(&l, fd, on_ready, &c, &err), 0);
+	assert_int_equal(ioloop_start(&l, &err), 0);
+	for (int i = 0; i < 2000; i++) {
+		ioloop_pause(&l);
+		ioloop_unpause(&l);
+	}
+	kick(fd);
+	assert_int_equal(wait_calls(&c, 1), 1);
+	ioloop_stop(&l);
+	ioloop_destroy(&l);
+	close(fd);
+}
+
 static void test_pause_of_a_loop_not_started(void **state)
 {
 	struct ioloop l;
@@ -94,6 +121,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_pause_holds_callbacks),
+		cmocka_unit_test(test_pause_right_after_unpause),
 		cmocka_unit_test(test_pause_of_a_loop_not_started),
 	};
 

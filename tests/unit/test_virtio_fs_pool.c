@@ -151,9 +151,23 @@ static int fx_setup_fd_sleep(void **state)
 	return fx_setup_kicks(state, SLEEP, true);
 }
 
-/* Queue 16 requests on handlers that take 50 ms, reset once four are being
- * served: the reset returns with all four back, nothing is pushed, the rest
- * never reach the handler, the pool is gone; the next driver gets a new one. */
+/* The SLEEP handlers let go once the device dropped what was queued (the
+ * reset or the teardown under way, the device's lock let go while it
+ * joins its pool), within 15 s: d is not touched after. */
+static void *release_after_drop(void *opaque)
+{
+	struct virtio_dev *d = opaque;
+
+	for (int i = 0; i < 15000 && virtio_fs_stats(d).dropped == 0; i++)
+		nap_ms(1);
+	atomic_store(&h.release, true);
+	return NULL;
+}
+
+/* Queue 16 requests on handlers held till the device dropped the rest,
+ * reset once four are being served: the reset returns with all four back,
+ * nothing is pushed, the rest never reach the handler, the pool is gone;
+ * the next driver gets a new one. */
 static void queue_slow(struct fx *f, unsigned int n)
 {
 	struct vdrv_queue *vq = &f->drv.q[REQQ];
@@ -185,9 +199,12 @@ static void test_reset_in_flight(void **state)
 	struct fx *f = *state;
 	struct virtio_fs_stats s;
 	uint32_t id, len;
+	pthread_t t;
 
 	queue_slow(f, 16);
+	assert_int_equal(pthread_create(&t, NULL, release_after_drop, f->d), 0);
 	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, 0);
+	pthread_join(t, NULL);
 	assert_int_equal(atomic_load(&h.exited), 4);
 	assert_true(atomic_load(&h.resets) >= 1); /* the server forgets what it gave */
 	s = virtio_fs_stats(f->d);
@@ -213,8 +230,12 @@ static void test_destroy_in_flight(void **state)
 {
 	struct fx *f = *state;
 
+	pthread_t t;
+
 	queue_slow(f, 16);
+	assert_int_equal(pthread_create(&t, NULL, release_after_drop, f->d), 0);
 	f->d->ops->destroy(f->d);
+	pthread_join(t, NULL);
 	assert_int_equal(atomic_load(&h.exited), 4);
 	assert_int_equal(vdrv_used_idx(&f->drv, REQQ), 0);
 	f->d = NULL;

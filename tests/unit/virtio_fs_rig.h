@@ -51,6 +51,7 @@ static struct {
 	enum handler_mode mode;
 	atomic_uint calls, entered, exited, now, peak, resets;
 	atomic_bool bad; /* a call the device should never have made */
+	atomic_bool release; /* SLEEP: the device dropped the rest, go on */
 	atomic_uint seed;
 	pthread_mutex_t lock;
 	size_t nr_in, nr_out;
@@ -147,15 +148,16 @@ static size_t fake_handle(void *opaque, const struct iovec *in, size_t nr_in,
 		memcpy(h.in_copy, buf, h.in_total);
 		pthread_mutex_unlock(&h.lock);
 	}
-	/* Long enough that the test's reset comes while all four sleep, on
-	 * a loaded machine too (a request ending first lets a fifth in); and
+	/* Held till the test's reset has dropped the queued rest (a request
+	 * ending first would let a fifth in, however loaded the machine), and
 	 * only once all four are in: a worker thread that started late (under
 	 * ASan, beside a busy CI) found the first one's request done and the
 	 * next taken, and the reset dropped fewer than the test queued. */
 	if (h.mode == SLEEP) {
 		for (int i = 0; i < 5000 && atomic_load(&h.entered) < 4; i++)
 			nap_ms(1);
-		nap_ms(300);
+		for (int i = 0; i < 20000 && !atomic_load(&h.release); i++)
+			nap_ms(1);
 	}
 	else if (h.mode == NAP)
 		nap_ms(1 + atomic_fetch_add(&h.seed, 7) % 5);
@@ -195,6 +197,7 @@ static void handler_reset(enum handler_mode mode)
 	atomic_store(&h.now, 0);
 	atomic_store(&h.peak, 0);
 	atomic_store(&h.bad, false);
+	atomic_store(&h.release, false);
 	h.mode = mode;
 	h.ret = 0;
 	h.nr_in = h.nr_out = h.in_total = 0;
