@@ -113,19 +113,6 @@ static const char *rel_path(const char *root, int fd, char buf[PATH_MAX])
 	return buf + k + 1;
 }
 
-/* When the inode at fd was made, where its filesystem says. */
-static void birth(int fd, uint64_t *sec, uint64_t *nsec)
-{
-	struct statx x;
-
-	*sec = *nsec = 0;
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_BTIME, &x) == 0 &&
-	    (x.stx_mask & STATX_BTIME)) {
-		*sec = (uint64_t)x.stx_btime.tv_sec;
-		*nsec = x.stx_btime.tv_nsec;
-	}
-}
-
 /* A node's record: v its id, lookups, device, inode and birth time. */
 static bool put_node(struct out *o, const uint64_t v[6], uint32_t type, uint8_t exp,
 		     const char *path, uint16_t len)
@@ -141,9 +128,9 @@ static bool put_node(struct out *o, const uint64_t v[6], uint32_t type, uint8_t 
 
 static bool save_node(struct out *o, struct fs_node *n, uint8_t exp, const char *rel)
 {
-	uint64_t v[6] = { n->id, n->nlookup, (uint64_t)n->dev, (uint64_t)n->ino };
+	uint64_t v[6] = { n->id, n->nlookup, (uint64_t)n->dev, (uint64_t)n->ino, n->btime,
+			  n->btime_ns };
 
-	birth(n->fd, &v[4], &v[5]);
 	return put_node(o, v, n->type, exp, rel, (uint16_t)strlen(rel));
 }
 
@@ -454,16 +441,21 @@ static void take_exports(struct fs_server *s, struct in *in, uint32_t count,
 	}
 }
 
+/* fd is r's inode: device, inode number, type and birth, where its
+ * filesystem keeps one (fs_node_add_stat reads them so). */
 static bool same_inode(int fd, const struct rec_node *r)
 {
-	uint64_t sec, nsec;
-	struct stat st;
+	struct statx x;
+	bool born;
 
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_dev != r->dev || (uint64_t)st.st_ino != r->ino ||
-	    (st.st_mode & S_IFMT) != r->type)
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_BTIME,
+		  &x) < 0)
 		return false;
-	birth(fd, &sec, &nsec);
-	return sec == r->btime && nsec == r->btime_ns;
+	born = x.stx_mask & STATX_BTIME;
+	return (uint64_t)makedev(x.stx_dev_major, x.stx_dev_minor) == r->dev &&
+	       x.stx_ino == r->ino && (x.stx_mode & S_IFMT) == r->type &&
+	       (born ? (uint64_t)x.stx_btime.tv_sec : 0) == r->btime &&
+	       (born ? x.stx_btime.tv_nsec : 0) == r->btime_ns;
 }
 
 static int by_id(const void *a, const void *b)

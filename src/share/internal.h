@@ -58,6 +58,8 @@ struct fs_node {
 	ino_t ino;
 	uint64_t mnt_id;
 	mode_t type; /* S_IFMT bits: an inode's type never changes */
+	uint64_t btime; /* birth, where the filesystem keeps it (0: not) */
+	uint32_t btime_ns;
 	uint64_t nlookup;
 	uint32_t handles;
 	bool pinned;	 /* an export root or the hub: freed with its export */

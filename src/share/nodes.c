@@ -180,11 +180,12 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 	struct fs_node *n;
 	dev_t dev;
 
-	/* One statx gives the node's identity and, for a lookup, its
-	 * attributes: no second stat of the same inode. */
+	/* One statx gives the node's identity (its birth too, which a
+	 * snapshot's save would otherwise ask each node for while the guest
+	 * waits) and, for a lookup, its attributes: no second stat of the
+	 * same inode. */
 	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-		  (st ? STATX_BASIC_STATS : STATX_TYPE | STATX_INO) | STATX_MNT_ID |
-			  (s->carry ? STATX_BTIME : 0),
+		  (st ? STATX_BASIC_STATS : STATX_TYPE | STATX_INO) | STATX_MNT_ID | STATX_BTIME,
 		  &stx) < 0) {
 		int e = errno;
 
@@ -227,6 +228,10 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 	n->ino = stx.stx_ino;
 	n->mnt_id = stx.stx_mnt_id;
 	n->type = stx.stx_mode & S_IFMT;
+	if (stx.stx_mask & STATX_BTIME) {
+		n->btime = (uint64_t)stx.stx_btime.tv_sec;
+		n->btime_ns = stx.stx_btime.tv_nsec;
+	}
 	{
 		const struct fs_mask *m = fs_export_masked(exp, dev, n->ino);
 
