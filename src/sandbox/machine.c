@@ -370,35 +370,13 @@ static void *machine_thread(void *arg)
  * goes on at once. */
 enum { CKPT_IDLE, CKPT_ASKED, CKPT_SAVED, CKPT_ABANDONED };
 
-void machine_checkpoint_saved(struct machine *m, const char *error)
-{
-	int asked = CKPT_ASKED, abandoned = CKPT_ABANDONED;
-	uint64_t one = 1;
-
-	snprintf(m->ckpt_error, sizeof(m->ckpt_error), "%s", error ? error : "");
-	if (atomic_compare_exchange_strong(&m->ckpt_state, &asked, CKPT_SAVED))
-		(void)!write(m->ckpt_fd, &one, sizeof(one));
-	else if (atomic_compare_exchange_strong(&m->ckpt_state, &abandoned, CKPT_IDLE))
-		machine_checkpoint_go(m, -1, -1);
-}
-
-/* A VM on a thread here: told, it waits for machine_checkpoint_go. */
-static void machine_checkpointed(void *opaque, const char *error)
-{
-	struct machine *m = opaque;
-	uint64_t n;
-
-	machine_checkpoint_saved(m, error);
-	while (read(m->ckpt_go_fd, &n, sizeof(n)) < 0 && errno == EINTR)
-		;
-}
-
-void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd)
+/* The saved VM told to go on (the state and memory files to read first,
+ * or -1); ckpt_state is the caller's. */
+static void checkpoint_send_go(struct machine *m, int state_fd, int mem_fd)
 {
 	int fds[2] = { state_fd, mem_fd };
 	uint64_t one = 1;
 
-	atomic_store(&m->ckpt_state, CKPT_IDLE);
 	if (m->worker) {
 		if (worker_send_json(m->vmm_worker.chan, json_pack("{s:s}", "op", "go"), fds,
 				     state_fd >= 0 ? 2 : 0) < 0)
@@ -412,6 +390,40 @@ void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd)
 		m->cfg.save_mem_fd = mem_fd;
 	}
 	(void)!write(m->ckpt_go_fd, &one, sizeof(one));
+}
+
+void machine_checkpoint_go(struct machine *m, int state_fd, int mem_fd)
+{
+	atomic_store(&m->ckpt_state, CKPT_IDLE);
+	checkpoint_send_go(m, state_fd, mem_fd);
+}
+
+void machine_checkpoint_saved(struct machine *m, const char *error)
+{
+	int asked = CKPT_ASKED, abandoned = CKPT_ABANDONED;
+	uint64_t one = 1;
+
+	snprintf(m->ckpt_error, sizeof(m->ckpt_error), "%s", error ? error : "");
+	if (atomic_compare_exchange_strong(&m->ckpt_state, &asked, CKPT_SAVED)) {
+		(void)!write(m->ckpt_fd, &one, sizeof(one));
+	} else if (atomic_load(&m->ckpt_state) == abandoned) {
+		/* Let go before a new save may be asked: the ask of one that
+		 * came between would otherwise be overwritten, and its VM
+		 * wait for a go nobody sends. */
+		checkpoint_send_go(m, -1, -1);
+		atomic_store(&m->ckpt_state, CKPT_IDLE);
+	}
+}
+
+/* A VM on a thread here: told, it waits for machine_checkpoint_go. */
+static void machine_checkpointed(void *opaque, const char *error)
+{
+	struct machine *m = opaque;
+	uint64_t n;
+
+	machine_checkpoint_saved(m, error);
+	while (read(m->ckpt_go_fd, &n, sizeof(n)) < 0 && errno == EINTR)
+		;
 }
 
 int machine_checkpoint(struct machine *m, int timeout_ms, gantry_error_t *err)

@@ -452,7 +452,7 @@ struct fs_saved {
 static int fs_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t *err)
 {
 	struct virtio_fs *fs = d->priv;
-	struct fs_saved s = { .init_minor = fs->init_minor };
+	struct fs_saved s = { 0 };
 	struct timespec until;
 	int r = 0;
 
@@ -464,6 +464,9 @@ static int fs_save(struct virtio_dev *d, void *data, size_t *len, gantry_error_t
 		return gantry_error(err, 0, "a share request was still under way after %d s",
 				    FS_SAVE_WAIT_MS / 1000);
 	fs_pool_stop(fs);
+	/* Read once the last request is answered: an INIT or DESTROY among
+	 * those waited for changed it. */
+	s.init_minor = fs->init_minor;
 	memcpy(data, &s, sizeof(s));
 	*len = sizeof(s);
 	return 0;

@@ -62,7 +62,8 @@ struct vcpu {
 	 * or parks for a live save, and why it could not. */
 	struct vcpu_state *saved;
 	gantry_error_t save_err;
-	bool parked; /* under vm->pause_lock */
+	bool parked;	      /* under vm->pause_lock */
+	uint64_t saved_round; /* the vm->pause_round saved was read for, under it too */
 };
 
 static void vcpu_kick_handler(int sig)
@@ -294,22 +295,33 @@ static void vcpu_save(struct vcpu *v)
 		gantry_error_prefix(&v->save_err, "vCPU %u", v->index);
 }
 
-/* A live save: the state read, then parked until vcpus_unpause or the
- * VM's end. */
+/* A live save: parked until vcpus_unpause or the VM's end, the state read
+ * for each pause round that comes meanwhile (a frozen VM saved, or saved
+ * twice). */
 static void vcpu_park(struct vcpu *v)
 {
 	struct vm *vm = v->vm;
 
-	if (v->saved)
-		vcpu_save(v);
 	pthread_mutex_lock(&vm->pause_lock);
 	v->parked = true;
 	vm->parked++;
 	pthread_cond_broadcast(&vm->pause_cond);
-	while (atomic_load(&vm->pausing) && atomic_load(&vm->ending) == 0)
+	while (atomic_load(&vm->pausing) && atomic_load(&vm->ending) == 0) {
+		uint64_t round = vm->pause_round;
+
+		if (v->saved && v->saved_round != round) {
+			pthread_mutex_unlock(&vm->pause_lock);
+			vcpu_save(v);
+			pthread_mutex_lock(&vm->pause_lock);
+			v->saved_round = round;
+			pthread_cond_broadcast(&vm->pause_cond);
+			continue;
+		}
 		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	}
 	v->parked = false;
 	vm->parked--;
+	pthread_cond_broadcast(&vm->pause_cond); /* a pause waiting for us to leave */
 	pthread_mutex_unlock(&vm->pause_lock);
 	v->run->immediate_exit = 0;
 	/* The guest's watchdogs are told the stall was ours (a guest that
@@ -318,15 +330,35 @@ static void vcpu_park(struct vcpu *v)
 		(void)ioctl(v->fd, KVM_KVMCLOCK_CTRL, 0);
 }
 
+/* Locked: the vCPUs parked with their state read for this round. */
+static unsigned int vcpus_ready(struct vm *vm)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < vm->nr_vcpus; i++) {
+		const struct vcpu *c = &vm->vcpus[i];
+
+		n += c->started && c->parked && (!c->saved || c->saved_round == vm->pause_round);
+	}
+	return n;
+}
+
 int vcpus_pause(struct vm *vm)
 {
 	unsigned int started = 0;
 
 	for (unsigned int i = 0; i < vm->nr_vcpus; i++)
 		started += vm->vcpus[i].started;
-	atomic_store(&vm->pausing, true);
 	pthread_mutex_lock(&vm->pause_lock);
-	while (vm->parked < started && atomic_load(&vm->ending) == 0) {
+	/* vCPUs the last unpause let go of may not have left their park
+	 * yet: taken as parked for this round, they would read no state for
+	 * it. Already pausing (frozen), the parked read theirs again. */
+	while (!atomic_load(&vm->pausing) && vm->parked && atomic_load(&vm->ending) == 0)
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	vm->pause_round++;
+	atomic_store(&vm->pausing, true);
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (vcpus_ready(vm) < started && atomic_load(&vm->ending) == 0) {
 		struct timespec until;
 
 		/* Kicked until parked: one may have been between its check

@@ -87,9 +87,10 @@ struct vm {
 	 * VM_ASK_THAW, the last asked; 0 when none is pending. */
 	atomic_int freeze_asked;
 	atomic_bool pausing;
-	pthread_mutex_t pause_lock; /* parked */
+	pthread_mutex_t pause_lock; /* parked, pause_round */
 	pthread_cond_t pause_cond;
 	unsigned int parked;
+	uint64_t pause_round; /* one more for each vcpus_pause */
 	uint32_t *msr_list;
 	uint32_t nr_msr_list;
 	const struct state_file *restore;

@@ -202,6 +202,16 @@ def test_a_snapshot_leaves_its_source_running_with_its_connections(g):
         assert time.monotonic() < deadline, g.sh("live", "cat /run/got").stdout
         time.sleep(0.2)
     assert g.ls()["live"]["state"] == "running"
+    # Saved twice in a row, then while paused: each save reads the vCPUs
+    # anew (a paused one's are still), and the paused source stays so.
+    g.run("snapshot", "live", "-as", "l1b", check=True)
+    g.run("pause", "live", check=True)
+    g.run("snapshot", "live", "-as", "lp", check=True)
+    assert g.ls()["live"]["state"] == "paused"
+    g.run("unpause", "live", check=True)
+    g.run("start", "lpc", "-from", "lp", check=True)
+    assert g.sh("lpc", "cat /run/got", check=True).stdout == b"before\nafter\n"
+    g.run("stop", "lpc", check=True)
     # A session with a secret of its own holds a live snapshot back.
     g.env["SESS_TOKEN"] = "sess-1"
     p = g.popen("exec", "-secret", "SESS_TOKEN", "live", "--", "sleep", "60")
