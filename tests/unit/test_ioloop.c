@@ -44,19 +44,27 @@ static int wait_calls(struct counter *c, int want)
 	return atomic_load(&c->calls);
 }
 
+/* A loop started on a new eventfd, whose readiness c counts: the fd. */
+static int loop_up(struct ioloop *l, struct counter *c)
+{
+	gantry_error_t err = NULL;
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(ioloop_init(l, &err), 0);
+	assert_int_equal(ioloop_add(l, fd, on_ready, c, &err), 0);
+	assert_int_equal(ioloop_start(l, &err), 0);
+	return fd;
+}
+
 static void test_pause_holds_callbacks(void **state)
 {
 	struct timespec settle = { .tv_nsec = 50 * 1000000L };
 	struct ioloop l;
 	struct counter c = { 0 };
-	gantry_error_t err = NULL;
-	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int fd = loop_up(&l, &c);
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(ioloop_init(&l, &err), 0);
-	assert_int_equal(ioloop_add(&l, fd, on_ready, &c, &err), 0);
-	assert_int_equal(ioloop_start(&l, &err), 0);
 	kick(fd);
 	assert_int_equal(wait_calls(&c, 1), 1);
 
@@ -86,14 +94,9 @@ static void test_pause_right_after_unpause(void **state)
 {
 	struct ioloop l;
 	struct counter c = { 0 };
-	gantry_error_t err = NULL;
-	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int fd = loop_up(&l, &c);
 
 	(void)state;
-	assert_true(fd >= 0);
-	assert_int_equal(ioloop_init(&l, &err), 0);
-	assert_int_equal(ioloop_add(&l, fd, on_ready, &c, &err), 0);
-	assert_int_equal(ioloop_start(&l, &err), 0);
 	for (int i = 0; i < 2000; i++) {
 		ioloop_pause(&l);
 		ioloop_unpause(&l);
