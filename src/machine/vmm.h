@@ -32,8 +32,9 @@ struct vmm_fs {
 	const char *tag;
 	/* NULL: no virtio-fs device; else called until vmm_run returns. */
 	const struct virtio_fs_handler *handler;
-	/* The handler is another process's server (share/rpc.h): guest RAM
-	 * is one memfd it maps too, and the workers make no file call. */
+	/* The handler is another process's server (share/rpc.h): requests
+	 * go to it through a memfd of slots, and the workers make no file
+	 * call. */
 	bool remote;
 	/* For a VMM worker, the sockets to that server's worker (the
 	 * caller's; handed over, then the worker's handler is set). */

@@ -351,7 +351,7 @@ int share_rpc_parse(const void *msg, size_t n, uint8_t *base, uint64_t size, uin
 }
 
 /* A large buffer's pages mapped here in one call rather than a fault per
- * page as the server copies (guest RAM is shmem: no huge pages). Only a
+ * page as the server copies (the slots are shmem: no huge pages). Only a
  * hint: a kernel without MADV_POPULATE_* (5.14) just faults. */
 static void populate(uint8_t *base, uint64_t size, const struct iovec *v, size_t n, bool write)
 {

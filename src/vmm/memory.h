@@ -1,6 +1,6 @@
-/* Guest physical memory: anonymous MAP_NORESERVE mappings faulted lazily,
- * or, for a share server in another process, one memfd mapped shared (it
- * maps the same pages; shmem has no huge pages by default, so only then).
+/* Guest physical memory: anonymous MAP_NORESERVE mappings faulted lazily
+ * (guest_mem_init_shared's memfd serves the share worker's request slots,
+ * share/rpc.h, which both processes map).
  * RAM sits below the 32-bit MMIO hole, and whatever does not fit there is
  * placed from 4 GiB up. Every guest-supplied address is translated through
  * guest_ptr(), which refuses ranges that leave a region or overflow. */
