@@ -488,7 +488,7 @@ static long keep_nodes(struct fs_server *s, struct in *in, uint32_t count,
 		if (!id_ours(s, r.id))
 			continue;
 		*max_id = MAX(*max_id, r.id);
-		r.exp = map[r.exp_index];
+		r.exp = r.exp_index < FS_MAX_EXPORTS ? map[r.exp_index] : NULL;
 		/* Not an id an export's root answers to already. */
 		if (r.exp && !fs_node_get(s, r.id))
 			c->nodes[c->nr++] = r;
@@ -670,23 +670,31 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 	uint32_t hdr[5];
 	long kept = -1;
 	size_t roots = 0;
+	cleanup_free uint8_t *own = NULL;
 	uint8_t *copy;
 
-	in = (struct in){ buf, len, 0 };
-	if (len > FS_CARRY_MAX || !get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) ||
-	    !get(&in, next, sizeof(next)) || hdr[0] != CARRY_MAGIC ||
-	    hdr[1] != CARRY_VERSION || hdr[2] > FS_MAX_EXPORTS || hdr[3] > FS_NODES_CAP ||
-	    hdr[4] > FS_MAX_HANDLES || !table_ok(in, hdr))
+	if (len > FS_CARRY_MAX)
+		return -1;
+	/* Read once: buf may be memory its sender can still write (the
+	 * request slots), and what is checked must be what is used. */
+	own = xmalloc(len ? len : 1);
+	memcpy(own, buf, len);
+	in = (struct in){ own, len, 0 };
+	if (!get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) || !get(&in, next, sizeof(next)) ||
+	    hdr[0] != CARRY_MAGIC || hdr[1] != CARRY_VERSION || hdr[2] > FS_MAX_EXPORTS ||
+	    hdr[3] > FS_NODES_CAP || hdr[4] > FS_MAX_HANDLES || !table_ok(in, hdr))
 		return -1;
 	/* The nodes' paths stay in a copy of our own till they are taken. */
 	copy = xmalloc(len);
-	memcpy(copy, buf, len);
+	memcpy(copy, own, len);
 	in = (struct in){ copy, len, in.at };
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
 		roots += s->exports[i] != NULL;
-	/* Only a server that has told the guest nothing yet. */
-	if (!s->carry && s->nr_handles == 0 && s->nr_nodes == roots && s->hub.nlookup == 0) {
+	/* Only a server that has told the guest nothing yet: no request
+	 * served (a lookup in the hub names an export's root). */
+	if (!s->carry && s->stats.requests == 0 && s->nr_handles == 0 && s->nr_nodes == roots &&
+	    s->hub.nlookup == 0) {
 		clear_carried(s);
 		s->hub.nlookup = hub;
 		/* Past what the saved server would have given next, where that
@@ -710,8 +718,8 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 				fs_node_reid(s, s->exports[i]->root, s->next_id);
 		/* Open files now: there are few, and each is open in the
 		 * guest. Their nodes are taken up with them, which may free
-		 * the copy: the handles are read from the caller's table. */
-		in.p = buf;
+		 * the copy: the handles are read from the first. */
+		in.p = own;
 		take_handles(s, &in, hdr[4]);
 		if (s->carry && s->carry->left == 0)
 			fs_carry_free(s);

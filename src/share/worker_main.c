@@ -4,6 +4,7 @@
  * socket, and the caller's share requests on the channel. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common/json.h"
@@ -158,6 +160,7 @@ static void serve_channel(void)
 static int map_guest_ram(int sock)
 {
 	struct share_rpc_hdr h;
+	struct statfs sf;
 	struct stat st;
 	int fd = -1, seals;
 	size_t n = 0;
@@ -178,8 +181,11 @@ static int map_guest_ram(int sock)
 		return -1;
 	}
 	seals = fcntl(fd, F_GET_SEALS);
+	/* shmem, not hugetlbfs: a huge page missing at a first touch would
+	 * end us with SIGBUS. */
 	if (seals < 0 || (seals & MEM_SEALS) != MEM_SEALS || fstat(fd, &st) < 0 ||
-	    st.st_size <= 0 || (uint64_t)st.st_size != h.len) {
+	    st.st_size <= 0 || (uint64_t)st.st_size != h.len || fstatfs(fd, &sf) < 0 ||
+	    sf.f_type != TMPFS_MAGIC) {
 		close(fd);
 		log_error("the guest memory is not a sealed memfd of its size");
 		return -1;
