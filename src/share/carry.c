@@ -441,21 +441,33 @@ static void take_exports(struct fs_server *s, struct in *in, uint32_t count,
 	}
 }
 
-/* fd is r's inode: device, inode number, type and birth, where its
- * filesystem keeps one (fs_node_add_stat reads them so). */
+void fs_birth(const struct statx *x, uint64_t *sec, uint32_t *nsec)
+{
+	bool born = x->stx_mask & STATX_BTIME;
+
+	*sec = born ? (uint64_t)x->stx_btime.tv_sec : 0;
+	*nsec = born ? x->stx_btime.tv_nsec : 0;
+}
+
+/* x is r's inode: device, inode number, type and birth. */
+static bool rec_is(const struct rec_node *r, const struct statx *x)
+{
+	uint64_t sec;
+	uint32_t nsec;
+
+	fs_birth(x, &sec, &nsec);
+	return (uint64_t)makedev(x->stx_dev_major, x->stx_dev_minor) == r->dev &&
+	       x->stx_ino == r->ino && (x->stx_mode & S_IFMT) == r->type && sec == r->btime &&
+	       nsec == r->btime_ns;
+}
+
 static bool same_inode(int fd, const struct rec_node *r)
 {
 	struct statx x;
-	bool born;
 
-	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_TYPE | STATX_INO | STATX_BTIME,
-		  &x) < 0)
-		return false;
-	born = x.stx_mask & STATX_BTIME;
-	return (uint64_t)makedev(x.stx_dev_major, x.stx_dev_minor) == r->dev &&
-	       x.stx_ino == r->ino && (x.stx_mode & S_IFMT) == r->type &&
-	       (born ? (uint64_t)x.stx_btime.tv_sec : 0) == r->btime &&
-	       (born ? x.stx_btime.tv_nsec : 0) == r->btime_ns;
+	return statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+		     STATX_TYPE | STATX_INO | STATX_BTIME, &x) == 0 &&
+	       rec_is(r, &x);
 }
 
 static int by_id(const void *a, const void *b)
@@ -564,13 +576,9 @@ bool fs_carry_claim(struct fs_server *s, const struct fs_export *exp, const stru
 		    uint64_t *id, uint64_t *nlookup)
 {
 	struct fs_carry *c = s->carry;
-	uint64_t dev = makedev(x->stx_dev_major, x->stx_dev_minor), sec = 0, nsec = 0;
+	uint64_t dev = makedev(x->stx_dev_major, x->stx_dev_minor);
 	size_t lo = 0, hi = c ? c->nr : 0;
 
-	if (x->stx_mask & STATX_BTIME) {
-		sec = (uint64_t)x->stx_btime.tv_sec;
-		nsec = x->stx_btime.tv_nsec;
-	}
 	/* The first record of (dev, ino), then each of them. */
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -586,8 +594,7 @@ bool fs_carry_claim(struct fs_server *s, const struct fs_export *exp, const stru
 
 		if (r->dev != dev || r->ino != x->stx_ino)
 			break;
-		if (r->exp != exp || r->type != (x->stx_mode & S_IFMT) || r->btime != sec ||
-		    r->btime_ns != nsec)
+		if (r->exp != exp || !rec_is(r, x))
 			continue;
 		*id = r->id;
 		*nlookup = r->nlookup;
@@ -647,17 +654,21 @@ static int reopen(struct fs_node *n, int flags)
 
 static void take_handles(struct fs_server *s, struct in *in, uint32_t count)
 {
-	struct rec_handle r;
+	/* All read first: taking their nodes up may free the table. */
+	cleanup_free struct rec_handle *h = xzalloc((count ? count : 1) * sizeof(*h));
+	uint32_t nr = 0;
 
-	for (uint32_t i = 0; i < count && read_handle(in, &r); i++) {
-		struct fs_node *n = fs_node_get(s, r.node);
+	while (nr < count && read_handle(in, &h[nr]))
+		nr++;
+	for (uint32_t i = 0; i < nr; i++) {
+		struct fs_node *n = fs_node_get(s, h[i].node);
 		int fd;
 
 		if (!n || !n->carried)
 			continue;
-		fd = reopen(n, r.flags);
+		fd = reopen(n, h[i].flags);
 		if (fd >= 0 || (fd == -1 && !n->exp))
-			fs_handle_place(s, n, fd < 0 ? -1 : fd, r.fh);
+			fs_handle_place(s, n, fd < 0 ? -1 : fd, h[i].fh);
 	}
 	fs_handles_relink(s);
 }
@@ -670,24 +681,20 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 	uint32_t hdr[5];
 	long kept = -1;
 	size_t roots = 0;
-	cleanup_free uint8_t *own = NULL;
-	uint8_t *copy;
+	cleanup_free uint8_t *copy = NULL;
 
 	if (len > FS_CARRY_MAX)
 		return -1;
 	/* Read once: buf may be memory its sender can still write (the
-	 * request slots), and what is checked must be what is used. */
-	own = xmalloc(len ? len : 1);
-	memcpy(own, buf, len);
-	in = (struct in){ own, len, 0 };
+	 * request slots), and what is checked must be what is used. The
+	 * nodes' paths stay in this copy till they are taken. */
+	copy = xmalloc(len ? len : 1);
+	memcpy(copy, buf, len);
+	in = (struct in){ copy, len, 0 };
 	if (!get(&in, hdr, sizeof(hdr)) || !GET(&in, hub) || !get(&in, next, sizeof(next)) ||
 	    hdr[0] != CARRY_MAGIC || hdr[1] != CARRY_VERSION || hdr[2] > FS_MAX_EXPORTS ||
 	    hdr[3] > FS_NODES_CAP || hdr[4] > FS_MAX_HANDLES || !table_ok(in, hdr))
 		return -1;
-	/* The nodes' paths stay in a copy of our own till they are taken. */
-	copy = xmalloc(len);
-	memcpy(copy, own, len);
-	in = (struct in){ copy, len, in.at };
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < FS_MAX_EXPORTS; i++)
 		roots += s->exports[i] != NULL;
@@ -717,14 +724,11 @@ long fs_server_load(struct fs_server *s, const uint8_t *buf, size_t len)
 			if (s->exports[i] && !s->exports[i]->root->carried)
 				fs_node_reid(s, s->exports[i]->root, s->next_id);
 		/* Open files now: there are few, and each is open in the
-		 * guest. Their nodes are taken up with them, which may free
-		 * the copy: the handles are read from the first. */
-		in.p = own;
+		 * guest. Their nodes are taken up with them. */
 		take_handles(s, &in, hdr[4]);
 		if (s->carry && s->carry->left == 0)
 			fs_carry_free(s);
 	}
 	pthread_mutex_unlock(&s->lock);
-	free(copy);
 	return kept;
 }

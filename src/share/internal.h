@@ -161,10 +161,12 @@ void fs_handle_free(struct fs_server *s, struct fs_handle *h);
 /* The node id, walked to now (fs_node_get, which calls it, found no
  * node of id); NULL where the table has none, or it is not there. */
 struct fs_node *fs_carry_take(struct fs_server *s, uint64_t id);
+struct statx;
+/* When x's inode was made, where its filesystem keeps it (else 0 0). */
+void fs_birth(const struct statx *x, uint64_t *sec, uint32_t *nsec);
 /* A new node for the inode x in exp: where a kept node not yet taken up
  * is that inode (the guest looked its name up again before it named the
  * id), its id and lookups, and the node is taken up so (true). */
-struct statx;
 bool fs_carry_claim(struct fs_server *s, const struct fs_export *exp, const struct statx *x,
 		    uint64_t *id, uint64_t *nlookup);
 /* A FORGET of a kept node not taken up: counted there (true); false

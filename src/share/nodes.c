@@ -228,10 +228,7 @@ struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int
 	n->ino = stx.stx_ino;
 	n->mnt_id = stx.stx_mnt_id;
 	n->type = stx.stx_mode & S_IFMT;
-	if (stx.stx_mask & STATX_BTIME) {
-		n->btime = (uint64_t)stx.stx_btime.tv_sec;
-		n->btime_ns = stx.stx_btime.tv_nsec;
-	}
+	fs_birth(&stx, &n->btime, &n->btime_ns);
 	{
 		const struct fs_mask *m = fs_export_masked(exp, dev, n->ino);
 
