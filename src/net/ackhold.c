@@ -20,6 +20,11 @@ struct ack_hold {
 	struct held slot[ACK_HOLD_MAX];
 };
 
+bool ack_hold_small(uint32_t seqlen, uint16_t mss)
+{
+	return seqlen < ACK_HOLD_SMALL && (mss == 0 || seqlen < mss);
+}
+
 struct ack_hold *ack_hold_new(void)
 {
 	return xzalloc(sizeof(struct ack_hold));

@@ -5,8 +5,10 @@
  * writes a kilobyte at a time (busybox nc) sends a kilobyte a segment, each
  * costing it a notification of the device and two interrupts; held, the
  * ACK lets Nagle's algorithm in the guest gather the next writes into one
- * segment. A segment of the guest's that is not small gets its ACK at once
- * (the sender is then window-bound, and waits for it). Bounded: at most
+ * segment. A segment of the guest's that is not small (ACK_HOLD_SMALL or
+ * more, or a full one of the MSS its SYN offered: at MTU 1500 a bulk
+ * sender's every segment) gets its ACK at once (the sender is then
+ * window-bound, and waits for it). Bounded: at most
  * ACK_HOLD_MAX held at once, in a fixed table; no allocation. */
 #ifndef GANTRY_NET_ACKHOLD_H
 #define GANTRY_NET_ACKHOLD_H
@@ -22,6 +24,10 @@
 #define ACK_HOLD_SMALL	(16 * 1024) /* a guest segment shorter than this is small */
 
 struct ack_hold;
+
+/* Whether a guest segment of seqlen bytes of data is small, on a
+ * connection whose guest offered mss (0: none seen). */
+bool ack_hold_small(uint32_t seqlen, uint16_t mss);
 
 struct ack_hold *ack_hold_new(void);
 void ack_hold_free(struct ack_hold *h);

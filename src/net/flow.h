@@ -56,6 +56,7 @@ struct flow {
 	bool guest_syn; /* the guest sent its SYN (or its SYN-ACK) on this connection */
 	bool guest_ack; /* and a segment with ACK since: the connection is not half open */
 	bool guest_small; /* its last segment with data was short (ackhold.h) */
+	uint16_t guest_mss; /* the MSS the guest's SYN (or SYN-ACK) offered; 0: none */
 	struct policy_verdict verdict;
 	uint64_t generation; /* of the policy that judged it */
 	/* TCP: the sequence number after the last segment each side sent. */

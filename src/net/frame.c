@@ -67,7 +67,9 @@ static void tcp_fill(uint8_t *tcp, size_t at, size_t len, uint8_t v)
 	}
 }
 
-bool frame_tcp_forget_mss(uint8_t *tcp, size_t hlen)
+/* Where option kind of olen bytes is in the TCP header at tcp (hlen
+ * bytes, options included), or 0: none, or options that do not parse. */
+static size_t tcp_option(const uint8_t *tcp, size_t hlen, uint8_t kind, size_t want)
 {
 	size_t i = TCP_HLEN, olen;
 
@@ -77,17 +79,32 @@ bool frame_tcp_forget_mss(uint8_t *tcp, size_t hlen)
 			continue;
 		}
 		if (i + 1 >= hlen)
-			return false;
+			return 0;
 		olen = tcp[i + 1];
 		if (olen < 2 || olen > hlen - i)
-			return false;
-		if (tcp[i] == TCPOPT_MSS && olen == TCPOLEN_MSS) {
-			tcp_fill(tcp, i, olen, TCPOPT_NOP);
-			return true;
-		}
+			return 0;
+		if (tcp[i] == kind && olen == want)
+			return i;
 		i += olen;
 	}
-	return false;
+	return 0;
+}
+
+bool frame_tcp_forget_mss(uint8_t *tcp, size_t hlen)
+{
+	size_t at = tcp_option(tcp, hlen, TCPOPT_MSS, TCPOLEN_MSS);
+
+	if (at == 0)
+		return false;
+	tcp_fill(tcp, at, TCPOLEN_MSS, TCPOPT_NOP);
+	return true;
+}
+
+uint16_t frame_tcp_mss(const uint8_t *tcp, size_t hlen)
+{
+	size_t at = tcp_option(tcp, hlen, TCPOPT_MSS, TCPOLEN_MSS);
+
+	return at ? frame_get16(tcp + at + 2) : 0;
 }
 
 int frame_ipv4_csum_ok(const uint8_t *ip)

@@ -82,6 +82,8 @@ int frame_l4_csum_ok(const uint8_t *ip, const uint8_t *l4, size_t l4_len, uint8_
  * included, as its data offset says) into NOPs, its checksum following;
  * whether it had one. A malformed option list is left as it is. */
 bool frame_tcp_forget_mss(uint8_t *tcp, size_t hlen);
+/* The MSS option's value in the TCP header at tcp (hlen bytes), or 0. */
+uint16_t frame_tcp_mss(const uint8_t *tcp, size_t hlen);
 
 /* The frames below answer a guest frame (Ethernet + 20-byte IPv4 header +
  * what its length says, as the frame check passed it): from the address

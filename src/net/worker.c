@@ -413,11 +413,15 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 	if (r != NET_DROP_NONE)
 		return r;
 	f->tx_bytes += len;
+	/* Its MSS, read before a repeat of the SYN loses it (a repeat's is
+	 * the first's; a header with IP options has none read). */
+	if ((s.flags & TCP_SYN) && frame[FRAME_IP] == 0x45)
+		f->guest_mss = frame_tcp_mss(frame + FRAME_L4, s.data_off - FRAME_L4);
 	if (flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
 		repeated_syn(w, frame, len);
 	s.seqlen -= !!(s.flags & TCP_SYN) + !!(s.flags & TCP_FIN);
 	if (s.seqlen)
-		f->guest_small = s.seqlen < ACK_HOLD_SMALL;
+		f->guest_small = ack_hold_small(s.seqlen, f->guest_mss);
 	return NET_DROP_NONE;
 }
 

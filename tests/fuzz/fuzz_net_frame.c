@@ -140,13 +140,18 @@ static void check_passed(const uint8_t *f, const struct filter_verdict *v, bool 
 static void forget_mss(uint8_t *f, const struct filter_verdict *v, bool tcp_sum_was_ok)
 {
 	uint8_t *l4 = f + FRAME_L4;
+	uint16_t mss;
 	size_t hlen;
 
 	if (f[FRAME_IP + 9] != IPPROTO_NUM_TCP)
 		return;
 	hlen = (size_t)(l4[12] >> 4) * 4;
 	check(hlen >= TCP_HLEN && hlen <= v->len - FRAME_L4);
-	if (frame_tcp_forget_mss(l4, hlen))
+	/* The option the ACK hold reads is the one forgetting finds. */
+	mss = frame_tcp_mss(l4, hlen);
+	if (!frame_tcp_forget_mss(l4, hlen))
+		check(mss == 0);
+	else
 		check(!tcp_sum_was_ok ||
 		      frame_l4_csum_ok(f + FRAME_IP, l4, v->len - FRAME_L4, IPPROTO_NUM_TCP));
 }

@@ -585,6 +585,11 @@ static void test_forget_mss(void **state)
 		memcpy(t + TCP_HLEN, cases[i].opts, cases[i].len);
 		t[12] = (uint8_t)(((TCP_HLEN + cases[i].len) / 4) << 4);
 		l4_sum(&p);
+		/* Read as the flow table reads it, then forgotten. */
+		assert_int_equal(frame_tcp_mss(t, TCP_HLEN + cases[i].len),
+				 cases[i].mss < 0 ? 0 :
+						    cases[i].opts[cases[i].mss + 2] << 8 |
+							    cases[i].opts[cases[i].mss + 3]);
 		memcpy(want, cases[i].opts, cases[i].len);
 		if (cases[i].mss >= 0)
 			memset(want + cases[i].mss, 1, 4);

@@ -260,6 +260,14 @@ static void test_ack_hold(void **state)
 	size_t n;
 
 	(void)state;
+	/* Small: short of 16 KiB and of the MSS the guest offered (at MTU
+	 * 1500, a bulk sender's full segment is not small). */
+	assert_true(ack_hold_small(1024, 0));
+	assert_true(ack_hold_small(1024, 1460));
+	assert_false(ack_hold_small(1460, 1460));
+	assert_true(ack_hold_small(8192, 65480));
+	assert_false(ack_hold_small(ACK_HOLD_SMALL, 65480));
+	assert_false(ack_hold_small(ACK_HOLD_SMALL, 0));
 	n = seg_frame(f, TCP_ACK, 65535, 0);
 	assert_false(ack_hold_offer(h, &a, false, f, n, 100)); /* its guest writes large */
 	assert_int_equal(ack_hold_timeout(h, 100), -1);
