@@ -16,7 +16,9 @@
 #include "common/error.h"
 
 #define API_BODY_MAX	     (1u << 20) /* a request's body */
-#define API_CONNECTIONS_MAX  128	/* room for API_SUBSCRIBERS_MAX streams and the rest */
+#define API_BODIES_MAX	     (256u << 20) /* every request's body at once */
+#define API_CONNECTIONS_MAX  256 /* a listener's: streams, calls and API_PENDING_MAX */
+#define API_PENDING_MAX	     32	 /* TCP connections whose request head has not come */
 #define API_LIFECYCLE_MAX    8		/* create, start, stop, delete at once */
 #define API_EXECS_MAX	     32		/* execs at once */
 #define API_OPERATIONS_MAX   1024	/* remembered; the oldest finished go first */

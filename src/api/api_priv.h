@@ -57,6 +57,7 @@ struct api_server {
 	struct api_op ops[API_OPERATIONS_MAX];
 	uint64_t op_seq, event_id;
 	unsigned lifecycle, execs; /* in flight */
+	size_t bodies;		   /* request bodies' bytes held (server.c) */
 	struct api_sub subs[API_SUBSCRIBERS_MAX];
 	unsigned keepalive_ms;
 	bool stopping;

@@ -19,8 +19,8 @@
 #define E2B_BOXES_MAX 64
 #define E2B_PROCS_MAX 64 /* at once, running whether or not a stream follows */
 #define E2B_STREAMS_MAX                                                                            \
-	64			  /* Start and Connect streams: under API_CONNECTIONS_MAX,         \
-				     room for the calls that end them */
+	64			  /* Start and Connect streams: with the rest, under            \
+				     API_CONNECTIONS_MAX (server.c) */
 #define E2B_TIMEOUT_DEFAULT 300	  /* s, as E2B's */
 #define E2B_TIMEOUT_MAX	    86400 /* s */
 #define E2B_FORK_MAX	    100	  /* sandboxes one fork makes */

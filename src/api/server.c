@@ -3,11 +3,16 @@
  * connection and no other) on a Unix socket we bind ourselves: mode 0600,
  * one server per path (a lock beside it), and a peer of another UID is
  * hung up on before it is answered. Bodies are gathered up to
- * API_BODY_MAX; /v1/events streams from a subscriber's queue. */
+ * API_BODY_MAX (API_BODIES_MAX for all at once); /v1/events streams from
+ * a subscriber's queue. On TCP, a connection that has not yet sent a
+ * whole request head (whose token is not yet seen) is one of at most
+ * API_PENDING_MAX: a new one ends the oldest, so clients without the
+ * token cannot hold the listener's slots by sending slowly. */
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,19 +47,48 @@ MHD_SYMS(LAZY_DEFINE)
 static const struct lazy_sym mhd_syms[] = { MHD_SYMS(LAZY_ENTRY) };
 static struct lazy_lib mhd_lib = LAZY_LIB("libmicrohttpd.so.12", "libmicrohttpd12", mhd_syms);
 
+_Static_assert(API_SUBSCRIBERS_MAX + E2B_STREAMS_MAX + API_PENDING_MAX + API_LIFECYCLE_MAX +
+			       API_EXECS_MAX <
+		       API_CONNECTIONS_MAX,
+	       "a listener has room for every stream, pending head and call at once");
+
+/* A TCP connection whose request head has not come yet. */
+struct pending {
+	struct MHD_Connection *c;
+	int fd;
+};
+
 /* One listening socket: the Unix one (peers of our UID only) or a TCP
  * one (requests carry the token). */
 struct listener {
 	struct api_server *s;
 	bool tcp;
 	const char *token;
+	pthread_mutex_t lock; /* TCP: pend */
+	struct pending pend[API_PENDING_MAX]; /* oldest first */
+	size_t nr_pend;
 };
 
 /* A request's state across the handler's calls. */
 struct conn_req {
 	char *body;
 	size_t len;
+	struct api_server *s; /* whose bodies count len, once a byte came */
 };
+
+/* n more bytes of request bodies held, if all of them stay within
+ * API_BODIES_MAX: a body over it ends its connection. */
+static bool bodies_take(struct api_server *s, size_t n)
+{
+	bool ok;
+
+	pthread_mutex_lock(&s->lock);
+	ok = n <= API_BODIES_MAX - s->bodies;
+	if (ok)
+		s->bodies += n;
+	pthread_mutex_unlock(&s->lock);
+	return ok;
+}
 
 /* a and b alike, in a time that does not say where they differ. */
 static bool same_secret(const char *a, const char *b)
@@ -97,19 +131,56 @@ static bool peer_ok(struct MHD_Connection *c)
 	return ci && unix_peer_is_us(ci->connect_fd);
 }
 
+/* c is no longer waiting for its head (it came, or c ended). */
+static void pending_done(struct listener *l, struct MHD_Connection *c)
+{
+	pthread_mutex_lock(&l->lock);
+	for (size_t i = 0; i < l->nr_pend; i++) {
+		if (l->pend[i].c != c)
+			continue;
+		memmove(&l->pend[i], &l->pend[i + 1], (l->nr_pend - i - 1) * sizeof(l->pend[0]));
+		l->nr_pend--;
+		break;
+	}
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* A new TCP connection waits for its head among the last API_PENDING_MAX:
+ * the oldest is shut for it (its fd is open until libmicrohttpd's CLOSED
+ * notice, which takes the lock first). */
+static void pending_add(struct listener *l, struct MHD_Connection *c, int fd)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->nr_pend == API_PENDING_MAX) {
+		shutdown(l->pend[0].fd, SHUT_RDWR);
+		memmove(&l->pend[0], &l->pend[1], (l->nr_pend - 1) * sizeof(l->pend[0]));
+		l->nr_pend--;
+	}
+	l->pend[l->nr_pend++] = (struct pending){ .c = c, .fd = fd };
+	pthread_mutex_unlock(&l->lock);
+}
+
 /* A new connection from a peer of another UID is shut at once: it gets
- * no answer and holds no slot longer than it takes to see the EOF. */
+ * no answer and holds no slot longer than it takes to see the EOF. One on
+ * TCP is pending until its head comes. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
 			  enum MHD_ConnectionNotificationCode code)
 {
-	const struct listener *l = cls;
+	struct listener *l = cls;
 	const union MHD_ConnectionInfo *ci;
 
 	(void)socket_context;
-	if (code != MHD_CONNECTION_NOTIFY_STARTED || l->tcp)
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		if (l->tcp)
+			pending_done(l, c);
 		return;
+	}
 	ci = sym_MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (ci && !unix_peer_is_us(ci->connect_fd))
+	if (ci == NULL)
+		return;
+	if (l->tcp)
+		pending_add(l, c, ci->connect_fd);
+	else if (!unix_peer_is_us(ci->connect_fd))
 		shutdown(ci->connect_fd, SHUT_RDWR);
 }
 
@@ -178,7 +249,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 			      const char *method, const char *version, const char *upload,
 			      size_t *upload_size, void **con_cls)
 {
-	const struct listener *l = cls;
+	struct listener *l = cls;
 	struct api_server *s = l->s;
 	struct conn_req *cr = *con_cls;
 	struct api_reply r = { 0 };
@@ -190,6 +261,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (cr == NULL) {
 		if (!l->tcp && !peer_ok(c))
 			return MHD_NO;
+		if (l->tcp)
+			pending_done(l, c);
 		cr = xzalloc(sizeof(*cr));
 		*con_cls = cr;
 		cl = sym_MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
@@ -214,13 +287,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 	if (*upload_size) {
 		/* A body that says no length runs past the limit: the answer
 		 * cannot be queued mid-upload, so the connection ends. */
-		if (cr->len + *upload_size > e2b_body_max(method, url))
+		if (cr->len + *upload_size > e2b_body_max(method, url) ||
+		    !bodies_take(s, *upload_size))
 			return MHD_NO;
-		{
-			cr->body = xrealloc(cr->body, cr->len + *upload_size);
-			memcpy(cr->body + cr->len, upload, *upload_size);
-			cr->len += *upload_size;
-		}
+		cr->s = s;
+		cr->body = xrealloc(cr->body, cr->len + *upload_size);
+		memcpy(cr->body + cr->len, upload, *upload_size);
+		cr->len += *upload_size;
 		*upload_size = 0;
 		return MHD_YES;
 	}
@@ -256,6 +329,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)c;
 	(void)toe;
 	if (cr) {
+		if (cr->s) {
+			pthread_mutex_lock(&cr->s->lock);
+			cr->s->bodies -= cr->len;
+			pthread_mutex_unlock(&cr->s->lock);
+		}
 		free(cr->body);
 		free(cr);
 		*con_cls = NULL;
@@ -420,7 +498,9 @@ static struct MHD_Daemon *daemon_on(int fd, struct listener *l)
 int api_serve(const struct api_serve_opts *o, const struct api_backend *b, gantry_error_t *err)
 {
 	struct api_server *s = xzalloc(sizeof(*s));
-	struct listener unix_l = { .s = s }, tcp_l = { .s = s, .tcp = true, .token = o->token };
+	struct listener unix_l = { .s = s, .lock = PTHREAD_MUTEX_INITIALIZER },
+			tcp_l = { .s = s, .tcp = true, .token = o->token,
+				  .lock = PTHREAD_MUTEX_INITIALIZER };
 	cleanup_close int lock = -1, fd = -1, tfd = -1;
 	struct MHD_Daemon *d = NULL, *td = NULL;
 	bool bound = false;

@@ -102,6 +102,38 @@ def test_tcp_listener_takes_the_token(gantry, tmp_path):
     assert r.returncode == 1 and "chmod 600" in r.stderr, r
 
 
+def test_slow_clients_without_the_token_do_not_hold_the_listener(gantry, tmp_path):
+    """Connections that never finish their request head (no token seen)
+    are at most 32: each new one ends the oldest, so a client with the
+    token still gets in past 300 of them (the listener's own limit)."""
+    home, port = tmp_path / "home", free_port()
+    s = Serve(gantry, home, "-listen", f"127.0.0.1:{port}")
+    slow = []
+    try:
+        token = (home / "manager.token").read_text().strip()
+        for _ in range(300):
+            c = socket.create_connection(("127.0.0.1", port), timeout=10)
+            c.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")  # never ends its head
+            slow.append(c)
+        assert tcp(port, "/v1/health", {"X-API-Key": token})[0] == 200
+        # All but the last 32 were ended by the server.
+        time.sleep(0.5)
+        ended = 0
+        for c in slow:
+            c.setblocking(False)
+            try:
+                ended += c.recv(1) == b""
+            except BlockingIOError:
+                pass
+            except ConnectionResetError:
+                ended += 1
+        assert ended >= 300 - 32 - 1, ended
+    finally:
+        for c in slow:
+            c.close()
+        assert s.stop()[0] == 0
+
+
 @pytest.mark.parametrize("args,words", [
     (["-listen", "10.0.0.1:3000"], "not a loopback address"),
     (["-listen", "127.0.0.1"], "want HOST:PORT"),
