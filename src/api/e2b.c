@@ -83,6 +83,31 @@ int e2b_operation(struct api_server *s, const char *kind, const char *name, json
 	return ret;
 }
 
+void e2b_undo(struct api_server *s, const char *kind, const char *name)
+{
+	gantry_error_t err = NULL;
+	int r = strcmp(kind, "delete") == 0 ? s->b->remove(name, &err) :
+					      e2b_snapshot_op(s, kind, name, NULL, &err);
+
+	if (r < 0) {
+		log_warn("E2B: %s `%s` left behind: %s", strcmp(kind, "delete") == 0 ?
+			 "sandbox" : "snapshot", name, gantry_error_str(err));
+		gantry_error_free(&err);
+	}
+}
+
+bool e2b_boxes_full(struct api_server *s)
+{
+	struct api_e2b *e = s->e2b;
+	bool full = true;
+
+	pthread_mutex_lock(&e->lock);
+	for (size_t i = 0; i < E2B_BOXES_MAX && full; i++)
+		full = e->boxes[i].used;
+	pthread_mutex_unlock(&e->lock);
+	return full;
+}
+
 /* Delete the E2B sandbox id; it leaves the table once it is gone (or
  * was already: deleted with the CLI), and stays there when the delete
  * failed, for another try. */
@@ -238,8 +263,7 @@ json_t *e2b_box_add(struct api_server *s, const char *id, const char *template,
 	pthread_mutex_unlock(&e->lock);
 	/* No room to keep it: it must not outlive this answer. */
 	if (b == NULL)
-		e2b_operation(s, "delete", id, NULL, &err);
-	gantry_error_free(&err);
+		e2b_undo(s, "delete", id);
 	return j;
 }
 
@@ -308,6 +332,12 @@ static void create(struct api_server *s, const struct api_request *req, struct a
 			json_array_append_new(a, json_string(kv));
 		}
 		json_object_set_new(creq, "env", a);
+	}
+	/* No VM booted for a table with no room (one that fills meanwhile
+	 * has the new sandbox deleted: e2b_box_add). */
+	if (e2b_boxes_full(s)) {
+		e2b_error(r, 503, "%d E2B sandboxes already", E2B_BOXES_MAX);
+		goto out;
 	}
 	if (e2b_operation(s, from ? "create-from" : "create", id, creq, &err) < 0) {
 		unsigned status = err->status == EBUSY ? 503 : api_error_status(err, 500);

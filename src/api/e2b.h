@@ -62,6 +62,15 @@ struct api_e2b {
 int e2b_operation(struct api_server *s, const char *kind, const char *name, json_t *body,
 		  gantry_error_t *err);
 
+/* Undo what the server itself made and cannot keep (kind "delete": a
+ * sandbox its table has no room for; "snapshot-remove": a fork's
+ * snapshot). No client's call: it takes no lifecycle slot, which a busy
+ * server would refuse, leaving the sandbox or snapshot behind. A failure
+ * is logged. */
+void e2b_undo(struct api_server *s, const char *kind, const char *name);
+/* Whether the table of E2B sandboxes is full now. */
+bool e2b_boxes_full(struct api_server *s);
+
 /* A sandbox made (id) kept as E2B's, its timeout secs from now: the
  * create's answer (Sandbox with its envd token), or NULL when there is no
  * room (the sandbox is deleted then). */

@@ -229,8 +229,7 @@ void e2b_fork(struct api_server *s, const struct api_request *req, const char *i
 	free(f.clones);
 	api_reply_json(r, 200, out);
 	/* Each clone has its own copies: the snapshot goes. */
-	if (e2b_operation(s, "snapshot-remove", snap, NULL, &err) < 0)
-		gantry_error_free(&err);
+	e2b_undo(s, "snapshot-remove", snap);
 out:
 	gantry_error_free(&err);
 	json_decref(op);

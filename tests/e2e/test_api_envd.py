@@ -121,6 +121,24 @@ def test_e2b_timeout_ends_the_sandbox(api):
     e2b_error_body(api.call("GET", f"/sandboxes/{sid}", check=False), 404)
 
 
+def test_a_full_table_boots_nothing_more(api):
+    """64 E2B sandboxes: the next create is refused (503) before a
+    sandbox is made, and none is left beside the table's."""
+    ids = []
+    try:
+        for _ in range(64):
+            r = api.call("POST", "/v2/sandboxes", {}, check=False)
+            assert r.status == 201, r
+            ids.append(r.body["sandboxID"])
+        r = api.call("POST", "/v2/sandboxes", {}, check=False)
+        e2b_error_body(r, 503)
+        assert "64 E2B sandboxes already" in r.body["message"], r
+        assert len(api.call("GET", "/v1/sandboxes").body["sandboxes"]) == 64
+    finally:
+        for i in ids:
+            api.call("DELETE", f"/sandboxes/{i}", check=False)
+
+
 def test_envd_error_shapes(api):
     sid = api.call("POST", "/v2/sandboxes", {}, check=False).body["sandboxID"]
     try:
