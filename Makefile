@@ -10,7 +10,7 @@ PYTEST      = /usr/bin/python3 -m pytest -q -rs
 PREFIX     ?= /usr/local
 DESTDIR    ?=
 
-.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-snapshot bench-oci bench-tui bench-wrap clean
+.PHONY: all deps build kernel assets demo install uninstall deb check layers unit asan fuzz e2e bench bench-boot bench-exec bench-pull bench-sandbox bench-net bench-egress bench-api bench-share bench-share-workloads bench-share-pjdfstest bench-snapshot bench-oci bench-tui bench-wrap clean
 
 all: build
 
@@ -110,6 +110,10 @@ bench-share: build kernel
 	bench/share/run
 bench-share-workloads: assets
 	bench/share/workloads
+# Not in `bench`: it runs a checkout of pjd/pjdfstest given as PJDFSTEST=DIR.
+bench-share-pjdfstest: assets
+	@test -n "$(PJDFSTEST)" || { echo "make bench-share-pjdfstest PJDFSTEST=DIR (a pjd/pjdfstest checkout)"; exit 2; }
+	bench/share/pjdfstest --suite "$(PJDFSTEST)"
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
