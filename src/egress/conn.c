@@ -82,6 +82,7 @@ void conn_end(struct egress *e, struct conn *c)
 	if (c->http)
 		egress_http_free(c->http);
 	egress_buf_wipe_free(&c->up);
+	explicit_bzero(c->in, sizeof(c->in));
 	explicit_bzero(c->down, sizeof(c->down));
 	free(c->refusal);
 	memset(c, 0, sizeof(*c));
@@ -302,16 +303,71 @@ static void view_free(struct view *v)
 	free(v->foreign);
 }
 
+/* The rewritten bytes the host has yet to take. */
+static size_t up_pending(const struct conn *c)
+{
+	return c->up.len - c->up_off;
+}
+
+static void in_drop(struct conn *c)
+{
+	explicit_bzero(c->in, c->in_len);
+	c->in_len = c->in_off = 0;
+}
+
+/* The answer to a request the rewriter refused (0), or the end (-1). */
+static int refuse_request(struct conn *c, enum egress_http_status st)
+{
+	switch (st) {
+	case EGRESS_HTTP_TOO_BIG:
+		return refuse_in_relay(c, 431, "a request head larger than Gantry passes");
+	case EGRESS_HTTP_MISDIRECTED:
+		return refuse_in_relay(c, 421,
+				       "a request for another host than the connection's (its "
+				       "Host header or target)");
+	case EGRESS_HTTP_METHOD:
+		return refuse_in_relay(c, 405, "CONNECT, TRACE and TRACK are not passed");
+	default:
+		return refuse_in_relay(c, 400, "a request Gantry cannot read as HTTP/1.1");
+	}
+}
+
+/* Rewrite the guest's held bytes into up while it is under UP_HIGH: what
+ * is left waits for the host to take some, then goes with no new byte
+ * from the guest. 1: fed; 0: refused; -1: over. */
+static int up_feed(struct egress *e, struct conn *c)
+{
+	struct feed who = { e, c };
+	enum egress_http_status st;
+	struct view v;
+	size_t used;
+
+	/* The policy may have changed since the hello. */
+	if (!allowed(e, c->host)) {
+		in_drop(c);
+		return refuse_in_relay(
+			c, 403, "the egress policy no longer lets this sandbox reach this host");
+	}
+	view_make(e, c->host, &v);
+	st = egress_http_feed(c->http, c->in + c->in_off, c->in_len - c->in_off, &used, &v.set,
+			      &c->up, UP_HIGH - up_pending(c), http_event, &who);
+	view_free(&v);
+	c->in_off += used;
+	if (c->in_off == c->in_len || st != EGRESS_HTTP_OK)
+		in_drop(c);
+	return st == EGRESS_HTTP_OK ? 1 : refuse_request(c, st);
+}
+
 /* Move what can move, both ways, until nothing does: -1 when the
  * connection is over. */
 static int relay(struct egress *e, struct conn *c)
 {
-	uint8_t buf[IO_CHUNK];
 	gantry_error_t err = NULL;
 	bool moved = true;
 	size_t budget = RELAY_BUDGET;
 	ssize_t n;
 	short ev;
+	int r;
 
 	c->gwant = c->uwant = 0;
 	c->busy = false;
@@ -321,47 +377,18 @@ static int relay(struct egress *e, struct conn *c)
 			c->busy = true;
 			break;
 		}
-		if (!c->g_eof && c->up.len - c->up_off < UP_HIGH && c->st == C_RELAY &&
+		/* Read only once what was read is rewritten. */
+		if (!c->g_eof && c->in_len == 0 && up_pending(c) < UP_HIGH && c->st == C_RELAY &&
 		    (c->g_rd || egress_conn_pending(c->g))) {
-			n = egress_conn_read(c->g, buf, sizeof(buf), &ev, &err);
+			n = egress_conn_read(c->g, c->in, sizeof(c->in), &ev, &err);
 			/* A short read took what there was: poll says when more comes
 			 * (what OpenSSL holds back, egress_conn_pending does). */
-			if (n > 0 && (size_t)n < sizeof(buf))
+			if (n > 0 && (size_t)n < sizeof(c->in))
 				c->g_rd = false;
 			if (n > 0) {
-				struct feed who = { e, c };
-				struct view v;
-				enum egress_http_status st;
-
 				budget -= MIN(budget, (size_t)n);
-				/* The policy may have changed since the hello. */
-				if (!allowed(e, c->host)) {
-					explicit_bzero(buf, (size_t)n);
-					return refuse_in_relay(c, 403,
-							       "the egress policy no longer lets "
-							       "this sandbox reach "
-							       "this host");
-				}
-				view_make(e, c->host, &v);
-				st = egress_http_feed(c->http, buf, (size_t)n, &v.set, &c->up,
-						      http_event, &who);
-				view_free(&v);
-				explicit_bzero(buf, (size_t)n);
-				if (st == EGRESS_HTTP_TOO_BIG)
-					return refuse_in_relay(
-						c, 431, "a request head larger than Gantry passes");
-				if (st == EGRESS_HTTP_MISDIRECTED)
-					return refuse_in_relay(
-						c, 421,
-						"a request for another host than the connection's "
-						"(its Host header or target)");
-				if (st == EGRESS_HTTP_METHOD)
-					return refuse_in_relay(
-						c, 405, "CONNECT, TRACE and TRACK are not passed");
-				if (st != EGRESS_HTTP_OK)
-					return refuse_in_relay(
-						c, 400, "a request Gantry cannot read as HTTP/1.1");
-				moved = true;
+				c->in_len = (size_t)n;
+				c->in_off = 0;
 			} else if (n == 0) {
 				c->g_eof = moved = true;
 			} else if (n == EGRESS_AGAIN) {
@@ -371,6 +398,12 @@ static int relay(struct egress *e, struct conn *c)
 				goto fail;
 			}
 		}
+		if (c->in_len && up_pending(c) < UP_HIGH) {
+			r = up_feed(e, c);
+			if (r <= 0)
+				return r;
+			moved = true;
+		}
 		if (c->up.len > c->up_off) {
 			n = egress_conn_write(c->u, c->up.data + c->up_off, c->up.len - c->up_off,
 					      &ev, &err);
@@ -379,7 +412,9 @@ static int relay(struct egress *e, struct conn *c)
 				if (c->up_off == c->up.len) {
 					explicit_bzero(c->up.data, c->up.len);
 					c->up.len = c->up_off = 0;
-				} else if (c->up_off >= UP_COMPACT) { /* zeroes what it drops */
+				} else if (c->up_off >= UP_COMPACT && c->up_off >= up_pending(c)) {
+					/* Past half: a byte is moved no more often than
+					 * one is sent. It zeroes what it drops. */
 					egress_buf_consume(&c->up, c->up_off);
 					c->up_off = 0;
 				}
@@ -390,7 +425,8 @@ static int relay(struct egress *e, struct conn *c)
 				goto fail;
 			}
 		}
-		if (c->g_eof && c->up.len == 0 && (!c->u_closed || c->u_closing)) {
+		if (c->g_eof && c->in_len == 0 && c->up.len == 0 &&
+		    (!c->u_closed || c->u_closing)) {
 			/* Its close_notify may wait for room: POLLOUT, then again. */
 			c->u_closing = !egress_conn_close(c->u);
 			c->u_closed = true;
@@ -432,8 +468,9 @@ static int relay(struct egress *e, struct conn *c)
 		if (moved)
 			c->active = now_ms();
 	}
-	/* What is not read now waits for poll to say it is there. */
-	if (!c->g_eof && c->up.len - c->up_off < UP_HIGH && c->st == C_RELAY)
+	/* What is not read now waits for poll to say it is there; what is
+	 * held, for the host to take some of up (POLLOUT, from the write). */
+	if (!c->g_eof && c->in_len == 0 && up_pending(c) < UP_HIGH && c->st == C_RELAY)
 		c->gwant |= POLLIN;
 	if (!c->u_eof && c->down_len == 0)
 		c->uwant |= POLLIN;

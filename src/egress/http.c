@@ -510,32 +510,35 @@ static enum egress_http_status body_take(struct egress_http *h, const uint8_t *b
 }
 
 enum egress_http_status egress_http_feed(struct egress_http *h, const uint8_t *buf, size_t len,
-					 const struct egress_bindings *b, struct egress_buf *out,
-					 egress_event_fn *fn, void *opaque)
+					 size_t *used, const struct egress_bindings *b,
+					 struct egress_buf *out, size_t room, egress_event_fn *fn,
+					 void *opaque)
 {
 	enum egress_http_status r = EGRESS_HTTP_OK;
-	size_t used;
+	size_t start = out->len, n;
 
-	while (len > 0 && r == EGRESS_HTTP_OK) {
-		used = 0;
+	/* A step at a time (a head, a body's bytes, raw bytes), checking room
+	 * before each: pipelined heads each grown by a value add up. */
+	*used = 0;
+	while (*used < len && out->len - start < room && r == EGRESS_HTTP_OK) {
+		n = 0;
 		switch (h->state) {
 		case ST_HEAD:
-			r = head_take(h, buf, len, &used, b, out, fn, opaque);
+			r = head_take(h, buf + *used, len - *used, &n, b, out, fn, opaque);
 			break;
 		case ST_BODY:
-			r = body_take(h, buf, len, &used, out);
+			r = body_take(h, buf + *used, len - *used, &n, out);
 			break;
 		case ST_RAW:
-			egress_buf_append(out, buf, len);
-			used = len;
+			egress_buf_append(out, buf + *used, len - *used);
+			n = len - *used;
 			break;
 		case ST_FAILED:
 			return h->failed;
 		}
-		if (r == EGRESS_HTTP_OK && used == 0) /* never: but never spin */
+		if (r == EGRESS_HTTP_OK && n == 0) /* never: but never spin */
 			r = EGRESS_HTTP_BAD;
-		buf += used;
-		len -= used;
+		*used += n;
 	}
 	if (r != EGRESS_HTTP_OK) {
 		head_reset(h);

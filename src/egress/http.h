@@ -92,16 +92,22 @@ struct egress_http; /* one connection's request stream */
 /* Loads libhttp-parser on first use: -1 with an error naming the Debian
  * package where it is missing. */
 int egress_http_new(struct egress_http **out, gantry_error_t *err);
-/* Feed len bytes of the guest's stream; what goes on to the server is
- * appended to out: all of it or, with the status of the failure, some
- * prefix of it (the caller then answers and closes; later calls return
- * the same status and add nothing). Bindings are read only during the
- * call (the caller holds their lock); events go to fn during it, once per
- * secret and header line, and only for a head that is passed on. Any
- * split of a stream into calls gives the same output and events. */
+/* Feed the guest's stream: of buf's len bytes, *used are taken, and what
+ * goes on to the server is appended to out. It takes no more once this
+ * call has appended room bytes (SIZE_MAX: no bound); past room it adds at
+ * most one head (EGRESS_HTTP_HEAD_OUT_MAX) or len bytes, so what a burst
+ * of requests makes of long values waits in buf, not in out: the caller
+ * feeds buf + *used once the server has taken some of out. On failure,
+ * its status, with some prefix of the output appended (the caller then
+ * answers and closes; later calls return the same status and add
+ * nothing). Bindings are read only during the call (the caller holds
+ * their lock); events go to fn during it, once per secret and header
+ * line, and only for a head that is passed on. Any split of a stream into
+ * calls, and any room, gives the same output and events. */
 enum egress_http_status egress_http_feed(struct egress_http *h, const uint8_t *buf, size_t len,
-					 const struct egress_bindings *b, struct egress_buf *out,
-					 egress_event_fn *fn, void *opaque);
+					 size_t *used, const struct egress_bindings *b,
+					 struct egress_buf *out, size_t room, egress_event_fn *fn,
+					 void *opaque);
 /* Whether part of a head has come and not yet its end (the caller's
  * idle timeout for a slow head). */
 bool egress_http_in_head(const struct egress_http *h);

@@ -19,8 +19,8 @@
 #include "secret/store.h"
 
 #define IO_CHUNK    (16 * 1024)
-#define UP_HIGH	    (256 * 1024) /* rewritten bytes waiting for the host: read no more */
-#define UP_COMPACT   (64 * 1024)  /* sent bytes dropped from the front past this */
+#define UP_HIGH	     (256 * 1024) /* rewritten bytes waiting for the host: rewrite no more */
+#define UP_COMPACT   (64 * 1024)  /* sent bytes dropped from the front past this and half of up */
 #define RELAY_BUDGET (256 * 1024) /* bytes one connection moves before the others' turn */
 #define REFUSAL_MS   5000	  /* for the guest to take an answer from Gantry */
 #define EVENTS_SEEN 8		 /* what one connection reported, not reported again */
@@ -50,6 +50,9 @@ struct conn {
 	struct egress_http *http;
 	struct egress_buf up; /* to the host: rewritten, may hold values (wiped) */
 	size_t up_off;
+	/* The guest's, read and not yet rewritten: held while up is full. */
+	uint8_t in[IO_CHUNK];
+	size_t in_len, in_off;
 	uint8_t down[IO_CHUNK]; /* to the guest, as the host sent it */
 	size_t down_len, down_off;
 	char *refusal; /* REFUSE: the answer the guest gets before the end */

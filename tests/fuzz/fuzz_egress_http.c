@@ -3,7 +3,8 @@
  * then the guest's stream. It is fed whole and in random pieces, with and
  * without a secret whose format adds a header; the two feedings agree
  * (status, output, events; on a refusal, one output a prefix of the
- * other). Without an inject event the output is the input, and without a
+ * other), and a call given little room adds at most one step past it.
+ * Without an inject event the output is the input, and without a
  * placeholder or "basic" in the input (and no format) there is none; a foreign secret's
  * value (handed to the rewriter, which must not read it) and an unfit
  * value never appear unless the input had them; a value bound to
@@ -81,26 +82,43 @@ static void on_event(void *opaque, enum egress_event_kind kind, const char *name
 	egress_buf_append(&r->events, header, n + 1);
 }
 
-/* Feed the stream whole (seed 0) or in pieces from seed. */
+/* Feed the stream whole (seed 0) or in pieces from seed, some calls with
+ * little room: what a call leaves is fed on by the next. */
 static void feed(struct run *r, const uint8_t *in, size_t len, const struct egress_bindings *b,
 		 uint32_t seed)
 {
 	struct egress_http *h = NULL;
 	gantry_error_t err = NULL;
-	size_t n;
+	size_t n, used, room, was;
 
 	memset(r, 0, sizeof(*r));
 	check(egress_http_new(&h, &err) == 0);
-	for (size_t i = 0; i < len; i += n) {
+	for (size_t i = 0; i < len; i += used) {
 		n = len - i;
+		room = SIZE_MAX;
 		if (seed) {
 			seed ^= seed << 13;
 			seed ^= seed >> 17;
 			seed ^= seed << 5;
 			n = MIN(n, (size_t)(seed % 8 == 0 ? seed % 4096 : seed % 16) + 1);
+			if (seed % 3 == 0)
+				room = seed % 64 + 1;
 		}
-		r->status = egress_http_feed(h, in + i, n, b, &r->out, on_event, r);
+		was = r->out.len;
+		r->status = egress_http_feed(h, in + i, n, &used, b, &r->out, room, on_event, r);
 		check(r->status <= EGRESS_HTTP_METHOD);
+		check(used <= n);
+		if (r->status != EGRESS_HTTP_OK) {
+			used = n; /* the rest is fed too: it adds nothing */
+			continue;
+		}
+		/* Past room, one step: a head, or the bytes taken. */
+		check(used > 0);
+		if (room == SIZE_MAX)
+			check(used == n);
+		else
+			check(r->out.len - was <
+			      room + MAX((size_t)EGRESS_HTTP_HEAD_OUT_MAX, used));
 	}
 	r->in_head = egress_http_in_head(h);
 	egress_http_free(h);

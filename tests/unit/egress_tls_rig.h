@@ -91,7 +91,7 @@ struct side {
 	pthread_t thread;
 };
 
-static int conn_step(void *p, short *events, gantry_error_t *err)
+static int handshake_step(void *p, short *events, gantry_error_t *err)
 {
 	return egress_conn_handshake(p, events, err);
 }
@@ -173,8 +173,8 @@ static bool pair_open(struct pair *p, struct egress_tls *s, struct egress_tls *c
 	socket_pair(p->fds);
 	must(egress_conn_server(s, p->fds[0], &p->server, &err), &err);
 	must(egress_conn_client(c, p->fds[1], host, &p->client, &err), &err);
-	ss = (struct side){ .step = conn_step, .p = p->server, .fd = p->fds[0] };
-	cs = (struct side){ .step = conn_step, .p = p->client, .fd = p->fds[1] };
+	ss = (struct side){ .step = handshake_step, .p = p->server, .fd = p->fds[0] };
+	cs = (struct side){ .step = handshake_step, .p = p->client, .fd = p->fds[1] };
 	handshake(&ss, &cs);
 	p->serr = ss.err;
 	p->cerr = cs.err;

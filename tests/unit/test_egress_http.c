@@ -4,7 +4,9 @@
  * cannot go in a head, a header added from a format; bodies, requests
  * after an Upgrade or a CONNECT passed on as they are; heads over the
  * bounds and malformed requests refused. Every stream is fed whole, a
- * byte at a time and in odd pieces, with the same output and events. */
+ * byte at a time, in odd pieces and a step a call, with the same output
+ * and events; a burst of pipelined requests given a long value each is
+ * rewritten no faster than the host takes it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -105,18 +107,26 @@ static struct egress_http *new_http(void)
 	return h;
 }
 
-/* in fed in pieces of step bytes (0: whole). */
-static void run(const char *in, size_t len, const struct egress_bindings *b, size_t step,
-		struct result *r)
+/* in fed in pieces of step bytes (0: whole), each call given room: what
+ * it leaves is fed again at once, as the worker does once up has room. */
+static void run_room(const char *in, size_t len, const struct egress_bindings *b, size_t step,
+		     size_t room, struct result *r)
 {
 	struct egress_http *h = new_http();
 	struct egress_buf out = { 0 };
-	size_t n;
+	size_t n, used;
 
 	memset(r, 0, sizeof(*r));
-	for (size_t i = 0; i < len; i += n) {
-		n = step ? MIN(step, len - i) : len;
-		r->status = egress_http_feed(h, (const uint8_t *)in + i, n, b, &out, on_event, r);
+	for (size_t i = 0; i < len; i += used) {
+		n = step ? MIN(step, len - i) : len - i;
+		r->status = egress_http_feed(h, (const uint8_t *)in + i, n, &used, b, &out, room,
+					     on_event, r);
+		assert_true(used <= n);
+		if (r->status != EGRESS_HTTP_OK)
+			used = n; /* the rest is fed too: it must add nothing */
+		assert_true(used > 0);
+		if (room == SIZE_MAX)
+			assert_int_equal(used, n);
 	}
 	r->len = out.len;
 	r->out = xzalloc(out.len + 1);
@@ -126,12 +136,21 @@ static void run(const char *in, size_t len, const struct egress_bindings *b, siz
 	egress_http_free(h);
 }
 
-/* in (whole, a byte at a time, in pieces) gives status, want (for OK)
- * and events. */
+static void run(const char *in, size_t len, const struct egress_bindings *b, size_t step,
+		struct result *r)
+{
+	run_room(in, len, b, step, SIZE_MAX, r);
+}
+
+/* in (whole, a byte at a time, in pieces, a step a call) gives status,
+ * want (for OK) and events. */
 static void expect_n(const char *in, size_t len, const struct egress_bindings *b,
 		     enum egress_http_status status, const char *want, const char *events)
 {
-	static const size_t steps[] = { 0, 1, 2, 7, 64 };
+	static const struct {
+		size_t step, room;
+	} ways[] = { { 1, SIZE_MAX },  { 2, SIZE_MAX }, { 7, SIZE_MAX },
+		     { 64, SIZE_MAX }, { 0, 1 },	{ 64, 1 } };
 	struct result first, r;
 
 	run(in, len, b, 0, &first);
@@ -144,8 +163,8 @@ static void expect_n(const char *in, size_t len, const struct egress_bindings *b
 	}
 	if (events)
 		assert_string_equal(first.events, events);
-	for (size_t i = 1; i < ARRAY_SIZE(steps); i++) {
-		run(in, len, b, steps[i], &r);
+	for (size_t i = 0; i < ARRAY_SIZE(ways); i++) {
+		run_room(in, len, b, ways[i].step, ways[i].room, &r);
 		assert_int_equal(r.status, first.status);
 		if (status == EGRESS_HTTP_OK) {
 			assert_int_equal(r.len, first.len);
@@ -325,6 +344,97 @@ static void test_pipelined(void **state)
 	       "inject APIKEY X-Api-Key\ninject TOKEN A\nforeign OTHER B\n");
 }
 
+#define BURST_HIGH  (256 * 1024)    /* the worker's UP_HIGH */
+#define BURST_VALUE (64 * 1024)	    /* SECRET_VALUE_MAX */
+#define BURST_TAKE  (64 * 1024 + 1) /* what the host takes at a time */
+/* A request of the burst, but for its blank line. */
+#define BURST_REQ "GET /%04zu HTTP/1.1\r\nHost: a.io\r\n"
+
+static void count_inject(void *opaque, enum egress_event_kind kind, const char *name,
+			 const char *header)
+{
+	(void)name;
+	(void)header;
+	assert_int_equal(kind, EGRESS_EV_INJECT);
+	(*(size_t *)opaque)++;
+}
+
+/* Request i of the burst as the host must get it. */
+static void burst_want(struct egress_buf *want, size_t i, const uint8_t *value)
+{
+	char line[64];
+
+	want->len = 0;
+	snprintf(line, sizeof(line), BURST_REQ, i);
+	egress_buf_append(want, line, strlen(line));
+	egress_buf_append(want, "Authorization: Bearer ", 22);
+	egress_buf_append(want, value, BURST_VALUE);
+	egress_buf_append(want, "\r\n\r\n", 4);
+}
+
+/* A TLS record's worth of pipelined minimal requests, each given a long
+ * value by a format, fed as the worker feeds it (while what waits for the
+ * host is under its mark, the host taking some at a time): what waits
+ * stays within one head of the mark, and every request goes on once,
+ * rewritten, in order. Fed whole, it would be 31 MB at once. */
+static void test_burst_bounded(void **state)
+{
+	uint8_t *value = xmalloc(BURST_VALUE);
+	const struct egress_binding big = { .name = "BIG",
+					    .placeholder = PH_BEARER,
+					    .value = value,
+					    .value_len = BURST_VALUE,
+					    .header = "Authorization",
+					    .format = "Bearer %s" };
+	const struct egress_bindings b = { .bound = &big, .nr_bound = 1 };
+	struct egress_http *h = new_http();
+	struct egress_buf out = { 0 }, want = { 0 };
+	char in[16380];
+	size_t len = 0, nr = 0, off = 0, feeds = 0, events = 0, got = 0, want_off = 0;
+	size_t used, n, m, head_out;
+
+	(void)state;
+	memset(value, 'v', BURST_VALUE);
+	while (sizeof(in) - len > 34)
+		len += (size_t)snprintf(in + len, sizeof(in) - len, BURST_REQ "\r\n", nr++);
+	burst_want(&want, 0, value);
+	head_out = want.len;
+	want_off = want.len;
+	while (off < len || out.len) {
+		if (off < len && out.len < BURST_HIGH) {
+			assert_int_equal(egress_http_feed(h, (const uint8_t *)in + off, len - off,
+							  &used, &b, &out, BURST_HIGH - out.len,
+							  count_inject, &events),
+					 EGRESS_HTTP_OK);
+			assert_true(used > 0);
+			off += used;
+			assert_true(out.len < BURST_HIGH + head_out);
+			if (feeds++ == 0)
+				assert_true(off < len);
+		}
+		/* The host takes some: the requests, whole and in order. */
+		n = MIN(out.len, (size_t)BURST_TAKE);
+		for (size_t k = 0; k < n; k += m) {
+			if (want_off == want.len) {
+				burst_want(&want, got++, value);
+				want_off = 0;
+			}
+			m = MIN(n - k, want.len - want_off);
+			assert_memory_equal(out.data + k, want.data + want_off, m);
+			want_off += m;
+		}
+		egress_buf_consume(&out, n);
+	}
+	assert_int_equal(got, nr);
+	assert_int_equal(want_off, want.len);
+	assert_int_equal(events, nr);
+	assert_true(feeds > nr / 8);
+	egress_buf_wipe_free(&want);
+	egress_buf_wipe_free(&out);
+	egress_http_free(h);
+	free(value);
+}
+
 static void test_upgrade_and_connect(void **state)
 {
 	static const char ws[] = "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -407,6 +517,7 @@ static void test_malformed(void **state)
 {
 	struct egress_http *h;
 	struct egress_buf out = { 0 };
+	size_t used;
 	static const char *const bad[] = {
 		"GARBAGE\r\n\r\n",
 		"GET / HTTP/1.1\nHost: a\n\n",		/* bare LF */
@@ -435,12 +546,13 @@ static void test_malformed(void **state)
 		 EGRESS_HTTP_BAD, NULL, "");
 	/* Once refused, always: nothing more goes on. */
 	h = new_http();
-	assert_int_equal(egress_http_feed(h, (const uint8_t *)"GET / HTTP/1.1\r\nX: a\n", 21,
-					  &bindings, &out, NULL, NULL),
+	assert_int_equal(egress_http_feed(h, (const uint8_t *)"GET / HTTP/1.1\r\nX: a\n", 21, &used,
+					  &bindings, &out, SIZE_MAX, NULL, NULL),
 			 EGRESS_HTTP_BAD);
 	assert_int_equal(egress_http_feed(h, (const uint8_t *)"\r\nGET / HTTP/1.1\r\n\r\n", 20,
-					  &bindings, &out, NULL, NULL),
+					  &used, &bindings, &out, SIZE_MAX, NULL, NULL),
 			 EGRESS_HTTP_BAD);
+	assert_int_equal(used, 0);
 	assert_int_equal(out.len, 0);
 	assert_false(egress_http_in_head(h));
 	egress_http_free(h);
@@ -451,17 +563,17 @@ static void test_in_head_and_buf(void **state)
 	struct egress_http *h = new_http();
 	struct egress_buf out = { 0 };
 	static const char head[] = GET "X: " PH_TOKEN "\r\n\r\n";
-	size_t n;
+	size_t n, used;
 
 	(void)state;
 	assert_false(egress_http_in_head(h));
-	assert_int_equal(
-		egress_http_feed(h, (const uint8_t *)head, 10, &bindings, &out, NULL, NULL),
-		EGRESS_HTTP_OK);
+	assert_int_equal(egress_http_feed(h, (const uint8_t *)head, 10, &used, &bindings, &out,
+					  SIZE_MAX, NULL, NULL),
+			 EGRESS_HTTP_OK);
 	assert_true(egress_http_in_head(h));
 	assert_int_equal(out.len, 0);
-	assert_int_equal(egress_http_feed(h, (const uint8_t *)head + 10, sizeof(head) - 11,
-					  &bindings, &out, NULL, NULL),
+	assert_int_equal(egress_http_feed(h, (const uint8_t *)head + 10, sizeof(head) - 11, &used,
+					  &bindings, &out, SIZE_MAX, NULL, NULL),
 			 EGRESS_HTTP_OK);
 	assert_false(egress_http_in_head(h));
 	assert_int_equal(out.len, strlen(GET "X: sk-real-token\r\n\r\n"));
@@ -554,6 +666,7 @@ int main(void)
 		cmocka_unit_test(test_foreign_and_unfit),
 		cmocka_unit_test(test_bodies),
 		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_burst_bounded),
 		cmocka_unit_test(test_upgrade_and_connect),
 		cmocka_unit_test(test_too_big),
 		cmocka_unit_test(test_malformed),

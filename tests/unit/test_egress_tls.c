@@ -2,11 +2,13 @@
  * leaves as a client sees them, the guest's side picking a leaf by SNI
  * (unbound, no and hostile names refused, hosts bound while handshakes go
  * on), ALPN and versions, and data: EGRESS_AGAIN both ways, pending bytes,
- * close_notify and EOF, 1 MiB from another thread. Everything over
- * socketpairs; the clients that egress does not make (no SNI, TLS 1.1,
- * other ALPN) are OpenSSL's own, through the test's own lazily loaded
- * symbols (egress_tls_rig.h). The upstream side is in
- * test_egress_tls_upstream.c. */
+ * close_notify and EOF, 1 MiB from another thread; the worker's relay
+ * (conn.c) between two such connections, given a burst of requests that
+ * each get a long value: bounded while the host does not read, all of it,
+ * in order, as it does. Everything over socketpairs; the clients that
+ * egress does not make (no SNI, TLS 1.1, other ALPN) are OpenSSL's own,
+ * through the test's own lazily loaded symbols (egress_tls_rig.h). The
+ * upstream side is in test_egress_tls_upstream.c. */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -22,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "egress/worker_priv.h"
 #include "egress_tls_rig.h"
 
 #define HOST	   "api.example.com"
@@ -95,7 +98,7 @@ static void raw_connect(struct egress_tls *t, struct raw *r)
 		assert_int_equal(sym_SSL_set_alpn_protos(ssl, (const unsigned char *)r->alpn,
 							 (unsigned int)r->alpn_len),
 				 0);
-	ss = (struct side){ .step = conn_step, .p = server, .fd = fds[0] };
+	ss = (struct side){ .step = handshake_step, .p = server, .fd = fds[0] };
 	cs = (struct side){ .step = raw_step, .p = ssl, .fd = fds[1] };
 	handshake(&ss, &cs);
 	gantry_error_free(&cs.err);
@@ -648,6 +651,151 @@ static void test_mib(void **state)
 	egress_tls_free(t);
 }
 
+#define BURST_VALUE (64 * 1024) /* SECRET_VALUE_MAX */
+/* A request of the burst, but for its blank line. */
+#define BURST_REQ "GET /%04zu HTTP/1.1\r\nHost: " HOST "\r\n"
+
+/* What the host got, checked against the burst's requests, in order. */
+struct burst {
+	const uint8_t *value;
+	struct egress_buf want; /* the request being received */
+	size_t want_off, got;	/* got: the requests begun */
+};
+
+static void burst_take(struct burst *b, const uint8_t *p, size_t n)
+{
+	char line[128];
+	size_t m;
+
+	for (size_t k = 0; k < n; k += m) {
+		if (b->want_off == b->want.len) {
+			b->want.len = b->want_off = 0;
+			snprintf(line, sizeof(line), BURST_REQ "Authorization: Bearer ", b->got++);
+			egress_buf_append(&b->want, line, strlen(line));
+			egress_buf_append(&b->want, b->value, BURST_VALUE);
+			egress_buf_append(&b->want, "\r\n\r\n", 4);
+		}
+		m = MIN(n - k, b->want.len - b->want_off);
+		assert_memory_equal(p + k, b->want.data + b->want_off, m);
+		b->want_off += m;
+	}
+}
+
+/* The worker's one connection, in the relay from guest pair g to host
+ * pair u, with b bound to HOST. */
+static struct conn *relay_open(struct egress *e, struct pair *g, struct pair *u, struct binding *b,
+			       char **hosts)
+{
+	struct conn *c = &e->conns[0];
+	gantry_error_t err = NULL;
+
+	e->chan = -1; /* its events are counted lost */
+	e->b = b;
+	e->nr_b = 1;
+	e->allowed = hosts;
+	e->nr_conns = 1;
+	*c = (struct conn){ .used = true,
+			    .st = C_RELAY,
+			    .g = g->server,
+			    .gfd = g->fds[0],
+			    .u = u->client,
+			    .ufd = u->fds[1],
+			    .lk.fd = -1,
+			    .g_rd = true,
+			    .u_rd = true };
+	snprintf(c->host, sizeof(c->host), "%s", HOST);
+	must(egress_http_new(&c->http, &err), &err);
+	/* conn_end closes and frees them. */
+	g->server = u->client = NULL;
+	g->fds[0] = u->fds[1] = -1;
+	return c;
+}
+
+static size_t up_waiting(const struct conn *c)
+{
+	return c->up.len - c->up_off;
+}
+
+/* One TLS record of pipelined minimal requests, a 64 KiB value added to
+ * each by a format (23 MB in all): while the host reads nothing, what
+ * waits for it stays within a head of UP_HIGH, the rest of the record is
+ * held and nothing the relay waits for is ready (it does not spin); as
+ * the host reads, the held requests go on with no more from the guest (it
+ * does not stall), each rewritten once, in order. */
+static void test_relay_burst(void **state)
+{
+	static const char *const names[] = { HOST };
+	static char host[] = HOST, header[] = "Authorization", format[] = "Bearer %s";
+	struct egress_tls *t = tls_new(names, 1, NULL);
+	struct egress_tls *client = tls_new(NULL, 0, egress_tls_ca_pem(t));
+	struct egress *e = xzalloc(sizeof(*e));
+	uint8_t *value = xmalloc(BURST_VALUE);
+	char *hosts[] = { host, NULL }, in[16380];
+	struct binding b = { .name = "BIG",
+			     .hosts = hosts,
+			     .header = header,
+			     .format = format,
+			     .placeholder = "gantry-ph-big",
+			     .value = value,
+			     .len = BURST_VALUE };
+	struct burst got = { .value = value };
+	unsigned char buf[CHUNK];
+	size_t len = 0, nr = 0;
+	gantry_error_t err = NULL;
+	struct pollfd fds[2];
+	struct pair g, u;
+	struct conn *c;
+	short ev = 0;
+	ssize_t n;
+
+	(void)state;
+	memset(value, 'v', BURST_VALUE);
+	while (sizeof(in) - len > 64)
+		len += (size_t)snprintf(in + len, sizeof(in) - len, BURST_REQ "\r\n", nr++);
+	assert_true(pair_open(&g, t, client, HOST));
+	assert_true(pair_open(&u, t, client, HOST));
+	c = relay_open(e, &g, &u, &b, hosts);
+	must(write_all(g.client, g.fds[1], (const unsigned char *)in, len, &err), &err);
+
+	assert_int_equal(conn_step(e, c, now_ms(), POLLIN, 0), 0);
+	assert_true(c->in_len > c->in_off);
+	assert_true(up_waiting(c) < UP_HIGH + EGRESS_HTTP_HEAD_OUT_MAX);
+	assert_false(c->busy);
+	assert_false(c->gwant & POLLIN);
+	assert_true(c->uwant & POLLOUT);
+	fds[0] = (struct pollfd){ .fd = c->gfd, .events = c->gwant };
+	fds[1] = (struct pollfd){ .fd = c->ufd, .events = c->uwant };
+	assert_int_equal(poll(fds, 2, 0), 0);
+
+	/* The host reads; the relay steps as the worker's loop steps it. */
+	for (;;) {
+		while ((n = egress_conn_read(u.server, buf, sizeof(buf), &ev, &err)) > 0)
+			burst_take(&got, buf, (size_t)n);
+		assert_int_equal(n, EGRESS_AGAIN);
+		if (got.got == nr && got.want_off == got.want.len)
+			break;
+		fds[0] = (struct pollfd){ .fd = c->gfd, .events = c->gwant };
+		fds[1] = (struct pollfd){ .fd = c->ufd, .events = c->uwant };
+		if (poll(fds, 2, c->busy ? 0 : WAIT_MS) == 0 && !c->busy)
+			fail_msg("the relay stalled after %zu of %zu requests", got.got, nr);
+		assert_int_equal(conn_step(e, c, now_ms(), fds[0].revents, fds[1].revents), 0);
+		assert_true(up_waiting(c) < UP_HIGH + EGRESS_HTTP_HEAD_OUT_MAX);
+	}
+	/* All fed and sent: the guest's turn again. */
+	assert_int_equal(c->in_len, 0);
+	assert_int_equal(up_waiting(c), 0);
+	assert_true(c->gwant & POLLIN);
+
+	conn_end(e, c);
+	pair_close(&g);
+	pair_close(&u);
+	egress_buf_wipe_free(&got.want);
+	free(value);
+	free(e);
+	egress_tls_free(client);
+	egress_tls_free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -657,6 +805,7 @@ int main(void)
 		cmocka_unit_test(test_add_host),
 		cmocka_unit_test(test_data),
 		cmocka_unit_test(test_mib),
+		cmocka_unit_test(test_relay_burst),
 	};
 
 	if (!tls_test_ready())

@@ -90,7 +90,7 @@ static int client_at(struct egress_tls *t, SSL_CTX *ctx, const char *host, bool 
 	sym_SSL_set_accept_state(ssl);
 	must(egress_conn_client(t, fds[1], host, &c, &err), &err);
 	ss = (struct side){ .step = raw_step, .p = ssl, .fd = fds[0] };
-	cs = (struct side){ .step = conn_step, .p = c, .fd = fds[1] };
+	cs = (struct side){ .step = handshake_step, .p = c, .fd = fds[1] };
 	handshake(&ss, &cs);
 	gantry_error_free(&ss.err);
 	*cerr = cs.err;
