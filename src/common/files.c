@@ -166,7 +166,8 @@ char *path_find(const char *name)
 
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err)
 {
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO would block the open until a writer came. */
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	struct stat st;
 
 	*out = NULL;
@@ -176,8 +177,12 @@ int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_
 			return 0;
 		return gantry_error_errno(err, "open `%s`", path);
 	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "stat `%s`", path);
+	if (!S_ISREG(st.st_mode))
 		return gantry_error(err, 0, "`%s` is not a regular file", path);
+	if (fcntl(fd, F_SETFL, 0) < 0)
+		return gantry_error_errno(err, "fcntl `%s`", path);
 	if ((uint64_t)st.st_size > max)
 		return gantry_error(err, 0, "`%s` is larger than %zu bytes", path, max);
 	*out = xmalloc((size_t)st.st_size + 1);

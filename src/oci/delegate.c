@@ -55,9 +55,16 @@ int oci_delegate(const struct oci_delegation *d, const char *verb, const char *i
 	xasprintf(&dir, "%s/%s", d->root, id);
 	xasprintf(&mark, "%s/%s", dir, DELEGATE_MARK);
 	if (strcmp(verb, "create") == 0) {
-		if (mkdir_p(d->root, NULL) < 0 || (mkdir(dir, 0700) < 0 && errno != EEXIST)) {
+		cleanup_free char *made = NULL;
+		gantry_error_t err = NULL;
+
+		/* ROOT/ID made here, as for any create: one that is there is
+		 * another container's, to be neither marked nor removed. */
+		if (oci_state_dir(d->root, id, true, &made, &err) < 0) {
 			free(av);
-			return oci_fail("create: mkdir %s: %s", dir, strerror(errno));
+			r = oci_fail("%s", gantry_error_str(err));
+			gantry_error_free(&err);
+			return r;
 		}
 		if (write_file_atomic(mark, "", 0, 0600, NULL) < 0) {
 			rm_tree(dir);

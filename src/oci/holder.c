@@ -7,6 +7,7 @@
  * exit status. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -15,6 +16,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -191,15 +194,21 @@ pid_t oci_exec_spawn(const char *id, const struct oci_spec *s, int slave)
 
 /* --- the holder ------------------------------------------------------- */
 
-static int join_netns(const char *path)
+/* Join the network namespace at path (config.json's): 0, or -1 with err.
+ * O_NONBLOCK: a FIFO there would block the open, and with it the create. */
+static int join_netns(const char *path, gantry_error_t *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), r;
+	cleanup_close int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct statfs fs;
+	struct stat st;
 
-	if (fd < 0)
-		return -1;
-	r = setns(fd, CLONE_NEWNET);
-	close(fd);
-	return r;
+	if (fd < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &fs) < 0)
+		return gantry_error_errno(err, "the network namespace %s", path);
+	if (!S_ISREG(st.st_mode) || fs.f_type != NSFS_MAGIC)
+		return gantry_error(err, 0, "the network namespace %s: not a namespace file", path);
+	if (setns(fd, CLONE_NEWNET) < 0)
+		return gantry_error_errno(err, "the network namespace %s", path);
+	return 0;
 }
 
 /* Wait for `start` on ls (or a signal, which ends the container before
@@ -265,9 +274,8 @@ static __attribute__((noreturn)) void holder(const struct oci_container *c,
 	/* The pod's network namespace: the VM's network worker, which the
 	 * sandbox's supervisor starts from here, makes its connections there,
 	 * through what podman or a CNI plugin set up. */
-	if (c->spec.netns_path && join_netns(c->spec.netns_path) < 0) {
-		dprintf(ready_fd, "error: the network namespace %s: %s\n", c->spec.netns_path,
-			strerror(errno));
+	if (c->spec.netns_path && join_netns(c->spec.netns_path, &err) < 0) {
+		dprintf(ready_fd, "error: %s\n", gantry_error_str(err));
 		_exit(1);
 	}
 	if (catch_all() < 0 || sandbox_create(o, NULL, &err) < 0) {

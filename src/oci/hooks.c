@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@
 #define HOOK_TIMEOUT_S	 60 /* when the hook sets none */
 #define HOOK_STDERR_MAX	 512
 #define HOOKS_MAX	 64
+/* A longer timeout is taken as this one: its milliseconds fit poll's int. */
+#define HOOK_TIMEOUT_MAX_S 86400
 
 extern char **environ;
 
@@ -36,7 +39,7 @@ static int run_one(json_t *h, const char *state, gantry_error_t *err)
 	size_t nargs = 0, nenv = 0, got = 0;
 	uint64_t timeout = HOOK_TIMEOUT_S;
 	posix_spawn_file_actions_t fa;
-	int in[2] = { -1, -1 }, errp[2] = { -1, -1 }, status = 0, r = -1;
+	int in[2] = { -1, -1 }, errp[2] = { -1, -1 }, pidfd = -1, status = 0, r = -1;
 	uint64_t deadline;
 	pid_t pid = -1;
 
@@ -75,13 +78,24 @@ static int run_one(json_t *h, const char *state, gantry_error_t *err)
 		r = -1;
 		goto out;
 	}
+	/* Its end, polled once its stderr is closed: a hook may close it
+	 * early and run on, and its timeout holds all the same. */
+	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		gantry_error_errno(err, "hook `%.64s`: pidfd_open", path);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		r = -1;
+		goto out;
+	}
 	/* The state is small; a hook that does not read it gets EPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 	(void)!write_full(in[1], state, strlen(state));
 	close_fd(&in[1]);
-	deadline = now_ms() + (timeout ? timeout : HOOK_TIMEOUT_S) * 1000;
+	timeout = MIN(timeout ? timeout : HOOK_TIMEOUT_S, HOOK_TIMEOUT_MAX_S);
+	deadline = now_ms() + timeout * 1000;
 	for (;;) {
-		struct pollfd pf = { .fd = errp[0], .events = POLLIN };
+		struct pollfd pf = { .fd = errp[0] >= 0 ? errp[0] : pidfd, .events = POLLIN };
 		uint64_t now = now_ms();
 		ssize_t n;
 
@@ -95,11 +109,13 @@ static int run_one(json_t *h, const char *state, gantry_error_t *err)
 		}
 		if (poll(&pf, 1, (int)(deadline - now)) <= 0)
 			continue;
+		if (errp[0] < 0)
+			break; /* the hook has exited */
 		n = read(errp[0], got < HOOK_STDERR_MAX ? buf + got : (char[64]){ 0 },
 			 got < HOOK_STDERR_MAX ? HOOK_STDERR_MAX - got : 64);
 		if (n <= 0)
-			break;
-		if (got < HOOK_STDERR_MAX)
+			close_fd(&errp[0]);
+		else if (got < HOOK_STDERR_MAX)
 			got += (size_t)n;
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -120,6 +136,7 @@ out:
 	close_fd(&in[1]);
 	close_fd(&errp[0]);
 	close_fd(&errp[1]);
+	close_fd(&pidfd);
 	strv_free(argv);
 	strv_free(envp);
 	return r;

@@ -149,8 +149,9 @@ bool oci_is_pod_sandbox(json_t *annotations);
 /* Whether ROOT/ID was handed to crun. */
 bool oci_delegated(const char *root, const char *id);
 /* Run crun's verb with argv (this verb's arguments, as given) and its
- * state under ROOT/.crun; create marks ROOT/ID first, a delete that
- * succeeds removes it. crun's exit status. */
+ * state under ROOT/.crun; create makes and marks ROOT/ID first (an ID
+ * that has one exists: refused), a delete that succeeds removes it.
+ * crun's exit status. */
 int oci_delegate(const struct oci_delegation *d, const char *verb, const char *id, int argc,
 		 char **argv);
 /* One line on stderr ("gantry-oci: ..."), and in --log: 1. */

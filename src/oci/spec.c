@@ -331,14 +331,18 @@ static int tmpfs_spec(const char *dst, json_t *opts, size_t i, struct oci_spec *
 		char *end;
 
 		if (o && strncmp(o, "size=", 5) == 0) {
+			int shift;
+
 			errno = 0;
 			size = strtoull(o + 5, &end, 10);
-			if (errno || end == o + 5 || size > (1ULL << 50) ||
+			shift = *end == 'g' || *end == 'G' ? 30 : *end == 'm' || *end == 'M' ? 20 :
+				*end ? 10 : 0;
+			/* The limit shifted down: the size shifted up could wrap. */
+			if (errno || end == o + 5 || size > (1ULL << 50) >> shift ||
 			    (*end && strchr("kKmMgG", *end) == NULL) || (*end && end[1]))
 				return gantry_error(err, 0, "config.json: mounts[%zu]: tmpfs option "
 						    "`%.32s` is not a size", i, o);
-			size <<= *end == 'g' || *end == 'G' ? 30 : *end == 'm' || *end == 'M' ? 20 :
-				 *end ? 10 : 0;
+			size <<= shift;
 		} else if (o && strncmp(o, "mode=", 5) == 0) {
 			mode = (unsigned int)strtoul(o + 5, &end, 8);
 			if (end == o + 5 || *end || mode > 07777)

@@ -112,6 +112,23 @@ def test_create_refusals_leave_nothing(oci, tmp_path):
     assert not (oci.root / "c1").exists()
 
 
+def test_create_refuses_fifos_without_waiting(oci, tmp_path):
+    """A FIFO where config.json or the pod's network namespace should be
+    is refused at once: opening one would wait for a writer forever."""
+    b = bundle(tmp_path)
+    cfg = json.loads((b / "config.json").read_text())
+    (b / "config.json").unlink()
+    os.mkfifo(b / "config.json")
+    one_error(oci("create", "--bundle", b, "c1"), "is not a regular file")
+    assert not (oci.root / "c1").exists()
+    (b / "config.json").unlink()
+    os.mkfifo(tmp_path / "netns")
+    cfg["linux"] = {"namespaces": [{"type": "network", "path": str(tmp_path / "netns")}]}
+    (b / "config.json").write_text(json.dumps(cfg))
+    one_error(oci("create", "--bundle", b, "c1"), "not a namespace file")
+    assert not (oci.root / "c1").exists()
+
+
 @pytest.mark.skipif(os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK),
                     reason="this host has KVM: the create would boot (test_oci.py covers it)")
 def test_create_without_kvm_fails_in_one_line_and_leaves_nothing(oci, tmp_path):
@@ -238,3 +255,22 @@ def test_pod_sandbox_goes_to_crun(oci, tmp_path, monkeypatch):
         one_error(oci("state", "pause1"), "does not exist")
     finally:
         oci("delete", "--force", "pause1")
+
+
+def test_pod_sandbox_create_leaves_another_id_alone(oci, tmp_path, monkeypatch):
+    """A pod sandbox's create whose ID is taken fails as any create does,
+    and neither marks nor removes that container's directory; one that
+    cannot start its delegate removes only the directory it made."""
+    monkeypatch.setenv("GANTRY_OCI_DELEGATE", str(tmp_path / "no-such-runtime"))
+    b = bundle(tmp_path)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["annotations"] = {"io.kubernetes.cri.container-type": "sandbox"}
+    (b / "config.json").write_text(json.dumps(cfg))
+    (oci.root / "c1").mkdir(parents=True)
+    (oci.root / "c1" / "state.json").write_text("{}")
+    one_error(oci("create", "--bundle", b, "c1"), "container with id exists: c1")
+    assert (oci.root / "c1" / "state.json").read_text() == "{}"
+    assert not (oci.root / "c1" / "crun").exists()
+    one_error(oci("create", "--bundle", b, "c2"), "no-such-runtime")
+    assert not (oci.root / "c2").exists()
+    assert (oci.root / "c1" / "state.json").exists()

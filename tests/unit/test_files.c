@@ -1,6 +1,7 @@
 /* Unit tests for common/files.c's read_tail_lines(): the tail of a guest's
  * console log, read from a bounded window at its end whatever the file
- * holds (gigabytes, one line without end, escape sequences). */
+ * holds (gigabytes, one line without end, escape sequences); and
+ * read_file_max(), which reads only regular files. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -189,6 +191,34 @@ static void test_huge_file_without_newline(void **state)
 	free_lines(lines, n);
 }
 
+/* read_file_max() reads a regular file, and refuses anything else without
+ * waiting on it: a FIFO as config.json would block its open until a
+ * writer came (an alarm fails the test rather than hang it). */
+static void test_read_file_max_refuses_a_fifo(void **state)
+{
+	struct dir *d = *state;
+	gantry_error_t err = NULL;
+	char *text = NULL;
+	size_t len;
+
+	write_text(d->file, "{}");
+	assert_int_equal(read_file_max(d->file, 16, &text, &len, &err), 0);
+	assert_int_equal(len, 2);
+	assert_string_equal(text, "{}");
+	free(text);
+	assert_int_equal(read_file_max(d->file, 1, &text, &len, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "larger than"));
+	gantry_error_free(&err);
+	unlink(d->file);
+	assert_int_equal(mkfifo(d->file, 0600), 0);
+	alarm(5);
+	assert_int_equal(read_file_max(d->file, 16, &text, &len, &err), -1);
+	alarm(0);
+	assert_null(text);
+	assert_non_null(strstr(gantry_error_str(err), "is not a regular file"));
+	gantry_error_free(&err);
+}
+
 /* Settings are read from the environment once; a front end's own value
  * wins, for the library (gantry_home) and the workers it starts. */
 static void test_settings_resolved_once(void **state)
@@ -231,6 +261,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_window_drops_partial_line, dir_setup,
 						dir_teardown),
 		cmocka_unit_test_setup_teardown(test_huge_file_without_newline, dir_setup,
+						dir_teardown),
+		cmocka_unit_test_setup_teardown(test_read_file_max_refuses_a_fifo, dir_setup,
 						dir_teardown),
 		cmocka_unit_test(test_settings_resolved_once),
 	};

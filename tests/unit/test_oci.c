@@ -216,6 +216,15 @@ static void test_errors(void **state)
 	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":["
 		     "{\"destination\":\"/t\",\"type\":\"tmpfs\",\"options\":[\"size=lots\"]}]}",
 		     "is not a size");
+	/* 2^34 GiB and 2^54 KiB: 2^64 bytes, which would wrap to 0. */
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":["
+		     "{\"destination\":\"/t\",\"type\":\"tmpfs\","
+		     "\"options\":[\"size=17179869184g\"]}]}",
+		     "is not a size");
+	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":["
+		     "{\"destination\":\"/t\",\"type\":\"tmpfs\","
+		     "\"options\":[\"size=18014398509481984k\"]}]}",
+		     "is not a size");
 	expect_error("{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},\"mounts\":["
 		     "{\"destination\":\"/t/../x\",\"type\":\"tmpfs\"}]}",
 		     "mounts[0]");
