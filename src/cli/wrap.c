@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/session.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/signals.h"
+#include "common/child.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "mcp/gateway.h"
@@ -79,7 +79,7 @@ static int lifeline_start(gantry_error_t *err)
 
 	if (parent <= 1)
 		return gantry_error(err, 0, "its parent is gone");
-	fd = (int)syscall(SYS_pidfd_open, parent, 0);
+	fd = child_pidfd(parent);
 	if (fd < 0)
 		return gantry_error_errno(err, "pidfd_open(parent %d)", (int)parent);
 	/* The parent may have died before the pidfd named it. */

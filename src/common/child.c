@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,4 +98,9 @@ bool child_reap_within(pid_t pid, int ms, int *status)
 			return false;
 		usleep(5000);
 	}
+}
+
+int child_pidfd(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
 }

@@ -33,6 +33,10 @@ char **child_env_only(const char *const *names);
  * ended by then. */
 bool child_reap_within(pid_t pid, int ms, int *status);
 
+/* A pidfd for pid (pidfd_open(2), Linux 5.3), readable once it ends;
+ * -1 with errno. */
+int child_pidfd(pid_t pid);
+
 /* How a waited-for process ended: "status N", "signal N". */
 void child_describe_status(int status, char *buf, size_t len);
 

@@ -18,10 +18,10 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/files.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -54,7 +54,7 @@ static int fence_watch_parent(struct fence *f, gantry_error_t *err)
 	if (ppid == 1)
 		return 0;
 	/* 0: the parent is outside our PID namespace, where no pidfd reaches. */
-	f->parent = ppid > 0 ? (int)syscall(SYS_pidfd_open, ppid, 0) : -1;
+	f->parent = ppid > 0 ? child_pidfd(ppid) : -1;
 	if (f->parent < 0 && ppid > 0 && errno != ENOSYS)
 		return gantry_error_errno(err, "fence: pidfd_open of the parent (pid %d)", ppid);
 	if (f->parent < 0 && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)

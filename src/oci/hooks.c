@@ -14,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/child.h"
 #include "common/files.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -80,7 +80,7 @@ static int run_one(json_t *h, const char *state, gantry_error_t *err)
 	}
 	/* Its end, polled once its stderr is closed: a hook may close it
 	 * early and run on, and its timeout holds all the same. */
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	pidfd = child_pidfd(pid);
 	if (pidfd < 0) {
 		gantry_error_errno(err, "hook `%.64s`: pidfd_open", path);
 		kill(pid, SIGKILL);
