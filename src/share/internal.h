@@ -218,6 +218,10 @@ int fs_meta_set(struct fs_node *n, const struct stat *host, const struct fs_meta
 bool fs_meta_name(const char *name);
 /* Move n's ctime to now and change nothing else. */
 void fs_touch_ctime(const struct fs_node *n);
+/* A write, truncate or chown the guest's kernel left to the server
+ * (FUSE_HANDLE_KILLPRIV_V2): the kept set-user-ID bit goes, and the
+ * set-group-ID bit of a group-executable file, as on a disk. */
+int fs_meta_kill_setid(struct fs_node *n);
 /* st (its stat before) was unlinked from exp: its last link gone, what
  * was kept for it on the root goes too. */
 void fs_meta_unlinked(struct fs_export *exp, const struct stat *st);

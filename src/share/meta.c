@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "common/files.h"
+#include "common/util.h"
 #include "share/internal.h"
 
 #define META_MAX 64
@@ -273,6 +274,26 @@ void fs_touch_ctime(const struct fs_node *n)
 {
 	/* chown to -1:-1 changes nothing but the ctime, for any caller. */
 	fchownat(n->fd, "", (uid_t)-1, (gid_t)-1, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW);
+}
+
+int fs_meta_kill_setid(struct fs_node *n)
+{
+	struct stat host;
+	struct fs_meta m;
+	mode_t kill;
+	int ret;
+
+	if (!n->exp || n->type == S_IFDIR)
+		return 0;
+	if (fstatat(n->fd, "", &host, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	m = *fs_meta_get(n, &host);
+	kill = S_ISUID | ((m.mode & S_IXGRP) ? S_ISGID : 0);
+	if (!m.set || !(m.mode & kill))
+		return 0;
+	m.mode &= ~kill;
+	ret = fs_meta_set(n, &host, &m);
+	return ret == -EOPNOTSUPP ? 0 : MIN(ret, 0);
 }
 
 void fs_meta_unlinked(struct fs_export *exp, const struct stat *st)

@@ -300,6 +300,13 @@ int fs_op_setattr(struct fs_req *r)
 		if (ret < 0)
 			return ret;
 	}
+	/* A chown, or a truncate by a caller without CAP_FSETID
+	 * (FUSE_HANDLE_KILLPRIV_V2). */
+	if (in->valid & FATTR_KILL_SUIDGID) {
+		ret = fs_meta_kill_setid(r->node);
+		if (ret < 0)
+			return ret;
+	}
 	if (in->valid & (FATTR_ATIME | FATTR_MTIME | FATTR_ATIME_NOW | FATTR_MTIME_NOW)) {
 		ret = set_times(r, in);
 		if (ret < 0)

@@ -60,11 +60,19 @@ static int reply_open(struct fs_req *r, struct fs_node *n, int fd, struct fuse_o
 	return fs_handle_new(r->s, n, fd, &o->fh);
 }
 
+/* An open with O_TRUNC by a caller without CAP_FSETID, as a truncate. */
+static int kill_setid_on_trunc(struct fs_node *n, int flags, uint32_t open_flags)
+{
+	if (!(flags & O_TRUNC) || !(open_flags & FUSE_OPEN_KILL_SUIDGID))
+		return 0;
+	return fs_meta_kill_setid(n);
+}
+
 int fs_op_open(struct fs_req *r)
 {
 	const struct fuse_open_in *in = fs_arg(r, 0, sizeof(*in));
 	struct fuse_open_out *o = fs_reply(r, sizeof(*o));
-	int flags, fd;
+	int flags, fd, ret;
 
 	if (!o)
 		return -EINVAL;
@@ -78,13 +86,18 @@ int fs_op_open(struct fs_req *r)
 	fd = fs_reopen(r->node, flags);
 	if (fd < 0)
 		return fd;
+	ret = kill_setid_on_trunc(r->node, flags, in->open_flags);
+	if (ret < 0) {
+		close(fd);
+		return ret;
+	}
 	return reply_open(r, r->node, fd, o);
 }
 
 /* An existing name without the guest's O_EXCL: open what is there, as
  * LOOKUP then OPEN would; a symlink planted meanwhile gives ELOOP. */
-static int create_existing(struct fs_req *r, const char *name, int flags, struct fuse_entry_out *e,
-			   struct fuse_open_out *o)
+static int create_existing(struct fs_req *r, const char *name, int flags, uint32_t open_flags,
+			   struct fuse_entry_out *e, struct fuse_open_out *o)
 {
 	struct fs_node *n;
 	int ret = fs_lookup_name(r, r->node, name, e);
@@ -103,6 +116,12 @@ static int create_existing(struct fs_req *r, const char *name, int flags, struct
 	if (fd < 0) {
 		fs_node_forget(r->s, n, 1);
 		return fd;
+	}
+	ret = kill_setid_on_trunc(n, flags, open_flags);
+	if (ret < 0) {
+		close(fd);
+		fs_node_forget(r->s, n, 1);
+		return ret;
 	}
 	ret = reply_open(r, n, fd, o);
 	if (ret < 0)
@@ -145,7 +164,7 @@ int fs_op_create(struct fs_req *r)
 	how.mode = fs_host_mode(S_IFREG, in->mode);
 	fd = (int)syscall(SYS_openat2, r->node->fd, name, &how, sizeof(how));
 	if (fd < 0 && errno == EEXIST && !(in->flags & O_EXCL))
-		return create_existing(r, name, flags, e, o);
+		return create_existing(r, name, flags, in->open_flags, e, o);
 	if (fd < 0)
 		return -errno;
 	/* The node is the inode just made, whatever the name holds by now. */
@@ -248,6 +267,13 @@ int fs_op_write(struct fs_req *r)
 	o = fs_reply(r, sizeof(*o));
 	if (!o)
 		return -EINVAL;
+	/* A writer without CAP_FSETID (FUSE_HANDLE_KILLPRIV_V2). */
+	if (in->write_flags & FUSE_WRITE_KILL_SUIDGID) {
+		int ret = fs_meta_kill_setid(r->node);
+
+		if (ret < 0)
+			return ret;
+	}
 	k = fs_iov_slice(r->in, r->nr_in, data_off, in->size, sub);
 	UNLOCKED(r, n = k ? pwritev(fd, sub, (int)k, (off_t)in->offset) : 0);
 	if (n < 0)

@@ -8,7 +8,8 @@
  * Mounts the hub at MOUNTPOINT (the export is MOUNTPOINT/TAG), prints
  * "ready" on stdout and serves until the mount goes (umount) or SIGTERM.
  * Root only; it then drops every capability, as the share worker run by
- * root does (FUSEHOST_KEEP_CAPS=1: keeps them). */
+ * root does (FUSEHOST_KEEP_CAPS=1: keeps them). FUSEHOST_STATS=FILE: on
+ * SIGUSR1, writes how many requests of each opcode it has served. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -29,6 +30,21 @@
 
 static struct fs_server *srv;
 static int fuse_fd = -1;
+static unsigned long served[64];
+static const char *stats_path;
+
+static void write_stats(int sig)
+{
+	FILE *f = fopen(stats_path, "w");
+
+	(void)sig;
+	if (!f)
+		return;
+	for (int op = 0; op < 64; op++)
+		if (__atomic_load_n(&served[op], __ATOMIC_RELAXED))
+			fprintf(f, "%d %lu\n", op, served[op]);
+	fclose(f);
+}
 
 static void *serve(void *arg)
 {
@@ -46,6 +62,11 @@ static void *serve(void *arg)
 		if (n <= 0)
 			break;
 		iv.iov_len = (size_t)n;
+		if ((size_t)n >= sizeof(struct fuse_in_header)) {
+			uint32_t op = ((struct fuse_in_header *)in)->opcode;
+
+			__atomic_add_fetch(&served[op < 64 ? op : 63], 1, __ATOMIC_RELAXED);
+		}
 		len = fs_server_handle(srv, &iv, 1, &ov, 1);
 		if (len && write(fuse_fd, out, len) < 0 && errno != ENOENT)
 			break;
@@ -117,6 +138,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if ((stats_path = getenv("FUSEHOST_STATS")) != NULL)
+		signal(SIGUSR1, write_stats);
 	printf("ready\n");
 	fflush(stdout);
 	for (int k = 0; k < THREADS; k++)

@@ -153,6 +153,70 @@ static void test_chmod_truncate_mtime(void **state)
 	canary_same(f);
 }
 
+/* INIT once more after a DESTROY: the flags the server took. */
+static uint64_t cl_init_flags(struct cl *c)
+{
+	struct fuse_init_in in = { .major = 7, .minor = 38, .flags = 0xffffffff };
+	const struct fuse_init_out *o;
+
+	assert_int_equal(CALL0(c, FUSE_DESTROY, 0), 0);
+	assert_int_equal(CALL(c, FUSE_INIT, 0, ARG(in)), 0);
+	o = (const void *)c->rep;
+	return o->flags | (uint64_t)o->flags2 << 32;
+}
+
+/* FUSE_HANDLE_KILLPRIV_V2: the guest's kernel leaves killing the set-id
+ * bits to the server, which keeps them only in the metadata: a write, an
+ * O_TRUNC open or a truncate by a caller without CAP_FSETID, and every
+ * chown, clear the set-user-ID bit, and the set-group-ID bit where the
+ * group may execute; the same calls without the flag keep both. */
+static void test_kill_setid(void **state)
+{
+	FX();
+	uint64_t flags = cl_init_flags(c), fh;
+	int64_t n = cl_create(c, c->rw, "sx", O_RDWR | O_CREAT, 0755, &fh);
+	struct fuse_setattr_in sa = { .valid = FATTR_MODE, .mode = S_IFREG | 06755 };
+	struct fuse_write_in wr = { .fh = fh, .size = 1, .write_flags = FUSE_WRITE_KILL_SUIDGID };
+	struct fuse_open_in op = { .flags = O_WRONLY | O_TRUNC, .open_flags = FUSE_OPEN_KILL_SUIDGID };
+	struct stat st;
+
+	assert_true(n > 1);
+	assert_int_equal(flags & FUSE_HANDLE_KILLPRIV_V2, FUSE_HANDLE_KILLPRIV_V2);
+	/* Without the flag (a writer with CAP_FSETID): kept. */
+	assert_int_equal(cl_setattr(c, (uint64_t)n, &sa), 0);
+	if ((cl_attr(c, (uint64_t)n)->mode & 07777) != 06755)
+		skip(); /* no user xattrs here: nothing is kept to kill */
+	assert_int_equal(cl_write(c, (uint64_t)n, fh, 0, "x"), 0);
+	assert_int_equal(cl_attr(c, (uint64_t)n)->mode & 07777, 06755);
+	assert_int_equal(CALL(c, FUSE_WRITE, (uint64_t)n, ARG(wr), { "y", 1 }), 0);
+	assert_int_equal(cl_attr(c, (uint64_t)n)->mode & 07777, 0755);
+	assert_string_equal(cl_get(c, "share/sx"), "y");
+	/* The group may not execute: its set-group-ID bit stays. */
+	sa.mode = S_IFREG | 06745;
+	assert_int_equal(cl_setattr(c, (uint64_t)n, &sa), 0);
+	assert_int_equal(CALL(c, FUSE_WRITE, (uint64_t)n, ARG(wr), { "y", 1 }), 0);
+	assert_int_equal(cl_attr(c, (uint64_t)n)->mode & 07777, 02745);
+	/* An O_TRUNC open: only with O_TRUNC. */
+	sa.mode = S_IFREG | 04755;
+	assert_int_equal(cl_setattr(c, (uint64_t)n, &sa), 0);
+	op.flags = O_WRONLY;
+	assert_int_equal(CALL(c, FUSE_OPEN, (uint64_t)n, ARG(op)), 0);
+	assert_int_equal(cl_attr(c, (uint64_t)n)->mode & 07777, 04755);
+	op.flags = O_WRONLY | O_TRUNC;
+	assert_int_equal(CALL(c, FUSE_OPEN, (uint64_t)n, ARG(op)), 0);
+	assert_int_equal(cl_attr(c, (uint64_t)n)->mode & 07777, 0755);
+	/* A chown. */
+	assert_int_equal(cl_setattr(c, (uint64_t)n, &sa), 0);
+	sa = (struct fuse_setattr_in){ .valid = FATTR_UID | FATTR_KILL_SUIDGID, .uid = 1000 };
+	assert_int_equal(cl_setattr(c, (uint64_t)n, &sa), 0);
+	assert_int_equal(((const struct fuse_attr_out *)c->rep)->attr.mode & 07777, 0755);
+	assert_int_equal(((const struct fuse_attr_out *)c->rep)->attr.uid, 1000);
+	/* The host file never had them. */
+	assert_int_equal(stat(cl_path(c, "share/sx"), &st), 0);
+	assert_false(st.st_mode & (S_ISUID | S_ISGID));
+	canary_same(f);
+}
+
 static void test_readdirplus(void **state)
 {
 	FX();
@@ -407,6 +471,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rename_over, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_symlink, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chmod_truncate_mtime, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kill_setid, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdirplus, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_readdir_types, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unlink_while_open, setup, teardown),
