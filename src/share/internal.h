@@ -129,9 +129,12 @@ static inline bool fs_node_ro(const struct fs_node *n)
 }
 /* The mask of the inode (dev, ino) in exp, or NULL. */
 const struct fs_mask *fs_export_masked(const struct fs_export *exp, dev_t dev, ino_t ino);
-/* Is name in dir an inode a mask protects or hides (not to be removed,
- * renamed or replaced)? */
+/* Is name in dir an inode a mask protects or hides, or a directory on
+ * the way down to one (not to be removed, renamed or replaced)? */
 bool fs_name_masked(const struct fs_node *dir, const char *name);
+/* Is name one that may not be made in dir (a protected path that was not
+ * there)? */
+bool fs_name_banned(const struct fs_node *dir, const char *name);
 /* The same, and *st the inode's attributes from the one statx (st_mode 0
  * where the filesystem did not give them all: stat the node then). */
 struct fs_node *fs_node_add_stat(struct fs_server *s, struct fs_export *exp, int fd,

@@ -52,6 +52,16 @@ static bool kept_at_root(mode_t host_type)
 
 #define META_NAME_MAX 64
 
+/* The name on exp's root of what is kept for the inode (dev, ino). */
+static void root_name(const struct fs_export *exp, dev_t dev, ino_t ino, char name[META_NAME_MAX])
+{
+	if (dev == exp->root->dev)
+		snprintf(name, META_NAME_MAX, "%s.%llu", FS_META_XATTR, (unsigned long long)ino);
+	else
+		snprintf(name, META_NAME_MAX, "%s.%u-%u.%llu", FS_META_XATTR, major(dev), minor(dev),
+			 (unsigned long long)ino);
+}
+
 /* Where n's metadata lives: the path and name to pass to *xattr(). */
 static bool meta_place(const struct fs_node *n, char path[32], char name[META_NAME_MAX])
 {
@@ -65,11 +75,7 @@ static bool meta_place(const struct fs_node *n, char path[32], char name[META_NA
 	if (!kept_at_root(n->type) || !n->exp->root)
 		return false;
 	fs_proc_path(path, n->exp->root->fd);
-	if (n->dev == n->exp->root->dev)
-		snprintf(name, META_NAME_MAX, "%s.%llu", FS_META_XATTR, (unsigned long long)n->ino);
-	else
-		snprintf(name, META_NAME_MAX, "%s.%u-%u.%llu", FS_META_XATTR, major(n->dev),
-			 minor(n->dev), (unsigned long long)n->ino);
+	root_name(n->exp, n->dev, n->ino, name);
 	return true;
 }
 
@@ -303,7 +309,7 @@ void fs_meta_unlinked(struct fs_export *exp, const struct stat *st)
 	if (!exp->root || !kept_at_root(st->st_mode & S_IFMT) || st->st_nlink != 1)
 		return;
 	fs_proc_path(p, exp->root->fd);
-	snprintf(name, sizeof(name), "%s.%llu", FS_META_XATTR, (unsigned long long)st->st_ino);
+	root_name(exp, st->st_dev, st->st_ino, name);
 	removexattr(p, name);
 }
 

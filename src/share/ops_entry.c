@@ -89,9 +89,12 @@ static int reply_entry(struct fs_req *r, struct fs_node *dir, const char *name)
 	return fs_lookup_name(r, dir, name, e);
 }
 
-/* Refuse before making a new inode the node table would have no room for. */
-static int node_room(struct fs_req *r)
+/* Refuse before making a name a mask bans (EROFS, as for a protected
+ * one), or a new inode the node table would have no room for. */
+static int new_name_ok(struct fs_req *r, const char *name)
 {
+	if (fs_name_banned(r->node, name))
+		return -EROFS;
 	return r->s->nr_nodes < r->s->max_nodes ? 0 : -ENFILE;
 }
 
@@ -290,6 +293,14 @@ int fs_op_setattr(struct fs_req *r)
 
 	if ((in->valid & FATTR_SIZE) && r->node->type == S_IFLNK)
 		return -EPERM;
+	/* A chown, or a truncate by a caller without CAP_FSETID
+	 * (FUSE_HANDLE_KILLPRIV_V2): first, so that a failure changes
+	 * nothing else. */
+	if (in->valid & FATTR_KILL_SUIDGID) {
+		ret = fs_meta_kill_setid(r->node);
+		if (ret < 0)
+			return ret;
+	}
 	if (in->valid & (FATTR_MODE | FATTR_UID | FATTR_GID)) {
 		ret = set_owner_mode(r, in);
 		if (ret < 0)
@@ -297,13 +308,6 @@ int fs_op_setattr(struct fs_req *r)
 	}
 	if (in->valid & FATTR_SIZE) {
 		ret = set_size(r, in);
-		if (ret < 0)
-			return ret;
-	}
-	/* A chown, or a truncate by a caller without CAP_FSETID
-	 * (FUSE_HANDLE_KILLPRIV_V2). */
-	if (in->valid & FATTR_KILL_SUIDGID) {
-		ret = fs_meta_kill_setid(r->node);
 		if (ret < 0)
 			return ret;
 	}
@@ -410,6 +414,7 @@ int fs_op_symlink(struct fs_req *r)
 	const char *name, *target;
 	long end = fs_name(r, 0, &name);
 	size_t n;
+	int ret;
 
 	if (end < 0)
 		return (int)end;
@@ -419,8 +424,9 @@ int fs_op_symlink(struct fs_req *r)
 		return -EINVAL;
 	if (n > FS_SYMLINK_MAX)
 		return -ENAMETOOLONG;
-	if (node_room(r) < 0)
-		return -ENFILE;
+	ret = new_name_ok(r, name);
+	if (ret < 0)
+		return ret;
 	if (symlinkat(target, r->node->fd, name) < 0)
 		return -errno;
 	return new_entry(r, name, 0777, 0, 0, 0);
@@ -456,8 +462,9 @@ int fs_op_mknod(struct fs_req *r)
 		return ret;
 	if (t != S_IFREG && t != S_IFIFO && t != S_IFSOCK && t != S_IFCHR && t != S_IFBLK)
 		return -EINVAL;
-	if (node_room(r) < 0)
-		return -ENFILE;
+	ret = new_name_ok(r, name);
+	if (ret < 0)
+		return ret;
 	if (t == S_IFCHR || t == S_IFBLK) {
 		ino_t ino = 0;
 
@@ -479,8 +486,9 @@ int fs_op_mkdir(struct fs_req *r)
 
 	if (ret < 0)
 		return ret;
-	if (node_room(r) < 0)
-		return -ENFILE;
+	ret = new_name_ok(r, name);
+	if (ret < 0)
+		return ret;
 	if (mkdirat(r->node->fd, name, fs_host_mode(S_IFDIR, in->mode)) < 0)
 		return -errno;
 	return new_entry(r, name, in->mode, 0, 0, 0);
@@ -557,7 +565,7 @@ static int do_rename(struct fs_req *r, size_t skip, uint64_t newdir, uint32_t fl
 		return ret;
 	if (r->node->type != S_IFDIR || nd->type != S_IFDIR)
 		return -ENOTDIR;
-	if (fs_name_masked(r->node, from) || fs_name_masked(nd, to))
+	if (fs_name_masked(r->node, from) || fs_name_masked(nd, to) || fs_name_banned(nd, to))
 		return -EROFS;
 	/* What a rename replaces is unlinked. */
 	replaced = !(flags & (RENAME_EXCHANGE | RENAME_NOREPLACE)) &&
@@ -601,6 +609,8 @@ int fs_op_link(struct fs_req *r)
 	if (old->type != S_IFREG && old->type != S_IFLNK && old->type != S_IFIFO &&
 	    old->type != S_IFSOCK)
 		return -EPERM; /* a directory, or the host's own device node */
+	if (fs_name_banned(r->node, name))
+		return -EROFS;
 	/* Through /proc an O_PATH fd links the inode itself (a symlink, a
 	 * FIFO or socket) and its metadata goes with it. */
 	fs_proc_path(p, old->fd);

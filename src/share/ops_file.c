@@ -83,14 +83,13 @@ int fs_op_open(struct fs_req *r)
 		return flags;
 	if (r->s->nr_handles >= FS_MAX_HANDLES)
 		return -EMFILE;
+	/* Before the data goes: a failure then loses nothing. */
+	ret = kill_setid_on_trunc(r->node, flags, in->open_flags);
+	if (ret < 0)
+		return ret;
 	fd = fs_reopen(r->node, flags);
 	if (fd < 0)
 		return fd;
-	ret = kill_setid_on_trunc(r->node, flags, in->open_flags);
-	if (ret < 0) {
-		close(fd);
-		return ret;
-	}
 	return reply_open(r, r->node, fd, o);
 }
 
@@ -112,16 +111,11 @@ static int create_existing(struct fs_req *r, const char *name, int flags, uint32
 		fs_node_forget(r->s, n, 1);
 		return n->hidden ? -EACCES : -EROFS;
 	}
-	fd = fs_reopen(n, flags);
+	ret = kill_setid_on_trunc(n, flags, open_flags);
+	fd = ret < 0 ? ret : fs_reopen(n, flags);
 	if (fd < 0) {
 		fs_node_forget(r->s, n, 1);
 		return fd;
-	}
-	ret = kill_setid_on_trunc(n, flags, open_flags);
-	if (ret < 0) {
-		close(fd);
-		fs_node_forget(r->s, n, 1);
-		return ret;
 	}
 	ret = reply_open(r, n, fd, o);
 	if (ret < 0)
@@ -149,6 +143,8 @@ int fs_op_create(struct fs_req *r)
 		return -EINVAL;
 	if (r->node->type != S_IFDIR)
 		return -ENOTDIR;
+	if (fs_name_banned(r->node, name))
+		return -EROFS;
 	e = fs_reply(r, sizeof(*e) + sizeof(*o));
 	if (!e)
 		return -EINVAL;

@@ -199,18 +199,86 @@ static int add_export(struct fs_server *s, const char *tag, int root_fd,
 	return 0;
 }
 
+static int keep_add(struct fs_export_opts *o, const struct stat *st, const char *name,
+		    const char *rel, gantry_error_t *err)
+{
+	struct fs_keep *k;
+
+	for (size_t i = 0; i < o->nr_keeps; i++)
+		if (o->keeps[i].dev == st->st_dev && o->keeps[i].ino == st->st_ino &&
+		    strcmp(o->keeps[i].name, name) == 0)
+			return 0;
+	if (strlen(name) > FS_KEEP_NAME_MAX)
+		return gantry_error(err, ENAMETOOLONG, "mask %s: its name is longer than %d bytes",
+				    rel, FS_KEEP_NAME_MAX);
+	if (o->nr_keeps == FS_KEEPS_MAX)
+		return gantry_error(err, E2BIG, "masks on more than %d directories and names",
+				    FS_KEEPS_MAX);
+	k = &o->keeps[o->nr_keeps++];
+	*k = (struct fs_keep){ .dev = st->st_dev, .ino = st->st_ino };
+	strcpy(k->name, name);
+	return 0;
+}
+
+/* A step down from dir, no symlink followed, no mount crossed: the fd, 0
+ * when it is not there (nothing to mask), or -1 with err set. */
+static int mask_step(int dir, const char *name, int flags, const char *rel, gantry_error_t *err)
+{
+	struct open_how how = { .flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags),
+				.resolve = FS_RESOLVE };
+	int fd = (int)syscall(SYS_openat2, dir, name, &how, sizeof(how));
+
+	if (fd >= 0)
+		return fd;
+	if (errno == ENOENT || errno == EXDEV || errno == ENOTDIR)
+		return 0;
+	gantry_error_errno(err, "mask %s", rel);
+	return -1;
+}
+
 int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool hide,
 		   gantry_error_t *err)
 {
-	struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC, .resolve = FS_RESOLVE };
+	cleanup_free char *path = xstrdup(rel);
+	char *base = strrchr(path, '/'), *dir = path, *save = NULL;
+	cleanup_close int cur = -1;
 	struct stat st;
 	int fd;
 
 	if (o->nr_masks == FS_MASKS_MAX)
 		return gantry_error(err, E2BIG, "more than %d masks", FS_MASKS_MAX);
-	fd = (int)syscall(SYS_openat2, root_fd, rel, &how, sizeof(how));
-	if (fd < 0)
-		return errno == ENOENT || errno == EXDEV ? 0 : gantry_error_errno(err, "mask %s", rel);
+	if (base)
+		*base++ = '\0';
+	else
+		base = path, dir = NULL;
+	if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return gantry_error(err, EINVAL, "mask %s: not a path to a name", rel);
+	cur = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+	if (cur < 0)
+		return gantry_error_errno(err, "mask %s", rel);
+	/* Each directory on the way to a protected path is kept: renamed, it
+	 * would take the path's name away from what it protects (a hidden
+	 * inode stays hidden by identity wherever it goes). */
+	for (char *c = dir ? strtok_r(dir, "/", &save) : NULL; c; c = strtok_r(NULL, "/", &save)) {
+		fd = mask_step(cur, c, O_DIRECTORY, rel, err);
+		if (fd <= 0)
+			return fd;
+		close(cur);
+		cur = fd;
+		if (fstat(cur, &st) < 0)
+			return gantry_error_errno(err, "mask %s", rel);
+		if (!hide && keep_add(o, &st, "", rel, err) < 0)
+			return -1;
+	}
+	fd = mask_step(cur, base, 0, rel, err);
+	if (fd < 0 || (fd == 0 && hide))
+		return fd < 0 ? -1 : 0;
+	/* Not there: the name is banned in its directory. */
+	if (fd == 0) {
+		if (fstat(cur, &st) < 0)
+			return gantry_error_errno(err, "mask %s", rel);
+		return keep_add(o, &st, base, rel, err);
+	}
 	if (fstat(fd, &st) < 0) {
 		close(fd);
 		return gantry_error_errno(err, "mask %s", rel);

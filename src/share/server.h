@@ -35,7 +35,9 @@
 #define FS_MAX_WRITE	   (FS_MAX_PAGES * 4096)
 #define FS_MAX_REQUEST	   (FS_MAX_WRITE + 4096)
 
-#define FS_MASKS_MAX 32
+#define FS_MASKS_MAX	  32
+#define FS_KEEPS_MAX	  128 /* the masks' directories and banned names */
+#define FS_KEEP_NAME_MAX 63
 
 /* An inode of the export that the guest may not change (protect) or may
  * not open or look into (hide): by identity, so that no other name of it,
@@ -47,6 +49,16 @@ struct fs_mask {
 	bool hide;
 };
 
+/* A directory on the way down to a mask (keep: it may not be renamed or
+ * exchanged, which would take the masked path's name away from what it
+ * protects), or a protected name that was not there (ban: it may not be
+ * made in that directory, by any call that makes a name). */
+struct fs_keep {
+	dev_t dev;
+	ino_t ino;
+	char name[FS_KEEP_NAME_MAX + 1]; /* a ban's name; "" for a kept directory */
+};
+
 struct fs_export_opts {
 	bool ro;	    /* refused before any change: EROFS */
 	bool map_owner;	    /* show every node as owned by uid:gid */
@@ -54,11 +66,15 @@ struct fs_export_opts {
 	gid_t gid;
 	struct fs_mask masks[FS_MASKS_MAX];
 	size_t nr_masks;
+	struct fs_keep keeps[FS_KEEPS_MAX];
+	size_t nr_keeps;
 };
 
 /* Add the mask of rel, a relative path beneath root_fd (no symlink
- * followed, no mount crossed), to o; a path that is not there masks
- * nothing (0). */
+ * followed, no mount crossed), to o. For a protected one, the directories
+ * on its way are kept, and where its last name is not there but its
+ * directory is, that name is banned there. A path whose directory is not
+ * there (or a hidden one that is not there) masks nothing (0). */
 int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool hide,
 		   gantry_error_t *err);
 

@@ -30,7 +30,10 @@
 #include "share/spec.h"
 #include "wrap/wrap.h"
 
-#define WRAP_GIT_PROTECTED ((const char *const[]){ "hooks", "config", "config.worktree", NULL })
+/* Protected where they are, and where they are not, not to be made (git
+ * reads a commondir file in a git directory as where its config is). */
+#define WRAP_GIT_PROTECTED                                                                         \
+	((const char *const[]){ "hooks", "config", "config.worktree", "commondir", NULL })
 #define WRAP_CONFIG_MAX	   (64 * 1024)
 #define WRAP_CONFIG_LIST   64 /* entries of a list setting */
 
@@ -63,6 +66,7 @@ const char *wrap_token_name(const char *spec, char *buf, size_t size)
 struct plan {
 	struct share_spec v[SHARES_MAX];
 	size_t n;
+	const char *full; /* a share with more paths to mask than it can hold */
 };
 
 static bool is_dir(const char *path)
@@ -108,15 +112,30 @@ static struct share_spec *plan_add(struct plan *p, const char *path, bool ro, ga
 	return sp;
 }
 
-static void mask_add(struct share_spec *sp, const char *rel, bool hide)
+/* A mask the share has no room for is never dropped: the plan fails. */
+static void mask_add(struct plan *p, struct share_spec *sp, const char *rel, bool hide)
 {
-	if (sp->nr_masks < SHARE_MASKS_MAX && *rel)
+	if (!*rel)
+		return;
+	if (sp->nr_masks == SHARE_MASKS_MAX)
+		p->full = sp->host_path;
+	else
 		sp->masks[sp->nr_masks++] = (struct share_mask){ xstrdup(rel), hide };
+}
+
+static int masks_fit(const struct plan *p, gantry_error_t *err)
+{
+	if (p->full)
+		return gantry_error(err, E2BIG,
+				    "%s: more than %d paths to protect or hide (worktrees, submodules)",
+				    p->full, SHARE_MASKS_MAX);
+	return 0;
 }
 
 /* The other linked worktrees inside main (their gitdir files under
  * common/worktrees/ say where), hidden from the read-only main checkout. */
-static void hide_other_worktrees(struct share_spec *main_sp, const struct fence_git *g)
+static void hide_other_worktrees(struct plan *p, struct share_spec *main_sp,
+				 const struct fence_git *g)
 {
 	cleanup_free char *dir = NULL;
 	struct dirent *e;
@@ -149,7 +168,7 @@ static void hide_other_worktrees(struct share_spec *main_sp, const struct fence_
 		wt = realpath(text, NULL);
 		if (wt && strcmp(wt, g->top) != 0 && !within(g->top, wt, NULL) &&
 		    within(wt, g->main, &rel))
-			mask_add(main_sp, rel, true);
+			mask_add(p, main_sp, rel, true);
 	}
 	closedir(d);
 }
@@ -212,8 +231,8 @@ static void plan_sockets(struct sandbox_opts *o, const char *dir, int depth)
 /* Under common/sub/ENTRY/, each of names that is there, protected too:
  * the linked worktrees' own config.worktree, and submodules' hooks and
  * config, which git on the host obeys as it does the repository's. */
-static void protect_below(struct share_spec *sp, const char *common, const char *sub,
-			  const char *const *names)
+static void protect_below(struct plan *p, struct share_spec *sp, const char *common,
+			  const char *sub, const char *const *names)
 {
 	cleanup_free char *dir = NULL;
 	struct dirent *e;
@@ -232,7 +251,7 @@ static void protect_below(struct share_spec *sp, const char *common, const char 
 			xasprintf(&rel, "%s/%s/%s", sub, e->d_name, names[i]);
 			xasprintf(&path, "%s/%s", common, rel);
 			if (lstat(path, &st) == 0)
-				mask_add(sp, rel, false);
+				mask_add(p, sp, rel, false);
 		}
 	}
 	closedir(d);
@@ -251,7 +270,7 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 		sp = plan_add(p, g->main, true, err);
 		if (sp == NULL)
 			return -1;
-		hide_other_worktrees(sp, g);
+		hide_other_worktrees(p, sp, g);
 	}
 	sp = plan_add(p, g->top, false, err);
 	if (sp == NULL)
@@ -260,16 +279,18 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 	 * directory, or the main checkout's own directory) is not the guest's
 	 * to change, move or replace: the repository's metadata is written
 	 * through the share of its own below. */
-	mask_add(sp, ".git", false);
+	mask_add(p, sp, ".git", false);
 	/* The repository's metadata: objects, refs and worktree state are
 	 * written from inside; what git would run or obey on the host not. */
 	sp = plan_add(p, g->common, false, err);
 	if (sp == NULL)
 		return -1;
 	for (size_t i = 0; WRAP_GIT_PROTECTED[i]; i++)
-		mask_add(sp, WRAP_GIT_PROTECTED[i], false);
-	protect_below(sp, g->common, "worktrees", worktree_files);
-	protect_below(sp, g->common, "modules", module_files);
+		mask_add(p, sp, WRAP_GIT_PROTECTED[i], false);
+	protect_below(p, sp, g->common, "worktrees", worktree_files);
+	protect_below(p, sp, g->common, "modules", module_files);
+	if (masks_fit(p, err) < 0)
+		return -1;
 	xasprintf(&gantry_dir, "%s/.gantry", g->main);
 	if (is_dir(gantry_dir)) {
 		if (plan_add(p, gantry_dir, false, err) == NULL)
@@ -282,8 +303,8 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 /* In a harness's login share sp (at real), what it lists to protect and
  * its installs: read-only by the server, whatever the guest's kernel asks
  * of the read-write login around them. */
-static void protect_harness(struct share_spec *sp, const char *real, const char *home,
-			    const struct wrap_harness *h)
+static void protect_harness(struct plan *p, struct share_spec *sp, const char *real,
+			    const char *home, const struct wrap_harness *h)
 {
 	for (int k = 0; k < 2; k++) {
 		const char *const *list = k ? h->installs : h->protect;
@@ -295,7 +316,7 @@ static void protect_harness(struct share_spec *sp, const char *real, const char 
 			xasprintf(&path, "%s/%s", home, list[i]);
 			found = realpath(path, NULL);
 			if (found && within(found, real, &rel) && *rel)
-				mask_add(sp, rel, false);
+				mask_add(p, sp, rel, false);
 		}
 	}
 }
@@ -319,10 +340,10 @@ static int plan_home(struct plan *p, const char *home, gantry_error_t *err)
 				if (sp == NULL)
 					return -1;
 				if (rw)
-					protect_harness(sp, real, home, h);
+					protect_harness(p, sp, real, home, h);
 			}
 		}
-	return 0;
+	return masks_fit(p, err);
 }
 
 static int cmp_ctr(const void *a, const void *b)

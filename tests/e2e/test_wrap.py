@@ -44,6 +44,8 @@ try hooks 'echo x > ../../.git/hooks/post-checkout'
 try config 'echo x >> ../../.git/config'
 try config-rm 'rm -f ../../.git/config'
 try hooks-mv 'mv ../../.git/hooks ../../.git/hooks.old'
+try commondir 'echo /tmp/evil > ../../.git/commondir'
+try wt-mv 'mv ../../.git/worktrees/run1 ../../.git/worktrees/run1.old'
 try objects 'echo x > ../../.git/objects/probe && rm ../../.git/objects/probe'
 try gantry 'echo done > ../../.gantry/plan1/out'
 try run2 'ls ../run2/file2'
@@ -137,8 +139,8 @@ def test_contract(orch):
     # The harness's API token is injected at egress: a placeholder inside.
     assert any(re.fullmatch(r"token gantry-[0-9a-f]{40}", line) for line in lines), out
     assert "sk-sentinel-0123456789" not in out
-    for what in ("main", "hooks", "config", "config-rm", "hooks-mv", "run2", "secret", "gitfile",
-                 "gitfile-mv", "settings"):
+    for what in ("main", "hooks", "config", "config-rm", "hooks-mv", "commondir", "wt-mv", "run2",
+                 "secret", "gitfile", "gitfile-mv", "settings"):
         assert f"{what} refused" in lines, (what, out)
     for what in ("objects", "gantry", "harness", "commit"):
         assert f"{what} ok" in lines, (what, out, r.stderr)
@@ -149,6 +151,8 @@ def test_contract(orch):
     assert (orch.main / "README").read_text() == "main checkout\n"
     assert sorted(os.listdir(orch.main / ".git" / "hooks")) == hooks_before
     assert (orch.main / ".git" / "config").read_bytes() == config_before
+    assert not (orch.main / ".git" / "commondir").exists()
+    assert (orch.main / ".git" / "worktrees" / "run1" / "gitdir").exists()
     assert (orch.main / ".gantry" / "plan1" / "out").read_text() == "done\n"
     assert (orch.home / ".claude" / "auth.json").read_text() == "refreshed-token\n"
     assert (orch.home / ".claude" / "settings.json").read_text() == '{"hooks": {}}\n'

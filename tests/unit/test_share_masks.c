@@ -33,7 +33,13 @@ static uint64_t masked_export(struct cl *c)
 	assert_int_equal(fs_export_mask(&o, fd, "cfg", false, &err), 0);
 	assert_int_equal(fs_export_mask(&o, fd, "hid", true, &err), 0);
 	assert_int_equal(fs_export_mask(&o, fd, "missing/x", true, &err), 0);
-	assert_int_equal(o.nr_masks, 3);
+	assert_int_equal(mkdir(cl_path(c, "share/a"), 0755), 0);
+	assert_int_equal(mkdir(cl_path(c, "share/a/b"), 0755), 0);
+	cl_put(c, "share/a/b/hook", "nested");
+	assert_int_equal(fs_export_mask(&o, fd, "a/b/hook", false, &err), 0);
+	assert_int_equal(fs_export_mask(&o, fd, "a/commondir", false, &err), 0);
+	assert_int_equal(o.nr_masks, 4);
+	assert_int_equal(o.nr_keeps, 3); /* a, a/b, and the name commondir in a */
 	assert_int_equal(fs_server_add_export(c->s, "m", fd, &o, &err), 0);
 	close(fd);
 	return (uint64_t)cl_lookup(c, FUSE_ROOT_ID, "m");
@@ -87,6 +93,52 @@ static void test_protected(void **state)
 	assert_string_equal(cl_get(c, "share/cfg"), "config");
 	assert_string_equal(cl_get(c, "share/p/h"), "hook");
 	assert_null(cl_get(c, "share/p/new"));
+	canary_same(f);
+}
+
+/* A directory on the way down to a protected path can be neither renamed
+ * nor exchanged (a new one of its name would hold what the guest likes at
+ * the protected path), and a protected name that was not there cannot be
+ * made, by any call that makes a name. */
+static void test_ways_and_missing_names(void **state)
+{
+	FX();
+	uint64_t m = masked_export(c), a, b, fh;
+	struct fuse_mkdir_in mk = { .mode = 0755 };
+	struct fuse_mknod_in mn = { .mode = S_IFIFO | 0644 };
+	struct fuse_rename_in rn = { .newdir = 0 };
+	struct fuse_rename2_in rx = { .flags = RENAME_EXCHANGE };
+	struct fuse_link_in ln = { 0 };
+
+	a = (uint64_t)cl_lookup(c, m, "a");
+	b = (uint64_t)cl_lookup(c, a, "b");
+	assert_true(a > 1 && b > 1);
+	rn.newdir = a;
+	assert_int_equal(CALL(c, FUSE_RENAME, a, ARG(rn), STR("b"), STR("b.old")), -EROFS);
+	rn.newdir = m;
+	assert_int_equal(CALL(c, FUSE_RENAME, m, ARG(rn), STR("a"), STR("a.old")), -EROFS);
+	assert_int_equal(CALL(c, FUSE_MKDIR, m, ARG(mk), STR("other")), 0);
+	rx.newdir = m;
+	assert_int_equal(CALL(c, FUSE_RENAME2, m, ARG(rx), STR("other"), STR("a")), -EROFS);
+	assert_int_equal(CALL(c, FUSE_RMDIR, a, STR("b")), -EROFS);
+	/* The kept directories are not read-only: their other names are the
+	 * guest's. */
+	assert_true(cl_create(c, b, "mine", O_WRONLY, 0644, &fh) > 1);
+	rn.newdir = b;
+	assert_int_equal(CALL(c, FUSE_RENAME, b, ARG(rn), STR("mine"), STR("mine2")), 0);
+	/* The banned name, by each call that makes one. */
+	assert_int_equal(cl_create(c, a, "commondir", O_WRONLY, 0644, &fh), -EROFS);
+	assert_int_equal(CALL(c, FUSE_MKDIR, a, ARG(mk), STR("commondir")), -EROFS);
+	assert_int_equal(CALL(c, FUSE_MKNOD, a, ARG(mn), STR("commondir")), -EROFS);
+	assert_int_equal(CALL(c, FUSE_SYMLINK, a, STR("commondir"), STR("/x")), -EROFS);
+	ln.oldnodeid = (uint64_t)cl_lookup(c, m, "f");
+	assert_int_equal(CALL(c, FUSE_LINK, a, ARG(ln), STR("commondir")), -EROFS);
+	rn.newdir = a;
+	assert_int_equal(CALL(c, FUSE_RENAME, m, ARG(rn), STR("f"), STR("commondir")), -EROFS);
+	/* Only there: the same name elsewhere is the guest's. */
+	assert_true(cl_create(c, m, "commondir", O_WRONLY, 0644, &fh) > 1);
+	assert_null(cl_get(c, "share/a/commondir"));
+	assert_string_equal(cl_get(c, "share/a/b/hook"), "nested");
 	canary_same(f);
 }
 
@@ -149,6 +201,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_protected),
+		T(test_ways_and_missing_names),
 		T(test_hidden),
 		cmocka_unit_test(test_spec),
 	};
