@@ -53,7 +53,7 @@ struct flag {
 	{ "proxy-enforce", FLAG_BOOL, &(o)->proxy_enforce, NULL, NULL,                \
 	  "with -proxy: deny direct TCP 80/443 and UDP 443", 0 },                     \
 	{ "share", FLAG_FUNC, (o), sandbox_opts_share, "SPEC",                        \
-	  "share a host directory: TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N]", 0 }, \
+	  "share a host directory: TAG=HOST_PATH[@CTR_PATH][,ro][,nogit][,uid=N,gid=N]", 0 }, \
 	{ "v", FLAG_FUNC, (o), sandbox_opts_volume, "HOST:CTR[:ro]",                  \
 	  "docker's spelling of -share HOST_PATH at CTR_PATH (repeatable)", 0 },      \
 	{ "volume", FLAG_FUNC, (o), sandbox_opts_volume, "HOST:CTR[:ro]", "same as -v", 0 }, \

@@ -19,7 +19,7 @@ static void share_usage(FILE *out, const struct flag *flags)
 		"       gantry share rm [--force] [--ephemeral] NAME TAG\n"
 		"       gantry share ls NAME [--json]\n\n"
 		"Share a host directory into the sandbox NAME, stop sharing one, or list them.\n"
-		"SPEC is TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N], as for -share (default\n"
+		"SPEC is TAG=HOST_PATH[@CTR_PATH][,ro][,nogit][,uid=N,gid=N], as for -share (default\n"
 		"CTR_PATH /host/TAG). On a running sandbox the change is live, in its container\n"
 		"and its sessions, and saved for its next boot; --ephemeral: live only, until it\n"
 		"stops (a saved share comes back then). add --replace replaces the share with\n"

@@ -59,7 +59,11 @@ static void shares_load(void *opaque, const void *blob, size_t len)
 static int export_opts(const struct share_spec *sp, int fd, struct fs_export_opts *o,
 		       gantry_error_t *err)
 {
-	*o = (struct fs_export_opts){ .ro = sp->ro, .map_owner = sp->ids, .uid = sp->uid, .gid = sp->gid };
+	*o = (struct fs_export_opts){ .ro = sp->ro,
+				      .no_git = sp->nogit,
+				      .map_owner = sp->ids,
+				      .uid = sp->uid,
+				      .gid = sp->gid };
 	for (size_t i = 0; i < sp->nr_masks; i++)
 		if (fs_export_mask(o, fd, sp->masks[i].rel, sp->masks[i].hide, err) < 0)
 			return -1;

@@ -25,7 +25,8 @@ static json_t *export_json(const struct share_spec *sp)
 	for (size_t i = 0; i < sp->nr_masks; i++)
 		json_array_append_new(masks, json_pack("{s:s,s:b}", "rel", sp->masks[i].rel, "hide",
 						       sp->masks[i].hide));
-	return json_pack("{s:s,s:b,s:b,s:I,s:I,s:o}", "tag", sp->tag, "ro", sp->ro, "map",
+	return json_pack("{s:s,s:b,s:b,s:b,s:I,s:I,s:o}", "tag", sp->tag, "ro", sp->ro, "nogit",
+			 sp->nogit, "map",
 			 sp->ids, "uid", (json_int_t)sp->uid, "gid", (json_int_t)sp->gid, "masks",
 			 masks);
 }

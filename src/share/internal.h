@@ -132,8 +132,11 @@ const struct fs_mask *fs_export_masked(const struct fs_export *exp, dev_t dev, i
 /* Is name in dir an inode a mask protects or hides, or a directory on
  * the way down to one (not to be removed, renamed or replaced)? */
 bool fs_name_masked(const struct fs_node *dir, const char *name);
+/* Is name a .git in an export with no_git (read-only, not to be made,
+ * removed, renamed or replaced)? */
+bool fs_no_git(const struct fs_node *dir, const char *name);
 /* Is name one that may not be made in dir (a protected path that was not
- * there)? */
+ * there, or a .git of a no_git export)? */
 bool fs_name_banned(const struct fs_node *dir, const char *name);
 /* The same, and *st the inode's attributes from the one statx (st_mode 0
  * where the filesystem did not give them all: stat the node then). */

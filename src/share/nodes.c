@@ -437,10 +437,17 @@ static bool kept(const struct fs_export *exp, dev_t dev, ino_t ino, const char *
 	return false;
 }
 
+bool fs_no_git(const struct fs_node *dir, const char *name)
+{
+	return dir->exp && dir->exp->o.no_git && strcmp(name, ".git") == 0;
+}
+
 bool fs_name_masked(const struct fs_node *dir, const char *name)
 {
 	struct stat st;
 
+	if (fs_no_git(dir, name))
+		return true;
 	if (!dir->exp || (dir->exp->o.nr_masks == 0 && dir->exp->o.nr_keeps == 0) ||
 	    fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return false;
@@ -450,5 +457,6 @@ bool fs_name_masked(const struct fs_node *dir, const char *name)
 
 bool fs_name_banned(const struct fs_node *dir, const char *name)
 {
-	return dir->exp && dir->exp->o.nr_keeps && kept(dir->exp, dir->dev, dir->ino, name);
+	return fs_no_git(dir, name) ||
+	       (dir->exp && dir->exp->o.nr_keeps && kept(dir->exp, dir->dev, dir->ino, name));
 }

@@ -63,7 +63,7 @@ int fs_lookup_name(struct fs_req *r, struct fs_node *dir, const char *name,
 		n = fs_node_add_stat(r->s, dir->exp, fd, &st);
 		if (!n)
 			return -errno;
-		if (dir->ro)
+		if (dir->ro || fs_no_git(dir, name))
 			n->ro = true;
 	}
 	ret = st.st_mode ? 0 : stat_node(n, &st);

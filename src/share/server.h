@@ -61,6 +61,7 @@ struct fs_keep {
 
 struct fs_export_opts {
 	bool ro;	    /* refused before any change: EROFS */
+	bool no_git;	    /* every .git read-only, none made: EROFS */
 	bool map_owner;	    /* show every node as owned by uid:gid */
 	uid_t uid;
 	gid_t gid;

@@ -115,7 +115,7 @@ static bool tag_valid(const char *t, size_t len)
 }
 
 struct spec_opts {
-	bool ro, uid, gid, b64;
+	bool ro, nogit, uid, gid, b64;
 	uint32_t uid_v, gid_v;
 	struct share_mask masks[SHARE_MASKS_MAX];
 	size_t nr_masks;
@@ -176,6 +176,10 @@ static int spec_opts(const char *s, char *body, struct spec_opts *o, gantry_erro
 			if (o->ro)
 				return spec_error(err, s, "ro given twice");
 			o->ro = true;
+		} else if (strcmp(opt, "nogit") == 0) {
+			if (o->nogit)
+				return spec_error(err, s, "nogit given twice");
+			o->nogit = true;
 		} else if (eq == NULL || klen == 0 ||
 			   strspn(opt, "abcdefghijklmnopqrstuvwxyz") != klen) {
 			break; /* a comma of the path */
@@ -199,7 +203,7 @@ static int spec_opts(const char *s, char *body, struct spec_opts *o, gantry_erro
 			*eq = '\0';
 			return spec_error(
 				err, s,
-				"unknown option `%s` (ro, uid=N, gid=N, encoding=base64url, "
+				"unknown option `%s` (ro, nogit, uid=N, gid=N, encoding=base64url, "
 				"protect=REL, hide=REL)",
 				opt);
 		}
@@ -308,6 +312,7 @@ int share_spec_parse(const char *s, const char *cwd, struct share_spec *sp, gant
 	memcpy(sp->tag, s, (size_t)(eq - s));
 	sp->tag[eq - s] = '\0';
 	sp->ro = o.ro;
+	sp->nogit = o.nogit;
 	sp->ids = o.uid;
 	sp->uid = o.uid_v;
 	sp->gid = o.gid_v;
@@ -334,8 +339,8 @@ char *share_spec_format(const struct share_spec *sp)
 
 	if (sp->ids)
 		snprintf(ids, sizeof(ids), ",uid=%u,gid=%u", sp->uid, sp->gid);
-	xasprintf(&out, "%s=%s@%s%s%s%s", sp->tag, host, ctr, sp->ro ? ",ro" : "", ids,
-		  b64 ? ",encoding=base64url" : "");
+	xasprintf(&out, "%s=%s@%s%s%s%s%s", sp->tag, host, ctr, sp->ro ? ",ro" : "",
+		  sp->nogit ? ",nogit" : "", ids, b64 ? ",encoding=base64url" : "");
 	for (size_t i = 0; i < sp->nr_masks; i++) {
 		cleanup_free char *rel = share_b64url(sp->masks[i].rel), *prev = out;
 

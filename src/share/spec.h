@@ -1,10 +1,12 @@
 /* Share specs (grammar of the reference, 2.2): what -share will accept,
  *   TAG=HOST_PATH[@CTR_PATH][,ro][,uid=N,gid=N][,encoding=base64url]
- *   [,protect=REL][,hide=REL]
+ *   [,nogit][,protect=REL][,hide=REL]
  * protect= and hide= (Gantry's, repeatable, REL a relative path beneath
  * HOST_PATH in base64url): what the server keeps read-only, or refuses to
  * open or look into, inside the share (gantry wrap's .git/hooks, .git/config,
- * $HOME in the host's root).
+ * $HOME in the host's root). nogit (Gantry's): every entry named .git in
+ * the share is read-only, and none can be made (a git directory the guest
+ * wrote would be obeyed by git on the host).
  * The tag ends at the first `=`. Options are the trailing comma suffixes
  * `ro`, `uid=N`, `gid=N` and `encoding=base64url`; a trailing suffix of
  * the form key=value with any other lowercase key is an error, and every
@@ -44,7 +46,8 @@ struct share_spec {
 	char *host_path; /* absolute; `.` and empty components and a trailing / dropped */
 	char *ctr_path;	 /* absolute and normal, not /, not under a system tree */
 	bool ro;
-	bool ids; /* uid and gid given */
+	bool nogit; /* no .git the guest can make or change */
+	bool ids;   /* uid and gid given */
 	uint32_t uid, gid;
 	struct share_mask masks[SHARE_MASKS_MAX];
 	size_t nr_masks;

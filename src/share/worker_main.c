@@ -75,6 +75,7 @@ static int export_opts(json_t *e, int fd, struct fs_export_opts *o, gantry_error
 
 	*o = (struct fs_export_opts){
 		.ro = json_is_true(json_object_get(e, "ro")),
+		.no_git = json_is_true(json_object_get(e, "nogit")),
 		.map_owner = json_is_true(json_object_get(e, "map")),
 		.uid = (uid_t)json_integer_value(json_object_get(e, "uid")),
 		.gid = (gid_t)json_integer_value(json_object_get(e, "gid")),

@@ -108,6 +108,11 @@ static struct share_spec *plan_add(struct plan *p, const char *path, bool ro, ga
 	sp->host_path = xstrdup(path);
 	sp->ctr_path = xstrdup(path);
 	sp->ro = ro;
+	/* A git directory the guest made or changed anywhere would be obeyed
+	 * by git on the host (a gitlink in the index and a nested repository
+	 * whose core.fsmonitor runs at the next `git status`, a shell prompt's
+	 * included): none is made, and every .git that is there is kept. */
+	sp->nogit = true;
 	p->n++;
 	return sp;
 }

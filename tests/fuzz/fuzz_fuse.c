@@ -12,7 +12,9 @@
  *   (where the readable side splits), u16 args length, the args.
  * Each reply must be well framed (out.len is what fs_server_handle
  * returned, the unique echoed, an error negative with no payload); after
- * each input, the canary and the ro export must be as they were. Each input
+ * each input, the canary and the ro export must be as they were, and the
+ * rw export (nogit) must hold one .git, its own (d/.git, or wherever a
+ * rename of d took it), as it was. Each input
  * starts from a fresh rw tree and a fresh session (DESTROY, INIT).
  * Seeds: tests/fuzz/corpus/fuse, written by tests/fuzz/mkcorpus.py. */
 #include <fcntl.h>
@@ -38,7 +40,7 @@
 
 static struct fs_server *srv;
 static char scratch[256];
-static char *canary_was, *ro_was;
+static char *canary_was, *ro_was, *git_was;
 static uint64_t rw_root, ro_root, unique;
 static uint64_t nodes[FZ_KNOWN], fhs[FZ_KNOWN];
 static unsigned nr_nodes, nr_fhs;
@@ -77,9 +79,25 @@ static void tree(const char *rel)
 	check(symlink("../canary/secret", at(p)) == 0);
 	snprintf(p, sizeof(p), "%s/fifo", rel);
 	check(mkfifo(at(p), 0644) == 0);
+	snprintf(p, sizeof(p), "%s/d/.git", rel);
+	check(mkdir(at(p), 0755) == 0);
+	snprintf(p, sizeof(p), "%s/d/.git/config", rel);
+	put(p, "[core]");
+}
+
+static char git_at[512];
+static int git_found;
+
+static int find_git(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st, (void)flag;
+	if (strcmp(p + f->base, ".git") == 0 && git_found++ == 0)
+		snprintf(git_at, sizeof(git_at), "%s", p + strlen(scratch) + 1);
+	return 0;
 }
 
 static FILE *list_out;
+static size_t list_root; /* the listed directory's length: names are relative to it */
 
 static int list_one(const char *p, const struct stat *st, int flag, struct FTW *f)
 {
@@ -88,7 +106,7 @@ static int list_one(const char *p, const struct stat *st, int flag, struct FTW *
 	int fd;
 
 	(void)flag, (void)f;
-	fprintf(list_out, "%s %o %lld %lld.%ld|", p, st->st_mode, (long long)st->st_size,
+	fprintf(list_out, "%s %o %lld %lld.%ld|", p + list_root, st->st_mode, (long long)st->st_size,
 		(long long)st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
 	if (S_ISREG(st->st_mode) && (fd = open(p, O_RDONLY | O_CLOEXEC)) >= 0) {
 		n = read(fd, buf, sizeof(buf));
@@ -105,6 +123,7 @@ static char *listing(const char *rel)
 	char *s = NULL;
 	size_t len = 0;
 
+	list_root = strlen(at(rel));
 	list_out = open_memstream(&s, &len);
 	check(nftw(at(rel), list_one, 16, FTW_PHYS) == 0);
 	fclose(list_out);
@@ -220,7 +239,7 @@ static void cleanup(void)
 
 static void setup(void)
 {
-	struct fs_export_opts rw = { 0 }, ro = { .ro = true };
+	struct fs_export_opts rw = { .no_git = true }, ro = { .ro = true };
 	const char *tmp = getenv("TMPDIR");
 	int fd;
 
@@ -363,6 +382,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		req = xmalloc(sizeof(struct fuse_in_header) + FZ_MAX_ARGS);
 	}
 	reset_rw();
+	free(git_was);
+	git_was = listing("rw/d/.git");
 	session();
 	for (int i = 0; i < FZ_MAX_REQS && f.left; i++)
 		one(&f, req);
@@ -371,6 +392,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(now);
 	now = listing("ro");
 	check(strcmp(now, ro_was) == 0);
+	free(now);
+	git_found = 0;
+	check(nftw(at("rw"), find_git, 16, FTW_PHYS) == 0 && git_found == 1);
+	now = listing(git_at);
+	check(strcmp(now, git_was) == 0);
 	free(now);
 	return 0;
 }

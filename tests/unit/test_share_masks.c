@@ -142,6 +142,53 @@ static void test_ways_and_missing_names(void **state)
 	canary_same(f);
 }
 
+/* nogit: no entry named .git can be made, changed, removed or renamed, by
+ * any call; what is beneath one is read-only; other names are the guest's. */
+static void test_nogit(void **state)
+{
+	FX();
+	struct fs_export_opts o = { .no_git = true };
+	gantry_error_t err = NULL;
+	uint64_t m, sub, g, fh;
+	struct fuse_mkdir_in mk = { .mode = 0755 };
+	struct fuse_rename_in rn = { 0 };
+	struct fuse_link_in ln = { 0 };
+	int fd;
+
+	assert_int_equal(mkdir(cl_path(c, "share/sub"), 0755), 0);
+	assert_int_equal(mkdir(cl_path(c, "share/sub/.git"), 0755), 0);
+	cl_put(c, "share/sub/.git/config", "kept");
+	fd = open(cl_path(c, "share"), O_PATH | O_DIRECTORY | O_CLOEXEC);
+	assert_int_equal(fs_server_add_export(c->s, "n", fd, &o, &err), 0);
+	close(fd);
+	m = (uint64_t)cl_lookup(c, FUSE_ROOT_ID, "n");
+	sub = (uint64_t)cl_lookup(c, m, "sub");
+	g = (uint64_t)cl_lookup(c, sub, ".git");
+	assert_true(m > 1 && sub > 1 && g > 1);
+	/* Made, by each call that makes a name. */
+	assert_int_equal(CALL(c, FUSE_MKDIR, m, ARG(mk), STR(".git")), -EROFS);
+	assert_int_equal(cl_create(c, m, ".git", O_WRONLY, 0644, &fh), -EROFS);
+	assert_int_equal(CALL(c, FUSE_SYMLINK, m, STR(".git"), STR("sub/.git")), -EROFS);
+	ln.oldnodeid = (uint64_t)cl_lookup(c, m, "f");
+	assert_int_equal(CALL(c, FUSE_LINK, m, ARG(ln), STR(".git")), -EROFS);
+	assert_int_equal(CALL(c, FUSE_MKDIR, m, ARG(mk), STR("newdir")), 0);
+	rn.newdir = m;
+	assert_int_equal(CALL(c, FUSE_RENAME, m, ARG(rn), STR("newdir"), STR(".git")), -EROFS);
+	/* The one there: nothing in it changes, it stays where it is. */
+	assert_int_equal(cl_create(c, g, "hooks", O_WRONLY, 0644, &fh), -EROFS);
+	assert_int_equal(cl_open(c, FUSE_OPEN, (uint64_t)cl_lookup(c, g, "config"), O_WRONLY),
+			 -EROFS);
+	rn.newdir = sub;
+	assert_int_equal(CALL(c, FUSE_RENAME, sub, ARG(rn), STR(".git"), STR("git")), -EROFS);
+	assert_int_equal(CALL(c, FUSE_RMDIR, sub, STR(".git")), -EROFS);
+	/* Other names are the guest's. */
+	assert_true(cl_create(c, m, ".gitignore", O_WRONLY, 0644, &fh) > 1);
+	assert_int_equal(CALL(c, FUSE_MKDIR, m, ARG(mk), STR("git")), 0);
+	assert_string_equal(cl_get(c, "share/sub/.git/config"), "kept");
+	assert_null(cl_get(c, "share/.git"));
+	canary_same(f);
+}
+
 static void test_hidden(void **state)
 {
 	FX();
@@ -202,6 +249,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_protected),
 		T(test_ways_and_missing_names),
+		T(test_nogit),
 		T(test_hidden),
 		cmocka_unit_test(test_spec),
 	};

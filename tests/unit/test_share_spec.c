@@ -54,6 +54,8 @@ static void test_good(void **state)
 		{ "a=/x,uid=1000,gid=100", "a=/x@/host/a,uid=1000,gid=100" },
 		{ "a=/x,gid=100,uid=1000,ro", "a=/x@/host/a,ro,uid=1000,gid=100" },
 		{ "a=/x,ro,uid=0,gid=0", "a=/x@/host/a,ro,uid=0,gid=0" },
+		{ "a=/x,nogit,ro", "a=/x@/host/a,ro,nogit" },
+		{ "a=/x,uid=1,gid=1,nogit", "a=/x@/host/a,nogit,uid=1,gid=1" },
 		{ "a=/x,uid=4294967294,gid=4294967294",
 		  "a=/x@/host/a,uid=4294967294,gid=4294967294" },
 		{ "A.b_c-9=/x", "A.b_c-9=/x@/host/A.b_c-9" },
@@ -168,6 +170,7 @@ static void test_bad(void **state)
 	assert_bad("t=/x,uid=1,gid=99999999999999999999999", CWD, "gid must be a number");
 	assert_bad("t=/x,uid=1,gid=0x10", CWD, "gid must be a number");
 	assert_bad("t=/x,ro,ro", CWD, "ro given twice");
+	assert_bad("t=/x,nogit,nogit", CWD, "nogit given twice");
 	assert_bad("t=/x,uid=1,uid=1,gid=1", CWD, "uid given twice");
 	assert_bad("t=/x,gid=1,uid=1,gid=1", CWD, "gid given twice");
 	assert_bad("t=/x,rw=1", CWD, "unknown option `rw`");
