@@ -35,8 +35,8 @@
 #define FS_MAX_WRITE	   (FS_MAX_PAGES * 4096)
 #define FS_MAX_REQUEST	   (FS_MAX_WRITE + 4096)
 
-#define FS_MASKS_MAX	  32
-#define FS_KEEPS_MAX	  128 /* the masks' directories and banned names */
+#define FS_MASKS_MAX	  128
+#define FS_KEEPS_MAX	  256 /* the masks' directories and banned names */
 #define FS_KEEP_NAME_MAX 63
 
 /* An inode of the export that the guest may not change (protect) or may

@@ -34,7 +34,7 @@
 #define SHARE_TAG_MAX 36 /* [A-Za-z0-9._-]{1,36}, as the hub's directory names */
 #define SHARES_MAX    64
 #define SHARE_ID_MAX  4294967294u /* (uid_t)-1 means "no change" to the kernel */
-#define SHARE_MASKS_MAX 32 /* protect= and hide= together */
+#define SHARE_MASKS_MAX 128 /* protect= and hide= together */
 
 struct share_mask {
 	char *rel; /* relative, normal, no `..` */

@@ -13,20 +13,23 @@
 const struct wrap_harness wrap_harnesses[] = {
 	{ "claude", LIST(".local/share/claude", ".claude/local"), LIST(".claude"),
 	  LIST(".claude/settings.json", ".claude/settings.local.json", ".claude/hooks",
-	       ".claude/plugins"),
+	       ".claude/plugins", ".claude/.config.json"),
 	  LIST("ANTHROPIC_API_KEY@api.anthropic.com,header=x-api-key",
 	       "ANTHROPIC_AUTH_TOKEN@api.anthropic.com,header=Authorization",
 	       "CLAUDE_CODE_OAUTH_TOKEN@api.anthropic.com,header=Authorization") },
-	{ "codex", LIST(".codex/bin"), LIST(".codex"), LIST(".codex/config.toml"),
+	{ "codex", LIST(".codex/bin"), LIST(".codex"), LIST(".codex/config.toml", ".codex/.env"),
 	  LIST("OPENAI_API_KEY@api.openai.com,header=Authorization",
 	       "CODEX_API_KEY@api.openai.com,header=Authorization") },
 	{ "gemini", LIST(".gemini/bin"), LIST(".gemini"),
-	  LIST(".gemini/settings.json", ".gemini/extensions"),
+	  LIST(".gemini/settings.json", ".gemini/extensions", ".gemini/.env",
+	       ".gemini/trustedFolders.json"),
 	  LIST("GEMINI_API_KEY@generativelanguage.googleapis.com,header=x-goog-api-key",
 	       "GOOGLE_API_KEY@generativelanguage.googleapis.com,header=x-goog-api-key") },
-	{ "opencode", LIST(".opencode/bin"), LIST(".config/opencode", ".local/share/opencode"),
-	  LIST(".config/opencode/opencode.json", ".config/opencode/config.json",
-	       ".config/opencode/plugin"),
+	/* Its config directory (config, plugins, tools it imports) is read-only;
+	 * its logins are in .local/share/opencode, where bin/ holds the tools
+	 * it downloads and runs. */
+	{ "opencode", LIST(".opencode/bin", ".config/opencode"), LIST(".local/share/opencode"),
+	  LIST(".local/share/opencode/bin"),
 	  LIST("OPENROUTER_API_KEY@openrouter.ai,header=Authorization") },
 	/* Where npm, bun and the like install them for a user. */
 	{ "installers", LIST(".local/bin", ".npm-global", ".bun", ".nvm", ".volta", ".cargo/bin"),

@@ -30,10 +30,13 @@
 #include "share/spec.h"
 #include "wrap/wrap.h"
 
-/* Protected where they are, and where they are not, not to be made (git
- * reads a commondir file in a git directory as where its config is). */
+/* Protected where they are, and where they are not, not to be made: git
+ * reads a commondir file in a git directory as where its config is, and
+ * modules/ holds the submodules' git directories (their hooks, config and
+ * commondir, nested ones and those with a / in their names), which the
+ * guest could also plant for a `git submodule update` on the host. */
 #define WRAP_GIT_PROTECTED                                                                         \
-	((const char *const[]){ "hooks", "config", "config.worktree", "commondir", NULL })
+	((const char *const[]){ "hooks", "config", "config.worktree", "commondir", "modules", NULL })
 #define WRAP_CONFIG_MAX	   (64 * 1024)
 #define WRAP_CONFIG_LIST   64 /* entries of a list setting */
 
@@ -233,30 +236,27 @@ static void plan_sockets(struct sandbox_opts *o, const char *dir, int depth)
 	closedir(d);
 }
 
-/* Under common/sub/ENTRY/, each of names that is there, protected too:
- * the linked worktrees' own config.worktree, and submodules' hooks and
- * config, which git on the host obeys as it does the repository's. */
-static void protect_below(struct plan *p, struct share_spec *sp, const char *common,
-			  const char *sub, const char *const *names)
+/* Under common/worktrees/ID/, each of names protected, there or not (one
+ * not there cannot be made): what git on the host obeys for that linked
+ * worktree as it does the repository's. */
+static void protect_worktrees(struct plan *p, struct share_spec *sp, const char *common,
+			      const char *const *names)
 {
 	cleanup_free char *dir = NULL;
 	struct dirent *e;
 	DIR *d;
 
-	xasprintf(&dir, "%s/%s", common, sub);
+	xasprintf(&dir, "%s/worktrees", common);
 	if ((d = opendir(dir)) == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
 		if (e->d_name[0] == '.')
 			continue;
 		for (size_t i = 0; names[i]; i++) {
-			cleanup_free char *rel = NULL, *path = NULL;
-			struct stat st;
+			cleanup_free char *rel = NULL;
 
-			xasprintf(&rel, "%s/%s/%s", sub, e->d_name, names[i]);
-			xasprintf(&path, "%s/%s", common, rel);
-			if (lstat(path, &st) == 0)
-				mask_add(p, sp, rel, false);
+			xasprintf(&rel, "worktrees/%s/%s", e->d_name, names[i]);
+			mask_add(p, sp, rel, false);
 		}
 	}
 	closedir(d);
@@ -265,9 +265,9 @@ static void protect_below(struct plan *p, struct share_spec *sp, const char *com
 static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_git *g,
 		    gantry_error_t *err)
 {
+	/* A worktree's submodules' git directories are under its modules/. */
 	static const char *const worktree_files[] = { "config.worktree", "commondir", "gitdir",
-						      NULL };
-	static const char *const module_files[] = { "hooks", "config", NULL };
+						      "modules", NULL };
 	struct share_spec *sp;
 	cleanup_free char *gantry_dir = NULL;
 
@@ -292,8 +292,7 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 		return -1;
 	for (size_t i = 0; WRAP_GIT_PROTECTED[i]; i++)
 		mask_add(p, sp, WRAP_GIT_PROTECTED[i], false);
-	protect_below(p, sp, g->common, "worktrees", worktree_files);
-	protect_below(p, sp, g->common, "modules", module_files);
+	protect_worktrees(p, sp, g->common, worktree_files);
 	if (masks_fit(p, err) < 0)
 		return -1;
 	xasprintf(&gantry_dir, "%s/.gantry", g->main);
@@ -303,6 +302,22 @@ static int plan_git(struct plan *p, struct sandbox_opts *o, const struct fence_g
 		plan_sockets(o, gantry_dir, 0);
 	}
 	return 0;
+}
+
+/* The real path of path's directory, and path's last name after it. */
+static char *real_parent(const char *path)
+{
+	cleanup_free char *dir = xstrdup(path), *real = NULL;
+	char *slash = strrchr(dir, '/'), *out;
+
+	if (slash == NULL || slash == dir || slash[1] == '\0')
+		return NULL;
+	*slash = '\0';
+	real = realpath(dir, NULL);
+	if (real == NULL)
+		return NULL;
+	xasprintf(&out, "%s/%s", real, slash + 1);
+	return out;
 }
 
 /* In a harness's login share sp (at real), what it lists to protect and
@@ -320,6 +335,10 @@ static void protect_harness(struct plan *p, struct share_spec *sp, const char *r
 
 			xasprintf(&path, "%s/%s", home, list[i]);
 			found = realpath(path, NULL);
+			/* One not there: its directory's, and its name, which
+			 * then cannot be made. */
+			if (found == NULL && errno == ENOENT)
+				found = real_parent(path);
 			if (found && within(found, real, &rel) && *rel)
 				mask_add(p, sp, rel, false);
 		}

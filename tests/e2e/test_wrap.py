@@ -47,6 +47,8 @@ try hooks-mv 'mv ../../.git/hooks ../../.git/hooks.old'
 try commondir 'echo /tmp/evil > ../../.git/commondir'
 try wt-mv 'mv ../../.git/worktrees/run1 ../../.git/worktrees/run1.old'
 try nested-git 'git init -q nested'
+try modules 'mkdir -p ../../.git/modules/evil/hooks'
+try claude-cfg 'echo "{}" > "$HOME/.claude/.config.json"'
 try gitfile-new 'mkdir -p sub && echo "gitdir: ../../../.git" > sub/.git'
 try objects 'echo x > ../../.git/objects/probe && rm ../../.git/objects/probe'
 try gantry 'echo done > ../../.gantry/plan1/out'
@@ -142,8 +144,8 @@ def test_contract(orch):
     assert any(re.fullmatch(r"token gantry-[0-9a-f]{40}", line) for line in lines), out
     assert "sk-sentinel-0123456789" not in out
     for what in ("main", "hooks", "config", "config-rm", "hooks-mv", "commondir", "wt-mv",
-                 "nested-git", "gitfile-new", "run2", "secret", "gitfile", "gitfile-mv",
-                 "settings"):
+                 "nested-git", "modules", "claude-cfg", "gitfile-new", "run2", "secret",
+                 "gitfile", "gitfile-mv", "settings"):
         assert f"{what} refused" in lines, (what, out)
     for what in ("objects", "gantry", "harness", "commit"):
         assert f"{what} ok" in lines, (what, out, r.stderr)
@@ -157,6 +159,8 @@ def test_contract(orch):
     assert not (orch.main / ".git" / "commondir").exists()
     assert not (orch.run1 / "nested" / ".git").exists()
     assert not (orch.run1 / "sub" / ".git").exists()
+    assert not (orch.main / ".git" / "modules").exists()
+    assert not (orch.home / ".claude" / ".config.json").exists()
     assert (orch.main / ".git" / "worktrees" / "run1" / "gitdir").exists()
     assert (orch.main / ".gantry" / "plan1" / "out").read_text() == "done\n"
     assert (orch.home / ".claude" / "auth.json").read_text() == "refreshed-token\n"
