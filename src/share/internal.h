@@ -132,6 +132,8 @@ const struct fs_mask *fs_export_masked(const struct fs_export *exp, dev_t dev, i
 /* Is name in dir an inode a mask protects or hides, or a directory on
  * the way down to one (not to be removed, renamed or replaced)? */
 bool fs_name_masked(const struct fs_node *dir, const char *name);
+/* Does o keep the directory (dev, ino) (name ""), or ban name in it? */
+bool fs_opts_kept(const struct fs_export_opts *o, dev_t dev, ino_t ino, const char *name);
 /* Is name a .git in an export with no_git (read-only, not to be made,
  * removed, renamed or replaced)? */
 bool fs_no_git(const struct fs_node *dir, const char *name);

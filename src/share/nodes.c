@@ -428,11 +428,11 @@ const struct fs_mask *fs_export_masked(const struct fs_export *exp, dev_t dev, i
 	return NULL;
 }
 
-static bool kept(const struct fs_export *exp, dev_t dev, ino_t ino, const char *name)
+bool fs_opts_kept(const struct fs_export_opts *o, dev_t dev, ino_t ino, const char *name)
 {
-	for (size_t i = 0; i < exp->o.nr_keeps; i++)
-		if (exp->o.keeps[i].dev == dev && exp->o.keeps[i].ino == ino &&
-		    strcmp(exp->o.keeps[i].name, name) == 0)
+	for (size_t i = 0; i < o->nr_keeps; i++)
+		if (o->keeps[i].dev == dev && o->keeps[i].ino == ino &&
+		    strcmp(o->keeps[i].name, name) == 0)
 			return true;
 	return false;
 }
@@ -452,11 +452,11 @@ bool fs_name_masked(const struct fs_node *dir, const char *name)
 	    fstatat(dir->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return false;
 	return fs_export_masked(dir->exp, st.st_dev, st.st_ino) != NULL ||
-	       kept(dir->exp, st.st_dev, st.st_ino, "");
+	       fs_opts_kept(&dir->exp->o, st.st_dev, st.st_ino, "");
 }
 
 bool fs_name_banned(const struct fs_node *dir, const char *name)
 {
 	return fs_no_git(dir, name) ||
-	       (dir->exp && dir->exp->o.nr_keeps && kept(dir->exp, dir->dev, dir->ino, name));
+	       (dir->exp && fs_opts_kept(&dir->exp->o, dir->dev, dir->ino, name));
 }

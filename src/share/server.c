@@ -204,10 +204,8 @@ static int keep_add(struct fs_export_opts *o, const struct stat *st, const char 
 {
 	struct fs_keep *k;
 
-	for (size_t i = 0; i < o->nr_keeps; i++)
-		if (o->keeps[i].dev == st->st_dev && o->keeps[i].ino == st->st_ino &&
-		    strcmp(o->keeps[i].name, name) == 0)
-			return 0;
+	if (fs_opts_kept(o, st->st_dev, st->st_ino, name))
+		return 0;
 	if (strlen(name) > FS_KEEP_NAME_MAX)
 		return gantry_error(err, ENAMETOOLONG, "mask %s: its name is longer than %d bytes",
 				    rel, FS_KEEP_NAME_MAX);
@@ -220,20 +218,20 @@ static int keep_add(struct fs_export_opts *o, const struct stat *st, const char 
 	return 0;
 }
 
-/* A step down from dir, no symlink followed, no mount crossed: the fd, 0
- * when it is not there (nothing to mask), or -1 with err set. */
-static int mask_step(int dir, const char *name, int flags, const char *rel, gantry_error_t *err)
+/* A step down from dir, no symlink followed, no mount crossed, into *fd:
+ * 1, 0 when it is not there (nothing to mask), or -1 with err set. */
+static int mask_step(int dir, const char *name, int flags, int *fd, const char *rel,
+		     gantry_error_t *err)
 {
 	struct open_how how = { .flags = (uint64_t)(O_PATH | O_NOFOLLOW | O_CLOEXEC | flags),
 				.resolve = FS_RESOLVE };
-	int fd = (int)syscall(SYS_openat2, dir, name, &how, sizeof(how));
 
-	if (fd >= 0)
-		return fd;
+	*fd = (int)syscall(SYS_openat2, dir, name, &how, sizeof(how));
+	if (*fd >= 0)
+		return 1;
 	if (errno == ENOENT || errno == EXDEV || errno == ENOTDIR)
 		return 0;
-	gantry_error_errno(err, "mask %s", rel);
-	return -1;
+	return gantry_error_errno(err, "mask %s", rel);
 }
 
 int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool hide,
@@ -243,7 +241,7 @@ int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool 
 	char *base = strrchr(path, '/'), *dir = path, *save = NULL;
 	cleanup_close int cur = -1;
 	struct stat st;
-	int fd;
+	int fd, ret;
 
 	if (o->nr_masks == FS_MASKS_MAX)
 		return gantry_error(err, E2BIG, "more than %d masks", FS_MASKS_MAX);
@@ -260,9 +258,9 @@ int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool 
 	 * would take the path's name away from what it protects (a hidden
 	 * inode stays hidden by identity wherever it goes). */
 	for (char *c = dir ? strtok_r(dir, "/", &save) : NULL; c; c = strtok_r(NULL, "/", &save)) {
-		fd = mask_step(cur, c, O_DIRECTORY, rel, err);
-		if (fd <= 0)
-			return fd;
+		ret = mask_step(cur, c, O_DIRECTORY, &fd, rel, err);
+		if (ret <= 0)
+			return ret;
 		close(cur);
 		cur = fd;
 		if (fstat(cur, &st) < 0)
@@ -270,11 +268,11 @@ int fs_export_mask(struct fs_export_opts *o, int root_fd, const char *rel, bool 
 		if (!hide && keep_add(o, &st, "", rel, err) < 0)
 			return -1;
 	}
-	fd = mask_step(cur, base, 0, rel, err);
-	if (fd < 0 || (fd == 0 && hide))
-		return fd < 0 ? -1 : 0;
+	ret = mask_step(cur, base, 0, &fd, rel, err);
+	if (ret < 0 || (ret == 0 && hide))
+		return ret;
 	/* Not there: the name is banned in its directory. */
-	if (fd == 0) {
+	if (ret == 0) {
 		if (fstat(cur, &st) < 0)
 			return gantry_error_errno(err, "mask %s", rel);
 		return keep_add(o, &st, base, rel, err);
