@@ -637,13 +637,9 @@ void oci_sandbox_opts(const struct oci_spec *s, const char *id, struct sandbox_o
 	if (s->mem_mib)
 		o->mem_mib = s->mem_mib;
 	publish(s, o, err);
-	for (size_t i = 0; i < s->nr_binds && !*err; i++) {
-		cleanup_free char *v = NULL;
-
-		xasprintf(&v, "%s:%s:%s", s->binds[i].source, s->binds[i].destination,
-			  s->binds[i].ro ? "ro" : "rw");
-		sandbox_opts_volume(o, v, err);
-	}
+	for (size_t i = 0; i < s->nr_binds && !*err; i++)
+		sandbox_opts_bind(o, s->binds[i].source, s->binds[i].destination, s->binds[i].ro,
+				  err);
 	o->tmpfs = strv_dup(s->tmpfs, s->nr_tmpfs);
 	o->nr_tmpfs = s->nr_tmpfs;
 }

@@ -113,6 +113,11 @@ int sandbox_opts_share(void *opaque, const char *spec, gantry_error_t *err);
 /* -v HOST_PATH:CTR_PATH[:ro|rw], Docker's spelling of a share (a
  * FLAG_FUNC, the same): added as a share tagged after CTR_PATH's name. */
 int sandbox_opts_volume(void *opaque, const char *spec, gantry_error_t *err);
+/* A share of host (absolute, or relative to the working directory) at
+ * ctr, tagged as -v tags it; paths holding the share spec's delimiters
+ * (`,` `@` `=`) go in base64url, so any path is taken as it is. */
+int sandbox_opts_bind(struct sandbox_opts *o, const char *host, const char *ctr, bool ro,
+		      gantry_error_t *err);
 /* -m SIZE, Docker's: bytes, or with a k, m or g suffix (a FLAG_FUNC, the
  * same), into o->mem_mib. */
 int sandbox_opts_memory(void *opaque, const char *size, gantry_error_t *err);

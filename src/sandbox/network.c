@@ -147,7 +147,7 @@ static char *volume_tag(const struct sandbox_opts *o, const char *ctr)
 int sandbox_opts_volume(void *opaque, const char *spec, gantry_error_t *err)
 {
 	struct sandbox_opts *o = opaque;
-	cleanup_free char *host = xstrdup(spec), *share = NULL, *tag = NULL;
+	cleanup_free char *host = xstrdup(spec);
 	char *ctr = strchr(host, ':'), *mode = NULL;
 	bool ro = false;
 
@@ -171,8 +171,27 @@ int sandbox_opts_volume(void *opaque, const char *spec, gantry_error_t *err)
 	if (ctr[0] != '/')
 		return gantry_error(err, 0, "volume `%.*s`: the container path must be absolute",
 				    256, spec);
-	tag = volume_tag(o, ctr);
-	xasprintf(&share, "%s=%s@%s%s", tag, host, ctr, ro ? ",ro" : "");
+	return sandbox_opts_bind(o, host, ctr, ro, err);
+}
+
+/* A path the share spec's plain form would misread: its delimiters. */
+static bool spec_delims(const char *p)
+{
+	return strpbrk(p, ",@=") != NULL;
+}
+
+int sandbox_opts_bind(struct sandbox_opts *o, const char *host, const char *ctr, bool ro,
+		      gantry_error_t *err)
+{
+	cleanup_free char *share = NULL, *tag = volume_tag(o, ctr);
+
+	if (spec_delims(host) || spec_delims(ctr)) {
+		cleanup_free char *h = share_b64url(host), *c = share_b64url(ctr);
+
+		xasprintf(&share, "%s=%s@%s%s,encoding=base64url", tag, h, c, ro ? ",ro" : "");
+	} else {
+		xasprintf(&share, "%s=%s@%s%s", tag, host, ctr, ro ? ",ro" : "");
+	}
 	return sandbox_opts_share(o, share, err);
 }
 

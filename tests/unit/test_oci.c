@@ -19,7 +19,9 @@
 #include "common/files.h"
 #include "common/util.h"
 #include "oci/oci.h"
+#include "sandbox/lifecycle.h"
 #include "sandbox/state.h"
+#include "share/spec.h"
 
 static int parse(const char *text, struct oci_spec *s, gantry_error_t *err)
 {
@@ -352,12 +354,72 @@ static void test_state_follows_the_holder(void **state)
 	rm_tree(root);
 }
 
+/* The share a sandbox option list holds at i, parsed back. */
+static void expect_share(const struct sandbox_opts *o, size_t i, const char *host,
+			 const char *ctr, bool ro)
+{
+	struct share_spec sp;
+	gantry_error_t err = NULL;
+
+	assert_true(i < o->nr_shares);
+	assert_int_equal(share_spec_parse(o->shares[i], NULL, &sp, &err), 0);
+	assert_string_equal(sp.host_path, host);
+	assert_string_equal(sp.ctr_path, ctr);
+	assert_int_equal(sp.ro, ro);
+	share_spec_free(&sp);
+}
+
+/* A bind's paths are taken as they are, whatever the share spec's
+ * delimiters (`,` `@` `=`) or -v's `:` they hold. */
+static void test_binds_with_delimiters(void **state)
+{
+	char dir[] = "/tmp/oci-test-XXXXXX", *src, *text, *vol;
+	struct oci_spec s;
+	struct sandbox_opts o;
+	gantry_error_t err = NULL;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_true(asprintf(&src, "%s/a,ro@b=c:d", dir) > 0);
+	assert_int_equal(mkdir(src, 0755), 0);
+	assert_true(asprintf(&text,
+			     "{\"process\":{\"args\":[\"a\"]},\"root\":{\"path\":\"r\"},"
+			     "\"mounts\":[{\"destination\":\"/srv/x,ro@y\",\"type\":\"bind\","
+			     "\"source\":\"%s\"},{\"destination\":\"/plain\",\"type\":\"bind\","
+			     "\"source\":\"%s\",\"options\":[\"ro\"]}]}",
+			     src, dir) > 0);
+	assert_int_equal(parse(text, &s, &err), 0);
+	oci_sandbox_opts(&s, "box", &o, &err);
+	assert_null(err);
+	assert_int_equal(o.nr_shares, 2);
+	expect_share(&o, 0, src, "/srv/x,ro@y", false);
+	expect_share(&o, 1, dir, "/plain", true);
+	/* The plain form where it can carry the paths, readable in sandbox.json. */
+	assert_null(strstr(o.shares[1], "encoding="));
+	/* -v splits at `:`; the rest of each path is its own. */
+	assert_true(asprintf(&vol, "%s/a,ro@b=c:/m@n,ro=1:ro", dir) > 0);
+	assert_int_equal(sandbox_opts_volume(&o, vol, &err), 0);
+	free(src);
+	assert_true(asprintf(&src, "%s/a,ro@b=c", dir) > 0);
+	expect_share(&o, 2, src, "/m@n,ro=1", true);
+	sandbox_opts_free(&o);
+	oci_spec_free(&s);
+	free(vol);
+	free(text);
+	free(src);
+	assert_true(asprintf(&src, "%s/a,ro@b=c:d", dir) > 0);
+	rmdir(src);
+	free(src);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_full),
 		cmocka_unit_test(test_defaults_and_annotations),
 		cmocka_unit_test(test_network_namespace),
+		cmocka_unit_test(test_binds_with_delimiters),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_unlimited),
 		cmocka_unit_test(test_ids_and_signals),
