@@ -92,7 +92,9 @@ static void balloon_config_write(struct virtio_dev *d, uint32_t off, const uint8
 	struct virtio_balloon *b = d->priv;
 	uint32_t at = offsetof(struct virtio_balloon_config, actual);
 
-	if (off >= at && len <= sizeof(b->config.actual) - (off - at))
+	/* Only `actual` is the driver's to write. */
+	if (off >= at && off - at < sizeof(b->config.actual) &&
+	    len <= sizeof(b->config.actual) - (off - at))
 		memcpy((uint8_t *)&b->config.actual + (off - at), data, len);
 }
 

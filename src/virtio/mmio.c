@@ -62,11 +62,16 @@ static void virtio_set_status(struct virtio_dev *d, uint32_t v)
 		    !(d->driver_features & (1ULL << VIRTIO_F_VERSION_1_BIT)))
 			v &= ~(uint32_t)VIRTIO_CONFIG_S_FEATURES_OK;
 	}
+	/* No DRIVER_OK without FEATURES_OK: the features, and with them
+	 * what a device sizes its state by, are fixed before it runs. */
+	if (!((v | d->status) & VIRTIO_CONFIG_S_FEATURES_OK))
+		v &= ~(uint32_t)VIRTIO_CONFIG_S_DRIVER_OK;
 	bool was_ok = virtio_dev_driver_ok(d);
 
-	/* The driver may not clear bits except by reset; NEEDS_RESET is ours. */
-	d->status = (v & 0xff & ~(uint32_t)VIRTIO_CONFIG_S_NEEDS_RESET) |
-		    (d->status & VIRTIO_CONFIG_S_NEEDS_RESET);
+	/* Bits are cleared only by a reset (Linux only ever adds them): a
+	 * driver that dropped FEATURES_OK or DRIVER_OK could change the
+	 * features or the queues under a running device. NEEDS_RESET is ours. */
+	d->status |= v & 0xff & ~(uint32_t)VIRTIO_CONFIG_S_NEEDS_RESET;
 	/* Buffers a driver queued before DRIVER_OK were not served when it
 	 * kicked; serve them now rather than leave the driver waiting. */
 	if (!was_ok && virtio_dev_driver_ok(d)) {
@@ -148,7 +153,10 @@ static void virtio_reg_write(struct virtio_dev *d, uint64_t off, uint32_t v)
 		if (vq == NULL)
 			break;
 		if (v == 0) {
-			vq->ready = false;
+			/* A running device's queues stay until a reset: it may
+			 * hold their buffers, sized by QueueNum. */
+			if (!(d->status & VIRTIO_CONFIG_S_DRIVER_OK))
+				vq->ready = false;
 		} else if (!vq->ready &&
 			   virtq_enable(vq, d->mem,
 					d->driver_features & (1ULL << VIRTIO_RING_F_EVENT_IDX)) < 0) {

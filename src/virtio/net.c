@@ -435,7 +435,7 @@ static enum net_rx_result net_rx_place(struct virtio_net *n, bool *pushed)
 		struct virtq_elem *e = &n->rx_elem;
 		int r;
 
-		if (n->rx_nr == max) {
+		if (n->rx_nr >= max) {
 			net_rx_drop(n);
 			*pushed = true;
 			return RX_DROPPED;

@@ -222,9 +222,16 @@ static void test_config(void **state)
 				(const uint8_t *)&actual, sizeof(actual));
 	f->d->ops->config_write(f->d, offsetof(struct virtio_balloon_config, num_pages),
 				(const uint8_t *)&target, sizeof(target));
+	/* Past `actual`: the fields after it are the device's. */
+	f->d->ops->config_write(f->d, offsetof(struct virtio_balloon_config, free_page_hint_cmd_id),
+				(const uint8_t *)&target, sizeof(target));
+	f->d->ops->config_write(f->d, offsetof(struct virtio_balloon_config, poison_val),
+				(const uint8_t *)&target, sizeof(target));
 	memcpy(&c, f->d->config, sizeof(c));
 	assert_int_equal(c.actual, 1234);
 	assert_int_equal(c.num_pages, 0);
+	assert_int_equal(c.free_page_hint_cmd_id, 0);
+	assert_int_equal(c.poison_val, 0);
 }
 
 int main(void)

@@ -82,6 +82,24 @@ static void test_blk_features(void **state)
 	/* NEEDS_RESET is the device's to set. */
 	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | VIRTIO_CONFIG_S_NEEDS_RESET);
 	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV | S_FOK);
+	/* Only a reset clears bits: FEATURES_OK cannot be dropped to choose
+	 * again, under a device that runs. */
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | VIRTIO_CONFIG_S_DRIVER_OK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS),
+			 S_ACK | S_DRV | S_FOK | VIRTIO_CONFIG_S_DRIVER_OK);
+	vdrv_drv_features(&f->drv, 1ULL << VIRTIO_F_VERSION_1_BIT);
+	assert_int_equal(f->d->driver_features,
+			 (1ULL << VIRTIO_F_VERSION_1_BIT) | (1ULL << VIRTIO_BLK_F_FLUSH));
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK);
+	assert_true(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS) & VIRTIO_CONFIG_S_DRIVER_OK);
+	/* No DRIVER_OK without FEATURES_OK: the features would stay open. */
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | VIRTIO_CONFIG_S_DRIVER_OK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
+	/* Nor with a FEATURES_OK refused in the same write. */
+	vdrv_drv_features(&f->drv, 1ULL << VIRTIO_BLK_F_FLUSH);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_FOK | VIRTIO_CONFIG_S_DRIVER_OK);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS), S_ACK | S_DRV);
 }
 
 static void test_blk_ro_features(void **state)

@@ -427,6 +427,36 @@ static void test_rx_live(void **state)
 	free(l);
 }
 
+/* A frame held over a dry ring keeps the buffers it took, sized by the
+ * queue and the features: a driver cannot shrink the queue (QueueReady 0,
+ * a smaller QueueNum) or take MRG_RXBUF back (FEATURES_OK dropped) under
+ * it. Either made the device take buffers past its table of them. */
+static void test_rx_held_queue_fixed(void **state)
+{
+	struct fx *f = *state;
+	const uint32_t len = 4000;
+
+	rx_offer(f, 40, 64);
+	worker_send(f, len, 5);
+	pump(f);
+	assert_int_equal(vdrv_used_idx(&f->drv, RXQ), 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_SEL, RXQ);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_READY, 0);
+	assert_int_equal(vdrv_rd(&f->drv, VIRTIO_MMIO_QUEUE_READY), 1);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_NUM, 1);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_QUEUE_READY, 1);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_STATUS, S_ACK | S_DRV | S_DOK);
+	assert_true(vdrv_rd(&f->drv, VIRTIO_MMIO_STATUS) & S_FOK);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
+	vdrv_wr(&f->drv, VIRTIO_MMIO_DRIVER_FEATURES, 0);
+	assert_true(f->d->driver_features & (1ULL << VIRTIO_NET_F_MRG_RXBUF));
+	/* The frame finishes in the queue it started in, whole. */
+	rx_offer(f, (HDR + len + 63) / 64 - 40, 64);
+	pump(f);
+	assert_int_equal(guest_expect(f, len, 5), (HDR + len + 63) / 64);
+	assert_int_equal(virtio_net_stats(f->d).rx_dropped, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -438,6 +468,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rx_drops, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_no_mergeable, fx_setup, fx_teardown),
 		cmocka_unit_test_setup_teardown(test_rx_live, fx_setup, fx_teardown),
+		cmocka_unit_test_setup_teardown(test_rx_held_queue_fixed, fx_setup, fx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
