@@ -35,7 +35,12 @@ static void print_strv(const char *label, json_t *a)
 	printf("%-14s", label);
 	if (json_array_size(a) == 0)
 		printf("-");
-	json_array_foreach(a, i, v) printf("%s%s", i ? " " : "", json_string_value(v));
+	json_array_foreach(a, i, v)
+	{
+		cleanup_free char *text = shown_text(json_string_value(v) ? json_string_value(v) : "");
+
+		printf("%s%s", i ? " " : "", text);
+	}
 	printf("\n");
 }
 
@@ -70,8 +75,12 @@ static void print_isolation(json_t *o)
 	{
 		json_t *deg = json_object_get(v, "degraded");
 
-		if (json_is_string(json_object_get(v, "state")))
-			printf("  %-12s%s\n", role, json_string_value(json_object_get(v, "state")));
+		if (json_is_string(json_object_get(v, "state"))) {
+			cleanup_free char *state =
+				shown_text(json_string_value(json_object_get(v, "state")));
+
+			printf("  %-12s%s\n", role, state);
+		}
 		else if (json_array_size(deg) == 0)
 			printf("  %-12sconfined, every property enforced\n", role);
 		else
@@ -125,7 +134,11 @@ static void inspect_text(json_t *o)
 	}
 	printf("Paths:\n");
 	json_object_foreach(paths, key, v)
-		printf("  %-12s%s\n", key, json_is_string(v) ? json_string_value(v) : "-");
+	{
+		cleanup_free char *path = shown_text(json_is_string(v) ? json_string_value(v) : "-");
+
+		printf("  %-12s%s\n", key, path);
+	}
 }
 
 int cmd_inspect(int argc, char **argv)

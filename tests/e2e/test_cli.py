@@ -70,6 +70,22 @@ def test_ls_and_inspect_json(gantry, stopped):
     assert "State:" in r.stdout and "stopped" in r.stdout and "/bin/sh" in r.stdout, r
 
 
+def test_inspect_shows_an_image_config_safe(gantry, stopped):
+    """An image's Env, Cmd and Entrypoint are anybody's text: what reaches
+    the terminal holds no escape sequence."""
+    f = stopped / "sandboxes" / "quiet" / "sandbox.json"
+    sb = json.loads(f.read_text())
+    sb["image_config"].update({"Env": ["A=\x1b]52;c;ZXZpbA==\x07"], "Cmd": ["\x1b[2J", "x\ry"],
+                               "Entrypoint": ["/bin/\x1b[31msh"]})
+    f.write_text(json.dumps(sb))
+    r = run(gantry, stopped, "inspect", "quiet")
+    assert r.returncode == 0, r
+    assert "\x1b" not in r.stdout and "\r" not in r.stdout and "\x07" not in r.stdout, r
+    assert "A=" in r.stdout and "sh" in r.stdout, r
+    i = json.loads(run(gantry, stopped, "inspect", "quiet", "--json").stdout)
+    assert i["config"]["cmd"] == ["\x1b[2J", "x\ry"], i
+
+
 def test_bad_input_is_one_line(gantry, tmp_path):
     one_error(run(gantry, tmp_path, "inspect"), 2)
     one_error(run(gantry, tmp_path, "inspect", "a", "b"), 2)
