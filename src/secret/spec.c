@@ -223,7 +223,9 @@ static int options_parse(struct secret_spec *s, char *rest, gantry_error_t *err)
 	while ((comma = strrchr(rest, ','))) {
 		char *o = comma + 1;
 
-		if (strcmp(o, "inject") == 0) {
+		/* Blanks after it too: a command's words drop them, and
+		 * `!cmd x,inject ` must not format as `!cmd x,inject`. */
+		if (strncmp(o, "inject", 6) == 0 && o[6 + strspn(o + 6, " \t")] == '\0') {
 			s->inject = true;
 		} else if (strncmp(o, "ttl=", 4) == 0) {
 			if (s->ttl_ms >= 0 ||

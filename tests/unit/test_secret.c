@@ -488,6 +488,8 @@ static void test_inject(void **state)
 	secret_spec_free(&s);
 	refused("K,inject", "needs the hosts");
 	refused("K@*.a.test,inject", "no *.name");
+	/* Blanks after inject: still the option, as a command drops them. */
+	refused("K=!cmd x,inject ", "needs the hosts");
 	refused("K@a.test,format=Bearer %s", "format= needs header=");
 	refused("K@a.test,header=X,format=no-percent", "one %s");
 	refused("K@a.test,header=X,format=%s%d", "one %s");
