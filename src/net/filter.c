@@ -55,6 +55,7 @@ static const char *const drop_names[NET_DROP_COUNT] = {
 	[NET_DROP_GUEST_QUEUE] = "guest_queue",
 	[NET_DROP_TLS_NAME] = "tls_name",
 	[NET_DROP_TLS_ORDER] = "tls_order",
+	[NET_DROP_NO_FLOW] = "no_flow",
 };
 
 const char *net_drop_name(enum net_drop r)

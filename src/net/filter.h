@@ -54,6 +54,7 @@ enum net_drop {
 	NET_DROP_GUEST_QUEUE,  /* a frame to the guest past the hard bound, or refused */
 	NET_DROP_TLS_NAME,  /* a TLS hello to a learned address names a host not learned for it */
 	NET_DROP_TLS_ORDER, /* a segment ahead of the hello's bytes read: sent again later */
+	NET_DROP_NO_FLOW,   /* a TCP segment (not a SYN) of no connection known: a RST */
 	NET_DROP_COUNT
 };
 

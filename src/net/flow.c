@@ -243,6 +243,7 @@ bool flow_tcp_seen(struct flow *f, bool from_guest, uint8_t flags, uint32_t seq,
 		f->closed = false;
 		f->fins = 0;
 		f->guest_seq = f->remote_seq = f->guest_syn = f->guest_ack = false;
+		f->remote_syn = f->remote_acked = false;
 		f->born_ms = now_ms;
 		f->until_ms = 0;
 	}

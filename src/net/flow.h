@@ -22,7 +22,10 @@
 #include "net/policy.h"
 
 #define FLOW_MAX	 4096 /* of each protocol */
-#define FLOW_TCP_IDLE_MS (2 * 3600 * 1000ull)
+/* An idle TCP connection's flow: as long as Linux's conntrack keeps one
+ * established (5 days), past any keepalive; once it is gone the guest's
+ * next segment on it is answered with a RST. */
+#define FLOW_TCP_IDLE_MS (5 * 24 * 3600 * 1000ull)
 #define FLOW_UDP_IDLE_MS (60 * 1000ull)
 #define FLOW_CLOSED_MS	 (30 * 1000ull) /* a TCP flow after FIN both ways or a RST */
 #define FLOW_CUT_MS	 (10 * 1000ull) /* a cut flow's tombstone */
@@ -62,6 +65,12 @@ struct flow {
 	/* TCP: the sequence number after the last segment each side sent. */
 	uint32_t guest_next, remote_next;
 	bool guest_seq, remote_seq; /* whether the field above was seen */
+	/* TCP: what libslirp's side said: its initial sequence number, and
+	 * the acknowledgment and window of its latest segment with ACK (what
+	 * it has taken of the guest's stream, and how much more it would). */
+	uint32_t remote_iss, remote_ack;
+	uint16_t remote_wnd;
+	bool remote_syn, remote_acked;
 	uint64_t born_ms, last_ms, until_ms; /* until_ms: a closed or cut flow's end */
 	uint64_t tx_bytes, rx_bytes;
 	/* TCP to an address the policy admits only as learned from DNS: the

@@ -206,12 +206,15 @@ bool worker_frame_seg(const uint8_t *frame, size_t len, bool from_guest, struct 
 		s->k.proto = NET_PROTO_TCP;
 		s->flags = l4[13];
 		s->seq = frame_get32(l4 + 4);
+		s->ack = frame_get32(l4 + 8);
+		s->wnd = frame_get16(l4 + 14);
 		s->data_off = (uint32_t)(FRAME_IP + ihl + MIN(doff, tot - ihl));
 		s->data_len = (uint32_t)(tot - ihl - MIN(doff, tot - ihl));
 		s->seqlen = s->data_len + !!(s->flags & TCP_SYN) + !!(s->flags & TCP_FIN);
 	} else if (ip[9] == IPPROTO_NUM_UDP) {
 		s->k.proto = NET_PROTO_UDP;
 		s->flags = 0;
+		s->ack = s->wnd = 0;
 	} else {
 		return false;
 	}
@@ -228,6 +231,36 @@ bool worker_published(struct worker *w, enum net_proto proto, uint16_t gport)
 		if (f->spec.guest_port == gport && f->spec.udp == (proto == NET_PROTO_UDP))
 			return true;
 	return false;
+}
+
+/* What libslirp's segment s says of its side of flow f. */
+static void flow_tcp_remote(struct flow *f, const struct seg *s)
+{
+	if ((s->flags & TCP_SYN) && !f->remote_syn) {
+		f->remote_iss = s->seq;
+		f->remote_syn = true;
+	}
+	if (s->flags & TCP_ACK) {
+		f->remote_ack = s->ack;
+		f->remote_wnd = s->wnd;
+		f->remote_acked = true;
+	}
+}
+
+/* Whether libslirp takes the guest's RST s as ending flow f's connection:
+ * at the guest's next sequence number (where its stack sends one), inside
+ * the window libslirp last offered (it never shrinks that window's right
+ * edge), or all of the stream taken. A RST it would ignore must not end
+ * the flow while libslirp's connection goes on. */
+static bool guest_rst_taken(const struct flow *f, const struct seg *s)
+{
+	uint32_t ahead = f->guest_next - f->remote_ack;
+
+	if (!f->guest_seq || s->seq != f->guest_next)
+		return false;
+	if (!f->remote_acked)
+		return true; /* its SYN only: the sequence number it expects */
+	return ahead == 0 || ahead < f->remote_wnd;
 }
 
 /* Whether a frame libslirp sends may reach the guest: not on a flow the
@@ -259,6 +292,7 @@ static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len, struct 
 	f->rx_bytes += len;
 	if (s.k.proto == NET_PROTO_TCP) {
 		flow_tcp_seen(f, false, s.flags, s.seq, s.seqlen, now_ms());
+		flow_tcp_remote(f, &s);
 		*out = f;
 	} else {
 		f->last_ms = now_ms();
@@ -338,12 +372,6 @@ static void repeated_syn(struct worker *w, uint8_t *frame, size_t len)
 		  (unsigned long long)w->repeated_syns);
 }
 
-/* The egress policy: whether a frame the check passed on to libslirp may
- * leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
- * refused TCP segment is answered with a RST and a refused datagram with
- * ICMP "administratively prohibited", so the guest fails at once rather
- * than after its timeouts). A flow is judged at its first frame and then
- * only when the policy changes; why gets the policy's reason. */
 /* The TCP flow table full: the oldest half-open connection ends (reset
  * both ways) to make room for a new one, so that a flood of SYNs that are
  * never followed up holds the table only until real connections come. */
@@ -364,6 +392,12 @@ static bool end_half_open(struct worker *w, uint64_t now)
 	return true;
 }
 
+/* The egress policy: whether a frame the check passed on to libslirp may
+ * leave, NET_DROP_NONE or the reason it may not (NET_DROP_POLICY: a
+ * refused TCP segment is answered with a RST and a refused datagram with
+ * ICMP "administratively prohibited", so the guest fails at once rather
+ * than after its timeouts). A flow is judged at its first frame and then
+ * only when the policy changes; why gets the policy's reason. */
 static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len,
 				    struct filter_verdict *v, char *why, size_t why_len)
 {
@@ -390,10 +424,13 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 		policy_verdict_str(&pv, w->learned, s.k.remote, now, why, why_len);
 		if (!pv.allow)
 			return NET_DROP_POLICY;
-		/* Only a SYN opens a TCP flow; a stray segment the policy
-		 * allows goes to libslirp, which answers it. */
+		/* Only a SYN opens a TCP flow. Any other segment is of no
+		 * connection the worker knows (its flow ended, or never was):
+		 * answered with a RST, never passed on, so that a connection
+		 * libslirp still holds after its flow is gone carries nothing
+		 * the flow's checks would not see. */
 		if (s.k.proto == NET_PROTO_TCP && (s.flags & (TCP_SYN | TCP_ACK)) != TCP_SYN)
-			return NET_DROP_NONE;
+			return NET_DROP_NO_FLOW;
 		if (s.k.proto == NET_PROTO_TCP && !flows_syn_take(w->flows, now))
 			return NET_DROP_SYN_RATE;
 		f = flow_add(w->flows, &s.k, now);
@@ -417,6 +454,9 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 	 * the first's; a header with IP options has none read). */
 	if ((s.flags & TCP_SYN) && frame[FRAME_IP] == 0x45)
 		f->guest_mss = frame_tcp_mss(frame + FRAME_L4, s.data_off - FRAME_L4);
+	/* A RST libslirp would not take ends nothing here either. */
+	if ((s.flags & TCP_RST) && !guest_rst_taken(f, &s))
+		s.flags &= (uint8_t)~TCP_RST;
 	if (flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
 		repeated_syn(w, frame, len);
 	s.seqlen -= !!(s.flags & TCP_SYN) + !!(s.flags & TCP_FIN);
@@ -469,7 +509,8 @@ static void guest_frame(struct worker *w, uint8_t *frame, size_t len)
 			v.reason = NET_DROP_DNS_BUSY;
 		if (v.reason != NET_DROP_NONE)
 			v.action = FILTER_DROP;
-		refused = v.reason == NET_DROP_POLICY || v.reason == NET_DROP_FLOW_TABLE;
+		refused = v.reason == NET_DROP_POLICY || v.reason == NET_DROP_FLOW_TABLE ||
+			  v.reason == NET_DROP_NO_FLOW;
 		if (refused && v.proto == NET_PROTO_TCP && !(frame[FRAME_L4 + 13] & TCP_RST))
 			v.action = FILTER_RST;
 		else if (refused && v.proto == NET_PROTO_UDP)

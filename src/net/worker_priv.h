@@ -110,6 +110,8 @@ struct seg {
 	struct flow_key k;
 	uint8_t flags;
 	uint32_t seq, seqlen;
+	uint32_t ack;	/* TCP: its acknowledgment number (valid with TCP_ACK) */
+	uint16_t wnd;	/* and its window */
 	uint32_t data_off, data_len; /* TCP: its payload in the frame */
 };
 

@@ -47,7 +47,10 @@ static bool slirp_takes(const struct flow *f, const uint8_t *frame, const struct
 		return false;
 	if ((s->flags & (TCP_ACK | TCP_RST | TCP_SYN)) != TCP_ACK)
 		return false;
-	return f->remote_seq && (int32_t)(ack - f->remote_next) <= 0;
+	/* Between its SYN's end and what it sent: below, libslirp still
+	 * waiting for the handshake's ACK drops the segment (and resets). */
+	return f->remote_seq && f->remote_syn && (int32_t)(ack - (f->remote_iss + 1)) >= 0 &&
+	       (int32_t)(ack - f->remote_next) <= 0;
 }
 
 enum net_drop worker_tls_check(struct worker *w, struct flow *f, const uint8_t *frame,
@@ -59,6 +62,10 @@ enum net_drop worker_tls_check(struct worker *w, struct flow *f, const uint8_t *
 	if (s->flags & TCP_SYN) {
 		if (f->tls == FLOW_TLS_WAIT && s->data_len)
 			return NET_DROP_TLS_ORDER; /* data on a SYN: not read, so not taken */
+		/* Another SYN on the connection being read would move where
+		 * the check reads from, and not where libslirp does. */
+		if (f->tls == FLOW_TLS_WAIT && !f->closed && s->seq + 1 != f->hello_seq)
+			return NET_DROP_TLS_ORDER;
 		/* A connection: read from its start. A SYN again on one being
 		 * read (a retransmission, or a forgery) changes nothing. */
 		if (f->tls == FLOW_TLS_NONE || f->hello_len == 0 || f->closed) {

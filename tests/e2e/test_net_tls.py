@@ -301,6 +301,61 @@ def test_what_the_server_would_not_take_is_not_read(rig, gantry, tls):  # noqa: 
     assert w.alive(), w.log()
 
 
+def test_check_and_libslirp_stay_in_step(rig, gantry, tls):  # noqa: F811
+    """A later review's ways to make the check read another stream than
+    libslirp takes, frame by frame: a SYN again with an earlier sequence
+    number (the check would read from there, libslirp trims those bytes as
+    old), the same after a RST libslirp ignores (out of its window: the
+    flow would end and the SYN open it anew), and a decoy hello with an ACK
+    below libslirp's first sequence number (dropped by libslirp, still in
+    its handshake). Each time the real hello naming another host is read
+    and cut. A segment of no connection the worker knows is answered with
+    a RST and never passed on (counted `no_flow`)."""
+    server, _ = tls
+    if netrig.nft_unavailable():
+        pytest.skip(netrig.nft_unavailable())
+    w = start_worker(rig, gantry, POLICY)
+    assert resolve(rig, "allowed.test") == ADDR
+    script = rig.dir / "norst.nft"
+    script.write_text("table ip gantry_norst {\n  chain out {\n"
+                      "    type filter hook output priority 0;\n"
+                      f"    ip daddr {ADDR} tcp dport 443 tcp flags & rst == rst drop\n"
+                      "  }\n}\n")
+    rig.g(netrig.NFT, "-f", script, check=True)
+    good, evil = client_hello(b"allowed.test"), client_hello(b"other.test")
+    d = len(good)
+    try:
+        with rig.frames() as f:
+            c = Handshake(f, 41011)
+            c.send(b"", ack=c.ack, flags=TCP_ACK)
+            f.send(netrig.tcp_frame(ADDR, 443, sport=41011, seq=c.seq - 1 - d, flags=TCP_SYN))
+            c.send(good + evil, seq=c.seq - d)
+            assert c.reset(), "a hello behind a second SYN was not cut"
+            c = Handshake(f, 41012)
+            c.send(b"", ack=c.ack, flags=TCP_ACK)
+            c.send(b"", seq=c.seq + 1000000, flags=TCP_RST | TCP_ACK)
+            f.send(netrig.tcp_frame(ADDR, 443, sport=41012, seq=c.seq - 1 - d, flags=TCP_SYN))
+            c.send(good + evil, seq=c.seq - d)
+            assert c.reset(), "a hello behind an ignored RST and a SYN was not cut"
+            c = Handshake(f, 41013)
+            c.send(good, ack=c.ack - 100)
+            c.send(evil)
+            assert c.reset(), "the hello after a decoy with a low ACK was not cut"
+            # No connection: a RST back, nothing to libslirp.
+            before = w.ctl({"op": "traffic"})["traffic"]["drops"].get("no_flow", 0)
+            c = Handshake.__new__(Handshake)
+            c.f, c.sport, c.seq, c.ack = f, 41014, 5000, 777
+            c.send(b"x")
+            assert c.reset(), "a segment of no connection got no RST"
+            drops = w.ctl({"op": "traffic"})["traffic"]["drops"]
+            assert drops.get("no_flow", 0) > before, drops
+    finally:
+        rig.g(netrig.NFT, "delete", "table", "ip", "gantry_norst")
+    time.sleep(0.5)
+    assert not [x for x in server.names_seen() if b"other.test" in x], server.names_seen()
+    assert w.alive(), w.log()
+
+
 @pytest.mark.kvm
 def test_curl_and_python_in_a_guest(rig, gantry, tls, tmp_path):  # noqa: F811
     """The same from a sandbox: curl and Python reach allowed.test over TLS
