@@ -291,8 +291,14 @@ static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len, struct 
 		return false;
 	f->rx_bytes += len;
 	if (s.k.proto == NET_PROTO_TCP) {
-		flow_tcp_seen(f, false, s.flags, s.seq, s.seqlen, now_ms());
-		flow_tcp_remote(f, &s);
+		/* libslirp's answer to a segment it refused, its sequence
+		 * number the guest's ACK from outside what libslirp sent (or
+		 * 0): its connection goes on, and that number is the guest's. */
+		if (!(s.flags & TCP_RST) || !f->remote_syn ||
+		    s.seq - f->remote_iss <= f->remote_next - f->remote_iss) {
+			flow_tcp_seen(f, false, s.flags, s.seq, s.seqlen, now_ms());
+			flow_tcp_remote(f, &s);
+		}
 		*out = f;
 	} else {
 		f->last_ms = now_ms();
@@ -454,9 +460,10 @@ static enum net_drop egress_verdict(struct worker *w, uint8_t *frame, size_t len
 	 * the first's; a header with IP options has none read). */
 	if ((s.flags & TCP_SYN) && frame[FRAME_IP] == 0x45)
 		f->guest_mss = frame_tcp_mss(frame + FRAME_L4, s.data_off - FRAME_L4);
-	/* A RST libslirp would not take ends nothing here either. */
+	/* A RST libslirp would not take ends nothing here either, nor
+	 * moves where the guest's stream is. */
 	if ((s.flags & TCP_RST) && !guest_rst_taken(f, &s))
-		s.flags &= (uint8_t)~TCP_RST;
+		return NET_DROP_NONE;
 	if (flow_tcp_seen(f, true, s.flags, s.seq, s.seqlen, now))
 		repeated_syn(w, frame, len);
 	s.seqlen -= !!(s.flags & TCP_SYN) + !!(s.flags & TCP_FIN);

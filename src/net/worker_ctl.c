@@ -45,6 +45,13 @@ void worker_flow_reset(struct worker *w, struct flow *f)
 				       f->key.gport, f->guest_next, f->remote_next);
 		nat_input(&w->nat, buf, n);
 	}
+	/* And at what libslirp last acknowledged, should the guest have sent
+	 * past its window (where that RST would be ignored). */
+	if (f->guest_seq && f->remote_acked && f->remote_ack != f->guest_next) {
+		n = frame_tcp_rst_flow(buf, sizeof(buf), false, f->key.remote, f->key.rport,
+				       f->key.gport, f->remote_ack, f->remote_next);
+		nat_input(&w->nat, buf, n);
+	}
 }
 
 /* End flow f for good: reset, and kept a while as a tombstone. */
