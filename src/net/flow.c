@@ -139,17 +139,22 @@ static bool half_open(const struct flow *f)
 
 struct flow *flow_tcp_victim(struct flows *t)
 {
-	struct flow *best = NULL;
+	struct flow *best = NULL, *closed = NULL;
 
 	if (t->tcp.used < FLOW_MAX)
 		return NULL;
 	for (size_t i = 0; i < t->tcp.fresh; i++) {
 		struct flow *f = &t->tcp.e[i];
 
+		/* A connection that ended, kept only for its stragglers (a cut
+		 * one's tombstone stays). */
+		if (f->used && f->closed && !f->cut &&
+		    (closed == NULL || f->until_ms < closed->until_ms))
+			closed = f;
 		if (half_open(f) && (best == NULL || f->born_ms < best->born_ms))
 			best = f;
 	}
-	return best;
+	return closed ? closed : best;
 }
 
 struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms)

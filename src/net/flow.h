@@ -94,9 +94,10 @@ struct flow *flow_find(struct flows *t, const struct flow_key *k);
 /* A new entry for k (not there yet), or NULL when the table is full. */
 struct flow *flow_add(struct flows *t, const struct flow_key *k, uint64_t now_ms);
 void flow_remove(struct flows *t, struct flow *f);
-/* With the TCP table full: the half-open connection the guest opened
- * longest ago (its SYN answered, nothing acknowledged since), to end;
- * NULL when there is room or no such flow. */
+/* With the TCP table full: the connection that ended first (kept for its
+ * stragglers, not cut), else the half-open one the guest opened longest
+ * ago (its SYN answered, nothing acknowledged since), to end; NULL when
+ * there is room or no such flow. */
 struct flow *flow_tcp_victim(struct flows *t);
 /* Drop idle, closed and cut entries whose time is up. */
 void flows_expire(struct flows *t, uint64_t now_ms);

@@ -378,9 +378,10 @@ static void repeated_syn(struct worker *w, uint8_t *frame, size_t len)
 		  (unsigned long long)w->repeated_syns);
 }
 
-/* The TCP flow table full: the oldest half-open connection ends (reset
- * both ways) to make room for a new one, so that a flood of SYNs that are
- * never followed up holds the table only until real connections come. */
+/* The TCP flow table full: a connection that ended gives up its entry,
+ * else the oldest half-open one ends (reset both ways), so that neither
+ * churn (on a published port, say) nor a flood of SYNs never followed up
+ * holds the table when real connections come. */
 static bool end_half_open(struct worker *w, uint64_t now)
 {
 	struct flow *f = flow_tcp_victim(w->flows);
@@ -391,7 +392,7 @@ static bool end_half_open(struct worker *w, uint64_t now)
 	flow_remove(w->flows, f);
 	w->half_open_ended++;
 	if (now - w->half_open_logged >= DROP_LOG_GAP_MS) {
-		log_info("flow table full: %llu half-open connections ended for new ones",
+		log_info("flow table full: %llu ended or half-open connections dropped for new ones",
 			 (unsigned long long)w->half_open_ended);
 		w->half_open_logged = now;
 	}

@@ -115,6 +115,17 @@ static void test_half_open_victim(void **state)
 	f = flow_find(t, &k);
 	f->remote_seq = false;
 	assert_int_equal(flow_tcp_victim(t)->key.gport, 5);
+	/* A connection that ended goes first, the one that ended first of
+	 * them (a host client's churn on a published port cannot hold the
+	 * table with closed flows); a cut one's tombstone never. */
+	k = key(NET_PROTO_TCP, 0xcb007100, 0);
+	flow_tcp_seen(flow_find(t, &k), true, TCP_RST | TCP_ACK, 2, 0, 6000);
+	k = key(NET_PROTO_TCP, 0xcb007100, 1);
+	f = flow_find(t, &k);
+	flow_tcp_seen(f, true, TCP_RST | TCP_ACK, 2, 0, 5500);
+	assert_int_equal(flow_tcp_victim(t)->key.gport, 1);
+	f->cut = true;
+	assert_int_equal(flow_tcp_victim(t)->key.gport, 0);
 	flows_free(t);
 }
 
