@@ -594,13 +594,23 @@ struct policy_verdict policy_judge(const struct policy *p, const struct policy_w
 				   const struct learned *l, uint32_t dst, enum net_proto proto,
 				   uint16_t port, uint64_t now_ms)
 {
-	for (size_t i = 0; i < p->nr_rules; i++)
-		if (rule_match(&p->rules[i], dst, proto, port))
-			return (struct policy_verdict){ p->rules[i].allow, POLICY_WHY_RULE,
-							(int)i };
+	bool walled = !p->allow_local && policy_wall_hit(w, dst);
+
+	for (size_t i = 0; i < p->nr_rules; i++) {
+		const struct policy_rule *r = &p->rules[i];
+
+		if (!rule_match(r, dst, proto, port))
+			continue;
+		/* An allow rule without a cidr is for any address past the
+		 * wall: only one that names local addresses opens it ("allow
+		 * tcp 443" must not reach the host's loopback or metadata). */
+		if (r->allow && r->any_addr && walled)
+			continue;
+		return (struct policy_verdict){ r->allow, POLICY_WHY_RULE, (int)i };
+	}
 	/* The wall before learned addresses: a DNS answer naming a private
 	 * address (rebinding) does not open the local network. */
-	if (!p->allow_local && policy_wall_hit(w, dst))
+	if (walled)
 		return (struct policy_verdict){ false, POLICY_WHY_WALL, -1 };
 	if ((proto == NET_PROTO_TCP || proto == NET_PROTO_UDP) && l != NULL &&
 	    learned_has(l, dst, now_ms))

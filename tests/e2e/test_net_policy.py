@@ -37,7 +37,10 @@ import netrig
 from netrig import (BROADCAST, GATEWAY, HOST, SLIRP_DNS, TCP_SYN, TCP_URG, eth, ipv4, tcp,
                     tcp_frame, udp, udp_frame)
 
-POLICY = netrig.STRICT_POLICY
+# And an allow rule without a cidr: the world's TCP 8443 and 18081, which
+# must not open the wall (the host's loopback, metadata, private ranges).
+POLICY = dict(netrig.STRICT_POLICY, rules=netrig.STRICT_POLICY["rules"] + [
+    {"action": "allow", "proto": "tcp", "ports": "8443,18081"}])
 
 # policy.h's local-network wall; W's only interface address is 127.0.0.1.
 WALL = [ipaddress.ip_network(n) for n in (
@@ -127,15 +130,19 @@ def _rule_matches(rule, ip, proto, port):
 
 def judge(policy, ip, proto, port, learned):
     """(allowed, why) for a destination as policy.h orders it: the first
-    rule that matches; the wall (unless allowLocal); an address learned
-    for an allowDomains name (TCP and UDP only); the default. why is
-    worded as the traffic report words it (policy_verdict_str)."""
+    rule that matches (an allow rule without a cidr only past the wall);
+    the wall (unless allowLocal); an address learned for an allowDomains
+    name (TCP and UDP only); the default. why is worded as the traffic
+    report words it (policy_verdict_str)."""
+    addr = ipaddress.ip_address(ip)
+    walled = not policy.get("allowLocal") and any(addr in n for n in WALL)
     for i, rule in enumerate(policy.get("rules", [])):
         if _rule_matches(rule, ip, proto, port):
             action = rule.get("action", "allow")
+            if action == "allow" and "cidr" not in rule and walled:
+                continue
             return action == "allow", f"rule {i} ({action})"
-    addr = ipaddress.ip_address(ip)
-    if not policy.get("allowLocal") and any(addr in n for n in WALL):
+    if walled:
         return False, "local network"
     if proto in ("tcp", "udp") and ip in learned:
         return True, "learned"

@@ -382,6 +382,39 @@ static void test_judge(void **state)
 	learned_free(l);
 }
 
+/* An allow rule without a cidr is for addresses past the wall: "allow
+ * tcp 443" reaches the world's 443, not the host's loopback (.254),
+ * metadata or the host's own addresses; a cidr naming them opens them, a
+ * deny rule denies there too, and allowLocal takes the wall down. */
+static void test_rule_without_cidr_keeps_the_wall(void **state)
+{
+	struct policy *p =
+		parse_ok("{\"default\":\"deny\",\"rules\":["
+			 "{\"action\":\"deny\",\"proto\":\"tcp\",\"ports\":\"25\"},"
+			 "{\"proto\":\"tcp\",\"ports\":\"80,443\"},"
+			 "{\"cidr\":\"192.168.127.254/32\",\"proto\":\"tcp\",\"ports\":\"443\"}]}");
+	(void)state;
+
+	assert_verdict(judge(p, NULL, IP(203, 0, 113, 10), NET_PROTO_TCP, 443), true,
+		       POLICY_WHY_RULE, 1);
+	assert_verdict(judge(p, NULL, IP(169, 254, 169, 254), NET_PROTO_TCP, 80), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(198, 51, 100, 7), NET_PROTO_TCP, 443), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 80), false,
+		       POLICY_WHY_WALL, -1);
+	assert_verdict(judge(p, NULL, IP(192, 168, 127, 254), NET_PROTO_TCP, 443), true,
+		       POLICY_WHY_RULE, 2);
+	assert_verdict(judge(p, NULL, IP(10, 0, 0, 1), NET_PROTO_TCP, 25), false, POLICY_WHY_RULE,
+		       0);
+	policy_free(p);
+	p = parse_ok("{\"default\":\"deny\",\"allowLocal\":true,\"rules\":["
+		     "{\"proto\":\"tcp\",\"ports\":\"80\"}]}");
+	assert_verdict(judge(p, NULL, IP(169, 254, 169, 254), NET_PROTO_TCP, 80), true,
+		       POLICY_WHY_RULE, 0);
+	policy_free(p);
+}
+
 static void test_wall_host(void **state)
 {
 	struct policy_wall w = { .nr_host = 0 };
@@ -580,6 +613,7 @@ int main(void)
 		cmocka_unit_test(test_errors),	      cmocka_unit_test(test_error_limits),
 		cmocka_unit_test(test_error_nul),     cmocka_unit_test(test_canonical),
 		cmocka_unit_test(test_judge),	      cmocka_unit_test(test_wall_host),
+		cmocka_unit_test(test_rule_without_cidr_keeps_the_wall),
 		cmocka_unit_test(test_enforce_proxy), cmocka_unit_test(test_domains),
 		cmocka_unit_test(test_learned),	      cmocka_unit_test(test_learned_evict),
 	};
