@@ -263,10 +263,14 @@ static bool guest_rst_taken(const struct flow *f, const struct seg *s)
 	return ahead == 0 || ahead < f->remote_wnd;
 }
 
-/* Whether a frame libslirp sends may reach the guest: not on a flow the
- * policy cut. What reaches a published port and is no flow's yet (a SYN,
- * a datagram) opens an inbound flow, whose replies the policy does not
- * judge. */
+/* Whether a frame libslirp sends may reach the guest: on a flow, not one
+ * the policy cut. What reaches a published port and is no flow's yet (a
+ * SYN, a datagram) opens an inbound flow, whose replies the policy does
+ * not judge. TCP and UDP of no flow do not pass: libslirp's UDP sockets
+ * take datagrams from any sender, and a guest that sent to an allowed
+ * address must not hear from a denied one on that port (as a NAT that
+ * keeps its mappings to their peers does); nor does what a connection
+ * whose flow ended still carries. */
 static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len, struct flow **out)
 {
 	struct flow *f;
@@ -286,7 +290,7 @@ static bool rx_admit(struct worker *w, const uint8_t *frame, size_t len, struct 
 		f->generation = w->generation;
 	}
 	if (f == NULL)
-		return true;
+		return false;
 	if (f->cut)
 		return false;
 	f->rx_bytes += len;
