@@ -67,6 +67,26 @@ static bool value_fits(const struct egress_binding *e)
 	       memchr(e->value, '\0', e->value_len) == NULL;
 }
 
+/* Whether header name carries credentials: Authorization,
+ * Proxy-Authorization, or a name ending in -key, -token or -secret
+ * (x-api-key, x-goog-api-key, private-token, ...). A secret without
+ * header= goes into these alone: servers echo others (Origin, a request
+ * id, CORS preflight's Access-Control-Request-Headers) back to the guest. */
+static bool credential_header(const uint8_t *name, size_t n)
+{
+	static const char *const ends[] = { "-key", "-token", "-secret" };
+
+	if (case_eq(name, n, "authorization") || case_eq(name, n, "proxy-authorization"))
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(ends); i++) {
+		size_t l = strlen(ends[i]);
+
+		if (n > l && case_eq(name + n - l, l, ends[i]))
+			return true;
+	}
+	return false;
+}
+
 /* Which bound secrets go into the value v of header name (their indexes
  * in w->sel; how many), with an event for each placeholder v holds. */
 static size_t pick(struct writer *w, const uint8_t *name, size_t name_len, const uint8_t *v,
@@ -81,7 +101,8 @@ static size_t pick(struct writer *w, const uint8_t *name, size_t name_len, const
 		pl = placeholder_len(e);
 		if (pl == 0 || memmem(v, n, e->placeholder, pl) == NULL)
 			continue;
-		if (e->header && !case_eq(name, name_len, e->header)) {
+		if (e->header ? !case_eq(name, name_len, e->header)
+			      : !credential_header(name, name_len)) {
 			event(w, EGRESS_EV_MISPLACED, e, name, name_len);
 		} else if (!value_fits(e)) {
 			event(w, EGRESS_EV_UNFIT, e, name, name_len);
@@ -210,13 +231,15 @@ static void b64_put(struct writer *w, const uint8_t *in, size_t n)
 }
 
 /* An Authorization value with Basic credentials: the placeholder is
- * inside their base64 (git sends a token as a password). false where v
- * is no such value. */
+ * inside their base64 (git sends a token as a password), and goes in in
+ * the password alone (servers show user names back). false where v is no
+ * such value. */
 static bool basic_write(struct writer *w, const struct header *hd)
 {
 	struct egress_buf plain = { 0 }, sub = { 0 };
 	struct writer sw = *w;
-	size_t off, len, nr;
+	size_t off, len, nr, user;
+	const uint8_t *colon;
 	ssize_t n;
 
 	if (!case_eq(hd->name, hd->name_len, "authorization") &&
@@ -231,21 +254,25 @@ static bool basic_write(struct writer *w, const struct header *hd)
 		return false;
 	}
 	plain.len = (size_t)n;
-	nr = pick(w, hd->name, hd->name_len, plain.data, plain.len);
+	colon = memchr(plain.data, ':', plain.len);
+	user = colon ? (size_t)(colon - plain.data) + 1 : plain.len;
+	nr = pick(w, hd->name, hd->name_len, plain.data + user, plain.len - user);
 	if (nr == 0) {
 		put(w, hd->val, hd->val_len);
 	} else {
 		/* The credentials with the value in them, counted, then
 		 * (where w writes) made and encoded. */
 		sw.out = NULL;
-		sw.len = 0;
-		substitute(&sw, plain.data, plain.len, nr);
+		sw.len = user;
+		substitute(&sw, plain.data + user, plain.len - user, nr);
 		put(w, hd->val, off);
 		if (w->out == NULL) {
 			put(w, NULL, sw.len / 3 * 4 + (sw.len % 3 ? 4 : 0));
 		} else {
 			sw.out = &sub;
-			substitute(&sw, plain.data, plain.len, nr);
+			sw.len = 0;
+			put(&sw, plain.data, user);
+			substitute(&sw, plain.data + user, plain.len - user, nr);
 			b64_put(w, sub.data, sub.len);
 		}
 		put(w, hd->val + off + len, hd->val_len - off - len);

@@ -101,11 +101,11 @@ def test_bound_host_gets_the_value_from_real_clients(rig, egress):
     assert got["authorization"] == digest(f"Bearer {SECRET}")
 
     py = ("import json,urllib.request,ssl;"
-          f"r=urllib.request.Request('https://api.allowed.test/py',headers={{'X-Api':'k={PH}'}});"
+          f"r=urllib.request.Request('https://api.allowed.test/py',headers={{'X-Api-Key':'k={PH}'}});"
           "print(urllib.request.urlopen(r,timeout=10).read().decode())")
     r = rig.g("env", f"SSL_CERT_FILE={e.ca}", "python3", "-c", py, timeout=20)
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["headers"]["x-api"] == digest(f"k={SECRET}")
+    assert json.loads(r.stdout)["headers"]["x-api-key"] == digest(f"k={SECRET}")
 
     events = e.events()
     assert any(ev["kind"] == "deliver" and ev["decision"] == "inject" and

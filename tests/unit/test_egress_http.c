@@ -196,7 +196,7 @@ static void test_bearer(void **state)
 	expect(GET "authorization:Bearer nothing   \r\n\r\n", &bindings, EGRESS_HTTP_OK,
 	       GET "authorization:Bearer nothing   \r\n\r\n", "");
 	/* No bindings at all. */
-	expect(GET "X: " PH_TOKEN "\r\n\r\n", NULL, EGRESS_HTTP_OK, GET "X: " PH_TOKEN "\r\n\r\n",
+	expect(GET "X-Token: " PH_TOKEN "\r\n\r\n", NULL, EGRESS_HTTP_OK, GET "X-Token: " PH_TOKEN "\r\n\r\n",
 	       "");
 }
 
@@ -210,18 +210,32 @@ static void test_api_key_and_restriction(void **state)
 	       &bindings, EGRESS_HTTP_OK,
 	       GET "Authorization: Bearer " PH_APIKEY "\r\nX-Echo: " PH_APIKEY "\r\n\r\n",
 	       "misplaced APIKEY Authorization\nmisplaced APIKEY X-Echo\n");
+	/* Without header=: credential headers alone (Authorization, names
+	 * ending in -key, -token, -secret); servers echo the others. */
+	expect(GET "Origin: " PH_TOKEN "\r\nX-Request-Id: " PH_TOKEN
+		   "\r\nAccess-Control-Request-Headers: " PH_TOKEN "\r\nX-Client-Secret: " PH_TOKEN
+		   "\r\n\r\n",
+	       &bindings, EGRESS_HTTP_OK,
+	       GET "Origin: " PH_TOKEN "\r\nX-Request-Id: " PH_TOKEN
+		   "\r\nAccess-Control-Request-Headers: " PH_TOKEN
+		   "\r\nX-Client-Secret: sk-real-token\r\n\r\n",
+	       "misplaced TOKEN Origin\nmisplaced TOKEN X-Request-Id\n"
+	       "misplaced TOKEN Access-Control-Request-Headers\ninject TOKEN X-Client-Secret\n");
+	/* Basic credentials: the password alone, never the user name. */
+	expect(GET "Authorization: Basic Z2FudHJ5LXBoLTAxMjM0NTY3ODlhYmNkZWY6eA==\r\n\r\n", &bindings, EGRESS_HTTP_OK,
+	       GET "Authorization: Basic Z2FudHJ5LXBoLTAxMjM0NTY3ODlhYmNkZWY6eA==\r\n\r\n", "");
 }
 
 static void test_several(void **state)
 {
 	(void)state;
 	/* Every occurrence, one event for the line; two secrets in one. */
-	expect(GET "X-T: " PH_TOKEN "," PH_TOKEN " " PH_TOKEN "\r\n"
+	expect(GET "X-Token: " PH_TOKEN "," PH_TOKEN " " PH_TOKEN "\r\n"
 		   "x-api-key: a" PH_APIKEY "b" PH_TOKEN "c\r\n\r\n",
 	       &bindings, EGRESS_HTTP_OK,
-	       GET "X-T: sk-real-token,sk-real-token sk-real-token\r\n"
+	       GET "X-Token: sk-real-token,sk-real-token sk-real-token\r\n"
 		   "x-api-key: akey-REALbsk-real-tokenc\r\n\r\n",
-	       "inject TOKEN X-T\ninject TOKEN x-api-key\ninject APIKEY x-api-key\n");
+	       "inject TOKEN X-Token\ninject TOKEN x-api-key\ninject APIKEY x-api-key\n");
 }
 
 static void test_format(void **state)
@@ -298,12 +312,12 @@ static void test_bodies(void **state)
 {
 	(void)state;
 	/* Content-Length: the body goes on as it is, the next head is read. */
-	expect("POST /a HTTP/1.1\r\nContent-Length: 34\r\nX: " PH_TOKEN "\r\n\r\n" BODY_PH
-	       "GET /b HTTP/1.1\r\nX: " PH_TOKEN "\r\n\r\n",
+	expect("POST /a HTTP/1.1\r\nContent-Length: 34\r\nX-Token: " PH_TOKEN "\r\n\r\n" BODY_PH
+	       "GET /b HTTP/1.1\r\nX-Token: " PH_TOKEN "\r\n\r\n",
 	       &bindings, EGRESS_HTTP_OK,
-	       "POST /a HTTP/1.1\r\nContent-Length: 34\r\nX: sk-real-token\r\n\r\n" BODY_PH
-	       "GET /b HTTP/1.1\r\nX: sk-real-token\r\n\r\n",
-	       "inject TOKEN X\ninject TOKEN X\n");
+	       "POST /a HTTP/1.1\r\nContent-Length: 34\r\nX-Token: sk-real-token\r\n\r\n" BODY_PH
+	       "GET /b HTTP/1.1\r\nX-Token: sk-real-token\r\n\r\n",
+	       "inject TOKEN X-Token\ninject TOKEN X-Token\n");
 	/* A body that looks like a head is not one. */
 	expect("POST /a HTTP/1.1\r\nContent-Length: 49\r\n\r\nGET / HTTP/1.1\r\nX: " PH_TOKEN
 	       "\r\n\r\n",
@@ -314,12 +328,12 @@ static void test_bodies(void **state)
 	/* Chunked, with an extension and a trailer. */
 	expect("POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 	       "22;x=y\r\n" BODY_PH "\r\n3\r\nabc\r\n0\r\nX-Trailer: " PH_TOKEN "\r\n\r\n"
-	       "GET /d HTTP/1.1\r\nX: " PH_TOKEN "\r\n\r\n",
+	       "GET /d HTTP/1.1\r\nX-Token: " PH_TOKEN "\r\n\r\n",
 	       &bindings, EGRESS_HTTP_OK,
 	       "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
 	       "22;x=y\r\n" BODY_PH "\r\n3\r\nabc\r\n0\r\nX-Trailer: " PH_TOKEN "\r\n\r\n"
-	       "GET /d HTTP/1.1\r\nX: sk-real-token\r\n\r\n",
-	       "inject TOKEN X\n");
+	       "GET /d HTTP/1.1\r\nX-Token: sk-real-token\r\n\r\n",
+	       "inject TOKEN X-Token\n");
 	/* Chunked framing that some servers read otherwise. */
 	expect("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n",
 	       &bindings, EGRESS_HTTP_BAD, NULL, NULL);
@@ -335,13 +349,13 @@ static void test_pipelined(void **state)
 {
 	(void)state;
 	expect("\r\nGET /1 HTTP/1.1\r\nX-Api-Key: " PH_APIKEY "\r\n\r\n"
-	       "HEAD /2 HTTP/1.1\r\nA: " PH_TOKEN "\r\n\r\n"
+	       "HEAD /2 HTTP/1.1\r\nA-Token: " PH_TOKEN "\r\n\r\n"
 	       "DELETE /3 HTTP/1.1\r\nB: " PH_OTHER "\r\n\r\n",
 	       &bindings, EGRESS_HTTP_OK,
 	       "\r\nGET /1 HTTP/1.1\r\nX-Api-Key: key-REAL\r\n\r\n"
-	       "HEAD /2 HTTP/1.1\r\nA: sk-real-token\r\n\r\n"
+	       "HEAD /2 HTTP/1.1\r\nA-Token: sk-real-token\r\n\r\n"
 	       "DELETE /3 HTTP/1.1\r\nB: " PH_OTHER "\r\n\r\n",
-	       "inject APIKEY X-Api-Key\ninject TOKEN A\nforeign OTHER B\n");
+	       "inject APIKEY X-Api-Key\ninject TOKEN A-Token\nforeign OTHER B\n");
 }
 
 #define BURST_HIGH  (256 * 1024)    /* the worker's UP_HIGH */
@@ -438,10 +452,10 @@ static void test_burst_bounded(void **state)
 static void test_upgrade_and_connect(void **state)
 {
 	static const char ws[] = "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-				 "X: " PH_TOKEN "\r\n\r\n";
+				 "X-Token: " PH_TOKEN "\r\n\r\n";
 	static const char ws_out[] = "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nConnection: "
-				     "Upgrade\r\nX: sk-real-token\r\n\r\n";
-	static const char after[] = "\x81\x05hello\0\nGET / HTTP/1.1\r\nX: " PH_TOKEN "\r\n\r\n";
+				     "Upgrade\r\nX-Token: sk-real-token\r\n\r\n";
+	static const char after[] = "\x81\x05hello\0\nGET / HTTP/1.1\r\nX-Token: " PH_TOKEN "\r\n\r\n";
 	char in[512], want[512];
 	size_t n = strlen(ws), m = strlen(ws_out);
 
@@ -459,7 +473,7 @@ static void test_upgrade_and_connect(void **state)
 			assert_int_equal(r.status, EGRESS_HTTP_OK);
 			assert_int_equal(r.len, m + sizeof(after) - 1);
 			assert_memory_equal(r.out, want, r.len);
-			assert_string_equal(r.events, "inject TOKEN X\n");
+			assert_string_equal(r.events, "inject TOKEN X-Token\n");
 			free(r.out);
 		}
 	}
@@ -491,7 +505,7 @@ static void test_too_big(void **state)
 
 	(void)state;
 	/* A head over EGRESS_HTTP_HEAD_MAX, and one just at it. */
-	p += sprintf(p, "GET / HTTP/1.1\r\nX: ");
+	p += sprintf(p, "GET / HTTP/1.1\r\nX-Token: ");
 	memset(p, 'a', n - (size_t)(p - in));
 	in[n] = '\0';
 	expect(in, &bindings, EGRESS_HTTP_TOO_BIG, NULL, "");
@@ -500,17 +514,17 @@ static void test_too_big(void **state)
 	/* Too many header lines. */
 	p = in + sprintf(in, "GET / HTTP/1.1\r\n");
 	for (int i = 0; i < EGRESS_HTTP_LINES_MAX; i++)
-		p += sprintf(p, "X: %d\r\n", i);
+		p += sprintf(p, "X-Token: %d\r\n", i);
 	strcpy(p, "\r\n");
 	expect(in, &bindings, EGRESS_HTTP_OK, in, "");
 	strcpy(p, "Y: 1\r\n\r\n");
 	expect(in, &bindings, EGRESS_HTTP_TOO_BIG, NULL, "");
 	/* A head the values would make too big: refused before any event. */
 	memset(value, 'v', sizeof(value));
-	sprintf(in, "GET / HTTP/1.1\r\nX: %s %s %s\r\n\r\n", PH_TOKEN, PH_TOKEN, PH_TOKEN);
+	sprintf(in, "GET / HTTP/1.1\r\nX-Token: %s %s %s\r\n\r\n", PH_TOKEN, PH_TOKEN, PH_TOKEN);
 	expect(in, &bb, EGRESS_HTTP_TOO_BIG, NULL, "");
-	sprintf(in, "GET / HTTP/1.1\r\nX: %s %s\r\n\r\n", PH_TOKEN, PH_TOKEN);
-	expect(in, &bb, EGRESS_HTTP_OK, NULL, "inject BIG X\n");
+	sprintf(in, "GET / HTTP/1.1\r\nX-Token: %s %s\r\n\r\n", PH_TOKEN, PH_TOKEN);
+	expect(in, &bb, EGRESS_HTTP_OK, NULL, "inject BIG X-Token\n");
 }
 
 static void test_malformed(void **state)
@@ -562,7 +576,7 @@ static void test_in_head_and_buf(void **state)
 {
 	struct egress_http *h = new_http();
 	struct egress_buf out = { 0 };
-	static const char head[] = GET "X: " PH_TOKEN "\r\n\r\n";
+	static const char head[] = GET "X-Token: " PH_TOKEN "\r\n\r\n";
 	size_t n, used;
 
 	(void)state;
@@ -576,11 +590,11 @@ static void test_in_head_and_buf(void **state)
 					  &bindings, &out, SIZE_MAX, NULL, NULL),
 			 EGRESS_HTTP_OK);
 	assert_false(egress_http_in_head(h));
-	assert_int_equal(out.len, strlen(GET "X: sk-real-token\r\n\r\n"));
+	assert_int_equal(out.len, strlen(GET "X-Token: sk-real-token\r\n\r\n"));
 	/* What the caller sent on leaves, zeroed. */
 	n = out.len;
 	egress_buf_consume(&out, strlen(GET));
-	assert_memory_equal(out.data, "X: sk-real-token\r\n\r\n", out.len);
+	assert_memory_equal(out.data, "X-Token: sk-real-token\r\n\r\n", out.len);
 	for (size_t i = out.len; i < n; i++)
 		assert_int_equal(out.data[i], 0);
 	egress_buf_wipe_free(&out);
