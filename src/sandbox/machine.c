@@ -178,7 +178,22 @@ int machine_inject(struct machine *m, char *const *specs, size_t n, gantry_error
 	strv_free(m->inject_hosts);
 	m->inject_hosts = hosts;
 	m->nr_inject = nr;
-	return 0;
+	strv_free(m->inject_files);
+	m->inject_files = xzalloc((n + 1) * sizeof(*m->inject_files));
+	m->nr_inject_files = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct secret_spec sp;
+		gantry_error_t why = NULL;
+
+		if (secret_spec_parse(specs[i], &sp, &why) < 0) {
+			gantry_error_free(&why);
+			continue;
+		}
+		if (sp.inject && sp.source == SECRET_FROM_FILE)
+			m->inject_files[m->nr_inject_files++] = xstrdup(sp.path);
+		secret_spec_free(&sp);
+	}
+	return machine_hide_inject_files(m, err);
 }
 
 /* The egress worker, for the hosts of injected secrets, before the
@@ -664,6 +679,7 @@ void machine_free(struct machine *m)
 		net_worker_stop(&m->net_worker);
 	egress_worker_stop(&m->egress);
 	strv_free(m->inject_hosts);
+	strv_free(m->inject_files);
 	free(m->egress_log);
 	/* The VM and its device's workers are gone: nothing calls it now. */
 	machine_shares_free(m);

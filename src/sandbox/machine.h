@@ -75,6 +75,8 @@ struct machine {
 	 * that takes their HTTPS (egressworker.h); none: no worker. */
 	char **inject_hosts;
 	size_t nr_inject;
+	char **inject_files; /* the files such secrets are read from */
+	size_t nr_inject_files;
 	char *egress_log;
 	struct egress_worker egress;
 	enum confine_mode isolation; /* the workers' (confine/confine.h) */
@@ -168,6 +170,9 @@ int machine_dial(void *machine, uint32_t port);
  * to, for the egress worker the machine starts (machine_config takes the
  * sandbox's; a one-shot's secrets are its process's). */
 int machine_inject(struct machine *m, char *const *specs, size_t n, gantry_error_t *err);
+/* The files of m->inject_files hidden in the host's root share, where m
+ * has one (gantry wrap): the guest would read the values there. */
+int machine_hide_inject_files(struct machine *m, gantry_error_t *err);
 /* The recipe of `gantry run`'s VM: r as it is, through the same workers
  * and devices as a sandbox's. */
 int machine_config_run(struct machine *m, const struct machine_run *r, gantry_error_t *err);

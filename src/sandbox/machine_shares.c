@@ -180,6 +180,26 @@ static void host_root_hides(struct share_spec *sp)
 	}
 }
 
+int machine_hide_inject_files(struct machine *m, gantry_error_t *err)
+{
+	struct share_spec *sp = NULL;
+
+	for (size_t i = 0; i < m->nr_boot_shares; i++)
+		if (strcmp(m->boot_shares[i].sp.tag, MACHINE_ROOT_TAG) == 0 &&
+		    m->boot_shares[i].sp.ro && strcmp(m->boot_shares[i].sp.host_path, "/") == 0)
+			sp = &m->boot_shares[i].sp;
+	for (size_t i = 0; sp && i < m->nr_inject_files; i++) {
+		cleanup_free char *real = realpath(m->inject_files[i], NULL);
+
+		if (real == NULL || strcmp(real, "/") == 0)
+			continue; /* not there: the start fails on reading it */
+		if (sp->nr_masks == SHARE_MASKS_MAX)
+			return gantry_error(err, 0, "too many paths to hide in the host's root");
+		sp->masks[sp->nr_masks++] = (struct share_mask){ xstrdup(real + 1), true };
+	}
+	return 0;
+}
+
 static int share_root(struct machine *m, const char *root, bool host, gantry_error_t *err)
 {
 	struct machine_share *ms = &m->boot_shares[m->nr_boot_shares];
@@ -199,6 +219,9 @@ static int share_root(struct machine *m, const char *root, bool host, gantry_err
 		ms->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (ms->fd < 0)
 			return gantry_error_errno(err, "the container's root: open /");
+		/* And the files injected secrets are read from (the values). */
+		if (machine_hide_inject_files(m, err) < 0)
+			return -1;
 	} else if (share_host_check(root, &ms->fd, err) < 0)
 		return gantry_error_prefix(err, "the container's root");
 	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.root=%s%s",

@@ -178,6 +178,26 @@ def test_tokens_as_values_when_asked(orch):
     assert r.returncode == 0 and r.stdout == b"sk-sentinel-0123456789\n", r
 
 
+def test_injected_secrets_file_is_hidden(orch, tmp_path):
+    """An injected secret read from a file: the guest sees the host's
+    root, so the file is hidden there (its neighbour is not), and the
+    guest holds only the placeholder."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    (keys / "k").write_text("sk-file-sentinel-42\n")
+    (keys / "other").write_text("visible\n")
+    argv = [str(orch.gantry), "wrap", "-secret",
+            f"FILE_KEY@api.example.test=@{keys / 'k'},inject", "--", "sh", "-c",
+            f'cat "{keys}/other"; cat "{keys}/k" || echo hidden; echo "key $FILE_KEY"']
+    r = subprocess.run(argv, cwd=orch.run1, env=orch.env, capture_output=True,
+                       stdin=subprocess.DEVNULL, timeout=boot_timeout() * 3)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, (out, r.stderr.decode(errors="replace"))
+    assert "sk-file-sentinel-42" not in out, out
+    assert out.splitlines()[0] == "visible" and "hidden" in out.splitlines(), out
+    assert re.search(r"^key gantry-[0-9a-f]{40}$", out, re.M), out
+
+
 def test_stdio_byte_exact(orch):
     blob = os.urandom(1 << 20)
     (orch.run1 / "blob").write_bytes(blob)
