@@ -170,8 +170,9 @@ int machine_dial(void *machine, uint32_t port);
  * to, for the egress worker the machine starts (machine_config takes the
  * sandbox's; a one-shot's secrets are its process's). */
 int machine_inject(struct machine *m, char *const *specs, size_t n, gantry_error_t *err);
-/* The files of m->inject_files hidden in the host's root share, where m
- * has one (gantry wrap): the guest would read the values there. */
+/* The files of m->inject_files hidden in each share that holds them (the
+ * host's root of gantry wrap, a worktree): the guest would read the
+ * values there. */
 int machine_hide_inject_files(struct machine *m, gantry_error_t *err);
 /* The recipe of `gantry run`'s VM: r as it is, through the same workers
  * and devices as a sandbox's. */

@@ -182,20 +182,24 @@ static void host_root_hides(struct share_spec *sp)
 
 int machine_hide_inject_files(struct machine *m, gantry_error_t *err)
 {
-	struct share_spec *sp = NULL;
-
-	for (size_t i = 0; i < m->nr_boot_shares; i++)
-		if (strcmp(m->boot_shares[i].sp.tag, MACHINE_ROOT_TAG) == 0 &&
-		    m->boot_shares[i].sp.ro && strcmp(m->boot_shares[i].sp.host_path, "/") == 0)
-			sp = &m->boot_shares[i].sp;
-	for (size_t i = 0; sp && i < m->nr_inject_files; i++) {
+	for (size_t i = 0; i < m->nr_inject_files; i++) {
 		cleanup_free char *real = realpath(m->inject_files[i], NULL);
 
-		if (real == NULL || strcmp(real, "/") == 0)
+		if (real == NULL)
 			continue; /* not there: the start fails on reading it */
-		if (sp->nr_masks == SHARE_MASKS_MAX)
-			return gantry_error(err, 0, "too many paths to hide in the host's root");
-		sp->masks[sp->nr_masks++] = (struct share_mask){ xstrdup(real + 1), true };
+		for (size_t j = 0; j < m->nr_boot_shares; j++) {
+			struct share_spec *sp = &m->boot_shares[j].sp;
+			size_t n = strcmp(sp->host_path, "/") == 0 ? 0 : strlen(sp->host_path);
+
+			/* Beneath the share's directory (the host's root takes
+			 * every path). */
+			if (strncmp(real, sp->host_path, n) != 0 || real[n] != '/' || real[n + 1] == '\0')
+				continue;
+			if (sp->nr_masks == SHARE_MASKS_MAX)
+				return gantry_error(err, 0, "share `%s`: too many paths to hide",
+						    sp->tag);
+			sp->masks[sp->nr_masks++] = (struct share_mask){ xstrdup(real + n + 1), true };
+		}
 	}
 	return 0;
 }
@@ -219,9 +223,6 @@ static int share_root(struct machine *m, const char *root, bool host, gantry_err
 		ms->fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (ms->fd < 0)
 			return gantry_error_errno(err, "the container's root: open /");
-		/* And the files injected secrets are read from (the values). */
-		if (machine_hide_inject_files(m, err) < 0)
-			return -1;
 	} else if (share_host_check(root, &ms->fd, err) < 0)
 		return gantry_error_prefix(err, "the container's root");
 	n = snprintf(m->append + len, sizeof(m->append) - len, " gantry.root=%s%s",
@@ -248,6 +249,10 @@ int machine_shares(struct machine *m, char *const *shares, size_t n, bool live,
 	for (size_t i = 0; i < n; i++)
 		if (share_one(m, shares[i], err) < 0)
 			return -1;
+	/* The files injected secrets are read from (their values), in any
+	 * share that holds them. */
+	if (machine_hide_inject_files(m, err) < 0)
+		return -1;
 	/* A worker's server is the share worker's (shareworker.c gives it
 	 * the roots). */
 	return m->worker ? 0 : shares_here(m, err);

@@ -178,19 +178,22 @@ def test_tokens_as_values_when_asked(orch):
     assert r.returncode == 0 and r.stdout == b"sk-sentinel-0123456789\n", r
 
 
-def test_injected_secrets_file_is_hidden(orch, tmp_path):
-    """An injected secret read from a file: the guest sees the host's
-    root, so the file is hidden there (its neighbour is not), and the
-    guest holds only the placeholder."""
-    keys = tmp_path / "keys"
+def test_injected_secrets_file_is_hidden(orch):
+    """An injected secret read from a file in a share the guest sees (the
+    worktree here; the host's root alike): the file is hidden there (its
+    neighbour is not), and the guest holds only the placeholder."""
+    keys = orch.run1 / "keys"
     keys.mkdir()
     (keys / "k").write_text("sk-file-sentinel-42\n")
     (keys / "other").write_text("visible\n")
     argv = [str(orch.gantry), "wrap", "-secret",
             f"FILE_KEY@api.example.test=@{keys / 'k'},inject", "--", "sh", "-c",
-            f'cat "{keys}/other"; cat "{keys}/k" || echo hidden; echo "key $FILE_KEY"']
-    r = subprocess.run(argv, cwd=orch.run1, env=orch.env, capture_output=True,
-                       stdin=subprocess.DEVNULL, timeout=boot_timeout() * 3)
+            'cat keys/other; cat keys/k || echo hidden; echo "key $FILE_KEY"']
+    try:
+        r = subprocess.run(argv, cwd=orch.run1, env=orch.env, capture_output=True,
+                           stdin=subprocess.DEVNULL, timeout=boot_timeout() * 3)
+    finally:
+        shutil.rmtree(keys)
     out = r.stdout.decode(errors="replace")
     assert r.returncode == 0, (out, r.stderr.decode(errors="replace"))
     assert "sk-file-sentinel-42" not in out, out
