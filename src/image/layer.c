@@ -186,7 +186,9 @@ int layer_apply(struct erofs_tree *t, struct archive *a, gantry_error_t *err)
 			return -1;
 		}
 		if (apply_entry(t, a, e, path, err) < 0) {
-			gantry_error_prefix(err, "entry `%s`", path);
+			/* What is wrong must fit the message whatever the name. */
+			gantry_error_prefix(err, "entry `%.256s%s`", path,
+					    strlen(path) > 256 ? "..." : "");
 			gantry_error_sanitize(err, LAYER_MSG_MAX);
 			return -1;
 		}

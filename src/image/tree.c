@@ -147,10 +147,11 @@ static void attr_apply(struct erofs_inode *ino, const struct erofs_attr *a)
 		    ((a->rdev_minor & ~0xffu) << 12);
 }
 
-static struct erofs_inode *inode_new(const struct erofs_attr *a)
+static struct erofs_inode *inode_new(struct erofs_tree *t, const struct erofs_attr *a)
 {
 	struct erofs_inode *ino = xzalloc(sizeof(*ino));
 
+	t->nr_inodes++;
 	attr_apply(ino, a);
 	ino->refs = 1;
 	if (S_ISDIR(ino->mode)) {
@@ -175,6 +176,7 @@ static void inode_destroy(struct erofs_tree *t, struct erofs_inode *ino, bool pu
 	free(ino->tail);
 	free(ino->symlink);
 	free(ino);
+	t->nr_inodes--;
 }
 
 /* Drop one reference; free what reaches zero, subtrees without recursion. */
@@ -219,7 +221,7 @@ int erofs_tree_new(int fd, struct erofs_tree **out, gantry_error_t *err)
 	t->next_blk = 1;
 	if (getrandom(&t->hash_seed, sizeof(t->hash_seed), GRND_NONBLOCK) < 0)
 		t->hash_seed = (uint32_t)(uintptr_t)t;
-	t->root = inode_new(&root);
+	t->root = inode_new(t, &root);
 	t->root->dir->parent = t->root;
 	*out = t;
 	return 0;
@@ -260,6 +262,8 @@ static int path_split(const char *s, struct path *p, gantry_error_t *err)
 {
 	char *save = NULL, *c;
 
+	if (strlen(s) > EROFS_PATH_MAX)
+		return gantry_error(err, 0, "path longer than %d bytes", EROFS_PATH_MAX);
 	p->buf = xstrdup(s);
 	p->comp = xmalloc((strlen(s) / 2 + 1) * sizeof(*p->comp));
 	p->n = 0;
@@ -317,7 +321,12 @@ static int walk_dirs(struct erofs_tree *t, const char *const *comp, size_t n, bo
 						   EROFS_NAME_LEN);
 				goto out;
 			}
-			ino = inode_new(&implicit);
+			if (t->nr_inodes >= EROFS_TREE_INODES_MAX) {
+				ret = gantry_error(err, 0, "more than %u files and directories",
+						   EROFS_TREE_INODES_MAX);
+				goto out;
+			}
+			ino = inode_new(t, &implicit);
 			dir_insert(t, cur->dir, c, len, ino);
 			ino->dir->parent = cur;
 			cur = ino;
@@ -429,7 +438,12 @@ int erofs_tree_add(struct erofs_tree *t, const char *path, const struct erofs_at
 		xattrs_clear(ino);
 		d->layer = t->layer;
 	} else {
-		ino = inode_new(attr);
+		if (t->nr_inodes >= EROFS_TREE_INODES_MAX) {
+			path_free(&p);
+			return gantry_error(err, 0, "more than %u files and directories",
+					    EROFS_TREE_INODES_MAX);
+		}
+		ino = inode_new(t, attr);
 		if (S_ISLNK(attr->mode)) {
 			ino->symlink = xstrdup(symlink);
 			ino->size = strlen(symlink);

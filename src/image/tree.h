@@ -71,6 +71,15 @@ struct erofs_inode {
 	uint32_t nlink;
 };
 
+/* Files and directories an image may hold (directories made for a path
+ * count too): what a layer's long names and many entries cost the host's
+ * memory while the image is built stays bounded. Real images hold well
+ * under a million. */
+#define EROFS_TREE_INODES_MAX (4u << 20)
+/* A path in a layer, as Linux's PATH_MAX: longer ones no program could
+ * open, and each of their components would be a directory. */
+#define EROFS_PATH_MAX 4096
+
 struct erofs_tree {
 	int fd;
 	struct erofs_inode *root;
@@ -79,6 +88,7 @@ struct erofs_tree {
 	uint64_t next_blk; /* next free data block */
 	uint64_t tail_bytes;
 	unsigned long dropped_xattrs;
+	uint64_t nr_inodes; /* live, at most EROFS_TREE_INODES_MAX */
 };
 
 /* Find what path names, following every symlink; *out is NULL when nothing

@@ -597,7 +597,7 @@ static void test_hostile_paths_stay_inside(void **state)
 
 static void test_hostile_entries_rejected(void **state)
 {
-	char *n256 = repeat('n', 256), *t4096 = repeat('t', 4096);
+	char *n256 = repeat('n', 256), *t4096 = repeat('t', 4096), *deep = repeat('a', 4099);
 	const struct {
 		struct tent v[3];
 		const char *expect;
@@ -618,8 +618,12 @@ static void test_hostile_entries_rejected(void **state)
 		{ { { "e", 'l', .data = "" } }, "empty symlink target" },
 		{ { { "u", 'f', 0644, 1LL << 33 } }, "uid 8589934592 or gid 0 out of range" },
 		{ { { "t", 'l', .data = t4096 } }, "symlink target longer than 4095 bytes" },
+		/* Each component a directory: host memory by the byte. */
+		{ { { deep, 'f', .data = "" } }, "path longer than 4096 bytes" },
 	};
 
+	for (size_t i = 1; i < 4099; i += 2)
+		deep[i] = '/'; /* a/a/a/...: 2,050 directories */
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		const char *layers[] = { at(state, "bad.tar") };
 		size_t n = 0;
@@ -630,7 +634,7 @@ static void test_hostile_entries_rejected(void **state)
 		expect_reject(state, layers, 1, cases[i].expect);
 		unlink(layers[0]);
 	}
-	free(n256), free(t4096);
+	free(n256), free(t4096), free(deep);
 }
 
 static void truncate_half(const char *path)
