@@ -578,6 +578,14 @@ int sandbox_opts_net(const struct sandbox_opts *o, struct sandbox *sb, gantry_er
 		return -1;
 	if (o->net_policy && net_policy_file(o->net_policy, &sb->net_policy, err) < 0)
 		return -1;
+	/* A custody login's callback listens on the host's loopback, which
+	 * only the local-network wall keeps from the guest: with it down the
+	 * guest could answer it with a code of its own account. */
+	if (o->oauth_custody && o->net &&
+	    (o->allow_local_net || json_is_true(json_object_get(sb->net_policy, "allowLocal"))))
+		return gantry_error_opt(err, "oauth_custody",
+					" needs the local-network wall: with it down the guest could "
+					"answer the login's callback on the host's loopback");
 	sb->net = o->net;
 	sb->ports = strv_dup(o->ports, o->nr_ports);
 	sb->nr_ports = o->nr_ports;

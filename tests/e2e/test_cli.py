@@ -572,3 +572,22 @@ def test_stats_of_a_running_sandbox_sums_its_processes(gantry, stopped):
     finally:
         os.killpg(p.pid, signal.SIGKILL)  # the tree this test made: its own group
         p.wait()
+
+
+@pytest.mark.parametrize("cmd", [("start", "keeper"), ("exec",), ("wrap",)])
+@pytest.mark.parametrize("wall", ["flag", "policy"])
+def test_oauth_custody_needs_the_wall(gantry, tmp_path, cmd, wall):
+    """A custody login's callback is on the host's loopback: with the
+    local-network wall down (the flag, or allowLocal in the policy) the
+    guest could answer it, so the start is refused, one line, nothing
+    left."""
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"default": "allow", "allowLocal": true}')
+    flags = ["-allow-local-net"] if wall == "flag" else ["-net-policy", str(policy)]
+    home = tmp_path / "home"
+    tail = () if cmd[0] == "start" else ("--", "true")
+    r = subprocess.run([str(gantry), *cmd, "-oauth-custody", *flags, *tail],
+                       capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, GANTRY_HOME=str(home)))
+    assert "-oauth-custody needs the local-network wall" in one_error(r, 2), r
+    no_sandbox_left(home)
