@@ -20,15 +20,32 @@ bool layout_is(const char *dir)
 	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A regular file, or an error: a FIFO would block the open or the read
+ * for good, a device (a link to /dev/zero) never end. */
+static int open_file(int dfd, const char *rel, gantry_error_t *err)
+{
+	int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+
+	if (fd < 0)
+		return gantry_error_errno(err, "open `%s`", rel);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		close(fd);
+		return gantry_error(err, 0, "`%s` is not a file", rel);
+	}
+	return fd;
+}
+
 static int open_blob(struct layout *l, const char *digest, gantry_error_t *err)
 {
 	cleanup_free char *rel = NULL;
 	int fd;
 
 	xasprintf(&rel, "blobs/sha256/%s", digest_hex(digest));
-	fd = openat(l->dfd, rel, O_RDONLY | O_CLOEXEC);
+	fd = open_file(l->dfd, rel, err);
 	if (fd < 0)
-		return gantry_error_errno(err, "open blob %s", digest);
+		return gantry_error_prefix(err, "blob %s", digest);
 	return fd;
 }
 
@@ -56,13 +73,13 @@ static int read_blob(struct layout *l, const char *what, const struct oci_descri
 /* index.json is the one document no digest covers. */
 static int read_top_index(int dfd, const char *dir, char **buf, size_t *len, gantry_error_t *err)
 {
-	cleanup_close int fd = openat(dfd, "index.json", O_RDONLY | O_CLOEXEC);
+	cleanup_close int fd = open_file(dfd, "index.json", err);
 	struct stat st;
 
 	if (fd < 0)
-		return gantry_error_errno(err, "open `%s/index.json`", dir);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-		return gantry_error(err, 0, "`%s/index.json` is not a file", dir);
+		return gantry_error_prefix(err, "`%s`", dir);
+	if (fstat(fd, &st) < 0)
+		return gantry_error_errno(err, "`%s/index.json`", dir);
 	if ((uint64_t)st.st_size > OCI_JSON_MAX)
 		return gantry_error(err, 0, "`%s/index.json` is larger than %u bytes", dir,
 				    OCI_JSON_MAX);

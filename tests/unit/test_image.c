@@ -330,6 +330,28 @@ static void test_manifest_digest_mismatch(void **state)
 	assert_cache_clean(state);
 }
 
+/* A blob that is no file (a FIFO would block for good, a link to
+ * /dev/zero never end): refused at once, the cache as it was. */
+static void test_blob_not_a_file(void **state)
+{
+	struct desc m, layers[2];
+	char *layout = basic_layout(state, &m, layers, NULL), *msg, *p;
+
+	p = blob_path(layout, layers[0].digest);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	msg = resolve_fails(layout);
+	assert_contains(msg, "is not a file");
+	free(msg);
+	assert_int_equal(unlink(p), 0);
+	assert_int_equal(symlink("/dev/zero", p), 0);
+	msg = resolve_fails(layout);
+	assert_contains(msg, "is not a file");
+	free(msg);
+	free(p);
+	assert_cache_clean(state);
+}
+
 static void test_size_mismatch(void **state)
 {
 	struct desc m, layers[2];
@@ -629,6 +651,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_layer_digest_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_config_digest_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_manifest_digest_mismatch, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_blob_not_a_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_size_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_diff_id_mismatch, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_truncated_gzip, setup, teardown),
