@@ -317,7 +317,7 @@ static bool request_line_ok(const uint8_t *p, size_t n)
 enum egress_http_status head_split(struct egress_http *h)
 {
 	const uint8_t *p = h->head.data, *end = p + h->head.len - 2, *cr, *colon, *v;
-	size_t n, nr_cl = 0, nr_te = 0;
+	size_t n, nr_cl = 0, nr_te = 0, nr_up = 0;
 
 	while (p[0] == '\r') /* blank lines */
 		p += 2;
@@ -359,9 +359,16 @@ enum egress_http_status head_split(struct egress_http *h)
 			 * by different servers, or not at all. */
 			if (++nr_te > 1 || !case_eq(v, n, "chunked"))
 				return EGRESS_HTTP_BAD;
+		} else if (case_eq(hd->name, hd->name_len, "upgrade")) {
+			nr_up++;
 		}
 	}
 	if (nr_cl && nr_te)
+		return EGRESS_HTTP_BAD;
+	/* An Upgrade that http_parser does not take for one (no "Connection:
+	 * upgrade"): a front end that switches on Upgrade alone would tunnel
+	 * what we go on reading as heads, values put in. */
+	if (nr_up && !(h->parser.flags & F_CONNECTION_UPGRADE))
 		return EGRESS_HTTP_BAD;
 	/* What the framing headers said is what http_parser took them for. */
 	if (!!nr_te != !!(h->parser.flags & F_CHUNKED))

@@ -483,6 +483,11 @@ static void test_upgrade_and_connect(void **state)
 	       "CONNECT db.test:5432 HTTP/1.1\r\nHost: db.test:5432\r\nProxy-Authorization: "
 	       "Bearer sk-real-token\r\n\r\nanything\r\n\r\n X: " PH_TOKEN,
 	       "inject TOKEN Proxy-Authorization\n");
+	/* Upgrade without "Connection: upgrade": not an upgrade to
+	 * http_parser, one to a front end that switches on Upgrade alone,
+	 * which would tunnel what we read on as heads. Refused. */
+	expect("GET /ws HTTP/1.1\r\nUpgrade: websocket\r\nX-Token: " PH_TOKEN "\r\n\r\n",
+	       &bindings, EGRESS_HTTP_BAD, NULL, "");
 	/* An Upgrade with a body: the body first, then raw. */
 	expect("POST /u HTTP/1.1\r\nUpgrade: x\r\nConnection: upgrade\r\nContent-Length: 2\r\n\r\n"
 	       "ab\x01\x02 junk",
