@@ -316,10 +316,14 @@ static int check_url(const struct registry *r, const char *url, const char *what
 	if (url_origin(url, &scheme, &host) < 0)
 		ret = gantry_error(err, 0, "%s: bad URL", what);
 	else if (strcasecmp(scheme, "https") != 0 &&
-		 !(strcasecmp(scheme, "http") == 0 && registry_plain_http(host, r->insecure)))
+		 !(strcasecmp(scheme, "http") == 0 && registry_plain_http(host, r->insecure) &&
+		   strncmp(r->base, "http://", 7) == 0))
+		/* Plain HTTP only where the registry itself is plain: an HTTPS
+		 * registry may not send us (and a realm our credentials) to
+		 * a service on this host's loopback. */
 		ret = gantry_error(err, 0,
 				   "%s: refusing %s to %s (plain HTTP only for loopback "
-				   "registries and those in " REGISTRY_INSECURE_ENV ")",
+				   "registries and those in " REGISTRY_INSECURE_ENV ", from one)",
 				   what, scheme, host);
 	sym_curl_free(scheme);
 	free(host);
