@@ -255,14 +255,10 @@ class Handshake:
         return False
 
 
-def test_what_the_server_would_not_take_is_not_read(rig, gantry, tls):  # noqa: F811
-    """The review's ways around the check, frame by frame: a hello for an
-    allowed name that libslirp drops (a bad checksum, an ACK of more than
-    it sent) read first, then the real one naming another host; a segment
-    starting before the stream with the real hello; data on a SYN. Each
-    time the real hello is read (and the flow cut) or never taken, and W
-    never reads other.test."""
-    server, _ = tls
+def frame_worker(rig, gantry):
+    """The worker under POLICY with allowed.test learned, for connections
+    made frame by frame from G (whose own kernel's RSTs to ADDR:443 are
+    dropped until the caller deletes table gantry_norst)."""
     if netrig.nft_unavailable():
         pytest.skip(netrig.nft_unavailable())
     w = start_worker(rig, gantry, POLICY)
@@ -273,6 +269,18 @@ def test_what_the_server_would_not_take_is_not_read(rig, gantry, tls):  # noqa: 
                       f"    ip daddr {ADDR} tcp dport 443 tcp flags & rst == rst drop\n"
                       "  }\n}\n")
     rig.g(netrig.NFT, "-f", script, check=True)
+    return w
+
+
+def test_what_the_server_would_not_take_is_not_read(rig, gantry, tls):  # noqa: F811
+    """The review's ways around the check, frame by frame: a hello for an
+    allowed name that libslirp drops (a bad checksum, an ACK of more than
+    it sent) read first, then the real one naming another host; a segment
+    starting before the stream with the real hello; data on a SYN. Each
+    time the real hello is read (and the flow cut) or never taken, and W
+    never reads other.test."""
+    server, _ = tls
+    w = frame_worker(rig, gantry)
     good, evil = client_hello(b"allowed.test"), client_hello(b"other.test")
     try:
         with rig.frames() as f:
@@ -312,16 +320,7 @@ def test_check_and_libslirp_stay_in_step(rig, gantry, tls):  # noqa: F811
     and cut. A segment of no connection the worker knows is answered with
     a RST and never passed on (counted `no_flow`)."""
     server, _ = tls
-    if netrig.nft_unavailable():
-        pytest.skip(netrig.nft_unavailable())
-    w = start_worker(rig, gantry, POLICY)
-    assert resolve(rig, "allowed.test") == ADDR
-    script = rig.dir / "norst.nft"
-    script.write_text("table ip gantry_norst {\n  chain out {\n"
-                      "    type filter hook output priority 0;\n"
-                      f"    ip daddr {ADDR} tcp dport 443 tcp flags & rst == rst drop\n"
-                      "  }\n}\n")
-    rig.g(netrig.NFT, "-f", script, check=True)
+    w = frame_worker(rig, gantry)
     good, evil = client_hello(b"allowed.test"), client_hello(b"other.test")
     d = len(good)
     try:
