@@ -101,8 +101,10 @@ static bool id_valid(const char *v)
 {
 	size_t n = strlen(v);
 
+	/* Tools are NAME__TOOL, split at the first "__": a name ending in
+	 * '_' would be cut short there. */
 	if (n == 0 || n > MCP_ID_MAX || !isalnum((unsigned char)v[0]) || strstr(v, "__") ||
-	    strcmp(v, "fs") == 0)
+	    v[n - 1] == '_' || strcmp(v, "fs") == 0)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!isalnum((unsigned char)v[i]) && !strchr("._-", v[i]))

@@ -66,6 +66,7 @@ static void test_spec_bad(void **state)
 		"name=a",					/* no url */
 		"name=fs,url=https://a.example/",		/* the built-in's */
 		"name=a__b,url=https://a.example/",		/* the separator */
+		"name=gh_,url=https://a.example/",		/* gh___x is gh, _x */
 		"name=-a,url=https://a.example/",		/* first character */
 		"name=a,url=http://a.example/",			/* http off loopback */
 		"name=a,url=ftp://a.example/",			/* scheme */
