@@ -163,20 +163,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		enum net_proto proto = (enum net_proto)(take(&in, 1) % 3);
 		uint16_t port = (uint16_t)take(&in, 2);
 		struct policy_verdict v = policy_judge(&p, &w, l, ip, proto, port, now);
-		bool allow = p.default_allow, learned = false;
+		bool allow = p.default_allow, learned = false, walled;
 		enum policy_why why = POLICY_WHY_DEFAULT;
 		int rule = -1;
 
 		for (size_t i = 0; i < nr_learned; i++)
 			if (learned_ip[i] == ip && learned_exp[i] > now)
 				learned = true;
-		for (size_t i = p.nr_rules; i-- > 0;) /* the first match wins: last written */
-			if (model_rule(&rules[i], ip, proto, port))
+		walled = !p.allow_local && model_wall_hit(ip, w.host, w.nr_host);
+		/* The first match wins (last written); an allow rule without
+		 * a cidr matches only past the wall. */
+		for (size_t i = p.nr_rules; i-- > 0;)
+			if (model_rule(&rules[i], ip, proto, port) &&
+			    !(rules[i].allow && rules[i].any_addr && walled))
 				rule = (int)i;
 		if (rule >= 0) {
 			allow = rules[rule].allow;
 			why = POLICY_WHY_RULE;
-		} else if (!p.allow_local && model_wall_hit(ip, w.host, w.nr_host)) {
+		} else if (walled) {
 			allow = false;
 			why = POLICY_WHY_WALL;
 		} else if (proto != NET_PROTO_ICMP && learned) {
