@@ -23,6 +23,7 @@
 #include <archive_entry.h>
 #include <curl/curl.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "common/error.h"
 #include "common/lazy.h"
@@ -113,7 +114,8 @@
 	X(EVP_DigestUpdate)                                                                    \
 	X(EVP_MD_CTX_free)                                                                     \
 	X(EVP_MD_CTX_new)                                                                      \
-	X(EVP_sha256)
+	X(EVP_sha256)                                                                          \
+	X(HMAC)
 
 ARCHIVE_SYMS(LAZY_DECLARE)
 CURL_SYMS(LAZY_DECLARE)

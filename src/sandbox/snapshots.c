@@ -20,6 +20,7 @@
 #include "sandbox/network.h"
 #include "sandbox/rwlayer.h"
 #include "sandbox/secrets.h"
+#include "sandbox/snapseal.h"
 #include "sandbox/snapshots.h"
 #include "sandbox/spawn.h"
 #include "sandbox/state.h"
@@ -129,6 +130,20 @@ static json_t *meta_json(const char *snap, const struct sandbox *sb, const char 
 			 jsonh_from_strv(sb->shares, sb->nr_shares));
 }
 
+/* The seal of the snapshot's configuration, beside it in dir: a clone
+ * takes that configuration only from this home (snapseal.h). */
+static int seal_write(const char *dir, const char *config, size_t len, gantry_error_t *err)
+{
+	cleanup_free char *path = NULL;
+	char hex[SNAP_SEAL_HEX + 1];
+
+	xasprintf(&path, "%s/%s", dir, SNAP_SEAL);
+	if (snap_seal_make(config, len, hex, err) < 0 ||
+	    write_file_new(path, hex, SNAP_SEAL_HEX, 0600, err) < 0)
+		return gantry_error_prefix(err, "seal");
+	return 0;
+}
+
 /* The sandbox's supervisor saves it live into tmp (its VM's save and
  * writable layer); its configuration and snapshot.json join them, and tmp
  * is renamed into place whole. */
@@ -161,6 +176,8 @@ static int snapshot_write(const char *dir, const struct sandbox *sb, const char 
 	free(path);
 	xasprintf(&path, "%s/%s", tmp, SNAP_CONFIG);
 	if (write_file_new(path, config, len, 0600, err) < 0)
+		return -1;
+	if (seal_write(tmp, config, len, err) < 0)
 		return -1;
 	sandbox_time_now(&created);
 	meta = meta_json(snap, sb, created);
@@ -340,7 +357,8 @@ int sandbox_start_from(const char *name, const char *snap, char *const *ports, s
 		gantry_error(err, 0, "no snapshot `%s`", snap);
 		goto fail;
 	}
-	if (sandbox_load(sdir, &sb, err) < 0 || clone_describe(&sb, name, ports, nr_ports, err) < 0)
+	if (snap_seal_check(sdir, SNAP_CONFIG, SNAP_META_MAX, err) < 0 ||
+	    sandbox_load(sdir, &sb, err) < 0 || clone_describe(&sb, name, ports, nr_ports, err) < 0)
 		goto fail;
 	if (access(sb.image_path, R_OK) < 0) {
 		gantry_error_errno(err, "its image `%s`", sb.image_path);

@@ -591,3 +591,39 @@ def test_oauth_custody_needs_the_wall(gantry, tmp_path, cmd, wall):
                        env=dict(os.environ, GANTRY_HOME=str(home)))
     assert "-oauth-custody needs the local-network wall" in one_error(r, 2), r
     no_sandbox_left(home)
+
+
+def test_snapshot_from_elsewhere_is_refused(gantry, tmp_path):
+    """A snapshot's sandbox.json is a sandbox's recipe (secrets made by host
+    commands, host directories shared): start -from takes one only with the
+    seal this home's key made, before anything of it is used."""
+    import hmac
+    home = tmp_path / "home"
+    snap = home / "snapshots" / "forged"
+    snap.mkdir(parents=True, mode=0o700)
+    config = json.dumps({
+        "name": "src", "image": "example:1", "image_digest": "sha256:" + "ab" * 32,
+        "image_path": str(tmp_path / "img.erofs"), "cpus": 1, "mem_mib": 256, "disk_mib": 512,
+        "secrets": ["PWNED=!/bin/sh -c true"], "writable": False, "rwlayer_managed": False,
+        "created": "2026-01-02T03:04:05Z", "state": "stopped"}).encode()
+    (snap / "sandbox.json").write_bytes(config)
+    env = dict(os.environ, GANTRY_HOME=str(home))
+
+    def start():
+        return subprocess.run([str(gantry), "start", "clone", "-from", "forged"],
+                              capture_output=True, text=True, timeout=30, env=env,
+                              stdin=subprocess.DEVNULL)
+    assert "not made by this Gantry home" in one_error(start(), 1)
+    # A seal of another key: refused the same.
+    (snap / "sandbox.json.seal").write_text(hmac.new(b"k" * 32, config, "sha256").hexdigest())
+    assert "not made by this Gantry home" in one_error(start(), 1)
+    # This home's key: the seal holds, and the start goes on to the image.
+    key = home / "snapshot.key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    line = one_error(start(), 1)
+    assert "not made by this Gantry home" not in line and "its image" in line, line
+    # A changed configuration no longer matches its seal.
+    (snap / "sandbox.json").write_bytes(config.replace(b"true", b"id  "))
+    assert "does not match its seal" in one_error(start(), 1)
+    no_sandbox_left(home)
