@@ -53,7 +53,7 @@ static int snapshots_dir(const char *snap, char **out, gantry_error_t *err)
 
 int sandbox_snapshot_copy(const char *from, const char *to, gantry_error_t *err)
 {
-	cleanup_close int in = open(from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	cleanup_close int in = open(from, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	cleanup_close int out = -1;
 	cleanup_free char *tmp = NULL;
 	struct timespec times[2];

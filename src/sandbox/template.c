@@ -210,8 +210,10 @@ static int open_template(const char *dir, int *state, int *mem)
 	*state = *mem = -1;
 	if (d < 0)
 		return 0;
-	*state = openat(d, TEMPLATE_STATE, O_RDONLY | O_CLOEXEC);
-	*mem = openat(d, TEMPLATE_MEMORY, O_RDONLY | O_CLOEXEC);
+	/* Not blocking on a FIFO: what is no regular file fails the
+	 * restore's checks. */
+	*state = openat(d, TEMPLATE_STATE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	*mem = openat(d, TEMPLATE_MEMORY, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	close(d);
 	if (*state >= 0 && *mem >= 0)
 		return 1;

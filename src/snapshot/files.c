@@ -10,12 +10,27 @@
 #include "common/util.h"
 #include "snapshot/files.h"
 
+/* A save's or a restore's file: a regular file, and one made anew for a
+ * save (what was there, anybody's file or link, goes first); a FIFO
+ * would block the open for good. */
 static int snap_open(int dir, const char *path, const char *name, int flags, gantry_error_t *err)
 {
-	int fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW, 0600);
+	struct stat st;
+	int fd;
 
+	if (flags & O_CREAT) {
+		if (unlinkat(dir, name, 0) < 0 && errno != ENOENT)
+			return gantry_error_errno(err, "%s/%s", path, name);
+		flags = (flags & ~O_TRUNC) | O_EXCL;
+	}
+	fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
 	if (fd < 0)
 		return gantry_error_errno(err, "%s/%s", path, name);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		close(fd);
+		return gantry_error(err, 0, "%s/%s is not a file", path, name);
+	}
 	return fd;
 }
 

@@ -9,7 +9,13 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/util.h"
+#include "snapshot/files.h"
 #include "snapshot/state.h"
 
 #define VCPU STATE_TAG('V', 'C', 'P', 'U')
@@ -199,12 +205,55 @@ static void test_crc64(void **state)
 	assert_true(state_crc64(state_crc64(0, "1234", 4), "56789", 5) == 0x995DC9BBDF1939FAULL);
 }
 
+/* The save's files: what a directory holds in their places (a FIFO, a
+ * link to somebody's file) is never opened as one. A restore refuses a
+ * FIFO at once (it would block for good); a save makes its files anew. */
+static void test_files_are_our_own(void **state)
+{
+	char dir[] = "/tmp/snap-test-XXXXXX", p[128], victim[128];
+	struct snap_save s;
+	gantry_error_t err = NULL;
+	int st_fd, mem_fd, fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof(p), "%s/%s", dir, SNAP_MEMORY);
+	assert_int_equal(close(open(p, O_CREAT | O_WRONLY, 0600)), 0);
+	assert_int_equal(snap_open_restore(dir, &st_fd, &mem_fd, &err), -1);
+	assert_non_null(strstr(gantry_error_str(err), "is not a file"));
+	gantry_error_free(&err);
+	/* A link where a save's new file goes: replaced, its target kept. */
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	fd = open(victim, O_CREAT | O_WRONLY, 0644);
+	assert_int_equal(write(fd, "mine", 4), 4);
+	close(fd);
+	snprintf(p, sizeof(p), "%s/%s", dir, SNAP_MEMORY_NEW);
+	assert_int_equal(symlink(victim, p), 0);
+	assert_int_equal(snap_open_save(&s, dir, &err), 0);
+	assert_int_equal(write(s.mem_fd, "guest ram", 9), 9);
+	assert_int_equal(snap_finish(&s, false, &err), 0);
+	fd = open(victim, O_RDONLY);
+	assert_int_equal(read(fd, p, sizeof(p)), 4);
+	close(fd);
+	assert_memory_equal(p, "mine", 4);
+	unlink(victim);
+	snap_remove(dir);
+	snprintf(p, sizeof(p), "%s/%s", dir, SNAP_STATE);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/%s", dir, SNAP_MEMORY);
+	unlink(p);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip), cmocka_unit_test(test_empty_file),
 		cmocka_unit_test(test_refusals),   cmocka_unit_test(test_writer_limits),
 		cmocka_unit_test(test_crc64),
+		cmocka_unit_test(test_files_are_our_own),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
