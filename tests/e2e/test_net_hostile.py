@@ -5,7 +5,9 @@ the traffic snapshot, and reach nothing in W (catch-all listeners on W's
 127.0.0.1 and 0.0.0.0), the worker still answering afterwards; TCP urgent
 data, which must never reach the world out of band; and the rig's own
 check that the same frames do get through an unfiltered libslirp
-(slirp4netns), so these tests can fail.
+(slirp4netns), so these tests can fail. And the other way: a denied
+sender's datagrams never reach the guest through libslirp's open UDP
+socket.
 
 Needs root, ip, dnsmasq and /dev/net/tun; skips with the reason otherwise.
 """
@@ -30,6 +32,7 @@ from netrig import (GATEWAY, HOST, TCP_FIN, TCP_SYN, arp, eth, ipv4, tcp, tcp_fr
                     udp_frame)
 from networld import (ANY_CATCH, LO_CATCH, MIB, URG_PORT, WEB, WEB_BODY, WEB_PORT,
                       assert_responsive, curl, dns_query, rig, worker)  # noqa: F401 (fixtures)
+from test_net_policy import start_worker
 
 
 # --- the rig itself -------------------------------------------------------
@@ -493,3 +496,32 @@ def test_runt_and_oversize_frames(rig, gantry):
         mine.close()
         with contextlib.suppress(OSError):
             theirs.close()
+
+
+def test_udp_replies_come_only_from_the_peer(rig, gantry):
+    """libslirp's UDP socket for a guest port takes datagrams from any
+    sender: only the peer the guest sent to (a flow) is heard, never
+    another address, which the policy denies (a NAT keeping its mappings
+    to their peers)."""
+    w = start_worker(rig, gantry, {"default": "deny", "rules": [
+        {"action": "allow", "cidr": "203.0.113.10/32", "proto": "udp", "ports": "9999"}]})
+    with rig.socket_in("W", socket.SOCK_DGRAM) as peer, \
+            rig.socket_in("W", socket.SOCK_DGRAM) as other, \
+            rig.socket_in("G", socket.SOCK_DGRAM) as g:
+        peer.bind(("203.0.113.10", 9999))
+        other.bind(("203.0.113.20", 9999))
+        for s in (peer, g):
+            s.settimeout(3)
+        g.bind(("0.0.0.0", 0))
+        g.sendto(b"hi", ("203.0.113.10", 9999))
+        data, worker_addr = peer.recvfrom(100)
+        assert data == b"hi"
+        other.sendto(b"not the peer", worker_addr)
+        time.sleep(0.3)
+        peer.sendto(b"the peer", worker_addr)
+        got = g.recvfrom(100)
+        assert got == (b"the peer", ("203.0.113.10", 9999)), got
+        g.settimeout(0.5)
+        with pytest.raises(socket.timeout):
+            print("more:", g.recvfrom(100))
+    assert w.alive(), w.log()
