@@ -164,25 +164,42 @@ char *path_find(const char *name)
 	}
 }
 
-int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err)
+int open_regular_at(int dfd, const char *path, int flags, struct stat *st)
 {
 	/* O_NONBLOCK: a FIFO would block the open until a writer came. */
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	int fd = openat(dfd, path, flags | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0600);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) < 0 ||
+	    (S_ISREG(st->st_mode) && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0)) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode)) {
+		close(fd);
+		return -2;
+	}
+	return fd;
+}
+
+int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err)
+{
 	struct stat st;
+	cleanup_close int fd = open_regular_at(AT_FDCWD, path, O_RDONLY, &st);
 
 	*out = NULL;
 	*len = 0;
+	if (fd == -2)
+		return gantry_error(err, 0, "`%s` is not a regular file", path);
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;
 		return gantry_error_errno(err, "open `%s`", path);
 	}
-	if (fstat(fd, &st) < 0)
-		return gantry_error_errno(err, "stat `%s`", path);
-	if (!S_ISREG(st.st_mode))
-		return gantry_error(err, 0, "`%s` is not a regular file", path);
-	if (fcntl(fd, F_SETFL, 0) < 0)
-		return gantry_error_errno(err, "fcntl `%s`", path);
 	if ((uint64_t)st.st_size > max)
 		return gantry_error(err, 0, "`%s` is larger than %zu bytes", path, max);
 	*out = xmalloc((size_t)st.st_size + 1);

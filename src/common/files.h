@@ -4,6 +4,7 @@
 #define GANTRY_COMMON_FILES_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/error.h"
@@ -21,6 +22,12 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
  * a directory not yet renamed into place. */
 int write_file_new(const char *path, const void *data, size_t len, mode_t mode,
 		   gantry_error_t *err);
+/* Open path (relative to dfd, AT_FDCWD or a directory's fd) with flags
+ * only if it is a regular file, *st its stat: without blocking on a FIFO
+ * (O_NONBLOCK for the open, cleared after), never a terminal. The fd; -1
+ * with errno when open, fstat or fcntl fail; -2 when it is no regular
+ * file (closed). */
+int open_regular_at(int dfd, const char *path, int flags, struct stat *st);
 /* Read a whole regular file of at most max bytes, NUL-terminated; 0 with
  * *out NULL when it does not exist. */
 int read_file_max(const char *path, size_t max, char **out, size_t *len, gantry_error_t *err);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "image/flatten.h"
@@ -24,16 +25,13 @@ bool layout_is(const char *dir)
  * for good, a device (a link to /dev/zero) never end. */
 static int open_file(int dfd, const char *rel, gantry_error_t *err)
 {
-	int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
+	int fd = open_regular_at(dfd, rel, O_RDONLY, &st);
 
+	if (fd == -2)
+		return gantry_error(err, 0, "`%s` is not a file", rel);
 	if (fd < 0)
 		return gantry_error_errno(err, "open `%s`", rel);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-		close(fd);
-		return gantry_error(err, 0, "`%s` is not a file", rel);
-	}
 	return fd;
 }
 

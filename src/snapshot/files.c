@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/files.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "snapshot/files.h"
@@ -23,14 +24,11 @@ static int snap_open(int dir, const char *path, const char *name, int flags, gan
 			return gantry_error_errno(err, "%s/%s", path, name);
 		flags = (flags & ~O_TRUNC) | O_EXCL;
 	}
-	fd = openat(dir, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	fd = open_regular_at(dir, name, flags | O_NOFOLLOW, &st);
+	if (fd == -2)
+		return gantry_error(err, 0, "%s/%s is not a file", path, name);
 	if (fd < 0)
 		return gantry_error_errno(err, "%s/%s", path, name);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
-		close(fd);
-		return gantry_error(err, 0, "%s/%s is not a file", path, name);
-	}
 	return fd;
 }
 
