@@ -140,7 +140,8 @@ int cli_mcp_fs(struct mcp_gateway *gw, const struct cli_mcp_fs *f, gantry_error_
 	  "a secret in the process's environment: NAME (its value here), "           \
 	  "NAME=@FILE or NAME='!CMD ARGS' [,ttl=DUR] (repeatable); NAME@HOST,...: "   \
 	  "for git on those hosts only; NAME@HOST,...,inject [,header=H] "            \
-	  "[,format=F]: a placeholder, the value injected into HTTPS to those hosts", 0 }, \
+	  "[,format=F]: a placeholder, the value injected into HTTPS to those hosts " \
+	  "(its credential headers, or H)", 0 },                                      \
 	{ "secret-file", FLAG_FUNC, (o), cli_flag_secret_file, "FILE",                \
 	  "secrets from a dotenv file: NAME=VALUE lines, read into memory only", 0 }
 /* clang-format on */
